@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs every check of the package: generated C test sources in step with gcc, formatting,
+# the test suite with warnings as errors, and the leak check under LeakSanitizer.
+# On a Debian machine with only the Swift toolchain it first installs what it needs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(libffi-dev pkg-config gcc gobjc python3)
+missing=()
+for package in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if ((${#missing[@]})); then
+    echo "== installing ${missing[*]}"
+    sudo=""
+    if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+    $sudo apt-get update
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+
+echo "== generated C test sources match gcc"
+python3 Scripts/generate-c-tests.py --check
+
+echo "== swift format lint"
+swift format lint --strict --recursive Package.swift Sources Tests
+
+echo "== swift test"
+swift test -Xswiftc -warnings-as-errors
+
+echo "== leak check (LeakSanitizer)"
+swift test --sanitize=address --scratch-path .build-asan --filter ResourceLifetimeTests

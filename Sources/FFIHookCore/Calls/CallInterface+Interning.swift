@@ -1,0 +1,61 @@
+import Synchronization
+
+extension CallInterface {
+    /// The shared interface for `signature`, prepared on first use.
+    ///
+    /// Signatures that differ only in names and qualifiers share one interface. The cache
+    /// holds interfaces weakly: an interface nobody references is freed, and the next
+    /// request prepares a new one. Safe to call from any thread.
+    ///
+    /// - Throws: ``CallInterfaceError`` as ``init(_:)`` does.
+    public static func shared(for signature: Signature) throws(CallInterfaceError) -> CallInterface {
+        let key = signature.abiKey
+        if let existing = InterfaceCache.shared.lookup(key) { return existing }
+        let interface = try CallInterface(signature)
+        return InterfaceCache.shared.insert(interface, for: key)
+    }
+
+    /// How many interned interfaces are alive (for tests and diagnostics).
+    static var sharedInterfaceCount: Int { InterfaceCache.shared.count }
+}
+
+/// The weak table behind ``CallInterface/shared(for:)``.
+final class InterfaceCache: Sendable {
+    static let shared = InterfaceCache()
+
+    private final class Entry: @unchecked Sendable {
+        // Sendable: only read and written with the table's lock held.
+        weak var interface: CallInterface?
+        let identity: ObjectIdentifier
+
+        init(interface: CallInterface, identity: ObjectIdentifier) {
+            self.interface = interface
+            self.identity = identity
+        }
+    }
+
+    private let entries = Mutex<[String: Entry]>([:])
+
+    func lookup(_ key: String) -> CallInterface? {
+        entries.withLock { $0[key]?.interface }
+    }
+
+    /// Stores `interface` unless a live one won the race, and returns the one to use.
+    func insert(_ interface: CallInterface, for key: String) -> CallInterface {
+        entries.withLock { table in
+            if let existing = table[key]?.interface { return existing }
+            table[key] = Entry(interface: interface, identity: ObjectIdentifier(interface))
+            interface.cacheKey.withLock { $0 = key }
+            return interface
+        }
+    }
+
+    /// Drops the entry of a dying interface, unless a newer interface already replaced it.
+    func remove(_ key: String, identity: ObjectIdentifier) {
+        entries.withLock { table in
+            if table[key]?.identity == identity { table[key] = nil }
+        }
+    }
+
+    var count: Int { entries.withLock { $0.count } }
+}

@@ -1,0 +1,104 @@
+/// Swift types whose C counterpart a typed call can check beyond size and alignment.
+enum SwiftScalarClass {
+    /// The leaf class of `type` when it is a known Swift scalar, `nil` for other types.
+    static func of<T>(_ type: T.Type) -> ScalarLeaf.Class? {
+        switch type {
+        case is Float.Type, is Double.Type: return .floatingPoint
+        case is Int8.Type, is UInt8.Type, is Int16.Type, is UInt16.Type, is Int32.Type, is UInt32.Type,
+            is Int64.Type, is UInt64.Type, is Int.Type, is UInt.Type, is Bool.Type,
+            is OpaquePointer.Type, is UnsafeRawPointer.Type, is UnsafeMutableRawPointer.Type,
+            is OpaquePointer?.Type, is UnsafeRawPointer?.Type, is UnsafeMutableRawPointer?.Type:
+            return .integer
+        default:
+            #if arch(x86_64)
+                if type == Float80.self { return .longDouble }
+            #endif
+            return nil
+        }
+    }
+
+    /// Whether a Swift value of type `T` can stand for a C value of type `c`.
+    static func matches<T>(_ swiftType: T.Type, _ c: CType) -> Bool {
+        let expected: (size: Int, alignment: Int) =
+            if case .array = c.kind { (Platform.pointerSize, Platform.pointerSize) } else { (c.size, c.alignment) }
+        #if arch(x86_64)
+            if swiftType == Float80.self {
+                return c.kind == .primitive(.longDouble)
+            }
+        #endif
+        guard MemoryLayout<T>.size == expected.size, MemoryLayout<T>.alignment <= max(expected.alignment, 1) else {
+            return false
+        }
+        guard let swiftClass = of(swiftType), case .primitive(let primitive) = c.kind else { return true }
+        switch swiftClass {
+        case .floatingPoint: return primitive == .float || primitive == .double
+        case .longDouble: return primitive == .longDouble
+        case .integer: return primitive.isInteger
+        }
+    }
+}
+
+extension CallInterface {
+    /// Calls `function` with Swift values, checking them against the signature first.
+    ///
+    /// Each argument's Swift type must have the C type's size and no stricter alignment;
+    /// standard-library scalars must also agree in kind (`Float` and `Double` for `f` and `d`,
+    /// integers, `Bool` and pointers for integer and pointer codes). For an array argument
+    /// pass the pointer to its first element. `Result` must have the return type's size
+    /// (`Void` for `v`).
+    ///
+    /// - Throws: ``CallInterfaceError`` with ``CallInterfaceError/Code/argumentCountMismatch(expected:actual:)``
+    ///   or ``CallInterfaceError/Code/typeMismatch(swiftType:)``; nothing is called then.
+    public func call<Result: BitwiseCopyable, each Argument: BitwiseCopyable>(
+        _ function: UnsafeRawPointer, returning: Result.Type = Result.self, _ arguments: repeat each Argument
+    ) throws(CallInterfaceError) -> Result {
+        let types = signature.argumentTypes
+        var count = 0
+        var mismatch: (Int, String)?
+        var scratchSize = 0
+        for argument in repeat each arguments {
+            let swiftType = type(of: argument)
+            if count < types.count, mismatch == nil, !SwiftScalarClass.matches(swiftType, types[count]) {
+                mismatch = (count, String(describing: swiftType))
+            }
+            scratchSize = scratchSize.roundedUp(to: 16) + MemoryLayout.size(ofValue: argument)
+            count += 1
+        }
+        guard count == types.count else {
+            throw CallInterfaceError(
+                signature: signature, position: nil,
+                code: .argumentCountMismatch(expected: types.count, actual: count))
+        }
+        if let (index, swiftType) = mismatch {
+            throw CallInterfaceError(
+                signature: signature, position: .argument(index), code: .typeMismatch(swiftType: swiftType))
+        }
+        let returnsVoid = signature.returnType.isVoid
+        guard returnsVoid ? MemoryLayout<Result>.size == 0 : SwiftScalarClass.matches(Result.self, signature.returnType)
+        else {
+            throw CallInterfaceError(
+                signature: signature, position: .returnValue,
+                code: .typeMismatch(swiftType: String(describing: Result.self)))
+        }
+        return withUnsafeTemporaryAllocation(byteCount: max(scratchSize, 1), alignment: 16) { scratch in
+            withUnsafeTemporaryAllocation(of: UnsafeMutableRawPointer?.self, capacity: max(count, 1)) { list in
+                var offset = 0
+                var index = 0
+                for argument in repeat each arguments {
+                    offset = offset.roundedUp(to: 16)
+                    let slot = scratch.baseAddress! + offset
+                    withUnsafeBytes(of: argument) { slot.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+                    list[index] = slot
+                    offset += MemoryLayout.size(ofValue: argument)
+                    index += 1
+                }
+                return withUnsafeTemporaryAllocation(
+                    byteCount: max(returnBufferSize, MemoryLayout<Result>.size), alignment: 16
+                ) { result in
+                    call(function, returnValue: result.baseAddress, argumentList: list.baseAddress!)
+                    return result.baseAddress!.load(as: Result.self)
+                }
+            }
+        }
+    }
+}

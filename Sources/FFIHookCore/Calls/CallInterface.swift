@@ -1,0 +1,225 @@
+internal import CFFI
+import Synchronization
+
+/// A prepared way to call C functions of one signature.
+///
+/// A call interface is built once per signature and then calls any number of function
+/// pointers of that signature from any thread. ``shared(for:)`` interns interfaces by their
+/// ABI shape, so all users of one signature share one; the interned entry goes away with
+/// the last reference.
+///
+/// ```swift
+/// let interface = try CallInterface.shared(for: Signature("iii"))
+/// let sum: Int32 = try interface.call(addPointer, returning: Int32.self, Int32(2), Int32(3))
+/// ```
+///
+/// Values the platform's libffi would pass wrongly are lowered or routed so that the callee
+/// receives exactly what a compiled C caller would pass (see ``FFITypeGraph``); those that
+/// cannot be passed correctly are refused with a ``CallInterfaceError``.
+public final class CallInterface: @unchecked Sendable {
+    // Sendable: every stored property is set in init and never changed; libffi only reads a
+    // prepared cif while calling.
+
+    /// The signature this interface calls.
+    public let signature: Signature
+    /// For a variadic interface, how many leading arguments are fixed; `nil` otherwise.
+    public let fixedArgumentCount: Int?
+    /// The bytes a return-value buffer must have: at least the return type's size, and at
+    /// least a machine word, since libffi widens small integer results to one.
+    public let returnBufferSize: Int
+
+    private let graph: FFITypeGraph
+    /// The interface as the C ABI sees the signature; closures are built on it.
+    let cif: PreparedCIF
+    /// The interface `ffi_call` uses: `cif` itself, or one whose arguments are split into
+    /// pieces where the platform's libffi would mispass an aggregate.
+    private let callCIF: PreparedCIF
+    /// For a split `callCIF`: each of its arguments as (original argument, byte offset).
+    private let callPieces: [(argument: Int, offset: Int)]?
+    /// The key under which ``shared(for:)`` holds this interface, if it does.
+    let cacheKey = Mutex<String?>(nil)
+
+    /// Prepares an interface for a fixed-argument signature.
+    ///
+    /// - Throws: ``CallInterfaceError`` naming the argument or return value that the
+    ///   platform's C calling convention cannot pass through libffi, and why.
+    public convenience init(_ signature: Signature) throws(CallInterfaceError) {
+        try self.init(signature: signature, fixedArgumentCount: nil)
+    }
+
+    /// Prepares an interface for one call shape of a variadic function.
+    ///
+    /// `signature` lists the fixed arguments and then the concrete variadic ones for this
+    /// call shape. Variadic arguments must already have C's default promotions applied:
+    /// `float` is refused (write `d`), and so are `char`, `short` and `_Bool` (write `i`).
+    ///
+    /// - Throws: ``CallInterfaceError`` for a fixed count outside the arguments, a
+    ///   promotable variadic argument, or a value that cannot be passed.
+    public convenience init(variadic signature: Signature, fixedArgumentCount: Int) throws(CallInterfaceError) {
+        guard (0...signature.argumentTypes.count).contains(fixedArgumentCount) else {
+            throw CallInterfaceError(
+                signature: signature, position: nil,
+                code: .invalidFixedArgumentCount(fixedArgumentCount))
+        }
+        for (index, type) in signature.argumentTypes.enumerated().dropFirst(fixedArgumentCount) {
+            if let promoted = type.variadicPromotion {
+                throw CallInterfaceError(
+                    signature: signature, position: .argument(index),
+                    code: .variadicPromotion(promotedEncoding: promoted))
+            }
+        }
+        try self.init(signature: signature, fixedArgumentCount: fixedArgumentCount)
+    }
+
+    private init(signature: Signature, fixedArgumentCount: Int?) throws(CallInterfaceError) {
+        self.signature = signature
+        self.fixedArgumentCount = fixedArgumentCount
+        let graph = FFITypeGraph()
+        let lowered: (returnValue: FFITypeGraph.Lowered, arguments: [FFITypeGraph.Lowered])
+        do {
+            lowered = (
+                try graph.lower(signature.returnType, at: .returnValue),
+                try signature.argumentTypes.enumerated().map { index, type throws(FFITypeGraph.Unrepresentable) in
+                    try graph.lower(type, at: .argument(index))
+                }
+            )
+        } catch {
+            throw CallInterfaceError(
+                signature: signature, position: error.position.public,
+                code: .unsupportedValue(reason: error.reason))
+        }
+        let cif = try Self.prepare(
+            signature, lowered.returnValue.type, lowered.arguments.map(\.type), fixedArgumentCount)
+        try Self.verify(signature, lowered)
+        self.graph = graph
+        self.cif = cif
+        self.returnBufferSize = max(signature.returnType.size, lowered.returnValue.expectedSize, CFFI_arg_size())
+
+        #if arch(x86_64)
+            let plan = SysVArgumentPlan(signature)
+            if plan.needsSplitting {
+                let pieces = plan.pieces
+                let types = pieces.map { piece -> UnsafeMutablePointer<ffi_type> in
+                    switch piece.kind {
+                    case .whole: lowered.arguments[piece.argument].type
+                    case .integerWord: CFFI_type_uint64()
+                    case .float: CFFI_type_float()
+                    case .double: CFFI_type_double()
+                    }
+                }
+                let fixed = fixedArgumentCount.map { count in pieces.filter { $0.argument < count }.count }
+                self.callCIF = try Self.prepare(signature, lowered.returnValue.type, types, fixed)
+                self.callPieces = pieces.map { ($0.argument, $0.offset) }
+                return
+            }
+        #endif
+        self.callCIF = cif
+        self.callPieces = nil
+    }
+
+    deinit {
+        if let key = cacheKey.withLock({ $0 }) {
+            InterfaceCache.shared.remove(key, identity: ObjectIdentifier(self))
+        }
+    }
+
+    private static func prepare(
+        _ signature: Signature, _ returnType: UnsafeMutablePointer<ffi_type>,
+        _ argumentTypes: [UnsafeMutablePointer<ffi_type>], _ fixedArgumentCount: Int?
+    ) throws(CallInterfaceError) -> PreparedCIF {
+        do {
+            return try PreparedCIF.prepare(
+                returnType: returnType, argumentTypes: argumentTypes,
+                fixedArgumentCount: fixedArgumentCount)
+        } catch {
+            throw CallInterfaceError(signature: signature, position: nil, code: .libffiRejected(status: error.status))
+        }
+    }
+
+    /// Checks that libffi laid out every value as the C compiler does.
+    private static func verify(
+        _ signature: Signature, _ lowered: (returnValue: FFITypeGraph.Lowered, arguments: [FFITypeGraph.Lowered])
+    ) throws(CallInterfaceError) {
+        let values =
+            [(CallInterfaceError.Position.returnValue, lowered.returnValue)]
+            + lowered.arguments.enumerated().map { (CallInterfaceError.Position.argument($0.offset), $0.element) }
+        for (position, value) in values where position != .returnValue || !signature.returnType.isVoid {
+            let size = value.type.pointee.size
+            let alignment = Int(value.type.pointee.alignment)
+            if size != value.expectedSize || alignment != value.expectedAlignment {
+                throw CallInterfaceError(
+                    signature: signature, position: position,
+                    code: .layoutMismatch(libffiSize: size, libffiAlignment: alignment))
+            }
+        }
+    }
+
+    // MARK: - Calling
+
+    /// Calls `function` with argument values read through `arguments` and stores its result.
+    ///
+    /// - Parameters:
+    ///   - function: a C function of this interface's signature.
+    ///   - returnValue: at least ``returnBufferSize`` bytes, aligned for the return type;
+    ///     may be `nil` when the return type is `void`.
+    ///   - arguments: one pointer per argument to a buffer holding that argument's value
+    ///     (for an array argument, a buffer holding the pointer to pass).
+    /// - Precondition: `arguments.count` equals the signature's argument count, and a
+    ///   non-void return type has a `returnValue` buffer.
+    public func call(
+        _ function: UnsafeRawPointer, returnValue: UnsafeMutableRawPointer?, arguments: [UnsafeMutableRawPointer]
+    ) {
+        precondition(
+            arguments.count == signature.argumentTypes.count,
+            "\(arguments.count) argument buffers for signature \"\(signature)\" with \(signature.argumentTypes.count) arguments"
+        )
+        precondition(
+            returnValue != nil || signature.returnType.isVoid,
+            "signature \"\(signature)\" returns a value and needs a return buffer")
+        withUnsafeTemporaryAllocation(of: UnsafeMutableRawPointer?.self, capacity: max(arguments.count, 1)) { list in
+            for (index, argument) in arguments.enumerated() { list[index] = argument }
+            call(function, returnValue: returnValue, argumentList: list.baseAddress!)
+        }
+    }
+
+    /// Calls with libffi's own argument list (`void **`), one pointer per argument.
+    ///
+    /// This is the hot path: no allocation unless the interface splits an argument, in
+    /// which case a small stack buffer is used.
+    func call(
+        _ function: UnsafeRawPointer, returnValue: UnsafeMutableRawPointer?,
+        argumentList: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    ) {
+        guard let callPieces else {
+            LibFFI.call(callCIF.cif, function, returnValue, argumentList)
+            return
+        }
+        withUnsafeTemporaryAllocation(of: UnsafeMutableRawPointer?.self, capacity: callPieces.count) { pieces in
+            for (index, piece) in callPieces.enumerated() {
+                pieces[index] = argumentList[piece.argument].map { $0 + piece.offset }
+            }
+            LibFFI.call(callCIF.cif, function, returnValue, pieces.baseAddress!)
+        }
+    }
+}
+
+extension FFITypeGraph.Position {
+    var `public`: CallInterfaceError.Position {
+        switch self {
+        case .argument(let index): .argument(index)
+        case .returnValue: .returnValue
+        }
+    }
+}
+
+extension CType {
+    /// The encoding C's default argument promotions turn this type into, if they change it.
+    var variadicPromotion: String? {
+        guard case .primitive(let primitive) = kind else { return nil }
+        switch primitive {
+        case .float: return "d"
+        case .char, .unsignedChar, .short, .unsignedShort, .bool: return "i"
+        default: return nil
+        }
+    }
+}

@@ -1,0 +1,67 @@
+import CTestSupport
+import Testing
+
+@testable import FFIHookCore
+
+/// Calls every compiler-built function of the test-support table through a call interface
+/// made from its encoding. Each callee compares its arguments byte for byte with what it
+/// expects and records the first that differs; the test then checks the returned bytes.
+@Suite struct CompiledFunctionCallTests {
+    static let indices = 0..<Int(ct_call_count())
+
+    static func entry(_ index: Int) -> ct_call { ct_call_at(Int32(index))!.pointee }
+
+    @Test func tableCoversEnoughFunctions() {
+        #expect(Self.indices.count >= 100)
+    }
+
+    @Test(arguments: indices)
+    func callThroughFreshInterface(index: Int) throws {
+        let entry = Self.entry(index)
+        try Self.check(entry, through: CallInterface(Signature(String(cString: entry.encoding))))
+    }
+
+    @Test(arguments: indices)
+    func callThroughSharedInterface(index: Int) throws {
+        let entry = Self.entry(index)
+        try Self.check(entry, through: CallInterface.shared(for: Signature(String(cString: entry.encoding))))
+    }
+
+    static func check(_ entry: ct_call, through interface: CallInterface) {
+        let name = String(cString: entry.name)
+        let signature = interface.signature
+        let count = Int(entry.argument_count)
+        #expect(signature.argumentTypes.count == count, "\(name)")
+        guard signature.argumentTypes.count == count else { return }
+        for (index, type) in signature.argumentTypes.enumerated() {
+            #expect(type.size == entry.argument_sizes[index], "\(name) argument \(index) \(type)")
+        }
+        #expect(signature.returnType.size == entry.return_size, "\(name) return \(signature.returnType)")
+
+        let buffers = (0..<count).map { index in
+            let size = max(entry.argument_sizes[index], 1)
+            let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16)
+            buffer.initializeMemory(as: UInt8.self, repeating: 0, count: size)
+            entry.fill_argument(Int32(index), buffer)
+            return buffer
+        }
+        defer {
+            for buffer in buffers { buffer.deallocate() }
+        }
+        let returnSize = max(interface.returnBufferSize, entry.return_size)
+        let returnValue = UnsafeMutableRawPointer.allocate(byteCount: returnSize, alignment: 16)
+        defer { returnValue.deallocate() }
+        returnValue.initializeMemory(as: UInt8.self, repeating: 0xA5, count: returnSize)
+
+        _ = ct_take_report()
+        interface.call(entry.function, returnValue: returnValue, arguments: buffers)
+        let report = ct_take_report()
+        #expect(report.calls == 1, "\(name) ran \(report.calls) times")
+        #expect(
+            report.failed_argument == 0,
+            "\(name) \(signature): argument \(report.failed_argument - 1) arrived wrong")
+        if entry.return_size > 0 {
+            #expect(entry.check_return(returnValue) == 0, "\(name) \(signature): wrong return value")
+        }
+    }
+}

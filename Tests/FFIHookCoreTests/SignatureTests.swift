@@ -1,0 +1,44 @@
+import Testing
+
+@testable import FFIHookCore
+
+@Suite struct SignatureTests {
+    @Test(arguments: [
+        ("i^vi", "i", ["^v", "i"]),
+        ("{P=dd}{P=dd}d", "{P=dd}", ["{P=dd}", "d"]),
+        ("v24@0:8@16", "v", ["@", ":", "@"]),
+        ("v", "v", []),
+        ("r*8@0:4", "r*", ["@", ":"]),
+        ("@\"NSString\"16@0:8", "@\"NSString\"", ["@", ":"]),
+        ("v-8@0", "v", ["@"]),
+    ])
+    func readsReturnAndArguments(encoding: String, returnType: String, arguments: [String]) throws {
+        let signature = try Signature(encoding)
+        #expect(signature.returnType.encoding == returnType)
+        #expect(signature.argumentTypes.map(\.encoding) == arguments)
+    }
+
+    @Test func canonicalEncodingDropsFrameOffsets() throws {
+        #expect(try Signature("v24@0:8@16").encoding == "v@:@")
+        #expect(try Signature("v24@0:8@16").description == "v@:@")
+    }
+
+    @Test func voidArgumentIsRefused() {
+        #expect(throws: EncodingError(encoding: "iv", offset: 1, reason: .voidValue)) {
+            try Signature("iv")
+        }
+    }
+
+    @Test func opaqueArgumentIsRefusedButOpaquePointerIsFine() throws {
+        #expect(throws: EncodingError(encoding: "v{Opaque}", offset: 1, reason: .opaqueValue(name: "Opaque"))) {
+            try Signature("v{Opaque}")
+        }
+        let signature = try Signature("v^{Opaque}")
+        #expect(signature.argumentTypes[0].size == 8)
+    }
+
+    @Test func equalEncodingsGiveEqualSignatures() throws {
+        #expect(try Signature("i8^v0i4") == Signature("i^vi"))
+        #expect(try Signature("i^vi") != Signature("i^vI"))
+    }
+}
