@@ -22,7 +22,7 @@ echo "== generated C test sources match gcc"
 python3 Scripts/generate-c-tests.py --check
 
 echo "== swift format lint"
-swift format lint --strict --recursive Package.swift Sources Tests
+swift format lint --strict --recursive Package.swift Sources Tests Fuzz/Package.swift Fuzz/Sources
 
 echo "== swift test"
 swift test -Xswiftc -warnings-as-errors

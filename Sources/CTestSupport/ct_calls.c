@@ -35,6 +35,16 @@ static void ct_fill_nothing(int index, void *buffer)
     (void)buffer;
 }
 
+// Writes the expected value of argument `index`: a copy of a static const object of its type.
+static void ct_fill_from(const void *const *values, const size_t *sizes, int count, int index, void *buffer)
+{
+    if (index < 0 || index >= count) {
+        return;
+    }
+    memset(buffer, 0, sizes[index]);
+    memcpy(buffer, values[index], sizes[index]);
+}
+
 static int ct_check_void(const void *buffer)
 {
     (void)buffer;
@@ -47,739 +57,739 @@ static int ct_check_void(const void *buffer)
 // long
 static int ct_eq_0(const long *a, const long *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // double
 static int ct_eq_1(const double *a, const double *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // struct S_llf
 static int ct_eq_2(const struct S_llf *a, const struct S_llf *b)
 {
-    if (memcmp(&(*a).a, &(*b).a, sizeof (*a).a) != 0) return 0;
-    if (memcmp(&(*a).b, &(*b).b, sizeof (*a).b) != 0) return 0;
+    if (memcmp(&a->a, &b->a, sizeof a->a) != 0) return 0;
+    if (memcmp(&a->b, &b->b, sizeof a->b) != 0) return 0;
     return 1;
 }
 
 // int
 static int ct_eq_3(const int *a, const int *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // char
 static int ct_eq_4(const char *a, const char *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // float
 static int ct_eq_5(const float *a, const float *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // struct S_c_d
 static int ct_eq_6(const struct S_c_d *a, const struct S_c_d *b)
 {
-    if (memcmp(&(*a).x, &(*b).x, sizeof (*a).x) != 0) return 0;
-    if (memcmp(&(*a).y, &(*b).y, sizeof (*a).y) != 0) return 0;
+    if (memcmp(&a->x, &b->x, sizeof a->x) != 0) return 0;
+    if (memcmp(&a->y, &b->y, sizeof a->y) != 0) return 0;
     return 1;
 }
 
 // struct S_ld
 static int ct_eq_7(const struct S_ld *a, const struct S_ld *b)
 {
-    if (memcmp(&(*a).x, &(*b).x, 10) != 0) return 0;
+    if (memcmp(&a->x, &b->x, 10) != 0) return 0;
     return 1;
 }
 
 // union U_ld_l2
 static int ct_eq_8(const union U_ld_l2 *a, const union U_ld_l2 *b)
 {
-    if (memcmp((*a).l, (*b).l, sizeof (*a).l) != 0) return 0;
+    if (memcmp(a->l, b->l, sizeof a->l) != 0) return 0;
     return 1;
 }
 
 // union U_ld_l
 static int ct_eq_9(const union U_ld_l *a, const union U_ld_l *b)
 {
-    if (memcmp(&(*a).ld, &(*b).ld, 10) != 0) return 0;
+    if (memcmp(&a->ld, &b->ld, 10) != 0) return 0;
     return 1;
 }
 
 // union U_ld_ld
 static int ct_eq_10(const union U_ld_ld *a, const union U_ld_ld *b)
 {
-    if (memcmp(&(*a).a, &(*b).a, 10) != 0) return 0;
+    if (memcmp(&a->a, &b->a, 10) != 0) return 0;
     return 1;
 }
 
 // long double
 static int ct_eq_11(const long double *a, const long double *b)
 {
-    if (memcmp(&(*a), &(*b), 10) != 0) return 0;
+    if (memcmp(a, b, 10) != 0) return 0;
     return 1;
 }
 
 // _Complex long double
 static int ct_eq_12(const _Complex long double *a, const _Complex long double *b)
 {
-    if (memcmp(&(*a), &(*b), 10) != 0) return 0;
-    if (memcmp((const unsigned char *)&(*a) + 16, (const unsigned char *)&(*b) + 16, 10) != 0) return 0;
+    if (memcmp(a, b, 10) != 0) return 0;
+    if (memcmp((const unsigned char *)a + 16, (const unsigned char *)b + 16, 10) != 0) return 0;
     return 1;
 }
 
 // _Complex float
 static int ct_eq_13(const _Complex float *a, const _Complex float *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // _Complex double
 static int ct_eq_14(const _Complex double *a, const _Complex double *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // _Complex int
 static int ct_eq_15(const _Complex int *a, const _Complex int *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // _Complex char
 static int ct_eq_16(const _Complex char *a, const _Complex char *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // _Complex short
 static int ct_eq_17(const _Complex short *a, const _Complex short *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // _Complex long long
 static int ct_eq_18(const _Complex long long *a, const _Complex long long *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // __int128
 static int ct_eq_19(const __int128 *a, const __int128 *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // unsigned __int128
 static int ct_eq_20(const unsigned __int128 *a, const unsigned __int128 *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // struct S_f4
 static int ct_eq_21(const struct S_f4 *a, const struct S_f4 *b)
 {
-    if (memcmp(&(*a).a, &(*b).a, sizeof (*a).a) != 0) return 0;
-    if (memcmp(&(*a).b, &(*b).b, sizeof (*a).b) != 0) return 0;
-    if (memcmp(&(*a).c, &(*b).c, sizeof (*a).c) != 0) return 0;
-    if (memcmp(&(*a).d, &(*b).d, sizeof (*a).d) != 0) return 0;
+    if (memcmp(&a->a, &b->a, sizeof a->a) != 0) return 0;
+    if (memcmp(&a->b, &b->b, sizeof a->b) != 0) return 0;
+    if (memcmp(&a->c, &b->c, sizeof a->c) != 0) return 0;
+    if (memcmp(&a->d, &b->d, sizeof a->d) != 0) return 0;
     return 1;
 }
 
 // struct S_f3
 static int ct_eq_22(const struct S_f3 *a, const struct S_f3 *b)
 {
-    if (memcmp(&(*a).a, &(*b).a, sizeof (*a).a) != 0) return 0;
-    if (memcmp(&(*a).b, &(*b).b, sizeof (*a).b) != 0) return 0;
-    if (memcmp(&(*a).c, &(*b).c, sizeof (*a).c) != 0) return 0;
+    if (memcmp(&a->a, &b->a, sizeof a->a) != 0) return 0;
+    if (memcmp(&a->b, &b->b, sizeof a->b) != 0) return 0;
+    if (memcmp(&a->c, &b->c, sizeof a->c) != 0) return 0;
     return 1;
 }
 
 // struct S_i_f
 static int ct_eq_23(const struct S_i_f *a, const struct S_i_f *b)
 {
-    if (memcmp(&(*a).a, &(*b).a, sizeof (*a).a) != 0) return 0;
-    if (memcmp(&(*a).b, &(*b).b, sizeof (*a).b) != 0) return 0;
+    if (memcmp(&a->a, &b->a, sizeof a->a) != 0) return 0;
+    if (memcmp(&a->b, &b->b, sizeof a->b) != 0) return 0;
     return 1;
 }
 
 // struct S_d_i
 static int ct_eq_24(const struct S_d_i *a, const struct S_d_i *b)
 {
-    if (memcmp(&(*a).d, &(*b).d, sizeof (*a).d) != 0) return 0;
-    if (memcmp(&(*a).i, &(*b).i, sizeof (*a).i) != 0) return 0;
+    if (memcmp(&a->d, &b->d, sizeof a->d) != 0) return 0;
+    if (memcmp(&a->i, &b->i, sizeof a->i) != 0) return 0;
     return 1;
 }
 
 // struct S_c3_s
 static int ct_eq_25(const struct S_c3_s *a, const struct S_c3_s *b)
 {
-    if (memcmp((*a).c, (*b).c, sizeof (*a).c) != 0) return 0;
-    if (memcmp(&(*a).s, &(*b).s, sizeof (*a).s) != 0) return 0;
+    if (memcmp(a->c, b->c, sizeof a->c) != 0) return 0;
+    if (memcmp(&a->s, &b->s, sizeof a->s) != 0) return 0;
     return 1;
 }
 
 // struct S_nested_unions
 static int ct_eq_26(const struct S_nested_unions *a, const struct S_nested_unions *b)
 {
-    if (memcmp(&(*a).a.f, &(*b).a.f, sizeof (*a).a.f) != 0) return 0;
-    if (memcmp((*a).b.c, (*b).b.c, sizeof (*a).b.c) != 0) return 0;
-    if (memcmp(&(*a).c.d, &(*b).c.d, sizeof (*a).c.d) != 0) return 0;
+    if (memcmp(&a->a.f, &b->a.f, sizeof a->a.f) != 0) return 0;
+    if (memcmp(a->b.c, b->b.c, sizeof a->b.c) != 0) return 0;
+    if (memcmp(&a->c.d, &b->c.d, sizeof a->c.d) != 0) return 0;
     return 1;
 }
 
 // short
 static int ct_eq_27(const short *a, const short *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // struct S_bf8
 static int ct_eq_28(const struct S_bf8 *a, const struct S_bf8 *b)
 {
-    if ((*a).a != (*b).a) return 0;
-    if ((*a).b != (*b).b) return 0;
-    if ((*a).c != (*b).c) return 0;
+    if (a->a != b->a) return 0;
+    if (a->b != b->b) return 0;
+    if (a->c != b->c) return 0;
     return 1;
 }
 
 // struct S_bf12
 static int ct_eq_29(const struct S_bf12 *a, const struct S_bf12 *b)
 {
-    if ((*a).a != (*b).a) return 0;
-    if ((*a).b != (*b).b) return 0;
-    if ((*a).c != (*b).c) return 0;
-    if ((*a).d != (*b).d) return 0;
-    if ((*a).e != (*b).e) return 0;
-    if ((*a).f != (*b).f) return 0;
+    if (a->a != b->a) return 0;
+    if (a->b != b->b) return 0;
+    if (a->c != b->c) return 0;
+    if (a->d != b->d) return 0;
+    if (a->e != b->e) return 0;
+    if (a->f != b->f) return 0;
     return 1;
 }
 
 // struct S_bf16
 static int ct_eq_30(const struct S_bf16 *a, const struct S_bf16 *b)
 {
-    if ((*a).a != (*b).a) return 0;
-    if ((*a).b != (*b).b) return 0;
-    if ((*a).c != (*b).c) return 0;
-    if ((*a).d != (*b).d) return 0;
-    if ((*a).e != (*b).e) return 0;
+    if (a->a != b->a) return 0;
+    if (a->b != b->b) return 0;
+    if (a->c != b->c) return 0;
+    if (a->d != b->d) return 0;
+    if (a->e != b->e) return 0;
     return 1;
 }
 
 // union U_f2_i
 static int ct_eq_31(const union U_f2_i *a, const union U_f2_i *b)
 {
-    if (memcmp(&(*a).a, &(*b).a, sizeof (*a).a) != 0) return 0;
+    if (memcmp(&a->a, &b->a, sizeof a->a) != 0) return 0;
     return 1;
 }
 
 // unsigned char
 static int ct_eq_32(const unsigned char *a, const unsigned char *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // unsigned short
 static int ct_eq_33(const unsigned short *a, const unsigned short *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // signed char
 static int ct_eq_34(const signed char *a, const signed char *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // struct S_d2
 static int ct_eq_35(const struct S_d2 *a, const struct S_d2 *b)
 {
-    if (memcmp(&(*a).a, &(*b).a, sizeof (*a).a) != 0) return 0;
-    if (memcmp(&(*a).b, &(*b).b, sizeof (*a).b) != 0) return 0;
+    if (memcmp(&a->a, &b->a, sizeof a->a) != 0) return 0;
+    if (memcmp(&a->b, &b->b, sizeof a->b) != 0) return 0;
     return 1;
 }
 
 // struct S_d3
 static int ct_eq_36(const struct S_d3 *a, const struct S_d3 *b)
 {
-    if (memcmp(&(*a).a, &(*b).a, sizeof (*a).a) != 0) return 0;
-    if (memcmp(&(*a).b, &(*b).b, sizeof (*a).b) != 0) return 0;
-    if (memcmp(&(*a).c, &(*b).c, sizeof (*a).c) != 0) return 0;
+    if (memcmp(&a->a, &b->a, sizeof a->a) != 0) return 0;
+    if (memcmp(&a->b, &b->b, sizeof a->b) != 0) return 0;
+    if (memcmp(&a->c, &b->c, sizeof a->c) != 0) return 0;
     return 1;
 }
 
 // struct S_l3
 static int ct_eq_37(const struct S_l3 *a, const struct S_l3 *b)
 {
-    if (memcmp(&(*a).a, &(*b).a, sizeof (*a).a) != 0) return 0;
-    if (memcmp(&(*a).b, &(*b).b, sizeof (*a).b) != 0) return 0;
-    if (memcmp(&(*a).c, &(*b).c, sizeof (*a).c) != 0) return 0;
+    if (memcmp(&a->a, &b->a, sizeof a->a) != 0) return 0;
+    if (memcmp(&a->b, &b->b, sizeof a->b) != 0) return 0;
+    if (memcmp(&a->c, &b->c, sizeof a->c) != 0) return 0;
     return 1;
 }
 
 // _Bool
 static int ct_eq_38(const _Bool *a, const _Bool *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // char *
 static int ct_eq_39(char *const *a, char *const *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // const char *
 static int ct_eq_40(const char *const *a, const char *const *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // int **
 static int ct_eq_41(int **const *a, int **const *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // void *
 static int ct_eq_42(void *const *a, void *const *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // void (*)(void)
 static int ct_eq_43(void (*const *a)(void), void (*const *b)(void))
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // double (*)(double, double)
 static int ct_eq_44(double (*const *a)(double, double), double (*const *b)(double, double))
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // int (*)(int)
 static int ct_eq_45(int (*const *a)(int), int (*const *b)(int))
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // enum E_small
 static int ct_eq_46(const enum E_small *a, const enum E_small *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // enum E_signed
 static int ct_eq_47(const enum E_signed *a, const enum E_signed *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // enum E_big
 static int ct_eq_48(const enum E_big *a, const enum E_big *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // enum E_unsigned_high
 static int ct_eq_49(const enum E_unsigned_high *a, const enum E_unsigned_high *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // unsigned long long
 static int ct_eq_50(const unsigned long long *a, const unsigned long long *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // long long
 static int ct_eq_51(const long long *a, const long long *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // struct S_lvl1
 static int ct_eq_55(const struct S_lvl1 *a, const struct S_lvl1 *b)
 {
-    if (memcmp(&(*a).a, &(*b).a, sizeof (*a).a) != 0) return 0;
-    if (memcmp(&(*a).b, &(*b).b, sizeof (*a).b) != 0) return 0;
+    if (memcmp(&a->a, &b->a, sizeof a->a) != 0) return 0;
+    if (memcmp(&a->b, &b->b, sizeof a->b) != 0) return 0;
     return 1;
 }
 
 // struct S_lvl2
 static int ct_eq_54(const struct S_lvl2 *a, const struct S_lvl2 *b)
 {
-    if (!ct_eq_55(&(*a).x, &(*b).x)) return 0;
-    if (memcmp(&(*a).y, &(*b).y, sizeof (*a).y) != 0) return 0;
+    if (!ct_eq_55(&a->x, &b->x)) return 0;
+    if (memcmp(&a->y, &b->y, sizeof a->y) != 0) return 0;
     return 1;
 }
 
 // struct S_lvl3
 static int ct_eq_53(const struct S_lvl3 *a, const struct S_lvl3 *b)
 {
-    if (!ct_eq_54(&(*a).p, &(*b).p)) return 0;
+    if (!ct_eq_54(&a->p, &b->p)) return 0;
     for (size_t i0 = 0; i0 < 2; i0++) {
-        if (!ct_eq_55(&(*a).q[i0], &(*b).q[i0])) return 0;
+        if (!ct_eq_55(&a->q[i0], &b->q[i0])) return 0;
     }
-    if (memcmp(&(*a).z, &(*b).z, sizeof (*a).z) != 0) return 0;
+    if (memcmp(&a->z, &b->z, sizeof a->z) != 0) return 0;
     return 1;
 }
 
 // struct S_lvl4
 static int ct_eq_52(const struct S_lvl4 *a, const struct S_lvl4 *b)
 {
-    if (memcmp(&(*a).c, &(*b).c, sizeof (*a).c) != 0) return 0;
-    if (!ct_eq_53(&(*a).inner, &(*b).inner)) return 0;
-    if (!ct_eq_55(&(*a).named.w, &(*b).named.w)) return 0;
-    if (memcmp(&(*a).named.f, &(*b).named.f, sizeof (*a).named.f) != 0) return 0;
+    if (memcmp(&a->c, &b->c, sizeof a->c) != 0) return 0;
+    if (!ct_eq_53(&a->inner, &b->inner)) return 0;
+    if (!ct_eq_55(&a->named.w, &b->named.w)) return 0;
+    if (memcmp(&a->named.f, &b->named.f, sizeof a->named.f) != 0) return 0;
     return 1;
 }
 
 // struct S_callbacks
 static int ct_eq_56(const struct S_callbacks *a, const struct S_callbacks *b)
 {
-    if (memcmp(&(*a).compare, &(*b).compare, sizeof (*a).compare) != 0) return 0;
-    if (memcmp(&(*a).on_event, &(*b).on_event, sizeof (*a).on_event) != 0) return 0;
-    if (memcmp(&(*a).transform, &(*b).transform, sizeof (*a).transform) != 0) return 0;
-    if (memcmp(&(*a).make, &(*b).make, sizeof (*a).make) != 0) return 0;
-    if (memcmp(&(*a).log, &(*b).log, sizeof (*a).log) != 0) return 0;
-    if (memcmp(&(*a).user, &(*b).user, sizeof (*a).user) != 0) return 0;
+    if (memcmp(&a->compare, &b->compare, sizeof a->compare) != 0) return 0;
+    if (memcmp(&a->on_event, &b->on_event, sizeof a->on_event) != 0) return 0;
+    if (memcmp(&a->transform, &b->transform, sizeof a->transform) != 0) return 0;
+    if (memcmp(&a->make, &b->make, sizeof a->make) != 0) return 0;
+    if (memcmp(&a->log, &b->log, sizeof a->log) != 0) return 0;
+    if (memcmp(&a->user, &b->user, sizeof a->user) != 0) return 0;
     return 1;
 }
 
 // struct S_bools
 static int ct_eq_57(const struct S_bools *a, const struct S_bools *b)
 {
-    if (memcmp(&(*a).a, &(*b).a, sizeof (*a).a) != 0) return 0;
-    if (memcmp(&(*a).b, &(*b).b, sizeof (*a).b) != 0) return 0;
-    if (memcmp(&(*a).c, &(*b).c, sizeof (*a).c) != 0) return 0;
+    if (memcmp(&a->a, &b->a, sizeof a->a) != 0) return 0;
+    if (memcmp(&a->b, &b->b, sizeof a->b) != 0) return 0;
+    if (memcmp(&a->c, &b->c, sizeof a->c) != 0) return 0;
     return 1;
 }
 
 // struct S_bool_d
 static int ct_eq_58(const struct S_bool_d *a, const struct S_bool_d *b)
 {
-    if (memcmp(&(*a).b, &(*b).b, sizeof (*a).b) != 0) return 0;
-    if (memcmp(&(*a).d, &(*b).d, sizeof (*a).d) != 0) return 0;
+    if (memcmp(&a->b, &b->b, sizeof a->b) != 0) return 0;
+    if (memcmp(&a->d, &b->d, sizeof a->d) != 0) return 0;
     return 1;
 }
 
 // struct S_cint
 static int ct_eq_59(const struct S_cint *a, const struct S_cint *b)
 {
-    if (memcmp(&(*a).ci, &(*b).ci, sizeof (*a).ci) != 0) return 0;
-    if (memcmp(&(*a).cc, &(*b).cc, sizeof (*a).cc) != 0) return 0;
-    if (memcmp(&(*a).cs, &(*b).cs, sizeof (*a).cs) != 0) return 0;
-    if (memcmp(&(*a).cll, &(*b).cll, sizeof (*a).cll) != 0) return 0;
+    if (memcmp(&a->ci, &b->ci, sizeof a->ci) != 0) return 0;
+    if (memcmp(&a->cc, &b->cc, sizeof a->cc) != 0) return 0;
+    if (memcmp(&a->cs, &b->cs, sizeof a->cs) != 0) return 0;
+    if (memcmp(&a->cll, &b->cll, sizeof a->cll) != 0) return 0;
     return 1;
 }
 
 // struct S_complex
 static int ct_eq_60(const struct S_complex *a, const struct S_complex *b)
 {
-    if (memcmp(&(*a).c, &(*b).c, sizeof (*a).c) != 0) return 0;
-    if (memcmp(&(*a).cf, &(*b).cf, sizeof (*a).cf) != 0) return 0;
-    if (memcmp(&(*a).cd, &(*b).cd, sizeof (*a).cd) != 0) return 0;
-    if (memcmp(&(*a).cld, &(*b).cld, 10) != 0) return 0;
-    if (memcmp((const unsigned char *)&(*a).cld + 16, (const unsigned char *)&(*b).cld + 16, 10) != 0) return 0;
+    if (memcmp(&a->c, &b->c, sizeof a->c) != 0) return 0;
+    if (memcmp(&a->cf, &b->cf, sizeof a->cf) != 0) return 0;
+    if (memcmp(&a->cd, &b->cd, sizeof a->cd) != 0) return 0;
+    if (memcmp(&a->cld, &b->cld, 10) != 0) return 0;
+    if (memcmp((const unsigned char *)&a->cld + 16, (const unsigned char *)&b->cld + 16, 10) != 0) return 0;
     return 1;
 }
 
 // union U_i128
 static int ct_eq_61(const union U_i128 *a, const union U_i128 *b)
 {
-    if (memcmp(&(*a).t, &(*b).t, sizeof (*a).t) != 0) return 0;
+    if (memcmp(&a->t, &b->t, sizeof a->t) != 0) return 0;
     return 1;
 }
 
 // union U_ld_i128
 static int ct_eq_62(const union U_ld_i128 *a, const union U_ld_i128 *b)
 {
-    if (memcmp(&(*a).t, &(*b).t, sizeof (*a).t) != 0) return 0;
+    if (memcmp(&a->t, &b->t, sizeof a->t) != 0) return 0;
     return 1;
 }
 
 // struct S_anon
 static int ct_eq_63(const struct S_anon *a, const struct S_anon *b)
 {
-    if (memcmp(&(*a).x, &(*b).x, sizeof (*a).x) != 0) return 0;
-    if (memcmp(&(*a).a, &(*b).a, sizeof (*a).a) != 0) return 0;
-    if (memcmp(&(*a).b, &(*b).b, sizeof (*a).b) != 0) return 0;
-    if (memcmp(&(*a).u, &(*b).u, sizeof (*a).u) != 0) return 0;
+    if (memcmp(&a->x, &b->x, sizeof a->x) != 0) return 0;
+    if (memcmp(&a->a, &b->a, sizeof a->a) != 0) return 0;
+    if (memcmp(&a->b, &b->b, sizeof a->b) != 0) return 0;
+    if (memcmp(&a->u, &b->u, sizeof a->u) != 0) return 0;
     return 1;
 }
 
 // struct S_anon_deep
 static int ct_eq_64(const struct S_anon_deep *a, const struct S_anon_deep *b)
 {
-    if (memcmp(&(*a).k, &(*b).k, sizeof (*a).k) != 0) return 0;
-    if (memcmp(&(*a).lo, &(*b).lo, sizeof (*a).lo) != 0) return 0;
-    if (memcmp(&(*a).hi, &(*b).hi, sizeof (*a).hi) != 0) return 0;
-    if (memcmp(&(*a).pos.px, &(*b).pos.px, sizeof (*a).pos.px) != 0) return 0;
-    if (memcmp(&(*a).pos.py, &(*b).pos.py, sizeof (*a).pos.py) != 0) return 0;
-    if (memcmp(&(*a).pos.pz, &(*b).pos.pz, sizeof (*a).pos.pz) != 0) return 0;
+    if (memcmp(&a->k, &b->k, sizeof a->k) != 0) return 0;
+    if (memcmp(&a->lo, &b->lo, sizeof a->lo) != 0) return 0;
+    if (memcmp(&a->hi, &b->hi, sizeof a->hi) != 0) return 0;
+    if (memcmp(&a->pos.px, &b->pos.px, sizeof a->pos.px) != 0) return 0;
+    if (memcmp(&a->pos.py, &b->pos.py, sizeof a->pos.py) != 0) return 0;
+    if (memcmp(&a->pos.pz, &b->pos.pz, sizeof a->pos.pz) != 0) return 0;
     return 1;
 }
 
 // union U_anon
 static int ct_eq_65(const union U_anon *a, const union U_anon *b)
 {
-    if (memcmp(&(*a).a, &(*b).a, sizeof (*a).a) != 0) return 0;
-    if (memcmp(&(*a).b, &(*b).b, sizeof (*a).b) != 0) return 0;
+    if (memcmp(&a->a, &b->a, sizeof a->a) != 0) return 0;
+    if (memcmp(&a->b, &b->b, sizeof a->b) != 0) return 0;
     return 1;
 }
 
 // union U_bf
 static int ct_eq_66(const union U_bf *a, const union U_bf *b)
 {
-    if ((*a).z != (*b).z) return 0;
+    if (a->z != b->z) return 0;
     return 1;
 }
 
 // union U_bf_mixed
 static int ct_eq_67(const union U_bf_mixed *a, const union U_bf_mixed *b)
 {
-    if (!ct_eq_28(&(*a).s, &(*b).s)) return 0;
+    if (!ct_eq_28(&a->s, &b->s)) return 0;
     return 1;
 }
 
 // struct S_bf_in_union
 static int ct_eq_68(const struct S_bf_in_union *a, const struct S_bf_in_union *b)
 {
-    if (memcmp(&(*a).tag, &(*b).tag, sizeof (*a).tag) != 0) return 0;
-    if ((*a).u.b != (*b).u.b) return 0;
-    if (memcmp(&(*a).tail, &(*b).tail, sizeof (*a).tail) != 0) return 0;
+    if (memcmp(&a->tag, &b->tag, sizeof a->tag) != 0) return 0;
+    if (a->u.b != b->u.b) return 0;
+    if (memcmp(&a->tail, &b->tail, sizeof a->tail) != 0) return 0;
     return 1;
 }
 
 // struct S_zw_int
 static int ct_eq_69(const struct S_zw_int *a, const struct S_zw_int *b)
 {
-    if (memcmp(&(*a).a, &(*b).a, sizeof (*a).a) != 0) return 0;
-    if (memcmp(&(*a).b, &(*b).b, sizeof (*a).b) != 0) return 0;
+    if (memcmp(&a->a, &b->a, sizeof a->a) != 0) return 0;
+    if (memcmp(&a->b, &b->b, sizeof a->b) != 0) return 0;
     return 1;
 }
 
 // struct S_zw_llong
 static int ct_eq_70(const struct S_zw_llong *a, const struct S_zw_llong *b)
 {
-    if (memcmp(&(*a).a, &(*b).a, sizeof (*a).a) != 0) return 0;
-    if (memcmp(&(*a).b, &(*b).b, sizeof (*a).b) != 0) return 0;
+    if (memcmp(&a->a, &b->a, sizeof a->a) != 0) return 0;
+    if (memcmp(&a->b, &b->b, sizeof a->b) != 0) return 0;
     return 1;
 }
 
 // struct S_zw_char
 static int ct_eq_71(const struct S_zw_char *a, const struct S_zw_char *b)
 {
-    if ((*a).a != (*b).a) return 0;
-    if ((*a).b != (*b).b) return 0;
+    if (a->a != b->a) return 0;
+    if (a->b != b->b) return 0;
     return 1;
 }
 
 // struct S_zw_bits
 static int ct_eq_72(const struct S_zw_bits *a, const struct S_zw_bits *b)
 {
-    if ((*a).a != (*b).a) return 0;
-    if ((*a).b != (*b).b) return 0;
+    if (a->a != b->a) return 0;
+    if (a->b != b->b) return 0;
     return 1;
 }
 
 // struct S_zw_first
 static int ct_eq_73(const struct S_zw_first *a, const struct S_zw_first *b)
 {
-    if (memcmp(&(*a).c, &(*b).c, sizeof (*a).c) != 0) return 0;
+    if (memcmp(&a->c, &b->c, sizeof a->c) != 0) return 0;
     return 1;
 }
 
 // struct S_zw_short_mix
 static int ct_eq_74(const struct S_zw_short_mix *a, const struct S_zw_short_mix *b)
 {
-    if (memcmp(&(*a).s, &(*b).s, sizeof (*a).s) != 0) return 0;
-    if ((*a).u != (*b).u) return 0;
-    if (memcmp(&(*a).d, &(*b).d, sizeof (*a).d) != 0) return 0;
+    if (memcmp(&a->s, &b->s, sizeof a->s) != 0) return 0;
+    if (a->u != b->u) return 0;
+    if (memcmp(&a->d, &b->d, sizeof a->d) != 0) return 0;
     return 1;
 }
 
 // union R068
 static int ct_eq_75(const union R068 *a, const union R068 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // struct S_bf_straddle
 static int ct_eq_76(const struct S_bf_straddle *a, const struct S_bf_straddle *b)
 {
-    if ((*a).a != (*b).a) return 0;
-    if ((*a).b != (*b).b) return 0;
-    if ((*a).c != (*b).c) return 0;
-    if ((*a).d != (*b).d) return 0;
+    if (a->a != b->a) return 0;
+    if (a->b != b->b) return 0;
+    if (a->c != b->c) return 0;
+    if (a->d != b->d) return 0;
     return 1;
 }
 
 // const char *const *
 static int ct_eq_77(const char *const *const *a, const char *const *const *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // struct S_c_f
 static int ct_eq_78(const struct S_c_f *a, const struct S_c_f *b)
 {
-    if (memcmp(&(*a).c, &(*b).c, sizeof (*a).c) != 0) return 0;
-    if (memcmp(&(*a).f, &(*b).f, sizeof (*a).f) != 0) return 0;
+    if (memcmp(&a->c, &b->c, sizeof a->c) != 0) return 0;
+    if (memcmp(&a->f, &b->f, sizeof a->f) != 0) return 0;
     return 1;
 }
 
 // unsigned long
 static int ct_eq_79(const unsigned long *a, const unsigned long *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // _Complex unsigned int
 static int ct_eq_80(const _Complex unsigned int *a, const _Complex unsigned int *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // struct R109
 static int ct_eq_81(const struct R109 *a, const struct R109 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // struct R185
 static int ct_eq_83(const struct R185 *a, const struct R185 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // struct R219
 static int ct_eq_82(const struct R219 *a, const struct R219 *b)
 {
-    if (!ct_eq_75(&(*a).f0, &(*b).f0)) return 0;
-    if (!ct_eq_83(&(*a).f1, &(*b).f1)) return 0;
+    if (!ct_eq_75(&a->f0, &b->f0)) return 0;
+    if (!ct_eq_83(&a->f1, &b->f1)) return 0;
     return 1;
 }
 
 // struct S_ops
 static int ct_eq_85(const struct S_ops *a, const struct S_ops *b)
 {
-    if (memcmp(&(*a).open, &(*b).open, sizeof (*a).open) != 0) return 0;
-    if (memcmp(&(*a).read, &(*b).read, sizeof (*a).read) != 0) return 0;
-    if (memcmp(&(*a).close, &(*b).close, sizeof (*a).close) != 0) return 0;
-    if (memcmp(&(*a).ctx, &(*b).ctx, sizeof (*a).ctx) != 0) return 0;
+    if (memcmp(&a->open, &b->open, sizeof a->open) != 0) return 0;
+    if (memcmp(&a->read, &b->read, sizeof a->read) != 0) return 0;
+    if (memcmp(&a->close, &b->close, sizeof a->close) != 0) return 0;
+    if (memcmp(&a->ctx, &b->ctx, sizeof a->ctx) != 0) return 0;
     return 1;
 }
 
 // union U_llf_d
 static int ct_eq_86(const union U_llf_d *a, const union U_llf_d *b)
 {
-    if (memcmp((*a).d, (*b).d, sizeof (*a).d) != 0) return 0;
+    if (memcmp(a->d, b->d, sizeof a->d) != 0) return 0;
     return 1;
 }
 
 // struct R187
 static int ct_eq_84(const struct R187 *a, const struct R187 *b)
 {
-    if (!ct_eq_85(&(*a).f0, &(*b).f0)) return 0;
-    if (!ct_eq_86(&(*a).f1, &(*b).f1)) return 0;
-    if (memcmp(&(*a).f2, &(*b).f2, sizeof (*a).f2) != 0) return 0;
-    if (memcmp(&(*a).f3, &(*b).f3, sizeof (*a).f3) != 0) return 0;
+    if (!ct_eq_85(&a->f0, &b->f0)) return 0;
+    if (!ct_eq_86(&a->f1, &b->f1)) return 0;
+    if (memcmp(&a->f2, &b->f2, sizeof a->f2) != 0) return 0;
+    if (memcmp(&a->f3, &b->f3, sizeof a->f3) != 0) return 0;
     return 1;
 }
 
 // union R044
 static int ct_eq_87(const union R044 *a, const union R044 *b)
 {
-    if (memcmp((*a).f2, (*b).f2, sizeof (*a).f2) != 0) return 0;
+    if (memcmp(a->f2, b->f2, sizeof a->f2) != 0) return 0;
     return 1;
 }
 
 // struct S_c1
 static int ct_eq_88(const struct S_c1 *a, const struct S_c1 *b)
 {
-    if (memcmp(&(*a).c, &(*b).c, sizeof (*a).c) != 0) return 0;
+    if (memcmp(&a->c, &b->c, sizeof a->c) != 0) return 0;
     return 1;
 }
 
 // union U_c_s
 static int ct_eq_89(const union U_c_s *a, const union U_c_s *b)
 {
-    if (memcmp(&(*a).s, &(*b).s, sizeof (*a).s) != 0) return 0;
+    if (memcmp(&a->s, &b->s, sizeof a->s) != 0) return 0;
     return 1;
 }
 
 // union R056
 static int ct_eq_90(const union R056 *a, const union R056 *b)
 {
-    if (memcmp((*a).f0, (*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(a->f0, b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // struct R072
 static int ct_eq_91(const struct R072 *a, const struct R072 *b)
 {
-    if ((*a).f0 != (*b).f0) return 0;
-    if ((*a).f1 != (*b).f1) return 0;
-    if (memcmp(&(*a).f2, &(*b).f2, sizeof (*a).f2) != 0) return 0;
-    if ((*a).f3 != (*b).f3) return 0;
-    if ((*a).f4 != (*b).f4) return 0;
-    if (memcmp(&(*a).f5, &(*b).f5, sizeof (*a).f5) != 0) return 0;
-    if (memcmp(&(*a).f6, &(*b).f6, sizeof (*a).f6) != 0) return 0;
+    if (a->f0 != b->f0) return 0;
+    if (a->f1 != b->f1) return 0;
+    if (memcmp(&a->f2, &b->f2, sizeof a->f2) != 0) return 0;
+    if (a->f3 != b->f3) return 0;
+    if (a->f4 != b->f4) return 0;
+    if (memcmp(&a->f5, &b->f5, sizeof a->f5) != 0) return 0;
+    if (memcmp(&a->f6, &b->f6, sizeof a->f6) != 0) return 0;
     return 1;
 }
 
 // struct R066
 static int ct_eq_92(const struct R066 *a, const struct R066 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
-    if ((*a).f1 != (*b).f1) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
+    if (a->f1 != b->f1) return 0;
     return 1;
 }
 
@@ -787,76 +797,76 @@ static int ct_eq_92(const struct R066 *a, const struct R066 *b)
 static int ct_eq_93(const struct S_arr_structs *a, const struct S_arr_structs *b)
 {
     for (size_t i0 = 0; i0 < 3; i0++) {
-        if (!ct_eq_23(&(*a).items[i0], &(*b).items[i0])) return 0;
+        if (!ct_eq_23(&a->items[i0], &b->items[i0])) return 0;
     }
-    if (memcmp(&(*a).n, &(*b).n, sizeof (*a).n) != 0) return 0;
+    if (memcmp(&a->n, &b->n, sizeof a->n) != 0) return 0;
     return 1;
 }
 
 // struct R121
 static int ct_eq_94(const struct R121 *a, const struct R121 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
-    if (memcmp(&(*a).f2, &(*b).f2, sizeof (*a).f2) != 0) return 0;
-    if ((*a).f3 != (*b).f3) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
+    if (memcmp(&a->f2, &b->f2, sizeof a->f2) != 0) return 0;
+    if (a->f3 != b->f3) return 0;
     return 1;
 }
 
 // struct R085
 static int ct_eq_95(const struct R085 *a, const struct R085 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
-    if ((*a).f2 != (*b).f2) return 0;
-    if ((*a).f3 != (*b).f3) return 0;
-    if ((*a).f4 != (*b).f4) return 0;
-    if ((*a).f5 != (*b).f5) return 0;
-    if ((*a).f6 != (*b).f6) return 0;
-    if ((*a).f7 != (*b).f7) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
+    if (a->f2 != b->f2) return 0;
+    if (a->f3 != b->f3) return 0;
+    if (a->f4 != b->f4) return 0;
+    if (a->f5 != b->f5) return 0;
+    if (a->f6 != b->f6) return 0;
+    if (a->f7 != b->f7) return 0;
     return 1;
 }
 
 // union R067
 static int ct_eq_96(const union R067 *a, const union R067 *b)
 {
-    if (memcmp(&(*a).f2.f1, &(*b).f2.f1, sizeof (*a).f2.f1) != 0) return 0;
+    if (memcmp(&a->f2.f1, &b->f2.f1, sizeof a->f2.f1) != 0) return 0;
     return 1;
 }
 
 // struct R004
 static int ct_eq_97(const struct R004 *a, const struct R004 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // struct R122
 static int ct_eq_98(const struct R122 *a, const struct R122 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // struct S_bf_unsigned_char
 static int ct_eq_99(const struct S_bf_unsigned_char *a, const struct S_bf_unsigned_char *b)
 {
-    if ((*a).a != (*b).a) return 0;
-    if ((*a).b != (*b).b) return 0;
-    if ((*a).c != (*b).c) return 0;
-    if (memcmp(&(*a).pad, &(*b).pad, sizeof (*a).pad) != 0) return 0;
-    if ((*a).d != (*b).d) return 0;
-    if ((*a).e != (*b).e) return 0;
+    if (a->a != b->a) return 0;
+    if (a->b != b->b) return 0;
+    if (a->c != b->c) return 0;
+    if (memcmp(&a->pad, &b->pad, sizeof a->pad) != 0) return 0;
+    if (a->d != b->d) return 0;
+    if (a->e != b->e) return 0;
     return 1;
 }
 
 // struct R209
 static int ct_eq_100(const struct R209 *a, const struct R209 *b)
 {
-    if ((*a).f0 != (*b).f0) return 0;
-    if ((*a).f1 != (*b).f1) return 0;
-    if ((*a).f2 != (*b).f2) return 0;
-    if ((*a).f3 != (*b).f3) return 0;
+    if (a->f0 != b->f0) return 0;
+    if (a->f1 != b->f1) return 0;
+    if (a->f2 != b->f2) return 0;
+    if (a->f3 != b->f3) return 0;
     return 1;
 }
 
@@ -864,7 +874,7 @@ static int ct_eq_100(const struct R209 *a, const struct R209 *b)
 static int ct_eq_101(const union R003 *a, const union R003 *b)
 {
     for (size_t i0 = 0; i0 < 1; i0++) {
-        if (!ct_eq_67(&(*a).f0[i0], &(*b).f0[i0])) return 0;
+        if (!ct_eq_67(&a->f0[i0], &b->f0[i0])) return 0;
     }
     return 1;
 }
@@ -872,168 +882,168 @@ static int ct_eq_101(const union R003 *a, const union R003 *b)
 // union U_doubles
 static int ct_eq_102(const union U_doubles *a, const union U_doubles *b)
 {
-    if (memcmp((*a).b, (*b).b, sizeof (*a).b) != 0) return 0;
+    if (memcmp(a->b, b->b, sizeof a->b) != 0) return 0;
     return 1;
 }
 
 // struct S_bf_signed_char
 static int ct_eq_103(const struct S_bf_signed_char *a, const struct S_bf_signed_char *b)
 {
-    if ((*a).a != (*b).a) return 0;
-    if ((*a).b != (*b).b) return 0;
-    if ((*a).c != (*b).c) return 0;
-    if (memcmp(&(*a).pad, &(*b).pad, sizeof (*a).pad) != 0) return 0;
-    if ((*a).d != (*b).d) return 0;
-    if ((*a).e != (*b).e) return 0;
+    if (a->a != b->a) return 0;
+    if (a->b != b->b) return 0;
+    if (a->c != b->c) return 0;
+    if (memcmp(&a->pad, &b->pad, sizeof a->pad) != 0) return 0;
+    if (a->d != b->d) return 0;
+    if (a->e != b->e) return 0;
     return 1;
 }
 
 // struct R036
 static int ct_eq_104(const struct R036 *a, const struct R036 *b)
 {
-    if ((*a).f2.f0 != (*b).f2.f0) return 0;
-    if ((*a).f2.f1 != (*b).f2.f1) return 0;
-    if ((*a).f3 != (*b).f3) return 0;
-    if ((*a).f4 != (*b).f4) return 0;
-    if ((*a).f5 != (*b).f5) return 0;
-    if ((*a).f6 != (*b).f6) return 0;
+    if (a->f2.f0 != b->f2.f0) return 0;
+    if (a->f2.f1 != b->f2.f1) return 0;
+    if (a->f3 != b->f3) return 0;
+    if (a->f4 != b->f4) return 0;
+    if (a->f5 != b->f5) return 0;
+    if (a->f6 != b->f6) return 0;
     return 1;
 }
 
 // struct R147
 static int ct_eq_105(const struct R147 *a, const struct R147 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // char *(*)(char *, const char *)
 static int ct_eq_106(char *(*const *a)(char *, const char *), char *(*const *b)(char *, const char *))
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // _Complex unsigned char
 static int ct_eq_107(const _Complex unsigned char *a, const _Complex unsigned char *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // union R168
 static int ct_eq_108(const union R168 *a, const union R168 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // unsigned int
 static int ct_eq_109(const unsigned int *a, const unsigned int *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // struct R135
 static int ct_eq_110(const struct R135 *a, const struct R135 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
     return 1;
 }
 
 // union R119
 static int ct_eq_111(const union R119 *a, const union R119 *b)
 {
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
     return 1;
 }
 
 // union R228
 static int ct_eq_112(const union R228 *a, const union R228 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // struct R174
 static int ct_eq_113(const struct R174 *a, const struct R174 *b)
 {
-    if ((*a).f0 != (*b).f0) return 0;
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
-    if (memcmp(&(*a).f2, &(*b).f2, sizeof (*a).f2) != 0) return 0;
-    if ((*a).f3 != (*b).f3) return 0;
-    if ((*a).f4 != (*b).f4) return 0;
-    if ((*a).f5 != (*b).f5) return 0;
-    if ((*a).f6 != (*b).f6) return 0;
-    if (memcmp(&(*a).f7, &(*b).f7, sizeof (*a).f7) != 0) return 0;
+    if (a->f0 != b->f0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
+    if (memcmp(&a->f2, &b->f2, sizeof a->f2) != 0) return 0;
+    if (a->f3 != b->f3) return 0;
+    if (a->f4 != b->f4) return 0;
+    if (a->f5 != b->f5) return 0;
+    if (a->f6 != b->f6) return 0;
+    if (memcmp(&a->f7, &b->f7, sizeof a->f7) != 0) return 0;
     return 1;
 }
 
 // union R126
 static int ct_eq_115(const union R126 *a, const union R126 *b)
 {
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
     return 1;
 }
 
 // struct R220
 static int ct_eq_114(const struct R220 *a, const struct R220 *b)
 {
-    if ((*a).f0 != (*b).f0) return 0;
-    if ((*a).f1 != (*b).f1) return 0;
-    if ((*a).f2 != (*b).f2) return 0;
-    if ((*a).f3 != (*b).f3) return 0;
-    if (memcmp(&(*a).f4, &(*b).f4, sizeof (*a).f4) != 0) return 0;
-    if (!ct_eq_115(&(*a).f5, &(*b).f5)) return 0;
-    if (memcmp(&(*a).f6, &(*b).f6, sizeof (*a).f6) != 0) return 0;
+    if (a->f0 != b->f0) return 0;
+    if (a->f1 != b->f1) return 0;
+    if (a->f2 != b->f2) return 0;
+    if (a->f3 != b->f3) return 0;
+    if (memcmp(&a->f4, &b->f4, sizeof a->f4) != 0) return 0;
+    if (!ct_eq_115(&a->f5, &b->f5)) return 0;
+    if (memcmp(&a->f6, &b->f6, sizeof a->f6) != 0) return 0;
     return 1;
 }
 
 // struct R094
 static int ct_eq_116(const struct R094 *a, const struct R094 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // const int *
 static int ct_eq_117(const int *const *a, const int *const *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // struct R024
 static int ct_eq_118(const struct R024 *a, const struct R024 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
-    if (memcmp(&(*a).f2, &(*b).f2, sizeof (*a).f2) != 0) return 0;
-    if ((*a).f3 != (*b).f3) return 0;
-    if ((*a).f4 != (*b).f4) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
+    if (memcmp(&a->f2, &b->f2, sizeof a->f2) != 0) return 0;
+    if (a->f3 != b->f3) return 0;
+    if (a->f4 != b->f4) return 0;
     return 1;
 }
 
 // struct R077
 static int ct_eq_119(const struct R077 *a, const struct R077 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // struct R040
 static int ct_eq_120(const struct R040 *a, const struct R040 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // union R027
 static int ct_eq_122(const union R027 *a, const union R027 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
@@ -1041,85 +1051,85 @@ static int ct_eq_122(const union R027 *a, const union R027 *b)
 static int ct_eq_121(const struct R154 *a, const struct R154 *b)
 {
     for (size_t i0 = 0; i0 < 3; i0++) {
-        if (!ct_eq_122(&(*a).f0[i0], &(*b).f0[i0])) return 0;
+        if (!ct_eq_122(&a->f0[i0], &b->f0[i0])) return 0;
     }
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
     return 1;
 }
 
 // struct R137
 static int ct_eq_123(const struct R137 *a, const struct R137 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // struct S_bf_int
 static int ct_eq_124(const struct S_bf_int *a, const struct S_bf_int *b)
 {
-    if ((*a).a != (*b).a) return 0;
-    if ((*a).b != (*b).b) return 0;
-    if ((*a).c != (*b).c) return 0;
-    if (memcmp(&(*a).pad, &(*b).pad, sizeof (*a).pad) != 0) return 0;
-    if ((*a).d != (*b).d) return 0;
-    if ((*a).e != (*b).e) return 0;
+    if (a->a != b->a) return 0;
+    if (a->b != b->b) return 0;
+    if (a->c != b->c) return 0;
+    if (memcmp(&a->pad, &b->pad, sizeof a->pad) != 0) return 0;
+    if (a->d != b->d) return 0;
+    if (a->e != b->e) return 0;
     return 1;
 }
 
 // struct S_u128_pair
 static int ct_eq_125(const struct S_u128_pair *a, const struct S_u128_pair *b)
 {
-    if (memcmp(&(*a).a, &(*b).a, sizeof (*a).a) != 0) return 0;
-    if (memcmp(&(*a).b, &(*b).b, sizeof (*a).b) != 0) return 0;
+    if (memcmp(&a->a, &b->a, sizeof a->a) != 0) return 0;
+    if (memcmp(&a->b, &b->b, sizeof a->b) != 0) return 0;
     return 1;
 }
 
 // struct S_bf_char
 static int ct_eq_126(const struct S_bf_char *a, const struct S_bf_char *b)
 {
-    if ((*a).a != (*b).a) return 0;
-    if ((*a).b != (*b).b) return 0;
-    if ((*a).c != (*b).c) return 0;
-    if (memcmp(&(*a).pad, &(*b).pad, sizeof (*a).pad) != 0) return 0;
-    if ((*a).d != (*b).d) return 0;
-    if ((*a).e != (*b).e) return 0;
+    if (a->a != b->a) return 0;
+    if (a->b != b->b) return 0;
+    if (a->c != b->c) return 0;
+    if (memcmp(&a->pad, &b->pad, sizeof a->pad) != 0) return 0;
+    if (a->d != b->d) return 0;
+    if (a->e != b->e) return 0;
     return 1;
 }
 
 // struct R173
 static int ct_eq_127(const struct R173 *a, const struct R173 *b)
 {
-    if (memcmp(&(*a).f3.f2, &(*b).f3.f2, sizeof (*a).f3.f2) != 0) return 0;
-    if (memcmp((*a).f4, (*b).f4, sizeof (*a).f4) != 0) return 0;
+    if (memcmp(&a->f3.f2, &b->f3.f2, sizeof a->f3.f2) != 0) return 0;
+    if (memcmp(a->f4, b->f4, sizeof a->f4) != 0) return 0;
     return 1;
 }
 
 // struct S_node
 static int ct_eq_128(const struct S_node *a, const struct S_node *b)
 {
-    if (memcmp(&(*a).value, &(*b).value, sizeof (*a).value) != 0) return 0;
-    if (memcmp(&(*a).next, &(*b).next, sizeof (*a).next) != 0) return 0;
+    if (memcmp(&a->value, &b->value, sizeof a->value) != 0) return 0;
+    if (memcmp(&a->next, &b->next, sizeof a->next) != 0) return 0;
     return 1;
 }
 
 // struct R001
 static int ct_eq_129(const struct R001 *a, const struct R001 *b)
 {
-    if ((*a).f0 != (*b).f0) return 0;
+    if (a->f0 != b->f0) return 0;
     return 1;
 }
 
 // struct R012
 static int ct_eq_132(const struct R012 *a, const struct R012 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // struct R013
 static int ct_eq_131(const struct R013 *a, const struct R013 *b)
 {
-    if (!ct_eq_132(&(*a).f0, &(*b).f0)) return 0;
+    if (!ct_eq_132(&a->f0, &b->f0)) return 0;
     return 1;
 }
 
@@ -1127,7 +1137,7 @@ static int ct_eq_131(const struct R013 *a, const struct R013 *b)
 static int ct_eq_130(const struct R035 *a, const struct R035 *b)
 {
     for (size_t i0 = 0; i0 < 3; i0++) {
-        if (!ct_eq_131(&(*a).f0[i0], &(*b).f0[i0])) return 0;
+        if (!ct_eq_131(&a->f0[i0], &b->f0[i0])) return 0;
     }
     return 1;
 }
@@ -1135,264 +1145,264 @@ static int ct_eq_130(const struct R035 *a, const struct R035 *b)
 // union R042
 static int ct_eq_134(const union R042 *a, const union R042 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // union R191
 static int ct_eq_133(const union R191 *a, const union R191 *b)
 {
-    if (!ct_eq_134(&(*a).f0, &(*b).f0)) return 0;
+    if (!ct_eq_134(&a->f0, &b->f0)) return 0;
     return 1;
 }
 
 // union R111
 static int ct_eq_135(const union R111 *a, const union R111 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // union R136
 static int ct_eq_136(const union R136 *a, const union R136 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // struct S_f1
 static int ct_eq_138(const struct S_f1 *a, const struct S_f1 *b)
 {
-    if (memcmp(&(*a).f, &(*b).f, sizeof (*a).f) != 0) return 0;
+    if (memcmp(&a->f, &b->f, sizeof a->f) != 0) return 0;
     return 1;
 }
 
 // struct R159
 static int ct_eq_139(const struct R159 *a, const struct R159 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // struct R163
 static int ct_eq_137(const struct R163 *a, const struct R163 *b)
 {
-    if (!ct_eq_138(&(*a).f0, &(*b).f0)) return 0;
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
-    if (memcmp(&(*a).f8.f2, &(*b).f8.f2, sizeof (*a).f8.f2) != 0) return 0;
-    if (memcmp(&(*a).f8.f3, &(*b).f8.f3, sizeof (*a).f8.f3) != 0) return 0;
-    if (memcmp(&(*a).f8.f4, &(*b).f8.f4, sizeof (*a).f8.f4) != 0) return 0;
-    if (memcmp(&(*a).f8.f5, &(*b).f8.f5, sizeof (*a).f8.f5) != 0) return 0;
-    if ((*a).f8.f6 != (*b).f8.f6) return 0;
-    if (memcmp((*a).f8.f7, (*b).f8.f7, sizeof (*a).f8.f7) != 0) return 0;
-    if (!ct_eq_139(&(*a).f9, &(*b).f9)) return 0;
+    if (!ct_eq_138(&a->f0, &b->f0)) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
+    if (memcmp(&a->f8.f2, &b->f8.f2, sizeof a->f8.f2) != 0) return 0;
+    if (memcmp(&a->f8.f3, &b->f8.f3, sizeof a->f8.f3) != 0) return 0;
+    if (memcmp(&a->f8.f4, &b->f8.f4, sizeof a->f8.f4) != 0) return 0;
+    if (memcmp(&a->f8.f5, &b->f8.f5, sizeof a->f8.f5) != 0) return 0;
+    if (a->f8.f6 != b->f8.f6) return 0;
+    if (memcmp(a->f8.f7, b->f8.f7, sizeof a->f8.f7) != 0) return 0;
+    if (!ct_eq_139(&a->f9, &b->f9)) return 0;
     return 1;
 }
 
 // struct R079
 static int ct_eq_140(const struct R079 *a, const struct R079 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // void (*)(void *)
 static int ct_eq_141(void (*const *a)(void *), void (*const *b)(void *))
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // struct R222
 static int ct_eq_142(const struct R222 *a, const struct R222 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
-    if (memcmp(&(*a).f2, &(*b).f2, sizeof (*a).f2) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
+    if (memcmp(&a->f2, &b->f2, sizeof a->f2) != 0) return 0;
     return 1;
 }
 
 // struct R123
 static int ct_eq_143(const struct R123 *a, const struct R123 *b)
 {
-    if ((*a).f0 != (*b).f0) return 0;
-    if (!ct_eq_118(&(*a).f1, &(*b).f1)) return 0;
-    if (memcmp((*a).f2, (*b).f2, sizeof (*a).f2) != 0) return 0;
-    if (memcmp((*a).f5, (*b).f5, sizeof (*a).f5) != 0) return 0;
+    if (a->f0 != b->f0) return 0;
+    if (!ct_eq_118(&a->f1, &b->f1)) return 0;
+    if (memcmp(a->f2, b->f2, sizeof a->f2) != 0) return 0;
+    if (memcmp(a->f5, b->f5, sizeof a->f5) != 0) return 0;
     return 1;
 }
 
 // struct R158
 static int ct_eq_144(const struct R158 *a, const struct R158 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // struct R211
 static int ct_eq_145(const struct R211 *a, const struct R211 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // struct S_d1
 static int ct_eq_146(const struct S_d1 *a, const struct S_d1 *b)
 {
-    if (memcmp(&(*a).d, &(*b).d, sizeof (*a).d) != 0) return 0;
+    if (memcmp(&a->d, &b->d, sizeof a->d) != 0) return 0;
     return 1;
 }
 
 // struct R002
 static int ct_eq_147(const struct R002 *a, const struct R002 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
     return 1;
 }
 
 // struct R215
 static int ct_eq_148(const struct R215 *a, const struct R215 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
-    if (memcmp(&(*a).f2, &(*b).f2, sizeof (*a).f2) != 0) return 0;
-    if (memcmp(&(*a).f3, &(*b).f3, sizeof (*a).f3) != 0) return 0;
-    if (memcmp((*a).f4, (*b).f4, sizeof (*a).f4) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
+    if (memcmp(&a->f2, &b->f2, sizeof a->f2) != 0) return 0;
+    if (memcmp(&a->f3, &b->f3, sizeof a->f3) != 0) return 0;
+    if (memcmp(a->f4, b->f4, sizeof a->f4) != 0) return 0;
     return 1;
 }
 
 // union R093
 static int ct_eq_149(const union R093 *a, const union R093 *b)
 {
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
     return 1;
 }
 
 // struct S_nested_unions_big
 static int ct_eq_150(const struct S_nested_unions_big *a, const struct S_nested_unions_big *b)
 {
-    if (memcmp(&(*a).kind, &(*b).kind, sizeof (*a).kind) != 0) return 0;
-    if (memcmp(&(*a).u.pt.x, &(*b).u.pt.x, sizeof (*a).u.pt.x) != 0) return 0;
-    if (memcmp(&(*a).u.pt.y, &(*b).u.pt.y, sizeof (*a).u.pt.y) != 0) return 0;
-    if (memcmp((*a).v.words, (*b).v.words, sizeof (*a).v.words) != 0) return 0;
+    if (memcmp(&a->kind, &b->kind, sizeof a->kind) != 0) return 0;
+    if (memcmp(&a->u.pt.x, &b->u.pt.x, sizeof a->u.pt.x) != 0) return 0;
+    if (memcmp(&a->u.pt.y, &b->u.pt.y, sizeof a->u.pt.y) != 0) return 0;
+    if (memcmp(a->v.words, b->v.words, sizeof a->v.words) != 0) return 0;
     return 1;
 }
 
 // struct R197
 static int ct_eq_151(const struct R197 *a, const struct R197 *b)
 {
-    if (memcmp((*a).f0, (*b).f0, sizeof (*a).f0) != 0) return 0;
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
+    if (memcmp(a->f0, b->f0, sizeof a->f0) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
     return 1;
 }
 
 // struct S_arr3d
 static int ct_eq_152(const struct S_arr3d *a, const struct S_arr3d *b)
 {
-    if (memcmp((*a).t, (*b).t, sizeof (*a).t) != 0) return 0;
+    if (memcmp(a->t, b->t, sizeof a->t) != 0) return 0;
     return 1;
 }
 
 // struct R113
 static int ct_eq_153(const struct R113 *a, const struct R113 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
-    if (memcmp(&(*a).f2, &(*b).f2, sizeof (*a).f2) != 0) return 0;
-    if (memcmp(&(*a).f3, &(*b).f3, sizeof (*a).f3) != 0) return 0;
-    if (memcmp(&(*a).f4, &(*b).f4, sizeof (*a).f4) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
+    if (memcmp(&a->f2, &b->f2, sizeof a->f2) != 0) return 0;
+    if (memcmp(&a->f3, &b->f3, sizeof a->f3) != 0) return 0;
+    if (memcmp(&a->f4, &b->f4, sizeof a->f4) != 0) return 0;
     return 1;
 }
 
 // struct R214
 static int ct_eq_154(const struct R214 *a, const struct R214 *b)
 {
-    if (memcmp((*a).f0, (*b).f0, sizeof (*a).f0) != 0) return 0;
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
+    if (memcmp(a->f0, b->f0, sizeof a->f0) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
     return 1;
 }
 
 // int (*)(const void *, const void *)
 static int ct_eq_155(int (*const *a)(const void *, const void *), int (*const *b)(const void *, const void *))
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // struct R210
 static int ct_eq_156(const struct R210 *a, const struct R210 *b)
 {
-    if ((*a).f0 != (*b).f0) return 0;
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
-    if (memcmp(&(*a).f2, &(*b).f2, sizeof (*a).f2) != 0) return 0;
+    if (a->f0 != b->f0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
+    if (memcmp(&a->f2, &b->f2, sizeof a->f2) != 0) return 0;
     return 1;
 }
 
 // union R124
 static int ct_eq_157(const union R124 *a, const union R124 *b)
 {
-    if ((*a).f1 != (*b).f1) return 0;
-    if ((*a).f2 != (*b).f2) return 0;
-    if ((*a).f3 != (*b).f3) return 0;
-    if (memcmp(&(*a).f4, &(*b).f4, sizeof (*a).f4) != 0) return 0;
-    if (memcmp(&(*a).f5, &(*b).f5, sizeof (*a).f5) != 0) return 0;
+    if (a->f1 != b->f1) return 0;
+    if (a->f2 != b->f2) return 0;
+    if (a->f3 != b->f3) return 0;
+    if (memcmp(&a->f4, &b->f4, sizeof a->f4) != 0) return 0;
+    if (memcmp(&a->f5, &b->f5, sizeof a->f5) != 0) return 0;
     return 1;
 }
 
 // struct R060
 static int ct_eq_158(const struct R060 *a, const struct R060 *b)
 {
-    if ((*a).f0 != (*b).f0) return 0;
-    if ((*a).f1 != (*b).f1) return 0;
-    if ((*a).f2 != (*b).f2) return 0;
+    if (a->f0 != b->f0) return 0;
+    if (a->f1 != b->f1) return 0;
+    if (a->f2 != b->f2) return 0;
     return 1;
 }
 
 // struct R181
 static int ct_eq_159(const struct R181 *a, const struct R181 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // struct R015
 static int ct_eq_161(const struct R015 *a, const struct R015 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // union R208
 static int ct_eq_160(const union R208 *a, const union R208 *b)
 {
-    if (!ct_eq_161(&(*a).f0, &(*b).f0)) return 0;
+    if (!ct_eq_161(&a->f0, &b->f0)) return 0;
     return 1;
 }
 
 // union R080
 static int ct_eq_162(const union R080 *a, const union R080 *b)
 {
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
     return 1;
 }
 
 // struct R010
 static int ct_eq_164(const struct R010 *a, const struct R010 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // struct R020
 static int ct_eq_163(const struct R020 *a, const struct R020 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
-    if (!ct_eq_164(&(*a).f1, &(*b).f1)) return 0;
-    if (memcmp(&(*a).f2, &(*b).f2, sizeof (*a).f2) != 0) return 0;
-    if (memcmp(&(*a).f3, &(*b).f3, sizeof (*a).f3) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
+    if (!ct_eq_164(&a->f1, &b->f1)) return 0;
+    if (memcmp(&a->f2, &b->f2, sizeof a->f2) != 0) return 0;
+    if (memcmp(&a->f3, &b->f3, sizeof a->f3) != 0) return 0;
     for (size_t i0 = 0; i0 < 3; i0++) {
-        if (!ct_eq_88(&(*a).f4[i0], &(*b).f4[i0])) return 0;
+        if (!ct_eq_88(&a->f4[i0], &b->f4[i0])) return 0;
     }
     return 1;
 }
@@ -1400,65 +1410,65 @@ static int ct_eq_163(const struct R020 *a, const struct R020 *b)
 // struct R221
 static int ct_eq_165(const struct R221 *a, const struct R221 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // union R204
 static int ct_eq_166(const union R204 *a, const union R204 *b)
 {
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
     return 1;
 }
 
 // struct S_c7
 static int ct_eq_167(const struct S_c7 *a, const struct S_c7 *b)
 {
-    if (memcmp((*a).c, (*b).c, sizeof (*a).c) != 0) return 0;
+    if (memcmp(a->c, b->c, sizeof a->c) != 0) return 0;
     return 1;
 }
 
 // struct S_bf_ordinary
 static int ct_eq_168(const struct S_bf_ordinary *a, const struct S_bf_ordinary *b)
 {
-    if (memcmp(&(*a).c, &(*b).c, sizeof (*a).c) != 0) return 0;
-    if ((*a).a != (*b).a) return 0;
-    if (memcmp(&(*a).d, &(*b).d, sizeof (*a).d) != 0) return 0;
-    if ((*a).b != (*b).b) return 0;
-    if (memcmp(&(*a).s, &(*b).s, sizeof (*a).s) != 0) return 0;
+    if (memcmp(&a->c, &b->c, sizeof a->c) != 0) return 0;
+    if (a->a != b->a) return 0;
+    if (memcmp(&a->d, &b->d, sizeof a->d) != 0) return 0;
+    if (a->b != b->b) return 0;
+    if (memcmp(&a->s, &b->s, sizeof a->s) != 0) return 0;
     return 1;
 }
 
 // void (**)(void)
 static int ct_eq_169(void (**const *a)(void), void (**const *b)(void))
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // struct R106
 static int ct_eq_170(const struct R106 *a, const struct R106 *b)
 {
-    if ((*a).f0 != (*b).f0) return 0;
-    if ((*a).f1 != (*b).f1) return 0;
-    if ((*a).f2 != (*b).f2) return 0;
+    if (a->f0 != b->f0) return 0;
+    if (a->f1 != b->f1) return 0;
+    if (a->f2 != b->f2) return 0;
     return 1;
 }
 
 // struct S_bf_enum
 static int ct_eq_171(const struct S_bf_enum *a, const struct S_bf_enum *b)
 {
-    if ((*a).e != (*b).e) return 0;
-    if ((*a).s != (*b).s) return 0;
-    if ((*a).x != (*b).x) return 0;
-    if ((*a).big != (*b).big) return 0;
+    if (a->e != b->e) return 0;
+    if (a->s != b->s) return 0;
+    if (a->x != b->x) return 0;
+    if (a->big != b->big) return 0;
     return 1;
 }
 
 // union R195
 static int ct_eq_172(const union R195 *a, const union R195 *b)
 {
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
     return 1;
 }
 
@@ -1466,7 +1476,7 @@ static int ct_eq_172(const union R195 *a, const union R195 *b)
 static int ct_eq_173(const struct R146 *a, const struct R146 *b)
 {
     for (size_t i0 = 0; i0 < 2; i0++) {
-        if (!ct_eq_170(&(*a).f0[i0], &(*b).f0[i0])) return 0;
+        if (!ct_eq_170(&a->f0[i0], &b->f0[i0])) return 0;
     }
     return 1;
 }
@@ -1474,650 +1484,650 @@ static int ct_eq_173(const struct R146 *a, const struct R146 *b)
 // union R118
 static int ct_eq_174(const union R118 *a, const union R118 *b)
 {
-    if (memcmp(&(*a).f5.f3, &(*b).f5.f3, sizeof (*a).f5.f3) != 0) return 0;
+    if (memcmp(&a->f5.f3, &b->f5.f3, sizeof a->f5.f3) != 0) return 0;
     return 1;
 }
 
 // struct R031
 static int ct_eq_175(const struct R031 *a, const struct R031 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // struct R026
 static int ct_eq_177(const struct R026 *a, const struct R026 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
-    if (memcmp(&(*a).f2, &(*b).f2, sizeof (*a).f2) != 0) return 0;
-    if (memcmp(&(*a).f5.f3, &(*b).f5.f3, sizeof (*a).f5.f3) != 0) return 0;
-    if (memcmp(&(*a).f6, &(*b).f6, sizeof (*a).f6) != 0) return 0;
-    if (memcmp(&(*a).f7, &(*b).f7, sizeof (*a).f7) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
+    if (memcmp(&a->f2, &b->f2, sizeof a->f2) != 0) return 0;
+    if (memcmp(&a->f5.f3, &b->f5.f3, sizeof a->f5.f3) != 0) return 0;
+    if (memcmp(&a->f6, &b->f6, sizeof a->f6) != 0) return 0;
+    if (memcmp(&a->f7, &b->f7, sizeof a->f7) != 0) return 0;
     return 1;
 }
 
 // struct R032
 static int ct_eq_176(const struct R032 *a, const struct R032 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
-    if ((*a).f1 != (*b).f1) return 0;
-    if ((*a).f2 != (*b).f2) return 0;
-    if ((*a).f3 != (*b).f3) return 0;
-    if (!ct_eq_177(&(*a).f4, &(*b).f4)) return 0;
-    if (memcmp((*a).f5, (*b).f5, sizeof (*a).f5) != 0) return 0;
-    if (!ct_eq_68(&(*a).f6, &(*b).f6)) return 0;
-    if (!ct_eq_129(&(*a).f7, &(*b).f7)) return 0;
-    if (memcmp(&(*a).f8, &(*b).f8, sizeof (*a).f8) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
+    if (a->f1 != b->f1) return 0;
+    if (a->f2 != b->f2) return 0;
+    if (a->f3 != b->f3) return 0;
+    if (!ct_eq_177(&a->f4, &b->f4)) return 0;
+    if (memcmp(a->f5, b->f5, sizeof a->f5) != 0) return 0;
+    if (!ct_eq_68(&a->f6, &b->f6)) return 0;
+    if (!ct_eq_129(&a->f7, &b->f7)) return 0;
+    if (memcmp(&a->f8, &b->f8, sizeof a->f8) != 0) return 0;
     return 1;
 }
 
 // struct R089
 static int ct_eq_179(const struct R089 *a, const struct R089 *b)
 {
-    if (memcmp((*a).f0, (*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(a->f0, b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // struct R096
 static int ct_eq_178(const struct R096 *a, const struct R096 *b)
 {
-    if (!ct_eq_101(&(*a).f0, &(*b).f0)) return 0;
-    if (!ct_eq_179(&(*a).f1, &(*b).f1)) return 0;
-    if (!ct_eq_90(&(*a).f2, &(*b).f2)) return 0;
+    if (!ct_eq_101(&a->f0, &b->f0)) return 0;
+    if (!ct_eq_179(&a->f1, &b->f1)) return 0;
+    if (!ct_eq_90(&a->f2, &b->f2)) return 0;
     return 1;
 }
 
 // union R212
 static int ct_eq_180(const union R212 *a, const union R212 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // struct R177
 static int ct_eq_181(const struct R177 *a, const struct R177 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // union U_dbl_flt
 static int ct_eq_182(const union U_dbl_flt *a, const union U_dbl_flt *b)
 {
-    if (memcmp(&(*a).d, &(*b).d, sizeof (*a).d) != 0) return 0;
+    if (memcmp(&a->d, &b->d, sizeof a->d) != 0) return 0;
     return 1;
 }
 
 // union R050
 static int ct_eq_183(const union R050 *a, const union R050 *b)
 {
-    if (!ct_eq_101(&(*a).f2, &(*b).f2)) return 0;
+    if (!ct_eq_101(&a->f2, &b->f2)) return 0;
     return 1;
 }
 
 // union R088
 static int ct_eq_184(const union R088 *a, const union R088 *b)
 {
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
     return 1;
 }
 
 // struct R098
 static int ct_eq_185(const struct R098 *a, const struct R098 *b)
 {
-    if ((*a).f0 != (*b).f0) return 0;
+    if (a->f0 != b->f0) return 0;
     return 1;
 }
 
 // union R225
 static int ct_eq_186(const union R225 *a, const union R225 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // struct S_c2
 static int ct_eq_188(const struct S_c2 *a, const struct S_c2 *b)
 {
-    if (memcmp(&(*a).a, &(*b).a, sizeof (*a).a) != 0) return 0;
-    if (memcmp(&(*a).b, &(*b).b, sizeof (*a).b) != 0) return 0;
+    if (memcmp(&a->a, &b->a, sizeof a->a) != 0) return 0;
+    if (memcmp(&a->b, &b->b, sizeof a->b) != 0) return 0;
     return 1;
 }
 
 // struct R166
 static int ct_eq_187(const struct R166 *a, const struct R166 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
-    if ((*a).f1 != (*b).f1) return 0;
-    if ((*a).f2 != (*b).f2) return 0;
-    if ((*a).f3 != (*b).f3) return 0;
-    if ((*a).f4 != (*b).f4) return 0;
-    if (!ct_eq_188(&(*a).f5, &(*b).f5)) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
+    if (a->f1 != b->f1) return 0;
+    if (a->f2 != b->f2) return 0;
+    if (a->f3 != b->f3) return 0;
+    if (a->f4 != b->f4) return 0;
+    if (!ct_eq_188(&a->f5, &b->f5)) return 0;
     return 1;
 }
 
 // const void *
 static int ct_eq_189(const void *const *a, const void *const *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // unsigned char *
 static int ct_eq_190(unsigned char *const *a, unsigned char *const *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // long double *
 static int ct_eq_191(long double *const *a, long double *const *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // long double (*)(long double)
 static int ct_eq_192(long double (*const *a)(long double), long double (*const *b)(long double))
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // struct S_d_f
 static int ct_eq_193(const struct S_d_f *a, const struct S_d_f *b)
 {
-    if (memcmp(&(*a).d, &(*b).d, sizeof (*a).d) != 0) return 0;
-    if (memcmp(&(*a).f, &(*b).f, sizeof (*a).f) != 0) return 0;
+    if (memcmp(&a->d, &b->d, sizeof a->d) != 0) return 0;
+    if (memcmp(&a->f, &b->f, sizeof a->f) != 0) return 0;
     return 1;
 }
 
 // union R201
 static int ct_eq_194(const union R201 *a, const union R201 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // union U_complex
 static int ct_eq_195(const union U_complex *a, const union U_complex *b)
 {
-    if (memcmp(&(*a).cd, &(*b).cd, sizeof (*a).cd) != 0) return 0;
+    if (memcmp(&a->cd, &b->cd, sizeof a->cd) != 0) return 0;
     return 1;
 }
 
 // struct R178
 static int ct_eq_196(const struct R178 *a, const struct R178 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // struct R176
 static int ct_eq_197(const struct R176 *a, const struct R176 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // __int128 *
 static int ct_eq_198(__int128 *const *a, __int128 *const *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // struct S_cd_i
 static int ct_eq_199(const struct S_cd_i *a, const struct S_cd_i *b)
 {
-    if (memcmp(&(*a).z, &(*b).z, sizeof (*a).z) != 0) return 0;
-    if (memcmp(&(*a).i, &(*b).i, sizeof (*a).i) != 0) return 0;
+    if (memcmp(&a->z, &b->z, sizeof a->z) != 0) return 0;
+    if (memcmp(&a->i, &b->i, sizeof a->i) != 0) return 0;
     return 1;
 }
 
 // struct S_bf_unsigned_short
 static int ct_eq_200(const struct S_bf_unsigned_short *a, const struct S_bf_unsigned_short *b)
 {
-    if ((*a).a != (*b).a) return 0;
-    if ((*a).b != (*b).b) return 0;
-    if ((*a).c != (*b).c) return 0;
-    if (memcmp(&(*a).pad, &(*b).pad, sizeof (*a).pad) != 0) return 0;
-    if ((*a).d != (*b).d) return 0;
-    if ((*a).e != (*b).e) return 0;
+    if (a->a != b->a) return 0;
+    if (a->b != b->b) return 0;
+    if (a->c != b->c) return 0;
+    if (memcmp(&a->pad, &b->pad, sizeof a->pad) != 0) return 0;
+    if (a->d != b->d) return 0;
+    if (a->e != b->e) return 0;
     return 1;
 }
 
 // union R046
 static int ct_eq_202(const union R046 *a, const union R046 *b)
 {
-    if (!ct_eq_78(&(*a).f1, &(*b).f1)) return 0;
+    if (!ct_eq_78(&a->f1, &b->f1)) return 0;
     return 1;
 }
 
 // struct R097
 static int ct_eq_201(const struct R097 *a, const struct R097 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
-    if (!ct_eq_202(&(*a).f2, &(*b).f2)) return 0;
-    if (memcmp(&(*a).f3, &(*b).f3, sizeof (*a).f3) != 0) return 0;
-    if (memcmp(&(*a).f4, &(*b).f4, sizeof (*a).f4) != 0) return 0;
-    if (memcmp(&(*a).f5, &(*b).f5, sizeof (*a).f5) != 0) return 0;
-    if ((*a).f6 != (*b).f6) return 0;
-    if (!ct_eq_96(&(*a).f7, &(*b).f7)) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
+    if (!ct_eq_202(&a->f2, &b->f2)) return 0;
+    if (memcmp(&a->f3, &b->f3, sizeof a->f3) != 0) return 0;
+    if (memcmp(&a->f4, &b->f4, sizeof a->f4) != 0) return 0;
+    if (memcmp(&a->f5, &b->f5, sizeof a->f5) != 0) return 0;
+    if (a->f6 != b->f6) return 0;
+    if (!ct_eq_96(&a->f7, &b->f7)) return 0;
     return 1;
 }
 
 // union R086
 static int ct_eq_203(const union R086 *a, const union R086 *b)
 {
-    if ((*a).f5.f1 != (*b).f5.f1) return 0;
-    if ((*a).f5.f2 != (*b).f5.f2) return 0;
-    if (memcmp(&(*a).f5.f3, &(*b).f5.f3, sizeof (*a).f5.f3) != 0) return 0;
-    if (memcmp(&(*a).f5.f4, &(*b).f5.f4, sizeof (*a).f5.f4) != 0) return 0;
+    if (a->f5.f1 != b->f5.f1) return 0;
+    if (a->f5.f2 != b->f5.f2) return 0;
+    if (memcmp(&a->f5.f3, &b->f5.f3, sizeof a->f5.f3) != 0) return 0;
+    if (memcmp(&a->f5.f4, &b->f5.f4, sizeof a->f5.f4) != 0) return 0;
     return 1;
 }
 
 // struct R019
 static int ct_eq_206(const struct R019 *a, const struct R019 *b)
 {
-    if (!ct_eq_73(&(*a).f0, &(*b).f0)) return 0;
+    if (!ct_eq_73(&a->f0, &b->f0)) return 0;
     return 1;
 }
 
 // struct R057
 static int ct_eq_205(const struct R057 *a, const struct R057 *b)
 {
-    if (!ct_eq_67(&(*a).f0, &(*b).f0)) return 0;
-    if (!ct_eq_206(&(*a).f1, &(*b).f1)) return 0;
-    if (memcmp(&(*a).f2, &(*b).f2, sizeof (*a).f2) != 0) return 0;
+    if (!ct_eq_67(&a->f0, &b->f0)) return 0;
+    if (!ct_eq_206(&a->f1, &b->f1)) return 0;
+    if (memcmp(&a->f2, &b->f2, sizeof a->f2) != 0) return 0;
     return 1;
 }
 
 // struct S_bf_unsigned_long_long
 static int ct_eq_207(const struct S_bf_unsigned_long_long *a, const struct S_bf_unsigned_long_long *b)
 {
-    if ((*a).a != (*b).a) return 0;
-    if ((*a).b != (*b).b) return 0;
-    if ((*a).c != (*b).c) return 0;
-    if (memcmp(&(*a).pad, &(*b).pad, sizeof (*a).pad) != 0) return 0;
-    if ((*a).d != (*b).d) return 0;
-    if ((*a).e != (*b).e) return 0;
+    if (a->a != b->a) return 0;
+    if (a->b != b->b) return 0;
+    if (a->c != b->c) return 0;
+    if (memcmp(&a->pad, &b->pad, sizeof a->pad) != 0) return 0;
+    if (a->d != b->d) return 0;
+    if (a->e != b->e) return 0;
     return 1;
 }
 
 // struct R189
 static int ct_eq_204(const struct R189 *a, const struct R189 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
-    if (!ct_eq_205(&(*a).f1, &(*b).f1)) return 0;
-    if ((*a).f2 != (*b).f2) return 0;
-    if ((*a).f3 != (*b).f3) return 0;
-    if ((*a).f4 != (*b).f4) return 0;
-    if ((*a).f5 != (*b).f5) return 0;
-    if (!ct_eq_207(&(*a).f6, &(*b).f6)) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
+    if (!ct_eq_205(&a->f1, &b->f1)) return 0;
+    if (a->f2 != b->f2) return 0;
+    if (a->f3 != b->f3) return 0;
+    if (a->f4 != b->f4) return 0;
+    if (a->f5 != b->f5) return 0;
+    if (!ct_eq_207(&a->f6, &b->f6)) return 0;
     return 1;
 }
 
 // struct R037
 static int ct_eq_208(const struct R037 *a, const struct R037 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // union R016
 static int ct_eq_210(const union R016 *a, const union R016 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // struct R038
 static int ct_eq_209(const struct R038 *a, const struct R038 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
-    if (!ct_eq_210(&(*a).f1, &(*b).f1)) return 0;
-    if (memcmp(&(*a).f2, &(*b).f2, sizeof (*a).f2) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
+    if (!ct_eq_210(&a->f1, &b->f1)) return 0;
+    if (memcmp(&a->f2, &b->f2, sizeof a->f2) != 0) return 0;
     return 1;
 }
 
 // struct R039
 static int ct_eq_211(const struct R039 *a, const struct R039 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
     return 1;
 }
 
 // struct R165
 static int ct_eq_212(const struct R165 *a, const struct R165 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
     return 1;
 }
 
 // struct R112
 static int ct_eq_213(const struct R112 *a, const struct R112 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // struct R084
 static int ct_eq_214(const struct R084 *a, const struct R084 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
     return 1;
 }
 
 // struct R156
 static int ct_eq_215(const struct R156 *a, const struct R156 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
     return 1;
 }
 
 // struct S_cf
 static int ct_eq_216(const struct S_cf *a, const struct S_cf *b)
 {
-    if (memcmp(&(*a).z, &(*b).z, sizeof (*a).z) != 0) return 0;
+    if (memcmp(&a->z, &b->z, sizeof a->z) != 0) return 0;
     return 1;
 }
 
 // char **
 static int ct_eq_217(char **const *a, char **const *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // struct S_ptr_fn
 static int ct_eq_218(const struct S_ptr_fn *a, const struct S_ptr_fn *b)
 {
-    if (memcmp(&(*a).fn, &(*b).fn, sizeof (*a).fn) != 0) return 0;
-    if (memcmp(&(*a).tag, &(*b).tag, sizeof (*a).tag) != 0) return 0;
+    if (memcmp(&a->fn, &b->fn, sizeof a->fn) != 0) return 0;
+    if (memcmp(&a->tag, &b->tag, sizeof a->tag) != 0) return 0;
     return 1;
 }
 
 // struct R229
 static int ct_eq_219(const struct R229 *a, const struct R229 *b)
 {
-    if ((*a).f0 != (*b).f0) return 0;
-    if ((*a).f1 != (*b).f1) return 0;
-    if ((*a).f2 != (*b).f2) return 0;
+    if (a->f0 != b->f0) return 0;
+    if (a->f1 != b->f1) return 0;
+    if (a->f2 != b->f2) return 0;
     return 1;
 }
 
 // union R160
 static int ct_eq_220(const union R160 *a, const union R160 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // struct R008
 static int ct_eq_221(const struct R008 *a, const struct R008 *b)
 {
-    if (memcmp((*a).f0, (*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(a->f0, b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // struct R148
 static int ct_eq_222(const struct R148 *a, const struct R148 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
     return 1;
 }
 
 // struct R114
 static int ct_eq_223(const struct R114 *a, const struct R114 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
-    if (memcmp(&(*a).f2, &(*b).f2, sizeof (*a).f2) != 0) return 0;
-    if (memcmp(&(*a).f3, &(*b).f3, sizeof (*a).f3) != 0) return 0;
-    if ((*a).f4 != (*b).f4) return 0;
-    if ((*a).f5 != (*b).f5) return 0;
-    if ((*a).f6 != (*b).f6) return 0;
-    if ((*a).f7 != (*b).f7) return 0;
-    if (memcmp(&(*a).f8, &(*b).f8, sizeof (*a).f8) != 0) return 0;
-    if (memcmp(&(*a).f9, &(*b).f9, sizeof (*a).f9) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
+    if (memcmp(&a->f2, &b->f2, sizeof a->f2) != 0) return 0;
+    if (memcmp(&a->f3, &b->f3, sizeof a->f3) != 0) return 0;
+    if (a->f4 != b->f4) return 0;
+    if (a->f5 != b->f5) return 0;
+    if (a->f6 != b->f6) return 0;
+    if (a->f7 != b->f7) return 0;
+    if (memcmp(&a->f8, &b->f8, sizeof a->f8) != 0) return 0;
+    if (memcmp(&a->f9, &b->f9, sizeof a->f9) != 0) return 0;
     return 1;
 }
 
 // double *
 static int ct_eq_224(double *const *a, double *const *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // struct R078
 static int ct_eq_225(const struct R078 *a, const struct R078 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // struct R140
 static int ct_eq_226(const struct R140 *a, const struct R140 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // union R170
 static int ct_eq_227(const union R170 *a, const union R170 *b)
 {
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
     return 1;
 }
 
 // struct S_f2
 static int ct_eq_228(const struct S_f2 *a, const struct S_f2 *b)
 {
-    if (memcmp(&(*a).a, &(*b).a, sizeof (*a).a) != 0) return 0;
-    if (memcmp(&(*a).b, &(*b).b, sizeof (*a).b) != 0) return 0;
+    if (memcmp(&a->a, &b->a, sizeof a->a) != 0) return 0;
+    if (memcmp(&a->b, &b->b, sizeof a->b) != 0) return 0;
     return 1;
 }
 
 // struct R069
 static int ct_eq_229(const struct R069 *a, const struct R069 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, 10) != 0) return 0;
-    if ((*a).f1 != (*b).f1) return 0;
-    if ((*a).f2 != (*b).f2) return 0;
-    if ((*a).f3 != (*b).f3) return 0;
-    if (memcmp(&(*a).f4, &(*b).f4, sizeof (*a).f4) != 0) return 0;
-    if ((*a).f5 != (*b).f5) return 0;
-    if ((*a).f6 != (*b).f6) return 0;
-    if (memcmp((*a).f7, (*b).f7, sizeof (*a).f7) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, 10) != 0) return 0;
+    if (a->f1 != b->f1) return 0;
+    if (a->f2 != b->f2) return 0;
+    if (a->f3 != b->f3) return 0;
+    if (memcmp(&a->f4, &b->f4, sizeof a->f4) != 0) return 0;
+    if (a->f5 != b->f5) return 0;
+    if (a->f6 != b->f6) return 0;
+    if (memcmp(a->f7, b->f7, sizeof a->f7) != 0) return 0;
     for (size_t i0 = 0; i0 < 3; i0++) {
-        if (!ct_eq_10(&(*a).f8[i0], &(*b).f8[i0])) return 0;
+        if (!ct_eq_10(&a->f8[i0], &b->f8[i0])) return 0;
     }
-    if (memcmp(&(*a).f9, &(*b).f9, sizeof (*a).f9) != 0) return 0;
-    if (memcmp(&(*a).f11.f10, &(*b).f11.f10, sizeof (*a).f11.f10) != 0) return 0;
+    if (memcmp(&a->f9, &b->f9, sizeof a->f9) != 0) return 0;
+    if (memcmp(&a->f11.f10, &b->f11.f10, sizeof a->f11.f10) != 0) return 0;
     return 1;
 }
 
 // union R110
 static int ct_eq_230(const union R110 *a, const union R110 *b)
 {
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
     return 1;
 }
 
 // struct R145
 static int ct_eq_231(const struct R145 *a, const struct R145 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
     return 1;
 }
 
 // struct R116
 static int ct_eq_232(const struct R116 *a, const struct R116 *b)
 {
-    if ((*a).f0 != (*b).f0) return 0;
-    if ((*a).f1 != (*b).f1) return 0;
-    if ((*a).f2 != (*b).f2) return 0;
-    if ((*a).f3 != (*b).f3) return 0;
+    if (a->f0 != b->f0) return 0;
+    if (a->f1 != b->f1) return 0;
+    if (a->f2 != b->f2) return 0;
+    if (a->f3 != b->f3) return 0;
     return 1;
 }
 
 // struct R082
 static int ct_eq_233(const struct R082 *a, const struct R082 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
     return 1;
 }
 
 // union R034
 static int ct_eq_234(const union R034 *a, const union R034 *b)
 {
-    if (memcmp(&(*a).f2, &(*b).f2, sizeof (*a).f2) != 0) return 0;
+    if (memcmp(&a->f2, &b->f2, sizeof a->f2) != 0) return 0;
     return 1;
 }
 
 // struct R101
 static int ct_eq_235(const struct R101 *a, const struct R101 *b)
 {
-    if (memcmp((*a).f0, (*b).f0, sizeof (*a).f0) != 0) return 0;
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
-    if (memcmp(&(*a).f2, &(*b).f2, sizeof (*a).f2) != 0) return 0;
-    if ((*a).f3 != (*b).f3) return 0;
-    if ((*a).f4 != (*b).f4) return 0;
+    if (memcmp(a->f0, b->f0, sizeof a->f0) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
+    if (memcmp(&a->f2, &b->f2, sizeof a->f2) != 0) return 0;
+    if (a->f3 != b->f3) return 0;
+    if (a->f4 != b->f4) return 0;
     return 1;
 }
 
 // struct S_bf_long_long
 static int ct_eq_236(const struct S_bf_long_long *a, const struct S_bf_long_long *b)
 {
-    if ((*a).a != (*b).a) return 0;
-    if ((*a).b != (*b).b) return 0;
-    if ((*a).c != (*b).c) return 0;
-    if (memcmp(&(*a).pad, &(*b).pad, sizeof (*a).pad) != 0) return 0;
-    if ((*a).d != (*b).d) return 0;
-    if ((*a).e != (*b).e) return 0;
+    if (a->a != b->a) return 0;
+    if (a->b != b->b) return 0;
+    if (a->c != b->c) return 0;
+    if (memcmp(&a->pad, &b->pad, sizeof a->pad) != 0) return 0;
+    if (a->d != b->d) return 0;
+    if (a->e != b->e) return 0;
     return 1;
 }
 
 // struct R017
 static int ct_eq_237(const struct R017 *a, const struct R017 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
     return 1;
 }
 
 // int *
 static int ct_eq_238(int *const *a, int *const *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // struct S_node *(*)(struct S_node *)
 static int ct_eq_239(struct S_node *(*const *a)(struct S_node *), struct S_node *(*const *b)(struct S_node *))
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // struct R175
 static int ct_eq_240(const struct R175 *a, const struct R175 *b)
 {
-    if (!ct_eq_200(&(*a).f0, &(*b).f0)) return 0;
+    if (!ct_eq_200(&a->f0, &b->f0)) return 0;
     return 1;
 }
 
 // struct R127
 static int ct_eq_241(const struct R127 *a, const struct R127 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // struct R180
 static int ct_eq_242(const struct R180 *a, const struct R180 *b)
 {
-    if (memcmp((*a).f0, (*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(a->f0, b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // struct R207
 static int ct_eq_243(const struct R207 *a, const struct R207 *b)
 {
-    if (memcmp((*a).f0, (*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(a->f0, b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // struct R041
 static int ct_eq_245(const struct R041 *a, const struct R041 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, 10) != 0) return 0;
-    if (memcmp((const unsigned char *)&(*a).f0 + 16, (const unsigned char *)&(*b).f0 + 16, 10) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, 10) != 0) return 0;
+    if (memcmp((const unsigned char *)&a->f0 + 16, (const unsigned char *)&b->f0 + 16, 10) != 0) return 0;
     return 1;
 }
 
 // union R055
 static int ct_eq_244(const union R055 *a, const union R055 *b)
 {
-    if (!ct_eq_245(&(*a).f1, &(*b).f1)) return 0;
+    if (!ct_eq_245(&a->f1, &b->f1)) return 0;
     return 1;
 }
 
 // struct R218
 static int ct_eq_246(const struct R218 *a, const struct R218 *b)
 {
-    if ((*a).f0 != (*b).f0) return 0;
-    if ((*a).f1 != (*b).f1) return 0;
-    if ((*a).f2 != (*b).f2) return 0;
-    if (memcmp(&(*a).f3, &(*b).f3, sizeof (*a).f3) != 0) return 0;
+    if (a->f0 != b->f0) return 0;
+    if (a->f1 != b->f1) return 0;
+    if (a->f2 != b->f2) return 0;
+    if (memcmp(&a->f3, &b->f3, sizeof a->f3) != 0) return 0;
     return 1;
 }
 
 // struct R130
 static int ct_eq_247(const struct R130 *a, const struct R130 *b)
 {
-    if ((*a).f0 != (*b).f0) return 0;
-    if ((*a).f1 != (*b).f1) return 0;
-    if ((*a).f2 != (*b).f2) return 0;
-    if ((*a).f3 != (*b).f3) return 0;
-    if ((*a).f4 != (*b).f4) return 0;
+    if (a->f0 != b->f0) return 0;
+    if (a->f1 != b->f1) return 0;
+    if (a->f2 != b->f2) return 0;
+    if (a->f3 != b->f3) return 0;
+    if (a->f4 != b->f4) return 0;
     return 1;
 }
 
 // union R009
 static int ct_eq_249(const union R009 *a, const union R009 *b)
 {
-    if (memcmp(&(*a).f3.f1, &(*b).f3.f1, sizeof (*a).f3.f1) != 0) return 0;
-    if (memcmp(&(*a).f3.f2, &(*b).f3.f2, sizeof (*a).f3.f2) != 0) return 0;
+    if (memcmp(&a->f3.f1, &b->f3.f1, sizeof a->f3.f1) != 0) return 0;
+    if (memcmp(&a->f3.f2, &b->f3.f2, sizeof a->f3.f2) != 0) return 0;
     return 1;
 }
 
 // struct R142
 static int ct_eq_248(const struct R142 *a, const struct R142 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
-    if ((*a).f1 != (*b).f1) return 0;
-    if ((*a).f2 != (*b).f2) return 0;
-    if (memcmp(&(*a).f8.f3, &(*b).f8.f3, sizeof (*a).f8.f3) != 0) return 0;
-    if ((*a).f8.f4 != (*b).f8.f4) return 0;
-    if ((*a).f8.f5 != (*b).f8.f5) return 0;
-    if (!ct_eq_147(&(*a).f8.f6, &(*b).f8.f6)) return 0;
-    if (memcmp(&(*a).f8.f7, &(*b).f8.f7, sizeof (*a).f8.f7) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
+    if (a->f1 != b->f1) return 0;
+    if (a->f2 != b->f2) return 0;
+    if (memcmp(&a->f8.f3, &b->f8.f3, sizeof a->f8.f3) != 0) return 0;
+    if (a->f8.f4 != b->f8.f4) return 0;
+    if (a->f8.f5 != b->f8.f5) return 0;
+    if (!ct_eq_147(&a->f8.f6, &b->f8.f6)) return 0;
+    if (memcmp(&a->f8.f7, &b->f8.f7, sizeof a->f8.f7) != 0) return 0;
     for (size_t i0 = 0; i0 < 1; i0++) {
-        if (!ct_eq_249(&(*a).f9[i0], &(*b).f9[i0])) return 0;
+        if (!ct_eq_249(&a->f9[i0], &b->f9[i0])) return 0;
     }
-    if (memcmp(&(*a).f10, &(*b).f10, sizeof (*a).f10) != 0) return 0;
+    if (memcmp(&a->f10, &b->f10, sizeof a->f10) != 0) return 0;
     return 1;
 }
 
@@ -2125,7 +2135,7 @@ static int ct_eq_248(const struct R142 *a, const struct R142 *b)
 static int ct_eq_250(const union R007 *a, const union R007 *b)
 {
     for (size_t i0 = 0; i0 < 3; i0++) {
-        if (!ct_eq_138(&(*a).f1[i0], &(*b).f1[i0])) return 0;
+        if (!ct_eq_138(&a->f1[i0], &b->f1[i0])) return 0;
     }
     return 1;
 }
@@ -2133,380 +2143,380 @@ static int ct_eq_250(const union R007 *a, const union R007 *b)
 // union R095
 static int ct_eq_251(const union R095 *a, const union R095 *b)
 {
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
     return 1;
 }
 
 // struct S_bf_unsigned_long
 static int ct_eq_252(const struct S_bf_unsigned_long *a, const struct S_bf_unsigned_long *b)
 {
-    if ((*a).a != (*b).a) return 0;
-    if ((*a).b != (*b).b) return 0;
-    if ((*a).c != (*b).c) return 0;
-    if (memcmp(&(*a).pad, &(*b).pad, sizeof (*a).pad) != 0) return 0;
-    if ((*a).d != (*b).d) return 0;
-    if ((*a).e != (*b).e) return 0;
+    if (a->a != b->a) return 0;
+    if (a->b != b->b) return 0;
+    if (a->c != b->c) return 0;
+    if (memcmp(&a->pad, &b->pad, sizeof a->pad) != 0) return 0;
+    if (a->d != b->d) return 0;
+    if (a->e != b->e) return 0;
     return 1;
 }
 
 // union R152
 static int ct_eq_253(const union R152 *a, const union R152 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // int (*)(const char *, ...)
 static int ct_eq_254(int (*const *a)(const char *, ...), int (*const *b)(const char *, ...))
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // struct S_bf_one_bits
 static int ct_eq_255(const struct S_bf_one_bits *a, const struct S_bf_one_bits *b)
 {
-    if ((*a).a != (*b).a) return 0;
-    if ((*a).b != (*b).b) return 0;
-    if ((*a).c != (*b).c) return 0;
-    if ((*a).d != (*b).d) return 0;
+    if (a->a != b->a) return 0;
+    if (a->b != b->b) return 0;
+    if (a->c != b->c) return 0;
+    if (a->d != b->d) return 0;
     return 1;
 }
 
 // struct R006
 static int ct_eq_256(const struct R006 *a, const struct R006 *b)
 {
-    if ((*a).f0 != (*b).f0) return 0;
-    if ((*a).f1 != (*b).f1) return 0;
-    if ((*a).f2 != (*b).f2) return 0;
-    if ((*a).f3 != (*b).f3) return 0;
-    if (memcmp(&(*a).f4, &(*b).f4, sizeof (*a).f4) != 0) return 0;
-    if (memcmp((*a).f5, (*b).f5, sizeof (*a).f5) != 0) return 0;
-    if (memcmp(&(*a).f6, &(*b).f6, sizeof (*a).f6) != 0) return 0;
-    if (!ct_eq_193(&(*a).f7, &(*b).f7)) return 0;
+    if (a->f0 != b->f0) return 0;
+    if (a->f1 != b->f1) return 0;
+    if (a->f2 != b->f2) return 0;
+    if (a->f3 != b->f3) return 0;
+    if (memcmp(&a->f4, &b->f4, sizeof a->f4) != 0) return 0;
+    if (memcmp(a->f5, b->f5, sizeof a->f5) != 0) return 0;
+    if (memcmp(&a->f6, &b->f6, sizeof a->f6) != 0) return 0;
+    if (!ct_eq_193(&a->f7, &b->f7)) return 0;
     return 1;
 }
 
 // struct R047
 static int ct_eq_257(const struct R047 *a, const struct R047 *b)
 {
-    if ((*a).f0 != (*b).f0) return 0;
-    if ((*a).f1 != (*b).f1) return 0;
-    if (memcmp(&(*a).f2, &(*b).f2, sizeof (*a).f2) != 0) return 0;
-    if (memcmp(&(*a).f3, &(*b).f3, sizeof (*a).f3) != 0) return 0;
-    if ((*a).f4 != (*b).f4) return 0;
-    if ((*a).f5 != (*b).f5) return 0;
-    if (memcmp(&(*a).f6, &(*b).f6, sizeof (*a).f6) != 0) return 0;
-    if ((*a).f7 != (*b).f7) return 0;
-    if ((*a).f8 != (*b).f8) return 0;
-    if (memcmp(&(*a).f9, &(*b).f9, sizeof (*a).f9) != 0) return 0;
-    if (memcmp((*a).f10, (*b).f10, sizeof (*a).f10) != 0) return 0;
-    if (memcmp(&(*a).f11, &(*b).f11, sizeof (*a).f11) != 0) return 0;
-    if (memcmp(&(*a).f12, &(*b).f12, sizeof (*a).f12) != 0) return 0;
+    if (a->f0 != b->f0) return 0;
+    if (a->f1 != b->f1) return 0;
+    if (memcmp(&a->f2, &b->f2, sizeof a->f2) != 0) return 0;
+    if (memcmp(&a->f3, &b->f3, sizeof a->f3) != 0) return 0;
+    if (a->f4 != b->f4) return 0;
+    if (a->f5 != b->f5) return 0;
+    if (memcmp(&a->f6, &b->f6, sizeof a->f6) != 0) return 0;
+    if (a->f7 != b->f7) return 0;
+    if (a->f8 != b->f8) return 0;
+    if (memcmp(&a->f9, &b->f9, sizeof a->f9) != 0) return 0;
+    if (memcmp(a->f10, b->f10, sizeof a->f10) != 0) return 0;
+    if (memcmp(&a->f11, &b->f11, sizeof a->f11) != 0) return 0;
+    if (memcmp(&a->f12, &b->f12, sizeof a->f12) != 0) return 0;
     return 1;
 }
 
 // struct S_s3
 static int ct_eq_258(const struct S_s3 *a, const struct S_s3 *b)
 {
-    if (memcmp(&(*a).a, &(*b).a, sizeof (*a).a) != 0) return 0;
-    if (memcmp(&(*a).b, &(*b).b, sizeof (*a).b) != 0) return 0;
-    if (memcmp(&(*a).c, &(*b).c, sizeof (*a).c) != 0) return 0;
+    if (memcmp(&a->a, &b->a, sizeof a->a) != 0) return 0;
+    if (memcmp(&a->b, &b->b, sizeof a->b) != 0) return 0;
+    if (memcmp(&a->c, &b->c, sizeof a->c) != 0) return 0;
     return 1;
 }
 
 // union R143
 static int ct_eq_259(const union R143 *a, const union R143 *b)
 {
-    if (memcmp(&(*a).f2, &(*b).f2, sizeof (*a).f2) != 0) return 0;
-    if (memcmp(&(*a).f3, &(*b).f3, sizeof (*a).f3) != 0) return 0;
-    if ((*a).f4 != (*b).f4) return 0;
-    if ((*a).f5 != (*b).f5) return 0;
-    if ((*a).f6 != (*b).f6) return 0;
-    if (memcmp(&(*a).f7, &(*b).f7, sizeof (*a).f7) != 0) return 0;
+    if (memcmp(&a->f2, &b->f2, sizeof a->f2) != 0) return 0;
+    if (memcmp(&a->f3, &b->f3, sizeof a->f3) != 0) return 0;
+    if (a->f4 != b->f4) return 0;
+    if (a->f5 != b->f5) return 0;
+    if (a->f6 != b->f6) return 0;
+    if (memcmp(&a->f7, &b->f7, sizeof a->f7) != 0) return 0;
     return 1;
 }
 
 // struct S_i3
 static int ct_eq_260(const struct S_i3 *a, const struct S_i3 *b)
 {
-    if (memcmp(&(*a).a, &(*b).a, sizeof (*a).a) != 0) return 0;
-    if (memcmp(&(*a).b, &(*b).b, sizeof (*a).b) != 0) return 0;
-    if (memcmp(&(*a).c, &(*b).c, sizeof (*a).c) != 0) return 0;
+    if (memcmp(&a->a, &b->a, sizeof a->a) != 0) return 0;
+    if (memcmp(&a->b, &b->b, sizeof a->b) != 0) return 0;
+    if (memcmp(&a->c, &b->c, sizeof a->c) != 0) return 0;
     return 1;
 }
 
 // struct R125
 static int ct_eq_261(const struct R125 *a, const struct R125 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
-    if ((*a).f2 != (*b).f2) return 0;
-    if ((*a).f3 != (*b).f3) return 0;
-    if ((*a).f4 != (*b).f4) return 0;
-    if ((*a).f5 != (*b).f5) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
+    if (a->f2 != b->f2) return 0;
+    if (a->f3 != b->f3) return 0;
+    if (a->f4 != b->f4) return 0;
+    if (a->f5 != b->f5) return 0;
     return 1;
 }
 
 // union R206
 static int ct_eq_262(const union R206 *a, const union R206 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // struct S_f5
 static int ct_eq_263(const struct S_f5 *a, const struct S_f5 *b)
 {
-    if (memcmp((*a).f, (*b).f, sizeof (*a).f) != 0) return 0;
+    if (memcmp(a->f, b->f, sizeof a->f) != 0) return 0;
     return 1;
 }
 
 // union U_i_d
 static int ct_eq_264(const union U_i_d *a, const union U_i_d *b)
 {
-    if (memcmp(&(*a).d, &(*b).d, sizeof (*a).d) != 0) return 0;
+    if (memcmp(&a->d, &b->d, sizeof a->d) != 0) return 0;
     return 1;
 }
 
 // struct S_bf_unsigned_int
 static int ct_eq_265(const struct S_bf_unsigned_int *a, const struct S_bf_unsigned_int *b)
 {
-    if ((*a).a != (*b).a) return 0;
-    if ((*a).b != (*b).b) return 0;
-    if ((*a).c != (*b).c) return 0;
-    if (memcmp(&(*a).pad, &(*b).pad, sizeof (*a).pad) != 0) return 0;
-    if ((*a).d != (*b).d) return 0;
-    if ((*a).e != (*b).e) return 0;
+    if (a->a != b->a) return 0;
+    if (a->b != b->b) return 0;
+    if (a->c != b->c) return 0;
+    if (memcmp(&a->pad, &b->pad, sizeof a->pad) != 0) return 0;
+    if (a->d != b->d) return 0;
+    if (a->e != b->e) return 0;
     return 1;
 }
 
 // struct R070
 static int ct_eq_266(const struct R070 *a, const struct R070 *b)
 {
-    if (!ct_eq_21(&(*a).f0, &(*b).f0)) return 0;
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
+    if (!ct_eq_21(&a->f0, &b->f0)) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
     for (size_t i0 = 0; i0 < 2; i0++) {
-        if (!ct_eq_96(&(*a).f2[i0], &(*b).f2[i0])) return 0;
+        if (!ct_eq_96(&a->f2[i0], &b->f2[i0])) return 0;
     }
-    if (memcmp(&(*a).f3, &(*b).f3, sizeof (*a).f3) != 0) return 0;
+    if (memcmp(&a->f3, &b->f3, sizeof a->f3) != 0) return 0;
     return 1;
 }
 
 // struct R182
 static int ct_eq_267(const struct R182 *a, const struct R182 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
-    if (memcmp(&(*a).f3.f2, &(*b).f3.f2, sizeof (*a).f3.f2) != 0) return 0;
-    if (memcmp(&(*a).f7.f6, &(*b).f7.f6, sizeof (*a).f7.f6) != 0) return 0;
-    if (memcmp(&(*a).f8, &(*b).f8, sizeof (*a).f8) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
+    if (memcmp(&a->f3.f2, &b->f3.f2, sizeof a->f3.f2) != 0) return 0;
+    if (memcmp(&a->f7.f6, &b->f7.f6, sizeof a->f7.f6) != 0) return 0;
+    if (memcmp(&a->f8, &b->f8, sizeof a->f8) != 0) return 0;
     return 1;
 }
 
 // struct S_bf_full_width
 static int ct_eq_268(const struct S_bf_full_width *a, const struct S_bf_full_width *b)
 {
-    if ((*a).a != (*b).a) return 0;
-    if ((*a).b != (*b).b) return 0;
-    if ((*a).c != (*b).c) return 0;
+    if (a->a != b->a) return 0;
+    if (a->b != b->b) return 0;
+    if (a->c != b->c) return 0;
     return 1;
 }
 
 // struct S_i128
 static int ct_eq_269(const struct S_i128 *a, const struct S_i128 *b)
 {
-    if (memcmp(&(*a).c, &(*b).c, sizeof (*a).c) != 0) return 0;
-    if (memcmp(&(*a).t, &(*b).t, sizeof (*a).t) != 0) return 0;
+    if (memcmp(&a->c, &b->c, sizeof a->c) != 0) return 0;
+    if (memcmp(&a->t, &b->t, sizeof a->t) != 0) return 0;
     return 1;
 }
 
 // struct S_bf_short
 static int ct_eq_270(const struct S_bf_short *a, const struct S_bf_short *b)
 {
-    if ((*a).a != (*b).a) return 0;
-    if ((*a).b != (*b).b) return 0;
-    if ((*a).c != (*b).c) return 0;
-    if (memcmp(&(*a).pad, &(*b).pad, sizeof (*a).pad) != 0) return 0;
-    if ((*a).d != (*b).d) return 0;
-    if ((*a).e != (*b).e) return 0;
+    if (a->a != b->a) return 0;
+    if (a->b != b->b) return 0;
+    if (a->c != b->c) return 0;
+    if (memcmp(&a->pad, &b->pad, sizeof a->pad) != 0) return 0;
+    if (a->d != b->d) return 0;
+    if (a->e != b->e) return 0;
     return 1;
 }
 
 // struct R149
 static int ct_eq_271(const struct R149 *a, const struct R149 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
-    if (memcmp(&(*a).f2, &(*b).f2, sizeof (*a).f2) != 0) return 0;
-    if (memcmp(&(*a).f3, &(*b).f3, sizeof (*a).f3) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
+    if (memcmp(&a->f2, &b->f2, sizeof a->f2) != 0) return 0;
+    if (memcmp(&a->f3, &b->f3, sizeof a->f3) != 0) return 0;
     return 1;
 }
 
 // struct S_bf_mixed
 static int ct_eq_272(const struct S_bf_mixed *a, const struct S_bf_mixed *b)
 {
-    if ((*a).a != (*b).a) return 0;
-    if ((*a).b != (*b).b) return 0;
-    if (memcmp(&(*a).c, &(*b).c, sizeof (*a).c) != 0) return 0;
-    if ((*a).d != (*b).d) return 0;
+    if (a->a != b->a) return 0;
+    if (a->b != b->b) return 0;
+    if (memcmp(&a->c, &b->c, sizeof a->c) != 0) return 0;
+    if (a->d != b->d) return 0;
     return 1;
 }
 
 // struct S_node *
 static int ct_eq_273(struct S_node *const *a, struct S_node *const *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // enum E_small *
 static int ct_eq_274(enum E_small *const *a, enum E_small *const *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // struct R100
 static int ct_eq_275(const struct R100 *a, const struct R100 *b)
 {
-    if ((*a).f0 != (*b).f0) return 0;
+    if (a->f0 != b->f0) return 0;
     return 1;
 }
 
 // struct S_llf *
 static int ct_eq_276(struct S_llf *const *a, struct S_llf *const *b)
 {
-    if (memcmp(&(*a), &(*b), sizeof (*a)) != 0) return 0;
+    if (memcmp(a, b, sizeof *a) != 0) return 0;
     return 1;
 }
 
 // struct R186
 static int ct_eq_277(const struct R186 *a, const struct R186 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
-    if (memcmp(&(*a).f2, &(*b).f2, sizeof (*a).f2) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
+    if (memcmp(&a->f2, &b->f2, sizeof a->f2) != 0) return 0;
     return 1;
 }
 
 // union R090
 static int ct_eq_278(const union R090 *a, const union R090 *b)
 {
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
     return 1;
 }
 
 // struct R062
 static int ct_eq_279(const struct R062 *a, const struct R062 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // union R011
 static int ct_eq_280(const union R011 *a, const union R011 *b)
 {
-    if (!ct_eq_28(&(*a).f0, &(*b).f0)) return 0;
+    if (!ct_eq_28(&a->f0, &b->f0)) return 0;
     return 1;
 }
 
 // struct S_i_ld
 static int ct_eq_282(const struct S_i_ld *a, const struct S_i_ld *b)
 {
-    if (memcmp(&(*a).i, &(*b).i, sizeof (*a).i) != 0) return 0;
-    if (memcmp(&(*a).x, &(*b).x, 10) != 0) return 0;
+    if (memcmp(&a->i, &b->i, sizeof a->i) != 0) return 0;
+    if (memcmp(&a->x, &b->x, 10) != 0) return 0;
     return 1;
 }
 
 // struct R150
 static int ct_eq_281(const struct R150 *a, const struct R150 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
-    if (memcmp(&(*a).f2, &(*b).f2, sizeof (*a).f2) != 0) return 0;
-    if (memcmp(&(*a).f3, &(*b).f3, sizeof (*a).f3) != 0) return 0;
-    if (memcmp(&(*a).f4, &(*b).f4, sizeof (*a).f4) != 0) return 0;
-    if (memcmp(&(*a).f5, &(*b).f5, sizeof (*a).f5) != 0) return 0;
-    if (memcmp(&(*a).f7, &(*b).f7, sizeof (*a).f7) != 0) return 0;
-    if (!ct_eq_282(&(*a).f9, &(*b).f9)) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
+    if (memcmp(&a->f2, &b->f2, sizeof a->f2) != 0) return 0;
+    if (memcmp(&a->f3, &b->f3, sizeof a->f3) != 0) return 0;
+    if (memcmp(&a->f4, &b->f4, sizeof a->f4) != 0) return 0;
+    if (memcmp(&a->f5, &b->f5, sizeof a->f5) != 0) return 0;
+    if (memcmp(&a->f7, &b->f7, sizeof a->f7) != 0) return 0;
+    if (!ct_eq_282(&a->f9, &b->f9)) return 0;
     return 1;
 }
 
 // union R029
 static int ct_eq_284(const union R029 *a, const union R029 *b)
 {
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
     return 1;
 }
 
 // struct R103
 static int ct_eq_283(const struct R103 *a, const struct R103 *b)
 {
-    if ((*a).f0 != (*b).f0) return 0;
-    if ((*a).f1 != (*b).f1) return 0;
-    if (!ct_eq_130(&(*a).f2, &(*b).f2)) return 0;
-    if (!ct_eq_284(&(*a).f3, &(*b).f3)) return 0;
+    if (a->f0 != b->f0) return 0;
+    if (a->f1 != b->f1) return 0;
+    if (!ct_eq_130(&a->f2, &b->f2)) return 0;
+    if (!ct_eq_284(&a->f3, &b->f3)) return 0;
     return 1;
 }
 
 // struct R099
 static int ct_eq_285(const struct R099 *a, const struct R099 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // struct R162
 static int ct_eq_286(const struct R162 *a, const struct R162 *b)
 {
-    if ((*a).f0 != (*b).f0) return 0;
-    if (memcmp(&(*a).f1, &(*b).f1, sizeof (*a).f1) != 0) return 0;
-    if ((*a).f2 != (*b).f2) return 0;
-    if ((*a).f3 != (*b).f3) return 0;
-    if ((*a).f4 != (*b).f4) return 0;
-    if ((*a).f5 != (*b).f5) return 0;
-    if (memcmp((*a).f6, (*b).f6, sizeof (*a).f6) != 0) return 0;
+    if (a->f0 != b->f0) return 0;
+    if (memcmp(&a->f1, &b->f1, sizeof a->f1) != 0) return 0;
+    if (a->f2 != b->f2) return 0;
+    if (a->f3 != b->f3) return 0;
+    if (a->f4 != b->f4) return 0;
+    if (a->f5 != b->f5) return 0;
+    if (memcmp(a->f6, b->f6, sizeof a->f6) != 0) return 0;
     return 1;
 }
 
 // struct R205
 static int ct_eq_287(const struct R205 *a, const struct R205 *b)
 {
-    if ((*a).f0 != (*b).f0) return 0;
-    if ((*a).f1 != (*b).f1) return 0;
-    if (memcmp(&(*a).f2, &(*b).f2, sizeof (*a).f2) != 0) return 0;
+    if (a->f0 != b->f0) return 0;
+    if (a->f1 != b->f1) return 0;
+    if (memcmp(&a->f2, &b->f2, sizeof a->f2) != 0) return 0;
     return 1;
 }
 
 // struct R005
 static int ct_eq_288(const struct R005 *a, const struct R005 *b)
 {
-    if ((*a).f0 != (*b).f0) return 0;
-    if ((*a).f1 != (*b).f1) return 0;
-    if ((*a).f2 != (*b).f2) return 0;
-    if ((*a).f3 != (*b).f3) return 0;
+    if (a->f0 != b->f0) return 0;
+    if (a->f1 != b->f1) return 0;
+    if (a->f2 != b->f2) return 0;
+    if (a->f3 != b->f3) return 0;
     return 1;
 }
 
 // struct R138
 static int ct_eq_289(const struct R138 *a, const struct R138 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // union R134
 static int ct_eq_290(const union R134 *a, const union R134 *b)
 {
-    if (memcmp((*a).f0, (*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(a->f0, b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
 // union R048
 static int ct_eq_291(const union R048 *a, const union R048 *b)
 {
-    if (memcmp(&(*a).f0, &(*b).f0, sizeof (*a).f0) != 0) return 0;
+    if (memcmp(&a->f0, &b->f0, sizeof a->f0) != 0) return 0;
     return 1;
 }
 
@@ -2787,40 +2797,11 @@ int ct_fn_r9_struct_ll_float_after_5_longs_and_double(long a0, long a1, long a2,
 
 static const size_t ct_fn_r9_struct_ll_float_after_5_longs_and_double_sizes[] = { sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_a0, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_a1, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_a2, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_a3, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_a4, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_a5, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_a6 };
 
+static const void *const ct_fn_r9_struct_ll_float_after_5_longs_and_double_values[] = { &ct_fn_r9_struct_ll_float_after_5_longs_and_double_a0, &ct_fn_r9_struct_ll_float_after_5_longs_and_double_a1, &ct_fn_r9_struct_ll_float_after_5_longs_and_double_a2, &ct_fn_r9_struct_ll_float_after_5_longs_and_double_a3, &ct_fn_r9_struct_ll_float_after_5_longs_and_double_a4, &ct_fn_r9_struct_ll_float_after_5_longs_and_double_a5, &ct_fn_r9_struct_ll_float_after_5_longs_and_double_a6 };
+
 static void ct_fn_r9_struct_ll_float_after_5_longs_and_double_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_a0);
-        memcpy(buffer, &ct_fn_r9_struct_ll_float_after_5_longs_and_double_a0, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_a1);
-        memcpy(buffer, &ct_fn_r9_struct_ll_float_after_5_longs_and_double_a1, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_a2);
-        memcpy(buffer, &ct_fn_r9_struct_ll_float_after_5_longs_and_double_a2, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_a3);
-        memcpy(buffer, &ct_fn_r9_struct_ll_float_after_5_longs_and_double_a3, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_a4);
-        memcpy(buffer, &ct_fn_r9_struct_ll_float_after_5_longs_and_double_a4, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_a5);
-        memcpy(buffer, &ct_fn_r9_struct_ll_float_after_5_longs_and_double_a5, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_a6);
-        memcpy(buffer, &ct_fn_r9_struct_ll_float_after_5_longs_and_double_a6, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_a6);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_r9_struct_ll_float_after_5_longs_and_double_values, ct_fn_r9_struct_ll_float_after_5_longs_and_double_sizes, 7, index, buffer);
 }
 
 static int ct_fn_r9_struct_ll_float_after_5_longs_and_double_check(const void *buffer)
@@ -2855,40 +2836,11 @@ int ct_fn_r9_struct_char_double_after_5_chars_and_float(char a0, char a1, char a
 
 static const size_t ct_fn_r9_struct_char_double_after_5_chars_and_float_sizes[] = { sizeof ct_fn_r9_struct_char_double_after_5_chars_and_float_a0, sizeof ct_fn_r9_struct_char_double_after_5_chars_and_float_a1, sizeof ct_fn_r9_struct_char_double_after_5_chars_and_float_a2, sizeof ct_fn_r9_struct_char_double_after_5_chars_and_float_a3, sizeof ct_fn_r9_struct_char_double_after_5_chars_and_float_a4, sizeof ct_fn_r9_struct_char_double_after_5_chars_and_float_a5, sizeof ct_fn_r9_struct_char_double_after_5_chars_and_float_a6 };
 
+static const void *const ct_fn_r9_struct_char_double_after_5_chars_and_float_values[] = { &ct_fn_r9_struct_char_double_after_5_chars_and_float_a0, &ct_fn_r9_struct_char_double_after_5_chars_and_float_a1, &ct_fn_r9_struct_char_double_after_5_chars_and_float_a2, &ct_fn_r9_struct_char_double_after_5_chars_and_float_a3, &ct_fn_r9_struct_char_double_after_5_chars_and_float_a4, &ct_fn_r9_struct_char_double_after_5_chars_and_float_a5, &ct_fn_r9_struct_char_double_after_5_chars_and_float_a6 };
+
 static void ct_fn_r9_struct_char_double_after_5_chars_and_float_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_r9_struct_char_double_after_5_chars_and_float_a0);
-        memcpy(buffer, &ct_fn_r9_struct_char_double_after_5_chars_and_float_a0, sizeof ct_fn_r9_struct_char_double_after_5_chars_and_float_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_r9_struct_char_double_after_5_chars_and_float_a1);
-        memcpy(buffer, &ct_fn_r9_struct_char_double_after_5_chars_and_float_a1, sizeof ct_fn_r9_struct_char_double_after_5_chars_and_float_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_r9_struct_char_double_after_5_chars_and_float_a2);
-        memcpy(buffer, &ct_fn_r9_struct_char_double_after_5_chars_and_float_a2, sizeof ct_fn_r9_struct_char_double_after_5_chars_and_float_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_r9_struct_char_double_after_5_chars_and_float_a3);
-        memcpy(buffer, &ct_fn_r9_struct_char_double_after_5_chars_and_float_a3, sizeof ct_fn_r9_struct_char_double_after_5_chars_and_float_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_r9_struct_char_double_after_5_chars_and_float_a4);
-        memcpy(buffer, &ct_fn_r9_struct_char_double_after_5_chars_and_float_a4, sizeof ct_fn_r9_struct_char_double_after_5_chars_and_float_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_r9_struct_char_double_after_5_chars_and_float_a5);
-        memcpy(buffer, &ct_fn_r9_struct_char_double_after_5_chars_and_float_a5, sizeof ct_fn_r9_struct_char_double_after_5_chars_and_float_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_r9_struct_char_double_after_5_chars_and_float_a6);
-        memcpy(buffer, &ct_fn_r9_struct_char_double_after_5_chars_and_float_a6, sizeof ct_fn_r9_struct_char_double_after_5_chars_and_float_a6);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_r9_struct_char_double_after_5_chars_and_float_values, ct_fn_r9_struct_char_double_after_5_chars_and_float_sizes, 7, index, buffer);
 }
 
 static int ct_fn_r9_struct_char_double_after_5_chars_and_float_check(const void *buffer)
@@ -2923,40 +2875,11 @@ double ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double(long a0,
 
 static const size_t ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_sizes[] = { sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a0, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a1, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a2, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a3, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a4, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a5, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a6 };
 
+static const void *const ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_values[] = { &ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a0, &ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a1, &ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a2, &ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a3, &ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a4, &ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a5, &ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a6 };
+
 static void ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a0);
-        memcpy(buffer, &ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a0, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a1);
-        memcpy(buffer, &ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a1, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a2);
-        memcpy(buffer, &ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a2, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a3);
-        memcpy(buffer, &ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a3, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a4);
-        memcpy(buffer, &ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a4, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a5);
-        memcpy(buffer, &ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a5, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a6);
-        memcpy(buffer, &ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a6, sizeof ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_a6);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_values, ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_sizes, 7, index, buffer);
 }
 
 static int ct_fn_r9_struct_ll_float_after_5_longs_and_double_returns_double_check(const void *buffer)
@@ -2989,36 +2912,11 @@ int ct_fn_struct_ll_float_after_4_longs_and_double(long a0, long a1, long a2, lo
 
 static const size_t ct_fn_struct_ll_float_after_4_longs_and_double_sizes[] = { sizeof ct_fn_struct_ll_float_after_4_longs_and_double_a0, sizeof ct_fn_struct_ll_float_after_4_longs_and_double_a1, sizeof ct_fn_struct_ll_float_after_4_longs_and_double_a2, sizeof ct_fn_struct_ll_float_after_4_longs_and_double_a3, sizeof ct_fn_struct_ll_float_after_4_longs_and_double_a4, sizeof ct_fn_struct_ll_float_after_4_longs_and_double_a5 };
 
+static const void *const ct_fn_struct_ll_float_after_4_longs_and_double_values[] = { &ct_fn_struct_ll_float_after_4_longs_and_double_a0, &ct_fn_struct_ll_float_after_4_longs_and_double_a1, &ct_fn_struct_ll_float_after_4_longs_and_double_a2, &ct_fn_struct_ll_float_after_4_longs_and_double_a3, &ct_fn_struct_ll_float_after_4_longs_and_double_a4, &ct_fn_struct_ll_float_after_4_longs_and_double_a5 };
+
 static void ct_fn_struct_ll_float_after_4_longs_and_double_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_struct_ll_float_after_4_longs_and_double_a0);
-        memcpy(buffer, &ct_fn_struct_ll_float_after_4_longs_and_double_a0, sizeof ct_fn_struct_ll_float_after_4_longs_and_double_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_struct_ll_float_after_4_longs_and_double_a1);
-        memcpy(buffer, &ct_fn_struct_ll_float_after_4_longs_and_double_a1, sizeof ct_fn_struct_ll_float_after_4_longs_and_double_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_struct_ll_float_after_4_longs_and_double_a2);
-        memcpy(buffer, &ct_fn_struct_ll_float_after_4_longs_and_double_a2, sizeof ct_fn_struct_ll_float_after_4_longs_and_double_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_struct_ll_float_after_4_longs_and_double_a3);
-        memcpy(buffer, &ct_fn_struct_ll_float_after_4_longs_and_double_a3, sizeof ct_fn_struct_ll_float_after_4_longs_and_double_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_struct_ll_float_after_4_longs_and_double_a4);
-        memcpy(buffer, &ct_fn_struct_ll_float_after_4_longs_and_double_a4, sizeof ct_fn_struct_ll_float_after_4_longs_and_double_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_struct_ll_float_after_4_longs_and_double_a5);
-        memcpy(buffer, &ct_fn_struct_ll_float_after_4_longs_and_double_a5, sizeof ct_fn_struct_ll_float_after_4_longs_and_double_a5);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_struct_ll_float_after_4_longs_and_double_values, ct_fn_struct_ll_float_after_4_longs_and_double_sizes, 6, index, buffer);
 }
 
 static int ct_fn_struct_ll_float_after_4_longs_and_double_check(const void *buffer)
@@ -3055,44 +2953,11 @@ int ct_fn_struct_ll_float_after_6_longs_and_double(long a0, long a1, long a2, lo
 
 static const size_t ct_fn_struct_ll_float_after_6_longs_and_double_sizes[] = { sizeof ct_fn_struct_ll_float_after_6_longs_and_double_a0, sizeof ct_fn_struct_ll_float_after_6_longs_and_double_a1, sizeof ct_fn_struct_ll_float_after_6_longs_and_double_a2, sizeof ct_fn_struct_ll_float_after_6_longs_and_double_a3, sizeof ct_fn_struct_ll_float_after_6_longs_and_double_a4, sizeof ct_fn_struct_ll_float_after_6_longs_and_double_a5, sizeof ct_fn_struct_ll_float_after_6_longs_and_double_a6, sizeof ct_fn_struct_ll_float_after_6_longs_and_double_a7 };
 
+static const void *const ct_fn_struct_ll_float_after_6_longs_and_double_values[] = { &ct_fn_struct_ll_float_after_6_longs_and_double_a0, &ct_fn_struct_ll_float_after_6_longs_and_double_a1, &ct_fn_struct_ll_float_after_6_longs_and_double_a2, &ct_fn_struct_ll_float_after_6_longs_and_double_a3, &ct_fn_struct_ll_float_after_6_longs_and_double_a4, &ct_fn_struct_ll_float_after_6_longs_and_double_a5, &ct_fn_struct_ll_float_after_6_longs_and_double_a6, &ct_fn_struct_ll_float_after_6_longs_and_double_a7 };
+
 static void ct_fn_struct_ll_float_after_6_longs_and_double_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_struct_ll_float_after_6_longs_and_double_a0);
-        memcpy(buffer, &ct_fn_struct_ll_float_after_6_longs_and_double_a0, sizeof ct_fn_struct_ll_float_after_6_longs_and_double_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_struct_ll_float_after_6_longs_and_double_a1);
-        memcpy(buffer, &ct_fn_struct_ll_float_after_6_longs_and_double_a1, sizeof ct_fn_struct_ll_float_after_6_longs_and_double_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_struct_ll_float_after_6_longs_and_double_a2);
-        memcpy(buffer, &ct_fn_struct_ll_float_after_6_longs_and_double_a2, sizeof ct_fn_struct_ll_float_after_6_longs_and_double_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_struct_ll_float_after_6_longs_and_double_a3);
-        memcpy(buffer, &ct_fn_struct_ll_float_after_6_longs_and_double_a3, sizeof ct_fn_struct_ll_float_after_6_longs_and_double_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_struct_ll_float_after_6_longs_and_double_a4);
-        memcpy(buffer, &ct_fn_struct_ll_float_after_6_longs_and_double_a4, sizeof ct_fn_struct_ll_float_after_6_longs_and_double_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_struct_ll_float_after_6_longs_and_double_a5);
-        memcpy(buffer, &ct_fn_struct_ll_float_after_6_longs_and_double_a5, sizeof ct_fn_struct_ll_float_after_6_longs_and_double_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_struct_ll_float_after_6_longs_and_double_a6);
-        memcpy(buffer, &ct_fn_struct_ll_float_after_6_longs_and_double_a6, sizeof ct_fn_struct_ll_float_after_6_longs_and_double_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_struct_ll_float_after_6_longs_and_double_a7);
-        memcpy(buffer, &ct_fn_struct_ll_float_after_6_longs_and_double_a7, sizeof ct_fn_struct_ll_float_after_6_longs_and_double_a7);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_struct_ll_float_after_6_longs_and_double_values, ct_fn_struct_ll_float_after_6_longs_and_double_sizes, 8, index, buffer);
 }
 
 static int ct_fn_struct_ll_float_after_6_longs_and_double_check(const void *buffer)
@@ -3125,36 +2990,11 @@ int ct_fn_struct_char_double_after_4_chars_and_float(char a0, char a1, char a2, 
 
 static const size_t ct_fn_struct_char_double_after_4_chars_and_float_sizes[] = { sizeof ct_fn_struct_char_double_after_4_chars_and_float_a0, sizeof ct_fn_struct_char_double_after_4_chars_and_float_a1, sizeof ct_fn_struct_char_double_after_4_chars_and_float_a2, sizeof ct_fn_struct_char_double_after_4_chars_and_float_a3, sizeof ct_fn_struct_char_double_after_4_chars_and_float_a4, sizeof ct_fn_struct_char_double_after_4_chars_and_float_a5 };
 
+static const void *const ct_fn_struct_char_double_after_4_chars_and_float_values[] = { &ct_fn_struct_char_double_after_4_chars_and_float_a0, &ct_fn_struct_char_double_after_4_chars_and_float_a1, &ct_fn_struct_char_double_after_4_chars_and_float_a2, &ct_fn_struct_char_double_after_4_chars_and_float_a3, &ct_fn_struct_char_double_after_4_chars_and_float_a4, &ct_fn_struct_char_double_after_4_chars_and_float_a5 };
+
 static void ct_fn_struct_char_double_after_4_chars_and_float_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_struct_char_double_after_4_chars_and_float_a0);
-        memcpy(buffer, &ct_fn_struct_char_double_after_4_chars_and_float_a0, sizeof ct_fn_struct_char_double_after_4_chars_and_float_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_struct_char_double_after_4_chars_and_float_a1);
-        memcpy(buffer, &ct_fn_struct_char_double_after_4_chars_and_float_a1, sizeof ct_fn_struct_char_double_after_4_chars_and_float_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_struct_char_double_after_4_chars_and_float_a2);
-        memcpy(buffer, &ct_fn_struct_char_double_after_4_chars_and_float_a2, sizeof ct_fn_struct_char_double_after_4_chars_and_float_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_struct_char_double_after_4_chars_and_float_a3);
-        memcpy(buffer, &ct_fn_struct_char_double_after_4_chars_and_float_a3, sizeof ct_fn_struct_char_double_after_4_chars_and_float_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_struct_char_double_after_4_chars_and_float_a4);
-        memcpy(buffer, &ct_fn_struct_char_double_after_4_chars_and_float_a4, sizeof ct_fn_struct_char_double_after_4_chars_and_float_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_struct_char_double_after_4_chars_and_float_a5);
-        memcpy(buffer, &ct_fn_struct_char_double_after_4_chars_and_float_a5, sizeof ct_fn_struct_char_double_after_4_chars_and_float_a5);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_struct_char_double_after_4_chars_and_float_values, ct_fn_struct_char_double_after_4_chars_and_float_sizes, 6, index, buffer);
 }
 
 static int ct_fn_struct_char_double_after_4_chars_and_float_check(const void *buffer)
@@ -3191,44 +3031,11 @@ int ct_fn_struct_char_double_after_6_chars_and_float(char a0, char a1, char a2, 
 
 static const size_t ct_fn_struct_char_double_after_6_chars_and_float_sizes[] = { sizeof ct_fn_struct_char_double_after_6_chars_and_float_a0, sizeof ct_fn_struct_char_double_after_6_chars_and_float_a1, sizeof ct_fn_struct_char_double_after_6_chars_and_float_a2, sizeof ct_fn_struct_char_double_after_6_chars_and_float_a3, sizeof ct_fn_struct_char_double_after_6_chars_and_float_a4, sizeof ct_fn_struct_char_double_after_6_chars_and_float_a5, sizeof ct_fn_struct_char_double_after_6_chars_and_float_a6, sizeof ct_fn_struct_char_double_after_6_chars_and_float_a7 };
 
+static const void *const ct_fn_struct_char_double_after_6_chars_and_float_values[] = { &ct_fn_struct_char_double_after_6_chars_and_float_a0, &ct_fn_struct_char_double_after_6_chars_and_float_a1, &ct_fn_struct_char_double_after_6_chars_and_float_a2, &ct_fn_struct_char_double_after_6_chars_and_float_a3, &ct_fn_struct_char_double_after_6_chars_and_float_a4, &ct_fn_struct_char_double_after_6_chars_and_float_a5, &ct_fn_struct_char_double_after_6_chars_and_float_a6, &ct_fn_struct_char_double_after_6_chars_and_float_a7 };
+
 static void ct_fn_struct_char_double_after_6_chars_and_float_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_struct_char_double_after_6_chars_and_float_a0);
-        memcpy(buffer, &ct_fn_struct_char_double_after_6_chars_and_float_a0, sizeof ct_fn_struct_char_double_after_6_chars_and_float_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_struct_char_double_after_6_chars_and_float_a1);
-        memcpy(buffer, &ct_fn_struct_char_double_after_6_chars_and_float_a1, sizeof ct_fn_struct_char_double_after_6_chars_and_float_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_struct_char_double_after_6_chars_and_float_a2);
-        memcpy(buffer, &ct_fn_struct_char_double_after_6_chars_and_float_a2, sizeof ct_fn_struct_char_double_after_6_chars_and_float_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_struct_char_double_after_6_chars_and_float_a3);
-        memcpy(buffer, &ct_fn_struct_char_double_after_6_chars_and_float_a3, sizeof ct_fn_struct_char_double_after_6_chars_and_float_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_struct_char_double_after_6_chars_and_float_a4);
-        memcpy(buffer, &ct_fn_struct_char_double_after_6_chars_and_float_a4, sizeof ct_fn_struct_char_double_after_6_chars_and_float_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_struct_char_double_after_6_chars_and_float_a5);
-        memcpy(buffer, &ct_fn_struct_char_double_after_6_chars_and_float_a5, sizeof ct_fn_struct_char_double_after_6_chars_and_float_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_struct_char_double_after_6_chars_and_float_a6);
-        memcpy(buffer, &ct_fn_struct_char_double_after_6_chars_and_float_a6, sizeof ct_fn_struct_char_double_after_6_chars_and_float_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_struct_char_double_after_6_chars_and_float_a7);
-        memcpy(buffer, &ct_fn_struct_char_double_after_6_chars_and_float_a7, sizeof ct_fn_struct_char_double_after_6_chars_and_float_a7);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_struct_char_double_after_6_chars_and_float_values, ct_fn_struct_char_double_after_6_chars_and_float_sizes, 8, index, buffer);
 }
 
 static int ct_fn_struct_char_double_after_6_chars_and_float_check(const void *buffer)
@@ -3255,24 +3062,11 @@ long ct_fn_struct_ll_float_first(struct S_llf a0, double a1, long a2)
 
 static const size_t ct_fn_struct_ll_float_first_sizes[] = { sizeof ct_fn_struct_ll_float_first_a0, sizeof ct_fn_struct_ll_float_first_a1, sizeof ct_fn_struct_ll_float_first_a2 };
 
+static const void *const ct_fn_struct_ll_float_first_values[] = { &ct_fn_struct_ll_float_first_a0, &ct_fn_struct_ll_float_first_a1, &ct_fn_struct_ll_float_first_a2 };
+
 static void ct_fn_struct_ll_float_first_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_struct_ll_float_first_a0);
-        memcpy(buffer, &ct_fn_struct_ll_float_first_a0, sizeof ct_fn_struct_ll_float_first_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_struct_ll_float_first_a1);
-        memcpy(buffer, &ct_fn_struct_ll_float_first_a1, sizeof ct_fn_struct_ll_float_first_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_struct_ll_float_first_a2);
-        memcpy(buffer, &ct_fn_struct_ll_float_first_a2, sizeof ct_fn_struct_ll_float_first_a2);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_struct_ll_float_first_values, ct_fn_struct_ll_float_first_sizes, 3, index, buffer);
 }
 
 static int ct_fn_struct_ll_float_first_check(const void *buffer)
@@ -3299,24 +3093,11 @@ float ct_fn_struct_char_double_first(struct S_c_d a0, float a1, char a2)
 
 static const size_t ct_fn_struct_char_double_first_sizes[] = { sizeof ct_fn_struct_char_double_first_a0, sizeof ct_fn_struct_char_double_first_a1, sizeof ct_fn_struct_char_double_first_a2 };
 
+static const void *const ct_fn_struct_char_double_first_values[] = { &ct_fn_struct_char_double_first_a0, &ct_fn_struct_char_double_first_a1, &ct_fn_struct_char_double_first_a2 };
+
 static void ct_fn_struct_char_double_first_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_struct_char_double_first_a0);
-        memcpy(buffer, &ct_fn_struct_char_double_first_a0, sizeof ct_fn_struct_char_double_first_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_struct_char_double_first_a1);
-        memcpy(buffer, &ct_fn_struct_char_double_first_a1, sizeof ct_fn_struct_char_double_first_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_struct_char_double_first_a2);
-        memcpy(buffer, &ct_fn_struct_char_double_first_a2, sizeof ct_fn_struct_char_double_first_a2);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_struct_char_double_first_values, ct_fn_struct_char_double_first_sizes, 3, index, buffer);
 }
 
 static int ct_fn_struct_char_double_first_check(const void *buffer)
@@ -3355,16 +3136,11 @@ int ct_fn_takes_struct_long_double(struct S_ld a0)
 
 static const size_t ct_fn_takes_struct_long_double_sizes[] = { sizeof ct_fn_takes_struct_long_double_a0 };
 
+static const void *const ct_fn_takes_struct_long_double_values[] = { &ct_fn_takes_struct_long_double_a0 };
+
 static void ct_fn_takes_struct_long_double_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_takes_struct_long_double_a0);
-        memcpy(buffer, &ct_fn_takes_struct_long_double_a0, sizeof ct_fn_takes_struct_long_double_a0);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_takes_struct_long_double_values, ct_fn_takes_struct_long_double_sizes, 1, index, buffer);
 }
 
 static int ct_fn_takes_struct_long_double_check(const void *buffer)
@@ -3391,24 +3167,11 @@ struct S_ld ct_fn_struct_long_double_round_trip(int a0, struct S_ld a1, double a
 
 static const size_t ct_fn_struct_long_double_round_trip_sizes[] = { sizeof ct_fn_struct_long_double_round_trip_a0, sizeof ct_fn_struct_long_double_round_trip_a1, sizeof ct_fn_struct_long_double_round_trip_a2 };
 
+static const void *const ct_fn_struct_long_double_round_trip_values[] = { &ct_fn_struct_long_double_round_trip_a0, &ct_fn_struct_long_double_round_trip_a1, &ct_fn_struct_long_double_round_trip_a2 };
+
 static void ct_fn_struct_long_double_round_trip_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_struct_long_double_round_trip_a0);
-        memcpy(buffer, &ct_fn_struct_long_double_round_trip_a0, sizeof ct_fn_struct_long_double_round_trip_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_struct_long_double_round_trip_a1);
-        memcpy(buffer, &ct_fn_struct_long_double_round_trip_a1, sizeof ct_fn_struct_long_double_round_trip_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_struct_long_double_round_trip_a2);
-        memcpy(buffer, &ct_fn_struct_long_double_round_trip_a2, sizeof ct_fn_struct_long_double_round_trip_a2);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_struct_long_double_round_trip_values, ct_fn_struct_long_double_round_trip_sizes, 3, index, buffer);
 }
 
 static int ct_fn_struct_long_double_round_trip_check(const void *buffer)
@@ -3447,16 +3210,11 @@ int ct_fn_takes_union_long_double_long2(union U_ld_l2 a0)
 
 static const size_t ct_fn_takes_union_long_double_long2_sizes[] = { sizeof ct_fn_takes_union_long_double_long2_a0 };
 
+static const void *const ct_fn_takes_union_long_double_long2_values[] = { &ct_fn_takes_union_long_double_long2_a0 };
+
 static void ct_fn_takes_union_long_double_long2_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_takes_union_long_double_long2_a0);
-        memcpy(buffer, &ct_fn_takes_union_long_double_long2_a0, sizeof ct_fn_takes_union_long_double_long2_a0);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_takes_union_long_double_long2_values, ct_fn_takes_union_long_double_long2_sizes, 1, index, buffer);
 }
 
 static int ct_fn_takes_union_long_double_long2_check(const void *buffer)
@@ -3489,36 +3247,11 @@ union U_ld_l2 ct_fn_union_long_double_long2_after_5_longs(long a0, long a1, long
 
 static const size_t ct_fn_union_long_double_long2_after_5_longs_sizes[] = { sizeof ct_fn_union_long_double_long2_after_5_longs_a0, sizeof ct_fn_union_long_double_long2_after_5_longs_a1, sizeof ct_fn_union_long_double_long2_after_5_longs_a2, sizeof ct_fn_union_long_double_long2_after_5_longs_a3, sizeof ct_fn_union_long_double_long2_after_5_longs_a4, sizeof ct_fn_union_long_double_long2_after_5_longs_a5 };
 
+static const void *const ct_fn_union_long_double_long2_after_5_longs_values[] = { &ct_fn_union_long_double_long2_after_5_longs_a0, &ct_fn_union_long_double_long2_after_5_longs_a1, &ct_fn_union_long_double_long2_after_5_longs_a2, &ct_fn_union_long_double_long2_after_5_longs_a3, &ct_fn_union_long_double_long2_after_5_longs_a4, &ct_fn_union_long_double_long2_after_5_longs_a5 };
+
 static void ct_fn_union_long_double_long2_after_5_longs_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_union_long_double_long2_after_5_longs_a0);
-        memcpy(buffer, &ct_fn_union_long_double_long2_after_5_longs_a0, sizeof ct_fn_union_long_double_long2_after_5_longs_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_union_long_double_long2_after_5_longs_a1);
-        memcpy(buffer, &ct_fn_union_long_double_long2_after_5_longs_a1, sizeof ct_fn_union_long_double_long2_after_5_longs_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_union_long_double_long2_after_5_longs_a2);
-        memcpy(buffer, &ct_fn_union_long_double_long2_after_5_longs_a2, sizeof ct_fn_union_long_double_long2_after_5_longs_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_union_long_double_long2_after_5_longs_a3);
-        memcpy(buffer, &ct_fn_union_long_double_long2_after_5_longs_a3, sizeof ct_fn_union_long_double_long2_after_5_longs_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_union_long_double_long2_after_5_longs_a4);
-        memcpy(buffer, &ct_fn_union_long_double_long2_after_5_longs_a4, sizeof ct_fn_union_long_double_long2_after_5_longs_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_union_long_double_long2_after_5_longs_a5);
-        memcpy(buffer, &ct_fn_union_long_double_long2_after_5_longs_a5, sizeof ct_fn_union_long_double_long2_after_5_longs_a5);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_union_long_double_long2_after_5_longs_values, ct_fn_union_long_double_long2_after_5_longs_sizes, 6, index, buffer);
 }
 
 static int ct_fn_union_long_double_long2_after_5_longs_check(const void *buffer)
@@ -3557,16 +3290,11 @@ int ct_fn_takes_union_long_double_long(union U_ld_l a0)
 
 static const size_t ct_fn_takes_union_long_double_long_sizes[] = { sizeof ct_fn_takes_union_long_double_long_a0 };
 
+static const void *const ct_fn_takes_union_long_double_long_values[] = { &ct_fn_takes_union_long_double_long_a0 };
+
 static void ct_fn_takes_union_long_double_long_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_takes_union_long_double_long_a0);
-        memcpy(buffer, &ct_fn_takes_union_long_double_long_a0, sizeof ct_fn_takes_union_long_double_long_a0);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_takes_union_long_double_long_values, ct_fn_takes_union_long_double_long_sizes, 1, index, buffer);
 }
 
 static int ct_fn_takes_union_long_double_long_check(const void *buffer)
@@ -3605,16 +3333,11 @@ int ct_fn_takes_union_two_long_doubles(union U_ld_ld a0)
 
 static const size_t ct_fn_takes_union_two_long_doubles_sizes[] = { sizeof ct_fn_takes_union_two_long_doubles_a0 };
 
+static const void *const ct_fn_takes_union_two_long_doubles_values[] = { &ct_fn_takes_union_two_long_doubles_a0 };
+
 static void ct_fn_takes_union_two_long_doubles_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_takes_union_two_long_doubles_a0);
-        memcpy(buffer, &ct_fn_takes_union_two_long_doubles_a0, sizeof ct_fn_takes_union_two_long_doubles_a0);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_takes_union_two_long_doubles_values, ct_fn_takes_union_two_long_doubles_sizes, 1, index, buffer);
 }
 
 static int ct_fn_takes_union_two_long_doubles_check(const void *buffer)
@@ -3641,24 +3364,11 @@ union U_ld_ld ct_fn_union_two_long_doubles_round_trip(double a0, union U_ld_ld a
 
 static const size_t ct_fn_union_two_long_doubles_round_trip_sizes[] = { sizeof ct_fn_union_two_long_doubles_round_trip_a0, sizeof ct_fn_union_two_long_doubles_round_trip_a1, sizeof ct_fn_union_two_long_doubles_round_trip_a2 };
 
+static const void *const ct_fn_union_two_long_doubles_round_trip_values[] = { &ct_fn_union_two_long_doubles_round_trip_a0, &ct_fn_union_two_long_doubles_round_trip_a1, &ct_fn_union_two_long_doubles_round_trip_a2 };
+
 static void ct_fn_union_two_long_doubles_round_trip_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_union_two_long_doubles_round_trip_a0);
-        memcpy(buffer, &ct_fn_union_two_long_doubles_round_trip_a0, sizeof ct_fn_union_two_long_doubles_round_trip_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_union_two_long_doubles_round_trip_a1);
-        memcpy(buffer, &ct_fn_union_two_long_doubles_round_trip_a1, sizeof ct_fn_union_two_long_doubles_round_trip_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_union_two_long_doubles_round_trip_a2);
-        memcpy(buffer, &ct_fn_union_two_long_doubles_round_trip_a2, sizeof ct_fn_union_two_long_doubles_round_trip_a2);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_union_two_long_doubles_round_trip_values, ct_fn_union_two_long_doubles_round_trip_sizes, 3, index, buffer);
 }
 
 static int ct_fn_union_two_long_doubles_round_trip_check(const void *buffer)
@@ -3705,32 +3415,11 @@ long double ct_fn_long_doubles_in_and_out(long double a0, double a1, long double
 
 static const size_t ct_fn_long_doubles_in_and_out_sizes[] = { sizeof ct_fn_long_doubles_in_and_out_a0, sizeof ct_fn_long_doubles_in_and_out_a1, sizeof ct_fn_long_doubles_in_and_out_a2, sizeof ct_fn_long_doubles_in_and_out_a3, sizeof ct_fn_long_doubles_in_and_out_a4 };
 
+static const void *const ct_fn_long_doubles_in_and_out_values[] = { &ct_fn_long_doubles_in_and_out_a0, &ct_fn_long_doubles_in_and_out_a1, &ct_fn_long_doubles_in_and_out_a2, &ct_fn_long_doubles_in_and_out_a3, &ct_fn_long_doubles_in_and_out_a4 };
+
 static void ct_fn_long_doubles_in_and_out_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_long_doubles_in_and_out_a0);
-        memcpy(buffer, &ct_fn_long_doubles_in_and_out_a0, sizeof ct_fn_long_doubles_in_and_out_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_long_doubles_in_and_out_a1);
-        memcpy(buffer, &ct_fn_long_doubles_in_and_out_a1, sizeof ct_fn_long_doubles_in_and_out_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_long_doubles_in_and_out_a2);
-        memcpy(buffer, &ct_fn_long_doubles_in_and_out_a2, sizeof ct_fn_long_doubles_in_and_out_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_long_doubles_in_and_out_a3);
-        memcpy(buffer, &ct_fn_long_doubles_in_and_out_a3, sizeof ct_fn_long_doubles_in_and_out_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_long_doubles_in_and_out_a4);
-        memcpy(buffer, &ct_fn_long_doubles_in_and_out_a4, sizeof ct_fn_long_doubles_in_and_out_a4);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_long_doubles_in_and_out_values, ct_fn_long_doubles_in_and_out_sizes, 5, index, buffer);
 }
 
 static int ct_fn_long_doubles_in_and_out_check(const void *buffer)
@@ -3809,32 +3498,11 @@ _Complex double ct_fn_complex_arguments(_Complex float a0, _Complex double a1, _
 
 static const size_t ct_fn_complex_arguments_sizes[] = { sizeof ct_fn_complex_arguments_a0, sizeof ct_fn_complex_arguments_a1, sizeof ct_fn_complex_arguments_a2, sizeof ct_fn_complex_arguments_a3, sizeof ct_fn_complex_arguments_a4 };
 
+static const void *const ct_fn_complex_arguments_values[] = { &ct_fn_complex_arguments_a0, &ct_fn_complex_arguments_a1, &ct_fn_complex_arguments_a2, &ct_fn_complex_arguments_a3, &ct_fn_complex_arguments_a4 };
+
 static void ct_fn_complex_arguments_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_complex_arguments_a0);
-        memcpy(buffer, &ct_fn_complex_arguments_a0, sizeof ct_fn_complex_arguments_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_complex_arguments_a1);
-        memcpy(buffer, &ct_fn_complex_arguments_a1, sizeof ct_fn_complex_arguments_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_complex_arguments_a2);
-        memcpy(buffer, &ct_fn_complex_arguments_a2, sizeof ct_fn_complex_arguments_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_complex_arguments_a3);
-        memcpy(buffer, &ct_fn_complex_arguments_a3, sizeof ct_fn_complex_arguments_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_complex_arguments_a4);
-        memcpy(buffer, &ct_fn_complex_arguments_a4, sizeof ct_fn_complex_arguments_a4);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_complex_arguments_values, ct_fn_complex_arguments_sizes, 5, index, buffer);
 }
 
 static int ct_fn_complex_arguments_check(const void *buffer)
@@ -3859,20 +3527,11 @@ _Complex int ct_fn_returns_complex_int(_Complex int a0, int a1)
 
 static const size_t ct_fn_returns_complex_int_sizes[] = { sizeof ct_fn_returns_complex_int_a0, sizeof ct_fn_returns_complex_int_a1 };
 
+static const void *const ct_fn_returns_complex_int_values[] = { &ct_fn_returns_complex_int_a0, &ct_fn_returns_complex_int_a1 };
+
 static void ct_fn_returns_complex_int_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_returns_complex_int_a0);
-        memcpy(buffer, &ct_fn_returns_complex_int_a0, sizeof ct_fn_returns_complex_int_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_returns_complex_int_a1);
-        memcpy(buffer, &ct_fn_returns_complex_int_a1, sizeof ct_fn_returns_complex_int_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_returns_complex_int_values, ct_fn_returns_complex_int_sizes, 2, index, buffer);
 }
 
 static int ct_fn_returns_complex_int_check(const void *buffer)
@@ -3897,20 +3556,11 @@ _Complex char ct_fn_returns_complex_char(_Complex char a0, _Complex short a1)
 
 static const size_t ct_fn_returns_complex_char_sizes[] = { sizeof ct_fn_returns_complex_char_a0, sizeof ct_fn_returns_complex_char_a1 };
 
+static const void *const ct_fn_returns_complex_char_values[] = { &ct_fn_returns_complex_char_a0, &ct_fn_returns_complex_char_a1 };
+
 static void ct_fn_returns_complex_char_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_returns_complex_char_a0);
-        memcpy(buffer, &ct_fn_returns_complex_char_a0, sizeof ct_fn_returns_complex_char_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_returns_complex_char_a1);
-        memcpy(buffer, &ct_fn_returns_complex_char_a1, sizeof ct_fn_returns_complex_char_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_returns_complex_char_values, ct_fn_returns_complex_char_sizes, 2, index, buffer);
 }
 
 static int ct_fn_returns_complex_char_check(const void *buffer)
@@ -3935,20 +3585,11 @@ _Complex long long ct_fn_returns_complex_long_long(_Complex long long a0, long a
 
 static const size_t ct_fn_returns_complex_long_long_sizes[] = { sizeof ct_fn_returns_complex_long_long_a0, sizeof ct_fn_returns_complex_long_long_a1 };
 
+static const void *const ct_fn_returns_complex_long_long_values[] = { &ct_fn_returns_complex_long_long_a0, &ct_fn_returns_complex_long_long_a1 };
+
 static void ct_fn_returns_complex_long_long_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_returns_complex_long_long_a0);
-        memcpy(buffer, &ct_fn_returns_complex_long_long_a0, sizeof ct_fn_returns_complex_long_long_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_returns_complex_long_long_a1);
-        memcpy(buffer, &ct_fn_returns_complex_long_long_a1, sizeof ct_fn_returns_complex_long_long_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_returns_complex_long_long_values, ct_fn_returns_complex_long_long_sizes, 2, index, buffer);
 }
 
 static int ct_fn_returns_complex_long_long_check(const void *buffer)
@@ -3981,36 +3622,11 @@ int ct_fn_int128_after_5_longs(long a0, long a1, long a2, long a3, long a4, __in
 
 static const size_t ct_fn_int128_after_5_longs_sizes[] = { sizeof ct_fn_int128_after_5_longs_a0, sizeof ct_fn_int128_after_5_longs_a1, sizeof ct_fn_int128_after_5_longs_a2, sizeof ct_fn_int128_after_5_longs_a3, sizeof ct_fn_int128_after_5_longs_a4, sizeof ct_fn_int128_after_5_longs_a5 };
 
+static const void *const ct_fn_int128_after_5_longs_values[] = { &ct_fn_int128_after_5_longs_a0, &ct_fn_int128_after_5_longs_a1, &ct_fn_int128_after_5_longs_a2, &ct_fn_int128_after_5_longs_a3, &ct_fn_int128_after_5_longs_a4, &ct_fn_int128_after_5_longs_a5 };
+
 static void ct_fn_int128_after_5_longs_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_int128_after_5_longs_a0);
-        memcpy(buffer, &ct_fn_int128_after_5_longs_a0, sizeof ct_fn_int128_after_5_longs_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_int128_after_5_longs_a1);
-        memcpy(buffer, &ct_fn_int128_after_5_longs_a1, sizeof ct_fn_int128_after_5_longs_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_int128_after_5_longs_a2);
-        memcpy(buffer, &ct_fn_int128_after_5_longs_a2, sizeof ct_fn_int128_after_5_longs_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_int128_after_5_longs_a3);
-        memcpy(buffer, &ct_fn_int128_after_5_longs_a3, sizeof ct_fn_int128_after_5_longs_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_int128_after_5_longs_a4);
-        memcpy(buffer, &ct_fn_int128_after_5_longs_a4, sizeof ct_fn_int128_after_5_longs_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_int128_after_5_longs_a5);
-        memcpy(buffer, &ct_fn_int128_after_5_longs_a5, sizeof ct_fn_int128_after_5_longs_a5);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_int128_after_5_longs_values, ct_fn_int128_after_5_longs_sizes, 6, index, buffer);
 }
 
 static int ct_fn_int128_after_5_longs_check(const void *buffer)
@@ -4045,40 +3661,11 @@ int ct_fn_int128_after_5_longs_then_long(long a0, long a1, long a2, long a3, lon
 
 static const size_t ct_fn_int128_after_5_longs_then_long_sizes[] = { sizeof ct_fn_int128_after_5_longs_then_long_a0, sizeof ct_fn_int128_after_5_longs_then_long_a1, sizeof ct_fn_int128_after_5_longs_then_long_a2, sizeof ct_fn_int128_after_5_longs_then_long_a3, sizeof ct_fn_int128_after_5_longs_then_long_a4, sizeof ct_fn_int128_after_5_longs_then_long_a5, sizeof ct_fn_int128_after_5_longs_then_long_a6 };
 
+static const void *const ct_fn_int128_after_5_longs_then_long_values[] = { &ct_fn_int128_after_5_longs_then_long_a0, &ct_fn_int128_after_5_longs_then_long_a1, &ct_fn_int128_after_5_longs_then_long_a2, &ct_fn_int128_after_5_longs_then_long_a3, &ct_fn_int128_after_5_longs_then_long_a4, &ct_fn_int128_after_5_longs_then_long_a5, &ct_fn_int128_after_5_longs_then_long_a6 };
+
 static void ct_fn_int128_after_5_longs_then_long_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_int128_after_5_longs_then_long_a0);
-        memcpy(buffer, &ct_fn_int128_after_5_longs_then_long_a0, sizeof ct_fn_int128_after_5_longs_then_long_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_int128_after_5_longs_then_long_a1);
-        memcpy(buffer, &ct_fn_int128_after_5_longs_then_long_a1, sizeof ct_fn_int128_after_5_longs_then_long_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_int128_after_5_longs_then_long_a2);
-        memcpy(buffer, &ct_fn_int128_after_5_longs_then_long_a2, sizeof ct_fn_int128_after_5_longs_then_long_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_int128_after_5_longs_then_long_a3);
-        memcpy(buffer, &ct_fn_int128_after_5_longs_then_long_a3, sizeof ct_fn_int128_after_5_longs_then_long_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_int128_after_5_longs_then_long_a4);
-        memcpy(buffer, &ct_fn_int128_after_5_longs_then_long_a4, sizeof ct_fn_int128_after_5_longs_then_long_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_int128_after_5_longs_then_long_a5);
-        memcpy(buffer, &ct_fn_int128_after_5_longs_then_long_a5, sizeof ct_fn_int128_after_5_longs_then_long_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_int128_after_5_longs_then_long_a6);
-        memcpy(buffer, &ct_fn_int128_after_5_longs_then_long_a6, sizeof ct_fn_int128_after_5_longs_then_long_a6);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_int128_after_5_longs_then_long_values, ct_fn_int128_after_5_longs_then_long_sizes, 7, index, buffer);
 }
 
 static int ct_fn_int128_after_5_longs_then_long_check(const void *buffer)
@@ -4103,20 +3690,11 @@ __int128 ct_fn_int128_first(__int128 a0, long a1)
 
 static const size_t ct_fn_int128_first_sizes[] = { sizeof ct_fn_int128_first_a0, sizeof ct_fn_int128_first_a1 };
 
+static const void *const ct_fn_int128_first_values[] = { &ct_fn_int128_first_a0, &ct_fn_int128_first_a1 };
+
 static void ct_fn_int128_first_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_int128_first_a0);
-        memcpy(buffer, &ct_fn_int128_first_a0, sizeof ct_fn_int128_first_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_int128_first_a1);
-        memcpy(buffer, &ct_fn_int128_first_a1, sizeof ct_fn_int128_first_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_int128_first_values, ct_fn_int128_first_sizes, 2, index, buffer);
 }
 
 static int ct_fn_int128_first_check(const void *buffer)
@@ -4143,24 +3721,11 @@ unsigned __int128 ct_fn_int128_second(int a0, unsigned __int128 a1, int a2)
 
 static const size_t ct_fn_int128_second_sizes[] = { sizeof ct_fn_int128_second_a0, sizeof ct_fn_int128_second_a1, sizeof ct_fn_int128_second_a2 };
 
+static const void *const ct_fn_int128_second_values[] = { &ct_fn_int128_second_a0, &ct_fn_int128_second_a1, &ct_fn_int128_second_a2 };
+
 static void ct_fn_int128_second_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_int128_second_a0);
-        memcpy(buffer, &ct_fn_int128_second_a0, sizeof ct_fn_int128_second_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_int128_second_a1);
-        memcpy(buffer, &ct_fn_int128_second_a1, sizeof ct_fn_int128_second_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_int128_second_a2);
-        memcpy(buffer, &ct_fn_int128_second_a2, sizeof ct_fn_int128_second_a2);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_int128_second_values, ct_fn_int128_second_sizes, 3, index, buffer);
 }
 
 static int ct_fn_int128_second_check(const void *buffer)
@@ -4191,32 +3756,11 @@ __int128 ct_fn_int128_many(__int128 a0, unsigned __int128 a1, __int128 a2, long 
 
 static const size_t ct_fn_int128_many_sizes[] = { sizeof ct_fn_int128_many_a0, sizeof ct_fn_int128_many_a1, sizeof ct_fn_int128_many_a2, sizeof ct_fn_int128_many_a3, sizeof ct_fn_int128_many_a4 };
 
+static const void *const ct_fn_int128_many_values[] = { &ct_fn_int128_many_a0, &ct_fn_int128_many_a1, &ct_fn_int128_many_a2, &ct_fn_int128_many_a3, &ct_fn_int128_many_a4 };
+
 static void ct_fn_int128_many_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_int128_many_a0);
-        memcpy(buffer, &ct_fn_int128_many_a0, sizeof ct_fn_int128_many_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_int128_many_a1);
-        memcpy(buffer, &ct_fn_int128_many_a1, sizeof ct_fn_int128_many_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_int128_many_a2);
-        memcpy(buffer, &ct_fn_int128_many_a2, sizeof ct_fn_int128_many_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_int128_many_a3);
-        memcpy(buffer, &ct_fn_int128_many_a3, sizeof ct_fn_int128_many_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_int128_many_a4);
-        memcpy(buffer, &ct_fn_int128_many_a4, sizeof ct_fn_int128_many_a4);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_int128_many_values, ct_fn_int128_many_sizes, 5, index, buffer);
 }
 
 static int ct_fn_int128_many_check(const void *buffer)
@@ -4241,20 +3785,11 @@ struct S_f4 ct_fn_takes_struct_4_floats(struct S_f4 a0, float a1)
 
 static const size_t ct_fn_takes_struct_4_floats_sizes[] = { sizeof ct_fn_takes_struct_4_floats_a0, sizeof ct_fn_takes_struct_4_floats_a1 };
 
+static const void *const ct_fn_takes_struct_4_floats_values[] = { &ct_fn_takes_struct_4_floats_a0, &ct_fn_takes_struct_4_floats_a1 };
+
 static void ct_fn_takes_struct_4_floats_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_takes_struct_4_floats_a0);
-        memcpy(buffer, &ct_fn_takes_struct_4_floats_a0, sizeof ct_fn_takes_struct_4_floats_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_takes_struct_4_floats_a1);
-        memcpy(buffer, &ct_fn_takes_struct_4_floats_a1, sizeof ct_fn_takes_struct_4_floats_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_takes_struct_4_floats_values, ct_fn_takes_struct_4_floats_sizes, 2, index, buffer);
 }
 
 static int ct_fn_takes_struct_4_floats_check(const void *buffer)
@@ -4279,20 +3814,11 @@ struct S_f3 ct_fn_takes_struct_3_floats(struct S_f3 a0, struct S_f3 a1)
 
 static const size_t ct_fn_takes_struct_3_floats_sizes[] = { sizeof ct_fn_takes_struct_3_floats_a0, sizeof ct_fn_takes_struct_3_floats_a1 };
 
+static const void *const ct_fn_takes_struct_3_floats_values[] = { &ct_fn_takes_struct_3_floats_a0, &ct_fn_takes_struct_3_floats_a1 };
+
 static void ct_fn_takes_struct_3_floats_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_takes_struct_3_floats_a0);
-        memcpy(buffer, &ct_fn_takes_struct_3_floats_a0, sizeof ct_fn_takes_struct_3_floats_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_takes_struct_3_floats_a1);
-        memcpy(buffer, &ct_fn_takes_struct_3_floats_a1, sizeof ct_fn_takes_struct_3_floats_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_takes_struct_3_floats_values, ct_fn_takes_struct_3_floats_sizes, 2, index, buffer);
 }
 
 static int ct_fn_takes_struct_3_floats_check(const void *buffer)
@@ -4319,24 +3845,11 @@ struct S_i_f ct_fn_takes_struct_int_float(struct S_i_f a0, int a1, float a2)
 
 static const size_t ct_fn_takes_struct_int_float_sizes[] = { sizeof ct_fn_takes_struct_int_float_a0, sizeof ct_fn_takes_struct_int_float_a1, sizeof ct_fn_takes_struct_int_float_a2 };
 
+static const void *const ct_fn_takes_struct_int_float_values[] = { &ct_fn_takes_struct_int_float_a0, &ct_fn_takes_struct_int_float_a1, &ct_fn_takes_struct_int_float_a2 };
+
 static void ct_fn_takes_struct_int_float_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_takes_struct_int_float_a0);
-        memcpy(buffer, &ct_fn_takes_struct_int_float_a0, sizeof ct_fn_takes_struct_int_float_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_takes_struct_int_float_a1);
-        memcpy(buffer, &ct_fn_takes_struct_int_float_a1, sizeof ct_fn_takes_struct_int_float_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_takes_struct_int_float_a2);
-        memcpy(buffer, &ct_fn_takes_struct_int_float_a2, sizeof ct_fn_takes_struct_int_float_a2);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_takes_struct_int_float_values, ct_fn_takes_struct_int_float_sizes, 3, index, buffer);
 }
 
 static int ct_fn_takes_struct_int_float_check(const void *buffer)
@@ -4361,20 +3874,11 @@ struct S_d_i ct_fn_takes_struct_double_int(struct S_d_i a0, double a1)
 
 static const size_t ct_fn_takes_struct_double_int_sizes[] = { sizeof ct_fn_takes_struct_double_int_a0, sizeof ct_fn_takes_struct_double_int_a1 };
 
+static const void *const ct_fn_takes_struct_double_int_values[] = { &ct_fn_takes_struct_double_int_a0, &ct_fn_takes_struct_double_int_a1 };
+
 static void ct_fn_takes_struct_double_int_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_takes_struct_double_int_a0);
-        memcpy(buffer, &ct_fn_takes_struct_double_int_a0, sizeof ct_fn_takes_struct_double_int_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_takes_struct_double_int_a1);
-        memcpy(buffer, &ct_fn_takes_struct_double_int_a1, sizeof ct_fn_takes_struct_double_int_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_takes_struct_double_int_values, ct_fn_takes_struct_double_int_sizes, 2, index, buffer);
 }
 
 static int ct_fn_takes_struct_double_int_check(const void *buffer)
@@ -4465,24 +3969,11 @@ struct S_c3_s ct_fn_struct_array_member(struct S_c3_s a0, char a1, struct S_c3_s
 
 static const size_t ct_fn_struct_array_member_sizes[] = { sizeof ct_fn_struct_array_member_a0, sizeof ct_fn_struct_array_member_a1, sizeof ct_fn_struct_array_member_a2 };
 
+static const void *const ct_fn_struct_array_member_values[] = { &ct_fn_struct_array_member_a0, &ct_fn_struct_array_member_a1, &ct_fn_struct_array_member_a2 };
+
 static void ct_fn_struct_array_member_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_struct_array_member_a0);
-        memcpy(buffer, &ct_fn_struct_array_member_a0, sizeof ct_fn_struct_array_member_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_struct_array_member_a1);
-        memcpy(buffer, &ct_fn_struct_array_member_a1, sizeof ct_fn_struct_array_member_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_struct_array_member_a2);
-        memcpy(buffer, &ct_fn_struct_array_member_a2, sizeof ct_fn_struct_array_member_a2);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_struct_array_member_values, ct_fn_struct_array_member_sizes, 3, index, buffer);
 }
 
 static int ct_fn_struct_array_member_check(const void *buffer)
@@ -4507,20 +3998,11 @@ struct S_nested_unions ct_fn_struct_nested_unions(struct S_nested_unions a0, sho
 
 static const size_t ct_fn_struct_nested_unions_sizes[] = { sizeof ct_fn_struct_nested_unions_a0, sizeof ct_fn_struct_nested_unions_a1 };
 
+static const void *const ct_fn_struct_nested_unions_values[] = { &ct_fn_struct_nested_unions_a0, &ct_fn_struct_nested_unions_a1 };
+
 static void ct_fn_struct_nested_unions_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_struct_nested_unions_a0);
-        memcpy(buffer, &ct_fn_struct_nested_unions_a0, sizeof ct_fn_struct_nested_unions_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_struct_nested_unions_a1);
-        memcpy(buffer, &ct_fn_struct_nested_unions_a1, sizeof ct_fn_struct_nested_unions_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_struct_nested_unions_values, ct_fn_struct_nested_unions_sizes, 2, index, buffer);
 }
 
 static int ct_fn_struct_nested_unions_check(const void *buffer)
@@ -4545,20 +4027,11 @@ struct S_bf8 ct_fn_bitfields_8_bytes(struct S_bf8 a0, int a1)
 
 static const size_t ct_fn_bitfields_8_bytes_sizes[] = { sizeof ct_fn_bitfields_8_bytes_a0, sizeof ct_fn_bitfields_8_bytes_a1 };
 
+static const void *const ct_fn_bitfields_8_bytes_values[] = { &ct_fn_bitfields_8_bytes_a0, &ct_fn_bitfields_8_bytes_a1 };
+
 static void ct_fn_bitfields_8_bytes_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_bitfields_8_bytes_a0);
-        memcpy(buffer, &ct_fn_bitfields_8_bytes_a0, sizeof ct_fn_bitfields_8_bytes_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_bitfields_8_bytes_a1);
-        memcpy(buffer, &ct_fn_bitfields_8_bytes_a1, sizeof ct_fn_bitfields_8_bytes_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_bitfields_8_bytes_values, ct_fn_bitfields_8_bytes_sizes, 2, index, buffer);
 }
 
 static int ct_fn_bitfields_8_bytes_check(const void *buffer)
@@ -4583,20 +4056,11 @@ struct S_bf12 ct_fn_bitfields_12_bytes(char a0, struct S_bf12 a1)
 
 static const size_t ct_fn_bitfields_12_bytes_sizes[] = { sizeof ct_fn_bitfields_12_bytes_a0, sizeof ct_fn_bitfields_12_bytes_a1 };
 
+static const void *const ct_fn_bitfields_12_bytes_values[] = { &ct_fn_bitfields_12_bytes_a0, &ct_fn_bitfields_12_bytes_a1 };
+
 static void ct_fn_bitfields_12_bytes_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_bitfields_12_bytes_a0);
-        memcpy(buffer, &ct_fn_bitfields_12_bytes_a0, sizeof ct_fn_bitfields_12_bytes_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_bitfields_12_bytes_a1);
-        memcpy(buffer, &ct_fn_bitfields_12_bytes_a1, sizeof ct_fn_bitfields_12_bytes_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_bitfields_12_bytes_values, ct_fn_bitfields_12_bytes_sizes, 2, index, buffer);
 }
 
 static int ct_fn_bitfields_12_bytes_check(const void *buffer)
@@ -4621,20 +4085,11 @@ struct S_bf16 ct_fn_bitfields_16_bytes(struct S_bf16 a0, struct S_bf16 a1)
 
 static const size_t ct_fn_bitfields_16_bytes_sizes[] = { sizeof ct_fn_bitfields_16_bytes_a0, sizeof ct_fn_bitfields_16_bytes_a1 };
 
+static const void *const ct_fn_bitfields_16_bytes_values[] = { &ct_fn_bitfields_16_bytes_a0, &ct_fn_bitfields_16_bytes_a1 };
+
 static void ct_fn_bitfields_16_bytes_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_bitfields_16_bytes_a0);
-        memcpy(buffer, &ct_fn_bitfields_16_bytes_a0, sizeof ct_fn_bitfields_16_bytes_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_bitfields_16_bytes_a1);
-        memcpy(buffer, &ct_fn_bitfields_16_bytes_a1, sizeof ct_fn_bitfields_16_bytes_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_bitfields_16_bytes_values, ct_fn_bitfields_16_bytes_sizes, 2, index, buffer);
 }
 
 static int ct_fn_bitfields_16_bytes_check(const void *buffer)
@@ -4661,24 +4116,11 @@ union U_f2_i ct_fn_union_two_floats_and_int(union U_f2_i a0, float a1, union U_f
 
 static const size_t ct_fn_union_two_floats_and_int_sizes[] = { sizeof ct_fn_union_two_floats_and_int_a0, sizeof ct_fn_union_two_floats_and_int_a1, sizeof ct_fn_union_two_floats_and_int_a2 };
 
+static const void *const ct_fn_union_two_floats_and_int_values[] = { &ct_fn_union_two_floats_and_int_a0, &ct_fn_union_two_floats_and_int_a1, &ct_fn_union_two_floats_and_int_a2 };
+
 static void ct_fn_union_two_floats_and_int_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_union_two_floats_and_int_a0);
-        memcpy(buffer, &ct_fn_union_two_floats_and_int_a0, sizeof ct_fn_union_two_floats_and_int_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_union_two_floats_and_int_a1);
-        memcpy(buffer, &ct_fn_union_two_floats_and_int_a1, sizeof ct_fn_union_two_floats_and_int_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_union_two_floats_and_int_a2);
-        memcpy(buffer, &ct_fn_union_two_floats_and_int_a2, sizeof ct_fn_union_two_floats_and_int_a2);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_union_two_floats_and_int_values, ct_fn_union_two_floats_and_int_sizes, 3, index, buffer);
 }
 
 static int ct_fn_union_two_floats_and_int_check(const void *buffer)
@@ -4723,60 +4165,11 @@ double ct_fn_twelve_doubles(double a0, double a1, double a2, double a3, double a
 
 static const size_t ct_fn_twelve_doubles_sizes[] = { sizeof ct_fn_twelve_doubles_a0, sizeof ct_fn_twelve_doubles_a1, sizeof ct_fn_twelve_doubles_a2, sizeof ct_fn_twelve_doubles_a3, sizeof ct_fn_twelve_doubles_a4, sizeof ct_fn_twelve_doubles_a5, sizeof ct_fn_twelve_doubles_a6, sizeof ct_fn_twelve_doubles_a7, sizeof ct_fn_twelve_doubles_a8, sizeof ct_fn_twelve_doubles_a9, sizeof ct_fn_twelve_doubles_a10, sizeof ct_fn_twelve_doubles_a11 };
 
+static const void *const ct_fn_twelve_doubles_values[] = { &ct_fn_twelve_doubles_a0, &ct_fn_twelve_doubles_a1, &ct_fn_twelve_doubles_a2, &ct_fn_twelve_doubles_a3, &ct_fn_twelve_doubles_a4, &ct_fn_twelve_doubles_a5, &ct_fn_twelve_doubles_a6, &ct_fn_twelve_doubles_a7, &ct_fn_twelve_doubles_a8, &ct_fn_twelve_doubles_a9, &ct_fn_twelve_doubles_a10, &ct_fn_twelve_doubles_a11 };
+
 static void ct_fn_twelve_doubles_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_twelve_doubles_a0);
-        memcpy(buffer, &ct_fn_twelve_doubles_a0, sizeof ct_fn_twelve_doubles_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_twelve_doubles_a1);
-        memcpy(buffer, &ct_fn_twelve_doubles_a1, sizeof ct_fn_twelve_doubles_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_twelve_doubles_a2);
-        memcpy(buffer, &ct_fn_twelve_doubles_a2, sizeof ct_fn_twelve_doubles_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_twelve_doubles_a3);
-        memcpy(buffer, &ct_fn_twelve_doubles_a3, sizeof ct_fn_twelve_doubles_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_twelve_doubles_a4);
-        memcpy(buffer, &ct_fn_twelve_doubles_a4, sizeof ct_fn_twelve_doubles_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_twelve_doubles_a5);
-        memcpy(buffer, &ct_fn_twelve_doubles_a5, sizeof ct_fn_twelve_doubles_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_twelve_doubles_a6);
-        memcpy(buffer, &ct_fn_twelve_doubles_a6, sizeof ct_fn_twelve_doubles_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_twelve_doubles_a7);
-        memcpy(buffer, &ct_fn_twelve_doubles_a7, sizeof ct_fn_twelve_doubles_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_twelve_doubles_a8);
-        memcpy(buffer, &ct_fn_twelve_doubles_a8, sizeof ct_fn_twelve_doubles_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_twelve_doubles_a9);
-        memcpy(buffer, &ct_fn_twelve_doubles_a9, sizeof ct_fn_twelve_doubles_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_twelve_doubles_a10);
-        memcpy(buffer, &ct_fn_twelve_doubles_a10, sizeof ct_fn_twelve_doubles_a10);
-        break;
-    case 11:
-        memset(buffer, 0, sizeof ct_fn_twelve_doubles_a11);
-        memcpy(buffer, &ct_fn_twelve_doubles_a11, sizeof ct_fn_twelve_doubles_a11);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_twelve_doubles_values, ct_fn_twelve_doubles_sizes, 12, index, buffer);
 }
 
 static int ct_fn_twelve_doubles_check(const void *buffer)
@@ -4821,60 +4214,11 @@ float ct_fn_twelve_floats(float a0, float a1, float a2, float a3, float a4, floa
 
 static const size_t ct_fn_twelve_floats_sizes[] = { sizeof ct_fn_twelve_floats_a0, sizeof ct_fn_twelve_floats_a1, sizeof ct_fn_twelve_floats_a2, sizeof ct_fn_twelve_floats_a3, sizeof ct_fn_twelve_floats_a4, sizeof ct_fn_twelve_floats_a5, sizeof ct_fn_twelve_floats_a6, sizeof ct_fn_twelve_floats_a7, sizeof ct_fn_twelve_floats_a8, sizeof ct_fn_twelve_floats_a9, sizeof ct_fn_twelve_floats_a10, sizeof ct_fn_twelve_floats_a11 };
 
+static const void *const ct_fn_twelve_floats_values[] = { &ct_fn_twelve_floats_a0, &ct_fn_twelve_floats_a1, &ct_fn_twelve_floats_a2, &ct_fn_twelve_floats_a3, &ct_fn_twelve_floats_a4, &ct_fn_twelve_floats_a5, &ct_fn_twelve_floats_a6, &ct_fn_twelve_floats_a7, &ct_fn_twelve_floats_a8, &ct_fn_twelve_floats_a9, &ct_fn_twelve_floats_a10, &ct_fn_twelve_floats_a11 };
+
 static void ct_fn_twelve_floats_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_twelve_floats_a0);
-        memcpy(buffer, &ct_fn_twelve_floats_a0, sizeof ct_fn_twelve_floats_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_twelve_floats_a1);
-        memcpy(buffer, &ct_fn_twelve_floats_a1, sizeof ct_fn_twelve_floats_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_twelve_floats_a2);
-        memcpy(buffer, &ct_fn_twelve_floats_a2, sizeof ct_fn_twelve_floats_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_twelve_floats_a3);
-        memcpy(buffer, &ct_fn_twelve_floats_a3, sizeof ct_fn_twelve_floats_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_twelve_floats_a4);
-        memcpy(buffer, &ct_fn_twelve_floats_a4, sizeof ct_fn_twelve_floats_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_twelve_floats_a5);
-        memcpy(buffer, &ct_fn_twelve_floats_a5, sizeof ct_fn_twelve_floats_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_twelve_floats_a6);
-        memcpy(buffer, &ct_fn_twelve_floats_a6, sizeof ct_fn_twelve_floats_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_twelve_floats_a7);
-        memcpy(buffer, &ct_fn_twelve_floats_a7, sizeof ct_fn_twelve_floats_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_twelve_floats_a8);
-        memcpy(buffer, &ct_fn_twelve_floats_a8, sizeof ct_fn_twelve_floats_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_twelve_floats_a9);
-        memcpy(buffer, &ct_fn_twelve_floats_a9, sizeof ct_fn_twelve_floats_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_twelve_floats_a10);
-        memcpy(buffer, &ct_fn_twelve_floats_a10, sizeof ct_fn_twelve_floats_a10);
-        break;
-    case 11:
-        memset(buffer, 0, sizeof ct_fn_twelve_floats_a11);
-        memcpy(buffer, &ct_fn_twelve_floats_a11, sizeof ct_fn_twelve_floats_a11);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_twelve_floats_values, ct_fn_twelve_floats_sizes, 12, index, buffer);
 }
 
 static int ct_fn_twelve_floats_check(const void *buffer)
@@ -4919,60 +4263,11 @@ long ct_fn_twelve_longs(long a0, long a1, long a2, long a3, long a4, long a5, lo
 
 static const size_t ct_fn_twelve_longs_sizes[] = { sizeof ct_fn_twelve_longs_a0, sizeof ct_fn_twelve_longs_a1, sizeof ct_fn_twelve_longs_a2, sizeof ct_fn_twelve_longs_a3, sizeof ct_fn_twelve_longs_a4, sizeof ct_fn_twelve_longs_a5, sizeof ct_fn_twelve_longs_a6, sizeof ct_fn_twelve_longs_a7, sizeof ct_fn_twelve_longs_a8, sizeof ct_fn_twelve_longs_a9, sizeof ct_fn_twelve_longs_a10, sizeof ct_fn_twelve_longs_a11 };
 
+static const void *const ct_fn_twelve_longs_values[] = { &ct_fn_twelve_longs_a0, &ct_fn_twelve_longs_a1, &ct_fn_twelve_longs_a2, &ct_fn_twelve_longs_a3, &ct_fn_twelve_longs_a4, &ct_fn_twelve_longs_a5, &ct_fn_twelve_longs_a6, &ct_fn_twelve_longs_a7, &ct_fn_twelve_longs_a8, &ct_fn_twelve_longs_a9, &ct_fn_twelve_longs_a10, &ct_fn_twelve_longs_a11 };
+
 static void ct_fn_twelve_longs_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_twelve_longs_a0);
-        memcpy(buffer, &ct_fn_twelve_longs_a0, sizeof ct_fn_twelve_longs_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_twelve_longs_a1);
-        memcpy(buffer, &ct_fn_twelve_longs_a1, sizeof ct_fn_twelve_longs_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_twelve_longs_a2);
-        memcpy(buffer, &ct_fn_twelve_longs_a2, sizeof ct_fn_twelve_longs_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_twelve_longs_a3);
-        memcpy(buffer, &ct_fn_twelve_longs_a3, sizeof ct_fn_twelve_longs_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_twelve_longs_a4);
-        memcpy(buffer, &ct_fn_twelve_longs_a4, sizeof ct_fn_twelve_longs_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_twelve_longs_a5);
-        memcpy(buffer, &ct_fn_twelve_longs_a5, sizeof ct_fn_twelve_longs_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_twelve_longs_a6);
-        memcpy(buffer, &ct_fn_twelve_longs_a6, sizeof ct_fn_twelve_longs_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_twelve_longs_a7);
-        memcpy(buffer, &ct_fn_twelve_longs_a7, sizeof ct_fn_twelve_longs_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_twelve_longs_a8);
-        memcpy(buffer, &ct_fn_twelve_longs_a8, sizeof ct_fn_twelve_longs_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_twelve_longs_a9);
-        memcpy(buffer, &ct_fn_twelve_longs_a9, sizeof ct_fn_twelve_longs_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_twelve_longs_a10);
-        memcpy(buffer, &ct_fn_twelve_longs_a10, sizeof ct_fn_twelve_longs_a10);
-        break;
-    case 11:
-        memset(buffer, 0, sizeof ct_fn_twelve_longs_a11);
-        memcpy(buffer, &ct_fn_twelve_longs_a11, sizeof ct_fn_twelve_longs_a11);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_twelve_longs_values, ct_fn_twelve_longs_sizes, 12, index, buffer);
 }
 
 static int ct_fn_twelve_longs_check(const void *buffer)
@@ -5017,60 +4312,11 @@ short ct_fn_twelve_mixed_chars_shorts(char a0, unsigned char a1, short a2, unsig
 
 static const size_t ct_fn_twelve_mixed_chars_shorts_sizes[] = { sizeof ct_fn_twelve_mixed_chars_shorts_a0, sizeof ct_fn_twelve_mixed_chars_shorts_a1, sizeof ct_fn_twelve_mixed_chars_shorts_a2, sizeof ct_fn_twelve_mixed_chars_shorts_a3, sizeof ct_fn_twelve_mixed_chars_shorts_a4, sizeof ct_fn_twelve_mixed_chars_shorts_a5, sizeof ct_fn_twelve_mixed_chars_shorts_a6, sizeof ct_fn_twelve_mixed_chars_shorts_a7, sizeof ct_fn_twelve_mixed_chars_shorts_a8, sizeof ct_fn_twelve_mixed_chars_shorts_a9, sizeof ct_fn_twelve_mixed_chars_shorts_a10, sizeof ct_fn_twelve_mixed_chars_shorts_a11 };
 
+static const void *const ct_fn_twelve_mixed_chars_shorts_values[] = { &ct_fn_twelve_mixed_chars_shorts_a0, &ct_fn_twelve_mixed_chars_shorts_a1, &ct_fn_twelve_mixed_chars_shorts_a2, &ct_fn_twelve_mixed_chars_shorts_a3, &ct_fn_twelve_mixed_chars_shorts_a4, &ct_fn_twelve_mixed_chars_shorts_a5, &ct_fn_twelve_mixed_chars_shorts_a6, &ct_fn_twelve_mixed_chars_shorts_a7, &ct_fn_twelve_mixed_chars_shorts_a8, &ct_fn_twelve_mixed_chars_shorts_a9, &ct_fn_twelve_mixed_chars_shorts_a10, &ct_fn_twelve_mixed_chars_shorts_a11 };
+
 static void ct_fn_twelve_mixed_chars_shorts_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_twelve_mixed_chars_shorts_a0);
-        memcpy(buffer, &ct_fn_twelve_mixed_chars_shorts_a0, sizeof ct_fn_twelve_mixed_chars_shorts_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_twelve_mixed_chars_shorts_a1);
-        memcpy(buffer, &ct_fn_twelve_mixed_chars_shorts_a1, sizeof ct_fn_twelve_mixed_chars_shorts_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_twelve_mixed_chars_shorts_a2);
-        memcpy(buffer, &ct_fn_twelve_mixed_chars_shorts_a2, sizeof ct_fn_twelve_mixed_chars_shorts_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_twelve_mixed_chars_shorts_a3);
-        memcpy(buffer, &ct_fn_twelve_mixed_chars_shorts_a3, sizeof ct_fn_twelve_mixed_chars_shorts_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_twelve_mixed_chars_shorts_a4);
-        memcpy(buffer, &ct_fn_twelve_mixed_chars_shorts_a4, sizeof ct_fn_twelve_mixed_chars_shorts_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_twelve_mixed_chars_shorts_a5);
-        memcpy(buffer, &ct_fn_twelve_mixed_chars_shorts_a5, sizeof ct_fn_twelve_mixed_chars_shorts_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_twelve_mixed_chars_shorts_a6);
-        memcpy(buffer, &ct_fn_twelve_mixed_chars_shorts_a6, sizeof ct_fn_twelve_mixed_chars_shorts_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_twelve_mixed_chars_shorts_a7);
-        memcpy(buffer, &ct_fn_twelve_mixed_chars_shorts_a7, sizeof ct_fn_twelve_mixed_chars_shorts_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_twelve_mixed_chars_shorts_a8);
-        memcpy(buffer, &ct_fn_twelve_mixed_chars_shorts_a8, sizeof ct_fn_twelve_mixed_chars_shorts_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_twelve_mixed_chars_shorts_a9);
-        memcpy(buffer, &ct_fn_twelve_mixed_chars_shorts_a9, sizeof ct_fn_twelve_mixed_chars_shorts_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_twelve_mixed_chars_shorts_a10);
-        memcpy(buffer, &ct_fn_twelve_mixed_chars_shorts_a10, sizeof ct_fn_twelve_mixed_chars_shorts_a10);
-        break;
-    case 11:
-        memset(buffer, 0, sizeof ct_fn_twelve_mixed_chars_shorts_a11);
-        memcpy(buffer, &ct_fn_twelve_mixed_chars_shorts_a11, sizeof ct_fn_twelve_mixed_chars_shorts_a11);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_twelve_mixed_chars_shorts_values, ct_fn_twelve_mixed_chars_shorts_sizes, 12, index, buffer);
 }
 
 static int ct_fn_twelve_mixed_chars_shorts_check(const void *buffer)
@@ -5115,60 +4361,11 @@ struct S_d_i ct_fn_twelve_doubles_and_structs(double a0, struct S_f4 a1, double 
 
 static const size_t ct_fn_twelve_doubles_and_structs_sizes[] = { sizeof ct_fn_twelve_doubles_and_structs_a0, sizeof ct_fn_twelve_doubles_and_structs_a1, sizeof ct_fn_twelve_doubles_and_structs_a2, sizeof ct_fn_twelve_doubles_and_structs_a3, sizeof ct_fn_twelve_doubles_and_structs_a4, sizeof ct_fn_twelve_doubles_and_structs_a5, sizeof ct_fn_twelve_doubles_and_structs_a6, sizeof ct_fn_twelve_doubles_and_structs_a7, sizeof ct_fn_twelve_doubles_and_structs_a8, sizeof ct_fn_twelve_doubles_and_structs_a9, sizeof ct_fn_twelve_doubles_and_structs_a10, sizeof ct_fn_twelve_doubles_and_structs_a11 };
 
+static const void *const ct_fn_twelve_doubles_and_structs_values[] = { &ct_fn_twelve_doubles_and_structs_a0, &ct_fn_twelve_doubles_and_structs_a1, &ct_fn_twelve_doubles_and_structs_a2, &ct_fn_twelve_doubles_and_structs_a3, &ct_fn_twelve_doubles_and_structs_a4, &ct_fn_twelve_doubles_and_structs_a5, &ct_fn_twelve_doubles_and_structs_a6, &ct_fn_twelve_doubles_and_structs_a7, &ct_fn_twelve_doubles_and_structs_a8, &ct_fn_twelve_doubles_and_structs_a9, &ct_fn_twelve_doubles_and_structs_a10, &ct_fn_twelve_doubles_and_structs_a11 };
+
 static void ct_fn_twelve_doubles_and_structs_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_twelve_doubles_and_structs_a0);
-        memcpy(buffer, &ct_fn_twelve_doubles_and_structs_a0, sizeof ct_fn_twelve_doubles_and_structs_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_twelve_doubles_and_structs_a1);
-        memcpy(buffer, &ct_fn_twelve_doubles_and_structs_a1, sizeof ct_fn_twelve_doubles_and_structs_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_twelve_doubles_and_structs_a2);
-        memcpy(buffer, &ct_fn_twelve_doubles_and_structs_a2, sizeof ct_fn_twelve_doubles_and_structs_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_twelve_doubles_and_structs_a3);
-        memcpy(buffer, &ct_fn_twelve_doubles_and_structs_a3, sizeof ct_fn_twelve_doubles_and_structs_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_twelve_doubles_and_structs_a4);
-        memcpy(buffer, &ct_fn_twelve_doubles_and_structs_a4, sizeof ct_fn_twelve_doubles_and_structs_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_twelve_doubles_and_structs_a5);
-        memcpy(buffer, &ct_fn_twelve_doubles_and_structs_a5, sizeof ct_fn_twelve_doubles_and_structs_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_twelve_doubles_and_structs_a6);
-        memcpy(buffer, &ct_fn_twelve_doubles_and_structs_a6, sizeof ct_fn_twelve_doubles_and_structs_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_twelve_doubles_and_structs_a7);
-        memcpy(buffer, &ct_fn_twelve_doubles_and_structs_a7, sizeof ct_fn_twelve_doubles_and_structs_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_twelve_doubles_and_structs_a8);
-        memcpy(buffer, &ct_fn_twelve_doubles_and_structs_a8, sizeof ct_fn_twelve_doubles_and_structs_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_twelve_doubles_and_structs_a9);
-        memcpy(buffer, &ct_fn_twelve_doubles_and_structs_a9, sizeof ct_fn_twelve_doubles_and_structs_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_twelve_doubles_and_structs_a10);
-        memcpy(buffer, &ct_fn_twelve_doubles_and_structs_a10, sizeof ct_fn_twelve_doubles_and_structs_a10);
-        break;
-    case 11:
-        memset(buffer, 0, sizeof ct_fn_twelve_doubles_and_structs_a11);
-        memcpy(buffer, &ct_fn_twelve_doubles_and_structs_a11, sizeof ct_fn_twelve_doubles_and_structs_a11);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_twelve_doubles_and_structs_values, ct_fn_twelve_doubles_and_structs_sizes, 12, index, buffer);
 }
 
 static int ct_fn_twelve_doubles_and_structs_check(const void *buffer)
@@ -5213,60 +4410,11 @@ struct S_f4 ct_fn_twelve_structs_and_doubles(struct S_f3 a0, double a1, struct S
 
 static const size_t ct_fn_twelve_structs_and_doubles_sizes[] = { sizeof ct_fn_twelve_structs_and_doubles_a0, sizeof ct_fn_twelve_structs_and_doubles_a1, sizeof ct_fn_twelve_structs_and_doubles_a2, sizeof ct_fn_twelve_structs_and_doubles_a3, sizeof ct_fn_twelve_structs_and_doubles_a4, sizeof ct_fn_twelve_structs_and_doubles_a5, sizeof ct_fn_twelve_structs_and_doubles_a6, sizeof ct_fn_twelve_structs_and_doubles_a7, sizeof ct_fn_twelve_structs_and_doubles_a8, sizeof ct_fn_twelve_structs_and_doubles_a9, sizeof ct_fn_twelve_structs_and_doubles_a10, sizeof ct_fn_twelve_structs_and_doubles_a11 };
 
+static const void *const ct_fn_twelve_structs_and_doubles_values[] = { &ct_fn_twelve_structs_and_doubles_a0, &ct_fn_twelve_structs_and_doubles_a1, &ct_fn_twelve_structs_and_doubles_a2, &ct_fn_twelve_structs_and_doubles_a3, &ct_fn_twelve_structs_and_doubles_a4, &ct_fn_twelve_structs_and_doubles_a5, &ct_fn_twelve_structs_and_doubles_a6, &ct_fn_twelve_structs_and_doubles_a7, &ct_fn_twelve_structs_and_doubles_a8, &ct_fn_twelve_structs_and_doubles_a9, &ct_fn_twelve_structs_and_doubles_a10, &ct_fn_twelve_structs_and_doubles_a11 };
+
 static void ct_fn_twelve_structs_and_doubles_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_twelve_structs_and_doubles_a0);
-        memcpy(buffer, &ct_fn_twelve_structs_and_doubles_a0, sizeof ct_fn_twelve_structs_and_doubles_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_twelve_structs_and_doubles_a1);
-        memcpy(buffer, &ct_fn_twelve_structs_and_doubles_a1, sizeof ct_fn_twelve_structs_and_doubles_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_twelve_structs_and_doubles_a2);
-        memcpy(buffer, &ct_fn_twelve_structs_and_doubles_a2, sizeof ct_fn_twelve_structs_and_doubles_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_twelve_structs_and_doubles_a3);
-        memcpy(buffer, &ct_fn_twelve_structs_and_doubles_a3, sizeof ct_fn_twelve_structs_and_doubles_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_twelve_structs_and_doubles_a4);
-        memcpy(buffer, &ct_fn_twelve_structs_and_doubles_a4, sizeof ct_fn_twelve_structs_and_doubles_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_twelve_structs_and_doubles_a5);
-        memcpy(buffer, &ct_fn_twelve_structs_and_doubles_a5, sizeof ct_fn_twelve_structs_and_doubles_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_twelve_structs_and_doubles_a6);
-        memcpy(buffer, &ct_fn_twelve_structs_and_doubles_a6, sizeof ct_fn_twelve_structs_and_doubles_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_twelve_structs_and_doubles_a7);
-        memcpy(buffer, &ct_fn_twelve_structs_and_doubles_a7, sizeof ct_fn_twelve_structs_and_doubles_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_twelve_structs_and_doubles_a8);
-        memcpy(buffer, &ct_fn_twelve_structs_and_doubles_a8, sizeof ct_fn_twelve_structs_and_doubles_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_twelve_structs_and_doubles_a9);
-        memcpy(buffer, &ct_fn_twelve_structs_and_doubles_a9, sizeof ct_fn_twelve_structs_and_doubles_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_twelve_structs_and_doubles_a10);
-        memcpy(buffer, &ct_fn_twelve_structs_and_doubles_a10, sizeof ct_fn_twelve_structs_and_doubles_a10);
-        break;
-    case 11:
-        memset(buffer, 0, sizeof ct_fn_twelve_structs_and_doubles_a11);
-        memcpy(buffer, &ct_fn_twelve_structs_and_doubles_a11, sizeof ct_fn_twelve_structs_and_doubles_a11);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_twelve_structs_and_doubles_values, ct_fn_twelve_structs_and_doubles_sizes, 12, index, buffer);
 }
 
 static int ct_fn_twelve_structs_and_doubles_check(const void *buffer)
@@ -5311,60 +4459,11 @@ struct S_d3 ct_fn_twelve_mixed_with_big_structs(struct S_d3 a0, double a1, long 
 
 static const size_t ct_fn_twelve_mixed_with_big_structs_sizes[] = { sizeof ct_fn_twelve_mixed_with_big_structs_a0, sizeof ct_fn_twelve_mixed_with_big_structs_a1, sizeof ct_fn_twelve_mixed_with_big_structs_a2, sizeof ct_fn_twelve_mixed_with_big_structs_a3, sizeof ct_fn_twelve_mixed_with_big_structs_a4, sizeof ct_fn_twelve_mixed_with_big_structs_a5, sizeof ct_fn_twelve_mixed_with_big_structs_a6, sizeof ct_fn_twelve_mixed_with_big_structs_a7, sizeof ct_fn_twelve_mixed_with_big_structs_a8, sizeof ct_fn_twelve_mixed_with_big_structs_a9, sizeof ct_fn_twelve_mixed_with_big_structs_a10, sizeof ct_fn_twelve_mixed_with_big_structs_a11 };
 
+static const void *const ct_fn_twelve_mixed_with_big_structs_values[] = { &ct_fn_twelve_mixed_with_big_structs_a0, &ct_fn_twelve_mixed_with_big_structs_a1, &ct_fn_twelve_mixed_with_big_structs_a2, &ct_fn_twelve_mixed_with_big_structs_a3, &ct_fn_twelve_mixed_with_big_structs_a4, &ct_fn_twelve_mixed_with_big_structs_a5, &ct_fn_twelve_mixed_with_big_structs_a6, &ct_fn_twelve_mixed_with_big_structs_a7, &ct_fn_twelve_mixed_with_big_structs_a8, &ct_fn_twelve_mixed_with_big_structs_a9, &ct_fn_twelve_mixed_with_big_structs_a10, &ct_fn_twelve_mixed_with_big_structs_a11 };
+
 static void ct_fn_twelve_mixed_with_big_structs_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_twelve_mixed_with_big_structs_a0);
-        memcpy(buffer, &ct_fn_twelve_mixed_with_big_structs_a0, sizeof ct_fn_twelve_mixed_with_big_structs_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_twelve_mixed_with_big_structs_a1);
-        memcpy(buffer, &ct_fn_twelve_mixed_with_big_structs_a1, sizeof ct_fn_twelve_mixed_with_big_structs_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_twelve_mixed_with_big_structs_a2);
-        memcpy(buffer, &ct_fn_twelve_mixed_with_big_structs_a2, sizeof ct_fn_twelve_mixed_with_big_structs_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_twelve_mixed_with_big_structs_a3);
-        memcpy(buffer, &ct_fn_twelve_mixed_with_big_structs_a3, sizeof ct_fn_twelve_mixed_with_big_structs_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_twelve_mixed_with_big_structs_a4);
-        memcpy(buffer, &ct_fn_twelve_mixed_with_big_structs_a4, sizeof ct_fn_twelve_mixed_with_big_structs_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_twelve_mixed_with_big_structs_a5);
-        memcpy(buffer, &ct_fn_twelve_mixed_with_big_structs_a5, sizeof ct_fn_twelve_mixed_with_big_structs_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_twelve_mixed_with_big_structs_a6);
-        memcpy(buffer, &ct_fn_twelve_mixed_with_big_structs_a6, sizeof ct_fn_twelve_mixed_with_big_structs_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_twelve_mixed_with_big_structs_a7);
-        memcpy(buffer, &ct_fn_twelve_mixed_with_big_structs_a7, sizeof ct_fn_twelve_mixed_with_big_structs_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_twelve_mixed_with_big_structs_a8);
-        memcpy(buffer, &ct_fn_twelve_mixed_with_big_structs_a8, sizeof ct_fn_twelve_mixed_with_big_structs_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_twelve_mixed_with_big_structs_a9);
-        memcpy(buffer, &ct_fn_twelve_mixed_with_big_structs_a9, sizeof ct_fn_twelve_mixed_with_big_structs_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_twelve_mixed_with_big_structs_a10);
-        memcpy(buffer, &ct_fn_twelve_mixed_with_big_structs_a10, sizeof ct_fn_twelve_mixed_with_big_structs_a10);
-        break;
-    case 11:
-        memset(buffer, 0, sizeof ct_fn_twelve_mixed_with_big_structs_a11);
-        memcpy(buffer, &ct_fn_twelve_mixed_with_big_structs_a11, sizeof ct_fn_twelve_mixed_with_big_structs_a11);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_twelve_mixed_with_big_structs_values, ct_fn_twelve_mixed_with_big_structs_sizes, 12, index, buffer);
 }
 
 static int ct_fn_twelve_mixed_with_big_structs_check(const void *buffer)
@@ -5405,52 +4504,11 @@ struct S_f4 ct_fn_nine_doubles_then_struct_of_floats(double a0, double a1, doubl
 
 static const size_t ct_fn_nine_doubles_then_struct_of_floats_sizes[] = { sizeof ct_fn_nine_doubles_then_struct_of_floats_a0, sizeof ct_fn_nine_doubles_then_struct_of_floats_a1, sizeof ct_fn_nine_doubles_then_struct_of_floats_a2, sizeof ct_fn_nine_doubles_then_struct_of_floats_a3, sizeof ct_fn_nine_doubles_then_struct_of_floats_a4, sizeof ct_fn_nine_doubles_then_struct_of_floats_a5, sizeof ct_fn_nine_doubles_then_struct_of_floats_a6, sizeof ct_fn_nine_doubles_then_struct_of_floats_a7, sizeof ct_fn_nine_doubles_then_struct_of_floats_a8, sizeof ct_fn_nine_doubles_then_struct_of_floats_a9 };
 
+static const void *const ct_fn_nine_doubles_then_struct_of_floats_values[] = { &ct_fn_nine_doubles_then_struct_of_floats_a0, &ct_fn_nine_doubles_then_struct_of_floats_a1, &ct_fn_nine_doubles_then_struct_of_floats_a2, &ct_fn_nine_doubles_then_struct_of_floats_a3, &ct_fn_nine_doubles_then_struct_of_floats_a4, &ct_fn_nine_doubles_then_struct_of_floats_a5, &ct_fn_nine_doubles_then_struct_of_floats_a6, &ct_fn_nine_doubles_then_struct_of_floats_a7, &ct_fn_nine_doubles_then_struct_of_floats_a8, &ct_fn_nine_doubles_then_struct_of_floats_a9 };
+
 static void ct_fn_nine_doubles_then_struct_of_floats_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_nine_doubles_then_struct_of_floats_a0);
-        memcpy(buffer, &ct_fn_nine_doubles_then_struct_of_floats_a0, sizeof ct_fn_nine_doubles_then_struct_of_floats_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_nine_doubles_then_struct_of_floats_a1);
-        memcpy(buffer, &ct_fn_nine_doubles_then_struct_of_floats_a1, sizeof ct_fn_nine_doubles_then_struct_of_floats_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_nine_doubles_then_struct_of_floats_a2);
-        memcpy(buffer, &ct_fn_nine_doubles_then_struct_of_floats_a2, sizeof ct_fn_nine_doubles_then_struct_of_floats_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_nine_doubles_then_struct_of_floats_a3);
-        memcpy(buffer, &ct_fn_nine_doubles_then_struct_of_floats_a3, sizeof ct_fn_nine_doubles_then_struct_of_floats_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_nine_doubles_then_struct_of_floats_a4);
-        memcpy(buffer, &ct_fn_nine_doubles_then_struct_of_floats_a4, sizeof ct_fn_nine_doubles_then_struct_of_floats_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_nine_doubles_then_struct_of_floats_a5);
-        memcpy(buffer, &ct_fn_nine_doubles_then_struct_of_floats_a5, sizeof ct_fn_nine_doubles_then_struct_of_floats_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_nine_doubles_then_struct_of_floats_a6);
-        memcpy(buffer, &ct_fn_nine_doubles_then_struct_of_floats_a6, sizeof ct_fn_nine_doubles_then_struct_of_floats_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_nine_doubles_then_struct_of_floats_a7);
-        memcpy(buffer, &ct_fn_nine_doubles_then_struct_of_floats_a7, sizeof ct_fn_nine_doubles_then_struct_of_floats_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_nine_doubles_then_struct_of_floats_a8);
-        memcpy(buffer, &ct_fn_nine_doubles_then_struct_of_floats_a8, sizeof ct_fn_nine_doubles_then_struct_of_floats_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_nine_doubles_then_struct_of_floats_a9);
-        memcpy(buffer, &ct_fn_nine_doubles_then_struct_of_floats_a9, sizeof ct_fn_nine_doubles_then_struct_of_floats_a9);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_nine_doubles_then_struct_of_floats_values, ct_fn_nine_doubles_then_struct_of_floats_sizes, 10, index, buffer);
 }
 
 static int ct_fn_nine_doubles_then_struct_of_floats_check(const void *buffer)
@@ -5487,44 +4545,11 @@ struct S_d2 ct_fn_seven_doubles_then_struct_of_doubles(double a0, double a1, dou
 
 static const size_t ct_fn_seven_doubles_then_struct_of_doubles_sizes[] = { sizeof ct_fn_seven_doubles_then_struct_of_doubles_a0, sizeof ct_fn_seven_doubles_then_struct_of_doubles_a1, sizeof ct_fn_seven_doubles_then_struct_of_doubles_a2, sizeof ct_fn_seven_doubles_then_struct_of_doubles_a3, sizeof ct_fn_seven_doubles_then_struct_of_doubles_a4, sizeof ct_fn_seven_doubles_then_struct_of_doubles_a5, sizeof ct_fn_seven_doubles_then_struct_of_doubles_a6, sizeof ct_fn_seven_doubles_then_struct_of_doubles_a7 };
 
+static const void *const ct_fn_seven_doubles_then_struct_of_doubles_values[] = { &ct_fn_seven_doubles_then_struct_of_doubles_a0, &ct_fn_seven_doubles_then_struct_of_doubles_a1, &ct_fn_seven_doubles_then_struct_of_doubles_a2, &ct_fn_seven_doubles_then_struct_of_doubles_a3, &ct_fn_seven_doubles_then_struct_of_doubles_a4, &ct_fn_seven_doubles_then_struct_of_doubles_a5, &ct_fn_seven_doubles_then_struct_of_doubles_a6, &ct_fn_seven_doubles_then_struct_of_doubles_a7 };
+
 static void ct_fn_seven_doubles_then_struct_of_doubles_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_seven_doubles_then_struct_of_doubles_a0);
-        memcpy(buffer, &ct_fn_seven_doubles_then_struct_of_doubles_a0, sizeof ct_fn_seven_doubles_then_struct_of_doubles_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_seven_doubles_then_struct_of_doubles_a1);
-        memcpy(buffer, &ct_fn_seven_doubles_then_struct_of_doubles_a1, sizeof ct_fn_seven_doubles_then_struct_of_doubles_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_seven_doubles_then_struct_of_doubles_a2);
-        memcpy(buffer, &ct_fn_seven_doubles_then_struct_of_doubles_a2, sizeof ct_fn_seven_doubles_then_struct_of_doubles_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_seven_doubles_then_struct_of_doubles_a3);
-        memcpy(buffer, &ct_fn_seven_doubles_then_struct_of_doubles_a3, sizeof ct_fn_seven_doubles_then_struct_of_doubles_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_seven_doubles_then_struct_of_doubles_a4);
-        memcpy(buffer, &ct_fn_seven_doubles_then_struct_of_doubles_a4, sizeof ct_fn_seven_doubles_then_struct_of_doubles_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_seven_doubles_then_struct_of_doubles_a5);
-        memcpy(buffer, &ct_fn_seven_doubles_then_struct_of_doubles_a5, sizeof ct_fn_seven_doubles_then_struct_of_doubles_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_seven_doubles_then_struct_of_doubles_a6);
-        memcpy(buffer, &ct_fn_seven_doubles_then_struct_of_doubles_a6, sizeof ct_fn_seven_doubles_then_struct_of_doubles_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_seven_doubles_then_struct_of_doubles_a7);
-        memcpy(buffer, &ct_fn_seven_doubles_then_struct_of_doubles_a7, sizeof ct_fn_seven_doubles_then_struct_of_doubles_a7);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_seven_doubles_then_struct_of_doubles_values, ct_fn_seven_doubles_then_struct_of_doubles_sizes, 8, index, buffer);
 }
 
 static int ct_fn_seven_doubles_then_struct_of_doubles_check(const void *buffer)
@@ -5557,36 +4582,11 @@ unsigned char ct_fn_narrow_integers(char a0, unsigned char a1, short a2, unsigne
 
 static const size_t ct_fn_narrow_integers_sizes[] = { sizeof ct_fn_narrow_integers_a0, sizeof ct_fn_narrow_integers_a1, sizeof ct_fn_narrow_integers_a2, sizeof ct_fn_narrow_integers_a3, sizeof ct_fn_narrow_integers_a4, sizeof ct_fn_narrow_integers_a5 };
 
+static const void *const ct_fn_narrow_integers_values[] = { &ct_fn_narrow_integers_a0, &ct_fn_narrow_integers_a1, &ct_fn_narrow_integers_a2, &ct_fn_narrow_integers_a3, &ct_fn_narrow_integers_a4, &ct_fn_narrow_integers_a5 };
+
 static void ct_fn_narrow_integers_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_narrow_integers_a0);
-        memcpy(buffer, &ct_fn_narrow_integers_a0, sizeof ct_fn_narrow_integers_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_narrow_integers_a1);
-        memcpy(buffer, &ct_fn_narrow_integers_a1, sizeof ct_fn_narrow_integers_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_narrow_integers_a2);
-        memcpy(buffer, &ct_fn_narrow_integers_a2, sizeof ct_fn_narrow_integers_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_narrow_integers_a3);
-        memcpy(buffer, &ct_fn_narrow_integers_a3, sizeof ct_fn_narrow_integers_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_narrow_integers_a4);
-        memcpy(buffer, &ct_fn_narrow_integers_a4, sizeof ct_fn_narrow_integers_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_narrow_integers_a5);
-        memcpy(buffer, &ct_fn_narrow_integers_a5, sizeof ct_fn_narrow_integers_a5);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_narrow_integers_values, ct_fn_narrow_integers_sizes, 6, index, buffer);
 }
 
 static int ct_fn_narrow_integers_check(const void *buffer)
@@ -5609,16 +4609,11 @@ signed char ct_fn_returns_signed_char(signed char a0)
 
 static const size_t ct_fn_returns_signed_char_sizes[] = { sizeof ct_fn_returns_signed_char_a0 };
 
+static const void *const ct_fn_returns_signed_char_values[] = { &ct_fn_returns_signed_char_a0 };
+
 static void ct_fn_returns_signed_char_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_returns_signed_char_a0);
-        memcpy(buffer, &ct_fn_returns_signed_char_a0, sizeof ct_fn_returns_signed_char_a0);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_returns_signed_char_values, ct_fn_returns_signed_char_sizes, 1, index, buffer);
 }
 
 static int ct_fn_returns_signed_char_check(const void *buffer)
@@ -5643,20 +4638,11 @@ short ct_fn_returns_short(short a0, unsigned short a1)
 
 static const size_t ct_fn_returns_short_sizes[] = { sizeof ct_fn_returns_short_a0, sizeof ct_fn_returns_short_a1 };
 
+static const void *const ct_fn_returns_short_values[] = { &ct_fn_returns_short_a0, &ct_fn_returns_short_a1 };
+
 static void ct_fn_returns_short_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_returns_short_a0);
-        memcpy(buffer, &ct_fn_returns_short_a0, sizeof ct_fn_returns_short_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_returns_short_a1);
-        memcpy(buffer, &ct_fn_returns_short_a1, sizeof ct_fn_returns_short_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_returns_short_values, ct_fn_returns_short_sizes, 2, index, buffer);
 }
 
 static int ct_fn_returns_short_check(const void *buffer)
@@ -5683,24 +4669,11 @@ _Bool ct_fn_returns_bool(_Bool a0, _Bool a1, int a2)
 
 static const size_t ct_fn_returns_bool_sizes[] = { sizeof ct_fn_returns_bool_a0, sizeof ct_fn_returns_bool_a1, sizeof ct_fn_returns_bool_a2 };
 
+static const void *const ct_fn_returns_bool_values[] = { &ct_fn_returns_bool_a0, &ct_fn_returns_bool_a1, &ct_fn_returns_bool_a2 };
+
 static void ct_fn_returns_bool_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_returns_bool_a0);
-        memcpy(buffer, &ct_fn_returns_bool_a0, sizeof ct_fn_returns_bool_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_returns_bool_a1);
-        memcpy(buffer, &ct_fn_returns_bool_a1, sizeof ct_fn_returns_bool_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_returns_bool_a2);
-        memcpy(buffer, &ct_fn_returns_bool_a2, sizeof ct_fn_returns_bool_a2);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_returns_bool_values, ct_fn_returns_bool_sizes, 3, index, buffer);
 }
 
 static int ct_fn_returns_bool_check(const void *buffer)
@@ -5729,28 +4702,11 @@ void *ct_fn_pointers(char *a0, const char *a1, int **a2, void *a3)
 
 static const size_t ct_fn_pointers_sizes[] = { sizeof ct_fn_pointers_a0, sizeof ct_fn_pointers_a1, sizeof ct_fn_pointers_a2, sizeof ct_fn_pointers_a3 };
 
+static const void *const ct_fn_pointers_values[] = { &ct_fn_pointers_a0, &ct_fn_pointers_a1, &ct_fn_pointers_a2, &ct_fn_pointers_a3 };
+
 static void ct_fn_pointers_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_pointers_a0);
-        memcpy(buffer, &ct_fn_pointers_a0, sizeof ct_fn_pointers_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_pointers_a1);
-        memcpy(buffer, &ct_fn_pointers_a1, sizeof ct_fn_pointers_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_pointers_a2);
-        memcpy(buffer, &ct_fn_pointers_a2, sizeof ct_fn_pointers_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_pointers_a3);
-        memcpy(buffer, &ct_fn_pointers_a3, sizeof ct_fn_pointers_a3);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_pointers_values, ct_fn_pointers_sizes, 4, index, buffer);
 }
 
 static int ct_fn_pointers_check(const void *buffer)
@@ -5777,24 +4733,11 @@ int (*ct_fn_function_pointers(void (*a0)(void), double (*a1)(double, double), in
 
 static const size_t ct_fn_function_pointers_sizes[] = { sizeof ct_fn_function_pointers_a0, sizeof ct_fn_function_pointers_a1, sizeof ct_fn_function_pointers_a2 };
 
+static const void *const ct_fn_function_pointers_values[] = { &ct_fn_function_pointers_a0, &ct_fn_function_pointers_a1, &ct_fn_function_pointers_a2 };
+
 static void ct_fn_function_pointers_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_function_pointers_a0);
-        memcpy(buffer, &ct_fn_function_pointers_a0, sizeof ct_fn_function_pointers_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_function_pointers_a1);
-        memcpy(buffer, &ct_fn_function_pointers_a1, sizeof ct_fn_function_pointers_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_function_pointers_a2);
-        memcpy(buffer, &ct_fn_function_pointers_a2, sizeof ct_fn_function_pointers_a2);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_function_pointers_values, ct_fn_function_pointers_sizes, 3, index, buffer);
 }
 
 static int ct_fn_function_pointers_check(const void *buffer)
@@ -5826,24 +4769,11 @@ void ct_fn_void_with_arguments(int a0, double a1, void *a2)
 
 static const size_t ct_fn_void_with_arguments_sizes[] = { sizeof ct_fn_void_with_arguments_a0, sizeof ct_fn_void_with_arguments_a1, sizeof ct_fn_void_with_arguments_a2 };
 
+static const void *const ct_fn_void_with_arguments_values[] = { &ct_fn_void_with_arguments_a0, &ct_fn_void_with_arguments_a1, &ct_fn_void_with_arguments_a2 };
+
 static void ct_fn_void_with_arguments_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_void_with_arguments_a0);
-        memcpy(buffer, &ct_fn_void_with_arguments_a0, sizeof ct_fn_void_with_arguments_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_void_with_arguments_a1);
-        memcpy(buffer, &ct_fn_void_with_arguments_a1, sizeof ct_fn_void_with_arguments_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_void_with_arguments_a2);
-        memcpy(buffer, &ct_fn_void_with_arguments_a2, sizeof ct_fn_void_with_arguments_a2);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_void_with_arguments_values, ct_fn_void_with_arguments_sizes, 3, index, buffer);
 }
 
 static const enum E_small ct_fn_enums_a0 = E_small_d;
@@ -5865,28 +4795,11 @@ enum E_signed ct_fn_enums(enum E_small a0, enum E_signed a1, enum E_big a2, enum
 
 static const size_t ct_fn_enums_sizes[] = { sizeof ct_fn_enums_a0, sizeof ct_fn_enums_a1, sizeof ct_fn_enums_a2, sizeof ct_fn_enums_a3 };
 
+static const void *const ct_fn_enums_values[] = { &ct_fn_enums_a0, &ct_fn_enums_a1, &ct_fn_enums_a2, &ct_fn_enums_a3 };
+
 static void ct_fn_enums_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_enums_a0);
-        memcpy(buffer, &ct_fn_enums_a0, sizeof ct_fn_enums_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_enums_a1);
-        memcpy(buffer, &ct_fn_enums_a1, sizeof ct_fn_enums_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_enums_a2);
-        memcpy(buffer, &ct_fn_enums_a2, sizeof ct_fn_enums_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_enums_a3);
-        memcpy(buffer, &ct_fn_enums_a3, sizeof ct_fn_enums_a3);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_enums_values, ct_fn_enums_sizes, 4, index, buffer);
 }
 
 static int ct_fn_enums_check(const void *buffer)
@@ -5911,20 +4824,11 @@ float ct_fn_returns_float(float a0, double a1)
 
 static const size_t ct_fn_returns_float_sizes[] = { sizeof ct_fn_returns_float_a0, sizeof ct_fn_returns_float_a1 };
 
+static const void *const ct_fn_returns_float_values[] = { &ct_fn_returns_float_a0, &ct_fn_returns_float_a1 };
+
 static void ct_fn_returns_float_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_returns_float_a0);
-        memcpy(buffer, &ct_fn_returns_float_a0, sizeof ct_fn_returns_float_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_returns_float_a1);
-        memcpy(buffer, &ct_fn_returns_float_a1, sizeof ct_fn_returns_float_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_returns_float_values, ct_fn_returns_float_sizes, 2, index, buffer);
 }
 
 static int ct_fn_returns_float_check(const void *buffer)
@@ -5949,20 +4853,11 @@ double ct_fn_returns_double(int a0, double a1)
 
 static const size_t ct_fn_returns_double_sizes[] = { sizeof ct_fn_returns_double_a0, sizeof ct_fn_returns_double_a1 };
 
+static const void *const ct_fn_returns_double_values[] = { &ct_fn_returns_double_a0, &ct_fn_returns_double_a1 };
+
 static void ct_fn_returns_double_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_returns_double_a0);
-        memcpy(buffer, &ct_fn_returns_double_a0, sizeof ct_fn_returns_double_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_returns_double_a1);
-        memcpy(buffer, &ct_fn_returns_double_a1, sizeof ct_fn_returns_double_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_returns_double_values, ct_fn_returns_double_sizes, 2, index, buffer);
 }
 
 static int ct_fn_returns_double_check(const void *buffer)
@@ -5987,20 +4882,11 @@ unsigned long long ct_fn_returns_unsigned_long_long(unsigned long long a0, long 
 
 static const size_t ct_fn_returns_unsigned_long_long_sizes[] = { sizeof ct_fn_returns_unsigned_long_long_a0, sizeof ct_fn_returns_unsigned_long_long_a1 };
 
+static const void *const ct_fn_returns_unsigned_long_long_values[] = { &ct_fn_returns_unsigned_long_long_a0, &ct_fn_returns_unsigned_long_long_a1 };
+
 static void ct_fn_returns_unsigned_long_long_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_returns_unsigned_long_long_a0);
-        memcpy(buffer, &ct_fn_returns_unsigned_long_long_a0, sizeof ct_fn_returns_unsigned_long_long_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_returns_unsigned_long_long_a1);
-        memcpy(buffer, &ct_fn_returns_unsigned_long_long_a1, sizeof ct_fn_returns_unsigned_long_long_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_returns_unsigned_long_long_values, ct_fn_returns_unsigned_long_long_sizes, 2, index, buffer);
 }
 
 static int ct_fn_returns_unsigned_long_long_check(const void *buffer)
@@ -6025,20 +4911,11 @@ struct S_lvl4 ct_fn_big_struct_by_value(struct S_lvl4 a0, int a1)
 
 static const size_t ct_fn_big_struct_by_value_sizes[] = { sizeof ct_fn_big_struct_by_value_a0, sizeof ct_fn_big_struct_by_value_a1 };
 
+static const void *const ct_fn_big_struct_by_value_values[] = { &ct_fn_big_struct_by_value_a0, &ct_fn_big_struct_by_value_a1 };
+
 static void ct_fn_big_struct_by_value_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_big_struct_by_value_a0);
-        memcpy(buffer, &ct_fn_big_struct_by_value_a0, sizeof ct_fn_big_struct_by_value_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_big_struct_by_value_a1);
-        memcpy(buffer, &ct_fn_big_struct_by_value_a1, sizeof ct_fn_big_struct_by_value_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_big_struct_by_value_values, ct_fn_big_struct_by_value_sizes, 2, index, buffer);
 }
 
 static int ct_fn_big_struct_by_value_check(const void *buffer)
@@ -6061,16 +4938,11 @@ struct S_callbacks ct_fn_struct_with_callbacks(struct S_callbacks a0)
 
 static const size_t ct_fn_struct_with_callbacks_sizes[] = { sizeof ct_fn_struct_with_callbacks_a0 };
 
+static const void *const ct_fn_struct_with_callbacks_values[] = { &ct_fn_struct_with_callbacks_a0 };
+
 static void ct_fn_struct_with_callbacks_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_struct_with_callbacks_a0);
-        memcpy(buffer, &ct_fn_struct_with_callbacks_a0, sizeof ct_fn_struct_with_callbacks_a0);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_struct_with_callbacks_values, ct_fn_struct_with_callbacks_sizes, 1, index, buffer);
 }
 
 static int ct_fn_struct_with_callbacks_check(const void *buffer)
@@ -6095,20 +4967,11 @@ struct S_bools ct_fn_struct_with_bools(struct S_bools a0, struct S_bool_d a1)
 
 static const size_t ct_fn_struct_with_bools_sizes[] = { sizeof ct_fn_struct_with_bools_a0, sizeof ct_fn_struct_with_bools_a1 };
 
+static const void *const ct_fn_struct_with_bools_values[] = { &ct_fn_struct_with_bools_a0, &ct_fn_struct_with_bools_a1 };
+
 static void ct_fn_struct_with_bools_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_struct_with_bools_a0);
-        memcpy(buffer, &ct_fn_struct_with_bools_a0, sizeof ct_fn_struct_with_bools_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_struct_with_bools_a1);
-        memcpy(buffer, &ct_fn_struct_with_bools_a1, sizeof ct_fn_struct_with_bools_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_struct_with_bools_values, ct_fn_struct_with_bools_sizes, 2, index, buffer);
 }
 
 static int ct_fn_struct_with_bools_check(const void *buffer)
@@ -6133,20 +4996,11 @@ struct S_complex ct_fn_struct_complex_members(struct S_cint a0, struct S_complex
 
 static const size_t ct_fn_struct_complex_members_sizes[] = { sizeof ct_fn_struct_complex_members_a0, sizeof ct_fn_struct_complex_members_a1 };
 
+static const void *const ct_fn_struct_complex_members_values[] = { &ct_fn_struct_complex_members_a0, &ct_fn_struct_complex_members_a1 };
+
 static void ct_fn_struct_complex_members_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_struct_complex_members_a0);
-        memcpy(buffer, &ct_fn_struct_complex_members_a0, sizeof ct_fn_struct_complex_members_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_struct_complex_members_a1);
-        memcpy(buffer, &ct_fn_struct_complex_members_a1, sizeof ct_fn_struct_complex_members_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_struct_complex_members_values, ct_fn_struct_complex_members_sizes, 2, index, buffer);
 }
 
 static int ct_fn_struct_complex_members_check(const void *buffer)
@@ -6171,20 +5025,11 @@ union U_i128 ct_fn_union_of_int128(union U_i128 a0, union U_ld_i128 a1)
 
 static const size_t ct_fn_union_of_int128_sizes[] = { sizeof ct_fn_union_of_int128_a0, sizeof ct_fn_union_of_int128_a1 };
 
+static const void *const ct_fn_union_of_int128_values[] = { &ct_fn_union_of_int128_a0, &ct_fn_union_of_int128_a1 };
+
 static void ct_fn_union_of_int128_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_union_of_int128_a0);
-        memcpy(buffer, &ct_fn_union_of_int128_a0, sizeof ct_fn_union_of_int128_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_union_of_int128_a1);
-        memcpy(buffer, &ct_fn_union_of_int128_a1, sizeof ct_fn_union_of_int128_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_union_of_int128_values, ct_fn_union_of_int128_sizes, 2, index, buffer);
 }
 
 static int ct_fn_union_of_int128_check(const void *buffer)
@@ -6211,24 +5056,11 @@ struct S_anon ct_fn_anonymous_members(struct S_anon a0, struct S_anon_deep a1, u
 
 static const size_t ct_fn_anonymous_members_sizes[] = { sizeof ct_fn_anonymous_members_a0, sizeof ct_fn_anonymous_members_a1, sizeof ct_fn_anonymous_members_a2 };
 
+static const void *const ct_fn_anonymous_members_values[] = { &ct_fn_anonymous_members_a0, &ct_fn_anonymous_members_a1, &ct_fn_anonymous_members_a2 };
+
 static void ct_fn_anonymous_members_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_anonymous_members_a0);
-        memcpy(buffer, &ct_fn_anonymous_members_a0, sizeof ct_fn_anonymous_members_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_anonymous_members_a1);
-        memcpy(buffer, &ct_fn_anonymous_members_a1, sizeof ct_fn_anonymous_members_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_anonymous_members_a2);
-        memcpy(buffer, &ct_fn_anonymous_members_a2, sizeof ct_fn_anonymous_members_a2);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_anonymous_members_values, ct_fn_anonymous_members_sizes, 3, index, buffer);
 }
 
 static int ct_fn_anonymous_members_check(const void *buffer)
@@ -6255,24 +5087,11 @@ union U_bf ct_fn_bitfield_unions(union U_bf a0, union U_bf_mixed a1, struct S_bf
 
 static const size_t ct_fn_bitfield_unions_sizes[] = { sizeof ct_fn_bitfield_unions_a0, sizeof ct_fn_bitfield_unions_a1, sizeof ct_fn_bitfield_unions_a2 };
 
+static const void *const ct_fn_bitfield_unions_values[] = { &ct_fn_bitfield_unions_a0, &ct_fn_bitfield_unions_a1, &ct_fn_bitfield_unions_a2 };
+
 static void ct_fn_bitfield_unions_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_bitfield_unions_a0);
-        memcpy(buffer, &ct_fn_bitfield_unions_a0, sizeof ct_fn_bitfield_unions_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_bitfield_unions_a1);
-        memcpy(buffer, &ct_fn_bitfield_unions_a1, sizeof ct_fn_bitfield_unions_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_bitfield_unions_a2);
-        memcpy(buffer, &ct_fn_bitfield_unions_a2, sizeof ct_fn_bitfield_unions_a2);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_bitfield_unions_values, ct_fn_bitfield_unions_sizes, 3, index, buffer);
 }
 
 static int ct_fn_bitfield_unions_check(const void *buffer)
@@ -6303,32 +5122,11 @@ struct S_zw_short_mix ct_fn_zero_width_bitfields(struct S_zw_int a0, struct S_zw
 
 static const size_t ct_fn_zero_width_bitfields_sizes[] = { sizeof ct_fn_zero_width_bitfields_a0, sizeof ct_fn_zero_width_bitfields_a1, sizeof ct_fn_zero_width_bitfields_a2, sizeof ct_fn_zero_width_bitfields_a3, sizeof ct_fn_zero_width_bitfields_a4 };
 
+static const void *const ct_fn_zero_width_bitfields_values[] = { &ct_fn_zero_width_bitfields_a0, &ct_fn_zero_width_bitfields_a1, &ct_fn_zero_width_bitfields_a2, &ct_fn_zero_width_bitfields_a3, &ct_fn_zero_width_bitfields_a4 };
+
 static void ct_fn_zero_width_bitfields_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_zero_width_bitfields_a0);
-        memcpy(buffer, &ct_fn_zero_width_bitfields_a0, sizeof ct_fn_zero_width_bitfields_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_zero_width_bitfields_a1);
-        memcpy(buffer, &ct_fn_zero_width_bitfields_a1, sizeof ct_fn_zero_width_bitfields_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_zero_width_bitfields_a2);
-        memcpy(buffer, &ct_fn_zero_width_bitfields_a2, sizeof ct_fn_zero_width_bitfields_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_zero_width_bitfields_a3);
-        memcpy(buffer, &ct_fn_zero_width_bitfields_a3, sizeof ct_fn_zero_width_bitfields_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_zero_width_bitfields_a4);
-        memcpy(buffer, &ct_fn_zero_width_bitfields_a4, sizeof ct_fn_zero_width_bitfields_a4);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_zero_width_bitfields_values, ct_fn_zero_width_bitfields_sizes, 5, index, buffer);
 }
 
 static int ct_fn_zero_width_bitfields_check(const void *buffer)
@@ -6361,36 +5159,11 @@ __int128 ct_fn_random_000(union R068 a0, float a1, float a2, float a3, float a4,
 
 static const size_t ct_fn_random_000_sizes[] = { sizeof ct_fn_random_000_a0, sizeof ct_fn_random_000_a1, sizeof ct_fn_random_000_a2, sizeof ct_fn_random_000_a3, sizeof ct_fn_random_000_a4, sizeof ct_fn_random_000_a5 };
 
+static const void *const ct_fn_random_000_values[] = { &ct_fn_random_000_a0, &ct_fn_random_000_a1, &ct_fn_random_000_a2, &ct_fn_random_000_a3, &ct_fn_random_000_a4, &ct_fn_random_000_a5 };
+
 static void ct_fn_random_000_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_000_a0);
-        memcpy(buffer, &ct_fn_random_000_a0, sizeof ct_fn_random_000_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_000_a1);
-        memcpy(buffer, &ct_fn_random_000_a1, sizeof ct_fn_random_000_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_000_a2);
-        memcpy(buffer, &ct_fn_random_000_a2, sizeof ct_fn_random_000_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_000_a3);
-        memcpy(buffer, &ct_fn_random_000_a3, sizeof ct_fn_random_000_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_000_a4);
-        memcpy(buffer, &ct_fn_random_000_a4, sizeof ct_fn_random_000_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_000_a5);
-        memcpy(buffer, &ct_fn_random_000_a5, sizeof ct_fn_random_000_a5);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_000_values, ct_fn_random_000_sizes, 6, index, buffer);
 }
 
 static int ct_fn_random_000_check(const void *buffer)
@@ -6415,20 +5188,11 @@ float ct_fn_random_001(struct S_f4 a0, long double a1)
 
 static const size_t ct_fn_random_001_sizes[] = { sizeof ct_fn_random_001_a0, sizeof ct_fn_random_001_a1 };
 
+static const void *const ct_fn_random_001_values[] = { &ct_fn_random_001_a0, &ct_fn_random_001_a1 };
+
 static void ct_fn_random_001_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_001_a0);
-        memcpy(buffer, &ct_fn_random_001_a0, sizeof ct_fn_random_001_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_001_a1);
-        memcpy(buffer, &ct_fn_random_001_a1, sizeof ct_fn_random_001_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_001_values, ct_fn_random_001_sizes, 2, index, buffer);
 }
 
 static int ct_fn_random_001_check(const void *buffer)
@@ -6453,20 +5217,11 @@ unsigned long long ct_fn_random_002(double a0, struct S_bf_straddle a1)
 
 static const size_t ct_fn_random_002_sizes[] = { sizeof ct_fn_random_002_a0, sizeof ct_fn_random_002_a1 };
 
+static const void *const ct_fn_random_002_values[] = { &ct_fn_random_002_a0, &ct_fn_random_002_a1 };
+
 static void ct_fn_random_002_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_002_a0);
-        memcpy(buffer, &ct_fn_random_002_a0, sizeof ct_fn_random_002_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_002_a1);
-        memcpy(buffer, &ct_fn_random_002_a1, sizeof ct_fn_random_002_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_002_values, ct_fn_random_002_sizes, 2, index, buffer);
 }
 
 static int ct_fn_random_002_check(const void *buffer)
@@ -6503,44 +5258,11 @@ unsigned long ct_fn_random_003(long double a0, float a1, int a2, const char *con
 
 static const size_t ct_fn_random_003_sizes[] = { sizeof ct_fn_random_003_a0, sizeof ct_fn_random_003_a1, sizeof ct_fn_random_003_a2, sizeof ct_fn_random_003_a3, sizeof ct_fn_random_003_a4, sizeof ct_fn_random_003_a5, sizeof ct_fn_random_003_a6, sizeof ct_fn_random_003_a7 };
 
+static const void *const ct_fn_random_003_values[] = { &ct_fn_random_003_a0, &ct_fn_random_003_a1, &ct_fn_random_003_a2, &ct_fn_random_003_a3, &ct_fn_random_003_a4, &ct_fn_random_003_a5, &ct_fn_random_003_a6, &ct_fn_random_003_a7 };
+
 static void ct_fn_random_003_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_003_a0);
-        memcpy(buffer, &ct_fn_random_003_a0, sizeof ct_fn_random_003_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_003_a1);
-        memcpy(buffer, &ct_fn_random_003_a1, sizeof ct_fn_random_003_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_003_a2);
-        memcpy(buffer, &ct_fn_random_003_a2, sizeof ct_fn_random_003_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_003_a3);
-        memcpy(buffer, &ct_fn_random_003_a3, sizeof ct_fn_random_003_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_003_a4);
-        memcpy(buffer, &ct_fn_random_003_a4, sizeof ct_fn_random_003_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_003_a5);
-        memcpy(buffer, &ct_fn_random_003_a5, sizeof ct_fn_random_003_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_003_a6);
-        memcpy(buffer, &ct_fn_random_003_a6, sizeof ct_fn_random_003_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_003_a7);
-        memcpy(buffer, &ct_fn_random_003_a7, sizeof ct_fn_random_003_a7);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_003_values, ct_fn_random_003_sizes, 8, index, buffer);
 }
 
 static int ct_fn_random_003_check(const void *buffer)
@@ -6581,52 +5303,11 @@ float ct_fn_random_004(double a0, double a1, float a2, float a3, _Complex unsign
 
 static const size_t ct_fn_random_004_sizes[] = { sizeof ct_fn_random_004_a0, sizeof ct_fn_random_004_a1, sizeof ct_fn_random_004_a2, sizeof ct_fn_random_004_a3, sizeof ct_fn_random_004_a4, sizeof ct_fn_random_004_a5, sizeof ct_fn_random_004_a6, sizeof ct_fn_random_004_a7, sizeof ct_fn_random_004_a8, sizeof ct_fn_random_004_a9 };
 
+static const void *const ct_fn_random_004_values[] = { &ct_fn_random_004_a0, &ct_fn_random_004_a1, &ct_fn_random_004_a2, &ct_fn_random_004_a3, &ct_fn_random_004_a4, &ct_fn_random_004_a5, &ct_fn_random_004_a6, &ct_fn_random_004_a7, &ct_fn_random_004_a8, &ct_fn_random_004_a9 };
+
 static void ct_fn_random_004_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_004_a0);
-        memcpy(buffer, &ct_fn_random_004_a0, sizeof ct_fn_random_004_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_004_a1);
-        memcpy(buffer, &ct_fn_random_004_a1, sizeof ct_fn_random_004_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_004_a2);
-        memcpy(buffer, &ct_fn_random_004_a2, sizeof ct_fn_random_004_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_004_a3);
-        memcpy(buffer, &ct_fn_random_004_a3, sizeof ct_fn_random_004_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_004_a4);
-        memcpy(buffer, &ct_fn_random_004_a4, sizeof ct_fn_random_004_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_004_a5);
-        memcpy(buffer, &ct_fn_random_004_a5, sizeof ct_fn_random_004_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_004_a6);
-        memcpy(buffer, &ct_fn_random_004_a6, sizeof ct_fn_random_004_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_004_a7);
-        memcpy(buffer, &ct_fn_random_004_a7, sizeof ct_fn_random_004_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_004_a8);
-        memcpy(buffer, &ct_fn_random_004_a8, sizeof ct_fn_random_004_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_004_a9);
-        memcpy(buffer, &ct_fn_random_004_a9, sizeof ct_fn_random_004_a9);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_004_values, ct_fn_random_004_sizes, 10, index, buffer);
 }
 
 static int ct_fn_random_004_check(const void *buffer)
@@ -6651,20 +5332,11 @@ long double ct_fn_random_005(double a0, double a1)
 
 static const size_t ct_fn_random_005_sizes[] = { sizeof ct_fn_random_005_a0, sizeof ct_fn_random_005_a1 };
 
+static const void *const ct_fn_random_005_values[] = { &ct_fn_random_005_a0, &ct_fn_random_005_a1 };
+
 static void ct_fn_random_005_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_005_a0);
-        memcpy(buffer, &ct_fn_random_005_a0, sizeof ct_fn_random_005_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_005_a1);
-        memcpy(buffer, &ct_fn_random_005_a1, sizeof ct_fn_random_005_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_005_values, ct_fn_random_005_sizes, 2, index, buffer);
 }
 
 static int ct_fn_random_005_check(const void *buffer)
@@ -6695,36 +5367,11 @@ void ct_fn_random_006(struct R109 a0, float a1, struct R219 a2, double a3, float
 
 static const size_t ct_fn_random_006_sizes[] = { sizeof ct_fn_random_006_a0, sizeof ct_fn_random_006_a1, sizeof ct_fn_random_006_a2, sizeof ct_fn_random_006_a3, sizeof ct_fn_random_006_a4, sizeof ct_fn_random_006_a5 };
 
+static const void *const ct_fn_random_006_values[] = { &ct_fn_random_006_a0, &ct_fn_random_006_a1, &ct_fn_random_006_a2, &ct_fn_random_006_a3, &ct_fn_random_006_a4, &ct_fn_random_006_a5 };
+
 static void ct_fn_random_006_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_006_a0);
-        memcpy(buffer, &ct_fn_random_006_a0, sizeof ct_fn_random_006_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_006_a1);
-        memcpy(buffer, &ct_fn_random_006_a1, sizeof ct_fn_random_006_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_006_a2);
-        memcpy(buffer, &ct_fn_random_006_a2, sizeof ct_fn_random_006_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_006_a3);
-        memcpy(buffer, &ct_fn_random_006_a3, sizeof ct_fn_random_006_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_006_a4);
-        memcpy(buffer, &ct_fn_random_006_a4, sizeof ct_fn_random_006_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_006_a5);
-        memcpy(buffer, &ct_fn_random_006_a5, sizeof ct_fn_random_006_a5);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_006_values, ct_fn_random_006_sizes, 6, index, buffer);
 }
 
 static const float ct_fn_random_007_a0 = 3.1223310e-6f;
@@ -6750,36 +5397,11 @@ union R056 ct_fn_random_007(float a0, struct R187 a1, union R044 a2, struct S_c1
 
 static const size_t ct_fn_random_007_sizes[] = { sizeof ct_fn_random_007_a0, sizeof ct_fn_random_007_a1, sizeof ct_fn_random_007_a2, sizeof ct_fn_random_007_a3, sizeof ct_fn_random_007_a4, sizeof ct_fn_random_007_a5 };
 
+static const void *const ct_fn_random_007_values[] = { &ct_fn_random_007_a0, &ct_fn_random_007_a1, &ct_fn_random_007_a2, &ct_fn_random_007_a3, &ct_fn_random_007_a4, &ct_fn_random_007_a5 };
+
 static void ct_fn_random_007_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_007_a0);
-        memcpy(buffer, &ct_fn_random_007_a0, sizeof ct_fn_random_007_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_007_a1);
-        memcpy(buffer, &ct_fn_random_007_a1, sizeof ct_fn_random_007_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_007_a2);
-        memcpy(buffer, &ct_fn_random_007_a2, sizeof ct_fn_random_007_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_007_a3);
-        memcpy(buffer, &ct_fn_random_007_a3, sizeof ct_fn_random_007_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_007_a4);
-        memcpy(buffer, &ct_fn_random_007_a4, sizeof ct_fn_random_007_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_007_a5);
-        memcpy(buffer, &ct_fn_random_007_a5, sizeof ct_fn_random_007_a5);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_007_values, ct_fn_random_007_sizes, 6, index, buffer);
 }
 
 static int ct_fn_random_007_check(const void *buffer)
@@ -6820,52 +5442,11 @@ union U_bf ct_fn_random_008(struct S_zw_int a0, struct R109 a1, struct R072 a2, 
 
 static const size_t ct_fn_random_008_sizes[] = { sizeof ct_fn_random_008_a0, sizeof ct_fn_random_008_a1, sizeof ct_fn_random_008_a2, sizeof ct_fn_random_008_a3, sizeof ct_fn_random_008_a4, sizeof ct_fn_random_008_a5, sizeof ct_fn_random_008_a6, sizeof ct_fn_random_008_a7, sizeof ct_fn_random_008_a8, sizeof ct_fn_random_008_a9 };
 
+static const void *const ct_fn_random_008_values[] = { &ct_fn_random_008_a0, &ct_fn_random_008_a1, &ct_fn_random_008_a2, &ct_fn_random_008_a3, &ct_fn_random_008_a4, &ct_fn_random_008_a5, &ct_fn_random_008_a6, &ct_fn_random_008_a7, &ct_fn_random_008_a8, &ct_fn_random_008_a9 };
+
 static void ct_fn_random_008_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_008_a0);
-        memcpy(buffer, &ct_fn_random_008_a0, sizeof ct_fn_random_008_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_008_a1);
-        memcpy(buffer, &ct_fn_random_008_a1, sizeof ct_fn_random_008_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_008_a2);
-        memcpy(buffer, &ct_fn_random_008_a2, sizeof ct_fn_random_008_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_008_a3);
-        memcpy(buffer, &ct_fn_random_008_a3, sizeof ct_fn_random_008_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_008_a4);
-        memcpy(buffer, &ct_fn_random_008_a4, sizeof ct_fn_random_008_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_008_a5);
-        memcpy(buffer, &ct_fn_random_008_a5, sizeof ct_fn_random_008_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_008_a6);
-        memcpy(buffer, &ct_fn_random_008_a6, sizeof ct_fn_random_008_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_008_a7);
-        memcpy(buffer, &ct_fn_random_008_a7, sizeof ct_fn_random_008_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_008_a8);
-        memcpy(buffer, &ct_fn_random_008_a8, sizeof ct_fn_random_008_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_008_a9);
-        memcpy(buffer, &ct_fn_random_008_a9, sizeof ct_fn_random_008_a9);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_008_values, ct_fn_random_008_sizes, 10, index, buffer);
 }
 
 static int ct_fn_random_008_check(const void *buffer)
@@ -6898,36 +5479,11 @@ int ct_fn_random_009(long double a0, float a1, struct R122 a2, double a3, struct
 
 static const size_t ct_fn_random_009_sizes[] = { sizeof ct_fn_random_009_a0, sizeof ct_fn_random_009_a1, sizeof ct_fn_random_009_a2, sizeof ct_fn_random_009_a3, sizeof ct_fn_random_009_a4, sizeof ct_fn_random_009_a5 };
 
+static const void *const ct_fn_random_009_values[] = { &ct_fn_random_009_a0, &ct_fn_random_009_a1, &ct_fn_random_009_a2, &ct_fn_random_009_a3, &ct_fn_random_009_a4, &ct_fn_random_009_a5 };
+
 static void ct_fn_random_009_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_009_a0);
-        memcpy(buffer, &ct_fn_random_009_a0, sizeof ct_fn_random_009_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_009_a1);
-        memcpy(buffer, &ct_fn_random_009_a1, sizeof ct_fn_random_009_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_009_a2);
-        memcpy(buffer, &ct_fn_random_009_a2, sizeof ct_fn_random_009_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_009_a3);
-        memcpy(buffer, &ct_fn_random_009_a3, sizeof ct_fn_random_009_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_009_a4);
-        memcpy(buffer, &ct_fn_random_009_a4, sizeof ct_fn_random_009_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_009_a5);
-        memcpy(buffer, &ct_fn_random_009_a5, sizeof ct_fn_random_009_a5);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_009_values, ct_fn_random_009_sizes, 6, index, buffer);
 }
 
 static int ct_fn_random_009_check(const void *buffer)
@@ -6960,36 +5516,11 @@ double ct_fn_random_010(struct R209 a0, union R003 a1, enum E_big a2, union U_do
 
 static const size_t ct_fn_random_010_sizes[] = { sizeof ct_fn_random_010_a0, sizeof ct_fn_random_010_a1, sizeof ct_fn_random_010_a2, sizeof ct_fn_random_010_a3, sizeof ct_fn_random_010_a4, sizeof ct_fn_random_010_a5 };
 
+static const void *const ct_fn_random_010_values[] = { &ct_fn_random_010_a0, &ct_fn_random_010_a1, &ct_fn_random_010_a2, &ct_fn_random_010_a3, &ct_fn_random_010_a4, &ct_fn_random_010_a5 };
+
 static void ct_fn_random_010_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_010_a0);
-        memcpy(buffer, &ct_fn_random_010_a0, sizeof ct_fn_random_010_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_010_a1);
-        memcpy(buffer, &ct_fn_random_010_a1, sizeof ct_fn_random_010_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_010_a2);
-        memcpy(buffer, &ct_fn_random_010_a2, sizeof ct_fn_random_010_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_010_a3);
-        memcpy(buffer, &ct_fn_random_010_a3, sizeof ct_fn_random_010_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_010_a4);
-        memcpy(buffer, &ct_fn_random_010_a4, sizeof ct_fn_random_010_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_010_a5);
-        memcpy(buffer, &ct_fn_random_010_a5, sizeof ct_fn_random_010_a5);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_010_values, ct_fn_random_010_sizes, 6, index, buffer);
 }
 
 static int ct_fn_random_010_check(const void *buffer)
@@ -7024,40 +5555,11 @@ _Bool ct_fn_random_011(float a0, struct S_bf_signed_char a1, _Complex unsigned i
 
 static const size_t ct_fn_random_011_sizes[] = { sizeof ct_fn_random_011_a0, sizeof ct_fn_random_011_a1, sizeof ct_fn_random_011_a2, sizeof ct_fn_random_011_a3, sizeof ct_fn_random_011_a4, sizeof ct_fn_random_011_a5, sizeof ct_fn_random_011_a6 };
 
+static const void *const ct_fn_random_011_values[] = { &ct_fn_random_011_a0, &ct_fn_random_011_a1, &ct_fn_random_011_a2, &ct_fn_random_011_a3, &ct_fn_random_011_a4, &ct_fn_random_011_a5, &ct_fn_random_011_a6 };
+
 static void ct_fn_random_011_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_011_a0);
-        memcpy(buffer, &ct_fn_random_011_a0, sizeof ct_fn_random_011_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_011_a1);
-        memcpy(buffer, &ct_fn_random_011_a1, sizeof ct_fn_random_011_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_011_a2);
-        memcpy(buffer, &ct_fn_random_011_a2, sizeof ct_fn_random_011_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_011_a3);
-        memcpy(buffer, &ct_fn_random_011_a3, sizeof ct_fn_random_011_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_011_a4);
-        memcpy(buffer, &ct_fn_random_011_a4, sizeof ct_fn_random_011_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_011_a5);
-        memcpy(buffer, &ct_fn_random_011_a5, sizeof ct_fn_random_011_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_011_a6);
-        memcpy(buffer, &ct_fn_random_011_a6, sizeof ct_fn_random_011_a6);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_011_values, ct_fn_random_011_sizes, 7, index, buffer);
 }
 
 static int ct_fn_random_011_check(const void *buffer)
@@ -7090,36 +5592,11 @@ struct R147 ct_fn_random_012(enum E_big a0, unsigned long a1, enum E_signed a2, 
 
 static const size_t ct_fn_random_012_sizes[] = { sizeof ct_fn_random_012_a0, sizeof ct_fn_random_012_a1, sizeof ct_fn_random_012_a2, sizeof ct_fn_random_012_a3, sizeof ct_fn_random_012_a4, sizeof ct_fn_random_012_a5 };
 
+static const void *const ct_fn_random_012_values[] = { &ct_fn_random_012_a0, &ct_fn_random_012_a1, &ct_fn_random_012_a2, &ct_fn_random_012_a3, &ct_fn_random_012_a4, &ct_fn_random_012_a5 };
+
 static void ct_fn_random_012_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_012_a0);
-        memcpy(buffer, &ct_fn_random_012_a0, sizeof ct_fn_random_012_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_012_a1);
-        memcpy(buffer, &ct_fn_random_012_a1, sizeof ct_fn_random_012_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_012_a2);
-        memcpy(buffer, &ct_fn_random_012_a2, sizeof ct_fn_random_012_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_012_a3);
-        memcpy(buffer, &ct_fn_random_012_a3, sizeof ct_fn_random_012_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_012_a4);
-        memcpy(buffer, &ct_fn_random_012_a4, sizeof ct_fn_random_012_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_012_a5);
-        memcpy(buffer, &ct_fn_random_012_a5, sizeof ct_fn_random_012_a5);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_012_values, ct_fn_random_012_sizes, 6, index, buffer);
 }
 
 static int ct_fn_random_012_check(const void *buffer)
@@ -7162,56 +5639,11 @@ char *(*ct_fn_random_013(float a0, float a1, float a2, double a3, float a4, doub
 
 static const size_t ct_fn_random_013_sizes[] = { sizeof ct_fn_random_013_a0, sizeof ct_fn_random_013_a1, sizeof ct_fn_random_013_a2, sizeof ct_fn_random_013_a3, sizeof ct_fn_random_013_a4, sizeof ct_fn_random_013_a5, sizeof ct_fn_random_013_a6, sizeof ct_fn_random_013_a7, sizeof ct_fn_random_013_a8, sizeof ct_fn_random_013_a9, sizeof ct_fn_random_013_a10 };
 
+static const void *const ct_fn_random_013_values[] = { &ct_fn_random_013_a0, &ct_fn_random_013_a1, &ct_fn_random_013_a2, &ct_fn_random_013_a3, &ct_fn_random_013_a4, &ct_fn_random_013_a5, &ct_fn_random_013_a6, &ct_fn_random_013_a7, &ct_fn_random_013_a8, &ct_fn_random_013_a9, &ct_fn_random_013_a10 };
+
 static void ct_fn_random_013_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_013_a0);
-        memcpy(buffer, &ct_fn_random_013_a0, sizeof ct_fn_random_013_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_013_a1);
-        memcpy(buffer, &ct_fn_random_013_a1, sizeof ct_fn_random_013_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_013_a2);
-        memcpy(buffer, &ct_fn_random_013_a2, sizeof ct_fn_random_013_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_013_a3);
-        memcpy(buffer, &ct_fn_random_013_a3, sizeof ct_fn_random_013_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_013_a4);
-        memcpy(buffer, &ct_fn_random_013_a4, sizeof ct_fn_random_013_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_013_a5);
-        memcpy(buffer, &ct_fn_random_013_a5, sizeof ct_fn_random_013_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_013_a6);
-        memcpy(buffer, &ct_fn_random_013_a6, sizeof ct_fn_random_013_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_013_a7);
-        memcpy(buffer, &ct_fn_random_013_a7, sizeof ct_fn_random_013_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_013_a8);
-        memcpy(buffer, &ct_fn_random_013_a8, sizeof ct_fn_random_013_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_013_a9);
-        memcpy(buffer, &ct_fn_random_013_a9, sizeof ct_fn_random_013_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_random_013_a10);
-        memcpy(buffer, &ct_fn_random_013_a10, sizeof ct_fn_random_013_a10);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_013_values, ct_fn_random_013_sizes, 11, index, buffer);
 }
 
 static int ct_fn_random_013_check(const void *buffer)
@@ -7238,24 +5670,11 @@ void (*ct_fn_random_014(float a0, _Complex unsigned int a1, _Complex unsigned ch
 
 static const size_t ct_fn_random_014_sizes[] = { sizeof ct_fn_random_014_a0, sizeof ct_fn_random_014_a1, sizeof ct_fn_random_014_a2 };
 
+static const void *const ct_fn_random_014_values[] = { &ct_fn_random_014_a0, &ct_fn_random_014_a1, &ct_fn_random_014_a2 };
+
 static void ct_fn_random_014_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_014_a0);
-        memcpy(buffer, &ct_fn_random_014_a0, sizeof ct_fn_random_014_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_014_a1);
-        memcpy(buffer, &ct_fn_random_014_a1, sizeof ct_fn_random_014_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_014_a2);
-        memcpy(buffer, &ct_fn_random_014_a2, sizeof ct_fn_random_014_a2);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_014_values, ct_fn_random_014_sizes, 3, index, buffer);
 }
 
 static int ct_fn_random_014_check(const void *buffer)
@@ -7300,60 +5719,11 @@ long ct_fn_random_015(signed char a0, union R168 a1, enum E_unsigned_high a2, un
 
 static const size_t ct_fn_random_015_sizes[] = { sizeof ct_fn_random_015_a0, sizeof ct_fn_random_015_a1, sizeof ct_fn_random_015_a2, sizeof ct_fn_random_015_a3, sizeof ct_fn_random_015_a4, sizeof ct_fn_random_015_a5, sizeof ct_fn_random_015_a6, sizeof ct_fn_random_015_a7, sizeof ct_fn_random_015_a8, sizeof ct_fn_random_015_a9, sizeof ct_fn_random_015_a10, sizeof ct_fn_random_015_a11 };
 
+static const void *const ct_fn_random_015_values[] = { &ct_fn_random_015_a0, &ct_fn_random_015_a1, &ct_fn_random_015_a2, &ct_fn_random_015_a3, &ct_fn_random_015_a4, &ct_fn_random_015_a5, &ct_fn_random_015_a6, &ct_fn_random_015_a7, &ct_fn_random_015_a8, &ct_fn_random_015_a9, &ct_fn_random_015_a10, &ct_fn_random_015_a11 };
+
 static void ct_fn_random_015_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_015_a0);
-        memcpy(buffer, &ct_fn_random_015_a0, sizeof ct_fn_random_015_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_015_a1);
-        memcpy(buffer, &ct_fn_random_015_a1, sizeof ct_fn_random_015_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_015_a2);
-        memcpy(buffer, &ct_fn_random_015_a2, sizeof ct_fn_random_015_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_015_a3);
-        memcpy(buffer, &ct_fn_random_015_a3, sizeof ct_fn_random_015_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_015_a4);
-        memcpy(buffer, &ct_fn_random_015_a4, sizeof ct_fn_random_015_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_015_a5);
-        memcpy(buffer, &ct_fn_random_015_a5, sizeof ct_fn_random_015_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_015_a6);
-        memcpy(buffer, &ct_fn_random_015_a6, sizeof ct_fn_random_015_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_015_a7);
-        memcpy(buffer, &ct_fn_random_015_a7, sizeof ct_fn_random_015_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_015_a8);
-        memcpy(buffer, &ct_fn_random_015_a8, sizeof ct_fn_random_015_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_015_a9);
-        memcpy(buffer, &ct_fn_random_015_a9, sizeof ct_fn_random_015_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_random_015_a10);
-        memcpy(buffer, &ct_fn_random_015_a10, sizeof ct_fn_random_015_a10);
-        break;
-    case 11:
-        memset(buffer, 0, sizeof ct_fn_random_015_a11);
-        memcpy(buffer, &ct_fn_random_015_a11, sizeof ct_fn_random_015_a11);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_015_values, ct_fn_random_015_sizes, 12, index, buffer);
 }
 
 static int ct_fn_random_015_check(const void *buffer)
@@ -7386,36 +5756,11 @@ float ct_fn_random_016(float a0, float a1, double a2, union R228 a3, double a4, 
 
 static const size_t ct_fn_random_016_sizes[] = { sizeof ct_fn_random_016_a0, sizeof ct_fn_random_016_a1, sizeof ct_fn_random_016_a2, sizeof ct_fn_random_016_a3, sizeof ct_fn_random_016_a4, sizeof ct_fn_random_016_a5 };
 
+static const void *const ct_fn_random_016_values[] = { &ct_fn_random_016_a0, &ct_fn_random_016_a1, &ct_fn_random_016_a2, &ct_fn_random_016_a3, &ct_fn_random_016_a4, &ct_fn_random_016_a5 };
+
 static void ct_fn_random_016_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_016_a0);
-        memcpy(buffer, &ct_fn_random_016_a0, sizeof ct_fn_random_016_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_016_a1);
-        memcpy(buffer, &ct_fn_random_016_a1, sizeof ct_fn_random_016_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_016_a2);
-        memcpy(buffer, &ct_fn_random_016_a2, sizeof ct_fn_random_016_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_016_a3);
-        memcpy(buffer, &ct_fn_random_016_a3, sizeof ct_fn_random_016_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_016_a4);
-        memcpy(buffer, &ct_fn_random_016_a4, sizeof ct_fn_random_016_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_016_a5);
-        memcpy(buffer, &ct_fn_random_016_a5, sizeof ct_fn_random_016_a5);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_016_values, ct_fn_random_016_sizes, 6, index, buffer);
 }
 
 static int ct_fn_random_016_check(const void *buffer)
@@ -7458,56 +5803,11 @@ float ct_fn_random_017(double a0, double a1, float a2, float a3, long double a4,
 
 static const size_t ct_fn_random_017_sizes[] = { sizeof ct_fn_random_017_a0, sizeof ct_fn_random_017_a1, sizeof ct_fn_random_017_a2, sizeof ct_fn_random_017_a3, sizeof ct_fn_random_017_a4, sizeof ct_fn_random_017_a5, sizeof ct_fn_random_017_a6, sizeof ct_fn_random_017_a7, sizeof ct_fn_random_017_a8, sizeof ct_fn_random_017_a9, sizeof ct_fn_random_017_a10 };
 
+static const void *const ct_fn_random_017_values[] = { &ct_fn_random_017_a0, &ct_fn_random_017_a1, &ct_fn_random_017_a2, &ct_fn_random_017_a3, &ct_fn_random_017_a4, &ct_fn_random_017_a5, &ct_fn_random_017_a6, &ct_fn_random_017_a7, &ct_fn_random_017_a8, &ct_fn_random_017_a9, &ct_fn_random_017_a10 };
+
 static void ct_fn_random_017_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_017_a0);
-        memcpy(buffer, &ct_fn_random_017_a0, sizeof ct_fn_random_017_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_017_a1);
-        memcpy(buffer, &ct_fn_random_017_a1, sizeof ct_fn_random_017_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_017_a2);
-        memcpy(buffer, &ct_fn_random_017_a2, sizeof ct_fn_random_017_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_017_a3);
-        memcpy(buffer, &ct_fn_random_017_a3, sizeof ct_fn_random_017_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_017_a4);
-        memcpy(buffer, &ct_fn_random_017_a4, sizeof ct_fn_random_017_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_017_a5);
-        memcpy(buffer, &ct_fn_random_017_a5, sizeof ct_fn_random_017_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_017_a6);
-        memcpy(buffer, &ct_fn_random_017_a6, sizeof ct_fn_random_017_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_017_a7);
-        memcpy(buffer, &ct_fn_random_017_a7, sizeof ct_fn_random_017_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_017_a8);
-        memcpy(buffer, &ct_fn_random_017_a8, sizeof ct_fn_random_017_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_017_a9);
-        memcpy(buffer, &ct_fn_random_017_a9, sizeof ct_fn_random_017_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_random_017_a10);
-        memcpy(buffer, &ct_fn_random_017_a10, sizeof ct_fn_random_017_a10);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_017_values, ct_fn_random_017_sizes, 11, index, buffer);
 }
 
 static int ct_fn_random_017_check(const void *buffer)
@@ -7548,52 +5848,11 @@ long double ct_fn_random_018(char a0, long long a1, struct R174 a2, unsigned lon
 
 static const size_t ct_fn_random_018_sizes[] = { sizeof ct_fn_random_018_a0, sizeof ct_fn_random_018_a1, sizeof ct_fn_random_018_a2, sizeof ct_fn_random_018_a3, sizeof ct_fn_random_018_a4, sizeof ct_fn_random_018_a5, sizeof ct_fn_random_018_a6, sizeof ct_fn_random_018_a7, sizeof ct_fn_random_018_a8, sizeof ct_fn_random_018_a9 };
 
+static const void *const ct_fn_random_018_values[] = { &ct_fn_random_018_a0, &ct_fn_random_018_a1, &ct_fn_random_018_a2, &ct_fn_random_018_a3, &ct_fn_random_018_a4, &ct_fn_random_018_a5, &ct_fn_random_018_a6, &ct_fn_random_018_a7, &ct_fn_random_018_a8, &ct_fn_random_018_a9 };
+
 static void ct_fn_random_018_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_018_a0);
-        memcpy(buffer, &ct_fn_random_018_a0, sizeof ct_fn_random_018_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_018_a1);
-        memcpy(buffer, &ct_fn_random_018_a1, sizeof ct_fn_random_018_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_018_a2);
-        memcpy(buffer, &ct_fn_random_018_a2, sizeof ct_fn_random_018_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_018_a3);
-        memcpy(buffer, &ct_fn_random_018_a3, sizeof ct_fn_random_018_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_018_a4);
-        memcpy(buffer, &ct_fn_random_018_a4, sizeof ct_fn_random_018_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_018_a5);
-        memcpy(buffer, &ct_fn_random_018_a5, sizeof ct_fn_random_018_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_018_a6);
-        memcpy(buffer, &ct_fn_random_018_a6, sizeof ct_fn_random_018_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_018_a7);
-        memcpy(buffer, &ct_fn_random_018_a7, sizeof ct_fn_random_018_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_018_a8);
-        memcpy(buffer, &ct_fn_random_018_a8, sizeof ct_fn_random_018_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_018_a9);
-        memcpy(buffer, &ct_fn_random_018_a9, sizeof ct_fn_random_018_a9);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_018_values, ct_fn_random_018_sizes, 10, index, buffer);
 }
 
 static int ct_fn_random_018_check(const void *buffer)
@@ -7630,44 +5889,11 @@ __int128 ct_fn_random_019(double a0, struct R094 a1, double a2, struct S_zw_llon
 
 static const size_t ct_fn_random_019_sizes[] = { sizeof ct_fn_random_019_a0, sizeof ct_fn_random_019_a1, sizeof ct_fn_random_019_a2, sizeof ct_fn_random_019_a3, sizeof ct_fn_random_019_a4, sizeof ct_fn_random_019_a5, sizeof ct_fn_random_019_a6, sizeof ct_fn_random_019_a7 };
 
+static const void *const ct_fn_random_019_values[] = { &ct_fn_random_019_a0, &ct_fn_random_019_a1, &ct_fn_random_019_a2, &ct_fn_random_019_a3, &ct_fn_random_019_a4, &ct_fn_random_019_a5, &ct_fn_random_019_a6, &ct_fn_random_019_a7 };
+
 static void ct_fn_random_019_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_019_a0);
-        memcpy(buffer, &ct_fn_random_019_a0, sizeof ct_fn_random_019_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_019_a1);
-        memcpy(buffer, &ct_fn_random_019_a1, sizeof ct_fn_random_019_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_019_a2);
-        memcpy(buffer, &ct_fn_random_019_a2, sizeof ct_fn_random_019_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_019_a3);
-        memcpy(buffer, &ct_fn_random_019_a3, sizeof ct_fn_random_019_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_019_a4);
-        memcpy(buffer, &ct_fn_random_019_a4, sizeof ct_fn_random_019_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_019_a5);
-        memcpy(buffer, &ct_fn_random_019_a5, sizeof ct_fn_random_019_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_019_a6);
-        memcpy(buffer, &ct_fn_random_019_a6, sizeof ct_fn_random_019_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_019_a7);
-        memcpy(buffer, &ct_fn_random_019_a7, sizeof ct_fn_random_019_a7);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_019_values, ct_fn_random_019_sizes, 8, index, buffer);
 }
 
 static int ct_fn_random_019_check(const void *buffer)
@@ -7702,40 +5928,11 @@ double ct_fn_random_020(int a0, const int *a1, struct R024 a2, struct R077 a3, _
 
 static const size_t ct_fn_random_020_sizes[] = { sizeof ct_fn_random_020_a0, sizeof ct_fn_random_020_a1, sizeof ct_fn_random_020_a2, sizeof ct_fn_random_020_a3, sizeof ct_fn_random_020_a4, sizeof ct_fn_random_020_a5, sizeof ct_fn_random_020_a6 };
 
+static const void *const ct_fn_random_020_values[] = { &ct_fn_random_020_a0, &ct_fn_random_020_a1, &ct_fn_random_020_a2, &ct_fn_random_020_a3, &ct_fn_random_020_a4, &ct_fn_random_020_a5, &ct_fn_random_020_a6 };
+
 static void ct_fn_random_020_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_020_a0);
-        memcpy(buffer, &ct_fn_random_020_a0, sizeof ct_fn_random_020_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_020_a1);
-        memcpy(buffer, &ct_fn_random_020_a1, sizeof ct_fn_random_020_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_020_a2);
-        memcpy(buffer, &ct_fn_random_020_a2, sizeof ct_fn_random_020_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_020_a3);
-        memcpy(buffer, &ct_fn_random_020_a3, sizeof ct_fn_random_020_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_020_a4);
-        memcpy(buffer, &ct_fn_random_020_a4, sizeof ct_fn_random_020_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_020_a5);
-        memcpy(buffer, &ct_fn_random_020_a5, sizeof ct_fn_random_020_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_020_a6);
-        memcpy(buffer, &ct_fn_random_020_a6, sizeof ct_fn_random_020_a6);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_020_values, ct_fn_random_020_sizes, 7, index, buffer);
 }
 
 static int ct_fn_random_020_check(const void *buffer)
@@ -7768,36 +5965,11 @@ long double ct_fn_random_021(struct R137 a0, double a1, float a2, double a3, lon
 
 static const size_t ct_fn_random_021_sizes[] = { sizeof ct_fn_random_021_a0, sizeof ct_fn_random_021_a1, sizeof ct_fn_random_021_a2, sizeof ct_fn_random_021_a3, sizeof ct_fn_random_021_a4, sizeof ct_fn_random_021_a5 };
 
+static const void *const ct_fn_random_021_values[] = { &ct_fn_random_021_a0, &ct_fn_random_021_a1, &ct_fn_random_021_a2, &ct_fn_random_021_a3, &ct_fn_random_021_a4, &ct_fn_random_021_a5 };
+
 static void ct_fn_random_021_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_021_a0);
-        memcpy(buffer, &ct_fn_random_021_a0, sizeof ct_fn_random_021_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_021_a1);
-        memcpy(buffer, &ct_fn_random_021_a1, sizeof ct_fn_random_021_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_021_a2);
-        memcpy(buffer, &ct_fn_random_021_a2, sizeof ct_fn_random_021_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_021_a3);
-        memcpy(buffer, &ct_fn_random_021_a3, sizeof ct_fn_random_021_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_021_a4);
-        memcpy(buffer, &ct_fn_random_021_a4, sizeof ct_fn_random_021_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_021_a5);
-        memcpy(buffer, &ct_fn_random_021_a5, sizeof ct_fn_random_021_a5);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_021_values, ct_fn_random_021_sizes, 6, index, buffer);
 }
 
 static int ct_fn_random_021_check(const void *buffer)
@@ -7840,56 +6012,11 @@ const char *const *ct_fn_random_022(struct S_bf_int a0, struct S_u128_pair a1, s
 
 static const size_t ct_fn_random_022_sizes[] = { sizeof ct_fn_random_022_a0, sizeof ct_fn_random_022_a1, sizeof ct_fn_random_022_a2, sizeof ct_fn_random_022_a3, sizeof ct_fn_random_022_a4, sizeof ct_fn_random_022_a5, sizeof ct_fn_random_022_a6, sizeof ct_fn_random_022_a7, sizeof ct_fn_random_022_a8, sizeof ct_fn_random_022_a9, sizeof ct_fn_random_022_a10 };
 
+static const void *const ct_fn_random_022_values[] = { &ct_fn_random_022_a0, &ct_fn_random_022_a1, &ct_fn_random_022_a2, &ct_fn_random_022_a3, &ct_fn_random_022_a4, &ct_fn_random_022_a5, &ct_fn_random_022_a6, &ct_fn_random_022_a7, &ct_fn_random_022_a8, &ct_fn_random_022_a9, &ct_fn_random_022_a10 };
+
 static void ct_fn_random_022_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_022_a0);
-        memcpy(buffer, &ct_fn_random_022_a0, sizeof ct_fn_random_022_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_022_a1);
-        memcpy(buffer, &ct_fn_random_022_a1, sizeof ct_fn_random_022_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_022_a2);
-        memcpy(buffer, &ct_fn_random_022_a2, sizeof ct_fn_random_022_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_022_a3);
-        memcpy(buffer, &ct_fn_random_022_a3, sizeof ct_fn_random_022_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_022_a4);
-        memcpy(buffer, &ct_fn_random_022_a4, sizeof ct_fn_random_022_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_022_a5);
-        memcpy(buffer, &ct_fn_random_022_a5, sizeof ct_fn_random_022_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_022_a6);
-        memcpy(buffer, &ct_fn_random_022_a6, sizeof ct_fn_random_022_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_022_a7);
-        memcpy(buffer, &ct_fn_random_022_a7, sizeof ct_fn_random_022_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_022_a8);
-        memcpy(buffer, &ct_fn_random_022_a8, sizeof ct_fn_random_022_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_022_a9);
-        memcpy(buffer, &ct_fn_random_022_a9, sizeof ct_fn_random_022_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_random_022_a10);
-        memcpy(buffer, &ct_fn_random_022_a10, sizeof ct_fn_random_022_a10);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_022_values, ct_fn_random_022_sizes, 11, index, buffer);
 }
 
 static int ct_fn_random_022_check(const void *buffer)
@@ -7916,24 +6043,11 @@ unsigned long ct_fn_random_023(double a0, float a1, long double a2)
 
 static const size_t ct_fn_random_023_sizes[] = { sizeof ct_fn_random_023_a0, sizeof ct_fn_random_023_a1, sizeof ct_fn_random_023_a2 };
 
+static const void *const ct_fn_random_023_values[] = { &ct_fn_random_023_a0, &ct_fn_random_023_a1, &ct_fn_random_023_a2 };
+
 static void ct_fn_random_023_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_023_a0);
-        memcpy(buffer, &ct_fn_random_023_a0, sizeof ct_fn_random_023_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_023_a1);
-        memcpy(buffer, &ct_fn_random_023_a1, sizeof ct_fn_random_023_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_023_a2);
-        memcpy(buffer, &ct_fn_random_023_a2, sizeof ct_fn_random_023_a2);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_023_values, ct_fn_random_023_sizes, 3, index, buffer);
 }
 
 static int ct_fn_random_023_check(const void *buffer)
@@ -7968,40 +6082,11 @@ unsigned __int128 ct_fn_random_024(struct S_zw_bits a0, long double a1, float a2
 
 static const size_t ct_fn_random_024_sizes[] = { sizeof ct_fn_random_024_a0, sizeof ct_fn_random_024_a1, sizeof ct_fn_random_024_a2, sizeof ct_fn_random_024_a3, sizeof ct_fn_random_024_a4, sizeof ct_fn_random_024_a5, sizeof ct_fn_random_024_a6 };
 
+static const void *const ct_fn_random_024_values[] = { &ct_fn_random_024_a0, &ct_fn_random_024_a1, &ct_fn_random_024_a2, &ct_fn_random_024_a3, &ct_fn_random_024_a4, &ct_fn_random_024_a5, &ct_fn_random_024_a6 };
+
 static void ct_fn_random_024_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_024_a0);
-        memcpy(buffer, &ct_fn_random_024_a0, sizeof ct_fn_random_024_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_024_a1);
-        memcpy(buffer, &ct_fn_random_024_a1, sizeof ct_fn_random_024_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_024_a2);
-        memcpy(buffer, &ct_fn_random_024_a2, sizeof ct_fn_random_024_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_024_a3);
-        memcpy(buffer, &ct_fn_random_024_a3, sizeof ct_fn_random_024_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_024_a4);
-        memcpy(buffer, &ct_fn_random_024_a4, sizeof ct_fn_random_024_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_024_a5);
-        memcpy(buffer, &ct_fn_random_024_a5, sizeof ct_fn_random_024_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_024_a6);
-        memcpy(buffer, &ct_fn_random_024_a6, sizeof ct_fn_random_024_a6);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_024_values, ct_fn_random_024_sizes, 7, index, buffer);
 }
 
 static int ct_fn_random_024_check(const void *buffer)
@@ -8030,32 +6115,11 @@ void ct_fn_random_025(float a0, float a1, union R136 a2, float a3, float a4)
 
 static const size_t ct_fn_random_025_sizes[] = { sizeof ct_fn_random_025_a0, sizeof ct_fn_random_025_a1, sizeof ct_fn_random_025_a2, sizeof ct_fn_random_025_a3, sizeof ct_fn_random_025_a4 };
 
+static const void *const ct_fn_random_025_values[] = { &ct_fn_random_025_a0, &ct_fn_random_025_a1, &ct_fn_random_025_a2, &ct_fn_random_025_a3, &ct_fn_random_025_a4 };
+
 static void ct_fn_random_025_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_025_a0);
-        memcpy(buffer, &ct_fn_random_025_a0, sizeof ct_fn_random_025_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_025_a1);
-        memcpy(buffer, &ct_fn_random_025_a1, sizeof ct_fn_random_025_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_025_a2);
-        memcpy(buffer, &ct_fn_random_025_a2, sizeof ct_fn_random_025_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_025_a3);
-        memcpy(buffer, &ct_fn_random_025_a3, sizeof ct_fn_random_025_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_025_a4);
-        memcpy(buffer, &ct_fn_random_025_a4, sizeof ct_fn_random_025_a4);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_025_values, ct_fn_random_025_sizes, 5, index, buffer);
 }
 
 static const float ct_fn_random_026_a0 = 56744.875f;
@@ -8073,20 +6137,11 @@ float ct_fn_random_026(float a0, struct R163 a1)
 
 static const size_t ct_fn_random_026_sizes[] = { sizeof ct_fn_random_026_a0, sizeof ct_fn_random_026_a1 };
 
+static const void *const ct_fn_random_026_values[] = { &ct_fn_random_026_a0, &ct_fn_random_026_a1 };
+
 static void ct_fn_random_026_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_026_a0);
-        memcpy(buffer, &ct_fn_random_026_a0, sizeof ct_fn_random_026_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_026_a1);
-        memcpy(buffer, &ct_fn_random_026_a1, sizeof ct_fn_random_026_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_026_values, ct_fn_random_026_sizes, 2, index, buffer);
 }
 
 static int ct_fn_random_026_check(const void *buffer)
@@ -8111,20 +6166,11 @@ double ct_fn_random_027(union U_c_s a0, struct R079 a1)
 
 static const size_t ct_fn_random_027_sizes[] = { sizeof ct_fn_random_027_a0, sizeof ct_fn_random_027_a1 };
 
+static const void *const ct_fn_random_027_values[] = { &ct_fn_random_027_a0, &ct_fn_random_027_a1 };
+
 static void ct_fn_random_027_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_027_a0);
-        memcpy(buffer, &ct_fn_random_027_a0, sizeof ct_fn_random_027_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_027_a1);
-        memcpy(buffer, &ct_fn_random_027_a1, sizeof ct_fn_random_027_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_027_values, ct_fn_random_027_sizes, 2, index, buffer);
 }
 
 static int ct_fn_random_027_check(const void *buffer)
@@ -8149,20 +6195,11 @@ void (*ct_fn_random_028(long a0, unsigned __int128 a1))(void *)
 
 static const size_t ct_fn_random_028_sizes[] = { sizeof ct_fn_random_028_a0, sizeof ct_fn_random_028_a1 };
 
+static const void *const ct_fn_random_028_values[] = { &ct_fn_random_028_a0, &ct_fn_random_028_a1 };
+
 static void ct_fn_random_028_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_028_a0);
-        memcpy(buffer, &ct_fn_random_028_a0, sizeof ct_fn_random_028_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_028_a1);
-        memcpy(buffer, &ct_fn_random_028_a1, sizeof ct_fn_random_028_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_028_values, ct_fn_random_028_sizes, 2, index, buffer);
 }
 
 static int ct_fn_random_028_check(const void *buffer)
@@ -8193,32 +6230,11 @@ unsigned short ct_fn_random_029(float a0, double a1, float a2, double a3, double
 
 static const size_t ct_fn_random_029_sizes[] = { sizeof ct_fn_random_029_a0, sizeof ct_fn_random_029_a1, sizeof ct_fn_random_029_a2, sizeof ct_fn_random_029_a3, sizeof ct_fn_random_029_a4 };
 
+static const void *const ct_fn_random_029_values[] = { &ct_fn_random_029_a0, &ct_fn_random_029_a1, &ct_fn_random_029_a2, &ct_fn_random_029_a3, &ct_fn_random_029_a4 };
+
 static void ct_fn_random_029_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_029_a0);
-        memcpy(buffer, &ct_fn_random_029_a0, sizeof ct_fn_random_029_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_029_a1);
-        memcpy(buffer, &ct_fn_random_029_a1, sizeof ct_fn_random_029_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_029_a2);
-        memcpy(buffer, &ct_fn_random_029_a2, sizeof ct_fn_random_029_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_029_a3);
-        memcpy(buffer, &ct_fn_random_029_a3, sizeof ct_fn_random_029_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_029_a4);
-        memcpy(buffer, &ct_fn_random_029_a4, sizeof ct_fn_random_029_a4);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_029_values, ct_fn_random_029_sizes, 5, index, buffer);
 }
 
 static int ct_fn_random_029_check(const void *buffer)
@@ -8249,32 +6265,11 @@ unsigned long long ct_fn_random_030(struct R222 a0, float a1, struct R163 a2, st
 
 static const size_t ct_fn_random_030_sizes[] = { sizeof ct_fn_random_030_a0, sizeof ct_fn_random_030_a1, sizeof ct_fn_random_030_a2, sizeof ct_fn_random_030_a3, sizeof ct_fn_random_030_a4 };
 
+static const void *const ct_fn_random_030_values[] = { &ct_fn_random_030_a0, &ct_fn_random_030_a1, &ct_fn_random_030_a2, &ct_fn_random_030_a3, &ct_fn_random_030_a4 };
+
 static void ct_fn_random_030_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_030_a0);
-        memcpy(buffer, &ct_fn_random_030_a0, sizeof ct_fn_random_030_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_030_a1);
-        memcpy(buffer, &ct_fn_random_030_a1, sizeof ct_fn_random_030_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_030_a2);
-        memcpy(buffer, &ct_fn_random_030_a2, sizeof ct_fn_random_030_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_030_a3);
-        memcpy(buffer, &ct_fn_random_030_a3, sizeof ct_fn_random_030_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_030_a4);
-        memcpy(buffer, &ct_fn_random_030_a4, sizeof ct_fn_random_030_a4);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_030_values, ct_fn_random_030_sizes, 5, index, buffer);
 }
 
 static int ct_fn_random_030_check(const void *buffer)
@@ -8319,60 +6314,11 @@ struct R211 ct_fn_random_031(double a0, const char *const *a1, int (*a2)(int), c
 
 static const size_t ct_fn_random_031_sizes[] = { sizeof ct_fn_random_031_a0, sizeof ct_fn_random_031_a1, sizeof ct_fn_random_031_a2, sizeof ct_fn_random_031_a3, sizeof ct_fn_random_031_a4, sizeof ct_fn_random_031_a5, sizeof ct_fn_random_031_a6, sizeof ct_fn_random_031_a7, sizeof ct_fn_random_031_a8, sizeof ct_fn_random_031_a9, sizeof ct_fn_random_031_a10, sizeof ct_fn_random_031_a11 };
 
+static const void *const ct_fn_random_031_values[] = { &ct_fn_random_031_a0, &ct_fn_random_031_a1, &ct_fn_random_031_a2, &ct_fn_random_031_a3, &ct_fn_random_031_a4, &ct_fn_random_031_a5, &ct_fn_random_031_a6, &ct_fn_random_031_a7, &ct_fn_random_031_a8, &ct_fn_random_031_a9, &ct_fn_random_031_a10, &ct_fn_random_031_a11 };
+
 static void ct_fn_random_031_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_031_a0);
-        memcpy(buffer, &ct_fn_random_031_a0, sizeof ct_fn_random_031_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_031_a1);
-        memcpy(buffer, &ct_fn_random_031_a1, sizeof ct_fn_random_031_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_031_a2);
-        memcpy(buffer, &ct_fn_random_031_a2, sizeof ct_fn_random_031_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_031_a3);
-        memcpy(buffer, &ct_fn_random_031_a3, sizeof ct_fn_random_031_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_031_a4);
-        memcpy(buffer, &ct_fn_random_031_a4, sizeof ct_fn_random_031_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_031_a5);
-        memcpy(buffer, &ct_fn_random_031_a5, sizeof ct_fn_random_031_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_031_a6);
-        memcpy(buffer, &ct_fn_random_031_a6, sizeof ct_fn_random_031_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_031_a7);
-        memcpy(buffer, &ct_fn_random_031_a7, sizeof ct_fn_random_031_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_031_a8);
-        memcpy(buffer, &ct_fn_random_031_a8, sizeof ct_fn_random_031_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_031_a9);
-        memcpy(buffer, &ct_fn_random_031_a9, sizeof ct_fn_random_031_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_random_031_a10);
-        memcpy(buffer, &ct_fn_random_031_a10, sizeof ct_fn_random_031_a10);
-        break;
-    case 11:
-        memset(buffer, 0, sizeof ct_fn_random_031_a11);
-        memcpy(buffer, &ct_fn_random_031_a11, sizeof ct_fn_random_031_a11);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_031_values, ct_fn_random_031_sizes, 12, index, buffer);
 }
 
 static int ct_fn_random_031_check(const void *buffer)
@@ -8413,52 +6359,11 @@ struct S_arr_structs ct_fn_random_032(struct S_d1 a0, struct R002 a1, struct S_c
 
 static const size_t ct_fn_random_032_sizes[] = { sizeof ct_fn_random_032_a0, sizeof ct_fn_random_032_a1, sizeof ct_fn_random_032_a2, sizeof ct_fn_random_032_a3, sizeof ct_fn_random_032_a4, sizeof ct_fn_random_032_a5, sizeof ct_fn_random_032_a6, sizeof ct_fn_random_032_a7, sizeof ct_fn_random_032_a8, sizeof ct_fn_random_032_a9 };
 
+static const void *const ct_fn_random_032_values[] = { &ct_fn_random_032_a0, &ct_fn_random_032_a1, &ct_fn_random_032_a2, &ct_fn_random_032_a3, &ct_fn_random_032_a4, &ct_fn_random_032_a5, &ct_fn_random_032_a6, &ct_fn_random_032_a7, &ct_fn_random_032_a8, &ct_fn_random_032_a9 };
+
 static void ct_fn_random_032_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_032_a0);
-        memcpy(buffer, &ct_fn_random_032_a0, sizeof ct_fn_random_032_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_032_a1);
-        memcpy(buffer, &ct_fn_random_032_a1, sizeof ct_fn_random_032_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_032_a2);
-        memcpy(buffer, &ct_fn_random_032_a2, sizeof ct_fn_random_032_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_032_a3);
-        memcpy(buffer, &ct_fn_random_032_a3, sizeof ct_fn_random_032_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_032_a4);
-        memcpy(buffer, &ct_fn_random_032_a4, sizeof ct_fn_random_032_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_032_a5);
-        memcpy(buffer, &ct_fn_random_032_a5, sizeof ct_fn_random_032_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_032_a6);
-        memcpy(buffer, &ct_fn_random_032_a6, sizeof ct_fn_random_032_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_032_a7);
-        memcpy(buffer, &ct_fn_random_032_a7, sizeof ct_fn_random_032_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_032_a8);
-        memcpy(buffer, &ct_fn_random_032_a8, sizeof ct_fn_random_032_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_032_a9);
-        memcpy(buffer, &ct_fn_random_032_a9, sizeof ct_fn_random_032_a9);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_032_values, ct_fn_random_032_sizes, 10, index, buffer);
 }
 
 static int ct_fn_random_032_check(const void *buffer)
@@ -8497,48 +6402,11 @@ enum E_unsigned_high ct_fn_random_033(double a0, enum E_unsigned_high a1, _Compl
 
 static const size_t ct_fn_random_033_sizes[] = { sizeof ct_fn_random_033_a0, sizeof ct_fn_random_033_a1, sizeof ct_fn_random_033_a2, sizeof ct_fn_random_033_a3, sizeof ct_fn_random_033_a4, sizeof ct_fn_random_033_a5, sizeof ct_fn_random_033_a6, sizeof ct_fn_random_033_a7, sizeof ct_fn_random_033_a8 };
 
+static const void *const ct_fn_random_033_values[] = { &ct_fn_random_033_a0, &ct_fn_random_033_a1, &ct_fn_random_033_a2, &ct_fn_random_033_a3, &ct_fn_random_033_a4, &ct_fn_random_033_a5, &ct_fn_random_033_a6, &ct_fn_random_033_a7, &ct_fn_random_033_a8 };
+
 static void ct_fn_random_033_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_033_a0);
-        memcpy(buffer, &ct_fn_random_033_a0, sizeof ct_fn_random_033_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_033_a1);
-        memcpy(buffer, &ct_fn_random_033_a1, sizeof ct_fn_random_033_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_033_a2);
-        memcpy(buffer, &ct_fn_random_033_a2, sizeof ct_fn_random_033_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_033_a3);
-        memcpy(buffer, &ct_fn_random_033_a3, sizeof ct_fn_random_033_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_033_a4);
-        memcpy(buffer, &ct_fn_random_033_a4, sizeof ct_fn_random_033_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_033_a5);
-        memcpy(buffer, &ct_fn_random_033_a5, sizeof ct_fn_random_033_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_033_a6);
-        memcpy(buffer, &ct_fn_random_033_a6, sizeof ct_fn_random_033_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_033_a7);
-        memcpy(buffer, &ct_fn_random_033_a7, sizeof ct_fn_random_033_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_033_a8);
-        memcpy(buffer, &ct_fn_random_033_a8, sizeof ct_fn_random_033_a8);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_033_values, ct_fn_random_033_sizes, 9, index, buffer);
 }
 
 static int ct_fn_random_033_check(const void *buffer)
@@ -8581,56 +6449,11 @@ unsigned long ct_fn_random_034(unsigned short a0, enum E_unsigned_high a1, enum 
 
 static const size_t ct_fn_random_034_sizes[] = { sizeof ct_fn_random_034_a0, sizeof ct_fn_random_034_a1, sizeof ct_fn_random_034_a2, sizeof ct_fn_random_034_a3, sizeof ct_fn_random_034_a4, sizeof ct_fn_random_034_a5, sizeof ct_fn_random_034_a6, sizeof ct_fn_random_034_a7, sizeof ct_fn_random_034_a8, sizeof ct_fn_random_034_a9, sizeof ct_fn_random_034_a10 };
 
+static const void *const ct_fn_random_034_values[] = { &ct_fn_random_034_a0, &ct_fn_random_034_a1, &ct_fn_random_034_a2, &ct_fn_random_034_a3, &ct_fn_random_034_a4, &ct_fn_random_034_a5, &ct_fn_random_034_a6, &ct_fn_random_034_a7, &ct_fn_random_034_a8, &ct_fn_random_034_a9, &ct_fn_random_034_a10 };
+
 static void ct_fn_random_034_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_034_a0);
-        memcpy(buffer, &ct_fn_random_034_a0, sizeof ct_fn_random_034_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_034_a1);
-        memcpy(buffer, &ct_fn_random_034_a1, sizeof ct_fn_random_034_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_034_a2);
-        memcpy(buffer, &ct_fn_random_034_a2, sizeof ct_fn_random_034_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_034_a3);
-        memcpy(buffer, &ct_fn_random_034_a3, sizeof ct_fn_random_034_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_034_a4);
-        memcpy(buffer, &ct_fn_random_034_a4, sizeof ct_fn_random_034_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_034_a5);
-        memcpy(buffer, &ct_fn_random_034_a5, sizeof ct_fn_random_034_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_034_a6);
-        memcpy(buffer, &ct_fn_random_034_a6, sizeof ct_fn_random_034_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_034_a7);
-        memcpy(buffer, &ct_fn_random_034_a7, sizeof ct_fn_random_034_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_034_a8);
-        memcpy(buffer, &ct_fn_random_034_a8, sizeof ct_fn_random_034_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_034_a9);
-        memcpy(buffer, &ct_fn_random_034_a9, sizeof ct_fn_random_034_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_random_034_a10);
-        memcpy(buffer, &ct_fn_random_034_a10, sizeof ct_fn_random_034_a10);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_034_values, ct_fn_random_034_sizes, 11, index, buffer);
 }
 
 static int ct_fn_random_034_check(const void *buffer)
@@ -8655,20 +6478,11 @@ unsigned char ct_fn_random_035(unsigned char a0, union U_i128 a1)
 
 static const size_t ct_fn_random_035_sizes[] = { sizeof ct_fn_random_035_a0, sizeof ct_fn_random_035_a1 };
 
+static const void *const ct_fn_random_035_values[] = { &ct_fn_random_035_a0, &ct_fn_random_035_a1 };
+
 static void ct_fn_random_035_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_035_a0);
-        memcpy(buffer, &ct_fn_random_035_a0, sizeof ct_fn_random_035_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_035_a1);
-        memcpy(buffer, &ct_fn_random_035_a1, sizeof ct_fn_random_035_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_035_values, ct_fn_random_035_sizes, 2, index, buffer);
 }
 
 static int ct_fn_random_035_check(const void *buffer)
@@ -8697,28 +6511,11 @@ char ct_fn_random_036(float a0, float a1, float a2, double a3)
 
 static const size_t ct_fn_random_036_sizes[] = { sizeof ct_fn_random_036_a0, sizeof ct_fn_random_036_a1, sizeof ct_fn_random_036_a2, sizeof ct_fn_random_036_a3 };
 
+static const void *const ct_fn_random_036_values[] = { &ct_fn_random_036_a0, &ct_fn_random_036_a1, &ct_fn_random_036_a2, &ct_fn_random_036_a3 };
+
 static void ct_fn_random_036_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_036_a0);
-        memcpy(buffer, &ct_fn_random_036_a0, sizeof ct_fn_random_036_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_036_a1);
-        memcpy(buffer, &ct_fn_random_036_a1, sizeof ct_fn_random_036_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_036_a2);
-        memcpy(buffer, &ct_fn_random_036_a2, sizeof ct_fn_random_036_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_036_a3);
-        memcpy(buffer, &ct_fn_random_036_a3, sizeof ct_fn_random_036_a3);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_036_values, ct_fn_random_036_sizes, 4, index, buffer);
 }
 
 static int ct_fn_random_036_check(const void *buffer)
@@ -8761,56 +6558,11 @@ struct S_zw_bits ct_fn_random_037(float a0, double a1, float a2, union R124 a3, 
 
 static const size_t ct_fn_random_037_sizes[] = { sizeof ct_fn_random_037_a0, sizeof ct_fn_random_037_a1, sizeof ct_fn_random_037_a2, sizeof ct_fn_random_037_a3, sizeof ct_fn_random_037_a4, sizeof ct_fn_random_037_a5, sizeof ct_fn_random_037_a6, sizeof ct_fn_random_037_a7, sizeof ct_fn_random_037_a8, sizeof ct_fn_random_037_a9, sizeof ct_fn_random_037_a10 };
 
+static const void *const ct_fn_random_037_values[] = { &ct_fn_random_037_a0, &ct_fn_random_037_a1, &ct_fn_random_037_a2, &ct_fn_random_037_a3, &ct_fn_random_037_a4, &ct_fn_random_037_a5, &ct_fn_random_037_a6, &ct_fn_random_037_a7, &ct_fn_random_037_a8, &ct_fn_random_037_a9, &ct_fn_random_037_a10 };
+
 static void ct_fn_random_037_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_037_a0);
-        memcpy(buffer, &ct_fn_random_037_a0, sizeof ct_fn_random_037_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_037_a1);
-        memcpy(buffer, &ct_fn_random_037_a1, sizeof ct_fn_random_037_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_037_a2);
-        memcpy(buffer, &ct_fn_random_037_a2, sizeof ct_fn_random_037_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_037_a3);
-        memcpy(buffer, &ct_fn_random_037_a3, sizeof ct_fn_random_037_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_037_a4);
-        memcpy(buffer, &ct_fn_random_037_a4, sizeof ct_fn_random_037_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_037_a5);
-        memcpy(buffer, &ct_fn_random_037_a5, sizeof ct_fn_random_037_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_037_a6);
-        memcpy(buffer, &ct_fn_random_037_a6, sizeof ct_fn_random_037_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_037_a7);
-        memcpy(buffer, &ct_fn_random_037_a7, sizeof ct_fn_random_037_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_037_a8);
-        memcpy(buffer, &ct_fn_random_037_a8, sizeof ct_fn_random_037_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_037_a9);
-        memcpy(buffer, &ct_fn_random_037_a9, sizeof ct_fn_random_037_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_random_037_a10);
-        memcpy(buffer, &ct_fn_random_037_a10, sizeof ct_fn_random_037_a10);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_037_values, ct_fn_random_037_sizes, 11, index, buffer);
 }
 
 static int ct_fn_random_037_check(const void *buffer)
@@ -8849,48 +6601,11 @@ const char *const *ct_fn_random_038(double a0, float a1, double a2, double a3, d
 
 static const size_t ct_fn_random_038_sizes[] = { sizeof ct_fn_random_038_a0, sizeof ct_fn_random_038_a1, sizeof ct_fn_random_038_a2, sizeof ct_fn_random_038_a3, sizeof ct_fn_random_038_a4, sizeof ct_fn_random_038_a5, sizeof ct_fn_random_038_a6, sizeof ct_fn_random_038_a7, sizeof ct_fn_random_038_a8 };
 
+static const void *const ct_fn_random_038_values[] = { &ct_fn_random_038_a0, &ct_fn_random_038_a1, &ct_fn_random_038_a2, &ct_fn_random_038_a3, &ct_fn_random_038_a4, &ct_fn_random_038_a5, &ct_fn_random_038_a6, &ct_fn_random_038_a7, &ct_fn_random_038_a8 };
+
 static void ct_fn_random_038_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_038_a0);
-        memcpy(buffer, &ct_fn_random_038_a0, sizeof ct_fn_random_038_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_038_a1);
-        memcpy(buffer, &ct_fn_random_038_a1, sizeof ct_fn_random_038_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_038_a2);
-        memcpy(buffer, &ct_fn_random_038_a2, sizeof ct_fn_random_038_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_038_a3);
-        memcpy(buffer, &ct_fn_random_038_a3, sizeof ct_fn_random_038_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_038_a4);
-        memcpy(buffer, &ct_fn_random_038_a4, sizeof ct_fn_random_038_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_038_a5);
-        memcpy(buffer, &ct_fn_random_038_a5, sizeof ct_fn_random_038_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_038_a6);
-        memcpy(buffer, &ct_fn_random_038_a6, sizeof ct_fn_random_038_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_038_a7);
-        memcpy(buffer, &ct_fn_random_038_a7, sizeof ct_fn_random_038_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_038_a8);
-        memcpy(buffer, &ct_fn_random_038_a8, sizeof ct_fn_random_038_a8);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_038_values, ct_fn_random_038_sizes, 9, index, buffer);
 }
 
 static int ct_fn_random_038_check(const void *buffer)
@@ -8927,44 +6642,11 @@ unsigned long long ct_fn_random_039(struct S_d2 a0, struct R135 a1, struct R181 
 
 static const size_t ct_fn_random_039_sizes[] = { sizeof ct_fn_random_039_a0, sizeof ct_fn_random_039_a1, sizeof ct_fn_random_039_a2, sizeof ct_fn_random_039_a3, sizeof ct_fn_random_039_a4, sizeof ct_fn_random_039_a5, sizeof ct_fn_random_039_a6, sizeof ct_fn_random_039_a7 };
 
+static const void *const ct_fn_random_039_values[] = { &ct_fn_random_039_a0, &ct_fn_random_039_a1, &ct_fn_random_039_a2, &ct_fn_random_039_a3, &ct_fn_random_039_a4, &ct_fn_random_039_a5, &ct_fn_random_039_a6, &ct_fn_random_039_a7 };
+
 static void ct_fn_random_039_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_039_a0);
-        memcpy(buffer, &ct_fn_random_039_a0, sizeof ct_fn_random_039_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_039_a1);
-        memcpy(buffer, &ct_fn_random_039_a1, sizeof ct_fn_random_039_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_039_a2);
-        memcpy(buffer, &ct_fn_random_039_a2, sizeof ct_fn_random_039_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_039_a3);
-        memcpy(buffer, &ct_fn_random_039_a3, sizeof ct_fn_random_039_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_039_a4);
-        memcpy(buffer, &ct_fn_random_039_a4, sizeof ct_fn_random_039_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_039_a5);
-        memcpy(buffer, &ct_fn_random_039_a5, sizeof ct_fn_random_039_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_039_a6);
-        memcpy(buffer, &ct_fn_random_039_a6, sizeof ct_fn_random_039_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_039_a7);
-        memcpy(buffer, &ct_fn_random_039_a7, sizeof ct_fn_random_039_a7);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_039_values, ct_fn_random_039_sizes, 8, index, buffer);
 }
 
 static int ct_fn_random_039_check(const void *buffer)
@@ -9003,48 +6685,11 @@ unsigned __int128 ct_fn_random_040(struct S_bf_signed_char a0, union R093 a1, st
 
 static const size_t ct_fn_random_040_sizes[] = { sizeof ct_fn_random_040_a0, sizeof ct_fn_random_040_a1, sizeof ct_fn_random_040_a2, sizeof ct_fn_random_040_a3, sizeof ct_fn_random_040_a4, sizeof ct_fn_random_040_a5, sizeof ct_fn_random_040_a6, sizeof ct_fn_random_040_a7, sizeof ct_fn_random_040_a8 };
 
+static const void *const ct_fn_random_040_values[] = { &ct_fn_random_040_a0, &ct_fn_random_040_a1, &ct_fn_random_040_a2, &ct_fn_random_040_a3, &ct_fn_random_040_a4, &ct_fn_random_040_a5, &ct_fn_random_040_a6, &ct_fn_random_040_a7, &ct_fn_random_040_a8 };
+
 static void ct_fn_random_040_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_040_a0);
-        memcpy(buffer, &ct_fn_random_040_a0, sizeof ct_fn_random_040_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_040_a1);
-        memcpy(buffer, &ct_fn_random_040_a1, sizeof ct_fn_random_040_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_040_a2);
-        memcpy(buffer, &ct_fn_random_040_a2, sizeof ct_fn_random_040_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_040_a3);
-        memcpy(buffer, &ct_fn_random_040_a3, sizeof ct_fn_random_040_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_040_a4);
-        memcpy(buffer, &ct_fn_random_040_a4, sizeof ct_fn_random_040_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_040_a5);
-        memcpy(buffer, &ct_fn_random_040_a5, sizeof ct_fn_random_040_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_040_a6);
-        memcpy(buffer, &ct_fn_random_040_a6, sizeof ct_fn_random_040_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_040_a7);
-        memcpy(buffer, &ct_fn_random_040_a7, sizeof ct_fn_random_040_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_040_a8);
-        memcpy(buffer, &ct_fn_random_040_a8, sizeof ct_fn_random_040_a8);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_040_values, ct_fn_random_040_sizes, 9, index, buffer);
 }
 
 static int ct_fn_random_040_check(const void *buffer)
@@ -9073,32 +6718,11 @@ void ct_fn_random_041(struct R221 a0, enum E_small a1, _Complex char a2, struct 
 
 static const size_t ct_fn_random_041_sizes[] = { sizeof ct_fn_random_041_a0, sizeof ct_fn_random_041_a1, sizeof ct_fn_random_041_a2, sizeof ct_fn_random_041_a3, sizeof ct_fn_random_041_a4 };
 
+static const void *const ct_fn_random_041_values[] = { &ct_fn_random_041_a0, &ct_fn_random_041_a1, &ct_fn_random_041_a2, &ct_fn_random_041_a3, &ct_fn_random_041_a4 };
+
 static void ct_fn_random_041_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_041_a0);
-        memcpy(buffer, &ct_fn_random_041_a0, sizeof ct_fn_random_041_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_041_a1);
-        memcpy(buffer, &ct_fn_random_041_a1, sizeof ct_fn_random_041_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_041_a2);
-        memcpy(buffer, &ct_fn_random_041_a2, sizeof ct_fn_random_041_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_041_a3);
-        memcpy(buffer, &ct_fn_random_041_a3, sizeof ct_fn_random_041_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_041_a4);
-        memcpy(buffer, &ct_fn_random_041_a4, sizeof ct_fn_random_041_a4);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_041_values, ct_fn_random_041_sizes, 5, index, buffer);
 }
 
 static const float ct_fn_random_042_a0 = -9.1295357e-2f;
@@ -9134,56 +6758,11 @@ union R204 ct_fn_random_042(float a0, float a1, double a2, long double a3, float
 
 static const size_t ct_fn_random_042_sizes[] = { sizeof ct_fn_random_042_a0, sizeof ct_fn_random_042_a1, sizeof ct_fn_random_042_a2, sizeof ct_fn_random_042_a3, sizeof ct_fn_random_042_a4, sizeof ct_fn_random_042_a5, sizeof ct_fn_random_042_a6, sizeof ct_fn_random_042_a7, sizeof ct_fn_random_042_a8, sizeof ct_fn_random_042_a9, sizeof ct_fn_random_042_a10 };
 
+static const void *const ct_fn_random_042_values[] = { &ct_fn_random_042_a0, &ct_fn_random_042_a1, &ct_fn_random_042_a2, &ct_fn_random_042_a3, &ct_fn_random_042_a4, &ct_fn_random_042_a5, &ct_fn_random_042_a6, &ct_fn_random_042_a7, &ct_fn_random_042_a8, &ct_fn_random_042_a9, &ct_fn_random_042_a10 };
+
 static void ct_fn_random_042_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_042_a0);
-        memcpy(buffer, &ct_fn_random_042_a0, sizeof ct_fn_random_042_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_042_a1);
-        memcpy(buffer, &ct_fn_random_042_a1, sizeof ct_fn_random_042_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_042_a2);
-        memcpy(buffer, &ct_fn_random_042_a2, sizeof ct_fn_random_042_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_042_a3);
-        memcpy(buffer, &ct_fn_random_042_a3, sizeof ct_fn_random_042_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_042_a4);
-        memcpy(buffer, &ct_fn_random_042_a4, sizeof ct_fn_random_042_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_042_a5);
-        memcpy(buffer, &ct_fn_random_042_a5, sizeof ct_fn_random_042_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_042_a6);
-        memcpy(buffer, &ct_fn_random_042_a6, sizeof ct_fn_random_042_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_042_a7);
-        memcpy(buffer, &ct_fn_random_042_a7, sizeof ct_fn_random_042_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_042_a8);
-        memcpy(buffer, &ct_fn_random_042_a8, sizeof ct_fn_random_042_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_042_a9);
-        memcpy(buffer, &ct_fn_random_042_a9, sizeof ct_fn_random_042_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_random_042_a10);
-        memcpy(buffer, &ct_fn_random_042_a10, sizeof ct_fn_random_042_a10);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_042_values, ct_fn_random_042_sizes, 11, index, buffer);
 }
 
 static int ct_fn_random_042_check(const void *buffer)
@@ -9216,36 +6795,11 @@ double ct_fn_random_043(_Complex char a0, _Complex unsigned char a1, double a2, 
 
 static const size_t ct_fn_random_043_sizes[] = { sizeof ct_fn_random_043_a0, sizeof ct_fn_random_043_a1, sizeof ct_fn_random_043_a2, sizeof ct_fn_random_043_a3, sizeof ct_fn_random_043_a4, sizeof ct_fn_random_043_a5 };
 
+static const void *const ct_fn_random_043_values[] = { &ct_fn_random_043_a0, &ct_fn_random_043_a1, &ct_fn_random_043_a2, &ct_fn_random_043_a3, &ct_fn_random_043_a4, &ct_fn_random_043_a5 };
+
 static void ct_fn_random_043_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_043_a0);
-        memcpy(buffer, &ct_fn_random_043_a0, sizeof ct_fn_random_043_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_043_a1);
-        memcpy(buffer, &ct_fn_random_043_a1, sizeof ct_fn_random_043_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_043_a2);
-        memcpy(buffer, &ct_fn_random_043_a2, sizeof ct_fn_random_043_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_043_a3);
-        memcpy(buffer, &ct_fn_random_043_a3, sizeof ct_fn_random_043_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_043_a4);
-        memcpy(buffer, &ct_fn_random_043_a4, sizeof ct_fn_random_043_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_043_a5);
-        memcpy(buffer, &ct_fn_random_043_a5, sizeof ct_fn_random_043_a5);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_043_values, ct_fn_random_043_sizes, 6, index, buffer);
 }
 
 static int ct_fn_random_043_check(const void *buffer)
@@ -9280,40 +6834,11 @@ struct S_bf_ordinary ct_fn_random_044(_Complex char a0, long double a1, double a
 
 static const size_t ct_fn_random_044_sizes[] = { sizeof ct_fn_random_044_a0, sizeof ct_fn_random_044_a1, sizeof ct_fn_random_044_a2, sizeof ct_fn_random_044_a3, sizeof ct_fn_random_044_a4, sizeof ct_fn_random_044_a5, sizeof ct_fn_random_044_a6 };
 
+static const void *const ct_fn_random_044_values[] = { &ct_fn_random_044_a0, &ct_fn_random_044_a1, &ct_fn_random_044_a2, &ct_fn_random_044_a3, &ct_fn_random_044_a4, &ct_fn_random_044_a5, &ct_fn_random_044_a6 };
+
 static void ct_fn_random_044_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_044_a0);
-        memcpy(buffer, &ct_fn_random_044_a0, sizeof ct_fn_random_044_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_044_a1);
-        memcpy(buffer, &ct_fn_random_044_a1, sizeof ct_fn_random_044_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_044_a2);
-        memcpy(buffer, &ct_fn_random_044_a2, sizeof ct_fn_random_044_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_044_a3);
-        memcpy(buffer, &ct_fn_random_044_a3, sizeof ct_fn_random_044_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_044_a4);
-        memcpy(buffer, &ct_fn_random_044_a4, sizeof ct_fn_random_044_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_044_a5);
-        memcpy(buffer, &ct_fn_random_044_a5, sizeof ct_fn_random_044_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_044_a6);
-        memcpy(buffer, &ct_fn_random_044_a6, sizeof ct_fn_random_044_a6);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_044_values, ct_fn_random_044_sizes, 7, index, buffer);
 }
 
 static int ct_fn_random_044_check(const void *buffer)
@@ -9338,20 +6863,11 @@ unsigned long long ct_fn_random_045(void (**a0)(void), double a1)
 
 static const size_t ct_fn_random_045_sizes[] = { sizeof ct_fn_random_045_a0, sizeof ct_fn_random_045_a1 };
 
+static const void *const ct_fn_random_045_values[] = { &ct_fn_random_045_a0, &ct_fn_random_045_a1 };
+
 static void ct_fn_random_045_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_045_a0);
-        memcpy(buffer, &ct_fn_random_045_a0, sizeof ct_fn_random_045_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_045_a1);
-        memcpy(buffer, &ct_fn_random_045_a1, sizeof ct_fn_random_045_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_045_values, ct_fn_random_045_sizes, 2, index, buffer);
 }
 
 static int ct_fn_random_045_check(const void *buffer)
@@ -9386,40 +6902,11 @@ double ct_fn_random_046(double a0, float a1, double a2, double a3, long double a
 
 static const size_t ct_fn_random_046_sizes[] = { sizeof ct_fn_random_046_a0, sizeof ct_fn_random_046_a1, sizeof ct_fn_random_046_a2, sizeof ct_fn_random_046_a3, sizeof ct_fn_random_046_a4, sizeof ct_fn_random_046_a5, sizeof ct_fn_random_046_a6 };
 
+static const void *const ct_fn_random_046_values[] = { &ct_fn_random_046_a0, &ct_fn_random_046_a1, &ct_fn_random_046_a2, &ct_fn_random_046_a3, &ct_fn_random_046_a4, &ct_fn_random_046_a5, &ct_fn_random_046_a6 };
+
 static void ct_fn_random_046_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_046_a0);
-        memcpy(buffer, &ct_fn_random_046_a0, sizeof ct_fn_random_046_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_046_a1);
-        memcpy(buffer, &ct_fn_random_046_a1, sizeof ct_fn_random_046_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_046_a2);
-        memcpy(buffer, &ct_fn_random_046_a2, sizeof ct_fn_random_046_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_046_a3);
-        memcpy(buffer, &ct_fn_random_046_a3, sizeof ct_fn_random_046_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_046_a4);
-        memcpy(buffer, &ct_fn_random_046_a4, sizeof ct_fn_random_046_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_046_a5);
-        memcpy(buffer, &ct_fn_random_046_a5, sizeof ct_fn_random_046_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_046_a6);
-        memcpy(buffer, &ct_fn_random_046_a6, sizeof ct_fn_random_046_a6);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_046_values, ct_fn_random_046_sizes, 7, index, buffer);
 }
 
 static int ct_fn_random_046_check(const void *buffer)
@@ -9462,56 +6949,11 @@ float ct_fn_random_047(float a0, struct S_bf_char a1, unsigned __int128 a2, stru
 
 static const size_t ct_fn_random_047_sizes[] = { sizeof ct_fn_random_047_a0, sizeof ct_fn_random_047_a1, sizeof ct_fn_random_047_a2, sizeof ct_fn_random_047_a3, sizeof ct_fn_random_047_a4, sizeof ct_fn_random_047_a5, sizeof ct_fn_random_047_a6, sizeof ct_fn_random_047_a7, sizeof ct_fn_random_047_a8, sizeof ct_fn_random_047_a9, sizeof ct_fn_random_047_a10 };
 
+static const void *const ct_fn_random_047_values[] = { &ct_fn_random_047_a0, &ct_fn_random_047_a1, &ct_fn_random_047_a2, &ct_fn_random_047_a3, &ct_fn_random_047_a4, &ct_fn_random_047_a5, &ct_fn_random_047_a6, &ct_fn_random_047_a7, &ct_fn_random_047_a8, &ct_fn_random_047_a9, &ct_fn_random_047_a10 };
+
 static void ct_fn_random_047_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_047_a0);
-        memcpy(buffer, &ct_fn_random_047_a0, sizeof ct_fn_random_047_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_047_a1);
-        memcpy(buffer, &ct_fn_random_047_a1, sizeof ct_fn_random_047_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_047_a2);
-        memcpy(buffer, &ct_fn_random_047_a2, sizeof ct_fn_random_047_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_047_a3);
-        memcpy(buffer, &ct_fn_random_047_a3, sizeof ct_fn_random_047_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_047_a4);
-        memcpy(buffer, &ct_fn_random_047_a4, sizeof ct_fn_random_047_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_047_a5);
-        memcpy(buffer, &ct_fn_random_047_a5, sizeof ct_fn_random_047_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_047_a6);
-        memcpy(buffer, &ct_fn_random_047_a6, sizeof ct_fn_random_047_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_047_a7);
-        memcpy(buffer, &ct_fn_random_047_a7, sizeof ct_fn_random_047_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_047_a8);
-        memcpy(buffer, &ct_fn_random_047_a8, sizeof ct_fn_random_047_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_047_a9);
-        memcpy(buffer, &ct_fn_random_047_a9, sizeof ct_fn_random_047_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_random_047_a10);
-        memcpy(buffer, &ct_fn_random_047_a10, sizeof ct_fn_random_047_a10);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_047_values, ct_fn_random_047_sizes, 11, index, buffer);
 }
 
 static int ct_fn_random_047_check(const void *buffer)
@@ -9544,36 +6986,11 @@ enum E_unsigned_high ct_fn_random_048(unsigned __int128 a0, union R195 a1, struc
 
 static const size_t ct_fn_random_048_sizes[] = { sizeof ct_fn_random_048_a0, sizeof ct_fn_random_048_a1, sizeof ct_fn_random_048_a2, sizeof ct_fn_random_048_a3, sizeof ct_fn_random_048_a4, sizeof ct_fn_random_048_a5 };
 
+static const void *const ct_fn_random_048_values[] = { &ct_fn_random_048_a0, &ct_fn_random_048_a1, &ct_fn_random_048_a2, &ct_fn_random_048_a3, &ct_fn_random_048_a4, &ct_fn_random_048_a5 };
+
 static void ct_fn_random_048_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_048_a0);
-        memcpy(buffer, &ct_fn_random_048_a0, sizeof ct_fn_random_048_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_048_a1);
-        memcpy(buffer, &ct_fn_random_048_a1, sizeof ct_fn_random_048_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_048_a2);
-        memcpy(buffer, &ct_fn_random_048_a2, sizeof ct_fn_random_048_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_048_a3);
-        memcpy(buffer, &ct_fn_random_048_a3, sizeof ct_fn_random_048_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_048_a4);
-        memcpy(buffer, &ct_fn_random_048_a4, sizeof ct_fn_random_048_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_048_a5);
-        memcpy(buffer, &ct_fn_random_048_a5, sizeof ct_fn_random_048_a5);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_048_values, ct_fn_random_048_sizes, 6, index, buffer);
 }
 
 static int ct_fn_random_048_check(const void *buffer)
@@ -9602,28 +7019,11 @@ union R118 ct_fn_random_049(struct R146 a0, char a1, signed char a2, signed char
 
 static const size_t ct_fn_random_049_sizes[] = { sizeof ct_fn_random_049_a0, sizeof ct_fn_random_049_a1, sizeof ct_fn_random_049_a2, sizeof ct_fn_random_049_a3 };
 
+static const void *const ct_fn_random_049_values[] = { &ct_fn_random_049_a0, &ct_fn_random_049_a1, &ct_fn_random_049_a2, &ct_fn_random_049_a3 };
+
 static void ct_fn_random_049_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_049_a0);
-        memcpy(buffer, &ct_fn_random_049_a0, sizeof ct_fn_random_049_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_049_a1);
-        memcpy(buffer, &ct_fn_random_049_a1, sizeof ct_fn_random_049_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_049_a2);
-        memcpy(buffer, &ct_fn_random_049_a2, sizeof ct_fn_random_049_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_049_a3);
-        memcpy(buffer, &ct_fn_random_049_a3, sizeof ct_fn_random_049_a3);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_049_values, ct_fn_random_049_sizes, 4, index, buffer);
 }
 
 static int ct_fn_random_049_check(const void *buffer)
@@ -9658,40 +7058,11 @@ struct R004 ct_fn_random_050(struct R001 a0, float a1, double a2, double a3, lon
 
 static const size_t ct_fn_random_050_sizes[] = { sizeof ct_fn_random_050_a0, sizeof ct_fn_random_050_a1, sizeof ct_fn_random_050_a2, sizeof ct_fn_random_050_a3, sizeof ct_fn_random_050_a4, sizeof ct_fn_random_050_a5, sizeof ct_fn_random_050_a6 };
 
+static const void *const ct_fn_random_050_values[] = { &ct_fn_random_050_a0, &ct_fn_random_050_a1, &ct_fn_random_050_a2, &ct_fn_random_050_a3, &ct_fn_random_050_a4, &ct_fn_random_050_a5, &ct_fn_random_050_a6 };
+
 static void ct_fn_random_050_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_050_a0);
-        memcpy(buffer, &ct_fn_random_050_a0, sizeof ct_fn_random_050_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_050_a1);
-        memcpy(buffer, &ct_fn_random_050_a1, sizeof ct_fn_random_050_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_050_a2);
-        memcpy(buffer, &ct_fn_random_050_a2, sizeof ct_fn_random_050_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_050_a3);
-        memcpy(buffer, &ct_fn_random_050_a3, sizeof ct_fn_random_050_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_050_a4);
-        memcpy(buffer, &ct_fn_random_050_a4, sizeof ct_fn_random_050_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_050_a5);
-        memcpy(buffer, &ct_fn_random_050_a5, sizeof ct_fn_random_050_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_050_a6);
-        memcpy(buffer, &ct_fn_random_050_a6, sizeof ct_fn_random_050_a6);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_050_values, ct_fn_random_050_sizes, 7, index, buffer);
 }
 
 static int ct_fn_random_050_check(const void *buffer)
@@ -9728,44 +7099,11 @@ _Complex char ct_fn_random_051(struct R181 a0, double a1, double a2, long double
 
 static const size_t ct_fn_random_051_sizes[] = { sizeof ct_fn_random_051_a0, sizeof ct_fn_random_051_a1, sizeof ct_fn_random_051_a2, sizeof ct_fn_random_051_a3, sizeof ct_fn_random_051_a4, sizeof ct_fn_random_051_a5, sizeof ct_fn_random_051_a6, sizeof ct_fn_random_051_a7 };
 
+static const void *const ct_fn_random_051_values[] = { &ct_fn_random_051_a0, &ct_fn_random_051_a1, &ct_fn_random_051_a2, &ct_fn_random_051_a3, &ct_fn_random_051_a4, &ct_fn_random_051_a5, &ct_fn_random_051_a6, &ct_fn_random_051_a7 };
+
 static void ct_fn_random_051_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_051_a0);
-        memcpy(buffer, &ct_fn_random_051_a0, sizeof ct_fn_random_051_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_051_a1);
-        memcpy(buffer, &ct_fn_random_051_a1, sizeof ct_fn_random_051_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_051_a2);
-        memcpy(buffer, &ct_fn_random_051_a2, sizeof ct_fn_random_051_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_051_a3);
-        memcpy(buffer, &ct_fn_random_051_a3, sizeof ct_fn_random_051_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_051_a4);
-        memcpy(buffer, &ct_fn_random_051_a4, sizeof ct_fn_random_051_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_051_a5);
-        memcpy(buffer, &ct_fn_random_051_a5, sizeof ct_fn_random_051_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_051_a6);
-        memcpy(buffer, &ct_fn_random_051_a6, sizeof ct_fn_random_051_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_051_a7);
-        memcpy(buffer, &ct_fn_random_051_a7, sizeof ct_fn_random_051_a7);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_051_values, ct_fn_random_051_sizes, 8, index, buffer);
 }
 
 static int ct_fn_random_051_check(const void *buffer)
@@ -9794,28 +7132,11 @@ struct S_bf_char ct_fn_random_052(struct R032 a0, struct R096 a1, unsigned __int
 
 static const size_t ct_fn_random_052_sizes[] = { sizeof ct_fn_random_052_a0, sizeof ct_fn_random_052_a1, sizeof ct_fn_random_052_a2, sizeof ct_fn_random_052_a3 };
 
+static const void *const ct_fn_random_052_values[] = { &ct_fn_random_052_a0, &ct_fn_random_052_a1, &ct_fn_random_052_a2, &ct_fn_random_052_a3 };
+
 static void ct_fn_random_052_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_052_a0);
-        memcpy(buffer, &ct_fn_random_052_a0, sizeof ct_fn_random_052_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_052_a1);
-        memcpy(buffer, &ct_fn_random_052_a1, sizeof ct_fn_random_052_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_052_a2);
-        memcpy(buffer, &ct_fn_random_052_a2, sizeof ct_fn_random_052_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_052_a3);
-        memcpy(buffer, &ct_fn_random_052_a3, sizeof ct_fn_random_052_a3);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_052_values, ct_fn_random_052_sizes, 4, index, buffer);
 }
 
 static int ct_fn_random_052_check(const void *buffer)
@@ -9848,36 +7169,11 @@ long ct_fn_random_053(union R212 a0, double a1, long double a2, double a3, _Comp
 
 static const size_t ct_fn_random_053_sizes[] = { sizeof ct_fn_random_053_a0, sizeof ct_fn_random_053_a1, sizeof ct_fn_random_053_a2, sizeof ct_fn_random_053_a3, sizeof ct_fn_random_053_a4, sizeof ct_fn_random_053_a5 };
 
+static const void *const ct_fn_random_053_values[] = { &ct_fn_random_053_a0, &ct_fn_random_053_a1, &ct_fn_random_053_a2, &ct_fn_random_053_a3, &ct_fn_random_053_a4, &ct_fn_random_053_a5 };
+
 static void ct_fn_random_053_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_053_a0);
-        memcpy(buffer, &ct_fn_random_053_a0, sizeof ct_fn_random_053_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_053_a1);
-        memcpy(buffer, &ct_fn_random_053_a1, sizeof ct_fn_random_053_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_053_a2);
-        memcpy(buffer, &ct_fn_random_053_a2, sizeof ct_fn_random_053_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_053_a3);
-        memcpy(buffer, &ct_fn_random_053_a3, sizeof ct_fn_random_053_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_053_a4);
-        memcpy(buffer, &ct_fn_random_053_a4, sizeof ct_fn_random_053_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_053_a5);
-        memcpy(buffer, &ct_fn_random_053_a5, sizeof ct_fn_random_053_a5);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_053_values, ct_fn_random_053_sizes, 6, index, buffer);
 }
 
 static int ct_fn_random_053_check(const void *buffer)
@@ -9918,52 +7214,11 @@ enum E_big ct_fn_random_054(struct R177 a0, char a1, struct S_f1 a2, double a3, 
 
 static const size_t ct_fn_random_054_sizes[] = { sizeof ct_fn_random_054_a0, sizeof ct_fn_random_054_a1, sizeof ct_fn_random_054_a2, sizeof ct_fn_random_054_a3, sizeof ct_fn_random_054_a4, sizeof ct_fn_random_054_a5, sizeof ct_fn_random_054_a6, sizeof ct_fn_random_054_a7, sizeof ct_fn_random_054_a8, sizeof ct_fn_random_054_a9 };
 
+static const void *const ct_fn_random_054_values[] = { &ct_fn_random_054_a0, &ct_fn_random_054_a1, &ct_fn_random_054_a2, &ct_fn_random_054_a3, &ct_fn_random_054_a4, &ct_fn_random_054_a5, &ct_fn_random_054_a6, &ct_fn_random_054_a7, &ct_fn_random_054_a8, &ct_fn_random_054_a9 };
+
 static void ct_fn_random_054_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_054_a0);
-        memcpy(buffer, &ct_fn_random_054_a0, sizeof ct_fn_random_054_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_054_a1);
-        memcpy(buffer, &ct_fn_random_054_a1, sizeof ct_fn_random_054_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_054_a2);
-        memcpy(buffer, &ct_fn_random_054_a2, sizeof ct_fn_random_054_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_054_a3);
-        memcpy(buffer, &ct_fn_random_054_a3, sizeof ct_fn_random_054_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_054_a4);
-        memcpy(buffer, &ct_fn_random_054_a4, sizeof ct_fn_random_054_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_054_a5);
-        memcpy(buffer, &ct_fn_random_054_a5, sizeof ct_fn_random_054_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_054_a6);
-        memcpy(buffer, &ct_fn_random_054_a6, sizeof ct_fn_random_054_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_054_a7);
-        memcpy(buffer, &ct_fn_random_054_a7, sizeof ct_fn_random_054_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_054_a8);
-        memcpy(buffer, &ct_fn_random_054_a8, sizeof ct_fn_random_054_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_054_a9);
-        memcpy(buffer, &ct_fn_random_054_a9, sizeof ct_fn_random_054_a9);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_054_values, ct_fn_random_054_sizes, 10, index, buffer);
 }
 
 static int ct_fn_random_054_check(const void *buffer)
@@ -9990,28 +7245,11 @@ void ct_fn_random_055(union U_dbl_flt a0, double a1, double a2, float a3)
 
 static const size_t ct_fn_random_055_sizes[] = { sizeof ct_fn_random_055_a0, sizeof ct_fn_random_055_a1, sizeof ct_fn_random_055_a2, sizeof ct_fn_random_055_a3 };
 
+static const void *const ct_fn_random_055_values[] = { &ct_fn_random_055_a0, &ct_fn_random_055_a1, &ct_fn_random_055_a2, &ct_fn_random_055_a3 };
+
 static void ct_fn_random_055_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_055_a0);
-        memcpy(buffer, &ct_fn_random_055_a0, sizeof ct_fn_random_055_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_055_a1);
-        memcpy(buffer, &ct_fn_random_055_a1, sizeof ct_fn_random_055_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_055_a2);
-        memcpy(buffer, &ct_fn_random_055_a2, sizeof ct_fn_random_055_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_055_a3);
-        memcpy(buffer, &ct_fn_random_055_a3, sizeof ct_fn_random_055_a3);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_055_values, ct_fn_random_055_sizes, 4, index, buffer);
 }
 
 static const unsigned __int128 ct_fn_random_056_a0 = (unsigned __int128)(((unsigned __int128)0xf82dcf843345c5bdULL << 64) | 0x778e5f682a2ca1c1ULL);
@@ -10035,32 +7273,11 @@ struct R098 ct_fn_random_056(unsigned __int128 a0, __int128 a1, union R050 a2, f
 
 static const size_t ct_fn_random_056_sizes[] = { sizeof ct_fn_random_056_a0, sizeof ct_fn_random_056_a1, sizeof ct_fn_random_056_a2, sizeof ct_fn_random_056_a3, sizeof ct_fn_random_056_a4 };
 
+static const void *const ct_fn_random_056_values[] = { &ct_fn_random_056_a0, &ct_fn_random_056_a1, &ct_fn_random_056_a2, &ct_fn_random_056_a3, &ct_fn_random_056_a4 };
+
 static void ct_fn_random_056_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_056_a0);
-        memcpy(buffer, &ct_fn_random_056_a0, sizeof ct_fn_random_056_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_056_a1);
-        memcpy(buffer, &ct_fn_random_056_a1, sizeof ct_fn_random_056_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_056_a2);
-        memcpy(buffer, &ct_fn_random_056_a2, sizeof ct_fn_random_056_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_056_a3);
-        memcpy(buffer, &ct_fn_random_056_a3, sizeof ct_fn_random_056_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_056_a4);
-        memcpy(buffer, &ct_fn_random_056_a4, sizeof ct_fn_random_056_a4);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_056_values, ct_fn_random_056_sizes, 5, index, buffer);
 }
 
 static int ct_fn_random_056_check(const void *buffer)
@@ -10097,44 +7314,11 @@ unsigned long long ct_fn_random_057(float a0, float a1, double a2, long double a
 
 static const size_t ct_fn_random_057_sizes[] = { sizeof ct_fn_random_057_a0, sizeof ct_fn_random_057_a1, sizeof ct_fn_random_057_a2, sizeof ct_fn_random_057_a3, sizeof ct_fn_random_057_a4, sizeof ct_fn_random_057_a5, sizeof ct_fn_random_057_a6, sizeof ct_fn_random_057_a7 };
 
+static const void *const ct_fn_random_057_values[] = { &ct_fn_random_057_a0, &ct_fn_random_057_a1, &ct_fn_random_057_a2, &ct_fn_random_057_a3, &ct_fn_random_057_a4, &ct_fn_random_057_a5, &ct_fn_random_057_a6, &ct_fn_random_057_a7 };
+
 static void ct_fn_random_057_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_057_a0);
-        memcpy(buffer, &ct_fn_random_057_a0, sizeof ct_fn_random_057_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_057_a1);
-        memcpy(buffer, &ct_fn_random_057_a1, sizeof ct_fn_random_057_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_057_a2);
-        memcpy(buffer, &ct_fn_random_057_a2, sizeof ct_fn_random_057_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_057_a3);
-        memcpy(buffer, &ct_fn_random_057_a3, sizeof ct_fn_random_057_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_057_a4);
-        memcpy(buffer, &ct_fn_random_057_a4, sizeof ct_fn_random_057_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_057_a5);
-        memcpy(buffer, &ct_fn_random_057_a5, sizeof ct_fn_random_057_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_057_a6);
-        memcpy(buffer, &ct_fn_random_057_a6, sizeof ct_fn_random_057_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_057_a7);
-        memcpy(buffer, &ct_fn_random_057_a7, sizeof ct_fn_random_057_a7);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_057_values, ct_fn_random_057_sizes, 8, index, buffer);
 }
 
 static int ct_fn_random_057_check(const void *buffer)
@@ -10179,60 +7363,11 @@ unsigned long ct_fn_random_058(struct R166 a0, unsigned long a1, union R067 a2, 
 
 static const size_t ct_fn_random_058_sizes[] = { sizeof ct_fn_random_058_a0, sizeof ct_fn_random_058_a1, sizeof ct_fn_random_058_a2, sizeof ct_fn_random_058_a3, sizeof ct_fn_random_058_a4, sizeof ct_fn_random_058_a5, sizeof ct_fn_random_058_a6, sizeof ct_fn_random_058_a7, sizeof ct_fn_random_058_a8, sizeof ct_fn_random_058_a9, sizeof ct_fn_random_058_a10, sizeof ct_fn_random_058_a11 };
 
+static const void *const ct_fn_random_058_values[] = { &ct_fn_random_058_a0, &ct_fn_random_058_a1, &ct_fn_random_058_a2, &ct_fn_random_058_a3, &ct_fn_random_058_a4, &ct_fn_random_058_a5, &ct_fn_random_058_a6, &ct_fn_random_058_a7, &ct_fn_random_058_a8, &ct_fn_random_058_a9, &ct_fn_random_058_a10, &ct_fn_random_058_a11 };
+
 static void ct_fn_random_058_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_058_a0);
-        memcpy(buffer, &ct_fn_random_058_a0, sizeof ct_fn_random_058_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_058_a1);
-        memcpy(buffer, &ct_fn_random_058_a1, sizeof ct_fn_random_058_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_058_a2);
-        memcpy(buffer, &ct_fn_random_058_a2, sizeof ct_fn_random_058_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_058_a3);
-        memcpy(buffer, &ct_fn_random_058_a3, sizeof ct_fn_random_058_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_058_a4);
-        memcpy(buffer, &ct_fn_random_058_a4, sizeof ct_fn_random_058_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_058_a5);
-        memcpy(buffer, &ct_fn_random_058_a5, sizeof ct_fn_random_058_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_058_a6);
-        memcpy(buffer, &ct_fn_random_058_a6, sizeof ct_fn_random_058_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_058_a7);
-        memcpy(buffer, &ct_fn_random_058_a7, sizeof ct_fn_random_058_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_058_a8);
-        memcpy(buffer, &ct_fn_random_058_a8, sizeof ct_fn_random_058_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_058_a9);
-        memcpy(buffer, &ct_fn_random_058_a9, sizeof ct_fn_random_058_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_random_058_a10);
-        memcpy(buffer, &ct_fn_random_058_a10, sizeof ct_fn_random_058_a10);
-        break;
-    case 11:
-        memset(buffer, 0, sizeof ct_fn_random_058_a11);
-        memcpy(buffer, &ct_fn_random_058_a11, sizeof ct_fn_random_058_a11);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_058_values, ct_fn_random_058_sizes, 12, index, buffer);
 }
 
 static int ct_fn_random_058_check(const void *buffer)
@@ -10259,28 +7394,11 @@ void ct_fn_random_059(float a0, double a1, double a2, double a3)
 
 static const size_t ct_fn_random_059_sizes[] = { sizeof ct_fn_random_059_a0, sizeof ct_fn_random_059_a1, sizeof ct_fn_random_059_a2, sizeof ct_fn_random_059_a3 };
 
+static const void *const ct_fn_random_059_values[] = { &ct_fn_random_059_a0, &ct_fn_random_059_a1, &ct_fn_random_059_a2, &ct_fn_random_059_a3 };
+
 static void ct_fn_random_059_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_059_a0);
-        memcpy(buffer, &ct_fn_random_059_a0, sizeof ct_fn_random_059_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_059_a1);
-        memcpy(buffer, &ct_fn_random_059_a1, sizeof ct_fn_random_059_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_059_a2);
-        memcpy(buffer, &ct_fn_random_059_a2, sizeof ct_fn_random_059_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_059_a3);
-        memcpy(buffer, &ct_fn_random_059_a3, sizeof ct_fn_random_059_a3);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_059_values, ct_fn_random_059_sizes, 4, index, buffer);
 }
 
 static const long double ct_fn_random_060_a0 = 7.62877892927937362155e-2L;
@@ -10308,40 +7426,11 @@ union R068 ct_fn_random_060(long double a0, _Complex long long a1, struct S_i_f 
 
 static const size_t ct_fn_random_060_sizes[] = { sizeof ct_fn_random_060_a0, sizeof ct_fn_random_060_a1, sizeof ct_fn_random_060_a2, sizeof ct_fn_random_060_a3, sizeof ct_fn_random_060_a4, sizeof ct_fn_random_060_a5, sizeof ct_fn_random_060_a6 };
 
+static const void *const ct_fn_random_060_values[] = { &ct_fn_random_060_a0, &ct_fn_random_060_a1, &ct_fn_random_060_a2, &ct_fn_random_060_a3, &ct_fn_random_060_a4, &ct_fn_random_060_a5, &ct_fn_random_060_a6 };
+
 static void ct_fn_random_060_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_060_a0);
-        memcpy(buffer, &ct_fn_random_060_a0, sizeof ct_fn_random_060_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_060_a1);
-        memcpy(buffer, &ct_fn_random_060_a1, sizeof ct_fn_random_060_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_060_a2);
-        memcpy(buffer, &ct_fn_random_060_a2, sizeof ct_fn_random_060_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_060_a3);
-        memcpy(buffer, &ct_fn_random_060_a3, sizeof ct_fn_random_060_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_060_a4);
-        memcpy(buffer, &ct_fn_random_060_a4, sizeof ct_fn_random_060_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_060_a5);
-        memcpy(buffer, &ct_fn_random_060_a5, sizeof ct_fn_random_060_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_060_a6);
-        memcpy(buffer, &ct_fn_random_060_a6, sizeof ct_fn_random_060_a6);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_060_values, ct_fn_random_060_sizes, 7, index, buffer);
 }
 
 static int ct_fn_random_060_check(const void *buffer)
@@ -10364,16 +7453,11 @@ unsigned char ct_fn_random_061(union R201 a0)
 
 static const size_t ct_fn_random_061_sizes[] = { sizeof ct_fn_random_061_a0 };
 
+static const void *const ct_fn_random_061_values[] = { &ct_fn_random_061_a0 };
+
 static void ct_fn_random_061_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_061_a0);
-        memcpy(buffer, &ct_fn_random_061_a0, sizeof ct_fn_random_061_a0);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_061_values, ct_fn_random_061_sizes, 1, index, buffer);
 }
 
 static int ct_fn_random_061_check(const void *buffer)
@@ -10398,20 +7482,11 @@ _Bool ct_fn_random_062(union U_complex a0, double a1)
 
 static const size_t ct_fn_random_062_sizes[] = { sizeof ct_fn_random_062_a0, sizeof ct_fn_random_062_a1 };
 
+static const void *const ct_fn_random_062_values[] = { &ct_fn_random_062_a0, &ct_fn_random_062_a1 };
+
 static void ct_fn_random_062_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_062_a0);
-        memcpy(buffer, &ct_fn_random_062_a0, sizeof ct_fn_random_062_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_062_a1);
-        memcpy(buffer, &ct_fn_random_062_a1, sizeof ct_fn_random_062_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_062_values, ct_fn_random_062_sizes, 2, index, buffer);
 }
 
 static int ct_fn_random_062_check(const void *buffer)
@@ -10456,60 +7531,11 @@ enum E_small ct_fn_random_063(struct R178 a0, float a1, float a2, float a3, floa
 
 static const size_t ct_fn_random_063_sizes[] = { sizeof ct_fn_random_063_a0, sizeof ct_fn_random_063_a1, sizeof ct_fn_random_063_a2, sizeof ct_fn_random_063_a3, sizeof ct_fn_random_063_a4, sizeof ct_fn_random_063_a5, sizeof ct_fn_random_063_a6, sizeof ct_fn_random_063_a7, sizeof ct_fn_random_063_a8, sizeof ct_fn_random_063_a9, sizeof ct_fn_random_063_a10, sizeof ct_fn_random_063_a11 };
 
+static const void *const ct_fn_random_063_values[] = { &ct_fn_random_063_a0, &ct_fn_random_063_a1, &ct_fn_random_063_a2, &ct_fn_random_063_a3, &ct_fn_random_063_a4, &ct_fn_random_063_a5, &ct_fn_random_063_a6, &ct_fn_random_063_a7, &ct_fn_random_063_a8, &ct_fn_random_063_a9, &ct_fn_random_063_a10, &ct_fn_random_063_a11 };
+
 static void ct_fn_random_063_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_063_a0);
-        memcpy(buffer, &ct_fn_random_063_a0, sizeof ct_fn_random_063_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_063_a1);
-        memcpy(buffer, &ct_fn_random_063_a1, sizeof ct_fn_random_063_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_063_a2);
-        memcpy(buffer, &ct_fn_random_063_a2, sizeof ct_fn_random_063_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_063_a3);
-        memcpy(buffer, &ct_fn_random_063_a3, sizeof ct_fn_random_063_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_063_a4);
-        memcpy(buffer, &ct_fn_random_063_a4, sizeof ct_fn_random_063_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_063_a5);
-        memcpy(buffer, &ct_fn_random_063_a5, sizeof ct_fn_random_063_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_063_a6);
-        memcpy(buffer, &ct_fn_random_063_a6, sizeof ct_fn_random_063_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_063_a7);
-        memcpy(buffer, &ct_fn_random_063_a7, sizeof ct_fn_random_063_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_063_a8);
-        memcpy(buffer, &ct_fn_random_063_a8, sizeof ct_fn_random_063_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_063_a9);
-        memcpy(buffer, &ct_fn_random_063_a9, sizeof ct_fn_random_063_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_random_063_a10);
-        memcpy(buffer, &ct_fn_random_063_a10, sizeof ct_fn_random_063_a10);
-        break;
-    case 11:
-        memset(buffer, 0, sizeof ct_fn_random_063_a11);
-        memcpy(buffer, &ct_fn_random_063_a11, sizeof ct_fn_random_063_a11);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_063_values, ct_fn_random_063_sizes, 12, index, buffer);
 }
 
 static int ct_fn_random_063_check(const void *buffer)
@@ -10544,40 +7570,11 @@ __int128 *ct_fn_random_064(float a0, double a1, double a2, float a3, float a4, s
 
 static const size_t ct_fn_random_064_sizes[] = { sizeof ct_fn_random_064_a0, sizeof ct_fn_random_064_a1, sizeof ct_fn_random_064_a2, sizeof ct_fn_random_064_a3, sizeof ct_fn_random_064_a4, sizeof ct_fn_random_064_a5, sizeof ct_fn_random_064_a6 };
 
+static const void *const ct_fn_random_064_values[] = { &ct_fn_random_064_a0, &ct_fn_random_064_a1, &ct_fn_random_064_a2, &ct_fn_random_064_a3, &ct_fn_random_064_a4, &ct_fn_random_064_a5, &ct_fn_random_064_a6 };
+
 static void ct_fn_random_064_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_064_a0);
-        memcpy(buffer, &ct_fn_random_064_a0, sizeof ct_fn_random_064_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_064_a1);
-        memcpy(buffer, &ct_fn_random_064_a1, sizeof ct_fn_random_064_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_064_a2);
-        memcpy(buffer, &ct_fn_random_064_a2, sizeof ct_fn_random_064_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_064_a3);
-        memcpy(buffer, &ct_fn_random_064_a3, sizeof ct_fn_random_064_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_064_a4);
-        memcpy(buffer, &ct_fn_random_064_a4, sizeof ct_fn_random_064_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_064_a5);
-        memcpy(buffer, &ct_fn_random_064_a5, sizeof ct_fn_random_064_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_064_a6);
-        memcpy(buffer, &ct_fn_random_064_a6, sizeof ct_fn_random_064_a6);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_064_values, ct_fn_random_064_sizes, 7, index, buffer);
 }
 
 static int ct_fn_random_064_check(const void *buffer)
@@ -10612,40 +7609,11 @@ enum E_small ct_fn_random_065(struct S_cd_i a0, _Bool a1, _Complex unsigned char
 
 static const size_t ct_fn_random_065_sizes[] = { sizeof ct_fn_random_065_a0, sizeof ct_fn_random_065_a1, sizeof ct_fn_random_065_a2, sizeof ct_fn_random_065_a3, sizeof ct_fn_random_065_a4, sizeof ct_fn_random_065_a5, sizeof ct_fn_random_065_a6 };
 
+static const void *const ct_fn_random_065_values[] = { &ct_fn_random_065_a0, &ct_fn_random_065_a1, &ct_fn_random_065_a2, &ct_fn_random_065_a3, &ct_fn_random_065_a4, &ct_fn_random_065_a5, &ct_fn_random_065_a6 };
+
 static void ct_fn_random_065_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_065_a0);
-        memcpy(buffer, &ct_fn_random_065_a0, sizeof ct_fn_random_065_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_065_a1);
-        memcpy(buffer, &ct_fn_random_065_a1, sizeof ct_fn_random_065_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_065_a2);
-        memcpy(buffer, &ct_fn_random_065_a2, sizeof ct_fn_random_065_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_065_a3);
-        memcpy(buffer, &ct_fn_random_065_a3, sizeof ct_fn_random_065_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_065_a4);
-        memcpy(buffer, &ct_fn_random_065_a4, sizeof ct_fn_random_065_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_065_a5);
-        memcpy(buffer, &ct_fn_random_065_a5, sizeof ct_fn_random_065_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_065_a6);
-        memcpy(buffer, &ct_fn_random_065_a6, sizeof ct_fn_random_065_a6);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_065_values, ct_fn_random_065_sizes, 7, index, buffer);
 }
 
 static int ct_fn_random_065_check(const void *buffer)
@@ -10670,20 +7638,11 @@ union R086 ct_fn_random_066(unsigned long long a0, signed char a1)
 
 static const size_t ct_fn_random_066_sizes[] = { sizeof ct_fn_random_066_a0, sizeof ct_fn_random_066_a1 };
 
+static const void *const ct_fn_random_066_values[] = { &ct_fn_random_066_a0, &ct_fn_random_066_a1 };
+
 static void ct_fn_random_066_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_066_a0);
-        memcpy(buffer, &ct_fn_random_066_a0, sizeof ct_fn_random_066_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_066_a1);
-        memcpy(buffer, &ct_fn_random_066_a1, sizeof ct_fn_random_066_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_066_values, ct_fn_random_066_sizes, 2, index, buffer);
 }
 
 static int ct_fn_random_066_check(const void *buffer)
@@ -10706,16 +7665,11 @@ float ct_fn_random_067(struct R109 a0)
 
 static const size_t ct_fn_random_067_sizes[] = { sizeof ct_fn_random_067_a0 };
 
+static const void *const ct_fn_random_067_values[] = { &ct_fn_random_067_a0 };
+
 static void ct_fn_random_067_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_067_a0);
-        memcpy(buffer, &ct_fn_random_067_a0, sizeof ct_fn_random_067_a0);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_067_values, ct_fn_random_067_sizes, 1, index, buffer);
 }
 
 static int ct_fn_random_067_check(const void *buffer)
@@ -10748,36 +7702,11 @@ struct S_c3_s ct_fn_random_068(struct R109 a0, unsigned short a1, struct R077 a2
 
 static const size_t ct_fn_random_068_sizes[] = { sizeof ct_fn_random_068_a0, sizeof ct_fn_random_068_a1, sizeof ct_fn_random_068_a2, sizeof ct_fn_random_068_a3, sizeof ct_fn_random_068_a4, sizeof ct_fn_random_068_a5 };
 
+static const void *const ct_fn_random_068_values[] = { &ct_fn_random_068_a0, &ct_fn_random_068_a1, &ct_fn_random_068_a2, &ct_fn_random_068_a3, &ct_fn_random_068_a4, &ct_fn_random_068_a5 };
+
 static void ct_fn_random_068_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_068_a0);
-        memcpy(buffer, &ct_fn_random_068_a0, sizeof ct_fn_random_068_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_068_a1);
-        memcpy(buffer, &ct_fn_random_068_a1, sizeof ct_fn_random_068_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_068_a2);
-        memcpy(buffer, &ct_fn_random_068_a2, sizeof ct_fn_random_068_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_068_a3);
-        memcpy(buffer, &ct_fn_random_068_a3, sizeof ct_fn_random_068_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_068_a4);
-        memcpy(buffer, &ct_fn_random_068_a4, sizeof ct_fn_random_068_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_068_a5);
-        memcpy(buffer, &ct_fn_random_068_a5, sizeof ct_fn_random_068_a5);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_068_values, ct_fn_random_068_sizes, 6, index, buffer);
 }
 
 static int ct_fn_random_068_check(const void *buffer)
@@ -10808,32 +7737,11 @@ char *(*ct_fn_random_069(int a0, struct R189 a1, struct R220 a2, struct R037 a3,
 
 static const size_t ct_fn_random_069_sizes[] = { sizeof ct_fn_random_069_a0, sizeof ct_fn_random_069_a1, sizeof ct_fn_random_069_a2, sizeof ct_fn_random_069_a3, sizeof ct_fn_random_069_a4 };
 
+static const void *const ct_fn_random_069_values[] = { &ct_fn_random_069_a0, &ct_fn_random_069_a1, &ct_fn_random_069_a2, &ct_fn_random_069_a3, &ct_fn_random_069_a4 };
+
 static void ct_fn_random_069_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_069_a0);
-        memcpy(buffer, &ct_fn_random_069_a0, sizeof ct_fn_random_069_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_069_a1);
-        memcpy(buffer, &ct_fn_random_069_a1, sizeof ct_fn_random_069_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_069_a2);
-        memcpy(buffer, &ct_fn_random_069_a2, sizeof ct_fn_random_069_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_069_a3);
-        memcpy(buffer, &ct_fn_random_069_a3, sizeof ct_fn_random_069_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_069_a4);
-        memcpy(buffer, &ct_fn_random_069_a4, sizeof ct_fn_random_069_a4);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_069_values, ct_fn_random_069_sizes, 5, index, buffer);
 }
 
 static int ct_fn_random_069_check(const void *buffer)
@@ -10864,32 +7772,11 @@ double ct_fn_random_070(enum E_small a0, unsigned long long a1, struct R038 a2, 
 
 static const size_t ct_fn_random_070_sizes[] = { sizeof ct_fn_random_070_a0, sizeof ct_fn_random_070_a1, sizeof ct_fn_random_070_a2, sizeof ct_fn_random_070_a3, sizeof ct_fn_random_070_a4 };
 
+static const void *const ct_fn_random_070_values[] = { &ct_fn_random_070_a0, &ct_fn_random_070_a1, &ct_fn_random_070_a2, &ct_fn_random_070_a3, &ct_fn_random_070_a4 };
+
 static void ct_fn_random_070_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_070_a0);
-        memcpy(buffer, &ct_fn_random_070_a0, sizeof ct_fn_random_070_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_070_a1);
-        memcpy(buffer, &ct_fn_random_070_a1, sizeof ct_fn_random_070_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_070_a2);
-        memcpy(buffer, &ct_fn_random_070_a2, sizeof ct_fn_random_070_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_070_a3);
-        memcpy(buffer, &ct_fn_random_070_a3, sizeof ct_fn_random_070_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_070_a4);
-        memcpy(buffer, &ct_fn_random_070_a4, sizeof ct_fn_random_070_a4);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_070_values, ct_fn_random_070_sizes, 5, index, buffer);
 }
 
 static int ct_fn_random_070_check(const void *buffer)
@@ -10922,36 +7809,11 @@ double ct_fn_random_071(struct R166 a0, struct R165 a1, long double a2, __int128
 
 static const size_t ct_fn_random_071_sizes[] = { sizeof ct_fn_random_071_a0, sizeof ct_fn_random_071_a1, sizeof ct_fn_random_071_a2, sizeof ct_fn_random_071_a3, sizeof ct_fn_random_071_a4, sizeof ct_fn_random_071_a5 };
 
+static const void *const ct_fn_random_071_values[] = { &ct_fn_random_071_a0, &ct_fn_random_071_a1, &ct_fn_random_071_a2, &ct_fn_random_071_a3, &ct_fn_random_071_a4, &ct_fn_random_071_a5 };
+
 static void ct_fn_random_071_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_071_a0);
-        memcpy(buffer, &ct_fn_random_071_a0, sizeof ct_fn_random_071_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_071_a1);
-        memcpy(buffer, &ct_fn_random_071_a1, sizeof ct_fn_random_071_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_071_a2);
-        memcpy(buffer, &ct_fn_random_071_a2, sizeof ct_fn_random_071_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_071_a3);
-        memcpy(buffer, &ct_fn_random_071_a3, sizeof ct_fn_random_071_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_071_a4);
-        memcpy(buffer, &ct_fn_random_071_a4, sizeof ct_fn_random_071_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_071_a5);
-        memcpy(buffer, &ct_fn_random_071_a5, sizeof ct_fn_random_071_a5);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_071_values, ct_fn_random_071_sizes, 6, index, buffer);
 }
 
 static int ct_fn_random_071_check(const void *buffer)
@@ -10986,40 +7848,11 @@ struct S_cf ct_fn_random_072(struct R084 a0, float a1, _Complex short a2, double
 
 static const size_t ct_fn_random_072_sizes[] = { sizeof ct_fn_random_072_a0, sizeof ct_fn_random_072_a1, sizeof ct_fn_random_072_a2, sizeof ct_fn_random_072_a3, sizeof ct_fn_random_072_a4, sizeof ct_fn_random_072_a5, sizeof ct_fn_random_072_a6 };
 
+static const void *const ct_fn_random_072_values[] = { &ct_fn_random_072_a0, &ct_fn_random_072_a1, &ct_fn_random_072_a2, &ct_fn_random_072_a3, &ct_fn_random_072_a4, &ct_fn_random_072_a5, &ct_fn_random_072_a6 };
+
 static void ct_fn_random_072_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_072_a0);
-        memcpy(buffer, &ct_fn_random_072_a0, sizeof ct_fn_random_072_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_072_a1);
-        memcpy(buffer, &ct_fn_random_072_a1, sizeof ct_fn_random_072_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_072_a2);
-        memcpy(buffer, &ct_fn_random_072_a2, sizeof ct_fn_random_072_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_072_a3);
-        memcpy(buffer, &ct_fn_random_072_a3, sizeof ct_fn_random_072_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_072_a4);
-        memcpy(buffer, &ct_fn_random_072_a4, sizeof ct_fn_random_072_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_072_a5);
-        memcpy(buffer, &ct_fn_random_072_a5, sizeof ct_fn_random_072_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_072_a6);
-        memcpy(buffer, &ct_fn_random_072_a6, sizeof ct_fn_random_072_a6);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_072_values, ct_fn_random_072_sizes, 7, index, buffer);
 }
 
 static int ct_fn_random_072_check(const void *buffer)
@@ -11044,20 +7877,11 @@ float ct_fn_random_073(_Bool a0, unsigned int a1)
 
 static const size_t ct_fn_random_073_sizes[] = { sizeof ct_fn_random_073_a0, sizeof ct_fn_random_073_a1 };
 
+static const void *const ct_fn_random_073_values[] = { &ct_fn_random_073_a0, &ct_fn_random_073_a1 };
+
 static void ct_fn_random_073_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_073_a0);
-        memcpy(buffer, &ct_fn_random_073_a0, sizeof ct_fn_random_073_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_073_a1);
-        memcpy(buffer, &ct_fn_random_073_a1, sizeof ct_fn_random_073_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_073_values, ct_fn_random_073_sizes, 2, index, buffer);
 }
 
 static int ct_fn_random_073_check(const void *buffer)
@@ -11086,28 +7910,11 @@ double ct_fn_random_074(union R195 a0, struct S_c7 a1, struct R015 a2, struct R1
 
 static const size_t ct_fn_random_074_sizes[] = { sizeof ct_fn_random_074_a0, sizeof ct_fn_random_074_a1, sizeof ct_fn_random_074_a2, sizeof ct_fn_random_074_a3 };
 
+static const void *const ct_fn_random_074_values[] = { &ct_fn_random_074_a0, &ct_fn_random_074_a1, &ct_fn_random_074_a2, &ct_fn_random_074_a3 };
+
 static void ct_fn_random_074_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_074_a0);
-        memcpy(buffer, &ct_fn_random_074_a0, sizeof ct_fn_random_074_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_074_a1);
-        memcpy(buffer, &ct_fn_random_074_a1, sizeof ct_fn_random_074_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_074_a2);
-        memcpy(buffer, &ct_fn_random_074_a2, sizeof ct_fn_random_074_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_074_a3);
-        memcpy(buffer, &ct_fn_random_074_a3, sizeof ct_fn_random_074_a3);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_074_values, ct_fn_random_074_sizes, 4, index, buffer);
 }
 
 static int ct_fn_random_074_check(const void *buffer)
@@ -11150,56 +7957,11 @@ struct S_ptr_fn ct_fn_random_075(enum E_unsigned_high a0, unsigned __int128 a1, 
 
 static const size_t ct_fn_random_075_sizes[] = { sizeof ct_fn_random_075_a0, sizeof ct_fn_random_075_a1, sizeof ct_fn_random_075_a2, sizeof ct_fn_random_075_a3, sizeof ct_fn_random_075_a4, sizeof ct_fn_random_075_a5, sizeof ct_fn_random_075_a6, sizeof ct_fn_random_075_a7, sizeof ct_fn_random_075_a8, sizeof ct_fn_random_075_a9, sizeof ct_fn_random_075_a10 };
 
+static const void *const ct_fn_random_075_values[] = { &ct_fn_random_075_a0, &ct_fn_random_075_a1, &ct_fn_random_075_a2, &ct_fn_random_075_a3, &ct_fn_random_075_a4, &ct_fn_random_075_a5, &ct_fn_random_075_a6, &ct_fn_random_075_a7, &ct_fn_random_075_a8, &ct_fn_random_075_a9, &ct_fn_random_075_a10 };
+
 static void ct_fn_random_075_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_075_a0);
-        memcpy(buffer, &ct_fn_random_075_a0, sizeof ct_fn_random_075_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_075_a1);
-        memcpy(buffer, &ct_fn_random_075_a1, sizeof ct_fn_random_075_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_075_a2);
-        memcpy(buffer, &ct_fn_random_075_a2, sizeof ct_fn_random_075_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_075_a3);
-        memcpy(buffer, &ct_fn_random_075_a3, sizeof ct_fn_random_075_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_075_a4);
-        memcpy(buffer, &ct_fn_random_075_a4, sizeof ct_fn_random_075_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_075_a5);
-        memcpy(buffer, &ct_fn_random_075_a5, sizeof ct_fn_random_075_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_075_a6);
-        memcpy(buffer, &ct_fn_random_075_a6, sizeof ct_fn_random_075_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_075_a7);
-        memcpy(buffer, &ct_fn_random_075_a7, sizeof ct_fn_random_075_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_075_a8);
-        memcpy(buffer, &ct_fn_random_075_a8, sizeof ct_fn_random_075_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_075_a9);
-        memcpy(buffer, &ct_fn_random_075_a9, sizeof ct_fn_random_075_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_random_075_a10);
-        memcpy(buffer, &ct_fn_random_075_a10, sizeof ct_fn_random_075_a10);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_075_values, ct_fn_random_075_sizes, 11, index, buffer);
 }
 
 static int ct_fn_random_075_check(const void *buffer)
@@ -11226,24 +7988,11 @@ struct R089 ct_fn_random_076(struct R229 a0, union R201 a1, double a2)
 
 static const size_t ct_fn_random_076_sizes[] = { sizeof ct_fn_random_076_a0, sizeof ct_fn_random_076_a1, sizeof ct_fn_random_076_a2 };
 
+static const void *const ct_fn_random_076_values[] = { &ct_fn_random_076_a0, &ct_fn_random_076_a1, &ct_fn_random_076_a2 };
+
 static void ct_fn_random_076_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_076_a0);
-        memcpy(buffer, &ct_fn_random_076_a0, sizeof ct_fn_random_076_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_076_a1);
-        memcpy(buffer, &ct_fn_random_076_a1, sizeof ct_fn_random_076_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_076_a2);
-        memcpy(buffer, &ct_fn_random_076_a2, sizeof ct_fn_random_076_a2);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_076_values, ct_fn_random_076_sizes, 3, index, buffer);
 }
 
 static int ct_fn_random_076_check(const void *buffer)
@@ -11268,20 +8017,11 @@ union R160 ct_fn_random_077(signed char a0, enum E_unsigned_high a1)
 
 static const size_t ct_fn_random_077_sizes[] = { sizeof ct_fn_random_077_a0, sizeof ct_fn_random_077_a1 };
 
+static const void *const ct_fn_random_077_values[] = { &ct_fn_random_077_a0, &ct_fn_random_077_a1 };
+
 static void ct_fn_random_077_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_077_a0);
-        memcpy(buffer, &ct_fn_random_077_a0, sizeof ct_fn_random_077_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_077_a1);
-        memcpy(buffer, &ct_fn_random_077_a1, sizeof ct_fn_random_077_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_077_values, ct_fn_random_077_sizes, 2, index, buffer);
 }
 
 static int ct_fn_random_077_check(const void *buffer)
@@ -11308,24 +8048,11 @@ long long ct_fn_random_078(double a0, struct R008 a1, struct S_zw_int a2)
 
 static const size_t ct_fn_random_078_sizes[] = { sizeof ct_fn_random_078_a0, sizeof ct_fn_random_078_a1, sizeof ct_fn_random_078_a2 };
 
+static const void *const ct_fn_random_078_values[] = { &ct_fn_random_078_a0, &ct_fn_random_078_a1, &ct_fn_random_078_a2 };
+
 static void ct_fn_random_078_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_078_a0);
-        memcpy(buffer, &ct_fn_random_078_a0, sizeof ct_fn_random_078_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_078_a1);
-        memcpy(buffer, &ct_fn_random_078_a1, sizeof ct_fn_random_078_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_078_a2);
-        memcpy(buffer, &ct_fn_random_078_a2, sizeof ct_fn_random_078_a2);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_078_values, ct_fn_random_078_sizes, 3, index, buffer);
 }
 
 static int ct_fn_random_078_check(const void *buffer)
@@ -11356,32 +8083,11 @@ unsigned long ct_fn_random_079(struct R121 a0, struct R177 a1, struct R148 a2, s
 
 static const size_t ct_fn_random_079_sizes[] = { sizeof ct_fn_random_079_a0, sizeof ct_fn_random_079_a1, sizeof ct_fn_random_079_a2, sizeof ct_fn_random_079_a3, sizeof ct_fn_random_079_a4 };
 
+static const void *const ct_fn_random_079_values[] = { &ct_fn_random_079_a0, &ct_fn_random_079_a1, &ct_fn_random_079_a2, &ct_fn_random_079_a3, &ct_fn_random_079_a4 };
+
 static void ct_fn_random_079_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_079_a0);
-        memcpy(buffer, &ct_fn_random_079_a0, sizeof ct_fn_random_079_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_079_a1);
-        memcpy(buffer, &ct_fn_random_079_a1, sizeof ct_fn_random_079_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_079_a2);
-        memcpy(buffer, &ct_fn_random_079_a2, sizeof ct_fn_random_079_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_079_a3);
-        memcpy(buffer, &ct_fn_random_079_a3, sizeof ct_fn_random_079_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_079_a4);
-        memcpy(buffer, &ct_fn_random_079_a4, sizeof ct_fn_random_079_a4);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_079_values, ct_fn_random_079_sizes, 5, index, buffer);
 }
 
 static int ct_fn_random_079_check(const void *buffer)
@@ -11404,16 +8110,11 @@ double ct_fn_random_080(void (**a0)(void))
 
 static const size_t ct_fn_random_080_sizes[] = { sizeof ct_fn_random_080_a0 };
 
+static const void *const ct_fn_random_080_values[] = { &ct_fn_random_080_a0 };
+
 static void ct_fn_random_080_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_080_a0);
-        memcpy(buffer, &ct_fn_random_080_a0, sizeof ct_fn_random_080_a0);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_080_values, ct_fn_random_080_sizes, 1, index, buffer);
 }
 
 static int ct_fn_random_080_check(const void *buffer)
@@ -11450,44 +8151,11 @@ struct R114 ct_fn_random_081(unsigned long long a0, char a1, char *a2, char **a3
 
 static const size_t ct_fn_random_081_sizes[] = { sizeof ct_fn_random_081_a0, sizeof ct_fn_random_081_a1, sizeof ct_fn_random_081_a2, sizeof ct_fn_random_081_a3, sizeof ct_fn_random_081_a4, sizeof ct_fn_random_081_a5, sizeof ct_fn_random_081_a6, sizeof ct_fn_random_081_a7 };
 
+static const void *const ct_fn_random_081_values[] = { &ct_fn_random_081_a0, &ct_fn_random_081_a1, &ct_fn_random_081_a2, &ct_fn_random_081_a3, &ct_fn_random_081_a4, &ct_fn_random_081_a5, &ct_fn_random_081_a6, &ct_fn_random_081_a7 };
+
 static void ct_fn_random_081_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_081_a0);
-        memcpy(buffer, &ct_fn_random_081_a0, sizeof ct_fn_random_081_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_081_a1);
-        memcpy(buffer, &ct_fn_random_081_a1, sizeof ct_fn_random_081_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_081_a2);
-        memcpy(buffer, &ct_fn_random_081_a2, sizeof ct_fn_random_081_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_081_a3);
-        memcpy(buffer, &ct_fn_random_081_a3, sizeof ct_fn_random_081_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_081_a4);
-        memcpy(buffer, &ct_fn_random_081_a4, sizeof ct_fn_random_081_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_081_a5);
-        memcpy(buffer, &ct_fn_random_081_a5, sizeof ct_fn_random_081_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_081_a6);
-        memcpy(buffer, &ct_fn_random_081_a6, sizeof ct_fn_random_081_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_081_a7);
-        memcpy(buffer, &ct_fn_random_081_a7, sizeof ct_fn_random_081_a7);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_081_values, ct_fn_random_081_sizes, 8, index, buffer);
 }
 
 static int ct_fn_random_081_check(const void *buffer)
@@ -11532,60 +8200,11 @@ double ct_fn_random_082(long long a0, signed char a1, long long a2, struct S_arr
 
 static const size_t ct_fn_random_082_sizes[] = { sizeof ct_fn_random_082_a0, sizeof ct_fn_random_082_a1, sizeof ct_fn_random_082_a2, sizeof ct_fn_random_082_a3, sizeof ct_fn_random_082_a4, sizeof ct_fn_random_082_a5, sizeof ct_fn_random_082_a6, sizeof ct_fn_random_082_a7, sizeof ct_fn_random_082_a8, sizeof ct_fn_random_082_a9, sizeof ct_fn_random_082_a10, sizeof ct_fn_random_082_a11 };
 
+static const void *const ct_fn_random_082_values[] = { &ct_fn_random_082_a0, &ct_fn_random_082_a1, &ct_fn_random_082_a2, &ct_fn_random_082_a3, &ct_fn_random_082_a4, &ct_fn_random_082_a5, &ct_fn_random_082_a6, &ct_fn_random_082_a7, &ct_fn_random_082_a8, &ct_fn_random_082_a9, &ct_fn_random_082_a10, &ct_fn_random_082_a11 };
+
 static void ct_fn_random_082_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_082_a0);
-        memcpy(buffer, &ct_fn_random_082_a0, sizeof ct_fn_random_082_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_082_a1);
-        memcpy(buffer, &ct_fn_random_082_a1, sizeof ct_fn_random_082_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_082_a2);
-        memcpy(buffer, &ct_fn_random_082_a2, sizeof ct_fn_random_082_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_082_a3);
-        memcpy(buffer, &ct_fn_random_082_a3, sizeof ct_fn_random_082_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_082_a4);
-        memcpy(buffer, &ct_fn_random_082_a4, sizeof ct_fn_random_082_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_082_a5);
-        memcpy(buffer, &ct_fn_random_082_a5, sizeof ct_fn_random_082_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_082_a6);
-        memcpy(buffer, &ct_fn_random_082_a6, sizeof ct_fn_random_082_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_082_a7);
-        memcpy(buffer, &ct_fn_random_082_a7, sizeof ct_fn_random_082_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_082_a8);
-        memcpy(buffer, &ct_fn_random_082_a8, sizeof ct_fn_random_082_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_082_a9);
-        memcpy(buffer, &ct_fn_random_082_a9, sizeof ct_fn_random_082_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_random_082_a10);
-        memcpy(buffer, &ct_fn_random_082_a10, sizeof ct_fn_random_082_a10);
-        break;
-    case 11:
-        memset(buffer, 0, sizeof ct_fn_random_082_a11);
-        memcpy(buffer, &ct_fn_random_082_a11, sizeof ct_fn_random_082_a11);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_082_values, ct_fn_random_082_sizes, 12, index, buffer);
 }
 
 static int ct_fn_random_082_check(const void *buffer)
@@ -11610,20 +8229,11 @@ struct R020 ct_fn_random_083(_Bool a0, long double a1)
 
 static const size_t ct_fn_random_083_sizes[] = { sizeof ct_fn_random_083_a0, sizeof ct_fn_random_083_a1 };
 
+static const void *const ct_fn_random_083_values[] = { &ct_fn_random_083_a0, &ct_fn_random_083_a1 };
+
 static void ct_fn_random_083_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_083_a0);
-        memcpy(buffer, &ct_fn_random_083_a0, sizeof ct_fn_random_083_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_083_a1);
-        memcpy(buffer, &ct_fn_random_083_a1, sizeof ct_fn_random_083_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_083_values, ct_fn_random_083_sizes, 2, index, buffer);
 }
 
 static int ct_fn_random_083_check(const void *buffer)
@@ -11656,36 +8266,11 @@ signed char ct_fn_random_084(double *a0, long a1, int a2, struct R078 a3, _Bool 
 
 static const size_t ct_fn_random_084_sizes[] = { sizeof ct_fn_random_084_a0, sizeof ct_fn_random_084_a1, sizeof ct_fn_random_084_a2, sizeof ct_fn_random_084_a3, sizeof ct_fn_random_084_a4, sizeof ct_fn_random_084_a5 };
 
+static const void *const ct_fn_random_084_values[] = { &ct_fn_random_084_a0, &ct_fn_random_084_a1, &ct_fn_random_084_a2, &ct_fn_random_084_a3, &ct_fn_random_084_a4, &ct_fn_random_084_a5 };
+
 static void ct_fn_random_084_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_084_a0);
-        memcpy(buffer, &ct_fn_random_084_a0, sizeof ct_fn_random_084_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_084_a1);
-        memcpy(buffer, &ct_fn_random_084_a1, sizeof ct_fn_random_084_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_084_a2);
-        memcpy(buffer, &ct_fn_random_084_a2, sizeof ct_fn_random_084_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_084_a3);
-        memcpy(buffer, &ct_fn_random_084_a3, sizeof ct_fn_random_084_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_084_a4);
-        memcpy(buffer, &ct_fn_random_084_a4, sizeof ct_fn_random_084_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_084_a5);
-        memcpy(buffer, &ct_fn_random_084_a5, sizeof ct_fn_random_084_a5);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_084_values, ct_fn_random_084_sizes, 6, index, buffer);
 }
 
 static int ct_fn_random_084_check(const void *buffer)
@@ -11718,40 +8303,11 @@ void ct_fn_random_085(struct R097 a0, struct R140 a1, union R170 a2, double a3, 
 
 static const size_t ct_fn_random_085_sizes[] = { sizeof ct_fn_random_085_a0, sizeof ct_fn_random_085_a1, sizeof ct_fn_random_085_a2, sizeof ct_fn_random_085_a3, sizeof ct_fn_random_085_a4, sizeof ct_fn_random_085_a5, sizeof ct_fn_random_085_a6 };
 
+static const void *const ct_fn_random_085_values[] = { &ct_fn_random_085_a0, &ct_fn_random_085_a1, &ct_fn_random_085_a2, &ct_fn_random_085_a3, &ct_fn_random_085_a4, &ct_fn_random_085_a5, &ct_fn_random_085_a6 };
+
 static void ct_fn_random_085_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_085_a0);
-        memcpy(buffer, &ct_fn_random_085_a0, sizeof ct_fn_random_085_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_085_a1);
-        memcpy(buffer, &ct_fn_random_085_a1, sizeof ct_fn_random_085_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_085_a2);
-        memcpy(buffer, &ct_fn_random_085_a2, sizeof ct_fn_random_085_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_085_a3);
-        memcpy(buffer, &ct_fn_random_085_a3, sizeof ct_fn_random_085_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_085_a4);
-        memcpy(buffer, &ct_fn_random_085_a4, sizeof ct_fn_random_085_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_085_a5);
-        memcpy(buffer, &ct_fn_random_085_a5, sizeof ct_fn_random_085_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_085_a6);
-        memcpy(buffer, &ct_fn_random_085_a6, sizeof ct_fn_random_085_a6);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_085_values, ct_fn_random_085_sizes, 7, index, buffer);
 }
 
 static const double ct_fn_random_086_a0 = 1.6156119991465337e12;
@@ -11789,60 +8345,11 @@ __int128 ct_fn_random_086(double a0, double a1, struct R069 a2, char a3, long lo
 
 static const size_t ct_fn_random_086_sizes[] = { sizeof ct_fn_random_086_a0, sizeof ct_fn_random_086_a1, sizeof ct_fn_random_086_a2, sizeof ct_fn_random_086_a3, sizeof ct_fn_random_086_a4, sizeof ct_fn_random_086_a5, sizeof ct_fn_random_086_a6, sizeof ct_fn_random_086_a7, sizeof ct_fn_random_086_a8, sizeof ct_fn_random_086_a9, sizeof ct_fn_random_086_a10, sizeof ct_fn_random_086_a11 };
 
+static const void *const ct_fn_random_086_values[] = { &ct_fn_random_086_a0, &ct_fn_random_086_a1, &ct_fn_random_086_a2, &ct_fn_random_086_a3, &ct_fn_random_086_a4, &ct_fn_random_086_a5, &ct_fn_random_086_a6, &ct_fn_random_086_a7, &ct_fn_random_086_a8, &ct_fn_random_086_a9, &ct_fn_random_086_a10, &ct_fn_random_086_a11 };
+
 static void ct_fn_random_086_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_086_a0);
-        memcpy(buffer, &ct_fn_random_086_a0, sizeof ct_fn_random_086_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_086_a1);
-        memcpy(buffer, &ct_fn_random_086_a1, sizeof ct_fn_random_086_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_086_a2);
-        memcpy(buffer, &ct_fn_random_086_a2, sizeof ct_fn_random_086_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_086_a3);
-        memcpy(buffer, &ct_fn_random_086_a3, sizeof ct_fn_random_086_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_086_a4);
-        memcpy(buffer, &ct_fn_random_086_a4, sizeof ct_fn_random_086_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_086_a5);
-        memcpy(buffer, &ct_fn_random_086_a5, sizeof ct_fn_random_086_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_086_a6);
-        memcpy(buffer, &ct_fn_random_086_a6, sizeof ct_fn_random_086_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_086_a7);
-        memcpy(buffer, &ct_fn_random_086_a7, sizeof ct_fn_random_086_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_086_a8);
-        memcpy(buffer, &ct_fn_random_086_a8, sizeof ct_fn_random_086_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_086_a9);
-        memcpy(buffer, &ct_fn_random_086_a9, sizeof ct_fn_random_086_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_random_086_a10);
-        memcpy(buffer, &ct_fn_random_086_a10, sizeof ct_fn_random_086_a10);
-        break;
-    case 11:
-        memset(buffer, 0, sizeof ct_fn_random_086_a11);
-        memcpy(buffer, &ct_fn_random_086_a11, sizeof ct_fn_random_086_a11);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_086_values, ct_fn_random_086_sizes, 12, index, buffer);
 }
 
 static int ct_fn_random_086_check(const void *buffer)
@@ -11865,20 +8372,11 @@ void ct_fn_random_087(long double a0, struct R089 a1)
 
 static const size_t ct_fn_random_087_sizes[] = { sizeof ct_fn_random_087_a0, sizeof ct_fn_random_087_a1 };
 
+static const void *const ct_fn_random_087_values[] = { &ct_fn_random_087_a0, &ct_fn_random_087_a1 };
+
 static void ct_fn_random_087_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_087_a0);
-        memcpy(buffer, &ct_fn_random_087_a0, sizeof ct_fn_random_087_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_087_a1);
-        memcpy(buffer, &ct_fn_random_087_a1, sizeof ct_fn_random_087_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_087_values, ct_fn_random_087_sizes, 2, index, buffer);
 }
 
 static const enum E_unsigned_high ct_fn_random_088_a0 = E_unsigned_high_top;
@@ -11912,52 +8410,11 @@ short ct_fn_random_088(enum E_unsigned_high a0, unsigned long a1, unsigned __int
 
 static const size_t ct_fn_random_088_sizes[] = { sizeof ct_fn_random_088_a0, sizeof ct_fn_random_088_a1, sizeof ct_fn_random_088_a2, sizeof ct_fn_random_088_a3, sizeof ct_fn_random_088_a4, sizeof ct_fn_random_088_a5, sizeof ct_fn_random_088_a6, sizeof ct_fn_random_088_a7, sizeof ct_fn_random_088_a8, sizeof ct_fn_random_088_a9 };
 
+static const void *const ct_fn_random_088_values[] = { &ct_fn_random_088_a0, &ct_fn_random_088_a1, &ct_fn_random_088_a2, &ct_fn_random_088_a3, &ct_fn_random_088_a4, &ct_fn_random_088_a5, &ct_fn_random_088_a6, &ct_fn_random_088_a7, &ct_fn_random_088_a8, &ct_fn_random_088_a9 };
+
 static void ct_fn_random_088_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_088_a0);
-        memcpy(buffer, &ct_fn_random_088_a0, sizeof ct_fn_random_088_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_088_a1);
-        memcpy(buffer, &ct_fn_random_088_a1, sizeof ct_fn_random_088_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_088_a2);
-        memcpy(buffer, &ct_fn_random_088_a2, sizeof ct_fn_random_088_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_088_a3);
-        memcpy(buffer, &ct_fn_random_088_a3, sizeof ct_fn_random_088_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_088_a4);
-        memcpy(buffer, &ct_fn_random_088_a4, sizeof ct_fn_random_088_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_088_a5);
-        memcpy(buffer, &ct_fn_random_088_a5, sizeof ct_fn_random_088_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_088_a6);
-        memcpy(buffer, &ct_fn_random_088_a6, sizeof ct_fn_random_088_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_088_a7);
-        memcpy(buffer, &ct_fn_random_088_a7, sizeof ct_fn_random_088_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_088_a8);
-        memcpy(buffer, &ct_fn_random_088_a8, sizeof ct_fn_random_088_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_088_a9);
-        memcpy(buffer, &ct_fn_random_088_a9, sizeof ct_fn_random_088_a9);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_088_values, ct_fn_random_088_sizes, 10, index, buffer);
 }
 
 static int ct_fn_random_088_check(const void *buffer)
@@ -11992,40 +8449,11 @@ struct S_bool_d ct_fn_random_089(long a0, enum E_big a1, struct R040 a2, struct 
 
 static const size_t ct_fn_random_089_sizes[] = { sizeof ct_fn_random_089_a0, sizeof ct_fn_random_089_a1, sizeof ct_fn_random_089_a2, sizeof ct_fn_random_089_a3, sizeof ct_fn_random_089_a4, sizeof ct_fn_random_089_a5, sizeof ct_fn_random_089_a6 };
 
+static const void *const ct_fn_random_089_values[] = { &ct_fn_random_089_a0, &ct_fn_random_089_a1, &ct_fn_random_089_a2, &ct_fn_random_089_a3, &ct_fn_random_089_a4, &ct_fn_random_089_a5, &ct_fn_random_089_a6 };
+
 static void ct_fn_random_089_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_089_a0);
-        memcpy(buffer, &ct_fn_random_089_a0, sizeof ct_fn_random_089_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_089_a1);
-        memcpy(buffer, &ct_fn_random_089_a1, sizeof ct_fn_random_089_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_089_a2);
-        memcpy(buffer, &ct_fn_random_089_a2, sizeof ct_fn_random_089_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_089_a3);
-        memcpy(buffer, &ct_fn_random_089_a3, sizeof ct_fn_random_089_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_089_a4);
-        memcpy(buffer, &ct_fn_random_089_a4, sizeof ct_fn_random_089_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_089_a5);
-        memcpy(buffer, &ct_fn_random_089_a5, sizeof ct_fn_random_089_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_089_a6);
-        memcpy(buffer, &ct_fn_random_089_a6, sizeof ct_fn_random_089_a6);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_089_values, ct_fn_random_089_sizes, 7, index, buffer);
 }
 
 static int ct_fn_random_089_check(const void *buffer)
@@ -12052,24 +8480,11 @@ unsigned long ct_fn_random_090(struct R140 a0, __int128 a1, union R034 a2)
 
 static const size_t ct_fn_random_090_sizes[] = { sizeof ct_fn_random_090_a0, sizeof ct_fn_random_090_a1, sizeof ct_fn_random_090_a2 };
 
+static const void *const ct_fn_random_090_values[] = { &ct_fn_random_090_a0, &ct_fn_random_090_a1, &ct_fn_random_090_a2 };
+
 static void ct_fn_random_090_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_090_a0);
-        memcpy(buffer, &ct_fn_random_090_a0, sizeof ct_fn_random_090_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_090_a1);
-        memcpy(buffer, &ct_fn_random_090_a1, sizeof ct_fn_random_090_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_090_a2);
-        memcpy(buffer, &ct_fn_random_090_a2, sizeof ct_fn_random_090_a2);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_090_values, ct_fn_random_090_sizes, 3, index, buffer);
 }
 
 static int ct_fn_random_090_check(const void *buffer)
@@ -12096,24 +8511,11 @@ long double *ct_fn_random_091(double a0, struct R189 a1, double a2)
 
 static const size_t ct_fn_random_091_sizes[] = { sizeof ct_fn_random_091_a0, sizeof ct_fn_random_091_a1, sizeof ct_fn_random_091_a2 };
 
+static const void *const ct_fn_random_091_values[] = { &ct_fn_random_091_a0, &ct_fn_random_091_a1, &ct_fn_random_091_a2 };
+
 static void ct_fn_random_091_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_091_a0);
-        memcpy(buffer, &ct_fn_random_091_a0, sizeof ct_fn_random_091_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_091_a1);
-        memcpy(buffer, &ct_fn_random_091_a1, sizeof ct_fn_random_091_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_091_a2);
-        memcpy(buffer, &ct_fn_random_091_a2, sizeof ct_fn_random_091_a2);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_091_values, ct_fn_random_091_sizes, 3, index, buffer);
 }
 
 static int ct_fn_random_091_check(const void *buffer)
@@ -12150,44 +8552,11 @@ float ct_fn_random_092(union R044 a0, struct R101 a1, struct S_bf_long_long a2, 
 
 static const size_t ct_fn_random_092_sizes[] = { sizeof ct_fn_random_092_a0, sizeof ct_fn_random_092_a1, sizeof ct_fn_random_092_a2, sizeof ct_fn_random_092_a3, sizeof ct_fn_random_092_a4, sizeof ct_fn_random_092_a5, sizeof ct_fn_random_092_a6, sizeof ct_fn_random_092_a7 };
 
+static const void *const ct_fn_random_092_values[] = { &ct_fn_random_092_a0, &ct_fn_random_092_a1, &ct_fn_random_092_a2, &ct_fn_random_092_a3, &ct_fn_random_092_a4, &ct_fn_random_092_a5, &ct_fn_random_092_a6, &ct_fn_random_092_a7 };
+
 static void ct_fn_random_092_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_092_a0);
-        memcpy(buffer, &ct_fn_random_092_a0, sizeof ct_fn_random_092_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_092_a1);
-        memcpy(buffer, &ct_fn_random_092_a1, sizeof ct_fn_random_092_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_092_a2);
-        memcpy(buffer, &ct_fn_random_092_a2, sizeof ct_fn_random_092_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_092_a3);
-        memcpy(buffer, &ct_fn_random_092_a3, sizeof ct_fn_random_092_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_092_a4);
-        memcpy(buffer, &ct_fn_random_092_a4, sizeof ct_fn_random_092_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_092_a5);
-        memcpy(buffer, &ct_fn_random_092_a5, sizeof ct_fn_random_092_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_092_a6);
-        memcpy(buffer, &ct_fn_random_092_a6, sizeof ct_fn_random_092_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_092_a7);
-        memcpy(buffer, &ct_fn_random_092_a7, sizeof ct_fn_random_092_a7);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_092_values, ct_fn_random_092_sizes, 8, index, buffer);
 }
 
 static int ct_fn_random_092_check(const void *buffer)
@@ -12228,56 +8597,11 @@ void ct_fn_random_093(double a0, unsigned short a1, unsigned long a2, long long 
 
 static const size_t ct_fn_random_093_sizes[] = { sizeof ct_fn_random_093_a0, sizeof ct_fn_random_093_a1, sizeof ct_fn_random_093_a2, sizeof ct_fn_random_093_a3, sizeof ct_fn_random_093_a4, sizeof ct_fn_random_093_a5, sizeof ct_fn_random_093_a6, sizeof ct_fn_random_093_a7, sizeof ct_fn_random_093_a8, sizeof ct_fn_random_093_a9, sizeof ct_fn_random_093_a10 };
 
+static const void *const ct_fn_random_093_values[] = { &ct_fn_random_093_a0, &ct_fn_random_093_a1, &ct_fn_random_093_a2, &ct_fn_random_093_a3, &ct_fn_random_093_a4, &ct_fn_random_093_a5, &ct_fn_random_093_a6, &ct_fn_random_093_a7, &ct_fn_random_093_a8, &ct_fn_random_093_a9, &ct_fn_random_093_a10 };
+
 static void ct_fn_random_093_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_093_a0);
-        memcpy(buffer, &ct_fn_random_093_a0, sizeof ct_fn_random_093_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_093_a1);
-        memcpy(buffer, &ct_fn_random_093_a1, sizeof ct_fn_random_093_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_093_a2);
-        memcpy(buffer, &ct_fn_random_093_a2, sizeof ct_fn_random_093_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_093_a3);
-        memcpy(buffer, &ct_fn_random_093_a3, sizeof ct_fn_random_093_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_093_a4);
-        memcpy(buffer, &ct_fn_random_093_a4, sizeof ct_fn_random_093_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_093_a5);
-        memcpy(buffer, &ct_fn_random_093_a5, sizeof ct_fn_random_093_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_093_a6);
-        memcpy(buffer, &ct_fn_random_093_a6, sizeof ct_fn_random_093_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_093_a7);
-        memcpy(buffer, &ct_fn_random_093_a7, sizeof ct_fn_random_093_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_093_a8);
-        memcpy(buffer, &ct_fn_random_093_a8, sizeof ct_fn_random_093_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_093_a9);
-        memcpy(buffer, &ct_fn_random_093_a9, sizeof ct_fn_random_093_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_random_093_a10);
-        memcpy(buffer, &ct_fn_random_093_a10, sizeof ct_fn_random_093_a10);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_093_values, ct_fn_random_093_sizes, 11, index, buffer);
 }
 
 static const float ct_fn_random_094_a0 = 12392.9375f;
@@ -12315,60 +8639,11 @@ _Bool ct_fn_random_094(float a0, double a1, float a2, long double a3, long doubl
 
 static const size_t ct_fn_random_094_sizes[] = { sizeof ct_fn_random_094_a0, sizeof ct_fn_random_094_a1, sizeof ct_fn_random_094_a2, sizeof ct_fn_random_094_a3, sizeof ct_fn_random_094_a4, sizeof ct_fn_random_094_a5, sizeof ct_fn_random_094_a6, sizeof ct_fn_random_094_a7, sizeof ct_fn_random_094_a8, sizeof ct_fn_random_094_a9, sizeof ct_fn_random_094_a10, sizeof ct_fn_random_094_a11 };
 
+static const void *const ct_fn_random_094_values[] = { &ct_fn_random_094_a0, &ct_fn_random_094_a1, &ct_fn_random_094_a2, &ct_fn_random_094_a3, &ct_fn_random_094_a4, &ct_fn_random_094_a5, &ct_fn_random_094_a6, &ct_fn_random_094_a7, &ct_fn_random_094_a8, &ct_fn_random_094_a9, &ct_fn_random_094_a10, &ct_fn_random_094_a11 };
+
 static void ct_fn_random_094_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_094_a0);
-        memcpy(buffer, &ct_fn_random_094_a0, sizeof ct_fn_random_094_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_094_a1);
-        memcpy(buffer, &ct_fn_random_094_a1, sizeof ct_fn_random_094_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_094_a2);
-        memcpy(buffer, &ct_fn_random_094_a2, sizeof ct_fn_random_094_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_094_a3);
-        memcpy(buffer, &ct_fn_random_094_a3, sizeof ct_fn_random_094_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_094_a4);
-        memcpy(buffer, &ct_fn_random_094_a4, sizeof ct_fn_random_094_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_094_a5);
-        memcpy(buffer, &ct_fn_random_094_a5, sizeof ct_fn_random_094_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_094_a6);
-        memcpy(buffer, &ct_fn_random_094_a6, sizeof ct_fn_random_094_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_094_a7);
-        memcpy(buffer, &ct_fn_random_094_a7, sizeof ct_fn_random_094_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_094_a8);
-        memcpy(buffer, &ct_fn_random_094_a8, sizeof ct_fn_random_094_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_094_a9);
-        memcpy(buffer, &ct_fn_random_094_a9, sizeof ct_fn_random_094_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_random_094_a10);
-        memcpy(buffer, &ct_fn_random_094_a10, sizeof ct_fn_random_094_a10);
-        break;
-    case 11:
-        memset(buffer, 0, sizeof ct_fn_random_094_a11);
-        memcpy(buffer, &ct_fn_random_094_a11, sizeof ct_fn_random_094_a11);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_094_values, ct_fn_random_094_sizes, 12, index, buffer);
 }
 
 static int ct_fn_random_094_check(const void *buffer)
@@ -12411,56 +8686,11 @@ __int128 ct_fn_random_095(float a0, struct S_c7 a1, float a2, double a3, _Comple
 
 static const size_t ct_fn_random_095_sizes[] = { sizeof ct_fn_random_095_a0, sizeof ct_fn_random_095_a1, sizeof ct_fn_random_095_a2, sizeof ct_fn_random_095_a3, sizeof ct_fn_random_095_a4, sizeof ct_fn_random_095_a5, sizeof ct_fn_random_095_a6, sizeof ct_fn_random_095_a7, sizeof ct_fn_random_095_a8, sizeof ct_fn_random_095_a9, sizeof ct_fn_random_095_a10 };
 
+static const void *const ct_fn_random_095_values[] = { &ct_fn_random_095_a0, &ct_fn_random_095_a1, &ct_fn_random_095_a2, &ct_fn_random_095_a3, &ct_fn_random_095_a4, &ct_fn_random_095_a5, &ct_fn_random_095_a6, &ct_fn_random_095_a7, &ct_fn_random_095_a8, &ct_fn_random_095_a9, &ct_fn_random_095_a10 };
+
 static void ct_fn_random_095_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_095_a0);
-        memcpy(buffer, &ct_fn_random_095_a0, sizeof ct_fn_random_095_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_095_a1);
-        memcpy(buffer, &ct_fn_random_095_a1, sizeof ct_fn_random_095_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_095_a2);
-        memcpy(buffer, &ct_fn_random_095_a2, sizeof ct_fn_random_095_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_095_a3);
-        memcpy(buffer, &ct_fn_random_095_a3, sizeof ct_fn_random_095_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_095_a4);
-        memcpy(buffer, &ct_fn_random_095_a4, sizeof ct_fn_random_095_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_095_a5);
-        memcpy(buffer, &ct_fn_random_095_a5, sizeof ct_fn_random_095_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_095_a6);
-        memcpy(buffer, &ct_fn_random_095_a6, sizeof ct_fn_random_095_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_095_a7);
-        memcpy(buffer, &ct_fn_random_095_a7, sizeof ct_fn_random_095_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_095_a8);
-        memcpy(buffer, &ct_fn_random_095_a8, sizeof ct_fn_random_095_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_095_a9);
-        memcpy(buffer, &ct_fn_random_095_a9, sizeof ct_fn_random_095_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_random_095_a10);
-        memcpy(buffer, &ct_fn_random_095_a10, sizeof ct_fn_random_095_a10);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_095_values, ct_fn_random_095_sizes, 11, index, buffer);
 }
 
 static int ct_fn_random_095_check(const void *buffer)
@@ -12495,40 +8725,11 @@ void (*ct_fn_random_096(unsigned short a0, void (*a1)(void *), int *a2, struct S
 
 static const size_t ct_fn_random_096_sizes[] = { sizeof ct_fn_random_096_a0, sizeof ct_fn_random_096_a1, sizeof ct_fn_random_096_a2, sizeof ct_fn_random_096_a3, sizeof ct_fn_random_096_a4, sizeof ct_fn_random_096_a5, sizeof ct_fn_random_096_a6 };
 
+static const void *const ct_fn_random_096_values[] = { &ct_fn_random_096_a0, &ct_fn_random_096_a1, &ct_fn_random_096_a2, &ct_fn_random_096_a3, &ct_fn_random_096_a4, &ct_fn_random_096_a5, &ct_fn_random_096_a6 };
+
 static void ct_fn_random_096_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_096_a0);
-        memcpy(buffer, &ct_fn_random_096_a0, sizeof ct_fn_random_096_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_096_a1);
-        memcpy(buffer, &ct_fn_random_096_a1, sizeof ct_fn_random_096_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_096_a2);
-        memcpy(buffer, &ct_fn_random_096_a2, sizeof ct_fn_random_096_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_096_a3);
-        memcpy(buffer, &ct_fn_random_096_a3, sizeof ct_fn_random_096_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_096_a4);
-        memcpy(buffer, &ct_fn_random_096_a4, sizeof ct_fn_random_096_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_096_a5);
-        memcpy(buffer, &ct_fn_random_096_a5, sizeof ct_fn_random_096_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_096_a6);
-        memcpy(buffer, &ct_fn_random_096_a6, sizeof ct_fn_random_096_a6);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_096_values, ct_fn_random_096_sizes, 7, index, buffer);
 }
 
 static int ct_fn_random_096_check(const void *buffer)
@@ -12573,60 +8774,11 @@ long long ct_fn_random_097(double a0, float a1, long double a2, float a3, float 
 
 static const size_t ct_fn_random_097_sizes[] = { sizeof ct_fn_random_097_a0, sizeof ct_fn_random_097_a1, sizeof ct_fn_random_097_a2, sizeof ct_fn_random_097_a3, sizeof ct_fn_random_097_a4, sizeof ct_fn_random_097_a5, sizeof ct_fn_random_097_a6, sizeof ct_fn_random_097_a7, sizeof ct_fn_random_097_a8, sizeof ct_fn_random_097_a9, sizeof ct_fn_random_097_a10, sizeof ct_fn_random_097_a11 };
 
+static const void *const ct_fn_random_097_values[] = { &ct_fn_random_097_a0, &ct_fn_random_097_a1, &ct_fn_random_097_a2, &ct_fn_random_097_a3, &ct_fn_random_097_a4, &ct_fn_random_097_a5, &ct_fn_random_097_a6, &ct_fn_random_097_a7, &ct_fn_random_097_a8, &ct_fn_random_097_a9, &ct_fn_random_097_a10, &ct_fn_random_097_a11 };
+
 static void ct_fn_random_097_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_097_a0);
-        memcpy(buffer, &ct_fn_random_097_a0, sizeof ct_fn_random_097_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_097_a1);
-        memcpy(buffer, &ct_fn_random_097_a1, sizeof ct_fn_random_097_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_097_a2);
-        memcpy(buffer, &ct_fn_random_097_a2, sizeof ct_fn_random_097_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_097_a3);
-        memcpy(buffer, &ct_fn_random_097_a3, sizeof ct_fn_random_097_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_097_a4);
-        memcpy(buffer, &ct_fn_random_097_a4, sizeof ct_fn_random_097_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_097_a5);
-        memcpy(buffer, &ct_fn_random_097_a5, sizeof ct_fn_random_097_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_097_a6);
-        memcpy(buffer, &ct_fn_random_097_a6, sizeof ct_fn_random_097_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_097_a7);
-        memcpy(buffer, &ct_fn_random_097_a7, sizeof ct_fn_random_097_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_097_a8);
-        memcpy(buffer, &ct_fn_random_097_a8, sizeof ct_fn_random_097_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_097_a9);
-        memcpy(buffer, &ct_fn_random_097_a9, sizeof ct_fn_random_097_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_random_097_a10);
-        memcpy(buffer, &ct_fn_random_097_a10, sizeof ct_fn_random_097_a10);
-        break;
-    case 11:
-        memset(buffer, 0, sizeof ct_fn_random_097_a11);
-        memcpy(buffer, &ct_fn_random_097_a11, sizeof ct_fn_random_097_a11);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_097_values, ct_fn_random_097_sizes, 12, index, buffer);
 }
 
 static int ct_fn_random_097_check(const void *buffer)
@@ -12651,20 +8803,11 @@ struct R175 ct_fn_random_098(double a0, _Complex long double a1)
 
 static const size_t ct_fn_random_098_sizes[] = { sizeof ct_fn_random_098_a0, sizeof ct_fn_random_098_a1 };
 
+static const void *const ct_fn_random_098_values[] = { &ct_fn_random_098_a0, &ct_fn_random_098_a1 };
+
 static void ct_fn_random_098_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_098_a0);
-        memcpy(buffer, &ct_fn_random_098_a0, sizeof ct_fn_random_098_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_098_a1);
-        memcpy(buffer, &ct_fn_random_098_a1, sizeof ct_fn_random_098_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_098_values, ct_fn_random_098_sizes, 2, index, buffer);
 }
 
 static int ct_fn_random_098_check(const void *buffer)
@@ -12695,32 +8838,11 @@ struct S_bf_unsigned_long_long ct_fn_random_099(float a0, struct R094 a1, union 
 
 static const size_t ct_fn_random_099_sizes[] = { sizeof ct_fn_random_099_a0, sizeof ct_fn_random_099_a1, sizeof ct_fn_random_099_a2, sizeof ct_fn_random_099_a3, sizeof ct_fn_random_099_a4 };
 
+static const void *const ct_fn_random_099_values[] = { &ct_fn_random_099_a0, &ct_fn_random_099_a1, &ct_fn_random_099_a2, &ct_fn_random_099_a3, &ct_fn_random_099_a4 };
+
 static void ct_fn_random_099_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_099_a0);
-        memcpy(buffer, &ct_fn_random_099_a0, sizeof ct_fn_random_099_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_099_a1);
-        memcpy(buffer, &ct_fn_random_099_a1, sizeof ct_fn_random_099_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_099_a2);
-        memcpy(buffer, &ct_fn_random_099_a2, sizeof ct_fn_random_099_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_099_a3);
-        memcpy(buffer, &ct_fn_random_099_a3, sizeof ct_fn_random_099_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_099_a4);
-        memcpy(buffer, &ct_fn_random_099_a4, sizeof ct_fn_random_099_a4);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_099_values, ct_fn_random_099_sizes, 5, index, buffer);
 }
 
 static int ct_fn_random_099_check(const void *buffer)
@@ -12755,40 +8877,11 @@ long double (*ct_fn_random_100(int a0, float a1, long double a2, double a3, stru
 
 static const size_t ct_fn_random_100_sizes[] = { sizeof ct_fn_random_100_a0, sizeof ct_fn_random_100_a1, sizeof ct_fn_random_100_a2, sizeof ct_fn_random_100_a3, sizeof ct_fn_random_100_a4, sizeof ct_fn_random_100_a5, sizeof ct_fn_random_100_a6 };
 
+static const void *const ct_fn_random_100_values[] = { &ct_fn_random_100_a0, &ct_fn_random_100_a1, &ct_fn_random_100_a2, &ct_fn_random_100_a3, &ct_fn_random_100_a4, &ct_fn_random_100_a5, &ct_fn_random_100_a6 };
+
 static void ct_fn_random_100_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_100_a0);
-        memcpy(buffer, &ct_fn_random_100_a0, sizeof ct_fn_random_100_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_100_a1);
-        memcpy(buffer, &ct_fn_random_100_a1, sizeof ct_fn_random_100_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_100_a2);
-        memcpy(buffer, &ct_fn_random_100_a2, sizeof ct_fn_random_100_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_100_a3);
-        memcpy(buffer, &ct_fn_random_100_a3, sizeof ct_fn_random_100_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_100_a4);
-        memcpy(buffer, &ct_fn_random_100_a4, sizeof ct_fn_random_100_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_100_a5);
-        memcpy(buffer, &ct_fn_random_100_a5, sizeof ct_fn_random_100_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_100_a6);
-        memcpy(buffer, &ct_fn_random_100_a6, sizeof ct_fn_random_100_a6);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_100_values, ct_fn_random_100_sizes, 7, index, buffer);
 }
 
 static int ct_fn_random_100_check(const void *buffer)
@@ -12847,56 +8940,11 @@ unsigned int ct_fn_random_102(_Complex unsigned char a0, float a1, double a2, fl
 
 static const size_t ct_fn_random_102_sizes[] = { sizeof ct_fn_random_102_a0, sizeof ct_fn_random_102_a1, sizeof ct_fn_random_102_a2, sizeof ct_fn_random_102_a3, sizeof ct_fn_random_102_a4, sizeof ct_fn_random_102_a5, sizeof ct_fn_random_102_a6, sizeof ct_fn_random_102_a7, sizeof ct_fn_random_102_a8, sizeof ct_fn_random_102_a9, sizeof ct_fn_random_102_a10 };
 
+static const void *const ct_fn_random_102_values[] = { &ct_fn_random_102_a0, &ct_fn_random_102_a1, &ct_fn_random_102_a2, &ct_fn_random_102_a3, &ct_fn_random_102_a4, &ct_fn_random_102_a5, &ct_fn_random_102_a6, &ct_fn_random_102_a7, &ct_fn_random_102_a8, &ct_fn_random_102_a9, &ct_fn_random_102_a10 };
+
 static void ct_fn_random_102_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_102_a0);
-        memcpy(buffer, &ct_fn_random_102_a0, sizeof ct_fn_random_102_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_102_a1);
-        memcpy(buffer, &ct_fn_random_102_a1, sizeof ct_fn_random_102_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_102_a2);
-        memcpy(buffer, &ct_fn_random_102_a2, sizeof ct_fn_random_102_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_102_a3);
-        memcpy(buffer, &ct_fn_random_102_a3, sizeof ct_fn_random_102_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_102_a4);
-        memcpy(buffer, &ct_fn_random_102_a4, sizeof ct_fn_random_102_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_102_a5);
-        memcpy(buffer, &ct_fn_random_102_a5, sizeof ct_fn_random_102_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_102_a6);
-        memcpy(buffer, &ct_fn_random_102_a6, sizeof ct_fn_random_102_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_102_a7);
-        memcpy(buffer, &ct_fn_random_102_a7, sizeof ct_fn_random_102_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_102_a8);
-        memcpy(buffer, &ct_fn_random_102_a8, sizeof ct_fn_random_102_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_102_a9);
-        memcpy(buffer, &ct_fn_random_102_a9, sizeof ct_fn_random_102_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_random_102_a10);
-        memcpy(buffer, &ct_fn_random_102_a10, sizeof ct_fn_random_102_a10);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_102_values, ct_fn_random_102_sizes, 11, index, buffer);
 }
 
 static int ct_fn_random_102_check(const void *buffer)
@@ -12939,60 +8987,11 @@ void ct_fn_random_103(double a0, long double a1, float a2, double a3, double a4,
 
 static const size_t ct_fn_random_103_sizes[] = { sizeof ct_fn_random_103_a0, sizeof ct_fn_random_103_a1, sizeof ct_fn_random_103_a2, sizeof ct_fn_random_103_a3, sizeof ct_fn_random_103_a4, sizeof ct_fn_random_103_a5, sizeof ct_fn_random_103_a6, sizeof ct_fn_random_103_a7, sizeof ct_fn_random_103_a8, sizeof ct_fn_random_103_a9, sizeof ct_fn_random_103_a10, sizeof ct_fn_random_103_a11 };
 
+static const void *const ct_fn_random_103_values[] = { &ct_fn_random_103_a0, &ct_fn_random_103_a1, &ct_fn_random_103_a2, &ct_fn_random_103_a3, &ct_fn_random_103_a4, &ct_fn_random_103_a5, &ct_fn_random_103_a6, &ct_fn_random_103_a7, &ct_fn_random_103_a8, &ct_fn_random_103_a9, &ct_fn_random_103_a10, &ct_fn_random_103_a11 };
+
 static void ct_fn_random_103_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_103_a0);
-        memcpy(buffer, &ct_fn_random_103_a0, sizeof ct_fn_random_103_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_103_a1);
-        memcpy(buffer, &ct_fn_random_103_a1, sizeof ct_fn_random_103_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_103_a2);
-        memcpy(buffer, &ct_fn_random_103_a2, sizeof ct_fn_random_103_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_103_a3);
-        memcpy(buffer, &ct_fn_random_103_a3, sizeof ct_fn_random_103_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_103_a4);
-        memcpy(buffer, &ct_fn_random_103_a4, sizeof ct_fn_random_103_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_103_a5);
-        memcpy(buffer, &ct_fn_random_103_a5, sizeof ct_fn_random_103_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_103_a6);
-        memcpy(buffer, &ct_fn_random_103_a6, sizeof ct_fn_random_103_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_103_a7);
-        memcpy(buffer, &ct_fn_random_103_a7, sizeof ct_fn_random_103_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_103_a8);
-        memcpy(buffer, &ct_fn_random_103_a8, sizeof ct_fn_random_103_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_103_a9);
-        memcpy(buffer, &ct_fn_random_103_a9, sizeof ct_fn_random_103_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_random_103_a10);
-        memcpy(buffer, &ct_fn_random_103_a10, sizeof ct_fn_random_103_a10);
-        break;
-    case 11:
-        memset(buffer, 0, sizeof ct_fn_random_103_a11);
-        memcpy(buffer, &ct_fn_random_103_a11, sizeof ct_fn_random_103_a11);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_103_values, ct_fn_random_103_sizes, 12, index, buffer);
 }
 
 static const struct R004 ct_fn_random_104_a0 = { .f0 = 1 };
@@ -13020,40 +9019,11 @@ enum E_signed ct_fn_random_104(struct R004 a0, struct R082 a1, struct R180 a2, l
 
 static const size_t ct_fn_random_104_sizes[] = { sizeof ct_fn_random_104_a0, sizeof ct_fn_random_104_a1, sizeof ct_fn_random_104_a2, sizeof ct_fn_random_104_a3, sizeof ct_fn_random_104_a4, sizeof ct_fn_random_104_a5, sizeof ct_fn_random_104_a6 };
 
+static const void *const ct_fn_random_104_values[] = { &ct_fn_random_104_a0, &ct_fn_random_104_a1, &ct_fn_random_104_a2, &ct_fn_random_104_a3, &ct_fn_random_104_a4, &ct_fn_random_104_a5, &ct_fn_random_104_a6 };
+
 static void ct_fn_random_104_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_104_a0);
-        memcpy(buffer, &ct_fn_random_104_a0, sizeof ct_fn_random_104_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_104_a1);
-        memcpy(buffer, &ct_fn_random_104_a1, sizeof ct_fn_random_104_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_104_a2);
-        memcpy(buffer, &ct_fn_random_104_a2, sizeof ct_fn_random_104_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_104_a3);
-        memcpy(buffer, &ct_fn_random_104_a3, sizeof ct_fn_random_104_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_104_a4);
-        memcpy(buffer, &ct_fn_random_104_a4, sizeof ct_fn_random_104_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_104_a5);
-        memcpy(buffer, &ct_fn_random_104_a5, sizeof ct_fn_random_104_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_104_a6);
-        memcpy(buffer, &ct_fn_random_104_a6, sizeof ct_fn_random_104_a6);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_104_values, ct_fn_random_104_sizes, 7, index, buffer);
 }
 
 static int ct_fn_random_104_check(const void *buffer)
@@ -13084,36 +9054,11 @@ void ct_fn_random_105(enum E_big a0, enum E_small a1, void (*a2)(void), short a3
 
 static const size_t ct_fn_random_105_sizes[] = { sizeof ct_fn_random_105_a0, sizeof ct_fn_random_105_a1, sizeof ct_fn_random_105_a2, sizeof ct_fn_random_105_a3, sizeof ct_fn_random_105_a4, sizeof ct_fn_random_105_a5 };
 
+static const void *const ct_fn_random_105_values[] = { &ct_fn_random_105_a0, &ct_fn_random_105_a1, &ct_fn_random_105_a2, &ct_fn_random_105_a3, &ct_fn_random_105_a4, &ct_fn_random_105_a5 };
+
 static void ct_fn_random_105_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_105_a0);
-        memcpy(buffer, &ct_fn_random_105_a0, sizeof ct_fn_random_105_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_105_a1);
-        memcpy(buffer, &ct_fn_random_105_a1, sizeof ct_fn_random_105_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_105_a2);
-        memcpy(buffer, &ct_fn_random_105_a2, sizeof ct_fn_random_105_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_105_a3);
-        memcpy(buffer, &ct_fn_random_105_a3, sizeof ct_fn_random_105_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_105_a4);
-        memcpy(buffer, &ct_fn_random_105_a4, sizeof ct_fn_random_105_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_105_a5);
-        memcpy(buffer, &ct_fn_random_105_a5, sizeof ct_fn_random_105_a5);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_105_values, ct_fn_random_105_sizes, 6, index, buffer);
 }
 
 static const float ct_fn_random_106_a0 = -71302.0f;
@@ -13141,40 +9086,11 @@ struct R207 ct_fn_random_106(float a0, double a1, struct R017 a2, double a3, flo
 
 static const size_t ct_fn_random_106_sizes[] = { sizeof ct_fn_random_106_a0, sizeof ct_fn_random_106_a1, sizeof ct_fn_random_106_a2, sizeof ct_fn_random_106_a3, sizeof ct_fn_random_106_a4, sizeof ct_fn_random_106_a5, sizeof ct_fn_random_106_a6 };
 
+static const void *const ct_fn_random_106_values[] = { &ct_fn_random_106_a0, &ct_fn_random_106_a1, &ct_fn_random_106_a2, &ct_fn_random_106_a3, &ct_fn_random_106_a4, &ct_fn_random_106_a5, &ct_fn_random_106_a6 };
+
 static void ct_fn_random_106_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_106_a0);
-        memcpy(buffer, &ct_fn_random_106_a0, sizeof ct_fn_random_106_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_106_a1);
-        memcpy(buffer, &ct_fn_random_106_a1, sizeof ct_fn_random_106_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_106_a2);
-        memcpy(buffer, &ct_fn_random_106_a2, sizeof ct_fn_random_106_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_106_a3);
-        memcpy(buffer, &ct_fn_random_106_a3, sizeof ct_fn_random_106_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_106_a4);
-        memcpy(buffer, &ct_fn_random_106_a4, sizeof ct_fn_random_106_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_106_a5);
-        memcpy(buffer, &ct_fn_random_106_a5, sizeof ct_fn_random_106_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_106_a6);
-        memcpy(buffer, &ct_fn_random_106_a6, sizeof ct_fn_random_106_a6);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_106_values, ct_fn_random_106_sizes, 7, index, buffer);
 }
 
 static int ct_fn_random_106_check(const void *buffer)
@@ -13203,32 +9119,11 @@ void ct_fn_random_107(float a0, long double a1, double a2, double a3, double a4)
 
 static const size_t ct_fn_random_107_sizes[] = { sizeof ct_fn_random_107_a0, sizeof ct_fn_random_107_a1, sizeof ct_fn_random_107_a2, sizeof ct_fn_random_107_a3, sizeof ct_fn_random_107_a4 };
 
+static const void *const ct_fn_random_107_values[] = { &ct_fn_random_107_a0, &ct_fn_random_107_a1, &ct_fn_random_107_a2, &ct_fn_random_107_a3, &ct_fn_random_107_a4 };
+
 static void ct_fn_random_107_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_107_a0);
-        memcpy(buffer, &ct_fn_random_107_a0, sizeof ct_fn_random_107_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_107_a1);
-        memcpy(buffer, &ct_fn_random_107_a1, sizeof ct_fn_random_107_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_107_a2);
-        memcpy(buffer, &ct_fn_random_107_a2, sizeof ct_fn_random_107_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_107_a3);
-        memcpy(buffer, &ct_fn_random_107_a3, sizeof ct_fn_random_107_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_107_a4);
-        memcpy(buffer, &ct_fn_random_107_a4, sizeof ct_fn_random_107_a4);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_107_values, ct_fn_random_107_sizes, 5, index, buffer);
 }
 
 static const struct R137 ct_fn_random_108_a0 = { .f0 = (unsigned int)0x1864U };
@@ -13264,56 +9159,11 @@ union R055 ct_fn_random_108(struct R137 a0, float a1, long double a2, struct R07
 
 static const size_t ct_fn_random_108_sizes[] = { sizeof ct_fn_random_108_a0, sizeof ct_fn_random_108_a1, sizeof ct_fn_random_108_a2, sizeof ct_fn_random_108_a3, sizeof ct_fn_random_108_a4, sizeof ct_fn_random_108_a5, sizeof ct_fn_random_108_a6, sizeof ct_fn_random_108_a7, sizeof ct_fn_random_108_a8, sizeof ct_fn_random_108_a9, sizeof ct_fn_random_108_a10 };
 
+static const void *const ct_fn_random_108_values[] = { &ct_fn_random_108_a0, &ct_fn_random_108_a1, &ct_fn_random_108_a2, &ct_fn_random_108_a3, &ct_fn_random_108_a4, &ct_fn_random_108_a5, &ct_fn_random_108_a6, &ct_fn_random_108_a7, &ct_fn_random_108_a8, &ct_fn_random_108_a9, &ct_fn_random_108_a10 };
+
 static void ct_fn_random_108_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_108_a0);
-        memcpy(buffer, &ct_fn_random_108_a0, sizeof ct_fn_random_108_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_108_a1);
-        memcpy(buffer, &ct_fn_random_108_a1, sizeof ct_fn_random_108_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_108_a2);
-        memcpy(buffer, &ct_fn_random_108_a2, sizeof ct_fn_random_108_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_108_a3);
-        memcpy(buffer, &ct_fn_random_108_a3, sizeof ct_fn_random_108_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_108_a4);
-        memcpy(buffer, &ct_fn_random_108_a4, sizeof ct_fn_random_108_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_108_a5);
-        memcpy(buffer, &ct_fn_random_108_a5, sizeof ct_fn_random_108_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_108_a6);
-        memcpy(buffer, &ct_fn_random_108_a6, sizeof ct_fn_random_108_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_108_a7);
-        memcpy(buffer, &ct_fn_random_108_a7, sizeof ct_fn_random_108_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_108_a8);
-        memcpy(buffer, &ct_fn_random_108_a8, sizeof ct_fn_random_108_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_108_a9);
-        memcpy(buffer, &ct_fn_random_108_a9, sizeof ct_fn_random_108_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_random_108_a10);
-        memcpy(buffer, &ct_fn_random_108_a10, sizeof ct_fn_random_108_a10);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_108_values, ct_fn_random_108_sizes, 11, index, buffer);
 }
 
 static int ct_fn_random_108_check(const void *buffer)
@@ -13348,40 +9198,11 @@ struct R001 ct_fn_random_109(float a0, float a1, struct R218 a2, float a3, float
 
 static const size_t ct_fn_random_109_sizes[] = { sizeof ct_fn_random_109_a0, sizeof ct_fn_random_109_a1, sizeof ct_fn_random_109_a2, sizeof ct_fn_random_109_a3, sizeof ct_fn_random_109_a4, sizeof ct_fn_random_109_a5, sizeof ct_fn_random_109_a6 };
 
+static const void *const ct_fn_random_109_values[] = { &ct_fn_random_109_a0, &ct_fn_random_109_a1, &ct_fn_random_109_a2, &ct_fn_random_109_a3, &ct_fn_random_109_a4, &ct_fn_random_109_a5, &ct_fn_random_109_a6 };
+
 static void ct_fn_random_109_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_109_a0);
-        memcpy(buffer, &ct_fn_random_109_a0, sizeof ct_fn_random_109_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_109_a1);
-        memcpy(buffer, &ct_fn_random_109_a1, sizeof ct_fn_random_109_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_109_a2);
-        memcpy(buffer, &ct_fn_random_109_a2, sizeof ct_fn_random_109_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_109_a3);
-        memcpy(buffer, &ct_fn_random_109_a3, sizeof ct_fn_random_109_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_109_a4);
-        memcpy(buffer, &ct_fn_random_109_a4, sizeof ct_fn_random_109_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_109_a5);
-        memcpy(buffer, &ct_fn_random_109_a5, sizeof ct_fn_random_109_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_109_a6);
-        memcpy(buffer, &ct_fn_random_109_a6, sizeof ct_fn_random_109_a6);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_109_values, ct_fn_random_109_sizes, 7, index, buffer);
 }
 
 static int ct_fn_random_109_check(const void *buffer)
@@ -13410,32 +9231,11 @@ void ct_fn_random_110(double a0, float a1, struct S_zw_bits a2, double a3, float
 
 static const size_t ct_fn_random_110_sizes[] = { sizeof ct_fn_random_110_a0, sizeof ct_fn_random_110_a1, sizeof ct_fn_random_110_a2, sizeof ct_fn_random_110_a3, sizeof ct_fn_random_110_a4 };
 
+static const void *const ct_fn_random_110_values[] = { &ct_fn_random_110_a0, &ct_fn_random_110_a1, &ct_fn_random_110_a2, &ct_fn_random_110_a3, &ct_fn_random_110_a4 };
+
 static void ct_fn_random_110_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_110_a0);
-        memcpy(buffer, &ct_fn_random_110_a0, sizeof ct_fn_random_110_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_110_a1);
-        memcpy(buffer, &ct_fn_random_110_a1, sizeof ct_fn_random_110_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_110_a2);
-        memcpy(buffer, &ct_fn_random_110_a2, sizeof ct_fn_random_110_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_110_a3);
-        memcpy(buffer, &ct_fn_random_110_a3, sizeof ct_fn_random_110_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_110_a4);
-        memcpy(buffer, &ct_fn_random_110_a4, sizeof ct_fn_random_110_a4);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_110_values, ct_fn_random_110_sizes, 5, index, buffer);
 }
 
 static const long double ct_fn_random_111_a0 = 2.12641237887943002210e-2L;
@@ -13457,28 +9257,11 @@ short ct_fn_random_111(long double a0, double a1, struct R130 a2, double a3)
 
 static const size_t ct_fn_random_111_sizes[] = { sizeof ct_fn_random_111_a0, sizeof ct_fn_random_111_a1, sizeof ct_fn_random_111_a2, sizeof ct_fn_random_111_a3 };
 
+static const void *const ct_fn_random_111_values[] = { &ct_fn_random_111_a0, &ct_fn_random_111_a1, &ct_fn_random_111_a2, &ct_fn_random_111_a3 };
+
 static void ct_fn_random_111_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_111_a0);
-        memcpy(buffer, &ct_fn_random_111_a0, sizeof ct_fn_random_111_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_111_a1);
-        memcpy(buffer, &ct_fn_random_111_a1, sizeof ct_fn_random_111_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_111_a2);
-        memcpy(buffer, &ct_fn_random_111_a2, sizeof ct_fn_random_111_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_111_a3);
-        memcpy(buffer, &ct_fn_random_111_a3, sizeof ct_fn_random_111_a3);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_111_values, ct_fn_random_111_sizes, 4, index, buffer);
 }
 
 static int ct_fn_random_111_check(const void *buffer)
@@ -13511,36 +9294,11 @@ _Complex int ct_fn_random_112(void *a0, struct R142 a1, double a2, double a3, co
 
 static const size_t ct_fn_random_112_sizes[] = { sizeof ct_fn_random_112_a0, sizeof ct_fn_random_112_a1, sizeof ct_fn_random_112_a2, sizeof ct_fn_random_112_a3, sizeof ct_fn_random_112_a4, sizeof ct_fn_random_112_a5 };
 
+static const void *const ct_fn_random_112_values[] = { &ct_fn_random_112_a0, &ct_fn_random_112_a1, &ct_fn_random_112_a2, &ct_fn_random_112_a3, &ct_fn_random_112_a4, &ct_fn_random_112_a5 };
+
 static void ct_fn_random_112_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_112_a0);
-        memcpy(buffer, &ct_fn_random_112_a0, sizeof ct_fn_random_112_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_112_a1);
-        memcpy(buffer, &ct_fn_random_112_a1, sizeof ct_fn_random_112_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_112_a2);
-        memcpy(buffer, &ct_fn_random_112_a2, sizeof ct_fn_random_112_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_112_a3);
-        memcpy(buffer, &ct_fn_random_112_a3, sizeof ct_fn_random_112_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_112_a4);
-        memcpy(buffer, &ct_fn_random_112_a4, sizeof ct_fn_random_112_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_112_a5);
-        memcpy(buffer, &ct_fn_random_112_a5, sizeof ct_fn_random_112_a5);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_112_values, ct_fn_random_112_sizes, 6, index, buffer);
 }
 
 static int ct_fn_random_112_check(const void *buffer)
@@ -13569,28 +9327,11 @@ double ct_fn_random_113(union R007 a0, union R124 a1, int a2, struct R197 a3)
 
 static const size_t ct_fn_random_113_sizes[] = { sizeof ct_fn_random_113_a0, sizeof ct_fn_random_113_a1, sizeof ct_fn_random_113_a2, sizeof ct_fn_random_113_a3 };
 
+static const void *const ct_fn_random_113_values[] = { &ct_fn_random_113_a0, &ct_fn_random_113_a1, &ct_fn_random_113_a2, &ct_fn_random_113_a3 };
+
 static void ct_fn_random_113_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_113_a0);
-        memcpy(buffer, &ct_fn_random_113_a0, sizeof ct_fn_random_113_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_113_a1);
-        memcpy(buffer, &ct_fn_random_113_a1, sizeof ct_fn_random_113_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_113_a2);
-        memcpy(buffer, &ct_fn_random_113_a2, sizeof ct_fn_random_113_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_113_a3);
-        memcpy(buffer, &ct_fn_random_113_a3, sizeof ct_fn_random_113_a3);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_113_values, ct_fn_random_113_sizes, 4, index, buffer);
 }
 
 static int ct_fn_random_113_check(const void *buffer)
@@ -13621,32 +9362,11 @@ union R152 ct_fn_random_114(union R095 a0, long a1, long double a2, short a3, st
 
 static const size_t ct_fn_random_114_sizes[] = { sizeof ct_fn_random_114_a0, sizeof ct_fn_random_114_a1, sizeof ct_fn_random_114_a2, sizeof ct_fn_random_114_a3, sizeof ct_fn_random_114_a4 };
 
+static const void *const ct_fn_random_114_values[] = { &ct_fn_random_114_a0, &ct_fn_random_114_a1, &ct_fn_random_114_a2, &ct_fn_random_114_a3, &ct_fn_random_114_a4 };
+
 static void ct_fn_random_114_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_114_a0);
-        memcpy(buffer, &ct_fn_random_114_a0, sizeof ct_fn_random_114_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_114_a1);
-        memcpy(buffer, &ct_fn_random_114_a1, sizeof ct_fn_random_114_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_114_a2);
-        memcpy(buffer, &ct_fn_random_114_a2, sizeof ct_fn_random_114_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_114_a3);
-        memcpy(buffer, &ct_fn_random_114_a3, sizeof ct_fn_random_114_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_114_a4);
-        memcpy(buffer, &ct_fn_random_114_a4, sizeof ct_fn_random_114_a4);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_114_values, ct_fn_random_114_sizes, 5, index, buffer);
 }
 
 static int ct_fn_random_114_check(const void *buffer)
@@ -13669,16 +9389,11 @@ int (*ct_fn_random_115(unsigned int a0))(const char *, ...)
 
 static const size_t ct_fn_random_115_sizes[] = { sizeof ct_fn_random_115_a0 };
 
+static const void *const ct_fn_random_115_values[] = { &ct_fn_random_115_a0 };
+
 static void ct_fn_random_115_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_115_a0);
-        memcpy(buffer, &ct_fn_random_115_a0, sizeof ct_fn_random_115_a0);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_115_values, ct_fn_random_115_sizes, 1, index, buffer);
 }
 
 static int ct_fn_random_115_check(const void *buffer)
@@ -13709,32 +9424,11 @@ double ct_fn_random_116(struct R038 a0, struct S_bf_straddle a1, struct S_d_f a2
 
 static const size_t ct_fn_random_116_sizes[] = { sizeof ct_fn_random_116_a0, sizeof ct_fn_random_116_a1, sizeof ct_fn_random_116_a2, sizeof ct_fn_random_116_a3, sizeof ct_fn_random_116_a4 };
 
+static const void *const ct_fn_random_116_values[] = { &ct_fn_random_116_a0, &ct_fn_random_116_a1, &ct_fn_random_116_a2, &ct_fn_random_116_a3, &ct_fn_random_116_a4 };
+
 static void ct_fn_random_116_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_116_a0);
-        memcpy(buffer, &ct_fn_random_116_a0, sizeof ct_fn_random_116_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_116_a1);
-        memcpy(buffer, &ct_fn_random_116_a1, sizeof ct_fn_random_116_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_116_a2);
-        memcpy(buffer, &ct_fn_random_116_a2, sizeof ct_fn_random_116_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_116_a3);
-        memcpy(buffer, &ct_fn_random_116_a3, sizeof ct_fn_random_116_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_116_a4);
-        memcpy(buffer, &ct_fn_random_116_a4, sizeof ct_fn_random_116_a4);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_116_values, ct_fn_random_116_sizes, 5, index, buffer);
 }
 
 static int ct_fn_random_116_check(const void *buffer)
@@ -13763,28 +9457,11 @@ union U_ld_l2 ct_fn_random_117(struct R006 a0, struct R097 a1, struct R047 a2, _
 
 static const size_t ct_fn_random_117_sizes[] = { sizeof ct_fn_random_117_a0, sizeof ct_fn_random_117_a1, sizeof ct_fn_random_117_a2, sizeof ct_fn_random_117_a3 };
 
+static const void *const ct_fn_random_117_values[] = { &ct_fn_random_117_a0, &ct_fn_random_117_a1, &ct_fn_random_117_a2, &ct_fn_random_117_a3 };
+
 static void ct_fn_random_117_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_117_a0);
-        memcpy(buffer, &ct_fn_random_117_a0, sizeof ct_fn_random_117_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_117_a1);
-        memcpy(buffer, &ct_fn_random_117_a1, sizeof ct_fn_random_117_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_117_a2);
-        memcpy(buffer, &ct_fn_random_117_a2, sizeof ct_fn_random_117_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_117_a3);
-        memcpy(buffer, &ct_fn_random_117_a3, sizeof ct_fn_random_117_a3);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_117_values, ct_fn_random_117_sizes, 4, index, buffer);
 }
 
 static int ct_fn_random_117_check(const void *buffer)
@@ -13825,52 +9502,11 @@ _Bool ct_fn_random_118(struct S_bf_unsigned_char a0, unsigned long a1, struct S_
 
 static const size_t ct_fn_random_118_sizes[] = { sizeof ct_fn_random_118_a0, sizeof ct_fn_random_118_a1, sizeof ct_fn_random_118_a2, sizeof ct_fn_random_118_a3, sizeof ct_fn_random_118_a4, sizeof ct_fn_random_118_a5, sizeof ct_fn_random_118_a6, sizeof ct_fn_random_118_a7, sizeof ct_fn_random_118_a8, sizeof ct_fn_random_118_a9 };
 
+static const void *const ct_fn_random_118_values[] = { &ct_fn_random_118_a0, &ct_fn_random_118_a1, &ct_fn_random_118_a2, &ct_fn_random_118_a3, &ct_fn_random_118_a4, &ct_fn_random_118_a5, &ct_fn_random_118_a6, &ct_fn_random_118_a7, &ct_fn_random_118_a8, &ct_fn_random_118_a9 };
+
 static void ct_fn_random_118_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_118_a0);
-        memcpy(buffer, &ct_fn_random_118_a0, sizeof ct_fn_random_118_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_118_a1);
-        memcpy(buffer, &ct_fn_random_118_a1, sizeof ct_fn_random_118_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_118_a2);
-        memcpy(buffer, &ct_fn_random_118_a2, sizeof ct_fn_random_118_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_118_a3);
-        memcpy(buffer, &ct_fn_random_118_a3, sizeof ct_fn_random_118_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_118_a4);
-        memcpy(buffer, &ct_fn_random_118_a4, sizeof ct_fn_random_118_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_118_a5);
-        memcpy(buffer, &ct_fn_random_118_a5, sizeof ct_fn_random_118_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_118_a6);
-        memcpy(buffer, &ct_fn_random_118_a6, sizeof ct_fn_random_118_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_118_a7);
-        memcpy(buffer, &ct_fn_random_118_a7, sizeof ct_fn_random_118_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_118_a8);
-        memcpy(buffer, &ct_fn_random_118_a8, sizeof ct_fn_random_118_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_118_a9);
-        memcpy(buffer, &ct_fn_random_118_a9, sizeof ct_fn_random_118_a9);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_118_values, ct_fn_random_118_sizes, 10, index, buffer);
 }
 
 static int ct_fn_random_118_check(const void *buffer)
@@ -13893,16 +9529,11 @@ long ct_fn_random_119(struct R154 a0)
 
 static const size_t ct_fn_random_119_sizes[] = { sizeof ct_fn_random_119_a0 };
 
+static const void *const ct_fn_random_119_values[] = { &ct_fn_random_119_a0 };
+
 static void ct_fn_random_119_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_119_a0);
-        memcpy(buffer, &ct_fn_random_119_a0, sizeof ct_fn_random_119_a0);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_119_values, ct_fn_random_119_sizes, 1, index, buffer);
 }
 
 static int ct_fn_random_119_check(const void *buffer)
@@ -13947,60 +9578,11 @@ unsigned char *ct_fn_random_120(double a0, double a1, long double a2, double a3,
 
 static const size_t ct_fn_random_120_sizes[] = { sizeof ct_fn_random_120_a0, sizeof ct_fn_random_120_a1, sizeof ct_fn_random_120_a2, sizeof ct_fn_random_120_a3, sizeof ct_fn_random_120_a4, sizeof ct_fn_random_120_a5, sizeof ct_fn_random_120_a6, sizeof ct_fn_random_120_a7, sizeof ct_fn_random_120_a8, sizeof ct_fn_random_120_a9, sizeof ct_fn_random_120_a10, sizeof ct_fn_random_120_a11 };
 
+static const void *const ct_fn_random_120_values[] = { &ct_fn_random_120_a0, &ct_fn_random_120_a1, &ct_fn_random_120_a2, &ct_fn_random_120_a3, &ct_fn_random_120_a4, &ct_fn_random_120_a5, &ct_fn_random_120_a6, &ct_fn_random_120_a7, &ct_fn_random_120_a8, &ct_fn_random_120_a9, &ct_fn_random_120_a10, &ct_fn_random_120_a11 };
+
 static void ct_fn_random_120_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_120_a0);
-        memcpy(buffer, &ct_fn_random_120_a0, sizeof ct_fn_random_120_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_120_a1);
-        memcpy(buffer, &ct_fn_random_120_a1, sizeof ct_fn_random_120_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_120_a2);
-        memcpy(buffer, &ct_fn_random_120_a2, sizeof ct_fn_random_120_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_120_a3);
-        memcpy(buffer, &ct_fn_random_120_a3, sizeof ct_fn_random_120_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_120_a4);
-        memcpy(buffer, &ct_fn_random_120_a4, sizeof ct_fn_random_120_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_120_a5);
-        memcpy(buffer, &ct_fn_random_120_a5, sizeof ct_fn_random_120_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_120_a6);
-        memcpy(buffer, &ct_fn_random_120_a6, sizeof ct_fn_random_120_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_120_a7);
-        memcpy(buffer, &ct_fn_random_120_a7, sizeof ct_fn_random_120_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_120_a8);
-        memcpy(buffer, &ct_fn_random_120_a8, sizeof ct_fn_random_120_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_120_a9);
-        memcpy(buffer, &ct_fn_random_120_a9, sizeof ct_fn_random_120_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_random_120_a10);
-        memcpy(buffer, &ct_fn_random_120_a10, sizeof ct_fn_random_120_a10);
-        break;
-    case 11:
-        memset(buffer, 0, sizeof ct_fn_random_120_a11);
-        memcpy(buffer, &ct_fn_random_120_a11, sizeof ct_fn_random_120_a11);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_120_values, ct_fn_random_120_sizes, 12, index, buffer);
 }
 
 static int ct_fn_random_120_check(const void *buffer)
@@ -14035,40 +9617,11 @@ struct S_i3 ct_fn_random_121(double a0, long double a1, float a2, float a3, floa
 
 static const size_t ct_fn_random_121_sizes[] = { sizeof ct_fn_random_121_a0, sizeof ct_fn_random_121_a1, sizeof ct_fn_random_121_a2, sizeof ct_fn_random_121_a3, sizeof ct_fn_random_121_a4, sizeof ct_fn_random_121_a5, sizeof ct_fn_random_121_a6 };
 
+static const void *const ct_fn_random_121_values[] = { &ct_fn_random_121_a0, &ct_fn_random_121_a1, &ct_fn_random_121_a2, &ct_fn_random_121_a3, &ct_fn_random_121_a4, &ct_fn_random_121_a5, &ct_fn_random_121_a6 };
+
 static void ct_fn_random_121_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_121_a0);
-        memcpy(buffer, &ct_fn_random_121_a0, sizeof ct_fn_random_121_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_121_a1);
-        memcpy(buffer, &ct_fn_random_121_a1, sizeof ct_fn_random_121_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_121_a2);
-        memcpy(buffer, &ct_fn_random_121_a2, sizeof ct_fn_random_121_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_121_a3);
-        memcpy(buffer, &ct_fn_random_121_a3, sizeof ct_fn_random_121_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_121_a4);
-        memcpy(buffer, &ct_fn_random_121_a4, sizeof ct_fn_random_121_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_121_a5);
-        memcpy(buffer, &ct_fn_random_121_a5, sizeof ct_fn_random_121_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_121_a6);
-        memcpy(buffer, &ct_fn_random_121_a6, sizeof ct_fn_random_121_a6);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_121_values, ct_fn_random_121_sizes, 7, index, buffer);
 }
 
 static int ct_fn_random_121_check(const void *buffer)
@@ -14099,32 +9652,11 @@ long ct_fn_random_122(float a0, float a1, _Complex unsigned char a2, signed char
 
 static const size_t ct_fn_random_122_sizes[] = { sizeof ct_fn_random_122_a0, sizeof ct_fn_random_122_a1, sizeof ct_fn_random_122_a2, sizeof ct_fn_random_122_a3, sizeof ct_fn_random_122_a4 };
 
+static const void *const ct_fn_random_122_values[] = { &ct_fn_random_122_a0, &ct_fn_random_122_a1, &ct_fn_random_122_a2, &ct_fn_random_122_a3, &ct_fn_random_122_a4 };
+
 static void ct_fn_random_122_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_122_a0);
-        memcpy(buffer, &ct_fn_random_122_a0, sizeof ct_fn_random_122_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_122_a1);
-        memcpy(buffer, &ct_fn_random_122_a1, sizeof ct_fn_random_122_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_122_a2);
-        memcpy(buffer, &ct_fn_random_122_a2, sizeof ct_fn_random_122_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_122_a3);
-        memcpy(buffer, &ct_fn_random_122_a3, sizeof ct_fn_random_122_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_122_a4);
-        memcpy(buffer, &ct_fn_random_122_a4, sizeof ct_fn_random_122_a4);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_122_values, ct_fn_random_122_sizes, 5, index, buffer);
 }
 
 static int ct_fn_random_122_check(const void *buffer)
@@ -14149,20 +9681,11 @@ double ct_fn_random_123(unsigned long a0, struct S_zw_int a1)
 
 static const size_t ct_fn_random_123_sizes[] = { sizeof ct_fn_random_123_a0, sizeof ct_fn_random_123_a1 };
 
+static const void *const ct_fn_random_123_values[] = { &ct_fn_random_123_a0, &ct_fn_random_123_a1 };
+
 static void ct_fn_random_123_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_123_a0);
-        memcpy(buffer, &ct_fn_random_123_a0, sizeof ct_fn_random_123_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_123_a1);
-        memcpy(buffer, &ct_fn_random_123_a1, sizeof ct_fn_random_123_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_123_values, ct_fn_random_123_sizes, 2, index, buffer);
 }
 
 static int ct_fn_random_123_check(const void *buffer)
@@ -14201,48 +9724,11 @@ __int128 ct_fn_random_124(double a0, double a1, float a2, double a3, long double
 
 static const size_t ct_fn_random_124_sizes[] = { sizeof ct_fn_random_124_a0, sizeof ct_fn_random_124_a1, sizeof ct_fn_random_124_a2, sizeof ct_fn_random_124_a3, sizeof ct_fn_random_124_a4, sizeof ct_fn_random_124_a5, sizeof ct_fn_random_124_a6, sizeof ct_fn_random_124_a7, sizeof ct_fn_random_124_a8 };
 
+static const void *const ct_fn_random_124_values[] = { &ct_fn_random_124_a0, &ct_fn_random_124_a1, &ct_fn_random_124_a2, &ct_fn_random_124_a3, &ct_fn_random_124_a4, &ct_fn_random_124_a5, &ct_fn_random_124_a6, &ct_fn_random_124_a7, &ct_fn_random_124_a8 };
+
 static void ct_fn_random_124_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_124_a0);
-        memcpy(buffer, &ct_fn_random_124_a0, sizeof ct_fn_random_124_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_124_a1);
-        memcpy(buffer, &ct_fn_random_124_a1, sizeof ct_fn_random_124_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_124_a2);
-        memcpy(buffer, &ct_fn_random_124_a2, sizeof ct_fn_random_124_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_124_a3);
-        memcpy(buffer, &ct_fn_random_124_a3, sizeof ct_fn_random_124_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_124_a4);
-        memcpy(buffer, &ct_fn_random_124_a4, sizeof ct_fn_random_124_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_124_a5);
-        memcpy(buffer, &ct_fn_random_124_a5, sizeof ct_fn_random_124_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_124_a6);
-        memcpy(buffer, &ct_fn_random_124_a6, sizeof ct_fn_random_124_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_124_a7);
-        memcpy(buffer, &ct_fn_random_124_a7, sizeof ct_fn_random_124_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_124_a8);
-        memcpy(buffer, &ct_fn_random_124_a8, sizeof ct_fn_random_124_a8);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_124_values, ct_fn_random_124_sizes, 9, index, buffer);
 }
 
 static int ct_fn_random_124_check(const void *buffer)
@@ -14269,24 +9755,11 @@ union U_i128 ct_fn_random_125(struct R125 a0, enum E_signed a1, unsigned long a2
 
 static const size_t ct_fn_random_125_sizes[] = { sizeof ct_fn_random_125_a0, sizeof ct_fn_random_125_a1, sizeof ct_fn_random_125_a2 };
 
+static const void *const ct_fn_random_125_values[] = { &ct_fn_random_125_a0, &ct_fn_random_125_a1, &ct_fn_random_125_a2 };
+
 static void ct_fn_random_125_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_125_a0);
-        memcpy(buffer, &ct_fn_random_125_a0, sizeof ct_fn_random_125_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_125_a1);
-        memcpy(buffer, &ct_fn_random_125_a1, sizeof ct_fn_random_125_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_125_a2);
-        memcpy(buffer, &ct_fn_random_125_a2, sizeof ct_fn_random_125_a2);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_125_values, ct_fn_random_125_sizes, 3, index, buffer);
 }
 
 static int ct_fn_random_125_check(const void *buffer)
@@ -14329,56 +9802,11 @@ struct S_lvl4 ct_fn_random_126(long double a0, double a1, float a2, double a3, l
 
 static const size_t ct_fn_random_126_sizes[] = { sizeof ct_fn_random_126_a0, sizeof ct_fn_random_126_a1, sizeof ct_fn_random_126_a2, sizeof ct_fn_random_126_a3, sizeof ct_fn_random_126_a4, sizeof ct_fn_random_126_a5, sizeof ct_fn_random_126_a6, sizeof ct_fn_random_126_a7, sizeof ct_fn_random_126_a8, sizeof ct_fn_random_126_a9, sizeof ct_fn_random_126_a10 };
 
+static const void *const ct_fn_random_126_values[] = { &ct_fn_random_126_a0, &ct_fn_random_126_a1, &ct_fn_random_126_a2, &ct_fn_random_126_a3, &ct_fn_random_126_a4, &ct_fn_random_126_a5, &ct_fn_random_126_a6, &ct_fn_random_126_a7, &ct_fn_random_126_a8, &ct_fn_random_126_a9, &ct_fn_random_126_a10 };
+
 static void ct_fn_random_126_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_126_a0);
-        memcpy(buffer, &ct_fn_random_126_a0, sizeof ct_fn_random_126_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_126_a1);
-        memcpy(buffer, &ct_fn_random_126_a1, sizeof ct_fn_random_126_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_126_a2);
-        memcpy(buffer, &ct_fn_random_126_a2, sizeof ct_fn_random_126_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_126_a3);
-        memcpy(buffer, &ct_fn_random_126_a3, sizeof ct_fn_random_126_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_126_a4);
-        memcpy(buffer, &ct_fn_random_126_a4, sizeof ct_fn_random_126_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_126_a5);
-        memcpy(buffer, &ct_fn_random_126_a5, sizeof ct_fn_random_126_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_126_a6);
-        memcpy(buffer, &ct_fn_random_126_a6, sizeof ct_fn_random_126_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_126_a7);
-        memcpy(buffer, &ct_fn_random_126_a7, sizeof ct_fn_random_126_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_126_a8);
-        memcpy(buffer, &ct_fn_random_126_a8, sizeof ct_fn_random_126_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_126_a9);
-        memcpy(buffer, &ct_fn_random_126_a9, sizeof ct_fn_random_126_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_random_126_a10);
-        memcpy(buffer, &ct_fn_random_126_a10, sizeof ct_fn_random_126_a10);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_126_values, ct_fn_random_126_sizes, 11, index, buffer);
 }
 
 static int ct_fn_random_126_check(const void *buffer)
@@ -14407,28 +9835,11 @@ float ct_fn_random_127(struct S_f5 a0, short a1, unsigned char a2, union U_i_d a
 
 static const size_t ct_fn_random_127_sizes[] = { sizeof ct_fn_random_127_a0, sizeof ct_fn_random_127_a1, sizeof ct_fn_random_127_a2, sizeof ct_fn_random_127_a3 };
 
+static const void *const ct_fn_random_127_values[] = { &ct_fn_random_127_a0, &ct_fn_random_127_a1, &ct_fn_random_127_a2, &ct_fn_random_127_a3 };
+
 static void ct_fn_random_127_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_127_a0);
-        memcpy(buffer, &ct_fn_random_127_a0, sizeof ct_fn_random_127_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_127_a1);
-        memcpy(buffer, &ct_fn_random_127_a1, sizeof ct_fn_random_127_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_127_a2);
-        memcpy(buffer, &ct_fn_random_127_a2, sizeof ct_fn_random_127_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_127_a3);
-        memcpy(buffer, &ct_fn_random_127_a3, sizeof ct_fn_random_127_a3);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_127_values, ct_fn_random_127_sizes, 4, index, buffer);
 }
 
 static int ct_fn_random_127_check(const void *buffer)
@@ -14461,36 +9872,11 @@ struct R031 ct_fn_random_128(double a0, float a1, _Complex double a2, double a3,
 
 static const size_t ct_fn_random_128_sizes[] = { sizeof ct_fn_random_128_a0, sizeof ct_fn_random_128_a1, sizeof ct_fn_random_128_a2, sizeof ct_fn_random_128_a3, sizeof ct_fn_random_128_a4, sizeof ct_fn_random_128_a5 };
 
+static const void *const ct_fn_random_128_values[] = { &ct_fn_random_128_a0, &ct_fn_random_128_a1, &ct_fn_random_128_a2, &ct_fn_random_128_a3, &ct_fn_random_128_a4, &ct_fn_random_128_a5 };
+
 static void ct_fn_random_128_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_128_a0);
-        memcpy(buffer, &ct_fn_random_128_a0, sizeof ct_fn_random_128_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_128_a1);
-        memcpy(buffer, &ct_fn_random_128_a1, sizeof ct_fn_random_128_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_128_a2);
-        memcpy(buffer, &ct_fn_random_128_a2, sizeof ct_fn_random_128_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_128_a3);
-        memcpy(buffer, &ct_fn_random_128_a3, sizeof ct_fn_random_128_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_128_a4);
-        memcpy(buffer, &ct_fn_random_128_a4, sizeof ct_fn_random_128_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_128_a5);
-        memcpy(buffer, &ct_fn_random_128_a5, sizeof ct_fn_random_128_a5);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_128_values, ct_fn_random_128_sizes, 6, index, buffer);
 }
 
 static int ct_fn_random_128_check(const void *buffer)
@@ -14523,40 +9909,11 @@ void ct_fn_random_129(struct S_bf_unsigned_int a0, struct R070 a1, union R067 a2
 
 static const size_t ct_fn_random_129_sizes[] = { sizeof ct_fn_random_129_a0, sizeof ct_fn_random_129_a1, sizeof ct_fn_random_129_a2, sizeof ct_fn_random_129_a3, sizeof ct_fn_random_129_a4, sizeof ct_fn_random_129_a5, sizeof ct_fn_random_129_a6 };
 
+static const void *const ct_fn_random_129_values[] = { &ct_fn_random_129_a0, &ct_fn_random_129_a1, &ct_fn_random_129_a2, &ct_fn_random_129_a3, &ct_fn_random_129_a4, &ct_fn_random_129_a5, &ct_fn_random_129_a6 };
+
 static void ct_fn_random_129_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_129_a0);
-        memcpy(buffer, &ct_fn_random_129_a0, sizeof ct_fn_random_129_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_129_a1);
-        memcpy(buffer, &ct_fn_random_129_a1, sizeof ct_fn_random_129_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_129_a2);
-        memcpy(buffer, &ct_fn_random_129_a2, sizeof ct_fn_random_129_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_129_a3);
-        memcpy(buffer, &ct_fn_random_129_a3, sizeof ct_fn_random_129_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_129_a4);
-        memcpy(buffer, &ct_fn_random_129_a4, sizeof ct_fn_random_129_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_129_a5);
-        memcpy(buffer, &ct_fn_random_129_a5, sizeof ct_fn_random_129_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_129_a6);
-        memcpy(buffer, &ct_fn_random_129_a6, sizeof ct_fn_random_129_a6);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_129_values, ct_fn_random_129_sizes, 7, index, buffer);
 }
 
 static const double ct_fn_random_130_a0 = 8.1662086746346031e-15;
@@ -14592,56 +9949,11 @@ struct R182 ct_fn_random_130(double a0, double a1, double a2, float a3, float a4
 
 static const size_t ct_fn_random_130_sizes[] = { sizeof ct_fn_random_130_a0, sizeof ct_fn_random_130_a1, sizeof ct_fn_random_130_a2, sizeof ct_fn_random_130_a3, sizeof ct_fn_random_130_a4, sizeof ct_fn_random_130_a5, sizeof ct_fn_random_130_a6, sizeof ct_fn_random_130_a7, sizeof ct_fn_random_130_a8, sizeof ct_fn_random_130_a9, sizeof ct_fn_random_130_a10 };
 
+static const void *const ct_fn_random_130_values[] = { &ct_fn_random_130_a0, &ct_fn_random_130_a1, &ct_fn_random_130_a2, &ct_fn_random_130_a3, &ct_fn_random_130_a4, &ct_fn_random_130_a5, &ct_fn_random_130_a6, &ct_fn_random_130_a7, &ct_fn_random_130_a8, &ct_fn_random_130_a9, &ct_fn_random_130_a10 };
+
 static void ct_fn_random_130_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_130_a0);
-        memcpy(buffer, &ct_fn_random_130_a0, sizeof ct_fn_random_130_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_130_a1);
-        memcpy(buffer, &ct_fn_random_130_a1, sizeof ct_fn_random_130_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_130_a2);
-        memcpy(buffer, &ct_fn_random_130_a2, sizeof ct_fn_random_130_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_130_a3);
-        memcpy(buffer, &ct_fn_random_130_a3, sizeof ct_fn_random_130_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_130_a4);
-        memcpy(buffer, &ct_fn_random_130_a4, sizeof ct_fn_random_130_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_130_a5);
-        memcpy(buffer, &ct_fn_random_130_a5, sizeof ct_fn_random_130_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_130_a6);
-        memcpy(buffer, &ct_fn_random_130_a6, sizeof ct_fn_random_130_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_130_a7);
-        memcpy(buffer, &ct_fn_random_130_a7, sizeof ct_fn_random_130_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_130_a8);
-        memcpy(buffer, &ct_fn_random_130_a8, sizeof ct_fn_random_130_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_130_a9);
-        memcpy(buffer, &ct_fn_random_130_a9, sizeof ct_fn_random_130_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_random_130_a10);
-        memcpy(buffer, &ct_fn_random_130_a10, sizeof ct_fn_random_130_a10);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_130_values, ct_fn_random_130_sizes, 11, index, buffer);
 }
 
 static int ct_fn_random_130_check(const void *buffer)
@@ -14682,56 +9994,11 @@ void ct_fn_random_131(float a0, float a1, float a2, float a3, float a4, float a5
 
 static const size_t ct_fn_random_131_sizes[] = { sizeof ct_fn_random_131_a0, sizeof ct_fn_random_131_a1, sizeof ct_fn_random_131_a2, sizeof ct_fn_random_131_a3, sizeof ct_fn_random_131_a4, sizeof ct_fn_random_131_a5, sizeof ct_fn_random_131_a6, sizeof ct_fn_random_131_a7, sizeof ct_fn_random_131_a8, sizeof ct_fn_random_131_a9, sizeof ct_fn_random_131_a10 };
 
+static const void *const ct_fn_random_131_values[] = { &ct_fn_random_131_a0, &ct_fn_random_131_a1, &ct_fn_random_131_a2, &ct_fn_random_131_a3, &ct_fn_random_131_a4, &ct_fn_random_131_a5, &ct_fn_random_131_a6, &ct_fn_random_131_a7, &ct_fn_random_131_a8, &ct_fn_random_131_a9, &ct_fn_random_131_a10 };
+
 static void ct_fn_random_131_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_131_a0);
-        memcpy(buffer, &ct_fn_random_131_a0, sizeof ct_fn_random_131_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_131_a1);
-        memcpy(buffer, &ct_fn_random_131_a1, sizeof ct_fn_random_131_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_131_a2);
-        memcpy(buffer, &ct_fn_random_131_a2, sizeof ct_fn_random_131_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_131_a3);
-        memcpy(buffer, &ct_fn_random_131_a3, sizeof ct_fn_random_131_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_131_a4);
-        memcpy(buffer, &ct_fn_random_131_a4, sizeof ct_fn_random_131_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_131_a5);
-        memcpy(buffer, &ct_fn_random_131_a5, sizeof ct_fn_random_131_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_131_a6);
-        memcpy(buffer, &ct_fn_random_131_a6, sizeof ct_fn_random_131_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_131_a7);
-        memcpy(buffer, &ct_fn_random_131_a7, sizeof ct_fn_random_131_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_131_a8);
-        memcpy(buffer, &ct_fn_random_131_a8, sizeof ct_fn_random_131_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_131_a9);
-        memcpy(buffer, &ct_fn_random_131_a9, sizeof ct_fn_random_131_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_random_131_a10);
-        memcpy(buffer, &ct_fn_random_131_a10, sizeof ct_fn_random_131_a10);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_131_values, ct_fn_random_131_sizes, 11, index, buffer);
 }
 
 static const struct S_bf_full_width ct_fn_random_132_ret = { .a = (unsigned long long)0x8181818181818583ULL, .b = (long long)-9114861777597660055LL, .c = (unsigned int)0xffffffb1U };
@@ -14767,24 +10034,11 @@ _Complex long double ct_fn_random_133(struct S_i128 a0, struct S_zw_int a1, unio
 
 static const size_t ct_fn_random_133_sizes[] = { sizeof ct_fn_random_133_a0, sizeof ct_fn_random_133_a1, sizeof ct_fn_random_133_a2 };
 
+static const void *const ct_fn_random_133_values[] = { &ct_fn_random_133_a0, &ct_fn_random_133_a1, &ct_fn_random_133_a2 };
+
 static void ct_fn_random_133_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_133_a0);
-        memcpy(buffer, &ct_fn_random_133_a0, sizeof ct_fn_random_133_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_133_a1);
-        memcpy(buffer, &ct_fn_random_133_a1, sizeof ct_fn_random_133_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_133_a2);
-        memcpy(buffer, &ct_fn_random_133_a2, sizeof ct_fn_random_133_a2);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_133_values, ct_fn_random_133_sizes, 3, index, buffer);
 }
 
 static int ct_fn_random_133_check(const void *buffer)
@@ -14811,28 +10065,11 @@ void ct_fn_random_134(int (*a0)(const char *, ...), union R126 a1, long double a
 
 static const size_t ct_fn_random_134_sizes[] = { sizeof ct_fn_random_134_a0, sizeof ct_fn_random_134_a1, sizeof ct_fn_random_134_a2, sizeof ct_fn_random_134_a3 };
 
+static const void *const ct_fn_random_134_values[] = { &ct_fn_random_134_a0, &ct_fn_random_134_a1, &ct_fn_random_134_a2, &ct_fn_random_134_a3 };
+
 static void ct_fn_random_134_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_134_a0);
-        memcpy(buffer, &ct_fn_random_134_a0, sizeof ct_fn_random_134_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_134_a1);
-        memcpy(buffer, &ct_fn_random_134_a1, sizeof ct_fn_random_134_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_134_a2);
-        memcpy(buffer, &ct_fn_random_134_a2, sizeof ct_fn_random_134_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_134_a3);
-        memcpy(buffer, &ct_fn_random_134_a3, sizeof ct_fn_random_134_a3);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_134_values, ct_fn_random_134_sizes, 4, index, buffer);
 }
 
 static const struct S_bf16 ct_fn_random_135_a0 = { .a = (long long)-84, .b = (unsigned int)0x230U, .c = (long long)-956, .d = (signed char)8, .e = (unsigned short)0xf2b5U };
@@ -14852,24 +10089,11 @@ double ct_fn_random_135(struct S_bf16 a0, union R080 a1, struct S_bf_short a2)
 
 static const size_t ct_fn_random_135_sizes[] = { sizeof ct_fn_random_135_a0, sizeof ct_fn_random_135_a1, sizeof ct_fn_random_135_a2 };
 
+static const void *const ct_fn_random_135_values[] = { &ct_fn_random_135_a0, &ct_fn_random_135_a1, &ct_fn_random_135_a2 };
+
 static void ct_fn_random_135_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_135_a0);
-        memcpy(buffer, &ct_fn_random_135_a0, sizeof ct_fn_random_135_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_135_a1);
-        memcpy(buffer, &ct_fn_random_135_a1, sizeof ct_fn_random_135_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_135_a2);
-        memcpy(buffer, &ct_fn_random_135_a2, sizeof ct_fn_random_135_a2);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_135_values, ct_fn_random_135_sizes, 3, index, buffer);
 }
 
 static int ct_fn_random_135_check(const void *buffer)
@@ -14898,28 +10122,11 @@ int ct_fn_random_136(struct R149 a0, double a1, struct R035 a2, long long a3)
 
 static const size_t ct_fn_random_136_sizes[] = { sizeof ct_fn_random_136_a0, sizeof ct_fn_random_136_a1, sizeof ct_fn_random_136_a2, sizeof ct_fn_random_136_a3 };
 
+static const void *const ct_fn_random_136_values[] = { &ct_fn_random_136_a0, &ct_fn_random_136_a1, &ct_fn_random_136_a2, &ct_fn_random_136_a3 };
+
 static void ct_fn_random_136_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_136_a0);
-        memcpy(buffer, &ct_fn_random_136_a0, sizeof ct_fn_random_136_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_136_a1);
-        memcpy(buffer, &ct_fn_random_136_a1, sizeof ct_fn_random_136_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_136_a2);
-        memcpy(buffer, &ct_fn_random_136_a2, sizeof ct_fn_random_136_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_136_a3);
-        memcpy(buffer, &ct_fn_random_136_a3, sizeof ct_fn_random_136_a3);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_136_values, ct_fn_random_136_sizes, 4, index, buffer);
 }
 
 static int ct_fn_random_136_check(const void *buffer)
@@ -14950,32 +10157,11 @@ _Complex double ct_fn_random_137(double a0, struct R109 a1, struct R154 a2, doub
 
 static const size_t ct_fn_random_137_sizes[] = { sizeof ct_fn_random_137_a0, sizeof ct_fn_random_137_a1, sizeof ct_fn_random_137_a2, sizeof ct_fn_random_137_a3, sizeof ct_fn_random_137_a4 };
 
+static const void *const ct_fn_random_137_values[] = { &ct_fn_random_137_a0, &ct_fn_random_137_a1, &ct_fn_random_137_a2, &ct_fn_random_137_a3, &ct_fn_random_137_a4 };
+
 static void ct_fn_random_137_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_137_a0);
-        memcpy(buffer, &ct_fn_random_137_a0, sizeof ct_fn_random_137_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_137_a1);
-        memcpy(buffer, &ct_fn_random_137_a1, sizeof ct_fn_random_137_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_137_a2);
-        memcpy(buffer, &ct_fn_random_137_a2, sizeof ct_fn_random_137_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_137_a3);
-        memcpy(buffer, &ct_fn_random_137_a3, sizeof ct_fn_random_137_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_137_a4);
-        memcpy(buffer, &ct_fn_random_137_a4, sizeof ct_fn_random_137_a4);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_137_values, ct_fn_random_137_sizes, 5, index, buffer);
 }
 
 static int ct_fn_random_137_check(const void *buffer)
@@ -15002,24 +10188,11 @@ float ct_fn_random_138(long double a0, _Complex float a1, struct S_bf_enum a2)
 
 static const size_t ct_fn_random_138_sizes[] = { sizeof ct_fn_random_138_a0, sizeof ct_fn_random_138_a1, sizeof ct_fn_random_138_a2 };
 
+static const void *const ct_fn_random_138_values[] = { &ct_fn_random_138_a0, &ct_fn_random_138_a1, &ct_fn_random_138_a2 };
+
 static void ct_fn_random_138_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_138_a0);
-        memcpy(buffer, &ct_fn_random_138_a0, sizeof ct_fn_random_138_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_138_a1);
-        memcpy(buffer, &ct_fn_random_138_a1, sizeof ct_fn_random_138_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_138_a2);
-        memcpy(buffer, &ct_fn_random_138_a2, sizeof ct_fn_random_138_a2);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_138_values, ct_fn_random_138_sizes, 3, index, buffer);
 }
 
 static int ct_fn_random_138_check(const void *buffer)
@@ -15060,52 +10233,11 @@ double ct_fn_random_139(double a0, long double a1, double a2, struct S_bf_mixed 
 
 static const size_t ct_fn_random_139_sizes[] = { sizeof ct_fn_random_139_a0, sizeof ct_fn_random_139_a1, sizeof ct_fn_random_139_a2, sizeof ct_fn_random_139_a3, sizeof ct_fn_random_139_a4, sizeof ct_fn_random_139_a5, sizeof ct_fn_random_139_a6, sizeof ct_fn_random_139_a7, sizeof ct_fn_random_139_a8, sizeof ct_fn_random_139_a9 };
 
+static const void *const ct_fn_random_139_values[] = { &ct_fn_random_139_a0, &ct_fn_random_139_a1, &ct_fn_random_139_a2, &ct_fn_random_139_a3, &ct_fn_random_139_a4, &ct_fn_random_139_a5, &ct_fn_random_139_a6, &ct_fn_random_139_a7, &ct_fn_random_139_a8, &ct_fn_random_139_a9 };
+
 static void ct_fn_random_139_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_139_a0);
-        memcpy(buffer, &ct_fn_random_139_a0, sizeof ct_fn_random_139_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_139_a1);
-        memcpy(buffer, &ct_fn_random_139_a1, sizeof ct_fn_random_139_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_139_a2);
-        memcpy(buffer, &ct_fn_random_139_a2, sizeof ct_fn_random_139_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_139_a3);
-        memcpy(buffer, &ct_fn_random_139_a3, sizeof ct_fn_random_139_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_139_a4);
-        memcpy(buffer, &ct_fn_random_139_a4, sizeof ct_fn_random_139_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_139_a5);
-        memcpy(buffer, &ct_fn_random_139_a5, sizeof ct_fn_random_139_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_139_a6);
-        memcpy(buffer, &ct_fn_random_139_a6, sizeof ct_fn_random_139_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_139_a7);
-        memcpy(buffer, &ct_fn_random_139_a7, sizeof ct_fn_random_139_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_139_a8);
-        memcpy(buffer, &ct_fn_random_139_a8, sizeof ct_fn_random_139_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_139_a9);
-        memcpy(buffer, &ct_fn_random_139_a9, sizeof ct_fn_random_139_a9);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_139_values, ct_fn_random_139_sizes, 10, index, buffer);
 }
 
 static int ct_fn_random_139_check(const void *buffer)
@@ -15128,16 +10260,11 @@ struct S_node *ct_fn_random_140(struct R069 a0)
 
 static const size_t ct_fn_random_140_sizes[] = { sizeof ct_fn_random_140_a0 };
 
+static const void *const ct_fn_random_140_values[] = { &ct_fn_random_140_a0 };
+
 static void ct_fn_random_140_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_140_a0);
-        memcpy(buffer, &ct_fn_random_140_a0, sizeof ct_fn_random_140_a0);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_140_values, ct_fn_random_140_sizes, 1, index, buffer);
 }
 
 static int ct_fn_random_140_check(const void *buffer)
@@ -15172,40 +10299,11 @@ unsigned long long ct_fn_random_141(double a0, double a1, double a2, long double
 
 static const size_t ct_fn_random_141_sizes[] = { sizeof ct_fn_random_141_a0, sizeof ct_fn_random_141_a1, sizeof ct_fn_random_141_a2, sizeof ct_fn_random_141_a3, sizeof ct_fn_random_141_a4, sizeof ct_fn_random_141_a5, sizeof ct_fn_random_141_a6 };
 
+static const void *const ct_fn_random_141_values[] = { &ct_fn_random_141_a0, &ct_fn_random_141_a1, &ct_fn_random_141_a2, &ct_fn_random_141_a3, &ct_fn_random_141_a4, &ct_fn_random_141_a5, &ct_fn_random_141_a6 };
+
 static void ct_fn_random_141_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_141_a0);
-        memcpy(buffer, &ct_fn_random_141_a0, sizeof ct_fn_random_141_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_141_a1);
-        memcpy(buffer, &ct_fn_random_141_a1, sizeof ct_fn_random_141_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_141_a2);
-        memcpy(buffer, &ct_fn_random_141_a2, sizeof ct_fn_random_141_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_141_a3);
-        memcpy(buffer, &ct_fn_random_141_a3, sizeof ct_fn_random_141_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_141_a4);
-        memcpy(buffer, &ct_fn_random_141_a4, sizeof ct_fn_random_141_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_141_a5);
-        memcpy(buffer, &ct_fn_random_141_a5, sizeof ct_fn_random_141_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_141_a6);
-        memcpy(buffer, &ct_fn_random_141_a6, sizeof ct_fn_random_141_a6);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_141_values, ct_fn_random_141_sizes, 7, index, buffer);
 }
 
 static int ct_fn_random_141_check(const void *buffer)
@@ -15234,32 +10332,11 @@ void ct_fn_random_142(struct R038 a0, double a1, float a2, signed char a3, float
 
 static const size_t ct_fn_random_142_sizes[] = { sizeof ct_fn_random_142_a0, sizeof ct_fn_random_142_a1, sizeof ct_fn_random_142_a2, sizeof ct_fn_random_142_a3, sizeof ct_fn_random_142_a4 };
 
+static const void *const ct_fn_random_142_values[] = { &ct_fn_random_142_a0, &ct_fn_random_142_a1, &ct_fn_random_142_a2, &ct_fn_random_142_a3, &ct_fn_random_142_a4 };
+
 static void ct_fn_random_142_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_142_a0);
-        memcpy(buffer, &ct_fn_random_142_a0, sizeof ct_fn_random_142_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_142_a1);
-        memcpy(buffer, &ct_fn_random_142_a1, sizeof ct_fn_random_142_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_142_a2);
-        memcpy(buffer, &ct_fn_random_142_a2, sizeof ct_fn_random_142_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_142_a3);
-        memcpy(buffer, &ct_fn_random_142_a3, sizeof ct_fn_random_142_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_142_a4);
-        memcpy(buffer, &ct_fn_random_142_a4, sizeof ct_fn_random_142_a4);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_142_values, ct_fn_random_142_sizes, 5, index, buffer);
 }
 
 static const long double ct_fn_random_143_a0 = 67850.125L;
@@ -15293,52 +10370,11 @@ enum E_small *ct_fn_random_143(long double a0, float a1, double a2, float a3, fl
 
 static const size_t ct_fn_random_143_sizes[] = { sizeof ct_fn_random_143_a0, sizeof ct_fn_random_143_a1, sizeof ct_fn_random_143_a2, sizeof ct_fn_random_143_a3, sizeof ct_fn_random_143_a4, sizeof ct_fn_random_143_a5, sizeof ct_fn_random_143_a6, sizeof ct_fn_random_143_a7, sizeof ct_fn_random_143_a8, sizeof ct_fn_random_143_a9 };
 
+static const void *const ct_fn_random_143_values[] = { &ct_fn_random_143_a0, &ct_fn_random_143_a1, &ct_fn_random_143_a2, &ct_fn_random_143_a3, &ct_fn_random_143_a4, &ct_fn_random_143_a5, &ct_fn_random_143_a6, &ct_fn_random_143_a7, &ct_fn_random_143_a8, &ct_fn_random_143_a9 };
+
 static void ct_fn_random_143_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_143_a0);
-        memcpy(buffer, &ct_fn_random_143_a0, sizeof ct_fn_random_143_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_143_a1);
-        memcpy(buffer, &ct_fn_random_143_a1, sizeof ct_fn_random_143_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_143_a2);
-        memcpy(buffer, &ct_fn_random_143_a2, sizeof ct_fn_random_143_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_143_a3);
-        memcpy(buffer, &ct_fn_random_143_a3, sizeof ct_fn_random_143_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_143_a4);
-        memcpy(buffer, &ct_fn_random_143_a4, sizeof ct_fn_random_143_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_143_a5);
-        memcpy(buffer, &ct_fn_random_143_a5, sizeof ct_fn_random_143_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_143_a6);
-        memcpy(buffer, &ct_fn_random_143_a6, sizeof ct_fn_random_143_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_143_a7);
-        memcpy(buffer, &ct_fn_random_143_a7, sizeof ct_fn_random_143_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_143_a8);
-        memcpy(buffer, &ct_fn_random_143_a8, sizeof ct_fn_random_143_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_143_a9);
-        memcpy(buffer, &ct_fn_random_143_a9, sizeof ct_fn_random_143_a9);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_143_values, ct_fn_random_143_sizes, 10, index, buffer);
 }
 
 static int ct_fn_random_143_check(const void *buffer)
@@ -15361,16 +10397,11 @@ struct S_nested_unions_big ct_fn_random_144(enum E_big a0)
 
 static const size_t ct_fn_random_144_sizes[] = { sizeof ct_fn_random_144_a0 };
 
+static const void *const ct_fn_random_144_values[] = { &ct_fn_random_144_a0 };
+
 static void ct_fn_random_144_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_144_a0);
-        memcpy(buffer, &ct_fn_random_144_a0, sizeof ct_fn_random_144_a0);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_144_values, ct_fn_random_144_sizes, 1, index, buffer);
 }
 
 static int ct_fn_random_144_check(const void *buffer)
@@ -15395,20 +10426,11 @@ char ct_fn_random_145(long double a0, struct R100 a1)
 
 static const size_t ct_fn_random_145_sizes[] = { sizeof ct_fn_random_145_a0, sizeof ct_fn_random_145_a1 };
 
+static const void *const ct_fn_random_145_values[] = { &ct_fn_random_145_a0, &ct_fn_random_145_a1 };
+
 static void ct_fn_random_145_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_145_a0);
-        memcpy(buffer, &ct_fn_random_145_a0, sizeof ct_fn_random_145_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_145_a1);
-        memcpy(buffer, &ct_fn_random_145_a1, sizeof ct_fn_random_145_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_145_values, ct_fn_random_145_sizes, 2, index, buffer);
 }
 
 static int ct_fn_random_145_check(const void *buffer)
@@ -15433,20 +10455,11 @@ struct R186 ct_fn_random_146(struct S_llf *a0, enum E_unsigned_high a1)
 
 static const size_t ct_fn_random_146_sizes[] = { sizeof ct_fn_random_146_a0, sizeof ct_fn_random_146_a1 };
 
+static const void *const ct_fn_random_146_values[] = { &ct_fn_random_146_a0, &ct_fn_random_146_a1 };
+
 static void ct_fn_random_146_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_146_a0);
-        memcpy(buffer, &ct_fn_random_146_a0, sizeof ct_fn_random_146_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_146_a1);
-        memcpy(buffer, &ct_fn_random_146_a1, sizeof ct_fn_random_146_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_146_values, ct_fn_random_146_sizes, 2, index, buffer);
 }
 
 static int ct_fn_random_146_check(const void *buffer)
@@ -15475,28 +10488,11 @@ enum E_unsigned_high ct_fn_random_147(struct R209 a0, double a1, struct R109 a2,
 
 static const size_t ct_fn_random_147_sizes[] = { sizeof ct_fn_random_147_a0, sizeof ct_fn_random_147_a1, sizeof ct_fn_random_147_a2, sizeof ct_fn_random_147_a3 };
 
+static const void *const ct_fn_random_147_values[] = { &ct_fn_random_147_a0, &ct_fn_random_147_a1, &ct_fn_random_147_a2, &ct_fn_random_147_a3 };
+
 static void ct_fn_random_147_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_147_a0);
-        memcpy(buffer, &ct_fn_random_147_a0, sizeof ct_fn_random_147_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_147_a1);
-        memcpy(buffer, &ct_fn_random_147_a1, sizeof ct_fn_random_147_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_147_a2);
-        memcpy(buffer, &ct_fn_random_147_a2, sizeof ct_fn_random_147_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_147_a3);
-        memcpy(buffer, &ct_fn_random_147_a3, sizeof ct_fn_random_147_a3);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_147_values, ct_fn_random_147_sizes, 4, index, buffer);
 }
 
 static int ct_fn_random_147_check(const void *buffer)
@@ -15525,28 +10521,11 @@ char ct_fn_random_148(struct R210 a0, union R090 a1, unsigned int a2, char a3)
 
 static const size_t ct_fn_random_148_sizes[] = { sizeof ct_fn_random_148_a0, sizeof ct_fn_random_148_a1, sizeof ct_fn_random_148_a2, sizeof ct_fn_random_148_a3 };
 
+static const void *const ct_fn_random_148_values[] = { &ct_fn_random_148_a0, &ct_fn_random_148_a1, &ct_fn_random_148_a2, &ct_fn_random_148_a3 };
+
 static void ct_fn_random_148_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_148_a0);
-        memcpy(buffer, &ct_fn_random_148_a0, sizeof ct_fn_random_148_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_148_a1);
-        memcpy(buffer, &ct_fn_random_148_a1, sizeof ct_fn_random_148_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_148_a2);
-        memcpy(buffer, &ct_fn_random_148_a2, sizeof ct_fn_random_148_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_148_a3);
-        memcpy(buffer, &ct_fn_random_148_a3, sizeof ct_fn_random_148_a3);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_148_values, ct_fn_random_148_sizes, 4, index, buffer);
 }
 
 static int ct_fn_random_148_check(const void *buffer)
@@ -15591,60 +10570,11 @@ long long ct_fn_random_149(enum E_unsigned_high a0, signed char a1, _Bool a2, si
 
 static const size_t ct_fn_random_149_sizes[] = { sizeof ct_fn_random_149_a0, sizeof ct_fn_random_149_a1, sizeof ct_fn_random_149_a2, sizeof ct_fn_random_149_a3, sizeof ct_fn_random_149_a4, sizeof ct_fn_random_149_a5, sizeof ct_fn_random_149_a6, sizeof ct_fn_random_149_a7, sizeof ct_fn_random_149_a8, sizeof ct_fn_random_149_a9, sizeof ct_fn_random_149_a10, sizeof ct_fn_random_149_a11 };
 
+static const void *const ct_fn_random_149_values[] = { &ct_fn_random_149_a0, &ct_fn_random_149_a1, &ct_fn_random_149_a2, &ct_fn_random_149_a3, &ct_fn_random_149_a4, &ct_fn_random_149_a5, &ct_fn_random_149_a6, &ct_fn_random_149_a7, &ct_fn_random_149_a8, &ct_fn_random_149_a9, &ct_fn_random_149_a10, &ct_fn_random_149_a11 };
+
 static void ct_fn_random_149_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_149_a0);
-        memcpy(buffer, &ct_fn_random_149_a0, sizeof ct_fn_random_149_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_149_a1);
-        memcpy(buffer, &ct_fn_random_149_a1, sizeof ct_fn_random_149_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_149_a2);
-        memcpy(buffer, &ct_fn_random_149_a2, sizeof ct_fn_random_149_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_149_a3);
-        memcpy(buffer, &ct_fn_random_149_a3, sizeof ct_fn_random_149_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_149_a4);
-        memcpy(buffer, &ct_fn_random_149_a4, sizeof ct_fn_random_149_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_149_a5);
-        memcpy(buffer, &ct_fn_random_149_a5, sizeof ct_fn_random_149_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_149_a6);
-        memcpy(buffer, &ct_fn_random_149_a6, sizeof ct_fn_random_149_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_149_a7);
-        memcpy(buffer, &ct_fn_random_149_a7, sizeof ct_fn_random_149_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_149_a8);
-        memcpy(buffer, &ct_fn_random_149_a8, sizeof ct_fn_random_149_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_149_a9);
-        memcpy(buffer, &ct_fn_random_149_a9, sizeof ct_fn_random_149_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_random_149_a10);
-        memcpy(buffer, &ct_fn_random_149_a10, sizeof ct_fn_random_149_a10);
-        break;
-    case 11:
-        memset(buffer, 0, sizeof ct_fn_random_149_a11);
-        memcpy(buffer, &ct_fn_random_149_a11, sizeof ct_fn_random_149_a11);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_149_values, ct_fn_random_149_sizes, 12, index, buffer);
 }
 
 static int ct_fn_random_149_check(const void *buffer)
@@ -15679,40 +10609,11 @@ short ct_fn_random_150(struct S_d_i a0, _Complex unsigned char a1, unsigned __in
 
 static const size_t ct_fn_random_150_sizes[] = { sizeof ct_fn_random_150_a0, sizeof ct_fn_random_150_a1, sizeof ct_fn_random_150_a2, sizeof ct_fn_random_150_a3, sizeof ct_fn_random_150_a4, sizeof ct_fn_random_150_a5, sizeof ct_fn_random_150_a6 };
 
+static const void *const ct_fn_random_150_values[] = { &ct_fn_random_150_a0, &ct_fn_random_150_a1, &ct_fn_random_150_a2, &ct_fn_random_150_a3, &ct_fn_random_150_a4, &ct_fn_random_150_a5, &ct_fn_random_150_a6 };
+
 static void ct_fn_random_150_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_150_a0);
-        memcpy(buffer, &ct_fn_random_150_a0, sizeof ct_fn_random_150_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_150_a1);
-        memcpy(buffer, &ct_fn_random_150_a1, sizeof ct_fn_random_150_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_150_a2);
-        memcpy(buffer, &ct_fn_random_150_a2, sizeof ct_fn_random_150_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_150_a3);
-        memcpy(buffer, &ct_fn_random_150_a3, sizeof ct_fn_random_150_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_150_a4);
-        memcpy(buffer, &ct_fn_random_150_a4, sizeof ct_fn_random_150_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_150_a5);
-        memcpy(buffer, &ct_fn_random_150_a5, sizeof ct_fn_random_150_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_150_a6);
-        memcpy(buffer, &ct_fn_random_150_a6, sizeof ct_fn_random_150_a6);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_150_values, ct_fn_random_150_sizes, 7, index, buffer);
 }
 
 static int ct_fn_random_150_check(const void *buffer)
@@ -15745,36 +10646,11 @@ struct S_lvl1 ct_fn_random_151(double a0, float a1, long double a2, double a3, f
 
 static const size_t ct_fn_random_151_sizes[] = { sizeof ct_fn_random_151_a0, sizeof ct_fn_random_151_a1, sizeof ct_fn_random_151_a2, sizeof ct_fn_random_151_a3, sizeof ct_fn_random_151_a4, sizeof ct_fn_random_151_a5 };
 
+static const void *const ct_fn_random_151_values[] = { &ct_fn_random_151_a0, &ct_fn_random_151_a1, &ct_fn_random_151_a2, &ct_fn_random_151_a3, &ct_fn_random_151_a4, &ct_fn_random_151_a5 };
+
 static void ct_fn_random_151_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_151_a0);
-        memcpy(buffer, &ct_fn_random_151_a0, sizeof ct_fn_random_151_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_151_a1);
-        memcpy(buffer, &ct_fn_random_151_a1, sizeof ct_fn_random_151_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_151_a2);
-        memcpy(buffer, &ct_fn_random_151_a2, sizeof ct_fn_random_151_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_151_a3);
-        memcpy(buffer, &ct_fn_random_151_a3, sizeof ct_fn_random_151_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_151_a4);
-        memcpy(buffer, &ct_fn_random_151_a4, sizeof ct_fn_random_151_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_151_a5);
-        memcpy(buffer, &ct_fn_random_151_a5, sizeof ct_fn_random_151_a5);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_151_values, ct_fn_random_151_sizes, 6, index, buffer);
 }
 
 static int ct_fn_random_151_check(const void *buffer)
@@ -15809,40 +10685,11 @@ enum E_unsigned_high ct_fn_random_152(union R011 a0, int (*a1)(const char *, ...
 
 static const size_t ct_fn_random_152_sizes[] = { sizeof ct_fn_random_152_a0, sizeof ct_fn_random_152_a1, sizeof ct_fn_random_152_a2, sizeof ct_fn_random_152_a3, sizeof ct_fn_random_152_a4, sizeof ct_fn_random_152_a5, sizeof ct_fn_random_152_a6 };
 
+static const void *const ct_fn_random_152_values[] = { &ct_fn_random_152_a0, &ct_fn_random_152_a1, &ct_fn_random_152_a2, &ct_fn_random_152_a3, &ct_fn_random_152_a4, &ct_fn_random_152_a5, &ct_fn_random_152_a6 };
+
 static void ct_fn_random_152_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_152_a0);
-        memcpy(buffer, &ct_fn_random_152_a0, sizeof ct_fn_random_152_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_152_a1);
-        memcpy(buffer, &ct_fn_random_152_a1, sizeof ct_fn_random_152_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_152_a2);
-        memcpy(buffer, &ct_fn_random_152_a2, sizeof ct_fn_random_152_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_152_a3);
-        memcpy(buffer, &ct_fn_random_152_a3, sizeof ct_fn_random_152_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_152_a4);
-        memcpy(buffer, &ct_fn_random_152_a4, sizeof ct_fn_random_152_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_152_a5);
-        memcpy(buffer, &ct_fn_random_152_a5, sizeof ct_fn_random_152_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_152_a6);
-        memcpy(buffer, &ct_fn_random_152_a6, sizeof ct_fn_random_152_a6);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_152_values, ct_fn_random_152_sizes, 7, index, buffer);
 }
 
 static int ct_fn_random_152_check(const void *buffer)
@@ -15865,16 +10712,11 @@ struct R150 ct_fn_random_153(unsigned char *a0)
 
 static const size_t ct_fn_random_153_sizes[] = { sizeof ct_fn_random_153_a0 };
 
+static const void *const ct_fn_random_153_values[] = { &ct_fn_random_153_a0 };
+
 static void ct_fn_random_153_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_153_a0);
-        memcpy(buffer, &ct_fn_random_153_a0, sizeof ct_fn_random_153_a0);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_153_values, ct_fn_random_153_sizes, 1, index, buffer);
 }
 
 static int ct_fn_random_153_check(const void *buffer)
@@ -15909,40 +10751,11 @@ char ct_fn_random_154(enum E_big a0, long double a1, long double (*a2)(long doub
 
 static const size_t ct_fn_random_154_sizes[] = { sizeof ct_fn_random_154_a0, sizeof ct_fn_random_154_a1, sizeof ct_fn_random_154_a2, sizeof ct_fn_random_154_a3, sizeof ct_fn_random_154_a4, sizeof ct_fn_random_154_a5, sizeof ct_fn_random_154_a6 };
 
+static const void *const ct_fn_random_154_values[] = { &ct_fn_random_154_a0, &ct_fn_random_154_a1, &ct_fn_random_154_a2, &ct_fn_random_154_a3, &ct_fn_random_154_a4, &ct_fn_random_154_a5, &ct_fn_random_154_a6 };
+
 static void ct_fn_random_154_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_154_a0);
-        memcpy(buffer, &ct_fn_random_154_a0, sizeof ct_fn_random_154_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_154_a1);
-        memcpy(buffer, &ct_fn_random_154_a1, sizeof ct_fn_random_154_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_154_a2);
-        memcpy(buffer, &ct_fn_random_154_a2, sizeof ct_fn_random_154_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_154_a3);
-        memcpy(buffer, &ct_fn_random_154_a3, sizeof ct_fn_random_154_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_154_a4);
-        memcpy(buffer, &ct_fn_random_154_a4, sizeof ct_fn_random_154_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_154_a5);
-        memcpy(buffer, &ct_fn_random_154_a5, sizeof ct_fn_random_154_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_154_a6);
-        memcpy(buffer, &ct_fn_random_154_a6, sizeof ct_fn_random_154_a6);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_154_values, ct_fn_random_154_sizes, 7, index, buffer);
 }
 
 static int ct_fn_random_154_check(const void *buffer)
@@ -15967,20 +10780,11 @@ struct S_zw_first ct_fn_random_155(struct R035 a0, struct S_l3 a1)
 
 static const size_t ct_fn_random_155_sizes[] = { sizeof ct_fn_random_155_a0, sizeof ct_fn_random_155_a1 };
 
+static const void *const ct_fn_random_155_values[] = { &ct_fn_random_155_a0, &ct_fn_random_155_a1 };
+
 static void ct_fn_random_155_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_155_a0);
-        memcpy(buffer, &ct_fn_random_155_a0, sizeof ct_fn_random_155_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_155_a1);
-        memcpy(buffer, &ct_fn_random_155_a1, sizeof ct_fn_random_155_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_155_values, ct_fn_random_155_sizes, 2, index, buffer);
 }
 
 static int ct_fn_random_155_check(const void *buffer)
@@ -16009,28 +10813,11 @@ struct S_nested_unions_big ct_fn_random_156(struct R047 a0, struct R187 a1, unio
 
 static const size_t ct_fn_random_156_sizes[] = { sizeof ct_fn_random_156_a0, sizeof ct_fn_random_156_a1, sizeof ct_fn_random_156_a2, sizeof ct_fn_random_156_a3 };
 
+static const void *const ct_fn_random_156_values[] = { &ct_fn_random_156_a0, &ct_fn_random_156_a1, &ct_fn_random_156_a2, &ct_fn_random_156_a3 };
+
 static void ct_fn_random_156_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_156_a0);
-        memcpy(buffer, &ct_fn_random_156_a0, sizeof ct_fn_random_156_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_156_a1);
-        memcpy(buffer, &ct_fn_random_156_a1, sizeof ct_fn_random_156_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_156_a2);
-        memcpy(buffer, &ct_fn_random_156_a2, sizeof ct_fn_random_156_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_156_a3);
-        memcpy(buffer, &ct_fn_random_156_a3, sizeof ct_fn_random_156_a3);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_156_values, ct_fn_random_156_sizes, 4, index, buffer);
 }
 
 static int ct_fn_random_156_check(const void *buffer)
@@ -16083,44 +10870,11 @@ struct S_bf_unsigned_long_long ct_fn_random_158(double a0, float a1, float a2, d
 
 static const size_t ct_fn_random_158_sizes[] = { sizeof ct_fn_random_158_a0, sizeof ct_fn_random_158_a1, sizeof ct_fn_random_158_a2, sizeof ct_fn_random_158_a3, sizeof ct_fn_random_158_a4, sizeof ct_fn_random_158_a5, sizeof ct_fn_random_158_a6, sizeof ct_fn_random_158_a7 };
 
+static const void *const ct_fn_random_158_values[] = { &ct_fn_random_158_a0, &ct_fn_random_158_a1, &ct_fn_random_158_a2, &ct_fn_random_158_a3, &ct_fn_random_158_a4, &ct_fn_random_158_a5, &ct_fn_random_158_a6, &ct_fn_random_158_a7 };
+
 static void ct_fn_random_158_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_158_a0);
-        memcpy(buffer, &ct_fn_random_158_a0, sizeof ct_fn_random_158_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_158_a1);
-        memcpy(buffer, &ct_fn_random_158_a1, sizeof ct_fn_random_158_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_158_a2);
-        memcpy(buffer, &ct_fn_random_158_a2, sizeof ct_fn_random_158_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_158_a3);
-        memcpy(buffer, &ct_fn_random_158_a3, sizeof ct_fn_random_158_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_158_a4);
-        memcpy(buffer, &ct_fn_random_158_a4, sizeof ct_fn_random_158_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_158_a5);
-        memcpy(buffer, &ct_fn_random_158_a5, sizeof ct_fn_random_158_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_158_a6);
-        memcpy(buffer, &ct_fn_random_158_a6, sizeof ct_fn_random_158_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_158_a7);
-        memcpy(buffer, &ct_fn_random_158_a7, sizeof ct_fn_random_158_a7);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_158_values, ct_fn_random_158_sizes, 8, index, buffer);
 }
 
 static int ct_fn_random_158_check(const void *buffer)
@@ -16153,36 +10907,11 @@ float ct_fn_random_159(long a0, signed char a1, _Bool a2, _Bool a3, long long a4
 
 static const size_t ct_fn_random_159_sizes[] = { sizeof ct_fn_random_159_a0, sizeof ct_fn_random_159_a1, sizeof ct_fn_random_159_a2, sizeof ct_fn_random_159_a3, sizeof ct_fn_random_159_a4, sizeof ct_fn_random_159_a5 };
 
+static const void *const ct_fn_random_159_values[] = { &ct_fn_random_159_a0, &ct_fn_random_159_a1, &ct_fn_random_159_a2, &ct_fn_random_159_a3, &ct_fn_random_159_a4, &ct_fn_random_159_a5 };
+
 static void ct_fn_random_159_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_159_a0);
-        memcpy(buffer, &ct_fn_random_159_a0, sizeof ct_fn_random_159_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_159_a1);
-        memcpy(buffer, &ct_fn_random_159_a1, sizeof ct_fn_random_159_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_159_a2);
-        memcpy(buffer, &ct_fn_random_159_a2, sizeof ct_fn_random_159_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_159_a3);
-        memcpy(buffer, &ct_fn_random_159_a3, sizeof ct_fn_random_159_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_159_a4);
-        memcpy(buffer, &ct_fn_random_159_a4, sizeof ct_fn_random_159_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_159_a5);
-        memcpy(buffer, &ct_fn_random_159_a5, sizeof ct_fn_random_159_a5);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_159_values, ct_fn_random_159_sizes, 6, index, buffer);
 }
 
 static int ct_fn_random_159_check(const void *buffer)
@@ -16217,40 +10946,11 @@ unsigned int ct_fn_random_160(union R201 a0, float a1, long double a2, float a3,
 
 static const size_t ct_fn_random_160_sizes[] = { sizeof ct_fn_random_160_a0, sizeof ct_fn_random_160_a1, sizeof ct_fn_random_160_a2, sizeof ct_fn_random_160_a3, sizeof ct_fn_random_160_a4, sizeof ct_fn_random_160_a5, sizeof ct_fn_random_160_a6 };
 
+static const void *const ct_fn_random_160_values[] = { &ct_fn_random_160_a0, &ct_fn_random_160_a1, &ct_fn_random_160_a2, &ct_fn_random_160_a3, &ct_fn_random_160_a4, &ct_fn_random_160_a5, &ct_fn_random_160_a6 };
+
 static void ct_fn_random_160_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_160_a0);
-        memcpy(buffer, &ct_fn_random_160_a0, sizeof ct_fn_random_160_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_160_a1);
-        memcpy(buffer, &ct_fn_random_160_a1, sizeof ct_fn_random_160_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_160_a2);
-        memcpy(buffer, &ct_fn_random_160_a2, sizeof ct_fn_random_160_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_160_a3);
-        memcpy(buffer, &ct_fn_random_160_a3, sizeof ct_fn_random_160_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_160_a4);
-        memcpy(buffer, &ct_fn_random_160_a4, sizeof ct_fn_random_160_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_160_a5);
-        memcpy(buffer, &ct_fn_random_160_a5, sizeof ct_fn_random_160_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_160_a6);
-        memcpy(buffer, &ct_fn_random_160_a6, sizeof ct_fn_random_160_a6);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_160_values, ct_fn_random_160_sizes, 7, index, buffer);
 }
 
 static int ct_fn_random_160_check(const void *buffer)
@@ -16279,28 +10979,11 @@ double ct_fn_random_161(float a0, union U_bf a1, struct S_f3 a2, enum E_small a3
 
 static const size_t ct_fn_random_161_sizes[] = { sizeof ct_fn_random_161_a0, sizeof ct_fn_random_161_a1, sizeof ct_fn_random_161_a2, sizeof ct_fn_random_161_a3 };
 
+static const void *const ct_fn_random_161_values[] = { &ct_fn_random_161_a0, &ct_fn_random_161_a1, &ct_fn_random_161_a2, &ct_fn_random_161_a3 };
+
 static void ct_fn_random_161_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_161_a0);
-        memcpy(buffer, &ct_fn_random_161_a0, sizeof ct_fn_random_161_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_161_a1);
-        memcpy(buffer, &ct_fn_random_161_a1, sizeof ct_fn_random_161_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_161_a2);
-        memcpy(buffer, &ct_fn_random_161_a2, sizeof ct_fn_random_161_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_161_a3);
-        memcpy(buffer, &ct_fn_random_161_a3, sizeof ct_fn_random_161_a3);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_161_values, ct_fn_random_161_sizes, 4, index, buffer);
 }
 
 static int ct_fn_random_161_check(const void *buffer)
@@ -16333,36 +11016,11 @@ unsigned short ct_fn_random_162(short a0, struct R185 a1, enum E_signed a2, unio
 
 static const size_t ct_fn_random_162_sizes[] = { sizeof ct_fn_random_162_a0, sizeof ct_fn_random_162_a1, sizeof ct_fn_random_162_a2, sizeof ct_fn_random_162_a3, sizeof ct_fn_random_162_a4, sizeof ct_fn_random_162_a5 };
 
+static const void *const ct_fn_random_162_values[] = { &ct_fn_random_162_a0, &ct_fn_random_162_a1, &ct_fn_random_162_a2, &ct_fn_random_162_a3, &ct_fn_random_162_a4, &ct_fn_random_162_a5 };
+
 static void ct_fn_random_162_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_162_a0);
-        memcpy(buffer, &ct_fn_random_162_a0, sizeof ct_fn_random_162_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_162_a1);
-        memcpy(buffer, &ct_fn_random_162_a1, sizeof ct_fn_random_162_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_162_a2);
-        memcpy(buffer, &ct_fn_random_162_a2, sizeof ct_fn_random_162_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_162_a3);
-        memcpy(buffer, &ct_fn_random_162_a3, sizeof ct_fn_random_162_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_162_a4);
-        memcpy(buffer, &ct_fn_random_162_a4, sizeof ct_fn_random_162_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_162_a5);
-        memcpy(buffer, &ct_fn_random_162_a5, sizeof ct_fn_random_162_a5);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_162_values, ct_fn_random_162_sizes, 6, index, buffer);
 }
 
 static int ct_fn_random_162_check(const void *buffer)
@@ -16395,36 +11053,11 @@ union U_ld_l ct_fn_random_163(long a0, unsigned short a1, enum E_big a2, enum E_
 
 static const size_t ct_fn_random_163_sizes[] = { sizeof ct_fn_random_163_a0, sizeof ct_fn_random_163_a1, sizeof ct_fn_random_163_a2, sizeof ct_fn_random_163_a3, sizeof ct_fn_random_163_a4, sizeof ct_fn_random_163_a5 };
 
+static const void *const ct_fn_random_163_values[] = { &ct_fn_random_163_a0, &ct_fn_random_163_a1, &ct_fn_random_163_a2, &ct_fn_random_163_a3, &ct_fn_random_163_a4, &ct_fn_random_163_a5 };
+
 static void ct_fn_random_163_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_163_a0);
-        memcpy(buffer, &ct_fn_random_163_a0, sizeof ct_fn_random_163_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_163_a1);
-        memcpy(buffer, &ct_fn_random_163_a1, sizeof ct_fn_random_163_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_163_a2);
-        memcpy(buffer, &ct_fn_random_163_a2, sizeof ct_fn_random_163_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_163_a3);
-        memcpy(buffer, &ct_fn_random_163_a3, sizeof ct_fn_random_163_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_163_a4);
-        memcpy(buffer, &ct_fn_random_163_a4, sizeof ct_fn_random_163_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_163_a5);
-        memcpy(buffer, &ct_fn_random_163_a5, sizeof ct_fn_random_163_a5);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_163_values, ct_fn_random_163_sizes, 6, index, buffer);
 }
 
 static int ct_fn_random_163_check(const void *buffer)
@@ -16459,40 +11092,11 @@ double ct_fn_random_164(float a0, struct R162 a1, float a2, float a3, double a4,
 
 static const size_t ct_fn_random_164_sizes[] = { sizeof ct_fn_random_164_a0, sizeof ct_fn_random_164_a1, sizeof ct_fn_random_164_a2, sizeof ct_fn_random_164_a3, sizeof ct_fn_random_164_a4, sizeof ct_fn_random_164_a5, sizeof ct_fn_random_164_a6 };
 
+static const void *const ct_fn_random_164_values[] = { &ct_fn_random_164_a0, &ct_fn_random_164_a1, &ct_fn_random_164_a2, &ct_fn_random_164_a3, &ct_fn_random_164_a4, &ct_fn_random_164_a5, &ct_fn_random_164_a6 };
+
 static void ct_fn_random_164_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_164_a0);
-        memcpy(buffer, &ct_fn_random_164_a0, sizeof ct_fn_random_164_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_164_a1);
-        memcpy(buffer, &ct_fn_random_164_a1, sizeof ct_fn_random_164_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_164_a2);
-        memcpy(buffer, &ct_fn_random_164_a2, sizeof ct_fn_random_164_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_164_a3);
-        memcpy(buffer, &ct_fn_random_164_a3, sizeof ct_fn_random_164_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_164_a4);
-        memcpy(buffer, &ct_fn_random_164_a4, sizeof ct_fn_random_164_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_164_a5);
-        memcpy(buffer, &ct_fn_random_164_a5, sizeof ct_fn_random_164_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_164_a6);
-        memcpy(buffer, &ct_fn_random_164_a6, sizeof ct_fn_random_164_a6);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_164_values, ct_fn_random_164_sizes, 7, index, buffer);
 }
 
 static int ct_fn_random_164_check(const void *buffer)
@@ -16533,52 +11137,11 @@ unsigned char ct_fn_random_165(unsigned long long a0, int a1, unsigned char a2, 
 
 static const size_t ct_fn_random_165_sizes[] = { sizeof ct_fn_random_165_a0, sizeof ct_fn_random_165_a1, sizeof ct_fn_random_165_a2, sizeof ct_fn_random_165_a3, sizeof ct_fn_random_165_a4, sizeof ct_fn_random_165_a5, sizeof ct_fn_random_165_a6, sizeof ct_fn_random_165_a7, sizeof ct_fn_random_165_a8, sizeof ct_fn_random_165_a9 };
 
+static const void *const ct_fn_random_165_values[] = { &ct_fn_random_165_a0, &ct_fn_random_165_a1, &ct_fn_random_165_a2, &ct_fn_random_165_a3, &ct_fn_random_165_a4, &ct_fn_random_165_a5, &ct_fn_random_165_a6, &ct_fn_random_165_a7, &ct_fn_random_165_a8, &ct_fn_random_165_a9 };
+
 static void ct_fn_random_165_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_165_a0);
-        memcpy(buffer, &ct_fn_random_165_a0, sizeof ct_fn_random_165_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_165_a1);
-        memcpy(buffer, &ct_fn_random_165_a1, sizeof ct_fn_random_165_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_165_a2);
-        memcpy(buffer, &ct_fn_random_165_a2, sizeof ct_fn_random_165_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_165_a3);
-        memcpy(buffer, &ct_fn_random_165_a3, sizeof ct_fn_random_165_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_165_a4);
-        memcpy(buffer, &ct_fn_random_165_a4, sizeof ct_fn_random_165_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_165_a5);
-        memcpy(buffer, &ct_fn_random_165_a5, sizeof ct_fn_random_165_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_165_a6);
-        memcpy(buffer, &ct_fn_random_165_a6, sizeof ct_fn_random_165_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_165_a7);
-        memcpy(buffer, &ct_fn_random_165_a7, sizeof ct_fn_random_165_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_165_a8);
-        memcpy(buffer, &ct_fn_random_165_a8, sizeof ct_fn_random_165_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_165_a9);
-        memcpy(buffer, &ct_fn_random_165_a9, sizeof ct_fn_random_165_a9);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_165_values, ct_fn_random_165_sizes, 10, index, buffer);
 }
 
 static int ct_fn_random_165_check(const void *buffer)
@@ -16623,60 +11186,11 @@ unsigned long ct_fn_random_166(enum E_unsigned_high a0, union R195 a1, struct S_
 
 static const size_t ct_fn_random_166_sizes[] = { sizeof ct_fn_random_166_a0, sizeof ct_fn_random_166_a1, sizeof ct_fn_random_166_a2, sizeof ct_fn_random_166_a3, sizeof ct_fn_random_166_a4, sizeof ct_fn_random_166_a5, sizeof ct_fn_random_166_a6, sizeof ct_fn_random_166_a7, sizeof ct_fn_random_166_a8, sizeof ct_fn_random_166_a9, sizeof ct_fn_random_166_a10, sizeof ct_fn_random_166_a11 };
 
+static const void *const ct_fn_random_166_values[] = { &ct_fn_random_166_a0, &ct_fn_random_166_a1, &ct_fn_random_166_a2, &ct_fn_random_166_a3, &ct_fn_random_166_a4, &ct_fn_random_166_a5, &ct_fn_random_166_a6, &ct_fn_random_166_a7, &ct_fn_random_166_a8, &ct_fn_random_166_a9, &ct_fn_random_166_a10, &ct_fn_random_166_a11 };
+
 static void ct_fn_random_166_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_166_a0);
-        memcpy(buffer, &ct_fn_random_166_a0, sizeof ct_fn_random_166_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_166_a1);
-        memcpy(buffer, &ct_fn_random_166_a1, sizeof ct_fn_random_166_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_166_a2);
-        memcpy(buffer, &ct_fn_random_166_a2, sizeof ct_fn_random_166_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_166_a3);
-        memcpy(buffer, &ct_fn_random_166_a3, sizeof ct_fn_random_166_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_166_a4);
-        memcpy(buffer, &ct_fn_random_166_a4, sizeof ct_fn_random_166_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_166_a5);
-        memcpy(buffer, &ct_fn_random_166_a5, sizeof ct_fn_random_166_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_166_a6);
-        memcpy(buffer, &ct_fn_random_166_a6, sizeof ct_fn_random_166_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_166_a7);
-        memcpy(buffer, &ct_fn_random_166_a7, sizeof ct_fn_random_166_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_166_a8);
-        memcpy(buffer, &ct_fn_random_166_a8, sizeof ct_fn_random_166_a8);
-        break;
-    case 9:
-        memset(buffer, 0, sizeof ct_fn_random_166_a9);
-        memcpy(buffer, &ct_fn_random_166_a9, sizeof ct_fn_random_166_a9);
-        break;
-    case 10:
-        memset(buffer, 0, sizeof ct_fn_random_166_a10);
-        memcpy(buffer, &ct_fn_random_166_a10, sizeof ct_fn_random_166_a10);
-        break;
-    case 11:
-        memset(buffer, 0, sizeof ct_fn_random_166_a11);
-        memcpy(buffer, &ct_fn_random_166_a11, sizeof ct_fn_random_166_a11);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_166_values, ct_fn_random_166_sizes, 12, index, buffer);
 }
 
 static int ct_fn_random_166_check(const void *buffer)
@@ -16711,40 +11225,11 @@ struct R205 ct_fn_random_167(double a0, double a1, double a2, struct R211 a3, do
 
 static const size_t ct_fn_random_167_sizes[] = { sizeof ct_fn_random_167_a0, sizeof ct_fn_random_167_a1, sizeof ct_fn_random_167_a2, sizeof ct_fn_random_167_a3, sizeof ct_fn_random_167_a4, sizeof ct_fn_random_167_a5, sizeof ct_fn_random_167_a6 };
 
+static const void *const ct_fn_random_167_values[] = { &ct_fn_random_167_a0, &ct_fn_random_167_a1, &ct_fn_random_167_a2, &ct_fn_random_167_a3, &ct_fn_random_167_a4, &ct_fn_random_167_a5, &ct_fn_random_167_a6 };
+
 static void ct_fn_random_167_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_167_a0);
-        memcpy(buffer, &ct_fn_random_167_a0, sizeof ct_fn_random_167_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_167_a1);
-        memcpy(buffer, &ct_fn_random_167_a1, sizeof ct_fn_random_167_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_167_a2);
-        memcpy(buffer, &ct_fn_random_167_a2, sizeof ct_fn_random_167_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_167_a3);
-        memcpy(buffer, &ct_fn_random_167_a3, sizeof ct_fn_random_167_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_167_a4);
-        memcpy(buffer, &ct_fn_random_167_a4, sizeof ct_fn_random_167_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_167_a5);
-        memcpy(buffer, &ct_fn_random_167_a5, sizeof ct_fn_random_167_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_167_a6);
-        memcpy(buffer, &ct_fn_random_167_a6, sizeof ct_fn_random_167_a6);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_167_values, ct_fn_random_167_sizes, 7, index, buffer);
 }
 
 static int ct_fn_random_167_check(const void *buffer)
@@ -16777,36 +11262,11 @@ signed char ct_fn_random_168(enum E_unsigned_high a0, enum E_big a1, enum E_smal
 
 static const size_t ct_fn_random_168_sizes[] = { sizeof ct_fn_random_168_a0, sizeof ct_fn_random_168_a1, sizeof ct_fn_random_168_a2, sizeof ct_fn_random_168_a3, sizeof ct_fn_random_168_a4, sizeof ct_fn_random_168_a5 };
 
+static const void *const ct_fn_random_168_values[] = { &ct_fn_random_168_a0, &ct_fn_random_168_a1, &ct_fn_random_168_a2, &ct_fn_random_168_a3, &ct_fn_random_168_a4, &ct_fn_random_168_a5 };
+
 static void ct_fn_random_168_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_168_a0);
-        memcpy(buffer, &ct_fn_random_168_a0, sizeof ct_fn_random_168_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_168_a1);
-        memcpy(buffer, &ct_fn_random_168_a1, sizeof ct_fn_random_168_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_168_a2);
-        memcpy(buffer, &ct_fn_random_168_a2, sizeof ct_fn_random_168_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_168_a3);
-        memcpy(buffer, &ct_fn_random_168_a3, sizeof ct_fn_random_168_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_168_a4);
-        memcpy(buffer, &ct_fn_random_168_a4, sizeof ct_fn_random_168_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_168_a5);
-        memcpy(buffer, &ct_fn_random_168_a5, sizeof ct_fn_random_168_a5);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_168_values, ct_fn_random_168_sizes, 6, index, buffer);
 }
 
 static int ct_fn_random_168_check(const void *buffer)
@@ -16861,48 +11321,11 @@ float ct_fn_random_170(enum E_small a0, int a1, unsigned short a2, signed char a
 
 static const size_t ct_fn_random_170_sizes[] = { sizeof ct_fn_random_170_a0, sizeof ct_fn_random_170_a1, sizeof ct_fn_random_170_a2, sizeof ct_fn_random_170_a3, sizeof ct_fn_random_170_a4, sizeof ct_fn_random_170_a5, sizeof ct_fn_random_170_a6, sizeof ct_fn_random_170_a7, sizeof ct_fn_random_170_a8 };
 
+static const void *const ct_fn_random_170_values[] = { &ct_fn_random_170_a0, &ct_fn_random_170_a1, &ct_fn_random_170_a2, &ct_fn_random_170_a3, &ct_fn_random_170_a4, &ct_fn_random_170_a5, &ct_fn_random_170_a6, &ct_fn_random_170_a7, &ct_fn_random_170_a8 };
+
 static void ct_fn_random_170_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_170_a0);
-        memcpy(buffer, &ct_fn_random_170_a0, sizeof ct_fn_random_170_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_170_a1);
-        memcpy(buffer, &ct_fn_random_170_a1, sizeof ct_fn_random_170_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_170_a2);
-        memcpy(buffer, &ct_fn_random_170_a2, sizeof ct_fn_random_170_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_170_a3);
-        memcpy(buffer, &ct_fn_random_170_a3, sizeof ct_fn_random_170_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_170_a4);
-        memcpy(buffer, &ct_fn_random_170_a4, sizeof ct_fn_random_170_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_170_a5);
-        memcpy(buffer, &ct_fn_random_170_a5, sizeof ct_fn_random_170_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_170_a6);
-        memcpy(buffer, &ct_fn_random_170_a6, sizeof ct_fn_random_170_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_170_a7);
-        memcpy(buffer, &ct_fn_random_170_a7, sizeof ct_fn_random_170_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_170_a8);
-        memcpy(buffer, &ct_fn_random_170_a8, sizeof ct_fn_random_170_a8);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_170_values, ct_fn_random_170_sizes, 9, index, buffer);
 }
 
 static int ct_fn_random_170_check(const void *buffer)
@@ -16937,40 +11360,11 @@ long long ct_fn_random_171(double a0, struct R175 a1, float a2, float a3, double
 
 static const size_t ct_fn_random_171_sizes[] = { sizeof ct_fn_random_171_a0, sizeof ct_fn_random_171_a1, sizeof ct_fn_random_171_a2, sizeof ct_fn_random_171_a3, sizeof ct_fn_random_171_a4, sizeof ct_fn_random_171_a5, sizeof ct_fn_random_171_a6 };
 
+static const void *const ct_fn_random_171_values[] = { &ct_fn_random_171_a0, &ct_fn_random_171_a1, &ct_fn_random_171_a2, &ct_fn_random_171_a3, &ct_fn_random_171_a4, &ct_fn_random_171_a5, &ct_fn_random_171_a6 };
+
 static void ct_fn_random_171_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_171_a0);
-        memcpy(buffer, &ct_fn_random_171_a0, sizeof ct_fn_random_171_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_171_a1);
-        memcpy(buffer, &ct_fn_random_171_a1, sizeof ct_fn_random_171_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_171_a2);
-        memcpy(buffer, &ct_fn_random_171_a2, sizeof ct_fn_random_171_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_171_a3);
-        memcpy(buffer, &ct_fn_random_171_a3, sizeof ct_fn_random_171_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_171_a4);
-        memcpy(buffer, &ct_fn_random_171_a4, sizeof ct_fn_random_171_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_171_a5);
-        memcpy(buffer, &ct_fn_random_171_a5, sizeof ct_fn_random_171_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_171_a6);
-        memcpy(buffer, &ct_fn_random_171_a6, sizeof ct_fn_random_171_a6);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_171_values, ct_fn_random_171_sizes, 7, index, buffer);
 }
 
 static int ct_fn_random_171_check(const void *buffer)
@@ -17007,48 +11401,11 @@ void ct_fn_random_172(int a0, __int128 a1, struct R214 a2, float a3, unsigned in
 
 static const size_t ct_fn_random_172_sizes[] = { sizeof ct_fn_random_172_a0, sizeof ct_fn_random_172_a1, sizeof ct_fn_random_172_a2, sizeof ct_fn_random_172_a3, sizeof ct_fn_random_172_a4, sizeof ct_fn_random_172_a5, sizeof ct_fn_random_172_a6, sizeof ct_fn_random_172_a7, sizeof ct_fn_random_172_a8 };
 
+static const void *const ct_fn_random_172_values[] = { &ct_fn_random_172_a0, &ct_fn_random_172_a1, &ct_fn_random_172_a2, &ct_fn_random_172_a3, &ct_fn_random_172_a4, &ct_fn_random_172_a5, &ct_fn_random_172_a6, &ct_fn_random_172_a7, &ct_fn_random_172_a8 };
+
 static void ct_fn_random_172_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_172_a0);
-        memcpy(buffer, &ct_fn_random_172_a0, sizeof ct_fn_random_172_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_172_a1);
-        memcpy(buffer, &ct_fn_random_172_a1, sizeof ct_fn_random_172_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_172_a2);
-        memcpy(buffer, &ct_fn_random_172_a2, sizeof ct_fn_random_172_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_172_a3);
-        memcpy(buffer, &ct_fn_random_172_a3, sizeof ct_fn_random_172_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_172_a4);
-        memcpy(buffer, &ct_fn_random_172_a4, sizeof ct_fn_random_172_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_172_a5);
-        memcpy(buffer, &ct_fn_random_172_a5, sizeof ct_fn_random_172_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_172_a6);
-        memcpy(buffer, &ct_fn_random_172_a6, sizeof ct_fn_random_172_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_172_a7);
-        memcpy(buffer, &ct_fn_random_172_a7, sizeof ct_fn_random_172_a7);
-        break;
-    case 8:
-        memset(buffer, 0, sizeof ct_fn_random_172_a8);
-        memcpy(buffer, &ct_fn_random_172_a8, sizeof ct_fn_random_172_a8);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_172_values, ct_fn_random_172_sizes, 9, index, buffer);
 }
 
 static const struct S_c2 ct_fn_random_173_a0 = { .a = (char)47, .b = (char)-10 };
@@ -17078,44 +11435,11 @@ float ct_fn_random_173(struct S_c2 a0, float a1, float a2, float a3, double a4, 
 
 static const size_t ct_fn_random_173_sizes[] = { sizeof ct_fn_random_173_a0, sizeof ct_fn_random_173_a1, sizeof ct_fn_random_173_a2, sizeof ct_fn_random_173_a3, sizeof ct_fn_random_173_a4, sizeof ct_fn_random_173_a5, sizeof ct_fn_random_173_a6, sizeof ct_fn_random_173_a7 };
 
+static const void *const ct_fn_random_173_values[] = { &ct_fn_random_173_a0, &ct_fn_random_173_a1, &ct_fn_random_173_a2, &ct_fn_random_173_a3, &ct_fn_random_173_a4, &ct_fn_random_173_a5, &ct_fn_random_173_a6, &ct_fn_random_173_a7 };
+
 static void ct_fn_random_173_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_173_a0);
-        memcpy(buffer, &ct_fn_random_173_a0, sizeof ct_fn_random_173_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_173_a1);
-        memcpy(buffer, &ct_fn_random_173_a1, sizeof ct_fn_random_173_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_173_a2);
-        memcpy(buffer, &ct_fn_random_173_a2, sizeof ct_fn_random_173_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_173_a3);
-        memcpy(buffer, &ct_fn_random_173_a3, sizeof ct_fn_random_173_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_173_a4);
-        memcpy(buffer, &ct_fn_random_173_a4, sizeof ct_fn_random_173_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_173_a5);
-        memcpy(buffer, &ct_fn_random_173_a5, sizeof ct_fn_random_173_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_173_a6);
-        memcpy(buffer, &ct_fn_random_173_a6, sizeof ct_fn_random_173_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_173_a7);
-        memcpy(buffer, &ct_fn_random_173_a7, sizeof ct_fn_random_173_a7);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_173_values, ct_fn_random_173_sizes, 8, index, buffer);
 }
 
 static int ct_fn_random_173_check(const void *buffer)
@@ -17152,44 +11476,11 @@ union R134 ct_fn_random_174(float a0, float a1, long double a2, float a3, float 
 
 static const size_t ct_fn_random_174_sizes[] = { sizeof ct_fn_random_174_a0, sizeof ct_fn_random_174_a1, sizeof ct_fn_random_174_a2, sizeof ct_fn_random_174_a3, sizeof ct_fn_random_174_a4, sizeof ct_fn_random_174_a5, sizeof ct_fn_random_174_a6, sizeof ct_fn_random_174_a7 };
 
+static const void *const ct_fn_random_174_values[] = { &ct_fn_random_174_a0, &ct_fn_random_174_a1, &ct_fn_random_174_a2, &ct_fn_random_174_a3, &ct_fn_random_174_a4, &ct_fn_random_174_a5, &ct_fn_random_174_a6, &ct_fn_random_174_a7 };
+
 static void ct_fn_random_174_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_174_a0);
-        memcpy(buffer, &ct_fn_random_174_a0, sizeof ct_fn_random_174_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_174_a1);
-        memcpy(buffer, &ct_fn_random_174_a1, sizeof ct_fn_random_174_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_174_a2);
-        memcpy(buffer, &ct_fn_random_174_a2, sizeof ct_fn_random_174_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_174_a3);
-        memcpy(buffer, &ct_fn_random_174_a3, sizeof ct_fn_random_174_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_174_a4);
-        memcpy(buffer, &ct_fn_random_174_a4, sizeof ct_fn_random_174_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_174_a5);
-        memcpy(buffer, &ct_fn_random_174_a5, sizeof ct_fn_random_174_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_174_a6);
-        memcpy(buffer, &ct_fn_random_174_a6, sizeof ct_fn_random_174_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_174_a7);
-        memcpy(buffer, &ct_fn_random_174_a7, sizeof ct_fn_random_174_a7);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_174_values, ct_fn_random_174_sizes, 8, index, buffer);
 }
 
 static int ct_fn_random_174_check(const void *buffer)
@@ -17216,28 +11507,11 @@ void ct_fn_random_175(float a0, float a1, float a2, long double a3)
 
 static const size_t ct_fn_random_175_sizes[] = { sizeof ct_fn_random_175_a0, sizeof ct_fn_random_175_a1, sizeof ct_fn_random_175_a2, sizeof ct_fn_random_175_a3 };
 
+static const void *const ct_fn_random_175_values[] = { &ct_fn_random_175_a0, &ct_fn_random_175_a1, &ct_fn_random_175_a2, &ct_fn_random_175_a3 };
+
 static void ct_fn_random_175_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_175_a0);
-        memcpy(buffer, &ct_fn_random_175_a0, sizeof ct_fn_random_175_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_175_a1);
-        memcpy(buffer, &ct_fn_random_175_a1, sizeof ct_fn_random_175_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_175_a2);
-        memcpy(buffer, &ct_fn_random_175_a2, sizeof ct_fn_random_175_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_175_a3);
-        memcpy(buffer, &ct_fn_random_175_a3, sizeof ct_fn_random_175_a3);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_175_values, ct_fn_random_175_sizes, 4, index, buffer);
 }
 
 static const struct S_c2 ct_fn_random_176_a0 = { .a = (char)-38, .b = (char)-30 };
@@ -17253,16 +11527,11 @@ union R048 ct_fn_random_176(struct S_c2 a0)
 
 static const size_t ct_fn_random_176_sizes[] = { sizeof ct_fn_random_176_a0 };
 
+static const void *const ct_fn_random_176_values[] = { &ct_fn_random_176_a0 };
+
 static void ct_fn_random_176_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_176_a0);
-        memcpy(buffer, &ct_fn_random_176_a0, sizeof ct_fn_random_176_a0);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_176_values, ct_fn_random_176_sizes, 1, index, buffer);
 }
 
 static int ct_fn_random_176_check(const void *buffer)
@@ -17287,20 +11556,11 @@ enum E_big ct_fn_random_177(char a0, enum E_big a1)
 
 static const size_t ct_fn_random_177_sizes[] = { sizeof ct_fn_random_177_a0, sizeof ct_fn_random_177_a1 };
 
+static const void *const ct_fn_random_177_values[] = { &ct_fn_random_177_a0, &ct_fn_random_177_a1 };
+
 static void ct_fn_random_177_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_177_a0);
-        memcpy(buffer, &ct_fn_random_177_a0, sizeof ct_fn_random_177_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_177_a1);
-        memcpy(buffer, &ct_fn_random_177_a1, sizeof ct_fn_random_177_a1);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_177_values, ct_fn_random_177_sizes, 2, index, buffer);
 }
 
 static int ct_fn_random_177_check(const void *buffer)
@@ -17327,24 +11587,11 @@ struct R096 ct_fn_random_178(float a0, long long a1, float a2)
 
 static const size_t ct_fn_random_178_sizes[] = { sizeof ct_fn_random_178_a0, sizeof ct_fn_random_178_a1, sizeof ct_fn_random_178_a2 };
 
+static const void *const ct_fn_random_178_values[] = { &ct_fn_random_178_a0, &ct_fn_random_178_a1, &ct_fn_random_178_a2 };
+
 static void ct_fn_random_178_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_178_a0);
-        memcpy(buffer, &ct_fn_random_178_a0, sizeof ct_fn_random_178_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_178_a1);
-        memcpy(buffer, &ct_fn_random_178_a1, sizeof ct_fn_random_178_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_178_a2);
-        memcpy(buffer, &ct_fn_random_178_a2, sizeof ct_fn_random_178_a2);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_178_values, ct_fn_random_178_sizes, 3, index, buffer);
 }
 
 static int ct_fn_random_178_check(const void *buffer)
@@ -17381,44 +11628,11 @@ double ct_fn_random_179(double a0, float a1, _Complex long long a2, _Complex dou
 
 static const size_t ct_fn_random_179_sizes[] = { sizeof ct_fn_random_179_a0, sizeof ct_fn_random_179_a1, sizeof ct_fn_random_179_a2, sizeof ct_fn_random_179_a3, sizeof ct_fn_random_179_a4, sizeof ct_fn_random_179_a5, sizeof ct_fn_random_179_a6, sizeof ct_fn_random_179_a7 };
 
+static const void *const ct_fn_random_179_values[] = { &ct_fn_random_179_a0, &ct_fn_random_179_a1, &ct_fn_random_179_a2, &ct_fn_random_179_a3, &ct_fn_random_179_a4, &ct_fn_random_179_a5, &ct_fn_random_179_a6, &ct_fn_random_179_a7 };
+
 static void ct_fn_random_179_fill(int index, void *buffer)
 {
-    switch (index) {
-    case 0:
-        memset(buffer, 0, sizeof ct_fn_random_179_a0);
-        memcpy(buffer, &ct_fn_random_179_a0, sizeof ct_fn_random_179_a0);
-        break;
-    case 1:
-        memset(buffer, 0, sizeof ct_fn_random_179_a1);
-        memcpy(buffer, &ct_fn_random_179_a1, sizeof ct_fn_random_179_a1);
-        break;
-    case 2:
-        memset(buffer, 0, sizeof ct_fn_random_179_a2);
-        memcpy(buffer, &ct_fn_random_179_a2, sizeof ct_fn_random_179_a2);
-        break;
-    case 3:
-        memset(buffer, 0, sizeof ct_fn_random_179_a3);
-        memcpy(buffer, &ct_fn_random_179_a3, sizeof ct_fn_random_179_a3);
-        break;
-    case 4:
-        memset(buffer, 0, sizeof ct_fn_random_179_a4);
-        memcpy(buffer, &ct_fn_random_179_a4, sizeof ct_fn_random_179_a4);
-        break;
-    case 5:
-        memset(buffer, 0, sizeof ct_fn_random_179_a5);
-        memcpy(buffer, &ct_fn_random_179_a5, sizeof ct_fn_random_179_a5);
-        break;
-    case 6:
-        memset(buffer, 0, sizeof ct_fn_random_179_a6);
-        memcpy(buffer, &ct_fn_random_179_a6, sizeof ct_fn_random_179_a6);
-        break;
-    case 7:
-        memset(buffer, 0, sizeof ct_fn_random_179_a7);
-        memcpy(buffer, &ct_fn_random_179_a7, sizeof ct_fn_random_179_a7);
-        break;
-    default:
-        break;
-    }
+    ct_fill_from(ct_fn_random_179_values, ct_fn_random_179_sizes, 8, index, buffer);
 }
 
 static int ct_fn_random_179_check(const void *buffer)

@@ -1,6 +1,5 @@
 import CTestSupport
 import Foundation
-import Synchronization
 import Testing
 
 @testable import FFIHookCore
@@ -122,7 +121,7 @@ func address<F>(of function: F) -> UnsafeRawPointer {
 
     @Test func sharedIsSafeUnderConcurrentUse() throws {
         let signatures = try (0..<16).map { try Signature("{S\($0)=[\($0 + 1)i]}i") }
-        let interfaces = Mutex<[ObjectIdentifier: Int]>([:])
+        let interfaces = Locked<[ObjectIdentifier: Int]>([:])
         DispatchQueue.concurrentPerform(iterations: 2_000) { iteration in
             let signature = signatures[iteration % signatures.count]
             guard let interface = try? CallInterface.shared(for: signature) else { return }

@@ -42,3 +42,18 @@ import Testing
         #expect(try Signature("i^vi") != Signature("i^vI"))
     }
 }
+
+@Suite struct SignatureRoundTripTests {
+    /// An object followed by an unknown type must not print as a block.
+    @Test(arguments: ["@0?", "v@0?", "@-8?", "^@0?TT", "rA@-8?", "S@22222222222222222222?@", "?8^#@999????8?"])
+    func objectFollowedByUnknownRoundTrips(encoding: String) throws {
+        let signature = try Signature(encoding)
+        #expect(try Signature(signature.encoding) == signature)
+    }
+
+    @Test func blockStaysABlock() throws {
+        let signature = try Signature("v@?")
+        #expect(signature.argumentTypes.map(\.kind) == [.block])
+        #expect(signature.encoding == "v@?")
+    }
+}

@@ -43,7 +43,8 @@ struct Checker {
         }
         require(
             reparsed == signature,
-            "canonical signature \(quote(canonical)) reads back as \(outline(reparsed)) instead of \(outline(signature))")
+            "canonical signature \(quote(canonical)) reads back as \(outline(reparsed)) instead of \(outline(signature))"
+        )
         require(reparsed.hashValue == signature.hashValue, "equal signatures hash differently")
         require(reparsed.encoding == canonical, "canonical signature \(quote(canonical)) is not stable")
         return signature
@@ -117,7 +118,8 @@ struct Checker {
             alignment > 0 && alignment & (alignment - 1) == 0 && alignment <= 16,
             "\(path) \(type) has alignment \(alignment), not a power of two up to 16")
         if type.isAggregate {
-            require(size % alignment == 0, "\(path) \(type) has size \(size) not a multiple of its alignment \(alignment)")
+            require(
+                size % alignment == 0, "\(path) \(type) has size \(size) not a multiple of its alignment \(alignment)")
         }
 
         switch type.kind {
@@ -146,7 +148,9 @@ struct Checker {
             require(
                 !overflow && size == expected && alignment == element.alignment,
                 "\(path) \(type) has size \(size), alignment \(alignment) for \(count) x \(element)")
-            require(!element.isVoid && !element.isOpaque && !isBitField(element), "\(path) \(type) has an incomplete element")
+            require(
+                !element.isVoid && !element.isOpaque && !isBitField(element),
+                "\(path) \(type) has an incomplete element")
             return 1 + checkTree(element, path + ".element")
         case .complex(let part):
             require(part.isInteger || part.isFloatingPoint, "\(path) \(type) has a non-arithmetic part")

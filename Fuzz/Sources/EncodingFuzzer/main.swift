@@ -4,11 +4,11 @@
 // used; the program starts the libFuzzer driver itself and hands it `fuzzOneInput`.
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// libFuzzer's driver: parses the command line, then calls `callback` once per input.

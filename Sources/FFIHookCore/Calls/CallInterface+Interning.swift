@@ -1,5 +1,3 @@
-import Synchronization
-
 extension CallInterface {
     /// The shared interface for `signature`, prepared on first use.
     ///
@@ -34,7 +32,7 @@ final class InterfaceCache: Sendable {
         }
     }
 
-    private let entries = Mutex<[String: Entry]>([:])
+    private let entries = Locked<[String: Entry]>([:])
 
     func lookup(_ key: String) -> CallInterface? {
         entries.withLock { $0[key]?.interface }

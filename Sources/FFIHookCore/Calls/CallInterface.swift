@@ -1,5 +1,4 @@
 internal import CFFI
-import Synchronization
 
 /// A prepared way to call C functions of one signature.
 ///
@@ -37,7 +36,7 @@ public final class CallInterface: @unchecked Sendable {
     /// For a split `callCIF`: each of its arguments as (original argument, byte offset).
     private let callPieces: [(argument: Int, offset: Int)]?
     /// The key under which ``shared(for:)`` holds this interface, if it does.
-    let cacheKey = Mutex<String?>(nil)
+    let cacheKey = Locked<String?>(nil)
 
     /// Prepares an interface for a fixed-argument signature.
     ///

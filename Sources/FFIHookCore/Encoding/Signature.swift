@@ -42,21 +42,26 @@ public struct Signature: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The canonical encoding: the return type's then each argument's, without frame offsets.
-    public var encoding: String {
-        var text = ""
-        returnType.appendEncoding(to: &text, names: true)
-        for argument in argumentTypes { argument.appendEncoding(to: &text, names: true) }
-        return text
-    }
+    ///
+    /// One adjacency would read back differently: an object `@` followed by an unknown `?`
+    /// spells a block `@?`. Only there a frame offset `0` is kept between the two.
+    public var encoding: String { joinedEncoding(names: true) }
 
     /// The canonical encoding (see ``encoding``).
     public var description: String { encoding }
 
     /// The encoding without names and qualifiers: signatures the ABI cannot tell apart share it.
-    var abiKey: String {
+    var abiKey: String { joinedEncoding(names: false) }
+
+    private func joinedEncoding(names: Bool) -> String {
         var text = ""
-        returnType.appendEncoding(to: &text, names: false)
-        for argument in argumentTypes { argument.appendEncoding(to: &text, names: false) }
+        returnType.appendEncoding(to: &text, names: names)
+        for argument in argumentTypes {
+            var next = ""
+            argument.appendEncoding(to: &next, names: names)
+            if text.utf8.last == UInt8(ascii: "@") && next.utf8.first == UInt8(ascii: "?") { text += "0" }
+            text += next
+        }
         return text
     }
 }

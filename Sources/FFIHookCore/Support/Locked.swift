@@ -1,0 +1,40 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// A value guarded by a `pthread_mutex_t`.
+///
+/// The standard library's `Synchronization.Mutex` would serve, but on Linux its lock lives in
+/// the uninstrumented `libswiftSynchronization`, so ThreadSanitizer cannot see it order the
+/// accesses it guards and reports every guarded access as a race. A pthread mutex is
+/// intercepted by the sanitizer, which keeps `swift test --sanitize=thread` meaningful.
+/// Used only off the call path.
+final class Locked<Value>: @unchecked Sendable {
+    // Sendable: `value` is only touched with `mutex` held.
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private var value: Value
+
+    init(_ value: Value) {
+        self.value = value
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        let status = pthread_mutex_init(mutex, nil)
+        precondition(status == 0, "pthread_mutex_init failed: \(status)")
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    /// Runs `body` with exclusive access to the value.
+    func withLock<Result, Failure: Error>(
+        _ body: (inout Value) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body(&value)
+    }
+}
