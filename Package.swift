@@ -30,7 +30,7 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         // Compiler-built C functions and layouts that the tests check the library against.
-        .target(name: "CTestSupport"),
+        .target(name: "CTestSupport", dependencies: ["CFFI"]),
         .testTarget(
             name: "FFIHookCoreTests",
             dependencies: ["FFIHookCore", "CTestSupport"],

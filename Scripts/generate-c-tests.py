@@ -8,16 +8,29 @@ of each, and writes what gcc said into plain C files that clang builds:
 
     Sources/CTestSupport/ct_types.h    the type definitions
     Sources/CTestSupport/ct_layouts.c  the layout table, with a _Static_assert per entry
-    Sources/CTestSupport/ct_calls.c    the call table: functions that check their arguments
+    Sources/CTestSupport/ct_calls.c    the call table: functions that check their arguments,
+                                       with alternate values and a slot per function
 
 The contract of both tables is in Sources/CTestSupport/include/CTestSupport.h.
+
+Each call-table function has a primary value for every argument and for its
+return value, and an alternate one that differs from it in every member (in
+every stored byte of integers and floating point): what a hook writes in place
+of the primary value. A thread-local expectation tells the callees to compare
+their arguments with the alternate values, and ct_call_through_slot to compare
+the return value with the alternate one. Each function also has a slot, a
+function pointer in memory that generated C code calls it through with its
+exact type, so a hook installed in the slot is reached from C.
 
 Usage:
     python3 Scripts/generate-c-tests.py             rewrite the generated files
     python3 Scripts/generate-c-tests.py --check     exit 1 with a diff when they are stale
     python3 Scripts/generate-c-tests.py --driver F  also write a C program to F that calls
-                                                    every call-table function directly and
-                                                    checks the table against itself
+                                                    every call-table function directly, through
+                                                    its slot and through stand-ins for hooks,
+                                                    checks the table against itself and prints
+                                                    the figures of the timing helpers; build it
+                                                    with the CTestSupport sources and -lffi
 
 Everything random is drawn from a fixed-seed generator of this script's own, so
 the output depends only on this script and on gcc.
@@ -49,7 +62,9 @@ Types that stay in the layout table but are left out of the call table:
 """
 
 import argparse
+import decimal
 import difflib
+import fractions
 import hashlib
 import os
 import shutil
@@ -1028,6 +1043,45 @@ def random_float_text(rng, kind):
     return "%s%s.%se%d%s" % (sign, mantissa[0], mantissa[1:], exponent, suffix)
 
 
+def set_members(rec):
+    """The members a value of rec sets, in order: every member of a struct but
+    flexible arrays and unnamed bit-fields; the union_member of a union."""
+    fields = rec.fields if rec.kind == "struct" else [union_member(rec)]
+    return [f for f in fields if not (f.flexible or (f.name is None and f.bits is not None))]
+
+
+def bitfield_enumerators(f):
+    """The enumerators of an enum-typed bit-field's type that fit its width."""
+    t, width = f.type, f.bits
+    if t.signed:
+        return [n for n, v in t.items if -(1 << (width - 1)) <= v < (1 << (width - 1))]
+    return [n for n, v in t.items if 0 <= v < (1 << width)]
+
+
+def complex_int_range(elem):
+    """The values a part of an integer complex number takes (no minimum, which has no literal)."""
+    bits = elem.size * 8
+    if elem.kind == "sint":
+        return -(1 << (bits - 1)) + 1, (1 << (bits - 1)) - 1
+    return 0, (1 << bits) - 1
+
+
+def stub_function(name, func):
+    """A static function of type func that ignores its arguments and returns zero bytes."""
+    params = ["%s" % declare(p, "p%d" % i) for i, p in enumerate(func.params)]
+    if func.variadic:
+        params.append("...")
+    head = declare(func.ret, "%s(%s)" % (name, ", ".join(params) or "void"))
+    body = ["static %s\n{\n" % head]
+    if not is_void(func.ret):
+        body.append("    %s;\n    memset(&result, 0, sizeof result);\n" % declare(func.ret, "result"))
+    body.extend("    (void)p%d;\n" % i for i in range(len(func.params)))
+    if not is_void(func.ret):
+        body.append("    return result;\n")
+    body.append("}\n\n")
+    return "".join(body)
+
+
 class CodeContext:
     """Collects the comparison functions and function-pointer targets that the
     generated code needs, in an order where each is defined before its use."""
@@ -1038,6 +1092,8 @@ class CodeContext:
         self.targets = {}
         self.target_code = []
         self.target_count = 0
+        self.alternate_targets = {}
+        self.alternate_target_code = []
 
     # -- function-pointer targets
     def target(self, func, rng):
@@ -1047,86 +1103,177 @@ class CodeContext:
             name = "ct_target_%d" % self.target_count
             self.target_count += 1
             names.append(name)
-            params = ["%s" % declare(p, "p%d" % i) for i, p in enumerate(func.params)]
-            if func.variadic:
-                params.append("...")
-            head = declare(func.ret, "%s(%s)" % (name, ", ".join(params) or "void"))
-            body = ["static %s\n{\n" % head]
-            if not (isinstance(func.ret, Scalar) and func.ret.kind == "void"):
-                body.append("    %s;\n    memset(&result, 0, sizeof result);\n" % declare(func.ret, "result"))
-            body.extend("    (void)p%d;\n" % i for i in range(len(func.params)))
-            if not (isinstance(func.ret, Scalar) and func.ret.kind == "void"):
-                body.append("    return result;\n")
-            body.append("}\n\n")
-            self.target_code.append("".join(body))
+            self.target_code.append(stub_function(name, func))
             return name
         return rng.choice(names)
 
     # -- values
+    # A value is drawn as a tree that mirrors its type, then rendered as a C
+    # initializer. Leaves: an int for integers, _Bool, bit-fields and data
+    # pointers; the literal text for floating point; the enumerator's name; a
+    # pair for a complex number; the target's name for a function pointer. A
+    # record's tree is a list of (field, tree) for the members it sets.
+
     def value(self, t, rng):
+        return self.render(t, self.draw(t, rng))
+
+    def draw(self, t, rng):
         if isinstance(t, Const):
-            return self.value(t.inner, rng)
+            return self.draw(t.inner, rng)
         if isinstance(t, Scalar):
             if t.kind in ("sint", "uint"):
-                bits = t.size * 8
-                return int_literal(t.name, bits, t.kind == "sint", random_int(rng, bits, t.kind == "sint"))
+                return random_int(rng, t.size * 8, t.kind == "sint")
             if t.kind == "bool":
-                return str(rng.below(2))
+                return rng.below(2)
             return random_float_text(rng, t.kind)
         if isinstance(t, Enum):
             return rng.choice(t.items)[0]
         if isinstance(t, Complex):
             if t.elem.kind in ("float", "double", "ldouble"):
-                return "__builtin_complex(%s, %s)" % (random_float_text(rng, t.elem.kind),
-                                                      random_float_text(rng, t.elem.kind))
+                real = random_float_text(rng, t.elem.kind)
+                return (real, random_float_text(rng, t.elem.kind))
             bits = t.elem.size * 8
             signed = t.elem.kind == "sint"
-            lo = -(1 << (bits - 1)) + 1 if signed else 0
-            hi = (1 << (bits - 1)) - 1 if signed else (1 << bits) - 1
+            lo, hi = complex_int_range(t.elem)
             parts = []
             for _ in range(2):
                 v = random_int(rng, bits, signed)
                 parts.append(min(max(v, lo), hi))
-            suffix = ("LL" if signed else "ULL") if bits == 64 else ("" if signed else "U")
-            real = "%d%s" % (parts[0], suffix) if parts[0] >= 0 else "(-%d%s)" % (-parts[0], suffix)
-            imag = "%d%si" % (parts[1], suffix) if parts[1] >= 0 else "(-%d%si)" % (-parts[1], suffix)
-            return "(%s)(%s + %s)" % (spell(t), real, imag)
+            return tuple(parts)
         if isinstance(t, Ptr):
             if isinstance(t.to, Func):
                 return self.target(t.to, rng)
-            address = rng.range(0x10000, (1 << 47) - 1)
-            return "(%s)0x%xUL" % (spell(t), address)
+            return rng.range(0x10000, (1 << 47) - 1)
         if isinstance(t, Array):
-            return "{ %s }" % ", ".join(self.value(t.elem, rng) for _ in range(t.n))
+            return [self.draw(t.elem, rng) for _ in range(t.n)]
         if isinstance(t, Record):
-            return "{ %s }" % ", ".join(self.designators(t, rng))
+            return self.draw_members(t, rng)
         raise TypeError(t)
 
-    def designators(self, rec, rng):
-        fields = rec.fields if rec.kind == "struct" else [union_member(rec)]
+    def draw_members(self, rec, rng):
         out = []
-        for f in fields:
-            if f.flexible or (f.name is None and f.bits is not None):
-                continue
+        for f in set_members(rec):
             if f.name is None:
-                out.extend(self.designators(f.type, rng))
+                out.append((f, self.draw_members(f.type, rng)))
             elif f.bits is not None:
-                out.append(".%s = %s" % (f.name, self.bitfield_value(f, rng)))
+                out.append((f, self.draw_bitfield(f, rng)))
             else:
-                out.append(".%s = %s" % (f.name, self.value(f.type, rng)))
+                out.append((f, self.draw(f.type, rng)))
         return out
 
-    def bitfield_value(self, f, rng):
+    def draw_bitfield(self, f, rng):
         t, width = f.type, f.bits
         if isinstance(t, Enum):
-            if t.signed:
-                fits = [n for n, v in t.items if -(1 << (width - 1)) <= v < (1 << (width - 1))]
-            else:
-                fits = [n for n, v in t.items if 0 <= v < (1 << width)]
-            return rng.choice(fits)
+            return rng.choice(bitfield_enumerators(f))
         signed = t.kind == "sint"
-        v = random_int(rng, width, signed) if width > 1 else (-1 if signed else 1)
-        return int_literal(t.name, t.size * 8, signed, v)
+        return random_int(rng, width, signed) if width > 1 else (-1 if signed else 1)
+
+    def render(self, t, tree):
+        if isinstance(t, Const):
+            return self.render(t.inner, tree)
+        if isinstance(t, Scalar):
+            if t.kind in ("sint", "uint"):
+                return int_literal(t.name, t.size * 8, t.kind == "sint", tree)
+            if t.kind == "bool":
+                return str(tree)
+            return tree
+        if isinstance(t, Enum):
+            return tree
+        if isinstance(t, Complex):
+            if t.elem.kind in ("float", "double", "ldouble"):
+                return "__builtin_complex(%s, %s)" % tree
+            bits = t.elem.size * 8
+            signed = t.elem.kind == "sint"
+            suffix = ("LL" if signed else "ULL") if bits == 64 else ("" if signed else "U")
+            real = "%d%s" % (tree[0], suffix) if tree[0] >= 0 else "(-%d%s)" % (-tree[0], suffix)
+            imag = "%d%si" % (tree[1], suffix) if tree[1] >= 0 else "(-%d%si)" % (-tree[1], suffix)
+            return "(%s)(%s + %s)" % (spell(t), real, imag)
+        if isinstance(t, Ptr):
+            if isinstance(t.to, Func):
+                return tree
+            return "(%s)0x%xUL" % (spell(t), tree)
+        if isinstance(t, Array):
+            return "{ %s }" % ", ".join(self.render(t.elem, item) for item in tree)
+        if isinstance(t, Record):
+            return "{ %s }" % ", ".join(self.designators(tree))
+        raise TypeError(t)
+
+    def designators(self, members):
+        out = []
+        for f, tree in members:
+            if f.name is None:
+                out.extend(self.designators(tree))
+            elif f.bits is not None:
+                text = tree if isinstance(f.type, Enum) else int_literal(
+                    f.type.name, f.type.size * 8, f.type.kind == "sint", tree)
+                out.append(".%s = %s" % (f.name, text))
+            else:
+                out.append(".%s = %s" % (f.name, self.render(f.type, tree)))
+        return out
+
+    # -- alternate values
+    # A second value of the same type for the same place, which a hook writes
+    # over the primary one: every leaf differs from the primary's, integers and
+    # floating point in every stored byte, pointers in every byte below the
+    # always-zero top two, _Bool by negation, an enum by another enumerator, a
+    # function pointer by pointing to a function of its own.
+
+    def alternate_target(self, func):
+        key = spell(Ptr(func))
+        if key not in self.alternate_targets:
+            name = "ct_alternate_target_%d" % len(self.alternate_targets)
+            self.alternate_targets[key] = name
+            self.alternate_target_code.append(stub_function(name, func))
+        return self.alternate_targets[key]
+
+    def alternate(self, t, rng, primary):
+        if isinstance(t, Const):
+            return self.alternate(t.inner, rng, primary)
+        if isinstance(t, Scalar):
+            if t.kind in ("sint", "uint"):
+                return alternate_int(rng, primary, t.size * 8, t.kind == "sint")
+            if t.kind == "bool":
+                return 1 - primary
+            return alternate_float_text(rng, primary, t.kind)
+        if isinstance(t, Enum):
+            values = dict(t.items)
+            return rng.choice([n for n, v in t.items if v != values[primary]])
+        if isinstance(t, Complex):
+            if t.elem.kind in ("float", "double", "ldouble"):
+                return tuple(alternate_float_text(rng, part, t.elem.kind) for part in primary)
+            lo, hi = complex_int_range(t.elem)
+            return tuple(alternate_int(rng, part, t.elem.size * 8, t.elem.kind == "sint", lo, hi)
+                         for part in primary)
+        if isinstance(t, Ptr):
+            if isinstance(t.to, Func):
+                return self.alternate_target(t.to)
+            while True:
+                address = rng.range(0x10000, (1 << 47) - 1)
+                if all_bytes_differ(le_bytes(address, 6), le_bytes(primary, 6)):
+                    return address
+        if isinstance(t, Array):
+            return [self.alternate(t.elem, rng, item) for item in primary]
+        if isinstance(t, Record):
+            return self.alternate_members(rng, primary)
+        raise TypeError(t)
+
+    def alternate_members(self, rng, primary):
+        out = []
+        for f, tree in primary:
+            if f.name is None:
+                out.append((f, self.alternate_members(rng, tree)))
+            elif f.bits is not None:
+                out.append((f, self.alternate_bitfield(f, rng, tree)))
+            else:
+                out.append((f, self.alternate(f.type, rng, tree)))
+        return out
+
+    def alternate_bitfield(self, f, rng, primary):
+        t = f.type
+        if isinstance(t, Enum):
+            values = dict(t.items)
+            return rng.choice([n for n in bitfield_enumerators(f) if values[n] != values[primary]])
+        return alternate_int(rng, primary, f.bits, t.kind == "sint")
 
     # -- comparisons
     def eq_function(self, t):
@@ -1188,6 +1335,170 @@ class CodeContext:
                                         loop_depth)
             return out
         raise TypeError(t)
+
+
+# ---------------------------------------------------------------------------
+# The bytes of values, exactly as the compiler stores them, so alternate values
+# can be drawn to differ from the primary ones in every byte that can differ.
+
+FLOAT_FORMATS = {
+    # kind: (significand bits with the leading one, exponent bits, bytes stored)
+    "float": (24, 8, 4),
+    "double": (53, 11, 8),
+    "ldouble": (64, 15, 10),
+}
+
+
+def exact_value(text):
+    """The exact rational value of a floating-point literal (decimal or hexadecimal)."""
+    body = text.rstrip("fFlL")
+    sign = 1
+    if body.startswith("-"):
+        sign, body = -1, body[1:]
+    if body.lower().startswith("0x"):
+        mantissa, exponent = body[2:].lower().split("p")
+        whole, _, frac = mantissa.partition(".")
+        value = fractions.Fraction(int(whole + frac, 16), 16 ** len(frac)) * fractions.Fraction(2) ** int(exponent)
+    else:
+        value = fractions.Fraction(decimal.Decimal(body))
+    return sign * value
+
+
+def float_bits(text, kind):
+    """The stored bits of a floating-point literal of kind (round to nearest even;
+    every value here is normal)."""
+    digits, exponent_bits, _ = FLOAT_FORMATS[kind]
+    bias = (1 << (exponent_bits - 1)) - 1
+    value = exact_value(text)
+    sign = 1 if value < 0 else 0
+    x = abs(value)
+    exponent = x.numerator.bit_length() - x.denominator.bit_length()
+    while fractions.Fraction(2) ** exponent > x:
+        exponent -= 1
+    while fractions.Fraction(2) ** (exponent + 1) <= x:
+        exponent += 1
+    scaled = x * fractions.Fraction(2) ** (digits - 1 - exponent)
+    significand, rest = divmod(scaled.numerator, scaled.denominator)
+    if 2 * rest > scaled.denominator or (2 * rest == scaled.denominator and significand % 2):
+        significand += 1
+    if significand == 1 << digits:
+        significand >>= 1
+        exponent += 1
+    biased = exponent + bias
+    assert 0 < biased < 2 * bias + 1, text
+    if kind == "ldouble":
+        # x87 extended precision keeps the leading one of the significand.
+        return ((sign << exponent_bits | biased) << digits) | significand
+    return ((sign << exponent_bits | biased) << (digits - 1)) | (significand - (1 << (digits - 1)))
+
+
+def float_text(sign, exponent, fraction, kind):
+    """A hexadecimal literal of kind: (-1)^sign * 1.fraction * 2^exponent."""
+    digits = FLOAT_FORMATS[kind][0]
+    fraction_bits = digits - 1
+    hex_digits = (fraction_bits + 3) // 4
+    shifted = fraction << (4 * hex_digits - fraction_bits)
+    suffix = {"float": "f", "double": "", "ldouble": "L"}[kind]
+    return "%s0x1.%0*xp%+d%s" % ("-" if sign else "", hex_digits, shifted, exponent, suffix)
+
+
+def le_bytes(value, count):
+    return (value & ((1 << (8 * count)) - 1)).to_bytes(count, "little")
+
+
+def all_bytes_differ(a, b):
+    return all(x != y for x, y in zip(a, b))
+
+
+def int_groups_differ(a, b, bits):
+    """True when a and b (two's complement, `bits` wide) differ in every group of
+    8 bits from the lowest, the last group possibly narrower."""
+    mask = (1 << bits) - 1
+    a, b = a & mask, b & mask
+    for start in range(0, bits, 8):
+        width = min(8, bits - start)
+        if (a >> start) & ((1 << width) - 1) == (b >> start) & ((1 << width) - 1):
+            return False
+    return True
+
+
+def signed_value(u, bits, signed):
+    if signed and u >= 1 << (bits - 1):
+        return u - (1 << bits)
+    return u
+
+
+def alternate_int(rng, primary, bits, signed, lo=None, hi=None):
+    """A nonzero integer that differs from primary in every 8-bit group (bit for
+    bit when bits is 1), within lo ... hi when given."""
+    if bits == 1:
+        return signed_value((primary & 1) ^ 1, 1, signed)
+    while True:
+        v = signed_value(rng.bits(bits), bits, signed)
+        if v == 0 or (lo is not None and not lo <= v <= hi):
+            continue
+        if int_groups_differ(v, primary, bits):
+            return v
+
+
+def alternate_float_text(rng, primary_text, kind):
+    """A finite normal value of kind whose every stored byte differs from the
+    primary's: the opposite sign, then an exponent and fraction drawn until no
+    byte is left equal."""
+    digits, _, size = FLOAT_FORMATS[kind]
+    primary = le_bytes(float_bits(primary_text, kind), size)
+    sign = 0 if exact_value(primary_text) < 0 else 1
+    span = {"float": 60, "double": 300, "ldouble": 3000}[kind]
+    while True:
+        exponent = rng.range(-span, span)
+        text = float_text(sign, exponent, rng.bits(digits - 1), kind)
+        if all_bytes_differ(le_bytes(float_bits(text, kind), size), primary):
+            return text
+
+
+def value_bytes(t, tree, base=0):
+    """(offset, stored bytes) of each leaf of a value whose bytes are known here:
+    every leaf but bit-fields and function pointers. long double has 10."""
+    if isinstance(t, Const):
+        return value_bytes(t.inner, tree, base)
+    if isinstance(t, Scalar):
+        if t.kind in ("sint", "uint", "bool"):
+            return [(base, le_bytes(tree, t.size))]
+        return [(base, le_bytes(float_bits(tree, t.kind), FLOAT_FORMATS[t.kind][2]))]
+    if isinstance(t, Enum):
+        value = dict(t.items)[tree]
+        return [(base, le_bytes(value, 4))]
+    if isinstance(t, Complex):
+        half = t.elem.size
+        if t.elem.kind in ("float", "double", "ldouble"):
+            size = FLOAT_FORMATS[t.elem.kind][2]
+            return [(base + i * half, le_bytes(float_bits(part, t.elem.kind), size)) for i, part in enumerate(tree)]
+        return [(base + i * half, le_bytes(part, half)) for i, part in enumerate(tree)]
+    if isinstance(t, Ptr):
+        if isinstance(t.to, Func):
+            return []
+        return [(base, le_bytes(tree, 8))]
+    if isinstance(t, Array):
+        step = size_align(t.elem)[0]
+        out = []
+        for i, item in enumerate(tree):
+            out += value_bytes(t.elem, item, base + i * step)
+        return out
+    if isinstance(t, Record):
+        return record_bytes(t, tree, base)
+    raise TypeError(t)
+
+
+def record_bytes(rec, members, base):
+    offsets = {id(f): bit for f, bit in record_layout_with_offsets(rec)[2]}
+    out = []
+    for f, tree in members:
+        at = base + offsets[id(f)] // 8
+        if f.name is None:
+            out += record_bytes(f.type, tree, at)
+        elif f.bits is None:
+            out += value_bytes(f.type, tree, at)
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -1362,26 +1673,51 @@ def call_encoding(call, void_encoding, facts):
 
 
 def calls_source(calls, void_encoding, facts):
+    """The text of ct_calls.c. Records on each call the value trees it drew, as
+    call.values = (argument trees, return tree, alternate argument trees,
+    alternate return tree), the return trees None for void."""
     ctx = CodeContext()
     sections = []
     table = []
-    for call in calls:
+    through = []
+    for index, call in enumerate(calls):
         rng = Rng("values " + call.name)
+        alternate_rng = Rng("alternate values " + call.name)
         fn = "ct_fn_" + call.name
+        void = is_void(call.ret)
         out = []
         values = []
+        trees = []
         for i, t in enumerate(call.args):
             values.append("%s_a%d" % (fn, i))
-            out.append("static %s = %s;\n" % (declare(const_of(t), values[-1]), ctx.value(t, rng)))
-        if not is_void(call.ret):
-            out.append("static %s = %s;\n" % (declare(const_of(call.ret), fn + "_ret"), ctx.value(call.ret, rng)))
+            trees.append(ctx.draw(t, rng))
+            out.append("static %s = %s;\n" % (declare(const_of(t), values[-1]), ctx.render(t, trees[-1])))
+        ret_tree = None
+        if not void:
+            ret_tree = ctx.draw(call.ret, rng)
+            out.append("static %s = %s;\n" % (declare(const_of(call.ret), fn + "_ret"), ctx.render(call.ret, ret_tree)))
+        alternates = []
+        alternate_trees = []
+        for i, t in enumerate(call.args):
+            alternates.append("%s_alt_a%d" % (fn, i))
+            alternate_trees.append(ctx.alternate(t, alternate_rng, trees[i]))
+            out.append("static %s = %s;\n" % (declare(const_of(t), alternates[-1]), ctx.render(t, alternate_trees[-1])))
+        alternate_ret_tree = None
+        if not void:
+            alternate_ret_tree = ctx.alternate(call.ret, alternate_rng, ret_tree)
+            out.append("static %s = %s;\n" % (declare(const_of(call.ret), fn + "_alt_ret"),
+                                              ctx.render(call.ret, alternate_ret_tree)))
+        call.values = (trees, ret_tree, alternate_trees, alternate_ret_tree)
         params = ", ".join(declare(t, "a%d" % i) for i, t in enumerate(call.args)) or "void"
         prototype = declare(call.ret, "%s(%s)" % (fn, ", ".join(spell(t) for t in call.args) or "void"))
         definition = declare(call.ret, "%s(%s)" % (fn, params))
         out.append("\n%s;\n%s\n{\n    ct_enter();\n" % (prototype, definition))
+        if call.args:
+            out.append("    const int alternate = ct_expects_alternate_arguments();\n")
         for i, t in enumerate(call.args):
-            out.append("    if (!%s(&a%d, &%s)) ct_mismatch(%d);\n" % (ctx.eq_function(t), i, values[i], i + 1))
-        if not is_void(call.ret):
+            out.append("    if (!%s(&a%d, alternate ? &%s : &%s)) ct_mismatch(%d);\n"
+                       % (ctx.eq_function(t), i, alternates[i], values[i], i + 1))
+        if not void:
             out.append("    return %s_ret;\n" % fn)
         out.append("}\n\n")
         if call.args:
@@ -1392,25 +1728,55 @@ def calls_source(calls, void_encoding, facts):
             out.append("static void %s_fill(int index, void *buffer)\n{\n"
                        "    ct_fill_from(%s_values, %s_sizes, %d, index, buffer);\n}\n\n"
                        % (fn, fn, fn, len(values)))
+            out.append("static const void *const %s_alt_values[] = { %s };\n\n"
+                       % (fn, ", ".join("&" + v for v in alternates)))
+            out.append("static void %s_alt_fill(int index, void *buffer)\n{\n"
+                       "    ct_fill_from(%s_alt_values, %s_sizes, %d, index, buffer);\n}\n\n"
+                       % (fn, fn, fn, len(values)))
             fill = fn + "_fill"
+            alternate_fill = fn + "_alt_fill"
         else:
-            fill = "ct_fill_nothing"
-        if not is_void(call.ret):
-            out.append("static int %s_check(const void *buffer)\n{\n    %s;\n"
-                       "    memcpy(&value, buffer, sizeof value);\n    return %s(&value, &%s_ret) ? 0 : 1;\n}\n\n"
-                       % (fn, declare(call.ret, "value"), ctx.eq_function(call.ret), fn))
-            check = fn + "_check"
+            fill = alternate_fill = "ct_fill_nothing"
+        if not void:
+            for suffix in ("", "_alt"):
+                out.append("static int %s%s_check(const void *buffer)\n{\n    %s;\n"
+                           "    memcpy(&value, buffer, sizeof value);\n    return %s(&value, &%s%s_ret) ? 0 : 1;\n}\n\n"
+                           % (fn, suffix, declare(call.ret, "value"), ctx.eq_function(call.ret), fn, suffix))
+            for suffix in ("", "_alt"):
+                out.append("static void %s%s_fill_ret(void *buffer)\n{\n"
+                           "    memcpy(buffer, &%s%s_ret, sizeof %s%s_ret);\n}\n\n" % (fn, suffix, fn, suffix, fn, suffix))
+            check, alternate_check = fn + "_check", fn + "_alt_check"
+            fill_return, alternate_fill_return = fn + "_fill_ret", fn + "_alt_fill_ret"
             return_size = "sizeof %s_ret" % fn
         else:
-            check = "ct_check_void"
+            check = alternate_check = "ct_check_void"
+            fill_return = alternate_fill_return = "ct_fill_return_nothing"
             return_size = "0"
+        function_type = declare(Ptr(Func(call.ret, call.args)), "")
+        out.append("static int %s_through_slot(void)\n{\n" % fn)
+        out.extend("    %s = %s;\n" % (declare(t, "a%d" % i), values[i]) for i, t in enumerate(call.args))
+        out.append("    %s = (%s)ct_load_slot(%d);\n" % (declare(Ptr(Func(call.ret, call.args)), "function"),
+                                                        function_type, index))
+        arguments = ", ".join("a%d" % i for i in range(len(call.args)))
+        if void:
+            out.append("    function(%s);\n    return 0;\n}\n\n" % arguments)
+        else:
+            out.append("    %s = function(%s);\n" % (declare(call.ret, "result"), arguments))
+            out.append("    return ct_expects_alternate_return() ? %s(&result) : %s(&result);\n}\n\n"
+                       % (alternate_check, check))
+        through.append("%s_through_slot" % fn)
         sections.append("".join(out))
-        table.append("    { %s, %s, (const void *)%s, %d, %s, %s, %s, %s },\n"
+        table.append("    { %s, %s, (const void *)%s, %d, %s, %s, %s, %s,\n      %s, %s, %s, %s },\n"
                      % (c_string(fn), c_string(call_encoding(call, void_encoding, facts)), fn, len(call.args),
-                        fn + "_sizes" if call.args else "NULL", return_size, fill, check))
+                        fn + "_sizes" if call.args else "NULL", return_size, fill, check,
+                        alternate_fill, alternate_check, alternate_fill_return, fill_return))
+    count = len(calls)
     head = [BANNER,
             "// The call table: functions compiled by the C compiler, each checking that its\n"
-            "// arguments arrived byte for byte and returning a known value.\n\n",
+            "// arguments arrived byte for byte and returning a known value. Each has a second,\n"
+            "// alternate value for every argument and for its return value (what a hook writes\n"
+            "// in place of the primary one), and a slot: a function pointer in memory that C\n"
+            "// code calls it through and a hook can replace.\n\n",
             "#include <string.h>\n\n#include \"CTestSupport.h\"\n#include \"%s\"\n\n" % TYPES_H,
             "static _Thread_local ct_report ct_current_report;\n\n",
             "ct_report ct_take_report(void)\n{\n    ct_report report = ct_current_report;\n"
@@ -1425,14 +1791,51 @@ def calls_source(calls, void_encoding, facts):
             "{\n    if (index < 0 || index >= count) {\n        return;\n    }\n"
             "    memset(buffer, 0, sizes[index]);\n    memcpy(buffer, values[index], sizes[index]);\n}\n\n",
             "static int ct_check_void(const void *buffer)\n{\n    (void)buffer;\n    return 0;\n}\n\n",
+            "static void ct_fill_return_nothing(void *buffer)\n{\n    (void)buffer;\n}\n\n",
+            "// What this thread's callees and ct_call_through_slot expect (CT_EXPECT_* bits).\n"
+            "static _Thread_local int ct_current_expectation;\n\n",
+            "static int ct_expects_alternate_arguments(void)\n{\n"
+            "    return (ct_current_expectation & CT_EXPECT_ALTERNATE_ARGUMENTS) != 0;\n}\n\n",
+            "static int ct_expects_alternate_return(void)\n{\n"
+            "    return (ct_current_expectation & CT_EXPECT_ALTERNATE_RETURN) != 0;\n}\n\n",
+            "// One function pointer per call-table entry, defined after the functions.\n"
+            "extern void *ct_slots[%d];\n\n" % count,
+            "// Reads a slot anew on every call (a volatile load the compiler cannot cache): a hook\n"
+            "// may have replaced it since the last one, from another thread (an atomic acquire load).\n"
+            "static void *ct_load_slot(int index)\n{\n"
+            "    return __atomic_load_n((void *const volatile *)&ct_slots[index], __ATOMIC_ACQUIRE);\n}\n\n",
             "// Comparisons of significant bytes: long double has 10, padding has none,\n"
             "// bit-fields compare by value, a union compares through the member its value was set by.\n\n"]
     tail = ["static const ct_call ct_calls[] = {\n"] + table + ["};\n\n",
             "int ct_call_count(void)\n{\n    return (int)(sizeof ct_calls / sizeof ct_calls[0]);\n}\n\n",
             "const ct_call *ct_call_at(int index)\n{\n    if (index < 0 || index >= ct_call_count()) {\n"
-            "        return NULL;\n    }\n    return &ct_calls[index];\n}\n"]
+            "        return NULL;\n    }\n    return &ct_calls[index];\n}\n\n",
+            "void *ct_slots[%d] = {\n" % count]
+    tail += ["    (void *)%s,\n" % ("ct_fn_" + call.name) for call in calls]
+    tail += ["};\n\n",
+             "// Calls entry `index` through its slot and checks the return value (0 when right).\n"
+             "static int (*const ct_through_slot[%d])(void) = {\n" % count]
+    tail += ["    %s,\n" % name for name in through]
+    tail += ["};\n\n",
+             "_Static_assert(sizeof ct_calls / sizeof ct_calls[0] == %d, \"one slot per call-table entry\");\n\n"
+             % count,
+             "void **ct_slot_at(int index)\n{\n    if (index < 0 || index >= ct_call_count()) {\n"
+             "        return NULL;\n    }\n    return &ct_slots[index];\n}\n\n",
+             "void ct_reset_slot(int index)\n{\n    if (index < 0 || index >= ct_call_count()) {\n"
+             "        return;\n    }\n"
+             "    __atomic_store_n((void *volatile *)&ct_slots[index], (void *)ct_calls[index].function, __ATOMIC_RELEASE);\n"
+             "}\n\n",
+             "void ct_set_expectation(int expectation)\n{\n    ct_current_expectation = expectation;\n}\n\n",
+             "int ct_call_through_slot(int index, int expectation)\n{\n"
+             "    if (index < 0 || index >= ct_call_count()) {\n        return -1;\n    }\n"
+             "    ct_current_expectation = expectation;\n"
+             "    int result = ct_through_slot[index]();\n"
+             "    ct_current_expectation = 0;\n"
+             "    return result;\n}\n"]
     return "".join(head + ctx.eq_code + ["// Functions that function pointers in the values point to.\n\n"]
-                   + ctx.target_code + sections + tail)
+                   + ctx.target_code
+                   + ["// Functions that function pointers in the alternate values point to.\n\n"]
+                   + ctx.alternate_target_code + sections + tail)
 
 
 def layouts_source(ty, facts):
@@ -1459,8 +1862,179 @@ def layouts_source(ty, facts):
 # A C program that calls every table function directly (for checking the
 # generator itself; not part of the package).
 
+def byte_table(t, primary, alternate):
+    """(offset, primary byte, alternate byte) for every byte of value_bytes of both values."""
+    out = []
+    pairs = list(zip(value_bytes(t, primary), value_bytes(t, alternate)))
+    for (offset, primary_bytes), (other_offset, alternate_bytes) in pairs:
+        assert offset == other_offset and len(primary_bytes) == len(alternate_bytes)
+        for j, (p, a) in enumerate(zip(primary_bytes, alternate_bytes)):
+            out += [offset + j, p, a]
+    return out
+
+
+def check_alternates(calls):
+    """Every leaf of every alternate value differs from the primary one: in every
+    stored byte for integers and floating point, in at least one otherwise."""
+    for call in calls:
+        trees, ret_tree, alternate_trees, alternate_ret_tree = call.values
+        pairs = list(zip(call.args, trees, alternate_trees))
+        if not is_void(call.ret):
+            pairs.append((call.ret, ret_tree, alternate_ret_tree))
+        for t, primary, alternate in pairs:
+            if primary == alternate:
+                sys.exit("%s: an alternate value equals the primary one" % call.name)
+            for (offset, p), (_, a) in zip(value_bytes(t, primary), value_bytes(t, alternate)):
+                if p == a:
+                    sys.exit("%s: alternate leaf at byte %d equals the primary one" % (call.name, offset))
+
+
+def driver_alternate_source(calls):
+    """The driver's part for slots, expectations and alternate values: per entry,
+    two stand-ins for a hook written in C and a function that runs the checks."""
+    out = ["static int stand_in_calls, stand_in_original_ok;\n\n",
+           "// Checks the bytes (offset, primary byte, alternate byte) the generator computed.\n"
+           "static void expect_bytes(const void *primary, const void *alternate, const unsigned short *table,\n"
+           "                         size_t count, const char *what, const char *name)\n{\n"
+           "    const unsigned char *p = primary, *a = alternate;\n"
+           "    int ok = 1;\n"
+           "    for (size_t i = 0; i + 2 < count; i += 3) {\n"
+           "        if (p[table[i]] != table[i + 1] || a[table[i]] != table[i + 2]) ok = 0;\n"
+           "    }\n    expect(ok, what, name);\n}\n\n"]
+    for index, call in enumerate(calls):
+        trees, ret_tree, alternate_trees, alternate_ret_tree = call.values
+        void = is_void(call.ret)
+        n = len(call.args)
+        fptr = declare(Ptr(Func(call.ret, call.args)), "")
+        params = ", ".join(declare(t, "p%d" % i) for i, t in enumerate(call.args)) or "void"
+        forward = ", ".join("p%d" % i for i in range(n))
+
+        # A before/after hook: alternate arguments, original call, alternate return value.
+        out.append("static %s\n{\n    const ct_call *c = ct_call_at(%d);\n    stand_in_calls++;\n"
+                   % (declare(call.ret, "before_after_%d(%s)" % (index, params)), index))
+        out.extend("    c->fill_alternate_argument(%d, &p%d);\n" % (i, i) for i in range(n))
+        if void:
+            out.append("    ((%s)c->function)(%s);\n    stand_in_original_ok = 1;\n}\n\n" % (fptr, forward))
+        else:
+            out.append("    %s = ((%s)c->function)(%s);\n" % (declare(call.ret, "original"), fptr, forward))
+            out.append("    stand_in_original_ok = c->check_return(&original) == 0;\n")
+            out.append("    %s;\n    c->fill_alternate_return(&replaced);\n    return replaced;\n}\n\n"
+                       % declare(call.ret, "replaced"))
+        # An instead hook: no original call, the primary return value.
+        out.append("static %s\n{\n" % declare(call.ret, "instead_%d(%s)" % (index, params)))
+        if not void:
+            out.append("    const ct_call *c = ct_call_at(%d);\n" % index)
+        out.extend("    (void)p%d;\n" % i for i in range(n))
+        out.append("    stand_in_calls++;\n")
+        if not void:
+            out.append("    %s;\n    c->fill_return(&value);\n    return value;\n" % declare(call.ret, "value"))
+        out.append("}\n\n")
+
+        out.append("static void alternates_%d(void)\n{\n    const ct_call *c = ct_call_at(%d);\n" % (index, index))
+        for i, t in enumerate(call.args):
+            out.append("    %s;\n    %s;\n" % (declare(t, "v%d" % i), declare(t, "w%d" % i)))
+            out.append("    c->fill_argument(%d, &v%d);\n    c->fill_alternate_argument(%d, &w%d);\n" % (i, i, i, i))
+            table = byte_table(t, trees[i], alternate_trees[i])
+            if table:
+                out.append("    static const unsigned short bytes%d[] = { %s };\n" % (i, ", ".join(map(str, table))))
+                out.append("    expect_bytes(&v%d, &w%d, bytes%d, %d, \"argument %d bytes\", c->name);\n"
+                           % (i, i, i, len(table), i))
+        out.append("    ct_report report;\n    int result;\n")
+        if void:
+            out.append("    static const unsigned char nothing[1];\n")
+            out.append("    expect(c->check_alternate_return(nothing) == 0, \"void alternate return\", c->name);\n")
+            out.append("    c->fill_return(NULL);\n    c->fill_alternate_return(NULL);\n")
+        else:
+            out.append("    %s;\n    %s;\n    %s;\n" % (declare(call.ret, "r"), declare(call.ret, "rp"),
+                                                      declare(call.ret, "ra")))
+            out.append("    c->fill_return(&rp);\n    c->fill_alternate_return(&ra);\n")
+            table = byte_table(call.ret, ret_tree, alternate_ret_tree)
+            if table:
+                out.append("    static const unsigned short bytes_ret[] = { %s };\n" % ", ".join(map(str, table)))
+                out.append("    expect_bytes(&rp, &ra, bytes_ret, %d, \"return bytes\", c->name);\n" % len(table))
+            out.append("    expect(c->check_return(&rp) == 0 && c->check_alternate_return(&ra) == 0, "
+                       "\"filled return values accepted\", c->name);\n")
+            out.append("    expect(c->check_return(&ra) != 0 && c->check_alternate_return(&rp) != 0, "
+                       "\"swapped return values rejected\", c->name);\n")
+        assign = "" if void else "r = "
+
+        def invoke(names):
+            return "    %s((%s)c->function)(%s);\n" % (assign, fptr, ", ".join(names))
+
+        primary = ["v%d" % i for i in range(n)]
+        alternate = ["w%d" % i for i in range(n)]
+        out.append("    ct_set_expectation(CT_EXPECT_ALTERNATE_ARGUMENTS);\n    (void)ct_take_report();\n")
+        out.append(invoke(alternate))
+        out.append("    report = ct_take_report();\n")
+        out.append("    expect(report.calls == 1 && report.failed_argument == 0, \"alternate arguments accepted\", c->name);\n")
+        if not void:
+            out.append("    expect(c->check_return(&r) == 0, \"callee returns its primary value\", c->name);\n")
+        if n:
+            out.append(invoke(primary))
+            out.append("    report = ct_take_report();\n")
+            out.append("    expect(report.failed_argument == 1, \"primary arguments rejected\", c->name);\n")
+        for k in range(n):
+            out.append(invoke(alternate[:k] + [primary[k]] + alternate[k + 1:]))
+            out.append("    report = ct_take_report();\n")
+            out.append("    expect(report.failed_argument == %d, \"primary argument %d among alternates rejected\", c->name);\n"
+                       % (k + 1, k))
+        out.append("    ct_set_expectation(0);\n")
+        out.append(invoke(primary))
+        out.append("    report = ct_take_report();\n")
+        out.append("    expect(report.calls == 1 && report.failed_argument == 0, \"expectation 0 again\", c->name);\n")
+
+        out.append("    expect(ct_slot_at(%d) != NULL && *ct_slot_at(%d) == c->function, \"slot holds the function\", c->name);\n"
+                   % (index, index))
+        for expectation in range(4):
+            failed = 1 if expectation & 1 and n else 0
+            right = not (expectation & 2 and not void)
+            out.append("    result = ct_call_through_slot(%d, %d);\n    report = ct_take_report();\n" % (index, expectation))
+            out.append("    expect(report.calls == 1 && report.failed_argument == %d && (result == 0) == %d, "
+                       "\"through slot, expectation %d\", c->name);\n" % (failed, int(right), expectation))
+        out.append(invoke(primary))
+        out.append("    report = ct_take_report();\n")
+        out.append("    expect(report.failed_argument == 0, \"expectation reset by ct_call_through_slot\", c->name);\n")
+
+        out.append("    *ct_slot_at(%d) = (void *)before_after_%d;\n" % (index, index))
+        out.append("    stand_in_calls = 0;\n    stand_in_original_ok = 0;\n")
+        out.append("    result = ct_call_through_slot(%d, CT_EXPECT_ALTERNATE_ARGUMENTS | CT_EXPECT_ALTERNATE_RETURN);\n"
+                   "    report = ct_take_report();\n" % index)
+        out.append("    expect(result == 0 && report.calls == 1 && report.failed_argument == 0 && stand_in_calls == 1 "
+                   "&& stand_in_original_ok, \"before/after stand-in, expectation 3\", c->name);\n")
+        out.append("    result = ct_call_through_slot(%d, 0);\n    report = ct_take_report();\n" % index)
+        out.append("    expect(report.calls == 1 && report.failed_argument == %d && (result == 0) == %d, "
+                   "\"before/after stand-in, expectation 0\", c->name);\n" % (1 if n else 0, int(void)))
+        out.append("    *ct_slot_at(%d) = (void *)instead_%d;\n    stand_in_calls = 0;\n" % (index, index))
+        out.append("    result = ct_call_through_slot(%d, 0);\n    report = ct_take_report();\n" % index)
+        out.append("    expect(result == 0 && report.calls == 0 && stand_in_calls == 1, \"instead stand-in\", c->name);\n")
+        out.append("    ct_reset_slot(%d);\n" % index)
+        out.append("    expect(*ct_slot_at(%d) == c->function, \"reset slot\", c->name);\n" % index)
+        out.append("    result = ct_call_through_slot(%d, 0);\n    report = ct_take_report();\n" % index)
+        out.append("    expect(result == 0 && report.calls == 1 && report.failed_argument == 0, \"after reset\", c->name);\n")
+        out.append("}\n\n")
+    return "".join(out)
+
+
+def driver_main_additions(calls):
+    return "".join([
+        "    expect(ct_slot_at(-1) == NULL && ct_slot_at(%d) == NULL, \"slot index range\", \"table\");\n" % len(calls),
+        "    expect(ct_call_through_slot(-1, 0) == -1 && ct_call_through_slot(%d, 0) == -1, "
+        "\"call index range\", \"table\");\n" % len(calls)]
+        + ["    alternates_%d();\n" % i for i in range(len(calls))]
+        + ["    {\n        long long n = 1000000, expected = 0;\n"
+           "        for (long long i = 0; i < n; i++) expected += (int)((unsigned)i + (unsigned)(3 * i + 1));\n"
+           "        expect(ct_call_add_slot_loop(n) == expected, \"add slot checksum\", \"timing\");\n"
+           "        expect(*ct_add_slot() == (void *)ct_add_ints, \"add slot\", \"timing\");\n"
+           "        double closure = ct_raw_closure_ns_per_call(10000000);\n"
+           "        double direct = ct_direct_ns_per_call(10000000);\n"
+           "        expect(closure > 0 && direct > 0, \"timing\", \"timing\");\n"
+           "        printf(\"raw libffi closure: %.2f ns per call; direct: %.2f ns per call\\n\", closure, direct);\n"
+           "    }\n"])
+
+
 def driver_source(ty, calls, void_encoding, facts):
-    out = ["// Calls every call-table function with a direct C call and checks the table.\n",
+    out = ["// Calls every call-table function with a direct C call and checks the table, then\n"
+           "// through its slot, with alternate values and with stand-ins for hooks written in C.\n",
            "#include <stdio.h>\n#include <string.h>\n\n#include \"CTestSupport.h\"\n#include \"%s\"\n\n" % TYPES_H,
            "static int passed, failed;\n\n",
            "static void expect(int ok, const char *what, const char *name)\n{\n"
@@ -1507,6 +2081,7 @@ def driver_source(ty, calls, void_encoding, facts):
             out.append("    expect(report.calls == 1 && report.failed_argument == %d, \"flipped argument %d\", c->name);\n"
                        % (i + 1, i))
         out.append("}\n\n")
+    out.append(driver_alternate_source(calls))
     out.append("int main(void)\n{\n")
     out.append("    expect(ct_call_count() == %d, \"call count\", \"table\");\n" % len(calls))
     out.append("    expect(ct_layout_count() == %d, \"layout count\", \"table\");\n" % len(ty.layouts))
@@ -1515,6 +2090,7 @@ def driver_source(ty, calls, void_encoding, facts):
         out.append("    expect(ct_layout_at(%d)->size == sizeof(%s) && ct_layout_at(%d)->alignment == _Alignof(%s), "
                    "\"layout\", %s);\n" % (index, q, index, q, c_string(q)))
     out.extend("    run_%d();\n" % i for i in range(len(calls)))
+    out.append(driver_main_additions(calls))
     out.append("    printf(\"%d passed, %d failed\\n\", passed, failed);\n    return failed != 0;\n}\n")
     return "".join(out)
 
@@ -1535,6 +2111,7 @@ def generate():
         LAYOUTS_C: layouts_source(ty, facts),
         CALLS_C: calls_source(calls, void_encoding, facts),
     }
+    check_alternates(calls)
     return files, driver_source(ty, calls, void_encoding, facts), len(ty.layouts), len(calls)
 
 
@@ -1543,7 +2120,8 @@ def main():
     parser.add_argument("--check", action="store_true",
                         help="regenerate into a temporary directory and fail if the committed files differ")
     parser.add_argument("--driver", metavar="FILE",
-                        help="also write a C program that calls every call-table function directly")
+                        help="also write a C program that calls every call-table function directly, through "
+                             "its slot and with stand-ins for hooks, and prints the timing helpers' figures")
     options = parser.parse_args()
 
     files, driver, layout_count, call_count = generate()

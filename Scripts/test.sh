@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every check of the package: generated C test sources in step with gcc, formatting,
-# the test suite with warnings as errors, and the leak check under LeakSanitizer.
+# the test suite with warnings as errors, then the hook engine under AddressSanitizer (with
+# LeakSanitizer) and ThreadSanitizer.
 # On a Debian machine with only the Swift toolchain it first installs what it needs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +28,12 @@ swift format lint --strict --recursive Package.swift Sources Tests Fuzz/Package.
 echo "== swift test"
 swift test -Xswiftc -warnings-as-errors
 
-echo "== leak check (LeakSanitizer)"
+# The sanitizer passes skip the exit tests, whose child processes stop on purpose.
+echo "== address sanitizer and leak check"
 # XCTest itself leaks a few objects at exit; only the Swift Testing run is checked.
 ASAN_OPTIONS=detect_leaks=1 swift test --sanitize=address --scratch-path .build-asan --disable-xctest \
-    --filter ResourceLifetimeTests
+    --filter "ResourceLifetimeTests|FFIHookTests" --skip InvocationPreconditionTests
+
+echo "== thread sanitizer"
+swift test --sanitize=thread --scratch-path .build-tsan --disable-xctest \
+    --filter "FFIHookTests|CallInterfaceTests" --skip InvocationPreconditionTests

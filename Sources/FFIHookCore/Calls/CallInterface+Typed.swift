@@ -1,5 +1,5 @@
 /// Swift types whose C counterpart a typed call can check beyond size and alignment.
-enum SwiftScalarClass {
+package enum SwiftScalarClass {
     /// The leaf class of `type` when it is a known Swift scalar, `nil` for other types.
     static func of<T>(_ type: T.Type) -> ScalarLeaf.Class? {
         switch type {
@@ -18,7 +18,7 @@ enum SwiftScalarClass {
     }
 
     /// Whether a Swift value of type `T` can stand for a C value of type `c`.
-    static func matches<T>(_ swiftType: T.Type, _ c: CType) -> Bool {
+    package static func matches<T>(_ swiftType: T.Type, _ c: CType) -> Bool {
         let expected: (size: Int, alignment: Int) =
             if case .array = c.kind { (Platform.pointerSize, Platform.pointerSize) } else { (c.size, c.alignment) }
         #if arch(x86_64)

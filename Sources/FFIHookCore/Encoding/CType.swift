@@ -7,7 +7,9 @@
 /// nonzero width is named (an unnamed one would not count towards the alignment).
 public struct CType: Sendable, Hashable, CustomStringConvertible {
     /// What kind of type this is.
-    public let kind: Kind
+    public var kind: Kind { node.kind }
+    /// The shape, stored without enum payloads (see ``KindNode``).
+    private let node: KindNode
     /// The qualifiers written before the type (`r` const, `n` in, ...).
     public let qualifiers: Qualifiers
     /// The size in bytes, as `sizeof` gives it (0 for `void`, opaque and empty aggregates).
@@ -30,7 +32,7 @@ public struct CType: Sendable, Hashable, CustomStringConvertible {
     }
 
     init(kind: Kind, qualifiers: Qualifiers = [], size: Int, alignment: Int) {
-        self.kind = kind
+        self.node = KindNode(kind)
         self.qualifiers = qualifiers
         self.size = size
         self.alignment = alignment
@@ -169,5 +171,117 @@ extension CType {
     /// The same type without qualifiers.
     public var unqualified: CType {
         CType(kind: kind, size: size, alignment: alignment)
+    }
+}
+
+// MARK: - Storage
+
+/// A ``CType/Kind`` stored as plain fields.
+///
+/// Swift keeps the case of a multi-payload indirect enum in the spare high bits of the
+/// pointer to its payload box. Leak checkers (LeakSanitizer, valgrind) do not recognise such
+/// a tagged value as a pointer, so every long-lived type (held by a hooked slot, say) would
+/// be reported as leaked. Storing the shape in a class with untagged references keeps the
+/// library clean under those tools; ``CType/kind`` rebuilds the enum on demand.
+final class KindNode: Sendable, Hashable {
+    private enum Tag: UInt8 {
+        case void, primitive, pointer, cString, object, block, objectClass, selector, unknown
+        case array, structure, union, complex, bitField
+    }
+
+    private let tag: Tag
+    private let primitive: CType.Primitive?
+    private let name: String?
+    private let count: Int
+    private let width: Int
+    private let child: CType?
+    private let fields: [CType.Field]?
+
+    init(_ kind: CType.Kind) {
+        var primitive: CType.Primitive?
+        var name: String?
+        var count = 0
+        var width = 0
+        var child: CType?
+        var fields: [CType.Field]?
+        switch kind {
+        case .void: tag = .void
+        case .primitive(let value):
+            tag = .primitive
+            primitive = value
+        case .pointer(let pointee):
+            tag = .pointer
+            child = pointee
+        case .cString: tag = .cString
+        case .object(let className):
+            tag = .object
+            name = className
+        case .block: tag = .block
+        case .objectClass: tag = .objectClass
+        case .selector: tag = .selector
+        case .unknown: tag = .unknown
+        case .array(let elements, let element):
+            tag = .array
+            count = elements
+            child = element
+        case .structure(let aggregateName, let members):
+            tag = .structure
+            name = aggregateName
+            fields = members
+        case .union(let aggregateName, let members):
+            tag = .union
+            name = aggregateName
+            fields = members
+        case .complex(let part):
+            tag = .complex
+            primitive = part
+        case .bitField(let bitField):
+            tag = .bitField
+            primitive = bitField.base
+            count = bitField.bitOffset
+            width = bitField.width
+        }
+        self.primitive = primitive
+        self.name = name
+        self.count = count
+        self.width = width
+        self.child = child
+        self.fields = fields
+    }
+
+    var kind: CType.Kind {
+        switch tag {
+        case .void: .void
+        case .primitive: .primitive(primitive!)
+        case .pointer: .pointer(pointee: child!)
+        case .cString: .cString
+        case .object: .object(className: name)
+        case .block: .block
+        case .objectClass: .objectClass
+        case .selector: .selector
+        case .unknown: .unknown
+        case .array: .array(count: count, element: child!)
+        case .structure: .structure(name: name, fields: fields)
+        case .union: .union(name: name, fields: fields)
+        case .complex: .complex(part: primitive!)
+        case .bitField: .bitField(CType.BitField(bitOffset: count, base: primitive!, width: width))
+        }
+    }
+
+    static func == (lhs: KindNode, rhs: KindNode) -> Bool {
+        lhs === rhs
+            || (lhs.tag == rhs.tag && lhs.primitive == rhs.primitive && lhs.name == rhs.name
+                && lhs.count == rhs.count && lhs.width == rhs.width && lhs.child == rhs.child
+                && lhs.fields == rhs.fields)
+    }
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(tag)
+        hasher.combine(primitive)
+        hasher.combine(name)
+        hasher.combine(count)
+        hasher.combine(width)
+        hasher.combine(child)
+        hasher.combine(fields)
     }
 }

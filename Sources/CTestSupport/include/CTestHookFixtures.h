@@ -1,0 +1,60 @@
+#ifndef CTESTHOOKFIXTURES_H
+#define CTESTHOOKFIXTURES_H
+
+/// A point passed and returned by value (two doubles: SSE registers).
+typedef struct {
+    double x;
+    double y;
+} ct_fix_point;
+
+/// A table of callbacks, as a C library would hold one.
+typedef struct {
+    int (*add)(int a, int b);
+    double (*mix)(int a, double b, float c, long d);
+    void (*notify)(int code);
+    ct_fix_point (*offset)(ct_fix_point point, double delta);
+    signed char (*negate)(signed char value);
+    int (*countdown)(int n);
+} ct_fix_table;
+
+/// The table the fixtures' callers call through; its fields start at the functions below.
+ct_fix_table *ct_fix_table_get(void);
+/// Puts every original function back into the table and clears the counters.
+void ct_fix_reset(void);
+
+int ct_fix_add(int a, int b);
+double ct_fix_mix(int a, double b, float c, long d);
+void ct_fix_notify(int code);
+ct_fix_point ct_fix_offset(ct_fix_point point, double delta);
+signed char ct_fix_negate(signed char value);
+/// Counts down to 0 through the table's `countdown` field, returning how many steps ran.
+int ct_fix_countdown(int n);
+
+/// C callers: each loads the field from the table and calls it.
+int ct_fix_call_add(int a, int b);
+double ct_fix_call_mix(int a, double b, float c, long d);
+void ct_fix_call_notify(int code);
+ct_fix_point ct_fix_call_offset(ct_fix_point point, double delta);
+/// Returns the negated value widened to int as a C caller sees it.
+int ct_fix_call_negate(signed char value);
+int ct_fix_call_countdown(int n);
+/// Calls `add` through the table `count` times with arguments (i, 1); returns the sum of results.
+long long ct_fix_call_add_repeatedly(long long count);
+
+/// Calls the `int(int, int)` function held at `slot` `count` times with arguments (i, 1),
+/// loading the slot before every call; returns the sum of results.
+long long ct_fix_call_add_through(int (**slot)(int, int), long long count);
+
+/// A stand-in for another library's function that took over the `add` slot.
+int (*ct_fix_negate_add_shim(void))(int, int);
+
+/// How many times each original ran since the last reset (atomic counters).
+unsigned long long ct_fix_add_runs(void);
+unsigned long long ct_fix_notify_runs(void);
+/// The last code `ct_fix_notify` received.
+int ct_fix_last_notified(void);
+/// The arguments the last `ct_fix_add` received.
+int ct_fix_last_add_a(void);
+int ct_fix_last_add_b(void);
+
+#endif

@@ -1,0 +1,278 @@
+/// Typed hooks: blocks that receive the arguments as Swift values.
+///
+/// The block's parameter types are checked against the C signature when the hook is
+/// installed, so a block cannot read an `int` as a `double`:
+///
+/// ```swift
+/// try Hook.before(on: slot, arguments: Int32.self, Int32.self, returning: Int32.self) { a, b in
+///     print("add(\(a), \(b))")
+/// }
+/// try Hook.instead(on: slot, arguments: Int32.self, Int32.self, returning: Int32.self) { original, a, b in
+///     original(a, b) * 2
+/// }
+/// ```
+///
+/// With ``CEncodable`` types the signature is derived from the Swift types. For types with no
+/// single encoding (an imported C struct) pass the signature; each Swift type must then have
+/// its C type's size and no stricter alignment, and standard-library scalars must agree in
+/// kind (integer or floating point).
+extension Hook {
+    // MARK: - Signature derived from the Swift types
+
+    /// Runs `block` with the arguments before the original.
+    @inlinable
+    public static func before<each Argument: CEncodable, Result: CEncodable>(
+        on slot: FunctionSlot, arguments: repeat (each Argument).Type, returning: Result.Type,
+        options: HookOptions = [], _ block: @escaping @Sendable (repeat each Argument) -> Void
+    ) throws(HookError) -> HookToken {
+        let signature = try derivedSignature(Result.typeEncoding, repeat each arguments)
+        return try typedBefore(
+            on: slot, signature: signature, options: options, types: repeat each arguments, block: block)
+    }
+
+    /// Runs `block` with the arguments before the original, for a function returning void.
+    @inlinable
+    public static func before<each Argument: CEncodable>(
+        on slot: FunctionSlot, arguments: repeat (each Argument).Type,
+        options: HookOptions = [], _ block: @escaping @Sendable (repeat each Argument) -> Void
+    ) throws(HookError) -> HookToken {
+        let signature = try derivedSignature("v", repeat each arguments)
+        return try typedBefore(
+            on: slot, signature: signature, options: options, types: repeat each arguments, block: block)
+    }
+
+    /// Runs `block` after the original with its result and the arguments; what the block
+    /// returns is what the caller receives.
+    @inlinable
+    public static func after<each Argument: CEncodable, Result: CEncodable>(
+        on slot: FunctionSlot, arguments: repeat (each Argument).Type, returning: Result.Type,
+        options: HookOptions = [], _ block: @escaping @Sendable (Result, repeat each Argument) -> Result
+    ) throws(HookError) -> HookToken {
+        let signature = try derivedSignature(Result.typeEncoding, repeat each arguments)
+        return try typedAfter(
+            on: slot, signature: signature, options: options, types: repeat each arguments, block: block)
+    }
+
+    /// Runs `block` after the original with the arguments, for a function returning void.
+    @inlinable
+    public static func after<each Argument: CEncodable>(
+        on slot: FunctionSlot, arguments: repeat (each Argument).Type,
+        options: HookOptions = [], _ block: @escaping @Sendable (repeat each Argument) -> Void
+    ) throws(HookError) -> HookToken {
+        let signature = try derivedSignature("v", repeat each arguments)
+        return try typedBefore(
+            on: slot, signature: signature, position: .after, options: options, types: repeat each arguments,
+            block: block)
+    }
+
+    /// Runs `block` in place of the original. The block receives the original (the next
+    /// instead block inward, or the function itself), to call with any arguments it likes,
+    /// and the arguments; what it returns is what the caller receives.
+    @inlinable
+    public static func instead<each Argument: CEncodable, Result: CEncodable>(
+        on slot: FunctionSlot, arguments: repeat (each Argument).Type, returning: Result.Type,
+        options: HookOptions = [],
+        _ block: @escaping @Sendable (_ original: (repeat each Argument) -> Result, repeat each Argument) -> Result
+    ) throws(HookError) -> HookToken {
+        let signature = try derivedSignature(Result.typeEncoding, repeat each arguments)
+        return try typedInstead(
+            on: slot, signature: signature, options: options, types: repeat each arguments, block: block)
+    }
+
+    /// Runs `block` in place of the original, for a function returning void.
+    @inlinable
+    public static func instead<each Argument: CEncodable>(
+        on slot: FunctionSlot, arguments: repeat (each Argument).Type, options: HookOptions = [],
+        _ block: @escaping @Sendable (_ original: (repeat each Argument) -> Void, repeat each Argument) -> Void
+    ) throws(HookError) -> HookToken {
+        let signature = try derivedSignature("v", repeat each arguments)
+        return try typedInstead(
+            on: slot, signature: signature, options: options, types: repeat each arguments, block: block)
+    }
+
+    // MARK: - Signature given, Swift types checked against it
+
+    /// Runs `block` with the arguments before the original; the Swift types are checked
+    /// against `signature` (use `Void.self` as `returning` for a void function).
+    @inlinable
+    public static func before<each Argument: BitwiseCopyable, Result: BitwiseCopyable>(
+        on slot: FunctionSlot, signature: Signature, arguments: repeat (each Argument).Type, returning: Result.Type,
+        options: HookOptions = [], _ block: @escaping @Sendable (repeat each Argument) -> Void
+    ) throws(HookError) -> HookToken {
+        try check(signature, repeat each arguments, returning: Result.self)
+        return try typedBefore(
+            on: slot, signature: signature, options: options, types: repeat each arguments, block: block)
+    }
+
+    /// Runs `block` after the original; the Swift types are checked against `signature`.
+    @inlinable
+    public static func after<each Argument: BitwiseCopyable, Result: BitwiseCopyable>(
+        on slot: FunctionSlot, signature: Signature, arguments: repeat (each Argument).Type, returning: Result.Type,
+        options: HookOptions = [], _ block: @escaping @Sendable (Result, repeat each Argument) -> Result
+    ) throws(HookError) -> HookToken {
+        try check(signature, repeat each arguments, returning: Result.self)
+        return try typedAfter(
+            on: slot, signature: signature, options: options, types: repeat each arguments, block: block)
+    }
+
+    /// Runs `block` in place of the original; the Swift types are checked against `signature`.
+    @inlinable
+    public static func instead<each Argument: BitwiseCopyable, Result: BitwiseCopyable>(
+        on slot: FunctionSlot, signature: Signature, arguments: repeat (each Argument).Type, returning: Result.Type,
+        options: HookOptions = [],
+        _ block: @escaping @Sendable (_ original: (repeat each Argument) -> Result, repeat each Argument) -> Result
+    ) throws(HookError) -> HookToken {
+        try check(signature, repeat each arguments, returning: Result.self)
+        return try typedInstead(
+            on: slot, signature: signature, options: options, types: repeat each arguments, block: block)
+    }
+}
+
+// MARK: - Machinery
+
+extension Hook {
+    @usableFromInline
+    static func derivedSignature<each Argument: CEncodable>(
+        _ returnEncoding: String, _ arguments: repeat (each Argument).Type
+    ) throws(HookError) -> Signature {
+        var encoding = returnEncoding
+        for argument in repeat each arguments { encoding += argument.typeEncoding }
+        do {
+            return try Signature(encoding)
+        } catch {
+            // Every CEncodable encoding is valid; this is unreachable.
+            preconditionFailure("derived encoding \(encoding) did not parse: \(error)")
+        }
+    }
+
+    /// Checks Swift types against `signature`: count, size and alignment, and the kind of
+    /// standard-library scalars.
+    @usableFromInline
+    static func check<each Argument, Result>(
+        _ signature: Signature, _ arguments: repeat (each Argument).Type, returning: Result.Type
+    ) throws(HookError) {
+        var index = 0
+        var mismatch: (Int, String)?
+        for argument in repeat each arguments {
+            if index < signature.argumentTypes.count, mismatch == nil,
+                !SwiftScalarClass.matches(argument, signature.argumentTypes[index])
+            {
+                mismatch = (index, String(describing: argument))
+            }
+            index += 1
+        }
+        guard index == signature.argumentTypes.count else {
+            throw HookError(
+                slot: nil, signature: signature.encoding,
+                code: .argumentCountMismatch(expected: signature.argumentTypes.count, actual: index))
+        }
+        if let (position, swiftType) = mismatch {
+            throw HookError(
+                slot: nil, signature: signature.encoding,
+                code: .typeMismatch(
+                    position: .argument(position), swiftType: swiftType,
+                    cType: signature.argumentTypes[position].encoding))
+        }
+        let returnMatches =
+            signature.returnType.isVoid
+            ? MemoryLayout<Result>.size == 0 : SwiftScalarClass.matches(Result.self, signature.returnType)
+        guard returnMatches else {
+            throw HookError(
+                slot: nil, signature: signature.encoding,
+                code: .typeMismatch(
+                    position: .returnValue, swiftType: String(describing: Result.self),
+                    cType: signature.returnType.encoding))
+        }
+    }
+
+    @inlinable
+    static func typedBefore<each Argument: BitwiseCopyable>(
+        on slot: FunctionSlot, signature: Signature, position: HookPosition = .before, options: HookOptions,
+        types arguments: repeat (each Argument).Type, block: @escaping @Sendable (repeat each Argument) -> Void
+    ) throws(HookError) -> HookToken {
+        try install(on: slot, signature: signature, position: position, options: options) { call in
+            var reader = ArgumentCursor(call.argumentList)
+            block(repeat reader.next((each Argument).self))
+        }
+    }
+
+    @inlinable
+    static func typedAfter<each Argument: BitwiseCopyable, Result: BitwiseCopyable>(
+        on slot: FunctionSlot, signature: Signature, options: HookOptions,
+        types arguments: repeat (each Argument).Type,
+        block: @escaping @Sendable (Result, repeat each Argument) -> Result
+    ) throws(HookError) -> HookToken {
+        try install(on: slot, signature: signature, position: .after, options: options) { call in
+            var reader = ArgumentCursor(call.argumentList)
+            let values = (repeat reader.next((each Argument).self))
+            let result = block(ReturnCursor.load(Result.self, from: call.returnBuffer), repeat each values)
+            ReturnCursor.store(result, call)
+        }
+    }
+
+    @inlinable
+    static func typedInstead<each Argument: BitwiseCopyable, Result: BitwiseCopyable>(
+        on slot: FunctionSlot, signature: Signature, options: HookOptions,
+        types arguments: repeat (each Argument).Type,
+        block: @escaping @Sendable ((repeat each Argument) -> Result, repeat each Argument) -> Result
+    ) throws(HookError) -> HookToken {
+        try install(on: slot, signature: signature, position: .instead, options: options) { call in
+            var reader = ArgumentCursor(call.argumentList)
+            let values = (repeat reader.next((each Argument).self))
+            let list = call.argumentList
+            let returnBuffer = call.returnBuffer
+            let continuation = call.continuation
+            let original = { (replacements: repeat each Argument) -> Result in
+                var writer = ArgumentCursor(list)
+                repeat writer.write(each replacements)
+                continuation.callOriginal()
+                return ReturnCursor.load(Result.self, from: returnBuffer)
+            }
+            let result = block(original, repeat each values)
+            ReturnCursor.store(result, call)
+        }
+    }
+}
+
+/// Walks libffi's argument list in order, reading or writing one argument per step.
+/// Types were checked at install time, so no check runs per call.
+@usableFromInline
+struct ArgumentCursor {
+    @usableFromInline let list: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    @usableFromInline var index = 0
+
+    @inlinable
+    init(_ list: UnsafeMutablePointer<UnsafeMutableRawPointer?>) {
+        self.list = list
+    }
+
+    @inlinable
+    mutating func next<Value: BitwiseCopyable>(_ type: Value.Type) -> Value {
+        defer { index += 1 }
+        return list[index]!.loadUnaligned(as: Value.self)
+    }
+
+    @inlinable
+    mutating func write<Value: BitwiseCopyable>(_ value: Value) {
+        list[index]!.storeBytes(of: value, as: Value.self)
+        index += 1
+    }
+}
+
+/// Reads and writes a typed return value; a zero-sized `Result` stands for void.
+@usableFromInline
+enum ReturnCursor {
+    @inlinable
+    static func load<Result: BitwiseCopyable>(_ type: Result.Type, from buffer: UnsafeMutableRawPointer?) -> Result {
+        if MemoryLayout<Result>.size == 0 {
+            return unsafeBitCast((), to: Result.self)
+        }
+        return buffer!.loadUnaligned(as: Result.self)
+    }
+
+    @inlinable
+    static func store<Result: BitwiseCopyable>(_ value: Result, _ call: borrowing Invocation) {
+        guard MemoryLayout<Result>.size > 0 else { return }
+        call.storeReturnValue(value)
+    }
+}

@@ -1,0 +1,74 @@
+/// Installs hooks on function-pointer slots.
+///
+/// ```swift
+/// let token = try Hook.before(on: slot, signature: Signature("iii")) { call in
+///     print("called with", call.argument(0, as: Int32.self), call.argument(1, as: Int32.self))
+/// }
+/// defer { token.remove() }
+/// ```
+///
+/// All entry points are safe to call from any thread while other threads call through the
+/// slot. Each slot gets one libffi closure, shared by all of its hooks.
+public enum Hook {
+    /// Installs `block` at `position` around the function held in `slot`.
+    ///
+    /// - Parameters:
+    ///   - slot: an aligned, pointer-sized slot holding a C function of `signature`; it may
+    ///     hold NULL only for an instead hook, which then provides the function.
+    ///   - signature: the C signature of the function in the slot.
+    ///   - position: before, instead of, or after the original.
+    ///   - options: ``HookOptions/once``, ``HookOptions/allowsReentry``.
+    ///   - block: runs with a view of each call; see ``Invocation``.
+    /// - Returns: the token that removes the hook.
+    /// - Throws: ``HookError`` for a null or misaligned slot, a NULL slot for a before or
+    ///   after hook, a slot already hooked with a different signature, a signature the
+    ///   platform cannot pass, or a closure libffi cannot allocate.
+    public static func install(
+        on slot: FunctionSlot, signature: Signature, position: HookPosition, options: HookOptions = [],
+        _ block: @escaping @Sendable (borrowing Invocation) -> Void
+    ) throws(HookError) -> HookToken {
+        if slot.problem != nil {
+            throw HookError(slot: 0, signature: signature.encoding, code: .nullSlot)
+        }
+        let record = try SlotRegistry.shared.install(
+            slot: slot.pointer, signature: signature, position: position, options: options, block: block)
+        return HookToken(record)
+    }
+
+    /// Installs a block that runs before the original (see ``install(on:signature:position:options:_:)``).
+    public static func before(
+        on slot: FunctionSlot, signature: Signature, options: HookOptions = [],
+        _ block: @escaping @Sendable (borrowing Invocation) -> Void
+    ) throws(HookError) -> HookToken {
+        try install(on: slot, signature: signature, position: .before, options: options, block)
+    }
+
+    /// Installs a block that runs instead of the original (see ``install(on:signature:position:options:_:)``).
+    public static func instead(
+        on slot: FunctionSlot, signature: Signature, options: HookOptions = [],
+        _ block: @escaping @Sendable (borrowing Invocation) -> Void
+    ) throws(HookError) -> HookToken {
+        try install(on: slot, signature: signature, position: .instead, options: options, block)
+    }
+
+    /// Installs a block that runs after the original (see ``install(on:signature:position:options:_:)``).
+    public static func after(
+        on slot: FunctionSlot, signature: Signature, options: HookOptions = [],
+        _ block: @escaping @Sendable (borrowing Invocation) -> Void
+    ) throws(HookError) -> HookToken {
+        try install(on: slot, signature: signature, position: .after, options: options, block)
+    }
+
+    /// Waits until the memory of every removed hook is freed.
+    ///
+    /// Removal never blocks: a removed hook's block and the hook list it belonged to are
+    /// freed as soon as no call can still be inside them, checked at every later install or
+    /// removal. This method waits for calls in flight to leave and frees everything
+    /// removed so far.
+    ///
+    /// - Throws: ``HookError/Code-swift.enum/calledFromHookBlock`` when called from inside a
+    ///   hook block, which would wait for itself.
+    public static func waitForReclamation() throws(HookError) {
+        try SlotRegistry.shared.waitForReclamation()
+    }
+}

@@ -1,0 +1,83 @@
+/// A hook that could not be installed, or a hook operation that could not run.
+///
+/// The description names the slot, the signature and what is wrong, for example:
+///
+/// ```
+/// cannot hook slot 0x00007f3a2c001008: it holds NULL, and a before hook needs an original to run
+/// ```
+public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What went wrong.
+    public enum Code: Sendable, Hashable {
+        /// The slot address is NULL.
+        case nullSlot
+        /// The slot address is not aligned to a pointer.
+        case misalignedSlot
+        /// The slot holds NULL and the hook is a before or after hook, which needs an original.
+        case emptySlot
+        /// The slot is already hooked with a signature the ABI passes differently.
+        case signatureMismatch(installed: String)
+        /// A typed block's Swift type does not match the signature at `position`.
+        case typeMismatch(position: CallInterfaceError.Position, swiftType: String, cType: String)
+        /// A typed block has a different number of arguments than the signature.
+        case argumentCountMismatch(expected: Int, actual: Int)
+        /// The signature cannot be passed on this platform.
+        case unsupportedSignature(CallInterfaceError)
+        /// libffi could not allocate a closure (for example under a policy that forbids
+        /// pages that are writable and executable).
+        case closureAllocationFailed
+        /// libffi refused to prepare the closure (its `ffi_status`).
+        case closurePreparationFailed(status: Int)
+        /// The slot kept changing under a concurrent writer while the hook was being installed.
+        case slotContention
+        /// Waiting for reclamation from inside a hook block, which would wait for itself.
+        case calledFromHookBlock
+    }
+
+    /// The slot's address, when the error is about a slot.
+    public var slot: UInt?
+    /// The canonical encoding of the signature involved, when there is one.
+    public var signature: String?
+    /// What went wrong.
+    public var code: Code
+
+    /// Creates an error.
+    public init(slot: UInt?, signature: String?, code: Code) {
+        self.slot = slot
+        self.signature = signature
+        self.code = code
+    }
+
+    /// What went wrong, with the slot and signature, on one line.
+    public var description: String {
+        var text = "cannot hook"
+        if let slot { text += " slot 0x" + String(slot, radix: 16).leftPadded(to: 16) }
+        if let signature { text += " with signature \(quoted(signature))" }
+        text += ": "
+        switch code {
+        case .nullSlot: text += "the slot address is NULL"
+        case .misalignedSlot:
+            text += "the slot address is not aligned to \(MemoryLayout<UnsafeRawPointer>.alignment) bytes"
+        case .emptySlot: text += "it holds NULL, and a before or after hook needs an original to run"
+        case .signatureMismatch(let installed):
+            text += "it is already hooked with signature \(quoted(installed)), which the ABI passes differently"
+        case .typeMismatch(let position, let swiftType, let cType):
+            text += "the block's \(position) is \(swiftType), which does not match C type \(cType)"
+        case .argumentCountMismatch(let expected, let actual):
+            text += "the block takes \(actual) arguments where the signature has \(expected)"
+        case .unsupportedSignature(let error): text += "\(error)"
+        case .closureAllocationFailed:
+            text += "libffi could not allocate a closure (is mapping writable and executable memory forbidden?)"
+        case .closurePreparationFailed(let status):
+            text += "libffi refused to prepare the closure (ffi_status \(status))"
+        case .slotContention: text += "the slot kept changing under another writer"
+        case .calledFromHookBlock: text += "reclamation cannot be awaited from inside a hook block"
+        }
+        return text
+    }
+}
+
+extension String {
+    func leftPadded(to width: Int) -> String {
+        count >= width ? self : String(repeating: "0", count: width - count) + self
+    }
+}

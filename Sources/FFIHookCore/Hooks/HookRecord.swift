@@ -1,0 +1,71 @@
+import Synchronization
+
+/// One installed hook: its block, position and options, and whether it is still installed.
+package final class HookRecord: Sendable {
+    /// A block that runs with a view of the call.
+    package typealias Block = @Sendable (borrowing Invocation) -> Void
+
+    let block: Block
+    package let position: HookPosition
+    let options: HookOptions
+    /// The slot entry the hook belongs to.
+    package let entry: SlotEntry
+    /// Set once a `once` hook has run (or started to run).
+    let fired = Atomic<Bool>(false)
+    /// Set by the first removal.
+    let removed = Atomic<Bool>(false)
+
+    init(block: @escaping Block, position: HookPosition, options: HookOptions, entry: SlotEntry) {
+        self.block = block
+        self.position = position
+        self.options = options
+        self.entry = entry
+    }
+
+    /// Whether the hook is still installed.
+    package var isActive: Bool { !removed.load(ordering: .acquiring) }
+
+    /// Removes the hook; true the first time, false afterwards.
+    package func remove() -> Bool {
+        SlotRegistry.shared.remove(self)
+    }
+
+    /// Whether the block runs for a call that re-enters the slot from inside a block.
+    var allowsReentry: Bool { options.contains(.allowsReentry) }
+}
+
+/// The hooks of one slot at one moment. Immutable: writers publish a new snapshot.
+final class HookSnapshot: Sendable {
+    let before: [HookRecord]
+    /// Newest first: the first wraps all the others.
+    let instead: [HookRecord]
+    let after: [HookRecord]
+    /// `before` and `after` without reference counting, for the call path; `before` and
+    /// `after` keep the records alive for as long as the snapshot.
+    let fastBefore: [Unmanaged<HookRecord>]
+    let fastAfter: [Unmanaged<HookRecord>]
+
+    init(before: [HookRecord] = [], instead: [HookRecord] = [], after: [HookRecord] = []) {
+        self.before = before
+        self.instead = instead
+        self.after = after
+        self.fastBefore = before.map { Unmanaged.passUnretained($0) }
+        self.fastAfter = after.map { Unmanaged.passUnretained($0) }
+    }
+
+    var isEmpty: Bool { before.isEmpty && instead.isEmpty && after.isEmpty }
+
+    func adding(_ hook: HookRecord) -> HookSnapshot {
+        switch hook.position {
+        case .before: HookSnapshot(before: before + [hook], instead: instead, after: after)
+        case .instead: HookSnapshot(before: before, instead: [hook] + instead, after: after)
+        case .after: HookSnapshot(before: before, instead: instead, after: after + [hook])
+        }
+    }
+
+    func removing(_ hook: HookRecord) -> HookSnapshot {
+        HookSnapshot(
+            before: before.filter { $0 !== hook }, instead: instead.filter { $0 !== hook },
+            after: after.filter { $0 !== hook })
+    }
+}

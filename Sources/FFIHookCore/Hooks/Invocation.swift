@@ -1,0 +1,188 @@
+/// A view of one hooked call, lent to a block for the duration of the block.
+///
+/// Reads and writes are checked against the slot's signature: an argument index out of
+/// range, or a Swift type whose size differs from the C type's, stops the program with a
+/// message naming the index, the C type and the Swift type. A value written with
+/// ``setArgument(_:to:)`` is what later blocks and the original see; one written with
+/// ``setReturnValue(_:)`` is what the caller receives unless a later block replaces it.
+///
+/// An `Invocation` cannot be copied or kept: it exists only inside the block's call.
+public struct Invocation: ~Copyable {
+    let frame: CallFrame
+    /// Where the running block is installed.
+    public let position: HookPosition
+    let insteadIndex: Int
+
+    init(frame: CallFrame, position: HookPosition, insteadIndex: Int) {
+        self.frame = frame
+        self.position = position
+        self.insteadIndex = insteadIndex
+    }
+
+    /// The signature of the hooked slot.
+    public var signature: Signature { frame.entry.signature }
+
+    /// The number of arguments of the call.
+    public var argumentCount: Int { frame.entry.signature.argumentTypes.count }
+
+    /// Whether this call reached the slot from inside one of its own blocks on this thread.
+    public var isReentrant: Bool { frame.reentered }
+
+    // MARK: - Arguments
+
+    /// The value of argument `index`, read as `T`.
+    ///
+    /// - Precondition: `index` is a valid argument index and `T` has the argument's size
+    ///   (a pointer's size for an array argument).
+    public func argument<T: BitwiseCopyable>(_ index: Int, as type: T.Type = T.self) -> T {
+        argumentStorage(index, checking: T.self).loadUnaligned(as: T.self)
+    }
+
+    /// Replaces argument `index` for the blocks that follow and the original.
+    ///
+    /// - Precondition: as for ``argument(_:as:)``.
+    public func setArgument<T: BitwiseCopyable>(_ index: Int, to value: T) {
+        argumentStorage(index, checking: T.self).storeBytes(of: value, as: T.self)
+    }
+
+    /// Lends argument `index`'s bytes (the C type's size) for reading and writing, for
+    /// aggregates that have no single Swift type.
+    ///
+    /// - Precondition: `index` is a valid argument index.
+    public func withUnsafeArgument<Result, Failure: Error>(
+        _ index: Int, _ body: (UnsafeMutableRawBufferPointer) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        let type = argumentType(index)
+        let size = if case .array = type.kind { MemoryLayout<UnsafeRawPointer>.size } else { type.size }
+        return try body(UnsafeMutableRawBufferPointer(start: frame.arguments[index], count: size))
+    }
+
+    // MARK: - Return value
+
+    /// The return value as it stands: the original's result in an after block, whatever an
+    /// earlier block set, zero in an instead block that has not called the original.
+    ///
+    /// - Precondition: the return type is not void and `T` has its size.
+    public func returnValue<T: BitwiseCopyable>(as type: T.Type = T.self) -> T {
+        returnStorage(checking: T.self).loadUnaligned(as: T.self)
+    }
+
+    /// Sets the value the caller receives.
+    ///
+    /// - Precondition: as for ``returnValue(as:)``.
+    public func setReturnValue<T: BitwiseCopyable>(_ value: T) {
+        let storage = returnStorage(checking: T.self)
+        if frame.entry.widensReturn {
+            // libffi closures return integers narrower than a word widened to one, as the
+            // compilers expect of a callee.
+            storage.storeBytes(of: widened(value), as: UInt64.self)
+        } else {
+            storage.storeBytes(of: value, as: T.self)
+        }
+    }
+
+    /// Lends the return value's bytes (the C type's size) for reading and writing.
+    ///
+    /// - Precondition: the return type is not void.
+    public func withUnsafeReturnValue<Result, Failure: Error>(
+        _ body: (UnsafeMutableRawBufferPointer) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        let type = frame.entry.signature.returnType
+        precondition(!type.isVoid, "the hooked signature \"\(signature)\" returns void")
+        return try body(UnsafeMutableRawBufferPointer(start: frame.returnValue, count: type.size))
+    }
+
+    // MARK: - The original
+
+    /// Runs the next instead block inward, or the original function when this is the
+    /// innermost, with the current arguments; its result becomes the return value.
+    ///
+    /// - Precondition: called from an instead block.
+    public func callOriginal() {
+        precondition(position == .instead, "callOriginal() is for instead blocks; this is a \(position) block")
+        continuation.callOriginal()
+    }
+
+    // MARK: - Raw access for typed blocks
+
+    /// libffi's argument list of the call (one pointer per argument).
+    @usableFromInline
+    package var argumentList: UnsafeMutablePointer<UnsafeMutableRawPointer?> { frame.arguments }
+
+    /// The return-value buffer of the call (`nil` for void).
+    @usableFromInline
+    package var returnBuffer: UnsafeMutableRawPointer? { frame.returnValue }
+
+    /// Stores a return value already checked against the signature, widening small integers.
+    @usableFromInline
+    package func storeReturnValue<T: BitwiseCopyable>(_ value: T) {
+        setReturnValue(value)
+    }
+
+    /// A copyable handle that continues this instead block's call inward, for typed blocks
+    /// that hand the original to user code as a closure.
+    @usableFromInline
+    package var continuation: InsteadContinuation {
+        InsteadContinuation(frame: frame, insteadIndex: insteadIndex)
+    }
+
+    // MARK: - Checks
+
+    private func argumentType(_ index: Int) -> CType {
+        let types = frame.entry.signature.argumentTypes
+        precondition(
+            types.indices.contains(index),
+            "argument index \(index) is out of range for signature \"\(signature)\" with \(types.count) arguments")
+        return types[index]
+    }
+
+    private func argumentStorage<T>(_ index: Int, checking: T.Type) -> UnsafeMutableRawPointer {
+        let type = argumentType(index)
+        let size = if case .array = type.kind { MemoryLayout<UnsafeRawPointer>.size } else { type.size }
+        precondition(
+            MemoryLayout<T>.size == size,
+            "argument \(index) of \"\(signature)\" is \(type) (\(size) bytes), not \(T.self) (\(MemoryLayout<T>.size) bytes)"
+        )
+        return frame.arguments[index]!
+    }
+
+    private func returnStorage<T>(checking: T.Type) -> UnsafeMutableRawPointer {
+        let type = frame.entry.signature.returnType
+        precondition(!type.isVoid, "the hooked signature \"\(signature)\" returns void")
+        precondition(
+            MemoryLayout<T>.size == type.size,
+            "the return value of \"\(signature)\" is \(type) (\(type.size) bytes), not \(T.self) (\(MemoryLayout<T>.size) bytes)"
+        )
+        return frame.returnValue!
+    }
+
+    private func widened<T: BitwiseCopyable>(_ value: T) -> UInt64 {
+        guard case .primitive(let primitive) = frame.entry.signature.returnType.kind else { return 0 }
+        var bits: UInt64 = 0
+        withUnsafeBytes(of: value) { bytes in
+            for (index, byte) in bytes.enumerated() { bits |= UInt64(byte) << (8 * UInt64(index)) }
+        }
+        let width = primitive.size * 8
+        if primitive.isSigned && bits & (1 << (width - 1)) != 0 {
+            bits |= ~0 << width
+        }
+        return bits
+    }
+}
+
+/// Continues an instead block's call inward (see ``Invocation/callOriginal()``).
+@usableFromInline
+package struct InsteadContinuation {
+    let frame: CallFrame
+    let insteadIndex: Int
+
+    /// Runs the next instead block inward, or the original.
+    @usableFromInline
+    package func callOriginal() {
+        if let next = frame.nextInstead(after: insteadIndex) {
+            frame.runInstead(next)
+        } else {
+            frame.callOriginalUnmarked()
+        }
+    }
+}

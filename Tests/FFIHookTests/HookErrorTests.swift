@@ -1,0 +1,115 @@
+import CTestSupport
+import FFIHook
+import Testing
+
+/// Bad input to the hook API gets a HookError that names the problem; nothing is changed.
+extension FixtureTableTests {
+    @Suite struct HookErrorTests {
+        init() {
+            ct_fix_reset()
+        }
+
+        @Test func nullSlot() throws {
+            let error = #expect(throws: HookError.self) {
+                try Hook.before(on: FunctionSlot(address: 0), signature: FixtureSignature.add) { _ in }
+            }
+            #expect(error?.code == .nullSlot)
+        }
+
+        @Test func misalignedSlot() throws {
+            let storage = UnsafeMutableRawPointer.allocate(byteCount: 16, alignment: 8)
+            defer { storage.deallocate() }
+            let error = #expect(throws: HookError.self) {
+                try Hook.before(on: FunctionSlot(storage + 3), signature: FixtureSignature.add) { _ in }
+            }
+            #expect(error?.code == .misalignedSlot)
+            #expect(error?.slot == UInt(bitPattern: storage + 3))
+            #expect(error?.description.contains("not aligned") == true)
+        }
+
+        @Test func emptySlotNeedsAnInsteadHook() throws {
+            let slot = UnsafeMutablePointer<(@convention(c) (Int32, Int32) -> Int32)?>.allocate(capacity: 1)
+            defer { slot.deallocate() }
+            slot.initialize(to: nil)
+            for position in [HookPosition.before, .after] {
+                let error = #expect(throws: HookError.self) {
+                    try Hook.install(on: FunctionSlot(slot), signature: FixtureSignature.add, position: position) { _ in
+                    }
+                }
+                #expect(error?.code == .emptySlot)
+                #expect(slot.pointee == nil)
+            }
+            let provider = try Hook.instead(on: FunctionSlot(slot), signature: FixtureSignature.add) { call in
+                call.setReturnValue(call.argument(0, as: Int32.self) * call.argument(1, as: Int32.self))
+            }
+            #expect(slot.pointee != nil)
+            let counter = Counter()
+            let observer = try Hook.before(on: FunctionSlot(slot), signature: FixtureSignature.add) { _ in
+                counter.increment()
+            }
+            #expect(ct_fix_call_add_through(slot, 3) == 0 * 1 + 1 * 1 + 2 * 1)
+            #expect(counter.count == 3)
+            // Without the instead hook there is no original: the call returns zero.
+            provider.remove()
+            #expect(ct_fix_call_add_through(slot, 3) == 0)
+            observer.remove()
+            #expect(slot.pointee == nil)
+        }
+
+        @Test func aSlotHookedWithAnotherSignature() throws {
+            let token = try Hook.before(on: fixtureSlot(\.add), signature: FixtureSignature.add) { _ in }
+            defer { token.remove() }
+            let error = #expect(throws: HookError.self) {
+                try Hook.before(on: fixtureSlot(\.add), signature: Signature("ddd")) { _ in }
+            }
+            #expect(error?.code == .signatureMismatch(installed: "iii"))
+            // Names and qualifiers do not matter; the ABI shape does.
+            let same = try Hook.after(on: fixtureSlot(\.add), signature: Signature("i8i0i4")) { _ in }
+            same.remove()
+        }
+
+        @Test func aSignatureThePlatformCannotPass() throws {
+            let error = #expect(throws: HookError.self) {
+                try Hook.before(on: fixtureSlot(\.add), signature: Signature("v{Empty=}")) { _ in }
+            }
+            guard case .unsupportedSignature(let reason)? = error?.code else {
+                Issue.record("expected unsupportedSignature, got \(String(describing: error))")
+                return
+            }
+            #expect(reason.position == .argument(0))
+            #expect(
+                fixtureField(\.add)
+                    == unsafeBitCast(ct_fix_add as @convention(c) (Int32, Int32) -> Int32, to: UInt.self))
+        }
+
+        @Test func aKeyPathThatNamesNoStoredField() throws {
+            struct Table {
+                var function: UnsafeRawPointer?
+                var computed: UnsafeRawPointer? { function }
+            }
+            let table = UnsafeMutablePointer<Table>.allocate(capacity: 1)
+            defer { table.deallocate() }
+            table.initialize(to: Table(function: nil))
+            let slot = FunctionSlot.field(\Table.computed, of: table)
+            let error = #expect(throws: HookError.self) {
+                try Hook.instead(on: slot, signature: FixtureSignature.add) { _ in }
+            }
+            #expect(error?.code == .nullSlot)
+            #expect(FunctionSlot.field(\Table.function, of: table).address == UInt(bitPattern: table))
+        }
+
+        @Test func waitingForReclamationFromInsideABlockIsRefused() throws {
+            let outcome = Locked<HookError?>(nil)
+            let token = try Hook.before(on: fixtureSlot(\.add), signature: FixtureSignature.add) { _ in
+                do throws(HookError) {
+                    try Hook.waitForReclamation()
+                } catch {
+                    outcome.withLock { $0 = error }
+                }
+            }
+            defer { token.remove() }
+            _ = ct_fix_call_add(1, 2)
+            #expect(outcome.withLock { $0 }?.code == .calledFromHookBlock)
+        }
+    }
+}

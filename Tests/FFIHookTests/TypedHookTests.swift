@@ -1,0 +1,134 @@
+import CTestSupport
+import FFIHook
+import Testing
+
+extension FixtureTableTests {
+    /// Blocks that receive the arguments as Swift values, with types checked at install time.
+    @Suite struct TypedHookTests {
+        init() {
+            ct_fix_reset()
+        }
+
+        @Test func typedBeforeAndAfter() throws {
+            let log = EventLog()
+            let before = try Hook.before(
+                on: fixtureSlot(\.add), arguments: Int32.self, Int32.self, returning: Int32.self
+            ) { a, b in
+                log.record("before \(a) \(b)")
+            }
+            let after = try Hook.after(
+                on: fixtureSlot(\.add), arguments: Int32.self, Int32.self, returning: Int32.self
+            ) { result, a, b in
+                log.record("after \(a) \(b) -> \(result)")
+                return result * 2
+            }
+            defer {
+                before.remove()
+                after.remove()
+            }
+            #expect(ct_fix_call_add(5, 6) == 22)
+            #expect(log.all == ["before 5 6", "after 5 6 -> 11"])
+        }
+
+        @Test func typedInsteadCallsTheOriginalWithOtherArguments() throws {
+            let token = try Hook.instead(
+                on: fixtureSlot(\.add), arguments: Int32.self, Int32.self, returning: Int32.self
+            ) { original, a, b in
+                original(a * 10, b * 10) + 1
+            }
+            defer { token.remove() }
+            #expect(ct_fix_call_add(1, 2) == 31)
+            #expect(ct_fix_last_add_a() == 10)
+            #expect(ct_fix_last_add_b() == 20)
+        }
+
+        @Test func typedHooksOnAVoidFunction() throws {
+            let log = EventLog()
+            let instead = try Hook.instead(on: fixtureSlot(\.notify), arguments: Int32.self) { original, code in
+                log.record("instead \(code)")
+                original(code + 1)
+            }
+            let after = try Hook.after(on: fixtureSlot(\.notify), arguments: Int32.self) { code in
+                log.record("after \(code)")
+            }
+            defer {
+                instead.remove()
+                after.remove()
+            }
+            ct_fix_call_notify(41)
+            #expect(ct_fix_last_notified() == 42)
+            #expect(log.all == ["instead 41", "after 42"])
+        }
+
+        @Test func typedMixedScalars() throws {
+            let token = try Hook.instead(
+                on: fixtureSlot(\.mix), arguments: Int32.self, Double.self, Float.self, Int.self, returning: Double.self
+            ) { original, a, b, c, d in
+                original(a, b, c, d) + 0.5
+            }
+            defer { token.remove() }
+            #expect(ct_fix_call_mix(1, 2, 3, 4) == 1234.5)
+        }
+
+        @Test func importedStructWithAGivenEncoding() throws {
+            let token = try Hook.instead(
+                on: fixtureSlot(\.offset), signature: FixtureSignature.offset,
+                arguments: ct_fix_point.self, Double.self, returning: ct_fix_point.self
+            ) { original, point, delta in
+                var result = original(point, delta)
+                result.x += 1000
+                return result
+            }
+            defer { token.remove() }
+            let result = ct_fix_call_offset(ct_fix_point(x: 1, y: 2), 3)
+            #expect(result.x == 1004)
+            #expect(result.y == -1)
+        }
+
+        @Test func swiftTypesThatDisagreeWithTheSignatureAreRefused() throws {
+            var error = #expect(throws: HookError.self) {
+                try Hook.before(
+                    on: fixtureSlot(\.add), signature: FixtureSignature.add,
+                    arguments: Int32.self, Double.self, returning: Int32.self
+                ) { _, _ in }
+            }
+            #expect(error?.code == .typeMismatch(position: .argument(1), swiftType: "Double", cType: "i"))
+            error = #expect(throws: HookError.self) {
+                try Hook.before(
+                    on: fixtureSlot(\.add), signature: FixtureSignature.add, arguments: Int32.self,
+                    returning: Int32.self
+                ) { _ in }
+            }
+            #expect(error?.code == .argumentCountMismatch(expected: 2, actual: 1))
+            error = #expect(throws: HookError.self) {
+                try Hook.after(
+                    on: fixtureSlot(\.add), signature: FixtureSignature.add,
+                    arguments: Int32.self, Int32.self, returning: Float.self
+                ) { result, _, _ in result }
+            }
+            #expect(error?.code == .typeMismatch(position: .returnValue, swiftType: "Float", cType: "i"))
+            error = #expect(throws: HookError.self) {
+                try Hook.before(
+                    on: fixtureSlot(\.offset), signature: FixtureSignature.offset,
+                    arguments: (Double, Double, Double).self, Double.self, returning: ct_fix_point.self
+                ) { _, _ in }
+            }
+            #expect(error?.description.contains("does not match C type {ct_fix_point=dd}") == true)
+            // Nothing was installed by the refused calls.
+            #expect(
+                fixtureField(\.add)
+                    == unsafeBitCast(ct_fix_add as @convention(c) (Int32, Int32) -> Int32, to: UInt.self))
+        }
+
+        @Test func aDerivedSignatureThatDisagreesWithTheSlotsHooks() throws {
+            let token = try Hook.before(on: fixtureSlot(\.add), signature: FixtureSignature.add) { _ in }
+            defer { token.remove() }
+            let error = #expect(throws: HookError.self) {
+                try Hook.before(on: fixtureSlot(\.add), arguments: Double.self, Double.self, returning: Double.self) {
+                    _, _ in
+                }
+            }
+            #expect(error?.code == .signatureMismatch(installed: "iii"))
+        }
+    }
+}
