@@ -38,7 +38,7 @@ let package = Package(
         ),
         .testTarget(
             name: "FFIHookTests",
-            dependencies: ["FFIHook", "CTestSupport"],
+            dependencies: ["FFIHook", "FFIHookCore", "CTestSupport"],
             swiftSettings: strictSettings
         ),
     ]

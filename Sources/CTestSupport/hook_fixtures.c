@@ -1,5 +1,8 @@
 #include "CTestHookFixtures.h"
 
+#include <ffi.h>
+#include <sys/prctl.h>
+
 static ct_fix_table table;
 static unsigned long long add_runs;
 static unsigned long long notify_runs;
@@ -77,3 +80,31 @@ int ct_fix_last_add_b(void) { return last_add_b; }
 
 static int other_library_add(int a, int b) { return -(a + b); }
 int (*ct_fix_negate_add_shim(void))(int, int) { return other_library_add; }
+
+int ct_deny_write_execute(void) {
+    /* PR_SET_MDWE and PR_MDWE_REFUSE_EXEC_GAIN (Linux 6.3), spelled out for older headers. */
+    return prctl(65, 1UL, 0UL, 0UL, 0UL) == 0 ? 0 : -1;
+}
+
+static unsigned long long foreign_runs;
+
+static void foreign_forward(ffi_cif *cif, void *result, void **arguments, void *user_data) {
+    (void)user_data;
+    __atomic_add_fetch(&foreign_runs, 1, __ATOMIC_RELAXED);
+    ffi_call(cif, (void (*)(void))ct_fix_add, result, arguments);
+}
+
+int (*ct_fix_foreign_closure(void))(int, int) {
+    static ffi_cif cif;
+    static ffi_type *arguments[2];
+    static void *code;
+    if (code) return (int (*)(int, int))code;
+    arguments[0] = &ffi_type_sint32;
+    arguments[1] = &ffi_type_sint32;
+    if (ffi_prep_cif(&cif, FFI_DEFAULT_ABI, 2, &ffi_type_sint32, arguments) != FFI_OK) return 0;
+    ffi_closure *closure = ffi_closure_alloc(sizeof(ffi_closure), &code);
+    if (!closure || ffi_prep_closure_loc(closure, &cif, foreign_forward, 0, code) != FFI_OK) return 0;
+    return (int (*)(int, int))code;
+}
+
+unsigned long long ct_fix_foreign_closure_runs(void) { return __atomic_load_n(&foreign_runs, __ATOMIC_RELAXED); }

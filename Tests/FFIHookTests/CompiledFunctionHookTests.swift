@@ -5,119 +5,121 @@ import Testing
 /// Every compiler-built function of the test-support table, called from C through a slot
 /// of a C function table, with hooks installed on the slot. Each callee checks its
 /// arguments byte for byte; the C caller checks the result. Serialized: the tests share
-/// the slots.
-@Suite(.serialized) struct CompiledFunctionHookTests {
-    static let indices = 0..<Int(ct_call_count())
+/// the slots (and with the fixture suites, one of which makes closure allocation fail).
+extension FixtureTableTests {
+    @Suite struct CompiledFunctionHookTests {
+        static let indices = 0..<Int(ct_call_count())
 
-    static func entry(_ index: Int) -> ct_call { ct_call_at(Int32(index))!.pointee }
+        static func entry(_ index: Int) -> ct_call { ct_call_at(Int32(index))!.pointee }
 
-    struct Prepared {
-        let entry: ct_call
-        let name: String
-        let slot: FunctionSlot
-        let signature: Signature
-        let original: UnsafeMutableRawPointer?
-    }
-
-    static func prepare(_ index: Int) throws -> Prepared {
-        let entry = entry(index)
-        let slotPointer = try #require(ct_slot_at(Int32(index)))
-        ct_reset_slot(Int32(index))
-        return Prepared(
-            entry: entry, name: String(cString: entry.name), slot: FunctionSlot(slotPointer),
-            signature: try Signature(String(cString: entry.encoding)), original: slotPointer.pointee)
-    }
-
-    /// Calls through the slot from C and checks both sides.
-    static func callAndCheck(_ index: Int, _ prepared: Prepared, expectation: Int32, calls: Int32 = 1) {
-        _ = ct_take_report()
-        let status = ct_call_through_slot(Int32(index), expectation)
-        let report = ct_take_report()
-        #expect(status == 0, "\(prepared.name) \(prepared.signature): the C caller received a wrong result")
-        #expect(report.calls == calls, "\(prepared.name): the original ran \(report.calls) times")
-        #expect(
-            report.failed_argument == 0,
-            "\(prepared.name) \(prepared.signature): argument \(report.failed_argument - 1) arrived wrong")
-    }
-
-    static func expectRestored(_ index: Int, _ prepared: Prepared) {
-        #expect(ct_slot_at(Int32(index))?.pointee == prepared.original, "\(prepared.name): slot not restored")
-    }
-
-    @Test func tableCoversEnoughFunctions() {
-        #expect(Self.indices.count >= 100)
-    }
-
-    @Test(arguments: indices)
-    func beforeAndAfterLeaveTheCallIntact(index: Int) throws {
-        let prepared = try Self.prepare(index)
-        let counter = Counter()
-        let before = try Hook.before(on: prepared.slot, signature: prepared.signature) { _ in counter.increment() }
-        let after = try Hook.after(on: prepared.slot, signature: prepared.signature) { _ in counter.increment() }
-        Self.callAndCheck(index, prepared, expectation: 0)
-        #expect(counter.count == 2)
-        before.remove()
-        after.remove()
-        Self.expectRestored(index, prepared)
-    }
-
-    @Test(arguments: indices)
-    func insteadCallingTheOriginalLeavesTheCallIntact(index: Int) throws {
-        let prepared = try Self.prepare(index)
-        let instead = try Hook.instead(on: prepared.slot, signature: prepared.signature) { call in
-            call.callOriginal()
+        struct Prepared {
+            let entry: ct_call
+            let name: String
+            let slot: FunctionSlot
+            let signature: Signature
+            let original: UnsafeMutableRawPointer?
         }
-        Self.callAndCheck(index, prepared, expectation: 0)
-        instead.remove()
-        Self.expectRestored(index, prepared)
-    }
 
-    @Test(arguments: indices)
-    func allPositionsTogetherLeaveTheCallIntact(index: Int) throws {
-        let prepared = try Self.prepare(index)
-        let tokens = try [HookPosition.before, .instead, .after, .instead].map { position in
-            try Hook.install(on: prepared.slot, signature: prepared.signature, position: position) { call in
-                if call.position == .instead { call.callOriginal() }
+        static func prepare(_ index: Int) throws -> Prepared {
+            let entry = entry(index)
+            let slotPointer = try #require(ct_slot_at(Int32(index)))
+            ct_reset_slot(Int32(index))
+            return Prepared(
+                entry: entry, name: String(cString: entry.name), slot: FunctionSlot(slotPointer),
+                signature: try Signature(String(cString: entry.encoding)), original: slotPointer.pointee)
+        }
+
+        /// Calls through the slot from C and checks both sides.
+        static func callAndCheck(_ index: Int, _ prepared: Prepared, expectation: Int32, calls: Int32 = 1) {
+            _ = ct_take_report()
+            let status = ct_call_through_slot(Int32(index), expectation)
+            let report = ct_take_report()
+            #expect(status == 0, "\(prepared.name) \(prepared.signature): the C caller received a wrong result")
+            #expect(report.calls == calls, "\(prepared.name): the original ran \(report.calls) times")
+            #expect(
+                report.failed_argument == 0,
+                "\(prepared.name) \(prepared.signature): argument \(report.failed_argument - 1) arrived wrong")
+        }
+
+        static func expectRestored(_ index: Int, _ prepared: Prepared) {
+            #expect(ct_slot_at(Int32(index))?.pointee == prepared.original, "\(prepared.name): slot not restored")
+        }
+
+        @Test func tableCoversEnoughFunctions() {
+            #expect(Self.indices.count >= 100)
+        }
+
+        @Test(arguments: indices)
+        func beforeAndAfterLeaveTheCallIntact(index: Int) throws {
+            let prepared = try Self.prepare(index)
+            let counter = Counter()
+            let before = try Hook.before(on: prepared.slot, signature: prepared.signature) { _ in counter.increment() }
+            let after = try Hook.after(on: prepared.slot, signature: prepared.signature) { _ in counter.increment() }
+            Self.callAndCheck(index, prepared, expectation: 0)
+            #expect(counter.count == 2)
+            before.remove()
+            after.remove()
+            Self.expectRestored(index, prepared)
+        }
+
+        @Test(arguments: indices)
+        func insteadCallingTheOriginalLeavesTheCallIntact(index: Int) throws {
+            let prepared = try Self.prepare(index)
+            let instead = try Hook.instead(on: prepared.slot, signature: prepared.signature) { call in
+                call.callOriginal()
             }
+            Self.callAndCheck(index, prepared, expectation: 0)
+            instead.remove()
+            Self.expectRestored(index, prepared)
         }
-        Self.callAndCheck(index, prepared, expectation: 0)
-        for token in tokens.reversed() { token.remove() }
-        Self.expectRestored(index, prepared)
-    }
 
-    /// A before block writes other argument values and an after block another return value;
-    /// both arrive byte-exact on the other side.
-    @Test(arguments: indices)
-    func changedArgumentsAndResultArriveExactly(index: Int) throws {
-        let prepared = try Self.prepare(index)
-        let before = try Hook.before(on: prepared.slot, signature: prepared.signature) { call in
-            for argument in 0..<call.argumentCount {
-                call.withUnsafeArgument(argument) { bytes in
-                    Self.entry(index).fill_alternate_argument(Int32(argument), bytes.baseAddress)
+        @Test(arguments: indices)
+        func allPositionsTogetherLeaveTheCallIntact(index: Int) throws {
+            let prepared = try Self.prepare(index)
+            let tokens = try [HookPosition.before, .instead, .after, .instead].map { position in
+                try Hook.install(on: prepared.slot, signature: prepared.signature, position: position) { call in
+                    if call.position == .instead { call.callOriginal() }
                 }
             }
+            Self.callAndCheck(index, prepared, expectation: 0)
+            for token in tokens.reversed() { token.remove() }
+            Self.expectRestored(index, prepared)
         }
-        let after = try Hook.after(on: prepared.slot, signature: prepared.signature) { call in
-            guard !call.signature.returnType.isVoid else { return }
-            call.withUnsafeReturnValue { bytes in Self.entry(index).fill_alternate_return(bytes.baseAddress) }
-        }
-        Self.callAndCheck(
-            index, prepared, expectation: CT_EXPECT_ALTERNATE_ARGUMENTS | CT_EXPECT_ALTERNATE_RETURN)
-        before.remove()
-        after.remove()
-        Self.expectRestored(index, prepared)
-    }
 
-    /// An instead block that never calls the original provides the whole result.
-    @Test(arguments: indices)
-    func insteadReplacesTheFunction(index: Int) throws {
-        let prepared = try Self.prepare(index)
-        let instead = try Hook.instead(on: prepared.slot, signature: prepared.signature) { call in
-            guard !call.signature.returnType.isVoid else { return }
-            call.withUnsafeReturnValue { bytes in Self.entry(index).fill_return(bytes.baseAddress) }
+        /// A before block writes other argument values and an after block another return value;
+        /// both arrive byte-exact on the other side.
+        @Test(arguments: indices)
+        func changedArgumentsAndResultArriveExactly(index: Int) throws {
+            let prepared = try Self.prepare(index)
+            let before = try Hook.before(on: prepared.slot, signature: prepared.signature) { call in
+                for argument in 0..<call.argumentCount {
+                    call.withUnsafeArgument(argument) { bytes in
+                        Self.entry(index).fill_alternate_argument(Int32(argument), bytes.baseAddress)
+                    }
+                }
+            }
+            let after = try Hook.after(on: prepared.slot, signature: prepared.signature) { call in
+                guard !call.signature.returnType.isVoid else { return }
+                call.withUnsafeReturnValue { bytes in Self.entry(index).fill_alternate_return(bytes.baseAddress) }
+            }
+            Self.callAndCheck(
+                index, prepared, expectation: CT_EXPECT_ALTERNATE_ARGUMENTS | CT_EXPECT_ALTERNATE_RETURN)
+            before.remove()
+            after.remove()
+            Self.expectRestored(index, prepared)
         }
-        Self.callAndCheck(index, prepared, expectation: 0, calls: 0)
-        instead.remove()
-        Self.expectRestored(index, prepared)
+
+        /// An instead block that never calls the original provides the whole result.
+        @Test(arguments: indices)
+        func insteadReplacesTheFunction(index: Int) throws {
+            let prepared = try Self.prepare(index)
+            let instead = try Hook.instead(on: prepared.slot, signature: prepared.signature) { call in
+                guard !call.signature.returnType.isVoid else { return }
+                call.withUnsafeReturnValue { bytes in Self.entry(index).fill_return(bytes.baseAddress) }
+            }
+            Self.callAndCheck(index, prepared, expectation: 0, calls: 0)
+            instead.remove()
+            Self.expectRestored(index, prepared)
+        }
     }
 }

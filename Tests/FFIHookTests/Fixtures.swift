@@ -4,12 +4,31 @@ import Foundation
 import Synchronization
 import Testing
 
-/// Every suite that touches the C fixture table or its counters, run one test at a time.
+/// Every suite that touches the C fixture table, its counters or process-wide hook state,
+/// run one test at a time.
 @Suite(.serialized) enum FixtureTableTests {}
 
 /// The slot of one field of the C fixture table.
 func fixtureSlot(_ field: PartialKeyPath<ct_fix_table>) -> FunctionSlot {
     FunctionSlot.field(field, of: ct_fix_table_get())
+}
+
+/// A C `int (*)(int, int)` function pointer.
+typealias AddFunction = @convention(c) (Int32, Int32) -> Int32
+
+/// The address of the fixture's `add` original.
+let addOriginalAddress = unsafeBitCast(ct_fix_add as AddFunction, to: UInt.self)
+
+/// A fresh slot outside the fixture table, holding `ct_fix_add`; the caller deallocates it.
+func makeAddSlot() -> UnsafeMutablePointer<AddFunction?> {
+    let slot = UnsafeMutablePointer<AddFunction?>.allocate(capacity: 1)
+    slot.initialize(to: ct_fix_add)
+    return slot
+}
+
+/// The address a slot holds.
+func address(in slot: UnsafeMutablePointer<AddFunction?>) -> UInt {
+    slot.pointee.map { unsafeBitCast($0, to: UInt.self) } ?? 0
 }
 
 /// The address a C function pointer field currently holds.

@@ -11,9 +11,8 @@ extension FixtureTableTests {
         @Test func callsWhileHooksComeAndGo() throws {
             let callers = 2
             let callsPerThread: Int64 = 500_000
-            let slot = UnsafeMutablePointer<(@convention(c) (Int32, Int32) -> Int32)?>.allocate(capacity: 1)
+            let slot = makeAddSlot()
             defer { slot.deallocate() }
-            slot.initialize(to: ct_fix_add)
             ct_fix_reset()
 
             // Hooks present for the whole run count exactly one run per call.
@@ -33,7 +32,7 @@ extension FixtureTableTests {
             let slotAddress = UInt(bitPattern: slot)
             for _ in 0..<callers {
                 DispatchQueue.global().async(group: group) {
-                    let slot = UnsafeMutablePointer<(@convention(c) (Int32, Int32) -> Int32)?>(bitPattern: slotAddress)
+                    let slot = UnsafeMutablePointer<AddFunction?>(bitPattern: slotAddress)
                     let sum = ct_fix_call_add_through(slot, callsPerThread)
                     sums.withLock { $0.append(sum) }
                 }
@@ -73,15 +72,13 @@ extension FixtureTableTests {
             #expect(steadyAfter.count == totalCalls)
             #expect(transientRuns.count <= totalCalls * 16)
             #expect(
-                slot.pointee.map { unsafeBitCast($0, to: UInt.self) }
-                    == unsafeBitCast(ct_fix_add as @convention(c) (Int32, Int32) -> Int32, to: UInt.self))
+                address(in: slot) == addOriginalAddress)
         }
 
         /// A `once` hook runs exactly once when many threads call at the same moment.
         @Test func onceUnderContention() throws {
-            let slot = UnsafeMutablePointer<(@convention(c) (Int32, Int32) -> Int32)?>.allocate(capacity: 1)
+            let slot = makeAddSlot()
             defer { slot.deallocate() }
-            slot.initialize(to: ct_fix_add)
             for _ in 0..<50 {
                 let counter = Counter()
                 let token = try Hook.before(on: FunctionSlot(slot), signature: FixtureSignature.add, options: .once) {
@@ -90,7 +87,7 @@ extension FixtureTableTests {
                 }
                 let slotAddress = UInt(bitPattern: slot)
                 DispatchQueue.concurrentPerform(iterations: 8) { _ in
-                    let slot = UnsafeMutablePointer<(@convention(c) (Int32, Int32) -> Int32)?>(bitPattern: slotAddress)
+                    let slot = UnsafeMutablePointer<AddFunction?>(bitPattern: slotAddress)
                     _ = ct_fix_call_add_through(slot, 100)
                 }
                 #expect(counter.count == 1)

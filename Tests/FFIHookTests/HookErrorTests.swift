@@ -1,5 +1,6 @@
 import CTestSupport
 import FFIHook
+import Foundation
 import Testing
 
 /// Bad input to the hook API gets a HookError that names the problem; nothing is changed.
@@ -28,7 +29,7 @@ extension FixtureTableTests {
         }
 
         @Test func emptySlotNeedsAnInsteadHook() throws {
-            let slot = UnsafeMutablePointer<(@convention(c) (Int32, Int32) -> Int32)?>.allocate(capacity: 1)
+            let slot = UnsafeMutablePointer<AddFunction?>.allocate(capacity: 1)
             defer { slot.deallocate() }
             slot.initialize(to: nil)
             for position in [HookPosition.before, .after] {
@@ -79,7 +80,7 @@ extension FixtureTableTests {
             #expect(reason.position == .argument(0))
             #expect(
                 fixtureField(\.add)
-                    == unsafeBitCast(ct_fix_add as @convention(c) (Int32, Int32) -> Int32, to: UInt.self))
+                    == addOriginalAddress)
         }
 
         @Test func aKeyPathThatNamesNoStoredField() throws {
@@ -110,6 +111,22 @@ extension FixtureTableTests {
             defer { token.remove() }
             _ = ct_fix_call_add(1, 2)
             #expect(outcome.withLock { $0 }?.code == .calledFromHookBlock)
+        }
+    }
+}
+
+/// Closure memory under policies that forbid writable and executable pages.
+@Suite struct ClosureAllocationTests {
+    /// Under memory-deny-write-execute libffi maps closures twice (code apart from data);
+    /// hooks still work. Runs in a child process, since the policy cannot be lifted.
+    @Test func hooksWorkUnderDenyWriteExecute() async {
+        await #expect(processExitsWith: .success) {
+            guard ct_deny_write_execute() == 0 else { return }  // the kernel lacks the policy
+            ct_fix_reset()
+            let token = try Hook.after(on: fixtureSlot(\.add), signature: FixtureSignature.add) { call in
+                call.setReturnValue(call.returnValue(as: Int32.self) + 100)
+            }
+            guard ct_fix_call_add(1, 2) == 103, token.remove(), ct_fix_call_add(1, 2) == 3 else { exit(1) }
         }
     }
 }

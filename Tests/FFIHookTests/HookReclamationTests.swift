@@ -15,9 +15,8 @@ extension FixtureTableTests {
         }
 
         @Test func hundredThousandInstallsAndRemovalsLeaveNothingBehind() throws {
-            let slot = UnsafeMutablePointer<(@convention(c) (Int32, Int32) -> Int32)?>.allocate(capacity: 1)
+            let slot = makeAddSlot()
             defer { slot.deallocate() }
-            slot.initialize(to: ct_fix_add)
             let entriesBefore = Tracked.live.load(ordering: .relaxed)
             for round in 0..<100_000 {
                 let tracked = Tracked()
@@ -34,14 +33,12 @@ extension FixtureTableTests {
             try Hook.waitForReclamation()
             #expect(Tracked.live.load(ordering: .relaxed) == entriesBefore)
             #expect(
-                slot.pointee.map { unsafeBitCast($0, to: UInt.self) }
-                    == unsafeBitCast(ct_fix_add as @convention(c) (Int32, Int32) -> Int32, to: UInt.self))
+                address(in: slot) == addOriginalAddress)
         }
 
         @Test func aCallInsideARemovedBlockKeepsItAliveUntilItLeaves() throws {
-            let slot = UnsafeMutablePointer<(@convention(c) (Int32, Int32) -> Int32)?>.allocate(capacity: 1)
+            let slot = makeAddSlot()
             defer { slot.deallocate() }
-            slot.initialize(to: ct_fix_add)
             let liveBefore = Tracked.live.load(ordering: .relaxed)
             let tokenBox = Locked<HookToken?>(nil)
             let observed = Locked<Int>(-1)

@@ -234,7 +234,7 @@ extension FixtureTableTests {
                 log.record("inner")
             }
             defer { inner.remove() }
-            let copy = UnsafeMutablePointer<(@convention(c) (Int32, Int32) -> Int32)?>.allocate(capacity: 1)
+            let copy = UnsafeMutablePointer<AddFunction?>.allocate(capacity: 1)
             defer { copy.deallocate() }
             copy.initialize(to: ct_fix_table_get().pointee.add)
             let outer = try Hook.before(on: FunctionSlot(copy), signature: FixtureSignature.add) { _ in
@@ -243,6 +243,23 @@ extension FixtureTableTests {
             #expect(ct_fix_call_add_through(copy, 1) == 1)
             #expect(log.all == ["outer", "inner"])
             outer.remove()
+        }
+
+        @Test func aSlotWhoseOriginalIsAnotherLibrarysClosureChains() throws {
+            let foreign = try #require(ct_fix_foreign_closure())
+            let slot = makeAddSlot()
+            defer { slot.deallocate() }
+            slot.pointee = foreign
+            let runsBefore = ct_fix_foreign_closure_runs()
+            let log = EventLog()
+            let token = try Hook.after(on: FunctionSlot(slot), signature: FixtureSignature.add) { call in
+                log.record("after \(call.returnValue(as: Int32.self))")
+            }
+            #expect(ct_fix_call_add_through(slot, 2) == 3)
+            #expect(log.all == ["after 1", "after 2"])
+            #expect(ct_fix_foreign_closure_runs() == runsBefore + 2)
+            token.remove()
+            #expect(slot.pointee.map { unsafeBitCast($0, to: UInt.self) } == unsafeBitCast(foreign, to: UInt.self))
         }
     }
 }

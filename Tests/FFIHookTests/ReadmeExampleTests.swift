@@ -1,3 +1,4 @@
+import CTestSupport
 import FFIHook
 import Foundation
 import Testing
@@ -27,5 +28,31 @@ import Testing
     @Test func variadicShape() throws {
         let shape = try CallInterface(variadic: Signature("ir*id"), fixedArgumentCount: 1)
         #expect(shape.fixedArgumentCount == 1)
+    }
+}
+
+extension FixtureTableTests {
+    /// The README's hook example on the C fixture table.
+    @Suite struct ReadmeHookExampleTests {
+        @Test func loggerAndDoubler() throws {
+            ct_fix_reset()
+            let tablePointer = ct_fix_table_get()!
+            let slot = FunctionSlot.field(\ct_fix_table.add, of: tablePointer)
+            let seen = EventLog()
+            let logger = try Hook.before(on: slot, signature: Signature("iii")) { call in
+                seen.record("add \(call.argument(0, as: Int32.self)) \(call.argument(1, as: Int32.self))")
+            }
+            let doubler = try Hook.instead(on: slot, arguments: Int32.self, Int32.self, returning: Int32.self) {
+                original, a, b in
+                original(a, b) * 2
+            }
+            #expect(ct_fix_call_add(2, 3) == 10)
+            #expect(seen.all == ["add 2 3"])
+            logger.remove()
+            doubler.remove()
+            #expect(
+                tablePointer.pointee.add.map { unsafeBitCast($0, to: UInt.self) }
+                    == addOriginalAddress)
+        }
     }
 }

@@ -117,7 +117,7 @@ extension FixtureTableTests {
             // Nothing was installed by the refused calls.
             #expect(
                 fixtureField(\.add)
-                    == unsafeBitCast(ct_fix_add as @convention(c) (Int32, Int32) -> Int32, to: UInt.self))
+                    == addOriginalAddress)
         }
 
         @Test func aDerivedSignatureThatDisagreesWithTheSlotsHooks() throws {

@@ -48,6 +48,17 @@ long long ct_fix_call_add_through(int (**slot)(int, int), long long count);
 /// A stand-in for another library's function that took over the `add` slot.
 int (*ct_fix_negate_add_shim(void))(int, int);
 
+/// Another library's libffi closure of type `int (*)(int, int)` that forwards to
+/// ct_fix_add and counts its calls; made once, never freed.
+int (*ct_fix_foreign_closure(void))(int, int);
+/// How many calls the foreign closure received.
+unsigned long long ct_fix_foreign_closure_runs(void);
+
+/// Turns on the kernel's memory-deny-write-execute policy for this process (irreversible):
+/// no mapping may be writable and executable at once. Returns 0 on success, -1 where the
+/// kernel lacks it.
+int ct_deny_write_execute(void);
+
 /// How many times each original ran since the last reset (atomic counters).
 unsigned long long ct_fix_add_runs(void);
 unsigned long long ct_fix_notify_runs(void);

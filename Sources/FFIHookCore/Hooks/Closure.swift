@@ -1,9 +1,12 @@
 internal import CFFI
+import Synchronization
 
 /// One libffi closure: executable code that calls `handler` with `userData`.
 ///
 /// The closure is freed with this object. Debian's libffi allocates closures in pages that
-/// are writable and executable at once; where that is forbidden, allocation fails and
+/// are writable and executable at once; where the kernel forbids that (memory-deny-write-
+/// execute) it maps a temporary file twice instead, so the code address differs from the
+/// writable one. Where neither works, allocation fails and
 /// ``make(cif:handler:userData:)`` reports it instead of crashing.
 final class Closure {
     typealias Handler =
@@ -21,9 +24,14 @@ final class Closure {
         case preparation(status: Int)
     }
 
+    /// When set, allocation fails as it does where writable and executable memory is
+    /// forbidden and libffi has no fallback; lets tests reach that path.
+    package static let failsAllocationForTesting = Atomic<Bool>(false)
+
     static func make(
         cif: UnsafeMutablePointer<ffi_cif>, handler: Handler, userData: UnsafeMutableRawPointer
     ) throws(Failure) -> Closure {
+        if failsAllocationForTesting.load(ordering: .relaxed) { throw .allocation }
         var code: UnsafeMutableRawPointer?
         guard let raw = ffi_closure_alloc(CFFI_closure_size(), &code), let code else { throw .allocation }
         let closure = raw.assumingMemoryBound(to: ffi_closure.self)
