@@ -19,9 +19,11 @@ let package = Package(
             pkgConfig: "libffi",
             providers: [.apt(["libffi-dev"])]
         ),
+        // The register-passing thunk of the fast call path (see RegisterCallPlan).
+        .target(name: "CRegisterCall"),
         .target(
             name: "FFIHookCore",
-            dependencies: ["CFFI"],
+            dependencies: ["CFFI", "CRegisterCall"],
             swiftSettings: strictSettings
         ),
         .target(

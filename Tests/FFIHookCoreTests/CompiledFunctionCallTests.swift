@@ -21,13 +21,31 @@ import Testing
         try Self.check(entry, through: CallInterface(Signature(String(cString: entry.encoding))))
     }
 
+    /// The same calls through `ffi_call` only, for the signatures the register path takes.
+    @Test(arguments: indices)
+    func callThroughLibffiOnly(index: Int) throws {
+        let entry = Self.entry(index)
+        try Self.check(entry, through: CallInterface(Signature(String(cString: entry.encoding))), registerPath: false)
+    }
+
+    @Test func registerPathCoversScalarSignatures() throws {
+        let covered = try Self.indices.filter { index in
+            try CallInterface(Signature(String(cString: Self.entry(index).encoding))).usesRegisterPath
+        }
+        #expect(covered.count >= 20)
+        #expect(try CallInterface(Signature("iii")).usesRegisterPath)
+        #expect(try CallInterface(Signature("dqqqqqqq")).usesRegisterPath == false)  // seven integers
+        #expect(try CallInterface(Signature("i{?=ii}")).usesRegisterPath == false)
+        #expect(try CallInterface(Signature("D")).usesRegisterPath == false)
+    }
+
     @Test(arguments: indices)
     func callThroughSharedInterface(index: Int) throws {
         let entry = Self.entry(index)
         try Self.check(entry, through: CallInterface.shared(for: Signature(String(cString: entry.encoding))))
     }
 
-    static func check(_ entry: ct_call, through interface: CallInterface) {
+    static func check(_ entry: ct_call, through interface: CallInterface, registerPath: Bool = true) {
         let name = String(cString: entry.name)
         let signature = interface.signature
         let count = Int(entry.argument_count)
@@ -54,7 +72,11 @@ import Testing
         returnValue.initializeMemory(as: UInt8.self, repeating: 0xA5, count: returnSize)
 
         _ = ct_take_report()
-        interface.call(entry.function, returnValue: returnValue, arguments: buffers)
+        withUnsafeTemporaryAllocation(of: UnsafeMutableRawPointer?.self, capacity: max(count, 1)) { list in
+            for (index, buffer) in buffers.enumerated() { list[index] = buffer }
+            interface.call(
+                entry.function, returnValue: returnValue, argumentList: list.baseAddress!, registerPath: registerPath)
+        }
         let report = ct_take_report()
         #expect(report.calls == 1, "\(name) ran \(report.calls) times")
         #expect(

@@ -1,5 +1,6 @@
 import CTestSupport
 import FFIHook
+import FFIHookCore
 import Testing
 
 /// Every compiler-built function of the test-support table, called from C through a slot
@@ -20,7 +21,11 @@ extension FixtureTableTests {
             let original: UnsafeMutableRawPointer?
         }
 
-        static func prepare(_ index: Int) throws -> Prepared {
+        /// Both ways to reach the original: the register path where the signature allows it, and `ffi_call`.
+        static let paths = [true, false]
+
+        static func prepare(_ index: Int, registerPath: Bool) throws -> Prepared {
+            RegisterCallPlan.setEnabled(registerPath)
             let entry = entry(index)
             let slotPointer = try #require(ct_slot_at(Int32(index)))
             ct_reset_slot(Int32(index))
@@ -49,9 +54,10 @@ extension FixtureTableTests {
             #expect(Self.indices.count >= 100)
         }
 
-        @Test(arguments: indices)
-        func beforeAndAfterLeaveTheCallIntact(index: Int) throws {
-            let prepared = try Self.prepare(index)
+        @Test(arguments: indices, paths)
+        func beforeAndAfterLeaveTheCallIntact(index: Int, registerPath: Bool) throws {
+            let prepared = try Self.prepare(index, registerPath: registerPath)
+            defer { RegisterCallPlan.setEnabled(true) }
             let counter = Counter()
             let before = try Hook.before(on: prepared.slot, signature: prepared.signature) { _ in counter.increment() }
             let after = try Hook.after(on: prepared.slot, signature: prepared.signature) { _ in counter.increment() }
@@ -62,9 +68,10 @@ extension FixtureTableTests {
             Self.expectRestored(index, prepared)
         }
 
-        @Test(arguments: indices)
-        func insteadCallingTheOriginalLeavesTheCallIntact(index: Int) throws {
-            let prepared = try Self.prepare(index)
+        @Test(arguments: indices, paths)
+        func insteadCallingTheOriginalLeavesTheCallIntact(index: Int, registerPath: Bool) throws {
+            let prepared = try Self.prepare(index, registerPath: registerPath)
+            defer { RegisterCallPlan.setEnabled(true) }
             let instead = try Hook.instead(on: prepared.slot, signature: prepared.signature) { call in
                 call.callOriginal()
             }
@@ -73,9 +80,10 @@ extension FixtureTableTests {
             Self.expectRestored(index, prepared)
         }
 
-        @Test(arguments: indices)
-        func allPositionsTogetherLeaveTheCallIntact(index: Int) throws {
-            let prepared = try Self.prepare(index)
+        @Test(arguments: indices, paths)
+        func allPositionsTogetherLeaveTheCallIntact(index: Int, registerPath: Bool) throws {
+            let prepared = try Self.prepare(index, registerPath: registerPath)
+            defer { RegisterCallPlan.setEnabled(true) }
             let tokens = try [HookPosition.before, .instead, .after, .instead].map { position in
                 try Hook.install(on: prepared.slot, signature: prepared.signature, position: position) { call in
                     if call.position == .instead { call.callOriginal() }
@@ -88,9 +96,10 @@ extension FixtureTableTests {
 
         /// A before block writes other argument values and an after block another return value;
         /// both arrive byte-exact on the other side.
-        @Test(arguments: indices)
-        func changedArgumentsAndResultArriveExactly(index: Int) throws {
-            let prepared = try Self.prepare(index)
+        @Test(arguments: indices, paths)
+        func changedArgumentsAndResultArriveExactly(index: Int, registerPath: Bool) throws {
+            let prepared = try Self.prepare(index, registerPath: registerPath)
+            defer { RegisterCallPlan.setEnabled(true) }
             let before = try Hook.before(on: prepared.slot, signature: prepared.signature) { call in
                 for argument in 0..<call.argumentCount {
                     call.withUnsafeArgument(argument) { bytes in
@@ -110,9 +119,10 @@ extension FixtureTableTests {
         }
 
         /// An instead block that never calls the original provides the whole result.
-        @Test(arguments: indices)
-        func insteadReplacesTheFunction(index: Int) throws {
-            let prepared = try Self.prepare(index)
+        @Test(arguments: indices, paths)
+        func insteadReplacesTheFunction(index: Int, registerPath: Bool) throws {
+            let prepared = try Self.prepare(index, registerPath: registerPath)
+            defer { RegisterCallPlan.setEnabled(true) }
             let instead = try Hook.instead(on: prepared.slot, signature: prepared.signature) { call in
                 guard !call.signature.returnType.isVoid else { return }
                 call.withUnsafeReturnValue { bytes in Self.entry(index).fill_return(bytes.baseAddress) }

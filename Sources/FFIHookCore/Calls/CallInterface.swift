@@ -35,6 +35,10 @@ public final class CallInterface: @unchecked Sendable {
     private let callCIF: PreparedCIF
     /// For a split `callCIF`: each of its arguments as (original argument, byte offset).
     private let callPieces: [(argument: Int, offset: Int)]?
+    /// The register-only way to call, for signatures whose values all travel in registers.
+    private let registerPlan: RegisterCallPlan?
+    /// Whether calls skip `ffi_call` for this signature (see ``RegisterCallPlan``).
+    package var usesRegisterPath: Bool { registerPlan != nil }
     /// The key under which ``shared(for:)`` holds this interface, if it does.
     let cacheKey = Locked<String?>(nil)
 
@@ -93,6 +97,7 @@ public final class CallInterface: @unchecked Sendable {
         self.graph = graph
         self.cif = cif
         self.returnBufferSize = max(signature.returnType.size, lowered.returnValue.expectedSize, CFFI_arg_size())
+        self.registerPlan = fixedArgumentCount == nil ? RegisterCallPlan(signature) : nil
 
         #if arch(x86_64)
             let plan = SysVArgumentPlan(signature)
@@ -184,11 +189,17 @@ public final class CallInterface: @unchecked Sendable {
     /// Calls with libffi's own argument list (`void **`), one pointer per argument.
     ///
     /// This is the hot path: no allocation unless the interface splits an argument, in
-    /// which case a small stack buffer is used.
+    /// which case a small stack buffer is used. Signatures whose values all travel in
+    /// registers skip `ffi_call` (see ``RegisterCallPlan``).
+    /// `registerPath: false` forces `ffi_call` (for tests of both paths).
     func call(
         _ function: UnsafeRawPointer, returnValue: UnsafeMutableRawPointer?,
-        argumentList: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+        argumentList: UnsafeMutablePointer<UnsafeMutableRawPointer?>, registerPath: Bool = true
     ) {
+        if registerPath, let registerPlan, RegisterCallPlan.isEnabled.load(ordering: .relaxed) {
+            registerPlan.call(function, returnValue: returnValue, argumentList: argumentList)
+            return
+        }
         guard let callPieces else {
             LibFFI.call(callCIF.cif, function, returnValue, argumentList)
             return
