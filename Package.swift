@@ -20,10 +20,10 @@ let package = Package(
             providers: [.apt(["libffi-dev"])]
         ),
         // The register-passing thunk of the fast call path (see RegisterCallPlan).
-        .target(name: "CRegisterCall"),
+        .target(name: "CHookSupport"),
         .target(
             name: "FFIHookCore",
-            dependencies: ["CFFI", "CRegisterCall"],
+            dependencies: ["CFFI", "CHookSupport"],
             swiftSettings: strictSettings
         ),
         .target(

@@ -122,6 +122,7 @@ public final class CallInterface: @unchecked Sendable {
     }
 
     deinit {
+        registerPlan?.deallocate()
         if let key = cacheKey.withLock({ $0 }) {
             InterfaceCache.shared.remove(key, identity: ObjectIdentifier(self))
         }

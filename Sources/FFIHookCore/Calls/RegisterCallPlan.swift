@@ -1,9 +1,9 @@
-internal import CRegisterCall
+internal import CHookSupport
 import Synchronization
 
 /// A way to call a function whose arguments and result all travel in registers without
 /// `ffi_call`: load the argument registers and call through a C thunk that passes all of
-/// them (see `CRegisterCall.h`).
+/// them (see `CHookSupport.h`).
 ///
 /// It applies when every argument is an integer, pointer, `float` or `double` and they fit
 /// the argument registers (6 general and 8 floating-point on x86-64 System V, 8 and 8 on
@@ -88,15 +88,18 @@ package struct RegisterCallPlan {
         let register: Int
     }
 
-    private let steps: [Step]
+    /// The argument loads, in a buffer the owning interface frees with ``deallocate()``: a
+    /// Swift array here would be retained on every call, a write to memory all calling
+    /// threads share.
+    private let steps: UnsafeMutableBufferPointer<Step>
     /// The result's kind, `nil` for void.
     private let result: Value?
 
     /// The plan for `signature`, or `nil` when a value does not travel in registers.
     init?(_ signature: Signature) {
-        guard cregistercall_available() != 0 else { return nil }
-        let generalCount = Int(CREGISTERCALL_GENERAL)
-        let floatingCount = Int(CREGISTERCALL_FLOATING)
+        guard chooksupport_available() != 0 else { return nil }
+        let generalCount = Int(CHOOKSUPPORT_GENERAL)
+        let floatingCount = Int(CHOOKSUPPORT_FLOATING)
         var steps: [Step] = []
         var general = 0
         var floating = 0
@@ -118,7 +121,13 @@ package struct RegisterCallPlan {
             guard let value = Value(signature.returnType) else { return nil }
             result = value
         }
-        self.steps = steps
+        self.steps = .allocate(capacity: steps.count)
+        _ = self.steps.initialize(from: steps)
+    }
+
+    /// Frees the plan's buffer; the owner calls it once, when it is done with the plan.
+    func deallocate() {
+        steps.deallocate()
     }
 
     /// Calls `function` with the arguments `argumentList` points to; stores the result.
@@ -127,7 +136,7 @@ package struct RegisterCallPlan {
         _ function: UnsafeRawPointer, returnValue: UnsafeMutableRawPointer?,
         argumentList: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) {
-        var registers = cregistercall_registers()
+        var registers = chooksupport_registers()
         withUnsafeMutableBytes(of: &registers.general) { general in
             withUnsafeMutableBytes(of: &registers.floating) { floating in
                 for step in steps {
@@ -138,12 +147,12 @@ package struct RegisterCallPlan {
             }
         }
         guard let result else {
-            cregistercall_void(function, &registers)
+            chooksupport_void(function, &registers)
             return
         }
         let bits =
             result.isFloatingPoint
-            ? cregistercall_floating(function, &registers) : cregistercall_integer(function, &registers)
+            ? chooksupport_floating(function, &registers) : chooksupport_integer(function, &registers)
         if let returnValue { result.store(bits, to: returnValue) }
     }
 }

@@ -35,25 +35,43 @@ package final class HookRecord: Sendable {
 }
 
 /// The hooks of one slot at one moment. Immutable: writers publish a new snapshot.
-final class HookSnapshot: Sendable {
+final class HookSnapshot: @unchecked Sendable {
+    // Sendable: immutable after init; the buffers are only read until deinit.
     let before: [HookRecord]
     /// Newest first: the first wraps all the others.
     let instead: [HookRecord]
     let after: [HookRecord]
-    /// `before` and `after` without reference counting, for the call path; `before` and
-    /// `after` keep the records alive for as long as the snapshot.
-    let fastBefore: [Unmanaged<HookRecord>]
-    let fastAfter: [Unmanaged<HookRecord>]
+    /// The three lists without reference counting, for the call path: iterating a Swift
+    /// array retains its buffer, a write to memory every calling thread shares. The arrays
+    /// above keep the records alive for as long as the snapshot.
+    let fastBefore: UnsafeBufferPointer<Unmanaged<HookRecord>>
+    let fastInstead: UnsafeBufferPointer<Unmanaged<HookRecord>>
+    let fastAfter: UnsafeBufferPointer<Unmanaged<HookRecord>>
 
     init(before: [HookRecord] = [], instead: [HookRecord] = [], after: [HookRecord] = []) {
         self.before = before
         self.instead = instead
         self.after = after
-        self.fastBefore = before.map { Unmanaged.passUnretained($0) }
-        self.fastAfter = after.map { Unmanaged.passUnretained($0) }
+        self.fastBefore = Self.unmanaged(before)
+        self.fastInstead = Self.unmanaged(instead)
+        self.fastAfter = Self.unmanaged(after)
+        self.isEmpty = before.isEmpty && instead.isEmpty && after.isEmpty
     }
 
-    var isEmpty: Bool { before.isEmpty && instead.isEmpty && after.isEmpty }
+    deinit {
+        fastBefore.deallocate()
+        fastInstead.deallocate()
+        fastAfter.deallocate()
+    }
+
+    private static func unmanaged(_ records: [HookRecord]) -> UnsafeBufferPointer<Unmanaged<HookRecord>> {
+        let buffer = UnsafeMutableBufferPointer<Unmanaged<HookRecord>>.allocate(capacity: records.count)
+        _ = buffer.initialize(from: records.map { Unmanaged.passUnretained($0) })
+        return UnsafeBufferPointer(buffer)
+    }
+
+    /// Whether the snapshot has no hooks at all.
+    let isEmpty: Bool
 
     func adding(_ hook: HookRecord) -> HookSnapshot {
         switch hook.position {

@@ -23,7 +23,7 @@ public struct Invocation: ~Copyable {
     public var signature: Signature { frame.entry.signature }
 
     /// The number of arguments of the call.
-    public var argumentCount: Int { frame.entry.signature.argumentTypes.count }
+    public var argumentCount: Int { frame.argumentSizes.count }
 
     /// Whether this call reached the slot from inside one of its own blocks on this thread.
     public var isReentrant: Bool { frame.reentered }
@@ -52,9 +52,8 @@ public struct Invocation: ~Copyable {
     public func withUnsafeArgument<Result, Failure: Error>(
         _ index: Int, _ body: (UnsafeMutableRawBufferPointer) throws(Failure) -> Result
     ) throws(Failure) -> Result {
-        let type = argumentType(index)
-        let size = if case .array = type.kind { MemoryLayout<UnsafeRawPointer>.size } else { type.size }
-        return try body(UnsafeMutableRawBufferPointer(start: frame.arguments[index], count: size))
+        checkIndex(index)
+        return try body(UnsafeMutableRawBufferPointer(start: frame.arguments[index], count: frame.argumentSizes[index]))
     }
 
     // MARK: - Return value
@@ -72,7 +71,7 @@ public struct Invocation: ~Copyable {
     /// - Precondition: as for ``returnValue(as:)``.
     public func setReturnValue<T: BitwiseCopyable>(_ value: T) {
         let storage = returnStorage(checking: T.self)
-        if frame.entry.widensReturn {
+        if frame.returnWidth > 0 {
             // libffi closures return integers narrower than a word widened to one, as the
             // compilers expect of a callee.
             storage.storeBytes(of: widened(value), as: UInt64.self)
@@ -87,9 +86,8 @@ public struct Invocation: ~Copyable {
     public func withUnsafeReturnValue<Result, Failure: Error>(
         _ body: (UnsafeMutableRawBufferPointer) throws(Failure) -> Result
     ) throws(Failure) -> Result {
-        let type = frame.entry.signature.returnType
-        precondition(!type.isVoid, "the hooked signature \"\(signature)\" returns void")
-        return try body(UnsafeMutableRawBufferPointer(start: frame.returnValue, count: type.size))
+        precondition(frame.returnSize >= 0, "the hooked signature \"\(signature)\" returns void")
+        return try body(UnsafeMutableRawBufferPointer(start: frame.returnValue, count: frame.returnSize))
     }
 
     // MARK: - The original
@@ -128,42 +126,41 @@ public struct Invocation: ~Copyable {
 
     // MARK: - Checks
 
-    private func argumentType(_ index: Int) -> CType {
-        let types = frame.entry.signature.argumentTypes
+    // The checks read sizes the slot entry prepared: touching the signature here would
+    // retain shared objects on every access. The signature is read only for the messages.
+
+    private func checkIndex(_ index: Int) {
         precondition(
-            types.indices.contains(index),
-            "argument index \(index) is out of range for signature \"\(signature)\" with \(types.count) arguments")
-        return types[index]
+            index >= 0 && index < frame.argumentSizes.count,
+            "argument index \(index) is out of range for signature \"\(signature)\" with \(argumentCount) arguments")
     }
 
     private func argumentStorage<T>(_ index: Int, checking: T.Type) -> UnsafeMutableRawPointer {
-        let type = argumentType(index)
-        let size = if case .array = type.kind { MemoryLayout<UnsafeRawPointer>.size } else { type.size }
+        checkIndex(index)
+        let size = frame.argumentSizes[index]
         precondition(
             MemoryLayout<T>.size == size,
-            "argument \(index) of \"\(signature)\" is \(type) (\(size) bytes), not \(T.self) (\(MemoryLayout<T>.size) bytes)"
+            "argument \(index) of \"\(signature)\" is \(signature.argumentTypes[index]) (\(size) bytes), not \(T.self) (\(MemoryLayout<T>.size) bytes)"
         )
         return frame.arguments[index]!
     }
 
     private func returnStorage<T>(checking: T.Type) -> UnsafeMutableRawPointer {
-        let type = frame.entry.signature.returnType
-        precondition(!type.isVoid, "the hooked signature \"\(signature)\" returns void")
+        precondition(frame.returnSize >= 0, "the hooked signature \"\(signature)\" returns void")
         precondition(
-            MemoryLayout<T>.size == type.size,
-            "the return value of \"\(signature)\" is \(type) (\(type.size) bytes), not \(T.self) (\(MemoryLayout<T>.size) bytes)"
+            MemoryLayout<T>.size == frame.returnSize,
+            "the return value of \"\(signature)\" is \(signature.returnType) (\(frame.returnSize) bytes), not \(T.self) (\(MemoryLayout<T>.size) bytes)"
         )
         return frame.returnValue!
     }
 
     private func widened<T: BitwiseCopyable>(_ value: T) -> UInt64 {
-        guard case .primitive(let primitive) = frame.entry.signature.returnType.kind else { return 0 }
         var bits: UInt64 = 0
         withUnsafeBytes(of: value) { bytes in
             for (index, byte) in bytes.enumerated() { bits |= UInt64(byte) << (8 * UInt64(index)) }
         }
-        let width = primitive.size * 8
-        if primitive.isSigned && bits & (1 << (width - 1)) != 0 {
+        let width = frame.returnWidth
+        if frame.returnIsSigned && bits & (1 << (width - 1)) != 0 {
             bits |= ~0 << width
         }
         return bits

@@ -3,19 +3,18 @@ import Synchronization
 
 /// The hook state of one function-pointer slot: its closure, original and current hooks.
 ///
-/// One entry (and one closure) serves every hook of a slot. The call path reads the
-/// current ``HookSnapshot`` with one atomic load inside a ``CallEpoch`` registration, so it
-/// takes no lock and allocates nothing. Writers (the registry, under its lock) publish new
-/// snapshots and retire old ones, which are freed once the epoch shows no call can still
-/// read them.
+/// One entry (and one closure) serves every hook of a slot. The call path marks its thread
+/// inside a call (see ``ThreadState``) and reads the current ``HookSnapshot`` with one
+/// atomic load, so it takes no lock and allocates nothing. Writers (the registry, under its
+/// lock) publish new snapshots and hand the old ones to the registry, which frees them once
+/// no call can still read them.
 ///
 /// An entry lives as long as the process: after its last hook is removed the closure may
 /// still be reached by a thread that read the slot just before the original was written
 /// back, or by another library that chained to it, so it stays valid as a pass-through to
 /// the original. Hooking the same slot again reuses it.
 package final class SlotEntry: @unchecked Sendable {
-    // Sendable: `closure` is set once during creation, before the entry is shared;
-    // `retired` and `pendingDrain` are only touched under the registry's lock.
+    // Sendable: `closure` is set once during creation, before the entry is shared.
 
     /// The slot's address.
     package let slot: UnsafeMutableRawPointer
@@ -26,30 +25,44 @@ package final class SlotEntry: @unchecked Sendable {
     let original = Atomic<UInt>(0)
     /// The published snapshot, retained once on behalf of the call path.
     private let current = Atomic<UnsafeRawPointer?>(nil)
-    let epoch = CallEpoch()
+    /// `interface` without reference counting, for the call path: a retain there would be a
+    /// write to memory every calling thread shares. `interface` keeps it alive.
+    private let callPathInterface: Unmanaged<CallInterface>
     /// A copy of ``ThreadState/key``.
     private let threadKey = ThreadState.key
+    /// Whether calls fence after entering, where writers cannot issue the barrier for them.
+    private let readersFence = !ThreadState.usesMembarrier
     /// This entry's address, which marks it in a thread's record.
     private var address: UInt { UInt(bitPattern: Unmanaged.passUnretained(self).toOpaque()) }
-    /// Snapshots replaced but perhaps still read by a call.
-    var retired: [HookSnapshot] = []
-    /// Retired snapshots that wait only for the calls of this parity to drain.
-    var draining: (parity: Int, snapshots: [HookSnapshot])?
     /// How many bytes of the return buffer a call whose instead blocks set nothing zeroes.
     let returnZeroSize: Int
-    /// Whether the return value is an integer narrower than a machine word, which libffi
-    /// closures return widened to one.
-    let widensReturn: Bool
+    /// The sizes the call path checks typed access against, without reference counting:
+    /// each argument's size (a pointer's for an array), the return size (-1 for void), and
+    /// for an integer result narrower than a word, which libffi closures return widened to
+    /// one, its width in bits and signedness.
+    let argumentSizes: UnsafeMutableBufferPointer<Int>
+    let returnSize: Int
+    let returnWidth: Int
+    let returnIsSigned: Bool
 
     init(slot: UnsafeMutableRawPointer, interface: CallInterface) throws(HookError) {
         self.slot = slot
         self.interface = interface
+        self.callPathInterface = Unmanaged.passUnretained(interface)
         let returnType = interface.signature.returnType
         if case .primitive(let primitive) = returnType.kind, primitive.isInteger, primitive.size < 8 {
-            widensReturn = true
+            returnWidth = primitive.size * 8
+            returnIsSigned = primitive.isSigned
         } else {
-            widensReturn = false
+            returnWidth = 0
+            returnIsSigned = false
         }
+        returnSize = returnType.isVoid ? -1 : returnType.size
+        let sizes = interface.signature.argumentTypes.map { type in
+            if case .array = type.kind { MemoryLayout<UnsafeRawPointer>.size } else { type.size }
+        }
+        argumentSizes = .allocate(capacity: sizes.count)
+        _ = argumentSizes.initialize(from: sizes)
         #if arch(x86_64)
             let inMemory = SysVArgumentPlan.returnsInMemory(returnType)
         #else
@@ -72,6 +85,7 @@ package final class SlotEntry: @unchecked Sendable {
     }
 
     deinit {
+        argumentSizes.deallocate()
         if let raw = current.load(ordering: .acquiring) {
             Unmanaged<HookSnapshot>.fromOpaque(raw).release()
         }
@@ -87,58 +101,44 @@ package final class SlotEntry: @unchecked Sendable {
         Unmanaged<HookSnapshot>.fromOpaque(current.load(ordering: .acquiring)!).takeUnretainedValue()
     }
 
-    /// Publishes `snapshot` and retires the one it replaces.
-    func publish(_ snapshot: HookSnapshot) {
+    /// Publishes `snapshot`; returns the one it replaces, which calls may still be reading.
+    func publish(_ snapshot: HookSnapshot) -> HookSnapshot {
         let new = Unmanaged.passRetained(snapshot).toOpaque()
-        let old = current.exchange(new, ordering: .acquiringAndReleasing)!
-        retired.append(Unmanaged<HookSnapshot>.fromOpaque(old).takeRetainedValue())
+        let old = current.exchange(new, ordering: .sequentiallyConsistent)!
+        return Unmanaged<HookSnapshot>.fromOpaque(old).takeRetainedValue()
     }
-
-    /// Frees the retired snapshots that no call can still read, without waiting.
-    /// Returns whether nothing is left to free.
-    @discardableResult
-    func reclaim() -> Bool {
-        while true {
-            if let draining {
-                guard epoch.isDrained(draining.parity) else { return false }
-                self.draining = nil
-            }
-            guard !retired.isEmpty else { return true }
-            draining = (epoch.advance(), retired)
-            retired = []
-        }
-    }
-
-    var hasRetiredSnapshots: Bool { draining != nil || !retired.isEmpty }
 
     // MARK: - Call path
 
     /// Runs one call through the closure.
     @inline(__always)
     func dispatch(returnValue: UnsafeMutableRawPointer?, arguments: UnsafeMutablePointer<UnsafeMutableRawPointer?>) {
-        let parity = epoch.enter()
-        defer { epoch.leave(parity) }
+        let record = ThreadState.record(threadKey)
+        ThreadState.enterCall(record, fence: readersFence)
+        defer { ThreadState.leaveCall(record) }
         let raw = current.load(ordering: .acquiring)!
         Unmanaged<HookSnapshot>.fromOpaque(raw)._withUnsafeGuaranteedRef { snapshot in
-            run(snapshot, returnValue: returnValue, arguments: arguments)
+            run(snapshot, record: record, returnValue: returnValue, arguments: arguments)
         }
     }
 
     private func run(
-        _ snapshot: HookSnapshot, returnValue: UnsafeMutableRawPointer?,
+        _ snapshot: HookSnapshot, record: UnsafeMutablePointer<UInt>, returnValue: UnsafeMutableRawPointer?,
         arguments: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) {
         if snapshot.isEmpty {
             callOriginal(returnValue: returnValue, arguments: arguments)
             return
         }
-        let record = ThreadState.record(threadKey)
         let address = address
         let reentered = ThreadState.isActive(address, in: record)
         let marked = ThreadState.push(address, in: record)
         defer { if marked { ThreadState.pop(in: record) } }
         let frame = CallFrame(
-            entry: self, snapshot: snapshot, returnValue: returnValue, arguments: arguments,
+            unmanagedEntry: Unmanaged.passUnretained(self), unmanagedSnapshot: Unmanaged.passUnretained(snapshot),
+            interface: callPathInterface, original: original.load(ordering: .acquiring),
+            returnZeroSize: returnZeroSize, argumentSizes: UnsafeBufferPointer(argumentSizes), returnSize: returnSize,
+            returnWidth: returnWidth, returnIsSigned: returnIsSigned, returnValue: returnValue, arguments: arguments,
             reentered: reentered, marked: marked, threadRecord: record)
 
         for hook in snapshot.fastBefore {
@@ -175,14 +175,28 @@ package final class SlotEntry: @unchecked Sendable {
             }
             return
         }
-        interface.call(pointer, returnValue: returnValue, argumentList: arguments)
+        callPathInterface._withUnsafeGuaranteedRef { interface in
+            interface.call(pointer, returnValue: returnValue, argumentList: arguments)
+        }
     }
 }
 
 /// The state of one dispatch, shared by the invocations of its blocks.
 struct CallFrame {
-    unowned(unsafe) let entry: SlotEntry
-    unowned(unsafe) let snapshot: HookSnapshot
+    /// The entry and snapshot without reference counting (the dispatch keeps both alive):
+    /// a retain on the call path is a write to memory every calling thread shares.
+    let unmanagedEntry: Unmanaged<SlotEntry>
+    let unmanagedSnapshot: Unmanaged<HookSnapshot>
+    /// What reaching the original needs, read once when the call starts, so the call path
+    /// touches no object it would have to retain.
+    let interface: Unmanaged<CallInterface>
+    let original: UInt
+    let returnZeroSize: Int
+    /// The checks' sizes (see ``SlotEntry/argumentSizes``).
+    let argumentSizes: UnsafeBufferPointer<Int>
+    let returnSize: Int
+    let returnWidth: Int
+    let returnIsSigned: Bool
     let returnValue: UnsafeMutableRawPointer?
     let arguments: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     /// Whether this call came from inside a block of the same slot on this thread.
@@ -209,11 +223,16 @@ struct CallFrame {
         if hook.options.contains(.once) { _ = hook.remove() }
     }
 
+    /// The entry, for code off the call path (invocations' checks).
+    var entry: SlotEntry { unmanagedEntry.takeUnretainedValue() }
+
     /// The index of the next instead block to run after `index`, if any.
+    @inline(__always)
     func nextInstead(after index: Int) -> Int? {
+        let instead = unmanagedSnapshot._withUnsafeGuaranteedRef { $0.fastInstead }
         var next = index + 1
-        while next < snapshot.instead.count {
-            if claim(snapshot.instead[next]) { return next }
+        while next < instead.count {
+            if instead[next]._withUnsafeGuaranteedRef({ claim($0) }) { return next }
             next += 1
         }
         return nil
@@ -221,19 +240,25 @@ struct CallFrame {
 
     /// Runs the instead block at `index`; ``Invocation/callOriginal()`` continues inward.
     func runInstead(_ index: Int) {
-        let hook = snapshot.instead[index]
-        hook.block(Invocation(frame: self, position: .instead, insteadIndex: index))
-        finish(hook)
+        let instead = unmanagedSnapshot._withUnsafeGuaranteedRef { $0.fastInstead }
+        instead[index]._withUnsafeGuaranteedRef { hook in
+            hook.block(Invocation(frame: self, position: .instead, insteadIndex: index))
+            finish(hook)
+        }
     }
 
     /// Calls the original with this thread's mark lifted, so calls the original makes
     /// through the slot run the blocks again.
     func callOriginalUnmarked() {
         if marked { ThreadState.pop(in: threadRecord) }
-        entry.callOriginal(returnValue: returnValue, arguments: arguments)
-        if marked {
-            _ = ThreadState.push(UInt(bitPattern: Unmanaged.passUnretained(entry).toOpaque()), in: threadRecord)
+        if let function = UnsafeRawPointer(bitPattern: original) {
+            interface._withUnsafeGuaranteedRef { interface in
+                interface.call(function, returnValue: returnValue, argumentList: arguments)
+            }
+        } else if returnZeroSize > 0, let returnValue {
+            returnValue.initializeMemory(as: UInt8.self, repeating: 0, count: returnZeroSize)
         }
+        if marked { _ = ThreadState.push(UInt(bitPattern: unmanagedEntry.toOpaque()), in: threadRecord) }
     }
 }
 

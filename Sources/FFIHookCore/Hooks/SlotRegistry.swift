@@ -1,3 +1,4 @@
+internal import CHookSupport
 import Synchronization
 
 #if canImport(Glibc)
@@ -6,10 +7,12 @@ import Synchronization
     import Musl
 #endif
 
-/// All hooked slots of the process, by address; installs and removes hooks.
+/// All hooked slots of the process, by address; installs and removes hooks, and frees what
+/// removals replaced once no call can still read it.
 ///
-/// Writers serialise on one lock; calls through hooked slots never take it (except the
-/// one-time self-removal of a `once` hook).
+/// Writers serialise on one lock; calls through hooked slots never take it (except a
+/// thread's first hooked call, which registers the thread, and the one-time self-removal of
+/// a `once` hook).
 package final class SlotRegistry: Sendable {
     /// The registry of the process.
     package static let shared = SlotRegistry()
@@ -19,6 +22,16 @@ package final class SlotRegistry: Sendable {
         /// Entries whose slot another writer took over while they had hooks; they stay as
         /// pass-throughs for whoever chained to their closure.
         var detached: [SlotEntry] = []
+        /// Snapshots replaced since the last grace period began.
+        var retired: [HookSnapshot] = []
+        /// Replaced snapshots, each group with the threads (record, odd generation) that
+        /// were inside a call when the group's grace period began.
+        var waiting: [(snapshots: [HookSnapshot], threads: [(record: UnsafeMutablePointer<UInt>, generation: UInt)])] =
+            []
+        /// The records of live threads that have made a hooked call.
+        var threads: [UnsafeMutablePointer<UInt>] = []
+        /// Records of exited threads, freed once no group waits on them.
+        var exited: [UnsafeMutablePointer<UInt>] = []
     }
 
     private let state = Locked(State())
@@ -72,9 +85,9 @@ package final class SlotRegistry: Sendable {
                 try Self.takeOver(cell, for: target, allowEmpty: position == .instead, failure: failure)
             }
             let record = HookRecord(block: block, position: position, options: options, entry: target)
-            target.publish(target.snapshot.adding(record))
+            state.retired.append(target.publish(target.snapshot.adding(record)))
             state.entries[address] = target
-            target.reclaim()
+            Self.reclaim(&state)
             return record
         }
     }
@@ -103,10 +116,10 @@ package final class SlotRegistry: Sendable {
     func remove(_ record: HookRecord) -> Bool {
         guard record.removed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
         else { return false }
-        state.withLock { _ in
+        state.withLock { state in
             let entry = record.entry
             let snapshot = entry.snapshot.removing(record)
-            entry.publish(snapshot)
+            state.retired.append(entry.publish(snapshot))
             if snapshot.isEmpty {
                 // Write the original back only if the slot still holds our closure.
                 let cell = entry.slot.assumingMemoryBound(to: Atomic<UInt>.self)
@@ -114,27 +127,70 @@ package final class SlotRegistry: Sendable {
                     expected: UInt(bitPattern: entry.closure.code), desired: entry.original.load(ordering: .acquiring),
                     ordering: .acquiringAndReleasing)
             }
-            entry.reclaim()
+            Self.reclaim(&state)
         }
         return true
     }
 
     // MARK: - Reclamation
 
+    /// Starts a grace period for newly replaced snapshots and frees the groups whose grace
+    /// period has ended, without waiting. Returns whether nothing is left to free.
+    @discardableResult
+    private static func reclaim(_ state: inout State) -> Bool {
+        if !state.retired.isEmpty {
+            // Every running thread passes a full barrier: a call that entered before it is
+            // seen as inside; one that enters after it reads the new snapshots.
+            if ThreadState.usesMembarrier { _ = chooksupport_membarrier() }
+            atomicMemoryFence(ordering: .sequentiallyConsistent)
+            let inside = state.threads.compactMap { record -> (record: UnsafeMutablePointer<UInt>, generation: UInt)? in
+                let generation = ThreadState.generation(record).pointee.load(ordering: .acquiring)
+                return generation & 1 == 1 ? (record, generation) : nil
+            }
+            state.waiting.append((state.retired, inside))
+            state.retired = []
+        }
+        state.waiting.removeAll { group in
+            group.threads.allSatisfy {
+                ThreadState.generation($0.record).pointee.load(ordering: .acquiring) != $0.generation
+            }
+        }
+        if !state.exited.isEmpty {
+            let watched = Set(state.waiting.flatMap { $0.threads.map { UInt(bitPattern: $0.record) } })
+            state.exited.removeAll { record in
+                guard !watched.contains(UInt(bitPattern: record)) else { return false }
+                record.deallocate()
+                return true
+            }
+        }
+        return state.waiting.isEmpty
+    }
+
+    /// Registers a thread's record on its first hooked call.
+    func threadStarted(_ record: UnsafeMutablePointer<UInt>) {
+        state.withLock { $0.threads.append(record) }
+    }
+
+    /// Retires the record of an exiting thread.
+    func threadExited(_ record: UnsafeMutablePointer<UInt>) {
+        state.withLock { state in
+            state.threads.removeAll { $0 == record }
+            state.exited.append(record)
+            Self.reclaim(&state)
+        }
+    }
+
     /// Waits until every snapshot replaced by an install or removal is freed.
     ///
     /// Returns once no call that started before this method can still be inside memory of
-    /// a removed hook. Never call it from inside a hook block: it would wait for itself.
+    /// a removed hook. A call that stays inside a hooked function (blocked on I/O, say)
+    /// delays it until it returns. Never call it from inside a hooked call: it would wait
+    /// for itself.
     package func waitForReclamation() throws(HookError) {
-        guard !ThreadState.isInsideBlock else { throw HookError(slot: nil, signature: nil, code: .calledFromHookBlock) }
-        while true {
-            let done = state.withLock { state in
-                var done = true
-                for entry in state.entries.values where !entry.reclaim() { done = false }
-                for entry in state.detached where !entry.reclaim() { done = false }
-                return done
-            }
-            if done { return }
+        guard !ThreadState.isInsideHookedCall else {
+            throw HookError(slot: nil, signature: nil, code: .calledFromHookBlock)
+        }
+        while !state.withLock({ Self.reclaim(&$0) }) {
             sched_yield()
         }
     }
@@ -147,9 +203,7 @@ package final class SlotRegistry: Sendable {
     /// How many replaced snapshots wait to be freed.
     package var pendingReclamationCount: Int {
         state.withLock { state in
-            (Array(state.entries.values) + state.detached).reduce(0) { count, entry in
-                count + entry.retired.count + (entry.draining?.snapshots.count ?? 0)
-            }
+            state.retired.count + state.waiting.reduce(0) { $0 + $1.snapshots.count }
         }
     }
 }

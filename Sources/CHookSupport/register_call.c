@@ -1,4 +1,4 @@
-#include "CRegisterCall.h"
+#include "CHookSupport.h"
 
 #include <string.h>
 
@@ -30,37 +30,37 @@ typedef uint64_t (*integer_function)(GENERAL_PARAMETERS, FLOATING_PARAMETERS);
 typedef double (*floating_function)(GENERAL_PARAMETERS, FLOATING_PARAMETERS);
 typedef void (*void_function)(GENERAL_PARAMETERS, FLOATING_PARAMETERS);
 
-int cregistercall_available(void) { return 1; }
+int chooksupport_available(void) { return 1; }
 
-uint64_t cregistercall_integer(const void *function, const cregistercall_registers *r) {
+uint64_t chooksupport_integer(const void *function, const chooksupport_registers *r) {
     return ((integer_function)function)(GENERAL_ARGUMENTS(r), FLOATING_ARGUMENTS(r));
 }
 
-uint64_t cregistercall_floating(const void *function, const cregistercall_registers *r) {
+uint64_t chooksupport_floating(const void *function, const chooksupport_registers *r) {
     double result = ((floating_function)function)(GENERAL_ARGUMENTS(r), FLOATING_ARGUMENTS(r));
     uint64_t bits;
     memcpy(&bits, &result, sizeof bits);
     return bits;
 }
 
-void cregistercall_void(const void *function, const cregistercall_registers *r) {
+void chooksupport_void(const void *function, const chooksupport_registers *r) {
     ((void_function)function)(GENERAL_ARGUMENTS(r), FLOATING_ARGUMENTS(r));
 }
 
 #else
 
-int cregistercall_available(void) { return 0; }
-uint64_t cregistercall_integer(const void *function, const cregistercall_registers *r) {
+int chooksupport_available(void) { return 0; }
+uint64_t chooksupport_integer(const void *function, const chooksupport_registers *r) {
     (void)function;
     (void)r;
     return 0;
 }
-uint64_t cregistercall_floating(const void *function, const cregistercall_registers *r) {
+uint64_t chooksupport_floating(const void *function, const chooksupport_registers *r) {
     (void)function;
     (void)r;
     return 0;
 }
-void cregistercall_void(const void *function, const cregistercall_registers *r) {
+void chooksupport_void(const void *function, const chooksupport_registers *r) {
     (void)function;
     (void)r;
 }
