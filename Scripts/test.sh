@@ -23,7 +23,8 @@ echo "== generated C test sources match gcc"
 python3 Scripts/generate-c-tests.py --check
 
 echo "== swift format lint"
-swift format lint --strict --recursive Package.swift Sources Tests Fuzz/Package.swift Fuzz/Sources
+swift format lint --strict --recursive Package.swift Sources Tests Fuzz/Package.swift Fuzz/Sources \
+    Benchmarks/Package.swift Benchmarks/Sources Benchmarks/Benchmarks
 
 echo "== swift test"
 swift test -Xswiftc -warnings-as-errors

@@ -1,0 +1,83 @@
+import Benchmark
+import CHookBench
+import FFIHook
+import HookFixtures
+import Synchronization
+
+// Fails `swift package benchmark thresholds check` when a hooked call allocates more than
+// the thresholds in Thresholds/ allow. Each iteration makes 1,000 calls from C through a
+// hooked slot, so a count of 1,000 means one allocation per call.
+//
+// Invocation blocks are held to zero. Typed blocks are held to what they allocate today:
+// Swift does not specialise the parameter packs behind them, and the closure that carries
+// the arguments is allocated on every call.
+
+let benchmarks: @Sendable () -> Void = {
+    let configuration = Benchmark.Configuration(
+        metrics: [.mallocCountTotal], warmupIterations: 10, scalingFactor: .kilo, maxDuration: .seconds(1),
+        maxIterations: 50, thresholds: [.mallocCountTotal: .init(absolute: [.p90: 0])])
+
+    for signature in BenchSignature.allCases {
+        for hooks in Hooks.allCases {
+            Benchmark(
+                "\(hooks.rawValue)-\(signature)", configuration: configuration,
+                closure: { benchmark in
+                    blackHole(hb_time_slot_calls(signature.c, Int64(benchmark.scaledIterations.count)))
+                },
+                setup: { try Installed.hooks.install(hooks, on: signature) },
+                teardown: { try Installed.hooks.removeAll(from: signature) })
+        }
+    }
+}
+
+/// The hooks a benchmark installs.
+enum Hooks: String, CaseIterable, Sendable {
+    /// An Invocation before block and an Invocation after block.
+    case beforeAfter = "BeforeAfter"
+    /// An Invocation instead block that calls the original.
+    case instead = "Instead"
+    /// A typed before block and a typed after block.
+    case typed = "TypedBeforeAfter"
+}
+
+/// The tokens of the running benchmark's hooks.
+final class Installed: Sendable {
+    static let hooks = Installed()
+
+    private let tokens = Mutex<[HookToken]>([])
+
+    func install(_ hooks: Hooks, on signature: BenchSignature) throws {
+        let slot = signature.slot
+        let types = signature.signature
+        let installed: [HookToken]
+        switch hooks {
+        case .beforeAfter:
+            installed = [
+                try Hook.before(on: slot, signature: types) { _ in },
+                try Hook.after(on: slot, signature: types) { _ in },
+            ]
+        case .instead:
+            installed = [try Hook.instead(on: slot, signature: types) { call in call.callOriginal() }]
+        case .typed:
+            installed = try TypedHooks.installBeforeAfter(on: signature)
+        }
+        guard signature.slotGivesOriginalResult else { throw HookedCallError(signature: signature) }
+        tokens.withLock { $0 += installed }
+    }
+
+    func removeAll(from signature: BenchSignature) throws {
+        let removed = tokens.withLock { tokens in
+            defer { tokens = [] }
+            return tokens
+        }
+        for token in removed { token.remove() }
+        try Hook.waitForReclamation()
+    }
+}
+
+/// A hooked slot that no longer returns what the original does.
+struct HookedCallError: Error, CustomStringConvertible {
+    let signature: BenchSignature
+
+    var description: String { "the hooked \(signature.title) slot returns a wrong result" }
+}

@@ -1,0 +1,46 @@
+#include "CHookBench.h"
+
+#include <stddef.h>
+
+// The originals do a little arithmetic so that the result depends on every argument.
+
+__attribute__((noinline)) int hb_add(int a, int b) { return (int)((unsigned)a + (unsigned)b); }
+
+static volatile unsigned hb_tick_count;
+
+__attribute__((noinline)) void hb_tick(void) { hb_tick_count = hb_tick_count + 1; }
+
+__attribute__((noinline)) double hb_mix(double a, double b) { return a * 0.5 + b; }
+
+__attribute__((noinline)) int hb_sum6(int a, int b, int c, int d, int e, int f) {
+    return (int)((unsigned)a + (unsigned)b + (unsigned)c + (unsigned)d + (unsigned)e + (unsigned)f);
+}
+
+__attribute__((noinline)) double hb_point_sum(hb_point point) { return point.x + point.y; }
+
+__attribute__((noinline)) hb_record hb_record_next(hb_record record) {
+    hb_record next = { record.b, record.c, record.d, record.e, record.a + 1 };
+    return next;
+}
+
+static void *hb_slots[HB_SIGNATURE_COUNT] = {
+    (void *)hb_add, (void *)hb_tick, (void *)hb_mix, (void *)hb_sum6, (void *)hb_point_sum, (void *)hb_record_next,
+};
+
+static void *const hb_originals[HB_SIGNATURE_COUNT] = {
+    (void *)hb_add, (void *)hb_tick, (void *)hb_mix, (void *)hb_sum6, (void *)hb_point_sum, (void *)hb_record_next,
+};
+
+static const char *const hb_encodings[HB_SIGNATURE_COUNT] = {
+    "iii", "v", "ddd", "iiiiiii", "d{hb_point=dd}", "{hb_record=qqqqq}{hb_record=qqqqq}",
+};
+
+const char *hb_encoding(hb_signature signature) { return hb_encodings[signature]; }
+
+void **hb_slot(hb_signature signature) { return &hb_slots[signature]; }
+
+void *hb_original(hb_signature signature) { return hb_originals[signature]; }
+
+void hb_slot_restore(hb_signature signature) {
+    __atomic_store_n(&hb_slots[signature], hb_originals[signature], __ATOMIC_RELEASE);
+}

@@ -1,0 +1,75 @@
+#ifndef CHOOKBENCH_H
+#define CHOOKBENCH_H
+
+#include <stdint.h>
+
+/// The C signatures the benchmark calls, one slot and one original function each.
+typedef enum hb_signature {
+    /// `int (int, int)`
+    HB_INT_INT = 0,
+    /// `void (void)`
+    HB_VOID = 1,
+    /// `double (double, double)`
+    HB_DOUBLE = 2,
+    /// `int (int, int, int, int, int, int)`: every integer argument register in use.
+    HB_SIX_INTS = 3,
+    /// `double (struct hb_point)`: a 16-byte struct passed in two SSE registers.
+    HB_STRUCT16 = 4,
+    /// `struct hb_record (struct hb_record)`: a 40-byte struct passed and returned in memory.
+    HB_STRUCT40 = 5,
+    HB_SIGNATURE_COUNT = 6
+} hb_signature;
+
+/// A 16-byte struct, passed by value in registers.
+typedef struct hb_point {
+    double x;
+    double y;
+} hb_point;
+
+/// A 40-byte struct, passed and returned by value through memory.
+typedef struct hb_record {
+    long long a, b, c, d, e;
+} hb_record;
+
+// The originals. None is inlined, so every call is a real call.
+int hb_add(int a, int b);
+void hb_tick(void);
+double hb_mix(double a, double b);
+int hb_sum6(int a, int b, int c, int d, int e, int f);
+double hb_point_sum(hb_point point);
+hb_record hb_record_next(hb_record record);
+
+/// The type encoding of `signature` (`"iii"` for `int (int, int)`).
+const char *hb_encoding(hb_signature signature);
+
+/// The address of the slot that holds the function of `signature`; a hook replaces its content.
+void **hb_slot(hb_signature signature);
+
+/// The original function of `signature`.
+void *hb_original(hb_signature signature);
+
+/// Nanoseconds on the monotonic clock.
+uint64_t hb_now_ns(void);
+
+/// Calls the function in the slot of `signature` `iterations` times, reading the slot anew
+/// for each call, with arguments that change every call; returns the elapsed nanoseconds.
+uint64_t hb_time_slot_calls(hb_signature signature, int64_t iterations);
+
+/// Calls the slot of `signature` once with fixed arguments and reports whether the result
+/// is what the original returns for them (a hook that forwards must not change it).
+int hb_check_slot(hb_signature signature);
+
+/// Puts a raw libffi closure in the slot of `signature`: its handler only forwards the call
+/// to the original with `ffi_call`, the least a libffi-based hook can do. Returns 0, or -1
+/// when libffi cannot make the closure. The closure is made once and kept.
+int hb_raw_closure_install(hb_signature signature);
+
+/// Writes the original back into the slot of `signature`.
+void hb_slot_restore(hb_signature signature);
+
+/// Starts `threads` threads that each make `iterations` calls through the slot of
+/// `signature`, released together; returns the nanoseconds from the first thread's first
+/// call to the last thread's last, or 0 when a thread cannot be started.
+uint64_t hb_time_threaded_calls(hb_signature signature, int threads, int64_t iterations);
+
+#endif

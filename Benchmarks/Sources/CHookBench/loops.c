@@ -1,0 +1,152 @@
+#include "CHookBench.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <time.h>
+
+uint64_t hb_now_ns(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+// Read anew for every call (a hook may be installed from another thread), so the compiler
+// can neither inline nor hoist the callee.
+#define HB_LOAD(signature, type) ((type)__atomic_load_n(hb_slot(signature), __ATOMIC_ACQUIRE))
+
+// Results are summed into a volatile sink so that no call can be dropped.
+static volatile uint64_t hb_sink;
+
+static void hb_loop_int_int(int64_t iterations) {
+    unsigned sum = 0;
+    for (int64_t i = 0; i < iterations; i++) {
+        sum += (unsigned)HB_LOAD(HB_INT_INT, int (*)(int, int))((int)i, 7);
+    }
+    hb_sink += sum;
+}
+
+static void hb_loop_void(int64_t iterations) {
+    for (int64_t i = 0; i < iterations; i++) {
+        HB_LOAD(HB_VOID, void (*)(void))();
+    }
+}
+
+static void hb_loop_double(int64_t iterations) {
+    double sum = 0;
+    for (int64_t i = 0; i < iterations; i++) {
+        sum += HB_LOAD(HB_DOUBLE, double (*)(double, double))((double)i, 0.25);
+    }
+    hb_sink += (uint64_t)sum;
+}
+
+static void hb_loop_six_ints(int64_t iterations) {
+    unsigned sum = 0;
+    for (int64_t i = 0; i < iterations; i++) {
+        int x = (int)i;
+        sum += (unsigned)HB_LOAD(HB_SIX_INTS, int (*)(int, int, int, int, int, int))(x, 1, 2, 3, 4, x);
+    }
+    hb_sink += sum;
+}
+
+static void hb_loop_struct16(int64_t iterations) {
+    double sum = 0;
+    for (int64_t i = 0; i < iterations; i++) {
+        hb_point point = { (double)i, 1.5 };
+        sum += HB_LOAD(HB_STRUCT16, double (*)(hb_point))(point);
+    }
+    hb_sink += (uint64_t)sum;
+}
+
+static void hb_loop_struct40(int64_t iterations) {
+    hb_record record = { 1, 2, 3, 4, 5 };
+    for (int64_t i = 0; i < iterations; i++) {
+        record = HB_LOAD(HB_STRUCT40, hb_record (*)(hb_record))(record);
+    }
+    hb_sink += (uint64_t)(record.a + record.e);
+}
+
+static void hb_loop(hb_signature signature, int64_t iterations) {
+    switch (signature) {
+    case HB_INT_INT: hb_loop_int_int(iterations); break;
+    case HB_VOID: hb_loop_void(iterations); break;
+    case HB_DOUBLE: hb_loop_double(iterations); break;
+    case HB_SIX_INTS: hb_loop_six_ints(iterations); break;
+    case HB_STRUCT16: hb_loop_struct16(iterations); break;
+    case HB_STRUCT40: hb_loop_struct40(iterations); break;
+    default: break;
+    }
+}
+
+uint64_t hb_time_slot_calls(hb_signature signature, int64_t iterations) {
+    uint64_t start = hb_now_ns();
+    hb_loop(signature, iterations);
+    return hb_now_ns() - start;
+}
+
+int hb_check_slot(hb_signature signature) {
+    switch (signature) {
+    case HB_INT_INT: return HB_LOAD(HB_INT_INT, int (*)(int, int))(40, 2) == 42;
+    case HB_VOID: HB_LOAD(HB_VOID, void (*)(void))(); return 1;
+    case HB_DOUBLE: return HB_LOAD(HB_DOUBLE, double (*)(double, double))(3.0, 0.5) == 2.0;
+    case HB_SIX_INTS: return HB_LOAD(HB_SIX_INTS, int (*)(int, int, int, int, int, int))(1, 2, 3, 4, 5, 6) == 21;
+    case HB_STRUCT16: {
+        hb_point point = { 1.25, 2.5 };
+        return HB_LOAD(HB_STRUCT16, double (*)(hb_point))(point) == 3.75;
+    }
+    case HB_STRUCT40: {
+        hb_record record = { 1, 2, 3, 4, 5 };
+        hb_record next = HB_LOAD(HB_STRUCT40, hb_record (*)(hb_record))(record);
+        return next.a == 2 && next.b == 3 && next.c == 4 && next.d == 5 && next.e == 2;
+    }
+    default: return 0;
+    }
+}
+
+// MARK: - Threads
+
+typedef struct hb_thread_work {
+    hb_signature signature;
+    int64_t iterations;
+    int *ready;
+    const int *go;
+    uint64_t start;
+    uint64_t end;
+} hb_thread_work;
+
+static void *hb_thread_main(void *argument) {
+    hb_thread_work *work = argument;
+    // Spin rather than block, so that all threads start calling within a few nanoseconds.
+    __atomic_fetch_add(work->ready, 1, __ATOMIC_ACQ_REL);
+    while (!__atomic_load_n(work->go, __ATOMIC_ACQUIRE)) {}
+    work->start = hb_now_ns();
+    hb_loop(work->signature, work->iterations);
+    work->end = hb_now_ns();
+    return NULL;
+}
+
+uint64_t hb_time_threaded_calls(hb_signature signature, int threads, int64_t iterations) {
+    enum { hb_max_threads = 64 };
+    if (threads < 1 || threads > hb_max_threads) return 0;
+    pthread_t handles[hb_max_threads];
+    hb_thread_work work[hb_max_threads];
+    int ready = 0;
+    int go = 0;
+    int started = 0;
+    for (; started < threads; started++) {
+        work[started] = (hb_thread_work){ signature, iterations, &ready, &go, 0, 0 };
+        if (pthread_create(&handles[started], NULL, hb_thread_main, &work[started]) != 0) break;
+    }
+    while (__atomic_load_n(&ready, __ATOMIC_ACQUIRE) < started) sched_yield();
+    __atomic_store_n(&go, 1, __ATOMIC_RELEASE);
+    for (int i = 0; i < started; i++) pthread_join(handles[i], NULL);
+    if (started < threads) return 0;
+    // From the first thread's first call to the last thread's last: thread creation and
+    // joining stay out, any lag between the threads' starts stays in.
+    uint64_t first = work[0].start;
+    uint64_t last = work[0].end;
+    for (int i = 1; i < threads; i++) {
+        if (work[i].start < first) first = work[i].start;
+        if (work[i].end > last) last = work[i].end;
+    }
+    return last - first;
+}

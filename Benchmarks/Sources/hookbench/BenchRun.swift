@@ -1,0 +1,121 @@
+import CHookBench
+import CObjCForward
+import FFIHook
+import HookFixtures
+
+/// One run of every measurement, in one process.
+struct BenchRun {
+    let plan: SamplingPlan
+    let command: String
+
+    /// Measures everything and returns the report with ratios and targets.
+    func run() throws -> Report {
+        guard objcfwd_prepare() == 0 else {
+            throw BenchError("Objective-C forwarding setup failed: \(String(cString: objcfwd_error()))")
+        }
+        let signatures = BenchSignature.allCases
+        let mechanisms = Mechanism.allCases
+        var progress = Progress(total: 1 + signatures.count * mechanisms.count + 2)
+
+        progress.step("install + remove")
+        let install = try installCost()
+
+        var rows: [Report.Row] = []
+        for signature in signatures {
+            for mechanism in mechanisms {
+                progress.step("\(mechanism.title) · \(signature.title)")
+                rows.append(try measure(mechanism, signature))
+            }
+        }
+
+        var threads: [Report.ThreadScaling] = []
+        for mechanism in [Mechanism.direct, .beforeAfter] {
+            progress.step("threads · \(mechanism.title)")
+            threads.append(try threadScaling(mechanism))
+        }
+        progress.finish()
+
+        var report = Report(
+            machine: .current(), command: command, quick: plan.samples < SamplingPlan.full.samples, rows: rows,
+            installRemove: install, threads: threads, targets: [])
+        report.computeRatios()
+        report.checkTargets()
+        return report
+    }
+
+    // MARK: - Calls
+
+    private func measure(_ mechanism: Mechanism, _ signature: BenchSignature) throws -> Report.Row {
+        let tokens = try mechanism.install(on: signature)
+        defer { try? mechanism.remove(tokens, from: signature) }
+        guard mechanism.check(signature) else {
+            throw BenchError("\(mechanism.title) on \(signature.title) changed the function's result")
+        }
+        let sampler = Sampler(plan: plan)
+        let timed = { (calls: Int) in mechanism.time(signature, iterations: calls) }
+        let distribution = sampler.distribution(timed)
+        let mallocs = sampler.mallocsPerCall(calls: max(distribution.callsPerSample, 256), timed)
+        return Report.Row(
+            signature: signature, mechanism: mechanism, nanosecondsPerCall: distribution, mallocsPerCall: mallocs)
+    }
+
+    // MARK: - Install and remove
+
+    private func installCost() throws -> Report.InstallCost {
+        let signature = BenchSignature.intInt
+        let slot = signature.slot
+        let types = signature.signature
+        let start = hb_now_ns()
+        try Hook.before(on: slot, signature: types) { _ in }.remove()
+        let first = Double(hb_now_ns() - start)
+
+        var failure: (any Error)?
+        let installPlan = SamplingPlan(
+            warmUpNanoseconds: 0, warmUpCalls: plan.installPairs, samples: plan.installSamples,
+            sampleNanoseconds: 1_000_000, maximumCallsPerSample: plan.installPairs, threadCalls: 0, threadRuns: 0,
+            installPairs: 0, installSamples: 0)
+        let perPair = Sampler(plan: installPlan).distribution { pairs in
+            let start = hb_now_ns()
+            for _ in 0..<pairs {
+                do {
+                    try Hook.before(on: slot, signature: types) { _ in }.remove()
+                } catch {
+                    failure = error
+                }
+            }
+            return hb_now_ns() - start
+        }
+        if let failure { throw failure }
+        try Hook.waitForReclamation()
+        return Report.InstallCost(firstNanoseconds: first, nanosecondsPerPair: perPair)
+    }
+
+    // MARK: - Threads
+
+    private func threadScaling(_ mechanism: Mechanism) throws -> Report.ThreadScaling {
+        let signature = BenchSignature.intInt
+        let tokens = try mechanism.install(on: signature)
+        defer { try? mechanism.remove(tokens, from: signature) }
+        _ = hb_time_threaded_calls(signature.c, 2, Int64(plan.threadCalls / 10))
+        var one: [Double] = []
+        var two: [Double] = []
+        // Alternate, so that a slow phase of the machine affects both alike.
+        for _ in 0..<plan.threadRuns {
+            one.append(try callsPerSecond(signature, threads: 1))
+            two.append(try callsPerSecond(signature, threads: 2))
+        }
+        return Report.ThreadScaling(
+            mechanism: mechanism, signature: signature, oneThread: median(one), twoThreads: median(two))
+    }
+
+    private func callsPerSecond(_ signature: BenchSignature, threads: Int) throws -> Double {
+        let nanoseconds = hb_time_threaded_calls(signature.c, Int32(threads), Int64(plan.threadCalls))
+        guard nanoseconds > 0 else { throw BenchError("cannot start \(threads) threads") }
+        return Double(threads * plan.threadCalls) / Double(nanoseconds) * 1e9
+    }
+
+    private func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
+    }
+}

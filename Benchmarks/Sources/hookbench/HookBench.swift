@@ -1,0 +1,58 @@
+import ArgumentParser
+import FoundationEssentials
+
+/// Times hooked calls against a direct call, a raw libffi closure and Objective-C message
+/// forwarding, all in one process.
+@main
+struct HookBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "hookbench",
+        abstract: "Nanoseconds per call of swift-ffi-hook's hooks, side by side with the floors and with forwarding.",
+        discussion: """
+            Each row calls a C function through a slot from a C loop: directly, through a raw \
+            libffi closure that forwards with ffi_call, through this library's hooks, and as an \
+            Objective-C method hooked through message forwarding. After a warm-up, every row \
+            takes repeated samples (each a timed loop of many calls) and reports the median and \
+            p99 of nanoseconds per call, ratios, and heap allocations per call.
+            """)
+
+    @Flag(help: "Measure a few thousand calls per row, for CI.")
+    var quick = false
+
+    @Flag(help: "Print the report as JSON.")
+    var json = false
+
+    @Flag(help: "Print the report as Markdown tables.")
+    var markdown = false
+
+    @Option(
+        name: .customLong("svg"), help: ArgumentHelp("Also write a chart of nanoseconds per call.", valueName: "file"))
+    var svgPath: String?
+
+    @Option(help: "Samples per row (default: 301, or 10 with --quick).")
+    var samples: Int?
+
+    func validate() throws {
+        if json && markdown { throw ValidationError("--json and --markdown exclude each other") }
+        if let samples, samples < 3 { throw ValidationError("--samples must be at least 3") }
+    }
+
+    func run() throws {
+        var plan = quick ? SamplingPlan.quick : SamplingPlan.full
+        if let samples { plan.samples = samples }
+        let command = (["hookbench"] + CommandLine.arguments.dropFirst()).joined(separator: " ")
+        let report = try BenchRun(plan: plan, command: command).run()
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            print(String(decoding: try encoder.encode(report), as: UTF8.self))
+        } else if markdown {
+            print(report.markdown(), terminator: "")
+        } else {
+            print(report.table(), terminator: "")
+        }
+        if let svgPath {
+            try Data(report.svg().utf8).write(to: URL(filePath: svgPath))
+        }
+    }
+}

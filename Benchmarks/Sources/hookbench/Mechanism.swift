@@ -1,0 +1,108 @@
+import CHookBench
+import CObjCForward
+import FFIHook
+import HookFixtures
+
+/// A way of calling a function: directly, through libffi, through this library's hooks, or
+/// through Objective-C message forwarding.
+enum Mechanism: String, CaseIterable, Codable, Sendable {
+    case direct
+    case libffi
+    case before
+    case after
+    case beforeAfter
+    case instead
+    case eightBefore
+    case typedBeforeAfter
+    case objcMessage
+    case objcForward
+
+    /// The label in tables and charts.
+    var title: String {
+        switch self {
+        case .direct: "direct call"
+        case .libffi: "raw libffi closure"
+        case .before: "before"
+        case .after: "after"
+        case .beforeAfter: "before + after"
+        case .instead: "instead → original"
+        case .eightBefore: "8 × before"
+        case .typedBeforeAfter: "typed before + after"
+        case .objcMessage: "ObjC message send"
+        case .objcForward: "ObjC forwarding"
+        }
+    }
+
+    /// Whether the row measures this library's hooks.
+    var isHook: Bool {
+        switch self {
+        case .before, .after, .beforeAfter, .instead, .eightBefore, .typedBeforeAfter: true
+        case .direct, .libffi, .objcMessage, .objcForward: false
+        }
+    }
+
+    /// Whether the row goes through Objective-C.
+    var isObjectiveC: Bool { self == .objcMessage || self == .objcForward }
+
+    /// Makes calls of `signature` go through this mechanism; returns the hooks to remove.
+    func install(on signature: BenchSignature) throws -> [HookToken] {
+        let slot = signature.slot
+        let types = signature.signature
+        switch self {
+        case .direct, .objcMessage, .objcForward:
+            return []
+        case .libffi:
+            guard hb_raw_closure_install(signature.c) == 0 else { throw BenchError("libffi cannot make a closure") }
+            return []
+        case .before:
+            return [try Hook.before(on: slot, signature: types) { _ in }]
+        case .after:
+            return [try Hook.after(on: slot, signature: types) { _ in }]
+        case .beforeAfter:
+            return [
+                try Hook.before(on: slot, signature: types) { _ in },
+                try Hook.after(on: slot, signature: types) { _ in },
+            ]
+        case .instead:
+            return [try Hook.instead(on: slot, signature: types) { call in call.callOriginal() }]
+        case .eightBefore:
+            return try (0..<8).map { _ in try Hook.before(on: slot, signature: types) { _ in } }
+        case .typedBeforeAfter:
+            return try TypedHooks.installBeforeAfter(on: signature)
+        }
+    }
+
+    /// Undoes ``install(on:)``.
+    func remove(_ tokens: [HookToken], from signature: BenchSignature) throws {
+        for token in tokens { token.remove() }
+        if self == .libffi { hb_slot_restore(signature.c) }
+        try Hook.waitForReclamation()
+    }
+
+    /// Makes `iterations` calls of `signature`; returns the elapsed nanoseconds.
+    func time(_ signature: BenchSignature, iterations: Int) -> UInt64 {
+        switch self {
+        case .objcMessage: objcfwd_time_calls(signature.c, Int64(iterations), 0)
+        case .objcForward: objcfwd_time_calls(signature.c, Int64(iterations), 1)
+        default: hb_time_slot_calls(signature.c, Int64(iterations))
+        }
+    }
+
+    /// Whether one call gives the original's result (and, for forwarding, runs both blocks).
+    func check(_ signature: BenchSignature) -> Bool {
+        switch self {
+        case .objcMessage: true
+        case .objcForward: objcfwd_check(signature.c) != 0
+        default: hb_check_slot(signature.c) != 0
+        }
+    }
+}
+
+/// A failure that ends the run, with what went wrong.
+struct BenchError: Error, CustomStringConvertible {
+    let description: String
+
+    init(_ description: String) {
+        self.description = description
+    }
+}

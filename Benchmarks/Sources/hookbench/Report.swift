@@ -1,0 +1,124 @@
+import HookFixtures
+
+/// Everything one run measured, with the ratios and targets derived from it.
+struct Report: Codable, Sendable {
+    var machine: Machine
+    var command: String
+    var quick: Bool
+    var rows: [Row]
+    var installRemove: InstallCost
+    var threads: [ThreadScaling]
+    var targets: [TargetCheck]
+
+    /// One mechanism calling one signature.
+    struct Row: Codable, Sendable {
+        var signature: BenchSignature
+        var mechanism: Mechanism
+        var nanosecondsPerCall: Distribution
+        var mallocsPerCall: Double
+        /// Median over the direct call's median, same signature.
+        var timesDirect: Double = 0
+        /// Median over the raw libffi closure's median, same signature.
+        var timesLibffi: Double = 0
+        /// Objective-C forwarding's median over this median, same signature: how many times faster.
+        var forwardingOverThis: Double = 0
+    }
+
+    /// The cost of installing one before hook on an already hooked-before slot and removing it.
+    struct InstallCost: Codable, Sendable {
+        /// The very first install and removal on the slot, which makes its closure.
+        var firstNanoseconds: Double
+        /// Nanoseconds per install-and-remove pair once the slot's closure exists.
+        var nanosecondsPerPair: Distribution
+    }
+
+    /// Calls per second of one function from one thread and from two.
+    struct ThreadScaling: Codable, Sendable {
+        var mechanism: Mechanism
+        var signature: BenchSignature
+        var oneThread: Double
+        var twoThreads: Double
+        var scaling: Double { twoThreads / oneThread }
+    }
+
+    /// One of the goals the library sets itself, and whether this run meets it.
+    struct TargetCheck: Codable, Sendable {
+        var goal: String
+        var measured: String
+        var met: Bool
+    }
+
+    /// The row of `mechanism` on `signature`.
+    func row(_ signature: BenchSignature, _ mechanism: Mechanism) -> Row? {
+        rows.first { $0.signature == signature && $0.mechanism == mechanism }
+    }
+
+    /// Fills in each row's ratios against the rows of the same signature.
+    mutating func computeRatios() {
+        for index in rows.indices {
+            let signature = rows[index].signature
+            let median = rows[index].nanosecondsPerCall.median
+            if let direct = row(signature, .direct)?.nanosecondsPerCall.median {
+                rows[index].timesDirect = median / direct
+            }
+            if let libffi = row(signature, .libffi)?.nanosecondsPerCall.median {
+                rows[index].timesLibffi = median / libffi
+            }
+            if let forwarding = row(signature, .objcForward)?.nanosecondsPerCall.median {
+                rows[index].forwardingOverThis = forwarding / median
+            }
+        }
+    }
+
+    /// Checks the run against the library's performance goals.
+    mutating func checkTargets() {
+        targets = []
+        if let hooked = row(.intInt, .beforeAfter), let libffi = row(.intInt, .libffi) {
+            let ratio = hooked.nanosecondsPerCall.median / libffi.nanosecondsPerCall.median
+            targets.append(
+                TargetCheck(
+                    goal: "no-op before+after hook on int(int, int) ≤ 1.2 × the raw libffi closure",
+                    measured: "\(Format.ratio(ratio)) (\(Format.nanoseconds(hooked.nanosecondsPerCall.median)) vs "
+                        + "\(Format.nanoseconds(libffi.nanosecondsPerCall.median)) ns)",
+                    met: ratio <= 1.2))
+        }
+        if let hooked = row(.intInt, .beforeAfter), let forwarding = row(.intInt, .objcForward) {
+            let speedup = forwarding.nanosecondsPerCall.median / hooked.nanosecondsPerCall.median
+            targets.append(
+                TargetCheck(
+                    goal: "≥ 50 × faster than Objective-C message forwarding on int(int, int)",
+                    measured: "\(Format.ratio(speedup)) faster", met: speedup >= 50))
+        }
+        let hookRows = rows.filter(\.mechanism.isHook)
+        let invocationRows = hookRows.filter { $0.mechanism != .typedBeforeAfter }
+        let typedRows = hookRows.filter { $0.mechanism == .typedBeforeAfter }
+        let invocationMost = invocationRows.map(\.mallocsPerCall).max() ?? 0
+        let typedAllocating = typedRows.filter { $0.mallocsPerCall > 0 }
+        var measured = "Invocation blocks: \(Format.mallocs(invocationMost)) at most (\(invocationRows.count) rows)"
+        if typedAllocating.isEmpty {
+            measured += "; typed blocks: 0"
+        } else {
+            let counts = typedAllocating.map(\.mallocsPerCall)
+            measured +=
+                "; typed blocks: \(Format.mallocs(counts.min() ?? 0))–\(Format.mallocs(counts.max() ?? 0)) "
+                + "on \(typedAllocating.count) of \(typedRows.count) signatures"
+        }
+        targets.append(
+            TargetCheck(
+                goal: "zero heap allocations per hooked call, every signature", measured: measured,
+                met: invocationMost == 0 && typedAllocating.isEmpty))
+        let install = installRemove.nanosecondsPerPair.median
+        targets.append(
+            TargetCheck(
+                goal: "install + remove of one hook < 10 µs",
+                measured: "\(Format.microseconds(install)) µs (first on a slot: "
+                    + "\(Format.microseconds(installRemove.firstNanoseconds)) µs)",
+                met: install < 10_000))
+        if let hooked = threads.first(where: { $0.mechanism == .beforeAfter }) {
+            targets.append(
+                TargetCheck(
+                    goal: "two threads calling one hooked function ≥ 1.8 × the calls/s of one",
+                    measured: "\(Format.ratio(hooked.scaling))", met: hooked.scaling >= 1.8))
+        }
+    }
+}

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds the benchmarks in Benchmarks/ in release and runs hookbench with the given options
+# (none: the full run, printed as a table; `--quick` for CI; `--help` lists the others).
+# On a Debian machine with only the Swift toolchain it first installs what it needs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(libffi-dev pkg-config gcc gobjc libgnustep-base-dev)
+missing=()
+for package in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if ((${#missing[@]})); then
+    echo "== installing ${missing[*]}" >&2
+    sudo=""
+    if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+    $sudo apt-get update
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+
+echo "== building Benchmarks/ (release)" >&2
+swift build --package-path Benchmarks -c release --product hookbench >&2
+echo "== hookbench $*" >&2
+exec "$(swift build --package-path Benchmarks -c release --show-bin-path)/hookbench" "$@"
