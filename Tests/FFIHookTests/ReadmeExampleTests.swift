@@ -56,3 +56,41 @@ extension FixtureTableTests {
         }
     }
 }
+
+extension FixtureTableTests {
+    /// The README's table and lifecycle examples, on the C fixture table (its fields are
+    /// named like the README's `callbacks`).
+    @Suite struct ReadmeTableExampleTests {
+        @Test func tableAndLifecycle() throws {
+            ct_fix_reset()
+            let table = ct_fix_table_get()!
+            let layout = TableLayout<ct_fix_table>([
+                .init("add", \.add, try Signature("iii")),
+                .init("notify", \.notify, try Signature("vi")),
+            ])
+            let returned = EventLog()
+            let group = try Hook.install(on: table, layout: layout, position: .after) { slot, call in
+                returned.record("\(slot.name) returned")
+            }
+            _ = ct_fix_call_add(1, 1)
+            ct_fix_call_notify(1)
+            group.remove()
+            #expect(returned.all == ["add returned", "notify returned"])
+
+            let analyticsCallbacks = componentTable(componentA)
+            let auditCallbacks = componentTable(componentB)
+            defer {
+                analyticsCallbacks.deallocate()
+                auditCallbacks.deallocate()
+            }
+            let dispatcher = LifecycleDispatcher(table: table, layout: layout)
+            let analytics = try dispatcher.register(analyticsCallbacks, priority: 10)  // before the original
+            let audit = try dispatcher.register(auditCallbacks, priority: -1)  // after it
+            let start = lifecycleLog.all.count
+            #expect(ct_fix_call_add(4, 5) == 9)
+            #expect(Array(lifecycleLog.all.dropFirst(start)) == ["A 4 5", "B 4 5"])
+            analytics.remove()
+            audit.remove()
+        }
+    }
+}

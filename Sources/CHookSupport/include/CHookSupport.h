@@ -53,4 +53,10 @@ int chooksupport_membarrier(void);
 /// chooksupport_membarrier still needs this one.
 static inline void chooksupport_compiler_barrier(void) { __asm__ __volatile__("" ::: "memory"); }
 
+// MARK: - Safe memory access
+
+/// Reads the machine word at `address` into `value` without faulting: returns 0 on success,
+/// -1 when the address is not readable in this process.
+int chooksupport_read_word(const void *address, uintptr_t *value);
+
 #endif

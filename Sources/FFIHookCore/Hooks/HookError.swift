@@ -29,6 +29,12 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
         case closurePreparationFailed(status: Int)
         /// The slot kept changing under a concurrent writer while the hook was being installed.
         case slotContention
+        /// The slot's address is not mapped in this process.
+        case unmappedSlot
+        /// The slot is in read-only memory; ``HookOptions/liftsPageProtection`` allows writing it.
+        case readOnlySlot
+        /// The page protection could not be lifted (`mprotect` failed).
+        case protectionChangeFailed
         /// Waiting for reclamation from inside a hook block, which would wait for itself.
         case calledFromHookBlock
     }
@@ -70,6 +76,11 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
         case .closurePreparationFailed(let status):
             text += "libffi refused to prepare the closure (ffi_status \(status))"
         case .slotContention: text += "the slot kept changing under another writer"
+        case .unmappedSlot: text += "no memory is mapped at that address"
+        case .readOnlySlot:
+            text +=
+                "the slot is in read-only memory (pass .liftsPageProtection to make its page writable while it is written)"
+        case .protectionChangeFailed: text += "the page protection of the slot could not be changed"
         case .calledFromHookBlock: text += "reclamation cannot be awaited from inside a hook block"
         }
         return text

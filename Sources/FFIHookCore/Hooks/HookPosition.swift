@@ -33,4 +33,10 @@ public struct HookOptions: OptionSet, Sendable, Hashable {
     /// thread. By default such a nested call goes straight to the original, which keeps a
     /// logging hook on `write` from recursing into itself.
     public static let allowsReentry = HookOptions(rawValue: 1 << 1)
+
+    /// Allow a slot in read-only memory (a `const` table the loader protected, an import
+    /// table under full RELRO): its page is made writable for the moment of each write to
+    /// the slot, then given its protection back. Without it such a slot is refused with
+    /// ``HookError/Code-swift.enum/readOnlySlot``.
+    public static let liftsPageProtection = HookOptions(rawValue: 1 << 2)
 }

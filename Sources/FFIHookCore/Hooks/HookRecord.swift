@@ -15,10 +15,14 @@ package final class HookRecord: Sendable {
     /// Set by the first removal.
     let removed = Atomic<Bool>(false)
 
-    init(block: @escaping Block, position: HookPosition, options: HookOptions, entry: SlotEntry) {
+    /// Orders before and after blocks: higher runs first; equal priorities run in install order.
+    let priority: Int
+
+    init(block: @escaping Block, position: HookPosition, options: HookOptions, priority: Int, entry: SlotEntry) {
         self.block = block
         self.position = position
         self.options = options
+        self.priority = priority
         self.entry = entry
     }
 
@@ -75,10 +79,18 @@ final class HookSnapshot: @unchecked Sendable {
 
     func adding(_ hook: HookRecord) -> HookSnapshot {
         switch hook.position {
-        case .before: HookSnapshot(before: before + [hook], instead: instead, after: after)
+        case .before: HookSnapshot(before: Self.inserting(hook, into: before), instead: instead, after: after)
         case .instead: HookSnapshot(before: before, instead: [hook] + instead, after: after)
-        case .after: HookSnapshot(before: before, instead: instead, after: after + [hook])
+        case .after: HookSnapshot(before: before, instead: instead, after: Self.inserting(hook, into: after))
         }
+    }
+
+    /// `list` with `hook` after every record of equal or higher priority.
+    private static func inserting(_ hook: HookRecord, into list: [HookRecord]) -> [HookRecord] {
+        var result = list
+        let index = result.firstIndex { $0.priority < hook.priority } ?? result.endIndex
+        result.insert(hook, at: index)
+        return result
     }
 
     func removing(_ hook: HookRecord) -> HookSnapshot {

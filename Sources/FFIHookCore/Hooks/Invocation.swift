@@ -101,6 +101,19 @@ public struct Invocation: ~Copyable {
         continuation.callOriginal()
     }
 
+    // MARK: - Calling other functions
+
+    /// Calls `function`, which must have the slot's signature, with the call's current
+    /// arguments, and discards its result (for lifecycle dispatch to components).
+    package func callDiscardingResult(_ function: UnsafeRawPointer) {
+        let arguments = frame.arguments
+        frame.interface._withUnsafeGuaranteedRef { interface in
+            withUnsafeTemporaryAllocation(byteCount: max(interface.returnBufferSize, 16), alignment: 16) { scratch in
+                interface.call(function, returnValue: scratch.baseAddress, argumentList: arguments)
+            }
+        }
+    }
+
     // MARK: - Raw access for typed blocks
 
     /// libffi's argument list of the call (one pointer per argument).

@@ -25,6 +25,9 @@ package final class SlotEntry: @unchecked Sendable {
     let original = Atomic<UInt>(0)
     /// The published snapshot, retained once on behalf of the call path.
     private let current = Atomic<UnsafeRawPointer?>(nil)
+    /// The protection to restore after writing the slot, when its page is read-only; set
+    /// once, under the registry's lock, when the entry is made.
+    var readOnlyProtection: SlotMemory.Protection?
     /// `interface` without reference counting, for the call path: a retain there would be a
     /// write to memory every calling thread shares. `interface` keeps it alive.
     private let callPathInterface: Unmanaged<CallInterface>

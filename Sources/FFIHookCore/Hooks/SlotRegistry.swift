@@ -39,9 +39,13 @@ package final class SlotRegistry: Sendable {
     // MARK: - Installing
 
     /// Installs a hook on the function pointer held at `slot`.
+    ///
+    /// `priority` orders before and after blocks (higher first, ties in install order);
+    /// `liftsProtection` lets a slot in read-only memory be written by making its page
+    /// writable for the moment of each write.
     package func install(
         slot: UnsafeMutableRawPointer?, signature: Signature, position: HookPosition, options: HookOptions,
-        block: @escaping HookRecord.Block
+        priority: Int = 0, liftsProtection: Bool = false, block: @escaping HookRecord.Block
     ) throws(HookError) -> HookRecord {
         guard let slot else { throw HookError(slot: 0, signature: signature.encoding, code: .nullSlot) }
         let address = UInt(bitPattern: slot)
@@ -59,6 +63,9 @@ package final class SlotRegistry: Sendable {
         return try state.withLock { (state: inout State) throws(HookError) -> HookRecord in
             var entry = state.entries[address]
             var holdsClosure = false
+            // A slot hooked before may have been unmapped since (its table freed, its library
+            // unloaded): ask the kernel before touching it.
+            if entry != nil && !SlotMemory.isReadable(address) { throw failure(.unmappedSlot) }
             if let existing = entry {
                 holdsClosure = cell.pointee.load(ordering: .acquiring) == UInt(bitPattern: existing.closure.code)
                 let active = !existing.snapshot.isEmpty
@@ -78,13 +85,23 @@ package final class SlotRegistry: Sendable {
             let target: SlotEntry
             if let entry {
                 target = entry
+                if !holdsClosure && target.readOnlyProtection != nil && !options.contains(.liftsPageProtection) {
+                    throw failure(.readOnlySlot)
+                }
             } else {
+                // A new slot: make sure writing it cannot crash the process.
+                guard let protection = SlotMemory.protection(of: address), protection.readable else {
+                    throw failure(.unmappedSlot)
+                }
+                if !protection.writable && !options.contains(.liftsPageProtection) { throw failure(.readOnlySlot) }
                 target = try SlotEntry(slot: slot, interface: interface)
+                target.readOnlyProtection = protection.writable ? nil : protection
             }
             if !holdsClosure {
                 try Self.takeOver(cell, for: target, allowEmpty: position == .instead, failure: failure)
             }
-            let record = HookRecord(block: block, position: position, options: options, entry: target)
+            let record = HookRecord(
+                block: block, position: position, options: options, priority: priority, entry: target)
             state.retired.append(target.publish(target.snapshot.adding(record)))
             state.entries[address] = target
             Self.reclaim(&state)
@@ -102,12 +119,26 @@ package final class SlotRegistry: Sendable {
             let value = cell.pointee.load(ordering: .acquiring)
             guard value != 0 || allowEmpty else { throw failure(.emptySlot) }
             entry.original.store(value, ordering: .releasing)
-            if cell.pointee.compareExchange(expected: value, desired: code, ordering: .acquiringAndReleasing).exchanged
-            {
-                return
-            }
+            guard
+                let exchanged = compareExchange(
+                    cell, expected: value, desired: code, protection: entry.readOnlyProtection)
+            else { throw failure(.protectionChangeFailed) }
+            if exchanged { return }
         }
         throw failure(.slotContention)
+    }
+
+    /// Compare-and-swap on a slot, lifting its page's protection around it when the slot is
+    /// read-only; `nil` when the protection could not be lifted.
+    private static func compareExchange(
+        _ cell: UnsafeMutablePointer<Atomic<UInt>>, expected: UInt, desired: UInt, protection: SlotMemory.Protection?
+    ) -> Bool? {
+        let exchange = {
+            cell.pointee.compareExchange(expected: expected, desired: desired, ordering: .acquiringAndReleasing)
+                .exchanged
+        }
+        guard let protection else { return exchange() }
+        return SlotMemory.withWritablePage(UInt(bitPattern: cell), restoring: protection, exchange)
     }
 
     // MARK: - Removing
@@ -123,9 +154,10 @@ package final class SlotRegistry: Sendable {
             if snapshot.isEmpty {
                 // Write the original back only if the slot still holds our closure.
                 let cell = entry.slot.assumingMemoryBound(to: Atomic<UInt>.self)
-                _ = cell.pointee.compareExchange(
-                    expected: UInt(bitPattern: entry.closure.code), desired: entry.original.load(ordering: .acquiring),
-                    ordering: .acquiringAndReleasing)
+                _ = Self.compareExchange(
+                    cell, expected: UInt(bitPattern: entry.closure.code),
+                    desired: entry.original.load(ordering: .acquiring),
+                    protection: entry.readOnlyProtection)
             }
             Self.reclaim(&state)
         }

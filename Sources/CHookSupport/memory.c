@@ -1,8 +1,10 @@
+#define _GNU_SOURCE
 #include "CHookSupport.h"
 
 #if defined(__linux__)
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 /* syscall() is variadic, which Swift cannot call. */
@@ -13,7 +15,18 @@ int chooksupport_membarrier_register(void) {
 int chooksupport_membarrier(void) {
     return syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0 ? 0 : -1;
 }
+
+/* The kernel copies the word, so an unmapped address is an error (EFAULT), not a fault. */
+int chooksupport_read_word(const void *address, uintptr_t *value) {
+    struct iovec local = {value, sizeof *value};
+    struct iovec remote = {(void *)address, sizeof *value};
+    return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)sizeof *value ? 0 : -1;
+}
 #else
 int chooksupport_membarrier_register(void) { return -1; }
 int chooksupport_membarrier(void) { return -1; }
+int chooksupport_read_word(const void *address, uintptr_t *value) {
+    *value = *(const uintptr_t *)address;
+    return 0;
+}
 #endif

@@ -1,0 +1,72 @@
+/// Fans the calls of a C callback table out to components, the way application-delegate
+/// lifecycle frameworks forward delegate methods to modules.
+///
+/// A dispatcher owns a hooked table. A component registers its own table of the same type,
+/// with only the slots it cares about filled, and a priority. Every call through a slot of
+/// the hooked table then also calls each registered component's function at that slot, with
+/// the same arguments: components of priority zero or more before the original, highest
+/// first; components of negative priority after it, highest first; equal priorities in
+/// registration order. A component's return value is discarded: the caller always gets the
+/// original's result.
+///
+/// ```swift
+/// let dispatcher = LifecycleDispatcher(table: callbacks, layout: layout)
+/// let analytics = try dispatcher.register(analyticsCallbacks, priority: 10)
+/// // ... later, from any thread:
+/// analytics.remove()
+/// ```
+///
+/// Components come and go at any time, from any thread, while calls run. A component's
+/// table must stay valid while it is registered; its function pointers are read when it
+/// registers.
+public final class LifecycleDispatcher<Table>: Sendable {
+    private let table: UInt
+    /// The slots the dispatcher covers.
+    public let layout: TableLayout<Table>
+
+    /// A dispatcher for the table at `table`; nothing is hooked until a component registers.
+    public init(table: UnsafeMutablePointer<Table>, layout: TableLayout<Table>) {
+        self.table = UInt(bitPattern: table)
+        self.layout = layout
+    }
+
+    /// Registers a component: for each slot of the layout that `component` fills, a hook on
+    /// the dispatcher's table that calls the component's function.
+    ///
+    /// - Returns: the token that unregisters the component; its ``HookGroupToken/skippedSlots``
+    ///   name the slots the component left empty.
+    /// - Throws: ``HookError`` as ``Hook/install(on:signature:position:options:_:)`` does; on
+    ///   error nothing of the component stays installed.
+    public func register(
+        _ component: UnsafePointer<Table>, priority: Int = 0, options: HookOptions = []
+    ) throws(HookError) -> HookGroupToken {
+        let componentBase = UInt(bitPattern: component)
+        var tokens: [HookToken] = []
+        var skipped: [String] = []
+        do throws(HookError) {
+            for slot in layout.slots {
+                guard let target = layout.address(of: slot, in: table),
+                    let source = layout.address(of: slot, in: componentBase)
+                else {
+                    throw HookError(slot: nil, signature: slot.signature.encoding, code: .nullSlot)
+                }
+                guard let function = source.load(as: UnsafeRawPointer?.self) else {
+                    skipped.append(slot.name)
+                    continue
+                }
+                let functionAddress = UInt(bitPattern: function)
+                let record = try SlotRegistry.shared.install(
+                    slot: target, signature: slot.signature, position: priority >= 0 ? .before : .after,
+                    options: options, priority: priority
+                ) { call in
+                    call.callDiscardingResult(UnsafeRawPointer(bitPattern: functionAddress)!)
+                }
+                tokens.append(HookToken(record))
+            }
+        } catch {
+            for token in tokens { token.remove() }
+            throw error
+        }
+        return HookGroupToken(tokens: tokens, skippedSlots: skipped)
+    }
+}

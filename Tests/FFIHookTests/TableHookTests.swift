@@ -1,0 +1,133 @@
+import CTestSupport
+import FFIHook
+import Foundation
+import Testing
+
+@testable import FFIHookCore
+
+/// The layout of the C fixture table.
+let fixtureLayout = TableLayout<ct_fix_table>([
+    .init("add", \.add, FixtureSignature.add),
+    .init("mix", \.mix, FixtureSignature.mix),
+    .init("notify", \.notify, FixtureSignature.notify),
+    .init("offset", \.offset, FixtureSignature.offset),
+    .init("negate", \.negate, FixtureSignature.negate),
+    .init("countdown", \.countdown, FixtureSignature.countdown),
+])
+
+extension FixtureTableTests {
+    /// Hooking a whole C struct of callbacks at once.
+    @Suite struct TableHookTests {
+        init() {
+            ct_fix_reset()
+        }
+
+        @Test func everySlotOfATableWithOneToken() throws {
+            let table = ct_fix_table_get()!
+            let before = table.pointee
+            let log = EventLog()
+            let group = try Hook.install(on: table, layout: fixtureLayout, position: .after) { slot, _ in
+                log.record(slot.name)
+            }
+            #expect(group.tokens.count == 6)
+            #expect(group.skippedSlots.isEmpty)
+            _ = ct_fix_call_add(1, 2)
+            ct_fix_call_notify(3)
+            _ = ct_fix_call_mix(1, 2, 3, 4)
+            _ = ct_fix_call_offset(ct_fix_point(x: 1, y: 1), 1)
+            _ = ct_fix_call_negate(4)
+            _ = ct_fix_call_countdown(1)
+            #expect(log.all == ["add", "notify", "mix", "offset", "negate", "countdown", "countdown"])
+            #expect(group.remove())
+            #expect(!group.isActive)
+            #expect(!group.remove())
+            #expect(memcmp(table, [before], MemoryLayout<ct_fix_table>.size) == 0)
+        }
+
+        @Test func emptySlotsAreSkipped() throws {
+            let table = ct_fix_table_get()!
+            table.pointee.mix = nil
+            let group = try Hook.install(on: table, layout: fixtureLayout, position: .before) { _, _ in }
+            defer { group.remove() }
+            #expect(group.skippedSlots == ["mix"])
+            #expect(table.pointee.mix == nil)
+            #expect(group.tokens.count == 5)
+        }
+
+        @Test func allOrNothing() throws {
+            struct Wrapper {
+                var table: ct_fix_table
+                var computed: ct_fix_table { table }
+            }
+            let table = ct_fix_table_get()!
+            let before = table.pointee
+            // A slot that cannot be hooked (a different signature on a slot already hooked)
+            // after others that can: the ones installed first are taken out again.
+            let existing = try Hook.before(on: fixtureSlot(\.negate), signature: FixtureSignature.negate) { _ in }
+            defer { existing.remove() }
+            let mismatched = TableLayout<ct_fix_table>([
+                .init("add", \.add, FixtureSignature.add),
+                .init("notify", \.notify, FixtureSignature.notify),
+                .init("negate", \.negate, try Signature("ddd")),
+            ])
+            let error = #expect(throws: HookError.self) {
+                try Hook.install(on: table, layout: mismatched, position: .before) { _, _ in }
+            }
+            #expect(error?.code == .signatureMismatch(installed: "cc"))
+            #expect(
+                table.pointee.add.map { unsafeBitCast($0, to: UInt.self) }
+                    == before.add.map { unsafeBitCast($0, to: UInt.self) })
+            #expect(
+                table.pointee.notify.map { unsafeBitCast($0, to: UInt.self) }
+                    == before.notify.map { unsafeBitCast($0, to: UInt.self) })
+        }
+    }
+
+    /// Slots in read-only or unmapped memory.
+    @Suite struct SlotProtectionTests {
+        static let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
+
+        /// A fresh page holding `ct_fix_add` in its first slot, made read-only.
+        static func readOnlyPage() -> UnsafeMutableRawPointer {
+            let page = mmap(nil, pageSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)!
+            page.storeBytes(of: addOriginalAddress, as: UInt.self)
+            mprotect(page, pageSize, PROT_READ)
+            return page
+        }
+
+        @Test func aReadOnlySlotIsRefusedWithoutTheOption() throws {
+            let page = Self.readOnlyPage()
+            defer { munmap(page, Self.pageSize) }
+            let error = #expect(throws: HookError.self) {
+                try Hook.before(on: FunctionSlot(page), signature: FixtureSignature.add) { _ in }
+            }
+            #expect(error?.code == .readOnlySlot)
+            #expect(error?.description.contains("liftsPageProtection") == true)
+        }
+
+        @Test func aReadOnlySlotIsHookedWhenAskedAndItsProtectionRestored() throws {
+            let page = Self.readOnlyPage()
+            defer { munmap(page, Self.pageSize) }
+            let counter = Counter()
+            let token = try Hook.before(
+                on: FunctionSlot(page), signature: FixtureSignature.add, options: .liftsPageProtection
+            ) { _ in counter.increment() }
+            #expect(SlotMemory.protection(of: UInt(bitPattern: page))?.writable == false)
+            let slot = page.assumingMemoryBound(to: AddFunction?.self)
+            #expect(ct_fix_call_add_through(slot, 3) == 6)
+            #expect(counter.count == 3)
+            #expect(token.remove())
+            #expect(page.load(as: UInt.self) == addOriginalAddress)
+            #expect(SlotMemory.protection(of: UInt(bitPattern: page))?.writable == false)
+        }
+
+        @Test func anUnmappedSlotIsAnErrorNotACrash() throws {
+            let page = mmap(nil, Self.pageSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)!
+            munmap(page, Self.pageSize)
+            let error = #expect(throws: HookError.self) {
+                try Hook.instead(on: FunctionSlot(page), signature: FixtureSignature.add) { _ in }
+            }
+            #expect(error?.code == .unmappedSlot)
+        }
+    }
+}
