@@ -12,6 +12,7 @@ let package = Package(
     products: [
         .library(name: "FFIHook", targets: ["FFIHook"]),
         .library(name: "FFIHookCore", targets: ["FFIHookCore"]),
+        .executable(name: "ffi-hook-trace", targets: ["ffi-hook-trace"]),
     ],
     targets: [
         .systemLibrary(
@@ -31,6 +32,15 @@ let package = Package(
             dependencies: ["FFIHookCore"],
             swiftSettings: strictSettings
         ),
+        // Real C libraries from Debian that the tests and the example hook.
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        // The example: a live trace of what SQLite asks of its file system.
+        .executableTarget(
+            name: "ffi-hook-trace",
+            dependencies: ["FFIHook", "CSQLite"],
+            swiftSettings: strictSettings
+        ),
         // Compiler-built C functions and layouts that the tests check the library against.
         .target(name: "CTestSupport", dependencies: ["CFFI"]),
         .testTarget(
@@ -40,7 +50,7 @@ let package = Package(
         ),
         .testTarget(
             name: "FFIHookTests",
-            dependencies: ["FFIHook", "FFIHookCore", "CTestSupport"],
+            dependencies: ["FFIHook", "FFIHookCore", "CTestSupport", "CSQLite", "CZlib"],
             swiftSettings: strictSettings
         ),
     ]

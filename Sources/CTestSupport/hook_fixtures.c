@@ -1,6 +1,7 @@
 #include "CTestHookFixtures.h"
 
 #include <ffi.h>
+#include <stdlib.h>
 #include <sys/prctl.h>
 
 static ct_fix_table table;
@@ -108,3 +109,35 @@ int (*ct_fix_foreign_closure(void))(int, int) {
 }
 
 unsigned long long ct_fix_foreign_closure_runs(void) { return __atomic_load_n(&foreign_runs, __ATOMIC_RELAXED); }
+
+static unsigned long long zalloc_bytes;
+static unsigned long long zfree_bytes;
+static unsigned long long zalloc_blocks;
+
+void *ct_fix_zalloc(void *opaque, unsigned items, unsigned size) {
+    (void)opaque;
+    size_t bytes = (size_t)items * size;
+    size_t *block = malloc(sizeof(size_t) * 2 + bytes);
+    if (!block) return 0;
+    block[0] = bytes;
+    __atomic_add_fetch(&zalloc_bytes, bytes, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&zalloc_blocks, 1, __ATOMIC_RELAXED);
+    return block + 2;
+}
+
+void ct_fix_zfree(void *opaque, void *address) {
+    (void)opaque;
+    if (!address) return;
+    size_t *block = (size_t *)address - 2;
+    __atomic_add_fetch(&zfree_bytes, block[0], __ATOMIC_RELAXED);
+    free(block);
+}
+
+unsigned long long ct_fix_zalloc_bytes(void) { return __atomic_load_n(&zalloc_bytes, __ATOMIC_RELAXED); }
+unsigned long long ct_fix_zfree_bytes(void) { return __atomic_load_n(&zfree_bytes, __ATOMIC_RELAXED); }
+unsigned long long ct_fix_zalloc_blocks(void) { return __atomic_load_n(&zalloc_blocks, __ATOMIC_RELAXED); }
+void ct_fix_zalloc_reset(void) {
+    __atomic_store_n(&zalloc_bytes, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&zfree_bytes, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&zalloc_blocks, 0, __ATOMIC_RELAXED);
+}

@@ -54,6 +54,17 @@ int (*ct_fix_foreign_closure(void))(int, int);
 /// How many calls the foreign closure received.
 unsigned long long ct_fix_foreign_closure_runs(void);
 
+/// A zlib-style allocator (`alloc_func`) that counts what it hands out, independently of any
+/// hook: every block carries its size in a header.
+void *ct_fix_zalloc(void *opaque, unsigned items, unsigned size);
+/// The matching `free_func`.
+void ct_fix_zfree(void *opaque, void *address);
+/// Bytes and blocks ct_fix_zalloc handed out and ct_fix_zfree took back since the last reset.
+unsigned long long ct_fix_zalloc_bytes(void);
+unsigned long long ct_fix_zfree_bytes(void);
+unsigned long long ct_fix_zalloc_blocks(void);
+void ct_fix_zalloc_reset(void);
+
 /// Turns on the kernel's memory-deny-write-execute policy for this process (irreversible):
 /// no mapping may be writable and executable at once. Returns 0 on success, -1 where the
 /// kernel lacks it.
