@@ -7,12 +7,20 @@ let strictSettings: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
+// Linker flags of the import-table fixtures.
+let fullRELRO = ["-Xlinker", "-z", "-Xlinker", "relro", "-Xlinker", "-z", "-Xlinker", "now"]
+let lazyBinding = ["-Xlinker", "-z", "-Xlinker", "relro", "-Xlinker", "-z", "-Xlinker", "lazy"]
+
 let package = Package(
     name: "swift-ffi-hook",
     products: [
         .library(name: "FFIHook", targets: ["FFIHook"]),
         .library(name: "FFIHookCore", targets: ["FFIHookCore"]),
         .executable(name: "ffi-hook-trace", targets: ["ffi-hook-trace"]),
+        // Shared libraries the import-table tests open with dlopen (never linked).
+        .library(name: "ImportFixture", type: .dynamic, targets: ["CImportFixture"]),
+        .library(name: "LazyImportFixture", type: .dynamic, targets: ["CLazyImportFixture"]),
+        .library(name: "LaterImportFixture", type: .dynamic, targets: ["CLaterImportFixture"]),
     ],
     targets: [
         .systemLibrary(
@@ -27,9 +35,11 @@ let package = Package(
             dependencies: ["CFFI", "CHookSupport"],
             swiftSettings: strictSettings
         ),
+        // The walk over loaded objects' import tables (see ImportTable).
+        .target(name: "CElfImports"),
         .target(
             name: "FFIHook",
-            dependencies: ["FFIHookCore"],
+            dependencies: ["FFIHookCore", "CElfImports"],
             swiftSettings: strictSettings
         ),
         // Real C libraries from Debian that the tests and the example hook.
@@ -43,6 +53,10 @@ let package = Package(
         ),
         // Compiler-built C functions and layouts that the tests check the library against.
         .target(name: "CTestSupport", dependencies: ["CFFI"]),
+        // Import-table fixtures: full RELRO, lazy binding with partial RELRO, and one opened late.
+        .target(name: "CImportFixture", linkerSettings: [.unsafeFlags(fullRELRO)]),
+        .target(name: "CLazyImportFixture", linkerSettings: [.unsafeFlags(lazyBinding)]),
+        .target(name: "CLaterImportFixture", linkerSettings: [.unsafeFlags(fullRELRO)]),
         .testTarget(
             name: "FFIHookCoreTests",
             dependencies: ["FFIHookCore", "CTestSupport"],

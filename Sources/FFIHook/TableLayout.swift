@@ -41,28 +41,65 @@ public struct TableLayout<Table>: Sendable {
 }
 
 /// The handle of a group of hooks installed together (a whole table, a lifecycle
-/// component); removing it removes every hook of the group.
+/// component, the import-table entries of a symbol); removing it removes every hook of the
+/// group.
 ///
 /// Dropping the token does not remove the hooks.
 public final class HookGroupToken: Sendable, CustomStringConvertible {
-    /// The tokens of the group's hooks.
-    public let tokens: [HookToken]
+    private struct Members {
+        var tokens: [HookToken]
+        /// Hooks that serve the group without being among its `tokens` (those that follow
+        /// `dlopen` for an import-table group).
+        var companions: [HookToken] = []
+        var removed = false
+    }
+
+    private let members: Locked<Members>
+
+    /// The tokens of the group's hooks, including those added since it was made (an
+    /// import-table group that follows later loads grows as objects are loaded).
+    public var tokens: [HookToken] { members.withLock { $0.tokens } }
     /// The names of the slots the group left alone because they held NULL.
     public let skippedSlots: [String]
 
     init(tokens: [HookToken], skippedSlots: [String]) {
-        self.tokens = tokens
+        self.members = Locked(Members(tokens: tokens))
         self.skippedSlots = skippedSlots
+    }
+
+    /// Adds hooks installed after the group was made: `tokens` join ``tokens``, `companions`
+    /// are only removed with the group. Returns false, adding nothing, when the group was
+    /// removed already; the caller then removes them.
+    func add(tokens: [HookToken], companions: [HookToken] = []) -> Bool {
+        members.withLock { members in
+            guard !members.removed else { return false }
+            members.tokens += tokens
+            members.companions += companions
+            return true
+        }
     }
 
     /// Removes every hook of the group; true when at least one was still installed.
     @discardableResult
     public func remove() -> Bool {
-        tokens.reduce(false) { removed, token in token.remove() || removed }
+        let (tokens, companions) = members.withLock { members in
+            members.removed = true
+            // Companions' blocks may refer back to the group (the dlopen follower does):
+            // dropping them breaks that cycle.
+            defer { members.companions = [] }
+            return (members.tokens, members.companions)
+        }
+        // Companions first: once they are gone, nothing adds to the group any more.
+        let removedCompanion = companions.reduce(false) { removed, token in token.remove() || removed }
+        return tokens.reduce(removedCompanion) { removed, token in token.remove() || removed }
     }
 
     /// Whether any hook of the group is still installed.
-    public var isActive: Bool { tokens.contains { $0.isActive } }
+    public var isActive: Bool {
+        members.withLock { members in
+            members.tokens.contains { $0.isActive } || members.companions.contains { $0.isActive }
+        }
+    }
 
     /// The number of hooks and skipped slots.
     public var description: String {

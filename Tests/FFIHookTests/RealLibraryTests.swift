@@ -230,3 +230,70 @@ extension FixtureTableTests {
         }
     }
 }
+
+extension FixtureTableTests {
+    /// Import-table rebinding of libc's allocator as called from Debian's zlib.
+    @Suite struct ZlibImportTests {
+        /// Compresses the same data as the allocator test with zlib's default allocator.
+        static func compress(_ stream: UnsafeMutablePointer<z_stream>) -> Int32 {
+            let input = [UInt8]((0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 7 / 13) })
+            var output = [UInt8](repeating: 0, count: Int(compressBound(UInt(input.count))))
+            guard CZlib_deflateInit(stream, Z_BEST_COMPRESSION) == Z_OK else { return -100 }
+            let status = input.withUnsafeBufferPointer { source in
+                output.withUnsafeMutableBufferPointer { target in
+                    stream.pointee.next_in = UnsafeMutablePointer(mutating: source.baseAddress)
+                    stream.pointee.avail_in = UInt32(source.count)
+                    stream.pointee.next_out = target.baseAddress
+                    stream.pointee.avail_out = UInt32(target.count)
+                    return deflate(stream, Z_FINISH)
+                }
+            }
+            _ = deflateEnd(stream)
+            return status
+        }
+
+        @Test func mallocAndFreeAsCalledFromZlib() throws {
+            // The allocator's own counts for this compression, through a counting allocator.
+            ct_fix_zalloc_reset()
+            let counted = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
+            defer { counted.deallocate() }
+            counted.initialize(to: z_stream())
+            counted.pointee.zalloc = ct_fix_zalloc
+            counted.pointee.zfree = ct_fix_zfree
+            #expect(Self.compress(counted) == Z_STREAM_END)
+            let expectedBytes = ct_fix_zalloc_bytes()
+
+            // The same compression with zlib's default allocator, which calls libc's malloc
+            // and free through zlib's import table.
+            let state = Locked<(bytes: Int, blocks: Int, live: [UInt: Int])>((0, 0, [:]))
+            let mallocs = try ImportTable.hook(
+                symbol: "malloc", in: .object("libz.so.1"), signature: Signature("^vQ"), position: .after
+            ) { call in
+                let size = Int(call.argument(0, as: UInt.self))
+                let block = call.returnValue(as: UInt.self)
+                state.withLock { state in
+                    state.bytes += size
+                    state.blocks += 1
+                    state.live[block] = size
+                }
+            }
+            let frees = try ImportTable.hook(
+                symbol: "free", in: .object("libz.so.1"), signature: Signature("v^v"), position: .before
+            ) { call in
+                let block = call.argument(0, as: UInt.self)
+                _ = state.withLock { $0.live.removeValue(forKey: block) }
+            }
+            let stream = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
+            defer { stream.deallocate() }
+            stream.initialize(to: z_stream())
+            #expect(Self.compress(stream) == Z_STREAM_END)
+            mallocs.remove()
+            frees.remove()
+
+            let seen = state.withLock { $0 }
+            #expect(UInt64(seen.bytes) == expectedBytes)
+            #expect(UInt64(seen.blocks) == ct_fix_zalloc_blocks())
+            #expect(seen.live.isEmpty)
+        }
+    }
+}

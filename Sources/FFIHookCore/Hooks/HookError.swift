@@ -37,6 +37,12 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
         case protectionChangeFailed
         /// Waiting for reclamation from inside a hook block, which would wait for itself.
         case calledFromHookBlock
+        /// No loaded object's path ends with the name given for an import-table hook, and
+        /// none has it as its soname.
+        case objectNotFound(String)
+        /// No object in the scope of an import-table hook imports the symbol: it has no
+        /// JUMP_SLOT or GLOB_DAT entry for it.
+        case symbolNotImported(String)
     }
 
     /// The slot's address, when the error is about a slot.
@@ -82,6 +88,10 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
                 "the slot is in read-only memory (pass .liftsPageProtection to make its page writable while it is written)"
         case .protectionChangeFailed: text += "the page protection of the slot could not be changed"
         case .calledFromHookBlock: text += "reclamation cannot be awaited from inside a hook block"
+        case .objectNotFound(let object):
+            text += "no loaded object has a path ending in \(quoted(object)) or that soname"
+        case .symbolNotImported(let symbol):
+            text += "no object in scope imports \(quoted(symbol)) (it has no JUMP_SLOT or GLOB_DAT entry for it)"
         }
         return text
     }

@@ -14,7 +14,8 @@ import Synchronization
 /// back, or by another library that chained to it, so it stays valid as a pass-through to
 /// the original. Hooking the same slot again reuses it.
 package final class SlotEntry: @unchecked Sendable {
-    // Sendable: `closure` is set once during creation, before the entry is shared.
+    // Sendable: `closure` is set once during creation, before the entry is shared;
+    // `readOnlyProtection` is only touched under the registry's lock.
 
     /// The slot's address.
     package let slot: UnsafeMutableRawPointer

@@ -1,0 +1,16 @@
+#include "CImportFixture.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+size_t cimportfixture_length(const char *text) { return strlen(text); }
+
+int cimportfixture_parse(const char *text) {
+    /* Taking atoi's address makes the compiler load it from the GOT (GLOB_DAT); volatile
+       keeps the optimiser from turning the call back into a direct PLT call. */
+    int (*volatile parse)(const char *) = atoi;
+    return parse(text);
+}
+
+void *cimportfixture_open(const char *path, int flags) { return dlopen(path, flags); }

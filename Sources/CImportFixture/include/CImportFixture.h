@@ -1,0 +1,19 @@
+#ifndef CIMPORTFIXTURE_H
+#define CIMPORTFIXTURE_H
+
+// A shared library linked with full RELRO (-z relro -z now) whose functions call the C
+// library, so that libc symbols appear in its import table. The import-table tests open it
+// with dlopen and look its functions up with dlsym.
+
+#include <stddef.h>
+
+/// strlen(text), called through the PLT: a JUMP_SLOT entry, bound at load time.
+size_t cimportfixture_length(const char *text);
+
+/// atoi(text), called through a pointer loaded from the GOT: a GLOB_DAT entry.
+int cimportfixture_parse(const char *text);
+
+/// dlopen(path, flags), called through the PLT: a library that loads another.
+void *cimportfixture_open(const char *path, int flags);
+
+#endif

@@ -1,0 +1,121 @@
+/// Which loaded objects an import-table hook covers.
+public enum ImportScope: Sendable, Hashable, CustomStringConvertible {
+    /// The loaded objects whose path ends with this name at a path component (a full path,
+    /// or a file name such as `"libz.so.1"`), or whose soname it is. The main program's
+    /// path is the file `/proc/self/exe` names.
+    case object(String)
+    /// The main program.
+    case mainProgram
+    /// Every object loaded when the hook is installed.
+    case all
+    /// Every object loaded when the hook is installed, and every object loaded later through
+    /// `dlopen` (see ``ImportTable/hook(symbol:in:signature:position:options:_:)``).
+    case allIncludingLaterLoads
+
+    /// The scope in words, such as `object "libz.so.1"`.
+    public var description: String {
+        switch self {
+        case .object(let name): "object \"\(name)\""
+        case .mainProgram: "main program"
+        case .all: "all objects"
+        case .allIncludingLaterLoads: "all objects, including later loads"
+        }
+    }
+}
+
+/// Hooks a C function as called from loaded objects, by rebinding their import-table
+/// entries: what fishhook does for Mach-O, for ELF.
+///
+/// ```swift
+/// // Every strlen call libz makes, and no other.
+/// let group = try ImportTable.hook(
+///     symbol: "strlen", in: .object("libz.so.1"), signature: Signature("Q*"), position: .before
+/// ) { call in
+///     print("strlen of", String(cString: call.argument(0, as: UnsafePointer<CChar>.self)))
+/// }
+/// group.remove()
+/// ```
+///
+/// An object calls a function of another object through an entry of its global offset
+/// table (GOT) that the dynamic loader fills with the function's address: a `JUMP_SLOT`
+/// entry behind each PLT stub, a `GLOB_DAT` entry for address-taken functions and `-fno-plt`
+/// calls. Each entry of the symbol in each object of the scope is a ``FunctionSlot`` that
+/// gets a hook; one ``HookGroupToken`` holds them all and removes them in any order, and the
+/// usual rule applies: an entry gets its original back only if it still holds the hook.
+///
+/// - Full RELRO (`-z relro -z now`) makes the GOT read-only after relocation: the hooks
+///   always lift the page's protection for the moment of each write and restore it.
+/// - Lazy binding: until its first call, a `JUMP_SLOT` entry points at the object's own PLT
+///   stub, which would jump back through the hooked entry. Such an entry is first bound to
+///   the function the loader would bind it to (the symbol's first definition in the global
+///   scope, else in the object's own scope), so the hook's original is the real function.
+///   A lazy entry whose symbol nothing defines is left alone.
+/// - Calls that do not go through an import table are not seen: calls inside the defining
+///   object, calls through pointers the program obtained with `dlsym` or kept from before
+///   the hook, calls an object binds to itself (`-Bsymbolic`, hidden symbols).
+/// - The symbol is matched by name, whatever its version; an object that imports two
+///   versions of it has both hooked with the one signature.
+/// - Hooking a function that the hook machinery itself calls (`memcpy`, `malloc`, `dlopen`
+///   ...) in every object reaches libffi and the Swift runtime too: blocks then run for
+///   their calls as well, which a block that calls the same function turns into re-entry
+///   (see ``HookOptions/allowsReentry``).
+public enum ImportTable {
+    /// Hooks `symbol` as called from the objects of `scope`.
+    ///
+    /// With ``ImportScope/allIncludingLaterLoads`` the group also hooks `dlopen` in every
+    /// object's import table, with an after hook that, when a call loaded something, hooks
+    /// the symbol's entries in the objects that are new (and their own `dlopen` entries)
+    /// and adds them to the group; an entry that no longer holds the group's hook (its
+    /// object was unloaded and another loaded at its address) is hooked again. Objects
+    /// loaded by other means (`dlmopen`, glibc's internal loads for NSS or iconv, a call to
+    /// `dlopen` through a pointer from `dlsym`) are not followed, and entries of a new
+    /// object that cannot be hooked are skipped. The `dlopen` hooks are removed with the
+    /// group but are not among its ``HookGroupToken/tokens``.
+    ///
+    /// - Parameters:
+    ///   - symbol: the function's name as the objects import it, such as `"strlen"`.
+    ///   - scope: the objects whose calls are hooked.
+    ///   - signature: the function's C signature.
+    ///   - position: before, instead of, or after the original.
+    ///   - options: as for ``Hook/install(on:signature:position:options:_:)``;
+    ///     ``HookOptions/liftsPageProtection`` is always added.
+    ///   - block: runs with a view of each call through a hooked entry.
+    /// - Returns: the token that removes every hook of the call.
+    /// - Throws: ``HookError`` with ``HookError/Code-swift.enum/objectNotFound(_:)`` when no
+    ///   loaded object matches ``ImportScope/object(_:)``,
+    ///   ``HookError/Code-swift.enum/symbolNotImported(_:)`` when no object of the scope has
+    ///   an entry for `symbol` (not thrown for ``ImportScope/allIncludingLaterLoads``, which
+    ///   waits for objects that do), or the errors of
+    ///   ``Hook/install(on:signature:position:options:_:)``; the install is all or nothing.
+    public static func hook(
+        symbol: String, in scope: ImportScope, signature: Signature, position: HookPosition,
+        options: HookOptions = [], _ block: @escaping @Sendable (borrowing Invocation) -> Void
+    ) throws(HookError) -> HookGroupToken {
+        let request = ImportRequest(
+            symbol: symbol, signature: signature, position: position, options: options.union(.liftsPageProtection),
+            block: block)
+        if scope == .allIncludingLaterLoads {
+            return try LoadFollower.start(request)
+        }
+        let tokens = try ImportWalk.withLoadedObjects { objects throws(HookError) in
+            let chosen = objects.filter { ImportWalk.isInScope($0, scope) }
+            if case .object(let name) = scope, chosen.isEmpty {
+                throw HookError(slot: nil, signature: signature.encoding, code: .objectNotFound(name))
+            }
+            return try ImportWalk.install(request, in: chosen) { _ in true }
+        }
+        guard !tokens.isEmpty else {
+            throw HookError(slot: nil, signature: signature.encoding, code: .symbolNotImported(symbol))
+        }
+        return HookGroupToken(tokens: tokens, skippedSlots: [])
+    }
+}
+
+/// What one import-table hook asks for.
+struct ImportRequest: Sendable {
+    let symbol: String
+    let signature: Signature
+    let position: HookPosition
+    let options: HookOptions
+    let block: @Sendable (borrowing Invocation) -> Void
+}

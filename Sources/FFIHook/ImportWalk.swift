@@ -1,0 +1,170 @@
+internal import CElfImports
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// One loaded object, kept loaded for the length of a walk.
+struct LoadedObject {
+    /// The object as the C walk describes it (in the walk's snapshot).
+    let object: UnsafePointer<celfimports_object>
+    /// The path the loader knows it by; the executable's path for the main program.
+    let path: String
+    /// Its DT_SONAME, when it has one.
+    let soname: String?
+    /// Whether it is the main program (the loader lists it first).
+    let isMainProgram: Bool
+    /// The dlopen handle that keeps it loaded.
+    let handle: UnsafeMutableRawPointer
+}
+
+/// One import-table entry of a symbol in a loaded object.
+struct ImportEntry {
+    /// The entry's address.
+    let slot: UInt
+    /// The relocation that fills it.
+    let kind: Kind
+
+    /// The relocations that fill import-table entries.
+    enum Kind {
+        /// `R_X86_64_JUMP_SLOT`: a PLT call, lazily bound unless the object was linked with
+        /// `-z now`.
+        case jumpSlot
+        /// `R_X86_64_GLOB_DAT`: an address-taken function or a `-fno-plt` call, bound at load.
+        case globalData
+    }
+}
+
+/// The walk over the import tables of the loaded objects.
+enum ImportWalk {
+    /// Runs `body` with the objects loaded now, each kept loaded until `body` returns.
+    ///
+    /// The thread is marked as walking meanwhile: pinning an object calls `dlopen`, which a
+    /// group that follows later loads has hooked, and that hook must not start another walk.
+    static func withLoadedObjects<Result, Failure: Error>(
+        _ body: ([LoadedObject]) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        celfimports_begin_walk()
+        defer { celfimports_end_walk() }
+        var count = 0
+        let objects = celfimports_objects(&count)
+        defer { celfimports_free_objects(objects, count) }
+        var pinned: [LoadedObject] = []
+        defer {
+            for object in pinned { celfimports_unpin(object.handle) }
+        }
+        guard let objects else { return try body([]) }
+        for index in 0..<count {
+            let object = UnsafePointer(objects + index)
+            // An object unloaded since the snapshot is skipped; one being loaded by another
+            // thread is waited for by the pin, so it is relocated when its entries are read.
+            guard let handle = celfimports_pin(object) else { continue }
+            let isMainProgram = index == 0
+            let path = isMainProgram ? executablePath : String(cString: object.pointee.path)
+            let soname = celfimports_soname(object).map { String(cString: $0) }
+            pinned.append(
+                LoadedObject(object: object, path: path, soname: soname, isMainProgram: isMainProgram, handle: handle))
+        }
+        return try body(pinned)
+    }
+
+    /// The main program's file.
+    private static let executablePath: String = {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let length = readlink("/proc/self/exe", &buffer, Int(PATH_MAX))
+        guard length > 0 else { return "" }
+        return String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }()
+
+    /// Whether `object` is one that `scope` names.
+    static func isInScope(_ object: LoadedObject, _ scope: ImportScope) -> Bool {
+        switch scope {
+        case .all, .allIncludingLaterLoads: true
+        case .mainProgram: object.isMainProgram
+        case .object(let name):
+            !name.isEmpty
+                && (object.soname == name || object.path == name
+                    || (object.path.hasSuffix(name) && (name.hasPrefix("/") || object.path.hasSuffix("/" + name))))
+        }
+    }
+
+    /// The object's JUMP_SLOT and GLOB_DAT entries for `symbol`, each address once.
+    static func entries(of symbol: String, in object: LoadedObject) -> [ImportEntry] {
+        var capacity = 8
+        while true {
+            var found = [celfimports_entry](repeating: celfimports_entry(), count: capacity)
+            let total = celfimports_find_entries(object.object, symbol, &found, capacity)
+            guard total <= capacity else {
+                capacity = total
+                continue
+            }
+            var seen = Set<UInt>()
+            return found[..<total].compactMap { entry in
+                guard seen.insert(UInt(entry.slot)).inserted else { return nil }
+                return ImportEntry(
+                    slot: UInt(entry.slot), kind: entry.kind == CELFIMPORTS_JUMP_SLOT ? .jumpSlot : .globalData)
+            }
+        }
+    }
+
+    /// Hooks `request.symbol`'s entries in `objects` for which `isWanted` says yes, all or
+    /// nothing: when one cannot be hooked, those already hooked are removed again.
+    static func install(
+        _ request: ImportRequest, in objects: [LoadedObject], where isWanted: (ImportEntry) -> Bool
+    ) throws(HookError) -> [HookToken] {
+        var tokens: [HookToken] = []
+        do throws(HookError) {
+            for object in objects {
+                for entry in entries(of: request.symbol, in: object) where isWanted(entry) {
+                    guard bindLazyEntry(entry, of: request.symbol, in: object) else { continue }
+                    tokens.append(try install(request, at: entry))
+                }
+            }
+        } catch {
+            for token in tokens { token.remove() }
+            throw error
+        }
+        return tokens
+    }
+
+    /// Hooks one entry through the slot registry, lifting the page protection of full RELRO.
+    static func install(_ request: ImportRequest, at entry: ImportEntry) throws(HookError) -> HookToken {
+        let record = try SlotRegistry.shared.install(
+            slot: UnsafeMutableRawPointer(bitPattern: entry.slot), signature: request.signature,
+            position: request.position, options: request.options, liftsProtection: true, block: request.block)
+        return HookToken(record)
+    }
+
+    /// The word an entry holds now.
+    static func value(at slot: UInt) -> UInt {
+        UInt(celfimports_load(UInt(slot)))
+    }
+
+    /// Makes a lazily bound entry hold the function it will be bound to; false when it must
+    /// not be hooked.
+    ///
+    /// Under lazy binding a JUMP_SLOT entry holds, until the first call through it, an
+    /// address inside the object's own PLT, whose code pushes the relocation index and enters
+    /// the loader's resolver, which binds the entry and jumps to the function. Were a hook to
+    /// take that address as its original, calling the original would jump through the entry
+    /// again, that is into the hook: endless recursion, or the resolver overwriting the hook.
+    /// So such an entry is bound here first, to what the resolver would bind it to, and the
+    /// hook's original is the real function.
+    ///
+    /// An entry the resolver still has to write lies outside the RELRO range, in memory the
+    /// loader leaves writable, so it is written in place with no page protection to lift,
+    /// by compare-and-swap: a concurrent first call that binds it meanwhile writes the same
+    /// address. An entry that points into the object's code from read-only (RELRO) memory
+    /// was bound at load, to a function of the object itself, and is left as it is.
+    static func bindLazyEntry(_ entry: ImportEntry, of symbol: String, in object: LoadedObject) -> Bool {
+        let current = value(at: entry.slot)
+        guard current != 0, celfimports_is_in_code(object.object, UInt(current)) != 0,
+            celfimports_is_writable_data(object.object, UInt(entry.slot)) != 0
+        else { return true }
+        guard let resolved = celfimports_resolve(symbol, object.handle) else { return false }
+        _ = celfimports_replace(UInt(entry.slot), UInt(current), UInt(bitPattern: resolved))
+        return true
+    }
+}

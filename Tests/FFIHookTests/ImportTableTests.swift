@@ -1,0 +1,268 @@
+import Foundation
+import Testing
+
+@testable import FFIHook
+@testable import FFIHookCore
+
+/// The import-table fixture libraries, which SwiftPM builds next to the test executable as
+/// dynamic library products; the tests open them with dlopen and never link them.
+enum ImportFixtures {
+    /// `size_t cimportfixture_length(const char *)`, `size_t (*)(const char *)` as strlen.
+    typealias Length = @convention(c) (UnsafePointer<CChar>?) -> Int
+    /// `int (*)(const char *)` as atoi.
+    typealias Parse = @convention(c) (UnsafePointer<CChar>?) -> Int32
+    /// `long (*)(const char *)` as atol.
+    typealias ParseLong = @convention(c) (UnsafePointer<CChar>?) -> Int
+    /// `void *cimportfixture_open(const char *, int)`.
+    typealias Open = @convention(c) (UnsafePointer<CChar>?, Int32) -> UnsafeMutableRawPointer?
+
+    /// The path of a fixture library: next to the running test executable.
+    static func path(_ name: String) -> String {
+        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        return executable.deletingLastPathComponent().appendingPathComponent(name).path
+    }
+
+    /// Opens a fixture library (it stays loaded: its entries may still hold dormant hooks).
+    static func open(_ name: String, flags: Int32 = RTLD_NOW) throws -> UnsafeMutableRawPointer {
+        let handle = dlopen(path(name), flags)
+        return try #require(handle, "\(name) must be built: \(String(cString: dlerror()))")
+    }
+
+    /// A function of an opened fixture library.
+    static func function<Function>(_ name: String, in handle: UnsafeMutableRawPointer, as type: Function.Type)
+        throws -> Function
+    {
+        let address = try #require(dlsym(handle, name), "\(name) not found")
+        return unsafeBitCast(address, to: type)
+    }
+
+    /// The import-table entries of `symbol` in the loaded objects of `scope`.
+    static func entries(of symbol: String, in scope: ImportScope) -> [ImportEntry] {
+        ImportWalk.withLoadedObjects { objects in
+            objects.filter { ImportWalk.isInScope($0, scope) }.flatMap { ImportWalk.entries(of: symbol, in: $0) }
+        }
+    }
+
+    /// The address the global scope binds `symbol` to, as the dynamic loader does.
+    static func resolved(_ symbol: String) -> UInt {
+        UInt(bitPattern: dlsym(nil, symbol))
+    }
+
+    /// Whether the page of `address` is mapped read-only (as full RELRO leaves the GOT).
+    static func isReadOnly(_ address: UInt) -> Bool {
+        SlotMemory.protection(of: address).map { $0.readable && !$0.writable } ?? false
+    }
+}
+
+extension FixtureTableTests {
+    /// Hooking a function as called from loaded objects, through their import tables.
+    @Suite struct ImportTableTests {
+        static let fullRELRO = "libImportFixture.so"
+        static let lazy = "libLazyImportFixture.so"
+        static let later = "libLaterImportFixture.so"
+
+        @Test func rebindsAJumpSlotUnderFullRELROAndRestoresIt() throws {
+            let library = try ImportFixtures.open(Self.fullRELRO)
+            let length = try ImportFixtures.function(
+                "cimportfixture_length", in: library, as: ImportFixtures.Length.self)
+            let entries = ImportFixtures.entries(of: "strlen", in: .object(Self.fullRELRO))
+            let entry = try #require(entries.first)
+            #expect(entries.count == 1)
+            #expect(entry.kind == .jumpSlot)
+            let original = ImportWalk.value(at: entry.slot)
+            #expect(ImportFixtures.isReadOnly(entry.slot))
+
+            let seen = EventLog()
+            let group = try ImportTable.hook(
+                symbol: "strlen", in: .object(Self.fullRELRO), signature: Signature("Q*"), position: .before
+            ) { call in
+                seen.record(String(cString: call.argument(0, as: UnsafePointer<CChar>.self)))
+            }
+            #expect(group.tokens.count == 1)
+            #expect(ImportWalk.value(at: entry.slot) != original)
+            #expect(ImportFixtures.isReadOnly(entry.slot))
+
+            #expect(length("hooked") == 6)
+            #expect(seen.all == ["hooked"])
+            // Calls that do not come from the fixture library do not go through the hook.
+            #expect(strlen("from the tests") == 14)
+            let strlenPointer = unsafeBitCast(ImportFixtures.resolved("strlen"), to: ImportFixtures.Length.self)
+            #expect(strlenPointer("through a pointer") == 17)
+            #expect(seen.all == ["hooked"])
+
+            #expect(group.remove())
+            #expect(!group.isActive)
+            #expect(ImportWalk.value(at: entry.slot) == original)
+            #expect(ImportFixtures.isReadOnly(entry.slot))
+            #expect(length("after") == 5)
+            #expect(seen.all == ["hooked"])
+        }
+
+        @Test func rebindsAGlobalDataEntry() throws {
+            let library = try ImportFixtures.open(Self.fullRELRO)
+            let parse = try ImportFixtures.function("cimportfixture_parse", in: library, as: ImportFixtures.Parse.self)
+            let entries = ImportFixtures.entries(of: "atoi", in: .object(Self.fullRELRO))
+            let entry = try #require(entries.first)
+            #expect(entries.map(\.kind) == [ImportEntry.Kind.globalData])
+            let original = ImportWalk.value(at: entry.slot)
+
+            let group = try ImportTable.hook(
+                symbol: "atoi", in: .object(Self.fullRELRO), signature: Signature("i*"), position: .instead
+            ) { call in
+                call.callOriginal()
+                call.setReturnValue(call.returnValue(as: Int32.self) * 100)
+            }
+            #expect(parse("7") == 700)
+            #expect(atoi("7") == 7)
+            group.remove()
+            #expect(parse("7") == 7)
+            #expect(ImportWalk.value(at: entry.slot) == original)
+            #expect(ImportFixtures.isReadOnly(entry.slot))
+        }
+
+        @Test func aLazyEntryIsBoundToTheRealFunctionFirst() throws {
+            let library = try ImportFixtures.open(Self.lazy, flags: RTLD_LAZY)
+            let parse = try ImportFixtures.function("cimportlazy_parse", in: library, as: ImportFixtures.ParseLong.self)
+            let entries = ImportFixtures.entries(of: "atol", in: .object(Self.lazy))
+            let entry = try #require(entries.first)
+            #expect(entries.map(\.kind) == [ImportEntry.Kind.jumpSlot])
+            let real = ImportFixtures.resolved("atol")
+            // Not yet called: the entry points into the library's own PLT (unless the
+            // environment asked for eager binding with LD_BIND_NOW).
+            let unbound = ImportWalk.value(at: entry.slot)
+            if getenv("LD_BIND_NOW") == nil {
+                #expect(unbound != real)
+                #expect(SlotMemory.protection(of: unbound)?.executable == true)
+                #expect(!ImportFixtures.isReadOnly(entry.slot))
+            }
+
+            let calls = Counter()
+            let group = try ImportTable.hook(
+                symbol: "atol", in: .object(Self.lazy), signature: Signature("q*"), position: .after
+            ) { call in
+                calls.increment()
+                #expect(call.returnValue(as: Int.self) == 12)
+            }
+            let hooked = ImportWalk.value(at: entry.slot)
+            // The original is atol itself: calling it neither recurses into the hook nor
+            // makes the loader's resolver overwrite the entry.
+            #expect(parse("12") == 12)
+            #expect(parse("12") == 12)
+            #expect(calls.count == 2)
+            #expect(ImportWalk.value(at: entry.slot) == hooked)
+            group.remove()
+            #expect(ImportWalk.value(at: entry.slot) == real)
+            #expect(parse("12") == 12)
+            #expect(calls.count == 2)
+        }
+
+        @Test func objectsLoadedLaterAreCoveredWhenAsked() throws {
+            let library = try ImportFixtures.open(Self.fullRELRO)
+            let open = try ImportFixtures.function("cimportfixture_open", in: library, as: ImportFixtures.Open.self)
+            let laterPath = ImportFixtures.path(Self.later)
+            try #require(dlopen(laterPath, RTLD_NOW | RTLD_NOLOAD) == nil, "\(Self.later) must not be loaded yet")
+
+            let calls = Counter()
+            let group = try ImportTable.hook(
+                symbol: "atoi", in: .allIncludingLaterLoads, signature: Signature("i*"), position: .before
+            ) { call in
+                if String(cString: call.argument(0, as: UnsafePointer<CChar>.self)) == "4711" { calls.increment() }
+            }
+            let before = group.tokens.count
+            #expect(before >= 1)  // at least libImportFixture's GLOB_DAT entry
+
+            // A library loads another, through its own import of dlopen.
+            let laterLibrary = try #require(open(laterPath, RTLD_NOW))
+            let parse = try ImportFixtures.function(
+                "cimportlater_parse", in: laterLibrary, as: ImportFixtures.Parse.self)
+            #expect(group.tokens.count == before + 1)
+            #expect(parse("4711") == 4712)
+            #expect(calls.count == 1)
+
+            #expect(group.remove())
+            #expect(!group.isActive)
+            #expect(parse("4711") == 4712)
+            #expect(calls.count == 1)
+            let entry = try #require(ImportFixtures.entries(of: "atoi", in: .object(Self.later)).first)
+            #expect(ImportWalk.value(at: entry.slot) == ImportFixtures.resolved("atoi"))
+        }
+
+        @Test func removalRestoresOnlyWhatIsStillOurs() throws {
+            let library = try ImportFixtures.open(Self.fullRELRO)
+            let length = try ImportFixtures.function(
+                "cimportfixture_length", in: library, as: ImportFixtures.Length.self)
+            let entry = try #require(ImportFixtures.entries(of: "strlen", in: .object(Self.fullRELRO)).first)
+            let original = ImportWalk.value(at: entry.slot)
+            let protection = try #require(SlotMemory.protection(of: entry.slot))
+            func write(_ value: UInt) {
+                _ = SlotMemory.withWritablePage(entry.slot, restoring: protection) {
+                    UnsafeMutableRawPointer(bitPattern: entry.slot)!.storeBytes(of: value, as: UInt.self)
+                }
+            }
+            let log = EventLog()
+            func hook(_ name: String, _ position: HookPosition) throws -> HookGroupToken {
+                try ImportTable.hook(
+                    symbol: "strlen", in: .object(Self.fullRELRO), signature: Signature("Q*"), position: position
+                ) { _ in log.record(name) }
+            }
+
+            // Two groups on one entry, removed in install order: the original comes back last.
+            let first = try hook("first", .before)
+            let second = try hook("second", .after)
+            #expect(length("ab") == 2)
+            #expect(log.all == ["first", "second"])
+            first.remove()
+            #expect(ImportWalk.value(at: entry.slot) != original)
+            second.remove()
+            #expect(ImportWalk.value(at: entry.slot) == original)
+
+            // Someone else rebinds the entry while it is hooked: removal leaves their value.
+            let theirs: ImportFixtures.Length = { _ in 99 }
+            let theirsAddress = unsafeBitCast(theirs, to: UInt.self)
+            let third = try hook("third", .before)
+            write(theirsAddress)
+            #expect(third.remove())
+            #expect(ImportWalk.value(at: entry.slot) == theirsAddress)
+            #expect(length("ab") == 99)
+            #expect(ImportFixtures.isReadOnly(entry.slot))
+            write(original)
+            #expect(length("ab") == 2)
+        }
+
+        @Test func anUnknownObjectIsNamed() {
+            let error = #expect(throws: HookError.self) {
+                try ImportTable.hook(
+                    symbol: "strlen", in: .object("libNoSuchObject.so"), signature: Signature("Q*"), position: .before
+                ) { _ in }
+            }
+            #expect(error?.code == .objectNotFound("libNoSuchObject.so"))
+            #expect(error?.description.contains("libNoSuchObject.so") == true)
+        }
+
+        @Test func aSymbolNoObjectImportsIsNamed() throws {
+            _ = try ImportFixtures.open(Self.fullRELRO)
+            for scope in [ImportScope.all, .object(Self.fullRELRO), .mainProgram] {
+                let error = #expect(throws: HookError.self) {
+                    try ImportTable.hook(
+                        symbol: "cimport_nothing_imports_this", in: scope, signature: Signature("v"), position: .after
+                    ) { _ in }
+                }
+                #expect(error?.code == .symbolNotImported("cimport_nothing_imports_this"))
+                #expect(error?.description.contains("cimport_nothing_imports_this") == true)
+            }
+        }
+
+        @Test func readmeExample() throws {
+            let seen = EventLog()
+            // Every getpid() call the main program makes, and no other object's.
+            let group = try ImportTable.hook(
+                symbol: "getpid", in: .mainProgram, signature: Signature("i"), position: .after
+            ) { call in
+                seen.record("getpid returned \(call.returnValue(as: Int32.self))")
+            }
+            defer { group.remove() }
+            let pid = getpid()
+            #expect(seen.all == ["getpid returned \(pid)"])
+        }
+    }
+}
