@@ -12,26 +12,10 @@ extension Hook {
         options: HookOptions = [], _ block: @escaping @Sendable (TableLayout<Table>.Slot, borrowing Invocation) -> Void
     ) throws(HookError) -> HookGroupToken {
         let base = UInt(bitPattern: table)
-        var tokens: [HookToken] = []
-        var skipped: [String] = []
-        do throws(HookError) {
-            for slot in layout.slots {
-                guard let address = layout.address(of: slot, in: base) else {
-                    throw HookError(slot: nil, signature: slot.signature.encoding, code: .nullSlot)
-                }
-                guard address.load(as: UInt.self) != 0 else {
-                    skipped.append(slot.name)
-                    continue
-                }
-                let record = try SlotRegistry.shared.install(
-                    slot: address, signature: slot.signature, position: position, options: options
-                ) { call in block(slot, call) }
-                tokens.append(HookToken(record))
-            }
-        } catch {
-            for token in tokens { token.remove() }
-            throw error
+        return try layout.installEach(in: base, readingFrom: base) { (slot, address, _) throws(HookError) in
+            try SlotRegistry.shared.install(
+                slot: address, signature: slot.signature, position: position, options: options
+            ) { call in block(slot, call) }
         }
-        return HookGroupToken(tokens: tokens, skippedSlots: skipped)
     }
 }

@@ -40,33 +40,14 @@ public final class LifecycleDispatcher<Table>: Sendable {
     public func register(
         _ component: UnsafePointer<Table>, priority: Int = 0, options: HookOptions = []
     ) throws(HookError) -> HookGroupToken {
-        let componentBase = UInt(bitPattern: component)
-        var tokens: [HookToken] = []
-        var skipped: [String] = []
-        do throws(HookError) {
-            for slot in layout.slots {
-                guard let target = layout.address(of: slot, in: table),
-                    let source = layout.address(of: slot, in: componentBase)
-                else {
-                    throw HookError(slot: nil, signature: slot.signature.encoding, code: .nullSlot)
-                }
-                guard let function = source.load(as: UnsafeRawPointer?.self) else {
-                    skipped.append(slot.name)
-                    continue
-                }
-                let functionAddress = UInt(bitPattern: function)
-                let record = try SlotRegistry.shared.install(
-                    slot: target, signature: slot.signature, position: priority >= 0 ? .before : .after,
-                    options: options, priority: priority
-                ) { call in
-                    call.callDiscardingResult(UnsafeRawPointer(bitPattern: functionAddress)!)
-                }
-                tokens.append(HookToken(record))
+        try layout.installEach(in: table, readingFrom: UInt(bitPattern: component)) {
+            (slot, target, function) throws(HookError) in
+            try SlotRegistry.shared.install(
+                slot: target, signature: slot.signature, position: priority >= 0 ? .before : .after,
+                options: options, priority: priority
+            ) { call in
+                call.callDiscardingResult(UnsafeRawPointer(bitPattern: function)!)
             }
-        } catch {
-            for token in tokens { token.remove() }
-            throw error
         }
-        return HookGroupToken(tokens: tokens, skippedSlots: skipped)
     }
 }

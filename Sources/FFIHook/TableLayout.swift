@@ -38,6 +38,37 @@ public struct TableLayout<Table>: Sendable {
         guard let offset = slot.offset else { return nil }
         return UnsafeMutableRawPointer(bitPattern: table + UInt(offset))
     }
+
+    /// Installs one hook per slot of `table`, all or none.
+    ///
+    /// `install` gets each slot, its address in `table`, and the function pointer the table
+    /// at `source` holds there (the hooked table itself, or a lifecycle component's); a slot
+    /// whose function pointer in `source` is NULL is skipped. When one install throws, the
+    /// hooks installed before it are removed and the error is rethrown.
+    func installEach(
+        in table: UInt, readingFrom source: UInt,
+        _ install: (Slot, UnsafeMutableRawPointer, UInt) throws(HookError) -> HookRecord
+    ) throws(HookError) -> HookGroupToken {
+        var tokens: [HookToken] = []
+        var skipped: [String] = []
+        do throws(HookError) {
+            for slot in slots {
+                guard let target = address(of: slot, in: table), let from = address(of: slot, in: source) else {
+                    throw HookError(slot: nil, signature: slot.signature.encoding, code: .nullSlot)
+                }
+                let function = from.load(as: UInt.self)
+                guard function != 0 else {
+                    skipped.append(slot.name)
+                    continue
+                }
+                tokens.append(HookToken(try install(slot, target, function)))
+            }
+        } catch {
+            for token in tokens { token.remove() }
+            throw error
+        }
+        return HookGroupToken(tokens: tokens, skippedSlots: skipped)
+    }
 }
 
 /// The handle of a group of hooks installed together (a whole table, a lifecycle

@@ -185,20 +185,11 @@ extension FixtureTableTests {
                 free.remove()
             }
 
-            let input = [UInt8]((0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 7 / 13) })
-            var output = [UInt8](repeating: 0, count: Int(compressBound(UInt(input.count))))
             #expect(CZlib_deflateInit(streamPointer, Z_BEST_COMPRESSION) == Z_OK)
-            let produced = input.withUnsafeBufferPointer { source in
-                output.withUnsafeMutableBufferPointer { target in
-                    streamPointer.pointee.next_in = UnsafeMutablePointer(mutating: source.baseAddress)
-                    streamPointer.pointee.avail_in = UInt32(source.count)
-                    streamPointer.pointee.next_out = target.baseAddress
-                    streamPointer.pointee.avail_out = UInt32(target.count)
-                    let status = deflate(streamPointer, Z_FINISH)
-                    return (status, Int(streamPointer.pointee.total_out))
-                }
-            }
-            #expect(produced.0 == Z_STREAM_END)
+            let produced = ZlibImportTests.deflateSample(streamPointer)
+            let input = ZlibImportTests.sample
+            let output = produced.output
+            #expect(produced.status == Z_STREAM_END)
             #expect(Int(streamPointer.pointee.total_in) == input.count)
             #expect(deflateEnd(streamPointer) == Z_OK)
 
@@ -216,10 +207,11 @@ extension FixtureTableTests {
             var restored = [UInt8](repeating: 0, count: input.count)
             var inflater = z_stream()
             #expect(CZlib_inflateInit(&inflater) == Z_OK)
-            output.withUnsafeMutableBufferPointer { source in
+            var compressed = output
+            compressed.withUnsafeMutableBufferPointer { source in
                 restored.withUnsafeMutableBufferPointer { target in
                     inflater.next_in = source.baseAddress
-                    inflater.avail_in = UInt32(produced.1)
+                    inflater.avail_in = UInt32(produced.count)
                     inflater.next_out = target.baseAddress
                     inflater.avail_out = UInt32(target.count)
                     #expect(inflate(&inflater, Z_FINISH) == Z_STREAM_END)
@@ -234,12 +226,15 @@ extension FixtureTableTests {
 extension FixtureTableTests {
     /// Import-table rebinding of libc's allocator as called from Debian's zlib.
     @Suite struct ZlibImportTests {
-        /// Compresses the same data as the allocator test with zlib's default allocator.
-        static func compress(_ stream: UnsafeMutablePointer<z_stream>) -> Int32 {
-            let input = [UInt8]((0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 7 / 13) })
-            var output = [UInt8](repeating: 0, count: Int(compressBound(UInt(input.count))))
-            guard CZlib_deflateInit(stream, Z_BEST_COMPRESSION) == Z_OK else { return -100 }
-            let status = input.withUnsafeBufferPointer { source in
+        /// The data both zlib tests compress.
+        static let sample = [UInt8]((0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 7 / 13) })
+
+        /// Deflates ``sample`` in one call on an initialised stream; the stream stays open.
+        static func deflateSample(_ stream: UnsafeMutablePointer<z_stream>) -> (
+            status: Int32, output: [UInt8], count: Int
+        ) {
+            var output = [UInt8](repeating: 0, count: Int(compressBound(UInt(sample.count))))
+            let status = sample.withUnsafeBufferPointer { source in
                 output.withUnsafeMutableBufferPointer { target in
                     stream.pointee.next_in = UnsafeMutablePointer(mutating: source.baseAddress)
                     stream.pointee.avail_in = UInt32(source.count)
@@ -248,6 +243,13 @@ extension FixtureTableTests {
                     return deflate(stream, Z_FINISH)
                 }
             }
+            return (status, output, Int(stream.pointee.total_out))
+        }
+
+        /// Compresses ``sample`` from initialisation to end with the stream's allocator.
+        static func compress(_ stream: UnsafeMutablePointer<z_stream>) -> Int32 {
+            guard CZlib_deflateInit(stream, Z_BEST_COMPRESSION) == Z_OK else { return -100 }
+            let status = deflateSample(stream).status
             _ = deflateEnd(stream)
             return status
         }
