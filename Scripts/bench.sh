@@ -19,6 +19,9 @@ if ((${#missing[@]})); then
 fi
 
 echo "== building Benchmarks/ (release)" >&2
-swift build --package-path Benchmarks -c release --product hookbench >&2
+# SwiftPM 6.3 on Linux sometimes crashes (in libdispatch) while it runs package-benchmark's
+# build-tool plugin; a second attempt goes through, so a crash is retried once.
+swift build --package-path Benchmarks -c release --product hookbench >&2 ||
+    swift build --package-path Benchmarks -c release --product hookbench >&2
 echo "== hookbench $*" >&2
 exec "$(swift build --package-path Benchmarks -c release --show-bin-path)/hookbench" "$@"
