@@ -7,7 +7,8 @@
 public struct FunctionSlot: Sendable, Hashable, CustomStringConvertible {
     /// The slot's address (0 when made from something that is not a slot).
     public let address: UInt
-    /// Why the slot is not usable, when it was made from a key path that names no stored field.
+    /// Why the slot is not usable, when it was made from a key path or a typed pointer that
+    /// cannot name a function pointer.
     let problem: String?
 
     /// A slot at `address`, which must be aligned to a pointer and hold a C function pointer.
@@ -23,9 +24,15 @@ public struct FunctionSlot: Sendable, Hashable, CustomStringConvertible {
         self.problem = nil
     }
 
-    /// A slot at a typed pointer to a C function pointer.
+    /// A slot at a typed pointer to a C function pointer, such as a pointer to an imported
+    /// `(@convention(c) (...) -> ...)?` variable.
+    ///
+    /// A pointer to something that is not pointer-sized (a whole struct of callbacks, say)
+    /// gives a slot that installing refuses with ``HookError/Code-swift.enum/invalidSlot(_:)``;
+    /// use ``field(_:of:)`` for one field of a struct.
     public init<Pointee>(_ pointer: UnsafeMutablePointer<Pointee>) {
-        self.init(UnsafeMutableRawPointer(pointer))
+        self.address = UInt(bitPattern: pointer)
+        self.problem = Self.sizeProblem(of: Pointee.self, what: "a pointer to \(Pointee.self)")
     }
 
     /// The slot of a function-pointer field of a C struct, such as a table of callbacks.
@@ -34,15 +41,34 @@ public struct FunctionSlot: Sendable, Hashable, CustomStringConvertible {
     /// let slot = FunctionSlot.field(\ct_table.open, of: tablePointer)
     /// ```
     ///
-    /// A key path that names no stored field (a computed property) gives a slot that
-    /// installing refuses with ``HookError/Code-swift.enum/nullSlot``.
+    /// A key path that names no stored field (a computed property), or a field that is not
+    /// pointer-sized, gives a slot that installing refuses with
+    /// ``HookError/Code-swift.enum/invalidSlot(_:)``, which says why.
     public static func field<Table>(_ field: PartialKeyPath<Table>, of table: UnsafeMutablePointer<Table>)
         -> FunctionSlot
     {
         guard let offset = MemoryLayout<Table>.offset(of: field) else {
-            return FunctionSlot(address: 0, problem: "\(field) is not a stored field of \(Table.self)")
+            return FunctionSlot(address: 0, problem: "the key path names no stored field of \(Table.self)")
         }
-        return FunctionSlot(UnsafeMutableRawPointer(table) + offset)
+        let address = UInt(bitPattern: table) + UInt(offset)
+        return FunctionSlot(address: address, problem: sizeProblem(of: field))
+    }
+
+    /// Why the field `field` names cannot hold a function pointer, or `nil` when it can.
+    static func sizeProblem<Table>(of field: PartialKeyPath<Table>) -> String? {
+        // The key path's value type is only known at run time: open it to measure it.
+        func problem<Value>(_ value: Value.Type) -> String? {
+            sizeProblem(of: value, what: "field \(field)")
+        }
+        return _openExistential(type(of: field).valueType, do: problem)
+    }
+
+    /// Why a slot holding a `Value` cannot hold a function pointer, or `nil` when it can.
+    static func sizeProblem<Value>(of value: Value.Type, what: String) -> String? {
+        let size = MemoryLayout<Value>.size
+        let pointerSize = MemoryLayout<UnsafeRawPointer>.size
+        guard size != pointerSize else { return nil }
+        return "\(what) is \(size) bytes, not a \(pointerSize)-byte function pointer"
     }
 
     private init(address: UInt, problem: String?) {

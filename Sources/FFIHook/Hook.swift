@@ -20,15 +20,17 @@ public enum Hook {
     ///   - options: ``HookOptions/once``, ``HookOptions/allowsReentry``.
     ///   - block: runs with a view of each call; see ``Invocation``.
     /// - Returns: the token that removes the hook.
-    /// - Throws: ``HookError`` for a null or misaligned slot, a NULL slot for a before or
-    ///   after hook, a slot already hooked with a different signature, a signature the
+    /// - Throws: ``HookError`` for a null or misaligned slot, a slot made from a key path or
+    ///   pointer that names no function pointer, a NULL slot for a before or after hook, a slot already hooked with a different signature, a signature the
     ///   platform cannot pass, or a closure libffi cannot allocate.
     public static func install(
         on slot: FunctionSlot, signature: Signature, position: HookPosition, options: HookOptions = [],
         _ block: @escaping @Sendable (borrowing Invocation) -> Void
     ) throws(HookError) -> HookToken {
-        if slot.problem != nil {
-            throw HookError(slot: 0, signature: signature.encoding, code: .nullSlot)
+        if let problem = slot.problem {
+            throw HookError(
+                slot: slot.address == 0 ? nil : slot.address, signature: signature.encoding, code: .invalidSlot(problem)
+            )
         }
         let record = try SlotRegistry.shared.install(
             slot: slot.pointer, signature: signature, position: position, options: options, block: block)

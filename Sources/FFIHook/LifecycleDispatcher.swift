@@ -17,8 +17,8 @@
 /// ```
 ///
 /// Components come and go at any time, from any thread, while calls run. A component's
-/// table must stay valid while it is registered; its function pointers are read when it
-/// registers.
+/// function pointers are read once, when it registers: its table need not outlive the
+/// call to ``register(_:priority:options:)-(Table,_,_)``, and later changes to it are not seen.
 public final class LifecycleDispatcher<Table>: Sendable {
     private let table: UInt
     /// The slots the dispatcher covers.
@@ -37,6 +37,15 @@ public final class LifecycleDispatcher<Table>: Sendable {
     ///   name the slots the component left empty.
     /// - Throws: ``HookError`` as ``Hook/install(on:signature:position:options:_:)`` does; on
     ///   error nothing of the component stays installed.
+    public func register(
+        _ component: Table, priority: Int = 0, options: HookOptions = []
+    ) throws(HookError) -> HookGroupToken {
+        try withUnsafePointer(to: component) { pointer throws(HookError) in
+            try register(pointer, priority: priority, options: options)
+        }
+    }
+
+    /// Registers the component table at `component` (see ``register(_:priority:options:)-(Table,_,_)``).
     public func register(
         _ component: UnsafePointer<Table>, priority: Int = 0, options: HookOptions = []
     ) throws(HookError) -> HookGroupToken {

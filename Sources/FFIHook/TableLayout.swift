@@ -16,12 +16,25 @@ public struct TableLayout<Table>: Sendable {
         public let offset: Int?
         /// The C signature of the function the field holds.
         public let signature: Signature
+        /// Why the field cannot hold a function pointer, when it cannot.
+        let problem: String?
 
         /// A slot for the field `field` of `Table`.
+        ///
+        /// A key path that names no stored field, or a field that is not pointer-sized, makes
+        /// every install over the layout fail with ``HookError/Code-swift.enum/invalidSlot(_:)``
+        /// naming the slot.
         public init(_ name: String, _ field: PartialKeyPath<Table>, _ signature: Signature) {
             self.name = name
             self.offset = MemoryLayout<Table>.offset(of: field)
             self.signature = signature
+            if offset == nil {
+                self.problem = "slot \"\(name)\": the key path names no stored field of \(Table.self)"
+            } else if let problem = FunctionSlot.sizeProblem(of: field) {
+                self.problem = "slot \"\(name)\": \(problem)"
+            } else {
+                self.problem = nil
+            }
         }
     }
 
@@ -53,6 +66,9 @@ public struct TableLayout<Table>: Sendable {
         var skipped: [String] = []
         do throws(HookError) {
             for slot in slots {
+                if let problem = slot.problem {
+                    throw HookError(slot: nil, signature: slot.signature.encoding, code: .invalidSlot(problem))
+                }
                 guard let target = address(of: slot, in: table), let from = address(of: slot, in: source) else {
                     throw HookError(slot: nil, signature: slot.signature.encoding, code: .nullSlot)
                 }

@@ -95,8 +95,37 @@ extension FixtureTableTests {
             let error = #expect(throws: HookError.self) {
                 try Hook.instead(on: slot, signature: FixtureSignature.add) { _ in }
             }
-            #expect(error?.code == .nullSlot)
+            #expect(error?.code == .invalidSlot("the key path names no stored field of Table"))
+            #expect("\(error!)".hasSuffix(": the key path names no stored field of Table"))
             #expect(FunctionSlot.field(\Table.function, of: table).address == UInt(bitPattern: table))
+        }
+
+        @Test func aSlotThatIsNotPointerSizedIsRefused() throws {
+            struct Table {
+                var count: Int32
+                var function: UnsafeRawPointer?
+            }
+            let table = UnsafeMutablePointer<Table>.allocate(capacity: 1)
+            defer { table.deallocate() }
+            table.initialize(to: Table(count: 0, function: nil))
+            let field = #expect(throws: HookError.self) {
+                try Hook.instead(on: .field(\Table.count, of: table), signature: FixtureSignature.add) { _ in }
+            }
+            #expect(field?.code == .invalidSlot("field \\Table.count is 4 bytes, not a 8-byte function pointer"))
+            // A pointer to the whole struct is not a pointer to one of its fields.
+            let whole = #expect(throws: HookError.self) {
+                try Hook.instead(on: FunctionSlot(table), signature: FixtureSignature.add) { _ in }
+            }
+            #expect(whole?.code == .invalidSlot("a pointer to Table is 16 bytes, not a 8-byte function pointer"))
+            #expect(table.pointee.function == nil)
+            // A layout slot over such a field fails the whole install, naming the slot.
+            let layout = TableLayout<Table>([.init("count", \.count, FixtureSignature.add)])
+            let group = #expect(throws: HookError.self) {
+                try Hook.install(on: table, layout: layout, position: .instead) { _, _ in }
+            }
+            #expect(
+                group?.code
+                    == .invalidSlot("slot \"count\": field \\Table.count is 4 bytes, not a 8-byte function pointer"))
         }
 
         @Test func waitingForReclamationFromInsideABlockIsRefused() throws {

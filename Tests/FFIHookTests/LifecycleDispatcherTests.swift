@@ -98,6 +98,20 @@ extension FixtureTableTests {
             #expect(ct_fix_last_notified() == 7)
         }
 
+        @Test func aComponentGivenAsAValueIsReadOnceWhenItRegisters() throws {
+            let dispatcher = LifecycleDispatcher(table: ct_fix_table_get()!, layout: layout)
+            var component = ct_fix_table()
+            component.add = componentA
+            let registration = try dispatcher.register(component, priority: 1)
+            defer { registration.remove() }
+            // Changing the value afterwards changes nothing: its pointers were read already.
+            component.add = componentB
+            let start = lifecycleLog.all.count
+            #expect(ct_fix_call_add(4, 5) == 9)
+            #expect(Array(lifecycleLog.all.dropFirst(start)) == ["A 4 5"])
+            #expect(registration.skippedSlots == ["notify"])
+        }
+
         @Test func componentsComeAndGoWhileOtherThreadsCall() throws {
             let dispatcher = LifecycleDispatcher(table: ct_fix_table_get()!, layout: layout)
             let counted: AddFunction = { a, b in

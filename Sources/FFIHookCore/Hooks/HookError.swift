@@ -12,6 +12,10 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
         case nullSlot
         /// The slot address is not aligned to a pointer.
         case misalignedSlot
+        /// The slot was made from something that names no function pointer: a key path to
+        /// a computed property, or a field or pointee that is not pointer-sized. The string
+        /// says which and why.
+        case invalidSlot(String)
         /// The slot holds NULL and the hook is a before or after hook, which needs an original.
         case emptySlot
         /// The slot is already hooked with a signature the ABI passes differently.
@@ -69,6 +73,7 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
         case .nullSlot: text += "the slot address is NULL"
         case .misalignedSlot:
             text += "the slot address is not aligned to \(MemoryLayout<UnsafeRawPointer>.alignment) bytes"
+        case .invalidSlot(let reason): text += reason
         case .emptySlot: text += "it holds NULL, and a before or after hook needs an original to run"
         case .signatureMismatch(let installed):
             text += "it is already hooked with signature \(quoted(installed)), which the ABI passes differently"
