@@ -22,6 +22,10 @@ let package = Package(
         .library(name: "LazyImportFixture", type: .dynamic, targets: ["CLazyImportFixture"]),
         .library(name: "LaterImportFixture", type: .dynamic, targets: ["CLaterImportFixture"]),
     ],
+    dependencies: [
+        // `swift package generate-documentation` (Scripts/docs.sh); no target depends on it.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0")
+    ],
     targets: [
         .systemLibrary(
             name: "CFFI",

@@ -12,6 +12,11 @@ public struct FunctionSlot: Sendable, Hashable, CustomStringConvertible {
     let problem: String?
 
     /// A slot at `address`, which must be aligned to a pointer and hold a C function pointer.
+    ///
+    /// Nothing is checked here: installing refuses a misaligned address with
+    /// ``/FFIHookCore/HookError/Code-swift.enum/misalignedSlot``, and one in unmapped or
+    /// read-only memory with ``/FFIHookCore/HookError/Code-swift.enum/unmappedSlot`` or
+    /// ``/FFIHookCore/HookError/Code-swift.enum/readOnlySlot``.
     public init(_ address: UnsafeMutableRawPointer) {
         self.address = UInt(bitPattern: address)
         self.problem = nil
@@ -28,8 +33,9 @@ public struct FunctionSlot: Sendable, Hashable, CustomStringConvertible {
     /// `(@convention(c) (...) -> ...)?` variable.
     ///
     /// A pointer to something that is not pointer-sized (a whole struct of callbacks, say)
-    /// gives a slot that installing refuses with ``HookError/Code-swift.enum/invalidSlot(_:)``;
-    /// use ``field(_:of:)`` for one field of a struct.
+    /// gives a slot that installing refuses with
+    /// ``/FFIHookCore/HookError/Code-swift.enum/invalidSlot(_:)``; use ``field(_:of:)`` for one
+    /// field of a struct.
     public init<Pointee>(_ pointer: UnsafeMutablePointer<Pointee>) {
         self.address = UInt(bitPattern: pointer)
         self.problem = Self.sizeProblem(of: Pointee.self, what: "a pointer to \(Pointee.self)")
@@ -43,7 +49,7 @@ public struct FunctionSlot: Sendable, Hashable, CustomStringConvertible {
     ///
     /// A key path that names no stored field (a computed property), or a field that is not
     /// pointer-sized, gives a slot that installing refuses with
-    /// ``HookError/Code-swift.enum/invalidSlot(_:)``, which says why.
+    /// ``/FFIHookCore/HookError/Code-swift.enum/invalidSlot(_:)``, which says why.
     public static func field<Table>(_ field: PartialKeyPath<Table>, of table: UnsafeMutablePointer<Table>)
         -> FunctionSlot
     {

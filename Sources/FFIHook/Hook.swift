@@ -17,12 +17,16 @@ public enum Hook {
     ///     hold NULL only for an instead hook, which then provides the function.
     ///   - signature: the C signature of the function in the slot.
     ///   - position: before, instead of, or after the original.
-    ///   - options: ``HookOptions/once``, ``HookOptions/allowsReentry``.
-    ///   - block: runs with a view of each call; see ``Invocation``.
+    ///   - options: ``/FFIHookCore/HookOptions/once``, ``/FFIHookCore/HookOptions/allowsReentry``,
+    ///     ``/FFIHookCore/HookOptions/liftsPageProtection``.
+    ///   - block: runs with a view of each call, on the calling thread, possibly on several
+    ///     threads at once; see ``/FFIHookCore/Invocation``.
     /// - Returns: the token that removes the hook.
-    /// - Throws: ``HookError`` for a null or misaligned slot, a slot made from a key path or
-    ///   pointer that names no function pointer, a NULL slot for a before or after hook, a slot already hooked with a different signature, a signature the
-    ///   platform cannot pass, or a closure libffi cannot allocate.
+    /// - Throws: ``/FFIHookCore/HookError`` for a null or misaligned slot, a slot made from a
+    ///   key path or pointer that names no function pointer, a slot in unmapped or read-only
+    ///   memory, a NULL slot for a before or after hook, a slot already hooked with a
+    ///   different signature, a signature the platform cannot pass, or a closure libffi
+    ///   cannot allocate. Nothing is installed then.
     public static func install(
         on slot: FunctionSlot, signature: Signature, position: HookPosition, options: HookOptions = [],
         _ block: @escaping @Sendable (borrowing Invocation) -> Void
@@ -68,8 +72,8 @@ public enum Hook {
     /// removal. This method waits for calls in flight to leave and frees everything
     /// removed so far.
     ///
-    /// - Throws: ``HookError/Code-swift.enum/calledFromHookBlock`` when called from inside a
-    ///   hook block, which would wait for itself.
+    /// - Throws: ``/FFIHookCore/HookError/Code-swift.enum/calledFromHookBlock`` when called
+    ///   from inside a hook block, which would wait for itself.
     public static func waitForReclamation() throws(HookError) {
         try SlotRegistry.shared.waitForReclamation()
     }

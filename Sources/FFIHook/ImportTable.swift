@@ -58,9 +58,12 @@ public enum ImportScope: Sendable, Hashable, CustomStringConvertible {
 /// - Hooking a function that the hook machinery itself calls (`memcpy`, `malloc`, `dlopen`
 ///   ...) in every object reaches libffi and the Swift runtime too: blocks then run for
 ///   their calls as well, which a block that calls the same function turns into re-entry
-///   (see ``HookOptions/allowsReentry``).
+///   (see ``/FFIHookCore/HookOptions/allowsReentry``).
 public enum ImportTable {
     /// Hooks `symbol` as called from the objects of `scope`.
+    ///
+    /// Safe to call from any thread, also while other threads call the symbol or load and
+    /// unload objects: each object in scope is kept loaded while this call hooks its entries.
     ///
     /// With ``ImportScope/allIncludingLaterLoads`` the group also hooks `dlopen` in every
     /// object's import table, with an after hook that, when a call loaded something, hooks
@@ -78,14 +81,15 @@ public enum ImportTable {
     ///   - signature: the function's C signature.
     ///   - position: before, instead of, or after the original.
     ///   - options: as for ``Hook/install(on:signature:position:options:_:)``;
-    ///     ``HookOptions/liftsPageProtection`` is always added.
+    ///     ``/FFIHookCore/HookOptions/liftsPageProtection`` is always added.
     ///   - block: runs with a view of each call through a hooked entry.
     /// - Returns: the token that removes every hook of the call.
-    /// - Throws: ``HookError`` with ``HookError/Code-swift.enum/objectNotFound(_:)`` when no
-    ///   loaded object matches ``ImportScope/object(_:)``,
-    ///   ``HookError/Code-swift.enum/symbolNotImported(_:)`` when no object of the scope has
-    ///   an entry for `symbol` (not thrown for ``ImportScope/allIncludingLaterLoads``, which
-    ///   waits for objects that do), or the errors of
+    /// - Throws: ``/FFIHookCore/HookError`` with
+    ///   ``/FFIHookCore/HookError/Code-swift.enum/objectNotFound(_:)`` when no loaded object
+    ///   matches ``ImportScope/object(_:)``,
+    ///   ``/FFIHookCore/HookError/Code-swift.enum/symbolNotImported(_:)`` when no object of the
+    ///   scope has an entry for `symbol` (not thrown for ``ImportScope/allIncludingLaterLoads``,
+    ///   which waits for objects that do), or the errors of
     ///   ``Hook/install(on:signature:position:options:_:)``; the install is all or nothing.
     public static func hook(
         symbol: String, in scope: ImportScope, signature: Signature, position: HookPosition,

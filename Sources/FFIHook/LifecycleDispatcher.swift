@@ -25,6 +25,9 @@ public final class LifecycleDispatcher<Table>: Sendable {
     public let layout: TableLayout<Table>
 
     /// A dispatcher for the table at `table`; nothing is hooked until a component registers.
+    ///
+    /// The table must stay valid while components are registered. A layout slot that names
+    /// no function-pointer field is reported when a component registers, not here.
     public init(table: UnsafeMutablePointer<Table>, layout: TableLayout<Table>) {
         self.table = UInt(bitPattern: table)
         self.layout = layout
@@ -35,8 +38,8 @@ public final class LifecycleDispatcher<Table>: Sendable {
     ///
     /// - Returns: the token that unregisters the component; its ``HookGroupToken/skippedSlots``
     ///   name the slots the component left empty.
-    /// - Throws: ``HookError`` as ``Hook/install(on:signature:position:options:_:)`` does; on
-    ///   error nothing of the component stays installed.
+    /// - Throws: ``/FFIHookCore/HookError`` as ``Hook/install(on:signature:position:options:_:)``
+    ///   does; on error nothing of the component stays installed.
     public func register(
         _ component: Table, priority: Int = 0, options: HookOptions = []
     ) throws(HookError) -> HookGroupToken {

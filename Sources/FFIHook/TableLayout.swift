@@ -22,8 +22,8 @@ public struct TableLayout<Table>: Sendable {
         /// A slot for the field `field` of `Table`.
         ///
         /// A key path that names no stored field, or a field that is not pointer-sized, makes
-        /// every install over the layout fail with ``HookError/Code-swift.enum/invalidSlot(_:)``
-        /// naming the slot.
+        /// every install over the layout fail with
+        /// ``/FFIHookCore/HookError/Code-swift.enum/invalidSlot(_:)`` naming the slot.
         public init(_ name: String, _ field: PartialKeyPath<Table>, _ signature: Signature) {
             self.name = name
             self.offset = MemoryLayout<Table>.offset(of: field)
@@ -91,7 +91,7 @@ public struct TableLayout<Table>: Sendable {
 /// component, the import-table entries of a symbol); removing it removes every hook of the
 /// group.
 ///
-/// Dropping the token does not remove the hooks.
+/// Dropping the token does not remove the hooks. The token may be used from any thread.
 public final class HookGroupToken: Sendable, CustomStringConvertible {
     private struct Members {
         var tokens: [HookToken]
@@ -127,6 +127,10 @@ public final class HookGroupToken: Sendable, CustomStringConvertible {
     }
 
     /// Removes every hook of the group; true when at least one was still installed.
+    ///
+    /// Safe to call from any thread, including from inside one of the group's blocks, and
+    /// more than once: later calls return false and change nothing. Each slot gets its
+    /// original back as ``HookToken/remove()`` describes.
     @discardableResult
     public func remove() -> Bool {
         let (tokens, companions) = members.withLock { members in

@@ -13,7 +13,8 @@ internal import CFFI
 /// ```
 ///
 /// Values the platform's libffi would pass wrongly are lowered or routed so that the callee
-/// receives exactly what a compiled C caller would pass (see ``FFITypeGraph``); those that
+/// receives exactly what a compiled C caller would pass: unions, bit-fields and 128-bit
+/// integers become libffi types the calling convention passes the same way. Those that
 /// cannot be passed correctly are refused with a ``CallInterfaceError``.
 public final class CallInterface: @unchecked Sendable {
     // Sendable: every stored property is set in init and never changed; libffi only reads a
@@ -162,6 +163,10 @@ public final class CallInterface: @unchecked Sendable {
     // MARK: - Calling
 
     /// Calls `function` with argument values read through `arguments` and stores its result.
+    ///
+    /// Safe to call from any thread, concurrently with other calls through the interface.
+    /// Nothing checks that `function` has the interface's signature: a function of another
+    /// signature receives wrong values, as it would from a mistyped C call.
     ///
     /// - Parameters:
     ///   - function: a C function of this interface's signature.

@@ -6,7 +6,8 @@
 /// ``setArgument(_:to:)`` is what later blocks and the original see; one written with
 /// ``setReturnValue(_:)`` is what the caller receives unless a later block replaces it.
 ///
-/// An `Invocation` cannot be copied or kept: it exists only inside the block's call.
+/// An `Invocation` cannot be copied or kept: it exists only inside the block's call, on the
+/// thread that made the call.
 public struct Invocation: ~Copyable {
     let frame: CallFrame
     /// Where the running block is installed.
