@@ -59,9 +59,25 @@ extension FixtureTableTests {
             let prepared = try Self.prepare(index, registerPath: registerPath)
             defer { RegisterCallPlan.setEnabled(true) }
             let counter = Counter()
+            let interface = try CallInterface(prepared.signature)
+            let original = UInt(bitPattern: try #require(prepared.original))
             let before = try Hook.before(on: prepared.slot, signature: prepared.signature) { _ in counter.increment() }
-            let after = try Hook.after(on: prepared.slot, signature: prepared.signature) { _ in counter.increment() }
-            Self.callAndCheck(index, prepared, expectation: 0)
+            let after = try Hook.after(on: prepared.slot, signature: prepared.signature) { call in
+                counter.increment()
+                // The arguments as an after block sees them, passed to the original once more:
+                // the callee checks each of them again, so none may have changed or dangle.
+                var buffers: [UnsafeMutableRawPointer] = []
+                for argument in 0..<call.argumentCount {
+                    guard let buffer = call.withUnsafeArgument(argument, { $0.baseAddress }) else { return }
+                    buffers.append(buffer)
+                }
+                withUnsafeTemporaryAllocation(byteCount: max(interface.returnBufferSize, 16), alignment: 16) {
+                    scratch in
+                    interface.call(
+                        UnsafeRawPointer(bitPattern: original)!, returnValue: scratch.baseAddress, arguments: buffers)
+                }
+            }
+            Self.callAndCheck(index, prepared, expectation: 0, calls: 2)
             #expect(counter.count == 2)
             before.remove()
             after.remove()

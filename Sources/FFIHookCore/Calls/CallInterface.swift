@@ -36,6 +36,11 @@ public final class CallInterface: @unchecked Sendable {
     private let callCIF: PreparedCIF
     /// For a split `callCIF`: each of its arguments as (original argument, byte offset).
     private let callPieces: [(argument: Int, offset: Int)]?
+    /// Whether `ffi_call` gets a copy of the argument list rather than the caller's own:
+    /// libffi replaces the entry of a struct argument larger than two registers with a
+    /// pointer to a copy in its own stack frame, which dangles once the call returns. A hook
+    /// passes the closure's argument list on to the original, and its after blocks read it.
+    private let copiesArgumentList: Bool
     /// The register-only way to call, for signatures whose values all travel in registers.
     private let registerPlan: RegisterCallPlan?
     /// Whether calls skip `ffi_call` for this signature (see ``RegisterCallPlan``).
@@ -99,6 +104,9 @@ public final class CallInterface: @unchecked Sendable {
         self.cif = cif
         self.returnBufferSize = max(signature.returnType.size, lowered.returnValue.expectedSize, CFFI_arg_size())
         self.registerPlan = fixedArgumentCount == nil ? RegisterCallPlan(signature) : nil
+        self.copiesArgumentList = lowered.arguments.contains { argument in
+            argument.type.pointee.type == CFFI_type_code_struct() && argument.type.pointee.size > 16
+        }
 
         #if arch(x86_64)
             let plan = SysVArgumentPlan(signature)
@@ -194,8 +202,9 @@ public final class CallInterface: @unchecked Sendable {
 
     /// Calls with libffi's own argument list (`void **`), one pointer per argument.
     ///
-    /// This is the hot path: no allocation unless the interface splits an argument, in
-    /// which case a small stack buffer is used. Signatures whose values all travel in
+    /// This is the hot path: no allocation. When the interface splits an argument, or passes
+    /// a struct larger than 16 bytes (whose entry libffi would overwrite), `ffi_call` gets a
+    /// copy of the list in a small stack buffer and `argumentList` stays as it was. Signatures whose values all travel in
     /// registers skip `ffi_call` (see ``RegisterCallPlan``).
     /// `registerPath: false` forces `ffi_call` (for tests of both paths).
     func call(
@@ -207,7 +216,15 @@ public final class CallInterface: @unchecked Sendable {
             return
         }
         guard let callPieces else {
-            LibFFI.call(callCIF.cif, function, returnValue, argumentList)
+            guard copiesArgumentList else {
+                LibFFI.call(callCIF.cif, function, returnValue, argumentList)
+                return
+            }
+            let count = signature.argumentTypes.count
+            withUnsafeTemporaryAllocation(of: UnsafeMutableRawPointer?.self, capacity: count) { copy in
+                copy.baseAddress!.initialize(from: argumentList, count: count)
+                LibFFI.call(callCIF.cif, function, returnValue, copy.baseAddress!)
+            }
             return
         }
         withUnsafeTemporaryAllocation(of: UnsafeMutableRawPointer?.self, capacity: callPieces.count) { pieces in
