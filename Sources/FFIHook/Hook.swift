@@ -65,12 +65,14 @@ public enum Hook {
         try install(on: slot, signature: signature, position: .after, options: options, block)
     }
 
-    /// Waits until the memory of every removed hook is freed.
+    /// Waits until the memory of every hook removed before this call is freed.
     ///
     /// Removal never blocks: a removed hook's block and the hook list it belonged to are
     /// freed as soon as no call can still be inside them, checked at every later install or
-    /// removal. This method waits for calls in flight to leave and frees everything
-    /// removed so far.
+    /// removal. This method waits for the calls in flight that could still be inside them
+    /// to leave, and frees everything removed so far. Hooks that other threads remove while
+    /// it waits are not waited for, so their installs and removals cannot keep it waiting;
+    /// a call blocked inside a hooked function (on I/O, say) does, until it returns.
     ///
     /// - Throws: ``/FFIHookCore/HookError/Code-swift.enum/calledFromHookBlock`` when called
     ///   from inside a hook block, which would wait for itself.

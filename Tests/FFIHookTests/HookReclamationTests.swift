@@ -1,5 +1,6 @@
 import CTestSupport
 import FFIHook
+import Foundation
 import Synchronization
 import Testing
 
@@ -57,6 +58,65 @@ extension FixtureTableTests {
             try Hook.waitForReclamation()
             tokenBox.withLock { $0 = nil }
             #expect(Tracked.live.load(ordering: .relaxed) == liveBefore)
+        }
+
+        /// Waiting covers what was removed before the wait began: hooks removed while it
+        /// waits, with other calls in flight, cannot keep it waiting.
+        @Test func waitingCoversOnlyWhatWasRemovedBeforeIt() throws {
+            let slots = (0..<3).map { _ in makeAddSlot() }
+            defer { for slot in slots { slot.deallocate() } }
+            // Two callers, each held inside a hooked call until released.
+            let entered = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
+            let release = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
+            let holdA = try Hook.before(on: FunctionSlot(slots[0]), signature: FixtureSignature.add) { _ in
+                entered.0.signal()
+                release.0.wait()
+            }
+            let holdB = try Hook.before(on: FunctionSlot(slots[1]), signature: FixtureSignature.add) { _ in
+                entered.1.signal()
+                release.1.wait()
+            }
+            defer {
+                holdA.remove()
+                holdB.remove()
+            }
+            let finished = DispatchGroup()
+            func spawn(_ body: @escaping @Sendable () -> Void) {
+                finished.enter()
+                Thread.detachNewThread {
+                    body()
+                    finished.leave()
+                }
+            }
+            let addresses = slots.map { UInt(bitPattern: $0) }
+            @Sendable func callThrough(_ index: Int) {
+                _ = ct_fix_call_add_through(UnsafeMutablePointer<AddFunction?>(bitPattern: addresses[index]), 1)
+            }
+            func installAndRemove() throws {
+                try Hook.after(on: FunctionSlot(slots[2]), signature: FixtureSignature.add) { _ in }.remove()
+            }
+
+            // A is inside a call when a hook is removed: the wait waits for A.
+            spawn { callThrough(0) }
+            entered.0.wait()
+            try installAndRemove()
+            let waitReturned = DispatchSemaphore(value: 0)
+            spawn {
+                try? Hook.waitForReclamation()
+                waitReturned.signal()
+            }
+            #expect(waitReturned.wait(timeout: .now() + .milliseconds(200)) == .timedOut)
+            // B enters, and another hook is removed while A and B are inside.
+            spawn { callThrough(1) }
+            entered.1.wait()
+            try installAndRemove()
+            // A leaves: the wait returns, though B is still inside a call that the later removal waits for.
+            release.0.signal()
+            let outcome = waitReturned.wait(timeout: .now() + .seconds(10))
+            #expect(outcome == .success, "the wait waited for a removal made after it began")
+            release.1.signal()
+            if outcome == .timedOut { waitReturned.wait() }
+            finished.wait()
         }
     }
 }

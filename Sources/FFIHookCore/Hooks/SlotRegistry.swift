@@ -25,13 +25,23 @@ package final class SlotRegistry: Sendable {
         /// Snapshots replaced since the last grace period began.
         var retired: [HookSnapshot] = []
         /// Replaced snapshots, each group with the threads (record, odd generation) that
-        /// were inside a call when the group's grace period began.
-        var waiting: [(snapshots: [HookSnapshot], threads: [(record: UnsafeMutablePointer<UInt>, generation: UInt)])] =
-            []
+        /// were inside a call when the group's grace period began, and its number.
+        var waiting: [WaitingGroup] = []
+        /// The number the next waiting group gets; numbers only grow.
+        var nextGroup: UInt64 = 0
         /// The records of live threads that have made a hooked call.
         var threads: [UnsafeMutablePointer<UInt>] = []
         /// Records of exited threads, freed once no group waits on them.
         var exited: [UnsafeMutablePointer<UInt>] = []
+    }
+
+    /// Snapshots whose grace period has begun.
+    private struct WaitingGroup {
+        /// The order in which the group's grace period began.
+        let number: UInt64
+        let snapshots: [HookSnapshot]
+        /// The threads (record, odd generation) inside a call when the grace period began.
+        let threads: [(record: UnsafeMutablePointer<UInt>, generation: UInt)]
     }
 
     private let state = Locked(State())
@@ -179,7 +189,8 @@ package final class SlotRegistry: Sendable {
                 let generation = ThreadState.generation(record).pointee.load(ordering: .acquiring)
                 return generation & 1 == 1 ? (record, generation) : nil
             }
-            state.waiting.append((state.retired, inside))
+            state.waiting.append(WaitingGroup(number: state.nextGroup, snapshots: state.retired, threads: inside))
+            state.nextGroup += 1
             state.retired = []
         }
         state.waiting.removeAll { group in
@@ -212,17 +223,28 @@ package final class SlotRegistry: Sendable {
         }
     }
 
-    /// Waits until every snapshot replaced by an install or removal is freed.
+    /// Waits until every snapshot replaced by an install or removal before this call is
+    /// freed.
     ///
     /// Returns once no call that started before this method can still be inside memory of
-    /// a removed hook. A call that stays inside a hooked function (blocked on I/O, say)
-    /// delays it until it returns. Never call it from inside a hooked call: it would wait
-    /// for itself.
+    /// a hook removed before it. Snapshots that other threads replace while it waits are
+    /// not waited for, so installs and removals going on elsewhere cannot keep it waiting.
+    /// A call that stays inside a hooked function (blocked on I/O, say) delays it until it
+    /// returns. Never call it from inside a hooked call: it would wait for itself.
     package func waitForReclamation() throws(HookError) {
         guard !ThreadState.isInsideHookedCall else {
             throw HookError(slot: nil, signature: nil, code: .calledFromHookBlock)
         }
-        while !state.withLock({ Self.reclaim(&$0) }) {
+        // Start the grace period of what is retired now; every group up to it must end.
+        let last: UInt64? = state.withLock { state in
+            Self.reclaim(&state)
+            return state.waiting.isEmpty ? nil : state.nextGroup - 1
+        }
+        guard let last else { return }
+        while state.withLock({ state in
+            Self.reclaim(&state)
+            return state.waiting.contains { $0.number <= last }
+        }) {
             sched_yield()
         }
     }
