@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "FFIHook", targets: ["FFIHook"]),
         .library(name: "FFIHookCore", targets: ["FFIHookCore"]),
         .executable(name: "ffi-hook-trace", targets: ["ffi-hook-trace"]),
+        .executable(name: "ffi-hook-soak", targets: ["ffi-hook-soak"]),
         // Shared libraries the import-table tests open with dlopen (never linked).
         .library(name: "ImportFixture", type: .dynamic, targets: ["CImportFixture"]),
         .library(name: "LazyImportFixture", type: .dynamic, targets: ["CLazyImportFixture"]),
@@ -53,6 +54,13 @@ let package = Package(
         .executableTarget(
             name: "ffi-hook-trace",
             dependencies: ["FFIHook", "CSQLite"],
+            swiftSettings: strictSettings
+        ),
+        // The soak: callers, hook mutators and reclamation at once, then checks of the end state.
+        .target(name: "CSoakSupport"),
+        .executableTarget(
+            name: "ffi-hook-soak",
+            dependencies: ["FFIHook", "FFIHookCore", "CSoakSupport"],
             swiftSettings: strictSettings
         ),
         // Compiler-built C functions and layouts that the tests check the library against.

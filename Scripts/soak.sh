@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Builds the soak executable with AddressSanitizer and runs it with LeakSanitizer on, for
+# SECONDS (default 60). Further arguments go to the executable (see --help).
+#
+#     Scripts/soak.sh 600 --callers 4 --mutators 2
+#
+# Set SOAK_DEBUG=1 to build in debug mode instead of release.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds="${1:-60}"
+shift || true
+configuration=release
+if [ "${SOAK_DEBUG:-0}" = 1 ]; then configuration=debug; fi
+
+echo "== building ffi-hook-soak ($configuration, address sanitizer)"
+swift build -c "$configuration" --sanitize=address --scratch-path .build-soak-asan --product ffi-hook-soak
+binary="$(swift build -c "$configuration" --sanitize=address --scratch-path .build-soak-asan --show-bin-path)/ffi-hook-soak"
+
+echo "== running for $seconds s"
+ASAN_OPTIONS="detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}" "$binary" --seconds "$seconds" "$@"
