@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every check of the package: generated C test sources in step with gcc, formatting,
-# the test suite with warnings as errors, then the hook engine under AddressSanitizer (with
-# LeakSanitizer) and ThreadSanitizer.
+# the test suite with warnings as errors, then the tests under AddressSanitizer (with
+# LeakSanitizer) and the concurrency and ABI suites under ThreadSanitizer.
 # On a Debian machine with only the Swift toolchain it first installs what it needs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,12 +29,13 @@ swift format lint --strict --recursive Package.swift Sources Tests Fuzz/Package.
 echo "== swift test"
 swift test -Xswiftc -warnings-as-errors
 
-# The sanitizer passes skip the exit tests, whose child processes stop on purpose.
-echo "== address sanitizer and leak check"
-# XCTest itself leaks a few objects at exit; only the Swift Testing run is checked.
+# The sanitizer passes skip the exit tests whose child processes stop on purpose, and the
+# XCTest runner (the package has no XCTest tests; XCTest itself leaks a few objects at exit).
+echo "== address sanitizer and leak check: every test"
 ASAN_OPTIONS=detect_leaks=1 swift test --sanitize=address --scratch-path .build-asan --disable-xctest \
-    --filter "ResourceLifetimeTests|FFIHookTests" --skip InvocationPreconditionTests
+    --skip InvocationPreconditionTests
 
-echo "== thread sanitizer"
+echo "== thread sanitizer: the hook engine, the call interfaces and the ABI suites"
 swift test --sanitize=thread --scratch-path .build-tsan --disable-xctest \
-    --filter "FFIHookTests|CallInterfaceTests" --skip InvocationPreconditionTests
+    --filter "FFIHookTests|CallInterfaceTests|CompiledFunctionCallTests|VariadicCallTests|ABIClassificationTests" \
+    --skip InvocationPreconditionTests
