@@ -1,4 +1,5 @@
 import FFIHookCore
+import FuzzKit
 
 /// Checks the results of parsing one input.
 struct Checker {
@@ -8,7 +9,7 @@ struct Checker {
     let bytes: [UInt8]
 
     func require(_ condition: @autoclosure () -> Bool, _ message: @autoclosure () -> String) {
-        EncodingFuzzer.require(condition(), message(), bytes)
+        FuzzKit.require(condition(), message(), bytes)
     }
 
     // MARK: - Entry points

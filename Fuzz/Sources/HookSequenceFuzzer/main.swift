@@ -1,0 +1,5 @@
+// Entry point of the hook-sequence fuzzer.
+
+import FuzzKit
+
+runFuzzer(fuzzOneInput)

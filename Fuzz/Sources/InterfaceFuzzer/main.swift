@@ -1,0 +1,5 @@
+// Entry point of the call-interface fuzzer.
+
+import FuzzKit
+
+runFuzzer(fuzzOneInput)
