@@ -36,11 +36,12 @@ public final class CallInterface: @unchecked Sendable {
     private let callCIF: PreparedCIF
     /// For a split `callCIF`: each of its arguments as (original argument, byte offset).
     private let callPieces: [(argument: Int, offset: Int)]?
-    /// Whether `ffi_call` gets a copy of the argument list rather than the caller's own:
-    /// libffi replaces the entry of a struct argument larger than two registers with a
-    /// pointer to a copy in its own stack frame, which dangles once the call returns. A hook
-    /// passes the closure's argument list on to the original, and its after blocks read it.
-    private let copiesArgumentList: Bool
+    /// How many entries of the argument list `ffi_call` gets as a copy rather than the
+    /// caller's own list (0: none). libffi replaces the entry of a struct argument larger
+    /// than two registers with a pointer to a copy in its own stack frame, which dangles once
+    /// the call returns; a hook passes the closure's argument list on to the original, and
+    /// its after blocks read it. A plain count, so the call path touches no shared object.
+    private let copiedArgumentCount: Int
     /// The register-only way to call, for signatures whose values all travel in registers.
     private let registerPlan: RegisterCallPlan?
     /// Whether calls skip `ffi_call` for this signature (see ``RegisterCallPlan``).
@@ -104,9 +105,10 @@ public final class CallInterface: @unchecked Sendable {
         self.cif = cif
         self.returnBufferSize = max(signature.returnType.size, lowered.returnValue.expectedSize, CFFI_arg_size())
         self.registerPlan = fixedArgumentCount == nil ? RegisterCallPlan(signature) : nil
-        self.copiesArgumentList = lowered.arguments.contains { argument in
+        let rewritten = lowered.arguments.contains { argument in
             argument.type.pointee.type == CFFI_type_code_struct() && argument.type.pointee.size > 16
         }
+        self.copiedArgumentCount = rewritten ? signature.argumentTypes.count : 0
 
         #if arch(x86_64)
             let plan = SysVArgumentPlan(signature)
@@ -216,11 +218,11 @@ public final class CallInterface: @unchecked Sendable {
             return
         }
         guard let callPieces else {
-            guard copiesArgumentList else {
+            let count = copiedArgumentCount
+            guard count > 0 else {
                 LibFFI.call(callCIF.cif, function, returnValue, argumentList)
                 return
             }
-            let count = signature.argumentTypes.count
             withUnsafeTemporaryAllocation(of: UnsafeMutableRawPointer?.self, capacity: count) { copy in
                 copy.baseAddress!.initialize(from: argumentList, count: count)
                 LibFFI.call(callCIF.cif, function, returnValue, copy.baseAddress!)
