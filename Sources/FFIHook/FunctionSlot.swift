@@ -54,14 +54,17 @@ public struct FunctionSlot: Sendable, Hashable, CustomStringConvertible {
         -> FunctionSlot
     {
         guard let offset = MemoryLayout<Table>.offset(of: field) else {
-            return FunctionSlot(address: 0, problem: "the key path names no stored field of \(Table.self)")
+            return FunctionSlot(address: 0, problem: fieldProblem(field))
         }
-        let address = UInt(bitPattern: table) + UInt(offset)
-        return FunctionSlot(address: address, problem: sizeProblem(of: field))
+        return FunctionSlot(address: UInt(bitPattern: table) + UInt(offset), problem: fieldProblem(field))
     }
 
-    /// Why the field `field` names cannot hold a function pointer, or `nil` when it can.
-    static func sizeProblem<Table>(of field: PartialKeyPath<Table>) -> String? {
+    /// Why `field` cannot name a function-pointer slot of `Table` (no stored field, or not
+    /// pointer-sized), or `nil` when it can; table layouts check their slots with it too.
+    static func fieldProblem<Table>(_ field: PartialKeyPath<Table>) -> String? {
+        guard MemoryLayout<Table>.offset(of: field) != nil else {
+            return "the key path names no stored field of \(Table.self)"
+        }
         // The key path's value type is only known at run time: open it to measure it.
         func problem<Value>(_ value: Value.Type) -> String? {
             sizeProblem(of: value, what: "field \(field)")

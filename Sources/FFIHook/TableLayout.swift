@@ -28,13 +28,7 @@ public struct TableLayout<Table>: Sendable {
             self.name = name
             self.offset = MemoryLayout<Table>.offset(of: field)
             self.signature = signature
-            if offset == nil {
-                self.problem = "slot \"\(name)\": the key path names no stored field of \(Table.self)"
-            } else if let problem = FunctionSlot.sizeProblem(of: field) {
-                self.problem = "slot \"\(name)\": \(problem)"
-            } else {
-                self.problem = nil
-            }
+            self.problem = FunctionSlot.fieldProblem(field).map { "slot \"\(name)\": \($0)" }
         }
     }
 
