@@ -97,6 +97,12 @@ extension FixtureTableTests {
             }
             #expect(error?.code == .invalidSlot("the key path names no stored field of Table"))
             #expect("\(error!)".hasSuffix(": the key path names no stored field of Table"))
+            // A layout slot over such a key path fails the whole install, naming the slot.
+            let layout = TableLayout<Table>([.init("computed", \.computed, FixtureSignature.add)])
+            let group = #expect(throws: HookError.self) {
+                try Hook.install(on: table, layout: layout, position: .instead) { _, _ in }
+            }
+            #expect(group?.code == .invalidSlot("slot \"computed\": the key path names no stored field of Table"))
             #expect(FunctionSlot.field(\Table.function, of: table).address == UInt(bitPattern: table))
         }
 
