@@ -2,6 +2,7 @@
 #include "CHookSupport.h"
 
 #if defined(__linux__)
+#include <linux/futex.h>
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -22,11 +23,23 @@ int chooksupport_read_word(const void *address, uintptr_t *value) {
     struct iovec remote = {(void *)address, sizeof *value};
     return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)sizeof *value ? 0 : -1;
 }
+
+int chooksupport_is_writable(void *address) {
+    uint32_t unused = 0;
+    long woken = syscall(
+        __NR_futex, &unused, FUTEX_WAKE_OP | FUTEX_PRIVATE_FLAG, 0, (void *)0, address,
+        FUTEX_OP(FUTEX_OP_OR, 0, FUTEX_OP_CMP_EQ, 0));
+    return woken >= 0;
+}
 #else
 int chooksupport_membarrier_register(void) { return -1; }
 int chooksupport_membarrier(void) { return -1; }
 int chooksupport_read_word(const void *address, uintptr_t *value) {
     *value = *(const uintptr_t *)address;
     return 0;
+}
+int chooksupport_is_writable(void *address) {
+    (void)address;
+    return 1;
 }
 #endif

@@ -3,6 +3,8 @@
 
 #include <stdint.h>
 
+#include "chooksupport_thread.h"
+
 // MARK: - Register calls
 
 /// How many general-purpose and floating-point registers carry arguments on this platform.
@@ -58,5 +60,10 @@ static inline void chooksupport_compiler_barrier(void) { __asm__ __volatile__(""
 /// Reads the machine word at `address` into `value` without faulting: returns 0 on success,
 /// -1 when the address is not readable in this process.
 int chooksupport_read_word(const void *address, uintptr_t *value);
+
+/// Whether the 32-bit word at `address` (4-byte aligned) can be written, asked of the kernel
+/// without changing it (an atomic OR with 0 through `FUTEX_WAKE_OP`, which fails with EFAULT
+/// on memory that is unmapped or not writable): 1 when writable, 0 when not.
+int chooksupport_is_writable(void *address);
 
 #endif

@@ -56,4 +56,11 @@ final class InterfaceCache: Sendable {
     }
 
     var count: Int { entries.withLock { $0.count } }
+
+    /// Takes the table's lock for `pthread_atfork` (see ``SlotRegistry``), so that no other
+    /// thread holds it at the moment of a fork.
+    func lockForFork() { entries.lockForFork() }
+
+    /// Releases the lock taken by ``lockForFork()``.
+    func unlockAfterFork() { entries.unlockAfterFork() }
 }

@@ -14,6 +14,8 @@ package final class HookRecord: Sendable {
     let fired = Atomic<Bool>(false)
     /// Set by the first removal.
     let removed = Atomic<Bool>(false)
+    /// The next record in the registry's list of `once` hooks whose removal waits for its lock.
+    let nextDeferred = Atomic<UInt>(0)
 
     /// Orders before and after blocks: higher runs first; equal priorities run in install order.
     let priority: Int

@@ -1,4 +1,5 @@
 internal import CFFI
+internal import CHookSupport
 import Synchronization
 
 /// The hook state of one function-pointer slot: its closure, original and current hooks.
@@ -32,10 +33,6 @@ package final class SlotEntry: @unchecked Sendable {
     /// `interface` without reference counting, for the call path: a retain there would be a
     /// write to memory every calling thread shares. `interface` keeps it alive.
     private let callPathInterface: Unmanaged<CallInterface>
-    /// A copy of ``ThreadState/key``.
-    private let threadKey = ThreadState.key
-    /// Whether calls fence after entering, where writers cannot issue the barrier for them.
-    private let readersFence = !ThreadState.usesMembarrier
     /// This entry's address, which marks it in a thread's record.
     private var address: UInt { UInt(bitPattern: Unmanaged.passUnretained(self).toOpaque()) }
     /// How many bytes of the return buffer a call whose instead blocks set nothing zeroes.
@@ -74,6 +71,7 @@ package final class SlotEntry: @unchecked Sendable {
         #endif
         returnZeroSize = returnType.isVoid ? 0 : inMemory ? returnType.size : max(returnType.size, 8)
         current.store(Unmanaged.passRetained(HookSnapshot()).toOpaque(), ordering: .releasing)
+        Self.handlerReady
         do {
             closure = try Closure.make(
                 cif: interface.cif.cif, handler: slotEntryHandler,
@@ -98,6 +96,10 @@ package final class SlotEntry: @unchecked Sendable {
     /// The signature of the slot.
     var signature: Signature { interface.signature }
 
+    /// Points the C closure handler at ``slotEntryDispatch``, once, before the first closure.
+    private static let handlerReady: Void = chooksupport_handler_setup(
+        slotEntryDispatch, ThreadState.usesMembarrier ? 0 : 1)
+
     // MARK: - Writers (registry lock held)
 
     /// The snapshot writers start from.
@@ -114,20 +116,26 @@ package final class SlotEntry: @unchecked Sendable {
 
     // MARK: - Call path
 
-    /// Runs one call through the closure.
+    /// Runs one call through the closure; `thread` is the caller's record, which the C
+    /// handler has marked inside a call (nil when no record could be had: then the call goes
+    /// straight to the original and reads nothing that reclamation frees).
     @inline(__always)
-    func dispatch(returnValue: UnsafeMutableRawPointer?, arguments: UnsafeMutablePointer<UnsafeMutableRawPointer?>) {
-        let record = ThreadState.record(threadKey)
-        ThreadState.enterCall(record, fence: readersFence)
-        defer { ThreadState.leaveCall(record) }
+    func dispatch(
+        returnValue: UnsafeMutableRawPointer?, arguments: UnsafeMutablePointer<UnsafeMutableRawPointer?>,
+        thread: UnsafeMutablePointer<chooksupport_thread>?
+    ) {
+        guard let thread else {
+            callOriginal(returnValue: returnValue, arguments: arguments)
+            return
+        }
         let raw = current.load(ordering: .acquiring)!
         Unmanaged<HookSnapshot>.fromOpaque(raw)._withUnsafeGuaranteedRef { snapshot in
-            run(snapshot, record: record, returnValue: returnValue, arguments: arguments)
+            run(snapshot, record: thread, returnValue: returnValue, arguments: arguments)
         }
     }
 
     private func run(
-        _ snapshot: HookSnapshot, record: UnsafeMutablePointer<UInt>, returnValue: UnsafeMutableRawPointer?,
+        _ snapshot: HookSnapshot, record: UnsafeMutablePointer<chooksupport_thread>, returnValue: UnsafeMutableRawPointer?,
         arguments: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) {
         if snapshot.isEmpty {
@@ -135,9 +143,9 @@ package final class SlotEntry: @unchecked Sendable {
             return
         }
         let address = address
-        let reentered = ThreadState.isActive(address, in: record)
-        let marked = ThreadState.push(address, in: record)
-        defer { if marked { ThreadState.pop(in: record) } }
+        let reentered = chooksupport_thread_is_marked(record, address) != 0
+        let marked = chooksupport_thread_mark(record, address) != 0
+        defer { if marked { chooksupport_thread_unmark(record) } }
         let frame = CallFrame(
             unmanagedEntry: Unmanaged.passUnretained(self), unmanagedSnapshot: Unmanaged.passUnretained(snapshot),
             interface: callPathInterface, original: original.load(ordering: .acquiring),
@@ -208,7 +216,7 @@ struct CallFrame {
     /// Whether this dispatch marked the thread (and must unmark it around the original).
     let marked: Bool
     /// This thread's record of active entries.
-    let threadRecord: UnsafeMutablePointer<UInt>
+    let threadRecord: UnsafeMutablePointer<chooksupport_thread>
 
     /// Whether `hook` runs in this call; claims a `once` hook's single run.
     @inline(__always)
@@ -224,7 +232,7 @@ struct CallFrame {
     /// Removes a `once` hook after its run.
     @inline(__always)
     func finish(_ hook: HookRecord) {
-        if hook.options.contains(.once) { _ = hook.remove() }
+        if hook.options.contains(.once) { SlotRegistry.shared.removeAfterRun(hook) }
     }
 
     /// The entry, for code off the call path (invocations' checks).
@@ -254,7 +262,7 @@ struct CallFrame {
     /// Calls the original with this thread's mark lifted, so calls the original makes
     /// through the slot run the blocks again.
     func callOriginalUnmarked() {
-        if marked { ThreadState.pop(in: threadRecord) }
+        if marked { chooksupport_thread_unmark(threadRecord) }
         if let function = UnsafeRawPointer(bitPattern: original) {
             interface._withUnsafeGuaranteedRef { interface in
                 interface.call(function, returnValue: returnValue, argumentList: arguments)
@@ -262,13 +270,22 @@ struct CallFrame {
         } else if returnZeroSize > 0, let returnValue {
             returnValue.initializeMemory(as: UInt8.self, repeating: 0, count: returnZeroSize)
         }
-        if marked { _ = ThreadState.push(UInt(bitPattern: unmanagedEntry.toOpaque()), in: threadRecord) }
+        if marked { _ = chooksupport_thread_mark(threadRecord, UInt(bitPattern: unmanagedEntry.toOpaque())) }
     }
 }
 
-/// The libffi handler of every slot closure: `userData` is the slot's entry.
-let slotEntryHandler: Closure.Handler = { _, returnValue, arguments, userData in
+/// The libffi handler of every slot closure: the C handler, which marks the calling thread
+/// inside a call around ``slotEntryDispatch``.
+let slotEntryHandler = unsafeBitCast(
+    chooksupport_handler as @convention(c) (
+        UnsafeMutableRawPointer?, UnsafeMutableRawPointer?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
+        UnsafeMutableRawPointer?
+    ) -> Void,
+    to: Closure.Handler.self)
+
+/// What the C handler calls for each call through a slot closure: `userData` is the slot's entry.
+let slotEntryDispatch: chooksupport_dispatch = { returnValue, arguments, userData, thread in
     Unmanaged<SlotEntry>.fromOpaque(userData!)._withUnsafeGuaranteedRef { entry in
-        entry.dispatch(returnValue: returnValue, arguments: arguments!)
+        entry.dispatch(returnValue: returnValue, arguments: arguments!, thread: thread)
     }
 }

@@ -58,6 +58,13 @@ enum SlotMemory {
         return chooksupport_read_word(UnsafeRawPointer(bitPattern: address), &value) == 0
     }
 
+    /// Whether the word at `address` can be written, asked of the kernel without writing it:
+    /// false for memory that is unmapped or not writable.
+    static func isWritable(_ address: UInt) -> Bool {
+        guard let pointer = UnsafeMutableRawPointer(bitPattern: address) else { return false }
+        return chooksupport_is_writable(pointer) != 0
+    }
+
     /// Runs `body` with the page of `address` made writable, then restores `protection`.
     /// Returns `nil` without running `body` when the protection cannot be changed.
     static func withWritablePage<Result>(

@@ -10,12 +10,33 @@ import Synchronization
 /// All hooked slots of the process, by address; installs and removes hooks, and frees what
 /// removals replaced once no call can still read it.
 ///
-/// Writers serialise on one lock; calls through hooked slots never take it (except a
-/// thread's first hooked call, which registers the thread, and the one-time self-removal of
-/// a `once` hook).
+/// Writers serialise on one lock; calls through hooked slots never wait for it: a thread's
+/// first hooked call claims its record without a lock (see ``ThreadState``), and a `once`
+/// hook that removes itself takes the lock only if it is free, and otherwise leaves its
+/// removal to the next writer. No lock of the registry is held across `fork`.
 package final class SlotRegistry: Sendable {
     /// The registry of the process.
-    package static let shared = SlotRegistry()
+    package static let shared: SlotRegistry = {
+        let registry = SlotRegistry()
+        // No library-wide lock is held across fork: the prepare handler takes them (in the
+        // order in which code nests them) and both sides release them afterwards.
+        pthread_atfork(
+            {
+                SlotRegistry.shared.state.lockForFork()
+                InterfaceCache.shared.lockForFork()
+            },
+            {
+                InterfaceCache.shared.unlockAfterFork()
+                SlotRegistry.shared.state.unlockAfterFork()
+            },
+            {
+                // The child's only thread: every other record belongs to a thread that is gone.
+                chooksupport_thread_forget_others()
+                InterfaceCache.shared.unlockAfterFork()
+                SlotRegistry.shared.state.unlockAfterFork()
+            })
+        return registry
+    }()
 
     private struct State {
         var entries: [UInt: SlotEntry] = [:]
@@ -29,10 +50,6 @@ package final class SlotRegistry: Sendable {
         var waiting: [WaitingGroup] = []
         /// The number the next waiting group gets; numbers only grow.
         var nextGroup: UInt64 = 0
-        /// The records of live threads that have made a hooked call.
-        var threads: [UnsafeMutablePointer<UInt>] = []
-        /// Records of exited threads, freed once no group waits on them.
-        var exited: [UnsafeMutablePointer<UInt>] = []
     }
 
     /// Snapshots whose grace period has begun.
@@ -41,10 +58,14 @@ package final class SlotRegistry: Sendable {
         let number: UInt64
         let snapshots: [HookSnapshot]
         /// The threads (record, odd generation) inside a call when the grace period began.
-        let threads: [(record: UnsafeMutablePointer<UInt>, generation: UInt)]
+        let threads: [(record: UnsafeMutablePointer<chooksupport_thread>, generation: UInt)]
     }
 
     private let state = Locked(State())
+    /// `once` hooks that removed themselves while the lock was taken, as a list linked
+    /// through ``HookRecord/nextDeferred`` (unretained: each is still in its slot's current
+    /// snapshot until the writer that takes the list removes it).
+    private let deferred = Atomic<UInt>(0)
 
     // MARK: - Installing
 
@@ -71,6 +92,7 @@ package final class SlotRegistry: Sendable {
         }
         let cell = slot.assumingMemoryBound(to: Atomic<UInt>.self)
         return try state.withLock { (state: inout State) throws(HookError) -> HookRecord in
+            removeDeferred(&state)
             var entry = state.entries[address]
             var holdsClosure = false
             // A slot hooked before may have been unmapped since (its table freed, its library
@@ -99,13 +121,21 @@ package final class SlotRegistry: Sendable {
                     throw failure(.readOnlySlot)
                 }
             } else {
-                // A new slot: make sure writing it cannot crash the process.
-                guard let protection = SlotMemory.protection(of: address), protection.readable else {
-                    throw failure(.unmappedSlot)
+                // A new slot: make sure writing it cannot crash the process. Writable memory,
+                // the usual case, is recognised with one system call; only a slot that is not
+                // has its protection looked up in the memory map.
+                var readOnlyProtection: SlotMemory.Protection?
+                if !SlotMemory.isWritable(address) {
+                    guard let protection = SlotMemory.protection(of: address), protection.readable else {
+                        throw failure(.unmappedSlot)
+                    }
+                    if !protection.writable && !options.contains(.liftsPageProtection) {
+                        throw failure(.readOnlySlot)
+                    }
+                    readOnlyProtection = protection.writable ? nil : protection
                 }
-                if !protection.writable && !options.contains(.liftsPageProtection) { throw failure(.readOnlySlot) }
                 target = try SlotEntry(slot: slot, interface: interface)
-                target.readOnlyProtection = protection.writable ? nil : protection
+                target.readOnlyProtection = readOnlyProtection
             }
             if !holdsClosure {
                 try Self.takeOver(cell, for: target, allowEmpty: position == .instead, failure: failure)
@@ -158,20 +188,70 @@ package final class SlotRegistry: Sendable {
         guard record.removed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
         else { return false }
         state.withLock { state in
-            let entry = record.entry
-            let snapshot = entry.snapshot.removing(record)
-            state.retired.append(entry.publish(snapshot))
-            if snapshot.isEmpty {
-                // Write the original back only if the slot still holds our closure.
-                let cell = entry.slot.assumingMemoryBound(to: Atomic<UInt>.self)
-                _ = Self.compareExchange(
-                    cell, expected: UInt(bitPattern: entry.closure.code),
-                    desired: entry.original.load(ordering: .acquiring),
-                    protection: entry.readOnlyProtection)
-            }
+            removeDeferred(&state)
+            Self.removeLocked(record, &state)
             Self.reclaim(&state)
         }
         return true
+    }
+
+    /// Removes a `once` hook after its run, from the call path: now if the lock is free,
+    /// otherwise at the next install, removal or wait for reclamation (the hook is already
+    /// marked removed and has fired, so it does not run again meanwhile).
+    func removeAfterRun(_ record: HookRecord) {
+        guard record.removed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+        else { return }
+        let done: Void? = state.withLockIfAvailable { state in
+            Self.removeLocked(record, &state)
+            Self.reclaim(&state)
+        }
+        guard done == nil else { return }
+        let address = UInt(bitPattern: Unmanaged.passUnretained(record).toOpaque())
+        var head = deferred.load(ordering: .relaxed)
+        while true {
+            record.nextDeferred.store(head, ordering: .relaxed)
+            let (exchanged, original) = deferred.compareExchange(
+                expected: head, desired: address, ordering: .releasing)
+            if exchanged { return }
+            head = original
+        }
+    }
+
+    /// Removes the `once` hooks left by ``removeAfterRun(_:)``.
+    private func removeDeferred(_ state: inout State) {
+        var next = deferred.exchange(0, ordering: .acquiring)
+        while let raw = UnsafeRawPointer(bitPattern: next) {
+            let record = Unmanaged<HookRecord>.fromOpaque(raw).takeUnretainedValue()
+            next = record.nextDeferred.load(ordering: .relaxed)
+            Self.removeLocked(record, &state)
+        }
+    }
+
+    /// Publishes the slot's hooks without `record`; when none is left, writes the original
+    /// back if the slot is still mapped, writable and holds the closure. A slot whose memory
+    /// is gone (an unloaded library, a freed and unmapped table) is not touched: the registry
+    /// forgets it and keeps its closure as a pass-through.
+    private static func removeLocked(_ record: HookRecord, _ state: inout State) {
+        let entry = record.entry
+        let snapshot = entry.snapshot.removing(record)
+        state.retired.append(entry.publish(snapshot))
+        guard snapshot.isEmpty else { return }
+        let address = UInt(bitPattern: entry.slot)
+        let mapped =
+            entry.readOnlyProtection == nil
+            ? SlotMemory.isWritable(address) : SlotMemory.isReadable(address)
+        guard mapped else {
+            if state.entries[address] === entry {
+                state.entries[address] = nil
+                state.detached.append(entry)
+            }
+            return
+        }
+        // Write the original back only if the slot still holds our closure.
+        let cell = entry.slot.assumingMemoryBound(to: Atomic<UInt>.self)
+        _ = compareExchange(
+            cell, expected: UInt(bitPattern: entry.closure.code), desired: entry.original.load(ordering: .acquiring),
+            protection: entry.readOnlyProtection)
     }
 
     // MARK: - Reclamation
@@ -185,42 +265,26 @@ package final class SlotRegistry: Sendable {
             // seen as inside; one that enters after it reads the new snapshots.
             if ThreadState.usesMembarrier { _ = chooksupport_membarrier() }
             atomicMemoryFence(ordering: .sequentiallyConsistent)
-            let inside = state.threads.compactMap { record -> (record: UnsafeMutablePointer<UInt>, generation: UInt)? in
-                let generation = ThreadState.generation(record).pointee.load(ordering: .acquiring)
-                return generation & 1 == 1 ? (record, generation) : nil
+            var inside: [(record: UnsafeMutablePointer<chooksupport_thread>, generation: UInt)] = []
+            for record in ThreadState.allRecords where chooksupport_thread_is_claimed(record) != 0 {
+                let generation = chooksupport_thread_generation(record)
+                if generation & 1 == 1 { inside.append((record, generation)) }
             }
             state.waiting.append(WaitingGroup(number: state.nextGroup, snapshots: state.retired, threads: inside))
             state.nextGroup += 1
             state.retired = []
         }
         state.waiting.removeAll { group in
-            group.threads.allSatisfy {
-                ThreadState.generation($0.record).pointee.load(ordering: .acquiring) != $0.generation
-            }
-        }
-        if !state.exited.isEmpty {
-            let watched = Set(state.waiting.flatMap { $0.threads.map { UInt(bitPattern: $0.record) } })
-            state.exited.removeAll { record in
-                guard !watched.contains(UInt(bitPattern: record)) else { return false }
-                record.deallocate()
+            group.threads.allSatisfy { thread in
+                if chooksupport_thread_generation(thread.record) != thread.generation { return true }
+                // A thread gone without its record being freed (it exited inside a hooked
+                // call made from a pthread key destructor, say) is inside nothing.
+                guard chooksupport_thread_is_alive(thread.record) == 0 else { return false }
+                chooksupport_thread_release(thread.record)
                 return true
             }
         }
         return state.waiting.isEmpty
-    }
-
-    /// Registers a thread's record on its first hooked call.
-    func threadStarted(_ record: UnsafeMutablePointer<UInt>) {
-        state.withLock { $0.threads.append(record) }
-    }
-
-    /// Retires the record of an exiting thread.
-    func threadExited(_ record: UnsafeMutablePointer<UInt>) {
-        state.withLock { state in
-            state.threads.removeAll { $0 == record }
-            state.exited.append(record)
-            Self.reclaim(&state)
-        }
     }
 
     /// Waits until every snapshot replaced by an install or removal before this call is
@@ -237,6 +301,7 @@ package final class SlotRegistry: Sendable {
         }
         // Start the grace period of what is retired now; every group up to it must end.
         let last: UInt64? = state.withLock { state in
+            removeDeferred(&state)
             Self.reclaim(&state)
             return state.waiting.isEmpty ? nil : state.nextGroup - 1
         }

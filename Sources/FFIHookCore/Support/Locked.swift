@@ -37,4 +37,24 @@ package final class Locked<Value>: @unchecked Sendable {
         defer { pthread_mutex_unlock(mutex) }
         return try body(&value)
     }
+
+    /// Runs `body` with exclusive access to the value if the lock is free now; `nil` when
+    /// another thread, or this one further up its stack, holds it.
+    package func withLockIfAvailable<Result>(_ body: (inout Value) -> Result) -> Result? {
+        guard pthread_mutex_trylock(mutex) == 0 else { return nil }
+        defer { pthread_mutex_unlock(mutex) }
+        return body(&value)
+    }
+
+    /// Takes the lock without running anything under it, for `pthread_atfork`'s prepare
+    /// handler: no other thread then holds it at the moment of the fork.
+    package func lockForFork() {
+        pthread_mutex_lock(mutex)
+    }
+
+    /// Releases a lock taken by ``lockForFork()``, in the parent or in the child after fork
+    /// (the child's only thread is the one that took it).
+    package func unlockAfterFork() {
+        pthread_mutex_unlock(mutex)
+    }
 }

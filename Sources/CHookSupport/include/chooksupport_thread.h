@@ -1,0 +1,130 @@
+#ifndef CHOOKSUPPORT_THREAD_H
+#define CHOOKSUPPORT_THREAD_H
+
+// The per-thread record of the hook call path, and the libffi handler of every slot closure.
+//
+// A hooked call may run anywhere a C function may: in a signal handler, inside malloc (when
+// malloc itself is hooked), in a thread's first moments, in a child after fork. So the
+// record a call needs comes from memory this module maps itself and is claimed without a
+// lock; a thread finds its own through an initial-exec thread-local pointer (no allocation
+// on first access, unlike pthread keys beyond the first block or dynamic TLS).
+
+#include <stdint.h>
+
+/// How many slots one thread tracks as "its blocks are running here" (for re-entry).
+#define CHOOKSUPPORT_MARKS 64
+
+/// One thread's record. Only its thread writes `generation` and the marks (besides release,
+/// below); reclamation reads `generation` from other threads.
+typedef struct chooksupport_thread {
+    /// Odd while the thread is inside a hooked call (outermost one counted), even outside.
+    /// Only grows, across owners too, so a reader that saw an odd value sees a change once
+    /// that call has left, whoever owns the record by then.
+    uintptr_t generation;
+    /// How many entries of `marks` are in use.
+    uintptr_t mark_count;
+    /// The slots whose blocks are running on this thread, innermost last; entries at and
+    /// beyond `mark_count` are zero.
+    uintptr_t marks[CHOOKSUPPORT_MARKS];
+    /// 1 while a thread owns the record, 0 when it is free (accessed atomically).
+    uintptr_t claimed;
+    /// The owning thread's kernel id.
+    int32_t tid;
+    /// The next record of the process (the list only grows; records are reused, never freed).
+    struct chooksupport_thread *next;
+} chooksupport_thread;
+
+/// The calling thread's record, if it has one.
+extern __thread chooksupport_thread *chooksupport_current_thread __attribute__((tls_model("initial-exec")));
+
+/// The calling thread's record, claiming a free one (or mapping more) on the thread's first
+/// hooked call. Lock-free and allocation-free (it may `mmap`); NULL only when the kernel
+/// refuses memory.
+chooksupport_thread *chooksupport_thread_claim(void);
+
+/// The calling thread's record, claimed on first use; see chooksupport_thread_claim.
+static inline chooksupport_thread *chooksupport_thread_current(void) {
+    chooksupport_thread *thread = chooksupport_current_thread;
+    return thread ? thread : chooksupport_thread_claim();
+}
+
+/// The first record of the process (follow `next`); records are never unmapped.
+chooksupport_thread *chooksupport_thread_first(void);
+
+/// Reads a record's generation with acquire ordering.
+static inline uintptr_t chooksupport_thread_generation(const chooksupport_thread *thread) {
+    return __atomic_load_n(&thread->generation, __ATOMIC_ACQUIRE);
+}
+
+/// Whether a record is owned by a thread.
+static inline int chooksupport_thread_is_claimed(const chooksupport_thread *thread) {
+    return __atomic_load_n(&thread->claimed, __ATOMIC_ACQUIRE) != 0;
+}
+
+/// Whether the calling thread is inside a hooked call.
+static inline int chooksupport_thread_is_inside(void) {
+    chooksupport_thread *thread = chooksupport_current_thread;
+    return thread && (thread->generation & 1);
+}
+
+/// Whether the thread that owns `thread` still exists in this process (a thread that exited
+/// where no destructor could run, such as inside a hooked call in a pthread key destructor).
+int chooksupport_thread_is_alive(const chooksupport_thread *thread);
+
+/// Frees a record whose thread is gone, ending any call it was inside.
+void chooksupport_thread_release(chooksupport_thread *thread);
+
+/// In a child after fork: frees the records of every thread but the calling one, and ends
+/// whatever call those threads were inside (they do not exist in the child).
+void chooksupport_thread_forget_others(void);
+
+// MARK: - Re-entry marks
+
+/// Whether blocks of the slot `entry` are running on this thread.
+static inline int chooksupport_thread_is_marked(const chooksupport_thread *thread, uintptr_t entry) {
+    uintptr_t count = thread->mark_count;
+    if (count > CHOOKSUPPORT_MARKS) count = CHOOKSUPPORT_MARKS;
+    for (uintptr_t index = 0; index < count; index++) {
+        if (thread->marks[index] == entry) return 1;
+    }
+    return 0;
+}
+
+/// Marks `entry` as running; returns 0 when the marks are full (the mark is not recorded).
+/// The count is raised before the mark is written and a mark is cleared before the count
+/// drops, so a signal handler that interrupts either sees a consistent list.
+static inline int chooksupport_thread_mark(chooksupport_thread *thread, uintptr_t entry) {
+    uintptr_t count = thread->mark_count;
+    if (count >= CHOOKSUPPORT_MARKS) return 0;
+    thread->mark_count = count + 1;
+    __asm__ __volatile__("" ::: "memory");
+    thread->marks[count] = entry;
+    return 1;
+}
+
+/// Removes the most recent mark made by a successful chooksupport_thread_mark.
+static inline void chooksupport_thread_unmark(chooksupport_thread *thread) {
+    uintptr_t count = thread->mark_count - 1;
+    thread->marks[count] = 0;
+    __asm__ __volatile__("" ::: "memory");
+    thread->mark_count = count;
+}
+
+// MARK: - The closure handler
+
+/// What the handler calls for each hooked call: `thread` is the caller's record, marked
+/// inside a call, or NULL when no record could be had (then the call must go straight to
+/// the original, reading nothing that reclamation may free).
+typedef void (*chooksupport_dispatch)(void *returnValue, void **arguments, void *userData, chooksupport_thread *thread);
+
+/// Sets the function every closure's handler calls, once, before any closure exists, and
+/// whether calls fence after entering (where writers cannot issue membarrier for them).
+void chooksupport_handler_setup(chooksupport_dispatch dispatch, int readersFence);
+
+/// The libffi closure handler (`void (*)(ffi_cif *, void *, void **, void *)`): marks the
+/// thread inside a call for the length of the dispatch, and, where the C library runs
+/// cleanup handlers for frames that `longjmp` jumps over or a thread's exit unwinds (glibc),
+/// ends the call's marks when that happens.
+void chooksupport_handler(void *cif, void *returnValue, void **arguments, void *userData);
+
+#endif

@@ -1,0 +1,167 @@
+#define _GNU_SOURCE
+#include "chooksupport_thread.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+__thread chooksupport_thread *chooksupport_current_thread __attribute__((tls_model("initial-exec")));
+
+/* Every record ever mapped; new ones are pushed at the head, none is ever removed. */
+static chooksupport_thread *chooksupport_records;
+
+/* Frees the record of an exiting thread. Created when the library loads, so the key is one of
+   the first of the process: glibc keeps the values of the first 32 keys inside the thread's
+   descriptor, so setting it allocates nothing. */
+static pthread_key_t chooksupport_exit_key;
+static int chooksupport_exit_key_made;
+
+static void chooksupport_thread_exited(void *record) {
+    chooksupport_thread_release(record);
+}
+
+__attribute__((constructor)) static void chooksupport_thread_setup(void) {
+    chooksupport_exit_key_made = pthread_key_create(&chooksupport_exit_key, chooksupport_thread_exited) == 0;
+}
+
+static int32_t chooksupport_gettid(void) { return (int32_t)syscall(SYS_gettid); }
+
+/* Takes a free record, or NULL when none is free. */
+static chooksupport_thread *chooksupport_take_free(void) {
+    for (chooksupport_thread *record = __atomic_load_n(&chooksupport_records, __ATOMIC_ACQUIRE); record;
+         record = record->next) {
+        uintptr_t expected = 0;
+        if (__atomic_load_n(&record->claimed, __ATOMIC_RELAXED) == 0
+            && __atomic_compare_exchange_n(&record->claimed, &expected, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+            return record;
+        }
+    }
+    return NULL;
+}
+
+/* Maps a page's worth of records, claims the first and publishes them all. */
+static chooksupport_thread *chooksupport_map_records(void) {
+    long page = sysconf(_SC_PAGESIZE);
+    size_t size = (size_t)(page > 0 ? page : 4096);
+    while (size < 8 * sizeof(chooksupport_thread)) size *= 2;
+    size_t count = size / sizeof(chooksupport_thread);
+    void *memory = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (memory == MAP_FAILED) return NULL;
+    chooksupport_thread *records = memory; /* zero-filled: free, generation 0 */
+    for (size_t index = 0; index + 1 < count; index++) records[index].next = &records[index + 1];
+    records[0].claimed = 1;
+    chooksupport_thread *head = __atomic_load_n(&chooksupport_records, __ATOMIC_RELAXED);
+    do {
+        records[count - 1].next = head;
+    } while (!__atomic_compare_exchange_n(
+        &chooksupport_records, &head, &records[0], 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+    return &records[0];
+}
+
+chooksupport_thread *chooksupport_thread_claim(void) {
+    chooksupport_thread *record = chooksupport_take_free();
+    if (!record) record = chooksupport_map_records();
+    if (!record) return NULL;
+    record->tid = chooksupport_gettid();
+    chooksupport_current_thread = record;
+    if (chooksupport_exit_key_made) pthread_setspecific(chooksupport_exit_key, record);
+    return record;
+}
+
+chooksupport_thread *chooksupport_thread_first(void) {
+    return __atomic_load_n(&chooksupport_records, __ATOMIC_ACQUIRE);
+}
+
+int chooksupport_thread_is_alive(const chooksupport_thread *thread) {
+    return !(syscall(SYS_tgkill, getpid(), thread->tid, 0) != 0 && errno == ESRCH);
+}
+
+void chooksupport_thread_release(chooksupport_thread *thread) {
+    for (uintptr_t index = 0; index < CHOOKSUPPORT_MARKS; index++) thread->marks[index] = 0;
+    thread->mark_count = 0;
+    uintptr_t generation = __atomic_load_n(&thread->generation, __ATOMIC_RELAXED);
+    if (generation & 1) __atomic_store_n(&thread->generation, generation + 1, __ATOMIC_RELEASE);
+    if (chooksupport_current_thread == thread) chooksupport_current_thread = NULL;
+    __atomic_store_n(&thread->claimed, 0, __ATOMIC_RELEASE);
+}
+
+void chooksupport_thread_forget_others(void) {
+    for (chooksupport_thread *record = chooksupport_thread_first(); record; record = record->next) {
+        if (record != chooksupport_current_thread && chooksupport_thread_is_claimed(record)) {
+            chooksupport_thread_release(record);
+        }
+    }
+}
+
+// MARK: - The closure handler
+
+static chooksupport_dispatch chooksupport_dispatch_function;
+static int chooksupport_readers_fence;
+
+void chooksupport_handler_setup(chooksupport_dispatch dispatch, int readersFence) {
+    chooksupport_readers_fence = readersFence;
+    __atomic_store_n(&chooksupport_dispatch_function, dispatch, __ATOMIC_RELEASE);
+}
+
+/* Ends the marks of a hooked call whose frame is gone without returning. The argument packs
+   the mark count at the call's entry and whether the call was the thread's outermost. */
+static void chooksupport_abandoned(void *packed) {
+    chooksupport_thread *thread = chooksupport_current_thread;
+    if (!thread) return;
+    uintptr_t value = (uintptr_t)packed;
+    uintptr_t marks = value >> 1;
+    while (thread->mark_count > marks && thread->mark_count > 0) {
+        uintptr_t count = thread->mark_count - 1;
+        if (count < CHOOKSUPPORT_MARKS) thread->marks[count] = 0;
+        thread->mark_count = count;
+    }
+    if (value & 1) {
+        uintptr_t generation = thread->generation;
+        if (generation & 1) __atomic_store_n(&thread->generation, generation + 1, __ATOMIC_RELEASE);
+    }
+}
+
+#if defined(__GLIBC__)
+/* glibc runs these buffers' routines for the frames a longjmp jumps over and the frames a
+   thread's exit or cancellation unwinds (the pthread_cleanup_push of C without exceptions). */
+#define CHOOKSUPPORT_CLEANUP 1
+extern void _pthread_cleanup_push(struct _pthread_cleanup_buffer *, void (*)(void *), void *);
+extern void _pthread_cleanup_pop(struct _pthread_cleanup_buffer *, int);
+#endif
+
+void chooksupport_handler(void *cif, void *returnValue, void **arguments, void *userData) {
+    (void)cif;
+    chooksupport_dispatch dispatch = __atomic_load_n(&chooksupport_dispatch_function, __ATOMIC_ACQUIRE);
+    chooksupport_thread *thread = chooksupport_thread_current();
+    if (!thread) {
+        dispatch(returnValue, arguments, userData, NULL);
+        return;
+    }
+    uintptr_t generation = thread->generation;
+    int outermost = !(generation & 1);
+#if CHOOKSUPPORT_CLEANUP
+    struct _pthread_cleanup_buffer buffer;
+    _pthread_cleanup_push(&buffer, chooksupport_abandoned, (void *)(thread->mark_count << 1 | (uintptr_t)outermost));
+#endif
+    if (outermost) {
+        /* A signal handler that runs between the load above and this store makes and ends
+           its own outermost call; storing from the stale value then only repeats an odd
+           value, which makes reclamation wait longer, never shorter. */
+        __atomic_store_n(&thread->generation, generation + 1, __ATOMIC_RELAXED);
+        if (chooksupport_readers_fence) {
+            __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        } else {
+            __asm__ __volatile__("" ::: "memory");
+        }
+    }
+    dispatch(returnValue, arguments, userData, thread);
+    if (outermost) {
+        __atomic_store_n(&thread->generation, thread->generation + 1, __ATOMIC_RELEASE);
+    }
+#if CHOOKSUPPORT_CLEANUP
+    _pthread_cleanup_pop(&buffer, 0);
+#endif
+}
