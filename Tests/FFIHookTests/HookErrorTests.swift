@@ -145,8 +145,96 @@ extension FixtureTableTests {
             }
             defer { token.remove() }
             _ = ct_fix_call_add(1, 2)
-            #expect(outcome.withLock { $0 }?.code == .calledFromHookBlock)
+            let error = outcome.withLock { $0 }
+            #expect(error?.code == .calledFromHookBlock)
+            #expect(
+                error?.description
+                    == "waitForReclamation() was called from inside a hook block, where it would wait for itself")
         }
+    }
+}
+
+/// Each code's description says what happened: an install failure reads "cannot hook …",
+/// anything else in its own words, naming the slot and signature it has.
+@Suite struct HookErrorMessageTests {
+    /// One of each code.
+    static let everyCode: [HookError.Code] = {
+        let signature = try! Signature("v{Empty=}")
+        let unsupported = CallInterfaceError(
+            signature: signature, position: .argument(0), code: .unsupportedValue(reason: "an empty struct"))
+        return [
+            .nullSlot, .misalignedSlot, .invalidSlot("the key path names no stored field of Table"), .emptySlot,
+            .signatureMismatch(installed: "ddd"),
+            .typeMismatch(position: .argument(1), swiftType: "Double", cType: "i"),
+            .argumentCountMismatch(expected: 2, actual: 3), .unsupportedSignature(unsupported),
+            .closureAllocationFailed, .closurePreparationFailed(status: 1), .slotContention, .unmappedSlot,
+            .readOnlySlot, .protectionChangeFailed, .calledFromHookBlock, .objectNotFound("libNoSuchObject.so"),
+            .symbolNotImported("no_such_symbol"),
+        ]
+    }()
+
+    /// Whether a code is about installing a hook. The switch is exhaustive, so a new code
+    /// does not compile until it is sorted here (and added to `everyCode`).
+    static func isInstallFailure(_ code: HookError.Code) -> Bool {
+        switch code {
+        case .nullSlot, .misalignedSlot, .invalidSlot, .emptySlot, .signatureMismatch, .typeMismatch,
+            .argumentCountMismatch, .unsupportedSignature, .closureAllocationFailed, .closurePreparationFailed,
+            .slotContention, .unmappedSlot, .readOnlySlot, .objectNotFound, .symbolNotImported:
+            true
+        case .protectionChangeFailed, .calledFromHookBlock: false
+        }
+    }
+
+    @Test func everyCodeIsListedOnce() {
+        let names = Set(Self.everyCode.map { String(describing: $0).prefix { $0 != "(" } })
+        #expect(names.count == Self.everyCode.count)
+        #expect(names.count == 17)
+    }
+
+    @Test(arguments: everyCode)
+    func everyCodeHasADescription(code: HookError.Code) {
+        for (slot, signature) in [(UInt(0x7f3a_2c00_1008), "iii"), (nil, "iii"), (0x7f3a_2c00_1008, nil), (nil, nil)]
+            as [(UInt?, String?)]
+        {
+            let text = HookError(slot: slot, signature: signature, code: code).description
+            #expect(!text.isEmpty)
+            #expect(!text.contains("\n"))
+            #expect(text.hasPrefix("cannot hook") == Self.isInstallFailure(code), "\(text)")
+            if slot != nil { #expect(text.contains("slot 0x00007f3a2c001008"), "\(text)") }
+            if signature != nil { #expect(text.contains(#"signature "iii""#), "\(text)") }
+        }
+    }
+
+    @Test func installFailuresNameTheSlotAndSignature() {
+        let error = HookError(slot: 0x7f3a_2c00_1008, signature: "iii", code: .emptySlot)
+        #expect(
+            error.description
+                == #"cannot hook slot 0x00007f3a2c001008 with signature "iii": "#
+                + "it holds NULL, and a before or after hook needs an original to run")
+        #expect(
+            HookError(slot: nil, signature: "iii", code: .objectNotFound("libX.so")).description
+                == #"cannot hook with signature "iii": no loaded object has a path ending in "libX.so" or that soname"#)
+    }
+
+    @Test func waitingFromAHookBlockDoesNotReadAsAnInstall() {
+        let bare = HookError(slot: nil, signature: nil, code: .calledFromHookBlock).description
+        #expect(!bare.hasPrefix("cannot hook"))
+        #expect(bare == "waitForReclamation() was called from inside a hook block, where it would wait for itself")
+        let named = HookError(slot: 0x7f3a_2c00_1008, signature: "iii", code: .calledFromHookBlock).description
+        #expect(
+            named
+                == "waitForReclamation() was called from inside a hook block, where it would wait for itself"
+                + #" (slot 0x00007f3a2c001008, signature "iii")"#)
+    }
+
+    @Test func aProtectionChangeDoesNotReadAsAnInstall() {
+        #expect(
+            HookError(slot: 0x7f3a_2c00_1008, signature: "iii", code: .protectionChangeFailed).description
+                == #"the page protection of slot 0x00007f3a2c001008 with signature "iii" could not be changed"#
+                + " (mprotect failed)")
+        #expect(
+            HookError(slot: nil, signature: nil, code: .protectionChangeFailed).description
+                == "the page protection of the slot could not be changed (mprotect failed)")
     }
 }
 

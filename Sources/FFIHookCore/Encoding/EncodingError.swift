@@ -6,6 +6,13 @@
 /// ```
 /// unknown type code 'x' at offset 3 in "{S=x}"
 /// ```
+///
+/// A long input is quoted only around the offset, up to 32 characters (Unicode scalars) on
+/// either side; `…` outside the quotes marks what is left out, and the total length follows:
+///
+/// ```
+/// unknown type code '!' at offset 1000000 in …"iiiiiiiiiiiiiiiiiiiiiiiiiiiiiiii!" (1000001 bytes)
+/// ```
 public struct EncodingError: Error, Sendable, Hashable, CustomStringConvertible {
     /// Why an encoding was refused.
     public enum Reason: Sendable, Hashable {
@@ -63,9 +70,35 @@ public struct EncodingError: Error, Sendable, Hashable, CustomStringConvertible 
         self.reason = reason
     }
 
-    /// The reason, the offset and the quoted input, on one line.
+    /// The reason, the offset and the quoted input (or the part of it around the offset), on one line.
     public var description: String {
-        "\(reason.summary) at offset \(offset) in \(quoted(encoding))"
+        "\(reason.summary) at offset \(offset) in \(quotedExcerpt)"
+    }
+
+    /// How many characters (Unicode scalars) of the input the description quotes on either side
+    /// of the offset; the scalar at the offset is quoted as well.
+    static let quotedRadius = 32
+
+    /// The input quoted whole when it fits in the window around the offset; otherwise the
+    /// window, with `…` before and after the quotes where input is left out and the total
+    /// length in bytes.
+    private var quotedExcerpt: String {
+        let utf8 = encoding.utf8
+        // The offset, clamped to the input and moved back to the start of its scalar, so the
+        // window never splits one.
+        var center = utf8.index(utf8.startIndex, offsetBy: min(max(offset, 0), utf8.count))
+        while center != utf8.endIndex && center != utf8.startIndex && UTF8.isContinuation(utf8[center]) {
+            utf8.formIndex(before: &center)
+        }
+        let scalars = encoding.unicodeScalars
+        let radius = Self.quotedRadius
+        let start = scalars.index(center, offsetBy: -radius, limitedBy: scalars.startIndex) ?? scalars.startIndex
+        let end = scalars.index(center, offsetBy: radius + 1, limitedBy: scalars.endIndex) ?? scalars.endIndex
+        guard start != scalars.startIndex || end != scalars.endIndex else { return quoted(encoding) }
+        let window = quoted(String(scalars[start..<end]))
+        let before = start == scalars.startIndex ? "" : "…"
+        let after = end == scalars.endIndex ? "" : "…"
+        return "\(before)\(window)\(after) (\(utf8.count) bytes)"
     }
 }
 
@@ -91,7 +124,7 @@ extension EncodingError.Reason {
         case .bitFieldOutsideAggregate: "bit-field outside a struct or union"
         case .malformedBitField(let why): "malformed bit-field: \(why)"
         case .invalidBitFieldPlacement(let why): "invalid bit-field: \(why)"
-        case .opaqueValue(let name): "opaque aggregate '\(name)' used where its size is needed"
+        case .opaqueValue(let name): "opaque aggregate '\(shortened(name))' used where its size is needed"
         case .voidValue: "void used as a value"
         case .invalidComplex: "complex type needs an arithmetic scalar after 'j'"
         case .danglingQualifier: "qualifier without a type"
@@ -100,6 +133,16 @@ extension EncodingError.Reason {
         case .trailingCharacters: "trailing characters after the type"
         }
     }
+}
+
+/// `name` as it is when short; otherwise its first 64 characters (Unicode scalars) and `…`.
+private func shortened(_ name: String) -> String {
+    let scalars = name.unicodeScalars
+    let limit = 2 * EncodingError.quotedRadius
+    guard let cut = scalars.index(scalars.startIndex, offsetBy: limit, limitedBy: scalars.endIndex),
+        cut != scalars.endIndex
+    else { return name }
+    return String(scalars[..<cut]) + "…"
 }
 
 /// Quotes `text` for an error message, escaping control and non-ASCII bytes.

@@ -1,9 +1,17 @@
 /// A hook that could not be installed, or a hook operation that could not run.
 ///
-/// The description names the slot, the signature and what is wrong, for example:
+/// The description says what happened, naming the slot and the signature when there are
+/// some. A hook that could not be installed reads
 ///
 /// ```
-/// cannot hook slot 0x00007f3a2c001008: it holds NULL, and a before hook needs an original to run
+/// cannot hook slot 0x00007f3a2c001008 with signature "iii": it holds NULL, and a before or after hook needs an original to run
+/// ```
+///
+/// and an operation other than an install says what went wrong in its own words:
+///
+/// ```
+/// the page protection of slot 0x00007f3a2c001008 with signature "iii" could not be changed (mprotect failed)
+/// waitForReclamation() was called from inside a hook block, where it would wait for itself
 /// ```
 public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What went wrong.
@@ -65,40 +73,60 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
 
     /// What went wrong, with the slot and signature, on one line.
     public var description: String {
-        var text = "cannot hook"
-        if let slot { text += " slot 0x" + String(slot, radix: 16).leftPadded(to: 16) }
-        if let signature { text += " with signature \(quoted(signature))" }
-        text += ": "
         switch code {
-        case .nullSlot: text += "the slot address is NULL"
+        case .nullSlot: cannotHook("the slot address is NULL")
         case .misalignedSlot:
-            text += "the slot address is not aligned to \(MemoryLayout<UnsafeRawPointer>.alignment) bytes"
-        case .invalidSlot(let reason): text += reason
-        case .emptySlot: text += "it holds NULL, and a before or after hook needs an original to run"
+            cannotHook("the slot address is not aligned to \(MemoryLayout<UnsafeRawPointer>.alignment) bytes")
+        case .invalidSlot(let reason): cannotHook(reason)
+        case .emptySlot: cannotHook("it holds NULL, and a before or after hook needs an original to run")
         case .signatureMismatch(let installed):
-            text += "it is already hooked with signature \(quoted(installed)), which the ABI passes differently"
+            cannotHook("it is already hooked with signature \(quoted(installed)), which the ABI passes differently")
         case .typeMismatch(let position, let swiftType, let cType):
-            text += "the block's \(position) is \(swiftType), which does not match C type \(cType)"
+            cannotHook("the block's \(position) is \(swiftType), which does not match C type \(cType)")
         case .argumentCountMismatch(let expected, let actual):
-            text += "the block takes \(actual) arguments where the signature has \(expected)"
-        case .unsupportedSignature(let error): text += "\(error)"
+            cannotHook("the block takes \(actual) arguments where the signature has \(expected)")
+        case .unsupportedSignature(let error): cannotHook("\(error)")
         case .closureAllocationFailed:
-            text += "libffi could not allocate a closure (is mapping writable and executable memory forbidden?)"
+            cannotHook("libffi could not allocate a closure (is mapping writable and executable memory forbidden?)")
         case .closurePreparationFailed(let status):
-            text += "libffi refused to prepare the closure (ffi_status \(status))"
-        case .slotContention: text += "the slot kept changing under another writer"
-        case .unmappedSlot: text += "no memory is mapped at that address"
+            cannotHook("libffi refused to prepare the closure (ffi_status \(status))")
+        case .slotContention: cannotHook("the slot kept changing under another writer")
+        case .unmappedSlot: cannotHook("no memory is mapped at that address")
         case .readOnlySlot:
-            text +=
+            cannotHook(
                 "the slot is in read-only memory (pass .liftsPageProtection to make its page writable while it is written)"
-        case .protectionChangeFailed: text += "the page protection of the slot could not be changed"
-        case .calledFromHookBlock: text += "reclamation cannot be awaited from inside a hook block"
+            )
         case .objectNotFound(let object):
-            text += "no loaded object has a path ending in \(quoted(object)) or that soname"
+            cannotHook("no loaded object has a path ending in \(quoted(object)) or that soname")
         case .symbolNotImported(let symbol):
-            text += "no object in scope imports \(quoted(symbol)) (it has no JUMP_SLOT or GLOB_DAT entry for it)"
+            cannotHook("no object in scope imports \(quoted(symbol)) (it has no JUMP_SLOT or GLOB_DAT entry for it)")
+        // Not only an install writes a slot: a removal writes the original back.
+        case .protectionChangeFailed:
+            "the page protection of \(slotName ?? "the slot")\(signaturePhrase) could not be changed (mprotect failed)"
+        case .calledFromHookBlock:
+            "waitForReclamation() was called from inside a hook block, where it would wait for itself" + context
         }
-        return text
+    }
+
+    /// `slot 0x…` with the address in 16 hex digits, when there is a slot.
+    private var slotName: String? {
+        slot.map { "slot 0x" + String($0, radix: 16).leftPadded(to: 16) }
+    }
+
+    /// ` with signature "…"` when there is a signature, else empty.
+    private var signaturePhrase: String {
+        signature.map { " with signature \(quoted($0))" } ?? ""
+    }
+
+    /// ` (slot 0x…, signature "…")` with what is known, or empty when neither is.
+    private var context: String {
+        let parts = [slotName, signature.map { "signature \(quoted($0))" }].compactMap { $0 }
+        return parts.isEmpty ? "" : " (\(parts.joined(separator: ", ")))"
+    }
+
+    /// An install failure: `cannot hook slot 0x… with signature "…": reason`.
+    private func cannotHook(_ reason: String) -> String {
+        "cannot hook" + (slotName.map { " " + $0 } ?? "") + signaturePhrase + ": " + reason
     }
 }
 
