@@ -133,11 +133,10 @@ extern void _pthread_cleanup_pop(struct _pthread_cleanup_buffer *, int);
 #endif
 
 void chooksupport_handler(void *cif, void *returnValue, void **arguments, void *userData) {
-    (void)cif;
     chooksupport_dispatch dispatch = __atomic_load_n(&chooksupport_dispatch_function, __ATOMIC_ACQUIRE);
     chooksupport_thread *thread = chooksupport_thread_current();
     if (!thread) {
-        dispatch(returnValue, arguments, userData, NULL);
+        dispatch(cif, returnValue, arguments, userData, NULL);
         return;
     }
     uintptr_t generation = thread->generation;
@@ -157,7 +156,7 @@ void chooksupport_handler(void *cif, void *returnValue, void **arguments, void *
             __asm__ __volatile__("" ::: "memory");
         }
     }
-    dispatch(returnValue, arguments, userData, thread);
+    dispatch(cif, returnValue, arguments, userData, thread);
     if (outermost) {
         __atomic_store_n(&thread->generation, thread->generation + 1, __ATOMIC_RELEASE);
     }

@@ -65,6 +65,37 @@ public enum Hook {
         try install(on: slot, signature: signature, position: .after, options: options, block)
     }
 
+    /// Releases what the library keeps for the slots in `memory` whose hooks are all removed,
+    /// before the program frees that memory itself (a table of callbacks it allocated).
+    ///
+    /// When a slot's last hook is removed, the slot gets its original function back, but the
+    /// library keeps the slot's closure (80 bytes on x86-64) for the life of the process: a
+    /// caller may have read the closure's address from the slot just before and call it
+    /// later, and it still passes such calls to the original. Hooking the same address again
+    /// reuses it, so the memory kept is bounded by the number of distinct addresses ever
+    /// hooked. A program that hooks slots in memory it frees and allocates again at other
+    /// addresses, call after call, releases them here: each released closure is reused for
+    /// another slot once no call can still be inside it (see ``waitForReclamation()``).
+    /// A closure must not be called after its slot is released, so release only memory that
+    /// nothing calls through any more. Slots in `memory` that still have hooks are left as
+    /// they are: remove their hooks first.
+    ///
+    /// A slot whose memory was unmapped when its last hook was removed (an unloaded library,
+    /// a table freed with `munmap`) is released by the removal itself.
+    ///
+    /// - Parameter memory: the memory the program is about to free or reuse.
+    /// - Returns: how many slots were released.
+    @discardableResult
+    public static func releaseSlots(in memory: UnsafeRawBufferPointer) -> Int {
+        guard let start = memory.baseAddress, memory.count > 0 else { return 0 }
+        let first = UInt(bitPattern: start)
+        let alignment = UInt(MemoryLayout<UnsafeRawPointer>.alignment)
+        let firstSlot = (first + alignment - 1) & ~(alignment - 1)
+        let end = first + UInt(memory.count)
+        guard end >= firstSlot + UInt(MemoryLayout<UnsafeRawPointer>.size) else { return 0 }
+        return SlotRegistry.shared.releaseSlots(from: firstSlot, to: end - UInt(MemoryLayout<UnsafeRawPointer>.size))
+    }
+
     /// Waits until the memory of every hook removed before this call is freed.
     ///
     /// Removal never blocks: a removed hook's block and the hook list it belonged to are

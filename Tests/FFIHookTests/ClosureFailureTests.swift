@@ -10,8 +10,8 @@ extension FixtureTableTests {
         @Test func allocationFailureIsAnErrorAndTheSlotIsUntouched() throws {
             let slot = makeAddSlot()
             defer { slot.deallocate() }
-            Closure.failsAllocationForTesting.store(true, ordering: .relaxed)
-            defer { Closure.failsAllocationForTesting.store(false, ordering: .relaxed) }
+            ClosurePool.failsAllocationForTesting.store(true, ordering: .relaxed)
+            defer { ClosurePool.failsAllocationForTesting.store(false, ordering: .relaxed) }
             let error = #expect(throws: HookError.self) {
                 try SlotRegistry.shared.install(
                     slot: UnsafeMutableRawPointer(slot), signature: Signature("iii"), position: .before, options: []

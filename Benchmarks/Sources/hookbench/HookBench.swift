@@ -32,12 +32,27 @@ struct HookBench: ParsableCommand {
     @Option(help: "Samples per row (default: 301, or 10 with --quick).")
     var samples: Int?
 
+    @Option(
+        name: .customLong("transient-slots"),
+        help: ArgumentHelp(
+            "Instead of the call rows, hook this many heap tables that come and go, and report memory per distinct slot and the cost of a first hook.",
+            valueName: "tables"))
+    var transientSlots: Int?
+
+    @Flag(help: "With --transient-slots: release each table's slot before freeing it.")
+    var releaseSlots = false
+
     func validate() throws {
         if json && markdown { throw ValidationError("--json and --markdown exclude each other") }
         if let samples, samples < 3 { throw ValidationError("--samples must be at least 3") }
+        if let transientSlots, transientSlots < 100 { throw ValidationError("--transient-slots must be at least 100") }
     }
 
     func run() throws {
+        if let transientSlots {
+            print(try TransientSlots(tables: transientSlots, releases: releaseSlots).run(), terminator: "")
+            return
+        }
         var plan = quick ? SamplingPlan.quick : SamplingPlan.full
         if let samples { plan.samples = samples }
         let command = (["hookbench"] + CommandLine.arguments.dropFirst()).joined(separator: " ")

@@ -110,12 +110,48 @@ static inline void chooksupport_thread_unmark(chooksupport_thread *thread) {
     thread->mark_count = count;
 }
 
+// MARK: - Slot closures
+
+/// What a slot closure's user data points at: the part of a hooked slot that must live as long
+/// as its closure, since a caller may have read the closure's address from the slot and call
+/// it at any later time. Everything else of the slot is freed when its last hook goes.
+typedef struct chooksupport_slot {
+    /// The slot's hook state (an unretained `SlotEntry`) while it has hooks, 0 when the
+    /// closure only passes calls through to `original`.
+    uintptr_t entry;
+    /// The function the slot held before the hook (0 for a NULL slot an instead hook filled).
+    uintptr_t original;
+    /// The slot's address (0 for a closure that is free for reuse).
+    uintptr_t address;
+} chooksupport_slot;
+
+/// Reads a slot's entry with acquire ordering.
+static inline uintptr_t chooksupport_slot_entry(const chooksupport_slot *slot) {
+    return __atomic_load_n(&slot->entry, __ATOMIC_ACQUIRE);
+}
+
+/// Publishes a slot's entry with release ordering.
+static inline void chooksupport_slot_set_entry(chooksupport_slot *slot, uintptr_t entry) {
+    __atomic_store_n(&slot->entry, entry, __ATOMIC_RELEASE);
+}
+
+/// Reads a slot's original with acquire ordering.
+static inline uintptr_t chooksupport_slot_original(const chooksupport_slot *slot) {
+    return __atomic_load_n(&slot->original, __ATOMIC_ACQUIRE);
+}
+
+/// Publishes a slot's original with release ordering.
+static inline void chooksupport_slot_set_original(chooksupport_slot *slot, uintptr_t original) {
+    __atomic_store_n(&slot->original, original, __ATOMIC_RELEASE);
+}
+
 // MARK: - The closure handler
 
-/// What the handler calls for each hooked call: `thread` is the caller's record, marked
-/// inside a call, or NULL when no record could be had (then the call must go straight to
-/// the original, reading nothing that reclamation may free).
-typedef void (*chooksupport_dispatch)(void *returnValue, void **arguments, void *userData, chooksupport_thread *thread);
+/// What the handler calls for each hooked call: `cif` is the closure's, `slot` its user data,
+/// `thread` the caller's record, marked inside a call, or NULL when no record could be had
+/// (then the call must go straight to the original, reading nothing reclamation may free).
+typedef void (*chooksupport_dispatch)(
+    void *cif, void *returnValue, void **arguments, chooksupport_slot *slot, chooksupport_thread *thread);
 
 /// Sets the function every closure's handler calls, once, before any closure exists, and
 /// whether calls fence after entering (where writers cannot issue membarrier for them).

@@ -1,54 +1,132 @@
 internal import CFFI
+internal import CHookSupport
 import Synchronization
 
-/// One libffi closure: executable code that calls `handler` with `userData`.
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// The libffi closures of hooked slots, cut from blocks that libffi allocates, each followed
+/// by its ``chooksupport_slot`` (the closure's user data).
 ///
-/// The closure is freed with this object. Debian's libffi allocates closures in pages that
-/// are writable and executable at once; where the kernel forbids that (memory-deny-write-
-/// execute) it maps a temporary file twice instead, so the code address differs from the
-/// writable one. Where neither works, allocation fails and
-/// ``make(cif:handler:userData:)`` reports it instead of crashing.
-final class Closure {
-    typealias Handler =
-        @convention(c) (
-            UnsafeMutablePointer<ffi_cif>?, UnsafeMutableRawPointer?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
-            UnsafeMutableRawPointer?
-        ) -> Void
-
-    /// The address callers jump to.
-    let code: UnsafeRawPointer
-    private let closure: UnsafeMutablePointer<ffi_closure>
-
-    enum Failure: Error {
-        case allocation
-        case preparation(status: Int)
+/// A closure is never freed: a caller may have read its address from a slot and call it at
+/// any later time, so it stays a pass-through to the slot's original. Cutting closures from
+/// blocks, 80 bytes each on x86-64, saves libffi's per-allocation overhead; a closure comes
+/// back for reuse only when the program releases its slot (``SlotRegistry/releaseSlots(from:to:)``)
+/// or the slot's memory is gone, once no call can be inside it.
+///
+/// Debian's libffi allocates closures in pages that are writable and executable at once;
+/// where the kernel forbids that (memory-deny-write-execute) it maps a temporary file twice,
+/// so code addresses differ from writable ones by a fixed amount within a block. Where
+/// neither works, allocation fails and ``make(cif:)`` reports it instead of crashing. A
+/// libffi built with static trampolines gives each allocation its own trampoline: then
+/// each block holds one closure.
+///
+/// Used only under the registry's lock.
+struct ClosurePool {
+    /// One closure: its index in the pool.
+    struct Cell: Hashable {
+        let index: UInt32
     }
 
     /// When set, allocation fails as it does where writable and executable memory is
     /// forbidden and libffi has no fallback; lets tests reach that path.
     package static let failsAllocationForTesting = Atomic<Bool>(false)
 
-    static func make(
-        cif: UnsafeMutablePointer<ffi_cif>, handler: Handler, userData: UnsafeMutableRawPointer
-    ) throws(Failure) -> Closure {
-        if failsAllocationForTesting.load(ordering: .relaxed) { throw .allocation }
-        var code: UnsafeMutableRawPointer?
-        guard let raw = ffi_closure_alloc(CFFI_closure_size(), &code), let code else { throw .allocation }
-        let closure = raw.assumingMemoryBound(to: ffi_closure.self)
-        let status = ffi_prep_closure_loc(closure, cif, handler, userData, code)
+    enum Failure: Error {
+        case allocation
+        case preparation(status: Int)
+    }
+
+    /// The bytes of one closure and its slot record, rounded to keep records aligned.
+    private static let stride = (CFFI_closure_size() + MemoryLayout<chooksupport_slot>.size + 7) & ~7
+    /// How many closures one block holds.
+    private static let cellsPerBlock: Int = libffiHasStaticTrampolines ? 1 : 256
+
+    /// Whether this libffi gives each closure allocation its own static trampoline.
+    private static let libffiHasStaticTrampolines: Bool = dlsym(nil, "ffi_tramp_is_present") != nil
+
+    /// The blocks: where each is written and where its code is called.
+    private var blocks: [(writable: UnsafeMutableRawPointer, code: UnsafeRawPointer)] = []
+    /// How many cells of the last block are handed out.
+    private var usedInLastBlock = 0
+    /// Cells released for reuse.
+    private var free: [Cell] = []
+
+    /// How many cells exist.
+    var count: Int { blocks.isEmpty ? 0 : (blocks.count - 1) * Self.cellsPerBlock + usedInLastBlock }
+
+    /// The writable address of a cell's closure.
+    private func closure(_ cell: Cell) -> UnsafeMutableRawPointer {
+        let index = Int(cell.index)
+        return blocks[index / Self.cellsPerBlock].writable + (index % Self.cellsPerBlock) * Self.stride
+    }
+
+    /// The address callers jump to for a cell.
+    func code(_ cell: Cell) -> UInt {
+        let index = Int(cell.index)
+        return UInt(bitPattern: blocks[index / Self.cellsPerBlock].code + (index % Self.cellsPerBlock) * Self.stride)
+    }
+
+    /// A cell's slot record.
+    func slot(_ cell: Cell) -> UnsafeMutablePointer<chooksupport_slot> {
+        (closure(cell) + CFFI_closure_size()).assumingMemoryBound(to: chooksupport_slot.self)
+    }
+
+    /// The cif a cell's closure was prepared with.
+    func cif(_ cell: Cell) -> UnsafeMutablePointer<ffi_cif>? {
+        closure(cell).assumingMemoryBound(to: ffi_closure.self).pointee.cif
+    }
+
+    /// A closure for `cif` that calls the C handler with its slot record (zeroed), taken from
+    /// the released ones or cut from a block.
+    mutating func make(cif: UnsafeMutablePointer<ffi_cif>) throws(Failure) -> Cell {
+        if Self.failsAllocationForTesting.load(ordering: .relaxed) { throw .allocation }
+        let cell: Cell
+        if let reused = free.popLast() {
+            cell = reused
+        } else {
+            if blocks.isEmpty || usedInLastBlock == Self.cellsPerBlock {
+                var code: UnsafeMutableRawPointer?
+                guard let writable = ffi_closure_alloc(Self.stride * Self.cellsPerBlock, &code), let code else {
+                    throw .allocation
+                }
+                blocks.append((writable, UnsafeRawPointer(code)))
+                usedInLastBlock = 0
+            }
+            cell = Cell(index: UInt32((blocks.count - 1) * Self.cellsPerBlock + usedInLastBlock))
+            usedInLastBlock += 1
+        }
+        let record = slot(cell)
+        record.initialize(to: chooksupport_slot())
+        let status = ffi_prep_closure_loc(
+            closure(cell).assumingMemoryBound(to: ffi_closure.self), cif, slotEntryHandler, record,
+            UnsafeMutableRawPointer(bitPattern: code(cell)))
         guard status == FFI_OK else {
-            ffi_closure_free(raw)
+            free.append(cell)
             throw .preparation(status: Int(status.rawValue))
         }
-        return Closure(code: UnsafeRawPointer(code), closure: closure)
+        return cell
     }
 
-    private init(code: UnsafeRawPointer, closure: UnsafeMutablePointer<ffi_closure>) {
-        self.code = code
-        self.closure = closure
-    }
-
-    deinit {
-        ffi_closure_free(closure)
+    /// Makes a cell available for reuse; no call may be inside it any more.
+    mutating func release(_ cell: Cell) {
+        slot(cell).initialize(to: chooksupport_slot())
+        free.append(cell)
     }
 }
+
+/// The libffi handler of every slot closure: the C handler, which marks the calling thread
+/// inside a call around ``slotEntryDispatch``.
+let slotEntryHandler = unsafeBitCast(
+    chooksupport_handler
+        as @convention(c) (
+            UnsafeMutableRawPointer?, UnsafeMutableRawPointer?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
+            UnsafeMutableRawPointer?
+        ) -> Void,
+    to: (@convention(c) (
+        UnsafeMutablePointer<ffi_cif>?, UnsafeMutableRawPointer?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
+        UnsafeMutableRawPointer?
+    ) -> Void).self)

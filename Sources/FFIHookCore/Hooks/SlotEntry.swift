@@ -2,29 +2,33 @@ internal import CFFI
 internal import CHookSupport
 import Synchronization
 
-/// The hook state of one function-pointer slot: its closure, original and current hooks.
+/// The hook state of one function-pointer slot while it has hooks: its current hooks and
+/// what the call path needs to run them.
 ///
-/// One entry (and one closure) serves every hook of a slot. The call path marks its thread
-/// inside a call (see ``ThreadState``) and reads the current ``HookSnapshot`` with one
-/// atomic load, so it takes no lock and allocates nothing. Writers (the registry, under its
-/// lock) publish new snapshots and hand the old ones to the registry, which frees them once
-/// no call can still read them.
+/// One entry serves every hook of a slot, through the slot's closure, whose slot record
+/// (``chooksupport_slot``) points at the entry. The call path marks its thread inside a
+/// call (see ``ThreadState``), reads the entry from the record and the current
+/// ``HookSnapshot`` from the entry with one atomic load each, so it takes no lock and
+/// allocates nothing. Writers (the registry, under its lock) publish new snapshots and hand
+/// the old ones to the registry, which frees them once no call can still read them.
 ///
-/// An entry lives as long as the process: after its last hook is removed the closure may
-/// still be reached by a thread that read the slot just before the original was written
-/// back, or by another library that chained to it, so it stays valid as a pass-through to
-/// the original. Hooking the same slot again reuses it.
+/// When the last hook goes, the record's entry is cleared and the entry is freed the same
+/// way: the closure, which may still be reached by a thread that read the slot just before
+/// the original was written back, or by another library that chained to it, stays valid as
+/// a pass-through to the original. Hooking the same slot again makes a new entry for the
+/// same closure.
 package final class SlotEntry: @unchecked Sendable {
-    // Sendable: `closure` is set once during creation, before the entry is shared;
-    // `readOnlyProtection` is only touched under the registry's lock.
+    // Sendable: the stored properties are set in init, before the entry is shared, except
+    // `readOnlyProtection`, which is only touched under the registry's lock.
 
     /// The slot's address.
     package let slot: UnsafeMutableRawPointer
     /// The call interface of the slot's signature (shared, interned).
     let interface: CallInterface
-    private(set) var closure: Closure!
-    /// The function the hooks wrap (0 for a NULL slot that an instead hook filled).
-    let original = Atomic<UInt>(0)
+    /// The slot's closure, its code address and its slot record.
+    let cell: ClosurePool.Cell
+    let code: UInt
+    let record: UnsafeMutablePointer<chooksupport_slot>
     /// The published snapshot, retained once on behalf of the call path.
     private let current = Atomic<UnsafeRawPointer?>(nil)
     /// The protection to restore after writing the slot, when its page is read-only; set
@@ -46,9 +50,15 @@ package final class SlotEntry: @unchecked Sendable {
     let returnWidth: Int
     let returnIsSigned: Bool
 
-    init(slot: UnsafeMutableRawPointer, interface: CallInterface) throws(HookError) {
+    init(
+        slot: UnsafeMutableRawPointer, interface: CallInterface, cell: ClosurePool.Cell, code: UInt,
+        record: UnsafeMutablePointer<chooksupport_slot>
+    ) {
         self.slot = slot
         self.interface = interface
+        self.cell = cell
+        self.code = code
+        self.record = record
         self.callPathInterface = Unmanaged.passUnretained(interface)
         let returnType = interface.signature.returnType
         if case .primitive(let primitive) = returnType.kind, primitive.isInteger, primitive.size < 8 {
@@ -64,26 +74,8 @@ package final class SlotEntry: @unchecked Sendable {
         }
         argumentSizes = .allocate(capacity: sizes.count)
         _ = argumentSizes.initialize(from: sizes)
-        #if arch(x86_64)
-            let inMemory = SysVArgumentPlan.returnsInMemory(returnType)
-        #else
-            let inMemory = returnType.size > 16
-        #endif
-        returnZeroSize = returnType.isVoid ? 0 : inMemory ? returnType.size : max(returnType.size, 8)
+        returnZeroSize = Self.returnZeroSize(of: returnType)
         current.store(Unmanaged.passRetained(HookSnapshot()).toOpaque(), ordering: .releasing)
-        Self.handlerReady
-        do {
-            closure = try Closure.make(
-                cif: interface.cif.cif, handler: slotEntryHandler,
-                userData: Unmanaged.passUnretained(self).toOpaque())
-        } catch {
-            let code: HookError.Code =
-                switch error {
-                case .allocation: .closureAllocationFailed
-                case .preparation(let status): .closurePreparationFailed(status: status)
-                }
-            throw HookError(slot: UInt(bitPattern: slot), signature: interface.signature.encoding, code: code)
-        }
     }
 
     deinit {
@@ -93,12 +85,25 @@ package final class SlotEntry: @unchecked Sendable {
         }
     }
 
+    /// How many bytes of the return buffer hold a result of `type` as a libffi closure
+    /// returns it: a small result fills at least a word.
+    static func returnZeroSize(of type: CType) -> Int {
+        #if arch(x86_64)
+            let inMemory = SysVArgumentPlan.returnsInMemory(type)
+        #else
+            let inMemory = type.size > 16
+        #endif
+        return type.isVoid ? 0 : inMemory ? type.size : max(type.size, 8)
+    }
+
+    /// The function the hooks wrap (0 for a NULL slot that an instead hook filled).
+    var original: UInt { chooksupport_slot_original(record) }
+
     /// The signature of the slot.
     var signature: Signature { interface.signature }
 
     /// Points the C closure handler at ``slotEntryDispatch``, once, before the first closure.
-    private static let handlerReady: Void = chooksupport_handler_setup(
-        slotEntryDispatch, ThreadState.usesMembarrier ? 0 : 1)
+    static let handlerReady: Void = chooksupport_handler_setup(slotEntryDispatch, ThreadState.usesMembarrier ? 0 : 1)
 
     // MARK: - Writers (registry lock held)
 
@@ -122,12 +127,8 @@ package final class SlotEntry: @unchecked Sendable {
     @inline(__always)
     func dispatch(
         returnValue: UnsafeMutableRawPointer?, arguments: UnsafeMutablePointer<UnsafeMutableRawPointer?>,
-        thread: UnsafeMutablePointer<chooksupport_thread>?
+        thread: UnsafeMutablePointer<chooksupport_thread>
     ) {
-        guard let thread else {
-            callOriginal(returnValue: returnValue, arguments: arguments)
-            return
-        }
         let raw = current.load(ordering: .acquiring)!
         Unmanaged<HookSnapshot>.fromOpaque(raw)._withUnsafeGuaranteedRef { snapshot in
             run(snapshot, record: thread, returnValue: returnValue, arguments: arguments)
@@ -135,7 +136,8 @@ package final class SlotEntry: @unchecked Sendable {
     }
 
     private func run(
-        _ snapshot: HookSnapshot, record: UnsafeMutablePointer<chooksupport_thread>, returnValue: UnsafeMutableRawPointer?,
+        _ snapshot: HookSnapshot, record: UnsafeMutablePointer<chooksupport_thread>,
+        returnValue: UnsafeMutableRawPointer?,
         arguments: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) {
         if snapshot.isEmpty {
@@ -148,7 +150,7 @@ package final class SlotEntry: @unchecked Sendable {
         defer { if marked { chooksupport_thread_unmark(record) } }
         let frame = CallFrame(
             unmanagedEntry: Unmanaged.passUnretained(self), unmanagedSnapshot: Unmanaged.passUnretained(snapshot),
-            interface: callPathInterface, original: original.load(ordering: .acquiring),
+            interface: callPathInterface, original: original,
             returnZeroSize: returnZeroSize, argumentSizes: UnsafeBufferPointer(argumentSizes), returnSize: returnSize,
             returnWidth: returnWidth, returnIsSigned: returnIsSigned, returnValue: returnValue, arguments: arguments,
             reentered: reentered, marked: marked, threadRecord: record)
@@ -180,7 +182,7 @@ package final class SlotEntry: @unchecked Sendable {
     /// Calls the original with the arguments as they are now; a NULL original returns zero.
     func callOriginal(returnValue: UnsafeMutableRawPointer?, arguments: UnsafeMutablePointer<UnsafeMutableRawPointer?>)
     {
-        let function = original.load(ordering: .acquiring)
+        let function = original
         guard let pointer = UnsafeRawPointer(bitPattern: function) else {
             if returnZeroSize > 0, let returnValue {
                 returnValue.initializeMemory(as: UInt8.self, repeating: 0, count: returnZeroSize)
@@ -274,18 +276,23 @@ struct CallFrame {
     }
 }
 
-/// The libffi handler of every slot closure: the C handler, which marks the calling thread
-/// inside a call around ``slotEntryDispatch``.
-let slotEntryHandler = unsafeBitCast(
-    chooksupport_handler as @convention(c) (
-        UnsafeMutableRawPointer?, UnsafeMutableRawPointer?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
-        UnsafeMutableRawPointer?
-    ) -> Void,
-    to: Closure.Handler.self)
-
-/// What the C handler calls for each call through a slot closure: `userData` is the slot's entry.
-let slotEntryDispatch: chooksupport_dispatch = { returnValue, arguments, userData, thread in
-    Unmanaged<SlotEntry>.fromOpaque(userData!)._withUnsafeGuaranteedRef { entry in
-        entry.dispatch(returnValue: returnValue, arguments: arguments!, thread: thread)
+/// What the C handler calls for each call through a slot closure: `slot` is the closure's
+/// slot record. A slot with hooks runs them through its entry; a slot whose hooks are gone,
+/// or a call that got no thread record, passes straight through to the original.
+let slotEntryDispatch: chooksupport_dispatch = { cif, returnValue, arguments, slot, thread in
+    let slot = slot!
+    let entry = chooksupport_slot_entry(slot)
+    if entry != 0, let thread {
+        Unmanaged<SlotEntry>.fromOpaque(UnsafeRawPointer(bitPattern: entry)!)._withUnsafeGuaranteedRef { entry in
+            entry.dispatch(returnValue: returnValue, arguments: arguments!, thread: thread)
+        }
+        return
+    }
+    let cif = cif!.assumingMemoryBound(to: ffi_cif.self)
+    if let function = UnsafeRawPointer(bitPattern: chooksupport_slot_original(slot)) {
+        ffi_call(cif, unsafeBitCast(function, to: (@convention(c) () -> Void).self), returnValue, arguments)
+    } else if let returnValue, let type = cif.pointee.rtype, type.pointee.type != UInt16(FFI_TYPE_VOID) {
+        let size = Int(type.pointee.size)
+        returnValue.initializeMemory(as: UInt8.self, repeating: 0, count: size > 16 ? size : max(size, 8))
     }
 }

@@ -39,24 +39,36 @@ package final class SlotRegistry: Sendable {
     }()
 
     private struct State {
+        /// The entries of the slots that have hooks, by address.
         var entries: [UInt: SlotEntry] = [:]
-        /// Entries whose slot another writer took over while they had hooks; they stay as
-        /// pass-throughs for whoever chained to their closure.
-        var detached: [SlotEntry] = []
-        /// Snapshots replaced since the last grace period began.
-        var retired: [HookSnapshot] = []
-        /// Replaced snapshots, each group with the threads (record, odd generation) that
-        /// were inside a call when the group's grace period began, and its number.
+        /// Entries whose slot another writer took over while they had hooks; their hooks keep
+        /// running for whoever chained to their closure until they are removed.
+        var detached: [ObjectIdentifier: SlotEntry] = [:]
+        /// Every slot closure ever made, and which slot each serves.
+        var pool = ClosurePool()
+        var table = SlotTable()
+        /// The interfaces whose cifs closures were prepared with: a closure stays callable
+        /// for the life of the process, and so must its cif.
+        var interfaces: [ObjectIdentifier: CallInterface] = [:]
+        /// Snapshots and entries replaced since the last grace period began, and closures
+        /// released for reuse.
+        var retired: [AnyObject] = []
+        var retiredCells: [ClosurePool.Cell] = []
+        /// What was replaced, each group with the threads (record, odd generation) that were
+        /// inside a call when the group's grace period began, and its number.
         var waiting: [WaitingGroup] = []
         /// The number the next waiting group gets; numbers only grow.
         var nextGroup: UInt64 = 0
     }
 
-    /// Snapshots whose grace period has begun.
+    /// What was replaced or released when one grace period began.
     private struct WaitingGroup {
         /// The order in which the group's grace period began.
         let number: UInt64
-        let snapshots: [HookSnapshot]
+        /// Snapshots and entries, freed with the group.
+        let objects: [AnyObject]
+        /// Closures that become free for reuse with the group.
+        let cells: [ClosurePool.Cell]
         /// The threads (record, odd generation) inside a call when the grace period began.
         let threads: [(record: UnsafeMutablePointer<chooksupport_thread>, generation: UInt)]
     }
@@ -90,63 +102,91 @@ package final class SlotRegistry: Sendable {
         } catch {
             throw failure(.unsupportedSignature(error))
         }
+        SlotEntry.handlerReady
         let cell = slot.assumingMemoryBound(to: Atomic<UInt>.self)
         return try state.withLock { (state: inout State) throws(HookError) -> HookRecord in
             removeDeferred(&state)
-            var entry = state.entries[address]
+            var target: SlotEntry?
             var holdsClosure = false
-            // A slot hooked before may have been unmapped since (its table freed, its library
-            // unloaded): ask the kernel before touching it.
-            if entry != nil && !SlotMemory.isReadable(address) { throw failure(.unmappedSlot) }
-            if let existing = entry {
-                holdsClosure = cell.pointee.load(ordering: .acquiring) == UInt(bitPattern: existing.closure.code)
-                let active = !existing.snapshot.isEmpty
-                if active && holdsClosure && existing.signature.abiKey != signature.abiKey {
-                    throw failure(.signatureMismatch(installed: existing.signature.encoding))
-                }
-                if active && !holdsClosure {
-                    // Another writer took the slot over: keep the old entry as a pass-through.
-                    state.detached.append(existing)
-                    entry = nil
-                } else if !active && existing.signature.abiKey != signature.abiKey {
-                    state.detached.append(existing)
-                    entry = nil
-                    holdsClosure = false
+            if let existing = state.entries[address] {
+                // A slot hooked before may have been unmapped since (its table freed, its
+                // library unloaded): ask the kernel before touching it.
+                guard SlotMemory.isReadable(address) else { throw failure(.unmappedSlot) }
+                holdsClosure = cell.pointee.load(ordering: .acquiring) == existing.code
+                if holdsClosure {
+                    guard existing.signature.abiKey == signature.abiKey else {
+                        throw failure(.signatureMismatch(installed: existing.signature.encoding))
+                    }
+                    target = existing
+                } else {
+                    // Another writer took the slot over: the old entry keeps its hooks for
+                    // whoever chained to its closure, and the slot gets a closure of its own.
+                    state.entries[address] = nil
+                    state.detached[ObjectIdentifier(existing)] = existing
+                    state.table.remove(existing.cell, in: state.pool)
                 }
             }
-            let target: SlotEntry
-            if let entry {
+            if target == nil {
+                let entry = try Self.makeEntry(
+                    slot: slot, interface: interface, options: options, state: &state, failure: failure)
+                holdsClosure = cell.pointee.load(ordering: .acquiring) == entry.code
                 target = entry
-                if !holdsClosure && target.readOnlyProtection != nil && !options.contains(.liftsPageProtection) {
-                    throw failure(.readOnlySlot)
-                }
-            } else {
-                // A new slot: make sure writing it cannot crash the process. Writable memory,
-                // the usual case, is recognised with one system call; only a slot that is not
-                // has its protection looked up in the memory map.
-                var readOnlyProtection: SlotMemory.Protection?
-                if !SlotMemory.isWritable(address) {
-                    guard let protection = SlotMemory.protection(of: address), protection.readable else {
-                        throw failure(.unmappedSlot)
-                    }
-                    if !protection.writable && !options.contains(.liftsPageProtection) {
-                        throw failure(.readOnlySlot)
-                    }
-                    readOnlyProtection = protection.writable ? nil : protection
-                }
-                target = try SlotEntry(slot: slot, interface: interface)
-                target.readOnlyProtection = readOnlyProtection
             }
+            let entry = target!
             if !holdsClosure {
-                try Self.takeOver(cell, for: target, allowEmpty: position == .instead, failure: failure)
+                try Self.takeOver(cell, for: entry, allowEmpty: position == .instead, failure: failure)
             }
             let record = HookRecord(
-                block: block, position: position, options: options, priority: priority, entry: target)
-            state.retired.append(target.publish(target.snapshot.adding(record)))
-            state.entries[address] = target
+                block: block, position: position, options: options, priority: priority, entry: entry)
+            state.retired.append(entry.publish(entry.snapshot.adding(record)))
+            chooksupport_slot_set_entry(entry.record, UInt(bitPattern: Unmanaged.passUnretained(entry).toOpaque()))
+            state.entries[address] = entry
             Self.reclaim(&state)
             return record
         }
+    }
+
+    /// A new entry for a slot without hooks, with the slot's closure when it has one for the
+    /// same interface, otherwise a new closure; checks first that writing the slot cannot
+    /// crash the process. Writable memory, the usual case, is recognised with one system
+    /// call; only a slot that is not has its protection looked up in the memory map.
+    private static func makeEntry(
+        slot: UnsafeMutableRawPointer, interface: CallInterface, options: HookOptions, state: inout State,
+        failure: (HookError.Code) -> HookError
+    ) throws(HookError) -> SlotEntry {
+        let address = UInt(bitPattern: slot)
+        var readOnlyProtection: SlotMemory.Protection?
+        if !SlotMemory.isWritable(address) {
+            guard let protection = SlotMemory.protection(of: address), protection.readable else {
+                throw failure(.unmappedSlot)
+            }
+            if !protection.writable && !options.contains(.liftsPageProtection) { throw failure(.readOnlySlot) }
+            readOnlyProtection = protection.writable ? nil : protection
+        }
+        let cell: ClosurePool.Cell
+        if let existing = state.table.cell(at: address, in: state.pool), state.pool.cif(existing) == interface.cif.cif {
+            cell = existing
+        } else {
+            // A closure prepared for another signature stays with its old cif, as a
+            // pass-through for whoever still holds it; the slot gets a new one.
+            do {
+                cell = try state.pool.make(cif: interface.cif.cif)
+            } catch {
+                let code: HookError.Code =
+                    switch error {
+                    case .allocation: .closureAllocationFailed
+                    case .preparation(let status): .closurePreparationFailed(status: status)
+                    }
+                throw failure(code)
+            }
+            state.pool.slot(cell).pointee.address = address
+            state.table.insert(cell, in: state.pool)
+            state.interfaces[ObjectIdentifier(interface)] = interface
+        }
+        let entry = SlotEntry(
+            slot: slot, interface: interface, cell: cell, code: state.pool.code(cell), record: state.pool.slot(cell))
+        entry.readOnlyProtection = readOnlyProtection
+        return entry
     }
 
     /// Makes `cell` point at the entry's closure, remembering what it held as the original.
@@ -154,11 +194,11 @@ package final class SlotRegistry: Sendable {
         _ cell: UnsafeMutablePointer<Atomic<UInt>>, for entry: SlotEntry, allowEmpty: Bool,
         failure: (HookError.Code) -> HookError
     ) throws(HookError) {
-        let code = UInt(bitPattern: entry.closure.code)
+        let code = entry.code
         for _ in 0..<1000 {
             let value = cell.pointee.load(ordering: .acquiring)
             guard value != 0 || allowEmpty else { throw failure(.emptySlot) }
-            entry.original.store(value, ordering: .releasing)
+            chooksupport_slot_set_original(entry.record, value)
             guard
                 let exchanged = compareExchange(
                     cell, expected: value, desired: code, protection: entry.readOnlyProtection)
@@ -227,31 +267,66 @@ package final class SlotRegistry: Sendable {
         }
     }
 
-    /// Publishes the slot's hooks without `record`; when none is left, writes the original
+    /// Publishes the slot's hooks without `record`. When none is left, the slot's entry goes
+    /// (its closure then passes calls through to the original) and the original is written
     /// back if the slot is still mapped, writable and holds the closure. A slot whose memory
     /// is gone (an unloaded library, a freed and unmapped table) is not touched: the registry
-    /// forgets it and keeps its closure as a pass-through.
+    /// forgets it, and its closure is reused once no call can be inside.
     private static func removeLocked(_ record: HookRecord, _ state: inout State) {
         let entry = record.entry
         let snapshot = entry.snapshot.removing(record)
         state.retired.append(entry.publish(snapshot))
         guard snapshot.isEmpty else { return }
+        chooksupport_slot_set_entry(entry.record, 0)
+        state.retired.append(entry)
         let address = UInt(bitPattern: entry.slot)
+        let isCurrent = state.entries[address] === entry
+        if isCurrent {
+            state.entries[address] = nil
+        } else {
+            state.detached[ObjectIdentifier(entry)] = nil
+        }
         let mapped =
             entry.readOnlyProtection == nil
             ? SlotMemory.isWritable(address) : SlotMemory.isReadable(address)
         guard mapped else {
-            if state.entries[address] === entry {
-                state.entries[address] = nil
-                state.detached.append(entry)
-            }
+            if isCurrent { release(entry.cell, &state) }
             return
         }
         // Write the original back only if the slot still holds our closure.
         let cell = entry.slot.assumingMemoryBound(to: Atomic<UInt>.self)
         _ = compareExchange(
-            cell, expected: UInt(bitPattern: entry.closure.code), desired: entry.original.load(ordering: .acquiring),
-            protection: entry.readOnlyProtection)
+            cell, expected: entry.code, desired: entry.original, protection: entry.readOnlyProtection)
+    }
+
+    /// Takes a closure out of the table; it is reused once no call can be inside it.
+    private static func release(_ cell: ClosurePool.Cell, _ state: inout State) {
+        state.table.remove(cell, in: state.pool)
+        state.retiredCells.append(cell)
+    }
+
+    /// Releases the closures of the slots in `first...last` that have no hooks, for reuse
+    /// once no call can be inside them; returns how many. Slots with hooks are left as they are.
+    package func releaseSlots(from first: UInt, to last: UInt) -> Int {
+        state.withLock { state in
+            removeDeferred(&state)
+            let words = (last - first) / UInt(MemoryLayout<UInt>.stride) + 1
+            let cells: [ClosurePool.Cell]
+            if words <= UInt(state.table.count) {
+                cells = stride(from: first, through: last, by: MemoryLayout<UInt>.stride).compactMap {
+                    state.table.cell(at: $0, in: state.pool)
+                }
+            } else {
+                cells = state.table.cells(in: first...last, in: state.pool)
+            }
+            var released = 0
+            for cell in cells where state.entries[state.pool.slot(cell).pointee.address] == nil {
+                Self.release(cell, &state)
+                released += 1
+            }
+            Self.reclaim(&state)
+            return released
+        }
     }
 
     // MARK: - Reclamation
@@ -260,7 +335,7 @@ package final class SlotRegistry: Sendable {
     /// period has ended, without waiting. Returns whether nothing is left to free.
     @discardableResult
     private static func reclaim(_ state: inout State) -> Bool {
-        if !state.retired.isEmpty {
+        if !state.retired.isEmpty || !state.retiredCells.isEmpty {
             // Every running thread passes a full barrier: a call that entered before it is
             // seen as inside; one that enters after it reads the new snapshots.
             if ThreadState.usesMembarrier { _ = chooksupport_membarrier() }
@@ -270,12 +345,16 @@ package final class SlotRegistry: Sendable {
                 let generation = chooksupport_thread_generation(record)
                 if generation & 1 == 1 { inside.append((record, generation)) }
             }
-            state.waiting.append(WaitingGroup(number: state.nextGroup, snapshots: state.retired, threads: inside))
+            state.waiting.append(
+                WaitingGroup(
+                    number: state.nextGroup, objects: state.retired, cells: state.retiredCells, threads: inside))
             state.nextGroup += 1
             state.retired = []
+            state.retiredCells = []
         }
+        var freedCells: [ClosurePool.Cell] = []
         state.waiting.removeAll { group in
-            group.threads.allSatisfy { thread in
+            let ended = group.threads.allSatisfy { thread in
                 if chooksupport_thread_generation(thread.record) != thread.generation { return true }
                 // A thread gone without its record being freed (it exited inside a hooked
                 // call made from a pthread key destructor, say) is inside nothing.
@@ -283,7 +362,10 @@ package final class SlotRegistry: Sendable {
                 chooksupport_thread_release(thread.record)
                 return true
             }
+            if ended { freedCells += group.cells }
+            return ended
         }
+        for cell in freedCells { state.pool.release(cell) }
         return state.waiting.isEmpty
     }
 
@@ -314,15 +396,22 @@ package final class SlotRegistry: Sendable {
         }
     }
 
-    /// How many slots have an entry (active, dormant or detached).
+    /// How many slots have hooks (detached ones included).
     package var entryCount: Int {
         state.withLock { $0.entries.count + $0.detached.count }
     }
 
-    /// How many replaced snapshots wait to be freed.
+    /// How many slot closures exist, and how many of them serve a slot (with hooks or as a
+    /// pass-through); the others wait for reuse.
+    package var closureCounts: (made: Int, serving: Int) {
+        state.withLock { ($0.pool.count, $0.table.count) }
+    }
+
+    /// How many replaced snapshots and entries, and released closures, wait to be freed.
     package var pendingReclamationCount: Int {
         state.withLock { state in
-            state.retired.count + state.waiting.reduce(0) { $0 + $1.snapshots.count }
+            state.retired.count + state.retiredCells.count
+                + state.waiting.reduce(0) { $0 + $1.objects.count + $1.cells.count }
         }
     }
 }
