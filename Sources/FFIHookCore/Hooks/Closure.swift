@@ -42,8 +42,11 @@ struct ClosurePool {
 
     /// The bytes of one closure and its slot record, rounded to keep records aligned.
     private static let stride = (CFFI_closure_size() + MemoryLayout<chooksupport_slot>.size + 7) & ~7
-    /// How many closures one block holds.
-    private static let cellsPerBlock: Int = libffiHasStaticTrampolines ? 1 : 256
+    /// How many closures one block holds: as many as fit in just under 256 KiB. libffi's
+    /// allocator loses a share of each block to its own bookkeeping and alignment, about a
+    /// fifth for 20 KiB blocks and a twentieth for these; pages of a block that no closure
+    /// uses yet are never touched, so they take no memory.
+    private static let cellsPerBlock: Int = libffiHasStaticTrampolines ? 1 : (256 * 1024 - 64) / stride
 
     /// Whether this libffi gives each closure allocation its own static trampoline.
     private static let libffiHasStaticTrampolines: Bool = dlsym(nil, "ffi_tramp_is_present") != nil
