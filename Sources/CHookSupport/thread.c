@@ -89,6 +89,8 @@ void chooksupport_thread_release(chooksupport_thread *thread) {
 }
 
 void chooksupport_thread_forget_others(void) {
+    /* The calling thread has a new kernel id in the child. */
+    if (chooksupport_current_thread) chooksupport_current_thread->tid = chooksupport_gettid();
     for (chooksupport_thread *record = chooksupport_thread_first(); record; record = record->next) {
         if (record != chooksupport_current_thread && chooksupport_thread_is_claimed(record)) {
             chooksupport_thread_release(record);
@@ -158,7 +160,8 @@ void chooksupport_handler(void *cif, void *returnValue, void **arguments, void *
     }
     dispatch(cif, returnValue, arguments, userData, thread);
     if (outermost) {
-        __atomic_store_n(&thread->generation, thread->generation + 1, __ATOMIC_RELEASE);
+        uintptr_t inside = thread->generation;
+        if (inside & 1) __atomic_store_n(&thread->generation, inside + 1, __ATOMIC_RELEASE);
     }
 #if CHOOKSUPPORT_CLEANUP
     _pthread_cleanup_pop(&buffer, 0);

@@ -74,8 +74,9 @@ int chooksupport_thread_is_alive(const chooksupport_thread *thread);
 /// Frees a record whose thread is gone, ending any call it was inside.
 void chooksupport_thread_release(chooksupport_thread *thread);
 
-/// In a child after fork: frees the records of every thread but the calling one, and ends
-/// whatever call those threads were inside (they do not exist in the child).
+/// In a child after fork: frees the records of every thread but the calling one, ending
+/// whatever call those threads were inside (they do not exist in the child), and records the
+/// calling thread's new kernel id.
 void chooksupport_thread_forget_others(void);
 
 // MARK: - Re-entry marks
