@@ -161,6 +161,36 @@ extension FixtureTableTests {
             #expect(ct_fix_add_runs() == 2)
         }
 
+        /// A block that replaces its slot's hooks (its own removed, the last one, then a new
+        /// one installed) and calls back through the slot is still re-entering the slot: the
+        /// new hook's block is skipped for that call and runs for the next.
+        @Test func reentryIsKnownAcrossAChangeOfTheSlotsHooks() throws {
+            let slot = makeAddSlot()
+            defer { slot.deallocate() }
+            let replacementRuns = Counter()
+            let slotAddress = UInt(bitPattern: slot)
+            let nested = Locked<(token: HookToken?, result: Int32?)>((nil, nil))
+            let first = Locked<HookToken?>(nil)
+            let token = try Hook.before(on: FunctionSlot(slot), signature: FixtureSignature.add) { call in
+                let slot = UnsafeMutablePointer<AddFunction?>(bitPattern: slotAddress)!
+                first.withLock { $0 }?.remove()
+                let replacement = try? Hook.before(on: FunctionSlot(slot), signature: FixtureSignature.add) { _ in
+                    replacementRuns.increment()
+                }
+                let result = slot.pointee!(call.argument(0, as: Int32.self), 10)
+                nested.withLock { $0 = (replacement, result) }
+            }
+            first.withLock { $0 = token }
+            #expect(slot.pointee!(1, 2) == 3)
+            let (replacement, result) = nested.withLock { $0 }
+            #expect(result == 11)
+            #expect(replacementRuns.count == 0)
+            #expect(slot.pointee!(1, 2) == 3)
+            #expect(replacementRuns.count == 1)
+            #expect(replacement?.remove() == true)
+            #expect(!token.isActive)
+        }
+
         @Test func reentryCanBeAllowed() throws {
             let counter = Counter()
             let token = try Hook.before(

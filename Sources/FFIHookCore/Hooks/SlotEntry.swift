@@ -37,8 +37,10 @@ package final class SlotEntry: @unchecked Sendable {
     /// `interface` without reference counting, for the call path: a retain there would be a
     /// write to memory every calling thread shares. `interface` keeps it alive.
     private let callPathInterface: Unmanaged<CallInterface>
-    /// This entry's address, which marks it in a thread's record.
-    private var address: UInt { UInt(bitPattern: Unmanaged.passUnretained(self).toOpaque()) }
+    /// What marks the slot in a thread's record: its slot record's address, which stays the
+    /// same across the entries a slot gets as its hooks go and come back, so a block's call
+    /// back into the slot is known as re-entry even when the slot's hooks changed meanwhile.
+    var mark: UInt { UInt(bitPattern: record) }
     /// How many bytes of the return buffer a call whose instead blocks set nothing zeroes.
     let returnZeroSize: Int
     /// The sizes the call path checks typed access against, without reference counting:
@@ -144,9 +146,9 @@ package final class SlotEntry: @unchecked Sendable {
             callOriginal(returnValue: returnValue, arguments: arguments)
             return
         }
-        let address = address
-        let reentered = chooksupport_thread_is_marked(record, address) != 0
-        let marked = chooksupport_thread_mark(record, address) != 0
+        let mark = mark
+        let reentered = chooksupport_thread_is_marked(record, mark) != 0
+        let marked = chooksupport_thread_mark(record, mark) != 0
         defer { if marked { chooksupport_thread_unmark(record) } }
         let frame = CallFrame(
             unmanagedEntry: Unmanaged.passUnretained(self), unmanagedSnapshot: Unmanaged.passUnretained(snapshot),
@@ -272,7 +274,7 @@ struct CallFrame {
         } else if returnZeroSize > 0, let returnValue {
             returnValue.initializeMemory(as: UInt8.self, repeating: 0, count: returnZeroSize)
         }
-        if marked { _ = chooksupport_thread_mark(threadRecord, UInt(bitPattern: unmanagedEntry.toOpaque())) }
+        if marked { _ = chooksupport_thread_mark(threadRecord, unmanagedEntry._withUnsafeGuaranteedRef { $0.mark }) }
     }
 }
 
