@@ -13,7 +13,7 @@ import Synchronization
 /// Writers serialise on one lock; calls through hooked slots never wait for it: a thread's
 /// first hooked call claims its record without a lock (see ``ThreadState``), and a `once`
 /// hook that removes itself takes the lock only if it is free, and otherwise leaves its
-/// removal to the next writer. No lock of the registry is held across `fork`.
+/// removal to the thread that holds it. No lock of the registry is held across `fork`.
 package final class SlotRegistry: Sendable {
     /// The registry of the process.
     package static let shared: SlotRegistry = {
@@ -104,8 +104,7 @@ package final class SlotRegistry: Sendable {
         }
         SlotEntry.handlerReady
         let cell = slot.assumingMemoryBound(to: Atomic<UInt>.self)
-        return try state.withLock { (state: inout State) throws(HookError) -> HookRecord in
-            removeDeferred(&state)
+        return try write { (state: inout State) throws(HookError) -> HookRecord in
             var target: SlotEntry?
             var holdsClosure = false
             if let existing = state.entries[address] {
@@ -227,33 +226,56 @@ package final class SlotRegistry: Sendable {
     func remove(_ record: HookRecord) -> Bool {
         guard record.removed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
         else { return false }
-        state.withLock { state in
-            removeDeferred(&state)
+        write { state in
             Self.removeLocked(record, &state)
             Self.reclaim(&state)
         }
         return true
     }
 
-    /// Removes a `once` hook after its run, from the call path: now if the lock is free,
-    /// otherwise at the next install, removal or wait for reclamation (the hook is already
-    /// marked removed and has fired, so it does not run again meanwhile).
+    /// Removes a `once` hook after its run, from the call path, without waiting for the
+    /// lock: the hook joins a lock-free list that whoever holds or next takes the lock
+    /// empties (the hook is already marked removed and has fired, so it does not run again
+    /// meanwhile).
     func removeAfterRun(_ record: HookRecord) {
         guard record.removed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
         else { return }
-        let done: Void? = state.withLockIfAvailable { state in
-            Self.removeLocked(record, &state)
-            Self.reclaim(&state)
-        }
-        guard done == nil else { return }
         let address = UInt(bitPattern: Unmanaged.passUnretained(record).toOpaque())
         var head = deferred.load(ordering: .relaxed)
         while true {
             record.nextDeferred.store(head, ordering: .relaxed)
             let (exchanged, original) = deferred.compareExchange(
-                expected: head, desired: address, ordering: .releasing)
-            if exchanged { return }
+                expected: head, desired: address, ordering: .sequentiallyConsistent)
+            if exchanged { break }
             head = original
+        }
+        removeDeferredIfLockIsFree()
+    }
+
+    /// Runs `body` under the lock, after removing the `once` hooks that wait for it, and
+    /// afterwards removes any that joined the list while it ran.
+    private func write<Result, Failure: Error>(
+        _ body: (inout State) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        defer { removeDeferredIfLockIsFree() }
+        return try state.withLock { (state: inout State) throws(Failure) -> Result in
+            removeDeferred(&state)
+            return try body(&state)
+        }
+    }
+
+    /// Removes the `once` hooks on the list if the lock is free now. Whoever adds to the
+    /// list and whoever releases the lock both call this afterwards, so a hook added while
+    /// the lock is held is removed by one of them: either this sees the lock free, or the
+    /// holder, releasing it, sees the hook.
+    private func removeDeferredIfLockIsFree() {
+        atomicMemoryFence(ordering: .sequentiallyConsistent)
+        while deferred.load(ordering: .sequentiallyConsistent) != 0 {
+            let done: Void? = state.withLockIfAvailable { state in
+                removeDeferred(&state)
+                Self.reclaim(&state)
+            }
+            guard done != nil else { return }
         }
     }
 
@@ -308,8 +330,7 @@ package final class SlotRegistry: Sendable {
     /// Releases the closures of the slots in `first...last` that have no hooks, for reuse
     /// once no call can be inside them; returns how many. Slots with hooks are left as they are.
     package func releaseSlots(from first: UInt, to last: UInt) -> Int {
-        state.withLock { state in
-            removeDeferred(&state)
+        write { state in
             let words = (last - first) / UInt(MemoryLayout<UInt>.stride) + 1
             let cells: [ClosurePool.Cell]
             if words <= UInt(state.table.count) {
@@ -382,13 +403,12 @@ package final class SlotRegistry: Sendable {
             throw HookError(slot: nil, signature: nil, code: .calledFromHookBlock)
         }
         // Start the grace period of what is retired now; every group up to it must end.
-        let last: UInt64? = state.withLock { state in
-            removeDeferred(&state)
+        let last: UInt64? = write { state in
             Self.reclaim(&state)
             return state.waiting.isEmpty ? nil : state.nextGroup - 1
         }
         guard let last else { return }
-        while state.withLock({ state in
+        while write({ state in
             Self.reclaim(&state)
             return state.waiting.contains { $0.number <= last }
         }) {
