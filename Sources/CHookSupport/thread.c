@@ -100,6 +100,10 @@ void chooksupport_thread_forget_others(void) {
 
 // MARK: - The closure handler
 
+void chooksupport_nothing(void) {}
+
+int chooksupport_identity(int value) { return value; }
+
 static chooksupport_dispatch chooksupport_dispatch_function;
 static int chooksupport_readers_fence;
 

@@ -158,6 +158,13 @@ typedef void (*chooksupport_dispatch)(
 /// whether calls fence after entering (where writers cannot issue membarrier for them).
 void chooksupport_handler_setup(chooksupport_dispatch dispatch, int readersFence);
 
+/// Does nothing: called with any signature's arguments (which a C callee may ignore), it lets
+/// the library run each call path once before a hook can reach it.
+void chooksupport_nothing(void);
+
+/// Returns its argument: the original of the slot the library warms its call path with.
+int chooksupport_identity(int value);
+
 /// The libffi closure handler (`void (*)(ffi_cif *, void *, void **, void *)`): marks the
 /// thread inside a call for the length of the dispatch, and, where the C library runs
 /// cleanup handlers for frames that `longjmp` jumps over or a thread's exit unwinds (glibc),

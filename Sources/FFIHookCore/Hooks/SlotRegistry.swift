@@ -88,7 +88,7 @@ package final class SlotRegistry: Sendable {
     /// writable for the moment of each write.
     package func install(
         slot: UnsafeMutableRawPointer?, signature: Signature, position: HookPosition, options: HookOptions,
-        priority: Int = 0, liftsProtection: Bool = false, block: @escaping HookRecord.Block
+        priority: Int = 0, liftsProtection: Bool = false, warmsUp: Bool = true, block: @escaping HookRecord.Block
     ) throws(HookError) -> HookRecord {
         guard let slot else { throw HookError(slot: 0, signature: signature.encoding, code: .nullSlot) }
         let address = UInt(bitPattern: slot)
@@ -102,7 +102,7 @@ package final class SlotRegistry: Sendable {
         } catch {
             throw failure(.unsupportedSignature(error))
         }
-        SlotEntry.handlerReady
+        if warmsUp { Self.warmedUp }
         let cell = slot.assumingMemoryBound(to: Atomic<UInt>.self)
         return try write { (state: inout State) throws(HookError) -> HookRecord in
             var target: SlotEntry?
@@ -145,6 +145,60 @@ package final class SlotRegistry: Sendable {
         }
     }
 
+    /// Runs the call path once, through every kind of block, before the first hook can
+    /// reach it. An unoptimised build makes the Swift runtime instantiate generic metadata
+    /// the first time each spot of the call path runs, under a lock the runtime holds while
+    /// it allocates: were that first run a hooked `malloc` called from inside the runtime,
+    /// it would wait for that lock for ever.
+    private static let warmedUp: Void = {
+        SlotEntry.handlerReady
+        typealias Identity = @convention(c) (Int32) -> Int32
+        let slot = UnsafeMutablePointer<Identity?>.allocate(capacity: 1)
+        slot.initialize(to: chooksupport_identity)
+        let signature = try! Signature("ii")
+        let install = { (position: HookPosition, options: HookOptions, block: @escaping HookRecord.Block) in
+            try! SlotRegistry.shared.install(
+                slot: UnsafeMutableRawPointer(slot), signature: signature, position: position, options: options,
+                warmsUp: false, block: block)
+        }
+        let hooks = [
+            install(.before, []) { call in call.setArgument(0, to: call.argument(0, as: Int32.self)) },
+            install(.before, .once) { _ in },
+            install(.instead, []) { call in
+                call.callOriginal()
+                call.setReturnValue(call.returnValue(as: Int32.self))
+            },
+            install(.after, .allowsReentry) { call in _ = call.isReentrant },
+        ]
+        let closure = slot.pointee!
+        _ = closure(1)
+        _ = closure(2)
+        for hook in hooks { _ = hook.remove() }
+        // The closure of a slot without hooks passes calls through.
+        _ = closure(3)
+        // Left allocated: a closure may be called at any later time and reads nothing of it.
+    }()
+
+    /// Calls a function that does nothing through `interface`, so that the paths that call
+    /// an original of its signature have run once (see ``warmedUp``).
+    private static func warmUp(_ interface: CallInterface) {
+        let sizes = interface.signature.argumentTypes.map { max($0.size, 16) }
+        let scratch = UnsafeMutableRawPointer.allocate(
+            byteCount: sizes.reduce(max(interface.returnBufferSize, 64), +), alignment: 64)
+        defer { scratch.deallocate() }
+        scratch.initializeMemory(
+            as: UInt8.self, repeating: 0, count: sizes.reduce(max(interface.returnBufferSize, 64), +))
+        let arguments = UnsafeMutablePointer<UnsafeMutableRawPointer?>.allocate(capacity: max(sizes.count, 1))
+        defer { arguments.deallocate() }
+        var offset = max(interface.returnBufferSize, 64)
+        for (index, size) in sizes.enumerated() {
+            arguments[index] = scratch + offset
+            offset += size
+        }
+        let nothing: @convention(c) () -> Void = chooksupport_nothing
+        interface.call(unsafeBitCast(nothing, to: UnsafeRawPointer.self), returnValue: scratch, argumentList: arguments)
+    }
+
     /// A new entry for a slot without hooks, with the slot's closure when it has one for the
     /// same interface, otherwise a new closure; checks first that writing the slot cannot
     /// crash the process. Writable memory, the usual case, is recognised with one system
@@ -180,7 +234,9 @@ package final class SlotRegistry: Sendable {
             }
             state.pool.slot(cell).pointee.address = address
             state.table.insert(cell, in: state.pool)
-            state.interfaces[ObjectIdentifier(interface)] = interface
+            if state.interfaces.updateValue(interface, forKey: ObjectIdentifier(interface)) == nil {
+                warmUp(interface)
+            }
         }
         let entry = SlotEntry(
             slot: slot, interface: interface, cell: cell, code: state.pool.code(cell), record: state.pool.slot(cell))
