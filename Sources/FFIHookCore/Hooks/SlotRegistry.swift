@@ -78,6 +78,8 @@ package final class SlotRegistry: Sendable {
     /// through ``HookRecord/nextDeferred`` (unretained: each is still in its slot's current
     /// snapshot until the writer that takes the list removes it).
     private let deferred = Atomic<UInt>(0)
+    /// Whether the call path has run once (see ``warmUpCallPath()``).
+    private let isWarm = Atomic<Bool>(false)
 
     // MARK: - Installing
 
@@ -102,7 +104,9 @@ package final class SlotRegistry: Sendable {
         } catch {
             throw failure(.unsupportedSignature(error))
         }
-        if warmsUp { Self.warmedUp }
+        if warmsUp && !isWarm.load(ordering: .acquiring) && warmUpCallPath() {
+            isWarm.store(true, ordering: .releasing)
+        }
         let cell = slot.assumingMemoryBound(to: Atomic<UInt>.self)
         return try write { (state: inout State) throws(HookError) -> HookRecord in
             var target: SlotEntry?
@@ -146,41 +150,54 @@ package final class SlotRegistry: Sendable {
     }
 
     /// Runs the call path once, through every kind of block, before the first hook can
-    /// reach it. An unoptimised build makes the Swift runtime instantiate generic metadata
-    /// the first time each spot of the call path runs, under a lock the runtime holds while
-    /// it allocates: were that first run a hooked `malloc` called from inside the runtime,
-    /// it would wait for that lock for ever.
-    private static let warmedUp: Void = {
+    /// reach it; returns whether it could (installing can fail, as where closures cannot be
+    /// allocated), so that a later install tries again. An unoptimised build makes the Swift
+    /// runtime instantiate generic metadata the first time each spot of the call path runs,
+    /// under a lock the runtime holds while it allocates: were that first run a hooked
+    /// `malloc` called from inside the runtime, it would wait for that lock for ever.
+    private func warmUpCallPath() -> Bool {
         SlotEntry.handlerReady
         typealias Identity = @convention(c) (Int32) -> Int32
+        // Left allocated: the slot's closure may be called at any later time, and reads it.
         let slot = UnsafeMutablePointer<Identity?>.allocate(capacity: 1)
         slot.initialize(to: chooksupport_identity)
-        let signature = try! Signature("ii")
-        let install = { (position: HookPosition, options: HookOptions, block: @escaping HookRecord.Block) in
-            try! SlotRegistry.shared.install(
-                slot: UnsafeMutableRawPointer(slot), signature: signature, position: position, options: options,
-                warmsUp: false, block: block)
-        }
-        let hooks = [
-            install(.before, []) { call in call.setArgument(0, to: call.argument(0, as: Int32.self)) },
-            install(.before, .once) { _ in },
-            install(.instead, []) { call in
-                call.callOriginal()
-                call.setReturnValue(call.returnValue(as: Int32.self))
-            },
-            install(.after, .allowsReentry) { call in _ = call.isReentrant },
+        guard let signature = try? Signature("ii") else { return false }
+        var hooks: [HookRecord] = []
+        defer { for hook in hooks { _ = hook.remove() } }
+        let blocks: [(HookPosition, HookOptions, HookRecord.Block)] = [
+            (.before, [], { call in call.setArgument(0, to: call.argument(0, as: Int32.self)) }),
+            (.before, .once, { _ in }),
+            (
+                .instead, [],
+                { call in
+                    call.callOriginal()
+                    call.setReturnValue(call.returnValue(as: Int32.self))
+                }
+            ),
+            (.after, .allowsReentry, { call in _ = call.isReentrant }),
         ]
+        for (position, options, block) in blocks {
+            do {
+                hooks.append(
+                    try install(
+                        slot: UnsafeMutableRawPointer(slot), signature: signature, position: position,
+                        options: options, warmsUp: false, block: block))
+            } catch {
+                return false
+            }
+        }
         let closure = slot.pointee!
         _ = closure(1)
         _ = closure(2)
         for hook in hooks { _ = hook.remove() }
+        hooks = []
         // The closure of a slot without hooks passes calls through.
         _ = closure(3)
-        // Left allocated: a closure may be called at any later time and reads nothing of it.
-    }()
+        return true
+    }
 
     /// Calls a function that does nothing through `interface`, so that the paths that call
-    /// an original of its signature have run once (see ``warmedUp``).
+    /// an original of its signature have run once (see ``warmUpCallPath()``).
     private static func warmUp(_ interface: CallInterface) {
         let sizes = interface.signature.argumentTypes.map { max($0.size, 16) }
         let scratch = UnsafeMutableRawPointer.allocate(
