@@ -22,6 +22,7 @@ let package = Package(
         .library(name: "ImportFixture", type: .dynamic, targets: ["CImportFixture"]),
         .library(name: "LazyImportFixture", type: .dynamic, targets: ["CLazyImportFixture"]),
         .library(name: "LaterImportFixture", type: .dynamic, targets: ["CLaterImportFixture"]),
+        .library(name: "ProcessFixture", type: .dynamic, targets: ["CProcessFixture"]),
     ],
     dependencies: [
         // `swift package generate-documentation` (Scripts/docs.sh); no target depends on it.
@@ -69,6 +70,9 @@ let package = Package(
         .target(name: "CImportFixture", linkerSettings: [.unsafeFlags(fullRELRO)]),
         .target(name: "CLazyImportFixture", linkerSettings: [.unsafeFlags(lazyBinding)]),
         .target(name: "CLaterImportFixture", linkerSettings: [.unsafeFlags(fullRELRO)]),
+        // A library the process-life tests unload: lazy binding, and no Swift startup object
+        // (-nostartfiles), which would register it with the Swift runtime for good.
+        .target(name: "CProcessFixture", linkerSettings: [.unsafeFlags(lazyBinding + ["-nostartfiles"])]),
         .testTarget(
             name: "FFIHookCoreTests",
             dependencies: ["FFIHookCore", "CTestSupport"],

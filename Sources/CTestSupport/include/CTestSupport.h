@@ -4,6 +4,7 @@
 #include <stddef.h>
 
 #include "CTestHookFixtures.h"
+#include "CTestProcessFixtures.h"
 #include "CTestTiming.h"
 #include "CTestVariadic.h"
 

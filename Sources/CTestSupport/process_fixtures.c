@@ -1,0 +1,366 @@
+#define _GNU_SOURCE
+#include "CTestProcessFixtures.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static pf_table table;
+
+#define LOAD(slot) __atomic_load_n(slot, __ATOMIC_ACQUIRE)
+
+int pf_probe_original(int value) { return value + 1; }
+int pf_churn_original(int value) { return value + 1; }
+int pf_reenter_original(int value) { return value + 1; }
+
+int pf_hold_original(int value) {
+    if (value == PF_HOLD) pf_hold_here();
+    return value + 1;
+}
+
+int pf_leave_original(int value) {
+    if (value == PF_HOLD) {
+        pf_hold_here();
+        pthread_exit(NULL);
+    }
+    return value + 1;
+}
+
+static _Thread_local jmp_buf jump_target;
+
+int pf_jump_original(int value) {
+    if (value != 0) longjmp(jump_target, value);
+    return value + 1;
+}
+
+pf_table *pf_table_get(void) { return &table; }
+
+static unsigned long signal_handled;
+static unsigned long signal_matched;
+static int signal_expected;
+static unsigned long reentry_handled;
+static int reentry_result;
+
+void pf_reset(void) {
+    table.probe = pf_probe_original;
+    table.churn = pf_churn_original;
+    table.reenter = pf_reenter_original;
+    table.hold = pf_hold_original;
+    table.leave = pf_leave_original;
+    table.jump = pf_jump_original;
+    __atomic_store_n(&signal_handled, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&signal_matched, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&reentry_handled, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&reentry_result, 0, __ATOMIC_RELAXED);
+}
+
+int pf_call_slot(int (**slot)(int), int value) { return LOAD(slot)(value); }
+
+int pf_call_jump(int value) {
+    int jumped = setjmp(jump_target);
+    if (jumped != 0) return -jumped;
+    return LOAD(&table.jump)(value);
+}
+
+// MARK: - Holding a thread inside a call
+
+static int hold_pipe[2] = {-1, -1};
+static int hold_arrivals;
+
+int pf_hold_init(void) {
+    if (hold_pipe[0] >= 0) return 0;
+    return pipe(hold_pipe);
+}
+
+void pf_hold_here(void) {
+    __atomic_add_fetch(&hold_arrivals, 1, __ATOMIC_RELEASE);
+    char byte;
+    while (read(hold_pipe[0], &byte, 1) < 0 && errno == EINTR) {
+    }
+}
+
+int pf_hold_arrivals(void) { return __atomic_load_n(&hold_arrivals, __ATOMIC_ACQUIRE); }
+
+void pf_hold_wait_arrivals(int count) {
+    while (pf_hold_arrivals() < count) sched_yield();
+}
+
+void pf_hold_release(int count) {
+    for (int i = 0; i < count; i++) {
+        char byte = 1;
+        while (write(hold_pipe[1], &byte, 1) < 0 && errno == EINTR) {
+        }
+    }
+}
+
+struct pf_caller {
+    pthread_t thread;
+    int (**slot)(int);
+    int value;
+    int result;
+};
+
+static void *caller_main(void *context) {
+    pf_caller *caller = context;
+    caller->result = LOAD(caller->slot)(caller->value);
+    return caller;
+}
+
+pf_caller *pf_caller_start(int (**slot)(int), int value) {
+    pf_caller *caller = calloc(1, sizeof *caller);
+    if (!caller) return NULL;
+    caller->slot = slot;
+    caller->value = value;
+    if (pthread_create(&caller->thread, NULL, caller_main, caller) != 0) {
+        free(caller);
+        return NULL;
+    }
+    return caller;
+}
+
+int pf_caller_join(pf_caller *caller) {
+    void *returned = NULL;
+    pthread_join(caller->thread, &returned);
+    int result = returned == caller ? caller->result : PF_THREAD_EXITED;
+    free(caller);
+    return result;
+}
+
+// MARK: - Signals
+
+static void probe_handler(int signal) {
+    (void)signal;
+    int saved = errno;
+    int result = LOAD(&table.probe)(PF_PROBE_ARGUMENT);
+    if (result == __atomic_load_n(&signal_expected, __ATOMIC_RELAXED))
+        __atomic_add_fetch(&signal_matched, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&signal_handled, 1, __ATOMIC_RELEASE);
+    errno = saved;
+}
+
+static void reentry_handler(int signal) {
+    (void)signal;
+    int saved = errno;
+    __atomic_store_n(&reentry_result, LOAD(&table.reenter)(PF_REENTER_ARGUMENT), __ATOMIC_RELAXED);
+    __atomic_add_fetch(&reentry_handled, 1, __ATOMIC_RELEASE);
+    errno = saved;
+}
+
+int pf_signal_install(void) {
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    action.sa_handler = probe_handler;
+    if (sigaction(SIGUSR1, &action, NULL) != 0) return -1;
+    action.sa_handler = reentry_handler;
+    return sigaction(SIGUSR2, &action, NULL);
+}
+
+void pf_signal_expect(int result) {
+    __atomic_store_n(&signal_expected, result, __ATOMIC_RELAXED);
+    __atomic_store_n(&signal_handled, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&signal_matched, 0, __ATOMIC_RELAXED);
+}
+
+unsigned long pf_signal_handled(void) { return __atomic_load_n(&signal_handled, __ATOMIC_ACQUIRE); }
+unsigned long pf_signal_matched(void) { return __atomic_load_n(&signal_matched, __ATOMIC_ACQUIRE); }
+
+int pf_signal_send_and_wait(pthread_t thread, unsigned long handled) {
+    if (pthread_kill(thread, SIGUSR1) != 0) return -1;
+    while (pf_signal_handled() < handled) sched_yield();
+    return 0;
+}
+
+static _Thread_local void *volatile busy_sink;
+static int busy_running;
+static int busy_stop;
+
+static void *busy_main(void *unused) {
+    (void)unused;
+    for (unsigned i = 0; !__atomic_load_n(&busy_stop, __ATOMIC_ACQUIRE); i++) {
+        /* Sizes past the thread cache, so that malloc and free take the arena's lock. */
+        busy_sink = malloc(1100 + (i * 7919u) % 60000u);
+        free(busy_sink);
+        if (i == 0) __atomic_store_n(&busy_running, 1, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+
+int pf_signal_busy_round(void) {
+    __atomic_store_n(&busy_running, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&busy_stop, 0, __ATOMIC_RELAXED);
+    unsigned long handled = pf_signal_handled();
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, busy_main, NULL) != 0) return -1;
+    while (!__atomic_load_n(&busy_running, __ATOMIC_ACQUIRE)) sched_yield();
+    int status = pf_signal_send_and_wait(thread, handled + 1);
+    __atomic_store_n(&busy_stop, 1, __ATOMIC_RELEASE);
+    pthread_join(thread, NULL);
+    return status;
+}
+
+void pf_signal_raise_reentry(void) { pthread_kill(pthread_self(), SIGUSR2); }
+unsigned long pf_reentry_handled(void) { return __atomic_load_n(&reentry_handled, __ATOMIC_ACQUIRE); }
+int pf_reentry_result(void) { return __atomic_load_n(&reentry_result, __ATOMIC_RELAXED); }
+
+// MARK: - Allocating threads
+
+#define ALLOC_MAX_THREADS 8
+static const uint64_t alloc_mark = 0x5046414C4C4F4321ull;
+
+static pthread_t alloc_threads[ALLOC_MAX_THREADS];
+static int alloc_thread_count;
+static long alloc_minimum;
+static int alloc_stop;
+static int alloc_running;
+static long alloc_iterations;
+static _Thread_local void *volatile alloc_sink;
+
+static void *alloc_main(void *unused) {
+    (void)unused;
+    long iterations = 0;
+    while (iterations < alloc_minimum || !__atomic_load_n(&alloc_stop, __ATOMIC_ACQUIRE)) {
+        void *blocks[3];
+        blocks[0] = malloc(PF_MAGIC_SIZE);
+        blocks[1] = calloc(1, PF_MAGIC_SIZE);
+        blocks[2] = realloc(malloc(24), PF_MAGIC_SIZE);
+        for (int i = 0; i < 3; i++) {
+            if (!blocks[i]) abort();
+            memcpy(blocks[i], &alloc_mark, sizeof alloc_mark);
+            /* The block escapes through a volatile store: the compiler cannot elide the pair. */
+            alloc_sink = blocks[i];
+            free(alloc_sink);
+        }
+        if (iterations == 0) __atomic_add_fetch(&alloc_running, 1, __ATOMIC_RELEASE);
+        iterations++;
+    }
+    __atomic_add_fetch(&alloc_iterations, iterations, __ATOMIC_RELAXED);
+    return NULL;
+}
+
+int pf_alloc_start(int threads, long minimum, int until_stopped) {
+    if (threads < 1 || threads > ALLOC_MAX_THREADS) return -1;
+    alloc_minimum = minimum;
+    __atomic_store_n(&alloc_stop, until_stopped ? 0 : 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&alloc_running, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&alloc_iterations, 0, __ATOMIC_RELAXED);
+    alloc_thread_count = 0;
+    for (int i = 0; i < threads; i++) {
+        if (pthread_create(&alloc_threads[i], NULL, alloc_main, NULL) != 0) return -1;
+        alloc_thread_count++;
+    }
+    return 0;
+}
+
+void pf_alloc_wait_running(void) {
+    while (__atomic_load_n(&alloc_running, __ATOMIC_ACQUIRE) < alloc_thread_count) sched_yield();
+}
+
+long pf_alloc_stop(void) {
+    __atomic_store_n(&alloc_stop, 1, __ATOMIC_RELEASE);
+    for (int i = 0; i < alloc_thread_count; i++) pthread_join(alloc_threads[i], NULL);
+    alloc_thread_count = 0;
+    return __atomic_load_n(&alloc_iterations, __ATOMIC_RELAXED);
+}
+
+int pf_alloc_is_marked(const void *address) {
+    if (!address) return 0;
+    uint64_t value;
+    memcpy(&value, address, sizeof value);
+    return value == alloc_mark;
+}
+
+// MARK: - Processes and loaded objects
+
+int pf_unblock_test_signals(void) {
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGALRM);
+    sigaddset(&signals, SIGUSR1);
+    sigaddset(&signals, SIGUSR2);
+    return pthread_sigmask(SIG_UNBLOCK, &signals, NULL);
+}
+
+pid_t pf_fork(void) {
+    pid_t parent = getpid();
+    pid_t child = fork();
+    if (child == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(99);  // the parent died before the request took effect
+    }
+    return child;
+}
+
+int pf_wait(pid_t pid) {
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) return -1;
+    }
+    return status;
+}
+
+static char report_path[4096];
+
+int pf_report_to(const char *path) {
+    if (strlen(path) >= sizeof report_path) return -1;
+    strcpy(report_path, path);
+    return 0;
+}
+
+static void write_fully(int file, const char *bytes, size_t length) {
+    while (length > 0) {
+        ssize_t written = write(file, bytes, length);
+        if (written < 0 && errno == EINTR) continue;
+        if (written <= 0) return;
+        bytes += written;
+        length -= (size_t)written;
+    }
+}
+
+void pf_report(const char *message) {
+    write_fully(2, message, strlen(message));
+    write_fully(2, "\n", 1);
+    if (report_path[0] == 0) return;
+    int file = open(report_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (file < 0) return;
+    write_fully(file, message, strlen(message));
+    write_fully(file, "\n", 1);
+    close(file);
+}
+
+void pf_exit_now(int code) { _exit(code); }
+
+int pf_library_is_loaded(const char *path) {
+    void *handle = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+    if (!handle) return 0;
+    dlclose(handle);
+    return 1;
+}
+
+int pf_library_is_nodelete(void *handle) {
+    struct link_map *map = NULL;
+    if (dlinfo(handle, RTLD_DI_LINKMAP, &map) != 0 || !map) return -1;
+    for (const ElfW(Dyn) *entry = map->l_ld; entry->d_tag != DT_NULL; entry++) {
+        if (entry->d_tag == DT_FLAGS_1) return (entry->d_un.d_val & DF_1_NODELETE) != 0;
+    }
+    return 0;
+}
+
+int pf_address_is_mapped(const void *address) {
+    long page = sysconf(_SC_PAGESIZE);
+    void *start = (void *)((uintptr_t)address & ~(uintptr_t)(page - 1));
+    return msync(start, (size_t)page, MS_ASYNC) == 0 || errno != ENOMEM;
+}

@@ -1,0 +1,731 @@
+import CTestSupport
+import FFIHook
+import FFIHookCore
+import Foundation
+import Synchronization
+import Testing
+
+/// Hooks through the events of a process's life that the call path does not see coming: a
+/// library unloaded under its hooks, the allocator hooked underneath the hook machinery,
+/// signal handlers, fork, longjmp and pthread_exit.
+///
+/// Each test runs in a child process that first arms a watchdog (`alarm`), so that a crash or
+/// a hang ends the child with a signal and fails the test instead of the run. A failed check
+/// ends the child with exit code 1 after naming the check on standard error and in a file
+/// that the failed expectation quotes; with PROCESS_LIFE_TRACE=1 in the environment, passed
+/// checks are listed there too, which places a crash or a hang after the last one listed.
+@Suite(.serialized) final class ProcessLifeTests {
+    init() {
+        try? FileManager.default.removeItem(atPath: Self.reportPath(for: getpid()))
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(atPath: Self.reportPath(for: getpid()))
+    }
+
+    // MARK: - Unloaded libraries
+
+    /// A hook on a table in a library that is unloaded before the hook is removed: removing
+    /// it must not touch the unmapped slot, and still counts as the removal.
+    @Test func removingAHookWhoseSlotWasUnloaded() async {
+        await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
+            try ProcessLifeTests.removeAHookWhoseSlotWasUnloaded()
+        }
+    }
+
+    /// Import-table hooks in a library that is unloaded before the group is removed: a
+    /// writable `JUMP_SLOT` entry (`getpid`, lazy binding) and a read-only `GLOB_DAT` entry
+    /// (`strlen`, partial RELRO).
+    @Test func removingImportTableHooksOfAnUnloadedLibrary() async {
+        await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
+            try ProcessLifeTests.removeImportTableHooksOfAnUnloadedLibrary()
+        }
+    }
+
+    // MARK: - The allocator
+
+    /// malloc, calloc, realloc and free hooked in every object while four threads allocate:
+    /// each thread's first call is a hooked malloc, every allocation of a known size is seen
+    /// exactly once, and installing and removing the hooks while the threads run neither
+    /// deadlocks nor crashes.
+    @Test func hookingTheAllocatorInEveryObject() async {
+        await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
+            try ProcessLifeTests.hookTheAllocatorInEveryObject()
+        }
+    }
+
+    // MARK: - Signal handlers
+
+    /// A signal handler calls through a hooked slot on a thread that installs and removes
+    /// hooks on another slot in a loop (and never calls a hooked function otherwise): each
+    /// call returns the hooked result, and nothing deadlocks. Eight fresh threads, so that
+    /// a handler's call is often the thread's first hooked call, made while the thread is
+    /// inside an install or a removal.
+    @Test func signalHandlersCallHookedSlotsOnAThreadChangingHooks() async {
+        await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
+            try ProcessLifeTests.callFromSignalHandlersOnAThreadChangingHooks()
+        }
+    }
+
+    /// A signal handler's hooked call is the first hooked call of its thread, which is busy
+    /// in malloc and free when the signal arrives; forty fresh threads.
+    @Test func aSignalHandlersCallIsItsThreadsFirstHookedCall() async {
+        await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
+            try ProcessLifeTests.callFromSignalHandlersOnFreshThreads()
+        }
+    }
+
+    /// A signal handler that interrupts a block of a slot and calls through the same slot:
+    /// a re-entrant call, so the block (without `.allowsReentry`) is skipped and the handler
+    /// gets the original's result; the interrupted call then finishes with the hooked result.
+    @Test func aSignalHandlerReentersTheSlotWhoseBlockItInterrupted() async {
+        await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
+            try ProcessLifeTests.reenterFromASignalHandler()
+        }
+    }
+
+    // MARK: - fork
+
+    /// fork while two other threads are inside hooked calls (one in the original, one in a
+    /// block): in the child, calls, installs, removals and waiting for reclamation work.
+    @Test func forkWhileOtherThreadsAreInsideHookedCalls() async {
+        await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
+            try ProcessLifeTests.forkWhileOtherThreadsAreInsideHookedCalls()
+        }
+    }
+
+    /// fork, twenty times, while another thread installs and removes hooks in a loop: the
+    /// child's first install, calls, removals and waiting for reclamation work.
+    @Test func forkWhileAnotherThreadChangesHooks() async {
+        await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
+            try ProcessLifeTests.forkWhileAnotherThreadChangesHooks()
+        }
+    }
+
+    // MARK: - Calls that never return
+
+    /// An original that longjmps out of a call through before and after hooks: afterwards
+    /// the thread is outside any hooked call, on it and from other threads.
+    @Test func waitingForReclamationAfterALongjmpPastBeforeAndAfterHooks() async {
+        await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
+            try ProcessLifeTests.waitAfterALongjmp(throughAnInsteadHook: false)
+        }
+    }
+
+    /// The same through an instead hook whose block calls the original.
+    @Test func waitingForReclamationAfterALongjmpPastAnInsteadHook() async {
+        await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
+            try ProcessLifeTests.waitAfterALongjmp(throughAnInsteadHook: true)
+        }
+    }
+
+    /// After a longjmp out of a hooked call, later calls on that thread through the same slot
+    /// are ordinary calls again: their blocks run (they are not taken for re-entry).
+    @Test func hooksStillRunOnAThreadAfterALongjmp() async {
+        await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
+            try ProcessLifeTests.callAgainAfterALongjmp()
+        }
+    }
+
+    /// A helper thread's hooked call whose original ends the thread with pthread_exit, while
+    /// a removal waits for that call: afterwards waiting for reclamation returns.
+    @Test func waitingForReclamationAfterAHookedCallEndsItsThread() async {
+        await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
+            try ProcessLifeTests.waitAfterAHookedCallEndsItsThread()
+        }
+    }
+}
+
+// MARK: - Test bodies (run in the child processes)
+
+extension ProcessLifeTests {
+    typealias IntFunction = @convention(c) (Int32) -> Int32
+
+    static let intToInt = try! Signature("ii")
+
+    /// The slot of one field of the C process-fixture table.
+    static func slot(_ field: KeyPath<pf_table, IntFunction?>) -> FunctionSlot {
+        FunctionSlot.field(field, of: pf_table_get())
+    }
+
+    /// The same field as a typed pointer, for the C callers.
+    static func pointer(_ field: KeyPath<pf_table, IntFunction?>) -> UnsafeMutablePointer<IntFunction?> {
+        let offset = MemoryLayout<pf_table>.offset(of: field)!
+        return (UnsafeMutableRawPointer(pf_table_get()!) + offset).assumingMemoryBound(to: IntFunction?.self)
+    }
+
+    /// Whether a field of the table holds `function`.
+    static func slot(_ field: KeyPath<pf_table, IntFunction?>, holds function: IntFunction) -> Bool {
+        unsafeBitCast(pf_table_get().pointee[keyPath: field], to: UInt.self) == unsafeBitCast(function, to: UInt.self)
+    }
+
+    /// Where a child process of the test process `parent` reports failed checks.
+    static func reportPath(for parent: pid_t) -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("ffi-hook-process-life-\(parent).log").path
+    }
+
+    /// What the child process of the last exit test reported (read once, in the test process).
+    static func childReport() -> Comment? {
+        let path = reportPath(for: getpid())
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        guard let report = try? String(contentsOfFile: path, encoding: .utf8), !report.isEmpty else { return nil }
+        return Comment(rawValue: report)
+    }
+
+    /// Starts an exit test's child process: arms the watchdog and sends reports of failed
+    /// checks where the test process reads them.
+    static func startChild() {
+        pf_report_to(reportPath(for: getppid()))
+        armWatchdog()
+    }
+
+    /// Kills the process with SIGALRM if it is still running after `seconds`. The body of an
+    /// exit test may run on a worker thread that blocks SIGALRM (and SIGUSR1 and SIGUSR2,
+    /// which the tests send): they are unblocked on this thread first, so that a forked child,
+    /// made of this thread alone, can be stopped too.
+    static func armWatchdog(seconds: UInt32 = 60, forked: Bool = false) {
+        check(pf_unblock_test_signals() == 0, "unblocking the test's signals", forked: forked)
+        alarm(seconds)
+    }
+
+    /// Ends the process with exit code 1 unless `condition` holds, naming the check; a forked
+    /// child ends with `_exit`, running nothing of its parent's at exit.
+    static func check(
+        _ condition: Bool, _ message: @autoclosure () -> String, forked: Bool = false, line: Int = #line
+    ) {
+        guard !condition else {
+            if tracesChecks { pf_report("ProcessLifeTests.swift:\(line): passed: \(message())") }
+            return
+        }
+        fail(message(), forked: forked, line: line)
+    }
+
+    /// Whether passed checks are reported too (set PROCESS_LIFE_TRACE=1), which places a crash
+    /// or a hang after the last one reported.
+    static let tracesChecks = getenv("PROCESS_LIFE_TRACE") != nil
+
+    /// Ends the process with exit code 1, naming the failed check on standard error.
+    static func fail(_ message: String, forked: Bool = false, line: Int = #line) -> Never {
+        pf_report("ProcessLifeTests.swift:\(line): check failed: \(message)")
+        if forked { pf_exit_now(1) }
+        exit(1)
+    }
+
+    /// Ends a forked child: 0 when `body` ran to the end, 1 when it threw.
+    static func runForkedChild(_ body: () throws -> Void) -> Never {
+        armWatchdog(seconds: 30, forked: true)  // alarms are not inherited across fork
+        do {
+            try body()
+        } catch {
+            pf_report("ProcessLifeTests.swift: the forked child threw \(error)")
+            pf_exit_now(1)
+        }
+        pf_exit_now(0)
+    }
+
+    /// Waits for a forked child and checks that it exited with 0.
+    static func checkForkedChild(_ child: pid_t) {
+        check(child > 0, "fork")
+        let status = pf_wait(child)
+        check(status == 0, "the forked child exits with 0 (wait status \(status))")
+    }
+
+    /// Calls `Hook.waitForReclamation()` and checks that it returned without throwing.
+    static func waitForReclamation(_ what: String, line: Int = #line) {
+        do {
+            try Hook.waitForReclamation()
+        } catch {
+            fail("waitForReclamation \(what) threw \(error)", line: line)
+        }
+    }
+
+    // MARK: Unloaded libraries
+
+    static let processFixture = "libProcessFixture.so"
+
+    typealias TableGetter = @convention(c) () -> UnsafeMutableRawPointer?
+    typealias PidFunction = @convention(c) () -> Int32
+
+    /// Opens the process fixture library and checks that nothing keeps it loaded for good.
+    static func openProcessFixture() -> UnsafeMutableRawPointer {
+        let path = ImportFixtures.path(processFixture)
+        check(pf_library_is_loaded(path) == 0, "\(processFixture) is not loaded yet")
+        guard let handle = dlopen(path, RTLD_NOW) else {
+            fail("\(processFixture) must be built: \(String(cString: dlerror()))")
+        }
+        check(pf_library_is_nodelete(handle) == 0, "\(processFixture) is not marked DF_1_NODELETE")
+        return handle
+    }
+
+    /// Closes the process fixture library and checks that it is unloaded.
+    static func closeProcessFixture(_ handle: UnsafeMutableRawPointer) {
+        check(dlclose(handle) == 0, "dlclose")
+        check(pf_library_is_loaded(ImportFixtures.path(processFixture)) == 0, "unloaded by dlclose")
+    }
+
+    /// A function of the opened process fixture library.
+    static func function<Function>(_ name: String, in handle: UnsafeMutableRawPointer, as type: Function.Type)
+        -> Function
+    {
+        guard let address = dlsym(handle, name) else { fail("\(name) not found") }
+        return unsafeBitCast(address, to: type)
+    }
+
+    static func removeAHookWhoseSlotWasUnloaded() throws {
+        startChild()
+        let library = openProcessFixture()
+        let table = function("cprocessfixture_table_get", in: library, as: TableGetter.self)()!
+        let call = function("cprocessfixture_call", in: library, as: IntFunction.self)
+        let runs = Counter()
+        let token = try Hook.after(on: FunctionSlot(table), signature: intToInt) { call in
+            runs.increment()
+            call.setReturnValue(call.returnValue(as: Int32.self) + 1000)
+        }
+        check(call(5) == 1015, "the hooked call")
+        check(runs.count == 1, "the block ran once")
+        closeProcessFixture(library)
+        check(pf_address_is_mapped(table) == 0, "the table's page is unmapped")
+
+        // The slot's memory is gone: removal must not write it, and it is the first removal.
+        check(token.remove(), "the first removal returns true")
+        check(!token.remove(), "a second removal returns false")
+        check(!token.isActive, "the token is inactive")
+        waitForReclamation("after the removal")
+
+        // Loaded again (perhaps at the same address), the library's table has its own
+        // original and is hooked afresh.
+        let again = openProcessFixture()
+        let newTable = function("cprocessfixture_table_get", in: again, as: TableGetter.self)()!
+        let newCall = function("cprocessfixture_call", in: again, as: IntFunction.self)
+        let triple = function("cprocessfixture_triple", in: again, as: IntFunction.self)
+        let holdsTriple = {
+            newTable.load(as: UInt.self) == unsafeBitCast(triple, to: UInt.self)
+        }
+        check(holdsTriple(), "the reloaded table holds its original")
+        check(newCall(5) == 15, "the reloaded library's call")
+        let newToken = try Hook.after(on: FunctionSlot(newTable), signature: intToInt) { call in
+            call.setReturnValue(call.returnValue(as: Int32.self) + 2000)
+        }
+        check(newCall(5) == 2015, "the reloaded library's hooked call")
+        check(newToken.remove(), "removing the new hook")
+        check(holdsTriple(), "the reloaded table has its original back")
+        check(newCall(5) == 15, "the reloaded library's call after the removal")
+        closeProcessFixture(again)
+        waitForReclamation("at the end")
+    }
+
+    static func removeImportTableHooksOfAnUnloadedLibrary() throws {
+        startChild()
+        let library = openProcessFixture()
+        let pid = function("cprocessfixture_pid", in: library, as: PidFunction.self)
+        let length = function("cprocessfixture_length", in: library, as: ImportFixtures.Length.self)
+        let pids = Counter()
+        let lengths = Counter()
+        let pidGroup = try ImportTable.hook(
+            symbol: "getpid", in: .object(processFixture), signature: Signature("i"), position: .after
+        ) { _ in
+            pids.increment()
+        }
+        let lengthGroup = try ImportTable.hook(
+            symbol: "strlen", in: .object(processFixture), signature: Signature("Q*"), position: .before
+        ) { _ in
+            lengths.increment()
+        }
+        check(pidGroup.tokens.count == 1 && lengthGroup.tokens.count == 1, "one entry of each symbol")
+        check(pid() == getpid(), "getpid through the hooked entry")
+        check(length("unloaded") == 8, "strlen through the hooked entry")
+        check(pids.count == 1 && lengths.count == 1, "the blocks ran once each")
+        closeProcessFixture(library)
+        check(
+            pf_address_is_mapped(unsafeBitCast(pid, to: UnsafeRawPointer.self)) == 0, "the library's code is unmapped")
+
+        // The entries' memory is gone: removal must not write it.
+        check(pidGroup.remove(), "removing the getpid group returns true")
+        check(lengthGroup.remove(), "removing the strlen group returns true")
+        check(!pidGroup.remove() && !lengthGroup.remove(), "second removals return false")
+        waitForReclamation("after the removals")
+    }
+
+    // MARK: The allocator
+
+    /// What the allocator hooks saw: calls with the fixture's size, and frees of its marked blocks.
+    final class AllocationCounts: Sendable {
+        let mallocs = Counter()
+        let callocs = Counter()
+        let reallocs = Counter()
+        let markedFrees = Counter()
+    }
+
+    /// Hooks malloc, calloc, realloc and free in every loaded object.
+    static func hookTheAllocator(counting counts: AllocationCounts) throws -> [HookGroupToken] {
+        let size = UInt64(PF_MAGIC_SIZE)
+        return [
+            try ImportTable.hook(symbol: "malloc", in: .all, signature: Signature("^vQ"), position: .after) { call in
+                if call.argument(0, as: UInt64.self) == size { counts.mallocs.increment() }
+            },
+            try ImportTable.hook(symbol: "calloc", in: .all, signature: Signature("^vQQ"), position: .after) { call in
+                if call.argument(0, as: UInt64.self) == 1 && call.argument(1, as: UInt64.self) == size {
+                    counts.callocs.increment()
+                }
+            },
+            try ImportTable.hook(symbol: "realloc", in: .all, signature: Signature("^v^vQ"), position: .after) { call in
+                if call.argument(1, as: UInt64.self) == size { counts.reallocs.increment() }
+            },
+            // Before the original: the block is still allocated, and its first word readable.
+            try ImportTable.hook(symbol: "free", in: .all, signature: Signature("v^v"), position: .before) { call in
+                if pf_alloc_is_marked(call.argument(0, as: UnsafeRawPointer?.self)) != 0 {
+                    counts.markedFrees.increment()
+                }
+            },
+        ]
+    }
+
+    static func hookTheAllocatorInEveryObject() throws {
+        startChild()
+        let counts = AllocationCounts()
+
+        // Installed before the threads start and removed after they end: every allocation of
+        // the fixture's size is seen exactly once. Each thread's first call is a hooked malloc.
+        let groups = try hookTheAllocator(counting: counts)
+        check(pf_alloc_start(4, 2000, 0) == 0, "starting the threads")
+        let iterations = pf_alloc_stop()
+        for group in groups { check(group.remove(), "removing an allocator group") }
+        waitForReclamation("after the first phase")
+        check(iterations == 8000, "the threads ran \(iterations) iterations")
+        check(counts.mallocs.count == iterations, "malloc: \(counts.mallocs.count) of \(iterations)")
+        check(counts.callocs.count == iterations, "calloc: \(counts.callocs.count) of \(iterations)")
+        check(counts.reallocs.count == iterations, "realloc: \(counts.reallocs.count) of \(iterations)")
+        check(counts.markedFrees.count == 3 * iterations, "free: \(counts.markedFrees.count) of \(3 * iterations)")
+
+        // Installed and removed five times while the threads allocate (they run until stopped).
+        let during = AllocationCounts()
+        check(pf_alloc_start(4, 200, 1) == 0, "starting the threads again")
+        pf_alloc_wait_running()
+        for _ in 0..<5 {
+            for group in try hookTheAllocator(counting: during) {
+                check(group.remove(), "removing an allocator group while the threads run")
+            }
+        }
+        let more = pf_alloc_stop()
+        waitForReclamation("after the second phase")
+        check(during.mallocs.count <= more, "malloc: \(during.mallocs.count) seen, \(more) made")
+        check(during.markedFrees.count <= 3 * more, "free: \(during.markedFrees.count) seen, \(3 * more) made")
+        check(SlotRegistry.shared.pendingReclamationCount == 0, "nothing waits for reclamation")
+    }
+
+    // MARK: Signal handlers
+
+    /// Installs the SIGUSR1 and SIGUSR2 handlers and an after hook on the `probe` slot that
+    /// adds 1000; returns its token.
+    static func hookTheProbe() throws -> HookToken {
+        pf_reset()
+        check(pf_signal_install() == 0, "installing the signal handlers")
+        let token = try Hook.after(on: slot(\.probe), signature: intToInt) { call in
+            call.setReturnValue(call.returnValue(as: Int32.self) + 1000)
+        }
+        pf_signal_expect(PF_PROBE_ARGUMENT + 1 + 1000)
+        // One call from this thread first, outside any handler: the first run of a block's
+        // Invocation accessors may make the Swift runtime look up generic metadata, which
+        // allocates. What the handlers then test is the hook engine's own call path.
+        check(pf_call_slot(pointer(\.probe), 1) == 1002, "a call through the probe slot")
+        return token
+    }
+
+    static func callFromSignalHandlersOnAThreadChangingHooks() throws {
+        startChild()
+        let probe = try hookTheProbe()
+        var sent: UInt = 0
+        for _ in 0..<8 {
+            let stop = Flag()
+            let changes = Counter()
+            // Installs and removes hooks on the `churn` slot and calls nothing hooked itself.
+            let changer = JoinableThread {
+                while !stop.isSet {
+                    do {
+                        let token = try Hook.before(on: slot(\.churn), signature: intToInt) { _ in }
+                        token.remove()
+                    } catch {
+                        fail("installing on the churn slot threw \(error)")
+                    }
+                    changes.increment()
+                }
+            }
+            while changes.count == 0 { sched_yield() }
+            for _ in 0..<40 {
+                sent += 1
+                check(pf_signal_send_and_wait(changer.handle, sent) == 0, "pthread_kill")
+            }
+            stop.set()
+            changer.join()
+        }
+        check(pf_signal_handled() == sent, "handled \(pf_signal_handled()) of \(sent) signals")
+        check(pf_signal_matched() == sent, "\(pf_signal_matched()) of \(sent) handler calls returned the hooked result")
+        check(probe.remove(), "removing the probe hook")
+        waitForReclamation("at the end")
+    }
+
+    static func callFromSignalHandlersOnFreshThreads() throws {
+        startChild()
+        let probe = try hookTheProbe()
+        for _ in 0..<40 {
+            check(pf_signal_busy_round() == 0, "a round on a fresh thread")
+        }
+        check(pf_signal_handled() == 40, "handled \(pf_signal_handled()) of 40 signals")
+        check(pf_signal_matched() == 40, "\(pf_signal_matched()) of 40 handler calls returned the hooked result")
+        check(probe.remove(), "removing the probe hook")
+        waitForReclamation("at the end")
+    }
+
+    static func reenterFromASignalHandler() throws {
+        startChild()
+        let probe = try hookTheProbe()
+        let runs = Counter()
+        let token = try Hook.instead(on: slot(\.reenter), signature: intToInt) { call in
+            runs.increment()
+            // SIGUSR2's handler runs here, on this thread, inside this block, and calls
+            // through the `reenter` slot with PF_REENTER_ARGUMENT: a re-entrant call, so this
+            // block (no .allowsReentry) is skipped and the original answers it.
+            pf_signal_raise_reentry()
+            call.callOriginal()
+            call.setReturnValue(call.returnValue(as: Int32.self) * 1000)
+        }
+        for round in 1...10 {
+            check(pf_call_slot(pointer(\.reenter), 3) == 4000, "the interrupted call's hooked result")
+            check(pf_reentry_handled() == UInt(round), "the handler ran")
+            check(pf_reentry_result() == PF_REENTER_ARGUMENT + 1, "the handler got the original's result")
+        }
+        check(runs.count == 10, "the block ran once per outer call: \(runs.count)")
+        check(token.remove() && probe.remove(), "removing the hooks")
+        waitForReclamation("at the end")
+    }
+
+    // MARK: fork
+
+    static func forkWhileOtherThreadsAreInsideHookedCalls() throws {
+        startChild()
+        pf_reset()
+        check(pf_hold_init() == 0, "the hold pipe")
+        let holdHook = try Hook.after(on: slot(\.hold), signature: intToInt) { call in
+            call.setReturnValue(call.returnValue(as: Int32.self) + 100)
+        }
+        let churnHook = try Hook.before(on: slot(\.churn), signature: intToInt) { call in
+            if call.argument(0, as: Int32.self) == PF_HOLD { pf_hold_here() }
+        }
+        // One thread held in the original under an after hook, one held inside a before block.
+        let inOriginal = pf_caller_start(pointer(\.hold), PF_HOLD)
+        let inBlock = pf_caller_start(pointer(\.churn), PF_HOLD)
+        check(inOriginal != nil && inBlock != nil, "starting the callers")
+        pf_hold_wait_arrivals(2)
+
+        let child = pf_fork()
+        if child == 0 {
+            runForkedChild {
+                check(pf_call_slot(pointer(\.hold), 1) == 102, "a call through the hooked hold slot", forked: true)
+                check(pf_call_slot(pointer(\.churn), 1) == 2, "a call through the hooked churn slot", forked: true)
+                let probeHook = try Hook.after(on: slot(\.probe), signature: intToInt) { call in
+                    call.setReturnValue(call.returnValue(as: Int32.self) + 1000)
+                }
+                check(pf_call_slot(pointer(\.probe), 1) == 1002, "a call through a new hook", forked: true)
+                check(probeHook.remove() && holdHook.remove() && churnHook.remove(), "removals", forked: true)
+                check(slot(\.hold, holds: pf_hold_original), "the hold slot has its original back", forked: true)
+                check(slot(\.churn, holds: pf_churn_original), "the churn slot has its original back", forked: true)
+                check(slot(\.probe, holds: pf_probe_original), "the probe slot has its original back", forked: true)
+                try Hook.waitForReclamation()
+                check(SlotRegistry.shared.pendingReclamationCount == 0, "nothing waits for reclamation", forked: true)
+            }
+        }
+        let status = child > 0 ? pf_wait(child) : -1
+        pf_hold_release(2)
+        check(pf_caller_join(inOriginal) == PF_HOLD + 1 + 100, "the call held in the original")
+        check(pf_caller_join(inBlock) == PF_HOLD + 1, "the call held in the block")
+        check(status == 0, "the forked child exits with 0 (wait status \(status))")
+        check(holdHook.remove() && churnHook.remove(), "removals in the parent")
+        waitForReclamation("in the parent")
+        check(SlotRegistry.shared.pendingReclamationCount == 0, "nothing waits for reclamation in the parent")
+    }
+
+    static func forkWhileAnotherThreadChangesHooks() throws {
+        startChild()
+        pf_reset()
+        let stop = Flag()
+        let changes = Counter()
+        let changer = JoinableThread {
+            while !stop.isSet {
+                do {
+                    let token = try Hook.before(on: slot(\.churn), signature: intToInt) { _ in }
+                    token.remove()
+                } catch {
+                    fail("installing on the churn slot threw \(error)")
+                }
+                changes.increment()
+            }
+        }
+        for _ in 0..<20 {
+            let before = changes.count
+            while changes.count <= before { sched_yield() }
+            let child = pf_fork()
+            if child == 0 {
+                runForkedChild {
+                    let probeHook = try Hook.after(on: slot(\.probe), signature: intToInt) { call in
+                        call.setReturnValue(call.returnValue(as: Int32.self) + 1000)
+                    }
+                    check(pf_call_slot(pointer(\.probe), 1) == 1002, "a call through a new hook", forked: true)
+                    let churnHook = try Hook.after(on: slot(\.churn), signature: intToInt) { call in
+                        call.setReturnValue(call.returnValue(as: Int32.self) + 1000)
+                    }
+                    check(pf_call_slot(pointer(\.churn), 1) == 1002, "a call through the churn slot", forked: true)
+                    check(probeHook.remove() && churnHook.remove(), "removals", forked: true)
+                    check(slot(\.probe, holds: pf_probe_original), "the probe slot has its original back", forked: true)
+                    try Hook.waitForReclamation()
+                }
+            }
+            checkForkedChild(child)
+        }
+        stop.set()
+        changer.join()
+        waitForReclamation("in the parent")
+    }
+
+    // MARK: Calls that never return
+
+    static func waitAfterALongjmp(throughAnInsteadHook: Bool) throws {
+        startChild()
+        pf_reset()
+        let runs = Counter()
+        let tokens: [HookToken]
+        if throughAnInsteadHook {
+            tokens = [
+                try Hook.instead(on: slot(\.jump), signature: intToInt) { call in
+                    runs.increment()
+                    call.callOriginal()
+                    call.setReturnValue(call.returnValue(as: Int32.self) + 100)
+                }
+            ]
+        } else {
+            tokens = [
+                try Hook.before(on: slot(\.jump), signature: intToInt) { _ in runs.increment() },
+                try Hook.after(on: slot(\.jump), signature: intToInt) { call in
+                    call.setReturnValue(call.returnValue(as: Int32.self) + 100)
+                },
+            ]
+        }
+        check(pf_call_jump(0) == 101, "a call that returns")
+        // The original longjmps to pf_call_jump's setjmp, past the hook's frames.
+        check(pf_call_jump(7) == -7, "a call that jumps")
+        check(runs.count == 2, "the block ran for both calls: \(runs.count)")
+        check(pf_call_jump(8) == -8 && pf_call_jump(9) == -9, "more calls that jump")
+
+        // The thread that jumped is no longer inside a hooked call: waiting must neither throw
+        // (as from inside a block) nor wait for itself. Called directly from the frame that
+        // made the calls that jumped, the way a C caller's error path would.
+        do {
+            try Hook.waitForReclamation()
+        } catch {
+            fail("waitForReclamation on the thread that jumped threw \(error)")
+        }
+        // Then a removal does not wait for the abandoned calls, from another thread either.
+        let extra = try Hook.before(on: slot(\.churn), signature: intToInt) { _ in }
+        check(extra.remove(), "removing a hook after the jumps")
+        let waited = Flag()
+        let waiter = JoinableThread {
+            do {
+                try Hook.waitForReclamation()
+                waited.set()
+            } catch {
+                fail("waitForReclamation on another thread threw \(error)")
+            }
+        }
+        waiter.join()
+        check(waited.isSet, "waited on another thread")
+
+        for token in tokens { check(token.remove(), "removing a jump hook") }
+        waitForReclamation("after removing the jump hooks")
+        check(SlotRegistry.shared.pendingReclamationCount == 0, "nothing waits for reclamation")
+        check(slot(\.jump, holds: pf_jump_original), "the jump slot has its original back")
+    }
+
+    static func callAgainAfterALongjmp() throws {
+        startChild()
+        pf_reset()
+        let befores = Counter()
+        let insteads = Counter()
+        let before = try Hook.before(on: slot(\.jump), signature: intToInt) { _ in befores.increment() }
+        let after = try Hook.after(on: slot(\.jump), signature: intToInt) { call in
+            call.setReturnValue(call.returnValue(as: Int32.self) + 100)
+        }
+        let instead = try Hook.instead(on: slot(\.jump), signature: intToInt) { call in
+            insteads.increment()
+            call.callOriginal()
+        }
+        check(pf_call_jump(7) == -7, "a call that jumps")
+        check(befores.count == 1 && insteads.count == 1, "the blocks ran for the call that jumped")
+        for round in 2...4 {
+            check(pf_call_jump(0) == 101, "a call after the jump runs the after block")
+            check(befores.count == round && insteads.count == round, "the blocks ran again: round \(round)")
+        }
+        check(pf_call_jump(9) == -9, "another call that jumps")
+        check(pf_call_jump(0) == 101, "a call after the second jump runs the after block")
+        check(befores.count == 6 && insteads.count == 6, "the blocks ran for every call")
+        check(before.remove() && after.remove() && instead.remove(), "removals")
+        check(pf_call_jump(0) == 1, "a call after the removals reaches the original alone")
+    }
+
+    static func waitAfterAHookedCallEndsItsThread() throws {
+        startChild()
+        pf_reset()
+        check(pf_hold_init() == 0, "the hold pipe")
+        let after = try Hook.after(on: slot(\.leave), signature: intToInt) { call in
+            call.setReturnValue(call.returnValue(as: Int32.self) + 100)
+        }
+        let extra = try Hook.before(on: slot(\.leave), signature: intToInt) { _ in }
+        // The helper's call holds in the original, then the original calls pthread_exit.
+        let helper = pf_caller_start(pointer(\.leave), PF_HOLD)
+        check(helper != nil, "starting the helper")
+        pf_hold_wait_arrivals(1)
+        // Removed while the helper is inside the call: reclaiming it waits for the helper.
+        check(extra.remove(), "removing a hook while the helper is inside the call")
+        pf_hold_release(1)
+        check(pf_caller_join(helper) == PF_THREAD_EXITED, "the helper ended in pthread_exit")
+
+        waitForReclamation("after the helper ended")
+        check(pf_call_slot(pointer(\.leave), 1) == 102, "a call through the hooked slot")
+        check(after.remove(), "removing the after hook")
+        waitForReclamation("after the last removal")
+        check(SlotRegistry.shared.pendingReclamationCount == 0, "nothing waits for reclamation")
+        check(slot(\.leave, holds: pf_leave_original), "the leave slot has its original back")
+    }
+}
+
+/// A flag one thread sets and others read.
+private final class Flag: Sendable {
+    private let value = Atomic<Bool>(false)
+    func set() { value.store(true, ordering: .releasing) }
+    var isSet: Bool { value.load(ordering: .acquiring) }
+}
+
+/// A POSIX thread that runs a Swift closure; its handle is what pthread_kill takes.
+private final class JoinableThread: Sendable {
+    let handle: pthread_t
+
+    private final class Body: Sendable {
+        let run: @Sendable () -> Void
+        init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+    }
+
+    init(_ body: @escaping @Sendable () -> Void) {
+        let context = Unmanaged.passRetained(Body(body)).toOpaque()
+        var handle = pthread_t()
+        let status = pthread_create(
+            &handle, nil,
+            { context in
+                Unmanaged<Body>.fromOpaque(context!).takeRetainedValue().run()
+                return nil
+            }, context)
+        precondition(status == 0, "pthread_create failed: \(status)")
+        self.handle = handle
+    }
+
+    func join() {
+        pthread_join(handle, nil)
+    }
+}
