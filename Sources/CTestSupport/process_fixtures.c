@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <malloc.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -277,7 +278,9 @@ long pf_alloc_stop(void) {
 }
 
 int pf_alloc_is_marked(const void *address) {
-    if (!address) return 0;
+    /* Blocks shorter than the mark cannot hold it (and AddressSanitizer reports a read past
+       their end). */
+    if (!address || malloc_usable_size((void *)address) < sizeof(uint64_t)) return 0;
     uint64_t value;
     memcpy(&value, address, sizeof value);
     return value == alloc_mark;
@@ -364,3 +367,13 @@ int pf_address_is_mapped(const void *address) {
     void *start = (void *)((uintptr_t)address & ~(uintptr_t)(page - 1));
     return msync(start, (size_t)page, MS_ASYNC) == 0 || errno != ENOMEM;
 }
+
+// MARK: - Leak checking
+
+static int pf_leaks_expected;
+
+void pf_expect_leaks(void) { pf_leaks_expected = 1; }
+
+/* LeakSanitizer calls this at exit, where the process runs under it: nonzero skips the check. */
+int __lsan_is_turned_off(void);
+int __lsan_is_turned_off(void) { return pf_leaks_expected; }

@@ -141,4 +141,8 @@ int pf_library_is_nodelete(void *handle);
 /// Whether the page holding `address` is mapped.
 int pf_address_is_mapped(const void *address);
 
+/// Tells LeakSanitizer, when the tests run under it, not to check this process for leaks at
+/// exit: a longjmp over Swift frames skips the releases they would have made.
+void pf_expect_leaks(void);
+
 #endif

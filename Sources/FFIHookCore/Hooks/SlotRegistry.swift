@@ -157,9 +157,7 @@ package final class SlotRegistry: Sendable {
     /// `malloc` called from inside the runtime, it would wait for that lock for ever.
     private func warmUpCallPath() -> Bool {
         SlotEntry.handlerReady
-        typealias Identity = @convention(c) (Int32) -> Int32
-        // Left allocated: the slot's closure may be called at any later time, and reads it.
-        let slot = UnsafeMutablePointer<Identity?>.allocate(capacity: 1)
+        let slot = Self.warmUpSlot
         slot.initialize(to: chooksupport_identity)
         guard let signature = try? Signature("ii") else { return false }
         var hooks: [HookRecord] = []
@@ -195,6 +193,12 @@ package final class SlotRegistry: Sendable {
         _ = closure(3)
         return true
     }
+
+    /// The slot ``warmUpCallPath()`` hooks, allocated once and kept: its closure may be
+    /// called at any later time, and reads it. Unchecked: only warm-ups write it, and a
+    /// warm-up that runs on two threads at once writes the same value.
+    nonisolated(unsafe) private static let warmUpSlot: UnsafeMutablePointer<(@convention(c) (Int32) -> Int32)?> =
+        .allocate(capacity: 1)
 
     /// Calls a function that does nothing through `interface`, so that the paths that call
     /// an original of its signature have run once (see ``warmUpCallPath()``).
