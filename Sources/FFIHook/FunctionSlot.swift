@@ -73,11 +73,14 @@ public struct FunctionSlot: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Why a slot holding a `Value` cannot hold a function pointer, or `nil` when it can.
-    static func sizeProblem<Value>(of value: Value.Type, what: String) -> String? {
+    /// `what` is only described when there is a problem: describing a key path is slow, and
+    /// a slot is made on paths that should be cheap (and in children after `fork`, where the
+    /// Swift runtime's lazy lookups may wait on a thread the child does not have).
+    static func sizeProblem<Value>(of value: Value.Type, what: @autoclosure () -> String) -> String? {
         let size = MemoryLayout<Value>.size
         let pointerSize = MemoryLayout<UnsafeRawPointer>.size
         guard size != pointerSize else { return nil }
-        return "\(what) is \(size) bytes, not a \(pointerSize)-byte function pointer"
+        return "\(what()) is \(size) bytes, not a \(pointerSize)-byte function pointer"
     }
 
     private init(address: UInt, problem: String?) {

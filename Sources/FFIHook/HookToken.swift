@@ -16,7 +16,11 @@ public final class HookToken: Sendable, Hashable, CustomStringConvertible {
     /// the block's memory is freed once no call can still be inside it (see
     /// ``Hook/waitForReclamation()``). When the last hook of a slot goes, the slot gets its
     /// original function back, unless someone else has written the slot since; then their
-    /// pointer stays and the library's closure remains valid as a pass-through.
+    /// pointer stays and the library's closure remains valid as a pass-through. When the
+    /// slot's memory is no longer mapped or writable (its library was unloaded, its table
+    /// unmapped), nothing is written there: the hook is removed all the same and this returns
+    /// `true`. Safe to call from any thread, from inside a hook block, and in a child after
+    /// `fork`.
     @discardableResult
     public func remove() -> Bool {
         record.remove()

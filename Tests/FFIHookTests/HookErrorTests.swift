@@ -149,7 +149,8 @@ extension FixtureTableTests {
             #expect(error?.code == .calledFromHookBlock)
             #expect(
                 error?.description
-                    == "waitForReclamation() was called from inside a hook block, where it would wait for itself")
+                    == "called from inside a hook block, where it would wait for itself (waitForReclamation() in a hooked call, or an install in a block that runs within the library's own install or removal on this thread)"
+            )
         }
     }
 }
@@ -219,11 +220,14 @@ extension FixtureTableTests {
     @Test func waitingFromAHookBlockDoesNotReadAsAnInstall() {
         let bare = HookError(slot: nil, signature: nil, code: .calledFromHookBlock).description
         #expect(!bare.hasPrefix("cannot hook"))
-        #expect(bare == "waitForReclamation() was called from inside a hook block, where it would wait for itself")
+        #expect(
+            bare
+                == "called from inside a hook block, where it would wait for itself (waitForReclamation() in a hooked call, or an install in a block that runs within the library's own install or removal on this thread)"
+        )
         let named = HookError(slot: 0x7f3a_2c00_1008, signature: "iii", code: .calledFromHookBlock).description
         #expect(
             named
-                == "waitForReclamation() was called from inside a hook block, where it would wait for itself"
+                == "called from inside a hook block, where it would wait for itself (waitForReclamation() in a hooked call, or an install in a block that runs within the library's own install or removal on this thread)"
                 + #" (slot 0x00007f3a2c001008, signature "iii")"#)
     }
 

@@ -1,5 +1,6 @@
 import CTestSupport
 import FFIHook
+import Synchronization
 import Testing
 
 /// Before, instead and after blocks on the C fixture table, called from C.
@@ -134,6 +135,28 @@ extension FixtureTableTests {
             // Whoever chained to our closure still reaches the original through it.
             #expect(ourClosure?(4, 5) == 9)
             #expect(log.all.isEmpty)
+        }
+
+        /// Hooking a slot again after another library wrapped it and chained to our closure:
+        /// the new hook wraps their function, which still reaches the original through our
+        /// old closure, instead of calling itself through them without end.
+        @Test func hookingAgainAfterAnotherLibraryChainedToOurClosure() throws {
+            let slot = makeAddSlot()
+            defer { slot.deallocate() }
+            let first = try Hook.before(on: FunctionSlot(slot), signature: FixtureSignature.add) { _ in }
+            OtherLibrary.chain(onto: slot)
+            #expect(first.remove())
+            #expect(address(in: slot) == unsafeBitCast(OtherLibrary.wrapper, to: UInt.self))
+            let runs = Counter()
+            let second = try Hook.after(on: FunctionSlot(slot), signature: FixtureSignature.add) { _ in
+                runs.increment()
+            }
+            #expect(slot.pointee!(1, 2) == 1003)
+            #expect(runs.count == 1)
+            #expect(OtherLibrary.deepest.load(ordering: .relaxed) == 1)
+            #expect(second.remove())
+            #expect(address(in: slot) == unsafeBitCast(OtherLibrary.wrapper, to: UInt.self))
+            #expect(slot.pointee!(1, 2) == 1003)
         }
 
         @Test func onceRunsOnceAndRemovesItself() throws {
@@ -294,5 +317,28 @@ extension FixtureTableTests {
             token.remove()
             #expect(slot.pointee.map { unsafeBitCast($0, to: UInt.self) } == unsafeBitCast(foreign, to: UInt.self))
         }
+    }
+}
+
+/// Another hooking library, as a C library would write one: it replaces a slot with its own
+/// function, which calls what the slot held before (kept in `saved`) and adds 1000. A depth
+/// guard turns endless recursion into a wrong result.
+enum OtherLibrary {
+    static let saved = Atomic<UInt>(0)
+    static let depth = Atomic<Int>(0)
+    static let deepest = Atomic<Int>(0)
+    static let wrapper: AddFunction = { a, b in
+        let level = OtherLibrary.depth.add(1, ordering: .relaxed).newValue
+        defer { OtherLibrary.depth.subtract(1, ordering: .relaxed) }
+        OtherLibrary.deepest.max(level, ordering: .relaxed)
+        guard level < 10 else { return -1 }
+        let original = unsafeBitCast(OtherLibrary.saved.load(ordering: .relaxed), to: AddFunction.self)
+        return original(a, b) &+ 1000
+    }
+
+    static func chain(onto slot: UnsafeMutablePointer<AddFunction?>) {
+        deepest.store(0, ordering: .relaxed)
+        saved.store(address(in: slot), ordering: .relaxed)
+        slot.pointee = wrapper
     }
 }

@@ -47,10 +47,23 @@ import Testing
     /// malloc, calloc, realloc and free hooked in every object while four threads allocate:
     /// each thread's first call is a hooked malloc, every allocation of a known size is seen
     /// exactly once, and installing and removing the hooks while the threads run neither
-    /// deadlocks nor crashes.
-    @Test func hookingTheAllocatorInEveryObject() async {
+    /// deadlocks nor crashes. Not under ThreadSanitizer, whose allocator runs instrumented code
+    /// for a thread before the sanitizer has set the thread up, which a hook on it reaches.
+    @Test(.disabled(if: ProcessLifeTests.underThreadSanitizer, "the allocator cannot be hooked under ThreadSanitizer"))
+    func hookingTheAllocatorInEveryObject() async {
         await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
             try ProcessLifeTests.hookTheAllocatorInEveryObject()
+        }
+    }
+
+    /// A block on the allocator that removes hooks, or installs one, when it runs for an
+    /// allocation the library makes inside its own install on the same thread: the removal
+    /// takes effect as the install releases the lock, the install is refused with
+    /// `calledFromHookBlock`, and nothing waits for a lock its own thread holds.
+    @Test(.disabled(if: ProcessLifeTests.underThreadSanitizer, "the allocator cannot be hooked under ThreadSanitizer"))
+    func allocatorBlocksChangeHooksInsideTheLibrarysOwnInstall() async {
+        await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
+            try ProcessLifeTests.changeHooksFromAllocatorBlocks()
         }
     }
 
@@ -380,8 +393,68 @@ extension ProcessLifeTests {
         ]
     }
 
+    static func changeHooksFromAllocatorBlocks() throws {
+        startChild()
+        pf_reset()
+        final class Box: Sendable {
+            let group = Mutex<HookGroupToken?>(nil)
+            let outcome = Mutex<String?>(nil)
+            let countdown = Atomic<Int>(0)
+        }
+        // Made before the allocator is hooked: a block must not be the first to need the C
+        // table's type metadata or a lazy global, which the Swift runtime makes under a lock
+        // it holds while allocating (the block would wait for itself).
+        let churn = slot(\.churn)
+        let probe = slot(\.probe)
+        let signature = intToInt
+        let mallocSignature = try Signature("^vQ")
+        var outcomes: [String] = []
+        // The block acts on the n-th allocation after it is armed, for n = 1, 2, ...: some of
+        // those are allocations the probe's install makes while it holds the library's lock.
+        for countdown in 1...40 {
+            let box = Box()
+            let group = try ImportTable.hook(symbol: "malloc", in: .all, signature: mallocSignature, position: .after) {
+                _ in
+                guard box.countdown.subtract(1, ordering: .relaxed).newValue == 0 else { return }
+                // Removes its own group, and tries to install a hook meanwhile.
+                let removed = box.group.withLock { $0 }?.remove() == true
+                var outcome = "removed \(removed), "
+                do {
+                    let token = try Hook.before(on: churn, signature: signature) { _ in }
+                    token.remove()
+                    outcome += "installed"
+                } catch let error as HookError {
+                    outcome += error.code == .calledFromHookBlock ? "refused" : "\(error)"
+                } catch {
+                    outcome += "\(error)"
+                }
+                box.outcome.withLock { $0 = outcome }
+            }
+            box.group.withLock { $0 = group }
+            box.countdown.store(countdown, ordering: .relaxed)
+            let token = try Hook.before(on: probe, signature: signature) { _ in }
+            check(token.remove(), "removing the probe hook, countdown \(countdown)")
+            box.countdown.store(-1, ordering: .relaxed)
+            if let outcome = box.outcome.withLock({ $0 }) {
+                check(!group.isActive, "the allocator group removed itself, countdown \(countdown)")
+                outcomes.append(outcome)
+            } else {
+                group.remove()
+            }
+            box.group.withLock { $0 = nil }
+        }
+        check(
+            outcomes.allSatisfy { $0 == "removed true, refused" || $0 == "removed true, installed" },
+            "outcomes: \(outcomes)")
+        check(outcomes.contains("removed true, refused"), "a block ran inside the install's own work: \(outcomes)")
+        waitForReclamation("after the allocator groups")
+    }
+
     /// Whether the process runs under AddressSanitizer, whose runtime the executable holds.
     static let underAddressSanitizer = dlsym(nil, "__asan_init") != nil
+
+    /// Whether the process runs under ThreadSanitizer.
+    static let underThreadSanitizer = dlsym(nil, "__tsan_init") != nil
 
     static func hookTheAllocatorInEveryObject() throws {
         startChild()

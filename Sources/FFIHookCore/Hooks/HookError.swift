@@ -47,7 +47,9 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
         case readOnlySlot
         /// The page protection could not be lifted (`mprotect` failed).
         case protectionChangeFailed
-        /// Waiting for reclamation from inside a hook block, which would wait for itself.
+        /// Waiting for reclamation from inside a hooked call, or installing from a block that
+        /// runs within the library's own install or removal on the same thread (for an
+        /// allocation it makes, with `malloc` hooked): either would wait for itself.
         case calledFromHookBlock
         /// No loaded object's path ends with the name given for an import-table hook, and
         /// none has it as its soname.
@@ -104,7 +106,8 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
         case .protectionChangeFailed:
             "the page protection of \(slotName ?? "the slot")\(signaturePhrase) could not be changed (mprotect failed)"
         case .calledFromHookBlock:
-            "waitForReclamation() was called from inside a hook block, where it would wait for itself" + context
+            "called from inside a hook block, where it would wait for itself (waitForReclamation() in a hooked call, or an install in a block that runs within the library's own install or removal on this thread)"
+                + context
         }
     }
 

@@ -16,10 +16,14 @@ import Synchronization
 /// removal to the thread that holds it. No lock of the registry is held across `fork`.
 package final class SlotRegistry: Sendable {
     /// The registry of the process.
-    package static let shared: SlotRegistry = {
-        let registry = SlotRegistry()
-        // No library-wide lock is held across fork: the prepare handler takes them (in the
-        // order in which code nests them) and both sides release them afterwards.
+    package static let shared = SlotRegistry()
+
+    /// Registers the `pthread_atfork` handlers, once, the first time a writer takes the lock:
+    /// after ``shared`` has finished initialising, so that a handler's use of it never waits
+    /// for an initialisation that a fork may have cut short. No library-wide lock is held
+    /// across fork: the prepare handler takes them (in the order in which code nests them)
+    /// and both sides release them afterwards.
+    private static let forkHandlers: Void = {
         pthread_atfork(
             {
                 SlotRegistry.shared.state.lockForFork()
@@ -35,7 +39,6 @@ package final class SlotRegistry: Sendable {
                 InterfaceCache.shared.unlockAfterFork()
                 SlotRegistry.shared.state.unlockAfterFork()
             })
-        return registry
     }()
 
     private struct State {
@@ -78,6 +81,12 @@ package final class SlotRegistry: Sendable {
     /// through ``HookRecord/nextDeferred`` (unretained: each is still in its slot's current
     /// snapshot until the writer that takes the list removes it).
     private let deferred = Atomic<UInt>(0)
+    /// The thread that holds the lock (`pthread_self`), 0 when none does: a block that runs
+    /// for a call this thread makes while it holds the lock (an allocation, with `malloc`
+    /// hooked) must not wait for the lock.
+    private let lockOwner = Atomic<UInt>(0)
+    /// Whether this thread holds the lock.
+    private var holdsLock: Bool { lockOwner.load(ordering: .relaxed) == UInt(pthread_self()) }
     /// Whether the call path has run once (see ``warmUpCallPath()``).
     private let isWarm = Atomic<Bool>(false)
 
@@ -104,6 +113,9 @@ package final class SlotRegistry: Sendable {
         } catch {
             throw failure(.unsupportedSignature(error))
         }
+        // A block that runs inside this thread's own install or removal (for an allocation
+        // it makes, with `malloc` hooked) would wait for the lock this thread holds.
+        guard !holdsLock else { throw failure(.calledFromHookBlock) }
         if warmsUp && !isWarm.load(ordering: .acquiring) && warmUpCallPath() {
             isWarm.store(true, ordering: .releasing)
         }
@@ -303,6 +315,12 @@ package final class SlotRegistry: Sendable {
     func remove(_ record: HookRecord) -> Bool {
         guard record.removed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
         else { return false }
+        guard !holdsLock else {
+            // From a block that runs inside this thread's own install or removal: the hook
+            // is removed as the lock is released.
+            deferRemoval(record)
+            return true
+        }
         write { state in
             Self.removeLocked(record, &state)
             Self.reclaim(&state)
@@ -317,16 +335,21 @@ package final class SlotRegistry: Sendable {
     func removeAfterRun(_ record: HookRecord) {
         guard record.removed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
         else { return }
+        deferRemoval(record)
+        removeDeferredIfLockIsFree()
+    }
+
+    /// Puts a hook marked removed on the list of removals that wait for the lock.
+    private func deferRemoval(_ record: HookRecord) {
         let address = UInt(bitPattern: Unmanaged.passUnretained(record).toOpaque())
         var head = deferred.load(ordering: .relaxed)
         while true {
             record.nextDeferred.store(head, ordering: .relaxed)
             let (exchanged, original) = deferred.compareExchange(
                 expected: head, desired: address, ordering: .sequentiallyConsistent)
-            if exchanged { break }
+            if exchanged { return }
             head = original
         }
-        removeDeferredIfLockIsFree()
     }
 
     /// Runs `body` under the lock, after removing the `once` hooks that wait for it, and
@@ -334,8 +357,11 @@ package final class SlotRegistry: Sendable {
     private func write<Result, Failure: Error>(
         _ body: (inout State) throws(Failure) -> Result
     ) throws(Failure) -> Result {
+        Self.forkHandlers
         defer { removeDeferredIfLockIsFree() }
         return try state.withLock { (state: inout State) throws(Failure) -> Result in
+            lockOwner.store(UInt(pthread_self()), ordering: .relaxed)
+            defer { lockOwner.store(0, ordering: .relaxed) }
             removeDeferred(&state)
             return try body(&state)
         }
@@ -349,6 +375,8 @@ package final class SlotRegistry: Sendable {
         atomicMemoryFence(ordering: .sequentiallyConsistent)
         while deferred.load(ordering: .sequentiallyConsistent) != 0 {
             let done: Void? = state.withLockIfAvailable { state in
+                lockOwner.store(UInt(pthread_self()), ordering: .relaxed)
+                defer { lockOwner.store(0, ordering: .relaxed) }
                 removeDeferred(&state)
                 Self.reclaim(&state)
             }
@@ -392,10 +420,16 @@ package final class SlotRegistry: Sendable {
             if isCurrent { release(entry.cell, &state) }
             return
         }
-        // Write the original back only if the slot still holds our closure.
+        // Write the original back only if the slot still holds our closure. If it does not,
+        // someone else wrote the slot, and may call the closure as their original: it stays
+        // a pass-through for good, and a new hook on the slot gets a closure of its own (one
+        // that took their pointer as its original would call itself through them).
         let cell = entry.slot.assumingMemoryBound(to: Atomic<UInt>.self)
-        _ = compareExchange(
+        let restored = compareExchange(
             cell, expected: entry.code, desired: entry.original, protection: entry.readOnlyProtection)
+        if restored != true && isCurrent {
+            state.table.remove(entry.cell, in: state.pool)
+        }
     }
 
     /// Takes a closure out of the table; it is reused once no call can be inside it.
@@ -407,7 +441,8 @@ package final class SlotRegistry: Sendable {
     /// Releases the closures of the slots in `first...last` that have no hooks, for reuse
     /// once no call can be inside them; returns how many. Slots with hooks are left as they are.
     package func releaseSlots(from first: UInt, to last: UInt) -> Int {
-        write { state in
+        guard !holdsLock else { return 0 }
+        return write { state in
             let words = (last - first) / UInt(MemoryLayout<UInt>.stride) + 1
             let cells: [ClosurePool.Cell]
             if words <= UInt(state.table.count) {
@@ -476,7 +511,7 @@ package final class SlotRegistry: Sendable {
     /// A call that stays inside a hooked function (blocked on I/O, say) delays it until it
     /// returns. Never call it from inside a hooked call: it would wait for itself.
     package func waitForReclamation() throws(HookError) {
-        guard !ThreadState.isInsideHookedCall else {
+        guard !ThreadState.isInsideHookedCall && !holdsLock else {
             throw HookError(slot: nil, signature: nil, code: .calledFromHookBlock)
         }
         // Start the grace period of what is retired now; every group up to it must end.
