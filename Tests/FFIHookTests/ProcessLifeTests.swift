@@ -101,7 +101,11 @@ import Testing
 
     /// fork while two other threads are inside hooked calls (one in the original, one in a
     /// block): in the child, calls, installs, removals and waiting for reclamation work.
-    @Test func forkWhileOtherThreadsAreInsideHookedCalls() async {
+    @Test(
+        .disabled(
+            if: ProcessLifeTests.underThreadSanitizer,
+            "the Swift runtime's lazy globals are not fork-safe under ThreadSanitizer"))
+    func forkWhileOtherThreadsAreInsideHookedCalls() async {
         await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
             try ProcessLifeTests.forkWhileOtherThreadsAreInsideHookedCalls()
         }
@@ -109,7 +113,11 @@ import Testing
 
     /// fork, twenty times, while another thread installs and removes hooks in a loop: the
     /// child's first install, calls, removals and waiting for reclamation work.
-    @Test func forkWhileAnotherThreadChangesHooks() async {
+    @Test(
+        .disabled(
+            if: ProcessLifeTests.underThreadSanitizer,
+            "the Swift runtime's lazy globals are not fork-safe under ThreadSanitizer"))
+    func forkWhileAnotherThreadChangesHooks() async {
         await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
             try ProcessLifeTests.forkWhileAnotherThreadChangesHooks()
         }
@@ -453,7 +461,9 @@ extension ProcessLifeTests {
     /// Whether the process runs under AddressSanitizer, whose runtime the executable holds.
     static let underAddressSanitizer = dlsym(nil, "__asan_init") != nil
 
-    /// Whether the process runs under ThreadSanitizer.
+    /// Whether the process runs under ThreadSanitizer. There the Swift runtime takes a lock on
+    /// every use of a lazy global, even an initialised one, so a fork while another thread uses
+    /// one leaves the child waiting for that lock for ever.
     static let underThreadSanitizer = dlsym(nil, "__tsan_init") != nil
 
     static func hookTheAllocatorInEveryObject() throws {
