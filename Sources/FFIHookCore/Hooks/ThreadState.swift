@@ -23,9 +23,6 @@ internal import CHookSupport
 /// inside one of its blocks (or from a signal handler that interrupted one); such a call
 /// skips the blocks that do not allow re-entry.
 enum ThreadState {
-    /// How many nested dispatches one thread tracks for re-entry; deeper ones are not tracked.
-    static let capacity = Int(CHOOKSUPPORT_MARKS)
-
     /// Whether writers can make readers' memory barriers for them.
     static let usesMembarrier: Bool = chooksupport_membarrier_register() == 0
 
