@@ -57,8 +57,8 @@ public enum ImportScope: Sendable, Hashable, CustomStringConvertible {
 ///   versions of it has both hooked with the one signature.
 /// - Hooking a function that the hook machinery itself calls (`memcpy`, `malloc`, `dlopen`
 ///   ...) in every object reaches libffi and the Swift runtime too: blocks then run for
-///   their calls as well, which a block that calls the same function turns into re-entry
-///   (see ``/FFIHookCore/HookOptions/allowsReentry``).
+///   their calls as well. A block that calls the same function, through any object's
+///   hooked entry of the symbol, is re-entry (see ``/FFIHookCore/HookOptions/allowsReentry``).
 public enum ImportTable {
     /// Hooks `symbol` as called from the objects of `scope`.
     ///

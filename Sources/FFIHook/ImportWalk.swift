@@ -133,7 +133,8 @@ enum ImportWalk {
     static func install(_ request: ImportRequest, at entry: ImportEntry) throws(HookError) -> HookToken {
         let record = try SlotRegistry.shared.install(
             slot: UnsafeMutableRawPointer(bitPattern: entry.slot), signature: request.signature,
-            position: request.position, options: request.options, liftsProtection: true, block: request.block)
+            position: request.position, options: request.options, liftsProtection: true,
+            reentryByFunction: true, block: request.block)
         return HookToken(record)
     }
 

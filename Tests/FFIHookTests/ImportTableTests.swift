@@ -187,6 +187,43 @@ extension FixtureTableTests {
             #expect(ImportWalk.value(at: entry.slot) == ImportFixtures.resolved("atoi"))
         }
 
+        /// A block that calls the hooked symbol through another object's entry (here
+        /// `String(cString:)`, whose `strlen` goes through the Swift runtime's import table)
+        /// is re-entry, as through the same entry: the block runs once per outside call, and a
+        /// block that allows re-entry sees the nested call marked as such.
+        @Test func aBlockCallingTheSymbolThroughAnotherObjectIsReentry() throws {
+            let library = try ImportFixtures.open(Self.fullRELRO)
+            let length = try ImportFixtures.function(
+                "cimportfixture_length", in: library, as: ImportFixtures.Length.self)
+            let marker = "reentered-through-another-object"
+            let outer = Counter()
+            let nested = Counter()
+            // The same block on the fixture's entry and on the Swift runtime's.
+            let count: @Sendable (borrowing Invocation) -> Void = { call in
+                // Reading the argument as a Swift string calls strlen from the Swift runtime.
+                if String(cString: call.argument(0, as: UnsafePointer<CChar>.self)) == marker { outer.increment() }
+            }
+            var groups: [HookGroupToken] = []
+            defer { for group in groups { group.remove() } }
+            for object in [Self.fullRELRO, "libswiftCore.so"] {
+                groups.append(
+                    try ImportTable.hook(
+                        symbol: "strlen", in: .object(object), signature: Signature("Q*"), position: .before,
+                        count))
+            }
+            groups.append(
+                try ImportTable.hook(
+                    symbol: "strlen", in: .object("libswiftCore.so"), signature: Signature("Q*"), position: .after,
+                    options: .allowsReentry
+                ) { call in
+                    if call.isReentrant { nested.increment() }
+                })
+            #expect(groups.allSatisfy { $0.tokens.count >= 1 })
+            #expect(length(marker) == marker.utf8.count)
+            #expect(outer.count == 1)
+            #expect(nested.count >= 1)
+        }
+
         @Test func removalRestoresOnlyWhatIsStillOurs() throws {
             let library = try ImportFixtures.open(Self.fullRELRO)
             let length = try ImportFixtures.function(

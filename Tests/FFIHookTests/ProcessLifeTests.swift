@@ -42,6 +42,15 @@ import Testing
         }
     }
 
+    /// A group that follows later loads keeps following them after a library it covered is
+    /// unloaded: the same library loaded again (often at the same address, where the registry
+    /// still knows the old entries) and another library loaded after it are both hooked.
+    @Test func laterLoadsAreFollowedAfterAnUnload() async {
+        await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
+            try ProcessLifeTests.followLoadsAfterAnUnload()
+        }
+    }
+
     // MARK: - The allocator
 
     /// malloc, calloc, realloc and free hooked in every object while four threads allocate:
@@ -364,6 +373,39 @@ extension ProcessLifeTests {
         check(pidGroup.remove(), "removing the getpid group returns true")
         check(lengthGroup.remove(), "removing the strlen group returns true")
         check(!pidGroup.remove() && !lengthGroup.remove(), "second removals return false")
+        waitForReclamation("after the removals")
+    }
+
+    static func followLoadsAfterAnUnload() throws {
+        startChild()
+        let strlens = Counter()
+        let atois = Counter()
+        let lengthGroup = try ImportTable.hook(
+            symbol: "strlen", in: .allIncludingLaterLoads, signature: Signature("Q*"), position: .before
+        ) { call in
+            if String(cString: call.argument(0, as: UnsafePointer<CChar>.self)) == "followed" { strlens.increment() }
+        }
+        let parseGroup = try ImportTable.hook(
+            symbol: "atoi", in: .allIncludingLaterLoads, signature: Signature("i*"), position: .before
+        ) { call in
+            if String(cString: call.argument(0, as: UnsafePointer<CChar>.self)) == "4711" { atois.increment() }
+        }
+        for round in 1...3 {
+            let library = openProcessFixture()
+            let length = function("cprocessfixture_length", in: library, as: ImportFixtures.Length.self)
+            check(length("followed") == 8, "strlen through the library loaded in round \(round)")
+            check(strlens.count == round, "the block ran for the library loaded in round \(round)")
+            closeProcessFixture(library)
+        }
+        // Another library, loaded after the unloads.
+        let laterPath = ImportFixtures.path("libLaterImportFixture.so")
+        check(dlopen(laterPath, RTLD_NOW | RTLD_NOLOAD) == nil, "the later fixture is not loaded yet")
+        guard let later = dlopen(laterPath, RTLD_NOW) else { fail("the later fixture must be built") }
+        let parse = function("cimportlater_parse", in: later, as: ImportFixtures.Parse.self)
+        check(parse("4711") == 4712, "atoi through the library loaded after the unloads")
+        check(atois.count == 1, "the atoi block ran for the library loaded after the unloads")
+        check(lengthGroup.remove() && parseGroup.remove(), "removing both groups returns true")
+        check(parse("4711") == 4712 && atois.count == 1, "no block after the removal")
         waitForReclamation("after the removals")
     }
 

@@ -31,7 +31,8 @@ public struct HookOptions: OptionSet, Sendable, Hashable {
 
     /// Run the block also when the slot is called again from inside a block on the same
     /// thread. By default such a nested call goes straight to the original, which keeps a
-    /// logging hook on `write` from recursing into itself.
+    /// logging hook on `write` from recursing into itself. For import-table hooks a call to
+    /// the symbol through any object's hooked entry counts as the same slot.
     public static let allowsReentry = HookOptions(rawValue: 1 << 1)
 
     /// Allow a slot in read-only memory (a `const` table the loader protected, an import

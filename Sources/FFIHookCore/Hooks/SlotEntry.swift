@@ -37,10 +37,18 @@ package final class SlotEntry: @unchecked Sendable {
     /// `interface` without reference counting, for the call path: a retain there would be a
     /// write to memory every calling thread shares. `interface` keeps it alive.
     private let callPathInterface: Unmanaged<CallInterface>
+    /// Whether calls are marked by the function they reach rather than by the slot.
+    let reentryByFunction: Bool
     /// What marks the slot in a thread's record: its slot record's address, which stays the
     /// same across the entries a slot gets as its hooks go and come back, so a block's call
-    /// back into the slot is known as re-entry even when the slot's hooks changed meanwhile.
-    var mark: UInt { UInt(bitPattern: record) }
+    /// back into the slot is known as re-entry even when the slot's hooks changed meanwhile;
+    /// or, for an entry made with `reentryByFunction`, the original function's address, which
+    /// every import-table entry of a symbol shares (code addresses never equal a slot
+    /// record's, which lives in closure memory).
+    var mark: UInt {
+        let original = original
+        return reentryByFunction && original != 0 ? original : UInt(bitPattern: record)
+    }
     /// How many bytes of the return buffer a call whose instead blocks set nothing zeroes.
     let returnZeroSize: Int
     /// The sizes the call path checks typed access against, without reference counting:
@@ -54,9 +62,10 @@ package final class SlotEntry: @unchecked Sendable {
 
     init(
         slot: UnsafeMutableRawPointer, interface: CallInterface, cell: ClosurePool.Cell, code: UInt,
-        record: UnsafeMutablePointer<chooksupport_slot>
+        record: UnsafeMutablePointer<chooksupport_slot>, reentryByFunction: Bool = false
     ) {
         self.slot = slot
+        self.reentryByFunction = reentryByFunction
         self.interface = interface
         self.cell = cell
         self.code = code

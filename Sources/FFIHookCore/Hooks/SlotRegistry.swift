@@ -96,10 +96,14 @@ package final class SlotRegistry: Sendable {
     ///
     /// `priority` orders before and after blocks (higher first, ties in install order);
     /// `liftsProtection` lets a slot in read-only memory be written by making its page
-    /// writable for the moment of each write.
+    /// writable for the moment of each write. `reentryByFunction` makes a slot that gets a
+    /// new entry count calls through it as re-entry when the thread is inside a block of a
+    /// call to the same original function through any slot marked that way (the import-table
+    /// entries of one symbol in every object), not only through this slot.
     package func install(
         slot: UnsafeMutableRawPointer?, signature: Signature, position: HookPosition, options: HookOptions,
-        priority: Int = 0, liftsProtection: Bool = false, warmsUp: Bool = true, block: @escaping HookRecord.Block
+        priority: Int = 0, liftsProtection: Bool = false, reentryByFunction: Bool = false, warmsUp: Bool = true,
+        block: @escaping HookRecord.Block
     ) throws(HookError) -> HookRecord {
         guard let slot else { throw HookError(slot: 0, signature: signature.encoding, code: .nullSlot) }
         let address = UInt(bitPattern: slot)
@@ -143,7 +147,8 @@ package final class SlotRegistry: Sendable {
             }
             if target == nil {
                 let entry = try Self.makeEntry(
-                    slot: slot, interface: interface, options: options, state: &state, failure: failure)
+                    slot: slot, interface: interface, options: options, reentryByFunction: reentryByFunction,
+                    state: &state, failure: failure)
                 holdsClosure = cell.pointee.load(ordering: .acquiring) == entry.code
                 target = entry
             }
@@ -237,8 +242,8 @@ package final class SlotRegistry: Sendable {
     /// crash the process. Writable memory, the usual case, is recognised with one system
     /// call; only a slot that is not has its protection looked up in the memory map.
     private static func makeEntry(
-        slot: UnsafeMutableRawPointer, interface: CallInterface, options: HookOptions, state: inout State,
-        failure: (HookError.Code) -> HookError
+        slot: UnsafeMutableRawPointer, interface: CallInterface, options: HookOptions, reentryByFunction: Bool,
+        state: inout State, failure: (HookError.Code) -> HookError
     ) throws(HookError) -> SlotEntry {
         let address = UInt(bitPattern: slot)
         var readOnlyProtection: SlotMemory.Protection?
@@ -272,7 +277,8 @@ package final class SlotRegistry: Sendable {
             }
         }
         let entry = SlotEntry(
-            slot: slot, interface: interface, cell: cell, code: state.pool.code(cell), record: state.pool.slot(cell))
+            slot: slot, interface: interface, cell: cell, code: state.pool.code(cell), record: state.pool.slot(cell),
+            reentryByFunction: reentryByFunction)
         entry.readOnlyProtection = readOnlyProtection
         return entry
     }

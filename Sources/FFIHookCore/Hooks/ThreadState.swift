@@ -21,7 +21,9 @@ internal import CHookSupport
 ///
 /// **Re-entry.** A call that arrives at a slot already marked in the record comes from
 /// inside one of its blocks (or from a signal handler that interrupted one); such a call
-/// skips the blocks that do not allow re-entry.
+/// skips the blocks that do not allow re-entry. Import-table entries are marked by the
+/// function they lead to, so a block's call to the symbol through another object's entry
+/// is re-entry as well.
 enum ThreadState {
     /// Whether writers can make readers' memory barriers for them.
     static let usesMembarrier: Bool = chooksupport_membarrier_register() == 0
