@@ -105,6 +105,8 @@ void chooksupport_nothing(void) {}
 int chooksupport_identity(int value) { return value; }
 
 static chooksupport_dispatch chooksupport_dispatch_function;
+
+uintptr_t chooksupport_recordless_readers;
 static int chooksupport_readers_fence;
 
 void chooksupport_handler_setup(chooksupport_dispatch dispatch, int readersFence) {

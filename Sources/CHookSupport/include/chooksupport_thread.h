@@ -117,33 +117,48 @@ static inline void chooksupport_thread_unmark(chooksupport_thread *thread) {
 /// as its closure, since a caller may have read the closure's address from the slot and call
 /// it at any later time. Everything else of the slot is freed when its last hook goes.
 typedef struct chooksupport_slot {
-    /// The slot's hook state (an unretained `SlotEntry`) while it has hooks, 0 when the
-    /// closure only passes calls through to `original`.
-    uintptr_t entry;
-    /// The function the slot held before the hook (0 for a NULL slot an instead hook filled).
-    uintptr_t original;
+    /// While the slot has hooks, its hook state (an unretained `SlotEntry`, which holds the
+    /// original) with ``CHOOKSUPPORT_SLOT_HOOKED`` set; otherwise the function the closure
+    /// passes calls through to (0 for a NULL slot an instead hook filled). One word, so a
+    /// call reads what it needs with one load, and the record stays 16 bytes.
+    uintptr_t state;
     /// The slot's address (0 for a closure that is free for reuse).
     uintptr_t address;
 } chooksupport_slot;
 
-/// Reads a slot's entry with acquire ordering.
-static inline uintptr_t chooksupport_slot_entry(const chooksupport_slot *slot) {
-    return __atomic_load_n(&slot->entry, __ATOMIC_ACQUIRE);
+/// The bit of ``chooksupport_slot/state`` that says it holds an entry: no user-space
+/// address has it set, function or object.
+static const uintptr_t CHOOKSUPPORT_SLOT_HOOKED = (uintptr_t)1 << (sizeof(uintptr_t) * 8 - 1);
+
+/// Reads a slot's state with acquire ordering.
+static inline uintptr_t chooksupport_slot_state(const chooksupport_slot *slot) {
+    return __atomic_load_n(&slot->state, __ATOMIC_ACQUIRE);
 }
 
-/// Publishes a slot's entry with release ordering.
-static inline void chooksupport_slot_set_entry(chooksupport_slot *slot, uintptr_t entry) {
-    __atomic_store_n(&slot->entry, entry, __ATOMIC_RELEASE);
+/// Publishes a slot's state with release ordering.
+static inline void chooksupport_slot_set_state(chooksupport_slot *slot, uintptr_t state) {
+    __atomic_store_n(&slot->state, state, __ATOMIC_RELEASE);
 }
 
-/// Reads a slot's original with acquire ordering.
-static inline uintptr_t chooksupport_slot_original(const chooksupport_slot *slot) {
-    return __atomic_load_n(&slot->original, __ATOMIC_ACQUIRE);
+/// How many calls that got no thread record are reading an entry's original right now;
+/// reclamation waits for a moment when there are none.
+extern uintptr_t chooksupport_recordless_readers;
+
+/// Begins a record-less call's read of the slot's state and, when it holds an entry, of the
+/// entry's original: the state is loaded after the count is raised, sequentially consistent.
+static inline uintptr_t chooksupport_recordless_begin(const chooksupport_slot *slot) {
+    __atomic_fetch_add(&chooksupport_recordless_readers, 1, __ATOMIC_SEQ_CST);
+    return __atomic_load_n(&slot->state, __ATOMIC_SEQ_CST);
 }
 
-/// Publishes a slot's original with release ordering.
-static inline void chooksupport_slot_set_original(chooksupport_slot *slot, uintptr_t original) {
-    __atomic_store_n(&slot->original, original, __ATOMIC_RELEASE);
+/// Ends what ``chooksupport_recordless_begin`` began.
+static inline void chooksupport_recordless_end(void) {
+    __atomic_fetch_sub(&chooksupport_recordless_readers, 1, __ATOMIC_RELEASE);
+}
+
+/// How many record-less calls are reading an entry's original (see above).
+static inline uintptr_t chooksupport_recordless_reader_count(void) {
+    return __atomic_load_n(&chooksupport_recordless_readers, __ATOMIC_SEQ_CST);
 }
 
 // MARK: - The closure handler

@@ -13,7 +13,7 @@ import Synchronization
 ///
 /// A closure is never freed: a caller may have read its address from a slot and call it at
 /// any later time, so it stays a pass-through to the slot's original. Cutting closures from
-/// blocks, 80 bytes each on x86-64, saves libffi's per-allocation overhead; a closure comes
+/// blocks, 72 bytes each on x86-64 with the record, saves libffi's per-allocation overhead; a closure comes
 /// back for reuse only when the program releases its slot (``SlotRegistry/releaseSlots(from:to:)``)
 /// or the slot's memory is gone, once no call can be inside it.
 ///

@@ -31,6 +31,10 @@ package final class SlotEntry: @unchecked Sendable {
     let record: UnsafeMutablePointer<chooksupport_slot>
     /// The published snapshot, retained once on behalf of the call path.
     private let current = Atomic<UnsafeRawPointer?>(nil)
+    /// The function the hooks wrap (0 for a NULL slot that an instead hook filled). Set
+    /// under the registry's lock before the entry is published in its slot record, whose
+    /// release store orders it for the call path; never changed after.
+    private let originalFunction = Atomic<UInt>(0)
     /// The protection to restore after writing the slot, when its page is read-only; set
     /// once, under the registry's lock, when the entry is made.
     var readOnlyProtection: SlotMemory.Protection?
@@ -66,6 +70,10 @@ package final class SlotEntry: @unchecked Sendable {
     ) {
         self.slot = slot
         self.reentryByFunction = reentryByFunction
+        // A closure reused from a slot's earlier entry passes calls through to the original
+        // it had; an install that takes the slot over sets the one it finds.
+        let state = chooksupport_slot_state(record)
+        if state & Self.hookedBit == 0 { originalFunction.store(state, ordering: .relaxed) }
         self.interface = interface
         self.cell = cell
         self.code = code
@@ -108,7 +116,18 @@ package final class SlotEntry: @unchecked Sendable {
     }
 
     /// The function the hooks wrap (0 for a NULL slot that an instead hook filled).
-    var original: UInt { chooksupport_slot_original(record) }
+    var original: UInt { originalFunction.load(ordering: .relaxed) }
+
+    /// Sets the function the hooks wrap; only before the entry is published.
+    func setOriginal(_ function: UInt) {
+        originalFunction.store(function, ordering: .relaxed)
+    }
+
+    /// The bit of a slot record's state that says it holds an entry.
+    static let hookedBit = UInt(CHOOKSUPPORT_SLOT_HOOKED)
+
+    /// What the entry's slot record holds while the entry is published there.
+    var publishedState: UInt { UInt(bitPattern: Unmanaged.passUnretained(self).toOpaque()) | Self.hookedBit }
 
     /// The signature of the slot.
     var signature: Signature { interface.signature }
@@ -292,15 +311,28 @@ struct CallFrame {
 /// or a call that got no thread record, passes straight through to the original.
 let slotEntryDispatch: chooksupport_dispatch = { cif, returnValue, arguments, slot, thread in
     let slot = slot!
-    let entry = chooksupport_slot_entry(slot)
-    if entry != 0, let thread {
-        Unmanaged<SlotEntry>.fromOpaque(UnsafeRawPointer(bitPattern: entry)!)._withUnsafeGuaranteedRef { entry in
-            entry.dispatch(returnValue: returnValue, arguments: arguments!, thread: thread)
+    func entry(_ state: UInt) -> Unmanaged<SlotEntry> {
+        Unmanaged<SlotEntry>.fromOpaque(UnsafeRawPointer(bitPattern: state & ~SlotEntry.hookedBit)!)
+    }
+    let function: UInt
+    if let thread {
+        let state = chooksupport_slot_state(slot)
+        if state & SlotEntry.hookedBit != 0 {
+            entry(state)._withUnsafeGuaranteedRef { entry in
+                entry.dispatch(returnValue: returnValue, arguments: arguments!, thread: thread)
+            }
+            return
         }
-        return
+        function = state
+    } else {
+        // No record marks this call inside: the count keeps an entry whose original it
+        // reads from being freed meanwhile.
+        let state = chooksupport_recordless_begin(slot)
+        function = state & SlotEntry.hookedBit != 0 ? entry(state)._withUnsafeGuaranteedRef { $0.original } : state
+        chooksupport_recordless_end()
     }
     let cif = cif!.assumingMemoryBound(to: ffi_cif.self)
-    if let function = UnsafeRawPointer(bitPattern: chooksupport_slot_original(slot)) {
+    if let function = UnsafeRawPointer(bitPattern: function) {
         ffi_call(cif, unsafeBitCast(function, to: (@convention(c) () -> Void).self), returnValue, arguments)
     } else if let returnValue, let type = cif.pointee.rtype, type.pointee.type != UInt16(FFI_TYPE_VOID) {
         let size = Int(type.pointee.size)

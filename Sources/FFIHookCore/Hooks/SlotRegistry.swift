@@ -74,6 +74,9 @@ package final class SlotRegistry: Sendable {
         let cells: [ClosurePool.Cell]
         /// The threads (record, odd generation) inside a call when the grace period began.
         let threads: [(record: UnsafeMutablePointer<chooksupport_thread>, generation: UInt)]
+        /// Whether calls without a thread record were reading entries when it began; the group
+        /// then also waits for a moment when none is.
+        var waitsForRecordless: Bool
     }
 
     private let state = Locked(State())
@@ -159,7 +162,7 @@ package final class SlotRegistry: Sendable {
             let record = HookRecord(
                 block: block, position: position, options: options, priority: priority, entry: entry)
             state.retired.append(entry.publish(entry.snapshot.adding(record)))
-            chooksupport_slot_set_entry(entry.record, UInt(bitPattern: Unmanaged.passUnretained(entry).toOpaque()))
+            chooksupport_slot_set_state(entry.record, entry.publishedState)
             state.entries[address] = entry
             Self.reclaim(&state)
             return record
@@ -292,7 +295,9 @@ package final class SlotRegistry: Sendable {
         for _ in 0..<1000 {
             let value = cell.pointee.load(ordering: .acquiring)
             guard value != 0 || allowEmpty else { throw failure(.emptySlot) }
-            chooksupport_slot_set_original(entry.record, value)
+            // Until the entry is published, calls that reach the closure pass through to it.
+            entry.setOriginal(value)
+            chooksupport_slot_set_state(entry.record, value)
             guard
                 let exchanged = compareExchange(
                     cell, expected: value, desired: code, protection: entry.readOnlyProtection)
@@ -410,7 +415,7 @@ package final class SlotRegistry: Sendable {
         let snapshot = entry.snapshot.removing(record)
         state.retired.append(entry.publish(snapshot))
         guard snapshot.isEmpty else { return }
-        chooksupport_slot_set_entry(entry.record, 0)
+        chooksupport_slot_set_state(entry.record, entry.original)
         state.retired.append(entry)
         let address = UInt(bitPattern: entry.slot)
         let isCurrent = state.entries[address] === entry
@@ -486,13 +491,15 @@ package final class SlotRegistry: Sendable {
             }
             state.waiting.append(
                 WaitingGroup(
-                    number: state.nextGroup, objects: state.retired, cells: state.retiredCells, threads: inside))
+                    number: state.nextGroup, objects: state.retired, cells: state.retiredCells, threads: inside,
+                    waitsForRecordless: chooksupport_recordless_reader_count() != 0))
             state.nextGroup += 1
             state.retired = []
             state.retiredCells = []
         }
         var freedCells: [ClosurePool.Cell] = []
         state.waiting.removeAll { group in
+            if group.waitsForRecordless && chooksupport_recordless_reader_count() != 0 { return false }
             let ended = group.threads.allSatisfy { thread in
                 if chooksupport_thread_generation(thread.record) != thread.generation { return true }
                 // A thread gone without its record being freed (it exited inside a hooked
