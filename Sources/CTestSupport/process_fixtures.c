@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -377,3 +378,131 @@ void pf_expect_leaks(void) { pf_leaks_expected = 1; }
 /* LeakSanitizer calls this at exit, where the process runs under it: nonzero skips the check. */
 int __lsan_is_turned_off(void);
 int __lsan_is_turned_off(void) { return pf_leaks_expected; }
+
+// MARK: - Calls that get no thread record
+
+struct recordless_run {
+    int (**slot)(int);
+    int value;
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    int called;  /* threads that made their call */
+    int turn;    /* the index of the late thread that may call now, or past the last */
+    int done;    /* threads may exit */
+};
+
+struct recordless_thread {
+    struct recordless_run *run;
+    int index;
+    int result;
+};
+
+/* Makes the call, counts it, and stays alive until told to end: a record the thread got is
+   not freed for another thread meanwhile. */
+static void recordless_call(struct recordless_thread *thread) {
+    struct recordless_run *run = thread->run;
+    thread->result = LOAD(run->slot)(run->value);
+    pthread_mutex_lock(&run->lock);
+    run->called++;
+    pthread_cond_broadcast(&run->changed);
+    while (!run->done) pthread_cond_wait(&run->changed, &run->lock);
+    pthread_mutex_unlock(&run->lock);
+}
+
+static void *recordless_holder(void *context) {
+    recordless_call(context);
+    return NULL;
+}
+
+static void *recordless_late(void *context) {
+    struct recordless_thread *thread = context;
+    struct recordless_run *run = thread->run;
+    pthread_mutex_lock(&run->lock);
+    while (run->turn != thread->index) pthread_cond_wait(&run->changed, &run->lock);
+    pthread_mutex_unlock(&run->lock);
+    recordless_call(thread);
+    return NULL;
+}
+
+/* The process's mapped size in bytes (the first field of /proc/self/statm, in pages). */
+static long mapped_bytes(void) {
+    int file = open("/proc/self/statm", O_RDONLY);
+    if (file < 0) return -1;
+    char text[128] = {0};
+    ssize_t length = read(file, text, sizeof text - 1);
+    close(file);
+    if (length <= 0) return -1;
+    return strtol(text, NULL, 10) * sysconf(_SC_PAGESIZE);
+}
+
+/* Maps pages while the address-space limit allows, into `room` from `taken` on; returns the
+   new count (`capacity` when the room never ran out). */
+static int take_room(void **room, int taken, int capacity) {
+    long page = sysconf(_SC_PAGESIZE);
+    while (taken < capacity) {
+        void *memory = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (memory == MAP_FAILED) break;
+        room[taken++] = memory;
+    }
+    return taken;
+}
+
+static void wait_for_calls(struct recordless_run *run, int count) {
+    pthread_mutex_lock(&run->lock);
+    while (run->called < count) pthread_cond_wait(&run->changed, &run->lock);
+    pthread_mutex_unlock(&run->lock);
+}
+
+int pf_call_without_thread_records(int (**slot)(int), int value, int holders, int late, int *results) {
+    enum { most = 256, most_pages = 4096 };
+    if (holders < 0 || late < 0 || holders + late > most) return -1;
+    static struct recordless_thread threads[most];
+    static pthread_t ids[most];
+    static void *room[most_pages];
+    struct recordless_run run = {slot, value, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, -1, 0};
+    int started = 0;
+    int status = 0;
+    for (; started < holders + late; started++) {
+        threads[started] = (struct recordless_thread){&run, started - holders, 0};
+        void *(*body)(void *) = started < holders ? recordless_holder : recordless_late;
+        if (pthread_create(&ids[started], NULL, body, &threads[started]) != 0) {
+            status = -1;
+            break;
+        }
+        /* One holder at a time: threads that find no free record at the same moment would
+           each map a page of records, leaving many free. */
+        if (started < holders) wait_for_calls(&run, started + 1);
+    }
+    int holding = started < holders ? started : holders;
+
+    /* Lower the address-space limit to what is mapped, then take what room is left page by
+       page (again before each late call: other threads may unmap meanwhile). */
+    struct rlimit saved;
+    int limited = 0;
+    long mapped = mapped_bytes();
+    if (status == 0 && mapped > 0 && getrlimit(RLIMIT_AS, &saved) == 0) {
+        struct rlimit tight = saved;
+        tight.rlim_cur = (rlim_t)mapped;
+        limited = setrlimit(RLIMIT_AS, &tight) == 0;
+    }
+    if (!limited) status = -1;
+    int taken = 0;
+    for (int index = 0; index < started - holding; index++) {
+        if (limited) taken = take_room(room, taken, most_pages);
+        if (taken == most_pages) status = -1;
+        pthread_mutex_lock(&run.lock);
+        run.turn = index;
+        pthread_cond_broadcast(&run.changed);
+        pthread_mutex_unlock(&run.lock);
+        wait_for_calls(&run, holding + index + 1);
+    }
+    for (int index = 0; index < taken; index++) munmap(room[index], (size_t)sysconf(_SC_PAGESIZE));
+    if (limited) setrlimit(RLIMIT_AS, &saved);
+    pthread_mutex_lock(&run.lock);
+    run.done = 1;
+    pthread_cond_broadcast(&run.changed);
+    pthread_mutex_unlock(&run.lock);
+    for (int index = 0; index < started; index++) pthread_join(ids[index], NULL);
+    for (int index = holding; index < started; index++) results[index - holding] = threads[index].result;
+    return status;
+}

@@ -106,6 +106,20 @@ import Testing
         }
     }
 
+    /// Threads whose first hooked call comes when no thread record can be mapped (the
+    /// address space is full): each call still reaches the original with its arguments,
+    /// without the blocks, and the hooks stay usable once memory is back. Not under the
+    /// sanitizers, whose runtimes map memory of their own for a thread's first steps.
+    @Test(
+        .disabled(
+            if: ProcessLifeTests.underAddressSanitizer || ProcessLifeTests.underThreadSanitizer,
+            "the sanitizers' runtimes need to map memory while the address space is full"))
+    func callsThatGetNoThreadRecordPassThrough() async {
+        await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
+            try ProcessLifeTests.callWithoutThreadRecords()
+        }
+    }
+
     // MARK: - fork
 
     /// fork while two other threads are inside hooked calls (one in the original, one in a
@@ -378,6 +392,13 @@ extension ProcessLifeTests {
 
     static func followLoadsAfterAnUnload() throws {
         startChild()
+        // Libraries are loaded through a library's own import of dlopen: under the
+        // sanitizers the test executable defines dlopen itself, so its calls to it go
+        // through no import table.
+        guard let loader = dlopen(ImportFixtures.path("libImportFixture.so"), RTLD_NOW),
+            let openAddress = dlsym(loader, "cimportfixture_open")
+        else { fail("the import fixture must be built") }
+        let load = unsafeBitCast(openAddress, to: ImportFixtures.Open.self)
         let strlens = Counter()
         let atois = Counter()
         let lengthGroup = try ImportTable.hook(
@@ -390,17 +411,19 @@ extension ProcessLifeTests {
         ) { call in
             if String(cString: call.argument(0, as: UnsafePointer<CChar>.self)) == "4711" { atois.increment() }
         }
+        let path = ImportFixtures.path(processFixture)
         for round in 1...3 {
-            let library = openProcessFixture()
+            check(pf_library_is_loaded(path) == 0, "\(processFixture) is not loaded before round \(round)")
+            guard let library = load(path, RTLD_NOW) else { fail("loading \(processFixture)") }
             let length = function("cprocessfixture_length", in: library, as: ImportFixtures.Length.self)
             check(length("followed") == 8, "strlen through the library loaded in round \(round)")
-            check(strlens.count == round, "the block ran for the library loaded in round \(round)")
+            check(strlens.count == round, "the block ran for the library loaded in round \(round): \(strlens.count)")
             closeProcessFixture(library)
         }
         // Another library, loaded after the unloads.
         let laterPath = ImportFixtures.path("libLaterImportFixture.so")
         check(dlopen(laterPath, RTLD_NOW | RTLD_NOLOAD) == nil, "the later fixture is not loaded yet")
-        guard let later = dlopen(laterPath, RTLD_NOW) else { fail("the later fixture must be built") }
+        guard let later = load(laterPath, RTLD_NOW) else { fail("the later fixture must be built") }
         let parse = function("cimportlater_parse", in: later, as: ImportFixtures.Parse.self)
         check(parse("4711") == 4712, "atoi through the library loaded after the unloads")
         check(atois.count == 1, "the atoi block ran for the library loaded after the unloads")
@@ -630,6 +653,31 @@ extension ProcessLifeTests {
         check(runs.count == 10, "the block ran once per outer call: \(runs.count)")
         check(token.remove() && probe.remove(), "removing the hooks")
         waitForReclamation("at the end")
+    }
+
+    static func callWithoutThreadRecords() throws {
+        startChild()
+        pf_reset()
+        let runs = Counter()
+        let token = try Hook.after(on: slot(\.churn), signature: intToInt) { call in
+            runs.increment()
+            call.setReturnValue(call.returnValue(as: Int32.self) + 1000)
+        }
+        // Forty holders, one after the other, claim as many records, which leaves fewer than
+        // a mapping's worth (fourteen) free; the late threads call one at a time, each
+        // staying alive, so the later ones find no record and cannot map one.
+        let late = 40
+        var results = [Int32](repeating: 0, count: late)
+        let status = pf_call_without_thread_records(pointer(\.churn), 2, 40, Int32(late), &results)
+        check(status == 0, "the threads and the address-space limit were set up")
+        check(results.allSatisfy { $0 == 3 || $0 == 1003 }, "every late call returned a right result: \(results)")
+        let passedThrough = results.count { $0 == 3 }
+        check(passedThrough >= 1, "some late calls had no record: \(results)")
+        check(runs.count == 40 + late - passedThrough, "the block ran for each call that had a record")
+        check(pf_call_slot(pointer(\.churn), 2) == 1003, "a hooked call once memory is back")
+        check(token.remove(), "removing the hook")
+        waitForReclamation("after the removal")
+        check(pf_call_slot(pointer(\.churn), 2) == 3, "the original after the removal")
     }
 
     // MARK: fork

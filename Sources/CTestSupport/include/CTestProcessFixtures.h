@@ -66,6 +66,14 @@ void pf_hold_wait_arrivals(int count);
 /// Lets `count` held threads go.
 void pf_hold_release(int count);
 
+/// Calls `slot` with `value` from `late` fresh threads at a moment when no new thread record
+/// can be mapped: `holders` threads first each make one call through the slot (claiming a
+/// record each) and stay alive; then the address-space limit is lowered to what is mapped,
+/// so mmap fails; then the late threads, created before, make their first call. Each late
+/// result goes to `results`. Returns 0, or -1 when the threads or the limit could not be set
+/// up. The limit is restored before it returns.
+int pf_call_without_thread_records(int (**slot)(int), int value, int holders, int late, int *results);
+
 /// A thread that calls through a slot once.
 typedef struct pf_caller pf_caller;
 /// Starts a thread that calls the function at `slot` with `value`; NULL on failure.
