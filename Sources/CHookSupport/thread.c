@@ -98,6 +98,35 @@ void chooksupport_thread_forget_others(void) {
     }
 }
 
+// MARK: - fork
+
+static pthread_mutex_t *chooksupport_fork_locks[2];
+
+static void chooksupport_fork_prepare(void) {
+    pthread_mutex_lock(chooksupport_fork_locks[0]);
+    pthread_mutex_lock(chooksupport_fork_locks[1]);
+}
+
+static void chooksupport_fork_parent(void) {
+    pthread_mutex_unlock(chooksupport_fork_locks[1]);
+    pthread_mutex_unlock(chooksupport_fork_locks[0]);
+}
+
+static void chooksupport_fork_child(void) {
+    /* The child's only thread: every other record belongs to a thread that is gone. */
+    chooksupport_thread_forget_others();
+    pthread_mutex_unlock(chooksupport_fork_locks[1]);
+    pthread_mutex_unlock(chooksupport_fork_locks[0]);
+}
+
+int chooksupport_fork_protect(pthread_mutex_t *first, pthread_mutex_t *second) {
+    static int registered;
+    if (__atomic_exchange_n(&registered, 1, __ATOMIC_ACQ_REL)) return 0;
+    chooksupport_fork_locks[0] = first;
+    chooksupport_fork_locks[1] = second;
+    return pthread_atfork(chooksupport_fork_prepare, chooksupport_fork_parent, chooksupport_fork_child);
+}
+
 // MARK: - The closure handler
 
 void chooksupport_nothing(void) {}

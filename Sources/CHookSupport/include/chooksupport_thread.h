@@ -9,6 +9,7 @@
 // lock; a thread finds its own through an initial-exec thread-local pointer (no allocation
 // on first access, unlike pthread keys beyond the first block or dynamic TLS).
 
+#include <pthread.h>
 #include <stdint.h>
 
 /// How many slots one thread tracks as "its blocks are running here" (for re-entry).
@@ -78,6 +79,13 @@ void chooksupport_thread_release(chooksupport_thread *thread);
 /// whatever call those threads were inside (they do not exist in the child), and records the
 /// calling thread's new kernel id.
 void chooksupport_thread_forget_others(void);
+
+/// Registers, on its first call only, `pthread_atfork` handlers that take `first`, then
+/// `second`, before a fork and release both on each side after it; the child's handler
+/// first frees the other threads' records. The handlers are C and reach the locks through
+/// pointers kept here, so they touch nothing a fork could have left half initialised.
+/// Returns 0, or the error of `pthread_atfork`.
+int chooksupport_fork_protect(pthread_mutex_t *first, pthread_mutex_t *second);
 
 // MARK: - Re-entry marks
 

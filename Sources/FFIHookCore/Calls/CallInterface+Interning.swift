@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
 extension CallInterface {
     /// The shared interface for `signature`, prepared on first use.
     ///
@@ -57,10 +63,6 @@ final class InterfaceCache: Sendable {
 
     var count: Int { entries.withLock { $0.count } }
 
-    /// Takes the table's lock for `pthread_atfork` (see ``SlotRegistry``), so that no other
-    /// thread holds it at the moment of a fork.
-    func lockForFork() { entries.lockForFork() }
-
-    /// Releases the lock taken by ``lockForFork()``.
-    func unlockAfterFork() { entries.unlockAfterFork() }
+    /// The table's lock, for the `pthread_atfork` handlers (see ``SlotRegistry``).
+    var mutexForFork: UnsafeMutablePointer<pthread_mutex_t> { entries.mutexForFork }
 }

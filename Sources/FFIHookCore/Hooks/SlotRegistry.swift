@@ -18,27 +18,14 @@ package final class SlotRegistry: Sendable {
     /// The registry of the process.
     package static let shared = SlotRegistry()
 
-    /// Registers the `pthread_atfork` handlers, once, the first time a writer takes the lock:
-    /// after ``shared`` has finished initialising, so that a handler's use of it never waits
-    /// for an initialisation that a fork may have cut short. No library-wide lock is held
-    /// across fork: the prepare handler takes them (in the order in which code nests them)
-    /// and both sides release them afterwards.
+    /// Registers the `pthread_atfork` handlers, once, the first time a writer takes the lock.
+    /// No library-wide lock is held across fork: the prepare handler takes the registry's
+    /// and the interning table's (in the order in which code nests them) and both sides
+    /// release them afterwards. The handlers are C and reach the locks through pointers
+    /// handed over here, so a fork never runs Swift code that could wait for a lazy global's
+    /// initialisation the fork cut short.
     private static let forkHandlers: Void = {
-        pthread_atfork(
-            {
-                SlotRegistry.shared.state.lockForFork()
-                InterfaceCache.shared.lockForFork()
-            },
-            {
-                InterfaceCache.shared.unlockAfterFork()
-                SlotRegistry.shared.state.unlockAfterFork()
-            },
-            {
-                // The child's only thread: every other record belongs to a thread that is gone.
-                chooksupport_thread_forget_others()
-                InterfaceCache.shared.unlockAfterFork()
-                SlotRegistry.shared.state.unlockAfterFork()
-            })
+        _ = chooksupport_fork_protect(shared.state.mutexForFork, InterfaceCache.shared.mutexForFork)
     }()
 
     private struct State {

@@ -46,15 +46,8 @@ package final class Locked<Value>: @unchecked Sendable {
         return body(&value)
     }
 
-    /// Takes the lock without running anything under it, for `pthread_atfork`'s prepare
-    /// handler: no other thread then holds it at the moment of the fork.
-    package func lockForFork() {
-        pthread_mutex_lock(mutex)
-    }
-
-    /// Releases a lock taken by ``lockForFork()``, in the parent or in the child after fork
-    /// (the child's only thread is the one that took it).
-    package func unlockAfterFork() {
-        pthread_mutex_unlock(mutex)
-    }
+    /// The lock itself, for `pthread_atfork` handlers written in C: taken before a fork so
+    /// that no other thread holds it at that moment, released on both sides after it. The
+    /// lock lives as long as this value.
+    var mutexForFork: UnsafeMutablePointer<pthread_mutex_t> { mutex }
 }
