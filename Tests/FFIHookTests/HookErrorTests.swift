@@ -64,7 +64,14 @@ extension FixtureTableTests {
                 try Hook.before(on: fixtureSlot(\.add), signature: Signature("ddd")) { _ in }
             }
             #expect(error?.code == .signatureMismatch(installed: "iii"))
-            // Names and qualifiers do not matter; the ABI shape does.
+            // Types the registers pass alike still differ: a block reads and returns the
+            // slot's values as one signature says, and the message does not claim otherwise.
+            let unsigned = #expect(throws: HookError.self) {
+                try Hook.before(on: fixtureSlot(\.add), signature: Signature("III")) { _ in }
+            }
+            #expect(unsigned?.code == .signatureMismatch(installed: "iii"))
+            #expect(unsigned?.description.hasSuffix("every hook of a slot must use the same types") == true)
+            // Names and qualifiers do not matter.
             let same = try Hook.after(on: fixtureSlot(\.add), signature: Signature("i8i0i4")) { _ in }
             same.remove()
         }

@@ -121,6 +121,25 @@ extension FixtureTableTests {
             #expect(SlotMemory.protection(of: UInt(bitPattern: page))?.writable == false)
         }
 
+        /// A "slot" inside a function's instructions is refused even with
+        /// `.liftsPageProtection`, and the code is left as it was.
+        @Test func aSlotInCodeIsRefusedEvenWhenProtectionMayBeLifted() throws {
+            let code = try #require(UnsafeMutableRawPointer(bitPattern: addOriginalAddress))
+            let aligned = UnsafeMutableRawPointer(bitPattern: (UInt(bitPattern: code) + 7) & ~7)!
+            let before = aligned.load(as: UInt.self)
+            let error = #expect(throws: HookError.self) {
+                try Hook.before(
+                    on: FunctionSlot(aligned), signature: FixtureSignature.add, options: .liftsPageProtection
+                ) { _ in }
+            }
+            guard case .invalidSlot(let reason) = error?.code else {
+                Issue.record("expected invalidSlot, got \(String(describing: error))")
+                return
+            }
+            #expect(reason.contains("executable code"))
+            #expect(aligned.load(as: UInt.self) == before)
+        }
+
         @Test func anUnmappedSlotIsAnErrorNotACrash() throws {
             let page = mmap(nil, Self.pageSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)!
             munmap(page, Self.pageSize)

@@ -26,7 +26,8 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
         case invalidSlot(String)
         /// The slot holds NULL and the hook is a before or after hook, which needs an original.
         case emptySlot
-        /// The slot is already hooked with a signature the ABI passes differently.
+        /// The slot is already hooked with a signature of other types (names and type
+        /// qualifiers aside): every hook of a slot must describe its function the same way.
         case signatureMismatch(installed: String)
         /// A typed block's Swift type does not match the signature at `position`.
         case typeMismatch(position: CallInterfaceError.Position, swiftType: String, cType: String)
@@ -82,7 +83,8 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
         case .invalidSlot(let reason): cannotHook(reason)
         case .emptySlot: cannotHook("it holds NULL, and a before or after hook needs an original to run")
         case .signatureMismatch(let installed):
-            cannotHook("it is already hooked with signature \(quoted(installed)), which the ABI passes differently")
+            cannotHook(
+                "it is already hooked with signature \(quoted(installed)); every hook of a slot must use the same types")
         case .typeMismatch(let position, let swiftType, let cType):
             cannotHook("the block's \(position) is \(swiftType), which does not match C type \(cType)")
         case .argumentCountMismatch(let expected, let actual):

@@ -242,6 +242,11 @@ package final class SlotRegistry: Sendable {
                 throw failure(.unmappedSlot)
             }
             if !protection.writable && !options.contains(.liftsPageProtection) { throw failure(.readOnlySlot) }
+            // Lifting protection is for tables the loader protected, never for code: a word
+            // written into a function's instructions would break them.
+            if !protection.writable && protection.executable {
+                throw failure(.invalidSlot("the slot lies in executable code, not in a table"))
+            }
             readOnlyProtection = protection.writable ? nil : protection
         }
         let cell: ClosurePool.Cell
