@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Which loaded objects an import-table hook covers.
 public enum ImportScope: Sendable, Hashable, CustomStringConvertible {
     /// The loaded objects whose path ends with this name at a path component (a full path,
@@ -82,6 +84,9 @@ public enum ImportTable {
     ///   - position: before, instead of, or after the original.
     ///   - options: as for ``Hook/install(on:signature:position:options:_:)``;
     ///     ``/FFIHookCore/HookOptions/liftsPageProtection`` is always added.
+    ///     ``/FFIHookCore/HookOptions/once`` holds for the group: the block runs for one call
+    ///     through any of its entries, then the whole group is removed (an instead block's
+    ///     later calls meanwhile reach the original).
     ///   - block: runs with a view of each call through a hooked entry.
     /// - Returns: the token that removes every hook of the call.
     /// - Throws: ``/FFIHookCore/HookError`` with
@@ -95,9 +100,29 @@ public enum ImportTable {
         symbol: String, in scope: ImportScope, signature: Signature, position: HookPosition,
         options: HookOptions = [], _ block: @escaping @Sendable (borrowing Invocation) -> Void
     ) throws(HookError) -> HookGroupToken {
+        guard options.contains(.once) else {
+            return try hook(symbol: symbol, in: scope, signature: signature, position: position, options, block)
+        }
+        let once = GroupOnce()
+        let group = try hook(symbol: symbol, in: scope, signature: signature, position: position, options) { call in
+            guard once.claim() else {
+                if position == .instead { call.callOriginal() }
+                return
+            }
+            block(call)
+            once.finish()
+        }
+        once.attach(group)
+        return group
+    }
+
+    private static func hook(
+        symbol: String, in scope: ImportScope, signature: Signature, position: HookPosition, _ options: HookOptions,
+        _ block: @escaping @Sendable (borrowing Invocation) -> Void
+    ) throws(HookError) -> HookGroupToken {
         let request = ImportRequest(
-            symbol: symbol, signature: signature, position: position, options: options.union(.liftsPageProtection),
-            block: block)
+            symbol: symbol, signature: signature, position: position,
+            options: options.subtracting(.once).union(.liftsPageProtection), block: block)
         if scope == .allIncludingLaterLoads {
             return try LoadFollower.start(request)
         }
@@ -122,4 +147,35 @@ struct ImportRequest: Sendable {
     let position: HookPosition
     let options: HookOptions
     let block: @Sendable (borrowing Invocation) -> Void
+}
+
+/// `once` for a whole group of hooks: the first call to claim it runs the block, and the
+/// group is removed when that block has run (at once, or as soon as the group exists when
+/// the block ran during the install).
+final class GroupOnce: Sendable {
+    private let claimed = Atomic<Bool>(false)
+    private let state = Locked<(group: HookGroupToken?, finished: Bool)>((nil, false))
+
+    /// Whether this call is the one that runs the block.
+    func claim() -> Bool {
+        !claimed.exchange(true, ordering: .acquiringAndReleasing)
+    }
+
+    /// Called after the block ran: removes the group, or has ``attach(_:)`` remove it.
+    func finish() {
+        let group = state.withLock { state in
+            state.finished = true
+            return state.group
+        }
+        group?.remove()
+    }
+
+    /// Hands over the group once it is installed.
+    func attach(_ group: HookGroupToken) {
+        let finished = state.withLock { state in
+            state.group = group
+            return state.finished
+        }
+        if finished { group.remove() }
+    }
 }

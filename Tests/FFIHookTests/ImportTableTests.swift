@@ -224,6 +224,49 @@ extension FixtureTableTests {
             #expect(nested.count >= 1)
         }
 
+        /// `.once` holds for the whole group: one block run in all, whichever object's entry
+        /// the first call comes through, then the group removes itself.
+        @Test func onceHoldsForTheWholeGroup() throws {
+            let library = try ImportFixtures.open(Self.fullRELRO)
+            let length = try ImportFixtures.function(
+                "cimportfixture_length", in: library, as: ImportFixtures.Length.self)
+            let runs = Counter()
+            let group = try ImportTable.hook(
+                symbol: "strlen", in: .all, signature: Signature("Q*"), position: .before, options: .once
+            ) { _ in
+                runs.increment()
+            }
+            defer { group.remove() }
+            #expect(group.tokens.count >= 2)
+            // Calls through the fixture's entry and through the Swift runtime's.
+            #expect(length("once") == 4)
+            #expect("once".withCString { String(cString: $0) }.count == 4)
+            #expect(length("twice") == 5)
+            // The first call may have come from another thread, which may still be removing.
+            var waited = 0
+            while group.isActive && waited < 1000 {
+                usleep(1000)
+                waited += 1
+            }
+            #expect(!group.isActive)
+            #expect(runs.count == 1)
+        }
+
+        /// A `.once` instead block on an import-table group: the first call gets the block's
+        /// result, later ones the original's.
+        @Test func aOnceInsteadBlockLetsLaterCallsReachTheOriginal() throws {
+            let library = try ImportFixtures.open(Self.lazy)
+            let parse = try ImportFixtures.function("cimportlazy_parse", in: library, as: ImportFixtures.ParseLong.self)
+            let group = try ImportTable.hook(
+                symbol: "atol", in: .object(Self.lazy), signature: Signature("q*"), position: .instead, options: .once
+            ) { call in
+                call.setReturnValue(-1 as Int)
+            }
+            #expect(parse("12") == -1)
+            #expect(parse("12") == 12)
+            #expect(!group.isActive)
+        }
+
         @Test func removalRestoresOnlyWhatIsStillOurs() throws {
             let library = try ImportFixtures.open(Self.fullRELRO)
             let length = try ImportFixtures.function(
