@@ -84,7 +84,8 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
         case .emptySlot: cannotHook("it holds NULL, and a before or after hook needs an original to run")
         case .signatureMismatch(let installed):
             cannotHook(
-                "it is already hooked with signature \(quoted(installed)); every hook of a slot must use the same types")
+                "it is already hooked with signature \(quoted(installed)); every hook of a slot must use the same types"
+            )
         case .typeMismatch(let position, let swiftType, let cType):
             cannotHook("the block's \(position) is \(swiftType), which does not match C type \(cType)")
         case .argumentCountMismatch(let expected, let actual):
