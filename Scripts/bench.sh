@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the benchmarks in Benchmarks/ in release and runs hookbench with the given options
 # (none: the full run, printed as a table; `--quick` for CI; `--help` lists the others).
-# On a Debian machine with only the Swift toolchain it first installs what it needs.
+# On a Debian machine with only the Swift toolchain it first installs what it needs; only
+# hookbench's report goes to standard output (everything else to standard error), so
+# `--json > results.json` is valid JSON on a fresh machine too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,8 +16,8 @@ if ((${#missing[@]})); then
     echo "== installing ${missing[*]}" >&2
     sudo=""
     if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-    $sudo apt-get update
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends "${missing[@]}"
+    $sudo apt-get update >&2
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends "${missing[@]}" >&2
 fi
 
 echo "== building Benchmarks/ (release)" >&2
