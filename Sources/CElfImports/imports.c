@@ -4,8 +4,10 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #if defined(__x86_64__)
 #define CELFIMPORTS_R_JUMP_SLOT R_X86_64_JUMP_SLOT
@@ -233,6 +235,59 @@ int celfimports_replace(uintptr_t slot, uintptr_t expected, uintptr_t desired) {
 
 static _Thread_local int celfimports_walking;
 
-void celfimports_begin_walk(void) { celfimports_walking++; }
-void celfimports_end_walk(void) { celfimports_walking--; }
+/* Walks hold the read side while they run; fork's prepare handler takes the write side, for a
+   while at most, so that no walk is inside the loader's list (dl_iterate_phdr holds a loader
+   lock that glibc does not reset in a child) at the moment of a fork. Readers are preferred
+   (glibc's default), so a walk nested in another never waits for a forking writer. */
+static pthread_rwlock_t celfimports_gate = PTHREAD_RWLOCK_INITIALIZER;
+static int celfimports_gate_taken;
+
+void celfimports_begin_walk(void) {
+    if (celfimports_walking++ == 0) pthread_rwlock_rdlock(&celfimports_gate);
+}
+
+void celfimports_end_walk(void) {
+    if (--celfimports_walking == 0) pthread_rwlock_unlock(&celfimports_gate);
+}
+
 int celfimports_is_walking(void) { return celfimports_walking > 0; }
+
+static void celfimports_fork_prepare(void) {
+    /* A walk waiting for a lock the forking thread holds would keep the gate for ever: wait
+       100 ms at most, then fork anyway. */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 100 * 1000 * 1000;
+    if (until.tv_nsec >= 1000 * 1000 * 1000) {
+        until.tv_sec += 1;
+        until.tv_nsec -= 1000 * 1000 * 1000;
+    }
+    celfimports_gate_taken = celfimports_walking == 0 && pthread_rwlock_timedwrlock(&celfimports_gate, &until) == 0;
+}
+
+static void celfimports_fork_parent(void) {
+    if (celfimports_gate_taken) pthread_rwlock_unlock(&celfimports_gate);
+    celfimports_gate_taken = 0;
+}
+
+static void celfimports_fork_child(void) {
+    if (celfimports_gate_taken) {
+        pthread_rwlock_unlock(&celfimports_gate);
+    } else if (celfimports_walking == 0) {
+        /* Walks of threads that are not in the child may still hold the read side. */
+        pthread_rwlock_t fresh = PTHREAD_RWLOCK_INITIALIZER;
+        memcpy(&celfimports_gate, &fresh, sizeof fresh);
+    }
+    celfimports_gate_taken = 0;
+}
+
+void celfimports_guard_walks_across_fork(void) {
+    static int registered;
+    if (__atomic_exchange_n(&registered, 1, __ATOMIC_ACQ_REL)) return;
+    pthread_atfork(celfimports_fork_prepare, celfimports_fork_parent, celfimports_fork_child);
+}
+
+static _Thread_local int celfimports_loading;
+
+void celfimports_begin_load(void) { celfimports_loading++; }
+int celfimports_end_load(void) { return --celfimports_loading == 0; }

@@ -68,14 +68,19 @@ public enum ImportTable {
     /// unload objects: each object in scope is kept loaded while this call hooks its entries.
     ///
     /// With ``ImportScope/allIncludingLaterLoads`` the group also hooks `dlopen` in every
-    /// object's import table, with an after hook that, when a call loaded something, hooks
-    /// the symbol's entries in the objects that are new (and their own `dlopen` entries)
-    /// and adds them to the group; an entry that no longer holds the group's hook (its
-    /// object was unloaded and another loaded at its address) is hooked again. Objects
-    /// loaded by other means (`dlmopen`, glibc's internal loads for NSS or iconv, a call to
-    /// `dlopen` through a pointer from `dlsym`) are not followed, and entries of a new
-    /// object that cannot be hooked are skipped. The `dlopen` hooks are removed with the
-    /// group but are not among its ``HookGroupToken/tokens``.
+    /// object's import table. When a call loaded something, the hook hooks the symbol's
+    /// entries in the objects that are new (and their own `dlopen` entries) and adds them to
+    /// the group before `dlopen` returns, also when other threads load at the same moment;
+    /// an entry that no longer holds the group's hook (its object was unloaded and another
+    /// loaded at its address) is hooked again, and the hooks of objects unloaded since are
+    /// dropped from the group. Objects loaded by other means (`dlmopen`, glibc's internal
+    /// loads for NSS or iconv, a call to `dlopen` through a pointer from `dlsym`, a `dlopen`
+    /// defined in the executable itself, as sanitizer runtimes do) are not followed, and
+    /// entries of a new object that cannot be hooked are skipped. The `dlopen` hooks are
+    /// removed with the group but are not among its ``HookGroupToken/tokens``. glibc finds
+    /// the object that called `dlopen` by its return address, to search that object's
+    /// `DT_RPATH`: through the hook the caller is this library, so an object that relies on
+    /// its own `DT_RPATH` (not `DT_RUNPATH`) to find what it opens may not find it.
     ///
     /// - Parameters:
     ///   - symbol: the function's name as the objects import it, such as `"strlen"`.

@@ -51,6 +51,28 @@ import Testing
         }
     }
 
+    /// Two threads load and unload the same library through a hooked `dlopen` at the same
+    /// time, two hundred times each: whichever thread's walk hooks the new entries, each
+    /// `dlopen` returns only once the library it loaded is hooked.
+    @Test func loadsOnSeveralThreadsAreHookedBeforeDlopenReturns() async {
+        await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
+            try ProcessLifeTests.followLoadsOnSeveralThreads()
+        }
+    }
+
+    /// fork while another thread is in the middle of a walk that follows its `dlopen` (held
+    /// there after claiming an entry): the child, where that thread does not exist, follows
+    /// its own loads.
+    @Test(
+        .disabled(
+            if: ProcessLifeTests.underThreadSanitizer,
+            "the Swift runtime's lazy globals are not fork-safe under ThreadSanitizer"))
+    func aChildForkedDuringAWalkFollowsItsLoads() async {
+        await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
+            try ProcessLifeTests.forkDuringAWalk()
+        }
+    }
+
     // MARK: - The allocator
 
     /// malloc, calloc, realloc and free hooked in every object while four threads allocate:
@@ -412,6 +434,7 @@ extension ProcessLifeTests {
             if String(cString: call.argument(0, as: UnsafePointer<CChar>.self)) == "4711" { atois.increment() }
         }
         let path = ImportFixtures.path(processFixture)
+        let tokensBefore = lengthGroup.tokens.count
         for round in 1...3 {
             check(pf_library_is_loaded(path) == 0, "\(processFixture) is not loaded before round \(round)")
             guard let library = load(path, RTLD_NOW) else { fail("loading \(processFixture)") }
@@ -427,9 +450,105 @@ extension ProcessLifeTests {
         let parse = function("cimportlater_parse", in: later, as: ImportFixtures.Parse.self)
         check(parse("4711") == 4712, "atoi through the library loaded after the unloads")
         check(atois.count == 1, "the atoi block ran for the library loaded after the unloads")
+        // The walk for that load dropped the hooks of the unloaded library's entries.
+        let laterEntries = ImportFixtures.entries(of: "strlen", in: .object("libLaterImportFixture.so")).count
+        check(
+            lengthGroup.tokens.count == tokensBefore + laterEntries,
+            "the group holds no hook of an unloaded library: \(lengthGroup.tokens.count) tokens, \(tokensBefore) + \(laterEntries) expected"
+        )
         check(lengthGroup.remove() && parseGroup.remove(), "removing both groups returns true")
         check(parse("4711") == 4712 && atois.count == 1, "no block after the removal")
         waitForReclamation("after the removals")
+    }
+
+    /// `cimportfixture_open`: dlopen called from a library's own import of it.
+    static func fixtureLoader() -> ImportFixtures.Open {
+        guard let loader = dlopen(ImportFixtures.path("libImportFixture.so"), RTLD_NOW),
+            let openAddress = dlsym(loader, "cimportfixture_open")
+        else { fail("the import fixture must be built") }
+        return unsafeBitCast(openAddress, to: ImportFixtures.Open.self)
+    }
+
+    static func followLoadsOnSeveralThreads() throws {
+        startChild()
+        let load = fixtureLoader()
+        let counts = [Counter(), Counter()]
+        let markers = ["thread-0", "thread-1"]
+        let group = try ImportTable.hook(
+            symbol: "strlen", in: .allIncludingLaterLoads, signature: Signature("Q*"), position: .before
+        ) { call in
+            let text = String(cString: call.argument(0, as: UnsafePointer<CChar>.self))
+            if let index = markers.firstIndex(of: text) { counts[index].increment() }
+        }
+        let misses = Counter()
+        let path = ImportFixtures.path(processFixture)
+        let threads = (0..<2).map { index in
+            JoinableThread {
+                for _ in 0..<200 {
+                    guard let library = load(path, RTLD_NOW) else { fail("loading \(processFixture)") }
+                    let length = function("cprocessfixture_length", in: library, as: ImportFixtures.Length.self)
+                    let before = counts[index].count
+                    _ = length(markers[index])
+                    if counts[index].count != before + 1 { misses.increment() }
+                    dlclose(library)
+                }
+            }
+        }
+        for thread in threads { thread.join() }
+        check(misses.count == 0, "every call right after a dlopen was hooked: \(misses.count) of 400 were not")
+        check(group.remove(), "removing the group")
+        waitForReclamation("after the removal")
+    }
+
+    static func forkDuringAWalk() throws {
+        startChild()
+        check(pf_hold_init() == 0, "the hold pipe")
+        let load = fixtureLoader()
+        // The walker holds itself in dlsym, which a walk calls to bind a lazily bound entry
+        // (the fixture's getpid, loaded with RTLD_LAZY) after claiming it, outside the
+        // registry's lock.
+        let walker = Atomic<UInt>(0)
+        let held = Flag()
+        let dlsymHook = try ImportTable.hook(
+            symbol: "dlsym", in: .mainProgram, signature: Signature("^v^v*"), position: .before
+        ) { _ in
+            if UInt(pthread_self()) == walker.load(ordering: .acquiring) && !held.isSet {
+                held.set()
+                pf_hold_here()
+            }
+        }
+        let pids = Counter()
+        let group = try ImportTable.hook(
+            symbol: "getpid", in: .allIncludingLaterLoads, signature: Signature("i"), position: .after
+        ) { _ in
+            pids.increment()
+        }
+        let path = ImportFixtures.path(processFixture)
+        let loading = JoinableThread {
+            walker.store(UInt(pthread_self()), ordering: .releasing)
+            // Lazily, so that the fixture's getpid entry waits to be bound by the walk.
+            guard let library = load(path, RTLD_LAZY) else { fail("loading \(processFixture) on the walker") }
+            dlclose(library)
+        }
+        pf_hold_wait_arrivals(1)
+        let child = pf_fork()
+        if child == 0 {
+            runForkedChild {
+                guard let library = load(path, RTLD_NOW) else { fail("loading in the child", forked: true) }
+                let pid = function("cprocessfixture_pid", in: library, as: PidFunction.self)
+                let before = pids.count
+                let value = pid()
+                check(pids.count == before + 1, "the child's load was followed", forked: true)
+                check(value == getpid(), "getpid through the fixture in the child", forked: true)
+                check(group.remove() && dlsymHook.remove(), "removals in the child", forked: true)
+            }
+        }
+        let status = child > 0 ? pf_wait(child) : -1
+        pf_hold_release(1)
+        loading.join()
+        check(status == 0, "the forked child exits with 0 (wait status \(status))")
+        check(group.remove() && dlsymHook.remove(), "removals in the parent")
+        waitForReclamation("in the parent")
     }
 
     // MARK: The allocator

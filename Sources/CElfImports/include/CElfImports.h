@@ -96,4 +96,19 @@ void celfimports_end_walk(void);
 /// Whether this thread is walking import tables.
 int celfimports_is_walking(void);
 
+/// Registers, on its first call only, `pthread_atfork` handlers that keep a fork from
+/// happening while another thread walks (for 100 ms at most): a walk lists the loaded
+/// objects with a loader lock held, which glibc does not reset in the child, whose next
+/// `dlopen` would then wait for ever. Called after the hook registry registered its own
+/// handlers, so that this prepare handler runs first, while walks can still finish.
+void celfimports_guard_walks_across_fork(void);
+
+/// Counts a `dlopen` call starting on this thread (one a library's constructor makes while
+/// another `dlopen` of the thread runs nests inside it).
+void celfimports_begin_load(void);
+
+/// Counts a `dlopen` call ending on this thread; returns whether it was the outermost, made
+/// while the thread held none of the loader's locks on its own account.
+int celfimports_end_load(void);
+
 #endif
