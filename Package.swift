@@ -34,18 +34,17 @@ let package = Package(
             pkgConfig: "libffi",
             providers: [.apt(["libffi-dev"])]
         ),
-        // The register-passing thunk of the fast call path (see RegisterCallPlan).
-        .target(name: "CHookSupport"),
+        // The C shim: per-thread records and the closure handler, register calls, memory
+        // barriers and fault-free reads, the walk over loaded objects' import tables.
+        .target(name: "CFFIHookSupport"),
         .target(
             name: "FFIHookCore",
-            dependencies: ["CFFI", "CHookSupport"],
+            dependencies: ["CFFI", "CFFIHookSupport"],
             swiftSettings: strictSettings
         ),
-        // The walk over loaded objects' import tables (see ImportTable).
-        .target(name: "CElfImports"),
         .target(
             name: "FFIHook",
-            dependencies: ["FFIHookCore", "CElfImports"],
+            dependencies: ["FFIHookCore", "CFFIHookSupport"],
             swiftSettings: strictSettings
         ),
         // Real C libraries from Debian that the tests and the example hook.

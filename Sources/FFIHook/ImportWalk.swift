@@ -1,4 +1,4 @@
-internal import CElfImports
+internal import CFFIHookSupport
 
 #if canImport(Glibc)
     import Glibc
@@ -9,7 +9,7 @@ internal import CElfImports
 /// One loaded object, kept loaded for the length of a walk.
 struct LoadedObject {
     /// The object as the C walk describes it (in the walk's snapshot).
-    let object: UnsafePointer<celfimports_object>
+    let object: UnsafePointer<ffh_elf_object>
     /// The path the loader knows it by; the executable's path for the main program.
     let path: String
     /// Its DT_SONAME, when it has one.
@@ -46,24 +46,24 @@ enum ImportWalk {
     static func withLoadedObjects<Result, Failure: Error>(
         _ body: ([LoadedObject]) throws(Failure) -> Result
     ) throws(Failure) -> Result {
-        celfimports_begin_walk()
-        defer { celfimports_end_walk() }
+        ffh_elf_begin_walk()
+        defer { ffh_elf_end_walk() }
         var count = 0
-        let objects = celfimports_objects(&count)
-        defer { celfimports_free_objects(objects, count) }
+        let objects = ffh_elf_objects(&count)
+        defer { ffh_elf_free_objects(objects, count) }
         var pinned: [LoadedObject] = []
         defer {
-            for object in pinned { celfimports_unpin(object.handle) }
+            for object in pinned { ffh_elf_unpin(object.handle) }
         }
         guard let objects else { return try body([]) }
         for index in 0..<count {
             let object = UnsafePointer(objects + index)
             // An object unloaded since the snapshot is skipped; one being loaded by another
             // thread is waited for by the pin, so it is relocated when its entries are read.
-            guard let handle = celfimports_pin(object) else { continue }
+            guard let handle = ffh_elf_pin(object) else { continue }
             let isMainProgram = index == 0
             let path = isMainProgram ? executablePath : String(cString: object.pointee.path)
-            let soname = celfimports_soname(object).map { String(cString: $0) }
+            let soname = ffh_elf_soname(object).map { String(cString: $0) }
             pinned.append(
                 LoadedObject(object: object, path: path, soname: soname, isMainProgram: isMainProgram, handle: handle))
         }
@@ -94,8 +94,8 @@ enum ImportWalk {
     static func entries(of symbol: String, in object: LoadedObject) -> [ImportEntry] {
         var capacity = 8
         while true {
-            var found = [celfimports_entry](repeating: celfimports_entry(), count: capacity)
-            let total = celfimports_find_entries(object.object, symbol, &found, capacity)
+            var found = [ffh_elf_entry](repeating: ffh_elf_entry(), count: capacity)
+            let total = ffh_elf_find_entries(object.object, symbol, &found, capacity)
             guard total <= capacity else {
                 capacity = total
                 continue
@@ -104,7 +104,7 @@ enum ImportWalk {
             return found[..<total].compactMap { entry in
                 guard seen.insert(UInt(entry.slot)).inserted else { return nil }
                 return ImportEntry(
-                    slot: UInt(entry.slot), kind: entry.kind == CELFIMPORTS_JUMP_SLOT ? .jumpSlot : .globalData)
+                    slot: UInt(entry.slot), kind: entry.kind == FFH_ELF_JUMP_SLOT ? .jumpSlot : .globalData)
             }
         }
     }
@@ -140,7 +140,7 @@ enum ImportWalk {
 
     /// The word an entry holds now.
     static func value(at slot: UInt) -> UInt {
-        UInt(celfimports_load(UInt(slot)))
+        UInt(ffh_elf_load(UInt(slot)))
     }
 
     /// Makes a lazily bound entry hold the function it will be bound to; false when it must
@@ -161,11 +161,11 @@ enum ImportWalk {
     /// was bound at load, to a function of the object itself, and is left as it is.
     static func bindLazyEntry(_ entry: ImportEntry, of symbol: String, in object: LoadedObject) -> Bool {
         let current = value(at: entry.slot)
-        guard current != 0, celfimports_is_in_code(object.object, UInt(current)) != 0,
-            celfimports_is_writable_data(object.object, UInt(entry.slot)) != 0
+        guard current != 0, ffh_elf_is_in_code(object.object, UInt(current)) != 0,
+            ffh_elf_is_writable_data(object.object, UInt(entry.slot)) != 0
         else { return true }
-        guard let resolved = celfimports_resolve(symbol, object.handle) else { return false }
-        _ = celfimports_replace(UInt(entry.slot), UInt(current), UInt(bitPattern: resolved))
+        guard let resolved = ffh_elf_resolve(symbol, object.handle) else { return false }
+        _ = ffh_elf_replace(UInt(entry.slot), UInt(current), UInt(bitPattern: resolved))
         return true
     }
 }

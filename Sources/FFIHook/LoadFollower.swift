@@ -1,4 +1,4 @@
-internal import CElfImports
+internal import CFFIHookSupport
 
 #if canImport(Glibc)
     import Glibc
@@ -55,7 +55,7 @@ final class LoadFollower: Sendable {
             throw error
         }
         // After the walk's installs, which registered the registry's fork handlers.
-        celfimports_guard_walks_across_fork()
+        ffh_elf_guard_walks_across_fork()
         return follower.group
     }
 
@@ -71,7 +71,7 @@ final class LoadFollower: Sendable {
             return depth <= 0
         }
         // The walk's own calls of dlopen (it pins each object) do not set off another walk.
-        guard celfimports_is_walking() == 0, call.returnValue(as: UInt.self) != 0,
+        guard ffh_elf_is_walking() == 0, call.returnValue(as: UInt.self) != 0,
             call.argument(1, as: Int32.self) & RTLD_NOLOAD == 0
         else { return }
         // Nowhere to report an entry of a new object that cannot be hooked: it is skipped.

@@ -103,10 +103,10 @@ public final class CallInterface: @unchecked Sendable {
         try Self.verify(signature, lowered)
         self.graph = graph
         self.cif = cif
-        self.returnBufferSize = max(signature.returnType.size, lowered.returnValue.expectedSize, CFFI_arg_size())
+        self.returnBufferSize = max(signature.returnType.size, lowered.returnValue.expectedSize, ffh_arg_size())
         self.registerPlan = fixedArgumentCount == nil ? RegisterCallPlan(signature) : nil
         let rewritten = lowered.arguments.contains { argument in
-            argument.type.pointee.type == CFFI_type_code_struct() && argument.type.pointee.size > 16
+            argument.type.pointee.type == ffh_type_code_struct() && argument.type.pointee.size > 16
         }
         self.copiedArgumentCount = rewritten ? signature.argumentTypes.count : 0
 
@@ -117,9 +117,9 @@ public final class CallInterface: @unchecked Sendable {
                 let types = pieces.map { piece -> UnsafeMutablePointer<ffi_type> in
                     switch piece.kind {
                     case .whole: lowered.arguments[piece.argument].type
-                    case .integerWord: CFFI_type_uint64()
-                    case .float: CFFI_type_float()
-                    case .double: CFFI_type_double()
+                    case .integerWord: ffh_type_uint64()
+                    case .float: ffh_type_float()
+                    case .double: ffh_type_double()
                     }
                 }
                 let fixed = fixedArgumentCount.map { count in pieces.filter { $0.argument < count }.count }

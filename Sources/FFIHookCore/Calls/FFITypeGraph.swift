@@ -52,11 +52,11 @@ final class FFITypeGraph {
         switch type.kind {
         case .void:
             guard position == .returnValue else { throw fail("void is not a value") }
-            return Lowered(type: CFFI_type_void(), expectedSize: 1, expectedAlignment: 1)
+            return Lowered(type: ffh_type_void(), expectedSize: 1, expectedAlignment: 1)
         case .array:
             guard position != .returnValue else { throw fail("C functions cannot return arrays") }
             return Lowered(
-                type: CFFI_type_pointer(), expectedSize: Platform.pointerSize,
+                type: ffh_type_pointer(), expectedSize: Platform.pointerSize,
                 expectedAlignment: Platform.pointerSize)
         case .structure(_, nil), .union(_, nil):
             throw fail("an opaque aggregate has no known size")
@@ -75,13 +75,13 @@ final class FFITypeGraph {
             Lowered(type: ffiType, expectedSize: type.size, expectedAlignment: type.alignment)
         }
         #if arch(x86_64)
-            if case .complex(.longDouble) = type.kind, let complex = CFFI_type_complex_longdouble() {
+            if case .complex(.longDouble) = type.kind, let complex = ffh_type_complex_longdouble() {
                 // Returned in %st0 and %st1, which only libffi's own complex type does.
                 return exact(complex)
             }
             let classification = SysVClassification(type)
             if classification == .registers([.x87, .x87Up]) {
-                return exact(CFFI_type_longdouble())
+                return exact(ffh_type_longdouble())
             }
             if let natural = natural(type) { return exact(natural) }
             switch classification {
@@ -98,7 +98,7 @@ final class FFITypeGraph {
                     let pair = int128()
                     return Lowered(type: structure([pair, pair]), expectedSize: 32, expectedAlignment: 16)
                 }
-                return exact(structure([CFFI_type_longdouble()]))
+                return exact(structure([ffh_type_longdouble()]))
             case .memory:
                 return exact(memoryPieces(type))
             }
@@ -189,9 +189,9 @@ final class FFITypeGraph {
                 let bytes = min(8, type.size - word * 8)
                 if eightbyteClass == .sse {
                     if bytes == 8 && type.alignment >= 8 {
-                        pieces.append(CFFI_type_double())
+                        pieces.append(ffh_type_double())
                     } else {
-                        pieces.append(contentsOf: repeatElement(CFFI_type_float(), count: bytes / 4))
+                        pieces.append(contentsOf: repeatElement(ffh_type_float(), count: bytes / 4))
                     }
                 } else {
                     pieces.append(contentsOf: repeatElement(unsignedInteger(integerPiece), count: bytes / integerPiece))
@@ -217,29 +217,29 @@ final class FFITypeGraph {
     // MARK: - Building blocks
 
     private func scalar(_ type: CType) -> UnsafeMutablePointer<ffi_type> {
-        guard case .primitive(let primitive) = type.kind else { return CFFI_type_pointer() }
+        guard case .primitive(let primitive) = type.kind else { return ffh_type_pointer() }
         switch primitive {
-        case .char: return CFFI_type_sint8()
-        case .unsignedChar, .bool: return CFFI_type_uint8()
-        case .short: return CFFI_type_sint16()
-        case .unsignedShort: return CFFI_type_uint16()
-        case .int, .long: return CFFI_type_sint32()
-        case .unsignedInt, .unsignedLong: return CFFI_type_uint32()
-        case .longLong: return CFFI_type_sint64()
-        case .unsignedLongLong: return CFFI_type_uint64()
+        case .char: return ffh_type_sint8()
+        case .unsignedChar, .bool: return ffh_type_uint8()
+        case .short: return ffh_type_sint16()
+        case .unsignedShort: return ffh_type_uint16()
+        case .int, .long: return ffh_type_sint32()
+        case .unsignedInt, .unsignedLong: return ffh_type_uint32()
+        case .longLong: return ffh_type_sint64()
+        case .unsignedLongLong: return ffh_type_uint64()
         case .int128, .unsignedInt128: return int128()
-        case .float: return CFFI_type_float()
-        case .double: return CFFI_type_double()
-        case .longDouble: return CFFI_type_longdouble()
+        case .float: return ffh_type_float()
+        case .double: return ffh_type_double()
+        case .longDouble: return ffh_type_longdouble()
         }
     }
 
     private func unsignedInteger(_ size: Int) -> UnsafeMutablePointer<ffi_type> {
         switch size {
-        case 1: CFFI_type_uint8()
-        case 2: CFFI_type_uint16()
-        case 4: CFFI_type_uint32()
-        default: CFFI_type_uint64()
+        case 1: ffh_type_uint8()
+        case 2: ffh_type_uint16()
+        case 4: ffh_type_uint32()
+        default: ffh_type_uint64()
         }
     }
 
@@ -248,7 +248,7 @@ final class FFITypeGraph {
     /// keeps the values of a type whose size is already nonzero.
     private func int128() -> UnsafeMutablePointer<ffi_type> {
         if let int128Pair { return int128Pair }
-        let pair = structure([CFFI_type_uint64(), CFFI_type_uint64()], presetSize: 16, presetAlignment: 16)
+        let pair = structure([ffh_type_uint64(), ffh_type_uint64()], presetSize: 16, presetAlignment: 16)
         int128Pair = pair
         return pair
     }
@@ -264,7 +264,7 @@ final class FFITypeGraph {
         type.initialize(
             to: ffi_type(
                 size: presetSize, alignment: UInt16(presetAlignment),
-                type: CFFI_type_code_struct(), elements: list))
+                type: ffh_type_code_struct(), elements: list))
         allocations.append(UnsafeMutableRawPointer(list))
         allocations.append(UnsafeMutableRawPointer(type))
         return type

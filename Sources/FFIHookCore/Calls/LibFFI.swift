@@ -10,9 +10,9 @@ enum LibFFI {
     ) -> ffi_status {
         if let fixedArgumentCount {
             return ffi_prep_cif_var(
-                cif, CFFI_default_abi(), UInt32(fixedArgumentCount), UInt32(count), returnType, argumentTypes)
+                cif, ffh_default_abi(), UInt32(fixedArgumentCount), UInt32(count), returnType, argumentTypes)
         }
-        return ffi_prep_cif(cif, CFFI_default_abi(), UInt32(count), returnType, argumentTypes)
+        return ffi_prep_cif(cif, ffh_default_abi(), UInt32(count), returnType, argumentTypes)
     }
 
     /// `ffi_call`.

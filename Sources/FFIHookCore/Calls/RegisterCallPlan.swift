@@ -1,9 +1,9 @@
-internal import CHookSupport
+internal import CFFIHookSupport
 import Synchronization
 
 /// A way to call a function whose arguments and result all travel in registers without
 /// `ffi_call`: load the argument registers and call through a C thunk that passes all of
-/// them (see `CHookSupport.h`).
+/// them (see `ffh_call.h`).
 ///
 /// It applies when every argument is an integer, pointer, `float` or `double` and they fit
 /// the argument registers (6 general and 8 floating-point on x86-64 System V, 8 and 8 on
@@ -97,9 +97,9 @@ package struct RegisterCallPlan {
 
     /// The plan for `signature`, or `nil` when a value does not travel in registers.
     init?(_ signature: Signature) {
-        guard chooksupport_available() != 0 else { return nil }
-        let generalCount = Int(CHOOKSUPPORT_GENERAL)
-        let floatingCount = Int(CHOOKSUPPORT_FLOATING)
+        guard ffh_register_calls_available() != 0 else { return nil }
+        let generalCount = Int(FFH_GENERAL_REGISTERS)
+        let floatingCount = Int(FFH_FLOATING_REGISTERS)
         var steps: [Step] = []
         var general = 0
         var floating = 0
@@ -136,7 +136,7 @@ package struct RegisterCallPlan {
         _ function: UnsafeRawPointer, returnValue: UnsafeMutableRawPointer?,
         argumentList: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) {
-        var registers = chooksupport_registers()
+        var registers = ffh_registers()
         withUnsafeMutableBytes(of: &registers.general) { general in
             withUnsafeMutableBytes(of: &registers.floating) { floating in
                 for step in steps {
@@ -147,12 +147,12 @@ package struct RegisterCallPlan {
             }
         }
         guard let result else {
-            chooksupport_void(function, &registers)
+            ffh_call_returning_void(function, &registers)
             return
         }
         let bits =
             result.isFloatingPoint
-            ? chooksupport_floating(function, &registers) : chooksupport_integer(function, &registers)
+            ? ffh_call_returning_floating(function, &registers) : ffh_call_returning_integer(function, &registers)
         if let returnValue { result.store(bits, to: returnValue) }
     }
 }

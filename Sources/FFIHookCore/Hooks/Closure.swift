@@ -1,5 +1,5 @@
 internal import CFFI
-internal import CHookSupport
+internal import CFFIHookSupport
 import Synchronization
 
 #if canImport(Glibc)
@@ -9,7 +9,7 @@ import Synchronization
 #endif
 
 /// The libffi closures of hooked slots, cut from blocks that libffi allocates, each followed
-/// by its ``chooksupport_slot`` (the closure's user data).
+/// by its ``ffh_slot`` (the closure's user data).
 ///
 /// A closure is never freed: a caller may have read its address from a slot and call it at
 /// any later time, so it stays a pass-through to the slot's original. Cutting closures from
@@ -41,7 +41,7 @@ struct ClosurePool {
     }
 
     /// The bytes of one closure and its slot record, rounded to keep records aligned.
-    private static let stride = (CFFI_closure_size() + MemoryLayout<chooksupport_slot>.size + 7) & ~7
+    private static let stride = (ffh_closure_size() + MemoryLayout<ffh_slot>.size + 7) & ~7
     /// How many closures one block holds: as many as fit in just under 256 KiB. libffi's
     /// allocator loses a share of each block to its own bookkeeping and alignment, about a
     /// fifth for 20 KiB blocks and a twentieth for these; pages of a block that no closure
@@ -74,8 +74,8 @@ struct ClosurePool {
     }
 
     /// A cell's slot record.
-    func slot(_ cell: Cell) -> UnsafeMutablePointer<chooksupport_slot> {
-        (closure(cell) + CFFI_closure_size()).assumingMemoryBound(to: chooksupport_slot.self)
+    func slot(_ cell: Cell) -> UnsafeMutablePointer<ffh_slot> {
+        (closure(cell) + ffh_closure_size()).assumingMemoryBound(to: ffh_slot.self)
     }
 
     /// The cif a cell's closure was prepared with.
@@ -103,7 +103,7 @@ struct ClosurePool {
             usedInLastBlock += 1
         }
         let record = slot(cell)
-        record.initialize(to: chooksupport_slot())
+        record.initialize(to: ffh_slot())
         let status = ffi_prep_closure_loc(
             closure(cell).assumingMemoryBound(to: ffi_closure.self), cif, slotEntryHandler, record,
             UnsafeMutableRawPointer(bitPattern: code(cell)))
@@ -116,7 +116,7 @@ struct ClosurePool {
 
     /// Makes a cell available for reuse; no call may be inside it any more.
     mutating func release(_ cell: Cell) {
-        slot(cell).initialize(to: chooksupport_slot())
+        slot(cell).initialize(to: ffh_slot())
         free.append(cell)
     }
 }
@@ -124,7 +124,7 @@ struct ClosurePool {
 /// The libffi handler of every slot closure: the C handler, which marks the calling thread
 /// inside a call around ``slotEntryDispatch``.
 let slotEntryHandler = unsafeBitCast(
-    chooksupport_handler
+    ffh_handler
         as @convention(c) (
             UnsafeMutableRawPointer?, UnsafeMutableRawPointer?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
             UnsafeMutableRawPointer?

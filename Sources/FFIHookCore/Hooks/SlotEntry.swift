@@ -1,12 +1,12 @@
 internal import CFFI
-internal import CHookSupport
+internal import CFFIHookSupport
 import Synchronization
 
 /// The hook state of one function-pointer slot while it has hooks: its current hooks and
 /// what the call path needs to run them.
 ///
 /// One entry serves every hook of a slot, through the slot's closure, whose slot record
-/// (``chooksupport_slot``) points at the entry. The call path marks its thread inside a
+/// (``ffh_slot``) points at the entry. The call path marks its thread inside a
 /// call (see ``ThreadState``), reads the entry from the record and the current
 /// ``HookSnapshot`` from the entry with one atomic load each, so it takes no lock and
 /// allocates nothing. Writers (the registry, under its lock) publish new snapshots and hand
@@ -28,7 +28,7 @@ package final class SlotEntry: @unchecked Sendable {
     /// The slot's closure, its code address and its slot record.
     let cell: ClosurePool.Cell
     let code: UInt
-    let record: UnsafeMutablePointer<chooksupport_slot>
+    let record: UnsafeMutablePointer<ffh_slot>
     /// The published snapshot, retained once on behalf of the call path.
     private let current = Atomic<UnsafeRawPointer?>(nil)
     /// The function the hooks wrap (0 for a NULL slot that an instead hook filled). Set
@@ -66,13 +66,13 @@ package final class SlotEntry: @unchecked Sendable {
 
     init(
         slot: UnsafeMutableRawPointer, interface: CallInterface, cell: ClosurePool.Cell, code: UInt,
-        record: UnsafeMutablePointer<chooksupport_slot>, reentryByFunction: Bool = false
+        record: UnsafeMutablePointer<ffh_slot>, reentryByFunction: Bool = false
     ) {
         self.slot = slot
         self.reentryByFunction = reentryByFunction
         // A closure reused from a slot's earlier entry passes calls through to the original
         // it had; an install that takes the slot over sets the one it finds.
-        let state = chooksupport_slot_state(record)
+        let state = ffh_slot_state(record)
         if state & Self.hookedBit == 0 { originalFunction.store(state, ordering: .relaxed) }
         self.interface = interface
         self.cell = cell
@@ -124,7 +124,7 @@ package final class SlotEntry: @unchecked Sendable {
     }
 
     /// The bit of a slot record's state that says it holds an entry.
-    static let hookedBit = UInt(CHOOKSUPPORT_SLOT_HOOKED)
+    static let hookedBit = UInt(FFH_SLOT_HOOKED)
 
     /// What the entry's slot record holds while the entry is published there.
     var publishedState: UInt { UInt(bitPattern: Unmanaged.passUnretained(self).toOpaque()) | Self.hookedBit }
@@ -133,7 +133,7 @@ package final class SlotEntry: @unchecked Sendable {
     var signature: Signature { interface.signature }
 
     /// Points the C closure handler at ``slotEntryDispatch``, once, before the first closure.
-    static let handlerReady: Void = chooksupport_handler_setup(slotEntryDispatch, ThreadState.usesMembarrier ? 0 : 1)
+    static let handlerReady: Void = ffh_handler_setup(slotEntryDispatch, ThreadState.usesMembarrier ? 0 : 1)
 
     // MARK: - Writers (registry lock held)
 
@@ -157,7 +157,7 @@ package final class SlotEntry: @unchecked Sendable {
     @inline(__always)
     func dispatch(
         returnValue: UnsafeMutableRawPointer?, arguments: UnsafeMutablePointer<UnsafeMutableRawPointer?>,
-        thread: UnsafeMutablePointer<chooksupport_thread>
+        thread: UnsafeMutablePointer<ffh_thread>
     ) {
         let raw = current.load(ordering: .acquiring)!
         Unmanaged<HookSnapshot>.fromOpaque(raw)._withUnsafeGuaranteedRef { snapshot in
@@ -166,7 +166,7 @@ package final class SlotEntry: @unchecked Sendable {
     }
 
     private func run(
-        _ snapshot: HookSnapshot, record: UnsafeMutablePointer<chooksupport_thread>,
+        _ snapshot: HookSnapshot, record: UnsafeMutablePointer<ffh_thread>,
         returnValue: UnsafeMutableRawPointer?,
         arguments: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) {
@@ -175,9 +175,9 @@ package final class SlotEntry: @unchecked Sendable {
             return
         }
         let mark = mark
-        let reentered = chooksupport_thread_is_marked(record, mark) != 0
-        let marked = chooksupport_thread_mark(record, mark) != 0
-        defer { if marked { chooksupport_thread_unmark(record) } }
+        let reentered = ffh_thread_is_marked(record, mark) != 0
+        let marked = ffh_thread_mark(record, mark) != 0
+        defer { if marked { ffh_thread_unmark(record) } }
         let frame = CallFrame(
             unmanagedEntry: Unmanaged.passUnretained(self), unmanagedSnapshot: Unmanaged.passUnretained(snapshot),
             interface: callPathInterface, original: original,
@@ -248,7 +248,7 @@ struct CallFrame {
     /// Whether this dispatch marked the thread (and must unmark it around the original).
     let marked: Bool
     /// This thread's record of active entries.
-    let threadRecord: UnsafeMutablePointer<chooksupport_thread>
+    let threadRecord: UnsafeMutablePointer<ffh_thread>
 
     /// Whether `hook` runs in this call; claims a `once` hook's single run.
     @inline(__always)
@@ -294,7 +294,7 @@ struct CallFrame {
     /// Calls the original with this thread's mark lifted, so calls the original makes
     /// through the slot run the blocks again.
     func callOriginalUnmarked() {
-        if marked { chooksupport_thread_unmark(threadRecord) }
+        if marked { ffh_thread_unmark(threadRecord) }
         if let function = UnsafeRawPointer(bitPattern: original) {
             interface._withUnsafeGuaranteedRef { interface in
                 interface.call(function, returnValue: returnValue, argumentList: arguments)
@@ -302,21 +302,21 @@ struct CallFrame {
         } else if returnZeroSize > 0, let returnValue {
             returnValue.initializeMemory(as: UInt8.self, repeating: 0, count: returnZeroSize)
         }
-        if marked { _ = chooksupport_thread_mark(threadRecord, unmanagedEntry._withUnsafeGuaranteedRef { $0.mark }) }
+        if marked { _ = ffh_thread_mark(threadRecord, unmanagedEntry._withUnsafeGuaranteedRef { $0.mark }) }
     }
 }
 
 /// What the C handler calls for each call through a slot closure: `slot` is the closure's
 /// slot record. A slot with hooks runs them through its entry; a slot whose hooks are gone,
 /// or a call that got no thread record, passes straight through to the original.
-let slotEntryDispatch: chooksupport_dispatch = { cif, returnValue, arguments, slot, thread in
+let slotEntryDispatch: ffh_dispatch = { cif, returnValue, arguments, slot, thread in
     let slot = slot!
     func entry(_ state: UInt) -> Unmanaged<SlotEntry> {
         Unmanaged<SlotEntry>.fromOpaque(UnsafeRawPointer(bitPattern: state & ~SlotEntry.hookedBit)!)
     }
     let function: UInt
     if let thread {
-        let state = chooksupport_slot_state(slot)
+        let state = ffh_slot_state(slot)
         if state & SlotEntry.hookedBit != 0 {
             entry(state)._withUnsafeGuaranteedRef { entry in
                 entry.dispatch(returnValue: returnValue, arguments: arguments!, thread: thread)
@@ -327,9 +327,9 @@ let slotEntryDispatch: chooksupport_dispatch = { cif, returnValue, arguments, sl
     } else {
         // No record marks this call inside: the count keeps an entry whose original it
         // reads from being freed meanwhile.
-        let state = chooksupport_recordless_begin(slot)
+        let state = ffh_recordless_begin(slot)
         function = state & SlotEntry.hookedBit != 0 ? entry(state)._withUnsafeGuaranteedRef { $0.original } : state
-        chooksupport_recordless_end()
+        ffh_recordless_end()
     }
     let cif = cif!.assumingMemoryBound(to: ffi_cif.self)
     if let function = UnsafeRawPointer(bitPattern: function) {

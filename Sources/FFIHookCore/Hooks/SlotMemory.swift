@@ -1,4 +1,4 @@
-internal import CHookSupport
+internal import CFFIHookSupport
 import Synchronization
 
 #if canImport(Glibc)
@@ -55,14 +55,14 @@ enum SlotMemory {
     /// address is an answer rather than a crash.
     static func isReadable(_ address: UInt) -> Bool {
         var value: UInt = 0
-        return chooksupport_read_word(UnsafeRawPointer(bitPattern: address), &value) == 0
+        return ffh_read_word(UnsafeRawPointer(bitPattern: address), &value) == 0
     }
 
     /// Whether the word at `address` can be written, asked of the kernel without writing it:
     /// false for memory that is unmapped or not writable.
     static func isWritable(_ address: UInt) -> Bool {
         guard let pointer = UnsafeMutableRawPointer(bitPattern: address) else { return false }
-        return chooksupport_is_writable(pointer) != 0
+        return ffh_is_writable(pointer) != 0
     }
 
     /// Runs `body` with the page of `address` made writable, then restores `protection`.

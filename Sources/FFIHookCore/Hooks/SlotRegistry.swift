@@ -1,4 +1,4 @@
-internal import CHookSupport
+internal import CFFIHookSupport
 import Synchronization
 
 #if canImport(Glibc)
@@ -25,7 +25,7 @@ package final class SlotRegistry: Sendable {
     /// handed over here, so a fork never runs Swift code that could wait for a lazy global's
     /// initialisation the fork cut short.
     private static let forkHandlers: Void = {
-        _ = chooksupport_fork_protect(shared.state.mutexForFork, InterfaceCache.shared.mutexForFork)
+        _ = ffh_fork_protect(shared.state.mutexForFork, InterfaceCache.shared.mutexForFork)
     }()
 
     private struct State {
@@ -60,7 +60,7 @@ package final class SlotRegistry: Sendable {
         /// Closures that become free for reuse with the group.
         let cells: [ClosurePool.Cell]
         /// The threads (record, odd generation) inside a call when the grace period began.
-        let threads: [(record: UnsafeMutablePointer<chooksupport_thread>, generation: UInt)]
+        let threads: [(record: UnsafeMutablePointer<ffh_thread>, generation: UInt)]
         /// Whether calls without a thread record were reading entries when it began; the group
         /// then also waits for a moment when none is.
         var waitsForRecordless: Bool
@@ -149,7 +149,7 @@ package final class SlotRegistry: Sendable {
             let record = HookRecord(
                 block: block, position: position, options: options, priority: priority, entry: entry)
             state.retired.append(entry.publish(entry.snapshot.adding(record)))
-            chooksupport_slot_set_state(entry.record, entry.publishedState)
+            ffh_slot_set_state(entry.record, entry.publishedState)
             state.entries[address] = entry
             Self.reclaim(&state)
             return record
@@ -165,7 +165,7 @@ package final class SlotRegistry: Sendable {
     private func warmUpCallPath() -> Bool {
         SlotEntry.handlerReady
         let slot = Self.warmUpSlot
-        slot.initialize(to: chooksupport_identity)
+        slot.initialize(to: ffh_identity)
         guard let signature = try? Signature("ii") else { return false }
         var hooks: [HookRecord] = []
         defer { for hook in hooks { _ = hook.remove() } }
@@ -223,7 +223,7 @@ package final class SlotRegistry: Sendable {
             arguments[index] = scratch + offset
             offset += size
         }
-        let nothing: @convention(c) () -> Void = chooksupport_nothing
+        let nothing: @convention(c) () -> Void = ffh_nothing
         interface.call(unsafeBitCast(nothing, to: UnsafeRawPointer.self), returnValue: scratch, argumentList: arguments)
     }
 
@@ -289,7 +289,7 @@ package final class SlotRegistry: Sendable {
             guard value != 0 || allowEmpty else { throw failure(.emptySlot) }
             // Until the entry is published, calls that reach the closure pass through to it.
             entry.setOriginal(value)
-            chooksupport_slot_set_state(entry.record, value)
+            ffh_slot_set_state(entry.record, value)
             guard
                 let exchanged = compareExchange(
                     cell, expected: value, desired: code, protection: entry.readOnlyProtection)
@@ -407,7 +407,7 @@ package final class SlotRegistry: Sendable {
         let snapshot = entry.snapshot.removing(record)
         state.retired.append(entry.publish(snapshot))
         guard snapshot.isEmpty else { return }
-        chooksupport_slot_set_state(entry.record, entry.original)
+        ffh_slot_set_state(entry.record, entry.original)
         state.retired.append(entry)
         let address = UInt(bitPattern: entry.slot)
         let isCurrent = state.entries[address] === entry
@@ -474,30 +474,30 @@ package final class SlotRegistry: Sendable {
         if !state.retired.isEmpty || !state.retiredCells.isEmpty {
             // Every running thread passes a full barrier: a call that entered before it is
             // seen as inside; one that enters after it reads the new snapshots.
-            if ThreadState.usesMembarrier { _ = chooksupport_membarrier() }
+            if ThreadState.usesMembarrier { _ = ffh_membarrier() }
             atomicMemoryFence(ordering: .sequentiallyConsistent)
-            var inside: [(record: UnsafeMutablePointer<chooksupport_thread>, generation: UInt)] = []
-            for record in ThreadState.allRecords where chooksupport_thread_is_claimed(record) != 0 {
-                let generation = chooksupport_thread_generation(record)
+            var inside: [(record: UnsafeMutablePointer<ffh_thread>, generation: UInt)] = []
+            for record in ThreadState.allRecords where ffh_thread_is_claimed(record) != 0 {
+                let generation = ffh_thread_generation(record)
                 if generation & 1 == 1 { inside.append((record, generation)) }
             }
             state.waiting.append(
                 WaitingGroup(
                     number: state.nextGroup, objects: state.retired, cells: state.retiredCells, threads: inside,
-                    waitsForRecordless: chooksupport_recordless_reader_count() != 0))
+                    waitsForRecordless: ffh_recordless_reader_count() != 0))
             state.nextGroup += 1
             state.retired = []
             state.retiredCells = []
         }
         var freedCells: [ClosurePool.Cell] = []
         state.waiting.removeAll { group in
-            if group.waitsForRecordless && chooksupport_recordless_reader_count() != 0 { return false }
+            if group.waitsForRecordless && ffh_recordless_reader_count() != 0 { return false }
             let ended = group.threads.allSatisfy { thread in
-                if chooksupport_thread_generation(thread.record) != thread.generation { return true }
+                if ffh_thread_generation(thread.record) != thread.generation { return true }
                 // A thread gone without its record being freed (it exited inside a hooked
                 // call made from a pthread key destructor, say) is inside nothing.
-                guard chooksupport_thread_is_alive(thread.record) == 0 else { return false }
-                chooksupport_thread_release(thread.record)
+                guard ffh_thread_is_alive(thread.record) == 0 else { return false }
+                ffh_thread_release(thread.record)
                 return true
             }
             if ended { freedCells += group.cells }

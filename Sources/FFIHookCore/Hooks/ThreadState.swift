@@ -1,7 +1,7 @@
-internal import CHookSupport
+internal import CFFIHookSupport
 
 /// Per-thread state of the call path: whether the thread is inside a hooked call, and the
-/// slots whose blocks are running on it. The records are C structs (`chooksupport_thread`)
+/// slots whose blocks are running on it. The records are C structs (`ffh_thread`)
 /// that the shim maps itself and hands out without a lock, so a thread's first hooked call
 /// allocates nothing and takes no lock: it may be `malloc` itself, or a signal handler.
 ///
@@ -26,14 +26,14 @@ internal import CHookSupport
 /// is re-entry as well.
 enum ThreadState {
     /// Whether writers can make readers' memory barriers for them.
-    static let usesMembarrier: Bool = chooksupport_membarrier_register() == 0
+    static let usesMembarrier: Bool = ffh_membarrier_register() == 0
 
     /// Whether this thread is inside a hooked call (in a block, or in an original a hook called).
-    static var isInsideHookedCall: Bool { chooksupport_thread_is_inside() != 0 }
+    static var isInsideHookedCall: Bool { ffh_thread_is_inside() != 0 }
 
     /// Every record of the process, claimed or free.
-    static var allRecords: some Sequence<UnsafeMutablePointer<chooksupport_thread>> {
-        let first: UnsafeMutablePointer<chooksupport_thread>? = chooksupport_thread_first()
+    static var allRecords: some Sequence<UnsafeMutablePointer<ffh_thread>> {
+        let first: UnsafeMutablePointer<ffh_thread>? = ffh_thread_first()
         return sequence(state: first) { next in
             defer { next = next?.pointee.next }
             return next

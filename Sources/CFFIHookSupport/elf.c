@@ -1,5 +1,5 @@
 #define _GNU_SOURCE
-#include "CElfImports.h"
+#include "ffh_elf.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -10,32 +10,32 @@
 #include <time.h>
 
 #if defined(__x86_64__)
-#define CELFIMPORTS_R_JUMP_SLOT R_X86_64_JUMP_SLOT
-#define CELFIMPORTS_R_GLOB_DAT R_X86_64_GLOB_DAT
+#define FFH_ELF_R_JUMP_SLOT R_X86_64_JUMP_SLOT
+#define FFH_ELF_R_GLOB_DAT R_X86_64_GLOB_DAT
 #elif defined(__aarch64__)
-#define CELFIMPORTS_R_JUMP_SLOT R_AARCH64_JUMP_SLOT
-#define CELFIMPORTS_R_GLOB_DAT R_AARCH64_GLOB_DAT
+#define FFH_ELF_R_JUMP_SLOT R_AARCH64_JUMP_SLOT
+#define FFH_ELF_R_GLOB_DAT R_AARCH64_GLOB_DAT
 #else
-#define CELFIMPORTS_R_JUMP_SLOT (-1)
-#define CELFIMPORTS_R_GLOB_DAT (-1)
+#define FFH_ELF_R_JUMP_SLOT (-1)
+#define FFH_ELF_R_GLOB_DAT (-1)
 #endif
 
 // MARK: - Loaded objects
 
 typedef struct {
-    celfimports_object *objects;
+    ffh_elf_object *objects;
     size_t count;
     size_t capacity;
     int failed;
-} celfimports_snapshot;
+} ffh_elf_snapshot;
 
 /* Runs with the loader's list locked: copies, never calls back into Swift. */
-static int celfimports_collect(struct dl_phdr_info *info, size_t size, void *context) {
+static int ffh_elf_collect(struct dl_phdr_info *info, size_t size, void *context) {
     (void)size;
-    celfimports_snapshot *snapshot = context;
+    ffh_elf_snapshot *snapshot = context;
     if (snapshot->count == snapshot->capacity) {
         size_t capacity = snapshot->capacity ? snapshot->capacity * 2 : 32;
-        celfimports_object *grown = realloc(snapshot->objects, capacity * sizeof *grown);
+        ffh_elf_object *grown = realloc(snapshot->objects, capacity * sizeof *grown);
         if (!grown) {
             snapshot->failed = 1;
             return 1;
@@ -48,7 +48,7 @@ static int celfimports_collect(struct dl_phdr_info *info, size_t size, void *con
         snapshot->failed = 1;
         return 1;
     }
-    snapshot->objects[snapshot->count++] = (celfimports_object){
+    snapshot->objects[snapshot->count++] = (ffh_elf_object){
         .path = path,
         .base = (uintptr_t)info->dlpi_addr,
         .program_headers = info->dlpi_phdr,
@@ -57,11 +57,11 @@ static int celfimports_collect(struct dl_phdr_info *info, size_t size, void *con
     return 0;
 }
 
-celfimports_object *celfimports_objects(size_t *count) {
-    celfimports_snapshot snapshot = {0};
-    dl_iterate_phdr(celfimports_collect, &snapshot);
+ffh_elf_object *ffh_elf_objects(size_t *count) {
+    ffh_elf_snapshot snapshot = {0};
+    dl_iterate_phdr(ffh_elf_collect, &snapshot);
     if (snapshot.failed) {
-        celfimports_free_objects(snapshot.objects, snapshot.count);
+        ffh_elf_free_objects(snapshot.objects, snapshot.count);
         *count = 0;
         return NULL;
     }
@@ -69,12 +69,12 @@ celfimports_object *celfimports_objects(size_t *count) {
     return snapshot.objects;
 }
 
-void celfimports_free_objects(celfimports_object *objects, size_t count) {
+void ffh_elf_free_objects(ffh_elf_object *objects, size_t count) {
     for (size_t index = 0; index < count; index++) free(objects[index].path);
     free(objects);
 }
 
-void *celfimports_pin(const celfimports_object *object) {
+void *ffh_elf_pin(const ffh_elf_object *object) {
     const char *path = object->path[0] ? object->path : NULL;
     void *handle = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
     if (!handle) return NULL;
@@ -86,7 +86,7 @@ void *celfimports_pin(const celfimports_object *object) {
     return handle;
 }
 
-void celfimports_unpin(void *handle) {
+void ffh_elf_unpin(void *handle) {
     if (handle) dlclose(handle);
 }
 
@@ -94,7 +94,7 @@ void celfimports_unpin(void *handle) {
 
 /* The loader rewrites the address entries of a writable dynamic section to run-time
    addresses; a read-only one (the vDSO's, or under other loaders) keeps link-time ones. */
-static uintptr_t celfimports_address(const celfimports_object *object, uintptr_t value) {
+static uintptr_t ffh_elf_address(const ffh_elf_object *object, uintptr_t value) {
     return value < object->base ? value + object->base : value;
 }
 
@@ -109,9 +109,9 @@ typedef struct {
     size_t rela_entry;
     size_t soname;
     int has_soname;
-} celfimports_dynamic;
+} ffh_elf_dynamic;
 
-static int celfimports_read_dynamic(const celfimports_object *object, celfimports_dynamic *out) {
+static int ffh_elf_read_dynamic(const ffh_elf_object *object, ffh_elf_dynamic *out) {
     memset(out, 0, sizeof *out);
     out->plt_is_rela = 1;
     out->rela_entry = sizeof(ElfW(Rela));
@@ -126,12 +126,12 @@ static int celfimports_read_dynamic(const celfimports_object *object, celfimport
     for (; dynamic->d_tag != DT_NULL; dynamic++) {
         uintptr_t value = dynamic->d_un.d_ptr;
         switch (dynamic->d_tag) {
-        case DT_SYMTAB: out->symbols = (const ElfW(Sym) *)celfimports_address(object, value); break;
-        case DT_STRTAB: out->strings = (const char *)celfimports_address(object, value); break;
-        case DT_JMPREL: out->plt = (const ElfW(Rela) *)celfimports_address(object, value); break;
+        case DT_SYMTAB: out->symbols = (const ElfW(Sym) *)ffh_elf_address(object, value); break;
+        case DT_STRTAB: out->strings = (const char *)ffh_elf_address(object, value); break;
+        case DT_JMPREL: out->plt = (const ElfW(Rela) *)ffh_elf_address(object, value); break;
         case DT_PLTRELSZ: out->plt_size = dynamic->d_un.d_val; break;
         case DT_PLTREL: out->plt_is_rela = dynamic->d_un.d_val == DT_RELA; break;
-        case DT_RELA: out->rela = (const ElfW(Rela) *)celfimports_address(object, value); break;
+        case DT_RELA: out->rela = (const ElfW(Rela) *)ffh_elf_address(object, value); break;
         case DT_RELASZ: out->rela_size = dynamic->d_un.d_val; break;
         case DT_RELAENT: out->rela_entry = dynamic->d_un.d_val ? dynamic->d_un.d_val : sizeof(ElfW(Rela)); break;
         case DT_SONAME:
@@ -144,26 +144,26 @@ static int celfimports_read_dynamic(const celfimports_object *object, celfimport
     return out->symbols && out->strings;
 }
 
-const char *celfimports_soname(const celfimports_object *object) {
-    celfimports_dynamic dynamic;
-    if (!celfimports_read_dynamic(object, &dynamic) || !dynamic.has_soname) return NULL;
+const char *ffh_elf_soname(const ffh_elf_object *object) {
+    ffh_elf_dynamic dynamic;
+    if (!ffh_elf_read_dynamic(object, &dynamic) || !dynamic.has_soname) return NULL;
     return dynamic.strings + dynamic.soname;
 }
 
 /* Appends the entries of one RELA table whose relocation is a JUMP_SLOT or GLOB_DAT of
    `symbol`; returns the new total. */
-static size_t celfimports_scan(
-    const celfimports_object *object, const celfimports_dynamic *dynamic, const ElfW(Rela) *table, size_t size,
-    size_t entry_size, const char *symbol, celfimports_entry *entries, size_t capacity, size_t found) {
+static size_t ffh_elf_scan(
+    const ffh_elf_object *object, const ffh_elf_dynamic *dynamic, const ElfW(Rela) *table, size_t size,
+    size_t entry_size, const char *symbol, ffh_elf_entry *entries, size_t capacity, size_t found) {
     if (!table || entry_size == 0) return found;
     for (size_t offset = 0; offset + entry_size <= size; offset += entry_size) {
         const ElfW(Rela) *relocation = (const ElfW(Rela) *)((const char *)table + offset);
         long type = (long)ELF64_R_TYPE(relocation->r_info);
-        celfimports_kind kind;
-        if (type == CELFIMPORTS_R_JUMP_SLOT) {
-            kind = CELFIMPORTS_JUMP_SLOT;
-        } else if (type == CELFIMPORTS_R_GLOB_DAT) {
-            kind = CELFIMPORTS_GLOBAL_DATA;
+        ffh_elf_kind kind;
+        if (type == FFH_ELF_R_JUMP_SLOT) {
+            kind = FFH_ELF_JUMP_SLOT;
+        } else if (type == FFH_ELF_R_GLOB_DAT) {
+            kind = FFH_ELF_GLOBAL_DATA;
         } else {
             continue;
         }
@@ -172,29 +172,29 @@ static size_t celfimports_scan(
         const char *name = dynamic->strings + dynamic->symbols[index].st_name;
         if (strcmp(name, symbol) != 0) continue;
         if (found < capacity) {
-            entries[found] = (celfimports_entry){.slot = object->base + relocation->r_offset, .kind = kind};
+            entries[found] = (ffh_elf_entry){.slot = object->base + relocation->r_offset, .kind = kind};
         }
         found++;
     }
     return found;
 }
 
-size_t celfimports_find_entries(
-    const celfimports_object *object, const char *symbol, celfimports_entry *entries, size_t capacity) {
-    celfimports_dynamic dynamic;
-    if (!celfimports_read_dynamic(object, &dynamic)) return 0;
+size_t ffh_elf_find_entries(
+    const ffh_elf_object *object, const char *symbol, ffh_elf_entry *entries, size_t capacity) {
+    ffh_elf_dynamic dynamic;
+    if (!ffh_elf_read_dynamic(object, &dynamic)) return 0;
     size_t found = 0;
     if (dynamic.plt_is_rela) {
-        found = celfimports_scan(
+        found = ffh_elf_scan(
             object, &dynamic, dynamic.plt, dynamic.plt_size, sizeof(ElfW(Rela)), symbol, entries, capacity, found);
     }
-    return celfimports_scan(
+    return ffh_elf_scan(
         object, &dynamic, dynamic.rela, dynamic.rela_size, dynamic.rela_entry, symbol, entries, capacity, found);
 }
 
 // MARK: - Segments
 
-static int celfimports_in_segment(const celfimports_object *object, uintptr_t address, int type, int flag) {
+static int ffh_elf_in_segment(const ffh_elf_object *object, uintptr_t address, int type, int flag) {
     const ElfW(Phdr) *headers = object->program_headers;
     for (uint16_t index = 0; index < object->program_header_count; index++) {
         const ElfW(Phdr) *header = &headers[index];
@@ -205,54 +205,54 @@ static int celfimports_in_segment(const celfimports_object *object, uintptr_t ad
     return 0;
 }
 
-int celfimports_is_in_code(const celfimports_object *object, uintptr_t address) {
-    return celfimports_in_segment(object, address, PT_LOAD, PF_X);
+int ffh_elf_is_in_code(const ffh_elf_object *object, uintptr_t address) {
+    return ffh_elf_in_segment(object, address, PT_LOAD, PF_X);
 }
 
-int celfimports_is_writable_data(const celfimports_object *object, uintptr_t address) {
-    return celfimports_in_segment(object, address, PT_LOAD, PF_W)
-        && celfimports_in_segment(object, address + sizeof(uintptr_t) - 1, PT_LOAD, PF_W)
-        && !celfimports_in_segment(object, address, PT_GNU_RELRO, 0)
-        && !celfimports_in_segment(object, address + sizeof(uintptr_t) - 1, PT_GNU_RELRO, 0);
+int ffh_elf_is_writable_data(const ffh_elf_object *object, uintptr_t address) {
+    return ffh_elf_in_segment(object, address, PT_LOAD, PF_W)
+        && ffh_elf_in_segment(object, address + sizeof(uintptr_t) - 1, PT_LOAD, PF_W)
+        && !ffh_elf_in_segment(object, address, PT_GNU_RELRO, 0)
+        && !ffh_elf_in_segment(object, address + sizeof(uintptr_t) - 1, PT_GNU_RELRO, 0);
 }
 
 // MARK: - Binding
 
-void *celfimports_resolve(const char *symbol, void *handle) {
+void *ffh_elf_resolve(const char *symbol, void *handle) {
     void *address = dlsym(RTLD_DEFAULT, symbol);
     if (!address && handle) address = dlsym(handle, symbol);
     return address;
 }
 
-uintptr_t celfimports_load(uintptr_t slot) { return __atomic_load_n((const uintptr_t *)slot, __ATOMIC_ACQUIRE); }
+uintptr_t ffh_elf_load(uintptr_t slot) { return __atomic_load_n((const uintptr_t *)slot, __ATOMIC_ACQUIRE); }
 
-int celfimports_replace(uintptr_t slot, uintptr_t expected, uintptr_t desired) {
+int ffh_elf_replace(uintptr_t slot, uintptr_t expected, uintptr_t desired) {
     return __atomic_compare_exchange_n(
         (uintptr_t *)slot, &expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 }
 
 // MARK: - Walk marks
 
-static _Thread_local int celfimports_walking;
+static _Thread_local int ffh_elf_walking;
 
 /* Walks hold the read side while they run; fork's prepare handler takes the write side, for a
    while at most, so that no walk is inside the loader's list (dl_iterate_phdr holds a loader
    lock that glibc does not reset in a child) at the moment of a fork. Readers are preferred
    (glibc's default), so a walk nested in another never waits for a forking writer. */
-static pthread_rwlock_t celfimports_gate = PTHREAD_RWLOCK_INITIALIZER;
-static int celfimports_gate_taken;
+static pthread_rwlock_t ffh_elf_gate = PTHREAD_RWLOCK_INITIALIZER;
+static int ffh_elf_gate_taken;
 
-void celfimports_begin_walk(void) {
-    if (celfimports_walking++ == 0) pthread_rwlock_rdlock(&celfimports_gate);
+void ffh_elf_begin_walk(void) {
+    if (ffh_elf_walking++ == 0) pthread_rwlock_rdlock(&ffh_elf_gate);
 }
 
-void celfimports_end_walk(void) {
-    if (--celfimports_walking == 0) pthread_rwlock_unlock(&celfimports_gate);
+void ffh_elf_end_walk(void) {
+    if (--ffh_elf_walking == 0) pthread_rwlock_unlock(&ffh_elf_gate);
 }
 
-int celfimports_is_walking(void) { return celfimports_walking > 0; }
+int ffh_elf_is_walking(void) { return ffh_elf_walking > 0; }
 
-static void celfimports_fork_prepare(void) {
+static void ffh_elf_fork_prepare(void) {
     /* A walk waiting for a lock the forking thread holds would keep the gate for ever: wait
        100 ms at most, then fork anyway. */
     struct timespec until;
@@ -262,32 +262,32 @@ static void celfimports_fork_prepare(void) {
         until.tv_sec += 1;
         until.tv_nsec -= 1000 * 1000 * 1000;
     }
-    celfimports_gate_taken = celfimports_walking == 0 && pthread_rwlock_timedwrlock(&celfimports_gate, &until) == 0;
+    ffh_elf_gate_taken = ffh_elf_walking == 0 && pthread_rwlock_timedwrlock(&ffh_elf_gate, &until) == 0;
 }
 
-static void celfimports_fork_parent(void) {
-    if (celfimports_gate_taken) pthread_rwlock_unlock(&celfimports_gate);
-    celfimports_gate_taken = 0;
+static void ffh_elf_fork_parent(void) {
+    if (ffh_elf_gate_taken) pthread_rwlock_unlock(&ffh_elf_gate);
+    ffh_elf_gate_taken = 0;
 }
 
-static void celfimports_fork_child(void) {
-    if (celfimports_gate_taken) {
-        pthread_rwlock_unlock(&celfimports_gate);
-    } else if (celfimports_walking == 0) {
+static void ffh_elf_fork_child(void) {
+    if (ffh_elf_gate_taken) {
+        pthread_rwlock_unlock(&ffh_elf_gate);
+    } else if (ffh_elf_walking == 0) {
         /* Walks of threads that are not in the child may still hold the read side. */
         pthread_rwlock_t fresh = PTHREAD_RWLOCK_INITIALIZER;
-        memcpy(&celfimports_gate, &fresh, sizeof fresh);
+        memcpy(&ffh_elf_gate, &fresh, sizeof fresh);
     }
-    celfimports_gate_taken = 0;
+    ffh_elf_gate_taken = 0;
 }
 
-void celfimports_guard_walks_across_fork(void) {
+void ffh_elf_guard_walks_across_fork(void) {
     static int registered;
     if (__atomic_exchange_n(&registered, 1, __ATOMIC_ACQ_REL)) return;
-    pthread_atfork(celfimports_fork_prepare, celfimports_fork_parent, celfimports_fork_child);
+    pthread_atfork(ffh_elf_fork_prepare, ffh_elf_fork_parent, ffh_elf_fork_child);
 }
 
-static _Thread_local int celfimports_loading;
+static _Thread_local int ffh_elf_loading;
 
-void celfimports_begin_load(void) { celfimports_loading++; }
-int celfimports_end_load(void) { return --celfimports_loading == 0; }
+void ffh_elf_begin_load(void) { ffh_elf_loading++; }
+int ffh_elf_end_load(void) { return --ffh_elf_loading == 0; }

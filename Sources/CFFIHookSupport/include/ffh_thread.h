@@ -1,5 +1,5 @@
-#ifndef CHOOKSUPPORT_THREAD_H
-#define CHOOKSUPPORT_THREAD_H
+#ifndef FFH_THREAD_H
+#define FFH_THREAD_H
 
 // The per-thread record of the hook call path, and the libffi handler of every slot closure.
 //
@@ -13,11 +13,11 @@
 #include <stdint.h>
 
 /// How many slots one thread tracks as "its blocks are running here" (for re-entry).
-#define CHOOKSUPPORT_MARKS 64
+#define FFH_MARKS 64
 
 /// One thread's record. Only its thread writes `generation` and the marks (besides release,
 /// below); reclamation reads `generation` from other threads.
-typedef struct chooksupport_thread {
+typedef struct ffh_thread {
     /// Odd while the thread is inside a hooked call (outermost one counted), even outside.
     /// Only grows, across owners too, so a reader that saw an odd value sees a change once
     /// that call has left, whoever owns the record by then.
@@ -26,73 +26,73 @@ typedef struct chooksupport_thread {
     uintptr_t mark_count;
     /// The slots whose blocks are running on this thread, innermost last; entries at and
     /// beyond `mark_count` are zero.
-    uintptr_t marks[CHOOKSUPPORT_MARKS];
+    uintptr_t marks[FFH_MARKS];
     /// 1 while a thread owns the record, 0 when it is free (accessed atomically).
     uintptr_t claimed;
     /// The owning thread's kernel id.
     int32_t tid;
     /// The next record of the process (the list only grows; records are reused, never freed).
-    struct chooksupport_thread *next;
-} chooksupport_thread;
+    struct ffh_thread *next;
+} ffh_thread;
 
 /// The calling thread's record, if it has one.
-extern __thread chooksupport_thread *chooksupport_current_thread __attribute__((tls_model("initial-exec")));
+extern __thread ffh_thread *ffh_current_thread __attribute__((tls_model("initial-exec")));
 
 /// The calling thread's record, claiming a free one (or mapping more) on the thread's first
 /// hooked call. Lock-free and allocation-free (it may `mmap`); NULL only when the kernel
 /// refuses memory.
-chooksupport_thread *chooksupport_thread_claim(void);
+ffh_thread *ffh_thread_claim(void);
 
-/// The calling thread's record, claimed on first use; see chooksupport_thread_claim.
-static inline chooksupport_thread *chooksupport_thread_current(void) {
-    chooksupport_thread *thread = chooksupport_current_thread;
-    return thread ? thread : chooksupport_thread_claim();
+/// The calling thread's record, claimed on first use; see ffh_thread_claim.
+static inline ffh_thread *ffh_thread_current(void) {
+    ffh_thread *thread = ffh_current_thread;
+    return thread ? thread : ffh_thread_claim();
 }
 
 /// The first record of the process (follow `next`); records are never unmapped.
-chooksupport_thread *chooksupport_thread_first(void);
+ffh_thread *ffh_thread_first(void);
 
 /// Reads a record's generation with acquire ordering.
-static inline uintptr_t chooksupport_thread_generation(const chooksupport_thread *thread) {
+static inline uintptr_t ffh_thread_generation(const ffh_thread *thread) {
     return __atomic_load_n(&thread->generation, __ATOMIC_ACQUIRE);
 }
 
 /// Whether a record is owned by a thread.
-static inline int chooksupport_thread_is_claimed(const chooksupport_thread *thread) {
+static inline int ffh_thread_is_claimed(const ffh_thread *thread) {
     return __atomic_load_n(&thread->claimed, __ATOMIC_ACQUIRE) != 0;
 }
 
 /// Whether the calling thread is inside a hooked call.
-static inline int chooksupport_thread_is_inside(void) {
-    chooksupport_thread *thread = chooksupport_current_thread;
+static inline int ffh_thread_is_inside(void) {
+    ffh_thread *thread = ffh_current_thread;
     return thread && (thread->generation & 1);
 }
 
 /// Whether the thread that owns `thread` still exists in this process (a thread that exited
 /// where no destructor could run, such as inside a hooked call in a pthread key destructor).
-int chooksupport_thread_is_alive(const chooksupport_thread *thread);
+int ffh_thread_is_alive(const ffh_thread *thread);
 
 /// Frees a record whose thread is gone, ending any call it was inside.
-void chooksupport_thread_release(chooksupport_thread *thread);
+void ffh_thread_release(ffh_thread *thread);
 
 /// In a child after fork: frees the records of every thread but the calling one, ending
 /// whatever call those threads were inside (they do not exist in the child), and records the
 /// calling thread's new kernel id.
-void chooksupport_thread_forget_others(void);
+void ffh_thread_forget_others(void);
 
 /// Registers, on its first call only, `pthread_atfork` handlers that take `first`, then
 /// `second`, before a fork and release both on each side after it; the child's handler
 /// first frees the other threads' records. The handlers are C and reach the locks through
 /// pointers kept here, so they touch nothing a fork could have left half initialised.
 /// Returns 0, or the error of `pthread_atfork`.
-int chooksupport_fork_protect(pthread_mutex_t *first, pthread_mutex_t *second);
+int ffh_fork_protect(pthread_mutex_t *first, pthread_mutex_t *second);
 
 // MARK: - Re-entry marks
 
 /// Whether blocks of the slot `entry` are running on this thread.
-static inline int chooksupport_thread_is_marked(const chooksupport_thread *thread, uintptr_t entry) {
+static inline int ffh_thread_is_marked(const ffh_thread *thread, uintptr_t entry) {
     uintptr_t count = thread->mark_count;
-    if (count > CHOOKSUPPORT_MARKS) count = CHOOKSUPPORT_MARKS;
+    if (count > FFH_MARKS) count = FFH_MARKS;
     for (uintptr_t index = 0; index < count; index++) {
         if (thread->marks[index] == entry) return 1;
     }
@@ -102,17 +102,17 @@ static inline int chooksupport_thread_is_marked(const chooksupport_thread *threa
 /// Marks `entry` as running; returns 0 when the marks are full (the mark is not recorded).
 /// The count is raised before the mark is written and a mark is cleared before the count
 /// drops, so a signal handler that interrupts either sees a consistent list.
-static inline int chooksupport_thread_mark(chooksupport_thread *thread, uintptr_t entry) {
+static inline int ffh_thread_mark(ffh_thread *thread, uintptr_t entry) {
     uintptr_t count = thread->mark_count;
-    if (count >= CHOOKSUPPORT_MARKS) return 0;
+    if (count >= FFH_MARKS) return 0;
     thread->mark_count = count + 1;
     __asm__ __volatile__("" ::: "memory");
     thread->marks[count] = entry;
     return 1;
 }
 
-/// Removes the most recent mark made by a successful chooksupport_thread_mark.
-static inline void chooksupport_thread_unmark(chooksupport_thread *thread) {
+/// Removes the most recent mark made by a successful ffh_thread_mark.
+static inline void ffh_thread_unmark(ffh_thread *thread) {
     uintptr_t count = thread->mark_count - 1;
     thread->marks[count] = 0;
     __asm__ __volatile__("" ::: "memory");
@@ -124,49 +124,49 @@ static inline void chooksupport_thread_unmark(chooksupport_thread *thread) {
 /// What a slot closure's user data points at: the part of a hooked slot that must live as long
 /// as its closure, since a caller may have read the closure's address from the slot and call
 /// it at any later time. Everything else of the slot is freed when its last hook goes.
-typedef struct chooksupport_slot {
+typedef struct ffh_slot {
     /// While the slot has hooks, its hook state (an unretained `SlotEntry`, which holds the
-    /// original) with ``CHOOKSUPPORT_SLOT_HOOKED`` set; otherwise the function the closure
+    /// original) with ``FFH_SLOT_HOOKED`` set; otherwise the function the closure
     /// passes calls through to (0 for a NULL slot an instead hook filled). One word, so a
     /// call reads what it needs with one load, and the record stays 16 bytes.
     uintptr_t state;
     /// The slot's address (0 for a closure that is free for reuse).
     uintptr_t address;
-} chooksupport_slot;
+} ffh_slot;
 
-/// The bit of ``chooksupport_slot/state`` that says it holds an entry: no user-space
+/// The bit of ``ffh_slot/state`` that says it holds an entry: no user-space
 /// address has it set, function or object.
-static const uintptr_t CHOOKSUPPORT_SLOT_HOOKED = (uintptr_t)1 << (sizeof(uintptr_t) * 8 - 1);
+static const uintptr_t FFH_SLOT_HOOKED = (uintptr_t)1 << (sizeof(uintptr_t) * 8 - 1);
 
 /// Reads a slot's state with acquire ordering.
-static inline uintptr_t chooksupport_slot_state(const chooksupport_slot *slot) {
+static inline uintptr_t ffh_slot_state(const ffh_slot *slot) {
     return __atomic_load_n(&slot->state, __ATOMIC_ACQUIRE);
 }
 
 /// Publishes a slot's state with release ordering.
-static inline void chooksupport_slot_set_state(chooksupport_slot *slot, uintptr_t state) {
+static inline void ffh_slot_set_state(ffh_slot *slot, uintptr_t state) {
     __atomic_store_n(&slot->state, state, __ATOMIC_RELEASE);
 }
 
 /// How many calls that got no thread record are reading an entry's original right now;
 /// reclamation waits for a moment when there are none.
-extern uintptr_t chooksupport_recordless_readers;
+extern uintptr_t ffh_recordless_readers;
 
 /// Begins a record-less call's read of the slot's state and, when it holds an entry, of the
 /// entry's original: the state is loaded after the count is raised, sequentially consistent.
-static inline uintptr_t chooksupport_recordless_begin(const chooksupport_slot *slot) {
-    __atomic_fetch_add(&chooksupport_recordless_readers, 1, __ATOMIC_SEQ_CST);
+static inline uintptr_t ffh_recordless_begin(const ffh_slot *slot) {
+    __atomic_fetch_add(&ffh_recordless_readers, 1, __ATOMIC_SEQ_CST);
     return __atomic_load_n(&slot->state, __ATOMIC_SEQ_CST);
 }
 
-/// Ends what ``chooksupport_recordless_begin`` began.
-static inline void chooksupport_recordless_end(void) {
-    __atomic_fetch_sub(&chooksupport_recordless_readers, 1, __ATOMIC_RELEASE);
+/// Ends what ``ffh_recordless_begin`` began.
+static inline void ffh_recordless_end(void) {
+    __atomic_fetch_sub(&ffh_recordless_readers, 1, __ATOMIC_RELEASE);
 }
 
 /// How many record-less calls are reading an entry's original (see above).
-static inline uintptr_t chooksupport_recordless_reader_count(void) {
-    return __atomic_load_n(&chooksupport_recordless_readers, __ATOMIC_SEQ_CST);
+static inline uintptr_t ffh_recordless_reader_count(void) {
+    return __atomic_load_n(&ffh_recordless_readers, __ATOMIC_SEQ_CST);
 }
 
 // MARK: - The closure handler
@@ -174,24 +174,24 @@ static inline uintptr_t chooksupport_recordless_reader_count(void) {
 /// What the handler calls for each hooked call: `cif` is the closure's, `slot` its user data,
 /// `thread` the caller's record, marked inside a call, or NULL when no record could be had
 /// (then the call must go straight to the original, reading nothing reclamation may free).
-typedef void (*chooksupport_dispatch)(
-    void *cif, void *returnValue, void **arguments, chooksupport_slot *slot, chooksupport_thread *thread);
+typedef void (*ffh_dispatch)(
+    void *cif, void *returnValue, void **arguments, ffh_slot *slot, ffh_thread *thread);
 
 /// Sets the function every closure's handler calls, once, before any closure exists, and
 /// whether calls fence after entering (where writers cannot issue membarrier for them).
-void chooksupport_handler_setup(chooksupport_dispatch dispatch, int readersFence);
+void ffh_handler_setup(ffh_dispatch dispatch, int readersFence);
 
 /// Does nothing: called with any signature's arguments (which a C callee may ignore), it lets
 /// the library run each call path once before a hook can reach it.
-void chooksupport_nothing(void);
+void ffh_nothing(void);
 
 /// Returns its argument: the original of the slot the library warms its call path with.
-int chooksupport_identity(int value);
+int ffh_identity(int value);
 
 /// The libffi closure handler (`void (*)(ffi_cif *, void *, void **, void *)`): marks the
 /// thread inside a call for the length of the dispatch, and, where the C library runs
 /// cleanup handlers for frames that `longjmp` jumps over or a thread's exit unwinds (glibc),
 /// ends the call's marks when that happens.
-void chooksupport_handler(void *cif, void *returnValue, void **arguments, void *userData);
+void ffh_handler(void *cif, void *returnValue, void **arguments, void *userData);
 
 #endif

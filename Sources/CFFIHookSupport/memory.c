@@ -1,5 +1,5 @@
 #define _GNU_SOURCE
-#include "CHookSupport.h"
+#include "ffh_memory.h"
 
 #if defined(__linux__)
 #include <linux/futex.h>
@@ -9,22 +9,22 @@
 #include <unistd.h>
 
 /* syscall() is variadic, which Swift cannot call. */
-int chooksupport_membarrier_register(void) {
+int ffh_membarrier_register(void) {
     return syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 ? 0 : -1;
 }
 
-int chooksupport_membarrier(void) {
+int ffh_membarrier(void) {
     return syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0 ? 0 : -1;
 }
 
 /* The kernel copies the word, so an unmapped address is an error (EFAULT), not a fault. */
-int chooksupport_read_word(const void *address, uintptr_t *value) {
+int ffh_read_word(const void *address, uintptr_t *value) {
     struct iovec local = {value, sizeof *value};
     struct iovec remote = {(void *)address, sizeof *value};
     return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)sizeof *value ? 0 : -1;
 }
 
-int chooksupport_is_writable(void *address) {
+int ffh_is_writable(void *address) {
     uint32_t unused = 0;
     long woken = syscall(
         __NR_futex, &unused, FUTEX_WAKE_OP | FUTEX_PRIVATE_FLAG, 0, (void *)0, address,
@@ -32,13 +32,13 @@ int chooksupport_is_writable(void *address) {
     return woken >= 0;
 }
 #else
-int chooksupport_membarrier_register(void) { return -1; }
-int chooksupport_membarrier(void) { return -1; }
-int chooksupport_read_word(const void *address, uintptr_t *value) {
+int ffh_membarrier_register(void) { return -1; }
+int ffh_membarrier(void) { return -1; }
+int ffh_read_word(const void *address, uintptr_t *value) {
     *value = *(const uintptr_t *)address;
     return 0;
 }
-int chooksupport_is_writable(void *address) {
+int ffh_is_writable(void *address) {
     (void)address;
     return 1;
 }

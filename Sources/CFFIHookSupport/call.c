@@ -1,4 +1,4 @@
-#include "CHookSupport.h"
+#include "ffh_call.h"
 
 #include <string.h>
 
@@ -30,37 +30,37 @@ typedef uint64_t (*integer_function)(GENERAL_PARAMETERS, FLOATING_PARAMETERS);
 typedef double (*floating_function)(GENERAL_PARAMETERS, FLOATING_PARAMETERS);
 typedef void (*void_function)(GENERAL_PARAMETERS, FLOATING_PARAMETERS);
 
-int chooksupport_available(void) { return 1; }
+int ffh_register_calls_available(void) { return 1; }
 
-uint64_t chooksupport_integer(const void *function, const chooksupport_registers *r) {
+uint64_t ffh_call_returning_integer(const void *function, const ffh_registers *r) {
     return ((integer_function)function)(GENERAL_ARGUMENTS(r), FLOATING_ARGUMENTS(r));
 }
 
-uint64_t chooksupport_floating(const void *function, const chooksupport_registers *r) {
+uint64_t ffh_call_returning_floating(const void *function, const ffh_registers *r) {
     double result = ((floating_function)function)(GENERAL_ARGUMENTS(r), FLOATING_ARGUMENTS(r));
     uint64_t bits;
     memcpy(&bits, &result, sizeof bits);
     return bits;
 }
 
-void chooksupport_void(const void *function, const chooksupport_registers *r) {
+void ffh_call_returning_void(const void *function, const ffh_registers *r) {
     ((void_function)function)(GENERAL_ARGUMENTS(r), FLOATING_ARGUMENTS(r));
 }
 
 #else
 
-int chooksupport_available(void) { return 0; }
-uint64_t chooksupport_integer(const void *function, const chooksupport_registers *r) {
+int ffh_register_calls_available(void) { return 0; }
+uint64_t ffh_call_returning_integer(const void *function, const ffh_registers *r) {
     (void)function;
     (void)r;
     return 0;
 }
-uint64_t chooksupport_floating(const void *function, const chooksupport_registers *r) {
+uint64_t ffh_call_returning_floating(const void *function, const ffh_registers *r) {
     (void)function;
     (void)r;
     return 0;
 }
-void chooksupport_void(const void *function, const chooksupport_registers *r) {
+void ffh_call_returning_void(const void *function, const ffh_registers *r) {
     (void)function;
     (void)r;
 }

@@ -1,5 +1,5 @@
-#ifndef CELFIMPORTS_H
-#define CELFIMPORTS_H
+#ifndef FFH_ELF_H
+#define FFH_ELF_H
 
 // Reading the import tables (GOT entries) of the objects the dynamic loader has loaded.
 // Swift cannot import <link.h> (dl_iterate_phdr, struct dl_phdr_info) or the ELF structures
@@ -19,96 +19,96 @@ typedef struct {
     const void *program_headers;
     /// How many program headers there are.
     uint16_t program_header_count;
-} celfimports_object;
+} ffh_elf_object;
 
 /// What kind of relocation fills an import-table entry.
 typedef enum {
     /// A PLT entry (`R_X86_64_JUMP_SLOT`): calls through the PLT; lazily bound unless the
     /// object was linked with `-z now` or `LD_BIND_NOW` is set.
-    CELFIMPORTS_JUMP_SLOT = 1,
+    FFH_ELF_JUMP_SLOT = 1,
     /// A GOT entry (`R_X86_64_GLOB_DAT`): address-taken functions and `-fno-plt` calls;
     /// always bound when the object is loaded.
-    CELFIMPORTS_GLOBAL_DATA = 2,
-} celfimports_kind;
+    FFH_ELF_GLOBAL_DATA = 2,
+} ffh_elf_kind;
 
 /// One import-table entry for a symbol.
 typedef struct {
     /// The entry's run-time address (`l_addr + r_offset`).
     uintptr_t slot;
     /// The relocation that fills it.
-    celfimports_kind kind;
-} celfimports_entry;
+    ffh_elf_kind kind;
+} ffh_elf_entry;
 
 /// A snapshot of the loaded objects, in the loader's order (the main program first), taken
-/// with dl_iterate_phdr. Stores the count in `count`; free with celfimports_free_objects.
+/// with dl_iterate_phdr. Stores the count in `count`; free with ffh_elf_free_objects.
 /// NULL (and a count of 0) when memory runs out.
-celfimports_object *celfimports_objects(size_t *count);
+ffh_elf_object *ffh_elf_objects(size_t *count);
 
-/// Frees a snapshot made by celfimports_objects.
-void celfimports_free_objects(celfimports_object *objects, size_t count);
+/// Frees a snapshot made by ffh_elf_objects.
+void ffh_elf_free_objects(ffh_elf_object *objects, size_t count);
 
-/// Keeps `object` loaded until celfimports_unpin: a dlopen(RTLD_NOLOAD) handle of it, or
+/// Keeps `object` loaded until ffh_elf_unpin: a dlopen(RTLD_NOLOAD) handle of it, or
 /// NULL when it is no longer loaded at the address of the snapshot. Opening an object waits
 /// for a dlopen in progress on another thread, so a pinned object is fully relocated.
-void *celfimports_pin(const celfimports_object *object);
+void *ffh_elf_pin(const ffh_elf_object *object);
 
-/// Releases a handle from celfimports_pin.
-void celfimports_unpin(void *handle);
+/// Releases a handle from ffh_elf_pin.
+void ffh_elf_unpin(void *handle);
 
 /// The object's DT_SONAME, or NULL; points into the object's string table.
-const char *celfimports_soname(const celfimports_object *object);
+const char *ffh_elf_soname(const ffh_elf_object *object);
 
 /// Writes up to `capacity` of the object's JUMP_SLOT and GLOB_DAT entries for `symbol`
 /// (any version) into `entries` and returns how many there are in all.
-size_t celfimports_find_entries(
-    const celfimports_object *object, const char *symbol, celfimports_entry *entries, size_t capacity);
+size_t ffh_elf_find_entries(
+    const ffh_elf_object *object, const char *symbol, ffh_elf_entry *entries, size_t capacity);
 
 /// Whether `address` lies in one of the object's executable segments (its own code, PLT
 /// stubs included).
-int celfimports_is_in_code(const celfimports_object *object, uintptr_t address);
+int ffh_elf_is_in_code(const ffh_elf_object *object, uintptr_t address);
 
 /// Whether the word at `address` lies in a writable segment of the object outside its
 /// PT_GNU_RELRO range: memory the loader leaves writable after relocation.
-int celfimports_is_writable_data(const celfimports_object *object, uintptr_t address);
+int ffh_elf_is_writable_data(const ffh_elf_object *object, uintptr_t address);
 
 /// The address the dynamic loader binds `symbol` to for an object: the first definition in
 /// the global scope (dlsym(RTLD_DEFAULT)), else in the scope of `handle` (an object opened
 /// with RTLD_LOCAL). An indirect function (IFUNC, as glibc's string functions are) is
 /// resolved to its implementation. NULL when nothing defines it.
-void *celfimports_resolve(const char *symbol, void *handle);
+void *ffh_elf_resolve(const char *symbol, void *handle);
 
 /// Atomically reads the word at `slot`, which the dynamic loader may be writing on another
 /// thread (a lazily bound entry being bound).
-uintptr_t celfimports_load(uintptr_t slot);
+uintptr_t ffh_elf_load(uintptr_t slot);
 
 /// Atomically replaces the word at `slot` with `desired` if it holds `expected`; returns
 /// whether it did. The word must be writable. Swift has no atomic on a raw address of
 /// another object's memory without binding it to a type.
-int celfimports_replace(uintptr_t slot, uintptr_t expected, uintptr_t desired);
+int ffh_elf_replace(uintptr_t slot, uintptr_t expected, uintptr_t desired);
 
 /// Marks this thread as walking import tables (nested calls count): the walk itself calls
 /// dlopen, which must not set off another walk from a hook that follows dlopen.
-void celfimports_begin_walk(void);
+void ffh_elf_begin_walk(void);
 
-/// Ends a mark made by celfimports_begin_walk.
-void celfimports_end_walk(void);
+/// Ends a mark made by ffh_elf_begin_walk.
+void ffh_elf_end_walk(void);
 
 /// Whether this thread is walking import tables.
-int celfimports_is_walking(void);
+int ffh_elf_is_walking(void);
 
 /// Registers, on its first call only, `pthread_atfork` handlers that keep a fork from
 /// happening while another thread walks (for 100 ms at most): a walk lists the loaded
 /// objects with a loader lock held, which glibc does not reset in the child, whose next
 /// `dlopen` would then wait for ever. Called after the hook registry registered its own
 /// handlers, so that this prepare handler runs first, while walks can still finish.
-void celfimports_guard_walks_across_fork(void);
+void ffh_elf_guard_walks_across_fork(void);
 
 /// Counts a `dlopen` call starting on this thread (one a library's constructor makes while
 /// another `dlopen` of the thread runs nests inside it).
-void celfimports_begin_load(void);
+void ffh_elf_begin_load(void);
 
 /// Counts a `dlopen` call ending on this thread; returns whether it was the outermost, made
 /// while the thread held none of the loader's locks on its own account.
-int celfimports_end_load(void);
+int ffh_elf_end_load(void);
 
 #endif

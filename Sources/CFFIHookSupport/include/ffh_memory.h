@@ -1,0 +1,34 @@
+#ifndef FFH_MEMORY_H
+#define FFH_MEMORY_H
+
+// Memory barriers for reclamation, and reads and writability checks that never fault.
+
+#include <stdint.h>
+
+// MARK: - Memory barriers for reclamation
+
+/// Registers the process for expedited private memory barriers (Linux membarrier);
+/// returns 0 when they are available.
+int ffh_membarrier_register(void);
+
+/// Makes every running thread of the process execute a full memory barrier before it
+/// returns, so readers can do without one; returns 0 on success.
+int ffh_membarrier(void);
+
+/// Keeps the compiler from moving memory accesses across this point (no instruction is
+/// emitted). Swift has no signal fence; a reader whose hardware barrier is supplied by
+/// ffh_membarrier still needs this one.
+static inline void ffh_compiler_barrier(void) { __asm__ __volatile__("" ::: "memory"); }
+
+// MARK: - Safe memory access
+
+/// Reads the machine word at `address` into `value` without faulting: returns 0 on success,
+/// -1 when the address is not readable in this process.
+int ffh_read_word(const void *address, uintptr_t *value);
+
+/// Whether the 32-bit word at `address` (4-byte aligned) can be written, asked of the kernel
+/// without changing it (an atomic OR with 0 through `FUTEX_WAKE_OP`, which fails with EFAULT
+/// on memory that is unmapped or not writable): 1 when writable, 0 when not.
+int ffh_is_writable(void *address);
+
+#endif

@@ -1,0 +1,204 @@
+#define _GNU_SOURCE
+#include "ffh_thread.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+__thread ffh_thread *ffh_current_thread __attribute__((tls_model("initial-exec")));
+
+/* Every record ever mapped; new ones are pushed at the head, none is ever removed. */
+static ffh_thread *ffh_records;
+
+/* Frees the record of an exiting thread. Created when the library loads, so the key is one of
+   the first of the process: glibc keeps the values of the first 32 keys inside the thread's
+   descriptor, so setting it allocates nothing. */
+static pthread_key_t ffh_exit_key;
+static int ffh_exit_key_made;
+
+static void ffh_thread_exited(void *record) {
+    ffh_thread_release(record);
+}
+
+__attribute__((constructor)) static void ffh_thread_setup(void) {
+    ffh_exit_key_made = pthread_key_create(&ffh_exit_key, ffh_thread_exited) == 0;
+}
+
+static int32_t ffh_gettid(void) { return (int32_t)syscall(SYS_gettid); }
+
+/* Takes a free record, or NULL when none is free. */
+static ffh_thread *ffh_take_free(void) {
+    for (ffh_thread *record = __atomic_load_n(&ffh_records, __ATOMIC_ACQUIRE); record;
+         record = record->next) {
+        uintptr_t expected = 0;
+        if (__atomic_load_n(&record->claimed, __ATOMIC_RELAXED) == 0
+            && __atomic_compare_exchange_n(&record->claimed, &expected, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+            return record;
+        }
+    }
+    return NULL;
+}
+
+/* Maps a page's worth of records, claims the first and publishes them all. */
+static ffh_thread *ffh_map_records(void) {
+    long page = sysconf(_SC_PAGESIZE);
+    size_t size = (size_t)(page > 0 ? page : 4096);
+    while (size < 8 * sizeof(ffh_thread)) size *= 2;
+    size_t count = size / sizeof(ffh_thread);
+    void *memory = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (memory == MAP_FAILED) return NULL;
+    ffh_thread *records = memory; /* zero-filled: free, generation 0 */
+    for (size_t index = 0; index + 1 < count; index++) records[index].next = &records[index + 1];
+    records[0].claimed = 1;
+    ffh_thread *head = __atomic_load_n(&ffh_records, __ATOMIC_RELAXED);
+    do {
+        records[count - 1].next = head;
+    } while (!__atomic_compare_exchange_n(
+        &ffh_records, &head, &records[0], 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+    return &records[0];
+}
+
+ffh_thread *ffh_thread_claim(void) {
+    ffh_thread *record = ffh_take_free();
+    if (!record) record = ffh_map_records();
+    if (!record) return NULL;
+    record->tid = ffh_gettid();
+    ffh_current_thread = record;
+    if (ffh_exit_key_made) pthread_setspecific(ffh_exit_key, record);
+    return record;
+}
+
+ffh_thread *ffh_thread_first(void) {
+    return __atomic_load_n(&ffh_records, __ATOMIC_ACQUIRE);
+}
+
+int ffh_thread_is_alive(const ffh_thread *thread) {
+    return !(syscall(SYS_tgkill, getpid(), thread->tid, 0) != 0 && errno == ESRCH);
+}
+
+void ffh_thread_release(ffh_thread *thread) {
+    for (uintptr_t index = 0; index < FFH_MARKS; index++) thread->marks[index] = 0;
+    thread->mark_count = 0;
+    uintptr_t generation = __atomic_load_n(&thread->generation, __ATOMIC_RELAXED);
+    if (generation & 1) __atomic_store_n(&thread->generation, generation + 1, __ATOMIC_RELEASE);
+    if (ffh_current_thread == thread) ffh_current_thread = NULL;
+    __atomic_store_n(&thread->claimed, 0, __ATOMIC_RELEASE);
+}
+
+void ffh_thread_forget_others(void) {
+    /* The calling thread has a new kernel id in the child. */
+    if (ffh_current_thread) ffh_current_thread->tid = ffh_gettid();
+    for (ffh_thread *record = ffh_thread_first(); record; record = record->next) {
+        if (record != ffh_current_thread && ffh_thread_is_claimed(record)) {
+            ffh_thread_release(record);
+        }
+    }
+}
+
+// MARK: - fork
+
+static pthread_mutex_t *ffh_fork_locks[2];
+
+static void ffh_fork_prepare(void) {
+    pthread_mutex_lock(ffh_fork_locks[0]);
+    pthread_mutex_lock(ffh_fork_locks[1]);
+}
+
+static void ffh_fork_parent(void) {
+    pthread_mutex_unlock(ffh_fork_locks[1]);
+    pthread_mutex_unlock(ffh_fork_locks[0]);
+}
+
+static void ffh_fork_child(void) {
+    /* The child's only thread: every other record belongs to a thread that is gone. */
+    ffh_thread_forget_others();
+    pthread_mutex_unlock(ffh_fork_locks[1]);
+    pthread_mutex_unlock(ffh_fork_locks[0]);
+}
+
+int ffh_fork_protect(pthread_mutex_t *first, pthread_mutex_t *second) {
+    static int registered;
+    if (__atomic_exchange_n(&registered, 1, __ATOMIC_ACQ_REL)) return 0;
+    ffh_fork_locks[0] = first;
+    ffh_fork_locks[1] = second;
+    return pthread_atfork(ffh_fork_prepare, ffh_fork_parent, ffh_fork_child);
+}
+
+// MARK: - The closure handler
+
+void ffh_nothing(void) {}
+
+int ffh_identity(int value) { return value; }
+
+static ffh_dispatch ffh_dispatch_function;
+
+uintptr_t ffh_recordless_readers;
+static int ffh_readers_fence;
+
+void ffh_handler_setup(ffh_dispatch dispatch, int readersFence) {
+    ffh_readers_fence = readersFence;
+    __atomic_store_n(&ffh_dispatch_function, dispatch, __ATOMIC_RELEASE);
+}
+
+/* Ends the marks of a hooked call whose frame is gone without returning. The argument packs
+   the mark count at the call's entry and whether the call was the thread's outermost. */
+static void ffh_abandoned(void *packed) {
+    ffh_thread *thread = ffh_current_thread;
+    if (!thread) return;
+    uintptr_t value = (uintptr_t)packed;
+    uintptr_t marks = value >> 1;
+    while (thread->mark_count > marks && thread->mark_count > 0) {
+        uintptr_t count = thread->mark_count - 1;
+        if (count < FFH_MARKS) thread->marks[count] = 0;
+        thread->mark_count = count;
+    }
+    if (value & 1) {
+        uintptr_t generation = thread->generation;
+        if (generation & 1) __atomic_store_n(&thread->generation, generation + 1, __ATOMIC_RELEASE);
+    }
+}
+
+#if defined(__GLIBC__)
+/* glibc runs these buffers' routines for the frames a longjmp jumps over and the frames a
+   thread's exit or cancellation unwinds (the pthread_cleanup_push of C without exceptions). */
+#define FFH_CLEANUP 1
+extern void _pthread_cleanup_push(struct _pthread_cleanup_buffer *, void (*)(void *), void *);
+extern void _pthread_cleanup_pop(struct _pthread_cleanup_buffer *, int);
+#endif
+
+void ffh_handler(void *cif, void *returnValue, void **arguments, void *userData) {
+    ffh_dispatch dispatch = __atomic_load_n(&ffh_dispatch_function, __ATOMIC_ACQUIRE);
+    ffh_thread *thread = ffh_thread_current();
+    if (!thread) {
+        dispatch(cif, returnValue, arguments, userData, NULL);
+        return;
+    }
+    uintptr_t generation = thread->generation;
+    int outermost = !(generation & 1);
+#if FFH_CLEANUP
+    struct _pthread_cleanup_buffer buffer;
+    _pthread_cleanup_push(&buffer, ffh_abandoned, (void *)(thread->mark_count << 1 | (uintptr_t)outermost));
+#endif
+    if (outermost) {
+        /* A signal handler that runs between the load above and this store makes and ends
+           its own outermost call; storing from the stale value then only repeats an odd
+           value, which makes reclamation wait longer, never shorter. */
+        __atomic_store_n(&thread->generation, generation + 1, __ATOMIC_RELAXED);
+        if (ffh_readers_fence) {
+            __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        } else {
+            __asm__ __volatile__("" ::: "memory");
+        }
+    }
+    dispatch(cif, returnValue, arguments, userData, thread);
+    if (outermost) {
+        uintptr_t inside = thread->generation;
+        if (inside & 1) __atomic_store_n(&thread->generation, inside + 1, __ATOMIC_RELEASE);
+    }
+#if FFH_CLEANUP
+    _pthread_cleanup_pop(&buffer, 0);
+#endif
+}
