@@ -44,7 +44,7 @@ let package = Package(
         ),
         .target(
             name: "FFIHook",
-            dependencies: ["FFIHookCore", "CFFIHookSupport"],
+            dependencies: ["FFIHookCore", "CFFI", "CFFIHookSupport"],
             swiftSettings: strictSettings
         ),
         // Real C libraries from Debian that the tests and the example hook.

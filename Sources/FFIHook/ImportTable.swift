@@ -127,7 +127,7 @@ public enum ImportTable {
     ) throws(HookError) -> HookGroupToken {
         let request = ImportRequest(
             symbol: symbol, signature: signature, position: position,
-            options: options.subtracting(.once).union(.liftsPageProtection), block: block)
+            options: options.union(.liftsPageProtection), block: block)
         if scope == .allIncludingLaterLoads {
             return try LoadFollower.start(request)
         }
@@ -157,9 +157,19 @@ struct ImportRequest: Sendable {
 /// `once` for a whole group of hooks: the first call to claim it runs the block, and the
 /// group is removed when that block has run (at once, or as soon as the group exists when
 /// the block ran during the install).
+///
+/// Each entry's hook is also a `once` hook, which removes itself after its first call (the
+/// block does not run again): so the group's hooks go even where nothing can remove the
+/// group, and nothing here holds the group strongly, which would make a cycle through the
+/// hooks' blocks that removal never breaks.
 final class GroupOnce: Sendable {
+    private struct Group {
+        weak var token: HookGroupToken?
+        var finished = false
+    }
+
     private let claimed = Atomic<Bool>(false)
-    private let state = Locked<(group: HookGroupToken?, finished: Bool)>((nil, false))
+    private let state = Locked(Group())
 
     /// Whether this call is the one that runs the block.
     func claim() -> Bool {
@@ -170,7 +180,7 @@ final class GroupOnce: Sendable {
     func finish() {
         let group = state.withLock { state in
             state.finished = true
-            return state.group
+            return state.token
         }
         group?.remove()
     }
@@ -178,7 +188,7 @@ final class GroupOnce: Sendable {
     /// Hands over the group once it is installed.
     func attach(_ group: HookGroupToken) {
         let finished = state.withLock { state in
-            state.group = group
+            state.token = group
             return state.finished
         }
         if finished { group.remove() }

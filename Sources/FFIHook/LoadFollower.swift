@@ -19,11 +19,18 @@ internal import CFFIHookSupport
 /// other walk may need), and only for a while (a thread may hold the loader's lock for
 /// reasons of its own). No lock is held across a walk, which calls `dlopen` and `dlsym`.
 final class LoadFollower: Sendable {
+    /// An entry the group hooked: the value the hook left in it (its closure) and its token,
+    /// which the group holds (held here, it would keep the `dlopen` hooks' blocks, and so
+    /// this follower, alive after the group is removed).
+    private struct Covered {
+        let value: UInt
+        weak var token: HookToken?
+    }
+
     private struct State {
-        /// The entries the group hooked, for the symbol and for `dlopen`, each with the value
-        /// it held right after the hook went in (the hook's closure).
-        var symbolEntries: [UInt: UInt] = [:]
-        var loaderEntries: [UInt: UInt] = [:]
+        /// The entries the group hooked, for the symbol and for `dlopen`.
+        var symbolEntries: [UInt: Covered] = [:]
+        var loaderEntries: [UInt: Covered] = [:]
         /// The entries a walk is hooking right now, with the process whose walk claimed them:
         /// in a child after fork a claim of the parent's belongs to a thread that is not
         /// there, and counts as no claim.
@@ -88,52 +95,45 @@ final class LoadFollower: Sendable {
             // The hook keeps the follower alive until the group is removed.
             self.followLoad(call)
         }
-        // Entries covered before the objects are listed: any of them not met in the walk
-        // belongs to an object unloaded since.
-        let coveredBefore = state.withLock { Set($0.symbolEntries.keys).union($0.loaderEntries.keys) }
+        // Entries covered before the objects are listed: one of them not met in the walk
+        // belongs to an object unloaded since, unless another walk hooked it anew meanwhile.
+        let coveredBefore = state.withLock { $0.symbolEntries.merging($0.loaderEntries) { first, _ in first } }
         var seen = Set<UInt>()
         var mine: [UInt] = []
         var awaited: [UInt] = []
-        var stale: Set<UInt> = []
         /// Whether this walk hooks `entry`: claims it when no walk has and it is not hooked
         /// by the group (or holds another value than the group's hook left there: its object
         /// was unloaded and another mapped at its address).
-        func claims(_ entry: ImportEntry, _ covered: WritableKeyPath<State, [UInt: UInt]>) -> Bool {
+        func claims(_ entry: ImportEntry, _ covered: KeyPath<State, [UInt: Covered]>) -> Bool {
             seen.insert(entry.slot)
             return state.withLock { state in
                 if state.claimed[entry.slot] == process {
                     awaited.append(entry.slot)
                     return false
                 }
-                if let hooked = state[keyPath: covered][entry.slot] {
-                    if ImportWalk.value(at: entry.slot) == hooked { return false }
-                    stale.insert(entry.slot)
+                if let hooked = state[keyPath: covered][entry.slot], ImportWalk.value(at: entry.slot) == hooked.value {
+                    return false
                 }
                 state.claimed[entry.slot] = process
                 mine.append(entry.slot)
                 return true
             }
         }
-        func releaseClaims() {
-            state.withLock { state in
-                for slot in mine { state.claimed[slot] = nil }
-            }
-        }
         // What the new hooks left in their entries, read while the objects are pinned.
-        func values(_ tokens: [HookToken]) -> [UInt: UInt] {
-            var values: [UInt: UInt] = [:]
+        func covering(_ tokens: [HookToken]) -> [UInt: Covered] {
+            var covered: [UInt: Covered] = [:]
             for token in tokens {
                 let slot = UInt(bitPattern: token.record.entry.slot)
-                values[slot] = ImportWalk.value(at: slot)
+                covered[slot] = Covered(value: ImportWalk.value(at: slot), token: token)
             }
-            return values
+            return covered
         }
         let tokens: [HookToken]
         let companions: [HookToken]
-        let newSymbolValues: [UInt: UInt]
-        let newLoaderValues: [UInt: UInt]
+        let newSymbolEntries: [UInt: Covered]
+        let newLoaderEntries: [UInt: Covered]
         do throws(HookError) {
-            (tokens, companions, newSymbolValues, newLoaderValues) = try ImportWalk.withLoadedObjects {
+            (tokens, companions, newSymbolEntries, newLoaderEntries) = try ImportWalk.withLoadedObjects {
                 objects throws(HookError) in
                 let tokens = try ImportWalk.install(request, in: objects) { claims($0, \.symbolEntries) }
                 let companions: [HookToken]
@@ -143,23 +143,40 @@ final class LoadFollower: Sendable {
                     for token in tokens { token.remove() }
                     throw error
                 }
-                return (tokens, companions, values(tokens), values(companions))
+                return (tokens, companions, covering(tokens), covering(companions))
             }
         } catch {
-            releaseClaims()
+            state.withLock { state in
+                for slot in mine { state.claimed[slot] = nil }
+            }
             throw error
         }
-        let gone = coveredBefore.subtracting(seen)
-        state.withLock { state in
-            for slot in gone {
-                state.symbolEntries[slot] = nil
-                state.loaderEntries[slot] = nil
+        // Under the lock: the new hooks replace what they found (a hook of an object that was
+        // unloaded), and the hooks of entries gone since the walk began leave, unless they
+        // changed meanwhile.
+        let replaced: [HookToken] = state.withLock { state in
+            var replaced: [HookToken] = []
+            func record(_ entries: [UInt: Covered], in covered: WritableKeyPath<State, [UInt: Covered]>) {
+                for (slot, entry) in entries {
+                    if let old = state[keyPath: covered].updateValue(entry, forKey: slot)?.token {
+                        replaced.append(old)
+                    }
+                }
             }
-            state.symbolEntries.merge(newSymbolValues) { $1 }
-            state.loaderEntries.merge(newLoaderValues) { $1 }
+            record(newSymbolEntries, in: \.symbolEntries)
+            record(newLoaderEntries, in: \.loaderEntries)
+            for (slot, before) in coveredBefore where !seen.contains(slot) && state.claimed[slot] == nil {
+                guard let token = before.token else { continue }
+                for covered in [\State.symbolEntries, \State.loaderEntries]
+                where state[keyPath: covered][slot]?.token === token {
+                    state[keyPath: covered][slot] = nil
+                    replaced.append(token)
+                }
+            }
             for slot in mine { state.claimed[slot] = nil }
+            return replaced
         }
-        guard let taken = group.replace(slots: gone.union(stale), with: tokens, companions: companions) else {
+        guard let taken = group.replace(removing: replaced, with: tokens, companions: companions) else {
             for token in tokens + companions { token.remove() }
             return
         }

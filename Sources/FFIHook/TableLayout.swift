@@ -112,20 +112,19 @@ public final class HookGroupToken: Sendable, CustomStringConvertible {
     /// are only removed with the group. Returns false, adding nothing, when the group was
     /// removed already; the caller then removes them.
     func add(tokens: [HookToken], companions: [HookToken] = []) -> Bool {
-        replace(slots: [], with: tokens, companions: companions) != nil
+        replace(removing: [], with: tokens, companions: companions) != nil
     }
 
-    /// Takes the hooks on `slots` (tokens and companions) out of the group and adds `tokens`
-    /// and `companions`, in one step; returns the hooks taken out, which the caller removes,
-    /// or nil, changing nothing, when the group was removed already.
-    func replace(slots: Set<UInt>, with tokens: [HookToken], companions: [HookToken]) -> [HookToken]? {
+    /// Takes `old` hooks (tokens or companions) out of the group and adds `tokens` and
+    /// `companions`, in one step; returns those of `old` that were in the group, which the
+    /// caller removes, or nil, changing nothing, when the group was removed already.
+    func replace(removing old: [HookToken], with tokens: [HookToken], companions: [HookToken]) -> [HookToken]? {
         members.withLock { members in
             guard !members.removed else { return nil }
             var taken: [HookToken] = []
-            if !slots.isEmpty {
-                func isTaken(_ token: HookToken) -> Bool {
-                    slots.contains(UInt(bitPattern: token.record.entry.slot))
-                }
+            if !old.isEmpty {
+                let identities = Set(old.map(ObjectIdentifier.init))
+                func isTaken(_ token: HookToken) -> Bool { identities.contains(ObjectIdentifier(token)) }
                 taken = members.tokens.filter(isTaken) + members.companions.filter(isTaken)
                 members.tokens.removeAll(where: isTaken)
                 members.companions.removeAll(where: isTaken)

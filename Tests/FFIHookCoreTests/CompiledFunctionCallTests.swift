@@ -74,8 +74,11 @@ import Testing
         _ = ct_take_report()
         withUnsafeTemporaryAllocation(of: UnsafeMutableRawPointer?.self, capacity: max(count, 1)) { list in
             for (index, buffer) in buffers.enumerated() { list[index] = buffer }
-            interface.call(
-                entry.function, returnValue: returnValue, argumentList: list.baseAddress!, registerPath: registerPath)
+            if registerPath {
+                interface.call(entry.function, returnValue: returnValue, argumentList: list.baseAddress!)
+            } else {
+                interface.callThroughLibFFI(entry.function, returnValue: returnValue, argumentList: list.baseAddress!)
+            }
         }
         let report = ct_take_report()
         #expect(report.calls == 1, "\(name) ran \(report.calls) times")

@@ -1,19 +1,18 @@
 import CTestSupport
+import FFIHookCore
 import Testing
 
-@testable import FFIHookCore
+@testable import FFIHook
 
 /// When libffi cannot allocate a closure, installing reports it and changes nothing.
-/// Serialized with the other fixture suites: it switches allocation off for the process.
 extension FixtureTableTests {
     @Suite struct ClosureFailureTests {
         @Test func allocationFailureIsAnErrorAndTheSlotIsUntouched() throws {
             let slot = makeAddSlot()
             defer { slot.deallocate() }
-            ClosurePool.failsAllocationForTesting.store(true, ordering: .relaxed)
-            defer { ClosurePool.failsAllocationForTesting.store(false, ordering: .relaxed) }
+            let registry = SlotRegistry(failingClosureAllocation: true)
             let error = #expect(throws: HookError.self) {
-                try SlotRegistry.shared.install(
+                try registry.install(
                     slot: UnsafeMutableRawPointer(slot), signature: Signature("iii"), position: .before, options: []
                 ) { _ in }
             }

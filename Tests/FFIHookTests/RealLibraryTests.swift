@@ -1,11 +1,11 @@
 import CSQLite
 import CTestSupport
 import CZlib
-import FFIHook
+import FFIHookCore
 import Foundation
 import Testing
 
-@testable import FFIHookCore
+@testable import FFIHook
 
 /// Hooks on tables that real C libraries from Debian own, checked against sources the hooks
 /// do not control: the file system, the allocator's own counters, zlib's output.

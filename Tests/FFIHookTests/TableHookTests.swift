@@ -1,9 +1,9 @@
 import CTestSupport
-import FFIHook
+import FFIHookCore
 import Foundation
 import Testing
 
-@testable import FFIHookCore
+@testable import FFIHook
 
 /// The layout of the C fixture table.
 let fixtureLayout = TableLayout<ct_fix_table>([
@@ -138,6 +138,29 @@ extension FixtureTableTests {
             }
             #expect(reason.contains("executable code"))
             #expect(aligned.load(as: UInt.self) == before)
+        }
+
+        /// A read-only slot whose page was unmapped and mapped again as code (another object
+        /// loaded at the address): removal leaves the page executable and its bytes alone,
+        /// even where they happen to hold the closure's address.
+        @Test func removalNeverTakesAwayExecutePermission() throws {
+            let page = Self.readOnlyPage()
+            let token = try Hook.before(
+                on: FunctionSlot(page), signature: FixtureSignature.add, options: .liftsPageProtection
+            ) { _ in }
+            let closure = page.load(as: UInt.self)
+            #expect(closure != addOriginalAddress)
+            munmap(page, Self.pageSize)
+            let remapped = mmap(
+                page, Self.pageSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0)
+            try #require(remapped == page)
+            defer { munmap(page, Self.pageSize) }
+            page.storeBytes(of: closure, as: UInt.self)
+            mprotect(page, Self.pageSize, PROT_READ | PROT_EXEC)
+            #expect(token.remove())
+            let protection = try #require(SlotMemory.protection(of: UInt(bitPattern: page)))
+            #expect(protection.executable && protection.readable && !protection.writable)
+            #expect(page.load(as: UInt.self) == closure)
         }
 
         @Test func anUnmappedSlotIsAnErrorNotACrash() throws {

@@ -13,7 +13,9 @@ extension CallInterface {
     ///
     /// - Throws: ``CallInterfaceError`` as ``init(_:)`` does.
     public static func shared(for signature: Signature) throws(CallInterfaceError) -> CallInterface {
-        let key = signature.abiKey
+        // Interfaces made while register plans are switched off (for tests) are kept apart.
+        let key =
+            RegisterCallPlan.isEnabled.load(ordering: .relaxed) ? signature.abiKey : signature.abiKey + " ffi_call"
         if let existing = InterfaceCache.shared.lookup(key) { return existing }
         let interface = try CallInterface(signature)
         return InterfaceCache.shared.insert(interface, for: key)
@@ -21,6 +23,10 @@ extension CallInterface {
 
     /// How many interned interfaces are alive (for tests and diagnostics).
     static var sharedInterfaceCount: Int { InterfaceCache.shared.count }
+
+    /// The interning table's lock (a `pthread_mutex_t`), for the hook registry's
+    /// `pthread_atfork` handlers.
+    package static var interningLockForFork: UnsafeMutableRawPointer { InterfaceCache.shared.mutexForFork }
 }
 
 /// The weak table behind ``CallInterface/shared(for:)``.
@@ -63,6 +69,6 @@ final class InterfaceCache: Sendable {
 
     var count: Int { entries.withLock { $0.count } }
 
-    /// The table's lock, for the `pthread_atfork` handlers (see ``SlotRegistry``).
-    var mutexForFork: UnsafeMutablePointer<pthread_mutex_t> { entries.mutexForFork }
+    /// The table's lock, for the `pthread_atfork` handlers of the hook registry.
+    var mutexForFork: UnsafeMutableRawPointer { entries.mutexForFork }
 }

@@ -30,7 +30,7 @@ public final class CallInterface: @unchecked Sendable {
 
     private let graph: FFITypeGraph
     /// The interface as the C ABI sees the signature; closures are built on it.
-    let cif: PreparedCIF
+    package let cif: PreparedCIF
     /// The interface `ffi_call` uses: `cif` itself, or one whose arguments are split into
     /// pieces where the platform's libffi would mispass an aggregate.
     private let callCIF: PreparedCIF
@@ -104,7 +104,9 @@ public final class CallInterface: @unchecked Sendable {
         self.graph = graph
         self.cif = cif
         self.returnBufferSize = max(signature.returnType.size, lowered.returnValue.expectedSize, ffh_arg_size())
-        self.registerPlan = fixedArgumentCount == nil ? RegisterCallPlan(signature) : nil
+        // Read once, here: the call path reads no switch.
+        let registerCalls = fixedArgumentCount == nil && RegisterCallPlan.isEnabled.load(ordering: .relaxed)
+        self.registerPlan = registerCalls ? RegisterCallPlan(signature) : nil
         let rewritten = lowered.arguments.contains { argument in
             argument.type.pointee.type == ffh_type_code_struct() && argument.type.pointee.size > 16
         }
@@ -202,21 +204,41 @@ public final class CallInterface: @unchecked Sendable {
         }
     }
 
-    /// Calls with libffi's own argument list (`void **`), one pointer per argument.
+    /// Calls `function` with libffi's own form of the arguments (`void **`): one pointer per
+    /// argument, to a buffer holding its value (for an array argument, a buffer holding the
+    /// pointer to pass).
     ///
-    /// This is the hot path: no allocation. When the interface splits an argument, or passes
-    /// a struct larger than 16 bytes (whose entry libffi would overwrite), `ffi_call` gets a
-    /// copy of the list in a small stack buffer and `argumentList` stays as it was. Signatures whose values all travel in
-    /// registers skip `ffi_call` (see ``RegisterCallPlan``).
-    /// `registerPath: false` forces `ffi_call` (for tests of both paths).
-    func call(
+    /// Allocates nothing and takes no lock, so it may run where the caller cannot allocate
+    /// (inside a hooked allocator, in a signal handler as far as the callee allows). The
+    /// list is left as it was, also where libffi would rewrite entries of it for a struct
+    /// argument larger than 16 bytes (it gets a copy on the stack then). Signatures whose
+    /// values all travel in registers skip `ffi_call` and call through a thunk that loads the
+    /// argument registers. Safe to call from any thread, concurrently with other calls
+    /// through the interface; nothing checks that `function` has the interface's signature.
+    ///
+    /// - Parameters:
+    ///   - function: a C function of this interface's signature.
+    ///   - returnValue: at least ``returnBufferSize`` bytes, aligned for the return type;
+    ///     may be `nil` when the return type is `void`.
+    ///   - argumentList: as many pointers as the signature has arguments (not checked: a
+    ///     short list is read past its end, as in C).
+    public func call(
         _ function: UnsafeRawPointer, returnValue: UnsafeMutableRawPointer?,
-        argumentList: UnsafeMutablePointer<UnsafeMutableRawPointer?>, registerPath: Bool = true
+        argumentList: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) {
-        if registerPath, let registerPlan, RegisterCallPlan.isEnabled.load(ordering: .relaxed) {
+        if let registerPlan {
             registerPlan.call(function, returnValue: returnValue, argumentList: argumentList)
             return
         }
+        callThroughLibFFI(function, returnValue: returnValue, argumentList: argumentList)
+    }
+
+    /// ``call(_:returnValue:argumentList:)`` through `ffi_call` even where the register path
+    /// applies (for tests of both paths).
+    package func callThroughLibFFI(
+        _ function: UnsafeRawPointer, returnValue: UnsafeMutableRawPointer?,
+        argumentList: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    ) {
         guard let callPieces else {
             let count = copiedArgumentCount
             guard count > 0 else {

@@ -1,8 +1,8 @@
-internal import CFFI
+package import CFFI
 
 /// One prepared `ffi_cif` and the argument-type array it points to, freed together.
-final class PreparedCIF {
-    let cif: UnsafeMutablePointer<ffi_cif>
+package final class PreparedCIF {
+    package let cif: UnsafeMutablePointer<ffi_cif>
     private let argumentTypes: UnsafeMutablePointer<UnsafeMutablePointer<ffi_type>?>
 
     /// libffi's refusal to prepare a cif, with its `ffi_status`.

@@ -6,7 +6,7 @@
 /// the last free general register (`%r9`) the copy runs into the first SSE slot and
 /// overwrites `%xmm0` (libffi pull request 848). Passing the two eightbytes as two scalar
 /// arguments puts the same bits in the same registers, so such an argument is split.
-struct SysVArgumentPlan {
+package struct SysVArgumentPlan {
     /// One argument of the call as libffi receives it.
     struct Piece: Equatable {
         enum Kind: Equatable {
@@ -68,7 +68,7 @@ struct SysVArgumentPlan {
     }
 
     /// Whether a return value of `type` goes through a hidden pointer in `%rdi`.
-    static func returnsInMemory(_ type: CType) -> Bool {
+    package static func returnsInMemory(_ type: CType) -> Bool {
         switch type.kind {
         case .complex(.longDouble), .primitive, .void: return false
         case .complex, .structure, .union:

@@ -146,7 +146,7 @@ private func shortened(_ name: String) -> String {
 }
 
 /// Quotes `text` for an error message, escaping control and non-ASCII bytes.
-func quoted(_ text: String, quote: Character = "\"") -> String {
+package func quoted(_ text: String, quote: Character = "\"") -> String {
     var result = String(quote)
     for scalar in text.unicodeScalars {
         switch scalar {

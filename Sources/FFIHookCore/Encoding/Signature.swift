@@ -51,7 +51,7 @@ public struct Signature: Sendable, Hashable, CustomStringConvertible {
     public var description: String { encoding }
 
     /// The encoding without names and qualifiers: signatures the ABI cannot tell apart share it.
-    var abiKey: String { joinedEncoding(names: false) }
+    package var abiKey: String { joinedEncoding(names: false) }
 
     private func joinedEncoding(names: Bool) -> String {
         var text = ""

@@ -49,5 +49,5 @@ package final class Locked<Value>: @unchecked Sendable {
     /// The lock itself, for `pthread_atfork` handlers written in C: taken before a fork so
     /// that no other thread holds it at that moment, released on both sides after it. The
     /// lock lives as long as this value.
-    var mutexForFork: UnsafeMutablePointer<pthread_mutex_t> { mutex }
+    package var mutexForFork: UnsafeMutableRawPointer { UnsafeMutableRawPointer(mutex) }
 }

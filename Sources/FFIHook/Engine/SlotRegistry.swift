@@ -25,7 +25,9 @@ package final class SlotRegistry: Sendable {
     /// handed over here, so a fork never runs Swift code that could wait for a lazy global's
     /// initialisation the fork cut short.
     private static let forkHandlers: Void = {
-        _ = ffh_fork_protect(shared.state.mutexForFork, InterfaceCache.shared.mutexForFork)
+        _ = ffh_fork_protect(
+            shared.state.mutexForFork.assumingMemoryBound(to: pthread_mutex_t.self),
+            CallInterface.interningLockForFork.assumingMemoryBound(to: pthread_mutex_t.self))
     }()
 
     private struct State {
@@ -35,7 +37,7 @@ package final class SlotRegistry: Sendable {
         /// running for whoever chained to their closure until they are removed.
         var detached: [ObjectIdentifier: SlotEntry] = [:]
         /// Every slot closure ever made, and which slot each serves.
-        var pool = ClosurePool()
+        var pool: ClosurePool
         var table = SlotTable()
         /// The interfaces whose cifs closures were prepared with: a closure stays callable
         /// for the life of the process, and so must its cif.
@@ -66,7 +68,14 @@ package final class SlotRegistry: Sendable {
         var waitsForRecordless: Bool
     }
 
-    private let state = Locked(State())
+    private let state: Locked<State>
+
+    /// A registry; the process's is ``shared``. `failingClosureAllocation` makes one whose
+    /// closures cannot be allocated, as where writable and executable memory is forbidden
+    /// and libffi has no fallback (for tests of that path, without touching ``shared``).
+    package init(failingClosureAllocation: Bool = false) {
+        state = Locked(State(pool: ClosurePool(failsAllocation: failingClosureAllocation)))
+    }
     /// `once` hooks that removed themselves while the lock was taken, as a list linked
     /// through ``HookRecord/nextDeferred`` (unretained: each is still in its slot's current
     /// snapshot until the writer that takes the list removes it).
@@ -428,8 +437,19 @@ package final class SlotRegistry: Sendable {
         // a pass-through for good, and a new hook on the slot gets a closure of its own (one
         // that took their pointer as its original would call itself through them).
         let cell = entry.slot.assumingMemoryBound(to: Atomic<UInt>.self)
-        let restored = compareExchange(
-            cell, expected: entry.code, desired: entry.original, protection: entry.readOnlyProtection)
+        var restored: Bool? = false
+        // A read-only slot's page is made writable only when the slot holds the closure, and
+        // is given back the protection it has now, not the one it had at install: the
+        // object may have been unloaded and another mapped there since, with code where the
+        // slot was, which must keep its permission to execute.
+        if cell.pointee.load(ordering: .acquiring) == entry.code {
+            if entry.readOnlyProtection == nil {
+                restored = compareExchange(cell, expected: entry.code, desired: entry.original, protection: nil)
+            } else if let current = SlotMemory.protection(of: address), current.readable, !current.executable {
+                restored = compareExchange(
+                    cell, expected: entry.code, desired: entry.original, protection: current.writable ? nil : current)
+            }
+        }
         if restored != true && isCurrent {
             state.table.remove(entry.cell, in: state.pool)
         }

@@ -31,9 +31,13 @@ struct ClosurePool {
         let index: UInt32
     }
 
-    /// When set, allocation fails as it does where writable and executable memory is
-    /// forbidden and libffi has no fallback; lets tests reach that path.
-    package static let failsAllocationForTesting = Atomic<Bool>(false)
+    /// Whether allocation fails, as it does where writable and executable memory is
+    /// forbidden and libffi has no fallback (a pool made for tests of that path).
+    let failsAllocation: Bool
+
+    init(failsAllocation: Bool = false) {
+        self.failsAllocation = failsAllocation
+    }
 
     enum Failure: Error {
         case allocation
@@ -86,7 +90,7 @@ struct ClosurePool {
     /// A closure for `cif` that calls the C handler with its slot record (zeroed), taken from
     /// the released ones or cut from a block.
     mutating func make(cif: UnsafeMutablePointer<ffi_cif>) throws(Failure) -> Cell {
-        if Self.failsAllocationForTesting.load(ordering: .relaxed) { throw .allocation }
+        if failsAllocation { throw .allocation }
         let cell: Cell
         if let reused = free.popLast() {
             cell = reused

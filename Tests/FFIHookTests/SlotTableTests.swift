@@ -1,6 +1,7 @@
+import FFIHookCore
 import Testing
 
-@testable import FFIHookCore
+@testable import FFIHook
 
 /// The address table of slot closures against a dictionary, through random inserts, lookups,
 /// replacements, removals and range queries, with addresses that crowd into few buckets.
