@@ -4,7 +4,7 @@ extension Hook {
     /// Slots that hold NULL (optional callbacks the C library left empty) are skipped and
     /// named in ``HookGroupToken/skippedSlots``. The hooks are installed all or none: when
     /// one cannot be installed, those already installed are removed and the error is thrown.
-    /// A table in read-only memory needs ``/FFIHookCore/HookOptions/liftsPageProtection``.
+    /// A table in read-only memory needs ``HookOptions/liftsPageProtection``.
     /// Safe to call from any thread while other threads call through the table.
     ///
     /// - Parameters:
@@ -15,9 +15,9 @@ extension Hook {
     ///   - options: as for ``Hook/install(on:signature:position:options:_:)``, for every slot.
     ///   - block: runs with the slot the call came through and a view of the call.
     /// - Returns: the token that removes every hook of the table.
-    /// - Throws: ``/FFIHookCore/HookError`` as ``Hook/install(on:signature:position:options:_:)``
+    /// - Throws: ``HookError`` as ``Hook/install(on:signature:position:options:_:)``
     ///   does for the first slot that cannot be hooked, and
-    ///   ``/FFIHookCore/HookError/Code-swift.enum/invalidSlot(_:)`` for a layout slot whose key
+    ///   ``HookError/Code-swift.enum/invalidSlot(_:)`` for a layout slot whose key
     ///   path names no function-pointer field; nothing stays installed then.
     public static func install<Table>(
         on table: UnsafeMutablePointer<Table>, layout: TableLayout<Table>, position: HookPosition,

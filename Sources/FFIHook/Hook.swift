@@ -17,12 +17,12 @@ public enum Hook {
     ///     hold NULL only for an instead hook, which then provides the function.
     ///   - signature: the C signature of the function in the slot.
     ///   - position: before, instead of, or after the original.
-    ///   - options: ``/FFIHookCore/HookOptions/once``, ``/FFIHookCore/HookOptions/allowsReentry``,
-    ///     ``/FFIHookCore/HookOptions/liftsPageProtection``.
+    ///   - options: ``HookOptions/once``, ``HookOptions/allowsReentry``,
+    ///     ``HookOptions/liftsPageProtection``.
     ///   - block: runs with a view of each call, on the calling thread, possibly on several
-    ///     threads at once; see ``/FFIHookCore/Invocation``.
+    ///     threads at once; see ``Invocation``.
     /// - Returns: the token that removes the hook.
-    /// - Throws: ``/FFIHookCore/HookError`` for a null or misaligned slot, a slot made from a
+    /// - Throws: ``HookError`` for a null or misaligned slot, a slot made from a
     ///   key path or pointer that names no function pointer, a slot in unmapped or read-only
     ///   memory, a NULL slot for a before or after hook, a slot already hooked with a
     ///   different signature, a signature the platform cannot pass, or a closure libffi
@@ -105,7 +105,7 @@ public enum Hook {
     /// it waits are not waited for, so their installs and removals cannot keep it waiting;
     /// a call blocked inside a hooked function (on I/O, say) does, until it returns.
     ///
-    /// - Throws: ``/FFIHookCore/HookError/Code-swift.enum/calledFromHookBlock`` when called
+    /// - Throws: ``HookError/Code-swift.enum/calledFromHookBlock`` when called
     ///   from inside a hook block, which would wait for itself.
     public static func waitForReclamation() throws(HookError) {
         try SlotRegistry.shared.waitForReclamation()

@@ -60,7 +60,7 @@ public enum ImportScope: Sendable, Hashable, CustomStringConvertible {
 /// - Hooking a function that the hook machinery itself calls (`memcpy`, `malloc`, `dlopen`
 ///   ...) in every object reaches libffi and the Swift runtime too: blocks then run for
 ///   their calls as well. A block that calls the same function, through any object's
-///   hooked entry of the symbol, is re-entry (see ``/FFIHookCore/HookOptions/allowsReentry``).
+///   hooked entry of the symbol, is re-entry (see ``HookOptions/allowsReentry``).
 public enum ImportTable {
     /// Hooks `symbol` as called from the objects of `scope`.
     ///
@@ -88,16 +88,16 @@ public enum ImportTable {
     ///   - signature: the function's C signature.
     ///   - position: before, instead of, or after the original.
     ///   - options: as for ``Hook/install(on:signature:position:options:_:)``;
-    ///     ``/FFIHookCore/HookOptions/liftsPageProtection`` is always added.
-    ///     ``/FFIHookCore/HookOptions/once`` holds for the group: the block runs for one call
+    ///     ``HookOptions/liftsPageProtection`` is always added.
+    ///     ``HookOptions/once`` holds for the group: the block runs for one call
     ///     through any of its entries, then the whole group is removed (an instead block's
     ///     later calls meanwhile reach the original).
     ///   - block: runs with a view of each call through a hooked entry.
     /// - Returns: the token that removes every hook of the call.
-    /// - Throws: ``/FFIHookCore/HookError`` with
-    ///   ``/FFIHookCore/HookError/Code-swift.enum/objectNotFound(_:)`` when no loaded object
+    /// - Throws: ``HookError`` with
+    ///   ``HookError/Code-swift.enum/objectNotFound(_:)`` when no loaded object
     ///   matches ``ImportScope/object(_:)``,
-    ///   ``/FFIHookCore/HookError/Code-swift.enum/symbolNotImported(_:)`` when no object of the
+    ///   ``HookError/Code-swift.enum/symbolNotImported(_:)`` when no object of the
     ///   scope has an entry for `symbol` (not thrown for ``ImportScope/allIncludingLaterLoads``,
     ///   which waits for objects that do), or the errors of
     ///   ``Hook/install(on:signature:position:options:_:)``; the install is all or nothing.

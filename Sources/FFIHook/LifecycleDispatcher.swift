@@ -38,7 +38,7 @@ public final class LifecycleDispatcher<Table>: Sendable {
     ///
     /// - Returns: the token that unregisters the component; its ``HookGroupToken/skippedSlots``
     ///   name the slots the component left empty.
-    /// - Throws: ``/FFIHookCore/HookError`` as ``Hook/install(on:signature:position:options:_:)``
+    /// - Throws: ``HookError`` as ``Hook/install(on:signature:position:options:_:)``
     ///   does; on error nothing of the component stays installed.
     public func register(
         _ component: Table, priority: Int = 0, options: HookOptions = []

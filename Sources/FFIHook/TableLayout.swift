@@ -23,7 +23,7 @@ public struct TableLayout<Table>: Sendable {
         ///
         /// A key path that names no stored field, or a field that is not pointer-sized, makes
         /// every install over the layout fail with
-        /// ``/FFIHookCore/HookError/Code-swift.enum/invalidSlot(_:)`` naming the slot.
+        /// ``HookError/Code-swift.enum/invalidSlot(_:)`` naming the slot.
         public init(_ name: String, _ field: PartialKeyPath<Table>, _ signature: Signature) {
             self.name = name
             self.offset = MemoryLayout<Table>.offset(of: field)
