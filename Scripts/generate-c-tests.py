@@ -6,12 +6,12 @@ hundred C types, compiles a small Objective-C program with
 `gcc -x objective-c ... -lobjc` that prints `@encode`, `sizeof` and `_Alignof`
 of each, and writes what gcc said into plain C files that clang builds:
 
-    Sources/CTestSupport/ct_types.h    the type definitions
-    Sources/CTestSupport/ct_layouts.c  the layout table, with a _Static_assert per entry
-    Sources/CTestSupport/ct_calls.c    the call table: functions that check their arguments,
+    Tests/Support/CTestSupport/ct_types.h    the type definitions
+    Tests/Support/CTestSupport/ct_layouts.c  the layout table, with a _Static_assert per entry
+    Tests/Support/CTestSupport/ct_calls.c    the call table: functions that check their arguments,
                                        with alternate values and a slot per function
 
-The contract of both tables is in Sources/CTestSupport/include/CTestSupport.h.
+The contract of both tables is in Tests/Support/CTestSupport/include/CTestSupport.h.
 
 Each call-table function has a primary value for every argument and for its
 return value, and an alternate one that differs from it in every member (in
@@ -73,7 +73,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OUTPUT_DIR = os.path.join("Sources", "CTestSupport")
+OUTPUT_DIR = os.path.join("Tests", "Support", "CTestSupport")
 TYPES_H = "ct_types.h"
 LAYOUTS_C = "ct_layouts.c"
 CALLS_C = "ct_calls.c"

@@ -4,8 +4,8 @@ import Testing
 @testable import FFIHook
 @testable import FFIHookCore
 
-/// The import-table fixture libraries, which SwiftPM builds next to the test executable as
-/// dynamic library products; the tests open them with dlopen and never link them.
+/// The import-table fixture libraries, which the tests build (see ``FixtureLibraries``) and
+/// open with dlopen, never linking them.
 enum ImportFixtures {
     /// `size_t cimportfixture_length(const char *)`, `size_t (*)(const char *)` as strlen.
     typealias Length = @convention(c) (UnsafePointer<CChar>?) -> Int
@@ -16,10 +16,9 @@ enum ImportFixtures {
     /// `void *cimportfixture_open(const char *, int)`.
     typealias Open = @convention(c) (UnsafePointer<CChar>?, Int32) -> UnsafeMutableRawPointer?
 
-    /// The path of a fixture library: next to the running test executable.
+    /// The path of a fixture library (see ``FixtureLibraries``).
     static func path(_ name: String) -> String {
-        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        return executable.deletingLastPathComponent().appendingPathComponent(name).path
+        FixtureLibraries.path(name)
     }
 
     /// Opens a fixture library (it stays loaded: its entries may still hold dormant hooks).
