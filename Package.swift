@@ -70,7 +70,8 @@ let package = Package(
         // Real C libraries from Debian that the tests and the example hook.
         .systemLibrary(
             name: "CSQLite", path: "Tests/Support/CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
-        .systemLibrary(name: "CZlib", path: "Tests/Support/CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        .systemLibrary(
+            name: "CZlib", path: "Tests/Support/CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
 
         // MARK: - Tests
 

@@ -1,0 +1,16 @@
+#include "CConsumerTable.h"
+
+#include <unistd.h>
+
+static int add(int a, int b) { return a + b; }
+static void notify(int value) { (void)value; }
+
+static callbacks table = {add, notify};
+
+callbacks *consumer_table(void) { return &table; }
+
+int consumer_add(int a, int b) { return __atomic_load_n(&table.add, __ATOMIC_ACQUIRE)(a, b); }
+
+void consumer_notify(int value) { __atomic_load_n(&table.notify, __ATOMIC_ACQUIRE)(value); }
+
+int consumer_pid(void) { return (int)getpid(); }

@@ -1,0 +1,93 @@
+import CConsumerTable
+import FFIHook
+import Foundation
+import Synchronization
+
+// The README's examples, run against the package as a versioned dependency. Each check that
+// fails ends the program with a message and exit code 1.
+
+/// What the lifecycle component's notify received.
+let consumerNotified = Atomic<Int>(0)
+
+func check(_ condition: Bool, _ message: String) {
+    if !condition {
+        FileHandle.standardError.write(Data("consumer: check failed: \(message)\n".utf8))
+        exit(1)
+    }
+}
+
+// Example: calling and describing C functions.
+let signature = try Signature("ddd")
+let interface = try CallInterface.shared(for: signature)
+let atan2Pointer = unsafeBitCast(atan2 as @convention(c) (Double, Double) -> Double, to: UnsafeRawPointer.self)
+let angle: Double = try interface.call(atan2Pointer, returning: Double.self, 1.0, 1.0)
+check(angle == atan2(1.0, 1.0), "atan2 through a call interface")
+
+let point = try CType(encoding: "{Point=\"x\"d\"y\"d}")
+check(point.size == 16 && point.alignment == 8, "the layout of {Point=dd}")
+
+do {
+    _ = try Signature("{S=i")
+    check(false, "a malformed encoding is refused")
+} catch {
+    check(
+        "\(error)" == "unexpected end of encoding, expected '}' at offset 4 in \"{S=i\"",
+        "the message of a malformed encoding: \(error)")
+}
+
+let shape = try CallInterface(variadic: Signature("ir*id"), fixedArgumentCount: 1)
+check(shape.fixedArgumentCount == 1, "a variadic call shape")
+
+// Hooks on a slot of a C struct of callbacks.
+let tablePointer = consumer_table()!
+let slot = FunctionSlot.field(\callbacks.add, of: tablePointer)
+let seen = Mutex<[String]>([])
+let logger = try Hook.before(on: slot, signature: Signature("iii")) { call in
+    seen.withLock { $0.append("add \(call.argument(0, as: Int32.self)) \(call.argument(1, as: Int32.self))") }
+}
+let doubler = try Hook.instead(on: slot, arguments: Int32.self, Int32.self, returning: Int32.self) {
+    original, a, b in
+    original(a, b) * 2
+}
+check(consumer_add(2, 3) == 10, "the doubled sum")
+check(seen.withLock { $0 } == ["add 2 3"], "the logger saw the call")
+logger.remove()
+doubler.remove()
+check(consumer_add(2, 3) == 5, "the original after the removals")
+
+// A whole table from a declared layout.
+let layout = TableLayout<callbacks>([
+    .init("add", \.add, try Signature("iii")),
+    .init("notify", \.notify, try Signature("vi")),
+])
+let returned = Mutex<[String]>([])
+let group = try Hook.install(on: tablePointer, layout: layout, position: .after) { slot, call in
+    returned.withLock { $0.append(slot.name) }
+}
+_ = consumer_add(1, 1)
+consumer_notify(7)
+check(returned.withLock { $0 } == ["add", "notify"], "the table's after blocks")
+group.remove()
+
+// Components that get every call of the table's slots they fill.
+let component = callbacks(add: nil, notify: { value in consumerNotified.add(Int(value), ordering: .relaxed) })
+let dispatcher = LifecycleDispatcher(table: tablePointer, layout: layout)
+let listener = try dispatcher.register(component, priority: 10)
+consumer_notify(5)
+check(consumerNotified.load(ordering: .relaxed) == 5, "the component's notify ran")
+listener.remove()
+consumer_notify(5)
+check(consumerNotified.load(ordering: .relaxed) == 5, "no component after its removal")
+
+// A C function as the main program calls it, through its import table.
+let pids = Mutex(0)
+let imports = try ImportTable.hook(
+    symbol: "getpid", in: .mainProgram, signature: Signature("i"), position: .after
+) { call in
+    pids.withLock { $0 += 1 }
+}
+check(consumer_pid() == getpid(), "getpid through the hooked import")
+check(pids.withLock { $0 } >= 1, "the import-table block ran")
+imports.remove()
+
+print("consumer: every README example ran")
