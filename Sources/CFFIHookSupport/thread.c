@@ -65,7 +65,8 @@ ffh_thread *ffh_thread_claim(void) {
     ffh_thread *record = ffh_take_free();
     if (!record) record = ffh_map_records();
     if (!record) return NULL;
-    record->tid = ffh_gettid();
+    /* Atomic: reclamation reads it from another thread, with no order to this write. */
+    __atomic_store_n(&record->tid, ffh_gettid(), __ATOMIC_RELAXED);
     ffh_current_thread = record;
     if (ffh_exit_key_made) pthread_setspecific(ffh_exit_key, record);
     return record;
@@ -76,7 +77,8 @@ ffh_thread *ffh_thread_first(void) {
 }
 
 int ffh_thread_is_alive(const ffh_thread *thread) {
-    return !(syscall(SYS_tgkill, getpid(), thread->tid, 0) != 0 && errno == ESRCH);
+    int32_t tid = __atomic_load_n(&thread->tid, __ATOMIC_RELAXED);
+    return !(syscall(SYS_tgkill, getpid(), tid, 0) != 0 && errno == ESRCH);
 }
 
 void ffh_thread_release(ffh_thread *thread) {
@@ -90,7 +92,7 @@ void ffh_thread_release(ffh_thread *thread) {
 
 void ffh_thread_forget_others(void) {
     /* The calling thread has a new kernel id in the child. */
-    if (ffh_current_thread) ffh_current_thread->tid = ffh_gettid();
+    if (ffh_current_thread) __atomic_store_n(&ffh_current_thread->tid, ffh_gettid(), __ATOMIC_RELAXED);
     for (ffh_thread *record = ffh_thread_first(); record; record = record->next) {
         if (record != ffh_current_thread && ffh_thread_is_claimed(record)) {
             ffh_thread_release(record);

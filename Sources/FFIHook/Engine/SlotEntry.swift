@@ -33,7 +33,8 @@ package final class SlotEntry: @unchecked Sendable {
     private let current = Atomic<UnsafeRawPointer?>(nil)
     /// The function the hooks wrap (0 for a NULL slot that an instead hook filled). Set
     /// under the registry's lock before the entry is published in its slot record, whose
-    /// release store orders it for the call path; never changed after.
+    /// release store orders it for the call path; changed after only by a replacement (a
+    /// function's address: a call that reads either value reaches a function that exists).
     private let originalFunction = Atomic<UInt>(0)
     /// The protection to restore after writing the slot, when its page is read-only; set
     /// once, under the registry's lock, when the entry is made.
@@ -118,7 +119,9 @@ package final class SlotEntry: @unchecked Sendable {
     /// The function the hooks wrap (0 for a NULL slot that an instead hook filled).
     var original: UInt { originalFunction.load(ordering: .relaxed) }
 
-    /// Sets the function the hooks wrap; only before the entry is published.
+    /// Sets the function the hooks wrap: before the entry is published, or later, under the
+    /// registry's lock, when a replacement goes in under the hooks or comes out (calls in
+    /// flight finish with the function they read).
     func setOriginal(_ function: UInt) {
         originalFunction.store(function, ordering: .relaxed)
     }

@@ -36,6 +36,8 @@ package final class SlotRegistry: Sendable {
         /// Entries whose slot another writer took over while they had hooks; their hooks keep
         /// running for whoever chained to their closure until they are removed.
         var detached: [ObjectIdentifier: SlotEntry] = [:]
+        /// The replacements in place on each slot, by address, in the order they were made.
+        var replacements: [UInt: [Replacement]] = [:]
         /// Every slot closure ever made, and which slot each serves.
         var pool: ClosurePool
         var table = SlotTable()
@@ -319,6 +321,95 @@ package final class SlotRegistry: Sendable {
         }
         guard let protection else { return exchange() }
         return SlotMemory.withWritablePage(UInt(bitPattern: cell), restoring: protection, exchange)
+    }
+
+    // MARK: - Replacing
+
+    /// Writes `function` into `slot` in place of the function the slot leads to, with no
+    /// closure: calls reach `function` directly. On a slot with hooks, `function` becomes
+    /// the function the hooks wrap instead. The replacement's ``Replacement/original`` is what
+    /// the slot led to before.
+    package func replace(
+        slot: UnsafeMutableRawPointer?, with function: UnsafeRawPointer?, signature: String?,
+        liftsProtection: Bool
+    ) throws(HookError) -> Replacement {
+        guard let slot else { throw HookError(slot: 0, signature: signature, code: .nullSlot) }
+        let address = UInt(bitPattern: slot)
+        func failure(_ code: HookError.Code) -> HookError {
+            HookError(slot: address, signature: signature, code: code)
+        }
+        guard address % UInt(MemoryLayout<UnsafeRawPointer>.alignment) == 0 else { throw failure(.misalignedSlot) }
+        guard let function else { throw failure(.invalidSlot("the replacement function is NULL")) }
+        guard !holdsLock else { throw failure(.calledFromHookBlock) }
+        var protection: SlotMemory.Protection?
+        if !SlotMemory.isWritable(address) {
+            guard let current = SlotMemory.protection(of: address), current.readable else {
+                throw failure(.unmappedSlot)
+            }
+            if !current.writable && !liftsProtection { throw failure(.readOnlySlot) }
+            if !current.writable && current.executable {
+                throw failure(.invalidSlot("the slot lies in executable code, not in a table"))
+            }
+            protection = current.writable ? nil : current
+        }
+        let replacement = Replacement(slot: slot, function: UInt(bitPattern: function), protection: protection)
+        let cell = slot.assumingMemoryBound(to: Atomic<UInt>.self)
+        return try write { (state: inout State) throws(HookError) -> Replacement in
+            if let entry = state.entries[address], cell.pointee.load(ordering: .acquiring) == entry.code {
+                // The hooks now wrap the replacement.
+                replacement.setOriginal(entry.original)
+                entry.setOriginal(replacement.function)
+            } else {
+                var exchanged = false
+                for _ in 0..<1000 {
+                    let value = cell.pointee.load(ordering: .acquiring)
+                    replacement.setOriginal(value)
+                    guard
+                        let done = Self.compareExchange(
+                            cell, expected: value, desired: replacement.function, protection: protection)
+                    else { throw failure(.protectionChangeFailed) }
+                    if done {
+                        exchanged = true
+                        break
+                    }
+                }
+                guard exchanged else { throw failure(.slotContention) }
+            }
+            state.replacements[address, default: []].append(replacement)
+            return replacement
+        }
+    }
+
+    /// Takes a replacement out: whatever called it (the slot, the hooks' closure, or a
+    /// replacement made after it) calls its original again. True the first time, false
+    /// afterwards. A slot someone else has written since is left as they left it.
+    package func remove(_ replacement: Replacement) -> Bool {
+        guard
+            replacement.removed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing)
+                .exchanged
+        else { return false }
+        let address = UInt(bitPattern: replacement.slot)
+        write { state in
+            var list = state.replacements[address] ?? []
+            list.removeAll { $0 === replacement }
+            state.replacements[address] = list.isEmpty ? nil : list
+            let original = replacement.original
+            let cell = replacement.slot.assumingMemoryBound(to: Atomic<UInt>.self)
+            if let above = list.first(where: { $0.original == replacement.function }) {
+                above.setOriginal(original)
+            } else if let entry = state.entries[address], entry.original == replacement.function {
+                entry.setOriginal(original)
+            } else if SlotMemory.isReadable(address), cell.pointee.load(ordering: .acquiring) == replacement.function {
+                if replacement.protection == nil {
+                    _ = Self.compareExchange(cell, expected: replacement.function, desired: original, protection: nil)
+                } else if let current = SlotMemory.protection(of: address), current.readable, !current.executable {
+                    _ = Self.compareExchange(
+                        cell, expected: replacement.function, desired: original,
+                        protection: current.writable ? nil : current)
+                }
+            }
+        }
+        return true
     }
 
     // MARK: - Removing

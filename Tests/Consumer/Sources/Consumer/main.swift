@@ -55,6 +55,19 @@ logger.remove()
 doubler.remove()
 check(consumer_add(2, 3) == 5, "the original after the removals")
 
+// A function written into the slot outright, under a hook.
+let multiply: @convention(c) (Int32, Int32) -> Int32 = { a, b in a * b }
+let plusHundred = try Hook.after(on: slot, signature: Signature("iii")) { call in
+    call.setReturnValue(call.returnValue(as: Int32.self) + 100)
+}
+let replacement = try Hook.replace(on: slot, with: multiply)
+let add = replacement.original(as: (@convention(c) (Int32, Int32) -> Int32).self)
+check(consumer_add(2, 3) == 106, "the replacement under the hook")
+check(add?(2, 3) == 5, "the replaced function")
+replacement.remove()
+plusHundred.remove()
+check(consumer_add(2, 3) == 5, "the original after the replacement and the hook")
+
 // A whole table from a declared layout.
 let layout = TableLayout<callbacks>([
     .init("add", \.add, try Signature("iii")),

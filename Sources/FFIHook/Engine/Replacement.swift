@@ -1,0 +1,34 @@
+import Synchronization
+
+/// A function written into a slot in place of the one it led to: no closure, no per-call
+/// cost. Made and taken out by ``SlotRegistry``, under its lock.
+package final class Replacement: @unchecked Sendable {
+    // Sendable: the stored properties are constants or atomics; `slot` is an address the
+    // registry only writes under its lock.
+
+    /// The slot's address.
+    let slot: UnsafeMutableRawPointer
+    /// The replacing function's address.
+    let function: UInt
+    /// The protection to lift around writes when the slot was read-only at the time.
+    let protection: SlotMemory.Protection?
+    /// Whether the replacement was taken out.
+    let removed = Atomic<Bool>(false)
+    /// What the replacement calls as the original: what the slot led to when the replacement
+    /// went in, or, after a replacement made before this one came out, what that one's was.
+    private let originalFunction = Atomic<UInt>(0)
+
+    init(slot: UnsafeMutableRawPointer, function: UInt, protection: SlotMemory.Protection?) {
+        self.slot = slot
+        self.function = function
+        self.protection = protection
+    }
+
+    /// The function the replacement stands in for (0 when the slot held NULL).
+    package var original: UInt { originalFunction.load(ordering: .acquiring) }
+
+    /// Sets what ``original`` returns, under the registry's lock.
+    func setOriginal(_ function: UInt) {
+        originalFunction.store(function, ordering: .releasing)
+    }
+}
