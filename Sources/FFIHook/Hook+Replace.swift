@@ -24,12 +24,19 @@ extension Hook {
     /// - Parameters:
     ///   - slot: an aligned, pointer-sized slot holding a function pointer (NULL allowed).
     ///   - function: the replacing function, `@convention(c)`, of the slot's signature
-    ///     (nothing checks that it is).
+    ///     (nothing checks the signature). Pass a C function by name with its type spelled
+    ///     out (`c_multiply as @convention(c) (Int32, Int32) -> Int32`): otherwise Swift turns
+    ///     the name into a Swift closure, which is refused.
     ///   - options: ``HookOptions/liftsPageProtection`` for a slot in read-only memory; other
     ///     options do not apply to a replacement and are ignored.
     /// - Returns: the token that removes the replacement.
     /// - Throws: ``HookError`` for a null, misaligned, unmapped or read-only slot, a slot in
-    ///   executable memory, or a `function` that is not a single C function pointer.
+    ///   executable memory, or a `function` that is not a single C function pointer into
+    ///   executable memory.
+    ///
+    /// A replacement of a slot that held NULL, removed from under hooks installed since,
+    /// leaves those hooks wrapping NULL: calls through the slot then return zero until the
+    /// last hook goes and NULL is written back.
     public static func replace<Function>(
         on slot: FunctionSlot, with function: Function, options: HookOptions = []
     ) throws(HookError) -> ReplacementToken {
@@ -76,7 +83,9 @@ public final class ReplacementToken: Sendable, Hashable, CustomStringConvertible
     /// Takes the replacement out; true the first time, false afterwards. Whatever called the
     /// replacement (the slot, the closure of hooks installed since, a later replacement)
     /// calls its original again. A slot that someone else has written since is left as it
-    /// is. Safe to call from any thread.
+    /// is, and so is one whose memory is no longer mapped or writable (unless the
+    /// replacement was made with ``HookOptions/liftsPageProtection``, which lifts it again):
+    /// the replacement is removed all the same. Safe to call from any thread.
     @discardableResult
     public func remove() -> Bool {
         SlotRegistry.shared.remove(replacement)

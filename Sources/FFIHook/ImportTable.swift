@@ -89,9 +89,11 @@ public enum ImportTable {
     ///   - position: before, instead of, or after the original.
     ///   - options: as for ``Hook/install(on:signature:position:options:_:)``;
     ///     ``HookOptions/liftsPageProtection`` is always added.
-    ///     ``HookOptions/once`` holds for the group: the block runs for one call
-    ///     through any of its entries, then the whole group is removed (an instead block's
-    ///     later calls meanwhile reach the original).
+    ///     ``HookOptions/once`` holds for the group: the block runs for one call through any
+    ///     of its entries (the program's own calls of the symbol count too), then the whole
+    ///     group is removed while its token is held (an instead block's later calls meanwhile
+    ///     reach the original); once the token is dropped, each entry's hook goes at its
+    ///     next call instead.
     ///   - block: runs with a view of each call through a hooked entry.
     /// - Returns: the token that removes every hook of the call.
     /// - Throws: ``HookError`` with

@@ -86,7 +86,7 @@ public struct TableLayout<Table>: Sendable {
 /// group.
 ///
 /// Dropping the token does not remove the hooks. The token may be used from any thread.
-public final class HookGroupToken: Sendable, CustomStringConvertible {
+public final class HookGroupToken: Sendable, Hashable, CustomStringConvertible {
     private struct Members {
         var tokens: [HookToken]
         /// Hooks that serve the group without being among its `tokens` (those that follow
@@ -159,6 +159,14 @@ public final class HookGroupToken: Sendable, CustomStringConvertible {
         members.withLock { members in
             members.tokens.contains { $0.isActive } || members.companions.contains { $0.isActive }
         }
+    }
+
+    /// Tokens are equal when they are the same token.
+    public static func == (lhs: HookGroupToken, rhs: HookGroupToken) -> Bool { lhs === rhs }
+
+    /// Hashes the token's identity.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(ObjectIdentifier(self))
     }
 
     /// The number of hooks and skipped slots.

@@ -1,4 +1,8 @@
-import Foundation
+import CTestSupport
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// The shared libraries the import-table and process-life tests open with `dlopen`, built
 /// from `Tests/Fixtures` with the system C compiler the first time a test asks for one.
@@ -7,6 +11,8 @@ import Foundation
 /// builds a shared library only as a product, which would publish them. Each is built once
 /// per build directory (again when its source is newer), into a temporary file renamed into
 /// place, so that tests in parallel and the child processes of exit tests share one copy.
+/// Only C calls here (`posix_spawn`, `stat`, `rename`): an exit test's child checks for
+/// leaks as it exits.
 enum FixtureLibraries {
     /// How one library is built: its directory under `Tests/Fixtures`, and its linker flags.
     private struct Recipe {
@@ -29,53 +35,50 @@ enum FixtureLibraries {
     ]
 
     /// `Tests/Fixtures`, found from this file's path.
-    private static let sources = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fixtures")
+    private static let sources = directory(of: directory(of: #filePath)) + "/Fixtures"
 
     /// Next to the running test executable, in the build directory.
-    private static let output: URL = {
-        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        return executable.deletingLastPathComponent().appendingPathComponent("fixture-libraries")
+    private static let output: String = {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let length = readlink("/proc/self/exe", &buffer, Int(PATH_MAX))
+        let executable =
+            length > 0 ? String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self) : "."
+        return directory(of: executable) + "/fixture-libraries"
     }()
+
+    private static func directory(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return String(path[..<slash])
+    }
 
     /// The path of library `name` (such as `"libImportFixture.so"`), built if need be; stops
     /// the test process with a message naming the command when it cannot be built.
     static func path(_ name: String) -> String {
         guard let recipe = recipes[name] else { fatalError("no fixture library named \(name)") }
-        let library = output.appendingPathComponent(name)
-        let directory = sources.appendingPathComponent(recipe.directory)
-        let source = directory.appendingPathComponent("fixture.c")
-        if let built = modified(library), let written = modified(source), built >= written { return library.path }
-        try? FileManager.default.createDirectory(at: output, withIntermediateDirectories: true)
-        let temporary = output.appendingPathComponent("\(name).\(getpid()).\(UInt(pthread_self())).tmp")
+        let library = output + "/" + name
+        let directory = sources + "/" + recipe.directory
+        let source = directory + "/fixture.c"
+        let built = pf_modified(library)
+        if built >= 0 && built >= pf_modified(source) { return library }
+        mkdir(output, 0o755)
+        let temporary = library + ".\(getpid()).\(UInt(pthread_self())).tmp"
         // -O0 keeps each call the source makes (an optimiser turns atoi into strtol).
         let arguments =
-            ["-shared", "-fPIC", "-O0", "-I", directory.appendingPathComponent("include").path]
-            + recipe.linkerFlags + ["-o", temporary.path, source.path]
-        let compilers = ProcessInfo.processInfo.environment["CC"].map { [$0] } ?? ["cc", "gcc", "clang"]
-        for compiler in compilers where run(compiler, arguments) {
-            guard rename(temporary.path, library.path) == 0 else { break }
-            return library.path
+            ["-shared", "-fPIC", "-O0", "-I", directory + "/include"] + recipe.linkerFlags
+            + ["-o", temporary, source]
+        let compilers = getenv("CC").map { [String(cString: $0)] } ?? ["cc", "gcc", "clang"]
+        for compiler in compilers where run([compiler] + arguments) == 0 {
+            guard rename(temporary, library) == 0 else { break }
+            return library
         }
         fatalError("cannot build \(name): \(compilers.joined(separator: "/")) \(arguments.joined(separator: " "))")
     }
 
-    private static func modified(_ file: URL) -> Date? {
-        (try? FileManager.default.attributesOfItem(atPath: file.path))?[.modificationDate] as? Date
-    }
-
-    /// Runs `command` found on the PATH; whether it exited with 0.
-    private static func run(_ command: String, _ arguments: [String]) -> Bool {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [command] + arguments
-        process.standardOutput = FileHandle.nullDevice
-        do {
-            try process.run()
-        } catch {
-            return false
-        }
-        process.waitUntilExit()
-        return process.terminationStatus == 0
+    /// Runs a command found on the PATH; its exit status, or -1.
+    private static func run(_ command: [String]) -> Int32 {
+        var argv = command.map { strdup($0) }
+        argv.append(nil)
+        defer { for argument in argv { free(argument) } }
+        return pf_run(&argv)
     }
 }

@@ -187,4 +187,79 @@ private let tenfold: AddFunction = { a, b in
         #expect(Self.holds(slot, addOriginalAddress))
         try Hook.waitForReclamation()
     }
+
+    /// A table of one callback, for a group token.
+    struct AddTable {
+        var add: AddFunction?
+    }
+
+    /// Every kind of token is Hashable by identity, has `remove() -> Bool` and `isActive`.
+    @Test func everyTokenKindHasTheSameSemantics() throws {
+        let slot = makeAddSlot()
+        defer { slot.deallocate() }
+        let table = UnsafeMutablePointer<AddTable>.allocate(capacity: 1)
+        table.initialize(to: AddTable(add: ct_fix_add))
+        defer { table.deallocate() }
+        let hook = try Hook.before(on: FunctionSlot(slot), signature: Signature("iii")) { _ in }
+        let group = try Hook.install(
+            on: table, layout: TableLayout<AddTable>([.init("add", \.add, try Signature("iii"))]), position: .after
+        ) { _, _ in }
+        let replacement = try Hook.replace(on: FunctionSlot(slot), with: times)
+        let hooks: Set<HookToken> = [hook, hook]
+        let groups: Set<HookGroupToken> = [group, group]
+        let replacements: Set<ReplacementToken> = [replacement, replacement]
+        #expect(hooks.count == 1 && groups.count == 1 && replacements.count == 1)
+        #expect(hook.isActive && group.isActive && replacement.isActive)
+        #expect(hook.remove() && group.remove() && replacement.remove())
+        #expect(!hook.remove() && !group.remove() && !replacement.remove())
+        #expect(!hook.isActive && !group.isActive && !replacement.isActive)
+        #expect(Self.holds(slot, addOriginalAddress))
+    }
+
+    /// The same function at two places in the stack: removing the upper one leaves the lower
+    /// one and the one between them as they were.
+    @Test func theSameFunctionTwiceInTheStack() throws {
+        let slot = makeAddSlot()
+        defer { slot.deallocate() }
+        let first = try Hook.replace(on: FunctionSlot(slot), with: times)
+        let middle = try Hook.replace(on: FunctionSlot(slot), with: tenfold)
+        let top = try Hook.replace(on: FunctionSlot(slot), with: times)
+        #expect(top.remove())
+        #expect(Self.holds(slot, Self.tenfoldAddress))
+        #expect(middle.original.map { UInt(bitPattern: $0) } == Self.timesAddress)
+        #expect(first.original.map { UInt(bitPattern: $0) } == addOriginalAddress)
+        #expect(middle.remove() && first.remove())
+        #expect(Self.holds(slot, addOriginalAddress))
+    }
+
+    /// A slot made read-only since the replacement went in is not written by its removal.
+    @Test func removalDoesNotWriteASlotMadeReadOnlySince() throws {
+        let size = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let page = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)!
+        defer { munmap(page, size) }
+        let slot = page.assumingMemoryBound(to: AddFunction?.self)
+        slot.initialize(to: ct_fix_add)
+        let token = try Hook.replace(on: FunctionSlot(slot), with: times)
+        mprotect(page, size, PROT_READ)
+        #expect(token.remove())
+        #expect(Self.holds(slot, Self.timesAddress))
+        #expect(!token.isActive)
+    }
+
+    /// A pointer-sized value that is not a function's address is refused.
+    @Test func aValueThatIsNotAFunctionIsRefused() throws {
+        let slot = makeAddSlot()
+        defer { slot.deallocate() }
+        let data = UnsafeMutableRawPointer.allocate(byteCount: 8, alignment: 8)
+        defer { data.deallocate() }
+        let error = #expect(throws: HookError.self) {
+            try Hook.replace(on: FunctionSlot(slot), with: UnsafeRawPointer(data))
+        }
+        guard case .invalidSlot(let reason) = error?.code else {
+            Issue.record("expected invalidSlot, got \(String(describing: error))")
+            return
+        }
+        #expect(reason.contains("not the address of a function"))
+        #expect(Self.holds(slot, addOriginalAddress))
+    }
 }

@@ -340,6 +340,9 @@ package final class SlotRegistry: Sendable {
         }
         guard address % UInt(MemoryLayout<UnsafeRawPointer>.alignment) == 0 else { throw failure(.misalignedSlot) }
         guard let function else { throw failure(.invalidSlot("the replacement function is NULL")) }
+        guard SlotMemory.protection(of: UInt(bitPattern: function))?.executable == true else {
+            throw failure(.invalidSlot("the replacement is not the address of a function (not in executable memory)"))
+        }
         guard !holdsLock else { throw failure(.calledFromHookBlock) }
         var protection: SlotMemory.Protection?
         if !SlotMemory.isWritable(address) {
@@ -391,17 +394,26 @@ package final class SlotRegistry: Sendable {
         let address = UInt(bitPattern: replacement.slot)
         write { state in
             var list = state.replacements[address] ?? []
+            // Only a replacement made after this one can have it as its original (the same
+            // function may stand at several places in the stack).
+            let later = list.firstIndex { $0 === replacement }.map { list[($0 + 1)...] } ?? []
+            let above = later.first { $0.original == replacement.function }
             list.removeAll { $0 === replacement }
             state.replacements[address] = list.isEmpty ? nil : list
             let original = replacement.original
             let cell = replacement.slot.assumingMemoryBound(to: Atomic<UInt>.self)
-            if let above = list.first(where: { $0.original == replacement.function }) {
+            if let above {
                 above.setOriginal(original)
             } else if let entry = state.entries[address], entry.original == replacement.function {
                 entry.setOriginal(original)
             } else if SlotMemory.isReadable(address), cell.pointee.load(ordering: .acquiring) == replacement.function {
                 if replacement.protection == nil {
-                    _ = Self.compareExchange(cell, expected: replacement.function, desired: original, protection: nil)
+                    // Writable when the replacement went in; memory made read-only since is
+                    // not written, as a hook's removal does not write it.
+                    if SlotMemory.isWritable(address) {
+                        _ = Self.compareExchange(
+                            cell, expected: replacement.function, desired: original, protection: nil)
+                    }
                 } else if let current = SlotMemory.protection(of: address), current.readable, !current.executable {
                     _ = Self.compareExchange(
                         cell, expected: replacement.function, desired: original,

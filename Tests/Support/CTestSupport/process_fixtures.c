@@ -15,7 +15,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <spawn.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -505,4 +507,29 @@ int pf_call_without_thread_records(int (**slot)(int), int value, int holders, in
     for (int index = 0; index < started; index++) pthread_join(ids[index], NULL);
     for (int index = holding; index < started; index++) results[index - holding] = threads[index].result;
     return status;
+}
+
+// MARK: - Building fixture libraries
+
+extern char **environ;
+
+int pf_run(char *const argv[]) {
+    posix_spawn_file_actions_t actions;
+    if (posix_spawn_file_actions_init(&actions) != 0) return -1;
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+    pid_t child;
+    int started = posix_spawnp(&child, argv[0], &actions, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (started != 0) return -1;
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0) {
+        if (errno != EINTR) return -1;
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+long long pf_modified(const char *path) {
+    struct stat info;
+    if (stat(path, &info) != 0) return -1;
+    return (long long)info.st_mtim.tv_sec * 1000000000LL + info.st_mtim.tv_nsec;
 }

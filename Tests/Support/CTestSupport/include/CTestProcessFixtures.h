@@ -66,6 +66,14 @@ void pf_hold_wait_arrivals(int count);
 /// Lets `count` held threads go.
 void pf_hold_release(int count);
 
+/// Runs `argv[0]`, found on the PATH, with `argv` (NULL-terminated) and this process's
+/// environment, its standard output discarded; returns its exit status, or -1 when it could
+/// not be started or did not exit normally.
+int pf_run(char *const argv[]);
+
+/// The modification time of `path` in nanoseconds since the epoch, or -1 when it has none.
+long long pf_modified(const char *path);
+
 /// Calls `slot` with `value` from `late` fresh threads at a moment when no new thread record
 /// can be mapped: `holders` threads first each make one call through the slot (claiming a
 /// record each) and stay alive; then the address-space limit is lowered to what is mapped,
