@@ -123,6 +123,34 @@ public enum ImportTable {
         return group
     }
 
+    /// Runs `block` before `symbol` as the objects of `scope` call it (see
+    /// ``hook(symbol:in:signature:position:options:_:)``).
+    public static func before(
+        symbol: String, in scope: ImportScope, signature: Signature, options: HookOptions = [],
+        _ block: @escaping @Sendable (borrowing Invocation) -> Void
+    ) throws(HookError) -> HookGroupToken {
+        try hook(symbol: symbol, in: scope, signature: signature, position: .before, options: options, block)
+    }
+
+    /// Runs `block` instead of `symbol` as the objects of `scope` call it; the block calls
+    /// the original with ``Invocation/callOriginal()`` (see
+    /// ``hook(symbol:in:signature:position:options:_:)``).
+    public static func instead(
+        symbol: String, in scope: ImportScope, signature: Signature, options: HookOptions = [],
+        _ block: @escaping @Sendable (borrowing Invocation) -> Void
+    ) throws(HookError) -> HookGroupToken {
+        try hook(symbol: symbol, in: scope, signature: signature, position: .instead, options: options, block)
+    }
+
+    /// Runs `block` after `symbol` as the objects of `scope` call it (see
+    /// ``hook(symbol:in:signature:position:options:_:)``).
+    public static func after(
+        symbol: String, in scope: ImportScope, signature: Signature, options: HookOptions = [],
+        _ block: @escaping @Sendable (borrowing Invocation) -> Void
+    ) throws(HookError) -> HookGroupToken {
+        try hook(symbol: symbol, in: scope, signature: signature, position: .after, options: options, block)
+    }
+
     private static func hook(
         symbol: String, in scope: ImportScope, signature: Signature, position: HookPosition, _ options: HookOptions,
         _ block: @escaping @Sendable (borrowing Invocation) -> Void

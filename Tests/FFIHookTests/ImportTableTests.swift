@@ -266,6 +266,30 @@ extension FixtureTableTests {
             #expect(!group.isActive)
         }
 
+        /// The verbs of slots, for import tables: before, instead and after, in their order.
+        @Test func beforeInsteadAndAfterOnAnImportedFunction() throws {
+            let library = try ImportFixtures.open(Self.lazy)
+            let parse = try ImportFixtures.function("cimportlazy_parse", in: library, as: ImportFixtures.ParseLong.self)
+            let log = EventLog()
+            let scope = ImportScope.object(Self.lazy)
+            let signature = try Signature("q*")
+            let groups = [
+                try ImportTable.before(symbol: "atol", in: scope, signature: signature) { _ in log.record("before") },
+                try ImportTable.instead(symbol: "atol", in: scope, signature: signature) { call in
+                    log.record("instead")
+                    call.callOriginal()
+                    call.setReturnValue(call.returnValue(as: Int.self) + 1)
+                },
+                try ImportTable.after(symbol: "atol", in: scope, signature: signature) { call in
+                    log.record("after \(call.returnValue(as: Int.self))")
+                },
+            ]
+            #expect(parse("12") == 13)
+            #expect(log.all == ["before", "instead", "after 13"])
+            #expect(groups.allSatisfy { $0.remove() })
+            #expect(parse("12") == 12)
+        }
+
         @Test func removalRestoresOnlyWhatIsStillOurs() throws {
             let library = try ImportFixtures.open(Self.fullRELRO)
             let length = try ImportFixtures.function(

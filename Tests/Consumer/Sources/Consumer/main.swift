@@ -94,9 +94,7 @@ check(consumerNotified.load(ordering: .relaxed) == 5, "no component after its re
 
 // A C function as the main program calls it, through its import table.
 let pids = Mutex(0)
-let imports = try ImportTable.hook(
-    symbol: "getpid", in: .mainProgram, signature: Signature("i"), position: .after
-) { call in
+let imports = try ImportTable.after(symbol: "getpid", in: .mainProgram, signature: Signature("i")) { call in
     pids.withLock { $0 += 1 }
 }
 check(consumer_pid() == getpid(), "getpid through the hooked import")
