@@ -90,6 +90,18 @@ void ffh_thread_release(ffh_thread *thread) {
     __atomic_store_n(&thread->claimed, 0, __ATOMIC_RELEASE);
 }
 
+int ffh_thread_release_vanished(ffh_thread *thread, uintptr_t generation) {
+    uintptr_t expected = generation;
+    if (!__atomic_compare_exchange_n(
+            &thread->generation, &expected, generation + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        return 0;
+    }
+    for (uintptr_t index = 0; index < FFH_MARKS; index++) thread->marks[index] = 0;
+    thread->mark_count = 0;
+    __atomic_store_n(&thread->claimed, 0, __ATOMIC_RELEASE);
+    return 1;
+}
+
 void ffh_thread_forget_others(void) {
     /* The calling thread has a new kernel id in the child. */
     if (ffh_current_thread) __atomic_store_n(&ffh_current_thread->tid, ffh_gettid(), __ATOMIC_RELAXED);

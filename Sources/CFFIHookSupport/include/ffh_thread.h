@@ -75,6 +75,13 @@ int ffh_thread_is_alive(const ffh_thread *thread);
 /// Frees a record whose thread is gone, ending any call it was inside.
 void ffh_thread_release(ffh_thread *thread);
 
+/// Frees the record of a thread that is gone while it still holds `generation`, the odd
+/// value it had when reclamation began waiting for it; returns whether it did. A thread that
+/// freed its own record as it exited has changed its generation since, so a reclamation
+/// that read the old value before the exit and found the thread gone after it frees
+/// nothing (the record may already serve another thread).
+int ffh_thread_release_vanished(ffh_thread *thread, uintptr_t generation);
+
 /// In a child after fork: frees the records of every thread but the calling one, ending
 /// whatever call those threads were inside (they do not exist in the child), and records the
 /// calling thread's new kernel id.

@@ -620,7 +620,8 @@ package final class SlotRegistry: Sendable {
                 // A thread gone without its record being freed (it exited inside a hooked
                 // call made from a pthread key destructor, say) is inside nothing.
                 guard ffh_thread_is_alive(thread.record) == 0 else { return false }
-                ffh_thread_release(thread.record)
+                // Frees nothing if the thread freed its record itself as it exited.
+                _ = ffh_thread_release_vanished(thread.record, thread.generation)
                 return true
             }
             if ended { freedCells += group.cells }
