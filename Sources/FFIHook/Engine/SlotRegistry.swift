@@ -247,19 +247,8 @@ package final class SlotRegistry: Sendable {
         state: inout State, failure: (HookError.Code) -> HookError
     ) throws(HookError) -> SlotEntry {
         let address = UInt(bitPattern: slot)
-        var readOnlyProtection: SlotMemory.Protection?
-        if !SlotMemory.isWritable(address) {
-            guard let protection = SlotMemory.protection(of: address), protection.readable else {
-                throw failure(.unmappedSlot)
-            }
-            if !protection.writable && !options.contains(.liftsPageProtection) { throw failure(.readOnlySlot) }
-            // Lifting protection is for tables the loader protected, never for code: a word
-            // written into a function's instructions would break them.
-            if !protection.writable && protection.executable {
-                throw failure(.invalidSlot("the slot lies in executable code, not in a table"))
-            }
-            readOnlyProtection = protection.writable ? nil : protection
-        }
+        let readOnlyProtection = try Self.protectionToLift(
+            at: address, liftsProtection: options.contains(.liftsPageProtection), failure: failure)
         let cell: ClosurePool.Cell
         if let existing = state.table.cell(at: address, in: state.pool), state.pool.cif(existing) == interface.cif.cif {
             cell = existing
@@ -294,20 +283,70 @@ package final class SlotRegistry: Sendable {
         _ cell: UnsafeMutablePointer<Atomic<UInt>>, for entry: SlotEntry, allowEmpty: Bool,
         failure: (HookError.Code) -> HookError
     ) throws(HookError) {
-        let code = entry.code
-        for _ in 0..<1000 {
-            let value = cell.pointee.load(ordering: .acquiring)
+        try swap(cell, to: entry.code, protection: entry.readOnlyProtection, failure: failure) {
+            (value: UInt) throws(HookError) in
             guard value != 0 || allowEmpty else { throw failure(.emptySlot) }
             // Until the entry is published, calls that reach the closure pass through to it.
             entry.setOriginal(value)
             ffh_slot_set_state(entry.record, value)
-            guard
-                let exchanged = compareExchange(
-                    cell, expected: value, desired: code, protection: entry.readOnlyProtection)
+        }
+    }
+
+    /// Writes `desired` into `cell` by compare-and-swap, after `remember` has seen the value
+    /// it replaces (and may refuse it by throwing); retries while other writers change the
+    /// slot, up to a bound.
+    private static func swap(
+        _ cell: UnsafeMutablePointer<Atomic<UInt>>, to desired: UInt, protection: SlotMemory.Protection?,
+        failure: (HookError.Code) -> HookError, remember: (UInt) throws(HookError) -> Void
+    ) throws(HookError) {
+        for _ in 0..<1000 {
+            let value = cell.pointee.load(ordering: .acquiring)
+            try remember(value)
+            guard let exchanged = compareExchange(cell, expected: value, desired: desired, protection: protection)
             else { throw failure(.protectionChangeFailed) }
             if exchanged { return }
         }
         throw failure(.slotContention)
+    }
+
+    /// The protection to lift around writes to the slot at `address`: nil when it is
+    /// writable. Throws for unmapped memory, read-only memory without `liftsProtection`, and
+    /// executable memory: lifting protection is for tables the loader protected, never for
+    /// code, where a word written into a function's instructions would break them.
+    private static func protectionToLift(
+        at address: UInt, liftsProtection: Bool, failure: (HookError.Code) -> HookError
+    ) throws(HookError) -> SlotMemory.Protection? {
+        guard !SlotMemory.isWritable(address) else { return nil }
+        guard let protection = SlotMemory.protection(of: address), protection.readable else {
+            throw failure(.unmappedSlot)
+        }
+        if protection.writable { return nil }
+        guard liftsProtection else { throw failure(.readOnlySlot) }
+        guard !protection.executable else {
+            throw failure(.invalidSlot("the slot lies in executable code, not in a table"))
+        }
+        return protection
+    }
+
+    /// Writes `original` back into a slot that still holds `current`, lifting the page's
+    /// protection as it is now when the slot was read-only at install (`wasReadOnly`), and
+    /// writing nothing to memory that is not writable (or, read-only, is executable: another
+    /// object mapped there since, with code where the slot was, whose page must keep its
+    /// permission to execute). Returns whether it wrote.
+    private static func writeBack(
+        _ original: UInt, over current: UInt, at address: UInt, wasReadOnly: Bool
+    ) -> Bool {
+        guard SlotMemory.isReadable(address) else { return false }
+        let cell = UnsafeMutablePointer<Atomic<UInt>>(bitPattern: address)!
+        guard cell.pointee.load(ordering: .acquiring) == current else { return false }
+        if !wasReadOnly {
+            guard SlotMemory.isWritable(address) else { return false }
+            return compareExchange(cell, expected: current, desired: original, protection: nil) == true
+        }
+        guard let protection = SlotMemory.protection(of: address), protection.readable, !protection.executable
+        else { return false }
+        return compareExchange(
+            cell, expected: current, desired: original, protection: protection.writable ? nil : protection) == true
     }
 
     /// Compare-and-swap on a slot, lifting its page's protection around it when the slot is
@@ -344,17 +383,7 @@ package final class SlotRegistry: Sendable {
             throw failure(.invalidSlot("the replacement is not the address of a function (not in executable memory)"))
         }
         guard !holdsLock else { throw failure(.calledFromHookBlock) }
-        var protection: SlotMemory.Protection?
-        if !SlotMemory.isWritable(address) {
-            guard let current = SlotMemory.protection(of: address), current.readable else {
-                throw failure(.unmappedSlot)
-            }
-            if !current.writable && !liftsProtection { throw failure(.readOnlySlot) }
-            if !current.writable && current.executable {
-                throw failure(.invalidSlot("the slot lies in executable code, not in a table"))
-            }
-            protection = current.writable ? nil : current
-        }
+        let protection = try Self.protectionToLift(at: address, liftsProtection: liftsProtection, failure: failure)
         let replacement = Replacement(slot: slot, function: UInt(bitPattern: function), protection: protection)
         let cell = slot.assumingMemoryBound(to: Atomic<UInt>.self)
         return try write { (state: inout State) throws(HookError) -> Replacement in
@@ -363,20 +392,9 @@ package final class SlotRegistry: Sendable {
                 replacement.setOriginal(entry.original)
                 entry.setOriginal(replacement.function)
             } else {
-                var exchanged = false
-                for _ in 0..<1000 {
-                    let value = cell.pointee.load(ordering: .acquiring)
+                try Self.swap(cell, to: replacement.function, protection: protection, failure: failure) { value in
                     replacement.setOriginal(value)
-                    guard
-                        let done = Self.compareExchange(
-                            cell, expected: value, desired: replacement.function, protection: protection)
-                    else { throw failure(.protectionChangeFailed) }
-                    if done {
-                        exchanged = true
-                        break
-                    }
                 }
-                guard exchanged else { throw failure(.slotContention) }
             }
             state.replacements[address, default: []].append(replacement)
             return replacement
@@ -401,24 +419,13 @@ package final class SlotRegistry: Sendable {
             list.removeAll { $0 === replacement }
             state.replacements[address] = list.isEmpty ? nil : list
             let original = replacement.original
-            let cell = replacement.slot.assumingMemoryBound(to: Atomic<UInt>.self)
             if let above {
                 above.setOriginal(original)
             } else if let entry = state.entries[address], entry.original == replacement.function {
                 entry.setOriginal(original)
-            } else if SlotMemory.isReadable(address), cell.pointee.load(ordering: .acquiring) == replacement.function {
-                if replacement.protection == nil {
-                    // Writable when the replacement went in; memory made read-only since is
-                    // not written, as a hook's removal does not write it.
-                    if SlotMemory.isWritable(address) {
-                        _ = Self.compareExchange(
-                            cell, expected: replacement.function, desired: original, protection: nil)
-                    }
-                } else if let current = SlotMemory.protection(of: address), current.readable, !current.executable {
-                    _ = Self.compareExchange(
-                        cell, expected: replacement.function, desired: original,
-                        protection: current.writable ? nil : current)
-                }
+            } else {
+                _ = Self.writeBack(
+                    original, over: replacement.function, at: address, wasReadOnly: replacement.protection != nil)
             }
         }
         return true
@@ -539,21 +546,9 @@ package final class SlotRegistry: Sendable {
         // someone else wrote the slot, and may call the closure as their original: it stays
         // a pass-through for good, and a new hook on the slot gets a closure of its own (one
         // that took their pointer as its original would call itself through them).
-        let cell = entry.slot.assumingMemoryBound(to: Atomic<UInt>.self)
-        var restored: Bool? = false
-        // A read-only slot's page is made writable only when the slot holds the closure, and
-        // is given back the protection it has now, not the one it had at install: the
-        // object may have been unloaded and another mapped there since, with code where the
-        // slot was, which must keep its permission to execute.
-        if cell.pointee.load(ordering: .acquiring) == entry.code {
-            if entry.readOnlyProtection == nil {
-                restored = compareExchange(cell, expected: entry.code, desired: entry.original, protection: nil)
-            } else if let current = SlotMemory.protection(of: address), current.readable, !current.executable {
-                restored = compareExchange(
-                    cell, expected: entry.code, desired: entry.original, protection: current.writable ? nil : current)
-            }
-        }
-        if restored != true && isCurrent {
+        let restored = writeBack(
+            entry.original, over: entry.code, at: address, wasReadOnly: entry.readOnlyProtection != nil)
+        if !restored && isCurrent {
             state.table.remove(entry.cell, in: state.pool)
         }
     }
