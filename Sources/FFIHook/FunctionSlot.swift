@@ -14,9 +14,9 @@ public struct FunctionSlot: Sendable, Hashable, CustomStringConvertible {
     /// A slot at `address`, which must be aligned to a pointer and hold a C function pointer.
     ///
     /// Nothing is checked here: installing refuses a misaligned address with
-    /// ``HookError/Code-swift.enum/misalignedSlot``, and one in unmapped or
-    /// read-only memory with ``HookError/Code-swift.enum/unmappedSlot`` or
-    /// ``HookError/Code-swift.enum/readOnlySlot``.
+    /// ``HookError/Code-swift.struct/misalignedSlot``, and one in unmapped or
+    /// read-only memory with ``HookError/Code-swift.struct/unmappedSlot`` or
+    /// ``HookError/Code-swift.struct/readOnlySlot``.
     public init(_ address: UnsafeMutableRawPointer) {
         self.address = UInt(bitPattern: address)
         self.problem = nil
@@ -34,7 +34,7 @@ public struct FunctionSlot: Sendable, Hashable, CustomStringConvertible {
     ///
     /// A pointer to something that is not pointer-sized (a whole struct of callbacks, say)
     /// gives a slot that installing refuses with
-    /// ``HookError/Code-swift.enum/invalidSlot(_:)``; use ``field(_:of:)`` for one
+    /// ``HookError/Code-swift.struct/invalidSlot``; use ``field(_:of:)`` for one
     /// field of a struct.
     public init<Pointee>(_ pointer: UnsafeMutablePointer<Pointee>) {
         self.address = UInt(bitPattern: pointer)
@@ -49,7 +49,7 @@ public struct FunctionSlot: Sendable, Hashable, CustomStringConvertible {
     ///
     /// A key path that names no stored field (a computed property), or a field that is not
     /// pointer-sized, gives a slot that installing refuses with
-    /// ``HookError/Code-swift.enum/invalidSlot(_:)``, which says why.
+    /// ``HookError/Code-swift.struct/invalidSlot``, which says why.
     public static func field<Table>(_ field: PartialKeyPath<Table>, of table: UnsafeMutablePointer<Table>)
         -> FunctionSlot
     {

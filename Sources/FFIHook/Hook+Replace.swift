@@ -41,12 +41,12 @@ extension Hook {
         on slot: FunctionSlot, with function: Function, options: HookOptions = []
     ) throws(HookError) -> ReplacementToken {
         if let problem = slot.problem {
-            throw HookError(slot: slot.address == 0 ? nil : slot.address, signature: nil, code: .invalidSlot(problem))
+            throw HookError(slot: slot.address, signature: nil, problem: .invalidSlot(problem))
         }
         guard MemoryLayout<Function>.size == MemoryLayout<UnsafeRawPointer>.size else {
             throw HookError(
                 slot: slot.address, signature: nil,
-                code: .invalidSlot("the replacement \(Function.self) is not a @convention(c) function pointer"))
+                problem: .invalidSlot("the replacement \(Function.self) is not a @convention(c) function pointer"))
         }
         let pointer = unsafeBitCast(function, to: UnsafeRawPointer?.self)
         let replacement = try SlotRegistry.shared.replace(

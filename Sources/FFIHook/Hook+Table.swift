@@ -17,7 +17,7 @@ extension Hook {
     /// - Returns: the token that removes every hook of the table.
     /// - Throws: ``HookError`` as ``Hook/install(on:signature:position:options:_:)``
     ///   does for the first slot that cannot be hooked, and
-    ///   ``HookError/Code-swift.enum/invalidSlot(_:)`` for a layout slot whose key
+    ///   ``HookError/Code-swift.struct/invalidSlot`` for a layout slot whose key
     ///   path names no function-pointer field; nothing stays installed then.
     public static func install<Table>(
         on table: UnsafeMutablePointer<Table>, layout: TableLayout<Table>, position: HookPosition,

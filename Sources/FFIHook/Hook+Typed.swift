@@ -151,37 +151,10 @@ extension Hook {
     static func check<each Argument, Result>(
         _ signature: Signature, _ arguments: repeat (each Argument).Type, returning: Result.Type
     ) throws(HookError) {
-        var index = 0
-        var mismatch: (Int, String)?
-        for argument in repeat each arguments {
-            if index < signature.argumentTypes.count, mismatch == nil,
-                !SwiftScalarClass.matches(argument, signature.argumentTypes[index])
-            {
-                mismatch = (index, String(describing: argument))
-            }
-            index += 1
-        }
-        guard index == signature.argumentTypes.count else {
-            throw HookError(
-                slot: nil, signature: signature.encoding,
-                code: .argumentCountMismatch(expected: signature.argumentTypes.count, actual: index))
-        }
-        if let (position, swiftType) = mismatch {
-            throw HookError(
-                slot: nil, signature: signature.encoding,
-                code: .typeMismatch(
-                    position: .argument(position), swiftType: swiftType,
-                    cType: signature.argumentTypes[position].encoding))
-        }
-        let returnMatches =
-            signature.returnType.isVoid
-            ? MemoryLayout<Result>.size == 0 : SwiftScalarClass.matches(Result.self, signature.returnType)
-        guard returnMatches else {
-            throw HookError(
-                slot: nil, signature: signature.encoding,
-                code: .typeMismatch(
-                    position: .returnValue, swiftType: String(describing: Result.self),
-                    cType: signature.returnType.encoding))
+        do {
+            try signature.checkSwiftTypes(repeat each arguments, returning: Result.self)
+        } catch {
+            throw HookError(slot: nil, signature: signature, rejectedBecause: error)
         }
     }
 

@@ -32,9 +32,7 @@ public enum Hook {
         _ block: @escaping @Sendable (borrowing Invocation) -> Void
     ) throws(HookError) -> HookToken {
         if let problem = slot.problem {
-            throw HookError(
-                slot: slot.address == 0 ? nil : slot.address, signature: signature.encoding, code: .invalidSlot(problem)
-            )
+            throw HookError(slot: slot.address, signature: signature, problem: .invalidSlot(problem))
         }
         let record = try SlotRegistry.shared.install(
             slot: slot.pointer, signature: signature, position: position, options: options, block: block)
@@ -105,7 +103,7 @@ public enum Hook {
     /// it waits are not waited for, so their installs and removals cannot keep it waiting;
     /// a call blocked inside a hooked function (on I/O, say) does, until it returns.
     ///
-    /// - Throws: ``HookError/Code-swift.enum/calledFromHookBlock`` when called
+    /// - Throws: ``HookError/Code-swift.struct/calledFromHookBlock`` when called
     ///   from inside a hook block, which would wait for itself.
     public static func waitForReclamation() throws(HookError) {
         try SlotRegistry.shared.waitForReclamation()

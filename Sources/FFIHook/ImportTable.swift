@@ -97,9 +97,9 @@ public enum ImportTable {
     ///   - block: runs with a view of each call through a hooked entry.
     /// - Returns: the token that removes every hook of the call.
     /// - Throws: ``HookError`` with
-    ///   ``HookError/Code-swift.enum/objectNotFound(_:)`` when no loaded object
+    ///   ``HookError/Code-swift.struct/objectNotFound`` when no loaded object
     ///   matches ``ImportScope/object(_:)``,
-    ///   ``HookError/Code-swift.enum/symbolNotImported(_:)`` when no object of the
+    ///   ``HookError/Code-swift.struct/symbolNotImported`` when no object of the
     ///   scope has an entry for `symbol` (not thrown for ``ImportScope/allIncludingLaterLoads``,
     ///   which waits for objects that do), or the errors of
     ///   ``Hook/install(on:signature:position:options:_:)``; the install is all or nothing.
@@ -164,12 +164,12 @@ public enum ImportTable {
         let tokens = try ImportWalk.withLoadedObjects { objects throws(HookError) in
             let chosen = objects.filter { ImportWalk.isInScope($0, scope) }
             if case .object(let name) = scope, chosen.isEmpty {
-                throw HookError(slot: nil, signature: signature.encoding, code: .objectNotFound(name))
+                throw HookError(slot: nil, signature: signature, problem: .objectNotFound(name))
             }
             return try ImportWalk.install(request, in: chosen) { _ in true }
         }
         guard !tokens.isEmpty else {
-            throw HookError(slot: nil, signature: signature.encoding, code: .symbolNotImported(symbol))
+            throw HookError(slot: nil, signature: signature, problem: .symbolNotImported(symbol))
         }
         return HookGroupToken(tokens: tokens, skippedSlots: [])
     }

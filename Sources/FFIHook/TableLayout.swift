@@ -23,7 +23,7 @@ public struct TableLayout<Table>: Sendable {
         ///
         /// A key path that names no stored field, or a field that is not pointer-sized, makes
         /// every install over the layout fail with
-        /// ``HookError/Code-swift.enum/invalidSlot(_:)`` naming the slot.
+        /// ``HookError/Code-swift.struct/invalidSlot`` naming the slot.
         public init(_ name: String, _ field: PartialKeyPath<Table>, _ signature: Signature) {
             self.name = name
             self.offset = MemoryLayout<Table>.offset(of: field)
@@ -61,10 +61,10 @@ public struct TableLayout<Table>: Sendable {
         do throws(HookError) {
             for slot in slots {
                 if let problem = slot.problem {
-                    throw HookError(slot: nil, signature: slot.signature.encoding, code: .invalidSlot(problem))
+                    throw HookError(slot: nil, signature: slot.signature, problem: .invalidSlot(problem))
                 }
                 guard let target = address(of: slot, in: table), let from = address(of: slot, in: source) else {
-                    throw HookError(slot: nil, signature: slot.signature.encoding, code: .nullSlot)
+                    throw HookError(slot: nil, signature: slot.signature, problem: .nullSlot)
                 }
                 let function = from.load(as: UInt.self)
                 guard function != 0 else {

@@ -51,24 +51,34 @@ func address<F>(of function: F) -> UnsafeRawPointer {
         #expect(
             throws: CallInterfaceError(
                 signature: interface.signature, position: .argument(1),
-                code: .typeMismatch(swiftType: "Int64"))
+                problem: .typeMismatch(swiftType: "Int64"))
         ) {
             _ = try interface.call(address(of: atan2Function), returning: Double.self, 1.0, Int64(1))
         }
         #expect(
             throws: CallInterfaceError(
                 signature: interface.signature, position: nil,
-                code: .argumentCountMismatch(expected: 2, actual: 1))
+                problem: .argumentCountMismatch(expected: 2, actual: 1))
         ) {
             _ = try interface.call(address(of: atan2Function), returning: Double.self, 1.0)
         }
         #expect(
             throws: CallInterfaceError(
                 signature: interface.signature, position: .returnValue,
-                code: .typeMismatch(swiftType: "Float"))
+                problem: .typeMismatch(swiftType: "Float"))
         ) {
             _ = try interface.call(address(of: atan2Function), returning: Float.self, 1.0, 2.0)
         }
+        // The public shape: a code to compare, the value at fault, and the message.
+        let error = #expect(throws: CallInterfaceError.self) {
+            _ = try interface.call(address(of: atan2Function), returning: Double.self, 1.0, Int64(1))
+        }
+        #expect(error?.code == .typeMismatch)
+        #expect(error?.code.description == "typeMismatch")
+        #expect(error?.position == .argument(1))
+        #expect(error?.type == (try CType(encoding: "d")))
+        #expect(error?.message == "argument 1 (d) does not match the Swift type Int64")
+        #expect(error?.description == #"argument 1 (d) does not match the Swift type Int64; in signature "ddd""#)
     }
 
     @Test(arguments: [
@@ -80,7 +90,7 @@ func address<F>(of function: F) -> UnsafeRawPointer {
         let signature = try Signature(encoding)
         let error = try #require(throws: CallInterfaceError.self) { try CallInterface(signature) }
         #expect(error.position == position)
-        guard case .unsupportedValue = error.code else {
+        guard error.code == .unsupportedValue else {
             Issue.record("expected unsupportedValue, got \(error)")
             return
         }

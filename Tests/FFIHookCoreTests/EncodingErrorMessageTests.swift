@@ -41,7 +41,7 @@ import Testing
     @Test func trailingCharactersAfterAHugeType() {
         // A single type stops after the first `i`; the rest is quoted only in part.
         let error = #expect(throws: EncodingError.self) { try CType(encoding: Self.million) }
-        #expect(error?.reason == .trailingCharacters)
+        #expect(error?.code == .trailingCharacters)
         #expect(error?.offset == 1)
         #expect((error?.description.count ?? .max) < 200)
         #expect(error?.description.hasSuffix("… (1000000 bytes)") == true)
@@ -50,7 +50,8 @@ import Testing
     @Test func aHugeOpaqueNameIsShortened() {
         let name = String(repeating: "N", count: 1_000_000)
         let error = #expect(throws: EncodingError.self) { try Signature("v{\(name)}") }
-        #expect(error?.reason == .opaqueValue(name: name))
+        #expect(error?.code == .opaqueValue)
+        #expect(error?.message == EncodingError.Problem.opaqueValue(name: name).message)
         #expect(error?.offset == 1)
         #expect((error?.description.count ?? .max) < 300)
         #expect(error?.description.hasPrefix("opaque aggregate '\(String(repeating: "N", count: 64))…' used") == true)
@@ -63,7 +64,7 @@ import Testing
         let after = String(repeating: "😀", count: 1000)
         let input = before + "x" + after
         let offset = before.utf8.count
-        let error = EncodingError(encoding: input, offset: offset, reason: .unknownTypeCode("x"))
+        let error = EncodingError(encoding: input, offset: offset, problem: .unknownTypeCode("x"))
         let radius = EncodingError.quotedRadius
         let window = String(repeating: "é", count: radius) + "x" + String(repeating: "😀", count: radius)
         #expect(
@@ -78,11 +79,11 @@ import Testing
     @Test func anOffsetInsideACharacterIsMovedToItsStart() {
         let input = String(repeating: "é", count: 100) + "€" + String(repeating: "é", count: 100)
         let start = 200  // the first byte of "€"
-        let error = EncodingError(encoding: input, offset: start + 2, reason: .unknownTypeCode("€"))
+        let error = EncodingError(encoding: input, offset: start + 2, problem: .unknownTypeCode("€"))
         let side = String(repeating: "é", count: EncodingError.quotedRadius)
         #expect(error.description.contains("at offset 202 in …\"\(side)€\(side)\"… (403 bytes)"))
         // An offset past the end quotes the end of the input.
-        let beyond = EncodingError(encoding: input, offset: 10_000, reason: .trailingCharacters)
+        let beyond = EncodingError(encoding: input, offset: 10_000, problem: .trailingCharacters)
         #expect(beyond.description.hasSuffix("at offset 10000 in …\"\(side)\" (403 bytes)"))
     }
 
@@ -91,7 +92,8 @@ import Testing
             try Signature("v" + String(repeating: "é", count: 500_000))
         }
         #expect(error?.offset == 1)
-        #expect(error?.reason == .unknownTypeCode("é"))
+        #expect(error?.code == .unknownTypeCode)
+        #expect(error?.message == EncodingError.Problem.unknownTypeCode("é").message)
         #expect(
             error?.description
                 == "unknown type code 'é' at offset 1 in \"v\(String(repeating: "é", count: 33))\"… (1000001 bytes)")
@@ -101,17 +103,17 @@ import Testing
     @Test func aShortInputIsQuotedWhole() {
         let radius = EncodingError.quotedRadius
         let fits = String(repeating: "i", count: radius) + "x" + String(repeating: "i", count: radius)
-        let whole = EncodingError(encoding: fits, offset: radius, reason: .unknownTypeCode("x"))
+        let whole = EncodingError(encoding: fits, offset: radius, problem: .unknownTypeCode("x"))
         #expect(whole.description == "unknown type code 'x' at offset \(radius) in \"\(fits)\"")
-        let longer = EncodingError(encoding: fits + "i", offset: radius, reason: .unknownTypeCode("x"))
+        let longer = EncodingError(encoding: fits + "i", offset: radius, problem: .unknownTypeCode("x"))
         #expect(longer.description == "unknown type code 'x' at offset \(radius) in \"\(fits)\"… (66 bytes)")
-        let end = EncodingError(encoding: "{S=i", offset: 4, reason: .unexpectedEnd(expected: "'}'"))
+        let end = EncodingError(encoding: "{S=i", offset: 4, problem: .unexpectedEnd(expected: "'}'"))
         #expect(end.description == #"unexpected end of encoding, expected '}' at offset 4 in "{S=i""#)
     }
 
     @Test func controlCharactersInTheWindowAreStillEscaped() {
         let input = Self.million + "\n\t\u{1}\"x"
-        let error = EncodingError(encoding: input, offset: 1_000_004, reason: .unknownTypeCode("x"))
+        let error = EncodingError(encoding: input, offset: 1_000_004, problem: .unknownTypeCode("x"))
         #expect(error.description.hasSuffix(#"\n\t\u{1}\"x" (1000005 bytes)"#))
         #expect(error.description.count < 200)
     }

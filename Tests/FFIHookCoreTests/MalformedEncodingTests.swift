@@ -23,12 +23,12 @@ extension MalformedEncodingTests {
         let entry: EntryPoint
         let input: String
         let offset: Int
-        let reason: EncodingError.Reason
+        let problem: EncodingError.Problem
 
-        var expected: EncodingError { EncodingError(encoding: input, offset: offset, reason: reason) }
+        var expected: EncodingError { EncodingError(encoding: input, offset: offset, problem: problem) }
 
         var testDescription: String {
-            "\(entry == .type ? "CType" : "Signature") \(displayed(input)) -> \(reason.summary) at \(offset)"
+            "\(entry == .type ? "CType" : "Signature") \(displayed(input)) -> \(problem.message) at \(offset)"
         }
     }
 }
@@ -42,13 +42,13 @@ private func displayed(_ input: String) -> String {
 }
 
 /// A case read with `CType(encoding:)`.
-private func T(_ input: String, _ offset: Int, _ reason: EncodingError.Reason) -> MalformedEncodingTests.Case {
-    .init(entry: .type, input: input, offset: offset, reason: reason)
+private func T(_ input: String, _ offset: Int, _ problem: EncodingError.Problem) -> MalformedEncodingTests.Case {
+    .init(entry: .type, input: input, offset: offset, problem: problem)
 }
 
 /// A case read with `Signature(_:)`.
-private func S(_ input: String, _ offset: Int, _ reason: EncodingError.Reason) -> MalformedEncodingTests.Case {
-    .init(entry: .signature, input: input, offset: offset, reason: reason)
+private func S(_ input: String, _ offset: Int, _ problem: EncodingError.Problem) -> MalformedEncodingTests.Case {
+    .init(entry: .signature, input: input, offset: offset, problem: problem)
 }
 
 private func repeated(_ piece: String, _ count: Int) -> String {
@@ -56,26 +56,27 @@ private func repeated(_ piece: String, _ count: Int) -> String {
 }
 
 private let limit = CType.maximumNestingDepth
-private let tooDeep = EncodingError.Reason.nestingTooDeep(limit: CType.maximumNestingDepth)
+private let tooDeep = EncodingError.Problem.nestingTooDeep(limit: CType.maximumNestingDepth)
 
-private func end(_ expected: String) -> EncodingError.Reason { .unexpectedEnd(expected: expected) }
-private func unexpected(_ found: Character, _ expected: String) -> EncodingError.Reason {
+private func end(_ expected: String) -> EncodingError.Problem { .unexpectedEnd(expected: expected) }
+private func unexpected(_ found: Character, _ expected: String) -> EncodingError.Problem {
     .unexpectedCharacter(found, expected: expected)
 }
-private func unbalanced(_ found: Character, _ expected: Character) -> EncodingError.Reason {
+private func unbalanced(_ found: Character, _ expected: Character) -> EncodingError.Problem {
     .unbalancedBracket(found: found, expected: expected)
 }
-private func overlap(_ bit: Int, _ end: Int) -> EncodingError.Reason {
+private func overlap(_ bit: Int, _ end: Int) -> EncodingError.Problem {
     .invalidBitFieldPlacement("starts at bit \(bit), before the previous member ends at bit \(end)")
 }
-private func tooWide(_ width: Int, _ bits: Int) -> EncodingError.Reason {
+private func tooWide(_ width: Int, _ bits: Int) -> EncodingError.Problem {
     .invalidBitFieldPlacement("width \(width) exceeds the \(bits) bits of its type")
 }
 
-private let noOffset = EncodingError.Reason.malformedBitField("expected a bit offset (GNU form bOFFSETTYPEWIDTH)")
-private let noIntegerType = EncodingError.Reason.malformedBitField("expected an integer type code after the bit offset")
-private let noWidth = EncodingError.Reason.malformedBitField("expected a width after the type")
-private let qualifiedBitField = EncodingError.Reason.malformedBitField("a bit-field takes no qualifier")
+private let noOffset = EncodingError.Problem.malformedBitField("expected a bit offset (GNU form bOFFSETTYPEWIDTH)")
+private let noIntegerType = EncodingError.Problem.malformedBitField(
+    "expected an integer type code after the bit offset")
+private let noWidth = EncodingError.Problem.malformedBitField("expected a width after the type")
+private let qualifiedBitField = EncodingError.Problem.malformedBitField("a bit-field takes no qualifier")
 
 @Suite struct MalformedEncodingTests {
     static let emptyInput: [Case] = [
@@ -419,7 +420,8 @@ private let qualifiedBitField = EncodingError.Reason.malformedBitField("a bit-fi
     func isRefusedWithOffsetAndReason(_ malformed: Case) {
         let error = #expect(throws: EncodingError.self) { try malformed.entry.parse(malformed.input) }
         #expect(error?.offset == malformed.offset)
-        #expect(error?.reason == malformed.reason)
+        #expect(error?.code == malformed.problem.code)
+        #expect(error?.message == malformed.problem.message)
         #expect(error == malformed.expected)
     }
 
@@ -433,30 +435,34 @@ private let qualifiedBitField = EncodingError.Reason.malformedBitField("a bit-fi
             Self.invalidComplex, Self.invalidName, Self.trailingCharacters,
         ]
         // The case name of a reason, without its payload.
-        func caseName(_ reason: EncodingError.Reason) -> String {
+        func caseName(_ reason: EncodingError.Problem) -> String {
             String(String(describing: reason).prefix { $0 != "(" })
         }
         // Each group holds one reason, each reason has its own group, and all 19 reasons are there.
         for group in groups {
-            #expect(Set(group.map { caseName($0.reason) }).count == 1)
+            #expect(Set(group.map { caseName($0.problem) }).count == 1)
         }
-        let reasons = groups.compactMap { $0.first.map { caseName($0.reason) } }
+        let reasons = groups.compactMap { $0.first.map { caseName($0.problem) } }
         #expect(Set(reasons).count == 19)
+        // Each kind of problem has its own code, named as the problem is.
+        let codes = groups.compactMap { $0.first?.problem.code }
+        #expect(Set(codes).count == 19)
+        #expect(codes.map(\.description) == reasons)
         // The empty input has only two spellings; every other reason is met at least three times.
         for group in groups.dropFirst() {
-            #expect(group.count >= 3, "\(group.first?.reason.summary ?? "")")
+            #expect(group.count >= 3, "\(group.first?.problem.message ?? "")")
         }
         // Every reason but trailing characters (which only a single type can have) is reached
         // through both entry points.
         for group in groups.dropLast() {
-            #expect(group.contains { $0.entry == .type }, "\(group.first?.reason.summary ?? "")")
-            #expect(group.contains { $0.entry == .signature }, "\(group.first?.reason.summary ?? "")")
+            #expect(group.contains { $0.entry == .type }, "\(group.first?.problem.message ?? "")")
+            #expect(group.contains { $0.entry == .signature }, "\(group.first?.problem.message ?? "")")
         }
         #expect(Self.trailingCharacters.allSatisfy { $0.entry == .type })
     }
 
     @Test func descriptionMarksTheOffset() {
-        let error = EncodingError(encoding: "{S=x}", offset: 3, reason: .unknownTypeCode("x"))
+        let error = EncodingError(encoding: "{S=x}", offset: 3, problem: .unknownTypeCode("x"))
         #expect(error.description == #"unknown type code 'x' at offset 3 in "{S=x}""#)
         #expect(throws: error) { try CType(encoding: "{S=x}") }
     }
@@ -478,7 +484,7 @@ private let qualifiedBitField = EncodingError.Reason.malformedBitField("a bit-fi
         let error = #expect(throws: EncodingError.self) { try entry.parse(input) }
         #expect(error?.encoding == input)
         #expect(error?.offset == offset)
-        guard case .unknownTypeCode = error?.reason else {
+        guard error?.code == .unknownTypeCode else {
             Issue.record("expected an unknown type code, got \(String(describing: error))")
             return
         }
@@ -545,7 +551,7 @@ private let qualifiedBitField = EncodingError.Reason.malformedBitField("a bit-fi
         let entry: EntryPoint
         let make: @Sendable () -> String
         let offset: @Sendable (String) -> Int
-        let reason: EncodingError.Reason
+        let problem: EncodingError.Problem
 
         var testDescription: String { "\(entry == .type ? "CType" : "Signature") \(name)" }
     }
@@ -553,55 +559,55 @@ private let qualifiedBitField = EncodingError.Reason.malformedBitField("a bit-fi
     static let hostile: [HostileCase] = [
         HostileCase(
             name: "10,000 '{'", entry: .type, make: { repeated("{", 10_000) }, offset: { _ in 1 },
-            reason: .invalidName),
+            problem: .invalidName),
         HostileCase(
             name: "10,000 '{'", entry: .signature, make: { repeated("{", 10_000) }, offset: { _ in 1 },
-            reason: .invalidName),
+            problem: .invalidName),
         HostileCase(
             name: "100,000 '^'", entry: .type, make: { repeated("^", 100_000) }, offset: { _ in limit },
-            reason: tooDeep),
+            problem: tooDeep),
         HostileCase(
             name: "100,000 '^'", entry: .signature, make: { repeated("^", 100_000) }, offset: { _ in limit },
-            reason: tooDeep),
+            problem: tooDeep),
         HostileCase(
             name: "1 MB of '['", entry: .type, make: { repeated("[", 1 << 20) }, offset: { _ in 1 },
-            reason: .missingArrayCount),
+            problem: .missingArrayCount),
         HostileCase(
             name: "1 MB of '['", entry: .signature, make: { repeated("[", 1 << 20) }, offset: { _ in 1 },
-            reason: .missingArrayCount),
+            problem: .missingArrayCount),
         HostileCase(
             name: "100,000 '[1'", entry: .type, make: { repeated("[1", 100_000) }, offset: { _ in 2 * limit },
-            reason: tooDeep),
+            problem: tooDeep),
         HostileCase(
             name: "100,000 '{A='", entry: .type, make: { repeated("{A=", 100_000) }, offset: { _ in 3 * limit },
-            reason: tooDeep),
+            problem: tooDeep),
         HostileCase(
             name: "100,000 '(U='", entry: .signature, make: { "v" + repeated("(U=", 100_000) },
-            offset: { _ in 3 * limit + 1 }, reason: tooDeep),
+            offset: { _ in 3 * limit + 1 }, problem: tooDeep),
         HostileCase(
             name: "1 MB of qualifiers", entry: .type, make: { repeated("rnNoORVA", 1 << 17) }, offset: { _ in 0 },
-            reason: .danglingQualifier),
+            problem: .danglingQualifier),
         HostileCase(
             name: "1 MB array count", entry: .type, make: { "[" + repeated("9", 1 << 20) + "i]" },
-            offset: { _ in 1 }, reason: .numberOverflow),
+            offset: { _ in 1 }, problem: .numberOverflow),
         HostileCase(
             name: "1 MB struct name", entry: .type, make: { "{" + repeated("a", 1 << 20) },
-            offset: { $0.utf8.count }, reason: .unexpectedEnd(expected: "'=' or '}'")),
+            offset: { $0.utf8.count }, problem: .unexpectedEnd(expected: "'=' or '}'")),
         HostileCase(
             name: "1 MB class name", entry: .type, make: { "@\"" + repeated("a", 1 << 20) }, offset: { _ in 1 },
-            reason: .unterminatedName),
+            problem: .unterminatedName),
         HostileCase(
             name: "unclosed struct of 100,000 ints", entry: .type, make: { "{S=" + repeated("i", 100_000) },
-            offset: { $0.utf8.count }, reason: .unexpectedEnd(expected: "'}'")),
+            offset: { $0.utf8.count }, problem: .unexpectedEnd(expected: "'}'")),
         HostileCase(
             name: "1 MB after a type", entry: .type, make: { repeated("i", 1 << 20) }, offset: { _ in 1 },
-            reason: .trailingCharacters),
+            problem: .trailingCharacters),
         HostileCase(
             name: "1 MB of 'b'", entry: .signature, make: { repeated("b", 1 << 20) }, offset: { _ in 0 },
-            reason: .bitFieldOutsideAggregate),
+            problem: .bitFieldOutsideAggregate),
         HostileCase(
             name: "1 MB of NUL", entry: .signature, make: { repeated("\0", 1 << 20) }, offset: { _ in 0 },
-            reason: .unknownTypeCode("\0")),
+            problem: .unknownTypeCode("\0")),
     ]
 
     /// Reading is linear in the input: even an unoptimized build refuses a megabyte well within
@@ -621,7 +627,8 @@ private let qualifiedBitField = EncodingError.Reason.malformedBitField("a bit-fi
         }
         let error = try #require(thrown, "no error thrown")
         #expect(error.offset == hostile.offset(input))
-        #expect(error.reason == hostile.reason)
+        #expect(error.code == hostile.problem.code)
+        #expect(error.message == hostile.problem.message)
         #expect(error.encoding == input)
         #expect(elapsed < Self.promptly)
     }
@@ -668,10 +675,10 @@ private let qualifiedBitField = EncodingError.Reason.malformedBitField("a bit-fi
 
     @Test
     func voidComplexPartIsAVoidValue() {
-        #expect(throws: EncodingError(encoding: "jv", offset: 1, reason: .voidValue)) {
+        #expect(throws: EncodingError(encoding: "jv", offset: 1, problem: .voidValue)) {
             try CType(encoding: "jv")
         }
-        #expect(throws: EncodingError(encoding: "vjv", offset: 2, reason: .voidValue)) {
+        #expect(throws: EncodingError(encoding: "vjv", offset: 2, problem: .voidValue)) {
             try Signature("vjv")
         }
     }
@@ -681,7 +688,7 @@ private let qualifiedBitField = EncodingError.Reason.malformedBitField("a bit-fi
         for encoding in ["{S=b0B2}", "{S=b0B8}", "(U=b0B3)"] {
             let error = #expect(throws: EncodingError.self) { try CType(encoding: encoding) }
             #expect(error?.offset == 3)
-            guard case .invalidBitFieldPlacement = error?.reason else {
+            guard error?.code == .invalidBitFieldPlacement else {
                 Issue.record("\(encoding): expected an invalid bit-field placement, got \(String(describing: error))")
                 continue
             }
@@ -691,13 +698,13 @@ private let qualifiedBitField = EncodingError.Reason.malformedBitField("a bit-fi
 
     @Test
     func nonASCIIUnknownTypeCodeNamesTheCharacter() {
-        #expect(throws: EncodingError(encoding: "é", offset: 0, reason: .unknownTypeCode("é"))) {
+        #expect(throws: EncodingError(encoding: "é", offset: 0, problem: .unknownTypeCode("é"))) {
             try CType(encoding: "é")
         }
-        #expect(throws: EncodingError(encoding: "v😀", offset: 1, reason: .unknownTypeCode("😀"))) {
+        #expect(throws: EncodingError(encoding: "v😀", offset: 1, problem: .unknownTypeCode("😀"))) {
             try Signature("v😀")
         }
-        #expect(throws: EncodingError(encoding: "[3i€", offset: 3, reason: .unexpectedCharacter("€", expected: "']'")))
+        #expect(throws: EncodingError(encoding: "[3i€", offset: 3, problem: .unexpectedCharacter("€", expected: "']'")))
         {
             try CType(encoding: "[3i€")
         }

@@ -24,13 +24,13 @@ import Testing
     }
 
     @Test func voidArgumentIsRefused() {
-        #expect(throws: EncodingError(encoding: "iv", offset: 1, reason: .voidValue)) {
+        #expect(throws: EncodingError(encoding: "iv", offset: 1, problem: .voidValue)) {
             try Signature("iv")
         }
     }
 
     @Test func opaqueArgumentIsRefusedButOpaquePointerIsFine() throws {
-        #expect(throws: EncodingError(encoding: "v{Opaque}", offset: 1, reason: .opaqueValue(name: "Opaque"))) {
+        #expect(throws: EncodingError(encoding: "v{Opaque}", offset: 1, problem: .opaqueValue(name: "Opaque"))) {
             try Signature("v{Opaque}")
         }
         let signature = try Signature("v^{Opaque}")

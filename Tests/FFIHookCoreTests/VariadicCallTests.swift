@@ -46,7 +46,7 @@ import Testing
         #expect(
             throws: CallInterfaceError(
                 signature: signature, position: .argument(index),
-                code: .variadicPromotion(promotedEncoding: promoted))
+                problem: .variadicPromotion(promotedEncoding: promoted))
         ) {
             try CallInterface(variadic: signature, fixedArgumentCount: 1)
         }
@@ -60,7 +60,7 @@ import Testing
     func refusesFixedCountsOutsideTheArguments(count: Int) throws {
         let signature = try Signature("vii")
         #expect(
-            throws: CallInterfaceError(signature: signature, position: nil, code: .invalidFixedArgumentCount(count))
+            throws: CallInterfaceError(signature: signature, position: nil, problem: .invalidFixedArgumentCount(count))
         ) {
             try CallInterface(variadic: signature, fixedArgumentCount: count)
         }

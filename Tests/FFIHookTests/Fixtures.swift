@@ -70,3 +70,10 @@ final class Locked<Value>: @unchecked Sendable {
         try lock.withLock { try body(&value) }
     }
 }
+
+extension HookError {
+    /// Whether this is the error `problem` makes: its code and its message.
+    func `is`(_ problem: HookError.Problem) -> Bool {
+        code == problem.code && message == problem.message
+    }
+}

@@ -24,7 +24,7 @@ extension FixtureTableTests {
                 try Hook.before(on: FunctionSlot(storage + 3), signature: FixtureSignature.add) { _ in }
             }
             #expect(error?.code == .misalignedSlot)
-            #expect(error?.slot == UInt(bitPattern: storage + 3))
+            #expect(error?.slot == FunctionSlot(storage + 3))
             #expect(error?.description.contains("not aligned") == true)
         }
 
@@ -63,13 +63,13 @@ extension FixtureTableTests {
             let error = #expect(throws: HookError.self) {
                 try Hook.before(on: fixtureSlot(\.add), signature: Signature("ddd")) { _ in }
             }
-            #expect(error?.code == .signatureMismatch(installed: "iii"))
+            #expect(error?.is(.signatureMismatch(installed: "iii")) == true)
             // Types the registers pass alike still differ: a block reads and returns the
             // slot's values as one signature says, and the message does not claim otherwise.
             let unsigned = #expect(throws: HookError.self) {
                 try Hook.before(on: fixtureSlot(\.add), signature: Signature("III")) { _ in }
             }
-            #expect(unsigned?.code == .signatureMismatch(installed: "iii"))
+            #expect(unsigned?.is(.signatureMismatch(installed: "iii")) == true)
             #expect(unsigned?.description.hasSuffix("every hook of a slot must use the same types") == true)
             // Names and qualifiers do not matter.
             let same = try Hook.after(on: fixtureSlot(\.add), signature: Signature("i8i0i4")) { _ in }
@@ -80,11 +80,10 @@ extension FixtureTableTests {
             let error = #expect(throws: HookError.self) {
                 try Hook.before(on: fixtureSlot(\.add), signature: Signature("v{Empty=}")) { _ in }
             }
-            guard case .unsupportedSignature(let reason)? = error?.code else {
-                Issue.record("expected unsupportedSignature, got \(String(describing: error))")
-                return
-            }
-            #expect(reason.position == .argument(0))
+            #expect(error?.code == .invalidSignature)
+            #expect(error?.callInterfaceError?.code == .unsupportedValue)
+            #expect(error?.callInterfaceError?.position == .argument(0))
+            #expect(error?.signature == (try Signature("v{Empty=}")))
             #expect(
                 fixtureField(\.add)
                     == addOriginalAddress)
@@ -102,14 +101,14 @@ extension FixtureTableTests {
             let error = #expect(throws: HookError.self) {
                 try Hook.instead(on: slot, signature: FixtureSignature.add) { _ in }
             }
-            #expect(error?.code == .invalidSlot("the key path names no stored field of Table"))
+            #expect(error?.is(.invalidSlot("the key path names no stored field of Table")) == true)
             #expect("\(error!)".hasSuffix(": the key path names no stored field of Table"))
             // A layout slot over such a key path fails the whole install, naming the slot.
             let layout = TableLayout<Table>([.init("computed", \.computed, FixtureSignature.add)])
             let group = #expect(throws: HookError.self) {
                 try Hook.install(on: table, layout: layout, position: .instead) { _, _ in }
             }
-            #expect(group?.code == .invalidSlot("slot \"computed\": the key path names no stored field of Table"))
+            #expect(group?.is(.invalidSlot("slot \"computed\": the key path names no stored field of Table")) == true)
             #expect(FunctionSlot.field(\Table.function, of: table).address == UInt(bitPattern: table))
         }
 
@@ -124,12 +123,12 @@ extension FixtureTableTests {
             let field = #expect(throws: HookError.self) {
                 try Hook.instead(on: .field(\Table.count, of: table), signature: FixtureSignature.add) { _ in }
             }
-            #expect(field?.code == .invalidSlot("field \\Table.count is 4 bytes, not a 8-byte function pointer"))
+            #expect(field?.is(.invalidSlot("field \\Table.count is 4 bytes, not a 8-byte function pointer")) == true)
             // A pointer to the whole struct is not a pointer to one of its fields.
             let whole = #expect(throws: HookError.self) {
                 try Hook.instead(on: FunctionSlot(table), signature: FixtureSignature.add) { _ in }
             }
-            #expect(whole?.code == .invalidSlot("a pointer to Table is 16 bytes, not a 8-byte function pointer"))
+            #expect(whole?.is(.invalidSlot("a pointer to Table is 16 bytes, not a 8-byte function pointer")) == true)
             #expect(table.pointee.function == nil)
             // A layout slot over such a field fails the whole install, naming the slot.
             let layout = TableLayout<Table>([.init("count", \.count, FixtureSignature.add)])
@@ -137,8 +136,8 @@ extension FixtureTableTests {
                 try Hook.install(on: table, layout: layout, position: .instead) { _, _ in }
             }
             #expect(
-                group?.code
-                    == .invalidSlot("slot \"count\": field \\Table.count is 4 bytes, not a 8-byte function pointer"))
+                group?.is(.invalidSlot("slot \"count\": field \\Table.count is 4 bytes, not a 8-byte function pointer"))
+                    == true)
         }
 
         @Test func waitingForReclamationFromInsideABlockIsRefused() throws {
@@ -165,86 +164,113 @@ extension FixtureTableTests {
 /// Each code's description says what happened: an install failure reads "cannot hook …",
 /// anything else in its own words, naming the slot and signature it has.
 @Suite struct HookErrorMessageTests {
-    /// One of each code.
-    static let everyCode: [HookError.Code] = {
-        let signature = try! Signature("v{Empty=}")
-        let unsupported = CallInterfaceError(
-            signature: signature, position: .argument(0), code: .unsupportedValue(reason: "an empty struct"))
-        return [
-            .nullSlot, .misalignedSlot, .invalidSlot("the key path names no stored field of Table"), .emptySlot,
-            .signatureMismatch(installed: "ddd"),
-            .typeMismatch(position: .argument(1), swiftType: "Double", cType: "i"),
-            .argumentCountMismatch(expected: 2, actual: 3), .unsupportedSignature(unsupported),
-            .closureAllocationFailed, .closurePreparationFailed(status: 1), .slotContention, .unmappedSlot,
-            .readOnlySlot, .protectionChangeFailed, .calledFromHookBlock, .objectNotFound("libNoSuchObject.so"),
-            .symbolNotImported("no_such_symbol"),
-        ]
-    }()
+    /// One problem of each code.
+    static let everyProblem: [HookError.Problem] = [
+        .nullSlot, .misalignedSlot, .invalidSlot("the key path names no stored field of Table"), .emptySlot,
+        .signatureMismatch(installed: "ddd"),
+        .invalidSignature("argument 0 ({Empty}) cannot be passed: an empty struct"),
+        .closureAllocationFailed, .closurePreparationFailed(status: 1), .slotContention, .unmappedSlot,
+        .readOnlySlot, .protectionChangeFailed, .calledFromHookBlock, .objectNotFound("libNoSuchObject.so"),
+        .symbolNotImported("no_such_symbol"),
+    ]
 
-    /// Whether a code is about installing a hook. The switch is exhaustive, so a new code
-    /// does not compile until it is sorted here (and added to `everyCode`).
-    static func isInstallFailure(_ code: HookError.Code) -> Bool {
-        switch code {
-        case .nullSlot, .misalignedSlot, .invalidSlot, .emptySlot, .signatureMismatch, .typeMismatch,
-            .argumentCountMismatch, .unsupportedSignature, .closureAllocationFailed, .closurePreparationFailed,
-            .slotContention, .unmappedSlot, .readOnlySlot, .objectNotFound, .symbolNotImported:
+    /// Whether a problem is about installing a hook. The switch is exhaustive, so a new
+    /// problem does not compile until it is sorted here (and added to `everyProblem`).
+    static func isInstallFailure(_ problem: HookError.Problem) -> Bool {
+        switch problem {
+        case .nullSlot, .misalignedSlot, .invalidSlot, .emptySlot, .signatureMismatch, .invalidSignature,
+            .closureAllocationFailed, .closurePreparationFailed, .slotContention, .unmappedSlot, .readOnlySlot,
+            .objectNotFound, .symbolNotImported:
             true
         case .protectionChangeFailed, .calledFromHookBlock: false
         }
     }
 
-    @Test func everyCodeIsListedOnce() {
-        let names = Set(Self.everyCode.map { String(describing: $0).prefix { $0 != "(" } })
-        #expect(names.count == Self.everyCode.count)
-        #expect(names.count == 17)
-    }
-
-    @Test(arguments: everyCode)
-    func everyCodeHasADescription(code: HookError.Code) {
-        for (slot, signature) in [(UInt(0x7f3a_2c00_1008), "iii"), (nil, "iii"), (0x7f3a_2c00_1008, nil), (nil, nil)]
-            as [(UInt?, String?)]
-        {
-            let text = HookError(slot: slot, signature: signature, code: code).description
-            #expect(!text.isEmpty)
-            #expect(!text.contains("\n"))
-            #expect(text.hasPrefix("cannot hook") == Self.isInstallFailure(code), "\(text)")
-            if slot != nil { #expect(text.contains("slot 0x00007f3a2c001008"), "\(text)") }
-            if signature != nil { #expect(text.contains(#"signature "iii""#), "\(text)") }
+    @Test func everyCodeIsListedOnceWithItsOwnName() {
+        let codes = Set(Self.everyProblem.map(\.code))
+        #expect(codes.count == Self.everyProblem.count)
+        #expect(codes.count == 15)
+        let names = Set(codes.map(\.description))
+        #expect(names.count == codes.count)
+        for problem in Self.everyProblem {
+            #expect(String(describing: problem).hasPrefix(problem.code.description))
         }
     }
 
-    @Test func installFailuresNameTheSlotAndSignature() {
-        let error = HookError(slot: 0x7f3a_2c00_1008, signature: "iii", code: .emptySlot)
+    @Test(arguments: everyProblem)
+    func everyCodeHasADescription(problem: HookError.Problem) throws {
+        let iii = try Signature("iii")
+        for (slot, signature) in [(UInt(0x7f3a_2c00_1008), iii), (nil, iii), (0x7f3a_2c00_1008, nil), (nil, nil)]
+            as [(UInt?, Signature?)]
+        {
+            let error = HookError(slot: slot, signature: signature, problem: problem)
+            let text = error.description
+            #expect(!text.isEmpty)
+            #expect(!text.contains("\n"))
+            #expect(text.hasPrefix("cannot hook") == Self.isInstallFailure(problem), "\(text)")
+            if slot != nil { #expect(text.contains("slot 0x00007f3a2c001008"), "\(text)") }
+            if signature != nil { #expect(text.contains(#"signature "iii""#), "\(text)") }
+            #expect(error.slot?.address == slot)
+            #expect(error.signature == signature)
+            #expect(!error.message.isEmpty)
+        }
+    }
+
+    @Test func aSlotAtAddressZeroIsNoSlot() {
+        #expect(HookError(slot: 0, signature: nil, problem: .nullSlot).slot == nil)
+    }
+
+    @Test func importTableErrorsCarryTheirNames() {
+        let object = HookError(slot: nil, signature: nil, problem: .objectNotFound("libX.so"))
+        #expect(object.object == "libX.so")
+        #expect(object.symbol == nil)
+        let symbol = HookError(slot: nil, signature: nil, problem: .symbolNotImported("x_open"))
+        #expect(symbol.symbol == "x_open")
+        #expect(symbol.object == nil)
+    }
+
+    @Test func aPublicInitializerMakesTheSameError() throws {
+        let iii = try Signature("iii")
+        let made = HookError(
+            code: .emptySlot, message: HookError.Problem.emptySlot.message, slot: FunctionSlot(address: 0x1000),
+            signature: iii)
+        #expect(made == HookError(slot: 0x1000, signature: iii, problem: .emptySlot))
+    }
+
+    @Test func installFailuresNameTheSlotAndSignature() throws {
+        let error = HookError(slot: 0x7f3a_2c00_1008, signature: try Signature("iii"), problem: .emptySlot)
         #expect(
             error.description
                 == #"cannot hook slot 0x00007f3a2c001008 with signature "iii": "#
                 + "it holds NULL, and a before or after hook needs an original to run")
         #expect(
-            HookError(slot: nil, signature: "iii", code: .objectNotFound("libX.so")).description
+            HookError(slot: nil, signature: try Signature("iii"), problem: .objectNotFound("libX.so")).description
                 == #"cannot hook with signature "iii": no loaded object has a path ending in "libX.so" or that soname"#)
     }
 
-    @Test func waitingFromAHookBlockDoesNotReadAsAnInstall() {
-        let bare = HookError(slot: nil, signature: nil, code: .calledFromHookBlock).description
+    @Test func waitingFromAHookBlockDoesNotReadAsAnInstall() throws {
+        let bare = HookError(slot: nil, signature: nil, problem: .calledFromHookBlock).description
         #expect(!bare.hasPrefix("cannot hook"))
         #expect(
             bare
                 == "called from inside a hook block, where it would wait for itself (waitForReclamation() in a hooked call, or an install in a block that runs within the library's own install or removal on this thread)"
         )
-        let named = HookError(slot: 0x7f3a_2c00_1008, signature: "iii", code: .calledFromHookBlock).description
+        let named = HookError(slot: 0x7f3a_2c00_1008, signature: try Signature("iii"), problem: .calledFromHookBlock)
+            .description
         #expect(
             named
                 == "called from inside a hook block, where it would wait for itself (waitForReclamation() in a hooked call, or an install in a block that runs within the library's own install or removal on this thread)"
                 + #" (slot 0x00007f3a2c001008, signature "iii")"#)
     }
 
-    @Test func aProtectionChangeDoesNotReadAsAnInstall() {
+    @Test func aProtectionChangeDoesNotReadAsAnInstall() throws {
         #expect(
-            HookError(slot: 0x7f3a_2c00_1008, signature: "iii", code: .protectionChangeFailed).description
+            HookError(slot: 0x7f3a_2c00_1008, signature: try Signature("iii"), problem: .protectionChangeFailed)
+                .description
                 == #"the page protection of slot 0x00007f3a2c001008 with signature "iii" could not be changed"#
                 + " (mprotect failed)")
         #expect(
-            HookError(slot: nil, signature: nil, code: .protectionChangeFailed).description
+            HookError(slot: nil, signature: nil, problem: .protectionChangeFailed).description
                 == "the page protection of the slot could not be changed (mprotect failed)")
     }
 }

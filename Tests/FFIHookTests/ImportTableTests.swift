@@ -338,7 +338,7 @@ extension FixtureTableTests {
                     symbol: "strlen", in: .object("libNoSuchObject.so"), signature: Signature("Q*"), position: .before
                 ) { _ in }
             }
-            #expect(error?.code == .objectNotFound("libNoSuchObject.so"))
+            #expect(error?.is(.objectNotFound("libNoSuchObject.so")) == true)
             #expect(error?.description.contains("libNoSuchObject.so") == true)
         }
 
@@ -350,7 +350,7 @@ extension FixtureTableTests {
                         symbol: "cimport_nothing_imports_this", in: scope, signature: Signature("v"), position: .after
                     ) { _ in }
                 }
-                #expect(error?.code == .symbolNotImported("cimport_nothing_imports_this"))
+                #expect(error?.is(.symbolNotImported("cimport_nothing_imports_this")) == true)
                 #expect(error?.description.contains("cimport_nothing_imports_this") == true)
             }
         }

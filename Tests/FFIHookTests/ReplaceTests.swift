@@ -114,7 +114,7 @@ private let tenfold: AddFunction = { a, b in
         let error = #expect(throws: HookError.self) {
             try Hook.replace(on: FunctionSlot(slot), with: thick)
         }
-        guard case .invalidSlot(let reason) = error?.code else {
+        guard let reason = error?.message, error?.code == .invalidSlot else {
             Issue.record("expected invalidSlot, got \(String(describing: error))")
             return
         }
@@ -255,7 +255,7 @@ private let tenfold: AddFunction = { a, b in
         let error = #expect(throws: HookError.self) {
             try Hook.replace(on: FunctionSlot(slot), with: UnsafeRawPointer(data))
         }
-        guard case .invalidSlot(let reason) = error?.code else {
+        guard let reason = error?.message, error?.code == .invalidSlot else {
             Issue.record("expected invalidSlot, got \(String(describing: error))")
             return
         }

@@ -73,7 +73,7 @@ extension FixtureTableTests {
             let error = #expect(throws: HookError.self) {
                 try Hook.install(on: table, layout: mismatched, position: .before) { _, _ in }
             }
-            #expect(error?.code == .signatureMismatch(installed: "cc"))
+            #expect(error?.is(.signatureMismatch(installed: "cc")) == true)
             #expect(
                 table.pointee.add.map { unsafeBitCast($0, to: UInt.self) }
                     == before.add.map { unsafeBitCast($0, to: UInt.self) })
@@ -132,7 +132,7 @@ extension FixtureTableTests {
                     on: FunctionSlot(aligned), signature: FixtureSignature.add, options: .liftsPageProtection
                 ) { _ in }
             }
-            guard case .invalidSlot(let reason) = error?.code else {
+            guard let reason = error?.message, error?.code == .invalidSlot else {
                 Issue.record("expected invalidSlot, got \(String(describing: error))")
                 return
             }

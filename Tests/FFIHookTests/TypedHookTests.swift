@@ -92,28 +92,37 @@ extension FixtureTableTests {
                     arguments: Int32.self, Double.self, returning: Int32.self
                 ) { _, _ in }
             }
-            #expect(error?.code == .typeMismatch(position: .argument(1), swiftType: "Double", cType: "i"))
+            #expect(error?.code == .invalidSignature)
+            #expect(error?.callInterfaceError?.code == .typeMismatch)
+            #expect(error?.callInterfaceError?.position == .argument(1))
+            #expect(error?.message == "argument 1 (i) does not match the Swift type Double")
             error = #expect(throws: HookError.self) {
                 try Hook.before(
                     on: fixtureSlot(\.add), signature: FixtureSignature.add, arguments: Int32.self,
                     returning: Int32.self
                 ) { _ in }
             }
-            #expect(error?.code == .argumentCountMismatch(expected: 2, actual: 1))
+            #expect(error?.code == .invalidSignature)
+            #expect(error?.callInterfaceError?.code == .argumentCountMismatch)
+            #expect(error?.message == "1 arguments given where the signature has 2")
             error = #expect(throws: HookError.self) {
                 try Hook.after(
                     on: fixtureSlot(\.add), signature: FixtureSignature.add,
                     arguments: Int32.self, Int32.self, returning: Float.self
                 ) { result, _, _ in result }
             }
-            #expect(error?.code == .typeMismatch(position: .returnValue, swiftType: "Float", cType: "i"))
+            #expect(error?.code == .invalidSignature)
+            #expect(error?.callInterfaceError?.code == .typeMismatch)
+            #expect(error?.callInterfaceError?.position == .returnValue)
             error = #expect(throws: HookError.self) {
                 try Hook.before(
                     on: fixtureSlot(\.offset), signature: FixtureSignature.offset,
                     arguments: (Double, Double, Double).self, Double.self, returning: ct_fix_point.self
                 ) { _, _ in }
             }
-            #expect(error?.description.contains("does not match C type {ct_fix_point=dd}") == true)
+            #expect(
+                error?.description.contains(
+                    "argument 0 ({ct_fix_point=dd}) does not match the Swift type (Double, Double, Double)") == true)
             // Nothing was installed by the refused calls.
             #expect(
                 fixtureField(\.add)
@@ -128,7 +137,7 @@ extension FixtureTableTests {
                     _, _ in
                 }
             }
-            #expect(error?.code == .signatureMismatch(installed: "iii"))
+            #expect(error?.is(.signatureMismatch(installed: "iii")) == true)
         }
     }
 }

@@ -95,7 +95,7 @@ struct Checker {
             error.offset >= 0 && error.offset <= length,
             "\(entry) error offset \(error.offset) outside 0...\(length): \(error)")
         require(!error.description.isEmpty, "\(entry) error has an empty description")
-        require(!error.reason.summary.isEmpty, "\(entry) error has an empty summary")
+        require(!error.message.isEmpty, "\(entry) error has an empty message")
         require(error.encoding == input, "\(entry) error names another encoding: \(quote(error.encoding))")
     }
 

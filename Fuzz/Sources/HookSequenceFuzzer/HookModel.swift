@@ -89,7 +89,7 @@ struct HookModel {
             require(false, "a before hook with signature \"ddd\" was installed on slot \(slot), hooked as \"iii\"")
         } catch let error as HookError {
             require(
-                error.code == .signatureMismatch(installed: "iii"),
+                error.code == .signatureMismatch && error.message.contains(#"signature "iii""#),
                 "installing \"ddd\" on slot \(slot) hooked as \"iii\" threw \(error)")
         } catch {
             require(false, "\"ddd\" does not parse: \(error)")

@@ -79,10 +79,10 @@ struct InterfaceChecker {
             checkError(error, fixedArgumentCount: count)
             if !countIsValid {
                 require(
-                    error.code == .invalidFixedArgumentCount(count) && error.position == nil,
+                    error.code == .invalidFixedArgumentCount && error.position == nil,
                     "fixed-argument count \(count) refused with \(error)")
             } else if let promotable {
-                guard case .variadicPromotion = error.code else {
+                guard error.code == .variadicPromotion else {
                     require(false, "variadic argument \(promotable) is promotable, but the error is \(error)")
                     return
                 }
@@ -119,7 +119,7 @@ struct InterfaceChecker {
 
     /// Checks that a refusal names a value inside the signature and a code this entry can give.
     private func checkError(_ error: CallInterfaceError, fixedArgumentCount: Int?) {
-        require(error.signature == signature.encoding, "error names signature \"\(error.signature)\"")
+        require(error.signature == signature, "error names signature \"\(error.signature)\"")
         require(error.description.contains("in signature"), "error description does not quote the signature")
         switch error.position {
         case .argument(let index)?:
@@ -134,20 +134,26 @@ struct InterfaceChecker {
         case nil:
             require(error.type == nil, "error without a position has a type")
         }
+        require(!error.message.isEmpty, "error without a message: \(error)")
         switch error.code {
-        case .unsupportedValue(let reason):
+        case .unsupportedValue:
             require(error.position != nil, "unsupported value without a position: \(error)")
-            require(!reason.isEmpty, "unsupported value without a reason: \(error)")
+            require(error.message.contains("cannot be passed: "), "unsupported value without a reason: \(error)")
         case .layoutMismatch:
             require(error.position != nil, "layout mismatch without a position: \(error)")
         case .libffiRejected:
             break
-        case .invalidFixedArgumentCount(let count):
-            require(fixedArgumentCount == count, "invalid fixed-argument count \(count) from another entry: \(error)")
+        case .invalidFixedArgumentCount:
+            require(fixedArgumentCount != nil, "invalid fixed-argument count from a fixed-argument interface: \(error)")
+            require(
+                error.message.contains("fixed-argument count \(fixedArgumentCount ?? -1) "),
+                "invalid fixed-argument count from another entry: \(error)")
             require(error.position == nil, "invalid fixed-argument count with a position: \(error)")
-        case .variadicPromotion(let promoted):
+        case .variadicPromotion:
             require(fixedArgumentCount != nil, "variadic promotion from a fixed-argument interface: \(error)")
-            require(promoted == "d" || promoted == "i", "variadic promotion to \"\(promoted)\": \(error)")
+            require(
+                error.message.hasSuffix("write 'd'") || error.message.hasSuffix("write 'i'"),
+                "variadic promotion to another type: \(error)")
             if case .argument(let index)? = error.position {
                 require(index >= fixedArgumentCount ?? 0, "variadic promotion of fixed argument \(index): \(error)")
             } else {
@@ -155,6 +161,8 @@ struct InterfaceChecker {
             }
         case .argumentCountMismatch, .typeMismatch:
             require(false, "preparing an interface gave a typed call's error: \(error)")
+        default:
+            require(false, "an error of a code preparing never gives: \(error)")
         }
     }
 

@@ -1,5 +1,9 @@
 /// A hook that could not be installed, or a hook operation that could not run.
 ///
+/// Tell problems apart by ``code-swift.property``; ``message`` says what went wrong in words,
+/// and ``slot``, ``signature``, ``symbol``, ``object`` and ``callInterfaceError`` carry the
+/// inputs it concerns, typed, when there are some.
+///
 /// The description says what happened, naming the slot and the signature when there are
 /// some. A hook that could not be installed reads
 ///
@@ -11,128 +15,208 @@
 ///
 /// ```
 /// the page protection of slot 0x00007f3a2c001008 with signature "iii" could not be changed (mprotect failed)
-/// waitForReclamation() was called from inside a hook block, where it would wait for itself
+/// called from inside a hook block, where it would wait for itself (…)
 /// ```
 public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// What went wrong.
-    public enum Code: Sendable, Hashable {
+    /// What kind of problem it is: one of the static members below.
+    ///
+    /// A code is a struct rather than an enum so that new kinds of problem can be added
+    /// without breaking a `switch` in code that uses the library: compare with `==`.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private enum Value: String, Sendable {
+            case nullSlot, misalignedSlot, invalidSlot, emptySlot, signatureMismatch, invalidSignature
+            case closureAllocationFailed, closurePreparationFailed, slotContention, unmappedSlot, readOnlySlot
+            case protectionChangeFailed, calledFromHookBlock, objectNotFound, symbolNotImported
+        }
+        private let value: Value
+        private init(_ value: Value) { self.value = value }
+
         /// The slot address is NULL.
-        case nullSlot
+        public static var nullSlot: Self { Self(.nullSlot) }
         /// The slot address is not aligned to a pointer.
-        case misalignedSlot
-        /// The slot was made from something that names no function pointer: a key path to
-        /// a computed property, or a field or pointee that is not pointer-sized. The string
-        /// says which and why.
-        case invalidSlot(String)
+        public static var misalignedSlot: Self { Self(.misalignedSlot) }
+        /// The slot was made from something that names no function pointer (a key path to a
+        /// computed property, a field or pointee that is not pointer-sized, a slot in code),
+        /// or a replacement is not a function's address; the message says which and why.
+        public static var invalidSlot: Self { Self(.invalidSlot) }
         /// The slot holds NULL and the hook is a before or after hook, which needs an original.
-        case emptySlot
+        public static var emptySlot: Self { Self(.emptySlot) }
         /// The slot is already hooked with a signature of other types (names and type
         /// qualifiers aside): every hook of a slot must describe its function the same way.
-        case signatureMismatch(installed: String)
-        /// A typed block's Swift type does not match the signature at `position`.
-        case typeMismatch(position: CallInterfaceError.Position, swiftType: String, cType: String)
-        /// A typed block has a different number of arguments than the signature.
-        case argumentCountMismatch(expected: Int, actual: Int)
-        /// The signature cannot be passed on this platform.
-        case unsupportedSignature(CallInterfaceError)
+        public static var signatureMismatch: Self { Self(.signatureMismatch) }
+        /// The signature cannot serve the hook: C or libffi cannot pass one of its values on
+        /// this platform, or a typed block's Swift types do not match it.
+        /// ``HookError/callInterfaceError`` says which value and why.
+        public static var invalidSignature: Self { Self(.invalidSignature) }
         /// libffi could not allocate a closure (for example under a policy that forbids
         /// pages that are writable and executable).
-        case closureAllocationFailed
-        /// libffi refused to prepare the closure (its `ffi_status`).
-        case closurePreparationFailed(status: Int)
+        public static var closureAllocationFailed: Self { Self(.closureAllocationFailed) }
+        /// libffi refused to prepare the closure; the message gives its `ffi_status`.
+        public static var closurePreparationFailed: Self { Self(.closurePreparationFailed) }
         /// The slot kept changing under a concurrent writer while the hook was being installed.
-        case slotContention
+        public static var slotContention: Self { Self(.slotContention) }
         /// The slot's address is not mapped in this process.
-        case unmappedSlot
+        public static var unmappedSlot: Self { Self(.unmappedSlot) }
         /// The slot is in read-only memory; ``HookOptions/liftsPageProtection`` allows writing it.
-        case readOnlySlot
-        /// The page protection could not be lifted (`mprotect` failed).
-        case protectionChangeFailed
+        public static var readOnlySlot: Self { Self(.readOnlySlot) }
+        /// The page protection could not be lifted or restored (`mprotect` failed).
+        public static var protectionChangeFailed: Self { Self(.protectionChangeFailed) }
         /// Waiting for reclamation from inside a hooked call, or installing from a block that
         /// runs within the library's own install or removal on the same thread (for an
         /// allocation it makes, with `malloc` hooked): either would wait for itself.
-        case calledFromHookBlock
+        public static var calledFromHookBlock: Self { Self(.calledFromHookBlock) }
         /// No loaded object's path ends with the name given for an import-table hook, and
-        /// none has it as its soname.
-        case objectNotFound(String)
+        /// none has it as its soname; ``HookError/object`` is the name.
+        public static var objectNotFound: Self { Self(.objectNotFound) }
         /// No object in the scope of an import-table hook imports the symbol: it has no
-        /// JUMP_SLOT or GLOB_DAT entry for it.
-        case symbolNotImported(String)
+        /// JUMP_SLOT or GLOB_DAT entry for it. ``HookError/symbol`` is the symbol.
+        public static var symbolNotImported: Self { Self(.symbolNotImported) }
+
+        /// The code's name, as the static member is spelled (`emptySlot`).
+        public var description: String { value.rawValue }
     }
 
-    /// The slot's address, when the error is about a slot.
-    public var slot: UInt?
-    /// The canonical encoding of the signature involved, when there is one.
-    public var signature: String?
-    /// What went wrong.
+    /// What kind of problem it is.
     public var code: Code
+    /// The slot, when the error is about one.
+    public var slot: FunctionSlot?
+    /// The signature involved, when there is one.
+    public var signature: Signature?
+    /// The symbol of an import-table hook, when the error is about one.
+    public var symbol: String?
+    /// The object name given for an import-table hook, when the error is about one.
+    public var object: String?
+    /// For ``Code-swift.struct/invalidSignature``, what is wrong with the signature: the
+    /// value at fault and why.
+    public var callInterfaceError: CallInterfaceError?
+    /// What went wrong, in words, without the slot and the signature:
+    /// `it holds NULL, and a before or after hook needs an original to run`.
+    public var message: String
 
     /// Creates an error.
-    public init(slot: UInt?, signature: String?, code: Code) {
+    public init(
+        code: Code, message: String, slot: FunctionSlot? = nil, signature: Signature? = nil, symbol: String? = nil,
+        object: String? = nil, callInterfaceError: CallInterfaceError? = nil
+    ) {
+        self.code = code
+        self.message = message
         self.slot = slot
         self.signature = signature
-        self.code = code
+        self.symbol = symbol
+        self.object = object
+        self.callInterfaceError = callInterfaceError
+    }
+
+    /// Creates the error for `problem` at the slot at `address` (none when nil or 0).
+    package init(slot address: UInt?, signature: Signature?, problem: Problem) {
+        self.init(
+            code: problem.code, message: problem.message,
+            slot: address.flatMap { $0 == 0 ? nil : FunctionSlot(address: $0) },
+            signature: signature)
+        switch problem {
+        case .objectNotFound(let name): object = name
+        case .symbolNotImported(let name): symbol = name
+        default: break
+        }
+    }
+
+    /// Creates the error for a signature that cannot serve the hook, for the reason `error` gives.
+    package init(slot address: UInt?, signature: Signature, rejectedBecause error: CallInterfaceError) {
+        self.init(slot: address, signature: signature, problem: .invalidSignature(error.message))
+        callInterfaceError = error
     }
 
     /// What went wrong, with the slot and signature, on one line.
     public var description: String {
         switch code {
-        case .nullSlot: cannotHook("the slot address is NULL")
-        case .misalignedSlot:
-            cannotHook("the slot address is not aligned to \(MemoryLayout<UnsafeRawPointer>.alignment) bytes")
-        case .invalidSlot(let reason): cannotHook(reason)
-        case .emptySlot: cannotHook("it holds NULL, and a before or after hook needs an original to run")
-        case .signatureMismatch(let installed):
-            cannotHook(
-                "it is already hooked with signature \(quoted(installed)); every hook of a slot must use the same types"
-            )
-        case .typeMismatch(let position, let swiftType, let cType):
-            cannotHook("the block's \(position) is \(swiftType), which does not match C type \(cType)")
-        case .argumentCountMismatch(let expected, let actual):
-            cannotHook("the block takes \(actual) arguments where the signature has \(expected)")
-        case .unsupportedSignature(let error): cannotHook("\(error)")
-        case .closureAllocationFailed:
-            cannotHook("libffi could not allocate a closure (is mapping writable and executable memory forbidden?)")
-        case .closurePreparationFailed(let status):
-            cannotHook("libffi refused to prepare the closure (ffi_status \(status))")
-        case .slotContention: cannotHook("the slot kept changing under another writer")
-        case .unmappedSlot: cannotHook("no memory is mapped at that address")
-        case .readOnlySlot:
-            cannotHook(
-                "the slot is in read-only memory (pass .liftsPageProtection to make its page writable while it is written)"
-            )
-        case .objectNotFound(let object):
-            cannotHook("no loaded object has a path ending in \(quoted(object)) or that soname")
-        case .symbolNotImported(let symbol):
-            cannotHook("no object in scope imports \(quoted(symbol)) (it has no JUMP_SLOT or GLOB_DAT entry for it)")
         // Not only an install writes a slot: a removal writes the original back.
         case .protectionChangeFailed:
             "the page protection of \(slotName ?? "the slot")\(signaturePhrase) could not be changed (mprotect failed)"
-        case .calledFromHookBlock:
-            "called from inside a hook block, where it would wait for itself (waitForReclamation() in a hooked call, or an install in a block that runs within the library's own install or removal on this thread)"
-                + context
+        case .calledFromHookBlock: message + context
+        default: "cannot hook" + (slotName.map { " " + $0 } ?? "") + signaturePhrase + ": " + message
+        }
+    }
+
+    /// A problem found while installing or removing, with the details its message needs.
+    package enum Problem: Sendable, Hashable {
+        case nullSlot
+        case misalignedSlot
+        case invalidSlot(String)
+        case emptySlot
+        case signatureMismatch(installed: String)
+        case invalidSignature(String)
+        case closureAllocationFailed
+        case closurePreparationFailed(status: Int)
+        case slotContention
+        case unmappedSlot
+        case readOnlySlot
+        case protectionChangeFailed
+        case calledFromHookBlock
+        case objectNotFound(String)
+        case symbolNotImported(String)
+
+        /// The code of this kind of problem.
+        package var code: Code {
+            switch self {
+            case .nullSlot: .nullSlot
+            case .misalignedSlot: .misalignedSlot
+            case .invalidSlot: .invalidSlot
+            case .emptySlot: .emptySlot
+            case .signatureMismatch: .signatureMismatch
+            case .invalidSignature: .invalidSignature
+            case .closureAllocationFailed: .closureAllocationFailed
+            case .closurePreparationFailed: .closurePreparationFailed
+            case .slotContention: .slotContention
+            case .unmappedSlot: .unmappedSlot
+            case .readOnlySlot: .readOnlySlot
+            case .protectionChangeFailed: .protectionChangeFailed
+            case .calledFromHookBlock: .calledFromHookBlock
+            case .objectNotFound: .objectNotFound
+            case .symbolNotImported: .symbolNotImported
+            }
+        }
+
+        /// What went wrong, in words.
+        package var message: String {
+            switch self {
+            case .nullSlot: "the slot address is NULL"
+            case .misalignedSlot: "the slot address is not aligned to \(MemoryLayout<UnsafeRawPointer>.alignment) bytes"
+            case .invalidSlot(let reason): reason
+            case .emptySlot: "it holds NULL, and a before or after hook needs an original to run"
+            case .signatureMismatch(let installed):
+                "it is already hooked with signature \(quoted(installed)); every hook of a slot must use the same types"
+            case .invalidSignature(let reason): reason
+            case .closureAllocationFailed:
+                "libffi could not allocate a closure (is mapping writable and executable memory forbidden?)"
+            case .closurePreparationFailed(let status): "libffi refused to prepare the closure (ffi_status \(status))"
+            case .slotContention: "the slot kept changing under another writer"
+            case .unmappedSlot: "no memory is mapped at that address"
+            case .readOnlySlot:
+                "the slot is in read-only memory (pass .liftsPageProtection to make its page writable while it is written)"
+            case .protectionChangeFailed: "the page protection could not be changed (mprotect failed)"
+            case .calledFromHookBlock:
+                "called from inside a hook block, where it would wait for itself (waitForReclamation() in a hooked call, or an install in a block that runs within the library's own install or removal on this thread)"
+            case .objectNotFound(let object): "no loaded object has a path ending in \(quoted(object)) or that soname"
+            case .symbolNotImported(let symbol):
+                "no object in scope imports \(quoted(symbol)) (it has no JUMP_SLOT or GLOB_DAT entry for it)"
+            }
         }
     }
 
     /// `slot 0x…` with the address in 16 hex digits, when there is a slot.
     private var slotName: String? {
-        slot.map { "slot 0x" + String($0, radix: 16).leftPadded(to: 16) }
+        slot.map { "slot 0x" + String($0.address, radix: 16).leftPadded(to: 16) }
     }
 
     /// ` with signature "…"` when there is a signature, else empty.
     private var signaturePhrase: String {
-        signature.map { " with signature \(quoted($0))" } ?? ""
+        signature.map { " with signature \(quoted($0.encoding))" } ?? ""
     }
 
     /// ` (slot 0x…, signature "…")` with what is known, or empty when neither is.
     private var context: String {
-        let parts = [slotName, signature.map { "signature \(quoted($0))" }].compactMap { $0 }
+        let parts = [slotName, signature.map { "signature \(quoted($0.encoding))" }].compactMap { $0 }
         return parts.isEmpty ? "" : " (\(parts.joined(separator: ", ")))"
-    }
-
-    /// An install failure: `cannot hook slot 0x… with signature "…": reason`.
-    private func cannotHook(_ reason: String) -> String {
-        "cannot hook" + (slotName.map { " " + $0 } ?? "") + signaturePhrase + ": " + reason
     }
 }
 

@@ -38,7 +38,7 @@ public struct HookOptions: OptionSet, Sendable, Hashable {
     /// Allow a slot in read-only memory (a `const` table the loader protected, an import
     /// table under full RELRO): its page is made writable for the moment of each write to
     /// the slot, then given its protection back. Without it such a slot is refused with
-    /// ``HookError/Code-swift.enum/readOnlySlot``. Memory that is executable (a function's
-    /// code) is refused either way, with ``HookError/Code-swift.enum/invalidSlot(_:)``.
+    /// ``HookError/Code-swift.struct/readOnlySlot``. Memory that is executable (a function's
+    /// code) is refused either way, with ``HookError/Code-swift.struct/invalidSlot``.
     public static let liftsPageProtection = HookOptions(rawValue: 1 << 2)
 }

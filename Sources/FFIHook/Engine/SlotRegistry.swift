@@ -106,17 +106,17 @@ package final class SlotRegistry: Sendable {
         priority: Int = 0, liftsProtection: Bool = false, reentryByFunction: Bool = false, warmsUp: Bool = true,
         block: @escaping HookRecord.Block
     ) throws(HookError) -> HookRecord {
-        guard let slot else { throw HookError(slot: 0, signature: signature.encoding, code: .nullSlot) }
+        guard let slot else { throw HookError(slot: nil, signature: signature, problem: .nullSlot) }
         let address = UInt(bitPattern: slot)
-        func failure(_ code: HookError.Code) -> HookError {
-            HookError(slot: address, signature: signature.encoding, code: code)
+        func failure(_ problem: HookError.Problem) -> HookError {
+            HookError(slot: address, signature: signature, problem: problem)
         }
         guard address % UInt(MemoryLayout<UnsafeRawPointer>.alignment) == 0 else { throw failure(.misalignedSlot) }
         let interface: CallInterface
         do {
             interface = try CallInterface.shared(for: signature)
         } catch {
-            throw failure(.unsupportedSignature(error))
+            throw HookError(slot: address, signature: signature, rejectedBecause: error)
         }
         // A block that runs inside this thread's own install or removal (for an allocation
         // it makes, with `malloc` hooked) would wait for the lock this thread holds.
@@ -244,7 +244,7 @@ package final class SlotRegistry: Sendable {
     /// call; only a slot that is not has its protection looked up in the memory map.
     private static func makeEntry(
         slot: UnsafeMutableRawPointer, interface: CallInterface, options: HookOptions, reentryByFunction: Bool,
-        state: inout State, failure: (HookError.Code) -> HookError
+        state: inout State, failure: (HookError.Problem) -> HookError
     ) throws(HookError) -> SlotEntry {
         let address = UInt(bitPattern: slot)
         let readOnlyProtection = try Self.protectionToLift(
@@ -258,12 +258,12 @@ package final class SlotRegistry: Sendable {
             do {
                 cell = try state.pool.make(cif: interface.cif.cif)
             } catch {
-                let code: HookError.Code =
+                let problem: HookError.Problem =
                     switch error {
                     case .allocation: .closureAllocationFailed
                     case .preparation(let status): .closurePreparationFailed(status: status)
                     }
-                throw failure(code)
+                throw failure(problem)
             }
             state.pool.slot(cell).pointee.address = address
             state.table.insert(cell, in: state.pool)
@@ -281,7 +281,7 @@ package final class SlotRegistry: Sendable {
     /// Makes `cell` point at the entry's closure, remembering what it held as the original.
     private static func takeOver(
         _ cell: UnsafeMutablePointer<Atomic<UInt>>, for entry: SlotEntry, allowEmpty: Bool,
-        failure: (HookError.Code) -> HookError
+        failure: (HookError.Problem) -> HookError
     ) throws(HookError) {
         try swap(cell, to: entry.code, protection: entry.readOnlyProtection, failure: failure) {
             (value: UInt) throws(HookError) in
@@ -297,7 +297,7 @@ package final class SlotRegistry: Sendable {
     /// slot, up to a bound.
     private static func swap(
         _ cell: UnsafeMutablePointer<Atomic<UInt>>, to desired: UInt, protection: SlotMemory.Protection?,
-        failure: (HookError.Code) -> HookError, remember: (UInt) throws(HookError) -> Void
+        failure: (HookError.Problem) -> HookError, remember: (UInt) throws(HookError) -> Void
     ) throws(HookError) {
         for _ in 0..<1000 {
             let value = cell.pointee.load(ordering: .acquiring)
@@ -314,7 +314,7 @@ package final class SlotRegistry: Sendable {
     /// executable memory: lifting protection is for tables the loader protected, never for
     /// code, where a word written into a function's instructions would break them.
     private static func protectionToLift(
-        at address: UInt, liftsProtection: Bool, failure: (HookError.Code) -> HookError
+        at address: UInt, liftsProtection: Bool, failure: (HookError.Problem) -> HookError
     ) throws(HookError) -> SlotMemory.Protection? {
         guard !SlotMemory.isWritable(address) else { return nil }
         guard let protection = SlotMemory.protection(of: address), protection.readable else {
@@ -369,13 +369,13 @@ package final class SlotRegistry: Sendable {
     /// the function the hooks wrap instead. The replacement's ``Replacement/original`` is what
     /// the slot led to before.
     package func replace(
-        slot: UnsafeMutableRawPointer?, with function: UnsafeRawPointer?, signature: String?,
+        slot: UnsafeMutableRawPointer?, with function: UnsafeRawPointer?, signature: Signature?,
         liftsProtection: Bool
     ) throws(HookError) -> Replacement {
-        guard let slot else { throw HookError(slot: 0, signature: signature, code: .nullSlot) }
+        guard let slot else { throw HookError(slot: nil, signature: signature, problem: .nullSlot) }
         let address = UInt(bitPattern: slot)
-        func failure(_ code: HookError.Code) -> HookError {
-            HookError(slot: address, signature: signature, code: code)
+        func failure(_ problem: HookError.Problem) -> HookError {
+            HookError(slot: address, signature: signature, problem: problem)
         }
         guard address % UInt(MemoryLayout<UnsafeRawPointer>.alignment) == 0 else { throw failure(.misalignedSlot) }
         guard let function else { throw failure(.invalidSlot("the replacement function is NULL")) }
@@ -636,7 +636,7 @@ package final class SlotRegistry: Sendable {
     /// returns. Never call it from inside a hooked call: it would wait for itself.
     package func waitForReclamation() throws(HookError) {
         guard !ThreadState.isInsideHookedCall && !holdsLock else {
-            throw HookError(slot: nil, signature: nil, code: .calledFromHookBlock)
+            throw HookError(slot: nil, signature: nil, problem: .calledFromHookBlock)
         }
         // Start the grace period of what is retired now; every group up to it must end.
         let last: UInt64? = write { state in

@@ -1,3 +1,37 @@
+extension Signature {
+    /// Checks Swift types against the signature, for typed calls and typed hook blocks: the
+    /// number of arguments, each one's size and alignment, and the kind of standard-library
+    /// scalars; `Result` must have the return type's size (`Void` for `v`).
+    package func checkSwiftTypes<each Argument, Result>(
+        _ arguments: repeat (each Argument).Type, returning: Result.Type
+    ) throws(CallInterfaceError) {
+        var index = 0
+        var mismatch: (Int, String)?
+        for argument in repeat each arguments {
+            if index < argumentTypes.count, mismatch == nil, !SwiftScalarClass.matches(argument, argumentTypes[index]) {
+                mismatch = (index, String(describing: argument))
+            }
+            index += 1
+        }
+        guard index == argumentTypes.count else {
+            throw CallInterfaceError(
+                signature: self, position: nil,
+                problem: .argumentCountMismatch(expected: argumentTypes.count, actual: index))
+        }
+        if let (position, swiftType) = mismatch {
+            throw CallInterfaceError(
+                signature: self, position: .argument(position), problem: .typeMismatch(swiftType: swiftType))
+        }
+        let returnMatches =
+            returnType.isVoid ? MemoryLayout<Result>.size == 0 : SwiftScalarClass.matches(Result.self, returnType)
+        guard returnMatches else {
+            throw CallInterfaceError(
+                signature: self, position: .returnValue,
+                problem: .typeMismatch(swiftType: String(describing: Result.self)))
+        }
+    }
+}
+
 /// Swift types whose C counterpart a typed call can check beyond size and alignment.
 package enum SwiftScalarClass {
     /// The leaf class of `type` when it is a known Swift scalar, `nil` for other types.
@@ -47,38 +81,17 @@ extension CallInterface {
     /// pass the pointer to its first element. `Result` must have the return type's size
     /// (`Void` for `v`).
     ///
-    /// - Throws: ``CallInterfaceError`` with ``CallInterfaceError/Code/argumentCountMismatch(expected:actual:)``
-    ///   or ``CallInterfaceError/Code/typeMismatch(swiftType:)``; nothing is called then.
+    /// - Throws: ``CallInterfaceError`` with code ``CallInterfaceError/Code-swift.struct/argumentCountMismatch``
+    ///   or ``CallInterfaceError/Code-swift.struct/typeMismatch``; nothing is called then.
     public func call<Result: BitwiseCopyable, each Argument: BitwiseCopyable>(
         _ function: UnsafeRawPointer, returning: Result.Type = Result.self, _ arguments: repeat each Argument
     ) throws(CallInterfaceError) -> Result {
-        let types = signature.argumentTypes
+        try signature.checkSwiftTypes(repeat (each Argument).self, returning: Result.self)
         var count = 0
-        var mismatch: (Int, String)?
         var scratchSize = 0
         for argument in repeat each arguments {
-            let swiftType = type(of: argument)
-            if count < types.count, mismatch == nil, !SwiftScalarClass.matches(swiftType, types[count]) {
-                mismatch = (count, String(describing: swiftType))
-            }
             scratchSize = scratchSize.roundedUp(to: 16) + MemoryLayout.size(ofValue: argument)
             count += 1
-        }
-        guard count == types.count else {
-            throw CallInterfaceError(
-                signature: signature, position: nil,
-                code: .argumentCountMismatch(expected: types.count, actual: count))
-        }
-        if let (index, swiftType) = mismatch {
-            throw CallInterfaceError(
-                signature: signature, position: .argument(index), code: .typeMismatch(swiftType: swiftType))
-        }
-        let returnsVoid = signature.returnType.isVoid
-        guard returnsVoid ? MemoryLayout<Result>.size == 0 : SwiftScalarClass.matches(Result.self, signature.returnType)
-        else {
-            throw CallInterfaceError(
-                signature: signature, position: .returnValue,
-                code: .typeMismatch(swiftType: String(describing: Result.self)))
         }
         return withUnsafeTemporaryAllocation(byteCount: max(scratchSize, 1), alignment: 16) { scratch in
             withUnsafeTemporaryAllocation(of: UnsafeMutableRawPointer?.self, capacity: max(count, 1)) { list in

@@ -69,13 +69,13 @@ public final class CallInterface: @unchecked Sendable {
         guard (0...signature.argumentTypes.count).contains(fixedArgumentCount) else {
             throw CallInterfaceError(
                 signature: signature, position: nil,
-                code: .invalidFixedArgumentCount(fixedArgumentCount))
+                problem: .invalidFixedArgumentCount(fixedArgumentCount))
         }
         for (index, type) in signature.argumentTypes.enumerated().dropFirst(fixedArgumentCount) {
             if let promoted = type.variadicPromotion {
                 throw CallInterfaceError(
                     signature: signature, position: .argument(index),
-                    code: .variadicPromotion(promotedEncoding: promoted))
+                    problem: .variadicPromotion(promotedEncoding: promoted))
             }
         }
         try self.init(signature: signature, fixedArgumentCount: fixedArgumentCount)
@@ -96,7 +96,7 @@ public final class CallInterface: @unchecked Sendable {
         } catch {
             throw CallInterfaceError(
                 signature: signature, position: error.position.public,
-                code: .unsupportedValue(reason: error.reason))
+                problem: .unsupportedValue(reason: error.reason))
         }
         let cif = try Self.prepare(
             signature, lowered.returnValue.type, lowered.arguments.map(\.type), fixedArgumentCount)
@@ -150,7 +150,8 @@ public final class CallInterface: @unchecked Sendable {
                 returnType: returnType, argumentTypes: argumentTypes,
                 fixedArgumentCount: fixedArgumentCount)
         } catch {
-            throw CallInterfaceError(signature: signature, position: nil, code: .libffiRejected(status: error.status))
+            throw CallInterfaceError(
+                signature: signature, position: nil, problem: .libffiRejected(status: error.status))
         }
     }
 
@@ -167,7 +168,7 @@ public final class CallInterface: @unchecked Sendable {
             if size != value.expectedSize || alignment != value.expectedAlignment {
                 throw CallInterfaceError(
                     signature: signature, position: position,
-                    code: .layoutMismatch(libffiSize: size, libffiAlignment: alignment))
+                    problem: .layoutMismatch(libffiSize: size, libffiAlignment: alignment))
             }
         }
     }

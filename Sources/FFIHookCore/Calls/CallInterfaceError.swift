@@ -1,4 +1,5 @@
-/// A signature that cannot be called as asked, with the value at fault and the reason.
+/// A signature that cannot be called as asked: what kind of problem, the value at fault, and
+/// what is wrong in words.
 ///
 /// ```
 /// argument 2 (float) cannot be variadic: C promotes it to double, write 'd'; in signature "ii.f"
@@ -20,36 +21,53 @@ public struct CallInterfaceError: Error, Sendable, Hashable, CustomStringConvert
         }
     }
 
-    /// What went wrong.
-    public enum Code: Sendable, Hashable {
+    /// What kind of problem a signature has: one of the static members below.
+    ///
+    /// A code is a struct rather than an enum so that new kinds of problem can be added
+    /// without breaking a `switch` in code that uses the library: compare with `==`.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private enum Value: String, Sendable {
+            case unsupportedValue, libffiRejected, layoutMismatch, invalidFixedArgumentCount
+            case variadicPromotion, argumentCountMismatch, typeMismatch
+        }
+        private let value: Value
+        private init(_ value: Value) { self.value = value }
+
         /// The C calling convention has no way, or libffi no correct way, to pass this value.
-        case unsupportedValue(reason: String)
-        /// libffi refused to prepare the call interface (its `ffi_status`).
-        case libffiRejected(status: Int)
+        public static var unsupportedValue: Self { Self(.unsupportedValue) }
+        /// libffi refused to prepare the call interface.
+        public static var libffiRejected: Self { Self(.libffiRejected) }
         /// libffi laid the value out differently from the C compiler; calling would corrupt it.
-        case layoutMismatch(libffiSize: Int, libffiAlignment: Int)
+        public static var layoutMismatch: Self { Self(.layoutMismatch) }
         /// A variadic interface's fixed-argument count outside `0...argumentCount`.
-        case invalidFixedArgumentCount(Int)
+        public static var invalidFixedArgumentCount: Self { Self(.invalidFixedArgumentCount) }
         /// A variadic argument of a type C promotes (`float` to `double`, narrower integers to `int`).
-        case variadicPromotion(promotedEncoding: String)
-        /// A typed call given a different number of arguments than the signature has.
-        case argumentCountMismatch(expected: Int, actual: Int)
-        /// A typed call whose Swift type does not match the C type at `position`.
-        case typeMismatch(swiftType: String)
+        public static var variadicPromotion: Self { Self(.variadicPromotion) }
+        /// Swift values or a Swift block with a different number of arguments than the signature.
+        public static var argumentCountMismatch: Self { Self(.argumentCountMismatch) }
+        /// A Swift type that does not match the C type at the error's position.
+        public static var typeMismatch: Self { Self(.typeMismatch) }
+
+        /// The code's name, as the static member is spelled (`typeMismatch`).
+        public var description: String { value.rawValue }
     }
 
-    /// The canonical encoding of the signature.
-    public var signature: String
+    /// What kind of problem it is.
+    public var code: Code
+    /// The signature.
+    public var signature: Signature
     /// The value at fault, when there is one.
     public var position: Position?
     /// The type at `position`, when there is one.
     public var type: CType?
-    /// What went wrong.
-    public var code: Code
+    /// What is wrong, in words, with the position and its type but without the signature:
+    /// `argument 2 (float) cannot be variadic: C promotes it, write 'd'`.
+    public var message: String
 
     /// Creates an error about `position` of `signature`.
-    public init(signature: Signature, position: Position?, code: Code) {
-        self.signature = signature.encoding
+    public init(code: Code, signature: Signature, position: Position?, message: String) {
+        self.code = code
+        self.signature = signature
         self.position = position
         switch position {
         case .argument(let index)?:
@@ -57,18 +75,19 @@ public struct CallInterfaceError: Error, Sendable, Hashable, CustomStringConvert
         case .returnValue?: self.type = signature.returnType
         case nil: self.type = nil
         }
-        self.code = code
+        self.message = message
     }
 
-    /// The position, its type, the problem and the signature, on one line.
-    public var description: String {
+    /// Creates the error for `problem` at `position` of `signature`, with its message.
+    package init(signature: Signature, position: Position?, problem: Problem) {
+        self.init(code: problem.code, signature: signature, position: position, message: "")
         var text = ""
         if let position {
             text += "\(position)"
             if let type { text += " (\(type))" }
             text += " "
         }
-        switch code {
+        switch problem {
         case .unsupportedValue(let reason):
             text += "cannot be passed: \(reason)"
         case .libffiRejected(let status):
@@ -82,10 +101,39 @@ public struct CallInterfaceError: Error, Sendable, Hashable, CustomStringConvert
         case .variadicPromotion(let promoted):
             text += "cannot be variadic: C promotes it, write '\(promoted)'"
         case .argumentCountMismatch(let expected, let actual):
-            text += "call passes \(actual) arguments where the signature has \(expected)"
+            text += "\(actual) arguments given where the signature has \(expected)"
         case .typeMismatch(let swiftType):
             text += "does not match the Swift type \(swiftType)"
         }
-        return text + "; in signature \(quoted(signature))"
+        message = text
+    }
+
+    /// The message and the signature, on one line.
+    public var description: String {
+        message + "; in signature \(quoted(signature.encoding))"
+    }
+
+    /// A problem found while preparing or checking a call, with the details its message needs.
+    package enum Problem: Sendable, Hashable {
+        case unsupportedValue(reason: String)
+        case libffiRejected(status: Int)
+        case layoutMismatch(libffiSize: Int, libffiAlignment: Int)
+        case invalidFixedArgumentCount(Int)
+        case variadicPromotion(promotedEncoding: String)
+        case argumentCountMismatch(expected: Int, actual: Int)
+        case typeMismatch(swiftType: String)
+
+        /// The code of this kind of problem.
+        package var code: Code {
+            switch self {
+            case .unsupportedValue: .unsupportedValue
+            case .libffiRejected: .libffiRejected
+            case .layoutMismatch: .layoutMismatch
+            case .invalidFixedArgumentCount: .invalidFixedArgumentCount
+            case .variadicPromotion: .variadicPromotion
+            case .argumentCountMismatch: .argumentCountMismatch
+            case .typeMismatch: .typeMismatch
+            }
+        }
     }
 }

@@ -11,7 +11,7 @@ struct AggregateLayout {
         case bitFieldOverlap(bitOffset: Int, end: Int)
         case voidMember
 
-        var reason: EncodingError.Reason {
+        var problem: EncodingError.Problem {
             switch self {
             case .sizeOverflow: .sizeOverflow
             case .bitFieldOverlap(let bitOffset, let end):

@@ -1,7 +1,7 @@
-/// A type encoding that could not be read, with the place and the reason.
+/// A type encoding that could not be read: what kind of problem, where, and what it is in words.
 ///
-/// `offset` counts UTF-8 bytes from the start of `encoding`. The description quotes the
-/// input and marks the offending position, so it can be shown to a user as it is:
+/// `offset` counts UTF-8 bytes from the start of `encoding`. The description is the message,
+/// the offset and the input quoted, so it can be shown to a user as it is:
 ///
 /// ```
 /// unknown type code 'x' at offset 3 in "{S=x}"
@@ -14,65 +14,88 @@
 /// unknown type code '!' at offset 1000000 in …"iiiiiiiiiiiiiiiiiiiiiiiiiiiiiiii!" (1000001 bytes)
 /// ```
 public struct EncodingError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// Why an encoding was refused.
-    public enum Reason: Sendable, Hashable {
+    /// What kind of problem an encoding has: one of the static members below.
+    ///
+    /// A code is a struct rather than an enum so that new kinds of problem can be added
+    /// without breaking a `switch` in code that uses the library: compare with `==`.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private enum Value: String, Sendable {
+            case emptyInput, unexpectedEnd, unknownTypeCode, unexpectedCharacter, unbalancedBracket
+            case missingArrayCount, numberOverflow, sizeOverflow, nestingTooDeep, bitFieldOutsideAggregate
+            case malformedBitField, invalidBitFieldPlacement, opaqueValue, voidValue, invalidComplex
+            case danglingQualifier, unterminatedName, invalidName, trailingCharacters
+        }
+        private let value: Value
+        private init(_ value: Value) { self.value = value }
+
         /// The encoding is the empty string.
-        case emptyInput
-        /// The input stops where more was needed; the payload says what was expected.
-        case unexpectedEnd(expected: String)
+        public static var emptyInput: Self { Self(.emptyInput) }
+        /// The input stops where more was needed.
+        public static var unexpectedEnd: Self { Self(.unexpectedEnd) }
         /// A byte that starts no type.
-        case unknownTypeCode(Character)
+        public static var unknownTypeCode: Self { Self(.unknownTypeCode) }
         /// A byte other than the one the grammar needs at this place.
-        case unexpectedCharacter(Character, expected: String)
-        /// A closing bracket that does not match the innermost open one.
-        case unbalancedBracket(found: Character, expected: Character?)
+        public static var unexpectedCharacter: Self { Self(.unexpectedCharacter) }
+        /// A closing bracket that does not match the innermost open one, or closes nothing.
+        public static var unbalancedBracket: Self { Self(.unbalancedBracket) }
         /// An array `[` with no element count before its element type.
-        case missingArrayCount
+        public static var missingArrayCount: Self { Self(.missingArrayCount) }
         /// A number (array count, bit-field offset or width) too large to represent.
-        case numberOverflow
+        public static var numberOverflow: Self { Self(.numberOverflow) }
         /// A type whose size exceeds ``CType/maximumSize``.
-        case sizeOverflow
+        public static var sizeOverflow: Self { Self(.sizeOverflow) }
         /// Nesting deeper than ``CType/maximumNestingDepth``.
-        case nestingTooDeep(limit: Int)
+        public static var nestingTooDeep: Self { Self(.nestingTooDeep) }
         /// A bit-field `b` outside a struct or union.
-        case bitFieldOutsideAggregate
+        public static var bitFieldOutsideAggregate: Self { Self(.bitFieldOutsideAggregate) }
         /// A bit-field that is not in GNU form `bOFFSETTYPEWIDTH`, or whose type is not an integer.
-        case malformedBitField(String)
+        public static var malformedBitField: Self { Self(.malformedBitField) }
         /// A bit-field wider than its type, or placed before the end of the previous field.
-        case invalidBitFieldPlacement(String)
+        public static var invalidBitFieldPlacement: Self { Self(.invalidBitFieldPlacement) }
         /// An opaque struct or union (`{Name}`) where its size is needed.
-        case opaqueValue(name: String)
+        public static var opaqueValue: Self { Self(.opaqueValue) }
         /// `v` where a value is needed (an argument, field, array element or pointee of a complex).
-        case voidValue
+        public static var voidValue: Self { Self(.voidValue) }
         /// `j` followed by something that is not an arithmetic scalar.
-        case invalidComplex
+        public static var invalidComplex: Self { Self(.invalidComplex) }
         /// A qualifier (`r n N o O R V A`) with no type after it.
-        case danglingQualifier
+        public static var danglingQualifier: Self { Self(.danglingQualifier) }
         /// A `"` that opens a name or class name and is never closed.
-        case unterminatedName
+        public static var unterminatedName: Self { Self(.unterminatedName) }
         /// A byte that cannot appear in a struct or union name.
-        case invalidName
+        public static var invalidName: Self { Self(.invalidName) }
         /// Characters after a complete type where none may follow.
-        case trailingCharacters
+        public static var trailingCharacters: Self { Self(.trailingCharacters) }
+
+        /// The code's name, as the static member is spelled (`unknownTypeCode`).
+        public var description: String { value.rawValue }
     }
 
+    /// What kind of problem it is.
+    public var code: Code
     /// The whole encoding that was being read.
     public var encoding: String
     /// The UTF-8 byte offset in `encoding` where the problem was found.
     public var offset: Int
-    /// What is wrong there.
-    public var reason: Reason
+    /// What is wrong there, in words, without the position: `unknown type code 'x'`.
+    public var message: String
 
     /// Creates an error for `encoding` at byte `offset`.
-    public init(encoding: String, offset: Int, reason: Reason) {
+    public init(code: Code, encoding: String, offset: Int, message: String) {
+        self.code = code
         self.encoding = encoding
         self.offset = offset
-        self.reason = reason
+        self.message = message
     }
 
-    /// The reason, the offset and the quoted input (or the part of it around the offset), on one line.
+    /// Creates the error the parser reports for `problem`.
+    package init(encoding: String, offset: Int, problem: Problem) {
+        self.init(code: problem.code, encoding: encoding, offset: offset, message: problem.message)
+    }
+
+    /// The message, the offset and the quoted input (or the part of it around the offset), on one line.
     public var description: String {
-        "\(reason.summary) at offset \(offset) in \(quotedExcerpt)"
+        "\(message) at offset \(offset) in \(quotedExcerpt)"
     }
 
     /// How many characters (Unicode scalars) of the input the description quotes on either side
@@ -102,35 +125,83 @@ public struct EncodingError: Error, Sendable, Hashable, CustomStringConvertible 
     }
 }
 
-extension EncodingError.Reason {
-    /// One line that says what is wrong, without the position.
-    public var summary: String {
-        switch self {
-        case .emptyInput: "empty encoding"
-        case .unexpectedEnd(let expected): "unexpected end of encoding, expected \(expected)"
-        case .unknownTypeCode(let c): "unknown type code \(quoted(String(c), quote: "'"))"
-        case .unexpectedCharacter(let c, let expected):
-            "unexpected \(quoted(String(c), quote: "'")), expected \(expected)"
-        case .unbalancedBracket(let found, let expected):
-            if let expected {
-                "unbalanced bracket: found '\(found)' where '\(expected)' closes the open aggregate"
-            } else {
-                "unbalanced bracket: '\(found)' closes nothing"
+extension EncodingError {
+    /// A problem the parser found, with the details its message needs.
+    package enum Problem: Sendable, Hashable {
+        case emptyInput
+        case unexpectedEnd(expected: String)
+        case unknownTypeCode(Character)
+        case unexpectedCharacter(Character, expected: String)
+        case unbalancedBracket(found: Character, expected: Character?)
+        case missingArrayCount
+        case numberOverflow
+        case sizeOverflow
+        case nestingTooDeep(limit: Int)
+        case bitFieldOutsideAggregate
+        case malformedBitField(String)
+        case invalidBitFieldPlacement(String)
+        case opaqueValue(name: String)
+        case voidValue
+        case invalidComplex
+        case danglingQualifier
+        case unterminatedName
+        case invalidName
+        case trailingCharacters
+
+        /// The code of this kind of problem.
+        package var code: Code {
+            switch self {
+            case .emptyInput: .emptyInput
+            case .unexpectedEnd: .unexpectedEnd
+            case .unknownTypeCode: .unknownTypeCode
+            case .unexpectedCharacter: .unexpectedCharacter
+            case .unbalancedBracket: .unbalancedBracket
+            case .missingArrayCount: .missingArrayCount
+            case .numberOverflow: .numberOverflow
+            case .sizeOverflow: .sizeOverflow
+            case .nestingTooDeep: .nestingTooDeep
+            case .bitFieldOutsideAggregate: .bitFieldOutsideAggregate
+            case .malformedBitField: .malformedBitField
+            case .invalidBitFieldPlacement: .invalidBitFieldPlacement
+            case .opaqueValue: .opaqueValue
+            case .voidValue: .voidValue
+            case .invalidComplex: .invalidComplex
+            case .danglingQualifier: .danglingQualifier
+            case .unterminatedName: .unterminatedName
+            case .invalidName: .invalidName
+            case .trailingCharacters: .trailingCharacters
             }
-        case .missingArrayCount: "array without an element count"
-        case .numberOverflow: "number too large"
-        case .sizeOverflow: "type larger than \(CType.maximumSize) bytes"
-        case .nestingTooDeep(let limit): "nesting deeper than \(limit) levels"
-        case .bitFieldOutsideAggregate: "bit-field outside a struct or union"
-        case .malformedBitField(let why): "malformed bit-field: \(why)"
-        case .invalidBitFieldPlacement(let why): "invalid bit-field: \(why)"
-        case .opaqueValue(let name): "opaque aggregate '\(shortened(name))' used where its size is needed"
-        case .voidValue: "void used as a value"
-        case .invalidComplex: "complex type needs an arithmetic scalar after 'j'"
-        case .danglingQualifier: "qualifier without a type"
-        case .unterminatedName: "unterminated quoted name"
-        case .invalidName: "invalid character in aggregate name"
-        case .trailingCharacters: "trailing characters after the type"
+        }
+
+        /// One line that says what is wrong, without the position.
+        package var message: String {
+            switch self {
+            case .emptyInput: "empty encoding"
+            case .unexpectedEnd(let expected): "unexpected end of encoding, expected \(expected)"
+            case .unknownTypeCode(let c): "unknown type code \(quoted(String(c), quote: "'"))"
+            case .unexpectedCharacter(let c, let expected):
+                "unexpected \(quoted(String(c), quote: "'")), expected \(expected)"
+            case .unbalancedBracket(let found, let expected):
+                if let expected {
+                    "unbalanced bracket: found '\(found)' where '\(expected)' closes the open aggregate"
+                } else {
+                    "unbalanced bracket: '\(found)' closes nothing"
+                }
+            case .missingArrayCount: "array without an element count"
+            case .numberOverflow: "number too large"
+            case .sizeOverflow: "type larger than \(CType.maximumSize) bytes"
+            case .nestingTooDeep(let limit): "nesting deeper than \(limit) levels"
+            case .bitFieldOutsideAggregate: "bit-field outside a struct or union"
+            case .malformedBitField(let why): "malformed bit-field: \(why)"
+            case .invalidBitFieldPlacement(let why): "invalid bit-field: \(why)"
+            case .opaqueValue(let name): "opaque aggregate '\(shortened(name))' used where its size is needed"
+            case .voidValue: "void used as a value"
+            case .invalidComplex: "complex type needs an arithmetic scalar after 'j'"
+            case .danglingQualifier: "qualifier without a type"
+            case .unterminatedName: "unterminated quoted name"
+            case .invalidName: "invalid character in aggregate name"
+            case .trailingCharacters: "trailing characters after the type"
+            }
         }
     }
 }

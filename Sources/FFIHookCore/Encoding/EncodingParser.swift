@@ -297,7 +297,7 @@ struct EncodingParser {
             do throws(AggregateLayout.Problem) {
                 try layout.append(name: fieldName, type: type)
             } catch {
-                throw failure(error.reason, at: error == .sizeOverflow ? start : fieldStart)
+                throw failure(error.problem, at: error == .sizeOverflow ? start : fieldStart)
             }
         }
         index += 1
@@ -373,8 +373,8 @@ struct EncodingParser {
         if probe > digitsStart { index = probe }
     }
 
-    private func failure(_ reason: EncodingError.Reason, at offset: Int) -> EncodingError {
-        EncodingError(encoding: text, offset: offset, reason: reason)
+    private func failure(_ problem: EncodingError.Problem, at offset: Int) -> EncodingError {
+        EncodingError(encoding: text, offset: offset, problem: problem)
     }
 }
 
