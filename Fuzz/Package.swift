@@ -3,7 +3,7 @@ import PackageDescription
 
 // libFuzzer targets over FFIHookCore and FFIHook:
 //
-// - EncodingFuzzer: the type-encoding parser (`Signature`, `CType(encoding:)`).
+// - EncodingFuzzer: the type-encoding parser (`Signature`, `CType(_:)`).
 // - InterfaceFuzzer: lowering signatures and preparing call interfaces, and calls through
 //   interfaces whose arguments all travel in registers.
 // - HookSequenceFuzzer: sequences of hook installs, removals and calls on a few slots,

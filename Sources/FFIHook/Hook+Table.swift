@@ -1,8 +1,8 @@
 extension Hook {
-    /// Installs `block` at `position` on every slot of `layout` in the table at `table`.
+    /// Installs `block` at `position` on every field of `layout` in the table at `table`.
     ///
-    /// Slots that hold NULL (optional callbacks the C library left empty) are skipped and
-    /// named in ``HookGroupToken/skippedSlots``. The hooks are installed all or none: when
+    /// Fields that hold NULL (optional callbacks the C library left empty) are skipped and
+    /// named in ``HookGroupToken/skippedFields``. The hooks are installed all or none: when
     /// one cannot be installed, those already installed are removed and the error is thrown.
     /// A table in read-only memory needs ``HookOptions/liftsPageProtection``.
     /// Safe to call from any thread while other threads call through the table.
@@ -21,7 +21,7 @@ extension Hook {
     ///   path names no function-pointer field; nothing stays installed then.
     public static func install<Table>(
         on table: UnsafeMutablePointer<Table>, layout: TableLayout<Table>, position: HookPosition,
-        options: HookOptions = [], _ block: @escaping @Sendable (TableLayout<Table>.Slot, borrowing Invocation) -> Void
+        options: HookOptions = [], _ block: @escaping @Sendable (TableLayout<Table>.Field, borrowing Invocation) -> Void
     ) throws(HookError) -> HookGroupToken {
         let base = UInt(bitPattern: table)
         return try layout.installEach(in: base, readingFrom: base) { (slot, address, _) throws(HookError) in
@@ -29,5 +29,33 @@ extension Hook {
                 slot: address, signature: slot.signature, position: position, options: options
             ) { call in block(slot, call) }
         }
+    }
+
+    /// Runs `block` before the function of every field of `layout` in the table at `table`
+    /// (see ``install(on:layout:position:options:_:)``).
+    public static func before<Table>(
+        on table: UnsafeMutablePointer<Table>, layout: TableLayout<Table>, options: HookOptions = [],
+        _ block: @escaping @Sendable (TableLayout<Table>.Field, borrowing Invocation) -> Void
+    ) throws(HookError) -> HookGroupToken {
+        try install(on: table, layout: layout, position: .before, options: options, block)
+    }
+
+    /// Runs `block` instead of the function of every field of `layout` in the table at
+    /// `table`; the block calls the original with ``Invocation/callOriginal()`` (see
+    /// ``install(on:layout:position:options:_:)``).
+    public static func instead<Table>(
+        on table: UnsafeMutablePointer<Table>, layout: TableLayout<Table>, options: HookOptions = [],
+        _ block: @escaping @Sendable (TableLayout<Table>.Field, borrowing Invocation) -> Void
+    ) throws(HookError) -> HookGroupToken {
+        try install(on: table, layout: layout, position: .instead, options: options, block)
+    }
+
+    /// Runs `block` after the function of every field of `layout` in the table at `table`
+    /// (see ``install(on:layout:position:options:_:)``).
+    public static func after<Table>(
+        on table: UnsafeMutablePointer<Table>, layout: TableLayout<Table>, options: HookOptions = [],
+        _ block: @escaping @Sendable (TableLayout<Table>.Field, borrowing Invocation) -> Void
+    ) throws(HookError) -> HookGroupToken {
+        try install(on: table, layout: layout, position: .after, options: options, block)
     }
 }

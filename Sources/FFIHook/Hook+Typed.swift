@@ -163,10 +163,9 @@ extension Hook {
         on slot: FunctionSlot, signature: Signature, position: HookPosition = .before, options: HookOptions,
         types arguments: repeat (each Argument).Type, block: @escaping @Sendable (repeat each Argument) -> Void
     ) throws(HookError) -> HookToken {
-        try install(on: slot, signature: signature, position: position, options: options) { call in
-            var reader = ArgumentCursor(call.argumentList)
-            block(repeat reader.next((each Argument).self))
-        }
+        try install(
+            on: slot, signature: signature, position: position, options: options,
+            TypedBlock.reading(repeat each arguments, block: block))
     }
 
     @inlinable
@@ -175,12 +174,9 @@ extension Hook {
         types arguments: repeat (each Argument).Type,
         block: @escaping @Sendable (Result, repeat each Argument) -> Result
     ) throws(HookError) -> HookToken {
-        try install(on: slot, signature: signature, position: .after, options: options) { call in
-            var reader = ArgumentCursor(call.argumentList)
-            let values = (repeat reader.next((each Argument).self))
-            let result = block(ReturnCursor.load(Result.self, from: call.returnBuffer), repeat each values)
-            ReturnCursor.store(result, call)
-        }
+        try install(
+            on: slot, signature: signature, position: .after, options: options,
+            TypedBlock.after(repeat each arguments, block: block))
     }
 
     @inlinable
@@ -189,7 +185,47 @@ extension Hook {
         types arguments: repeat (each Argument).Type,
         block: @escaping @Sendable ((repeat each Argument) -> Result, repeat each Argument) -> Result
     ) throws(HookError) -> HookToken {
-        try install(on: slot, signature: signature, position: .instead, options: options) { call in
+        try install(
+            on: slot, signature: signature, position: .instead, options: options,
+            TypedBlock.instead(repeat each arguments, block: block))
+    }
+}
+
+/// Turns typed blocks into blocks over an ``Invocation``, for every kind of target (a slot,
+/// an import-table symbol). Types were checked at install time, so no check runs per call.
+@usableFromInline
+enum TypedBlock {
+    /// A block that reads the arguments (a before block, or an after block of a void function).
+    @inlinable
+    static func reading<each Argument: BitwiseCopyable>(
+        _ arguments: repeat (each Argument).Type, block: @escaping @Sendable (repeat each Argument) -> Void
+    ) -> @Sendable (borrowing Invocation) -> Void {
+        { call in
+            var reader = ArgumentCursor(call.argumentList)
+            block(repeat reader.next((each Argument).self))
+        }
+    }
+
+    /// An after block that gets the result and the arguments and returns the result.
+    @inlinable
+    static func after<each Argument: BitwiseCopyable, Result: BitwiseCopyable>(
+        _ arguments: repeat (each Argument).Type, block: @escaping @Sendable (Result, repeat each Argument) -> Result
+    ) -> @Sendable (borrowing Invocation) -> Void {
+        { call in
+            var reader = ArgumentCursor(call.argumentList)
+            let values = (repeat reader.next((each Argument).self))
+            let result = block(ReturnCursor.load(Result.self, from: call.returnBuffer), repeat each values)
+            ReturnCursor.store(result, call)
+        }
+    }
+
+    /// An instead block that gets the original as a Swift closure and the arguments.
+    @inlinable
+    static func instead<each Argument: BitwiseCopyable, Result: BitwiseCopyable>(
+        _ arguments: repeat (each Argument).Type,
+        block: @escaping @Sendable ((repeat each Argument) -> Result, repeat each Argument) -> Result
+    ) -> @Sendable (borrowing Invocation) -> Void {
+        { call in
             var reader = ArgumentCursor(call.argumentList)
             let values = (repeat reader.next((each Argument).self))
             let list = call.argumentList

@@ -171,7 +171,7 @@ public enum ImportTable {
         guard !tokens.isEmpty else {
             throw HookError(slot: nil, signature: signature, problem: .symbolNotImported(symbol))
         }
-        return HookGroupToken(tokens: tokens, skippedSlots: [])
+        return HookGroupToken(tokens: tokens, skippedFields: [])
     }
 }
 

@@ -36,7 +36,7 @@ public final class LifecycleDispatcher<Table>: Sendable {
     /// Registers a component: for each slot of the layout that `component` fills, a hook on
     /// the dispatcher's table that calls the component's function.
     ///
-    /// - Returns: the token that unregisters the component; its ``HookGroupToken/skippedSlots``
+    /// - Returns: the token that unregisters the component; its ``HookGroupToken/skippedFields``
     ///   name the slots the component left empty.
     /// - Throws: ``HookError`` as ``Hook/install(on:signature:position:options:_:)``
     ///   does; on error nothing of the component stays installed.

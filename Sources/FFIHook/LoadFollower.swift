@@ -40,7 +40,7 @@ final class LoadFollower: Sendable {
     }
 
     private let request: ImportRequest
-    private let group = HookGroupToken(tokens: [], skippedSlots: [])
+    private let group = HookGroupToken(tokens: [], skippedFields: [])
     private let state = Locked(State())
     /// The signature of `void *dlopen(const char *, int)`.
     private static let dlopenSignature = try! Signature("^v*i")

@@ -8,9 +8,9 @@
 /// ])
 /// ```
 public struct TableLayout<Table>: Sendable {
-    /// One function-pointer field.
-    public struct Slot: Sendable, Hashable {
-        /// The name the slot is reported under.
+    /// One function-pointer field of the table.
+    public struct Field: Sendable, Hashable {
+        /// The name the field is reported under.
         public let name: String
         /// The field's byte offset in the table, `nil` when the key path names no stored field.
         public let offset: Int?
@@ -19,11 +19,11 @@ public struct TableLayout<Table>: Sendable {
         /// Why the field cannot hold a function pointer, when it cannot.
         let problem: String?
 
-        /// A slot for the field `field` of `Table`.
+        /// The field `field` of `Table`, reported as `name`.
         ///
         /// A key path that names no stored field, or a field that is not pointer-sized, makes
         /// every install over the layout fail with
-        /// ``HookError/Code-swift.struct/invalidSlot`` naming the slot.
+        /// ``HookError/Code-swift.struct/invalidSlot`` naming the field.
         public init(_ name: String, _ field: PartialKeyPath<Table>, _ signature: Signature) {
             self.name = name
             self.offset = MemoryLayout<Table>.offset(of: field)
@@ -32,16 +32,24 @@ public struct TableLayout<Table>: Sendable {
         }
     }
 
-    /// The slots, in the order given.
-    public let slots: [Slot]
+    /// The fields, in the order given.
+    public let fields: [Field]
 
-    /// A layout of `slots`.
-    public init(_ slots: [Slot]) {
-        self.slots = slots
+    /// A layout of `fields`.
+    public init(_ fields: [Field]) {
+        self.fields = fields
     }
 
+    /// The fields, under their earlier name.
+    @available(*, deprecated, renamed: "fields")
+    public var slots: [Field] { fields }
+
+    /// A field, under its earlier name.
+    @available(*, deprecated, renamed: "Field")
+    public typealias Slot = Field
+
     /// The slot's address in `table`.
-    func address(of slot: Slot, in table: UInt) -> UnsafeMutableRawPointer? {
+    func address(of slot: Field, in table: UInt) -> UnsafeMutableRawPointer? {
         guard let offset = slot.offset else { return nil }
         return UnsafeMutableRawPointer(bitPattern: table + UInt(offset))
     }
@@ -54,12 +62,12 @@ public struct TableLayout<Table>: Sendable {
     /// hooks installed before it are removed and the error is rethrown.
     func installEach(
         in table: UInt, readingFrom source: UInt,
-        _ install: (Slot, UnsafeMutableRawPointer, UInt) throws(HookError) -> HookRecord
+        _ install: (Field, UnsafeMutableRawPointer, UInt) throws(HookError) -> HookRecord
     ) throws(HookError) -> HookGroupToken {
         var tokens: [HookToken] = []
         var skipped: [String] = []
         do throws(HookError) {
-            for slot in slots {
+            for slot in fields {
                 if let problem = slot.problem {
                     throw HookError(slot: nil, signature: slot.signature, problem: .invalidSlot(problem))
                 }
@@ -77,7 +85,7 @@ public struct TableLayout<Table>: Sendable {
             for token in tokens { token.remove() }
             throw error
         }
-        return HookGroupToken(tokens: tokens, skippedSlots: skipped)
+        return HookGroupToken(tokens: tokens, skippedFields: skipped)
     }
 }
 
@@ -100,12 +108,16 @@ public final class HookGroupToken: Sendable, Hashable, CustomStringConvertible {
     /// The tokens of the group's hooks, including those added since it was made (an
     /// import-table group that follows later loads grows as objects are loaded).
     public var tokens: [HookToken] { members.withLock { $0.tokens } }
-    /// The names of the slots the group left alone because they held NULL.
-    public let skippedSlots: [String]
+    /// The names of the layout's fields the group left alone because they held NULL.
+    public let skippedFields: [String]
 
-    init(tokens: [HookToken], skippedSlots: [String]) {
+    /// The skipped fields, under their earlier name.
+    @available(*, deprecated, renamed: "skippedFields")
+    public var skippedSlots: [String] { skippedFields }
+
+    init(tokens: [HookToken], skippedFields: [String]) {
         self.members = Locked(Members(tokens: tokens))
-        self.skippedSlots = skippedSlots
+        self.skippedFields = skippedFields
     }
 
     /// Adds hooks installed after the group was made: `tokens` join ``tokens``, `companions`
@@ -169,8 +181,8 @@ public final class HookGroupToken: Sendable, Hashable, CustomStringConvertible {
         hasher.combine(ObjectIdentifier(self))
     }
 
-    /// The number of hooks and skipped slots.
+    /// The number of hooks and skipped fields.
     public var description: String {
-        "HookGroupToken(\(tokens.count) hooks, \(skippedSlots.count) empty slots skipped)"
+        "HookGroupToken(\(tokens.count) hooks, \(skippedFields.count) empty fields skipped)"
     }
 }

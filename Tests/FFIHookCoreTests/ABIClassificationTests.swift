@@ -30,7 +30,7 @@ import Testing
         ("{?=t}", .registers([.integer, .integer])),
     ])
     func sysVClasses(encoding: String, expected: SysVClassification) throws {
-        #expect(SysVClassification(try CType(encoding: encoding)) == expected)
+        #expect(SysVClassification(try CType(encoding)) == expected)
     }
 
     @Test(arguments: [
@@ -45,14 +45,14 @@ import Testing
         ("(?=f[2f])", .float, 2),
     ])
     func homogeneousAggregates(encoding: String, base: CType.Primitive, count: Int) throws {
-        let aggregate = try #require(HomogeneousAggregate(try CType(encoding: encoding)))
+        let aggregate = try #require(HomogeneousAggregate(try CType(encoding)))
         #expect(aggregate.base == base)
         #expect(aggregate.count == count)
     }
 
     @Test(arguments: ["{?=fffff}", "{?=fd}", "{?=fi}", "(?=fd)", "{?=[5f]}", "{?=b0i3}", "d", "{?=jdjdd}"])
     func notHomogeneous(encoding: String) throws {
-        #expect(HomogeneousAggregate(try CType(encoding: encoding)) == nil)
+        #expect(HomogeneousAggregate(try CType(encoding)) == nil)
     }
 
     @Test(arguments: [

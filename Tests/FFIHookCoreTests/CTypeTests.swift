@@ -20,8 +20,8 @@ private func aggregateName(of type: CType) -> String?? {
 
 /// Reads `encoding`, then checks that its canonical encoding reads back to an equal type.
 private func roundTripped(_ encoding: String) throws -> CType {
-    let type = try CType(encoding: encoding)
-    let again = try CType(encoding: type.encoding)
+    let type = try CType(encoding)
+    let again = try CType(type.encoding)
     #expect(again == type, "\(encoding) -> \(type.encoding)")
     #expect(again.encoding == type.encoding)
     #expect(type.description == type.encoding)
@@ -145,12 +145,12 @@ extension CTypeTests {
             return
         }
         #expect(target.encoding == pointee)
-        #expect(try target == CType(encoding: pointee))
+        #expect(try target == CType(pointee))
     }
 
     @Test func opaqueAndEmptyPointeesDiffer() throws {
-        guard case .pointer(let opaque) = try CType(encoding: "^{Opaque}").kind,
-            case .pointer(let empty) = try CType(encoding: "^{Opaque=}").kind
+        guard case .pointer(let opaque) = try CType("^{Opaque}").kind,
+            case .pointer(let empty) = try CType("^{Opaque=}").kind
         else {
             Issue.record("not pointers")
             return
@@ -165,7 +165,7 @@ extension CTypeTests {
     }
 
     @Test func doublePointerNestsPointees() throws {
-        let type = try CType(encoding: "^^v")
+        let type = try CType("^^v")
         guard case .pointer(let inner) = type.kind, case .pointer(let innermost) = inner.kind else {
             Issue.record("not a pointer to a pointer")
             return
@@ -211,7 +211,7 @@ extension CTypeTests {
     }
 
     @Test func multiDimensionalArrayIsAnArrayOfArrays() throws {
-        let type = try CType(encoding: "[2[3[4d]]]")
+        let type = try CType("[2[3[4d]]]")
         guard case .array(2, let rows) = type.kind,
             case .array(3, let columns) = rows.kind,
             case .array(4, let cell) = columns.kind
@@ -337,22 +337,22 @@ extension CTypeTests {
     }
 
     @Test func anonymousAggregatesAreWrittenWithQuestionMark() throws {
-        #expect(try CType(encoding: "{=ii}").encoding == "{?=ii}")
-        #expect(try CType(encoding: "{=ii}") == CType(encoding: "{?=ii}"))
-        #expect(try CType(encoding: "{}").encoding == "{?}")
-        #expect(try CType(encoding: "(=c)").encoding == "(?=c)")
+        #expect(try CType("{=ii}").encoding == "{?=ii}")
+        #expect(try CType("{=ii}") == CType("{?=ii}"))
+        #expect(try CType("{}").encoding == "{?}")
+        #expect(try CType("(=c)").encoding == "(?=c)")
     }
 
     @Test func structAndUnionWithTheSameMembersDiffer() throws {
-        let structure = try CType(encoding: "{S=ci}")
-        let union = try CType(encoding: "(S=ci)")
+        let structure = try CType("{S=ci}")
+        let union = try CType("(S=ci)")
         #expect(structure != union)
         #expect(structure.kind == .structure(name: "S", fields: fields(of: structure)))
         #expect(union.kind == .union(name: "S", fields: fields(of: union)))
     }
 
     @Test func nestedStructMembersKeepTheirOwnOffsets() throws {
-        let rect = try CType(encoding: "{CGRect={CGPoint=dd}{CGSize=dd}}")
+        let rect = try CType("{CGRect={CGPoint=dd}{CGSize=dd}}")
         let members = try #require(fields(of: rect))
         #expect(members.count == 2)
         let sizeMembers = try #require(fields(of: members[1].type))
@@ -363,7 +363,7 @@ extension CTypeTests {
     // MARK: - Bit-fields
 
     @Test func gnuBitFieldsKeepOffsetTypeAndWidth() throws {
-        let type = try CType(encoding: "{BF=b0i3b3I5cb16q40}")
+        let type = try CType("{BF=b0i3b3I5cb16q40}")
         let members = try #require(fields(of: type))
         let bitFields: [(Int, CType.Primitive, Int)] = members.compactMap {
             guard case .bitField(let field) = $0.type.kind else { return nil }
@@ -378,7 +378,7 @@ extension CTypeTests {
     }
 
     @Test func zeroWidthBitFieldDoesNotAlign() throws {
-        let type = try CType(encoding: "{A=cb32i0c}")
+        let type = try CType("{A=cb32i0c}")
         let members = try #require(fields(of: type))
         guard case .bitField(let separator) = members[1].type.kind else {
             Issue.record("member 1 is not a bit-field")
@@ -391,8 +391,8 @@ extension CTypeTests {
     }
 
     @Test func bitFieldEncodingIsCanonical() throws {
-        #expect(try CType(encoding: "{S=b00i003}").encoding == "{S=b0i3}")
-        #expect(try CType(encoding: "{S=b00i003}") == CType(encoding: "{S=b0i3}"))
+        #expect(try CType("{S=b00i003}").encoding == "{S=b0i3}")
+        #expect(try CType("{S=b00i003}") == CType("{S=b0i3}"))
     }
 
     // MARK: - Complex numbers
@@ -440,7 +440,7 @@ extension CTypeTests {
     @Test func blockIsNotAnObject() throws {
         let block = try roundTripped("@?")
         #expect(block.kind == .block)
-        #expect(block != (try CType(encoding: "@")))
+        #expect(block != (try CType("@")))
     }
 
     @Test func classNameIsKeptBeforeTheNextMemberName() throws {
@@ -587,9 +587,9 @@ extension CTypeTests {
         #expect(signature.encoding == returnType + arguments.joined())
         let again = try Signature(signature.encoding)
         #expect(again == signature)
-        #expect(try signature.returnType == CType(encoding: returnType))
+        #expect(try signature.returnType == CType(returnType))
         for (argument, text) in zip(signature.argumentTypes, arguments) {
-            #expect(try argument == CType(encoding: text))
+            #expect(try argument == CType(text))
         }
     }
 
@@ -619,7 +619,7 @@ extension CTypeTests {
     func canonicalEncoding(encoding: String, canonical: String) throws {
         let type = try roundTripped(encoding)
         #expect(type.encoding == canonical)
-        #expect(try CType(encoding: canonical) == type)
+        #expect(try CType(canonical) == type)
     }
 
     // MARK: - Every valid case reads back
@@ -633,8 +633,8 @@ extension CTypeTests {
     @Test func everyValidEncodingRoundTrips() throws {
         #expect(Self.allValidEncodings.count > 150)
         for encoding in Self.allValidEncodings {
-            let type = try CType(encoding: encoding)
-            let reread = try CType(encoding: type.encoding)
+            let type = try CType(encoding)
+            let reread = try CType(type.encoding)
             #expect(reread == type, "\(encoding) -> \(type.encoding)")
             #expect(reread.encoding == type.encoding)
             #expect(reread.hashValue == type.hashValue)
@@ -643,7 +643,7 @@ extension CTypeTests {
 
     @Test func everyValidEncodingIsAlsoAValidArgumentWhenItIsAValue() throws {
         for encoding in Self.allValidEncodings {
-            let type = try CType(encoding: encoding)
+            let type = try CType(encoding)
             guard !type.isVoid, !type.isOpaque else { continue }
             let signature = try Signature("v" + type.encoding)
             #expect(signature.argumentTypes == [type], "\(encoding)")

@@ -76,9 +76,22 @@ func address<F>(of function: F) -> UnsafeRawPointer {
         #expect(error?.code == .typeMismatch)
         #expect(error?.code.description == "typeMismatch")
         #expect(error?.position == .argument(1))
-        #expect(error?.type == (try CType(encoding: "d")))
+        #expect(error?.type == (try CType("d")))
         #expect(error?.message == "argument 1 (d) does not match the Swift type Int64")
         #expect(error?.description == #"argument 1 (d) does not match the Swift type Int64; in signature "ddd""#)
+    }
+
+    /// A floating-point Swift value cannot stand for an address: it would travel in a
+    /// floating-point register where the callee reads an integer one.
+    @Test func aFloatingPointValueIsNoPointer() throws {
+        for encoding in ["q*", "q^v", "q@", "q:", "q#", "q[4i]"] {
+            let interface = try CallInterface(Signature(encoding))
+            let error = #expect(throws: CallInterfaceError.self, "\(encoding)") {
+                _ = try interface.call(UnsafeRawPointer(bitPattern: 0x1000)!, returning: Int.self, 1.5)
+            }
+            #expect(error?.code == .typeMismatch, "\(encoding)")
+            #expect(error?.position == .argument(0), "\(encoding)")
+        }
     }
 
     @Test(arguments: [

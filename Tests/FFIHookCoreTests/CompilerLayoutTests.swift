@@ -23,10 +23,10 @@ import Testing
     @Test(arguments: layouts.indices)
     func compilerEncodingHasCompilerLayout(index: Int) throws {
         let layout = Self.layouts[index]
-        let type = try CType(encoding: layout.encoding)
+        let type = try CType(layout.encoding)
         #expect(type.size == layout.size, "\(layout.declaration) \(layout.encoding)")
         #expect(type.alignment == layout.alignment, "\(layout.declaration) \(layout.encoding)")
-        #expect(try CType(encoding: type.encoding) == type, "canonical form of \(layout.encoding)")
+        #expect(try CType(type.encoding) == type, "canonical form of \(layout.encoding)")
     }
 
     @Test(arguments: layouts.indices)

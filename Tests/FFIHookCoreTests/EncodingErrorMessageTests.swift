@@ -20,7 +20,7 @@ import Testing
     }
 
     @Test func aBadCodeAtTheStartOfAHugeInput() {
-        let error = #expect(throws: EncodingError.self) { try CType(encoding: "!" + Self.million) }
+        let error = #expect(throws: EncodingError.self) { try CType("!" + Self.million) }
         #expect(error?.offset == 0)
         #expect(
             error?.description
@@ -40,7 +40,7 @@ import Testing
 
     @Test func trailingCharactersAfterAHugeType() {
         // A single type stops after the first `i`; the rest is quoted only in part.
-        let error = #expect(throws: EncodingError.self) { try CType(encoding: Self.million) }
+        let error = #expect(throws: EncodingError.self) { try CType(Self.million) }
         #expect(error?.code == .trailingCharacters)
         #expect(error?.offset == 1)
         #expect((error?.description.count ?? .max) < 200)

@@ -5,14 +5,14 @@ import Testing
 extension MalformedEncodingTests {
     /// Which entry point reads an encoding.
     enum EntryPoint: Sendable {
-        /// `CType(encoding:)`: exactly one type.
+        /// `CType(_:)`: exactly one type.
         case type
         /// `Signature(_:)`: a return type and arguments, frame offsets allowed.
         case signature
 
         func parse(_ input: String) throws(EncodingError) {
             switch self {
-            case .type: _ = try CType(encoding: input)
+            case .type: _ = try CType(input)
             case .signature: _ = try Signature(input)
             }
         }
@@ -41,7 +41,7 @@ private func displayed(_ input: String) -> String {
     return "\(quoted(head))... (\(utf8.count) bytes)"
 }
 
-/// A case read with `CType(encoding:)`.
+/// A case read with `CType(_:)`.
 private func T(_ input: String, _ offset: Int, _ problem: EncodingError.Problem) -> MalformedEncodingTests.Case {
     .init(entry: .type, input: input, offset: offset, problem: problem)
 }
@@ -464,7 +464,7 @@ private let qualifiedBitField = EncodingError.Problem.malformedBitField("a bit-f
     @Test func descriptionMarksTheOffset() {
         let error = EncodingError(encoding: "{S=x}", offset: 3, problem: .unknownTypeCode("x"))
         #expect(error.description == #"unknown type code 'x' at offset 3 in "{S=x}""#)
-        #expect(throws: error) { try CType(encoding: "{S=x}") }
+        #expect(throws: error) { try CType("{S=x}") }
     }
 
     // MARK: - Non-ASCII input
@@ -491,7 +491,7 @@ private let qualifiedBitField = EncodingError.Problem.malformedBitField("a bit-f
     }
 
     @Test func nonASCIINamesAreNotRefused() throws {
-        let type = try CType(encoding: #"{Größe="wert"i}"#)
+        let type = try CType(#"{Größe="wert"i}"#)
         #expect(type.size == 4)
         #expect(type.encoding == #"{Größe="wert"i}"#)
     }
@@ -520,9 +520,9 @@ private let qualifiedBitField = EncodingError.Problem.malformedBitField("a bit-f
 
     @Test(arguments: atTheLimits)
     func limitItselfIsAccepted(_ encoding: String) throws {
-        let type = try CType(encoding: encoding)
+        let type = try CType(encoding)
         #expect(type.size <= CType.maximumSize)
-        #expect(try CType(encoding: type.encoding) == type)
+        #expect(try CType(type.encoding) == type)
     }
 
     @Test func limitValues() {
@@ -531,10 +531,10 @@ private let qualifiedBitField = EncodingError.Problem.malformedBitField("a bit-f
     }
 
     @Test func largestSizesAreExact() throws {
-        #expect(try CType(encoding: "[2147483647c]").size == CType.maximumSize)
-        #expect(try CType(encoding: "{S=[2147483640c]i}").size == 2_147_483_644)
-        #expect(try CType(encoding: "{S=b17179869160c8}").size == 2_147_483_646)
-        #expect(try CType(encoding: "[17179869176{E=}]").size == 0)
+        #expect(try CType("[2147483647c]").size == CType.maximumSize)
+        #expect(try CType("{S=[2147483640c]i}").size == 2_147_483_644)
+        #expect(try CType("{S=b17179869160c8}").size == 2_147_483_646)
+        #expect(try CType("[17179869176{E=}]").size == 0)
     }
 
     @Test func signatureNestingIsCountedPerType() throws {
@@ -640,7 +640,7 @@ private let qualifiedBitField = EncodingError.Problem.malformedBitField("a bit-f
         let offsets = "v" + repeated("8", 1 << 20)
         var results: (Signature, CType, Signature)?
         let elapsed = try ContinuousClock().measure {
-            results = (try Signature(arguments), try CType(encoding: members), try Signature(offsets))
+            results = (try Signature(arguments), try CType(members), try Signature(offsets))
         }
         let (signature, type, frameOffsets) = try #require(results)
         #expect(signature.argumentTypes.count == 100_000)
@@ -676,7 +676,7 @@ private let qualifiedBitField = EncodingError.Problem.malformedBitField("a bit-f
     @Test
     func voidComplexPartIsAVoidValue() {
         #expect(throws: EncodingError(encoding: "jv", offset: 1, problem: .voidValue)) {
-            try CType(encoding: "jv")
+            try CType("jv")
         }
         #expect(throws: EncodingError(encoding: "vjv", offset: 2, problem: .voidValue)) {
             try Signature("vjv")
@@ -686,27 +686,27 @@ private let qualifiedBitField = EncodingError.Problem.malformedBitField("a bit-f
     @Test
     func boolBitFieldIsOneBitWide() throws {
         for encoding in ["{S=b0B2}", "{S=b0B8}", "(U=b0B3)"] {
-            let error = #expect(throws: EncodingError.self) { try CType(encoding: encoding) }
+            let error = #expect(throws: EncodingError.self) { try CType(encoding) }
             #expect(error?.offset == 3)
             guard error?.code == .invalidBitFieldPlacement else {
                 Issue.record("\(encoding): expected an invalid bit-field placement, got \(String(describing: error))")
                 continue
             }
         }
-        #expect(try CType(encoding: "{S=b0B1b1B1}").size == 1)
+        #expect(try CType("{S=b0B1b1B1}").size == 1)
     }
 
     @Test
     func nonASCIIUnknownTypeCodeNamesTheCharacter() {
         #expect(throws: EncodingError(encoding: "é", offset: 0, problem: .unknownTypeCode("é"))) {
-            try CType(encoding: "é")
+            try CType("é")
         }
         #expect(throws: EncodingError(encoding: "v😀", offset: 1, problem: .unknownTypeCode("😀"))) {
             try Signature("v😀")
         }
         #expect(throws: EncodingError(encoding: "[3i€", offset: 3, problem: .unexpectedCharacter("€", expected: "']'")))
         {
-            try CType(encoding: "[3i€")
+            try CType("[3i€")
         }
     }
 }

@@ -290,6 +290,44 @@ extension FixtureTableTests {
             #expect(parse("12") == 12)
         }
 
+        /// Typed blocks, for import tables: the signature derived from the Swift types, or
+        /// given and checked against them.
+        @Test func typedBlocksOnAnImportedFunction() throws {
+            let library = try ImportFixtures.open(Self.lazy)
+            let parse = try ImportFixtures.function("cimportlazy_parse", in: library, as: ImportFixtures.ParseLong.self)
+            let log = EventLog()
+            let scope = ImportScope.object(Self.lazy)
+            let text = UnsafePointer<CChar>?.self
+            let before = try ImportTable.before(symbol: "atol", in: scope, arguments: text, returning: Int.self) {
+                string in
+                log.record("before \(String(cString: string!))")
+            }
+            let instead = try ImportTable.instead(symbol: "atol", in: scope, arguments: text, returning: Int.self) {
+                (original: (UnsafePointer<CChar>?) -> Int, string: UnsafePointer<CChar>?) -> Int in
+                original(string) + 1
+            }
+            let after = try ImportTable.after(
+                symbol: "atol", in: scope, signature: Signature("q^v"), arguments: text, returning: Int.self
+            ) { result, _ in
+                log.record("after \(result)")
+                return result * 2
+            }
+            let groups = [before, instead, after]
+            #expect(parse("12") == 26)
+            #expect(log.all == ["before 12", "after 13"])
+            // Swift types that disagree with a given signature are refused, and nothing is hooked.
+            let refused = #expect(throws: HookError.self) {
+                try ImportTable.before(
+                    symbol: "atol", in: scope, signature: Signature("q*"), arguments: Double.self, returning: Int.self
+                ) { _ in }
+            }
+            #expect(refused?.code == .invalidSignature)
+            #expect(refused?.callInterfaceError?.position == .argument(0))
+            #expect(groups.allSatisfy { $0.remove() })
+            #expect(parse("12") == 12)
+            #expect(log.all == ["before 12", "after 13"])
+        }
+
         @Test func removalRestoresOnlyWhatIsStillOurs() throws {
             let library = try ImportFixtures.open(Self.fullRELRO)
             let length = try ImportFixtures.function(

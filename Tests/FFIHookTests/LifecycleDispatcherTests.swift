@@ -77,7 +77,7 @@ extension FixtureTableTests {
                 ])
             #expect(ct_fix_add_runs() == 1)
             for registration in registrations {
-                #expect(registration.skippedSlots == ["notify"])
+                #expect(registration.skippedFields == ["notify"])
                 registration.remove()
             }
             marker.remove()
@@ -90,7 +90,7 @@ extension FixtureTableTests {
             defer { withNotify.deallocate() }
             let registration = try dispatcher.register(withNotify, priority: 1)
             defer { registration.remove() }
-            #expect(registration.skippedSlots == ["add"])
+            #expect(registration.skippedFields == ["add"])
             #expect(fixtureField(\.add) == addOriginalAddress)
             let start = lifecycleLog.all.count
             ct_fix_call_notify(7)
@@ -109,7 +109,7 @@ extension FixtureTableTests {
             let start = lifecycleLog.all.count
             #expect(ct_fix_call_add(4, 5) == 9)
             #expect(Array(lifecycleLog.all.dropFirst(start)) == ["A 4 5"])
-            #expect(registration.skippedSlots == ["notify"])
+            #expect(registration.skippedFields == ["notify"])
         }
 
         @Test func componentsComeAndGoWhileOtherThreadsCall() throws {

@@ -15,7 +15,7 @@ import Testing
     }
 
     @Test func structureOfAType() throws {
-        let point = try CType(encoding: "{Point=\"x\"d\"y\"d}")
+        let point = try CType("{Point=\"x\"d\"y\"d}")
         #expect(point.size == 16)
         #expect(point.alignment == 8)
     }

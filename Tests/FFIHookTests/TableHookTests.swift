@@ -30,7 +30,7 @@ extension FixtureTableTests {
                 log.record(slot.name)
             }
             #expect(group.tokens.count == 6)
-            #expect(group.skippedSlots.isEmpty)
+            #expect(group.skippedFields.isEmpty)
             _ = ct_fix_call_add(1, 2)
             ct_fix_call_notify(3)
             _ = ct_fix_call_mix(1, 2, 3, 4)
@@ -44,12 +44,33 @@ extension FixtureTableTests {
             #expect(memcmp(table, [before], MemoryLayout<ct_fix_table>.size) == 0)
         }
 
+        @Test func beforeInsteadAndAfterOnATable() throws {
+            let table = ct_fix_table_get()!
+            let log = EventLog()
+            let layout = TableLayout<ct_fix_table>([.init("add", \.add, FixtureSignature.add)])
+            let groups = [
+                try Hook.before(on: table, layout: layout) { field, _ in log.record("before \(field.name)") },
+                try Hook.instead(on: table, layout: layout) { _, call in
+                    call.callOriginal()
+                    call.setReturnValue(call.returnValue(as: Int32.self) * 10)
+                },
+                try Hook.after(on: table, layout: layout) { field, call in
+                    log.record("after \(field.name) \(call.returnValue(as: Int32.self))")
+                },
+            ]
+            #expect(ct_fix_call_add(1, 2) == 30)
+            #expect(log.all == ["before add", "after add 30"])
+            #expect(Set(groups).count == 3)
+            #expect(groups.allSatisfy { $0.remove() })
+            #expect(ct_fix_call_add(1, 2) == 3)
+        }
+
         @Test func emptySlotsAreSkipped() throws {
             let table = ct_fix_table_get()!
             table.pointee.mix = nil
             let group = try Hook.install(on: table, layout: fixtureLayout, position: .before) { _, _ in }
             defer { group.remove() }
-            #expect(group.skippedSlots == ["mix"])
+            #expect(group.skippedFields == ["mix"])
             #expect(table.pointee.mix == nil)
             #expect(group.tokens.count == 5)
         }

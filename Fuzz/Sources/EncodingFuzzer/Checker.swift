@@ -55,7 +55,7 @@ struct Checker {
     func checkSingleType(signature: Signature?) {
         let type: CType
         do {
-            type = try CType(encoding: text)
+            type = try CType(text)
         } catch {
             checkError(error, of: text, "CType")
             return
@@ -65,7 +65,7 @@ struct Checker {
         let canonical = type.encoding
         require(type.description == canonical, "CType.description differs from its encoding")
         do {
-            let reparsed = try CType(encoding: canonical)
+            let reparsed = try CType(canonical)
             require(
                 reparsed == type,
                 "canonical type \(quote(canonical)) reads back as \(reparsed.kind) instead of \(type.kind)")

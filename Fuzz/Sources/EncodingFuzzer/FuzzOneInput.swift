@@ -1,7 +1,7 @@
 import FFIHookCore
 import FuzzKit
 
-/// Runs one input through `Signature(_:)` and `CType(encoding:)` and checks what they promise.
+/// Runs one input through `Signature(_:)` and `CType(_:)` and checks what they promise.
 ///
 /// Bytes that are valid UTF-8 are parsed exactly as given, so error offsets refer to them;
 /// other bytes are decoded with U+FFFD in place of each invalid sequence. A broken promise

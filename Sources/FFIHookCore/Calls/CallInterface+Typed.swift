@@ -63,11 +63,19 @@ package enum SwiftScalarClass {
         guard MemoryLayout<T>.size == expected.size, MemoryLayout<T>.alignment <= max(expected.alignment, 1) else {
             return false
         }
-        guard let swiftClass = of(swiftType), case .primitive(let primitive) = c.kind else { return true }
-        switch swiftClass {
-        case .floatingPoint: return primitive == .float || primitive == .double
-        case .longDouble: return primitive == .longDouble
-        case .integer: return primitive.isInteger
+        guard let swiftClass = of(swiftType) else { return true }
+        switch c.kind {
+        case .primitive(let primitive):
+            switch swiftClass {
+            case .floatingPoint: return primitive == .float || primitive == .double
+            case .longDouble: return primitive == .longDouble
+            case .integer: return primitive.isInteger
+            }
+        // Addresses travel as integers: a floating-point value cannot stand for one.
+        case .pointer, .cString, .object, .block, .objectClass, .selector, .unknown, .array:
+            return swiftClass == .integer
+        default:
+            return true
         }
     }
 }

@@ -22,13 +22,19 @@ public struct CType: Sendable, Hashable, CustomStringConvertible {
     /// The deepest nesting of pointers, arrays, structs, unions and complex types accepted.
     public static let maximumNestingDepth = 64
 
-    /// Reads exactly one type from `encoding`.
+    /// Reads exactly one type from `encoding`, as ``Signature/init(_:)`` reads a signature.
     ///
-    /// - Throws: ``EncodingError`` naming the offset and reason when `encoding` is not
+    /// - Throws: ``EncodingError`` naming the offset and the problem when `encoding` is not
     ///   exactly one well-formed type. Any input string is safe to pass.
-    public init(encoding: String) throws(EncodingError) {
+    public init(_ encoding: String) throws(EncodingError) {
         var parser = EncodingParser(encoding)
         self = try parser.parseSingleType()
+    }
+
+    /// Reads exactly one type from `encoding`, under the initializer's earlier label.
+    @available(*, deprecated, renamed: "init(_:)")
+    public init(encoding: String) throws(EncodingError) {
+        try self.init(encoding)
     }
 
     init(kind: Kind, qualifiers: Qualifiers = [], size: Int, alignment: Int) {

@@ -7,7 +7,7 @@
 struct EncodingParser {
     /// Where a type is being read, which decides what it may be.
     enum Context {
-        /// A type read on its own (`CType(encoding:)`): anything, including `v` and `{Name}`.
+        /// A type read on its own (`CType(_:)`): anything, including `v` and `{Name}`.
         case standalone
         /// The return type of a signature: `v` allowed.
         case returnValue

@@ -23,7 +23,7 @@ let atan2Pointer = unsafeBitCast(atan2 as @convention(c) (Double, Double) -> Dou
 let angle: Double = try interface.call(atan2Pointer, returning: Double.self, 1.0, 1.0)
 check(angle == atan2(1.0, 1.0), "atan2 through a call interface")
 
-let point = try CType(encoding: "{Point=\"x\"d\"y\"d}")
+let point = try CType("{Point=\"x\"d\"y\"d}")
 check(point.size == 16 && point.alignment == 8, "the layout of {Point=dd}")
 
 do {
