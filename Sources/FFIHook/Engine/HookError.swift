@@ -48,9 +48,10 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
         case readOnlySlot
         /// The page protection could not be lifted (`mprotect` failed).
         case protectionChangeFailed
-        /// Waiting for reclamation from inside a hooked call, or installing from a block that
-        /// runs within the library's own install or removal on the same thread (for an
-        /// allocation it makes, with `malloc` hooked): either would wait for itself.
+        /// Waiting for reclamation from inside a hooked call, or installing or reading
+        /// ``Hook/statistics`` from a block that runs within the library's own install or
+        /// removal on the same thread (for an allocation it makes, with `malloc` hooked): each
+        /// would wait for itself.
         case calledFromHookBlock
         /// No loaded object's path ends with the name given for an import-table hook, and
         /// none has it as its soname.
@@ -109,7 +110,7 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
         case .protectionChangeFailed:
             "the page protection of \(slotName ?? "the slot")\(signaturePhrase) could not be changed (mprotect failed)"
         case .calledFromHookBlock:
-            "called from inside a hook block, where it would wait for itself (waitForReclamation() in a hooked call, or an install in a block that runs within the library's own install or removal on this thread)"
+            "called from inside a hook block, where it would wait for itself (waitForReclamation() in a hooked call, or an install or a read of Hook.statistics in a block that runs within the library's own install or removal on this thread)"
                 + context
         }
     }
