@@ -7,6 +7,11 @@ let strictSettings: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
+// The example (ffi-hook-trace) and the soak (ffi-hook-soak) are in Programs/, the
+// benchmarks in Benchmarks/ and the fuzzers in Fuzz/: packages of their own that depend on
+// this one by path. SwiftPM lists every executable target of a root package as a product;
+// kept apart, they leave this package with its two libraries.
+
 let package = Package(
     name: "swift-ffi-hook",
     products: [
@@ -45,29 +50,12 @@ let package = Package(
         // fault-free reads, the walk over loaded objects' import tables (prefix ffh_).
         .target(name: "CFFIHookSupport"),
 
-        // MARK: - Programs (run with `swift run`; not products)
-
-        // The example: a live trace of what SQLite asks of its file system.
-        .executableTarget(
-            name: "ffi-hook-trace",
-            dependencies: ["FFIHook", "CSQLite"],
-            swiftSettings: strictSettings
-        ),
-        // The soak: callers, hook mutators and reclamation at once, then checks of the end state.
-        .executableTarget(
-            name: "ffi-hook-soak",
-            dependencies: ["FFIHook", "FFIHookCore", "CSoakSupport"],
-            swiftSettings: strictSettings
-        ),
-
         // MARK: - Test support
 
         // Compiler-built C functions and layouts that the tests check the library against.
         // (The import-table fixture libraries in Tests/Fixtures are built by the tests.)
         .target(name: "CTestSupport", dependencies: ["CFFI"], path: "Tests/Support/CTestSupport"),
-        // The soak's C shapes and tables.
-        .target(name: "CSoakSupport", path: "Tests/Support/CSoakSupport"),
-        // Real C libraries from Debian that the tests and the example hook.
+        // Real C libraries from Debian that the tests hook.
         .systemLibrary(
             name: "CSQLite", path: "Tests/Support/CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Builds the soak executable with AddressSanitizer and runs it with LeakSanitizer on, for
-# SECONDS (default 60). Further arguments go to the executable (see --help).
+# Builds the soak program (ffi-hook-soak, in the Programs/ package) with AddressSanitizer and
+# runs it with LeakSanitizer on, for SECONDS (default 60). Further arguments go to the
+# program (see --help).
 #
 #     Scripts/soak.sh 600 --callers 4 --mutators 2
 #
-# Set SOAK_DEBUG=1 to build in debug mode instead of release, and SOAK_SCRATCH_PATH to build
-# in another scratch path (default .build-soak-asan; the AddressSanitizer test build in
-# .build-asan already holds the library's debug modules, which CI reuses).
+# Set SOAK_DEBUG=1 to build in debug mode instead of release (quicker to build, as CI does),
+# and SOAK_SCRATCH_PATH to build in another scratch path, relative to the repository's root
+# (default Programs/.build-asan: apart from Programs/.build, which `swift run` uses without
+# the sanitizer; the debug and release builds share it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,11 +16,12 @@ seconds="${1:-60}"
 shift || true
 configuration=release
 if [ "${SOAK_DEBUG:-0}" = 1 ]; then configuration=debug; fi
-scratch="${SOAK_SCRATCH_PATH:-.build-soak-asan}"
+scratch="${SOAK_SCRATCH_PATH:-Programs/.build-asan}"
+build=(swift build --package-path Programs -c "$configuration" --sanitize=address --scratch-path "$scratch")
 
 echo "== building ffi-hook-soak ($configuration, address sanitizer)"
-swift build -c "$configuration" --sanitize=address --scratch-path "$scratch" --product ffi-hook-soak
-binary="$(swift build -c "$configuration" --sanitize=address --scratch-path "$scratch" --show-bin-path)/ffi-hook-soak"
+"${build[@]}" --product ffi-hook-soak
+binary="$("${build[@]}" --show-bin-path)/ffi-hook-soak"
 
 echo "== running for $seconds s"
 ASAN_OPTIONS="detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}" "$binary" --seconds "$seconds" "$@"

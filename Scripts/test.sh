@@ -24,7 +24,7 @@ python3 Scripts/generate-c-tests.py --check
 
 echo "== swift format lint"
 swift format lint --strict --recursive Package.swift Sources Tests Fuzz/Package.swift Fuzz/Sources \
-    Benchmarks/Package.swift Benchmarks/Sources Benchmarks/Benchmarks
+    Benchmarks/Package.swift Benchmarks/Sources Benchmarks/Benchmarks Programs/Package.swift Programs/Sources
 
 echo "== swift test"
 swift test -Xswiftc -warnings-as-errors

@@ -108,4 +108,21 @@ public enum Hook {
     public static func waitForReclamation() throws(HookError) {
         try SlotRegistry.shared.waitForReclamation()
     }
+
+    /// The library's figures now: slots with hooks, memory of removed hooks not yet freed,
+    /// slot closures; see ``HookStatistics``.
+    ///
+    /// Safe to read from any thread and from inside a hook block.
+    ///
+    /// - Throws: ``HookError/Code-swift.struct/calledFromHookBlock`` when read from a block
+    ///   that runs within the library's own install or removal on the same thread (for an
+    ///   allocation it makes, with `malloc` hooked), where the read would wait for itself.
+    public static var statistics: HookStatistics {
+        get throws(HookError) {
+            guard let statistics = SlotRegistry.shared.statistics else {
+                throw HookError(slot: nil, signature: nil, problem: .calledFromHookBlock)
+            }
+            return statistics
+        }
+    }
 }

@@ -155,7 +155,7 @@ extension FixtureTableTests {
             #expect(error?.code == .calledFromHookBlock)
             #expect(
                 error?.description
-                    == "called from inside a hook block, where it would wait for itself (waitForReclamation() in a hooked call, or an install in a block that runs within the library's own install or removal on this thread)"
+                    == "called from inside a hook block, where it would wait for itself (waitForReclamation() in a hooked call, or an install or a read of Hook.statistics in a block that runs within the library's own install or removal on this thread)"
             )
         }
     }
@@ -253,13 +253,13 @@ extension FixtureTableTests {
         #expect(!bare.hasPrefix("cannot hook"))
         #expect(
             bare
-                == "called from inside a hook block, where it would wait for itself (waitForReclamation() in a hooked call, or an install in a block that runs within the library's own install or removal on this thread)"
+                == "called from inside a hook block, where it would wait for itself (waitForReclamation() in a hooked call, or an install or a read of Hook.statistics in a block that runs within the library's own install or removal on this thread)"
         )
         let named = HookError(slot: 0x7f3a_2c00_1008, signature: try Signature("iii"), problem: .calledFromHookBlock)
             .description
         #expect(
             named
-                == "called from inside a hook block, where it would wait for itself (waitForReclamation() in a hooked call, or an install in a block that runs within the library's own install or removal on this thread)"
+                == "called from inside a hook block, where it would wait for itself (waitForReclamation() in a hooked call, or an install or a read of Hook.statistics in a block that runs within the library's own install or removal on this thread)"
                 + #" (slot 0x00007f3a2c001008, signature "iii")"#)
     }
 

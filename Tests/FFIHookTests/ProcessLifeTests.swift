@@ -89,8 +89,8 @@ import Testing
 
     /// A block on the allocator that removes hooks, or installs one, when it runs for an
     /// allocation the library makes inside its own install on the same thread: the removal
-    /// takes effect as the install releases the lock, the install is refused with
-    /// `calledFromHookBlock`, and nothing waits for a lock its own thread holds.
+    /// takes effect as the install releases the lock, the install and a read of the statistics
+    /// are refused with `calledFromHookBlock`, and nothing waits for a lock its own thread holds.
     @Test(.disabled(if: ProcessLifeTests.underThreadSanitizer, "the allocator cannot be hooked under ThreadSanitizer"))
     func allocatorBlocksChangeHooksInsideTheLibrarysOwnInstall() async {
         await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
@@ -623,6 +623,13 @@ extension ProcessLifeTests {
                 } catch {
                     outcome += "\(error)"
                 }
+                // Reading the statistics is refused where an install is.
+                do throws(HookError) {
+                    _ = try Hook.statistics
+                    outcome += ", read"
+                } catch {
+                    outcome += error.code == .calledFromHookBlock ? ", refused" : ", \(error)"
+                }
                 box.outcome.withLock { $0 = outcome }
             }
             box.group.withLock { $0 = group }
@@ -639,9 +646,11 @@ extension ProcessLifeTests {
             box.group.withLock { $0 = nil }
         }
         check(
-            outcomes.allSatisfy { $0 == "removed true, refused" || $0 == "removed true, installed" },
+            outcomes.allSatisfy { $0 == "removed true, refused, refused" || $0 == "removed true, installed, read" },
             "outcomes: \(outcomes)")
-        check(outcomes.contains("removed true, refused"), "a block ran inside the install's own work: \(outcomes)")
+        check(
+            outcomes.contains("removed true, refused, refused"),
+            "a block ran inside the install's own work: \(outcomes)")
         waitForReclamation("after the allocator groups")
     }
 

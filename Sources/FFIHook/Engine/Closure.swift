@@ -64,6 +64,8 @@ struct ClosurePool {
 
     /// How many cells exist.
     var count: Int { blocks.isEmpty ? 0 : (blocks.count - 1) * Self.cellsPerBlock + usedInLastBlock }
+    /// How many cells wait for reuse.
+    var freeCount: Int { free.count }
 
     /// The writable address of a cell's closure.
     private func closure(_ cell: Cell) -> UnsafeMutableRawPointer {

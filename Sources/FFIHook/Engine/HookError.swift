@@ -61,9 +61,10 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
         public static var readOnlySlot: Self { Self(.readOnlySlot) }
         /// The page protection could not be lifted or restored (`mprotect` failed).
         public static var protectionChangeFailed: Self { Self(.protectionChangeFailed) }
-        /// Waiting for reclamation from inside a hooked call, or installing from a block that
-        /// runs within the library's own install or removal on the same thread (for an
-        /// allocation it makes, with `malloc` hooked): either would wait for itself.
+        /// Waiting for reclamation from inside a hooked call, or installing or reading
+        /// ``Hook/statistics`` from a block that runs within the library's own install or
+        /// removal on the same thread (for an allocation it makes, with `malloc` hooked): each
+        /// would wait for itself.
         public static var calledFromHookBlock: Self { Self(.calledFromHookBlock) }
         /// No loaded object's path ends with the name given for an import-table hook, and
         /// none has it as its soname; ``HookError/object`` is the name.
@@ -195,7 +196,7 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
                 "the slot is in read-only memory (pass .liftsPageProtection to make its page writable while it is written)"
             case .protectionChangeFailed: "the page protection could not be changed (mprotect failed)"
             case .calledFromHookBlock:
-                "called from inside a hook block, where it would wait for itself (waitForReclamation() in a hooked call, or an install in a block that runs within the library's own install or removal on this thread)"
+                "called from inside a hook block, where it would wait for itself (waitForReclamation() in a hooked call, or an install or a read of Hook.statistics in a block that runs within the library's own install or removal on this thread)"
             case .objectNotFound(let object): "no loaded object has a path ending in \(quoted(object)) or that soname"
             case .symbolNotImported(let symbol):
                 "no object in scope imports \(quoted(symbol)) (it has no JUMP_SLOT or GLOB_DAT entry for it)"

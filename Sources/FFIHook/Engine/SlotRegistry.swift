@@ -652,6 +652,21 @@ package final class SlotRegistry: Sendable {
         }
     }
 
+    /// The figures of ``HookStatistics``, read under the lock at one moment; `nil` when this
+    /// thread holds the lock (a block that runs for an allocation the library makes while it
+    /// installs or removes), where reading them would wait for itself.
+    package var statistics: HookStatistics? {
+        guard !holdsLock else { return nil }
+        return state.withLock { state in
+            HookStatistics(
+                hookedSlotCount: state.entries.count + state.detached.count,
+                pendingReclamationCount: Self.pendingReclamationCount(state),
+                closureCount: state.pool.count,
+                idleClosureCount: state.pool.freeCount + state.retiredCells.count
+                    + state.waiting.reduce(0) { $0 + $1.cells.count })
+        }
+    }
+
     /// How many slots have hooks (detached ones included).
     package var entryCount: Int {
         state.withLock { $0.entries.count + $0.detached.count }
@@ -665,9 +680,11 @@ package final class SlotRegistry: Sendable {
 
     /// How many replaced snapshots and entries, and released closures, wait to be freed.
     package var pendingReclamationCount: Int {
-        state.withLock { state in
-            state.retired.count + state.retiredCells.count
-                + state.waiting.reduce(0) { $0 + $1.objects.count + $1.cells.count }
-        }
+        state.withLock { Self.pendingReclamationCount($0) }
+    }
+
+    private static func pendingReclamationCount(_ state: State) -> Int {
+        state.retired.count + state.retiredCells.count
+            + state.waiting.reduce(0) { $0 + $1.objects.count + $1.cells.count }
     }
 }

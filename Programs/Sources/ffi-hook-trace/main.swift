@@ -4,7 +4,8 @@
 // io-methods table of the files it opens (reads, writes, syncs, closes), then creates a
 // database in a temporary directory, runs a transaction and a query, and prints each call.
 //
-//     swift run ffi-hook-trace
+//     swift run ffi-hook-trace                          (from Programs/)
+//     swift run --package-path Programs ffi-hook-trace  (from the repository's root)
 
 import CSQLite
 import FFIHook

@@ -5,6 +5,8 @@
 // removed hooks was freed. It exits with status 1 when a check fails.
 //
 //     swift run -c release ffi-hook-soak --seconds 60 --callers 4 --mutators 2
+//
+// from Programs/; Scripts/soak.sh builds and runs it with AddressSanitizer.
 
 internal import CSoakSupport
 import FFIHook
@@ -273,17 +275,19 @@ checks.append(
             ? "every slot holds its original function"
             : "slots not holding their original (bit per slot): 0x\(String(differences, radix: 16))"))
 
-let pending = SlotRegistry.shared.pendingReclamationCount
+// Read after every thread has stopped: nothing changes the figures any more.
+let statistics = try Hook.statistics
+let pending = statistics.pendingReclamationCount
 checks.append(
     Check(
         name: "reclamation", passed: pending == 0 && reclamationError == nil,
         detail: "\(pending) snapshots pending" + (reclamationError.map { ", wait threw \($0)" } ?? "")))
 
-let entries = SlotRegistry.shared.entryCount
+let hookedSlots = statistics.hookedSlotCount
 checks.append(
     Check(
-        name: "slot entries", passed: entries <= SlotShape.allCases.count,
-        detail: "\(entries) entries for \(SlotShape.allCases.count) slots"))
+        name: "hooked slots", passed: hookedSlots <= SlotShape.allCases.count,
+        detail: "\(hookedSlots) of the \(SlotShape.allCases.count) slots still hooked"))
 
 checks.append(
     Check(

@@ -1,0 +1,62 @@
+/// What the library holds for hooks at one moment: hooked slots, memory of removed hooks not
+/// yet freed, and slot closures.
+///
+/// Read it with ``Hook/statistics``. The figures let a program check that what it removes is
+/// given back: after every hook is removed and ``Hook/waitForReclamation()`` returns,
+/// ``hookedSlotCount`` counts only the slots other code still hooks, and
+/// ``pendingReclamationCount`` is zero unless another thread removed a hook since.
+///
+/// ```swift
+/// token.remove()
+/// try Hook.waitForReclamation()
+/// let statistics = try Hook.statistics
+/// assert(statistics.pendingReclamationCount == 0)
+/// ```
+///
+/// The four figures are read together under the library's lock, so they agree with each
+/// other; other threads may change them as soon as the value is returned.
+public struct HookStatistics: Sendable, Hashable, CustomStringConvertible {
+    /// How many slots have at least one hook installed.
+    ///
+    /// A slot counts from the install of its first hook to the removal of its last. A slot
+    /// that another writer overwrote while it had hooks counts until those hooks are removed,
+    /// since their blocks still run for whoever calls the library's closure. Functions written
+    /// into a slot with ``Hook/replace(on:with:options:)`` are not hooks and do not count.
+    public let hookedSlotCount: Int
+
+    /// How many hook lists and slot records that installs and removals replaced, and
+    /// closures given back by ``Hook/releaseSlots(in:)``, wait to be freed until no call can
+    /// still be inside them.
+    ///
+    /// Nothing frees them in the background: each later install or removal frees what no
+    /// call can reach any more, and ``Hook/waitForReclamation()`` frees everything removed
+    /// before it, so the count can stay above zero while no hook changes.
+    public let pendingReclamationCount: Int
+
+    /// How many slot closures the process holds: serving a slot (with hooks, or passing calls
+    /// on to its original) or idle.
+    ///
+    /// Closures are never freed (see ``Hook/releaseSlots(in:)``), so this only grows: by one
+    /// for each address hooked for the first time while no closure waits for reuse. A slot's
+    /// closure and the record beside it take 72 bytes on x86-64.
+    public let closureCount: Int
+
+    /// How many of the ``closureCount`` closures serve no slot: given back by
+    /// ``Hook/releaseSlots(in:)``, or by the removal of the last hook of a slot whose memory
+    /// was unmapped. The next addresses hooked reuse them, each once no call can still be
+    /// inside it.
+    public let idleClosureCount: Int
+
+    init(hookedSlotCount: Int, pendingReclamationCount: Int, closureCount: Int, idleClosureCount: Int) {
+        self.hookedSlotCount = hookedSlotCount
+        self.pendingReclamationCount = pendingReclamationCount
+        self.closureCount = closureCount
+        self.idleClosureCount = idleClosureCount
+    }
+
+    /// The four figures on one line.
+    public var description: String {
+        "HookStatistics(hooked slots: \(hookedSlotCount), pending reclamation: \(pendingReclamationCount), "
+            + "closures: \(closureCount), idle: \(idleClosureCount))"
+    }
+}
