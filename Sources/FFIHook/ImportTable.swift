@@ -164,7 +164,7 @@ public enum ImportTable {
         let tokens = try ImportWalk.withLoadedObjects { objects throws(HookError) in
             let chosen = objects.filter { ImportWalk.isInScope($0, scope) }
             if case .object(let name) = scope, chosen.isEmpty {
-                throw HookError(slot: nil, signature: signature, problem: .objectNotFound(name))
+                throw HookError(slot: nil, signature: signature, problem: .objectNotFound(name)).naming(symbol: symbol)
             }
             return try ImportWalk.install(request, in: chosen) { _ in true }
         }

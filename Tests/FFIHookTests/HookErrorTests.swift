@@ -171,7 +171,7 @@ extension FixtureTableTests {
         .invalidSignature("argument 0 ({Empty}) cannot be passed: an empty struct"),
         .closureAllocationFailed, .closurePreparationFailed(status: 1), .slotContention, .unmappedSlot,
         .readOnlySlot, .protectionChangeFailed, .calledFromHookBlock, .objectNotFound("libNoSuchObject.so"),
-        .symbolNotImported("no_such_symbol"),
+        .symbolNotImported("no_such_symbol"), .unsupportedScope("all objects, including later loads"),
     ]
 
     /// Whether a problem is about installing a hook. The switch is exhaustive, so a new
@@ -180,7 +180,7 @@ extension FixtureTableTests {
         switch problem {
         case .nullSlot, .misalignedSlot, .invalidSlot, .emptySlot, .signatureMismatch, .invalidSignature,
             .closureAllocationFailed, .closurePreparationFailed, .slotContention, .unmappedSlot, .readOnlySlot,
-            .objectNotFound, .symbolNotImported:
+            .objectNotFound, .symbolNotImported, .unsupportedScope:
             true
         case .protectionChangeFailed, .calledFromHookBlock: false
         }
@@ -189,7 +189,7 @@ extension FixtureTableTests {
     @Test func everyCodeIsListedOnceWithItsOwnName() {
         let codes = Set(Self.everyProblem.map(\.code))
         #expect(codes.count == Self.everyProblem.count)
-        #expect(codes.count == 15)
+        #expect(codes.count == 16)
         let names = Set(codes.map(\.description))
         #expect(names.count == codes.count)
         for problem in Self.everyProblem {

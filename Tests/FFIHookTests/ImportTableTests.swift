@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import FFIHook
@@ -52,6 +53,15 @@ enum ImportFixtures {
         SlotMemory.protection(of: address).map { $0.readable && !$0.writable } ?? false
     }
 }
+
+/// What `replacedParse` calls as the original (a C function captures nothing).
+private let replacedParseOriginal = Atomic<UInt>(0)
+
+/// An atol replacement: the original's result plus 1000.
+private let replacedParse: ImportFixtures.ParseLong = { text in
+    unsafeBitCast(replacedParseOriginal.load(ordering: .acquiring), to: ImportFixtures.ParseLong.self)(text) + 1000
+}
+private let replacedParseAddress = unsafeBitCast(replacedParse, to: UInt.self)
 
 extension FixtureTableTests {
     /// Hooking a function as called from loaded objects, through their import tables.
@@ -368,6 +378,75 @@ extension FixtureTableTests {
             #expect(ImportFixtures.isReadOnly(entry.slot))
             write(original)
             #expect(length("ab") == 2)
+        }
+
+        /// fishhook-style: a compiled function written into the entries, the original given back.
+        @Test func replaceWritesAFunctionIntoTheEntriesAndGivesTheOriginal() throws {
+            let library = try ImportFixtures.open(Self.lazy)
+            let parse = try ImportFixtures.function("cimportlazy_parse", in: library, as: ImportFixtures.ParseLong.self)
+            let group = try ImportTable.replace(symbol: "atol", in: .object(Self.lazy), with: replacedParse)
+            replacedParseOriginal.store(UInt(bitPattern: group.original), ordering: .releasing)
+            // The lazy entry was bound first: the original is the real atol, not the PLT stub.
+            #expect(UInt(bitPattern: group.original) == ImportFixtures.resolved("atol"))
+            #expect(group.original(as: ImportFixtures.ParseLong.self)!("5") == 5)
+            #expect(parse("12") == 1012)
+            let entries = ImportFixtures.entries(of: "atol", in: .object(Self.lazy))
+            #expect(group.replacements.count == entries.count)
+            #expect(entries.allSatisfy { ImportWalk.value(at: $0.slot) == replacedParseAddress })
+            // A hook on the same symbol wraps the replacement.
+            let hook = try ImportTable.after(symbol: "atol", in: .object(Self.lazy), signature: Signature("q^v")) {
+                call in
+                call.setReturnValue(call.returnValue(as: Int.self) + 1)
+            }
+            #expect(parse("12") == 1013)
+            #expect(group.isActive)
+            #expect(group.remove())
+            #expect(!group.isActive)
+            #expect(!group.remove())
+            #expect(parse("12") == 13)
+            #expect(hook.remove())
+            #expect(parse("12") == 12)
+        }
+
+        @Test func replaceUnderFullRELROKeepsTheTableReadOnly() throws {
+            let library = try ImportFixtures.open(Self.fullRELRO)
+            let length = try ImportFixtures.function(
+                "cimportfixture_length", in: library, as: ImportFixtures.Length.self)
+            let entry = try #require(ImportFixtures.entries(of: "strlen", in: .object(Self.fullRELRO)).first)
+            let original = ImportWalk.value(at: entry.slot)
+            let fortyTwo: ImportFixtures.Length = { _ in 42 }
+            let group = try ImportTable.replace(symbol: "strlen", in: .object(Self.fullRELRO), with: fortyTwo)
+            #expect(length("abc") == 42)
+            #expect(ImportFixtures.isReadOnly(entry.slot))
+            #expect(UInt(bitPattern: group.original) == original)
+            #expect(group.remove())
+            #expect(length("abc") == 3)
+            #expect(ImportWalk.value(at: entry.slot) == original)
+            #expect(ImportFixtures.isReadOnly(entry.slot))
+        }
+
+        @Test func whatReplaceCannotDoIsNamed() throws {
+            _ = try ImportFixtures.open(Self.fullRELRO)
+            let fortyTwo: ImportFixtures.Length = { _ in 42 }
+            let later = #expect(throws: HookError.self) {
+                try ImportTable.replace(symbol: "strlen", in: .allIncludingLaterLoads, with: fortyTwo)
+            }
+            #expect(later?.code == .unsupportedScope)
+            #expect(later?.symbol == "strlen")
+            let object = #expect(throws: HookError.self) {
+                try ImportTable.replace(symbol: "strlen", in: .object("libNoSuchObject.so"), with: fortyTwo)
+            }
+            #expect(object?.code == .objectNotFound)
+            #expect(object?.object == "libNoSuchObject.so")
+            #expect(object?.symbol == "strlen")
+            let symbol = #expect(throws: HookError.self) {
+                try ImportTable.replace(symbol: "cimport_nothing_imports_this", in: .all, with: fortyTwo)
+            }
+            #expect(symbol?.is(.symbolNotImported("cimport_nothing_imports_this")) == true)
+            let notAFunction = #expect(throws: HookError.self) {
+                try ImportTable.replace(symbol: "strlen", in: .object(Self.fullRELRO), with: 42)
+            }
+            #expect(notAFunction?.code == .invalidSlot)
         }
 
         @Test func anUnknownObjectIsNamed() {

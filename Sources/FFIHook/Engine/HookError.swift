@@ -26,7 +26,7 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
         private enum Value: String, Sendable {
             case nullSlot, misalignedSlot, invalidSlot, emptySlot, signatureMismatch, invalidSignature
             case closureAllocationFailed, closurePreparationFailed, slotContention, unmappedSlot, readOnlySlot
-            case protectionChangeFailed, calledFromHookBlock, objectNotFound, symbolNotImported
+            case protectionChangeFailed, calledFromHookBlock, objectNotFound, symbolNotImported, unsupportedScope
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -72,6 +72,9 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
         /// No object in the scope of an import-table hook imports the symbol: it has no
         /// JUMP_SLOT or GLOB_DAT entry for it. ``HookError/symbol`` is the symbol.
         public static var symbolNotImported: Self { Self(.symbolNotImported) }
+        /// An import-table operation that cannot cover the scope asked for: a replacement
+        /// does not follow later loads.
+        public static var unsupportedScope: Self { Self(.unsupportedScope) }
 
         /// The code's name, as the static member is spelled (`emptySlot`).
         public var description: String { value.rawValue }
@@ -155,6 +158,7 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
         case calledFromHookBlock
         case objectNotFound(String)
         case symbolNotImported(String)
+        case unsupportedScope(String)
 
         /// The code of this kind of problem.
         package var code: Code {
@@ -174,6 +178,7 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
             case .calledFromHookBlock: .calledFromHookBlock
             case .objectNotFound: .objectNotFound
             case .symbolNotImported: .symbolNotImported
+            case .unsupportedScope: .unsupportedScope
             }
         }
 
@@ -200,6 +205,8 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
             case .objectNotFound(let object): "no loaded object has a path ending in \(quoted(object)) or that soname"
             case .symbolNotImported(let symbol):
                 "no object in scope imports \(quoted(symbol)) (it has no JUMP_SLOT or GLOB_DAT entry for it)"
+            case .unsupportedScope(let scope):
+                "a replacement cannot cover \(scope): it does not follow later loads (replace again after loading)"
             }
         }
     }
