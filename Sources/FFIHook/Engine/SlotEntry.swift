@@ -188,7 +188,7 @@ package final class SlotEntry: @unchecked Sendable {
             returnWidth: returnWidth, returnIsSigned: returnIsSigned, returnValue: returnValue, arguments: arguments,
             reentered: reentered, marked: marked, threadRecord: record)
 
-        for hook in snapshot.fastBefore {
+        for hook in snapshot.before {
             hook._withUnsafeGuaranteedRef { hook in
                 guard frame.claim(hook) else { return }
                 hook.block(Invocation(frame: frame, position: .before, insteadIndex: -1))
@@ -203,7 +203,7 @@ package final class SlotEntry: @unchecked Sendable {
         } else {
             frame.callOriginalUnmarked()
         }
-        for hook in snapshot.fastAfter {
+        for hook in snapshot.after {
             hook._withUnsafeGuaranteedRef { hook in
                 guard frame.claim(hook) else { return }
                 hook.block(Invocation(frame: frame, position: .after, insteadIndex: -1))
@@ -276,7 +276,7 @@ struct CallFrame {
     /// The index of the next instead block to run after `index`, if any.
     @inline(__always)
     func nextInstead(after index: Int) -> Int? {
-        let instead = unmanagedSnapshot._withUnsafeGuaranteedRef { $0.fastInstead }
+        let instead = unmanagedSnapshot._withUnsafeGuaranteedRef { $0.instead }
         var next = index + 1
         while next < instead.count {
             if instead[next]._withUnsafeGuaranteedRef({ claim($0) }) { return next }
@@ -287,7 +287,7 @@ struct CallFrame {
 
     /// Runs the instead block at `index`; ``Invocation/callOriginal()`` continues inward.
     func runInstead(_ index: Int) {
-        let instead = unmanagedSnapshot._withUnsafeGuaranteedRef { $0.fastInstead }
+        let instead = unmanagedSnapshot._withUnsafeGuaranteedRef { $0.instead }
         instead[index]._withUnsafeGuaranteedRef { hook in
             hook.block(Invocation(frame: self, position: .instead, insteadIndex: index))
             finish(hook)
