@@ -40,7 +40,7 @@ package final class SlotEntry: @unchecked Sendable {
     var readOnlyProtection: SlotMemory.Protection?
     /// `interface` without reference counting, for the call path: a retain there would be a
     /// write to memory every calling thread shares. `interface` keeps it alive.
-    private let callPathInterface: Unmanaged<CallInterface>
+    fileprivate let callPathInterface: Unmanaged<CallInterface>
     /// Whether calls are marked by the function they reach rather than by the slot.
     let reentryByFunction: Bool
     /// What marks the slot in a thread's record for a call that reaches `original`: the slot
@@ -172,9 +172,7 @@ package final class SlotEntry: @unchecked Sendable {
         defer { if marked { ffh_thread_unmark(record) } }
         let frame = CallFrame(
             unmanagedEntry: Unmanaged.passUnretained(self), unmanagedSnapshot: Unmanaged.passUnretained(snapshot),
-            interface: callPathInterface, original: original, mark: mark,
-            argumentSizes: UnsafeBufferPointer(argumentSizes), returnSize: returnSize,
-            returnWidth: returnWidth, returnIsSigned: returnIsSigned, returnValue: returnValue, arguments: arguments,
+            original: original, mark: mark, returnValue: returnValue, arguments: arguments,
             reentered: reentered, marked: marked, threadRecord: record)
 
         for hook in snapshot.before {
@@ -195,23 +193,19 @@ package final class SlotEntry: @unchecked Sendable {
     }
 }
 
-/// The state of one dispatch, shared by the invocations of its blocks.
+/// The state of one dispatch, shared by the invocations of its blocks: what the call read
+/// once as it started, and the entry, whose fixed facts (interface, sizes) it reads where
+/// they are rather than copying them.
 struct CallFrame {
     /// The entry and snapshot without reference counting (the dispatch keeps both alive):
     /// a retain on the call path is a write to memory every calling thread shares.
     let unmanagedEntry: Unmanaged<SlotEntry>
     let unmanagedSnapshot: Unmanaged<HookSnapshot>
-    /// What reaching the original needs, read once when the call starts, so the call path
-    /// touches no object it would have to retain.
-    let interface: Unmanaged<CallInterface>
+    /// The original the call reaches, read once as it started (a replacement may change
+    /// the entry's meanwhile).
     let original: UInt
     /// What marks the slot in the thread's record for this call (see ``SlotEntry/mark(for:)``).
     let mark: UInt
-    /// The checks' sizes (see ``SlotEntry/argumentSizes``).
-    let argumentSizes: UnsafeBufferPointer<Int>
-    let returnSize: Int
-    let returnWidth: Int
-    let returnIsSigned: Bool
     let returnValue: UnsafeMutableRawPointer?
     let arguments: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     /// Whether this call came from inside a block of the same slot on this thread.
@@ -220,6 +214,16 @@ struct CallFrame {
     let marked: Bool
     /// This thread's record of active entries.
     let threadRecord: UnsafeMutablePointer<ffh_thread>
+
+    /// The call interface of the slot's signature, without reference counting.
+    var interface: Unmanaged<CallInterface> { unmanagedEntry._withUnsafeGuaranteedRef { $0.callPathInterface } }
+    /// The checks' sizes (see ``SlotEntry/argumentSizes``).
+    var argumentSizes: UnsafeMutableBufferPointer<Int> {
+        unmanagedEntry._withUnsafeGuaranteedRef { $0.argumentSizes }
+    }
+    var returnSize: Int { unmanagedEntry._withUnsafeGuaranteedRef { $0.returnSize } }
+    var returnWidth: Int { unmanagedEntry._withUnsafeGuaranteedRef { $0.returnWidth } }
+    var returnIsSigned: Bool { unmanagedEntry._withUnsafeGuaranteedRef { $0.returnIsSigned } }
 
     /// Whether `hook` runs in this call; claims a `once` hook's single run.
     @inline(__always)
