@@ -184,10 +184,11 @@ extern void _pthread_cleanup_pop(struct _pthread_cleanup_buffer *, int);
 #endif
 
 void ffh_handler(void *cif, void *returnValue, void **arguments, void *userData) {
+    (void)cif;
     ffh_dispatch dispatch = __atomic_load_n(&ffh_dispatch_function, __ATOMIC_ACQUIRE);
     ffh_thread *thread = ffh_thread_current();
     if (!thread) {
-        dispatch(cif, returnValue, arguments, userData, NULL);
+        dispatch(returnValue, arguments, userData, NULL);
         return;
     }
     uintptr_t generation = thread->generation;
@@ -207,7 +208,7 @@ void ffh_handler(void *cif, void *returnValue, void **arguments, void *userData)
             __asm__ __volatile__("" ::: "memory");
         }
     }
-    dispatch(cif, returnValue, arguments, userData, thread);
+    dispatch(returnValue, arguments, userData, thread);
     if (outermost) {
         uintptr_t inside = thread->generation;
         if (inside & 1) __atomic_store_n(&thread->generation, inside + 1, __ATOMIC_RELEASE);

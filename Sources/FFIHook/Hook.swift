@@ -67,7 +67,7 @@ public enum Hook {
     /// before the program frees that memory itself (a table of callbacks it allocated).
     ///
     /// When a slot's last hook is removed, the slot gets its original function back, but the
-    /// library keeps the slot's closure (72 bytes on x86-64) for the life of the process: a
+    /// library keeps the slot's closure (80 bytes on x86-64) for the life of the process: a
     /// caller may have read the closure's address from the slot just before and call it
     /// later, and it still passes such calls to the original. Hooking the same address again
     /// reuses it, so the memory kept is bounded by the number of distinct addresses ever

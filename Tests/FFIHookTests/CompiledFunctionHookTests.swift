@@ -147,5 +147,22 @@ extension FixtureTableTests {
             instead.remove()
             Self.expectRestored(index, prepared)
         }
+
+        /// A closure kept after its last hook went, since another writer had taken the slot
+        /// over, still passes calls to the original with every argument and the result
+        /// intact, including where the platform's libffi would mispass them.
+        @Test(arguments: indices)
+        func aKeptClosurePassesCallsThroughIntact(index: Int) throws {
+            let prepared = try Self.prepare(index, registerPath: true)
+            let slot = try #require(ct_slot_at(Int32(index)))
+            let hook = try Hook.before(on: prepared.slot, signature: prepared.signature) { _ in }
+            let closure = slot.pointee
+            // Another library takes the slot over, and later chains to our closure.
+            slot.pointee = prepared.original
+            #expect(hook.remove())
+            slot.pointee = closure
+            Self.callAndCheck(index, prepared, expectation: 0)
+            slot.pointee = prepared.original
+        }
     }
 }

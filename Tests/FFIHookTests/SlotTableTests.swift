@@ -19,7 +19,7 @@ import Testing
         for step in 0..<20_000 {
             switch random.next() % 4 {
             case 0, 1:
-                let cell = try free.popLast() ?? pool.make(cif: interface.cif.cif)
+                let cell = try free.popLast() ?? pool.make(for: interface)
                 let slot = address()
                 pool.slot(cell).pointee.address = slot
                 if let replaced = model[slot] { free.append(replaced) }

@@ -135,10 +135,15 @@ typedef struct ffh_slot {
     /// While the slot has hooks, its hook state (an unretained `SlotEntry`, which holds the
     /// original) with ``FFH_SLOT_HOOKED`` set; otherwise the function the closure
     /// passes calls through to (0 for a NULL slot an instead hook filled). One word, so a
-    /// call reads what it needs with one load, and the record stays 16 bytes.
+    /// call reads what it needs with one load.
     uintptr_t state;
     /// The slot's address (0 for a closure that is free for reuse).
     uintptr_t address;
+    /// The call interface the closure was prepared with (an unretained `CallInterface`, which
+    /// the library keeps for the life of the process, as the closure's cif must live): a
+    /// call that passes through reaches the original the way hooked calls do, through its
+    /// register plan, with no entry to read. Set before the closure can be reached.
+    const void *interface;
 } ffh_slot;
 
 /// The bit of ``ffh_slot/state`` that says it holds an entry: no user-space
@@ -178,11 +183,11 @@ static inline uintptr_t ffh_recordless_reader_count(void) {
 
 // MARK: - The closure handler
 
-/// What the handler calls for each hooked call: `cif` is the closure's, `slot` its user data,
+/// What the handler calls for each hooked call: `slot` is the closure's user data,
 /// `thread` the caller's record, marked inside a call, or NULL when no record could be had
 /// (then the call must go straight to the original, reading nothing reclamation may free).
-typedef void (*ffh_dispatch)(
-    void *cif, void *returnValue, void **arguments, ffh_slot *slot, ffh_thread *thread);
+/// It needs no cif: the slot record holds the call interface that reaches the original.
+typedef void (*ffh_dispatch)(void *returnValue, void **arguments, ffh_slot *slot, ffh_thread *thread);
 
 /// Sets the function every closure's handler calls, once, before any closure exists, and
 /// whether calls fence after entering (where writers cannot issue membarrier for them).

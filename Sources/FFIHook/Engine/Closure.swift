@@ -13,14 +13,14 @@ import Synchronization
 ///
 /// A closure is never freed: a caller may have read its address from a slot and call it at
 /// any later time, so it stays a pass-through to the slot's original. Cutting closures from
-/// blocks, 72 bytes each on x86-64 with the record, saves libffi's per-allocation overhead; a closure comes
+/// blocks, 80 bytes each on x86-64 with the record, saves libffi's per-allocation overhead; a closure comes
 /// back for reuse only when the program releases its slot (``SlotRegistry/releaseSlots(from:to:)``)
 /// or the slot's memory is gone, once no call can be inside it.
 ///
 /// Debian's libffi allocates closures in pages that are writable and executable at once;
 /// where the kernel forbids that (memory-deny-write-execute) it maps a temporary file twice,
 /// so code addresses differ from writable ones by a fixed amount within a block. Where
-/// neither works, allocation fails and ``make(cif:)`` reports it instead of crashing. A
+/// neither works, allocation fails and ``make(for:)`` reports it instead of crashing. A
 /// libffi built with static trampolines gives each allocation its own trampoline: then
 /// each block holds one closure.
 ///
@@ -89,9 +89,11 @@ struct ClosurePool {
         closure(cell).assumingMemoryBound(to: ffi_closure.self).pointee.cif
     }
 
-    /// A closure for `cif` that calls the C handler with its slot record (zeroed), taken from
-    /// the released ones or cut from a block.
-    mutating func make(cif: UnsafeMutablePointer<ffi_cif>) throws(Failure) -> Cell {
+    /// A closure for `interface`'s cif that calls the C handler with its slot record (zeroed
+    /// but for the interface, which the caller keeps alive for the life of the process),
+    /// taken from the released ones or cut from a block.
+    mutating func make(for interface: CallInterface) throws(Failure) -> Cell {
+        let cif = interface.cif.cif
         if failsAllocation { throw .allocation }
         let cell: Cell
         if let reused = free.popLast() {
@@ -109,7 +111,7 @@ struct ClosurePool {
             usedInLastBlock += 1
         }
         let record = slot(cell)
-        record.initialize(to: ffh_slot())
+        record.initialize(to: ffh_slot(state: 0, address: 0, interface: Unmanaged.passUnretained(interface).toOpaque()))
         let status = ffi_prep_closure_loc(
             closure(cell).assumingMemoryBound(to: ffi_closure.self), cif, slotEntryHandler, record,
             UnsafeMutableRawPointer(bitPattern: code(cell)))

@@ -41,46 +41,51 @@ package final class HookRecord: Sendable {
 }
 
 /// The hooks of one slot at one moment. Immutable: writers publish a new snapshot.
+///
+/// Each list is held once, as a buffer of records the snapshot retains itself: the call
+/// path walks it without reference counting (iterating a Swift array would retain its
+/// buffer, a write to memory every calling thread shares), and writers, under the
+/// registry's lock, read it back as records to build the next snapshot.
 final class HookSnapshot: @unchecked Sendable {
     // Sendable: immutable after init; the buffers are only read until deinit.
-    let before: [HookRecord]
+    let before: UnsafeBufferPointer<Unmanaged<HookRecord>>
     /// Newest first: the first wraps all the others.
-    let instead: [HookRecord]
-    let after: [HookRecord]
-    /// The three lists without reference counting, for the call path: iterating a Swift
-    /// array retains its buffer, a write to memory every calling thread shares. The arrays
-    /// above keep the records alive for as long as the snapshot.
-    let fastBefore: UnsafeBufferPointer<Unmanaged<HookRecord>>
-    let fastInstead: UnsafeBufferPointer<Unmanaged<HookRecord>>
-    let fastAfter: UnsafeBufferPointer<Unmanaged<HookRecord>>
+    let instead: UnsafeBufferPointer<Unmanaged<HookRecord>>
+    let after: UnsafeBufferPointer<Unmanaged<HookRecord>>
+    /// Whether the snapshot has no hooks at all.
+    let isEmpty: Bool
 
     init(before: [HookRecord] = [], instead: [HookRecord] = [], after: [HookRecord] = []) {
-        self.before = before
-        self.instead = instead
-        self.after = after
-        self.fastBefore = Self.unmanaged(before)
-        self.fastInstead = Self.unmanaged(instead)
-        self.fastAfter = Self.unmanaged(after)
+        self.before = Self.retained(before)
+        self.instead = Self.retained(instead)
+        self.after = Self.retained(after)
         self.isEmpty = before.isEmpty && instead.isEmpty && after.isEmpty
     }
 
     deinit {
-        fastBefore.deallocate()
-        fastInstead.deallocate()
-        fastAfter.deallocate()
+        for list in [before, instead, after] {
+            for record in list { record.release() }
+            list.deallocate()
+        }
     }
 
-    private static func unmanaged(_ records: [HookRecord]) -> UnsafeBufferPointer<Unmanaged<HookRecord>> {
+    /// A buffer holding `records`, each retained once on the snapshot's behalf.
+    private static func retained(_ records: [HookRecord]) -> UnsafeBufferPointer<Unmanaged<HookRecord>> {
         let buffer = UnsafeMutableBufferPointer<Unmanaged<HookRecord>>.allocate(capacity: records.count)
-        _ = buffer.initialize(from: records.map { Unmanaged.passUnretained($0) })
+        _ = buffer.initialize(from: records.map { Unmanaged.passRetained($0) })
         return UnsafeBufferPointer(buffer)
     }
 
-    /// Whether the snapshot has no hooks at all.
-    let isEmpty: Bool
+    /// The records of one of the lists, for writers.
+    private static func records(_ list: UnsafeBufferPointer<Unmanaged<HookRecord>>) -> [HookRecord] {
+        list.map { $0.takeUnretainedValue() }
+    }
 
     func adding(_ hook: HookRecord) -> HookSnapshot {
-        switch hook.position {
+        let before = Self.records(before)
+        let instead = Self.records(instead)
+        let after = Self.records(after)
+        return switch hook.position {
         case .before: HookSnapshot(before: Self.inserting(hook, into: before), instead: instead, after: after)
         case .instead: HookSnapshot(before: before, instead: [hook] + instead, after: after)
         case .after: HookSnapshot(before: before, instead: instead, after: Self.inserting(hook, into: after))
@@ -97,7 +102,7 @@ final class HookSnapshot: @unchecked Sendable {
 
     func removing(_ hook: HookRecord) -> HookSnapshot {
         HookSnapshot(
-            before: before.filter { $0 !== hook }, instead: instead.filter { $0 !== hook },
-            after: after.filter { $0 !== hook })
+            before: Self.records(before).filter { $0 !== hook }, instead: Self.records(instead).filter { $0 !== hook },
+            after: Self.records(after).filter { $0 !== hook })
     }
 }

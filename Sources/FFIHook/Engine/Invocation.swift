@@ -190,10 +190,6 @@ package struct InsteadContinuation {
     /// Runs the next instead block inward, or the original.
     @usableFromInline
     package func callOriginal() {
-        if let next = frame.nextInstead(after: insteadIndex) {
-            frame.runInstead(next)
-        } else {
-            frame.callOriginalUnmarked()
-        }
+        frame.proceed(after: insteadIndex)
     }
 }

@@ -1,4 +1,3 @@
-internal import CFFI
 internal import CFFIHookSupport
 import Synchronization
 
@@ -41,21 +40,19 @@ package final class SlotEntry: @unchecked Sendable {
     var readOnlyProtection: SlotMemory.Protection?
     /// `interface` without reference counting, for the call path: a retain there would be a
     /// write to memory every calling thread shares. `interface` keeps it alive.
-    private let callPathInterface: Unmanaged<CallInterface>
+    fileprivate let callPathInterface: Unmanaged<CallInterface>
     /// Whether calls are marked by the function they reach rather than by the slot.
     let reentryByFunction: Bool
-    /// What marks the slot in a thread's record: its slot record's address, which stays the
-    /// same across the entries a slot gets as its hooks go and come back, so a block's call
-    /// back into the slot is known as re-entry even when the slot's hooks changed meanwhile;
-    /// or, for an entry made with `reentryByFunction`, the original function's address, which
-    /// every import-table entry of a symbol shares (code addresses never equal a slot
-    /// record's, which lives in closure memory).
-    var mark: UInt {
-        let original = original
-        return reentryByFunction && original != 0 ? original : UInt(bitPattern: record)
+    /// What marks the slot in a thread's record for a call that reaches `original`: the slot
+    /// record's address, which stays the same across the entries a slot gets as its hooks go
+    /// and come back, so a block's call back into the slot is known as re-entry even when the
+    /// slot's hooks changed meanwhile; or, for an entry made with `reentryByFunction`, the
+    /// original function's address, which every import-table entry of a symbol shares (code
+    /// addresses never equal a slot record's, which lives in closure memory).
+    @inline(__always)
+    func mark(for original: UInt) -> UInt {
+        reentryByFunction && original != 0 ? original : UInt(bitPattern: record)
     }
-    /// How many bytes of the return buffer a call whose instead blocks set nothing zeroes.
-    let returnZeroSize: Int
     /// The sizes the call path checks typed access against, without reference counting:
     /// each argument's size (a pointer's for an array), the return size (-1 for void), and
     /// for an integer result narrower than a word, which libffi closures return widened to
@@ -94,7 +91,6 @@ package final class SlotEntry: @unchecked Sendable {
         }
         argumentSizes = .allocate(capacity: sizes.count)
         _ = argumentSizes.initialize(from: sizes)
-        returnZeroSize = Self.returnZeroSize(of: returnType)
         current.store(Unmanaged.passRetained(HookSnapshot()).toOpaque(), ordering: .releasing)
     }
 
@@ -103,17 +99,6 @@ package final class SlotEntry: @unchecked Sendable {
         if let raw = current.load(ordering: .acquiring) {
             Unmanaged<HookSnapshot>.fromOpaque(raw).release()
         }
-    }
-
-    /// How many bytes of the return buffer hold a result of `type` as a libffi closure
-    /// returns it: a small result fills at least a word.
-    static func returnZeroSize(of type: CType) -> Int {
-        #if arch(x86_64)
-            let inMemory = SysVArgumentPlan.returnsInMemory(type)
-        #else
-            let inMemory = type.size > 16
-        #endif
-        return type.isVoid ? 0 : inMemory ? type.size : max(type.size, 8)
     }
 
     /// The function the hooks wrap (0 for a NULL slot that an instead hook filled).
@@ -173,37 +158,32 @@ package final class SlotEntry: @unchecked Sendable {
         returnValue: UnsafeMutableRawPointer?,
         arguments: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) {
+        // Read once: a replacement may change the original while the call runs.
+        let original = original
         if snapshot.isEmpty {
-            callOriginal(returnValue: returnValue, arguments: arguments)
+            callPathInterface._withUnsafeGuaranteedRef { interface in
+                interface.callOriginal(original, returnValue: returnValue, arguments: arguments)
+            }
             return
         }
-        let mark = mark
+        let mark = mark(for: original)
         let reentered = ffh_thread_is_marked(record, mark) != 0
         let marked = ffh_thread_mark(record, mark) != 0
         defer { if marked { ffh_thread_unmark(record) } }
         let frame = CallFrame(
             unmanagedEntry: Unmanaged.passUnretained(self), unmanagedSnapshot: Unmanaged.passUnretained(snapshot),
-            interface: callPathInterface, original: original,
-            returnZeroSize: returnZeroSize, argumentSizes: UnsafeBufferPointer(argumentSizes), returnSize: returnSize,
-            returnWidth: returnWidth, returnIsSigned: returnIsSigned, returnValue: returnValue, arguments: arguments,
+            original: original, mark: mark, returnValue: returnValue, arguments: arguments,
             reentered: reentered, marked: marked, threadRecord: record)
 
-        for hook in snapshot.fastBefore {
+        for hook in snapshot.before {
             hook._withUnsafeGuaranteedRef { hook in
                 guard frame.claim(hook) else { return }
                 hook.block(Invocation(frame: frame, position: .before, insteadIndex: -1))
                 frame.finish(hook)
             }
         }
-        if let first = frame.nextInstead(after: -1) {
-            if returnZeroSize > 0, let returnValue {
-                returnValue.initializeMemory(as: UInt8.self, repeating: 0, count: returnZeroSize)
-            }
-            frame.runInstead(first)
-        } else {
-            frame.callOriginalUnmarked()
-        }
-        for hook in snapshot.fastAfter {
+        frame.proceed(after: -1)
+        for hook in snapshot.after {
             hook._withUnsafeGuaranteedRef { hook in
                 guard frame.claim(hook) else { return }
                 hook.block(Invocation(frame: frame, position: .after, insteadIndex: -1))
@@ -211,39 +191,21 @@ package final class SlotEntry: @unchecked Sendable {
             }
         }
     }
-
-    /// Calls the original with the arguments as they are now; a NULL original returns zero.
-    func callOriginal(returnValue: UnsafeMutableRawPointer?, arguments: UnsafeMutablePointer<UnsafeMutableRawPointer?>)
-    {
-        let function = original
-        guard let pointer = UnsafeRawPointer(bitPattern: function) else {
-            if returnZeroSize > 0, let returnValue {
-                returnValue.initializeMemory(as: UInt8.self, repeating: 0, count: returnZeroSize)
-            }
-            return
-        }
-        callPathInterface._withUnsafeGuaranteedRef { interface in
-            interface.call(pointer, returnValue: returnValue, argumentList: arguments)
-        }
-    }
 }
 
-/// The state of one dispatch, shared by the invocations of its blocks.
+/// The state of one dispatch, shared by the invocations of its blocks: what the call read
+/// once as it started, and the entry, whose fixed facts (interface, sizes) it reads where
+/// they are rather than copying them.
 struct CallFrame {
     /// The entry and snapshot without reference counting (the dispatch keeps both alive):
     /// a retain on the call path is a write to memory every calling thread shares.
     let unmanagedEntry: Unmanaged<SlotEntry>
     let unmanagedSnapshot: Unmanaged<HookSnapshot>
-    /// What reaching the original needs, read once when the call starts, so the call path
-    /// touches no object it would have to retain.
-    let interface: Unmanaged<CallInterface>
+    /// The original the call reaches, read once as it started (a replacement may change
+    /// the entry's meanwhile).
     let original: UInt
-    let returnZeroSize: Int
-    /// The checks' sizes (see ``SlotEntry/argumentSizes``).
-    let argumentSizes: UnsafeBufferPointer<Int>
-    let returnSize: Int
-    let returnWidth: Int
-    let returnIsSigned: Bool
+    /// What marks the slot in the thread's record for this call (see ``SlotEntry/mark(for:)``).
+    let mark: UInt
     let returnValue: UnsafeMutableRawPointer?
     let arguments: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     /// Whether this call came from inside a block of the same slot on this thread.
@@ -252,6 +214,16 @@ struct CallFrame {
     let marked: Bool
     /// This thread's record of active entries.
     let threadRecord: UnsafeMutablePointer<ffh_thread>
+
+    /// The call interface of the slot's signature, without reference counting.
+    var interface: Unmanaged<CallInterface> { unmanagedEntry._withUnsafeGuaranteedRef { $0.callPathInterface } }
+    /// The checks' sizes (see ``SlotEntry/argumentSizes``).
+    var argumentSizes: UnsafeMutableBufferPointer<Int> {
+        unmanagedEntry._withUnsafeGuaranteedRef { $0.argumentSizes }
+    }
+    var returnSize: Int { unmanagedEntry._withUnsafeGuaranteedRef { $0.returnSize } }
+    var returnWidth: Int { unmanagedEntry._withUnsafeGuaranteedRef { $0.returnWidth } }
+    var returnIsSigned: Bool { unmanagedEntry._withUnsafeGuaranteedRef { $0.returnIsSigned } }
 
     /// Whether `hook` runs in this call; claims a `once` hook's single run.
     @inline(__always)
@@ -276,7 +248,7 @@ struct CallFrame {
     /// The index of the next instead block to run after `index`, if any.
     @inline(__always)
     func nextInstead(after index: Int) -> Int? {
-        let instead = unmanagedSnapshot._withUnsafeGuaranteedRef { $0.fastInstead }
+        let instead = unmanagedSnapshot._withUnsafeGuaranteedRef { $0.instead }
         var next = index + 1
         while next < instead.count {
             if instead[next]._withUnsafeGuaranteedRef({ claim($0) }) { return next }
@@ -285,9 +257,21 @@ struct CallFrame {
         return nil
     }
 
+    /// Continues the call inward from the instead block at `index` (-1 from outside them):
+    /// runs the next instead block that takes part in the call, or the original. The
+    /// outermost instead block starts from a zero result, which stands if no block sets one.
+    func proceed(after index: Int) {
+        if let next = nextInstead(after: index) {
+            if index < 0 { interface._withUnsafeGuaranteedRef { $0.zeroResult(returnValue) } }
+            runInstead(next)
+        } else {
+            callOriginalUnmarked()
+        }
+    }
+
     /// Runs the instead block at `index`; ``Invocation/callOriginal()`` continues inward.
     func runInstead(_ index: Int) {
-        let instead = unmanagedSnapshot._withUnsafeGuaranteedRef { $0.fastInstead }
+        let instead = unmanagedSnapshot._withUnsafeGuaranteedRef { $0.instead }
         instead[index]._withUnsafeGuaranteedRef { hook in
             hook.block(Invocation(frame: self, position: .instead, insteadIndex: index))
             finish(hook)
@@ -298,21 +282,18 @@ struct CallFrame {
     /// through the slot run the blocks again.
     func callOriginalUnmarked() {
         if marked { ffh_thread_unmark(threadRecord) }
-        if let function = UnsafeRawPointer(bitPattern: original) {
-            interface._withUnsafeGuaranteedRef { interface in
-                interface.call(function, returnValue: returnValue, argumentList: arguments)
-            }
-        } else if returnZeroSize > 0, let returnValue {
-            returnValue.initializeMemory(as: UInt8.self, repeating: 0, count: returnZeroSize)
+        interface._withUnsafeGuaranteedRef { interface in
+            interface.callOriginal(original, returnValue: returnValue, arguments: arguments)
         }
-        if marked { _ = ffh_thread_mark(threadRecord, unmanagedEntry._withUnsafeGuaranteedRef { $0.mark }) }
+        if marked { _ = ffh_thread_mark(threadRecord, mark) }
     }
 }
 
 /// What the C handler calls for each call through a slot closure: `slot` is the closure's
 /// slot record. A slot with hooks runs them through its entry; a slot whose hooks are gone,
-/// or a call that got no thread record, passes straight through to the original.
-let slotEntryDispatch: ffh_dispatch = { cif, returnValue, arguments, slot, thread in
+/// or a call that got no thread record, passes straight through to the original, through
+/// the interface the slot record holds.
+let slotEntryDispatch: ffh_dispatch = { returnValue, arguments, slot, thread in
     let slot = slot!
     func entry(_ state: UInt) -> Unmanaged<SlotEntry> {
         Unmanaged<SlotEntry>.fromOpaque(UnsafeRawPointer(bitPattern: state & ~SlotEntry.hookedBit)!)
@@ -334,11 +315,7 @@ let slotEntryDispatch: ffh_dispatch = { cif, returnValue, arguments, slot, threa
         function = state & SlotEntry.hookedBit != 0 ? entry(state)._withUnsafeGuaranteedRef { $0.original } : state
         ffh_recordless_end()
     }
-    let cif = cif!.assumingMemoryBound(to: ffi_cif.self)
-    if let function = UnsafeRawPointer(bitPattern: function) {
-        ffi_call(cif, unsafeBitCast(function, to: (@convention(c) () -> Void).self), returnValue, arguments)
-    } else if let returnValue, let type = cif.pointee.rtype, type.pointee.type != UInt16(FFI_TYPE_VOID) {
-        let size = Int(type.pointee.size)
-        returnValue.initializeMemory(as: UInt8.self, repeating: 0, count: size > 16 ? size : max(size, 8))
+    Unmanaged<CallInterface>.fromOpaque(slot.pointee.interface!)._withUnsafeGuaranteedRef { interface in
+        interface.callOriginal(function, returnValue: returnValue, arguments: arguments!)
     }
 }

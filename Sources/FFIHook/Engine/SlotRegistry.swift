@@ -256,7 +256,7 @@ package final class SlotRegistry: Sendable {
             // A closure prepared for another signature stays with its old cif, as a
             // pass-through for whoever still holds it; the slot gets a new one.
             do {
-                cell = try state.pool.make(cif: interface.cif.cif)
+                cell = try state.pool.make(for: interface)
             } catch {
                 let problem: HookError.Problem =
                     switch error {

@@ -27,6 +27,10 @@ public final class CallInterface: @unchecked Sendable {
     /// The bytes a return-value buffer must have: at least the return type's size, and at
     /// least a machine word, since libffi widens small integer results to one.
     public let returnBufferSize: Int
+    /// How many bytes of a closure's return buffer hold a result of this signature as a libffi
+    /// closure returns it (0 for void): a small result fills at least a word; one returned
+    /// in memory has its own size. A hook zeroes this much for a call that sets no result.
+    package let closureResultSize: Int
 
     private let graph: FFITypeGraph
     /// The interface as the C ABI sees the signature; closures are built on it.
@@ -104,6 +108,7 @@ public final class CallInterface: @unchecked Sendable {
         self.graph = graph
         self.cif = cif
         self.returnBufferSize = max(signature.returnType.size, lowered.returnValue.expectedSize, ffh_arg_size())
+        self.closureResultSize = Self.closureResultSize(of: signature.returnType)
         // Read once, here: the call path reads no switch.
         let registerCalls = fixedArgumentCount == nil && RegisterCallPlan.isEnabled.load(ordering: .relaxed)
         self.registerPlan = registerCalls ? RegisterCallPlan(signature) : nil
@@ -171,6 +176,17 @@ public final class CallInterface: @unchecked Sendable {
                     problem: .layoutMismatch(libffiSize: size, libffiAlignment: alignment))
             }
         }
+    }
+
+    /// How many bytes of a closure's return buffer hold a result of `type` (see
+    /// ``closureResultSize``).
+    private static func closureResultSize(of type: CType) -> Int {
+        #if arch(x86_64)
+            let inMemory = SysVArgumentPlan.returnsInMemory(type)
+        #else
+            let inMemory = type.size > 16
+        #endif
+        return type.isVoid ? 0 : inMemory ? type.size : max(type.size, 8)
     }
 
     // MARK: - Calling

@@ -1,0 +1,28 @@
+/// Reaching a hooked slot's original: every call path ends here, hooked or passing through.
+extension CallInterface {
+    /// Calls `function`, the original a call read once, with the arguments as they are now,
+    /// through the interface's register plan where it has one; a NULL original (a slot an
+    /// instead hook filled) returns zero.
+    ///
+    /// Allocates nothing and takes no lock, as the call path must not.
+    @inline(__always)
+    func callOriginal(
+        _ function: UInt, returnValue: UnsafeMutableRawPointer?,
+        arguments: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    ) {
+        guard let pointer = UnsafeRawPointer(bitPattern: function) else {
+            zeroResult(returnValue)
+            return
+        }
+        call(pointer, returnValue: returnValue, argumentList: arguments)
+    }
+
+    /// Zeroes the result in a closure's return buffer, as much of it as the caller reads:
+    /// what a call returns when neither an original nor an instead block set it.
+    @inline(__always)
+    func zeroResult(_ returnValue: UnsafeMutableRawPointer?) {
+        if closureResultSize > 0, let returnValue {
+            returnValue.initializeMemory(as: UInt8.self, repeating: 0, count: closureResultSize)
+        }
+    }
+}
