@@ -17,8 +17,9 @@ private let tenfold: AddFunction = { a, b in
 
 /// fishhook-style replacement: a function written into a slot, composed with hooks.
 @Suite struct ReplaceTests {
+    /// Calls through `slot`, read atomically: in one test another thread writes it meanwhile.
     static func call(_ slot: UnsafeMutablePointer<AddFunction?>, _ a: Int32, _ b: Int32) -> Int32 {
-        slot.pointee!(a, b)
+        ct_fix_call_add_slot(slot, a, b)
     }
 
     static func holds(_ slot: UnsafeMutablePointer<AddFunction?>, _ function: UInt) -> Bool {

@@ -73,6 +73,10 @@ long long ct_fix_call_add_through(int (**slot)(int, int), long long count) {
     return sum;
 }
 
+int ct_fix_call_add_slot(int (**slot)(int, int), int a, int b) {
+    return __atomic_load_n(slot, __ATOMIC_ACQUIRE)(a, b);
+}
+
 unsigned long long ct_fix_add_runs(void) { return __atomic_load_n(&add_runs, __ATOMIC_RELAXED); }
 unsigned long long ct_fix_notify_runs(void) { return __atomic_load_n(&notify_runs, __ATOMIC_RELAXED); }
 int ct_fix_last_notified(void) { return __atomic_load_n(&last_notified, __ATOMIC_RELAXED); }

@@ -70,6 +70,10 @@ void ct_fix_zalloc_reset(void);
 /// kernel lacks it.
 int ct_deny_write_execute(void);
 
+/// Calls the function `slot` holds, read with an atomic load (another thread may be writing
+/// the slot), with `a` and `b`.
+int ct_fix_call_add_slot(int (**slot)(int, int), int a, int b);
+
 /// How many times each original ran since the last reset (atomic counters).
 unsigned long long ct_fix_add_runs(void);
 unsigned long long ct_fix_notify_runs(void);
