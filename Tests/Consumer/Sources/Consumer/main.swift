@@ -74,8 +74,8 @@ let layout = TableLayout<callbacks>([
     .init("notify", \.notify, try Signature("vi")),
 ])
 let returned = Mutex<[String]>([])
-let group = try Hook.install(on: tablePointer, layout: layout, position: .after) { slot, call in
-    returned.withLock { $0.append(slot.name) }
+let group = try Hook.after(on: tablePointer, layout: layout) { field, call in
+    returned.withLock { $0.append(field.name) }
 }
 _ = consumer_add(1, 1)
 consumer_notify(7)
@@ -100,5 +100,14 @@ let imports = try ImportTable.after(symbol: "getpid", in: .mainProgram, signatur
 check(consumer_pid() == getpid(), "getpid through the hooked import")
 check(pids.withLock { $0 } >= 1, "the import-table block ran")
 imports.remove()
+
+// The same imports, fishhook-style: a compiled function in every entry.
+let pid = getpid()  // before the replacement: this file's own calls go through the same table
+let fixed: @convention(c) () -> Int32 = { 42 }
+let replaced = try ImportTable.replace(symbol: "getpid", in: .mainProgram, with: fixed)
+check(consumer_pid() == 42, "the replacement in the import table")
+check(replaced.original(as: (@convention(c) () -> Int32).self)?() == pid, "the replaced getpid")
+replaced.remove()
+check(consumer_pid() == getpid(), "getpid after the replacement")
 
 print("consumer: every README example ran")
