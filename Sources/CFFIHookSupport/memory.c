@@ -21,7 +21,13 @@ int ffh_membarrier(void) {
 int ffh_read_word(const void *address, uintptr_t *value) {
     struct iovec local = {value, sizeof *value};
     struct iovec remote = {(void *)address, sizeof *value};
-    return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)sizeof *value ? 0 : -1;
+    /* Straight to the kernel, not through libc's getpid and process_vm_readv: a program may
+       have hooked or replaced those in its own import table, which is where this library's
+       calls go when it is linked into the program. */
+    return syscall(SYS_process_vm_readv, (pid_t)syscall(SYS_getpid), &local, 1UL, &remote, 1UL, 0UL)
+               == (long)sizeof *value
+               ? 0
+               : -1;
 }
 
 int ffh_is_writable(void *address) {

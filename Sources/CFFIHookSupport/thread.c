@@ -28,6 +28,9 @@ __attribute__((constructor)) static void ffh_thread_setup(void) {
 }
 
 static int32_t ffh_gettid(void) { return (int32_t)syscall(SYS_gettid); }
+/* The process id from the kernel, not through libc's getpid, which a program may have
+   hooked or replaced in the import table this library's calls go through. */
+int32_t ffh_getpid(void) { return (int32_t)syscall(SYS_getpid); }
 
 /* Takes a free record, or NULL when none is free. */
 static ffh_thread *ffh_take_free(void) {
@@ -78,7 +81,7 @@ ffh_thread *ffh_thread_first(void) {
 
 int ffh_thread_is_alive(const ffh_thread *thread) {
     int32_t tid = __atomic_load_n(&thread->tid, __ATOMIC_RELAXED);
-    return !(syscall(SYS_tgkill, getpid(), tid, 0) != 0 && errno == ESRCH);
+    return !(syscall(SYS_tgkill, ffh_getpid(), tid, 0) != 0 && errno == ESRCH);
 }
 
 void ffh_thread_release(ffh_thread *thread) {

@@ -99,7 +99,7 @@ extension Hook {
         on slot: FunctionSlot, signature: Signature, arguments: repeat (each Argument).Type, returning: Result.Type,
         options: HookOptions = [], _ block: @escaping @Sendable (repeat each Argument) -> Void
     ) throws(HookError) -> HookToken {
-        try check(signature, repeat each arguments, returning: Result.self)
+        try check(signature, slot: slot, repeat each arguments, returning: Result.self)
         return try typedBefore(
             on: slot, signature: signature, options: options, types: repeat each arguments, block: block)
     }
@@ -110,7 +110,7 @@ extension Hook {
         on slot: FunctionSlot, signature: Signature, arguments: repeat (each Argument).Type, returning: Result.Type,
         options: HookOptions = [], _ block: @escaping @Sendable (Result, repeat each Argument) -> Result
     ) throws(HookError) -> HookToken {
-        try check(signature, repeat each arguments, returning: Result.self)
+        try check(signature, slot: slot, repeat each arguments, returning: Result.self)
         return try typedAfter(
             on: slot, signature: signature, options: options, types: repeat each arguments, block: block)
     }
@@ -122,7 +122,7 @@ extension Hook {
         options: HookOptions = [],
         _ block: @escaping @Sendable (_ original: (repeat each Argument) -> Result, repeat each Argument) -> Result
     ) throws(HookError) -> HookToken {
-        try check(signature, repeat each arguments, returning: Result.self)
+        try check(signature, slot: slot, repeat each arguments, returning: Result.self)
         return try typedInstead(
             on: slot, signature: signature, options: options, types: repeat each arguments, block: block)
     }
@@ -149,12 +149,15 @@ extension Hook {
     /// standard-library scalars.
     @usableFromInline
     static func check<each Argument, Result>(
-        _ signature: Signature, _ arguments: repeat (each Argument).Type, returning: Result.Type
+        _ signature: Signature, slot: FunctionSlot? = nil, symbol: String? = nil,
+        _ arguments: repeat (each Argument).Type, returning: Result.Type
     ) throws(HookError) {
         do {
             try signature.checkSwiftTypes(repeat each arguments, returning: Result.self)
         } catch {
-            throw HookError(slot: nil, signature: signature, rejectedBecause: error)
+            var failure = HookError(slot: slot?.address, signature: signature, rejectedBecause: error)
+            failure.symbol = symbol
+            throw failure
         }
     }
 

@@ -37,8 +37,10 @@ public struct HookStatistics: Sendable, Hashable, CustomStringConvertible {
     /// on to its original) or idle.
     ///
     /// Closures are never freed (see ``Hook/releaseSlots(in:)``), so this only grows: by one
-    /// for each address hooked for the first time while no closure waits for reuse. A slot's
-    /// closure and the record beside it take 72 bytes on x86-64.
+    /// for each address hooked for the first time while no closure waits for reuse, and by
+    /// one more at the process's first install, for a slot of the library's own that it
+    /// hooks once to warm up the call path. A slot's closure and the record beside it take
+    /// 80 bytes on x86-64.
     public let closureCount: Int
 
     /// How many of the ``closureCount`` closures serve no slot: given back by

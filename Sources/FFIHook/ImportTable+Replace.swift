@@ -34,7 +34,7 @@ extension ImportTable {
         symbol: String, in scope: ImportScope, with function: Function
     ) throws(HookError) -> ReplacementGroupToken {
         guard scope != .allIncludingLaterLoads else {
-            throw HookError(slot: nil, signature: nil, problem: .unsupportedScope(scope.description))
+            throw HookError(slot: nil, signature: nil, problem: .unsupportedScope)
                 .naming(symbol: symbol)
         }
         guard MemoryLayout<Function>.size == MemoryLayout<UnsafeRawPointer>.size else {
@@ -44,12 +44,17 @@ extension ImportTable {
             ).naming(symbol: symbol)
         }
         let pointer = unsafeBitCast(function, to: UnsafeRawPointer?.self)
-        let replacements = try ImportWalk.withLoadedObjects { objects throws(HookError) in
-            let chosen = objects.filter { ImportWalk.isInScope($0, scope) }
-            if case .object(let name) = scope, chosen.isEmpty {
-                throw HookError(slot: nil, signature: nil, problem: .objectNotFound(name)).naming(symbol: symbol)
+        let replacements: [Replacement]
+        do {
+            replacements = try ImportWalk.withLoadedObjects { objects throws(HookError) in
+                let chosen = objects.filter { ImportWalk.isInScope($0, scope) }
+                if case .object(let name) = scope, chosen.isEmpty {
+                    throw HookError(slot: nil, signature: nil, problem: .objectNotFound(name))
+                }
+                return try ImportWalk.replace(symbol, in: chosen, with: pointer)
             }
-            return try ImportWalk.replace(symbol, in: chosen, with: pointer)
+        } catch {
+            throw error.naming(symbol: symbol)
         }
         guard !replacements.isEmpty else {
             throw HookError(slot: nil, signature: nil, problem: .symbolNotImported(symbol))
@@ -84,7 +89,7 @@ extension ImportWalk {
 
 extension HookError {
     /// The error with `symbol` as the import-table symbol it concerns.
-    func naming(symbol: String) -> HookError {
+    package func naming(symbol: String) -> HookError {
         var error = self
         error.symbol = symbol
         return error

@@ -94,7 +94,7 @@ extension ImportTable {
         symbol: String, in scope: ImportScope, signature: Signature, arguments: repeat (each Argument).Type,
         returning: Result.Type, options: HookOptions = [], _ block: @escaping @Sendable (repeat each Argument) -> Void
     ) throws(HookError) -> HookGroupToken {
-        try Hook.check(signature, repeat each arguments, returning: Result.self)
+        try Hook.check(signature, symbol: symbol, repeat each arguments, returning: Result.self)
         return try hook(
             symbol: symbol, in: scope, signature: signature, position: .before, options: options,
             TypedBlock.reading(repeat each arguments, block: block))
@@ -107,7 +107,7 @@ extension ImportTable {
         returning: Result.Type, options: HookOptions = [],
         _ block: @escaping @Sendable (Result, repeat each Argument) -> Result
     ) throws(HookError) -> HookGroupToken {
-        try Hook.check(signature, repeat each arguments, returning: Result.self)
+        try Hook.check(signature, symbol: symbol, repeat each arguments, returning: Result.self)
         return try hook(
             symbol: symbol, in: scope, signature: signature, position: .after, options: options,
             TypedBlock.after(repeat each arguments, block: block))
@@ -120,7 +120,7 @@ extension ImportTable {
         returning: Result.Type, options: HookOptions = [],
         _ block: @escaping @Sendable (_ original: (repeat each Argument) -> Result, repeat each Argument) -> Result
     ) throws(HookError) -> HookGroupToken {
-        try Hook.check(signature, repeat each arguments, returning: Result.self)
+        try Hook.check(signature, symbol: symbol, repeat each arguments, returning: Result.self)
         return try hook(
             symbol: symbol, in: scope, signature: signature, position: .instead, options: options,
             TypedBlock.instead(repeat each arguments, block: block))

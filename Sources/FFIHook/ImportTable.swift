@@ -155,6 +155,18 @@ public enum ImportTable {
         symbol: String, in scope: ImportScope, signature: Signature, position: HookPosition, _ options: HookOptions,
         _ block: @escaping @Sendable (borrowing Invocation) -> Void
     ) throws(HookError) -> HookGroupToken {
+        do {
+            return try hookEntries(
+                symbol: symbol, in: scope, signature: signature, position: position, options, block)
+        } catch {
+            throw error.naming(symbol: symbol)
+        }
+    }
+
+    private static func hookEntries(
+        symbol: String, in scope: ImportScope, signature: Signature, position: HookPosition, _ options: HookOptions,
+        _ block: @escaping @Sendable (borrowing Invocation) -> Void
+    ) throws(HookError) -> HookGroupToken {
         let request = ImportRequest(
             symbol: symbol, signature: signature, position: position,
             options: options.union(.liftsPageProtection), block: block)
@@ -164,7 +176,7 @@ public enum ImportTable {
         let tokens = try ImportWalk.withLoadedObjects { objects throws(HookError) in
             let chosen = objects.filter { ImportWalk.isInScope($0, scope) }
             if case .object(let name) = scope, chosen.isEmpty {
-                throw HookError(slot: nil, signature: signature, problem: .objectNotFound(name)).naming(symbol: symbol)
+                throw HookError(slot: nil, signature: signature, problem: .objectNotFound(name))
             }
             return try ImportWalk.install(request, in: chosen) { _ in true }
         }

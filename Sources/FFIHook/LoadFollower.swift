@@ -88,7 +88,7 @@ final class LoadFollower: Sendable {
     /// Hooks the symbol's and `dlopen`'s entries not covered yet in every loaded object,
     /// adds the hooks to the group and drops those of entries whose object is gone.
     private func walk(waits: Bool) throws(HookError) {
-        let process = getpid()
+        let process = ffh_getpid()
         let loaderRequest = ImportRequest(
             symbol: "dlopen", signature: Self.dlopenSignature, position: .instead, options: .liftsPageProtection
         ) { call in

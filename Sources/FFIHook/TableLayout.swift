@@ -181,8 +181,11 @@ public final class HookGroupToken: Sendable, Hashable, CustomStringConvertible {
         hasher.combine(ObjectIdentifier(self))
     }
 
-    /// The number of hooks and skipped fields.
+    /// The number of hooks and skipped fields, and whether the group is in place.
     public var description: String {
-        "HookGroupToken(\(tokens.count) hooks, \(skippedFields.count) empty fields skipped)"
+        let hooks = tokens.count
+        let skipped = skippedFields.count
+        return "HookGroupToken(\(hooks) hook\(hooks == 1 ? "" : "s"), \(skipped) empty field\(skipped == 1 ? "" : "s") "
+            + "skipped, \(isActive ? "active" : "removed"))"
     }
 }

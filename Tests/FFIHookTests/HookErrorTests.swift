@@ -171,7 +171,7 @@ extension FixtureTableTests {
         .invalidSignature("argument 0 ({Empty}) cannot be passed: an empty struct"),
         .closureAllocationFailed, .closurePreparationFailed(status: 1), .slotContention, .unmappedSlot,
         .readOnlySlot, .protectionChangeFailed, .calledFromHookBlock, .objectNotFound("libNoSuchObject.so"),
-        .symbolNotImported("no_such_symbol"), .unsupportedScope("all objects, including later loads"),
+        .symbolNotImported("no_such_symbol"), .unsupportedScope,
     ]
 
     /// Whether a problem is about installing a hook. The switch is exhaustive, so a new
@@ -214,6 +214,31 @@ extension FixtureTableTests {
             #expect(error.signature == signature)
             #expect(!error.message.isEmpty)
         }
+    }
+
+    /// The example of the Getting Started article, as it is written there.
+    @Test func theGettingStartedExample() throws {
+        let signature = try Signature("iii")
+        var caught: HookError?
+        do throws(HookError) {
+            _ = try Hook.before(on: FunctionSlot(address: 0x1003), signature: signature) { _ in }
+        } catch {
+            caught = error
+        }
+        #expect(
+            caught?.description
+                == #"cannot hook slot 0x0000000000001003 with signature "iii": the slot address is not aligned to 8 bytes"#
+        )
+        #expect(caught?.code == .misalignedSlot)
+    }
+
+    @Test func importTableErrorsNameTheSymbol() throws {
+        let error = HookError(slot: 0x7f3a_2c00_1008, signature: try Signature("i"), problem: .unmappedSlot)
+            .naming(symbol: "getpid")
+        #expect(
+            error.description
+                == #"cannot hook "getpid" at slot 0x00007f3a2c001008 with signature "i": no memory is mapped at that address"#
+        )
     }
 
     @Test func aSlotAtAddressZeroIsNoSlot() {

@@ -333,6 +333,8 @@ extension FixtureTableTests {
             }
             #expect(refused?.code == .invalidSignature)
             #expect(refused?.callInterfaceError?.position == .argument(0))
+            #expect(refused?.symbol == "atol")
+            #expect(refused?.description.hasPrefix(#"cannot hook "atol" with signature "q*""#) == true)
             #expect(groups.allSatisfy { $0.remove() })
             #expect(parse("12") == 12)
             #expect(log.all == ["before 12", "after 13"])
@@ -423,6 +425,25 @@ extension FixtureTableTests {
             #expect(length("abc") == 3)
             #expect(ImportWalk.value(at: entry.slot) == original)
             #expect(ImportFixtures.isReadOnly(entry.slot))
+        }
+
+        /// The library's own calls must not depend on what the program did to its import
+        /// table: with the main program's getpid replaced (the library is linked into it, so
+        /// its calls of getpid would go through that entry), removals still write back.
+        @Test func replacingGetpidInTheProgramLeavesRemovalsWorking() throws {
+            let slot = makeAddSlot()
+            defer { slot.deallocate() }
+            let wrongPid: @convention(c) () -> Int32 = { 1 }
+            let pids = try ImportTable.replace(symbol: "getpid", in: .mainProgram, with: wrongPid)
+            let times: @convention(c) (Int32, Int32) -> Int32 = { a, b in a * b }
+            let replacement = try Hook.replace(on: FunctionSlot(slot), with: times)
+            let hook = try Hook.after(on: FunctionSlot(slot), signature: Signature("iii")) { _ in }
+            #expect(hook.remove())
+            #expect(replacement.remove())
+            let restored = UnsafeRawPointer(slot).load(as: UInt.self) == addOriginalAddress
+            #expect(pids.remove())
+            #expect(restored)
+            #expect(getpid() != 1)
         }
 
         @Test func whatReplaceCannotDoIsNamed() throws {

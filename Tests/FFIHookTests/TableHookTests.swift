@@ -159,6 +159,12 @@ extension FixtureTableTests {
             }
             #expect(reason.contains("executable code"))
             #expect(aligned.load(as: UInt.self) == before)
+            // Without the option the error is the same: suggesting the option would not help.
+            let plain = #expect(throws: HookError.self) {
+                try Hook.before(on: FunctionSlot(aligned), signature: FixtureSignature.add) { _ in }
+            }
+            #expect(plain?.code == .invalidSlot)
+            #expect(plain?.description.contains("liftsPageProtection") == false)
         }
 
         /// A read-only slot whose page was unmapped and mapped again as code (another object

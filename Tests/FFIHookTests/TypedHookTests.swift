@@ -96,6 +96,7 @@ extension FixtureTableTests {
             #expect(error?.callInterfaceError?.code == .typeMismatch)
             #expect(error?.callInterfaceError?.position == .argument(1))
             #expect(error?.message == "argument 1 (i) does not match the Swift type Double")
+            #expect(error?.slot == fixtureSlot(\.add))
             error = #expect(throws: HookError.self) {
                 try Hook.before(
                     on: fixtureSlot(\.add), signature: FixtureSignature.add, arguments: Int32.self,

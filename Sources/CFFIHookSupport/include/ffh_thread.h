@@ -206,4 +206,8 @@ int ffh_identity(int value);
 /// ends the call's marks when that happens.
 void ffh_handler(void *cif, void *returnValue, void **arguments, void *userData);
 
+/// The process id, straight from the kernel: libc's getpid may be hooked or replaced in the
+/// import table the library's own calls go through.
+int32_t ffh_getpid(void);
+
 #endif

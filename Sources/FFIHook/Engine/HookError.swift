@@ -137,7 +137,7 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
         case .protectionChangeFailed:
             "the page protection of \(slotName ?? "the slot")\(signaturePhrase) could not be changed (mprotect failed)"
         case .calledFromHookBlock: message + context
-        default: "cannot hook" + (slotName.map { " " + $0 } ?? "") + signaturePhrase + ": " + message
+        default: "cannot hook" + subject + signaturePhrase + ": " + message
         }
     }
 
@@ -158,7 +158,7 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
         case calledFromHookBlock
         case objectNotFound(String)
         case symbolNotImported(String)
-        case unsupportedScope(String)
+        case unsupportedScope
 
         /// The code of this kind of problem.
         package var code: Code {
@@ -205,8 +205,8 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
             case .objectNotFound(let object): "no loaded object has a path ending in \(quoted(object)) or that soname"
             case .symbolNotImported(let symbol):
                 "no object in scope imports \(quoted(symbol)) (it has no JUMP_SLOT or GLOB_DAT entry for it)"
-            case .unsupportedScope(let scope):
-                "a replacement cannot cover \(scope): it does not follow later loads (replace again after loading)"
+            case .unsupportedScope:
+                "a replacement does not follow later loads (replace with .all once the objects are loaded)"
             }
         }
     }
@@ -214,6 +214,16 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
     /// `slot 0x…` with the address in 16 hex digits, when there is a slot.
     private var slotName: String? {
         slot.map { "slot 0x" + String($0.address, radix: 16).leftPadded(to: 16) }
+    }
+
+    /// What could not be hooked: ` "symbol" at slot 0x…`, ` "symbol"`, ` slot 0x…`, or empty.
+    private var subject: String {
+        switch (symbol, slotName) {
+        case (let symbol?, let slot?): " \(quoted(symbol)) at \(slot)"
+        case (let symbol?, nil): " \(quoted(symbol))"
+        case (nil, let slot?): " \(slot)"
+        case (nil, nil): ""
+        }
     }
 
     /// ` with signature "…"` when there is a signature, else empty.

@@ -321,10 +321,12 @@ package final class SlotRegistry: Sendable {
             throw failure(.unmappedSlot)
         }
         if protection.writable { return nil }
-        guard liftsProtection else { throw failure(.readOnlySlot) }
+        // Code is never a slot, with or without the option: saying so first keeps the error
+        // from suggesting an option that would not help.
         guard !protection.executable else {
             throw failure(.invalidSlot("the slot lies in executable code, not in a table"))
         }
+        guard liftsProtection else { throw failure(.readOnlySlot) }
         return protection
     }
 

@@ -2,7 +2,7 @@
 /// what is wrong in words.
 ///
 /// ```
-/// argument 2 (float) cannot be variadic: C promotes it to double, write 'd'; in signature "ii.f"
+/// argument 1 (f) cannot be variadic: C promotes it, write 'd'; in signature "iif"
 /// ```
 public struct CallInterfaceError: Error, Sendable, Hashable, CustomStringConvertible {
     /// Which value of the signature the error is about.
