@@ -4,7 +4,7 @@ import PackageDescription
 
 // Benchmarks of swift-ffi-hook, kept apart so the library depends on no benchmark tool.
 //
-// `hookbench` times hooked calls against a direct call, a raw libffi closure and
+// `hookbench` times hooked calls against a direct call, raw libffi closures and
 // Objective-C message forwarding; `HookAllocations` is a package-benchmark suite that fails
 // when a hooked call starts allocating. Run them with `Scripts/bench.sh` and
 // `swift package benchmark thresholds check` (from this directory).

@@ -10,6 +10,8 @@ static volatile unsigned hb_tick_count;
 
 __attribute__((noinline)) void hb_tick(void) { hb_tick_count = hb_tick_count + 1; }
 
+unsigned hb_tick_calls(void) { return hb_tick_count; }
+
 __attribute__((noinline)) double hb_mix(double a, double b) { return a * 0.5 + b; }
 
 __attribute__((noinline)) int hb_sum6(int a, int b, int c, int d, int e, int f) {

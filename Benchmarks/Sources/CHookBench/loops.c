@@ -86,7 +86,11 @@ uint64_t hb_time_slot_calls(hb_signature signature, int64_t iterations) {
 int hb_check_slot(hb_signature signature) {
     switch (signature) {
     case HB_INT_INT: return HB_LOAD(HB_INT_INT, int (*)(int, int))(40, 2) == 42;
-    case HB_VOID: HB_LOAD(HB_VOID, void (*)(void))(); return 1;
+    case HB_VOID: {
+        unsigned before = hb_tick_calls();
+        HB_LOAD(HB_VOID, void (*)(void))();
+        return hb_tick_calls() == before + 1;
+    }
     case HB_DOUBLE: return HB_LOAD(HB_DOUBLE, double (*)(double, double))(3.0, 0.5) == 2.0;
     case HB_SIX_INTS: return HB_LOAD(HB_SIX_INTS, int (*)(int, int, int, int, int, int))(1, 2, 3, 4, 5, 6) == 21;
     case HB_STRUCT16: {

@@ -1,8 +1,8 @@
 import ArgumentParser
 import FoundationEssentials
 
-/// Times hooked calls against a direct call, a raw libffi closure and Objective-C message
-/// forwarding, all in one process.
+/// Times hooked calls against a direct call, two raw libffi closures (the closure limit and
+/// the libffi floor) and Objective-C message forwarding, all in one process.
 @main
 struct HookBench: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -10,8 +10,9 @@ struct HookBench: ParsableCommand {
         abstract: "Nanoseconds per call of swift-ffi-hook's hooks, side by side with the floors and with forwarding.",
         discussion: """
             Each row calls a C function through a slot from a C loop: directly, through a raw \
-            libffi closure that forwards with ffi_call, through this library's hooks, and as an \
-            Objective-C method hooked through message forwarding. After a warm-up, every row \
+            libffi closure that calls the original through a typed pointer (the closure limit), \
+            through one that forwards with ffi_call (the libffi floor), through this library's \
+            hooks, and as an Objective-C method hooked through message forwarding. After a warm-up, every row \
             takes repeated samples (each a timed loop of many calls) and reports the median and \
             p99 of nanoseconds per call, ratios, and heap allocations per call.
             """)

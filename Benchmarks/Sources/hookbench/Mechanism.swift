@@ -3,10 +3,15 @@ import CObjCForward
 import FFIHook
 import HookFixtures
 
-/// A way of calling a function: directly, through libffi, through this library's hooks, or
-/// through Objective-C message forwarding.
+/// A way of calling a function: directly, through a raw libffi closure, through this
+/// library's hooks, or through Objective-C message forwarding.
 enum Mechanism: String, CaseIterable, Codable, Sendable {
+    /// The original called through the slot: the first floor.
     case direct
+    /// A raw libffi closure whose handler calls the original through a typed C function
+    /// pointer: the closure limit, the least any libffi-closure hook can cost.
+    case closureLimit
+    /// A raw libffi closure whose handler forwards with `ffi_call`: the libffi floor.
     case libffi
     case before
     case after
@@ -21,6 +26,7 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
     var title: String {
         switch self {
         case .direct: "direct call"
+        case .closureLimit: "closure limit (typed call)"
         case .libffi: "raw libffi closure"
         case .before: "before"
         case .after: "after"
@@ -37,7 +43,7 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
     var isHook: Bool {
         switch self {
         case .before, .after, .beforeAfter, .instead, .eightBefore, .typedBeforeAfter: true
-        case .direct, .libffi, .objcMessage, .objcForward: false
+        case .direct, .closureLimit, .libffi, .objcMessage, .objcForward: false
         }
     }
 
@@ -53,6 +59,9 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
             return []
         case .libffi:
             guard hb_raw_closure_install(signature.c) == 0 else { throw BenchError("libffi cannot make a closure") }
+            return []
+        case .closureLimit:
+            guard hb_closure_limit_install(signature.c) == 0 else { throw BenchError("libffi cannot make a closure") }
             return []
         case .before:
             return [try Hook.before(on: slot, signature: types) { _ in }]
@@ -75,7 +84,7 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
     /// Undoes ``install(on:)``.
     func remove(_ tokens: [HookToken], from signature: BenchSignature) throws {
         for token in tokens { token.remove() }
-        if self == .libffi { hb_slot_restore(signature.c) }
+        if self == .libffi || self == .closureLimit { hb_slot_restore(signature.c) }
         try Hook.waitForReclamation()
     }
 

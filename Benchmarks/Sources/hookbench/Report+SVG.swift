@@ -5,9 +5,9 @@ import HookFixtures
 /// bars per signature, one bar per mechanism.
 extension Report {
     private static let colors: [Mechanism: String] = [
-        .direct: "#7f7f7f", .libffi: "#bcbd22", .before: "#aec7e8", .after: "#6baed6", .beforeAfter: "#1f77b4",
-        .instead: "#17becf", .eightBefore: "#9467bd", .typedBeforeAfter: "#2ca02c", .objcMessage: "#ff9896",
-        .objcForward: "#d62728",
+        .direct: "#7f7f7f", .closureLimit: "#8c564b", .libffi: "#bcbd22", .before: "#aec7e8", .after: "#6baed6",
+        .beforeAfter: "#1f77b4", .instead: "#17becf", .eightBefore: "#9467bd", .typedBeforeAfter: "#2ca02c",
+        .objcMessage: "#ff9896", .objcForward: "#d62728",
     ]
 
     /// The chart as a standalone SVG document.

@@ -3,7 +3,8 @@ import HookFixtures
 /// The report as a terminal table and as Markdown.
 extension Report {
     private static let headers = [
-        "Signature", "Mechanism", "median ns", "p99 ns", "× direct", "× libffi", "forwarding ÷", "mallocs/call",
+        "Signature", "Mechanism", "median ns", "p99 ns", "× direct", "× limit", "× libffi", "forwarding ÷",
+        "mallocs/call",
     ]
 
     /// The cells of one row of the main table; the signature only on a group's first row.
@@ -14,6 +15,7 @@ extension Report {
             Format.nanoseconds(row.nanosecondsPerCall.median),
             Format.nanoseconds(row.nanosecondsPerCall.p99),
             Format.ratio(row.timesDirect),
+            Format.ratio(row.timesLimit),
             Format.ratio(row.timesLibffi),
             Format.ratio(row.forwardingOverThis),
             Format.mallocs(row.mallocsPerCall),

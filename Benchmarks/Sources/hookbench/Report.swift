@@ -18,6 +18,9 @@ struct Report: Codable, Sendable {
         var mallocsPerCall: Double
         /// Median over the direct call's median, same signature.
         var timesDirect: Double = 0
+        /// Median over the closure limit's median (a raw libffi closure calling the original
+        /// through a typed pointer), same signature.
+        var timesLimit: Double = 0
         /// Median over the raw libffi closure's median, same signature.
         var timesLibffi: Double = 0
         /// Objective-C forwarding's median over this median, same signature: how many times faster.
@@ -60,6 +63,9 @@ struct Report: Codable, Sendable {
             let median = rows[index].nanosecondsPerCall.median
             if let direct = row(signature, .direct)?.nanosecondsPerCall.median {
                 rows[index].timesDirect = median / direct
+            }
+            if let limit = row(signature, .closureLimit)?.nanosecondsPerCall.median {
+                rows[index].timesLimit = median / limit
             }
             if let libffi = row(signature, .libffi)?.nanosecondsPerCall.median {
                 rows[index].timesLibffi = median / libffi

@@ -39,6 +39,10 @@ int hb_sum6(int a, int b, int c, int d, int e, int f);
 double hb_point_sum(hb_point point);
 hb_record hb_record_next(hb_record record);
 
+/// How many times `hb_tick` has run (wrapping), so that a check can see that a call of
+/// `void (void)` reached the original.
+unsigned hb_tick_calls(void);
+
 /// The type encoding of `signature` (`"iii"` for `int (int, int)`).
 const char *hb_encoding(hb_signature signature);
 
@@ -56,13 +60,21 @@ uint64_t hb_now_ns(void);
 uint64_t hb_time_slot_calls(hb_signature signature, int64_t iterations);
 
 /// Calls the slot of `signature` once with fixed arguments and reports whether the result
-/// is what the original returns for them (a hook that forwards must not change it).
+/// is what the original returns for them (a hook that forwards must not change it); for
+/// `void (void)`, whether the original ran once.
 int hb_check_slot(hb_signature signature);
 
 /// Puts a raw libffi closure in the slot of `signature`: its handler only forwards the call
 /// to the original with `ffi_call`, the least a libffi-based hook can do. Returns 0, or -1
 /// when libffi cannot make the closure. The closure is made once and kept.
 int hb_raw_closure_install(hb_signature signature);
+
+/// Puts a raw libffi closure in the slot of `signature`, prepared with the same cif as
+/// ``hb_raw_closure_install``, whose handler reads the arguments from libffi's array, calls
+/// the original through a typed function pointer and stores the result in libffi's buffer:
+/// the least any hook built on a libffi closure can cost. Returns 0, or -1 when libffi cannot
+/// make the closure. The closure is made once and kept.
+int hb_closure_limit_install(hb_signature signature);
 
 /// Writes the original back into the slot of `signature`.
 void hb_slot_restore(hb_signature signature);
