@@ -12,6 +12,11 @@
 /// }
 /// ```
 ///
+/// A one-expression `instead` block that computes with `original(...)` (`original(x) - 10`)
+/// can defeat Swift's type inference over the argument pack ("cannot pass value pack
+/// expansion to non-pack parameter"): write it as two statements (`let result = original(x)`,
+/// then `return result - 10`), or spell out the closure's parameter types.
+///
 /// With ``CEncodable`` types the signature is derived from the Swift types. For types with no
 /// single encoding (an imported C struct) pass the signature; each Swift type must then have
 /// its C type's size and no stricter alignment, and standard-library scalars must agree in
@@ -215,9 +220,10 @@ enum TypedBlock {
         _ arguments: repeat (each Argument).Type, block: @escaping @Sendable (Result, repeat each Argument) -> Result
     ) -> @Sendable (borrowing Invocation) -> Void {
         { call in
+            // No tuple of the values: a tuple of a pack costs a metadata lookup per call.
             var reader = ArgumentCursor(call.argumentList)
-            let values = (repeat reader.next((each Argument).self))
-            let result = block(ReturnCursor.load(Result.self, from: call.returnBuffer), repeat each values)
+            let result = block(
+                ReturnCursor.load(Result.self, from: call.returnBuffer), repeat reader.next((each Argument).self))
             ReturnCursor.store(result, call)
         }
     }
@@ -259,12 +265,14 @@ struct ArgumentCursor {
     }
 
     @inlinable
+    @inline(__always)
     mutating func next<Value: BitwiseCopyable>(_ type: Value.Type) -> Value {
         defer { index += 1 }
         return list[index]!.loadUnaligned(as: Value.self)
     }
 
     @inlinable
+    @inline(__always)
     mutating func write<Value: BitwiseCopyable>(_ value: Value) {
         list[index]!.storeBytes(of: value, as: Value.self)
         index += 1
@@ -275,6 +283,7 @@ struct ArgumentCursor {
 @usableFromInline
 enum ReturnCursor {
     @inlinable
+    @inline(__always)
     static func load<Result: BitwiseCopyable>(_ type: Result.Type, from buffer: UnsafeMutableRawPointer?) -> Result {
         if MemoryLayout<Result>.size == 0 {
             return unsafeBitCast((), to: Result.self)
@@ -282,9 +291,20 @@ enum ReturnCursor {
         return buffer!.loadUnaligned(as: Result.self)
     }
 
+    /// Stores a result checked against the signature at install: a small one (an integer
+    /// narrower than a word, a `float`) through a call that widens it as the C type needs,
+    /// anything else as it is.
     @inlinable
+    @inline(__always)
     static func store<Result: BitwiseCopyable>(_ value: Result, _ call: borrowing Invocation) {
-        guard MemoryLayout<Result>.size > 0 else { return }
-        call.storeReturnValue(value)
+        let size = MemoryLayout<Result>.size
+        guard size > 0 else { return }
+        if size < 8 {
+            var bits: UInt64 = 0
+            withUnsafeMutableBytes(of: &bits) { $0.storeBytes(of: value, as: Result.self) }
+            call.storeSmallReturnValue(bits, byteCount: size)
+        } else {
+            call.returnBuffer!.storeBytes(of: value, as: Result.self)
+        }
     }
 }

@@ -1,12 +1,58 @@
 import CTestSupport
-import FFIHook
+import FFIHookCore
 import Testing
+
+@testable import FFIHook
 
 extension FixtureTableTests {
     /// Blocks that receive the arguments as Swift values, with types checked at install time.
     @Suite struct TypedHookTests {
         init() {
             ct_fix_reset()
+        }
+
+        /// A typed block's small result reaches the caller as libffi closures return it: an
+        /// integer narrower than a word widened to one by its C type's signedness, a float as
+        /// its 4 bytes.
+        @Test func typedBlocksReturnNarrowValuesWidenedAsTheCTypeSays() throws {
+            typealias Signed = @convention(c) (Int8) -> Int8
+            typealias Unsigned = @convention(c) (UInt16) -> UInt16
+            typealias Single = @convention(c) (Float) -> Float
+            let signed = UnsafeMutablePointer<Signed?>.allocate(capacity: 1)
+            let unsigned = UnsafeMutablePointer<Unsigned?>.allocate(capacity: 1)
+            let single = UnsafeMutablePointer<Single?>.allocate(capacity: 1)
+            defer {
+                signed.deallocate()
+                unsigned.deallocate()
+                single.deallocate()
+            }
+            signed.initialize(to: { $0 })
+            unsigned.initialize(to: { $0 })
+            single.initialize(to: { $0 })
+            let words = Locked<[UInt64]>([])
+            @Sendable func recordWord(_ call: borrowing Invocation) {
+                let word = call.returnBuffer!.load(as: UInt64.self)
+                words.withLock { $0.append(word) }
+            }
+            let tokens = [
+                try Hook.instead(on: FunctionSlot(signed), arguments: Int8.self, returning: Int8.self) { original, x in
+                    let result = original(x)
+                    return result &- 10
+                },
+                try Hook.after(on: FunctionSlot(signed), signature: Signature("cc")) { recordWord($0) },
+                try Hook.after(on: FunctionSlot(unsigned), arguments: UInt16.self, returning: UInt16.self) { r, _ in
+                    r &- 1
+                },
+                try Hook.after(on: FunctionSlot(unsigned), signature: Signature("SS")) { recordWord($0) },
+                try Hook.instead(on: FunctionSlot(single), arguments: Float.self, returning: Float.self) { _, x in
+                    x * 2
+                },
+            ]
+            defer { for token in tokens { token.remove() } }
+            #expect(signed.pointee!(5) == -5)
+            #expect(unsigned.pointee!(0) == 0xFFFF)
+            #expect(single.pointee!(0.75) == 1.5)
+            #expect(words.withLock { $0 } == [UInt64(bitPattern: -5), 0xFFFF])
         }
 
         @Test func typedBeforeAndAfter() throws {

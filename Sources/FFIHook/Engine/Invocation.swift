@@ -125,10 +125,23 @@ public struct Invocation: ~Copyable {
     @usableFromInline
     package var returnBuffer: UnsafeMutableRawPointer? { frame.returnValue }
 
-    /// Stores a return value already checked against the signature, widening small integers.
+    /// Stores a return value of fewer than 8 bytes already checked against the signature,
+    /// given as its bytes in the low end of `bits`: an integer widened to a word as libffi
+    /// closures return it, a `float` as its 4 bytes. Not generic, so typed blocks reach it
+    /// without the cost of generic code on every call.
     @usableFromInline
-    package func storeReturnValue<T: BitwiseCopyable>(_ value: T) {
-        setReturnValue(value)
+    package func storeSmallReturnValue(_ bits: UInt64, byteCount: Int) {
+        let storage = frame.returnValue!
+        let width = frame.returnWidth
+        guard width > 0 else {
+            withUnsafeBytes(of: bits) { storage.copyMemory(from: $0.baseAddress!, byteCount: byteCount) }
+            return
+        }
+        var widened = width < 64 ? bits & ((1 << UInt64(width)) - 1) : bits
+        if frame.returnIsSigned && width < 64 && widened & (1 << UInt64(width - 1)) != 0 {
+            widened |= ~0 << UInt64(width)
+        }
+        storage.storeBytes(of: widened, as: UInt64.self)
     }
 
     /// A copyable handle that continues this instead block's call inward, for typed blocks
