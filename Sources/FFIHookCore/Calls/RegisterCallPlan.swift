@@ -21,115 +21,75 @@ package struct RegisterCallPlan {
         isEnabled.store(enabled, ordering: .relaxed)
     }
 
-    private enum Value {
-        case signed(bytes: Int)
-        case unsigned(bytes: Int)
-        case float
-        case double
-
-        init?(_ type: CType) {
-            switch type.kind {
-            case .primitive(let primitive):
-                switch primitive {
-                case .int128, .unsignedInt128, .longDouble: return nil
-                case .float: self = .float
-                case .double: self = .double
-                default: self = primitive.isSigned ? .signed(bytes: primitive.size) : .unsigned(bytes: primitive.size)
-                }
-            case .pointer, .cString, .object, .block, .objectClass, .selector, .unknown, .array:
-                self = .unsigned(bytes: MemoryLayout<UnsafeRawPointer>.size)
+    /// How `type` travels in a register, or `nil` when it does not travel in one.
+    private static func kind(of type: CType) -> ffh_value_kind? {
+        switch type.kind {
+        case .primitive(let primitive):
+            switch primitive {
+            case .int128, .unsignedInt128, .longDouble: return nil
+            case .float: return ffh_value_kind(FFH_VALUE_FLOAT)
+            case .double: return ffh_value_kind(FFH_VALUE_DOUBLE)
             default:
-                return nil
+                switch (primitive.size, primitive.isSigned) {
+                case (1, true): return ffh_value_kind(FFH_VALUE_SIGNED_8)
+                case (2, true): return ffh_value_kind(FFH_VALUE_SIGNED_16)
+                case (4, true): return ffh_value_kind(FFH_VALUE_SIGNED_32)
+                case (1, false): return ffh_value_kind(FFH_VALUE_UNSIGNED_8)
+                case (2, false): return ffh_value_kind(FFH_VALUE_UNSIGNED_16)
+                case (4, false): return ffh_value_kind(FFH_VALUE_UNSIGNED_32)
+                default: return ffh_value_kind(FFH_VALUE_64)
+                }
             }
-        }
-
-        var isFloatingPoint: Bool {
-            switch self {
-            case .float, .double: true
-            case .signed, .unsigned: false
-            }
-        }
-
-        /// The 64-bit register image of the value stored at `address`.
-        @inline(__always)
-        func load(from address: UnsafeRawPointer) -> UInt64 {
-            switch self {
-            case .signed(1): UInt64(bitPattern: Int64(address.loadUnaligned(as: Int8.self)))
-            case .signed(2): UInt64(bitPattern: Int64(address.loadUnaligned(as: Int16.self)))
-            case .signed(4): UInt64(bitPattern: Int64(address.loadUnaligned(as: Int32.self)))
-            case .unsigned(1): UInt64(address.loadUnaligned(as: UInt8.self))
-            case .unsigned(2): UInt64(address.loadUnaligned(as: UInt16.self))
-            case .unsigned(4), .float: UInt64(address.loadUnaligned(as: UInt32.self))
-            default: address.loadUnaligned(as: UInt64.self)
-            }
-        }
-
-        /// Stores a result register as `ffi_call` stores results: integers widened to 64 bits.
-        @inline(__always)
-        func store(_ bits: UInt64, to address: UnsafeMutableRawPointer) {
-            let widened: UInt64
-            switch self {
-            case .float:
-                address.storeBytes(of: UInt32(truncatingIfNeeded: bits), as: UInt32.self)
-                return
-            case .signed(1): widened = UInt64(bitPattern: Int64(Int8(truncatingIfNeeded: bits)))
-            case .signed(2): widened = UInt64(bitPattern: Int64(Int16(truncatingIfNeeded: bits)))
-            case .signed(4): widened = UInt64(bitPattern: Int64(Int32(truncatingIfNeeded: bits)))
-            case .unsigned(1): widened = UInt64(UInt8(truncatingIfNeeded: bits))
-            case .unsigned(2): widened = UInt64(UInt16(truncatingIfNeeded: bits))
-            case .unsigned(4): widened = UInt64(UInt32(truncatingIfNeeded: bits))
-            default: widened = bits
-            }
-            address.storeBytes(of: widened, as: UInt64.self)
+        case .pointer, .cString, .object, .block, .objectClass, .selector, .unknown, .array:
+            return ffh_value_kind(FFH_VALUE_64)
+        default:
+            return nil
         }
     }
 
-    private struct Step {
-        let argument: Int
-        let value: Value
-        let register: Int
-    }
-
-    /// The argument loads, in a buffer the owning interface frees with ``deallocate()``: a
-    /// Swift array here would be retained on every call, a write to memory all calling
-    /// threads share.
-    private let steps: UnsafeMutableBufferPointer<Step>
-    /// The result's kind, `nil` for void.
-    private let result: Value?
+    /// The plan as the C side reads it; its steps live in a buffer the owning interface
+    /// frees with ``deallocate()`` (a Swift array here would be retained on every call, a
+    /// write to memory all calling threads share).
+    private let plan: ffh_plan
 
     /// The plan for `signature`, or `nil` when a value does not travel in registers.
     init?(_ signature: Signature) {
         guard ffh_register_calls_available() != 0 else { return nil }
         let generalCount = Int(FFH_GENERAL_REGISTERS)
         let floatingCount = Int(FFH_FLOATING_REGISTERS)
-        var steps: [Step] = []
+        var steps: [ffh_plan_step] = []
         var general = 0
         var floating = 0
         for (index, type) in signature.argumentTypes.enumerated() {
-            guard let value = Value(type) else { return nil }
-            if value.isFloatingPoint {
+            guard let kind = Self.kind(of: type) else { return nil }
+            let isFloatingPoint = kind == ffh_value_kind(FFH_VALUE_FLOAT) || kind == ffh_value_kind(FFH_VALUE_DOUBLE)
+            if isFloatingPoint {
                 guard floating < floatingCount else { return nil }
-                steps.append(Step(argument: index, value: value, register: floating))
+                steps.append(ffh_plan_step(argument: UInt16(index), kind: kind, reg: UInt8(floating)))
                 floating += 1
             } else {
                 guard general < generalCount else { return nil }
-                steps.append(Step(argument: index, value: value, register: general))
+                steps.append(ffh_plan_step(argument: UInt16(index), kind: kind, reg: UInt8(general)))
                 general += 1
             }
         }
+        let result: ffh_value_kind
         if signature.returnType.isVoid {
-            result = nil
+            result = ffh_value_kind(FFH_VALUE_VOID)
         } else {
-            guard let value = Value(signature.returnType) else { return nil }
-            result = value
+            guard let kind = Self.kind(of: signature.returnType) else { return nil }
+            result = kind
         }
-        self.steps = .allocate(capacity: steps.count)
-        _ = self.steps.initialize(from: steps)
+        let buffer = UnsafeMutableBufferPointer<ffh_plan_step>.allocate(capacity: max(steps.count, 1))
+        _ = buffer.initialize(from: steps)
+        plan = ffh_plan(
+            steps: UnsafePointer(buffer.baseAddress), count: UInt32(steps.count), result: result,
+            usesFloatingRegisters: floating > 0 ? 1 : 0)
     }
 
     /// Frees the plan's buffer; the owner calls it once, when it is done with the plan.
     func deallocate() {
-        steps.deallocate()
+        UnsafeMutablePointer(mutating: plan.steps)?.deallocate()
     }
 
     /// Calls `function` with the arguments `argumentList` points to; stores the result.
@@ -138,23 +98,8 @@ package struct RegisterCallPlan {
         _ function: UnsafeRawPointer, returnValue: UnsafeMutableRawPointer?,
         argumentList: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) {
-        var registers = ffh_registers()
-        withUnsafeMutableBytes(of: &registers.general) { general in
-            withUnsafeMutableBytes(of: &registers.floating) { floating in
-                for step in steps {
-                    let bits = step.value.load(from: argumentList[step.argument]!)
-                    let bank = step.value.isFloatingPoint ? floating : general
-                    bank.storeBytes(of: bits, toByteOffset: step.register * 8, as: UInt64.self)
-                }
-            }
+        withUnsafePointer(to: plan) { plan in
+            ffh_call_plan(plan, function, argumentList, returnValue)
         }
-        guard let result else {
-            ffh_call_returning_void(function, &registers)
-            return
-        }
-        let bits =
-            result.isFloatingPoint
-            ? ffh_call_returning_floating(function, &registers) : ffh_call_returning_integer(function, &registers)
-        if let returnValue { result.store(bits, to: returnValue) }
     }
 }
