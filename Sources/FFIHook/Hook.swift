@@ -15,7 +15,8 @@ public enum Hook {
     /// - Parameters:
     ///   - slot: an aligned, pointer-sized slot holding a C function of `signature`; it may
     ///     hold NULL only for an instead hook, which then provides the function.
-    ///   - signature: the C signature of the function in the slot.
+    ///   - signature: the C signature of the function in the slot; for a variadic function,
+    ///     that of one call shape (see ``/FFIHookCore/Signature/fixedArgumentCount``).
     ///   - position: before, instead of, or after the original.
     ///   - options: ``HookOptions/once``, ``HookOptions/allowsReentry``,
     ///     ``HookOptions/liftsPageProtection``.

@@ -45,7 +45,7 @@ import Testing
         let signature = try Signature(encoding)
         #expect(
             throws: CallInterfaceError(
-                signature: signature, position: .argument(index),
+                signature: signature.variadic(fixedArgumentCount: 1), position: .argument(index),
                 problem: .variadicPromotion(promotedEncoding: promoted))
         ) {
             try CallInterface(variadic: signature, fixedArgumentCount: 1)
@@ -60,9 +60,62 @@ import Testing
     func refusesFixedCountsOutsideTheArguments(count: Int) throws {
         let signature = try Signature("vii")
         #expect(
-            throws: CallInterfaceError(signature: signature, position: nil, problem: .invalidFixedArgumentCount(count))
+            throws: CallInterfaceError(
+                signature: signature.variadic(fixedArgumentCount: count), position: nil,
+                problem: .invalidFixedArgumentCount(count))
         ) {
             try CallInterface(variadic: signature, fixedArgumentCount: count)
         }
+    }
+}
+
+/// A signature that carries its variadic call shape.
+@Suite struct VariadicSignatureTests {
+    @Test func theFixedCountIsPartOfTheSignature() throws {
+        let fixed = try Signature("i*ii")
+        let shape = try Signature(variadic: "i*ii", fixedArgumentCount: 2)
+        #expect(fixed.fixedArgumentCount == nil)
+        #expect(shape.fixedArgumentCount == 2)
+        #expect(shape == fixed.variadic(fixedArgumentCount: 2))
+        #expect(shape != fixed)
+        #expect(shape != fixed.variadic(fixedArgumentCount: 1))
+        #expect(shape.encoding == "i*ii")
+        #expect(shape.description == "i*ii (variadic after 2 fixed arguments)")
+        #expect(fixed.variadic(fixedArgumentCount: 1).description == "i*ii (variadic after 1 fixed argument)")
+        #expect(shape.abiKey != fixed.abiKey)
+    }
+
+    @Test func aVariadicShapeInternsApartFromTheFixedSignature() throws {
+        let fixed = try CallInterface.shared(for: Signature("qiqq"))
+        let shape = try CallInterface.shared(for: Signature(variadic: "qiqq", fixedArgumentCount: 1))
+        let other = try CallInterface.shared(for: Signature(variadic: "qiqq", fixedArgumentCount: 2))
+        #expect(fixed !== shape && shape !== other && fixed !== other)
+        #expect(fixed.fixedArgumentCount == nil && shape.fixedArgumentCount == 1 && other.fixedArgumentCount == 2)
+        #expect(try CallInterface.shared(for: Signature(variadic: "q8i0q4q4", fixedArgumentCount: 1)) === shape)
+        #expect(!shape.usesRegisterPath)
+        let sum: Int = try shape.call(ct_variadic_sum_longs_address(), returning: Int.self, Int32(2), 20, 22)
+        #expect(sum == 42)
+    }
+
+    @Test func bothInitialisersMakeTheSameInterface() throws {
+        let signature = try Signature("ddidd")
+        let fromSignature = try CallInterface(signature.variadic(fixedArgumentCount: 2))
+        let fromCount = try CallInterface(variadic: signature, fixedArgumentCount: 2)
+        #expect(fromSignature.signature == fromCount.signature)
+        #expect(fromCount.signature.fixedArgumentCount == 2 && fromCount.fixedArgumentCount == 2)
+        let sum: Double = try fromSignature.call(
+            ct_variadic_sum_doubles_address(), returning: Double.self, 0.5, Int32(2), 1.0, 2.0)
+        #expect(sum == 3.5)
+    }
+
+    @Test func refusalsCarryTheVariadicSignature() throws {
+        let signature = try Signature(variadic: "vif", fixedArgumentCount: 1)
+        let error = #expect(throws: CallInterfaceError.self) { try CallInterface.shared(for: signature) }
+        #expect(error?.signature == signature)
+        #expect(error?.code == .variadicPromotion)
+        #expect(
+            error?.description
+                == "argument 1 (f) cannot be variadic: C promotes it, write 'd'; in signature \"vif\" (variadic after 1 fixed argument)"
+        )
     }
 }

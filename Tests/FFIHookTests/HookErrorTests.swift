@@ -70,7 +70,9 @@ extension FixtureTableTests {
                 try Hook.before(on: fixtureSlot(\.add), signature: Signature("III")) { _ in }
             }
             #expect(unsigned?.is(.signatureMismatch(installed: "iii")) == true)
-            #expect(unsigned?.description.hasSuffix("every hook of a slot must use the same types") == true)
+            #expect(
+                unsigned?.description.hasSuffix(
+                    "every hook of a slot must use the same types and the same variadic call shape") == true)
             // Names and qualifiers do not matter.
             let same = try Hook.after(on: fixtureSlot(\.add), signature: Signature("i8i0i4")) { _ in }
             same.remove()

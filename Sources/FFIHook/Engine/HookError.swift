@@ -147,7 +147,7 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
         case misalignedSlot
         case invalidSlot(String)
         case emptySlot
-        case signatureMismatch(installed: String)
+        case signatureMismatch(installed: String, fixedArgumentCount: Int? = nil)
         case invalidSignature(String)
         case closureAllocationFailed
         case closurePreparationFailed(status: Int)
@@ -189,8 +189,9 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
             case .misalignedSlot: "the slot address is not aligned to \(MemoryLayout<UnsafeRawPointer>.alignment) bytes"
             case .invalidSlot(let reason): reason
             case .emptySlot: "it holds NULL, and a before or after hook needs an original to run"
-            case .signatureMismatch(let installed):
-                "it is already hooked with signature \(quoted(installed)); every hook of a slot must use the same types"
+            case .signatureMismatch(let installed, let fixedArgumentCount):
+                "it is already hooked with signature \(quoted(installed))\(Signature.variadicNote(fixedArgumentCount)); "
+                    + "every hook of a slot must use the same types and the same variadic call shape"
             case .invalidSignature(let reason): reason
             case .closureAllocationFailed:
                 "libffi could not allocate a closure (is mapping writable and executable memory forbidden?)"
@@ -228,12 +229,12 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
 
     /// ` with signature "…"` when there is a signature, else empty.
     private var signaturePhrase: String {
-        signature.map { " with signature \(quoted($0.encoding))" } ?? ""
+        signature.map { " with signature \(quoted($0.encoding))\($0.variadicNote)" } ?? ""
     }
 
     /// ` (slot 0x…, signature "…")` with what is known, or empty when neither is.
     private var context: String {
-        let parts = [slotName, signature.map { "signature \(quoted($0.encoding))" }].compactMap { $0 }
+        let parts = [slotName, signature.map { "signature \(quoted($0.encoding))\($0.variadicNote)" }].compactMap { $0 }
         return parts.isEmpty ? "" : " (\(parts.joined(separator: ", ")))"
     }
 }

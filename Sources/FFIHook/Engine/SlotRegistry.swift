@@ -135,7 +135,10 @@ package final class SlotRegistry: Sendable {
                 holdsClosure = cell.pointee.load(ordering: .acquiring) == existing.code
                 if holdsClosure {
                     guard existing.signature.abiKey == signature.abiKey else {
-                        throw failure(.signatureMismatch(installed: existing.signature.encoding))
+                        throw failure(
+                            .signatureMismatch(
+                                installed: existing.signature.encoding,
+                                fixedArgumentCount: existing.signature.fixedArgumentCount))
                     }
                     target = existing
                 } else {

@@ -7,7 +7,9 @@
 extension CallInterface {
     /// The shared interface for `signature`, prepared on first use.
     ///
-    /// Signatures that differ only in names and qualifiers share one interface. The cache
+    /// Signatures that differ only in names and qualifiers share one interface; a variadic
+    /// call shape (a signature with a ``Signature/fixedArgumentCount``) gets its own, apart
+    /// from the fixed signature of the same types and from other fixed counts. The cache
     /// holds interfaces weakly: an interface nobody references is freed, and the next
     /// request prepares a new one. Safe to call from any thread.
     ///

@@ -53,12 +53,18 @@ public final class CallInterface: @unchecked Sendable {
     /// The key under which ``shared(for:)`` holds this interface, if it does.
     let cacheKey = Locked<String?>(nil)
 
-    /// Prepares an interface for a fixed-argument signature.
+    /// Prepares an interface for `signature`: for one call shape of a variadic function when
+    /// the signature has a ``Signature/fixedArgumentCount``.
     ///
     /// - Throws: ``CallInterfaceError`` naming the argument or return value that the
-    ///   platform's C calling convention cannot pass through libffi, and why.
+    ///   platform's C calling convention cannot pass through libffi, and why; for a variadic
+    ///   call shape also a fixed count outside the arguments or a promotable variadic
+    ///   argument (see ``init(variadic:fixedArgumentCount:)``).
     public convenience init(_ signature: Signature) throws(CallInterfaceError) {
-        try self.init(signature: signature, fixedArgumentCount: nil)
+        if let fixedArgumentCount = signature.fixedArgumentCount {
+            try Self.checkVariadicShape(signature, fixedArgumentCount: fixedArgumentCount)
+        }
+        try self.init(signature: signature, fixedArgumentCount: signature.fixedArgumentCount)
     }
 
     /// Prepares an interface for one call shape of a variadic function.
@@ -66,10 +72,17 @@ public final class CallInterface: @unchecked Sendable {
     /// `signature` lists the fixed arguments and then the concrete variadic ones for this
     /// call shape. Variadic arguments must already have C's default promotions applied:
     /// `float` is refused (write `d`), and so are `char`, `short` and `_Bool` (write `i`).
+    /// The interface's ``signature`` is `signature` with `fixedArgumentCount` (see
+    /// ``Signature/variadic(fixedArgumentCount:)``), and so is the signature errors carry.
     ///
     /// - Throws: ``CallInterfaceError`` for a fixed count outside the arguments, a
     ///   promotable variadic argument, or a value that cannot be passed.
     public convenience init(variadic signature: Signature, fixedArgumentCount: Int) throws(CallInterfaceError) {
+        try self.init(signature.variadic(fixedArgumentCount: fixedArgumentCount))
+    }
+
+    /// Refuses a fixed count outside the arguments and variadic arguments C would promote.
+    private static func checkVariadicShape(_ signature: Signature, fixedArgumentCount: Int) throws(CallInterfaceError) {
         guard (0...signature.argumentTypes.count).contains(fixedArgumentCount) else {
             throw CallInterfaceError(
                 signature: signature, position: nil,
@@ -82,7 +95,6 @@ public final class CallInterface: @unchecked Sendable {
                     problem: .variadicPromotion(promotedEncoding: promoted))
             }
         }
-        try self.init(signature: signature, fixedArgumentCount: fixedArgumentCount)
     }
 
     private init(signature: Signature, fixedArgumentCount: Int?) throws(CallInterfaceError) {

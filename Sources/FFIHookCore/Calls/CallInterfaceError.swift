@@ -110,7 +110,7 @@ public struct CallInterfaceError: Error, Sendable, Hashable, CustomStringConvert
 
     /// The message and the signature, on one line.
     public var description: String {
-        message + "; in signature \(quoted(signature.encoding))"
+        message + "; in signature \(quoted(signature.encoding))\(signature.variadicNote)"
     }
 
     /// A problem found while preparing or checking a call, with the details its message needs.

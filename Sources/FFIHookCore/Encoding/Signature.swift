@@ -8,11 +8,22 @@
 /// Every argument and the return type must be a complete value type: `v` only as the return
 /// type, no opaque `{Name}` and no bit-field outside an aggregate. An array argument is
 /// kept as written; a call passes it as C does, as a pointer to its first element.
+///
+/// A signature can also describe one call shape of a variadic function: the fixed arguments,
+/// then the concrete variadic ones, with ``fixedArgumentCount`` saying where the variadic
+/// ones start (see ``init(variadic:fixedArgumentCount:)``). Every hook and call interface
+/// made from such a signature prepares its call for that shape.
 public struct Signature: Sendable, Hashable, CustomStringConvertible {
     /// The type the function returns (`void` when it returns nothing).
     public let returnType: CType
     /// The types of the arguments, in order.
     public let argumentTypes: [CType]
+    /// For one call shape of a variadic function, how many leading arguments are fixed (the
+    /// rest are variadic); `nil` for a function without variadic arguments.
+    ///
+    /// Two signatures with the same types but different counts are different signatures:
+    /// they are not equal, and a slot hooked with one cannot be hooked with the other.
+    public let fixedArgumentCount: Int?
 
     /// Reads a signature from a type encoding.
     ///
@@ -22,6 +33,25 @@ public struct Signature: Sendable, Hashable, CustomStringConvertible {
     public init(_ encoding: String) throws(EncodingError) {
         var parser = EncodingParser(encoding)
         (returnType, argumentTypes) = try parser.parseSignature()
+        fixedArgumentCount = nil
+    }
+
+    /// Reads one call shape of a variadic function from a type encoding: the fixed arguments,
+    /// then the concrete variadic ones of this shape.
+    ///
+    /// `open(const char *, int, ...)` called as `open(path, flags, mode)` is
+    /// `Signature(variadic: "i*ii", fixedArgumentCount: 2)`. Variadic arguments are written
+    /// as C's default promotions make them: `d` for a `float`, `i` for `char`, `short` and
+    /// `_Bool`.
+    ///
+    /// The count and the variadic types are checked when a call interface or a hook is
+    /// prepared from the signature, not here: a count outside `0...argumentTypes.count`
+    /// or a promotable variadic type is a ``CallInterfaceError`` then.
+    ///
+    /// - Throws: ``EncodingError`` as ``init(_:)`` does.
+    public init(variadic encoding: String, fixedArgumentCount: Int) throws(EncodingError) {
+        try self.init(encoding)
+        self = self.variadic(fixedArgumentCount: fixedArgumentCount)
     }
 
     /// Makes a signature from types already read.
@@ -39,19 +69,53 @@ public struct Signature: Sendable, Hashable, CustomStringConvertible {
             "the return type of a signature must be void or a complete value type, not \(returnType)")
         self.returnType = returnType
         self.argumentTypes = argumentTypes
+        self.fixedArgumentCount = nil
+    }
+
+    private init(_ signature: Signature, fixedArgumentCount: Int?) {
+        self.returnType = signature.returnType
+        self.argumentTypes = signature.argumentTypes
+        self.fixedArgumentCount = fixedArgumentCount
+    }
+
+    /// This signature as one call shape of a variadic function whose first
+    /// `fixedArgumentCount` arguments are fixed (see ``init(variadic:fixedArgumentCount:)``).
+    ///
+    /// The count is checked when a call interface or a hook is prepared from the result.
+    public func variadic(fixedArgumentCount: Int) -> Signature {
+        Signature(self, fixedArgumentCount: fixedArgumentCount)
     }
 
     /// The canonical encoding: the return type's then each argument's, without frame offsets.
     ///
     /// One adjacency would read back differently: an object `@` followed by an unknown `?`
-    /// spells a block `@?`. Only there a frame offset `0` is kept between the two.
+    /// spells a block `@?`. Only there a frame offset `0` is kept between the two. The
+    /// encoding has no place for ``fixedArgumentCount``: a variadic signature's encoding
+    /// is that of its types alone.
     public var encoding: String { joinedEncoding(names: true) }
 
-    /// The canonical encoding (see ``encoding``).
-    public var description: String { encoding }
+    /// The canonical encoding (see ``encoding``), followed for a variadic call shape by how
+    /// many arguments are fixed: `i*ii (variadic after 2 fixed arguments)`.
+    public var description: String { encoding + variadicNote }
 
-    /// The encoding without names and qualifiers: signatures the ABI cannot tell apart share it.
-    package var abiKey: String { joinedEncoding(names: false) }
+    /// ` (variadic after N fixed arguments)` for a variadic call shape, else empty: what
+    /// messages add after a quoted ``encoding``.
+    package var variadicNote: String { Self.variadicNote(fixedArgumentCount) }
+
+    /// ``variadicNote`` for a signature with `fixedArgumentCount`.
+    package static func variadicNote(_ fixedArgumentCount: Int?) -> String {
+        guard let fixedArgumentCount else { return "" }
+        return " (variadic after \(fixedArgumentCount) fixed argument\(fixedArgumentCount == 1 ? "" : "s"))"
+    }
+
+    /// The encoding without names and qualifiers: signatures the ABI cannot tell apart share
+    /// it. A variadic call shape adds its fixed-argument count, so that it never shares an
+    /// interface with the fixed signature of the same types, nor with another count.
+    package var abiKey: String {
+        let key = joinedEncoding(names: false)
+        guard let fixedArgumentCount else { return key }
+        return key + " variadic \(fixedArgumentCount)"
+    }
 
     private func joinedEncoding(names: Bool) -> String {
         var text = ""

@@ -1,6 +1,7 @@
 #include "CImportFixture.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,3 +15,5 @@ int cimportfixture_parse(const char *text) {
 }
 
 void *cimportfixture_open(const char *path, int flags) { return dlopen(path, flags); }
+
+int cimportfixture_create(const char *path) { return open(path, O_CREAT | O_WRONLY, 0600); }

@@ -2,6 +2,7 @@
 
 #include <stdarg.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 long ct_variadic_sum_longs(int count, ...) {
     va_list list;
@@ -43,3 +44,23 @@ double ct_variadic_sum_doubles(double first, int count, ...) {
 const void *ct_variadic_sum_longs_address(void) { return (const void *)ct_variadic_sum_longs; }
 const void *ct_variadic_fold_address(void) { return (const void *)ct_variadic_fold; }
 const void *ct_variadic_sum_doubles_address(void) { return (const void *)ct_variadic_sum_doubles; }
+
+ct_variadic_sum_longs_fn *ct_variadic_sum_longs_slot(void) {
+    ct_variadic_sum_longs_fn *slot = malloc(sizeof *slot);
+    *slot = ct_variadic_sum_longs;
+    return slot;
+}
+
+ct_variadic_sum_doubles_fn *ct_variadic_sum_doubles_slot(void) {
+    ct_variadic_sum_doubles_fn *slot = malloc(sizeof *slot);
+    *slot = ct_variadic_sum_doubles;
+    return slot;
+}
+
+void ct_variadic_free_slot(void *slot) { free(slot); }
+
+long ct_variadic_call_sum_longs2(ct_variadic_sum_longs_fn *slot, long a, long b) { return (*slot)(2, a, b); }
+
+double ct_variadic_call_sum_doubles2(ct_variadic_sum_doubles_fn *slot, double first, double a, double b) {
+    return (*slot)(first, 2, a, b);
+}

@@ -16,4 +16,8 @@ int cimportfixture_parse(const char *text);
 /// dlopen(path, flags), called through the PLT: a library that loads another.
 void *cimportfixture_open(const char *path, int flags);
 
+/// open(path, O_CREAT | O_WRONLY, 0600), called through the PLT: a variadic function
+/// called with its third argument. Returns the descriptor or -1.
+int cimportfixture_create(const char *path);
+
 #endif
