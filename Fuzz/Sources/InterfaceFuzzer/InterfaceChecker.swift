@@ -99,9 +99,15 @@ struct InterfaceChecker {
 
     /// Checks what a prepared interface promises about itself.
     private func checkPrepared(_ interface: CallInterface, fixedArgumentCount: Int?, shared: Bool = false) {
+        // A variadic interface holds the signature with its fixed-argument count.
+        let expected = fixedArgumentCount.map { signature.variadic(fixedArgumentCount: $0) } ?? signature
         if !shared {
-            require(interface.signature == signature, "interface holds signature \"\(interface.signature)\"")
+            require(interface.signature == expected, "interface holds signature \"\(interface.signature)\"")
         }
+        require(
+            interface.signature.fixedArgumentCount == interface.fixedArgumentCount,
+            "the interface's signature says \(String(describing: interface.signature.fixedArgumentCount)) fixed arguments, the interface \(String(describing: interface.fixedArgumentCount))"
+        )
         require(
             interface.fixedArgumentCount == fixedArgumentCount,
             "fixedArgumentCount is \(String(describing: interface.fixedArgumentCount)), not \(String(describing: fixedArgumentCount))"
@@ -119,7 +125,9 @@ struct InterfaceChecker {
 
     /// Checks that a refusal names a value inside the signature and a code this entry can give.
     private func checkError(_ error: CallInterfaceError, fixedArgumentCount: Int?) {
-        require(error.signature == signature, "error names signature \"\(error.signature)\"")
+        // A variadic interface's error names the signature with its fixed-argument count.
+        let expected = fixedArgumentCount.map { signature.variadic(fixedArgumentCount: $0) } ?? signature
+        require(error.signature == expected, "error names signature \"\(error.signature)\"")
         require(error.description.contains("in signature"), "error description does not quote the signature")
         switch error.position {
         case .argument(let index)?:
