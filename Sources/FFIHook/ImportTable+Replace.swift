@@ -47,11 +47,14 @@ extension ImportTable {
         let replacements: [Replacement]
         do {
             replacements = try ImportWalk.withLoadedObjects { objects throws(HookError) in
-                let chosen = objects.filter { ImportWalk.isInScope($0, scope) }
-                if case .object(let name) = scope, chosen.isEmpty {
-                    throw HookError(slot: nil, signature: nil, problem: .objectNotFound(name))
+                let chosen = try ImportWalk.chosen(from: objects, in: scope, signature: nil)
+                return try ImportWalk.forEachEntry(of: symbol, in: chosen) { entry throws(HookError) in
+                    try SlotRegistry.shared.replace(
+                        slot: UnsafeMutableRawPointer(bitPattern: entry.slot), with: pointer, signature: nil,
+                        liftsProtection: true)
+                } undo: { replacement in
+                    _ = SlotRegistry.shared.remove(replacement)
                 }
-                return try ImportWalk.replace(symbol, in: chosen, with: pointer)
             }
         } catch {
             throw error.naming(symbol: symbol)
@@ -60,30 +63,6 @@ extension ImportTable {
             throw HookError(slot: nil, signature: nil, problem: .symbolNotImported(symbol))
         }
         return ReplacementGroupToken(replacements.map(ReplacementToken.init))
-    }
-}
-
-extension ImportWalk {
-    /// Replaces `symbol`'s entries in `objects` with `function`, all or nothing.
-    static func replace(
-        _ symbol: String, in objects: [LoadedObject], with function: UnsafeRawPointer?
-    ) throws(HookError) -> [Replacement] {
-        var replacements: [Replacement] = []
-        do throws(HookError) {
-            for object in objects {
-                for entry in entries(of: symbol, in: object) {
-                    guard bindLazyEntry(entry, of: symbol, in: object) else { continue }
-                    replacements.append(
-                        try SlotRegistry.shared.replace(
-                            slot: UnsafeMutableRawPointer(bitPattern: entry.slot), with: function, signature: nil,
-                            liftsProtection: true))
-                }
-            }
-        } catch {
-            for replacement in replacements { _ = SlotRegistry.shared.remove(replacement) }
-            throw error
-        }
-        return replacements
     }
 }
 

@@ -174,10 +174,7 @@ public enum ImportTable {
             return try LoadFollower.start(request)
         }
         let tokens = try ImportWalk.withLoadedObjects { objects throws(HookError) in
-            let chosen = objects.filter { ImportWalk.isInScope($0, scope) }
-            if case .object(let name) = scope, chosen.isEmpty {
-                throw HookError(slot: nil, signature: signature, problem: .objectNotFound(name))
-            }
+            let chosen = try ImportWalk.chosen(from: objects, in: scope, signature: signature)
             return try ImportWalk.install(request, in: chosen) { _ in true }
         }
         guard !tokens.isEmpty else {

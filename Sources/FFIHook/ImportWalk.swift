@@ -114,19 +114,45 @@ enum ImportWalk {
     static func install(
         _ request: ImportRequest, in objects: [LoadedObject], where isWanted: (ImportEntry) -> Bool
     ) throws(HookError) -> [HookToken] {
-        var tokens: [HookToken] = []
+        try forEachEntry(of: request.symbol, in: objects, where: isWanted) { entry throws(HookError) in
+            try install(request, at: entry)
+        } undo: { token in
+            token.remove()
+        }
+    }
+
+    /// Makes something of each entry of `symbol` in `objects` for which `isWanted` says yes,
+    /// binding a lazy entry first (see ``bindLazyEntry(_:of:in:)``), all or nothing: when
+    /// `make` throws, `undo` takes back what it made before.
+    static func forEachEntry<Made>(
+        of symbol: String, in objects: [LoadedObject], where isWanted: (ImportEntry) -> Bool = { _ in true },
+        make: (ImportEntry) throws(HookError) -> Made, undo: (Made) -> Void
+    ) throws(HookError) -> [Made] {
+        var made: [Made] = []
         do throws(HookError) {
             for object in objects {
-                for entry in entries(of: request.symbol, in: object) where isWanted(entry) {
-                    guard bindLazyEntry(entry, of: request.symbol, in: object) else { continue }
-                    tokens.append(try install(request, at: entry))
+                for entry in entries(of: symbol, in: object) where isWanted(entry) {
+                    guard bindLazyEntry(entry, of: symbol, in: object) else { continue }
+                    made.append(try make(entry))
                 }
             }
         } catch {
-            for token in tokens { token.remove() }
+            for thing in made { undo(thing) }
             throw error
         }
-        return tokens
+        return made
+    }
+
+    /// The objects of `objects` in `scope`; an object scope that matches none is
+    /// ``HookError/Code-swift.struct/objectNotFound``.
+    static func chosen(
+        from objects: [LoadedObject], in scope: ImportScope, signature: Signature?
+    ) throws(HookError) -> [LoadedObject] {
+        let chosen = objects.filter { isInScope($0, scope) }
+        if case .object(let name) = scope, chosen.isEmpty {
+            throw HookError(slot: nil, signature: signature, problem: .objectNotFound(name))
+        }
+        return chosen
     }
 
     /// Hooks one entry through the slot registry, lifting the page protection of full RELRO.

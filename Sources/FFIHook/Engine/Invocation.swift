@@ -74,8 +74,10 @@ public struct Invocation: ~Copyable {
         let storage = returnStorage(checking: T.self)
         if frame.returnWidth > 0 {
             // libffi closures return integers narrower than a word widened to one, as the
-            // compilers expect of a callee.
-            storage.storeBytes(of: widened(value), as: UInt64.self)
+            // compilers expect of a callee; `T` has the C type's size, under a word.
+            var bits: UInt64 = 0
+            withUnsafeMutableBytes(of: &bits) { $0.storeBytes(of: value, as: T.self) }
+            storeSmallReturnValue(bits, byteCount: MemoryLayout<T>.size)
         } else {
             storage.storeBytes(of: value, as: T.self)
         }
@@ -179,18 +181,6 @@ public struct Invocation: ~Copyable {
             "the return value of \"\(signature)\" is \(signature.returnType) (\(frame.returnSize) bytes), not \(T.self) (\(MemoryLayout<T>.size) bytes)"
         )
         return frame.returnValue!
-    }
-
-    private func widened<T: BitwiseCopyable>(_ value: T) -> UInt64 {
-        var bits: UInt64 = 0
-        withUnsafeBytes(of: value) { bytes in
-            for (index, byte) in bytes.enumerated() { bits |= UInt64(byte) << (8 * UInt64(index)) }
-        }
-        let width = frame.returnWidth
-        if frame.returnIsSigned && bits & (1 << (width - 1)) != 0 {
-            bits |= ~0 << width
-        }
-        return bits
     }
 }
 

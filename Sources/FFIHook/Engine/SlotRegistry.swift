@@ -106,12 +106,11 @@ package final class SlotRegistry: Sendable {
         priority: Int = 0, liftsProtection: Bool = false, reentryByFunction: Bool = false, warmsUp: Bool = true,
         block: @escaping HookRecord.Block
     ) throws(HookError) -> HookRecord {
-        guard let slot else { throw HookError(slot: nil, signature: signature, problem: .nullSlot) }
+        let slot = try Self.checkedSlot(slot, signature: signature)
         let address = UInt(bitPattern: slot)
         func failure(_ problem: HookError.Problem) -> HookError {
             HookError(slot: address, signature: signature, problem: problem)
         }
-        guard address % UInt(MemoryLayout<UnsafeRawPointer>.alignment) == 0 else { throw failure(.misalignedSlot) }
         let interface: CallInterface
         do {
             interface = try CallInterface.shared(for: signature)
@@ -369,6 +368,19 @@ package final class SlotRegistry: Sendable {
 
     // MARK: - Replacing
 
+    /// `slot`, refused when NULL or not aligned to a pointer: what every write to a slot
+    /// checks first.
+    private static func checkedSlot(
+        _ slot: UnsafeMutableRawPointer?, signature: Signature?
+    ) throws(HookError) -> UnsafeMutableRawPointer {
+        guard let slot else { throw HookError(slot: nil, signature: signature, problem: .nullSlot) }
+        let address = UInt(bitPattern: slot)
+        guard address % UInt(MemoryLayout<UnsafeRawPointer>.alignment) == 0 else {
+            throw HookError(slot: address, signature: signature, problem: .misalignedSlot)
+        }
+        return slot
+    }
+
     /// Writes `function` into `slot` in place of the function the slot leads to, with no
     /// closure: calls reach `function` directly. On a slot with hooks, `function` becomes
     /// the function the hooks wrap instead. The replacement's ``Replacement/original`` is what
@@ -377,12 +389,11 @@ package final class SlotRegistry: Sendable {
         slot: UnsafeMutableRawPointer?, with function: UnsafeRawPointer?, signature: Signature?,
         liftsProtection: Bool
     ) throws(HookError) -> Replacement {
-        guard let slot else { throw HookError(slot: nil, signature: signature, problem: .nullSlot) }
+        let slot = try Self.checkedSlot(slot, signature: signature)
         let address = UInt(bitPattern: slot)
         func failure(_ problem: HookError.Problem) -> HookError {
             HookError(slot: address, signature: signature, problem: problem)
         }
-        guard address % UInt(MemoryLayout<UnsafeRawPointer>.alignment) == 0 else { throw failure(.misalignedSlot) }
         guard let function else { throw failure(.invalidSlot("the replacement function is NULL")) }
         guard SlotMemory.protection(of: UInt(bitPattern: function))?.executable == true else {
             throw failure(.invalidSlot("the replacement is not the address of a function (not in executable memory)"))
