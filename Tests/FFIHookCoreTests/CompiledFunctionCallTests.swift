@@ -39,6 +39,21 @@ import Testing
         #expect(try CallInterface(Signature("D")).usesRegisterPath == false)
     }
 
+    /// On x86-64 no compiler-built function of the table needs `ffi_call`: the scalar
+    /// register path or the System V call plan takes every one.
+    @Test func everyShapeSkipsLibffiOnX8664() throws {
+        #if arch(x86_64)
+            for index in Self.indices {
+                let entry = Self.entry(index)
+                let signature = try Signature(String(cString: entry.encoding))
+                #expect(CallInterface.hasCallPlan(for: signature), "\(String(cString: entry.name)) \(signature)")
+            }
+            for encoding in ["D", "v{?=D}iT", "{?=D}", "jD", "{?=qqq}{?=ccc}", "t", "dqqqqqqq"] {
+                #expect(try CallInterface.hasCallPlan(for: Signature(encoding)), "\(encoding)")
+            }
+        #endif
+    }
+
     @Test(arguments: indices)
     func callThroughSharedInterface(index: Int) throws {
         let entry = Self.entry(index)

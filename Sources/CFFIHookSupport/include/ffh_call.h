@@ -47,6 +47,9 @@ enum {
     FFH_VALUE_DOUBLE,
     /// A result only: the function returns nothing.
     FFH_VALUE_VOID,
+    /// A System V move only: a number of bytes copied as they are (part or all of an
+    /// aggregate, a `long double`, half of an `__int128`).
+    FFH_VALUE_BYTES,
 };
 
 /// One argument of a plan: where libffi's argument list has it, what it is, and the index of
@@ -73,5 +76,76 @@ typedef struct {
 /// narrower than 64 bits widened to 64, a float in 4 bytes, a double in 8. `returnValue`
 /// may be NULL for a void result.
 void ffh_call_plan(const ffh_plan *plan, const void *function, void *const *arguments, void *returnValue);
+
+// MARK: - System V x86-64 call plans
+
+#if defined(__x86_64__)
+
+/// Where a System V call's frame words are: words 0-5 are the general argument registers
+/// (`rdi`, `rsi`, `rdx`, `rcx`, `r8`, `r9`), 6-13 the low halves of `xmm0`-`xmm7`, and
+/// from 14 on the words of the stack argument area, from its lowest address.
+#define FFH_SYSV_FIRST_SSE_WORD 6
+#define FFH_SYSV_FIRST_STACK_WORD 14
+
+/// One move of a System V call: a value of `kind` (or, for `FFH_VALUE_BYTES`, `size` bytes)
+/// read at byte `offset` of argument `argument` (of libffi's argument list) and written at
+/// frame word `word` and on. A scalar fills its whole word, widened as a register holds it.
+typedef struct {
+    uint32_t size;
+    uint32_t offset;
+    uint32_t word;
+    uint16_t argument;
+    ffh_value_kind kind;
+    uint8_t reserved;
+} ffh_sysv_move;
+
+/// Where a piece of a System V result is when the callee returns.
+typedef uint8_t ffh_sysv_source;
+enum {
+    FFH_SYSV_RAX,
+    FFH_SYSV_RDX,
+    FFH_SYSV_XMM0,
+    FFH_SYSV_XMM1,
+    /// The top of the x87 stack, then the value under it (a `_Complex long double`'s
+    /// imaginary part); 10 bytes each.
+    FFH_SYSV_ST0,
+    FFH_SYSV_ST1,
+};
+
+/// One piece of a result: a value of `kind` (stored widened, as `ffi_call` stores it) or,
+/// for `FFH_VALUE_BYTES`, `size` bytes, from `source` to byte `offset` of the result.
+typedef struct {
+    ffh_sysv_source source;
+    ffh_value_kind kind;
+    uint8_t size;
+    uint8_t offset;
+} ffh_sysv_result_piece;
+
+/// A call of any System V x86-64 shape, worked out once per signature: the moves that fill
+/// the argument registers and the stack, and where the result comes back.
+typedef struct {
+    const ffh_sysv_move *moves;
+    uint32_t moveCount;
+    /// The stack argument area in 8-byte words; even, so that `rsp` stays 16-aligned.
+    uint32_t stackWords;
+    /// How many SSE registers carry arguments: a variadic callee reads it from `%al`.
+    uint8_t sseCount;
+    /// Whether the result is written through a hidden pointer (the return buffer) in `rdi`.
+    uint8_t returnsInMemory;
+    /// How many values the callee leaves on the x87 stack (0, 1 or 2); they are popped.
+    uint8_t x87Count;
+    /// How many entries of `result` are used.
+    uint8_t resultCount;
+    ffh_sysv_result_piece result[2];
+} ffh_sysv_plan;
+
+/// Calls `function` as `plan` says with the arguments `arguments` points to (libffi's
+/// argument list) and stores the result in `returnValue` as `ffi_call` does: integers
+/// narrower than 64 bits widened to 64, a float in 4 bytes, aggregates byte for byte, a
+/// `long double` in its first 10 bytes. `returnValue` may be NULL only for a void result.
+/// Takes no lock and allocates nothing on the heap: the stack area is on the C stack.
+void ffh_call_sysv(const ffh_sysv_plan *plan, const void *function, void *const *arguments, void *returnValue);
+
+#endif
 
 #endif

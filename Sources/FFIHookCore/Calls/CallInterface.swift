@@ -48,10 +48,39 @@ public final class CallInterface: @unchecked Sendable {
     private let copiedArgumentCount: Int
     /// The register-only way to call, for signatures whose values all travel in registers.
     private let registerPlan: RegisterCallPlan?
-    /// Whether calls skip `ffi_call` for this signature (see ``RegisterCallPlan``).
+    #if arch(x86_64)
+        /// The way to call every other x86-64 shape without `ffi_call`.
+        private let sysvPlan: SysVCallPlan?
+    #endif
+    /// Whether calls take the scalar register path (see ``RegisterCallPlan``).
     package var usesRegisterPath: Bool { registerPlan != nil }
+    /// Whether calls skip `ffi_call` for this signature: through the scalar register path or
+    /// an x86-64 call plan (see ``SysVCallPlan``).
+    package var callsWithoutLibFFI: Bool {
+        #if arch(x86_64)
+            registerPlan != nil || sysvPlan != nil
+        #else
+            registerPlan != nil
+        #endif
+    }
     /// The key under which ``shared(for:)`` holds this interface, if it does.
     let cacheKey = Locked<String?>(nil)
+
+    /// Whether an interface for `signature` would call without `ffi_call` while plans are on
+    /// (tests ask this rather than an interface, since other tests switch plans off for a while).
+    package static func hasCallPlan(for signature: Signature) -> Bool {
+        if signature.fixedArgumentCount == nil, let plan = RegisterCallPlan(signature) {
+            plan.deallocate()
+            return true
+        }
+        #if arch(x86_64)
+            if let plan = SysVCallPlan(signature) {
+                plan.deallocate()
+                return true
+            }
+        #endif
+        return false
+    }
 
     /// Prepares an interface for `signature`: for one call shape of a variadic function when
     /// the signature has a ``Signature/fixedArgumentCount``.
@@ -122,8 +151,12 @@ public final class CallInterface: @unchecked Sendable {
         self.returnBufferSize = max(signature.returnType.size, lowered.returnValue.expectedSize, ffh_arg_size())
         self.closureResultSize = Self.closureResultSize(of: signature.returnType)
         // Read once, here: the call path reads no switch.
-        let registerCalls = fixedArgumentCount == nil && RegisterCallPlan.isEnabled.load(ordering: .relaxed)
-        self.registerPlan = registerCalls ? RegisterCallPlan(signature) : nil
+        let planned = RegisterCallPlan.isEnabled.load(ordering: .relaxed)
+        self.registerPlan = planned && fixedArgumentCount == nil ? RegisterCallPlan(signature) : nil
+        #if arch(x86_64)
+            // Variadic shapes too: the plan sets `%al` as a variadic callee expects.
+            self.sysvPlan = planned && registerPlan == nil ? SysVCallPlan(signature) : nil
+        #endif
         let rewritten = lowered.arguments.contains { argument in
             argument.type.pointee.type == ffh_type_code_struct() && argument.type.pointee.size > 16
         }
@@ -153,6 +186,9 @@ public final class CallInterface: @unchecked Sendable {
 
     deinit {
         registerPlan?.deallocate()
+        #if arch(x86_64)
+            sysvPlan?.deallocate()
+        #endif
         if let key = cacheKey.withLock({ $0 }) {
             InterfaceCache.shared.remove(key, identity: ObjectIdentifier(self))
         }
@@ -259,6 +295,12 @@ public final class CallInterface: @unchecked Sendable {
             registerPlan.call(function, returnValue: returnValue, argumentList: argumentList)
             return
         }
+        #if arch(x86_64)
+            if let sysvPlan {
+                sysvPlan.call(function, returnValue: returnValue, argumentList: argumentList)
+                return
+            }
+        #endif
         callThroughLibFFI(function, returnValue: returnValue, argumentList: argumentList)
     }
 

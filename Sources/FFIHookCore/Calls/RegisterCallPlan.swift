@@ -22,7 +22,7 @@ package struct RegisterCallPlan {
     }
 
     /// How `type` travels in a register, or `nil` when it does not travel in one.
-    private static func kind(of type: CType) -> ffh_value_kind? {
+    static func kind(of type: CType) -> ffh_value_kind? {
         switch type.kind {
         case .primitive(let primitive):
             switch primitive {

@@ -1,0 +1,89 @@
+/* ffh_sysv_invoke(frame, function): performs one System V x86-64 call that
+   ffh_call_sysv (call.c) has laid out in `frame`.
+
+   frame:   0  rdi rsi rdx rcx r8 r9       (6 words)
+           48  xmm0 .. xmm7, low halves    (8 words)
+          112  pointer to the stack area
+          120  size of the stack area in bytes (a multiple of 16)
+          128  value for %al: SSE registers used (read by variadic callees)
+          136  x87 values to pop after the call (0, 1 or 2)
+          144  rax, rdx, xmm0, xmm1 after the call
+          176  st(0), 192 st(1) after the call (10 bytes each)  */
+
+#if defined(__x86_64__) && defined(__ELF__)
+
+        .text
+        .p2align 4
+        .globl  ffh_sysv_invoke
+        .hidden ffh_sysv_invoke
+        .type   ffh_sysv_invoke, @function
+ffh_sysv_invoke:
+        .cfi_startproc
+        endbr64
+        pushq   %rbp
+        .cfi_def_cfa_offset 16
+        .cfi_offset %rbp, -16
+        movq    %rsp, %rbp
+        .cfi_def_cfa_register %rbp
+        pushq   %rbx
+        .cfi_offset %rbx, -24
+        pushq   %r12
+        .cfi_offset %r12, -32
+        movq    %rdi, %rbx              /* the frame, kept across the call */
+        movq    %rsi, %r12              /* the function */
+
+        /* The stack arguments, copied to the bottom of a 16-aligned area. */
+        movq    120(%rbx), %rcx
+        subq    %rcx, %rsp
+        movq    112(%rbx), %rsi
+        movq    %rsp, %rdi
+        shrq    $3, %rcx
+        cld
+        rep movsq
+
+        movq    48(%rbx), %xmm0
+        movq    56(%rbx), %xmm1
+        movq    64(%rbx), %xmm2
+        movq    72(%rbx), %xmm3
+        movq    80(%rbx), %xmm4
+        movq    88(%rbx), %xmm5
+        movq    96(%rbx), %xmm6
+        movq    104(%rbx), %xmm7
+        movq    0(%rbx), %rdi
+        movq    8(%rbx), %rsi
+        movq    16(%rbx), %rdx
+        movq    24(%rbx), %rcx
+        movq    32(%rbx), %r8
+        movq    40(%rbx), %r9
+        movl    128(%rbx), %eax
+        call    *%r12
+
+        movq    %rax, 144(%rbx)
+        movq    %rdx, 152(%rbx)
+        movq    %xmm0, 160(%rbx)
+        movq    %xmm1, 168(%rbx)
+        movq    136(%rbx), %rcx
+        testq   %rcx, %rcx
+        jz      1f
+        fstpt   176(%rbx)
+        cmpq    $1, %rcx
+        je      1f
+        fstpt   192(%rbx)
+1:
+        leaq    -16(%rbp), %rsp
+        popq    %r12
+        .cfi_restore %r12
+        popq    %rbx
+        .cfi_restore %rbx
+        popq    %rbp
+        .cfi_def_cfa %rsp, 8
+        .cfi_restore %rbp
+        ret
+        .cfi_endproc
+        .size   ffh_sysv_invoke, .-ffh_sysv_invoke
+
+#endif
+
+#if defined(__ELF__)
+        .section .note.GNU-stack,"",@progbits
+#endif
