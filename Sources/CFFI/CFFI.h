@@ -54,6 +54,8 @@ static inline ffi_abi ffh_default_abi(void) { return FFI_DEFAULT_ABI; }
 static inline unsigned short ffh_type_code_struct(void) { return FFI_TYPE_STRUCT; }
 /// `sizeof(ffi_closure)`, which Swift cannot compute for a struct with a trampoline array member.
 static inline size_t ffh_closure_size(void) { return sizeof(ffi_closure); }
+/// `FFI_TRAMPOLINE_SIZE`: the bytes of a closure's trampoline, at its start.
+static inline size_t ffh_trampoline_size(void) { return FFI_TRAMPOLINE_SIZE; }
 /// `sizeof(ffi_arg)`: libffi widens integer return values narrower than this to it.
 static inline size_t ffh_arg_size(void) { return sizeof(ffi_arg); }
 

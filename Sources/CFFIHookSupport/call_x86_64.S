@@ -82,6 +82,67 @@ ffh_sysv_invoke:
         .cfi_endproc
         .size   ffh_sysv_invoke, .-ffh_sysv_invoke
 
+/* ffh_closure_entry: where a slot closure's trampoline (ffh_install_entry) jumps, with the
+   slot record in %r10. Saves the argument registers in an entry frame (call_internal.h),
+   lets ffh_closure_dispatch (thread.c) run the call, and returns what it left:
+
+        0  rdi rsi rdx rcx r8 r9, xmm0 .. xmm7 low halves, as they arrived
+      112  the rest of a call frame, for a call forwarded with these registers
+      144  rax, rdx, xmm0, xmm1 to return
+      208  the result buffer (32 bytes); x87 results at 208 and 224
+
+   The caller's stack arguments start at 16(%rbp). */
+        .text
+        .p2align 4
+        .globl  ffh_closure_entry
+        .hidden ffh_closure_entry
+        .type   ffh_closure_entry, @function
+ffh_closure_entry:
+        .cfi_startproc
+        endbr64
+        pushq   %rbp
+        .cfi_def_cfa_offset 16
+        .cfi_offset %rbp, -16
+        movq    %rsp, %rbp
+        .cfi_def_cfa_register %rbp
+        subq    $240, %rsp
+        movq    %rdi, 0(%rsp)
+        movq    %rsi, 8(%rsp)
+        movq    %rdx, 16(%rsp)
+        movq    %rcx, 24(%rsp)
+        movq    %r8, 32(%rsp)
+        movq    %r9, 40(%rsp)
+        movq    %xmm0, 48(%rsp)
+        movq    %xmm1, 56(%rsp)
+        movq    %xmm2, 64(%rsp)
+        movq    %xmm3, 72(%rsp)
+        movq    %xmm4, 80(%rsp)
+        movq    %xmm5, 88(%rsp)
+        movq    %xmm6, 96(%rsp)
+        movq    %xmm7, 104(%rsp)
+        movq    %r10, %rdi
+        movq    %rsp, %rsi
+        leaq    16(%rbp), %rdx
+        call    ffh_closure_dispatch@PLT
+        testl   %eax, %eax
+        jz      2f
+        cmpl    $1, %eax
+        je      1f
+        fldt    224(%rsp)
+1:
+        fldt    208(%rsp)
+2:
+        movq    144(%rsp), %rax
+        movq    152(%rsp), %rdx
+        movq    160(%rsp), %xmm0
+        movq    168(%rsp), %xmm1
+        leave
+        .cfi_def_cfa %rsp, 8
+        .cfi_restore %rbp
+        ret
+        .cfi_endproc
+        .size   ffh_closure_entry, .-ffh_closure_entry
+
 #endif
 
 #if defined(__ELF__)

@@ -1,9 +1,12 @@
 #define _GNU_SOURCE
 #include "ffh_thread.h"
+#include "ffh_call.h"
+#include "call_internal.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -186,8 +189,9 @@ extern void _pthread_cleanup_push(struct _pthread_cleanup_buffer *, void (*)(voi
 extern void _pthread_cleanup_pop(struct _pthread_cleanup_buffer *, int);
 #endif
 
-void ffh_handler(void *cif, void *returnValue, void **arguments, void *userData) {
-    (void)cif;
+/* The handler's work, shared by libffi's entry (ffh_handler) and the library's own
+   (ffh_closure_dispatch), inlined into each. */
+static inline __attribute__((always_inline)) void ffh_run(void *returnValue, void **arguments, void *userData) {
     ffh_dispatch dispatch = __atomic_load_n(&ffh_dispatch_function, __ATOMIC_ACQUIRE);
     ffh_thread *thread = ffh_thread_current();
     if (!thread) {
@@ -220,3 +224,110 @@ void ffh_handler(void *cif, void *returnValue, void **arguments, void *userData)
     _pthread_cleanup_pop(&buffer, 0);
 #endif
 }
+
+void ffh_handler(void *cif, void *returnValue, void **arguments, void *userData) {
+    (void)cif;
+    ffh_run(returnValue, arguments, userData);
+}
+
+// MARK: - The System V closure entry
+
+#if defined(__x86_64__) && defined(__ELF__)
+
+/* ffh_closure_entry (call_x86_64.S) passes an entry frame (call_internal.h): the argument
+   registers as they arrived, and room for the result registers it returns. */
+void ffh_closure_entry(void);
+
+/* How many arguments the entry lists on its own stack without a variable-length array, and
+   the scratch space: an aggregate assembled there takes a general and an SSE register, so
+   at most six of them arrive at once, 16 bytes each. */
+enum { ENTRY_INLINE_ARGUMENTS = 16, ENTRY_SCRATCH_WORDS = 12 };
+
+/* Builds the argument list of a call that entered `record`'s closure in `arguments`, runs
+   the handler, and puts the result where the entry loads it from; returns how many x87
+   values the entry pushes (from the result buffer). */
+static inline __attribute__((always_inline)) unsigned ffh_enter(ffh_slot *record, const ffh_sysv_plan *plan,
+                                                               entry_frame_t *frame, unsigned char *stack,
+                                                               void **list) {
+    uint64_t scratch[ENTRY_SCRATCH_WORDS] __attribute__((aligned(16)));
+    uint64_t *const words = frame->call.words;
+    /* A word each: the scratch slot is a whole word, beyond the value only padding. */
+    for (uint32_t index = 0; index < plan->gatherCount; index++) {
+        const ffh_sysv_move *gather = &plan->gathers[index];
+        scratch[gather->offset / 8] = words[gather->word];
+    }
+    list[0] = frame;
+    list[1] = stack;
+    list[2] = scratch;
+    void **arguments = list + ENTRY_CONTEXT_WORDS;
+    unsigned char *const bases[3] = {(unsigned char *)words, stack, (unsigned char *)scratch};
+    const uint32_t count = plan->argumentCount;
+#pragma clang loop vectorize(disable) interleave(disable)
+    for (uint32_t index = 0; index < count; index++) {
+        const ffh_closure_argument where = plan->locations[index];
+        arguments[index] = bases[where.area] + where.offset;
+    }
+    if (plan->returnsInMemory) {
+        /* The caller's buffer, which rax returns. */
+        uint64_t hidden = words[0];
+        ffh_run((void *)(uintptr_t)hidden, arguments, record);
+        frame->call.rax = hidden;
+        return 0;
+    }
+    ffh_run(frame->buffer, arguments, record);
+    for (uint32_t index = 0; index < plan->resultCount; index++) {
+        const ffh_sysv_result_piece piece = plan->result[index];
+        /* Whole words: the buffer holds 32 bytes, a register result at most 16. */
+        if (piece.source <= FFH_SYSV_XMM1) {
+            memcpy(&frame->call.rax + piece.source, (unsigned char *)frame->buffer + piece.offset, 8);
+        }
+    }
+    return plan->x87Count;
+}
+
+/* A call with more arguments than the entry lists inline. */
+static __attribute__((noinline)) unsigned ffh_enter_many(ffh_slot *record, const ffh_sysv_plan *plan,
+                                                         entry_frame_t *frame, unsigned char *stack) {
+    void *list[ENTRY_CONTEXT_WORDS + plan->argumentCount];
+    return ffh_enter(record, plan, frame, stack, list);
+}
+
+/* Called by ffh_closure_entry with the slot record, the entry frame and the caller's stack
+   arguments. */
+__attribute__((visibility("hidden"))) unsigned ffh_closure_dispatch(ffh_slot *record, entry_frame_t *frame,
+                                                                    unsigned char *stack) {
+    const ffh_sysv_plan *plan = record->plan;
+    if (__builtin_expect(plan->argumentCount > ENTRY_INLINE_ARGUMENTS, 0)) {
+        return ffh_enter_many(record, plan, frame, stack);
+    }
+    void *list[ENTRY_CONTEXT_WORDS + ENTRY_INLINE_ARGUMENTS];
+    return ffh_enter(record, plan, frame, stack, list);
+}
+
+void ffh_install_entry(void *trampoline, const void *record) {
+    unsigned char code[FFH_ENTRY_TRAMPOLINE_SIZE];
+    uint64_t recordAddress = (uint64_t)(uintptr_t)record;
+    uint64_t entryAddress = (uint64_t)(uintptr_t)&ffh_closure_entry;
+    static const unsigned char endbr64[] = {0xf3, 0x0f, 0x1e, 0xfa};
+    memset(code, 0xcc, sizeof code); /* int3 after the jump */
+    memcpy(code, endbr64, 4);
+    code[4] = 0x49; /* movabs $record, %r10 */
+    code[5] = 0xba;
+    memcpy(code + 6, &recordAddress, 8);
+    code[14] = 0x49; /* movabs $entry, %r11 */
+    code[15] = 0xbb;
+    memcpy(code + 16, &entryAddress, 8);
+    code[24] = 0x41; /* jmp *%r11 */
+    code[25] = 0xff;
+    code[26] = 0xe3;
+    memcpy(trampoline, code, sizeof code);
+}
+
+#else
+
+void ffh_install_entry(void *trampoline, const void *record) {
+    (void)trampoline;
+    (void)record;
+}
+
+#endif

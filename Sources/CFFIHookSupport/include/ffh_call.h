@@ -75,7 +75,12 @@ typedef struct {
 /// argument list) and stores the result in `returnValue` as `ffi_call` does: integers
 /// narrower than 64 bits widened to 64, a float in 4 bytes, a double in 8. `returnValue`
 /// may be NULL for a void result.
-void ffh_call_plan(const ffh_plan *plan, const void *function, void *const *arguments, void *returnValue);
+void ffh_call_plan(const void *plan, const void *function, void *const *arguments, void *returnValue);
+
+/// A routine that calls a function as a plan says: `ffh_call_plan` with an `ffh_plan`, or on
+/// x86-64 `ffh_call_sysv` with an `ffh_sysv_plan`. A call interface keeps the routine and
+/// the plan and makes every call with one indirect call.
+typedef void (*ffh_plan_caller)(const void *plan, const void *function, void *const *arguments, void *returnValue);
 
 // MARK: - System V x86-64 call plans
 
@@ -121,8 +126,25 @@ typedef struct {
     uint8_t offset;
 } ffh_sysv_result_piece;
 
+/// Where a closure entry finds an argument of a System V call: at byte `offset` of the saved
+/// argument registers (laid out as a call's frame words 0-13), of the caller's stack
+/// arguments, or of a scratch area the entry assembles from register words (an aggregate
+/// whose eightbytes arrived in registers that are not next to each other).
+typedef struct {
+    uint32_t offset;
+    uint8_t area;
+    uint8_t reserved[3];
+} ffh_closure_argument;
+
+enum {
+    FFH_AREA_REGISTERS,
+    FFH_AREA_STACK,
+    FFH_AREA_SCRATCH,
+};
+
 /// A call of any System V x86-64 shape, worked out once per signature: the moves that fill
-/// the argument registers and the stack, and where the result comes back.
+/// the argument registers and the stack, and where the result comes back; for a closure
+/// that receives such calls, where each argument arrives.
 typedef struct {
     const ffh_sysv_move *moves;
     uint32_t moveCount;
@@ -137,6 +159,24 @@ typedef struct {
     /// How many entries of `result` are used.
     uint8_t resultCount;
     ffh_sysv_result_piece result[2];
+    /// The closure side: where each of `argumentCount` arguments arrives.
+    const ffh_closure_argument *locations;
+    /// Copies into the scratch area: `size` bytes of frame word `word` to scratch byte
+    /// `offset` (`argument` and `kind` unused).
+    const ffh_sysv_move *gathers;
+    uint32_t argumentCount;
+    uint32_t gatherCount;
+    uint32_t scratchBytes;
+    /// What a forwarded call (``ffh_forward_sysv``) redoes before it reuses the registers as
+    /// they arrived: a narrow integer (`kind`) widened again at frame word `word`, where a
+    /// block may have stored a new value in its low bytes; or, for `FFH_VALUE_BYTES`, a
+    /// scratch word (at byte `offset`) copied back to frame word `word`.
+    const ffh_sysv_move *fixups;
+    uint32_t fixupCount;
+    /// Where a call has only register arguments, is not variadic and returns a scalar or
+    /// nothing: the result's kind (`FFH_VALUE_VOID` for none), and a forwarded call is a
+    /// plain C call with the registers. `FFH_VALUE_BYTES` otherwise.
+    ffh_value_kind registerResult;
 } ffh_sysv_plan;
 
 /// Calls `function` as `plan` says with the arguments `arguments` points to (libffi's
@@ -144,7 +184,27 @@ typedef struct {
 /// narrower than 64 bits widened to 64, a float in 4 bytes, aggregates byte for byte, a
 /// `long double` in its first 10 bytes. `returnValue` may be NULL only for a void result.
 /// Takes no lock and allocates nothing on the heap: the stack area is on the C stack.
-void ffh_call_sysv(const ffh_sysv_plan *plan, const void *function, void *const *arguments, void *returnValue);
+void ffh_call_sysv(const void *plan, const void *function, void *const *arguments, void *returnValue);
+
+/// Calls `function` with the arguments of a call that entered through the library's System V
+/// closure entry, as they are now: `arguments` must be the list that entry made (the
+/// handler's), and `plan` the plan of the slot record it entered with. Reuses the argument
+/// registers and the caller's stack arguments where they arrived, redoing only the plan's
+/// fixups, so it moves no argument that stayed where it was. Stores the result as
+/// ``ffh_call_sysv`` does.
+void ffh_forward_sysv(const void *plan, const void *function, void *const *arguments, void *returnValue);
+
+/// The bytes of a closure's trampoline that enters through ``ffh_closure_entry`` instead of
+/// libffi's entry: no more than libffi's own trampoline takes.
+#define FFH_ENTRY_TRAMPOLINE_SIZE 32
+
+/// Writes at `trampoline` (the writable address of a libffi closure's trampoline, prepared
+/// by `ffi_prep_closure_loc`) code that enters the library's System V closure entry with
+/// `record`, a slot record whose `plan` says where the arguments arrive. The entry builds
+/// the argument list from the plan, without classifying a value per call, and calls the
+/// same handler libffi's entry would (``ffh_handler``). Writes `FFH_ENTRY_TRAMPOLINE_SIZE`
+/// bytes, all within the closure's trampoline.
+void ffh_install_entry(void *trampoline, const void *record);
 
 #endif
 

@@ -144,6 +144,9 @@ typedef struct ffh_slot {
     /// call that passes through reaches the original the way hooked calls do, through its
     /// register plan, with no entry to read. Set before the closure can be reached.
     const void *interface;
+    /// Where the arguments of a call arrive (an `ffh_sysv_plan` of the interface) when the
+    /// closure enters through the library's own entry rather than libffi's; NULL otherwise.
+    const void *plan;
 } ffh_slot;
 
 /// The bit of ``ffh_slot/state`` that says it holds an entry: no user-space

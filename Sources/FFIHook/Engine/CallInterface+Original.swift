@@ -1,3 +1,5 @@
+internal import CFFIHookSupport
+
 /// Reaching a hooked slot's original: every call path ends here, hooked or passing through.
 extension CallInterface {
     /// Calls `function`, the original a call read once, with the arguments as they are now,
@@ -5,15 +7,26 @@ extension CallInterface {
     /// instead hook filled) returns zero.
     ///
     /// Allocates nothing and takes no lock, as the call path must not.
+    ///
+    /// `entryPlan` is the slot record's plan when the call entered through the library's own
+    /// closure entry (`arguments` is then that entry's list): the original is called with the
+    /// argument registers as they arrived (``ffh_forward_sysv``), which moves only what a
+    /// block may have changed out of place.
     @inline(__always)
     func callOriginal(
         _ function: UInt, returnValue: UnsafeMutableRawPointer?,
-        arguments: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+        arguments: UnsafeMutablePointer<UnsafeMutableRawPointer?>, entryPlan: UnsafeRawPointer?
     ) {
         guard let pointer = UnsafeRawPointer(bitPattern: function) else {
             zeroResult(returnValue)
             return
         }
+        #if arch(x86_64)
+            if let entryPlan {
+                ffh_forward_sysv(entryPlan, pointer, arguments, returnValue)
+                return
+            }
+        #endif
         call(pointer, returnValue: returnValue, argumentList: arguments)
     }
 

@@ -52,6 +52,18 @@ struct ClosurePool {
     /// uses yet are never touched, so they take no memory.
     private static let cellsPerBlock: Int = libffiHasStaticTrampolines ? 1 : (256 * 1024 - 64) / stride
 
+    /// Whether closures enter through the library's own System V entry, which reads where
+    /// each argument arrives from a plan made once per signature, instead of libffi's, which
+    /// classifies every argument again on every call. It needs a trampoline the library can
+    /// write: libffi's own, in a writable block (not a static trampoline).
+    private static let entersDirectly: Bool = {
+        #if arch(x86_64)
+            !libffiHasStaticTrampolines && ffh_trampoline_size() >= Int(FFH_ENTRY_TRAMPOLINE_SIZE)
+        #else
+            false
+        #endif
+    }()
+
     /// Whether this libffi gives each closure allocation its own static trampoline.
     private static let libffiHasStaticTrampolines: Bool = dlsym(nil, "ffi_tramp_is_present") != nil
 
@@ -111,13 +123,21 @@ struct ClosurePool {
             usedInLastBlock += 1
         }
         let record = slot(cell)
-        record.initialize(to: ffh_slot(state: 0, address: 0, interface: Unmanaged.passUnretained(interface).toOpaque()))
+        let plan = Self.entersDirectly ? interface.closurePlan : nil
+        record.initialize(
+            to: ffh_slot(
+                state: 0, address: 0, interface: Unmanaged.passUnretained(interface).toOpaque(), plan: plan))
         let status = ffi_prep_closure_loc(
             closure(cell).assumingMemoryBound(to: ffi_closure.self), cif, slotEntryHandler, record,
             UnsafeMutableRawPointer(bitPattern: code(cell)))
         guard status == FFI_OK else {
             free.append(cell)
             throw .preparation(status: Int(status.rawValue))
+        }
+        if plan != nil {
+            // The closure stays a prepared libffi closure (its cif and user data as libffi set
+            // them); only its trampoline enters elsewhere.
+            ffh_install_entry(closure(cell), record)
         }
         return cell
     }

@@ -28,6 +28,9 @@ package final class SlotEntry: @unchecked Sendable {
     let cell: ClosurePool.Cell
     let code: UInt
     let record: UnsafeMutablePointer<ffh_slot>
+    /// The slot record's plan: set when the closure enters through the library's own entry,
+    /// whose calls reach the original with their registers as they arrived.
+    let entryPlan: UnsafeRawPointer?
     /// The published snapshot, retained once on behalf of the call path.
     private let current = Atomic<UnsafeRawPointer?>(nil)
     /// The function the hooks wrap (0 for a NULL slot that an instead hook filled). Set
@@ -76,6 +79,7 @@ package final class SlotEntry: @unchecked Sendable {
         self.cell = cell
         self.code = code
         self.record = record
+        self.entryPlan = record.pointee.plan
         self.callPathInterface = Unmanaged.passUnretained(interface)
         let returnType = interface.signature.returnType
         if case .primitive(let primitive) = returnType.kind, primitive.isInteger, primitive.size < 8 {
@@ -162,7 +166,7 @@ package final class SlotEntry: @unchecked Sendable {
         let original = original
         if snapshot.isEmpty {
             callPathInterface._withUnsafeGuaranteedRef { interface in
-                interface.callOriginal(original, returnValue: returnValue, arguments: arguments)
+                interface.callOriginal(original, returnValue: returnValue, arguments: arguments, entryPlan: entryPlan)
             }
             return
         }
@@ -282,8 +286,9 @@ struct CallFrame {
     /// through the slot run the blocks again.
     func callOriginalUnmarked() {
         if marked { ffh_thread_unmark(threadRecord) }
+        let entryPlan = unmanagedEntry._withUnsafeGuaranteedRef { $0.entryPlan }
         interface._withUnsafeGuaranteedRef { interface in
-            interface.callOriginal(original, returnValue: returnValue, arguments: arguments)
+            interface.callOriginal(original, returnValue: returnValue, arguments: arguments, entryPlan: entryPlan)
         }
         if marked { _ = ffh_thread_mark(threadRecord, mark) }
     }
@@ -316,6 +321,7 @@ let slotEntryDispatch: ffh_dispatch = { returnValue, arguments, slot, thread in
         ffh_recordless_end()
     }
     Unmanaged<CallInterface>.fromOpaque(slot.pointee.interface!)._withUnsafeGuaranteedRef { interface in
-        interface.callOriginal(function, returnValue: returnValue, arguments: arguments!)
+        interface.callOriginal(
+            function, returnValue: returnValue, arguments: arguments!, entryPlan: slot.pointee.plan)
     }
 }

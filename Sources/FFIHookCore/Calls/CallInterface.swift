@@ -1,4 +1,5 @@
 internal import CFFI
+internal import CFFIHookSupport
 
 /// A prepared way to call C functions of one signature.
 ///
@@ -52,6 +53,20 @@ public final class CallInterface: @unchecked Sendable {
         /// The way to call every other x86-64 shape without `ffi_call`.
         private let sysvPlan: SysVCallPlan?
     #endif
+    /// Where the arguments of a call of this signature arrive at a closure on x86-64 (an
+    /// `ffh_sysv_plan`, living as long as the interface), for closures that enter through the
+    /// library's own entry instead of libffi's; `nil` where there is none.
+    package var closurePlan: UnsafeRawPointer? {
+        #if arch(x86_64)
+            sysvPlan.map { UnsafeRawPointer($0.plan) }
+        #else
+            nil
+        #endif
+    }
+    /// The routine and plan that call without `ffi_call`, when the signature has a plan: the
+    /// call path makes one indirect call (see ``RegisterCallPlan`` and ``SysVCallPlan``).
+    private let planCaller: ffh_plan_caller?
+    private let planPointer: UnsafeRawPointer?
     /// Whether calls take the scalar register path (see ``RegisterCallPlan``).
     package var usesRegisterPath: Bool { registerPlan != nil }
     /// Whether calls skip `ffi_call` for this signature: through the scalar register path or
@@ -154,9 +169,21 @@ public final class CallInterface: @unchecked Sendable {
         let planned = RegisterCallPlan.isEnabled.load(ordering: .relaxed)
         self.registerPlan = planned && fixedArgumentCount == nil ? RegisterCallPlan(signature) : nil
         #if arch(x86_64)
+            // Also where the register path calls: closures read where arguments arrive from it.
             // Variadic shapes too: the plan sets `%al` as a variadic callee expects.
-            self.sysvPlan = planned && registerPlan == nil ? SysVCallPlan(signature) : nil
+            self.sysvPlan = planned ? SysVCallPlan(signature) : nil
         #endif
+        if let registerPlan {
+            (planCaller, planPointer) = (ffh_call_plan, UnsafeRawPointer(registerPlan.plan))
+        } else {
+            #if arch(x86_64)
+                (planCaller, planPointer) = (
+                    sysvPlan.map { _ in ffh_call_sysv }, sysvPlan.map { UnsafeRawPointer($0.plan) }
+                )
+            #else
+                (planCaller, planPointer) = (nil, nil)
+            #endif
+        }
         let rewritten = lowered.arguments.contains { argument in
             argument.type.pointee.type == ffh_type_code_struct() && argument.type.pointee.size > 16
         }
@@ -291,16 +318,10 @@ public final class CallInterface: @unchecked Sendable {
         _ function: UnsafeRawPointer, returnValue: UnsafeMutableRawPointer?,
         argumentList: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) {
-        if let registerPlan {
-            registerPlan.call(function, returnValue: returnValue, argumentList: argumentList)
+        if let planCaller {
+            planCaller(planPointer, function, argumentList, returnValue)
             return
         }
-        #if arch(x86_64)
-            if let sysvPlan {
-                sysvPlan.call(function, returnValue: returnValue, argumentList: argumentList)
-                return
-            }
-        #endif
         callThroughLibFFI(function, returnValue: returnValue, argumentList: argumentList)
     }
 

@@ -47,10 +47,10 @@ package struct RegisterCallPlan {
         }
     }
 
-    /// The plan as the C side reads it; its steps live in a buffer the owning interface
+    /// The plan as the C side reads it (`ffh_call_plan`'s), in memory the owning interface
     /// frees with ``deallocate()`` (a Swift array here would be retained on every call, a
     /// write to memory all calling threads share).
-    private let plan: ffh_plan
+    let plan: UnsafeMutablePointer<ffh_plan>
 
     /// The plan for `signature`, or `nil` when a value does not travel in registers.
     init?(_ signature: Signature) {
@@ -82,24 +82,16 @@ package struct RegisterCallPlan {
         }
         let buffer = UnsafeMutableBufferPointer<ffh_plan_step>.allocate(capacity: max(steps.count, 1))
         _ = buffer.initialize(from: steps)
-        plan = ffh_plan(
-            steps: UnsafePointer(buffer.baseAddress), count: UInt32(steps.count), result: result,
-            usesFloatingRegisters: floating > 0 ? 1 : 0)
+        plan = .allocate(capacity: 1)
+        plan.initialize(
+            to: ffh_plan(
+                steps: UnsafePointer(buffer.baseAddress), count: UInt32(steps.count), result: result,
+                usesFloatingRegisters: floating > 0 ? 1 : 0))
     }
 
-    /// Frees the plan's buffer; the owner calls it once, when it is done with the plan.
+    /// Frees the plan; the owner calls it once, when it is done with the plan.
     func deallocate() {
-        UnsafeMutablePointer(mutating: plan.steps)?.deallocate()
-    }
-
-    /// Calls `function` with the arguments `argumentList` points to; stores the result.
-    @inline(__always)
-    func call(
-        _ function: UnsafeRawPointer, returnValue: UnsafeMutableRawPointer?,
-        argumentList: UnsafeMutablePointer<UnsafeMutableRawPointer?>
-    ) {
-        withUnsafePointer(to: plan) { plan in
-            ffh_call_plan(plan, function, argumentList, returnValue)
-        }
+        UnsafeMutablePointer(mutating: plan.pointee.steps)?.deallocate()
+        plan.deallocate()
     }
 }

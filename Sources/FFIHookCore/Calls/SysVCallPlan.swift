@@ -13,7 +13,10 @@ internal import CFFIHookSupport
     /// SSE registers used). Unions and bit-fields travel as ``SysVClassification`` classifies
     /// them, eightbyte by eightbyte, so no libffi type has to describe them.
     package struct SysVCallPlan {
-        private let plan: ffh_sysv_plan
+        /// The plan as the C side reads it, in memory the owning interface frees with
+        /// ``deallocate()``: closures that enter through the library's own entry keep its
+        /// address.
+        let plan: UnsafeMutablePointer<ffh_sysv_plan>
 
         /// The plan for `signature`, or `nil` for a value it cannot place (a `void` argument, an
         /// opaque or empty aggregate: call interfaces refuse those before asking) or more
@@ -27,35 +30,89 @@ internal import CFFIHookSupport
                 guard builder.place(type, argument: index) else { return nil }
             }
             guard let result = Self.result(signature.returnType) else { return nil }
+            let arrivals = Self.arrivals(of: builder.moves, count: signature.argumentTypes.count)
+            // The closure entry's scratch space: six aggregates of a general and an SSE
+            // register each, the most the registers can carry.
+            guard arrivals.scratchBytes <= 96 else { return nil }
             let stackWords = (builder.stackWords + 1) / 2 * 2
-            let moves = UnsafeMutableBufferPointer<ffh_sysv_move>.allocate(capacity: max(builder.moves.count, 1))
-            _ = moves.initialize(from: builder.moves)
             let pieces =
                 result.pieces
                 + Array(
                     repeating: ffh_sysv_result_piece(source: 0, kind: 0, size: 0, offset: 0),
                     count: 2 - result.pieces.count)
-            plan = ffh_sysv_plan(
-                moves: UnsafePointer(moves.baseAddress), moveCount: UInt32(builder.moves.count),
-                stackWords: UInt32(stackWords), sseCount: UInt8(builder.sse),
-                returnsInMemory: returnsInMemory ? 1 : 0, x87Count: UInt8(result.x87Count),
-                resultCount: UInt8(result.pieces.count), result: (pieces[0], pieces[1]))
+            plan = .allocate(capacity: 1)
+            plan.initialize(
+                to: ffh_sysv_plan(
+                    moves: Self.copy(builder.moves), moveCount: UInt32(builder.moves.count),
+                    stackWords: UInt32(stackWords), sseCount: UInt8(builder.sse),
+                    returnsInMemory: returnsInMemory ? 1 : 0, x87Count: UInt8(result.x87Count),
+                    resultCount: UInt8(result.pieces.count), result: (pieces[0], pieces[1]),
+                    locations: Self.copy(arrivals.locations), gathers: Self.copy(arrivals.gathers),
+                    argumentCount: UInt32(signature.argumentTypes.count), gatherCount: UInt32(arrivals.gathers.count),
+                    scratchBytes: UInt32(arrivals.scratchBytes), fixups: Self.copy(arrivals.fixups),
+                    fixupCount: UInt32(arrivals.fixups.count),
+                    registerResult: Self.registerResult(
+                        of: signature, returnsInMemory: returnsInMemory, stackWords: stackWords, result: result)))
         }
 
-        /// Frees the plan's moves; the owner calls it once, when it is done with the plan.
+        /// Frees the plan; the owner calls it once, when it is done with the plan.
         func deallocate() {
-            UnsafeMutablePointer(mutating: plan.moves)?.deallocate()
+            UnsafeMutablePointer(mutating: plan.pointee.moves)?.deallocate()
+            UnsafeMutablePointer(mutating: plan.pointee.locations)?.deallocate()
+            UnsafeMutablePointer(mutating: plan.pointee.gathers)?.deallocate()
+            UnsafeMutablePointer(mutating: plan.pointee.fixups)?.deallocate()
+            plan.deallocate()
         }
 
-        /// Calls `function` with the arguments `argumentList` points to; stores the result.
-        @inline(__always)
-        func call(
-            _ function: UnsafeRawPointer, returnValue: UnsafeMutableRawPointer?,
-            argumentList: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+        /// `elements` in memory of their own (never empty, so the C side has an address).
+        private static func copy<Element>(_ elements: [Element]) -> UnsafePointer<Element> {
+            let buffer = UnsafeMutableBufferPointer<Element>.allocate(capacity: max(elements.count, 1))
+            _ = buffer.initialize(from: elements)
+            return UnsafePointer(buffer.baseAddress!)
+        }
+
+        /// Where each argument of a call arrives at a closure, from the moves a call makes: a
+        /// value in one register, or in registers next to each other in the frame, or on the
+        /// stack, is read where it is; an aggregate whose eightbytes went to a general and an
+        /// SSE register is assembled in scratch space. Also what a call forwarded with the
+        /// registers as they arrived must redo (see `ffh_sysv_plan.fixups`).
+        private static func arrivals(of moves: [ffh_sysv_move], count: Int) -> (
+            locations: [ffh_closure_argument], gathers: [ffh_sysv_move], scratchBytes: Int, fixups: [ffh_sysv_move]
         ) {
-            withUnsafePointer(to: plan) { plan in
-                ffh_call_sysv(plan, function, argumentList, returnValue)
+            let narrowKinds = [FFH_VALUE_SIGNED_8, FFH_VALUE_SIGNED_16, FFH_VALUE_UNSIGNED_8, FFH_VALUE_UNSIGNED_16]
+                .map { ffh_value_kind($0) }
+            var fixups: [ffh_sysv_move] = []
+            let firstStackWord = Int(FFH_SYSV_FIRST_STACK_WORD)
+            var locations = [ffh_closure_argument](
+                repeating: ffh_closure_argument(offset: 0, area: 0, reserved: (0, 0, 0)), count: count)
+            var gathers: [ffh_sysv_move] = []
+            var scratchBytes = 0
+            func location(_ area: Int, _ offset: Int) -> ffh_closure_argument {
+                ffh_closure_argument(offset: UInt32(offset), area: UInt8(area), reserved: (0, 0, 0))
             }
+            let byArgument = Dictionary(grouping: moves, by: { Int($0.argument) })
+            for (argument, parts) in byArgument {
+                let first = Int(parts[0].word)
+                if first >= firstStackWord {
+                    locations[argument] = location(Int(FFH_AREA_STACK), (first - firstStackWord) * 8)
+                } else if parts.count == 1 || (parts.count == 2 && Int(parts[1].word) == first + 1) {
+                    locations[argument] = location(Int(FFH_AREA_REGISTERS), first * 8)
+                } else {
+                    scratchBytes = (scratchBytes + 15) / 16 * 16
+                    locations[argument] = location(Int(FFH_AREA_SCRATCH), scratchBytes)
+                    for part in parts {
+                        let gather = ffh_sysv_move(
+                            size: part.size, offset: UInt32(scratchBytes) + part.offset, word: part.word,
+                            argument: part.argument, kind: ffh_value_kind(FFH_VALUE_BYTES), reserved: 0)
+                        gathers.append(gather)
+                        fixups.append(gather)
+                    }
+                    scratchBytes += 16
+                    continue
+                }
+                fixups += parts.filter { narrowKinds.contains($0.kind) }
+            }
+            return (locations, gathers, scratchBytes, fixups)
         }
 
         // MARK: - Arguments
@@ -159,6 +216,21 @@ internal import CFFIHookSupport
         }
 
         // MARK: - Results
+
+        /// The kind of the result when a call of `signature` can be a plain C call with the
+        /// argument registers (see `ffh_sysv_plan.registerResult`), `FFH_VALUE_BYTES` when not.
+        private static func registerResult(
+            of signature: Signature, returnsInMemory: Bool, stackWords: Int,
+            result: (pieces: [ffh_sysv_result_piece], x87Count: Int)
+        ) -> ffh_value_kind {
+            let bytes = ffh_value_kind(FFH_VALUE_BYTES)
+            guard signature.fixedArgumentCount == nil, !returnsInMemory, stackWords == 0, result.x87Count == 0 else {
+                return bytes
+            }
+            if signature.returnType.isVoid { return ffh_value_kind(FFH_VALUE_VOID) }
+            guard result.pieces.count == 1, result.pieces[0].kind != bytes else { return bytes }
+            return result.pieces[0].kind
+        }
 
         /// Where a result of `type` comes back: the pieces to store and the x87 values to pop.
         private static func result(_ type: CType) -> (pieces: [ffh_sysv_result_piece], x87Count: Int)? {

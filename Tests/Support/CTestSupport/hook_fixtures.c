@@ -145,3 +145,37 @@ void ct_fix_zalloc_reset(void) {
     __atomic_store_n(&zfree_bytes, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&zalloc_blocks, 0, __ATOMIC_RELAXED);
 }
+
+#if defined(__x86_64__)
+__attribute__((naked)) int ct_fix_trusting_schar(signed char value) {
+    __asm__("movl %edi, %eax\n\tret");
+}
+__attribute__((naked)) int ct_fix_trusting_schar_on_stack(long a, long b, long c, long d, long e, long f,
+                                                          signed char value) {
+    __asm__("movl 8(%rsp), %eax\n\tret");
+}
+#else
+int ct_fix_trusting_schar(signed char value) { return value; }
+int ct_fix_trusting_schar_on_stack(long a, long b, long c, long d, long e, long f, signed char value) {
+    (void)a, (void)b, (void)c, (void)d, (void)e, (void)f;
+    return value;
+}
+#endif
+
+static void *trusting_schar_slot = (void *)ct_fix_trusting_schar;
+static void *trusting_schar_on_stack_slot = (void *)ct_fix_trusting_schar_on_stack;
+
+void **ct_fix_trusting_schar_slot(void) { return &trusting_schar_slot; }
+void **ct_fix_trusting_schar_on_stack_slot(void) { return &trusting_schar_on_stack_slot; }
+
+int ct_fix_call_trusting_schar(signed char value) {
+    int (*function)(signed char) = (int (*)(signed char))__atomic_load_n(&trusting_schar_slot, __ATOMIC_ACQUIRE);
+    return function(value);
+}
+
+int ct_fix_call_trusting_schar_on_stack(signed char value) {
+    int (*function)(long, long, long, long, long, long, signed char) =
+        (int (*)(long, long, long, long, long, long, signed char))__atomic_load_n(&trusting_schar_on_stack_slot,
+                                                                                  __ATOMIC_ACQUIRE);
+    return function(1, 2, 3, 4, 5, 6, value);
+}

@@ -83,4 +83,17 @@ int ct_fix_last_notified(void);
 int ct_fix_last_add_a(void);
 int ct_fix_last_add_b(void);
 
+/// Two callees that trust their caller to have sign-extended a `signed char` argument to 32
+/// bits, as optimizing compilers do (clang reads the whole register or stack word, no
+/// `movsbl`): written in assembly so the tests' unoptimized build keeps that trust. On other
+/// architectures they are plain C.
+int ct_fix_trusting_schar(signed char value);
+int ct_fix_trusting_schar_on_stack(long a, long b, long c, long d, long e, long f, signed char value);
+
+/// The slots holding them, and C callers that call through the slots.
+void **ct_fix_trusting_schar_slot(void);
+void **ct_fix_trusting_schar_on_stack_slot(void);
+int ct_fix_call_trusting_schar(signed char value);
+int ct_fix_call_trusting_schar_on_stack(signed char value);
+
 #endif

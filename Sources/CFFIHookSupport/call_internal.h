@@ -1,0 +1,138 @@
+#ifndef FFH_CALL_INTERNAL_H
+#define FFH_CALL_INTERNAL_H
+
+// What the call plans and the System V closure entry share inside the C shim.
+
+#include "ffh_call.h"
+
+#include <string.h>
+
+/* The value at `address` as its register holds it; memcpy because libffi's argument list
+   promises no alignment (it compiles to one load). */
+static inline uint64_t plan_load(ffh_value_kind kind, const void *address) {
+    switch (kind) {
+    case FFH_VALUE_SIGNED_8: {
+        int8_t value;
+        memcpy(&value, address, sizeof value);
+        return (uint64_t)(int64_t)value;
+    }
+    case FFH_VALUE_SIGNED_16: {
+        int16_t value;
+        memcpy(&value, address, sizeof value);
+        return (uint64_t)(int64_t)value;
+    }
+    case FFH_VALUE_SIGNED_32: {
+        int32_t value;
+        memcpy(&value, address, sizeof value);
+        return (uint64_t)(int64_t)value;
+    }
+    case FFH_VALUE_UNSIGNED_8: {
+        uint8_t value;
+        memcpy(&value, address, sizeof value);
+        return value;
+    }
+    case FFH_VALUE_UNSIGNED_16: {
+        uint16_t value;
+        memcpy(&value, address, sizeof value);
+        return value;
+    }
+    case FFH_VALUE_UNSIGNED_32:
+    case FFH_VALUE_FLOAT: {
+        uint32_t value;
+        memcpy(&value, address, sizeof value);
+        return value;
+    }
+    default: {
+        uint64_t value;
+        memcpy(&value, address, sizeof value);
+        return value;
+    }
+    }
+}
+
+/* An integer result as `ffi_call` stores it: widened to 64 bits by its kind. */
+static inline void store_integer_result(ffh_value_kind kind, uint64_t bits, void *returnValue) {
+    uint64_t widened;
+    switch (kind) {
+    case FFH_VALUE_SIGNED_8: widened = (uint64_t)(int64_t)(int8_t)bits; break;
+    case FFH_VALUE_SIGNED_16: widened = (uint64_t)(int64_t)(int16_t)bits; break;
+    case FFH_VALUE_SIGNED_32: widened = (uint64_t)(int64_t)(int32_t)bits; break;
+    case FFH_VALUE_UNSIGNED_8: widened = (uint8_t)bits; break;
+    case FFH_VALUE_UNSIGNED_16: widened = (uint16_t)bits; break;
+    case FFH_VALUE_UNSIGNED_32: widened = (uint32_t)bits; break;
+    default: widened = bits; break;
+    }
+    memcpy(returnValue, &widened, sizeof widened);
+}
+
+#if defined(__x86_64__)
+
+/* The frame `ffh_sysv_invoke` (call_x86_64.S) reads and writes; the offsets are fixed there. */
+typedef struct {
+    uint64_t words[FFH_SYSV_FIRST_STACK_WORD]; /* 0: rdi..r9, then xmm0..xmm7 */
+    const uint64_t *stack;                     /* 112 */
+    uint64_t stackBytes;                       /* 120 */
+    uint64_t sseCount;                         /* 128 */
+    uint64_t x87Count;                         /* 136 */
+    uint64_t rax, rdx, xmm0, xmm1;             /* 144, 152, 160, 168 */
+    unsigned char x87[2][16];                  /* 176, 192 */
+} sysv_frame;
+
+_Static_assert(__builtin_offsetof(sysv_frame, stack) == 112, "frame layout");
+_Static_assert(__builtin_offsetof(sysv_frame, rax) == 144, "frame layout");
+_Static_assert(__builtin_offsetof(sysv_frame, x87) == 176, "frame layout");
+
+/* Loads the argument registers from `frame`, copies the stack area below the stack
+   pointer, calls `function`, and stores the result registers (and as many x87 values as
+   `frame->x87Count` says) back into `frame`. */
+void ffh_sysv_invoke(sysv_frame *frame, const void *function);
+
+/* Stores a call's result from `frame` in `returnValue` as `plan` says. */
+static inline void sysv_store_result(const ffh_sysv_plan *plan, const sysv_frame *frame, void *returnValue) {
+    for (uint32_t index = 0; index < plan->resultCount; index++) {
+        const ffh_sysv_result_piece piece = plan->result[index];
+        const void *source;
+        switch (piece.source) {
+        case FFH_SYSV_RAX: source = &frame->rax; break;
+        case FFH_SYSV_RDX: source = &frame->rdx; break;
+        case FFH_SYSV_XMM0: source = &frame->xmm0; break;
+        case FFH_SYSV_XMM1: source = &frame->xmm1; break;
+        case FFH_SYSV_ST0: source = frame->x87[0]; break;
+        default: source = frame->x87[1]; break;
+        }
+        unsigned char *target = (unsigned char *)returnValue + piece.offset;
+        switch (piece.kind) {
+        case FFH_VALUE_BYTES: memcpy(target, source, piece.size); break;
+        case FFH_VALUE_FLOAT: memcpy(target, source, sizeof(float)); break;
+        default: {
+            uint64_t bits;
+            memcpy(&bits, source, sizeof bits);
+            store_integer_result(piece.kind, bits, target);
+            break;
+        }
+        }
+    }
+}
+
+/* The frame of a call that entered through ffh_closure_entry: a call frame (its argument
+   registers as they arrived, the rest free for a forwarded call), then the result buffer
+   the handler writes (32 bytes, 16-aligned; x87 results at its bytes 0 and 16). */
+typedef struct {
+    sysv_frame call;
+    uint64_t buffer[4];
+} entry_frame_t;
+
+_Static_assert(sizeof(entry_frame_t) == 240, "entry frame layout");
+
+/* The three words the entry stores right before the argument list it hands the handler:
+   the entry frame, the caller's stack arguments, and the scratch area. A forwarded call
+   finds them from the list. */
+enum { ENTRY_CONTEXT_WORDS = 3 };
+
+static inline sysv_frame *entry_frame(void *const *arguments) { return (sysv_frame *)arguments[-3]; }
+static inline unsigned char *entry_stack(void *const *arguments) { return (unsigned char *)arguments[-2]; }
+static inline const uint64_t *entry_scratch(void *const *arguments) { return (const uint64_t *)arguments[-1]; }
+
+#endif
+
+#endif
