@@ -4,8 +4,8 @@
 # the floors, on one function, in one process. Makes a Python virtual environment with PyPI's
 # frida package under Benchmarks/.build/ on first use (that needs the network), then runs
 # Scripts/bench.sh with --peers and the given options (--json, --markdown, --quick, --samples N).
-# frida attaches through ptrace: a kernel whose Yama ptrace_scope is 2 or 3 needs root (or
-# CAP_SYS_PTRACE) for it; hookbench lifts mode 1's restriction for its own process.
+# frida attaches through ptrace: Yama's ptrace_scope 2 asks for root (or CAP_SYS_PTRACE), 3
+# forbids it; hookbench lifts mode 1's restriction for its own process.
 # Not part of CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
