@@ -25,11 +25,18 @@ __attribute__((noinline)) hb_record hb_record_next(hb_record record) {
     return next;
 }
 
+__attribute__((noinline)) int hb_add_padded(int a, int b) {
+    // No-ops that the processor skips but a patcher can move: frida-gum overwrites a
+    // function's first 16 bytes with a jump, and hb_add is 4 bytes long.
+    __asm__ volatile(".nops 16");
+    return (int)((unsigned)a + (unsigned)b);
+}
+
 static void *hb_slots[HB_SIGNATURE_COUNT] = {
     (void *)hb_add, (void *)hb_tick, (void *)hb_mix, (void *)hb_sum6, (void *)hb_point_sum, (void *)hb_record_next,
 };
 
-static void *const hb_originals[HB_SIGNATURE_COUNT] = {
+static void *hb_originals[HB_SIGNATURE_COUNT] = {
     (void *)hb_add, (void *)hb_tick, (void *)hb_mix, (void *)hb_sum6, (void *)hb_point_sum, (void *)hb_record_next,
 };
 
@@ -42,6 +49,11 @@ const char *hb_encoding(hb_signature signature) { return hb_encodings[signature]
 void **hb_slot(hb_signature signature) { return &hb_slots[signature]; }
 
 void *hb_original(hb_signature signature) { return hb_originals[signature]; }
+
+void hb_use_padded_int_int(void) {
+    hb_originals[HB_INT_INT] = (void *)hb_add_padded;
+    __atomic_store_n(&hb_slots[HB_INT_INT], (void *)hb_add_padded, __ATOMIC_RELEASE);
+}
 
 void hb_slot_restore(hb_signature signature) {
     __atomic_store_n(&hb_slots[signature], hb_originals[signature], __ATOMIC_RELEASE);

@@ -14,7 +14,7 @@ struct BenchRun {
             throw BenchError("Objective-C forwarding setup failed: \(String(cString: objcfwd_error()))")
         }
         let signatures = BenchSignature.allCases
-        let mechanisms = Mechanism.allCases
+        let mechanisms = Mechanism.standard
         var progress = Progress(total: 1 + signatures.count * mechanisms.count + 2)
 
         progress.step("install + remove")
@@ -24,7 +24,7 @@ struct BenchRun {
         for signature in signatures {
             for mechanism in mechanisms {
                 progress.step("\(mechanism.title) · \(signature.title)")
-                rows.append(try measure(mechanism, signature))
+                rows.append(try mechanism.measure(signature, plan: plan))
             }
         }
 
@@ -41,22 +41,6 @@ struct BenchRun {
         report.computeRatios()
         report.checkTargets()
         return report
-    }
-
-    // MARK: - Calls
-
-    private func measure(_ mechanism: Mechanism, _ signature: BenchSignature) throws -> Report.Row {
-        let tokens = try mechanism.install(on: signature)
-        defer { try? mechanism.remove(tokens, from: signature) }
-        guard mechanism.check(signature) else {
-            throw BenchError("\(mechanism.title) on \(signature.title) changed the function's result")
-        }
-        let sampler = Sampler(plan: plan)
-        let timed = { (calls: Int) in mechanism.time(signature, iterations: calls) }
-        let distribution = sampler.distribution(timed)
-        let mallocs = sampler.mallocsPerCall(calls: max(distribution.callsPerSample, 256), timed)
-        return Report.Row(
-            signature: signature, mechanism: mechanism, nanosecondsPerCall: distribution, mallocsPerCall: mallocs)
     }
 
     // MARK: - Install and remove

@@ -43,10 +43,21 @@ struct HookBench: ParsableCommand {
     @Flag(help: "With --transient-slots: release each table's slot before freeing it.")
     var releaseSlots = false
 
+    @Option(
+        name: .customLong("peers"),
+        help: ArgumentHelp(
+            "Instead of the call rows, measure frida-gum's Interceptor beside this library on one function, "
+                + "attached by this driver (Benchmarks/Peers/frida-peer.py, which needs Python's frida package).",
+            valueName: "driver"))
+    var peerDriver: String?
+
     func validate() throws {
         if json && markdown { throw ValidationError("--json and --markdown exclude each other") }
         if let samples, samples < 3 { throw ValidationError("--samples must be at least 3") }
         if let transientSlots, transientSlots < 100 { throw ValidationError("--transient-slots must be at least 100") }
+        if peerDriver != nil && (transientSlots != nil || svgPath != nil) {
+            throw ValidationError("--peers excludes --transient-slots and --svg")
+        }
     }
 
     func run() throws {
@@ -57,11 +68,18 @@ struct HookBench: ParsableCommand {
         var plan = quick ? SamplingPlan.quick : SamplingPlan.full
         if let samples { plan.samples = samples }
         let command = (["hookbench"] + CommandLine.arguments.dropFirst()).joined(separator: " ")
+        if let peerDriver {
+            let report = try PeerRun(plan: plan, command: command, driver: peerDriver).run()
+            if json {
+                try printJSON(report)
+            } else {
+                print(markdown ? report.markdown() : report.table(), terminator: "")
+            }
+            return
+        }
         let report = try BenchRun(plan: plan, command: command).run()
         if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            print(String(decoding: try encoder.encode(report), as: UTF8.self))
+            try printJSON(report)
         } else if markdown {
             print(report.markdown(), terminator: "")
         } else {
@@ -70,5 +88,11 @@ struct HookBench: ParsableCommand {
         if let svgPath {
             try Data(report.svg().utf8).write(to: URL(filePath: svgPath))
         }
+    }
+
+    private func printJSON(_ value: some Encodable) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        print(String(decoding: try encoder.encode(value), as: UTF8.self))
     }
 }

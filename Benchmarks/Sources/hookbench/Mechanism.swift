@@ -4,7 +4,8 @@ import FFIHook
 import HookFixtures
 
 /// A way of calling a function: directly, through a raw libffi closure, through this
-/// library's hooks, or through Objective-C message forwarding.
+/// library's hooks, through Objective-C message forwarding, or through frida-gum's
+/// Interceptor (only with `--peers`).
 enum Mechanism: String, CaseIterable, Codable, Sendable {
     /// The original called through the slot: the first floor.
     case direct
@@ -21,6 +22,16 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
     case typedBeforeAfter
     case objcMessage
     case objcForward
+    /// frida-gum's `Interceptor.attach` with empty `onEnter` and `onLeave` written in C.
+    case fridaAttach
+    /// frida-gum's `Interceptor.replace` with a C replacement that calls the original.
+    case fridaReplace
+    /// frida-gum's `Interceptor.replaceFast`: the function's entry jumps straight to a C
+    /// replacement, which calls the original through the trampoline frida returns.
+    case fridaReplaceFast
+
+    /// The mechanisms of the main run: every one this process installs by itself.
+    static let standard = allCases.filter { !$0.isPeer }
 
     /// The label in tables and charts.
     var title: String {
@@ -36,6 +47,9 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
         case .typedBeforeAfter: "typed before + after"
         case .objcMessage: "ObjC message send"
         case .objcForward: "ObjC forwarding"
+        case .fridaAttach: "frida attach (empty C listeners)"
+        case .fridaReplace: "frida replace → original"
+        case .fridaReplaceFast: "frida replaceFast → original"
         }
     }
 
@@ -43,9 +57,14 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
     var isHook: Bool {
         switch self {
         case .before, .after, .beforeAfter, .instead, .eightBefore, .typedBeforeAfter: true
-        case .direct, .closureLimit, .libffi, .objcMessage, .objcForward: false
+        case .direct, .closureLimit, .libffi, .objcMessage, .objcForward, .fridaAttach, .fridaReplace,
+            .fridaReplaceFast:
+            false
         }
     }
+
+    /// Whether frida installs the row, from another process (`hookbench --peers`).
+    var isPeer: Bool { self == .fridaAttach || self == .fridaReplace || self == .fridaReplaceFast }
 
     /// Whether the row goes through Objective-C.
     var isObjectiveC: Bool { self == .objcMessage || self == .objcForward }
@@ -57,6 +76,8 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
         switch self {
         case .direct, .objcMessage, .objcForward:
             return []
+        case .fridaAttach, .fridaReplace, .fridaReplaceFast:
+            throw BenchError("\(title) is installed by frida, through FridaPeer")
         case .libffi:
             guard hb_raw_closure_install(signature.c) == 0 else { throw BenchError("libffi cannot make a closure") }
             return []
@@ -86,6 +107,14 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
         for token in tokens { token.remove() }
         if self == .libffi || self == .closureLimit { hb_slot_restore(signature.c) }
         try Hook.waitForReclamation()
+    }
+
+    /// Installs the mechanism on `signature`, checks a call, samples nanoseconds per call and
+    /// heap allocations per call, and removes it again.
+    func measure(_ signature: BenchSignature, plan: SamplingPlan) throws -> Report.Row {
+        let tokens = try install(on: signature)
+        defer { try? remove(tokens, from: signature) }
+        return try Sampler(plan: plan).row(self, signature)
     }
 
     /// Makes `iterations` calls of `signature`; returns the elapsed nanoseconds.

@@ -12,7 +12,7 @@ extension Report {
 
     /// The chart as a standalone SVG document.
     func svg() -> String {
-        let mechanisms = Mechanism.allCases
+        let mechanisms = Mechanism.standard
         let signatures = BenchSignature.allCases
         let barHeight = 11.0
         let barGap = 2.0

@@ -1,5 +1,18 @@
 import HookFixtures
 
+extension Report.Row {
+    /// The cells every table shows: median and p99 nanoseconds, then the ratios to the floors.
+    var timingCells: [String] {
+        [
+            Format.nanoseconds(nanosecondsPerCall.median),
+            Format.nanoseconds(nanosecondsPerCall.p99),
+            Format.ratio(timesDirect),
+            Format.ratio(timesLimit),
+            Format.ratio(timesLibffi),
+        ]
+    }
+}
+
 /// The report as a terminal table and as Markdown.
 extension Report {
     private static let headers = [
@@ -9,14 +22,7 @@ extension Report {
 
     /// The cells of one row of the main table; the signature only on a group's first row.
     private func cells(_ row: Row, showingSignature: Bool) -> [String] {
-        [
-            showingSignature ? row.signature.title : "",
-            row.mechanism.title,
-            Format.nanoseconds(row.nanosecondsPerCall.median),
-            Format.nanoseconds(row.nanosecondsPerCall.p99),
-            Format.ratio(row.timesDirect),
-            Format.ratio(row.timesLimit),
-            Format.ratio(row.timesLibffi),
+        [showingSignature ? row.signature.title : "", row.mechanism.title] + row.timingCells + [
             Format.ratio(row.forwardingOverThis),
             Format.mallocs(row.mallocsPerCall),
         ]
@@ -74,7 +80,7 @@ extension Report {
         Set(rows.indices.filter { $0 > 0 && rows[$0 - 1].signature != rows[$0].signature }.map { $0 + 1 })
     }
 
-    private static func aligned(_ lines: [[String]], rightAlignedFrom: Int, separatorsBefore: Set<Int> = []) -> String {
+    static func aligned(_ lines: [[String]], rightAlignedFrom: Int, separatorsBefore: Set<Int> = []) -> String {
         let columns = lines.map(\.count).max() ?? 0
         var widths = [Int](repeating: 0, count: columns)
         for line in lines {
@@ -110,7 +116,7 @@ extension Report {
         return text
     }
 
-    private static func markdownTable(_ headers: [String], _ lines: [[String]], rightAlignedFrom: Int) -> String {
+    static func markdownTable(_ headers: [String], _ lines: [[String]], rightAlignedFrom: Int) -> String {
         var text = "| " + headers.joined(separator: " | ") + " |\n|"
         for column in headers.indices { text += column >= rightAlignedFrom ? " ---: |" : " --- |" }
         text += "\n"

@@ -58,21 +58,30 @@ struct Report: Codable, Sendable {
 
     /// Fills in each row's ratios against the rows of the same signature.
     mutating func computeRatios() {
-        for index in rows.indices {
-            let signature = rows[index].signature
-            let median = rows[index].nanosecondsPerCall.median
-            if let direct = row(signature, .direct)?.nanosecondsPerCall.median {
-                rows[index].timesDirect = median / direct
+        rows = Self.withRatios(rows)
+    }
+
+    /// `rows` with each row's ratios against the rows of the same signature filled in.
+    static func withRatios(_ rows: [Row]) -> [Row] {
+        func medianOf(_ signature: BenchSignature, _ mechanism: Mechanism) -> Double? {
+            rows.first { $0.signature == signature && $0.mechanism == mechanism }?.nanosecondsPerCall.median
+        }
+        return rows.map { row in
+            var row = row
+            let median = row.nanosecondsPerCall.median
+            if let direct = medianOf(row.signature, .direct) {
+                row.timesDirect = median / direct
             }
-            if let limit = row(signature, .closureLimit)?.nanosecondsPerCall.median {
-                rows[index].timesLimit = median / limit
+            if let limit = medianOf(row.signature, .closureLimit) {
+                row.timesLimit = median / limit
             }
-            if let libffi = row(signature, .libffi)?.nanosecondsPerCall.median {
-                rows[index].timesLibffi = median / libffi
+            if let libffi = medianOf(row.signature, .libffi) {
+                row.timesLibffi = median / libffi
             }
-            if let forwarding = row(signature, .objcForward)?.nanosecondsPerCall.median {
-                rows[index].forwardingOverThis = forwarding / median
+            if let forwarding = medianOf(row.signature, .objcForward) {
+                row.forwardingOverThis = forwarding / median
             }
+            return row
         }
     }
 

@@ -1,6 +1,7 @@
 import CHookBench
 import CMallocCounter
 import Histogram
+import HookFixtures
 
 /// How long to measure: warm-up, number of samples, calls per sample.
 struct SamplingPlan: Sendable {
@@ -58,6 +59,19 @@ struct Sampler {
             median: Double(histogram.valueAtPercentile(50)) / 1_000,
             p99: Double(histogram.valueAtPercentile(99)) / 1_000,
             samples: plan.samples, callsPerSample: callsPerSample)
+    }
+
+    /// The row of `mechanism` on `signature`, already installed: checks that a call gives the
+    /// original's result, then samples nanoseconds per call and heap allocations per call.
+    func row(_ mechanism: Mechanism, _ signature: BenchSignature) throws -> Report.Row {
+        guard mechanism.check(signature) else {
+            throw BenchError("\(mechanism.title) on \(signature.title) changed the function's result")
+        }
+        let timed = { (calls: Int) in mechanism.time(signature, iterations: calls) }
+        let nanoseconds = distribution(timed)
+        let mallocs = mallocsPerCall(calls: max(nanoseconds.callsPerSample, 256), timed)
+        return Report.Row(
+            signature: signature, mechanism: mechanism, nanosecondsPerCall: nanoseconds, mallocsPerCall: mallocs)
     }
 
     /// Heap allocations per call, counted around `calls` calls made after warm-up.

@@ -39,6 +39,15 @@ int hb_sum6(int a, int b, int c, int d, int e, int f);
 double hb_point_sum(hb_point point);
 hb_record hb_record_next(hb_record record);
 
+/// `hb_add` with 16 bytes of no-ops ahead of its addition: long enough for frida-gum's
+/// Interceptor, which patches a function's first 16 bytes and refuses a shorter one.
+int hb_add_padded(int a, int b);
+
+/// Makes `hb_add_padded` the original of `HB_INT_INT` and puts it in its slot, so that every
+/// mechanism of the peer comparison calls the one function frida can patch. Call it before
+/// anything is installed on `HB_INT_INT`: a raw closure keeps the original it was made with.
+void hb_use_padded_int_int(void);
+
 /// How many times `hb_tick` has run (wrapping), so that a check can see that a call of
 /// `void (void)` reached the original.
 unsigned hb_tick_calls(void);
@@ -83,5 +92,30 @@ void hb_slot_restore(hb_signature signature);
 /// `signature`, released together; returns the nanoseconds from the first thread's first
 /// call to the last thread's last, or 0 when a thread cannot be started.
 uint64_t hb_time_threaded_calls(hb_signature signature, int threads, int64_t iterations);
+
+// MARK: - Peers
+
+/// A helper process that hooks this one from outside (frida attaches through ptrace), and the
+/// pipes to its standard input and from its standard output.
+typedef struct hb_peer {
+    int pid;
+    int to;
+    int from;
+} hb_peer;
+
+/// Lets processes of this user trace this one (where Yama allows ptrace only from ancestors;
+/// without Yama nothing changes), ignores SIGPIPE, and starts `arguments` (NULL-terminated,
+/// the first found through PATH) with our environment and standard error. Returns 0, or an
+/// errno value.
+int hb_peer_start(char *const *arguments, hb_peer *peer);
+
+/// Writes `line` and a newline to the peer (nothing when `line` is NULL), then reads one line
+/// of its answer into `answer` without the newline, cut to `capacity` - 1 bytes and
+/// NUL-terminated. Returns the answer's length, or -1 when the peer has closed its end.
+long hb_peer_exchange(hb_peer *peer, const char *line, char *answer, long capacity);
+
+/// Closes the pipe to the peer, which tells it to undo everything and quit, then waits for it.
+/// Returns its exit status, or -1 when it did not exit normally.
+int hb_peer_finish(hb_peer *peer);
 
 #endif
