@@ -186,7 +186,11 @@ package final class SlotEntry: @unchecked Sendable {
                 frame.finish(hook)
             }
         }
-        frame.proceed(after: -1)
+        if snapshot.instead.isEmpty {
+            frame.callOriginalUnmarked()
+        } else {
+            frame.proceed(after: -1)
+        }
         for hook in snapshot.after {
             hook._withUnsafeGuaranteedRef { hook in
                 guard frame.claim(hook) else { return }
@@ -284,6 +288,7 @@ struct CallFrame {
 
     /// Calls the original with this thread's mark lifted, so calls the original makes
     /// through the slot run the blocks again.
+    @inline(__always)
     func callOriginalUnmarked() {
         if marked { ffh_thread_unmark(threadRecord) }
         let entryPlan = unmanagedEntry._withUnsafeGuaranteedRef { $0.entryPlan }
