@@ -123,32 +123,46 @@ void ffh_call_sysv(const void *opaquePlan, const void *function, void *const *ar
 
 _Static_assert(sizeof(ffh_registers) == FFH_SYSV_FIRST_STACK_WORD * 8, "the call frame's words are registers");
 
-void ffh_forward_sysv(const void *opaquePlan, const void *function, void *const *arguments, void *returnValue) {
-    const ffh_sysv_plan *plan = opaquePlan;
-    sysv_frame *frame = entry_frame(arguments);
-    unsigned char *stack = entry_stack(arguments);
+/* Redoes a plan's fixups in a forwarded call's frame (see ffh_sysv_plan.fixups). */
+static __attribute__((noinline)) void forward_fixups(const ffh_sysv_plan *plan, entry_frame_t *frame) {
     for (uint32_t index = 0; index < plan->fixupCount; index++) {
         const ffh_sysv_move *fixup = &plan->fixups[index];
         uint64_t *target = fixup->word < FFH_SYSV_FIRST_STACK_WORD
-                               ? &frame->words[fixup->word]
-                               : (uint64_t *)(void *)stack + (fixup->word - FFH_SYSV_FIRST_STACK_WORD);
-        *target = fixup->kind == FFH_VALUE_BYTES ? entry_scratch(arguments)[fixup->offset / 8]
-                                                 : plan_load(fixup->kind, target);
+                               ? &frame->call.words[fixup->word]
+                               : entry_stack(frame) + (fixup->word - FFH_SYSV_FIRST_STACK_WORD);
+        if (fixup->kind == FFH_VALUE_BYTES) {
+            memcpy(target, (unsigned char *)frame + fixup->offset, 8);
+        } else {
+            *target = plan_load(fixup->kind, target);
+        }
     }
-    if (plan->registerResult != FFH_VALUE_BYTES) {
-        /* Registers only and a scalar or no result: a plain C call with the frame's words. */
-        call_registers((const ffh_registers *)(const void *)frame->words, plan->sseCount > 0, plan->registerResult,
-                       function, returnValue);
+}
+
+/* A forwarded call that needs the assembly routine: stack arguments, an aggregate or x87
+   result, a hidden result pointer, or a variadic callee. */
+static __attribute__((noinline)) void forward_through_frame(const ffh_sysv_plan *plan, const void *function,
+                                                            entry_frame_t *frame, void *returnValue) {
+    if (plan->returnsInMemory) frame->call.words[0] = (uint64_t)(uintptr_t)returnValue;
+    frame->call.stack = entry_stack(frame);
+    frame->call.stackBytes = (uint64_t)plan->stackWords * 8;
+    frame->call.sseCount = plan->sseCount;
+    frame->call.x87Count = plan->x87Count;
+    ffh_sysv_invoke(&frame->call, function);
+    if (returnValue == NULL || plan->returnsInMemory) return;
+    sysv_store_result(plan, &frame->call, returnValue);
+}
+
+void ffh_forward_sysv(const void *opaquePlan, const void *function, void *const *arguments, void *returnValue) {
+    const ffh_sysv_plan *plan = opaquePlan;
+    entry_frame_t *frame = entry_frame(arguments);
+    if (plan->fixupCount > 0) forward_fixups(plan, frame);
+    if (plan->registerResult == FFH_VALUE_BYTES) {
+        forward_through_frame(plan, function, frame, returnValue);
         return;
     }
-    if (plan->returnsInMemory) frame->words[0] = (uint64_t)(uintptr_t)returnValue;
-    frame->stack = (const uint64_t *)(const void *)stack;
-    frame->stackBytes = (uint64_t)plan->stackWords * 8;
-    frame->sseCount = plan->sseCount;
-    frame->x87Count = plan->x87Count;
-    ffh_sysv_invoke(frame, function);
-    if (returnValue == NULL || plan->returnsInMemory) return;
-    sysv_store_result(plan, frame, returnValue);
+    /* Registers only and a scalar or no result: a plain C call with the frame's words. */
+    call_registers((const ffh_registers *)(const void *)frame->call.words, plan->sseCount > 0, plan->registerResult,
+                   function, returnValue);
 }
 
 #endif

@@ -115,23 +115,25 @@ static inline void sysv_store_result(const ffh_sysv_plan *plan, const sysv_frame
 }
 
 /* The frame of a call that entered through ffh_closure_entry: a call frame (its argument
-   registers as they arrived, the rest free for a forwarded call), then the result buffer
-   the handler writes (32 bytes, 16-aligned; x87 results at its bytes 0 and 16). */
+   registers as they arrived, the rest free for a forwarded call), the result buffer the
+   handler writes (32 bytes, 16-aligned; x87 results at its bytes 0 and 16), and the scratch
+   area. The entry's saved rbp and the caller's return address follow; then the caller's
+   stack arguments. */
 typedef struct {
     sysv_frame call;
     uint64_t buffer[4];
+    uint64_t scratch[FFH_ENTRY_SCRATCH_BYTES / 8];
 } entry_frame_t;
 
-_Static_assert(sizeof(entry_frame_t) == 240, "entry frame layout");
+_Static_assert(__builtin_offsetof(entry_frame_t, scratch) == FFH_ENTRY_SCRATCH_OFFSET, "entry frame layout");
+_Static_assert(sizeof(entry_frame_t) + 16 == FFH_ENTRY_STACK_OFFSET, "entry frame layout");
 
-/* The three words the entry stores right before the argument list it hands the handler:
-   the entry frame, the caller's stack arguments, and the scratch area. A forwarded call
-   finds them from the list. */
-enum { ENTRY_CONTEXT_WORDS = 3 };
-
-static inline sysv_frame *entry_frame(void *const *arguments) { return (sysv_frame *)arguments[-3]; }
-static inline unsigned char *entry_stack(void *const *arguments) { return (unsigned char *)arguments[-2]; }
-static inline const uint64_t *entry_scratch(void *const *arguments) { return (const uint64_t *)arguments[-1]; }
+/* The entry stores its frame's address in the word right before the argument list it hands
+   the handler: a forwarded call finds the frame from the list. */
+static inline entry_frame_t *entry_frame(void *const *arguments) { return (entry_frame_t *)arguments[-1]; }
+static inline uint64_t *entry_stack(entry_frame_t *frame) {
+    return (uint64_t *)(void *)((unsigned char *)frame + FFH_ENTRY_STACK_OFFSET);
+}
 
 #endif
 

@@ -90,8 +90,9 @@ ffh_sysv_invoke:
       112  the rest of a call frame, for a call forwarded with these registers
       144  rax, rdx, xmm0, xmm1 to return
       208  the result buffer (32 bytes); x87 results at 208 and 224
-
-   The caller's stack arguments start at 16(%rbp). */
+      240  scratch space (96 bytes)
+      336  the saved rbp, then the return address
+      352  the caller's stack arguments (FFH_ENTRY_STACK_OFFSET) */
         .text
         .p2align 4
         .globl  ffh_closure_entry
@@ -105,7 +106,7 @@ ffh_closure_entry:
         .cfi_offset %rbp, -16
         movq    %rsp, %rbp
         .cfi_def_cfa_register %rbp
-        subq    $240, %rsp
+        subq    $336, %rsp
         movq    %rdi, 0(%rsp)
         movq    %rsi, 8(%rsp)
         movq    %rdx, 16(%rsp)
@@ -122,7 +123,6 @@ ffh_closure_entry:
         movq    %xmm7, 104(%rsp)
         movq    %r10, %rdi
         movq    %rsp, %rsi
-        leaq    16(%rbp), %rdx
         call    ffh_closure_dispatch@PLT
         testl   %eax, %eax
         jz      2f

@@ -238,38 +238,28 @@ void ffh_handler(void *cif, void *returnValue, void **arguments, void *userData)
    registers as they arrived, and room for the result registers it returns. */
 void ffh_closure_entry(void);
 
-/* How many arguments the entry lists on its own stack without a variable-length array, and
-   the scratch space: an aggregate assembled there takes a general and an SSE register, so
-   at most six of them arrive at once, 16 bytes each. */
-enum { ENTRY_INLINE_ARGUMENTS = 16, ENTRY_SCRATCH_WORDS = 12 };
+/* How many arguments the entry lists on its own stack without a variable-length array. */
+enum { ENTRY_INLINE_ARGUMENTS = 16 };
 
-/* Builds the argument list of a call that entered `record`'s closure in `arguments`, runs
-   the handler, and puts the result where the entry loads it from; returns how many x87
-   values the entry pushes (from the result buffer). */
+/* Builds the argument list of a call that entered `record`'s closure after the frame's
+   address in `list`, runs the handler, and puts the result where the entry loads it from;
+   returns how many x87 values the entry pushes (from the result buffer). */
 static inline __attribute__((always_inline)) unsigned ffh_enter(ffh_slot *record, const ffh_sysv_plan *plan,
-                                                               entry_frame_t *frame, unsigned char *stack,
-                                                               void **list) {
-    uint64_t scratch[ENTRY_SCRATCH_WORDS] __attribute__((aligned(16)));
-    uint64_t *const words = frame->call.words;
-    /* A word each: the scratch slot is a whole word, beyond the value only padding. */
+                                                               entry_frame_t *frame, void **list) {
+    unsigned char *const base = (unsigned char *)frame;
     for (uint32_t index = 0; index < plan->gatherCount; index++) {
         const ffh_sysv_move *gather = &plan->gathers[index];
-        scratch[gather->offset / 8] = words[gather->word];
+        memcpy(base + gather->offset, &frame->call.words[gather->word], 8);
     }
     list[0] = frame;
-    list[1] = stack;
-    list[2] = scratch;
-    void **arguments = list + ENTRY_CONTEXT_WORDS;
-    unsigned char *const bases[3] = {(unsigned char *)words, stack, (unsigned char *)scratch};
+    void **arguments = list + 1;
     const uint32_t count = plan->argumentCount;
+    const uint32_t *locations = plan->locations;
 #pragma clang loop vectorize(disable) interleave(disable)
-    for (uint32_t index = 0; index < count; index++) {
-        const ffh_closure_argument where = plan->locations[index];
-        arguments[index] = bases[where.area] + where.offset;
-    }
+    for (uint32_t index = 0; index < count; index++) arguments[index] = base + locations[index];
     if (plan->returnsInMemory) {
         /* The caller's buffer, which rax returns. */
-        uint64_t hidden = words[0];
+        uint64_t hidden = frame->call.words[0];
         ffh_run((void *)(uintptr_t)hidden, arguments, record);
         frame->call.rax = hidden;
         return 0;
@@ -287,21 +277,19 @@ static inline __attribute__((always_inline)) unsigned ffh_enter(ffh_slot *record
 
 /* A call with more arguments than the entry lists inline. */
 static __attribute__((noinline)) unsigned ffh_enter_many(ffh_slot *record, const ffh_sysv_plan *plan,
-                                                         entry_frame_t *frame, unsigned char *stack) {
-    void *list[ENTRY_CONTEXT_WORDS + plan->argumentCount];
-    return ffh_enter(record, plan, frame, stack, list);
+                                                         entry_frame_t *frame) {
+    void *list[1 + plan->argumentCount];
+    return ffh_enter(record, plan, frame, list);
 }
 
-/* Called by ffh_closure_entry with the slot record, the entry frame and the caller's stack
-   arguments. */
-__attribute__((visibility("hidden"))) unsigned ffh_closure_dispatch(ffh_slot *record, entry_frame_t *frame,
-                                                                    unsigned char *stack) {
+/* Called by ffh_closure_entry with the slot record and the entry frame. */
+__attribute__((visibility("hidden"))) unsigned ffh_closure_dispatch(ffh_slot *record, entry_frame_t *frame) {
     const ffh_sysv_plan *plan = record->plan;
     if (__builtin_expect(plan->argumentCount > ENTRY_INLINE_ARGUMENTS, 0)) {
-        return ffh_enter_many(record, plan, frame, stack);
+        return ffh_enter_many(record, plan, frame);
     }
-    void *list[ENTRY_CONTEXT_WORDS + ENTRY_INLINE_ARGUMENTS];
-    return ffh_enter(record, plan, frame, stack, list);
+    void *list[1 + ENTRY_INLINE_ARGUMENTS];
+    return ffh_enter(record, plan, frame, list);
 }
 
 void ffh_install_entry(void *trampoline, const void *record) {

@@ -126,21 +126,14 @@ typedef struct {
     uint8_t offset;
 } ffh_sysv_result_piece;
 
-/// Where a closure entry finds an argument of a System V call: at byte `offset` of the saved
-/// argument registers (laid out as a call's frame words 0-13), of the caller's stack
-/// arguments, or of a scratch area the entry assembles from register words (an aggregate
-/// whose eightbytes arrived in registers that are not next to each other).
-typedef struct {
-    uint32_t offset;
-    uint8_t area;
-    uint8_t reserved[3];
-} ffh_closure_argument;
-
-enum {
-    FFH_AREA_REGISTERS,
-    FFH_AREA_STACK,
-    FFH_AREA_SCRATCH,
-};
+/// Where the library's closure entry keeps what a call brought, as byte offsets from the
+/// start of its frame: the argument registers (laid out as a call's frame words 0-13) at 0,
+/// a scratch area where it assembles an aggregate whose eightbytes arrived in registers
+/// that are not next to each other, and the caller's stack arguments, which lie just above
+/// the entry's frame.
+#define FFH_ENTRY_SCRATCH_OFFSET 240
+#define FFH_ENTRY_SCRATCH_BYTES 96
+#define FFH_ENTRY_STACK_OFFSET 352
 
 /// A call of any System V x86-64 shape, worked out once per signature: the moves that fill
 /// the argument registers and the stack, and where the result comes back; for a closure
@@ -159,18 +152,19 @@ typedef struct {
     /// How many entries of `result` are used.
     uint8_t resultCount;
     ffh_sysv_result_piece result[2];
-    /// The closure side: where each of `argumentCount` arguments arrives.
-    const ffh_closure_argument *locations;
-    /// Copies into the scratch area: `size` bytes of frame word `word` to scratch byte
-    /// `offset` (`argument` and `kind` unused).
+    /// The closure side: where each of `argumentCount` arguments arrives, as an offset from
+    /// the entry's frame (see `FFH_ENTRY_STACK_OFFSET`).
+    const uint32_t *locations;
+    /// Copies into the scratch area: frame word `word` to byte `offset` of the entry's frame
+    /// (in its scratch area; `argument`, `kind` and `size` unused: a whole word moves).
     const ffh_sysv_move *gathers;
     uint32_t argumentCount;
     uint32_t gatherCount;
     uint32_t scratchBytes;
     /// What a forwarded call (``ffh_forward_sysv``) redoes before it reuses the registers as
     /// they arrived: a narrow integer (`kind`) widened again at frame word `word`, where a
-    /// block may have stored a new value in its low bytes; or, for `FFH_VALUE_BYTES`, a
-    /// scratch word (at byte `offset`) copied back to frame word `word`.
+    /// block may have stored a new value in its low bytes; or, for `FFH_VALUE_BYTES`, the
+    /// scratch word at byte `offset` of the entry's frame copied back to frame word `word`.
     const ffh_sysv_move *fixups;
     uint32_t fixupCount;
     /// Where a call has only register arguments, is not variadic and returns a scalar or

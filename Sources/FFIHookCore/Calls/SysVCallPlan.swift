@@ -33,7 +33,7 @@ internal import CFFIHookSupport
             let arrivals = Self.arrivals(of: builder.moves, count: signature.argumentTypes.count)
             // The closure entry's scratch space: six aggregates of a general and an SSE
             // register each, the most the registers can carry.
-            guard arrivals.scratchBytes <= 96 else { return nil }
+            guard arrivals.scratchBytes <= Int(FFH_ENTRY_SCRATCH_BYTES) else { return nil }
             let stackWords = (builder.stackWords + 1) / 2 * 2
             let pieces =
                 result.pieces
@@ -77,32 +77,29 @@ internal import CFFIHookSupport
         /// SSE register is assembled in scratch space. Also what a call forwarded with the
         /// registers as they arrived must redo (see `ffh_sysv_plan.fixups`).
         private static func arrivals(of moves: [ffh_sysv_move], count: Int) -> (
-            locations: [ffh_closure_argument], gathers: [ffh_sysv_move], scratchBytes: Int, fixups: [ffh_sysv_move]
+            locations: [UInt32], gathers: [ffh_sysv_move], scratchBytes: Int, fixups: [ffh_sysv_move]
         ) {
             let narrowKinds = [FFH_VALUE_SIGNED_8, FFH_VALUE_SIGNED_16, FFH_VALUE_UNSIGNED_8, FFH_VALUE_UNSIGNED_16]
                 .map { ffh_value_kind($0) }
-            var fixups: [ffh_sysv_move] = []
             let firstStackWord = Int(FFH_SYSV_FIRST_STACK_WORD)
-            var locations = [ffh_closure_argument](
-                repeating: ffh_closure_argument(offset: 0, area: 0, reserved: (0, 0, 0)), count: count)
+            var locations = [UInt32](repeating: 0, count: count)
             var gathers: [ffh_sysv_move] = []
+            var fixups: [ffh_sysv_move] = []
             var scratchBytes = 0
-            func location(_ area: Int, _ offset: Int) -> ffh_closure_argument {
-                ffh_closure_argument(offset: UInt32(offset), area: UInt8(area), reserved: (0, 0, 0))
-            }
             let byArgument = Dictionary(grouping: moves, by: { Int($0.argument) })
             for (argument, parts) in byArgument {
                 let first = Int(parts[0].word)
                 if first >= firstStackWord {
-                    locations[argument] = location(Int(FFH_AREA_STACK), (first - firstStackWord) * 8)
+                    locations[argument] = UInt32(Int(FFH_ENTRY_STACK_OFFSET) + (first - firstStackWord) * 8)
                 } else if parts.count == 1 || (parts.count == 2 && Int(parts[1].word) == first + 1) {
-                    locations[argument] = location(Int(FFH_AREA_REGISTERS), first * 8)
+                    locations[argument] = UInt32(first * 8)
                 } else {
                     scratchBytes = (scratchBytes + 15) / 16 * 16
-                    locations[argument] = location(Int(FFH_AREA_SCRATCH), scratchBytes)
+                    let offset = Int(FFH_ENTRY_SCRATCH_OFFSET) + scratchBytes
+                    locations[argument] = UInt32(offset)
                     for part in parts {
                         let gather = ffh_sysv_move(
-                            size: part.size, offset: UInt32(scratchBytes) + part.offset, word: part.word,
+                            size: 8, offset: UInt32(offset) + part.offset, word: part.word,
                             argument: part.argument, kind: ffh_value_kind(FFH_VALUE_BYTES), reserved: 0)
                         gathers.append(gather)
                         fixups.append(gather)
