@@ -1,7 +1,9 @@
 #ifndef FFH_CALL_H
 #define FFH_CALL_H
 
-// Calls of C functions whose arguments all travel in registers, without libffi.
+// Calls of C functions without libffi's ffi_call: register plans (x86-64 and arm64) for
+// signatures whose values all travel in registers, System V plans (x86-64) for every other
+// shape, and the System V closure entry that slot closures enter through.
 
 #include <stdint.h>
 

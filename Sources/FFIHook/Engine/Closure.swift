@@ -24,6 +24,13 @@ import Synchronization
 /// libffi built with static trampolines gives each allocation its own trampoline: then
 /// each block holds one closure.
 ///
+/// On x86-64 a closure enters through the library's own entry (see ``entersDirectly``): its
+/// trampoline, written over libffi's, jumps to an assembly routine that saves the argument
+/// registers and lists the arguments from the signature's plan, made once, rather than
+/// classifying them on every call as libffi's entry does. The closure stays a prepared libffi
+/// closure otherwise (its cif and user data), and where the trampoline cannot be written
+/// (static trampolines) or on other architectures, libffi's entry is used.
+///
 /// Used only under the registry's lock.
 struct ClosurePool {
     /// One closure: its index in the pool.

@@ -303,10 +303,12 @@ public final class CallInterface: @unchecked Sendable {
     /// Allocates nothing and takes no lock, so it may run where the caller cannot allocate
     /// (inside a hooked allocator, in a signal handler as far as the callee allows). The
     /// list is left as it was, also where libffi would rewrite entries of it for a struct
-    /// argument larger than 16 bytes (it gets a copy on the stack then). Signatures whose
-    /// values all travel in registers skip `ffi_call` and call through a thunk that loads the
-    /// argument registers. Safe to call from any thread, concurrently with other calls
-    /// through the interface; nothing checks that `function` has the interface's signature.
+    /// argument larger than 16 bytes (it gets a copy on the stack then). Calls skip
+    /// `ffi_call` where a plan made with the interface applies: on x86-64 for every
+    /// signature (values in registers, on the stack, through a hidden result pointer or the
+    /// x87 stack, variadic shapes included), on arm64 for signatures whose values all travel
+    /// in registers. Safe to call from any thread, concurrently with other calls through the
+    /// interface; nothing checks that `function` has the interface's signature.
     ///
     /// - Parameters:
     ///   - function: a C function of this interface's signature.
@@ -325,8 +327,8 @@ public final class CallInterface: @unchecked Sendable {
         callThroughLibFFI(function, returnValue: returnValue, argumentList: argumentList)
     }
 
-    /// ``call(_:returnValue:argumentList:)`` through `ffi_call` even where the register path
-    /// applies (for tests of both paths).
+    /// ``call(_:returnValue:argumentList:)`` through `ffi_call` even where a plan applies (for
+    /// tests of both paths, and of the workarounds for the platform libffi's own errors).
     package func callThroughLibFFI(
         _ function: UnsafeRawPointer, returnValue: UnsafeMutableRawPointer?,
         argumentList: UnsafeMutablePointer<UnsafeMutableRawPointer?>

@@ -11,12 +11,14 @@ import Synchronization
 /// narrower than 64 bits are sign- or zero-extended as compilers expect of a caller; results
 /// are widened as `ffi_call` widens them.
 package struct RegisterCallPlan {
-    /// Whether interfaces made from now on get register plans; tests switch it off to
-    /// exercise `ffi_call`. Read when an interface is made, never on a call.
+    /// Whether interfaces made from now on get plans (register plans, and on x86-64 System V
+    /// plans, which also decide whether slot closures enter through the library's own entry);
+    /// tests switch it off to exercise `ffi_call` and libffi's closure entry. Read when an
+    /// interface is made, never on a call.
     static let isEnabled = Atomic<Bool>(true)
 
-    /// Switches register plans on or off for the interfaces made from now on, process-wide
-    /// (for tests of both paths); ``CallInterface/shared(for:)`` keeps the two kinds apart.
+    /// Switches plans on or off for the interfaces made from now on, process-wide (for tests
+    /// of both paths); ``CallInterface/shared(for:)`` keeps the two kinds apart.
     package static func setEnabled(_ enabled: Bool) {
         isEnabled.store(enabled, ordering: .relaxed)
     }
