@@ -128,6 +128,88 @@ extension FixtureTableTests {
             #expect(try Self.permissions(of: widened) == 0o644 & ~mask)
         }
 
+        /// `fcntl(fd, F_SETFD, FD_CLOEXEC)` through a library's import table: the block sees the
+        /// command and its int argument, and the flag is set.
+        @Test func fcntlThroughAnImportTableSeesItsArgument() throws {
+            let library = try ImportFixtures.open(ImportTableTests.fullRELRO)
+            let setCloseOnExec = try ImportFixtures.function(
+                "cimportfixture_set_close_on_exec", in: library, as: (@convention(c) (Int32) -> Int32).self)
+            var ends: [Int32] = [0, 0]
+            #expect(pipe(&ends) == 0)
+            defer { for end in ends { close(end) } }
+            let readEnd = ends[0]
+            let seen = EventLog()
+            let token = try ImportTable.before(
+                symbol: "fcntl", in: .object(ImportTableTests.fullRELRO),
+                signature: Signature(variadic: "iiii", fixedArgumentCount: 2)
+            ) { call in
+                let command = call.argument(1, as: Int32.self)
+                seen.record("\(call.argument(0, as: Int32.self) == readEnd) \(command) \(call.argument(2, as: Int32.self))")
+            }
+            #expect(setCloseOnExec(ends[0]) == 0)
+            #expect(token.remove())
+            #expect(seen.all == ["true \(F_SETFD) \(FD_CLOEXEC)"])
+            #expect(fcntl(ends[0], F_GETFD) & FD_CLOEXEC != 0)
+        }
+
+        /// `ioctl(fd, FIONREAD, &count)` through a library's import table: an after block reads
+        /// what the original wrote through the variadic pointer, an instead block answers alone.
+        @Test func ioctlThroughAnImportTableReachesThePointer() throws {
+            let library = try ImportFixtures.open(ImportTableTests.fullRELRO)
+            let pending = try ImportFixtures.function(
+                "cimportfixture_pending_bytes", in: library, as: (@convention(c) (Int32) -> Int32).self)
+            var ends: [Int32] = [0, 0]
+            #expect(pipe(&ends) == 0)
+            defer { for end in ends { close(end) } }
+            #expect(write(ends[1], "hello", 5) == 5)
+            let scope = ImportScope.object(ImportTableTests.fullRELRO)
+            let signature = try Signature(variadic: "iiQ^i", fixedArgumentCount: 2)
+            let seen = EventLog()
+            let after = try ImportTable.after(symbol: "ioctl", in: scope, signature: signature) { call in
+                let count = call.argument(2, as: UnsafeMutablePointer<Int32>.self).pointee
+                seen.record("\(UInt(call.argument(1, as: UInt64.self)) == UInt(FIONREAD)) \(count)")
+            }
+            #expect(pending(ends[0]) == 5)
+            #expect(after.remove())
+            #expect(seen.all == ["true 5"])
+
+            let instead = try ImportTable.instead(symbol: "ioctl", in: scope, signature: signature) { call in
+                call.argument(2, as: UnsafeMutablePointer<Int32>.self).pointee = 42
+                call.setReturnValue(Int32(0))
+            }
+            #expect(pending(ends[0]) == 42)
+            #expect(instead.remove())
+            #expect(pending(ends[0]) == 5)
+        }
+
+        /// `snprintf(buffer, size, "%d %.2f", n, x)` through a library's import table: the
+        /// double travels in a vector register, which the callee finds only if `%al` counts it.
+        @Test func snprintfThroughAnImportTableFormatsTheChangedDouble() throws {
+            let library = try ImportFixtures.open(ImportTableTests.fullRELRO)
+            let format = try ImportFixtures.function(
+                "cimportfixture_format", in: library,
+                as: (@convention(c) (UnsafeMutablePointer<CChar>?, Int, Int32, Double) -> Int32).self)
+            let scope = ImportScope.object(ImportTableTests.fullRELRO)
+            let signature = try Signature(variadic: "i*Q*id", fixedArgumentCount: 3)
+            func formatted(_ number: Int32, _ value: Double) -> String {
+                var buffer = [CChar](repeating: 0, count: 64)
+                let length = format(&buffer, buffer.count, number, value)
+                return String(decoding: buffer.prefix(Int(max(length, 0))).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            }
+            let before = try ImportTable.before(symbol: "snprintf", in: scope, signature: signature) { call in
+                call.setArgument(4, to: call.argument(4, as: Double.self) * 2)
+            }
+            #expect(formatted(7, 1.25) == "7 2.50")
+            #expect(before.remove())
+            let instead = try ImportTable.instead(symbol: "snprintf", in: scope, signature: signature) { call in
+                call.setArgument(3, to: Int32(8))
+                call.callOriginal()
+            }
+            #expect(formatted(7, 1.25) == "8 1.25")
+            #expect(instead.remove())
+            #expect(formatted(7, 1.25) == "7 1.25")
+        }
+
         @Test func aPromotableVariadicTypeIsRefused() throws {
             let slot = try #require(ct_variadic_sum_doubles_slot())
             defer { ct_variadic_free_slot(slot) }

@@ -2,8 +2,10 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 
 size_t cimportfixture_length(const char *text) { return strlen(text); }
 
@@ -17,3 +19,15 @@ int cimportfixture_parse(const char *text) {
 void *cimportfixture_open(const char *path, int flags) { return dlopen(path, flags); }
 
 int cimportfixture_create(const char *path) { return open(path, O_CREAT | O_WRONLY, 0600); }
+
+int cimportfixture_set_close_on_exec(int descriptor) { return fcntl(descriptor, F_SETFD, FD_CLOEXEC); }
+
+int cimportfixture_pending_bytes(int descriptor) {
+    int count = -1;
+    if (ioctl(descriptor, FIONREAD, &count) != 0) return -1;
+    return count;
+}
+
+int cimportfixture_format(char *buffer, size_t size, int number, double value) {
+    return snprintf(buffer, size, "%d %.2f", number, value);
+}

@@ -20,4 +20,16 @@ void *cimportfixture_open(const char *path, int flags);
 /// called with its third argument. Returns the descriptor or -1.
 int cimportfixture_create(const char *path);
 
+/// fcntl(descriptor, F_SETFD, FD_CLOEXEC), called through the PLT: a variadic function
+/// called with an int third argument. Returns what fcntl returns.
+int cimportfixture_set_close_on_exec(int descriptor);
+
+/// ioctl(descriptor, FIONREAD, &count), called through the PLT: a variadic function called
+/// with a pointer third argument. Returns how many bytes wait to be read, or -1.
+int cimportfixture_pending_bytes(int descriptor);
+
+/// snprintf(buffer, size, "%d %.2f", number, value), called through the PLT: a variadic
+/// function called with an int and a double (in a vector register, counted in %al).
+int cimportfixture_format(char *buffer, size_t size, int number, double value);
+
 #endif
