@@ -143,8 +143,9 @@ extension FixtureTableTests {
                 symbol: "fcntl", in: .object(ImportTableTests.fullRELRO),
                 signature: Signature(variadic: "iiii", fixedArgumentCount: 2)
             ) { call in
+                let descriptor = call.argument(0, as: Int32.self)
                 let command = call.argument(1, as: Int32.self)
-                seen.record("\(call.argument(0, as: Int32.self) == readEnd) \(command) \(call.argument(2, as: Int32.self))")
+                seen.record("\(descriptor == readEnd) \(command) \(call.argument(2, as: Int32.self))")
             }
             #expect(setCloseOnExec(ends[0]) == 0)
             #expect(token.remove())
