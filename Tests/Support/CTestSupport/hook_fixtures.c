@@ -179,3 +179,25 @@ int ct_fix_call_trusting_schar_on_stack(signed char value) {
                                                                                   __ATOMIC_ACQUIRE);
     return function(1, 2, 3, 4, 5, 6, value);
 }
+
+double ct_fix_twenty(long a1, double d1, long a2, double d2, long a3, double d3, long a4, double d4, long a5,
+                     double d5, long a6, double d6, long a7, double d7, long a8, double d8, long a9, double d9,
+                     long a10, double d10) {
+    long integers[] = {a1, a2, a3, a4, a5, a6, a7, a8, a9, a10};
+    double doubles[] = {d1, d2, d3, d4, d5, d6, d7, d8, d9, d10};
+    double sum = 0;
+    for (int index = 0; index < 10; index++) sum += (index + 1) * (integers[index] * 1000.0 + doubles[index]);
+    return sum;
+}
+
+static void *twenty_slot = (void *)ct_fix_twenty;
+
+void **ct_fix_twenty_slot(void) { return &twenty_slot; }
+
+double ct_fix_call_twenty(void) {
+    double (*function)(long, double, long, double, long, double, long, double, long, double, long, double, long,
+                       double, long, double, long, double, long, double) =
+        (double (*)(long, double, long, double, long, double, long, double, long, double, long, double, long, double,
+                    long, double, long, double, long, double))__atomic_load_n(&twenty_slot, __ATOMIC_ACQUIRE);
+    return function(1, 0.5, 2, 1.0, 3, 1.5, 4, 2.0, 5, 2.5, 6, 3.0, 7, 3.5, 8, 4.0, 9, 4.5, 10, 5.0);
+}

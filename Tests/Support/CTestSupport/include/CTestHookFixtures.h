@@ -96,4 +96,13 @@ void **ct_fix_trusting_schar_on_stack_slot(void);
 int ct_fix_call_trusting_schar(signed char value);
 int ct_fix_call_trusting_schar_on_stack(signed char value);
 
+/// A function of twenty arguments, more than a closure lists without a variable-length
+/// array: returns a weighted sum of the integers and the doubles, so each position counts.
+double ct_fix_twenty(long a1, double d1, long a2, double d2, long a3, double d3, long a4, double d4, long a5,
+                     double d5, long a6, double d6, long a7, double d7, long a8, double d8, long a9, double d9,
+                     long a10, double d10);
+/// Its slot, and a C caller through it with arguments 1...10 and 0.5...5.0.
+void **ct_fix_twenty_slot(void);
+double ct_fix_call_twenty(void);
+
 #endif
