@@ -216,13 +216,16 @@ enum TypedBlock {
             let list = call.argumentList
             let returnBuffer = call.returnBuffer
             let continuation = call.continuation
-            let original = { (replacements: repeat each Argument) -> Result in
-                var writer = ArgumentCursor(list)
-                repeat writer.write(each replacements)
-                continuation.callOriginal()
-                return ReturnCursor.load(Result.self, from: returnBuffer)
-            }
-            let result = block(original, repeat each values)
+            // The original as a closure written in the call, so that it is known not to
+            // escape and its context lives on the stack: one kept in a variable was
+            // allocated on every call.
+            let result = block(
+                { (replacements: repeat each Argument) -> Result in
+                    var writer = ArgumentCursor(list)
+                    repeat writer.write(each replacements)
+                    continuation.callOriginal()
+                    return ReturnCursor.load(Result.self, from: returnBuffer)
+                }, repeat each values)
             ReturnCursor.store(result, call)
         }
     }
