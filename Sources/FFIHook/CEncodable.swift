@@ -1,12 +1,38 @@
+#if compiler(>=6.2)
+    /// What every ``CEncodable`` type is: bitwise copyable, with a metatype that any thread may
+    /// use, since a hooked call, on whatever thread makes it, reads its arguments through the
+    /// types' conformances.
+    public typealias CEncodableBase = BitwiseCopyable & SendableMetatype
+#else
+    /// What every ``CEncodable`` type is: bitwise copyable.
+    public typealias CEncodableBase = BitwiseCopyable
+#endif
+
 /// A Swift type with exactly one C counterpart, whose encoding typed hooks derive.
 ///
 /// The standard library's fixed-width integers, `Int`/`UInt` (64-bit `long`), `Bool`
 /// (`_Bool`), `Float`, `Double` and raw and opaque pointers conform. Imported C structs do
 /// not: hook them with a typed overload that takes the encoding, which checks size and
 /// alignment instead.
-public protocol CEncodable: BitwiseCopyable {
+public protocol CEncodable: CEncodableBase {
     /// The type encoding of the C counterpart (`i` for `Int32`, `^v` for a pointer).
     static var typeEncoding: String { get }
+
+    /// Reads a value of this type from `address`, which need not be aligned: how a typed
+    /// hook reads each argument of a call.
+    ///
+    /// The default implementation is the one to use. It is a requirement so that a hooked
+    /// call reads each argument through code compiled for its type, which generic code over
+    /// a parameter pack does not do (Swift copies a pack's values through their metadata).
+    static func loadUnaligned(from address: UnsafeRawPointer) -> Self
+}
+
+extension CEncodable {
+    /// Reads `MemoryLayout<Self>.size` bytes at `address` as a value of this type.
+    @inlinable
+    public static func loadUnaligned(from address: UnsafeRawPointer) -> Self {
+        address.loadUnaligned(as: Self.self)
+    }
 }
 
 /// `Int8` stands for C's `signed char` in typed hooks.

@@ -31,8 +31,9 @@ extension Hook {
         options: HookOptions = [], _ block: @escaping @Sendable (repeat each Argument) -> Void
     ) throws(HookError) -> HookToken {
         let signature = try derivedSignature(Result.typeEncoding, repeat each arguments)
-        return try typedBefore(
-            on: slot, signature: signature, options: options, types: repeat each arguments, block: block)
+        return try install(
+            on: slot, signature: signature, position: .before, options: options,
+            TypedBlock.reading(repeat each arguments, block: block))
     }
 
     /// Runs `block` with the arguments before the original, for a function returning void.
@@ -42,8 +43,9 @@ extension Hook {
         options: HookOptions = [], _ block: @escaping @Sendable (repeat each Argument) -> Void
     ) throws(HookError) -> HookToken {
         let signature = try derivedSignature("v", repeat each arguments)
-        return try typedBefore(
-            on: slot, signature: signature, options: options, types: repeat each arguments, block: block)
+        return try install(
+            on: slot, signature: signature, position: .before, options: options,
+            TypedBlock.reading(repeat each arguments, block: block))
     }
 
     /// Runs `block` after the original with its result and the arguments; what the block
@@ -54,8 +56,9 @@ extension Hook {
         options: HookOptions = [], _ block: @escaping @Sendable (Result, repeat each Argument) -> Result
     ) throws(HookError) -> HookToken {
         let signature = try derivedSignature(Result.typeEncoding, repeat each arguments)
-        return try typedAfter(
-            on: slot, signature: signature, options: options, types: repeat each arguments, block: block)
+        return try install(
+            on: slot, signature: signature, position: .after, options: options,
+            TypedBlock.after(repeat each arguments, block: block))
     }
 
     /// Runs `block` after the original with the arguments, for a function returning void.
@@ -65,9 +68,9 @@ extension Hook {
         options: HookOptions = [], _ block: @escaping @Sendable (repeat each Argument) -> Void
     ) throws(HookError) -> HookToken {
         let signature = try derivedSignature("v", repeat each arguments)
-        return try typedBefore(
-            on: slot, signature: signature, position: .after, options: options, types: repeat each arguments,
-            block: block)
+        return try install(
+            on: slot, signature: signature, position: .after, options: options,
+            TypedBlock.reading(repeat each arguments, block: block))
     }
 
     /// Runs `block` in place of the original. The block receives the original (the next
@@ -80,8 +83,9 @@ extension Hook {
         _ block: @escaping @Sendable (_ original: (repeat each Argument) -> Result, repeat each Argument) -> Result
     ) throws(HookError) -> HookToken {
         let signature = try derivedSignature(Result.typeEncoding, repeat each arguments)
-        return try typedInstead(
-            on: slot, signature: signature, options: options, types: repeat each arguments, block: block)
+        return try install(
+            on: slot, signature: signature, position: .instead, options: options,
+            TypedBlock.instead(repeat each arguments, block: block))
     }
 
     /// Runs `block` in place of the original, for a function returning void.
@@ -91,8 +95,9 @@ extension Hook {
         _ block: @escaping @Sendable (_ original: (repeat each Argument) -> Void, repeat each Argument) -> Void
     ) throws(HookError) -> HookToken {
         let signature = try derivedSignature("v", repeat each arguments)
-        return try typedInstead(
-            on: slot, signature: signature, options: options, types: repeat each arguments, block: block)
+        return try install(
+            on: slot, signature: signature, position: .instead, options: options,
+            TypedBlock.instead(repeat each arguments, block: block))
     }
 
     // MARK: - Signature given, Swift types checked against it
@@ -105,8 +110,9 @@ extension Hook {
         options: HookOptions = [], _ block: @escaping @Sendable (repeat each Argument) -> Void
     ) throws(HookError) -> HookToken {
         try check(signature, slot: slot, repeat each arguments, returning: Result.self)
-        return try typedBefore(
-            on: slot, signature: signature, options: options, types: repeat each arguments, block: block)
+        return try install(
+            on: slot, signature: signature, position: .before, options: options,
+            TypedBlock.reading(repeat each arguments, block: block))
     }
 
     /// Runs `block` after the original; the Swift types are checked against `signature`.
@@ -116,8 +122,9 @@ extension Hook {
         options: HookOptions = [], _ block: @escaping @Sendable (Result, repeat each Argument) -> Result
     ) throws(HookError) -> HookToken {
         try check(signature, slot: slot, repeat each arguments, returning: Result.self)
-        return try typedAfter(
-            on: slot, signature: signature, options: options, types: repeat each arguments, block: block)
+        return try install(
+            on: slot, signature: signature, position: .after, options: options,
+            TypedBlock.after(repeat each arguments, block: block))
     }
 
     /// Runs `block` in place of the original; the Swift types are checked against `signature`.
@@ -128,8 +135,9 @@ extension Hook {
         _ block: @escaping @Sendable (_ original: (repeat each Argument) -> Result, repeat each Argument) -> Result
     ) throws(HookError) -> HookToken {
         try check(signature, slot: slot, repeat each arguments, returning: Result.self)
-        return try typedInstead(
-            on: slot, signature: signature, options: options, types: repeat each arguments, block: block)
+        return try install(
+            on: slot, signature: signature, position: .instead, options: options,
+            TypedBlock.instead(repeat each arguments, block: block))
     }
 }
 
@@ -164,38 +172,6 @@ extension Hook {
             failure.symbol = symbol
             throw failure
         }
-    }
-
-    @inlinable
-    static func typedBefore<each Argument: BitwiseCopyable>(
-        on slot: FunctionSlot, signature: Signature, position: HookPosition = .before, options: HookOptions,
-        types arguments: repeat (each Argument).Type, block: @escaping @Sendable (repeat each Argument) -> Void
-    ) throws(HookError) -> HookToken {
-        try install(
-            on: slot, signature: signature, position: position, options: options,
-            TypedBlock.reading(repeat each arguments, block: block))
-    }
-
-    @inlinable
-    static func typedAfter<each Argument: BitwiseCopyable, Result: BitwiseCopyable>(
-        on slot: FunctionSlot, signature: Signature, options: HookOptions,
-        types arguments: repeat (each Argument).Type,
-        block: @escaping @Sendable (Result, repeat each Argument) -> Result
-    ) throws(HookError) -> HookToken {
-        try install(
-            on: slot, signature: signature, position: .after, options: options,
-            TypedBlock.after(repeat each arguments, block: block))
-    }
-
-    @inlinable
-    static func typedInstead<each Argument: BitwiseCopyable, Result: BitwiseCopyable>(
-        on slot: FunctionSlot, signature: Signature, options: HookOptions,
-        types arguments: repeat (each Argument).Type,
-        block: @escaping @Sendable ((repeat each Argument) -> Result, repeat each Argument) -> Result
-    ) throws(HookError) -> HookToken {
-        try install(
-            on: slot, signature: signature, position: .instead, options: options,
-            TypedBlock.instead(repeat each arguments, block: block))
     }
 }
 
@@ -240,13 +216,48 @@ enum TypedBlock {
             let list = call.argumentList
             let returnBuffer = call.returnBuffer
             let continuation = call.continuation
-            let original = { (replacements: repeat each Argument) -> Result in
-                var writer = ArgumentCursor(list)
-                repeat writer.write(each replacements)
-                continuation.callOriginal()
-                return ReturnCursor.load(Result.self, from: returnBuffer)
-            }
-            let result = block(original, repeat each values)
+            // The original as a closure written in the call, so that it is known not to
+            // escape and its context lives on the stack: one kept in a variable was
+            // allocated on every call.
+            let result = block(
+                { (replacements: repeat each Argument) -> Result in
+                    var writer = ArgumentCursor(list)
+                    repeat writer.write(each replacements)
+                    continuation.callOriginal()
+                    return ReturnCursor.load(Result.self, from: returnBuffer)
+                }, repeat each values)
+            ReturnCursor.store(result, call)
+        }
+    }
+}
+
+// MARK: - CEncodable arguments
+
+/// The blocks of ``TypedBlock`` for arguments of ``CEncodable`` types, which read each one
+/// through its type's ``CEncodable/loadUnaligned(from:)``: code compiled for the type, where
+/// the generic versions copy each value of the pack through its type's metadata. The
+/// overloads are chosen where the argument types are known to be `CEncodable`.
+extension TypedBlock {
+    /// A block that reads the arguments (see the generic version).
+    @inlinable
+    static func reading<each Argument: CEncodable>(
+        _ arguments: repeat (each Argument).Type, block: @escaping @Sendable (repeat each Argument) -> Void
+    ) -> @Sendable (borrowing Invocation) -> Void {
+        { call in
+            var reader = ArgumentCursor(call.argumentList)
+            block(repeat reader.next((each Argument).self))
+        }
+    }
+
+    /// An after block that gets the result and the arguments (see the generic version).
+    @inlinable
+    static func after<each Argument: CEncodable, Result: BitwiseCopyable>(
+        _ arguments: repeat (each Argument).Type, block: @escaping @Sendable (Result, repeat each Argument) -> Result
+    ) -> @Sendable (borrowing Invocation) -> Void {
+        { call in
+            var reader = ArgumentCursor(call.argumentList)
+            let result = block(
+                ReturnCursor.load(Result.self, from: call.returnBuffer), repeat reader.next((each Argument).self))
             ReturnCursor.store(result, call)
         }
     }
@@ -271,6 +282,14 @@ struct ArgumentCursor {
         return list[index]!.loadUnaligned(as: Value.self)
     }
 
+    /// The next argument, read through its type's own code (see ``CEncodable``).
+    @inlinable
+    @inline(__always)
+    mutating func next<Value: CEncodable>(_ type: Value.Type) -> Value {
+        defer { index += 1 }
+        return Value.loadUnaligned(from: list[index]!)
+    }
+
     @inlinable
     @inline(__always)
     mutating func write<Value: BitwiseCopyable>(_ value: Value) {
@@ -292,19 +311,34 @@ enum ReturnCursor {
     }
 
     /// Stores a result checked against the signature at install: a small one (an integer
-    /// narrower than a word, a `float`) through a call that widens it as the C type needs,
+    /// narrower than a word, a `float`) as the slot's ``ReturnWidening`` says, inline,
     /// anything else as it is.
     @inlinable
     @inline(__always)
     static func store<Result: BitwiseCopyable>(_ value: Result, _ call: borrowing Invocation) {
         let size = MemoryLayout<Result>.size
         guard size > 0 else { return }
+        let buffer = call.returnBuffer!
         if size < 8 {
-            var bits: UInt64 = 0
-            withUnsafeMutableBytes(of: &bits) { $0.storeBytes(of: value, as: Result.self) }
-            call.storeSmallReturnValue(bits, byteCount: size)
+            call.frame.returnWidening.store(bits(of: value), byteCount: size, into: buffer)
         } else {
-            call.returnBuffer!.storeBytes(of: value, as: Result.self)
+            buffer.storeBytes(of: value, as: Result.self)
+        }
+    }
+
+    /// The bytes of a value narrower than a word, in the low end of a word: in registers for
+    /// the sizes of integers, through memory for the other sizes.
+    @inlinable
+    @inline(__always)
+    static func bits<Value: BitwiseCopyable>(of value: Value) -> UInt64 {
+        switch MemoryLayout<Value>.size {
+        case 1: return UInt64(unsafeBitCast(value, to: UInt8.self))
+        case 2: return UInt64(unsafeBitCast(value, to: UInt16.self))
+        case 4: return UInt64(unsafeBitCast(value, to: UInt32.self))
+        default:
+            var bits: UInt64 = 0
+            withUnsafeMutableBytes(of: &bits) { $0.storeBytes(of: value, as: Value.self) }
+            return bits
         }
     }
 }

@@ -116,6 +116,35 @@ extension FixtureTableTests {
             #expect(ct_fix_call_mix(1, 2, 3, 4) == 1234.5)
         }
 
+        /// Before and after blocks read arguments of every kind of register through their
+        /// types' conformances, a type of the caller's own included.
+        @Test func typedBeforeAndAfterReadMixedScalars() throws {
+            let log = EventLog()
+            let before = try Hook.before(
+                on: fixtureSlot(\.mix), arguments: Int32.self, Double.self, Float.self, Int.self, returning: Double.self
+            ) { a, b, c, d in
+                log.record("before \(a) \(b) \(c) \(d)")
+            }
+            let after = try Hook.after(
+                on: fixtureSlot(\.mix), arguments: Count.self, Double.self, Float.self, Int.self, returning: Double.self
+            ) { result, a, b, c, d in
+                log.record("after \(a.value) \(b) \(c) \(d) -> \(result)")
+                return result + 0.25
+            }
+            defer {
+                before.remove()
+                after.remove()
+            }
+            #expect(ct_fix_call_mix(1, 2, 3, 4) == 1234.25)
+            #expect(log.all == ["before 1 2.0 3.0 4", "after 1 2.0 3.0 4 -> 1234.0"])
+        }
+
+        /// A type of the caller's own that stands for C's `int`, with the default way of reading it.
+        struct Count: CEncodable {
+            var value: Int32
+            static var typeEncoding: String { "i" }
+        }
+
         @Test func importedStructWithAGivenEncoding() throws {
             let token = try Hook.instead(
                 on: fixtureSlot(\.offset), signature: FixtureSignature.offset,

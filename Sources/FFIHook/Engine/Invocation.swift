@@ -9,7 +9,7 @@
 /// An `Invocation` cannot be copied or kept: it exists only inside the block's call, on the
 /// thread that made the call.
 public struct Invocation: ~Copyable {
-    let frame: CallFrame
+    @usableFromInline let frame: CallFrame
     /// Where the running block is installed.
     public let position: HookPosition
     let insteadIndex: Int
@@ -72,7 +72,7 @@ public struct Invocation: ~Copyable {
     /// - Precondition: as for ``returnValue(as:)``.
     public func setReturnValue<T: BitwiseCopyable>(_ value: T) {
         let storage = returnStorage(checking: T.self)
-        if frame.returnWidth > 0 {
+        if frame.returnWidening.width > 0 {
             // libffi closures return integers narrower than a word widened to one, as the
             // compilers expect of a callee; `T` has the C type's size, under a word.
             var bits: UInt64 = 0
@@ -120,30 +120,18 @@ public struct Invocation: ~Copyable {
     // MARK: - Raw access for typed blocks
 
     /// libffi's argument list of the call (one pointer per argument).
-    @usableFromInline
+    @inlinable
     package var argumentList: UnsafeMutablePointer<UnsafeMutableRawPointer?> { frame.arguments }
 
     /// The return-value buffer of the call (`nil` for void).
-    @usableFromInline
+    @inlinable
     package var returnBuffer: UnsafeMutableRawPointer? { frame.returnValue }
 
     /// Stores a return value of fewer than 8 bytes already checked against the signature,
     /// given as its bytes in the low end of `bits`: an integer widened to a word as libffi
-    /// closures return it, a `float` as its 4 bytes. Not generic, so typed blocks reach it
-    /// without the cost of generic code on every call.
-    @usableFromInline
-    package func storeSmallReturnValue(_ bits: UInt64, byteCount: Int) {
-        let storage = frame.returnValue!
-        let width = frame.returnWidth
-        guard width > 0 else {
-            withUnsafeBytes(of: bits) { storage.copyMemory(from: $0.baseAddress!, byteCount: byteCount) }
-            return
-        }
-        var widened = width < 64 ? bits & ((1 << UInt64(width)) - 1) : bits
-        if frame.returnIsSigned && width < 64 && widened & (1 << UInt64(width - 1)) != 0 {
-            widened |= ~0 << UInt64(width)
-        }
-        storage.storeBytes(of: widened, as: UInt64.self)
+    /// closures return it, a `float` as its 4 bytes.
+    func storeSmallReturnValue(_ bits: UInt64, byteCount: Int) {
+        frame.returnWidening.store(bits, byteCount: byteCount, into: frame.returnValue!)
     }
 
     /// A copyable handle that continues this instead block's call inward, for typed blocks

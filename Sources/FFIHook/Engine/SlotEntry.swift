@@ -16,6 +16,7 @@ import Synchronization
 /// the original was written back, or by another library that chained to it, stays valid as
 /// a pass-through to the original. Hooking the same slot again makes a new entry for the
 /// same closure.
+@usableFromInline
 package final class SlotEntry: @unchecked Sendable {
     // Sendable: the stored properties are set in init, before the entry is shared, except
     // `readOnlyProtection`, which is only touched under the registry's lock.
@@ -58,12 +59,10 @@ package final class SlotEntry: @unchecked Sendable {
     }
     /// The sizes the call path checks typed access against, without reference counting:
     /// each argument's size (a pointer's for an array), the return size (-1 for void), and
-    /// for an integer result narrower than a word, which libffi closures return widened to
-    /// one, its width in bits and signedness.
+    /// how a result narrower than a word is stored.
     let argumentSizes: UnsafeMutableBufferPointer<Int>
     let returnSize: Int
-    let returnWidth: Int
-    let returnIsSigned: Bool
+    @usableFromInline let returnWidening: ReturnWidening
 
     init(
         slot: UnsafeMutableRawPointer, interface: CallInterface, cell: ClosurePool.Cell, code: UInt,
@@ -82,13 +81,7 @@ package final class SlotEntry: @unchecked Sendable {
         self.entryPlan = record.pointee.plan
         self.callPathInterface = Unmanaged.passUnretained(interface)
         let returnType = interface.signature.returnType
-        if case .primitive(let primitive) = returnType.kind, primitive.isInteger, primitive.size < 8 {
-            returnWidth = primitive.size * 8
-            returnIsSigned = primitive.isSigned
-        } else {
-            returnWidth = 0
-            returnIsSigned = false
-        }
+        returnWidening = ReturnWidening(returnType)
         returnSize = returnType.isVoid ? -1 : returnType.size
         let sizes = interface.signature.argumentTypes.map { type in
             if case .array = type.kind { MemoryLayout<UnsafeRawPointer>.size } else { type.size }
@@ -204,18 +197,21 @@ package final class SlotEntry: @unchecked Sendable {
 /// The state of one dispatch, shared by the invocations of its blocks: what the call read
 /// once as it started, and the entry, whose fixed facts (interface, sizes) it reads where
 /// they are rather than copying them.
+@usableFromInline
 struct CallFrame {
     /// The entry and snapshot without reference counting (the dispatch keeps both alive):
     /// a retain on the call path is a write to memory every calling thread shares.
-    let unmanagedEntry: Unmanaged<SlotEntry>
+    @usableFromInline let unmanagedEntry: Unmanaged<SlotEntry>
     let unmanagedSnapshot: Unmanaged<HookSnapshot>
     /// The original the call reaches, read once as it started (a replacement may change
     /// the entry's meanwhile).
     let original: UInt
     /// What marks the slot in the thread's record for this call (see ``SlotEntry/mark(for:)``).
     let mark: UInt
-    let returnValue: UnsafeMutableRawPointer?
-    let arguments: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    /// The call's return-value buffer and argument list, as libffi gives them to the handler
+    /// (read inline by typed blocks, in the module that installs them).
+    @usableFromInline let returnValue: UnsafeMutableRawPointer?
+    @usableFromInline let arguments: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     /// Whether this call came from inside a block of the same slot on this thread.
     let reentered: Bool
     /// Whether this dispatch marked the thread (and must unmark it around the original).
@@ -230,8 +226,8 @@ struct CallFrame {
         unmanagedEntry._withUnsafeGuaranteedRef { $0.argumentSizes }
     }
     var returnSize: Int { unmanagedEntry._withUnsafeGuaranteedRef { $0.returnSize } }
-    var returnWidth: Int { unmanagedEntry._withUnsafeGuaranteedRef { $0.returnWidth } }
-    var returnIsSigned: Bool { unmanagedEntry._withUnsafeGuaranteedRef { $0.returnIsSigned } }
+    @inlinable
+    var returnWidening: ReturnWidening { unmanagedEntry._withUnsafeGuaranteedRef { $0.returnWidening } }
 
     /// Whether `hook` runs in this call; claims a `once` hook's single run.
     @inline(__always)
