@@ -32,14 +32,20 @@ ffh_sysv_invoke:
         movq    %rdi, %rbx              /* the frame, kept across the call */
         movq    %rsi, %r12              /* the function */
 
-        /* The stack arguments, copied to the bottom of a 16-aligned area. */
+        /* The stack arguments, copied to the bottom of a 16-aligned area, a word at a
+           time (a few words: cheaper than rep movsq's start-up). */
         movq    120(%rbx), %rcx
         subq    %rcx, %rsp
         movq    112(%rbx), %rsi
-        movq    %rsp, %rdi
-        shrq    $3, %rcx
-        cld
-        rep movsq
+        xorl    %eax, %eax
+3:
+        cmpq    %rcx, %rax
+        jae     4f
+        movq    (%rsi,%rax), %rdx
+        movq    %rdx, (%rsp,%rax)
+        addq    $8, %rax
+        jmp     3b
+4:
 
         movq    48(%rbx), %xmm0
         movq    56(%rbx), %xmm1
