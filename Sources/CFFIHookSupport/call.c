@@ -92,13 +92,26 @@ void ffh_call_plan(const void *opaquePlan, const void *function, void *const *ar
 
 #if defined(__x86_64__)
 
+/* Completes `frame` (argument registers filled, `stack` holding the stack arguments) as `plan`
+   says, makes the call, and stores the result in `returnValue`. */
+static void sysv_call_frame(const ffh_sysv_plan *plan, sysv_frame *frame, const uint64_t *stack, const void *function,
+                            void *returnValue) {
+    if (plan->returnsInMemory) frame->words[0] = (uint64_t)(uintptr_t)returnValue;
+    frame->stack = stack;
+    frame->stackBytes = (uint64_t)plan->stackWords * 8;
+    frame->sseCount = plan->sseCount;
+    frame->x87Count = plan->x87Count;
+    ffh_sysv_invoke(frame, function);
+    if (returnValue == NULL || plan->returnsInMemory) return;
+    sysv_store_result(plan, frame, returnValue);
+}
+
 void ffh_call_sysv(const void *opaquePlan, const void *function, void *const *arguments, void *returnValue) {
     const ffh_sysv_plan *plan = opaquePlan;
     sysv_frame frame;
     /* Registers no argument fills are passed as zero: never read, but defined. */
     memset(frame.words, 0, sizeof frame.words);
     uint64_t stack[plan->stackWords > 0 ? plan->stackWords : 1];
-    if (plan->returnsInMemory) frame.words[0] = (uint64_t)(uintptr_t)returnValue;
     for (uint32_t index = 0; index < plan->moveCount; index++) {
         const ffh_sysv_move *move = &plan->moves[index];
         const unsigned char *source = (const unsigned char *)arguments[move->argument] + move->offset;
@@ -112,13 +125,7 @@ void ffh_call_sysv(const void *opaquePlan, const void *function, void *const *ar
             *target = plan_load(move->kind, source);
         }
     }
-    frame.stack = stack;
-    frame.stackBytes = (uint64_t)plan->stackWords * 8;
-    frame.sseCount = plan->sseCount;
-    frame.x87Count = plan->x87Count;
-    ffh_sysv_invoke(&frame, function);
-    if (returnValue == NULL || plan->returnsInMemory) return;
-    sysv_store_result(plan, &frame, returnValue);
+    sysv_call_frame(plan, &frame, stack, function, returnValue);
 }
 
 _Static_assert(sizeof(ffh_registers) == FFH_SYSV_FIRST_STACK_WORD * 8, "the call frame's words are registers");
@@ -142,14 +149,7 @@ static __attribute__((noinline)) void forward_fixups(const ffh_sysv_plan *plan, 
    result, a hidden result pointer, or a variadic callee. */
 static __attribute__((noinline)) void forward_through_frame(const ffh_sysv_plan *plan, const void *function,
                                                             entry_frame_t *frame, void *returnValue) {
-    if (plan->returnsInMemory) frame->call.words[0] = (uint64_t)(uintptr_t)returnValue;
-    frame->call.stack = entry_stack(frame);
-    frame->call.stackBytes = (uint64_t)plan->stackWords * 8;
-    frame->call.sseCount = plan->sseCount;
-    frame->call.x87Count = plan->x87Count;
-    ffh_sysv_invoke(&frame->call, function);
-    if (returnValue == NULL || plan->returnsInMemory) return;
-    sysv_store_result(plan, &frame->call, returnValue);
+    sysv_call_frame(plan, &frame->call, entry_stack(frame), function, returnValue);
 }
 
 void ffh_forward_sysv(const void *opaquePlan, const void *function, void *const *arguments, void *returnValue) {

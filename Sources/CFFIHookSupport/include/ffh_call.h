@@ -162,7 +162,6 @@ typedef struct {
     const ffh_sysv_move *gathers;
     uint32_t argumentCount;
     uint32_t gatherCount;
-    uint32_t scratchBytes;
     /// What a forwarded call (``ffh_forward_sysv``) redoes before it reuses the registers as
     /// they arrived: a narrow integer (`kind`) widened again at frame word `word`, where a
     /// block may have stored a new value in its low bytes; or, for `FFH_VALUE_BYTES`, the

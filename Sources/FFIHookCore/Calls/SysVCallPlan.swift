@@ -49,7 +49,7 @@ internal import CFFIHookSupport
                     resultCount: UInt8(result.pieces.count), result: (pieces[0], pieces[1]),
                     locations: Self.copy(arrivals.locations), gathers: Self.copy(arrivals.gathers),
                     argumentCount: UInt32(signature.argumentTypes.count), gatherCount: UInt32(arrivals.gathers.count),
-                    scratchBytes: UInt32(arrivals.scratchBytes), fixups: Self.copy(arrivals.fixups),
+                    fixups: Self.copy(arrivals.fixups),
                     fixupCount: UInt32(arrivals.fixups.count),
                     registerResult: Self.registerResult(
                         of: signature, returnsInMemory: returnsInMemory, stackWords: stackWords, result: result)))
@@ -154,16 +154,15 @@ internal import CFFIHookSupport
                     }
                 case .complex, .structure, .union:
                     guard type.size > 0 else { return false }
-                    guard case .registers(let classes) = SysVClassification(type),
-                        classes.allSatisfy({ $0 == .integer || $0 == .sse })
+                    let classification = SysVClassification(type)
+                    guard case .registers(let classes) = classification, let need = classification.registerCounts,
+                        !classes.contains(.noClass)
                     else {
                         // MEMORY, or X87 (a `long double` inside): on the stack.
                         toStack(type, argument: argument)
                         return true
                     }
-                    let needsGeneral = classes.filter { $0 == .integer }.count
-                    let needsSSE = classes.count - needsGeneral
-                    guard general + needsGeneral <= Self.generalCount, sse + needsSSE <= Self.sseCount else {
+                    guard general + need.general <= Self.generalCount, sse + need.sse <= Self.sseCount else {
                         // No register for some eightbyte: the whole value goes on the stack, and
                         // later arguments may still take the registers left.
                         toStack(type, argument: argument)
