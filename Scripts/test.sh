@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every check of the package: generated C test sources in step with gcc, formatting,
+# Runs every check of the package: generated C test sources in step with gcc, the generated
+# fixed-arity typed hooks in step with their script, formatting,
 # the test suite with warnings as errors, then the tests under AddressSanitizer (with
 # LeakSanitizer) and the concurrency and ABI suites under ThreadSanitizer.
 # On a Debian machine with only the Swift toolchain it first installs what it needs.
@@ -21,6 +22,9 @@ fi
 
 echo "== generated C test sources match gcc"
 python3 Scripts/generate-c-tests.py --check
+
+echo "== the fixed-arity typed hooks match their generator"
+python3 Scripts/generate-typed-arities.py --check
 
 echo "== swift format lint"
 swift format lint --strict --recursive Package.swift Sources Tests Fuzz/Package.swift Fuzz/Sources \

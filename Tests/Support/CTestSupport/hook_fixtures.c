@@ -201,3 +201,88 @@ double ct_fix_call_twenty(void) {
                     long, double, long, double, long, double))__atomic_load_n(&twenty_slot, __ATOMIC_ACQUIRE);
     return function(1, 0.5, 2, 1.0, 3, 1.5, 4, 2.0, 5, 2.5, 6, 3.0, 7, 3.5, 8, 4.0, 9, 4.5, 10, 5.0);
 }
+
+/* Functions of one to seven arguments of mixed types, for the typed hooks of every arity:
+ * argument k (from 1) has the k-th of these types, and each caller passes the same values. */
+static const char ct_arity_text[] = "arity";
+const char *ct_arity_text_address(void) { return ct_arity_text; }
+
+static long long ct_arity_mix(int count, signed char a1, double a2, unsigned short a3, float a4, long long a5,
+                              const char *a6, int a7) {
+    long long mix = a1;
+    if (count >= 2) mix = mix * 31 + (long long)(a2 * 8);
+    if (count >= 3) mix = mix * 31 + a3;
+    if (count >= 4) mix = mix * 31 + (long long)(a4 * 64);
+    if (count >= 5) mix = mix * 31 + a5;
+    if (count >= 6) mix = mix * 31 + (a6 == ct_arity_text ? 6 : -6);
+    if (count >= 7) mix = mix * 31 + a7;
+    return mix;
+}
+
+long long ct_arity_last;
+
+#define CT_ARITY_LIST(...) __VA_ARGS__
+#define CT_ARITY_FUNCTIONS(n, params, args, call_args)                                                               \
+    long long ct_arity_##n params { return ct_arity_mix(n, CT_ARITY_LIST args); }                                                   \
+    void ct_arity_void_##n params { ct_arity_last = ct_arity_mix(n, CT_ARITY_LIST args); }                                          \
+    static void *ct_arity_slot_##n = (void *)ct_arity_##n;                                                            \
+    static void *ct_arity_void_slot_##n = (void *)ct_arity_void_##n;                                                  \
+    long long ct_arity_call_##n(void) {                                                                               \
+        long long(*function) params = (long long(*) params)__atomic_load_n(&ct_arity_slot_##n, __ATOMIC_ACQUIRE);    \
+        return function call_args;                                                                                    \
+    }                                                                                                                 \
+    void ct_arity_call_void_##n(void) {                                                                               \
+        void(*function) params = (void(*) params)__atomic_load_n(&ct_arity_void_slot_##n, __ATOMIC_ACQUIRE);          \
+        function call_args;                                                                                           \
+    }
+
+CT_ARITY_FUNCTIONS(1, (signed char a1), (a1, 0, 0, 0, 0, 0, 0), (-5))
+CT_ARITY_FUNCTIONS(2, (signed char a1, double a2), (a1, a2, 0, 0, 0, 0, 0), (-5, 2.5))
+CT_ARITY_FUNCTIONS(3, (signed char a1, double a2, unsigned short a3), (a1, a2, a3, 0, 0, 0, 0), (-5, 2.5, 60000))
+CT_ARITY_FUNCTIONS(4, (signed char a1, double a2, unsigned short a3, float a4), (a1, a2, a3, a4, 0, 0, 0),
+                   (-5, 2.5, 60000, 0.25f))
+CT_ARITY_FUNCTIONS(5, (signed char a1, double a2, unsigned short a3, float a4, long long a5),
+                   (a1, a2, a3, a4, a5, 0, 0), (-5, 2.5, 60000, 0.25f, -(1LL << 40)))
+CT_ARITY_FUNCTIONS(6, (signed char a1, double a2, unsigned short a3, float a4, long long a5, const char *a6),
+                   (a1, a2, a3, a4, a5, a6, 0), (-5, 2.5, 60000, 0.25f, -(1LL << 40), ct_arity_text))
+CT_ARITY_FUNCTIONS(7,
+                   (signed char a1, double a2, unsigned short a3, float a4, long long a5, const char *a6, int a7),
+                   (a1, a2, a3, a4, a5, a6, a7), (-5, 2.5, 60000, 0.25f, -(1LL << 40), ct_arity_text, -2000000000))
+
+void **ct_arity_function_slot(int count) {
+    void **slots[] = {&ct_arity_slot_1, &ct_arity_slot_2, &ct_arity_slot_3, &ct_arity_slot_4,
+                      &ct_arity_slot_5, &ct_arity_slot_6, &ct_arity_slot_7};
+    return count >= 1 && count <= 7 ? slots[count - 1] : 0;
+}
+
+void **ct_arity_void_function_slot(int count) {
+    void **slots[] = {&ct_arity_void_slot_1, &ct_arity_void_slot_2, &ct_arity_void_slot_3, &ct_arity_void_slot_4,
+                      &ct_arity_void_slot_5, &ct_arity_void_slot_6, &ct_arity_void_slot_7};
+    return count >= 1 && count <= 7 ? slots[count - 1] : 0;
+}
+
+long long ct_arity_call(int count) {
+    switch (count) {
+    case 1: return ct_arity_call_1();
+    case 2: return ct_arity_call_2();
+    case 3: return ct_arity_call_3();
+    case 4: return ct_arity_call_4();
+    case 5: return ct_arity_call_5();
+    case 6: return ct_arity_call_6();
+    default: return ct_arity_call_7();
+    }
+}
+
+long long ct_arity_call_void(int count) {
+    ct_arity_last = 0;
+    switch (count) {
+    case 1: ct_arity_call_void_1(); break;
+    case 2: ct_arity_call_void_2(); break;
+    case 3: ct_arity_call_void_3(); break;
+    case 4: ct_arity_call_void_4(); break;
+    case 5: ct_arity_call_void_5(); break;
+    case 6: ct_arity_call_void_6(); break;
+    default: ct_arity_call_void_7(); break;
+    }
+    return ct_arity_last;
+}

@@ -105,4 +105,19 @@ double ct_fix_twenty(long a1, double d1, long a2, double d2, long a3, double d3,
 void **ct_fix_twenty_slot(void);
 double ct_fix_call_twenty(void);
 
+/// Functions of one to seven arguments, argument k (from 1) of the k-th of the types
+/// signed char, double, unsigned short, float, long long, const char *, int; each returns a
+/// mix of its arguments (the void ones store it in `ct_arity_last`). Their callers pass
+/// -5, 2.5, 60000, 0.25f, -(1 << 40), `ct_arity_text_address()`, -2000000000.
+const char *ct_arity_text_address(void);
+extern long long ct_arity_last;
+/// The slot of the function of `count` arguments (1...7) that returns the mix, and of the
+/// one that returns void.
+void **ct_arity_function_slot(int count);
+void **ct_arity_void_function_slot(int count);
+/// Calls the function of `count` arguments through its slot; returns what it returned, or
+/// for the void one what it stored.
+long long ct_arity_call(int count);
+long long ct_arity_call_void(int count);
+
 #endif
