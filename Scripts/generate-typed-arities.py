@@ -48,7 +48,7 @@ def types(n):
 
 
 def reads(n):
-    return ", ".join(f"A{i}.loadUnaligned(from: list[{i}]!)" for i in range(n))
+    return ", ".join(f"reader.next(A{i}.self)" for i in range(n))
 
 
 def typed_blocks(n):
@@ -59,7 +59,7 @@ def typed_blocks(n):
         {", ".join(f"_ a{i}: A{i}.Type" for i in range(n))}, block: @escaping @Sendable ({types(n)}) -> Void
     ) -> @Sendable (borrowing Invocation) -> Void {{
         {{ call in
-            let list = call.argumentList
+            var reader = ArgumentCursor(call.argumentList)
             block({reads(n)})
         }}
     }}
@@ -71,7 +71,7 @@ def typed_blocks(n):
         block: @escaping @Sendable (Result, {types(n)}) -> Result
     ) -> @Sendable (borrowing Invocation) -> Void {{
         {{ call in
-            let list = call.argumentList
+            var reader = ArgumentCursor(call.argumentList)
             let result = block(ReturnCursor.load(Result.self, from: call.returnBuffer), {reads(n)})
             ReturnCursor.store(result, call)
         }}
@@ -163,7 +163,8 @@ extension Hook {""",
         parts.append(public_forms(n, "symbol"))
     parts.append(
         "}\n\n/// The blocks of the fixed-arity typed hooks: each argument read through its type's\n"
-        "/// ``CEncodable/loadUnaligned(from:)``, compiled for the type where the hook is installed.\n"
+        "/// ``CEncodable/loadUnaligned(from:)`` (through `ArgumentCursor`), compiled for the type\n"
+        "/// where the hook is installed.\n"
         "extension TypedBlock {")
     for n in range(MIN_ARITY, MAX_ARITY + 1):
         parts.append(typed_blocks(n))

@@ -549,7 +549,8 @@ extension ImportTable {
 }
 
 /// The blocks of the fixed-arity typed hooks: each argument read through its type's
-/// ``CEncodable/loadUnaligned(from:)``, compiled for the type where the hook is installed.
+/// ``CEncodable/loadUnaligned(from:)`` (through `ArgumentCursor`), compiled for the type
+/// where the hook is installed.
 extension TypedBlock {
     /// A block that reads two arguments (a before block, or an after block of a void function).
     @inlinable
@@ -557,8 +558,8 @@ extension TypedBlock {
         _ a0: A0.Type, _ a1: A1.Type, block: @escaping @Sendable (A0, A1) -> Void
     ) -> @Sendable (borrowing Invocation) -> Void {
         { call in
-            let list = call.argumentList
-            block(A0.loadUnaligned(from: list[0]!), A1.loadUnaligned(from: list[1]!))
+            var reader = ArgumentCursor(call.argumentList)
+            block(reader.next(A0.self), reader.next(A1.self))
         }
     }
 
@@ -569,10 +570,9 @@ extension TypedBlock {
         block: @escaping @Sendable (Result, A0, A1) -> Result
     ) -> @Sendable (borrowing Invocation) -> Void {
         { call in
-            let list = call.argumentList
+            var reader = ArgumentCursor(call.argumentList)
             let result = block(
-                ReturnCursor.load(Result.self, from: call.returnBuffer), A0.loadUnaligned(from: list[0]!),
-                A1.loadUnaligned(from: list[1]!))
+                ReturnCursor.load(Result.self, from: call.returnBuffer), reader.next(A0.self), reader.next(A1.self))
             ReturnCursor.store(result, call)
         }
     }
@@ -583,8 +583,8 @@ extension TypedBlock {
         _ a0: A0.Type, _ a1: A1.Type, _ a2: A2.Type, block: @escaping @Sendable (A0, A1, A2) -> Void
     ) -> @Sendable (borrowing Invocation) -> Void {
         { call in
-            let list = call.argumentList
-            block(A0.loadUnaligned(from: list[0]!), A1.loadUnaligned(from: list[1]!), A2.loadUnaligned(from: list[2]!))
+            var reader = ArgumentCursor(call.argumentList)
+            block(reader.next(A0.self), reader.next(A1.self), reader.next(A2.self))
         }
     }
 
@@ -595,10 +595,10 @@ extension TypedBlock {
         block: @escaping @Sendable (Result, A0, A1, A2) -> Result
     ) -> @Sendable (borrowing Invocation) -> Void {
         { call in
-            let list = call.argumentList
+            var reader = ArgumentCursor(call.argumentList)
             let result = block(
-                ReturnCursor.load(Result.self, from: call.returnBuffer), A0.loadUnaligned(from: list[0]!),
-                A1.loadUnaligned(from: list[1]!), A2.loadUnaligned(from: list[2]!))
+                ReturnCursor.load(Result.self, from: call.returnBuffer), reader.next(A0.self), reader.next(A1.self),
+                reader.next(A2.self))
             ReturnCursor.store(result, call)
         }
     }
@@ -609,10 +609,8 @@ extension TypedBlock {
         _ a0: A0.Type, _ a1: A1.Type, _ a2: A2.Type, _ a3: A3.Type, block: @escaping @Sendable (A0, A1, A2, A3) -> Void
     ) -> @Sendable (borrowing Invocation) -> Void {
         { call in
-            let list = call.argumentList
-            block(
-                A0.loadUnaligned(from: list[0]!), A1.loadUnaligned(from: list[1]!), A2.loadUnaligned(from: list[2]!),
-                A3.loadUnaligned(from: list[3]!))
+            var reader = ArgumentCursor(call.argumentList)
+            block(reader.next(A0.self), reader.next(A1.self), reader.next(A2.self), reader.next(A3.self))
         }
     }
 
@@ -623,10 +621,10 @@ extension TypedBlock {
         block: @escaping @Sendable (Result, A0, A1, A2, A3) -> Result
     ) -> @Sendable (borrowing Invocation) -> Void {
         { call in
-            let list = call.argumentList
+            var reader = ArgumentCursor(call.argumentList)
             let result = block(
-                ReturnCursor.load(Result.self, from: call.returnBuffer), A0.loadUnaligned(from: list[0]!),
-                A1.loadUnaligned(from: list[1]!), A2.loadUnaligned(from: list[2]!), A3.loadUnaligned(from: list[3]!))
+                ReturnCursor.load(Result.self, from: call.returnBuffer), reader.next(A0.self), reader.next(A1.self),
+                reader.next(A2.self), reader.next(A3.self))
             ReturnCursor.store(result, call)
         }
     }
@@ -638,10 +636,10 @@ extension TypedBlock {
         block: @escaping @Sendable (A0, A1, A2, A3, A4) -> Void
     ) -> @Sendable (borrowing Invocation) -> Void {
         { call in
-            let list = call.argumentList
+            var reader = ArgumentCursor(call.argumentList)
             block(
-                A0.loadUnaligned(from: list[0]!), A1.loadUnaligned(from: list[1]!), A2.loadUnaligned(from: list[2]!),
-                A3.loadUnaligned(from: list[3]!), A4.loadUnaligned(from: list[4]!))
+                reader.next(A0.self), reader.next(A1.self), reader.next(A2.self), reader.next(A3.self),
+                reader.next(A4.self))
         }
     }
 
@@ -654,11 +652,10 @@ extension TypedBlock {
         block: @escaping @Sendable (Result, A0, A1, A2, A3, A4) -> Result
     ) -> @Sendable (borrowing Invocation) -> Void {
         { call in
-            let list = call.argumentList
+            var reader = ArgumentCursor(call.argumentList)
             let result = block(
-                ReturnCursor.load(Result.self, from: call.returnBuffer), A0.loadUnaligned(from: list[0]!),
-                A1.loadUnaligned(from: list[1]!), A2.loadUnaligned(from: list[2]!), A3.loadUnaligned(from: list[3]!),
-                A4.loadUnaligned(from: list[4]!))
+                ReturnCursor.load(Result.self, from: call.returnBuffer), reader.next(A0.self), reader.next(A1.self),
+                reader.next(A2.self), reader.next(A3.self), reader.next(A4.self))
             ReturnCursor.store(result, call)
         }
     }
@@ -672,10 +669,10 @@ extension TypedBlock {
         block: @escaping @Sendable (A0, A1, A2, A3, A4, A5) -> Void
     ) -> @Sendable (borrowing Invocation) -> Void {
         { call in
-            let list = call.argumentList
+            var reader = ArgumentCursor(call.argumentList)
             block(
-                A0.loadUnaligned(from: list[0]!), A1.loadUnaligned(from: list[1]!), A2.loadUnaligned(from: list[2]!),
-                A3.loadUnaligned(from: list[3]!), A4.loadUnaligned(from: list[4]!), A5.loadUnaligned(from: list[5]!))
+                reader.next(A0.self), reader.next(A1.self), reader.next(A2.self), reader.next(A3.self),
+                reader.next(A4.self), reader.next(A5.self))
         }
     }
 
@@ -689,11 +686,10 @@ extension TypedBlock {
         block: @escaping @Sendable (Result, A0, A1, A2, A3, A4, A5) -> Result
     ) -> @Sendable (borrowing Invocation) -> Void {
         { call in
-            let list = call.argumentList
+            var reader = ArgumentCursor(call.argumentList)
             let result = block(
-                ReturnCursor.load(Result.self, from: call.returnBuffer), A0.loadUnaligned(from: list[0]!),
-                A1.loadUnaligned(from: list[1]!), A2.loadUnaligned(from: list[2]!), A3.loadUnaligned(from: list[3]!),
-                A4.loadUnaligned(from: list[4]!), A5.loadUnaligned(from: list[5]!))
+                ReturnCursor.load(Result.self, from: call.returnBuffer), reader.next(A0.self), reader.next(A1.self),
+                reader.next(A2.self), reader.next(A3.self), reader.next(A4.self), reader.next(A5.self))
             ReturnCursor.store(result, call)
         }
     }

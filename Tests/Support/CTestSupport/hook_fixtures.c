@@ -223,17 +223,17 @@ long long ct_arity_last;
 
 #define CT_ARITY_LIST(...) __VA_ARGS__
 #define CT_ARITY_FUNCTIONS(n, params, args, call_args)                                                               \
-    long long ct_arity_##n params { return ct_arity_mix(n, CT_ARITY_LIST args); }                                                   \
-    void ct_arity_void_##n params { ct_arity_last = ct_arity_mix(n, CT_ARITY_LIST args); }                                          \
-    static void *ct_arity_slot_##n = (void *)ct_arity_##n;                                                            \
-    static void *ct_arity_void_slot_##n = (void *)ct_arity_void_##n;                                                  \
-    long long ct_arity_call_##n(void) {                                                                               \
+    long long ct_arity_##n params { return ct_arity_mix(n, CT_ARITY_LIST args); }                                    \
+    void ct_arity_void_##n params { ct_arity_last = ct_arity_mix(n, CT_ARITY_LIST args); }                           \
+    static void *ct_arity_slot_##n = (void *)ct_arity_##n;                                                           \
+    static void *ct_arity_void_slot_##n = (void *)ct_arity_void_##n;                                                 \
+    static long long ct_arity_call_##n(void) {                                                                       \
         long long(*function) params = (long long(*) params)__atomic_load_n(&ct_arity_slot_##n, __ATOMIC_ACQUIRE);    \
-        return function call_args;                                                                                    \
-    }                                                                                                                 \
-    void ct_arity_call_void_##n(void) {                                                                               \
-        void(*function) params = (void(*) params)__atomic_load_n(&ct_arity_void_slot_##n, __ATOMIC_ACQUIRE);          \
-        function call_args;                                                                                           \
+        return function call_args;                                                                                   \
+    }                                                                                                                \
+    static void ct_arity_call_void_##n(void) {                                                                       \
+        void(*function) params = (void(*) params)__atomic_load_n(&ct_arity_void_slot_##n, __ATOMIC_ACQUIRE);         \
+        function call_args;                                                                                          \
     }
 
 CT_ARITY_FUNCTIONS(1, (signed char a1), (a1, 0, 0, 0, 0, 0, 0), (-5))
