@@ -17,6 +17,7 @@ let package = Package(
     products: [
         .library(name: "FFIHook", targets: ["FFIHook"]),
         .library(name: "FFIHookCore", targets: ["FFIHookCore"]),
+        .library(name: "FFIHookObjC", targets: ["FFIHookObjC"]),
     ],
     dependencies: [
         // `swift package generate-documentation` (Scripts/docs.sh); no target depends on it.
@@ -38,6 +39,13 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
+        // Hooking Objective-C methods of the GNU runtime, found at run time.
+        .target(
+            name: "FFIHookObjC",
+            dependencies: ["FFIHook", "FFIHookCore", "CFFI", "CFFIHookObjC"],
+            swiftSettings: strictSettings
+        ),
+
         // MARK: - C shims
 
         // The system libffi (Debian's libffi-dev).
@@ -49,6 +57,9 @@ let package = Package(
         // Per-thread records and the closure handler, register calls, memory barriers and
         // fault-free reads, the walk over loaded objects' import tables (prefix ffh_).
         .target(name: "CFFIHookSupport"),
+        // The GNU Objective-C runtime's functions, looked up by name in the process (prefix
+        // ffh_objc_): nothing links the runtime.
+        .target(name: "CFFIHookObjC", linkerSettings: [.linkedLibrary("dl")]),
 
         // MARK: - Test support
 
@@ -70,7 +81,7 @@ let package = Package(
         ),
         .testTarget(
             name: "FFIHookTests",
-            dependencies: ["FFIHook", "FFIHookCore", "CTestSupport", "CSQLite", "CZlib"],
+            dependencies: ["FFIHook", "FFIHookCore", "FFIHookObjC", "CTestSupport", "CSQLite", "CZlib"],
             swiftSettings: strictSettings
         ),
     ]

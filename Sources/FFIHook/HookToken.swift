@@ -5,9 +5,19 @@
 /// hook block.
 public final class HookToken: Sendable, Hashable, CustomStringConvertible {
     let record: HookRecord
+    /// Runs after the removal that took the hook out, outside the library's lock (a module
+    /// built on the engine puts back what it changed beside the slot).
+    private let afterRemoval: (@Sendable () -> Void)?
 
     init(_ record: HookRecord) {
         self.record = record
+        self.afterRemoval = nil
+    }
+
+    /// A token for `record` whose first removal runs `afterRemoval` once the hook is out.
+    package init(_ record: HookRecord, afterRemoval: @escaping @Sendable () -> Void) {
+        self.record = record
+        self.afterRemoval = afterRemoval
     }
 
     /// Removes the hook; true the first time, false when it was already removed.
@@ -23,7 +33,9 @@ public final class HookToken: Sendable, Hashable, CustomStringConvertible {
     /// `fork`.
     @discardableResult
     public func remove() -> Bool {
-        record.remove()
+        guard record.remove() else { return false }
+        afterRemoval?()
+        return true
     }
 
     /// Whether the hook is still installed (a `once` hook removes itself after its run).

@@ -14,10 +14,15 @@ import CTestSupport
 /// Only C calls here (`posix_spawn`, `stat`, `rename`): an exit test's child checks for
 /// leaks as it exits.
 enum FixtureLibraries {
-    /// How one library is built: its directory under `Tests/Fixtures`, and its linker flags.
-    private struct Recipe {
+    /// How one library is built: its directory under `Tests/Fixtures`, its linker flags and,
+    /// for one that is not C, its source file, language flags, libraries and compilers.
+    private struct Recipe: Sendable {
         let directory: String
         let linkerFlags: [String]
+        var source = "fixture.c"
+        var compilerFlags: @Sendable () -> [String] = { [] }
+        var libraries: [String] = []
+        var compilers: [String]? = nil
     }
 
     private static let fullRELRO = ["-Wl,-z,relro", "-Wl,-z,now"]
@@ -32,7 +37,28 @@ enum FixtureLibraries {
         "libLaterImportFixture.so": Recipe(directory: "LaterImportFixture", linkerFlags: fullRELRO),
         // Unloaded under its hooks by the process-life tests.
         "libProcessFixture.so": Recipe(directory: "ProcessFixture", linkerFlags: lazyBinding),
+        // Objective-C classes of GNUstep Base for the GNU runtime, built by gcc (the runtime's
+        // own compiler; clang needs flags of its own for it).
+        "libObjCFixture.so": Recipe(
+            directory: "ObjCFixture", linkerFlags: [], source: "fixture.m",
+            compilerFlags: { ["-x", "objective-c", "-std=gnu11"] + gnustepFlags() },
+            libraries: ["-lgnustep-base", "-lobjc"], compilers: ["gcc"]),
     ]
+
+    /// GNUstep's defines, include directories and code-generation flags for Objective-C, from
+    /// `gnustep-config` (its dependency-file and warning flags left out).
+    private static func gnustepFlags() -> [String] {
+        guard let pipe = popen("gnustep-config --objc-flags 2>/dev/null", "r") else { return [] }
+        defer { pclose(pipe) }
+        var output = ""
+        var buffer = [CChar](repeating: 0, count: 4096)
+        while fgets(&buffer, Int32(buffer.count), pipe) != nil {
+            output += String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        }
+        return output.split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init).filter {
+            ($0.hasPrefix("-D") || $0.hasPrefix("-I") || $0.hasPrefix("-f")) && $0 != "-I."
+        }
+    }
 
     /// `Tests/Fixtures`, found from this file's path.
     private static let sources = directory(of: directory(of: #filePath)) + "/Fixtures"
@@ -57,16 +83,16 @@ enum FixtureLibraries {
         guard let recipe = recipes[name] else { fatalError("no fixture library named \(name)") }
         let library = output + "/" + name
         let directory = sources + "/" + recipe.directory
-        let source = directory + "/fixture.c"
+        let source = directory + "/" + recipe.source
         let built = pf_modified(library)
         if built >= 0 && built >= pf_modified(source) { return library }
         mkdir(output, 0o755)
         let temporary = library + ".\(getpid()).\(UInt(pthread_self())).tmp"
         // -O0 keeps each call the source makes (an optimiser turns atoi into strtol).
         let arguments =
-            ["-shared", "-fPIC", "-O0", "-I", directory + "/include"] + recipe.linkerFlags
-            + ["-o", temporary, source]
-        let compilers = getenv("CC").map { [String(cString: $0)] } ?? ["cc", "gcc", "clang"]
+            recipe.compilerFlags() + ["-shared", "-fPIC", "-O0", "-I", directory + "/include"] + recipe.linkerFlags
+            + ["-o", temporary, source] + recipe.libraries
+        let compilers = recipe.compilers ?? getenv("CC").map { [String(cString: $0)] } ?? ["cc", "gcc", "clang"]
         for compiler in compilers where run([compiler] + arguments) == 0 {
             guard rename(temporary, library) == 0 else { break }
             return library

@@ -1,0 +1,56 @@
+#ifndef FFH_OBJC_H
+#define FFH_OBJC_H
+
+// The GNU Objective-C runtime (gcc's libobjc), reached without linking it: every function
+// is looked up by name in the process when first needed, so a program without the runtime
+// links and runs, and asks `ffh_objc_runtime()` whether one is loaded. The types are this
+// shim's own opaque structs, so nothing here clashes with the runtime's headers.
+
+#include <stddef.h>
+
+typedef struct ffh_objc_class *ffh_objc_Class;
+typedef struct ffh_objc_instance *ffh_objc_id;
+typedef const struct ffh_objc_selector *ffh_objc_SEL;
+typedef struct ffh_objc_method *ffh_objc_Method;
+typedef void (*ffh_objc_IMP)(void);
+
+/// `struct objc_super` of the GNU runtime: a receiver and the class where lookup starts.
+typedef struct ffh_objc_super {
+    ffh_objc_id receiver;
+    ffh_objc_Class super_class;
+} ffh_objc_super;
+
+/// The runtime functions this package uses, as found in the process.
+typedef struct ffh_objc_runtime {
+    ffh_objc_Class (*objc_lookUpClass)(const char *name);
+    ffh_objc_Class (*object_getClass)(ffh_objc_id object);
+    ffh_objc_Class (*object_setClass)(ffh_objc_id object, ffh_objc_Class cls);
+    ffh_objc_Class (*class_getSuperclass)(ffh_objc_Class cls);
+    const char *(*class_getName)(ffh_objc_Class cls);
+    signed char (*class_isMetaClass)(ffh_objc_Class cls);
+    ffh_objc_Method (*class_getInstanceMethod)(ffh_objc_Class cls, ffh_objc_SEL selector);
+    ffh_objc_Method *(*class_copyMethodList)(ffh_objc_Class cls, unsigned int *count);
+    signed char (*class_addMethod)(ffh_objc_Class cls, ffh_objc_SEL selector, ffh_objc_IMP imp, const char *types);
+    signed char (*class_respondsToSelector)(ffh_objc_Class cls, ffh_objc_SEL selector);
+    ffh_objc_SEL (*sel_registerName)(const char *name);
+    const char *(*sel_getName)(ffh_objc_SEL selector);
+    ffh_objc_SEL (*method_getName)(ffh_objc_Method method);
+    const char *(*method_getTypeEncoding)(ffh_objc_Method method);
+    ffh_objc_IMP (*method_getImplementation)(ffh_objc_Method method);
+    ffh_objc_IMP (*method_setImplementation)(ffh_objc_Method method, ffh_objc_IMP imp);
+    ffh_objc_IMP (*objc_msg_lookup)(ffh_objc_id receiver, ffh_objc_SEL selector);
+    ffh_objc_IMP (*objc_msg_lookup_super)(ffh_objc_super *super, ffh_objc_SEL selector);
+    ffh_objc_Class (*objc_allocateClassPair)(ffh_objc_Class superclass, const char *name, size_t extra);
+    void (*objc_registerClassPair)(ffh_objc_Class cls);
+} ffh_objc_runtime;
+
+/// The runtime's functions, or NULL when no Objective-C runtime is loaded in the process
+/// (or one lacks a function this package needs). Looked up again on each call until found,
+/// so a runtime loaded later with `dlopen` is found then; once found, the same table is
+/// returned for the life of the process.
+const ffh_objc_runtime *ffh_objc_runtime_functions(void);
+
+/// Whether `method` is one of the methods `cls` itself defines (not one it inherits).
+int ffh_objc_class_defines(const ffh_objc_runtime *runtime, ffh_objc_Class cls, ffh_objc_Method method);
+
+#endif

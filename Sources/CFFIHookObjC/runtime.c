@@ -1,0 +1,89 @@
+#define _GNU_SOURCE
+#include "ffh_objc.h"
+
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+// The runtime's shared object, as Debian's libobjc4 names it: where it was opened without
+// RTLD_GLOBAL (a plug-in that links it, opened with RTLD_LOCAL), the global scope does not
+// see its symbols, but opening it by name with RTLD_NOLOAD finds it without loading it.
+static const char *const ffh_objc_libraries[] = {"libobjc.so.4", "libobjc.so"};
+
+static ffh_objc_runtime ffh_objc_table;
+static _Atomic(const ffh_objc_runtime *) ffh_objc_found;
+
+// The runtime's header defines object_getClass inline (the library exports no symbol for
+// it): an object's first word is its class.
+static ffh_objc_Class ffh_objc_object_getClass(ffh_objc_id object) {
+    return object == NULL ? NULL : *(ffh_objc_Class *)object;
+}
+
+/// Fills `table` from `handle`; 1 when every function was found.
+static int ffh_objc_fill(ffh_objc_runtime *table, void *handle) {
+#define FFH_OBJC_BIND(name)                                                                                            \
+    do {                                                                                                               \
+        void *symbol = dlsym(handle, #name);                                                                 \
+        if (symbol == NULL) return 0;                                                                                  \
+        *(void **)&table->name = symbol;                                                                               \
+    } while (0)
+    FFH_OBJC_BIND(objc_lookUpClass);
+    FFH_OBJC_BIND(object_setClass);
+    FFH_OBJC_BIND(class_getSuperclass);
+    FFH_OBJC_BIND(class_getName);
+    FFH_OBJC_BIND(class_isMetaClass);
+    FFH_OBJC_BIND(class_getInstanceMethod);
+    FFH_OBJC_BIND(class_copyMethodList);
+    FFH_OBJC_BIND(class_addMethod);
+    FFH_OBJC_BIND(class_respondsToSelector);
+    FFH_OBJC_BIND(sel_registerName);
+    FFH_OBJC_BIND(sel_getName);
+    FFH_OBJC_BIND(method_getName);
+    FFH_OBJC_BIND(method_getTypeEncoding);
+    FFH_OBJC_BIND(method_getImplementation);
+    FFH_OBJC_BIND(method_setImplementation);
+    FFH_OBJC_BIND(objc_msg_lookup);
+    FFH_OBJC_BIND(objc_msg_lookup_super);
+    FFH_OBJC_BIND(objc_allocateClassPair);
+    FFH_OBJC_BIND(objc_registerClassPair);
+#undef FFH_OBJC_BIND
+    table->object_getClass = ffh_objc_object_getClass;
+    return 1;
+}
+
+const ffh_objc_runtime *ffh_objc_runtime_functions(void) {
+    const ffh_objc_runtime *found = atomic_load_explicit(&ffh_objc_found, memory_order_acquire);
+    if (found != NULL) return found;
+    ffh_objc_runtime table;
+    int complete = ffh_objc_fill(&table, RTLD_DEFAULT);
+    for (size_t index = 0; !complete && index < sizeof ffh_objc_libraries / sizeof *ffh_objc_libraries; index++) {
+        void *handle = dlopen(ffh_objc_libraries[index], RTLD_LAZY | RTLD_NOLOAD);
+        if (handle == NULL) continue;
+        complete = ffh_objc_fill(&table, handle);
+        // The runtime stays loaded: classes and methods point into it. The reference this
+        // dlopen took is kept for the same reason.
+    }
+    if (!complete) return NULL;
+    // Threads that race here fill the same values; the first to publish wins, and every
+    // caller gets the published table.
+    static atomic_flag claimed = ATOMIC_FLAG_INIT;
+    if (!atomic_flag_test_and_set_explicit(&claimed, memory_order_acq_rel)) {
+        ffh_objc_table = table;
+        atomic_store_explicit(&ffh_objc_found, &ffh_objc_table, memory_order_release);
+        return &ffh_objc_table;
+    }
+    while ((found = atomic_load_explicit(&ffh_objc_found, memory_order_acquire)) == NULL) {
+    }
+    return found;
+}
+
+int ffh_objc_class_defines(const ffh_objc_runtime *runtime, ffh_objc_Class cls, ffh_objc_Method method) {
+    unsigned int count = 0;
+    ffh_objc_Method *methods = runtime->class_copyMethodList(cls, &count);
+    int defines = 0;
+    for (unsigned int index = 0; index < count && !defines; index++) {
+        defines = methods[index] == method;
+    }
+    free(methods);
+    return defines;
+}

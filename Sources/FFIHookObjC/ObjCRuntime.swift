@@ -1,0 +1,77 @@
+internal import CFFIHookObjC
+
+/// The process's Objective-C runtime, found by name at run time (see `ffh_objc.h`).
+struct ObjCRuntime: @unchecked Sendable {
+    // Sendable: the table is filled once, before it is published, and never written again.
+    let functions: UnsafePointer<ffh_objc_runtime>
+
+    /// The runtime, or `runtimeNotLoaded`.
+    static func loaded() throws(ObjCHookError) -> ObjCRuntime {
+        guard let functions = ffh_objc_runtime_functions() else {
+            throw ObjCHookError(
+                code: .runtimeNotLoaded,
+                message:
+                    "no Objective-C runtime is loaded in this process (gcc's libobjc: link it, or load a library that links it, first)"
+            )
+        }
+        return ObjCRuntime(functions: functions)
+    }
+
+    /// The runtime if one is loaded.
+    static var current: ObjCRuntime? {
+        ffh_objc_runtime_functions().map { ObjCRuntime(functions: $0) }
+    }
+
+    func className(_ cls: OpaquePointer) -> String {
+        guard let name = functions.pointee.class_getName(cls) else { return "?" }
+        return String(cString: name)
+    }
+
+    func lookUpClass(_ name: String) -> OpaquePointer? {
+        functions.pointee.objc_lookUpClass(name)
+    }
+
+    func classOf(_ object: OpaquePointer) -> OpaquePointer? {
+        functions.pointee.object_getClass(object)
+    }
+
+    func superclass(of cls: OpaquePointer) -> OpaquePointer? {
+        functions.pointee.class_getSuperclass(cls)
+    }
+
+    func isMetaclass(_ cls: OpaquePointer) -> Bool {
+        functions.pointee.class_isMetaClass(cls) != 0
+    }
+
+    func selector(_ name: String) -> OpaquePointer? {
+        functions.pointee.sel_registerName(name)
+    }
+
+    func instanceMethod(of cls: OpaquePointer, selector: OpaquePointer) -> OpaquePointer? {
+        functions.pointee.class_getInstanceMethod(cls, selector)
+    }
+
+    func defines(_ cls: OpaquePointer, _ method: OpaquePointer) -> Bool {
+        ffh_objc_class_defines(functions, cls, method) != 0
+    }
+
+    func typeEncoding(of method: OpaquePointer) -> String? {
+        functions.pointee.method_getTypeEncoding(method).map { String(cString: $0) }
+    }
+
+    func implementation(of method: OpaquePointer) -> UInt {
+        UInt(bitPattern: unsafeBitCast(functions.pointee.method_getImplementation(method), to: Int.self))
+    }
+
+    func setImplementation(of method: OpaquePointer, to implementation: UInt) {
+        _ = functions.pointee.method_setImplementation(
+            method, unsafeBitCast(Int(bitPattern: implementation), to: ffh_objc_IMP?.self))
+    }
+
+    func addMethod(to cls: OpaquePointer, selector: OpaquePointer, implementation: UnsafeRawPointer, types: String)
+        -> Bool
+    {
+        functions.pointee.class_addMethod(
+            cls, selector, unsafeBitCast(implementation, to: ffh_objc_IMP.self), types) != 0
+    }
+}

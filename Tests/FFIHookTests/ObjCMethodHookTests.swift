@@ -1,0 +1,397 @@
+import FFIHook
+import FFIHookObjC
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Class-wide hooks on methods of real GNUstep classes built by gcc, called through message
+/// sends gcc compiled (`Tests/Fixtures/ObjCFixture`). Serialized: several tests hook the same
+/// methods and count calls.
+@Suite(.serialized) struct ObjCMethodHookTests {
+    typealias F = ObjCFixture
+
+    // MARK: - One method
+
+    /// Before and after blocks see self, `_cmd` and the arguments as sent, the after block
+    /// the result; removal gives the method its implementation back.
+    @Test func beforeAndAfterSeeTheMessage() throws {
+        let counter = try F.class("OFXCounter")
+        let object = F.new("OFXCounter")
+        defer { F.release(object) }
+        let original = F.implementation("OFXCounter", "add:to:")
+        let seen = Mutex<[String]>([])
+        let objectAddress = F.address(object)
+        let before = try ObjCHook.before(on: .instance("add:to:", of: counter)) { call in
+            let receiver = call.argument(0, as: UInt.self)
+            let selector = F.selectorName(call.argument(1, as: UInt.self))
+            seen.withLock {
+                $0.append(
+                    "before \(receiver == objectAddress) \(selector) \(call.argument(2, as: Int32.self)) \(call.argument(3, as: Int32.self))"
+                )
+            }
+        }
+        let after = try ObjCHook.after(on: .instance("add:to:", of: counter)) { call in
+            seen.withLock { $0.append("after \(call.returnValue(as: Int32.self))") }
+        }
+        #expect(F.implementation("OFXCounter", "add:to:") != original)
+        #expect(F.add(object, 20, 22) == 42)
+        #expect(seen.withLock { $0 } == ["before true add:to: 20 22", "after 42"])
+        #expect(before.remove())
+        #expect(after.remove())
+        #expect(!before.remove())
+        #expect(F.implementation("OFXCounter", "add:to:") == original)
+        #expect(F.add(object, 1, 2) == 3)
+        #expect(seen.withLock { $0.count } == 2)
+    }
+
+    /// An instead block replaces the result, calls the original with changed arguments, and
+    /// the method's other senders see it.
+    @Test func insteadChangesArgumentsAndResult() throws {
+        let counter = try F.class("OFXCounter")
+        let object = F.new("OFXCounter")
+        defer { F.release(object) }
+        let token = try ObjCHook.instead(on: .instance("add:to:", of: counter)) { call in
+            call.setArgument(2, to: call.argument(2, as: Int32.self) * 10)
+            call.callOriginal()
+            call.setReturnValue(call.returnValue(as: Int32.self) + 1)
+        }
+        defer { token.remove() }
+        #expect(F.add(object, 4, 2) == 43)
+    }
+
+    /// A once hook runs for one message only.
+    @Test func onceRunsOnce() throws {
+        let plain = try F.class("OFXPlain")
+        let object = F.new("OFXPlain")
+        defer { F.release(object) }
+        let runs = Atomic<Int>(0)
+        let token = try ObjCHook.before(on: .instance("identity:", of: plain), options: .once) { _ in
+            runs.add(1, ordering: .relaxed)
+        }
+        for value in 0..<5 { #expect(F.identity(object, Int32(value)) == Int32(value)) }
+        #expect(runs.load(ordering: .relaxed) == 1)
+        #expect(!token.isActive)
+        // The next install on the method puts the closure back to work.
+        let again = try ObjCHook.before(on: .instance("identity:", of: plain)) { _ in runs.add(1, ordering: .relaxed) }
+        #expect(F.identity(object, 9) == 9)
+        #expect(runs.load(ordering: .relaxed) == 2)
+        again.remove()
+    }
+
+    // MARK: - Every kind of value
+
+    /// Arguments and results of every width and class, read by before and after blocks and
+    /// passed through to the original, must be what a compiled message send passes.
+    @Test func valuesOfEveryKindPassByteExact() throws {
+        let counter = try F.class("OFXCounter")
+        let object = F.new("OFXCounter")
+        let other = F.new("OFXPlain")
+        defer {
+            F.release(object)
+            F.release(other)
+        }
+        // Each case: hook, send, check what the blocks saw and what the sender got.
+        func check<Argument: BitwiseCopyable & Equatable & Sendable, Result: BitwiseCopyable & Equatable & Sendable>(
+            _ selector: String, argument index: Int, _ argument: Argument, result expected: Result,
+            sourceLocation: SourceLocation = #_sourceLocation, send: () -> Result
+        ) throws {
+            let seen = Mutex<(Argument?, Result?)>((nil, nil))
+            let before = try ObjCHook.before(on: .instance(selector, of: counter)) { call in
+                let value = call.argument(index, as: Argument.self)
+                seen.withLock { $0.0 = value }
+            }
+            let after = try ObjCHook.after(on: .instance(selector, of: counter)) { call in
+                let value = call.returnValue(as: Result.self)
+                seen.withLock { $0.1 = value }
+            }
+            let result = send()
+            before.remove()
+            after.remove()
+            #expect(result == expected, "\(selector) result", sourceLocation: sourceLocation)
+            #expect(seen.withLock { $0.0 } == argument, "\(selector) argument", sourceLocation: sourceLocation)
+            #expect(seen.withLock { $0.1 } == expected, "\(selector) result seen", sourceLocation: sourceLocation)
+            #expect(send() == expected, "\(selector) unhooked", sourceLocation: sourceLocation)
+        }
+        try check("negateChar:", argument: 2, Int8(-100), result: Int8(100)) { F.negateChar(object, -100) }
+        try check("twiceShort:", argument: 2, UInt16(30000), result: UInt16(60000)) { F.twiceShort(object, 30000) }
+        try check("multiply:by:", argument: 3, Int64(1) << 33, result: Int64(3) << 33) {
+            F.multiply(object, 3, 1 << 33)
+        }
+        try check("complement:", argument: 2, UInt32(0x0F0F_0F0F), result: UInt32(0xF0F0_F0F0)) {
+            F.complement(object, 0x0F0F_0F0F)
+        }
+        try check("isPositive:", argument: 2, Int32(7), result: Int8(1)) { F.isPositive(object, 7) }
+        try check("halfOf:", argument: 2, Float(5), result: Float(2.5)) { F.halfOf(object, 5) }
+        try check("mix:with:", argument: 3, 0.25, result: 1.75) { F.mix(object, 0.5, 0.25) }
+        let text = "xhello"
+        try text.withCString { pointer in
+            try check("skipFirst:", argument: 2, UInt(bitPattern: pointer), result: UInt(bitPattern: pointer + 1)) {
+                UInt(bitPattern: F.skipFirst(object, pointer))
+            }
+        }
+        let selector = F.selector("mix:with:")
+        try check("echoSelector:", argument: 2, F.address(selector), result: F.address(selector)) {
+            F.address(F.echoSelector(object, selector))
+        }
+        try check("echoObject:", argument: 2, F.address(other), result: F.address(other)) {
+            F.address(F.echoObject(object, other))
+        }
+        // long double (x87, 16 bytes in memory): compared as its ten significant bytes.
+        var x: Float80 = 1.5
+        try check("scale:by:", argument: 3, Int32(-4), result: Float80(-6)) {
+            var result: Float80 = 0
+            F.scale(object, &x, -4, &result)
+            return result
+        }
+        let rect = F.Rect(x: 1, y: 2, width: 30, height: 40)
+        try check("inset:by:", argument: 2, rect, result: F.Rect(x: 3, y: 4, width: 26, height: 36)) {
+            var result = F.Rect(x: 0, y: 0, width: 0, height: 0)
+            withUnsafePointer(to: rect) { F.inset(object, $0, 2, &result) }
+            return result
+        }
+        let pair = F.Pair(key: -7, value: 9)
+        try check("swapPair:", argument: 2, pair, result: F.Pair(key: 9, value: -7)) {
+            var result = F.Pair(key: 0, value: 0)
+            withUnsafePointer(to: pair) { F.swapPair(object, $0, &result) }
+            return result
+        }
+        try check("bigFrom:", argument: 2, Int64(3), result: F.Big(values: (3, 6, 9, 12, 15))) {
+            var result = F.Big(values: (0, 0, 0, 0, 0))
+            F.bigFrom(object, 3, &result)
+            return result
+        }
+    }
+
+    // MARK: - Inheritance
+
+    /// A hook on a method the class inherits covers that class and its subclasses, not the
+    /// superclass; a hook installed on the superclass afterwards runs for both.
+    @Test func inheritedMethodsAreHookedForTheClassAlone() throws {
+        let counter = try F.class("OFXCounter")
+        let derived = try F.class("OFXDerived")
+        let base = F.new("OFXCounter")
+        let middle = F.new("OFXDerived")
+        let leaf = F.new("OFXLeaf")
+        defer { for object in [base, middle, leaf] { F.release(object) } }
+        let calls = Mutex<[String]>([])
+        let derivedHook = try ObjCHook.before(on: .instance("multiply:by:", of: derived)) { call in
+            calls.withLock { $0.append("derived \(call.argument(2, as: Int64.self))") }
+        }
+        #expect(F.multiply(base, 1, 2) == 2)
+        #expect(F.multiply(middle, 2, 2) == 4)
+        #expect(F.multiply(leaf, 3, 2) == 6)
+        #expect(calls.withLock { $0 } == ["derived 2", "derived 3"])
+        let counterHook = try ObjCHook.before(on: .instance("multiply:by:", of: counter)) { call in
+            calls.withLock { $0.append("counter \(call.argument(2, as: Int64.self))") }
+        }
+        calls.withLock { $0 = [] }
+        #expect(F.multiply(base, 4, 2) == 8)
+        #expect(F.multiply(leaf, 5, 2) == 10)
+        #expect(calls.withLock { $0 } == ["counter 4", "derived 5", "counter 5"])
+        derivedHook.remove()
+        counterHook.remove()
+        calls.withLock { $0 = [] }
+        #expect(F.multiply(middle, 6, 2) == 12)
+        #expect(F.multiply(base, 7, 2) == 14)
+        #expect(calls.withLock { $0 }.isEmpty)
+        // Hooking it again uses the method added the first time.
+        let again = try ObjCHook.after(on: .instance("multiply:by:", of: derived)) { call in
+            calls.withLock { $0.append("again \(call.returnValue(as: Int64.self))") }
+        }
+        #expect(F.multiply(leaf, 8, 2) == 16)
+        #expect(F.multiply(base, 9, 2) == 18)
+        again.remove()
+        #expect(calls.withLock { $0 } == ["again 16"])
+    }
+
+    /// A method that overrides and calls `super`: hooks of both classes run, the subclass's
+    /// around the superclass's.
+    @Test func overridingMethodsCallingSuperRunBothHooks() throws {
+        let counter = try F.class("OFXCounter")
+        let overrider = try F.class("OFXOverrider")
+        let object = F.new("OFXOverrider")
+        defer { F.release(object) }
+        let calls = Mutex<[String]>([])
+        let tokens = [
+            try ObjCHook.before(on: .instance("add:to:", of: overrider)) { _ in calls.withLock { $0.append("sub") } },
+            try ObjCHook.after(on: .instance("add:to:", of: counter)) { call in
+                calls.withLock { $0.append("super \(call.returnValue(as: Int32.self))") }
+            },
+        ]
+        #expect(F.add(object, 1, 2) == 1003)
+        for token in tokens { token.remove() }
+        #expect(calls.withLock { $0 } == ["sub", "super 3"])
+    }
+
+    /// Class methods, the class's own and inherited by a subclass.
+    @Test func classMethods() throws {
+        let counter = try F.class("OFXCounter")
+        let derived = try F.class("OFXDerived")
+        let calls = Mutex<[String]>([])
+        let own = try ObjCHook.after(on: .class("classAdd:to:", of: counter)) { call in
+            calls.withLock { $0.append("counter \(call.returnValue(as: Int32.self))") }
+            call.setReturnValue(call.returnValue(as: Int32.self) + 1)
+        }
+        #expect(F.classAdd("OFXCounter", 1, 2) == 13)
+        #expect(F.classAdd("OFXDerived", 2, 3) == 24)
+        let inherited = try ObjCHook.before(on: .class("classAdd:to:", of: derived)) { call in
+            calls.withLock { $0.append("derived \(call.argument(2, as: Int32.self))") }
+        }
+        #expect(F.classAdd("OFXDerived", 4, 5) == 46)
+        #expect(F.classAdd("OFXCounter", 6, 7) == 68)
+        own.remove()
+        inherited.remove()
+        #expect(F.classAdd("OFXDerived", 1, 1) == 11)
+        #expect(
+            calls.withLock { $0 } == ["counter 12", "counter 23", "derived 4", "counter 45", "counter 67"])
+    }
+
+    // MARK: - Other writers
+
+    /// Another swizzler replaces the hooked method's implementation with one that calls ours:
+    /// removing the hook leaves theirs, which still reaches the original through the closure;
+    /// a new hook wraps theirs.
+    @Test func anotherSwizzlersImplementationStays() throws {
+        let derived = try F.class("OFXLeaf")
+        let object = F.new("OFXLeaf")
+        defer { F.release(object) }
+        let runs = Atomic<Int>(0)
+        let first = try ObjCHook.before(on: .instance("add:to:", of: derived)) { _ in runs.add(1, ordering: .relaxed) }
+        F.swizzleAdd("OFXLeaf")
+        let theirs = F.implementation("OFXLeaf", "add:to:")
+        #expect(F.add(object, 1, 1) == 102)
+        #expect(runs.load(ordering: .relaxed) == 1)
+        first.remove()
+        #expect(F.implementation("OFXLeaf", "add:to:") == theirs)
+        #expect(F.add(object, 1, 1) == 102)
+        #expect(runs.load(ordering: .relaxed) == 1)
+        let second = try ObjCHook.after(on: .instance("add:to:", of: derived)) { call in
+            runs.add(1, ordering: .relaxed)
+            #expect(call.returnValue(as: Int32.self) == 102)
+        }
+        #expect(F.add(object, 1, 1) == 102)
+        #expect(runs.load(ordering: .relaxed) == 2)
+        second.remove()
+        #expect(F.implementation("OFXLeaf", "add:to:") == theirs)
+    }
+
+    // MARK: - Refusals
+
+    @Test func refusalsNameTheMethodAndTheReason() throws {
+        let counter = try F.class("OFXCounter")
+        func code(_ body: () throws -> HookToken) -> ObjCHookError.Code? {
+            do {
+                let token = try body()
+                token.remove()
+                return nil
+            } catch let error as ObjCHookError {
+                return error.code
+            } catch {
+                Issue.record("not an ObjCHookError: \(error)")
+                return nil
+            }
+        }
+        #expect(throws: ObjCHookError.self) { try ObjCClass(named: "OFXNoSuchClass") }
+        do {
+            _ = try ObjCClass(named: "OFXNoSuchClass")
+        } catch {
+            #expect(error.code == .classNotFound)
+            #expect(error.className == "OFXNoSuchClass")
+        }
+        #expect(
+            code { try ObjCHook.before(on: .instance("noSuchSelector:", of: counter)) { _ in } } == .selectorNotFound)
+        #expect(code { try ObjCHook.before(on: .class("add:to:", of: counter)) { _ in } } == .selectorNotFound)
+        let wrong = try Signature("d@:dd")
+        let right = try Signature("i@:ii")
+        #expect(
+            code { try ObjCHook.before(on: .instance("add:to:", of: counter), signature: wrong) { _ in } }
+                == .signatureMismatch)
+        #expect(code { try ObjCHook.before(on: .instance("add:to:", of: counter), signature: right) { _ in } } == nil)
+        let unregistered = ObjCClass(F.unregisteredClass())
+        #expect(
+            code { try ObjCHook.before(on: .instance("identity:", of: unregistered)) { _ in } } == .classNotRegistered)
+        let metaclass = ObjCClass(F.metaclass("OFXCounter"))
+        #expect(code { try ObjCHook.before(on: .instance("classAdd:to:", of: metaclass)) { _ in } } == .invalidClass)
+        do {
+            _ = try ObjCHook.before(on: .instance("noSuchSelector:", of: counter)) { _ in }
+        } catch {
+            #expect(
+                error.description
+                    == "cannot hook -[OFXCounter noSuchSelector:]: the class has no method for this selector and inherits none"
+            )
+        }
+        #expect(try ObjCMethod.instance("add:to:", of: counter).typeEncoding == "i24@0:8i16i20")
+        #expect(ObjCMethod.class("classAdd:to:", of: counter).description == "+[OFXCounter classAdd:to:]")
+    }
+
+    /// Without an Objective-C runtime in the process every entry point says so (in a child
+    /// process, which has not loaded the fixture).
+    @Test func withoutARuntimeEveryEntryPointThrows() async {
+        await #expect(processExitsWith: .success) {
+            guard !ObjCHook.isRuntimeLoaded else { exit(2) }
+            do {
+                _ = try ObjCClass(named: "NSObject")
+                exit(3)
+            } catch let error as ObjCHookError {
+                guard error.code == .runtimeNotLoaded else { exit(4) }
+            } catch {
+                exit(8)
+            }
+            let somewhere = ObjCClass(UnsafeRawPointer(bitPattern: 0x1000)!)
+            do {
+                _ = try ObjCHook.before(on: .instance("description", of: somewhere)) { _ in }
+                exit(5)
+            } catch let error as ObjCHookError {
+                guard error.code == .runtimeNotLoaded else { exit(6) }
+            } catch {
+                exit(9)
+            }
+            guard somewhere.name == nil else { exit(7) }
+            exit(0)
+        }
+    }
+
+    // MARK: - Threads
+
+    /// Two threads send messages while a third installs and removes hooks on the same
+    /// method: every message reaches the original, and the permanent hook counts them all.
+    @Test func messagesWhileHooksComeAndGo() async throws {
+        final class Counts: Sendable {
+            let counted = Atomic<Int>(0)
+            let done = Atomic<Int>(0)
+            let wrong = Atomic<Int>(0)
+        }
+        let plain = try F.class("OFXPlain")
+        let method = ObjCMethod.instance("identity:", of: plain)
+        let counts = Counts()
+        let permanent = try ObjCHook.before(on: method) { _ in counts.counted.add(1, ordering: .relaxed) }
+        let perThread = 200_000
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<2 {
+                group.addTask {
+                    let object = F.new("OFXPlain")
+                    for value in 0..<perThread where F.identity(object, Int32(value)) != Int32(value) {
+                        counts.wrong.add(1, ordering: .relaxed)
+                    }
+                    F.release(object)
+                    counts.done.add(1, ordering: .relaxed)
+                }
+            }
+            group.addTask {
+                while counts.done.load(ordering: .relaxed) < 2 {
+                    guard let token = try? ObjCHook.after(on: method, { _ in }) else {
+                        counts.wrong.add(1, ordering: .relaxed)
+                        return
+                    }
+                    token.remove()
+                }
+            }
+        }
+        permanent.remove()
+        #expect(counts.wrong.load(ordering: .relaxed) == 0)
+        #expect(counts.counted.load(ordering: .relaxed) == 2 * perThread)
+    }
+}

@@ -1,0 +1,171 @@
+// Objective-C classes of GNUstep Base, built by gcc for the GNU runtime, and C functions
+// that send them messages as compiled code does: the methods the Objective-C hook tests hook
+// and the calls that must reach them byte for byte.
+
+#import <Foundation/Foundation.h>
+
+#include <objc/runtime.h>
+#include <string.h>
+
+typedef struct {
+    double x, y, width, height;
+} OFXRect;
+
+typedef struct {
+    long long key;
+    double value;
+} OFXPair;
+
+typedef struct {
+    long long values[5];
+} OFXBig;
+
+@interface OFXCounter : NSObject {
+  @public
+    int ticks;
+}
+- (int)add:(int)a to:(int)b;
+- (signed char)negateChar:(signed char)c;
+- (unsigned short)twiceShort:(unsigned short)s;
+- (long long)multiply:(long long)a by:(long long)b;
+- (unsigned int)complement:(unsigned int)x;
+- (BOOL)isPositive:(int)x;
+- (float)halfOf:(float)x;
+- (double)mix:(double)a with:(double)b;
+- (long double)scale:(long double)x by:(int)k;
+- (const char *)skipFirst:(const char *)text;
+- (SEL)echoSelector:(SEL)selector;
+- (id)echoObject:(id)object;
+- (OFXRect)inset:(OFXRect)rect by:(double)amount;
+- (OFXPair)swapPair:(OFXPair)pair;
+- (OFXBig)bigFrom:(long long)seed;
+- (void)tick;
+- (int)ticks;
++ (int)classAdd:(int)a to:(int)b;
+@end
+
+@implementation OFXCounter
+- (int)add:(int)a to:(int)b { return a + b; }
+- (signed char)negateChar:(signed char)c { return (signed char)-c; }
+- (unsigned short)twiceShort:(unsigned short)s { return (unsigned short)(s * 2); }
+- (long long)multiply:(long long)a by:(long long)b { return a * b; }
+- (unsigned int)complement:(unsigned int)x { return ~x; }
+- (BOOL)isPositive:(int)x { return x > 0 ? YES : NO; }
+- (float)halfOf:(float)x { return x / 2; }
+- (double)mix:(double)a with:(double)b { return a * 3 + b; }
+- (long double)scale:(long double)x by:(int)k { return x * k; }
+- (const char *)skipFirst:(const char *)text { return text + 1; }
+- (SEL)echoSelector:(SEL)selector { return selector; }
+- (id)echoObject:(id)object { return object; }
+- (OFXRect)inset:(OFXRect)rect by:(double)amount {
+    OFXRect result = {rect.x + amount, rect.y + amount, rect.width - 2 * amount, rect.height - 2 * amount};
+    return result;
+}
+- (OFXPair)swapPair:(OFXPair)pair {
+    OFXPair result = {(long long)pair.value, (double)pair.key};
+    return result;
+}
+- (OFXBig)bigFrom:(long long)seed {
+    OFXBig result;
+    for (int index = 0; index < 5; index++) result.values[index] = seed * (index + 1);
+    return result;
+}
+- (void)tick { ticks += 1; }
+- (int)ticks { return ticks; }
++ (int)classAdd:(int)a to:(int)b { return 10 * a + b; }
+@end
+
+// Inherits every method.
+@interface OFXDerived : OFXCounter
+@end
+@implementation OFXDerived
+@end
+
+// Inherits from a class that inherits.
+@interface OFXLeaf : OFXDerived
+@end
+@implementation OFXLeaf
+@end
+
+// Overrides add:to: and calls the superclass's.
+@interface OFXOverrider : OFXCounter
+@end
+@implementation OFXOverrider
+- (int)add:(int)a to:(int)b { return [super add:a to:b] + 1000; }
+@end
+
+// A class that nothing else hooks, for tests that need a method of their own.
+@interface OFXPlain : NSObject
+- (int)identity:(int)x;
+@end
+@implementation OFXPlain
+- (int)identity:(int)x { return x; }
+@end
+
+// MARK: - Sending messages as compiled code does
+
+id ofx_new(const char *name) { return [[objc_getClass(name) alloc] init]; }
+void ofx_release(id object) { [object release]; }
+int ofx_add(id object, int a, int b) { return [object add:a to:b]; }
+signed char ofx_negate_char(id object, signed char c) { return [object negateChar:c]; }
+unsigned short ofx_twice_short(id object, unsigned short s) { return [object twiceShort:s]; }
+long long ofx_multiply(id object, long long a, long long b) { return [object multiply:a by:b]; }
+unsigned int ofx_complement(id object, unsigned int x) { return [object complement:x]; }
+BOOL ofx_is_positive(id object, int x) { return [object isPositive:x]; }
+float ofx_half_of(id object, float x) { return [object halfOf:x]; }
+double ofx_mix(id object, double a, double b) { return [object mix:a with:b]; }
+void ofx_scale(id object, const long double *x, int k, long double *result) { *result = [object scale:*x by:k]; }
+const char *ofx_skip_first(id object, const char *text) { return [object skipFirst:text]; }
+SEL ofx_echo_selector(id object, SEL selector) { return [object echoSelector:selector]; }
+id ofx_echo_object(id object, id other) { return [object echoObject:other]; }
+void ofx_inset(id object, const OFXRect *rect, double amount, OFXRect *result) {
+    *result = [object inset:*rect by:amount];
+}
+void ofx_swap_pair(id object, const OFXPair *pair, OFXPair *result) { *result = [object swapPair:*pair]; }
+void ofx_big_from(id object, long long seed, OFXBig *result) { *result = [object bigFrom:seed]; }
+void ofx_tick(id object) { [object tick]; }
+int ofx_ticks(id object) { return [object ticks]; }
+int ofx_class_add(const char *name, int a, int b) { return [objc_getClass(name) classAdd:a to:b]; }
+int ofx_identity(id object, int x) { return [object identity:x]; }
+SEL ofx_selector(const char *name) { return sel_registerName(name); }
+
+// MARK: - The runtime, as other code in the process uses it
+
+/// The implementation the runtime dispatches `selector` of `name` (or of its metaclass) to.
+IMP ofx_implementation(const char *name, const char *selector, int class_method) {
+    Class cls = objc_getClass(name);
+    if (class_method) cls = object_getClass(cls);
+    return class_getMethodImplementation(cls, sel_registerName(selector));
+}
+
+/// What another swizzler does: sets the implementation of `name`'s own or inherited method
+/// for `selector` with method_setImplementation; returns the one it replaced.
+IMP ofx_set_implementation(const char *name, const char *selector, IMP implementation) {
+    Method method = class_getInstanceMethod(objc_getClass(name), sel_registerName(selector));
+    return method_setImplementation(method, implementation);
+}
+
+/// Another swizzler's add:to: that calls what it replaced (ofx_chained_original) plus 100.
+static IMP ofx_chained_original;
+static int ofx_chained_add(id self, SEL _cmd, int a, int b) {
+    return ((int (*)(id, SEL, int, int))ofx_chained_original)(self, _cmd, a, b) + 100;
+}
+
+/// Installs ofx_chained_add as `name`'s add:to:, chaining to what the method held.
+void ofx_swizzle_add(const char *name) {
+    ofx_chained_original = ofx_set_implementation(name, "add:to:", (IMP)ofx_chained_add);
+}
+
+/// A class made with objc_allocateClassPair and never registered.
+Class ofx_unregistered_class(void) {
+    static Class made;
+    if (made == Nil) made = objc_allocateClassPair(objc_getClass("OFXPlain"), "OFXUnregistered", 0);
+    return made;
+}
+
+/// The metaclass of `name`.
+Class ofx_metaclass(const char *name) { return object_getClass(objc_getClass(name)); }
+
+/// A selector's name: the runtime's selectors are typed, so the one a compiled send passes
+/// need not be the pointer sel_registerName returns for the same name.
+const char *ofx_selector_name(SEL selector) { return sel_getName(selector); }
