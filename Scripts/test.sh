@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(libffi-dev pkg-config gcc gobjc python3 libsqlite3-dev zlib1g-dev)
+packages=(libffi-dev pkg-config gcc gobjc libgnustep-base-dev python3 libsqlite3-dev zlib1g-dev)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -37,7 +37,13 @@ swift test -Xswiftc -warnings-as-errors
 # XCTest runner (the package has no XCTest tests; XCTest itself leaks a few objects at exit).
 echo "== address sanitizer and leak check: every test"
 ASAN_OPTIONS=detect_leaks=1 swift test --sanitize=address --scratch-path .build-asan --disable-xctest \
-    --skip InvocationPreconditionTests
+    --skip InvocationPreconditionTests --skip ObjCMethodHookTests
+# The Objective-C suites on their own: the GNU runtime keeps what class_addMethod allocates
+# where the leak checker cannot follow it (GNUstep's own classes show it too), so those
+# allocations are suppressed by name, which takes full stack traces (slower, hence apart).
+echo "== address sanitizer and leak check: the Objective-C suites"
+ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 LSAN_OPTIONS=suppressions="$PWD/Scripts/objc-runtime.supp" \
+    swift test --sanitize=address --scratch-path .build-asan --disable-xctest --filter ObjCMethodHookTests
 
 echo "== thread sanitizer: the hook engine, the call interfaces and the ABI suites"
 swift test --sanitize=thread --scratch-path .build-tsan --disable-xctest \

@@ -78,7 +78,8 @@ final class MethodRegistry: Sendable {
     /// for a class method).
     func install(
         _ target: Target, signature given: Signature?, position: HookPosition, options: HookOptions,
-        block: @escaping @Sendable (borrowing Invocation) -> Void
+        block: @escaping @Sendable (borrowing Invocation) -> Void,
+        checking check: (Signature, String) throws(ObjCHookError) -> Void = { _, _ in }
     ) throws(ObjCHookError) -> HookToken {
         let runtime = target.runtime
         guard let selector = runtime.selector(target.selector) else {
@@ -107,6 +108,7 @@ final class MethodRegistry: Sendable {
                 .invalidSignature, "a method's encoding lists at least self and _cmd; this one has fewer",
                 encoding: encoding)
         }
+        try check(signature, encoding)
         let interface: CallInterface
         do {
             interface = try CallInterface.shared(for: signature)

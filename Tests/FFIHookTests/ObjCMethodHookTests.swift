@@ -81,6 +81,72 @@ import Testing
         again.remove()
     }
 
+    // MARK: - Typed blocks
+
+    /// Typed blocks get the receiver and the arguments as Swift values, the after block the
+    /// result to replace, the instead block the original to call with other arguments.
+    @Test func typedBlocks() throws {
+        let counter = try F.class("OFXCounter")
+        let object = F.new("OFXCounter")
+        defer { F.release(object) }
+        let objectAddress = F.address(object)
+        let add = ObjCMethod.instance("add:to:", of: counter)
+        let seen = Mutex<[String]>([])
+        let tokens = [
+            try ObjCHook.before(on: add, arguments: Int32.self, Int32.self, returning: Int32.self) { receiver, a, b in
+                seen.withLock { $0.append("before \(UInt(bitPattern: receiver) == objectAddress) \(a) \(b)") }
+            },
+            try ObjCHook.after(on: add, arguments: Int32.self, Int32.self, returning: Int32.self) { _, sum, a, b in
+                seen.withLock { $0.append("after \(sum) \(a) \(b)") }
+                return sum * 2
+            },
+            try ObjCHook.instead(on: add, arguments: Int32.self, Int32.self, returning: Int32.self) {
+                original, _, a, b in
+                let result = original(a + 1, b + 1)
+                return result + 100
+            },
+        ]
+        // The instead block's arguments are what the after block sees.
+        #expect(F.add(object, 3, 4) == 2 * (3 + 1 + 4 + 1 + 100))
+        for token in tokens { token.remove() }
+        #expect(seen.withLock { $0 } == ["before true 3 4", "after 109 4 5"])
+
+        // A void method, and a struct argument and result.
+        let ticks = Atomic<Int>(0)
+        let tick = try ObjCHook.after(on: .instance("tick", of: counter)) { (_: UnsafeRawPointer) in
+            ticks.add(1, ordering: .relaxed)
+        }
+        F.tick(object)
+        tick.remove()
+        #expect(ticks.load(ordering: .relaxed) == 1)
+        #expect(F.ticks(object) == 1)
+        let inset = try ObjCHook.after(
+            on: .instance("inset:by:", of: counter), arguments: F.Rect.self, Double.self, returning: F.Rect.self
+        ) { _, result, rect, amount in
+            F.Rect(x: result.x, y: result.y, width: rect.width, height: amount)
+        }
+        var result = F.Rect(x: 0, y: 0, width: 0, height: 0)
+        withUnsafePointer(to: F.Rect(x: 1, y: 1, width: 9, height: 9)) { F.inset(object, $0, 1, &result) }
+        inset.remove()
+        #expect(result == F.Rect(x: 2, y: 2, width: 9, height: 1))
+    }
+
+    /// Swift types that do not match the method's types are refused at install.
+    @Test func typedBlocksOfTheWrongTypesAreRefused() throws {
+        let add = ObjCMethod.instance("add:to:", of: try F.class("OFXCounter"))
+        for attempt: () throws -> HookToken in [
+            { try ObjCHook.before(on: add, arguments: Double.self, Int32.self, returning: Int32.self) { _, _, _ in } },
+            { try ObjCHook.before(on: add, arguments: Int32.self, returning: Int32.self) { _, _ in } },
+            { try ObjCHook.before(on: add, arguments: Int32.self, Int32.self, returning: Void.self) { _, _, _ in } },
+        ] {
+            #expect {
+                try attempt().remove()
+            } throws: { error in
+                (error as? ObjCHookError)?.code == .signatureMismatch
+            }
+        }
+    }
+
     // MARK: - Every kind of value
 
     /// Arguments and results of every width and class, read by before and after blocks and
