@@ -87,3 +87,67 @@ int ffh_objc_class_defines(const ffh_objc_runtime *runtime, ffh_objc_Class cls, 
     free(methods);
     return defines;
 }
+
+// MARK: - Classes made for per-instance hooks
+
+typedef struct ffh_objc_instance_class {
+    ffh_objc_Class cls;
+    ffh_objc_Class reported;
+    struct ffh_objc_instance_class *next;
+} ffh_objc_instance_class;
+
+static _Atomic(ffh_objc_instance_class *) ffh_objc_instance_classes;
+static _Atomic(void (*)(ffh_objc_id)) ffh_objc_dealloc_handler;
+
+void ffh_objc_instance_class_register(ffh_objc_Class cls, ffh_objc_Class reported) {
+    ffh_objc_instance_class *entry = malloc(sizeof *entry);
+    if (entry == NULL) abort();
+    entry->cls = cls;
+    entry->reported = reported;
+    entry->next = atomic_load_explicit(&ffh_objc_instance_classes, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(
+        &ffh_objc_instance_classes, &entry->next, entry, memory_order_release, memory_order_relaxed)) {
+    }
+}
+
+static ffh_objc_instance_class *ffh_objc_instance_entry(ffh_objc_Class cls) {
+    for (ffh_objc_instance_class *entry = atomic_load_explicit(&ffh_objc_instance_classes, memory_order_acquire);
+         entry != NULL; entry = entry->next) {
+        if (entry->cls == cls) return entry;
+    }
+    return NULL;
+}
+
+ffh_objc_Class ffh_objc_instance_class_find(const ffh_objc_runtime *runtime, ffh_objc_Class cls) {
+    for (; cls != NULL; cls = runtime->class_getSuperclass(cls)) {
+        if (ffh_objc_instance_entry(cls) != NULL) return cls;
+    }
+    return NULL;
+}
+
+ffh_objc_Class ffh_objc_instance_class_method(ffh_objc_id self, ffh_objc_SEL selector) {
+    (void)selector;
+    const ffh_objc_runtime *runtime = ffh_objc_runtime_functions();
+    ffh_objc_Class cls = ffh_objc_object_getClass(self);
+    for (ffh_objc_Class walk = cls; walk != NULL; walk = runtime->class_getSuperclass(walk)) {
+        ffh_objc_instance_class *entry = ffh_objc_instance_entry(walk);
+        if (entry != NULL) return entry->reported;
+    }
+    return cls;
+}
+
+void ffh_objc_instance_set_dealloc_handler(void (*handler)(ffh_objc_id object)) {
+    atomic_store_explicit(&ffh_objc_dealloc_handler, handler, memory_order_release);
+}
+
+void ffh_objc_instance_dealloc_method(ffh_objc_id self, ffh_objc_SEL selector) {
+    const ffh_objc_runtime *runtime = ffh_objc_runtime_functions();
+    void (*handler)(ffh_objc_id) = atomic_load_explicit(&ffh_objc_dealloc_handler, memory_order_acquire);
+    if (handler != NULL) handler(self);
+    ffh_objc_Class made = ffh_objc_instance_class_find(runtime, ffh_objc_object_getClass(self));
+    ffh_objc_super target = {self, made != NULL ? runtime->class_getSuperclass(made) : NULL};
+    if (target.super_class == NULL) return;
+    void (*dealloc)(ffh_objc_id, ffh_objc_SEL) =
+        (void (*)(ffh_objc_id, ffh_objc_SEL))runtime->objc_msg_lookup_super(&target, selector);
+    dealloc(self, selector);
+}

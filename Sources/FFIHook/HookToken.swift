@@ -4,20 +4,34 @@
 /// process. Tokens may be removed in any order and from any thread, including from inside a
 /// hook block.
 public final class HookToken: Sendable, Hashable, CustomStringConvertible {
+    /// The hook's record in a slot; for a hook managed elsewhere (``handle``), the record it
+    /// had when the token was made.
     let record: HookRecord
     /// Runs after the removal that took the hook out, outside the library's lock (a module
     /// built on the engine puts back what it changed beside the slot).
     private let afterRemoval: (@Sendable () -> Void)?
+    /// For a hook whose record can change under it (a per-instance method hook that follows
+    /// its object from class to class), what removes it and says whether it is active.
+    private let handle: (any HookHandle)?
 
     init(_ record: HookRecord) {
         self.record = record
         self.afterRemoval = nil
+        self.handle = nil
     }
 
     /// A token for `record` whose first removal runs `afterRemoval` once the hook is out.
     package init(_ record: HookRecord, afterRemoval: @escaping @Sendable () -> Void) {
         self.record = record
         self.afterRemoval = afterRemoval
+        self.handle = nil
+    }
+
+    /// A token whose removal and state are `handle`'s.
+    package init(_ record: HookRecord, handle: any HookHandle) {
+        self.record = record
+        self.afterRemoval = nil
+        self.handle = handle
     }
 
     /// Removes the hook; true the first time, false when it was already removed.
@@ -33,13 +47,14 @@ public final class HookToken: Sendable, Hashable, CustomStringConvertible {
     /// `fork`.
     @discardableResult
     public func remove() -> Bool {
+        if let handle { return handle.remove() }
         guard record.remove() else { return false }
         afterRemoval?()
         return true
     }
 
     /// Whether the hook is still installed (a `once` hook removes itself after its run).
-    public var isActive: Bool { record.isActive }
+    public var isActive: Bool { handle?.isActive ?? record.isActive }
 
     /// Tokens are equal when they are the same token.
     public static func == (lhs: HookToken, rhs: HookToken) -> Bool { lhs === rhs }
@@ -49,9 +64,19 @@ public final class HookToken: Sendable, Hashable, CustomStringConvertible {
         hasher.combine(ObjectIdentifier(self))
     }
 
-    /// The hook's position, slot and whether it is active.
+    /// The hook's position, slot (or what it hooks) and whether it is active.
     public var description: String {
-        "HookToken(\(record.position) on 0x\(String(UInt(bitPattern: record.entry.slot), radix: 16))"
-            + (isActive ? ")" : ", removed)")
+        let target = handle?.target ?? "0x\(String(UInt(bitPattern: record.entry.slot), radix: 16))"
+        return "HookToken(\(record.position) on \(target)" + (isActive ? ")" : ", removed)")
     }
+}
+
+/// What removes a hook managed outside the slot registry, for ``HookToken``.
+package protocol HookHandle: AnyObject, Sendable {
+    /// Removes the hook; true the first time.
+    func remove() -> Bool
+    /// Whether the hook is still installed.
+    var isActive: Bool { get }
+    /// What the hook is on, for the token's description.
+    var target: String { get }
 }

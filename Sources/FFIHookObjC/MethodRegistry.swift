@@ -39,21 +39,27 @@ final class MethodRegistry: Sendable {
         var shadowValue: UInt { shadow.pointee.load(ordering: .acquiring) }
     }
 
-    private struct State {
+    struct State {
         var methods: [OpaquePointer: Method] = [:]
         /// Shadows replaced by newer ones, kept: the engine's entries and closures for them
         /// refer to their memory for the life of the process.
         var replaced: [Method] = []
         /// The forwarders added to classes for inherited methods, by class and selector.
         var forwarders: [ForwarderKey: SuperForwarder] = [:]
+        /// The classes made for per-instance hooks, by the class they subclass.
+        var instanceClasses: [OpaquePointer: OpaquePointer] = [:]
+        /// The objects with per-instance hooks, by address.
+        var objects: [UInt: ObjectHooks] = [:]
+        /// Whether the hooks that keep per-instance hooks across key-value observing are in.
+        var followsObservation = false
     }
 
-    private struct ForwarderKey: Hashable {
+    struct ForwarderKey: Hashable {
         let cls: OpaquePointer
         let selector: OpaquePointer
     }
 
-    private let state = Locked(State())
+    let state = Locked(State())
 
     /// What an install resolved: the class the method is hooked for, and the method.
     struct Target {
@@ -74,13 +80,20 @@ final class MethodRegistry: Sendable {
         }
     }
 
-    /// Installs `block` at `position` on the method `selector` of `target.cls` (a metaclass
-    /// for a class method).
-    func install(
-        _ target: Target, signature given: Signature?, position: HookPosition, options: HookOptions,
-        block: @escaping @Sendable (borrowing Invocation) -> Void,
-        checking check: (Signature, String) throws(ObjCHookError) -> Void = { _, _ in }
-    ) throws(ObjCHookError) -> HookToken {
+    /// A method's selector and types, resolved and checked before the lock is taken.
+    struct Prepared {
+        let selector: OpaquePointer
+        let encoding: String
+        let signature: Signature
+        let interface: CallInterface
+    }
+
+    /// Looks the method up in `target.cls` (its own or inherited) and parses its types;
+    /// `check` sees the signature and the encoding and may refuse them.
+    static func prepare(
+        _ target: Target, signature given: Signature?,
+        checking check: (Signature, String) throws(ObjCHookError) -> Void
+    ) throws(ObjCHookError) -> Prepared {
         let runtime = target.runtime
         guard let selector = runtime.selector(target.selector) else {
             throw target.failure(.selectorNotFound, "the runtime cannot register this selector")
@@ -109,68 +122,97 @@ final class MethodRegistry: Sendable {
                 encoding: encoding)
         }
         try check(signature, encoding)
-        let interface: CallInterface
         do {
-            interface = try CallInterface.shared(for: signature)
+            let interface = try CallInterface.shared(for: signature)
+            return Prepared(selector: selector, encoding: encoding, signature: signature, interface: interface)
         } catch {
             throw target.failure(
                 .invalidSignature, "libffi cannot pass one of its types: \(error)", encoding: encoding,
                 hookError: HookError(
                     code: .invalidSignature, message: "\(error)", signature: signature, callInterfaceError: error))
         }
+    }
+
+    /// Installs `block` at `position` on the method `selector` of `target.cls` (a metaclass
+    /// for a class method), for every receiver.
+    func install(
+        _ target: Target, signature given: Signature?, position: HookPosition, options: HookOptions,
+        block: @escaping @Sendable (borrowing Invocation) -> Void,
+        checking check: (Signature, String) throws(ObjCHookError) -> Void = { _, _ in }
+    ) throws(ObjCHookError) -> HookToken {
+        let prepared = try Self.prepare(target, signature: given, checking: check)
+        let runtime = target.runtime
         return try state.withLock { (state: inout State) throws(ObjCHookError) -> HookToken in
-            var method = found
-            if !runtime.defines(target.cls, found) {
-                method = try Self.addForwarder(
-                    target, selector: selector, encoding: encoding, interface: interface, state: &state)
-            }
-            // A shadow stands for the method while the method holds what the shadow holds, or
-            // one of the shadow's closures. Anything else was put there by someone else (who
-            // may call one of our closures as their original): it gets a new shadow, as a slot
-            // someone else wrote gets a new closure, so that no closure they may call is made
-            // to call them back.
-            let current = runtime.implementation(of: method)
-            let hooked: Method
-            if let existing = state.methods[method],
-                current == existing.shadowValue || existing.closures.contains(current)
-            {
-                hooked = existing
-            } else {
-                hooked = Method(method: method, implementation: current)
-                if let replaced = state.methods.updateValue(hooked, forKey: method) {
-                    state.replaced.append(replaced)
-                }
-            }
-            let record: HookRecord
-            do throws(HookError) {
-                record = try SlotRegistry.shared.install(
-                    slot: UnsafeMutableRawPointer(hooked.shadow), signature: signature, position: position,
-                    options: options, block: block)
-            } catch {
-                throw target.failure(.hookFailed, error.message, encoding: encoding, hookError: error)
-            }
-            let closure = hooked.shadowValue
-            hooked.closures.insert(closure)
-            if runtime.implementation(of: method) != closure {
-                runtime.setImplementation(of: method, to: closure)
-            }
+            let (record, hooked) = try Self.installLocked(
+                target, prepared, position: position, options: options, block: block, state: &state)
             return HookToken(record) { [self] in restore(hooked, runtime: runtime) }
         }
+    }
+
+    /// Installs a hook on the method as ``install(_:signature:position:options:block:checking:)``
+    /// does, under the lock; returns the engine's record and the method's shadow.
+    static func installLocked(
+        _ target: Target, _ prepared: Prepared, position: HookPosition, options: HookOptions,
+        block: @escaping @Sendable (borrowing Invocation) -> Void, state: inout State
+    ) throws(ObjCHookError) -> (HookRecord, Method) {
+        let runtime = target.runtime
+        guard let found = runtime.instanceMethod(of: target.cls, selector: prepared.selector) else {
+            throw target.failure(.selectorNotFound, "the class has no method for this selector and inherits none")
+        }
+        var method = found
+        if !runtime.defines(target.cls, found) {
+            method = try addForwarder(
+                target, selector: prepared.selector, encoding: prepared.encoding, interface: prepared.interface,
+                state: &state)
+        }
+        // A shadow stands for the method while the method holds what the shadow holds, or
+        // one of the shadow's closures. Anything else was put there by someone else (who
+        // may call one of our closures as their original): it gets a new shadow, as a slot
+        // someone else wrote gets a new closure, so that no closure they may call is made
+        // to call them back.
+        let current = runtime.implementation(of: method)
+        let hooked: Method
+        if let existing = state.methods[method],
+            current == existing.shadowValue || existing.closures.contains(current)
+        {
+            hooked = existing
+        } else {
+            hooked = Method(method: method, implementation: current)
+            if let replaced = state.methods.updateValue(hooked, forKey: method) {
+                state.replaced.append(replaced)
+            }
+        }
+        let record: HookRecord
+        do throws(HookError) {
+            record = try SlotRegistry.shared.install(
+                slot: UnsafeMutableRawPointer(hooked.shadow), signature: prepared.signature, position: position,
+                options: options, block: block)
+        } catch {
+            throw target.failure(.hookFailed, error.message, encoding: prepared.encoding, hookError: error)
+        }
+        let closure = hooked.shadowValue
+        hooked.closures.insert(closure)
+        if runtime.implementation(of: method) != closure {
+            runtime.setImplementation(of: method, to: closure)
+        }
+        return (record, hooked)
     }
 
     /// After a removal: gives the method what its shadow holds now (its original, once the
     /// last hook is gone), but only while the method still holds one of this module's
     /// closures. An implementation someone else installed since stays.
     private func restore(_ hooked: Method, runtime: ObjCRuntime) {
-        state.withLock { state in
-            // A shadow replaced since (someone else's implementation was found in the method)
-            // no longer stands for the method.
-            guard state.methods[hooked.method] === hooked else { return }
-            let current = runtime.implementation(of: hooked.method)
-            let shadow = hooked.shadowValue
-            if current != shadow && hooked.closures.contains(current) {
-                runtime.setImplementation(of: hooked.method, to: shadow)
-            }
+        state.withLock { state in Self.restoreLocked(hooked, runtime: runtime, state: &state) }
+    }
+
+    static func restoreLocked(_ hooked: Method, runtime: ObjCRuntime, state: inout State) {
+        // A shadow replaced since (someone else's implementation was found in the method)
+        // no longer stands for the method.
+        guard state.methods[hooked.method] === hooked else { return }
+        let current = runtime.implementation(of: hooked.method)
+        let shadow = hooked.shadowValue
+        if current != shadow && hooked.closures.contains(current) {
+            runtime.setImplementation(of: hooked.method, to: shadow)
         }
     }
 

@@ -71,7 +71,7 @@ extension ObjCHook {
 
     /// Checks the Swift types against the method's signature as the runtime records it (with
     /// the receiver and selector as pointers), then installs `block`.
-    private static func installTyped<each Argument, Result>(
+    static func installTyped<each Argument, Result>(
         on method: ObjCMethod, _ arguments: repeat (each Argument).Type, returning: Result.Type,
         position: HookPosition, options: HookOptions, _ block: @escaping @Sendable (borrowing Invocation) -> Void
     ) throws(ObjCHookError) -> HookToken {
@@ -79,17 +79,28 @@ extension ObjCHook {
         return try MethodRegistry.shared.install(
             target, signature: nil, position: position, options: options, block: block
         ) { (signature: Signature, encoding: String) throws(ObjCHookError) in
-            do throws(CallInterfaceError) {
-                try signature.checkSwiftTypes(
-                    UnsafeRawPointer.self, UnsafeRawPointer.self, repeat each arguments, returning: Result.self)
-            } catch {
-                throw target.failure(
-                    .signatureMismatch,
-                    "the block's Swift types do not match the method's types, \"\(signature.encoding)\": \(error)",
-                    encoding: encoding,
-                    hookError: HookError(
-                        code: .invalidSignature, message: "\(error)", signature: signature, callInterfaceError: error))
-            }
+            try checkTypes(
+                signature, encoding: encoding, repeat each arguments, returning: Result.self,
+                failure: { target.failure($0, $1, encoding: $2, hookError: $3) })
+        }
+    }
+
+    /// Checks the Swift types against the method's signature (the receiver and selector as
+    /// pointers, then the arguments).
+    static func checkTypes<each Argument, Result>(
+        _ signature: Signature, encoding: String, _ arguments: repeat (each Argument).Type,
+        returning: Result.Type, failure: (ObjCHookError.Code, String, String?, HookError?) -> ObjCHookError
+    ) throws(ObjCHookError) {
+        do throws(CallInterfaceError) {
+            try signature.checkSwiftTypes(
+                UnsafeRawPointer.self, UnsafeRawPointer.self, repeat each arguments, returning: Result.self)
+        } catch {
+            throw failure(
+                .signatureMismatch,
+                "the block's Swift types do not match the method's types, \"\(signature.encoding)\": \(error)",
+                encoding,
+                HookError(code: .invalidSignature, message: "\(error)", signature: signature, callInterfaceError: error)
+            )
         }
     }
 }

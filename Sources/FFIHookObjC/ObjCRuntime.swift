@@ -68,6 +68,18 @@ struct ObjCRuntime: @unchecked Sendable {
             method, unsafeBitCast(Int(bitPattern: implementation), to: ffh_objc_IMP?.self))
     }
 
+    func setClass(of object: OpaquePointer, to cls: OpaquePointer) {
+        _ = functions.pointee.object_setClass(object, cls)
+    }
+
+    /// What `[object class]` returns: the message sent as compiled code sends it.
+    func reportedClass(of object: OpaquePointer) -> OpaquePointer? {
+        guard let selector = selector("class"), let implementation = functions.pointee.objc_msg_lookup(object, selector)
+        else { return nil }
+        typealias ClassMethod = @convention(c) (OpaquePointer?, OpaquePointer?) -> OpaquePointer?
+        return unsafeBitCast(implementation, to: ClassMethod.self)(object, selector)
+    }
+
     func addMethod(to cls: OpaquePointer, selector: OpaquePointer, implementation: UnsafeRawPointer, types: String)
         -> Bool
     {

@@ -100,6 +100,25 @@ enum ObjCFixture {
         "ofx_class_add", as: (@convention(c) (UnsafePointer<CChar>, Int32, Int32) -> Int32).self)
     static let identity = function("ofx_identity", as: (@convention(c) (ID, Int32) -> Int32).self)
     static let swizzleAdd = function("ofx_swizzle_add", as: (@convention(c) (UnsafePointer<CChar>) -> Void).self)
+    static let observe = function(
+        "ofx_observe", as: (@convention(c) (ID, ID, UnsafePointer<CChar>) -> Void).self)
+    static let unobserve = function(
+        "ofx_unobserve", as: (@convention(c) (ID, ID, UnsafePointer<CChar>) -> Void).self)
+    static let notifications = function("ofx_notifications", as: (@convention(c) (ID) -> Int32).self)
+    static let lastValue = function("ofx_last_value", as: (@convention(c) (ID) -> Int32).self)
+    static let setLevel = function("ofx_set_level", as: (@convention(c) (ID, Int32) -> Void).self)
+    static let level = function("ofx_level", as: (@convention(c) (ID) -> Int32).self)
+    /// The name of the class the object reports (`[object class]`).
+    static func reportedClass(_ object: ID) -> String {
+        String(cString: function("ofx_reported_class", as: (@convention(c) (ID) -> UnsafePointer<CChar>).self)(object))
+    }
+    /// The name of the class the runtime dispatches the object's messages through.
+    static func dispatchClass(_ object: ID) -> String {
+        String(cString: function("ofx_dispatch_class", as: (@convention(c) (ID) -> UnsafePointer<CChar>).self)(object))
+    }
+    static func object(_ object: ID) -> ObjCObject {
+        ObjCObject(UnsafeRawPointer(object))
+    }
     static let unregisteredClass = function("ofx_unregistered_class", as: (@convention(c) () -> UnsafeRawPointer).self)
     static let metaclass = function(
         "ofx_metaclass", as: (@convention(c) (UnsafePointer<CChar>) -> UnsafeRawPointer).self)

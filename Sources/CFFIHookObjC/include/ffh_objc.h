@@ -53,4 +53,26 @@ const ffh_objc_runtime *ffh_objc_runtime_functions(void);
 /// Whether `method` is one of the methods `cls` itself defines (not one it inherits).
 int ffh_objc_class_defines(const ffh_objc_runtime *runtime, ffh_objc_Class cls, ffh_objc_Method method);
 
+// MARK: - Classes made for per-instance hooks
+
+/// Records `cls` as a class made for per-instance hooks whose instances report `reported`
+/// as their class. Append-only; read without a lock by the methods below.
+void ffh_objc_instance_class_register(ffh_objc_Class cls, ffh_objc_Class reported);
+
+/// The nearest class made for per-instance hooks on `cls`'s superclass chain (`cls` itself
+/// included), or NULL.
+ffh_objc_Class ffh_objc_instance_class_find(const ffh_objc_runtime *runtime, ffh_objc_Class cls);
+
+/// The implementation of `-class` in those classes: the class the object reported before it
+/// was moved to one of them.
+ffh_objc_Class ffh_objc_instance_class_method(ffh_objc_id self, ffh_objc_SEL selector);
+
+/// The implementation of `-dealloc` in those classes: calls the handler set with
+/// `ffh_objc_instance_set_dealloc_handler` (which forgets the object's hooks), then the
+/// superclass's `-dealloc`.
+void ffh_objc_instance_dealloc_method(ffh_objc_id self, ffh_objc_SEL selector);
+
+/// Sets the handler `ffh_objc_instance_dealloc_method` calls first.
+void ffh_objc_instance_set_dealloc_handler(void (*handler)(ffh_objc_id object));
+
 #endif

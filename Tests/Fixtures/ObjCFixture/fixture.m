@@ -169,3 +169,52 @@ Class ofx_metaclass(const char *name) { return object_getClass(objc_getClass(nam
 /// A selector's name: the runtime's selectors are typed, so the one a compiled send passes
 /// need not be the pointer sel_registerName returns for the same name.
 const char *ofx_selector_name(SEL selector) { return sel_getName(selector); }
+
+// MARK: - Key-value observing
+
+// A class with one observable property.
+@interface OFXObserved : NSObject {
+    int level;
+}
+- (int)level;
+- (void)setLevel:(int)value;
+@end
+@implementation OFXObserved
+- (int)level { return level; }
+- (void)setLevel:(int)value { level = value; }
+@end
+
+// Counts the change notifications it receives and keeps the last new value.
+@interface OFXObserver : NSObject {
+  @public
+    int notifications;
+    int lastValue;
+}
+@end
+@implementation OFXObserver
+- (void)observeValueForKeyPath:(NSString *)keyPath
+                      ofObject:(id)object
+                        change:(NSDictionary *)change
+                       context:(void *)context {
+    notifications += 1;
+    lastValue = [[change objectForKey:NSKeyValueChangeNewKey] intValue];
+}
+@end
+
+void ofx_observe(id object, id observer, const char *key) {
+    [object addObserver:observer
+             forKeyPath:[NSString stringWithUTF8String:key]
+                options:NSKeyValueObservingOptionNew
+                context:NULL];
+}
+void ofx_unobserve(id object, id observer, const char *key) {
+    [object removeObserver:observer forKeyPath:[NSString stringWithUTF8String:key]];
+}
+int ofx_notifications(OFXObserver *observer) { return observer->notifications; }
+int ofx_last_value(OFXObserver *observer) { return observer->lastValue; }
+void ofx_set_level(id object, int value) { [object setLevel:value]; }
+int ofx_level(id object) { return [object level]; }
+/// The name of the class the object reports.
+const char *ofx_reported_class(id object) { return class_getName([object class]); }
+/// The name of the class the runtime dispatches the object's messages through.
+const char *ofx_dispatch_class(id object) { return class_getName(object_getClass(object)); }

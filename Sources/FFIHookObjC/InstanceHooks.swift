@@ -1,0 +1,304 @@
+internal import CFFIHookObjC
+import FFIHook
+import Synchronization
+
+// Per-instance hooks: an object with hooks of its own is moved to a subclass made for its
+// class (one per class, reused: the GNU runtime cannot dispose of a registered class), whose
+// `-class` reports the class the object reported before and whose `-dealloc` forgets the
+// object's hooks. The hooks are installed on the subclass's methods, each block running only
+// for its object; other instances keep their class and never reach them.
+//
+// Key-value observing also moves an object to a subclass (GNUstep makes one per observed
+// class and moves the object there, and back to `[self class]` when the last observer
+// goes). To keep both working in either order, the registry hooks the observer registration
+// methods of NSObject: after each, an object with hooks of its own that finds itself on
+// another class gets the subclass made for that class (observation's, say), and its hooks
+// are installed there.
+
+/// One object's per-instance hooks and the subclass it is on.
+final class ObjectHooks {
+    let object: UInt
+    /// The class made for per-instance hooks that the object is on.
+    var cls: OpaquePointer
+    var hooks: [InstanceHook] = []
+
+    init(object: UInt, cls: OpaquePointer) {
+        self.object = object
+        self.cls = cls
+    }
+}
+
+/// One per-instance hook: it follows its object from subclass to subclass, so its engine
+/// record can change; the token removes whichever is current.
+final class InstanceHook: HookHandle, @unchecked Sendable {
+    // Sendable: `record`, `hooked` and `isRemoved` are touched only under the registry's
+    // lock; the rest is constant.
+    let object: UInt
+    let selector: String
+    let position: HookPosition
+    let options: HookOptions
+    let block: @Sendable (borrowing Invocation) -> Void
+    let prepared: MethodRegistry.Prepared
+    var record: HookRecord?
+    var hooked: MethodRegistry.Method?
+    var isRemoved = false
+    /// Set when a `once` hook has run.
+    let fired = Atomic<Bool>(false)
+    /// Mirrors `isRemoved`, for reading without the lock.
+    private let removedFlag = Atomic<Bool>(false)
+    let targetDescription: String
+
+    init(
+        object: UInt, selector: String, position: HookPosition, options: HookOptions,
+        block: @escaping @Sendable (borrowing Invocation) -> Void, prepared: MethodRegistry.Prepared,
+        targetDescription: String
+    ) {
+        self.object = object
+        self.selector = selector
+        self.position = position
+        self.options = options
+        self.block = block
+        self.prepared = prepared
+        self.targetDescription = targetDescription
+    }
+
+    func markRemoved() {
+        isRemoved = true
+        removedFlag.store(true, ordering: .releasing)
+    }
+
+    func remove() -> Bool {
+        MethodRegistry.shared.removeInstanceHook(self)
+    }
+
+    var isActive: Bool {
+        !removedFlag.load(ordering: .acquiring) && !(options.contains(.once) && fired.load(ordering: .acquiring))
+    }
+
+    var target: String { targetDescription }
+
+    /// The block the engine runs: `block` for this hook's object only. Another receiver
+    /// passes through an instead hook to the next one inward.
+    func engineBlock() -> @Sendable (borrowing Invocation) -> Void {
+        let object = object
+        let block = block
+        let position = position
+        let once = options.contains(.once)
+        let fired = Unmanaged.passUnretained(self)
+        return { call in
+            guard call.argument(0, as: UInt.self) == object,
+                !once || !fired.takeUnretainedValue().fired.exchange(true, ordering: .acquiringAndReleasing)
+            else {
+                if position == .instead { call.callOriginal() }
+                return
+            }
+            block(call)
+        }
+    }
+}
+
+extension MethodRegistry {
+    /// Installs a hook that runs only for `object`.
+    func installInstance(
+        object: UInt, selector: String, signature given: Signature?, position: HookPosition, options: HookOptions,
+        block: @escaping @Sendable (borrowing Invocation) -> Void,
+        checking check: (Signature, String) throws(ObjCHookError) -> Void = { _, _ in }
+    ) throws(ObjCHookError) -> HookToken {
+        let runtime = try ObjCRuntime.loaded()
+        guard let pointer = OpaquePointer(bitPattern: object) else {
+            throw ObjCHookError(code: .invalidClass, message: "the object is nil", selector: selector)
+        }
+        followObservation(runtime)
+        // Its class changed since its last hook went in, by a path not followed: move first.
+        reassert(object)
+        let token = try state.withLock { (state: inout State) throws(ObjCHookError) -> HookToken in
+            guard let isa = runtime.classOf(pointer) else {
+                throw ObjCHookError(code: .invalidClass, message: "the object has no class", selector: selector)
+            }
+            var cls = isa
+            if let existing = state.objects[object] {
+                cls = existing.cls
+            } else if ffh_objc_instance_class_find(runtime.functions, isa) == isa,
+                let superclass = runtime.superclass(of: isa)
+            {
+                cls = superclass
+            }
+            let reportedName = runtime.className(runtime.reportedClass(of: pointer) ?? isa)
+            let lookup = Target(
+                runtime: runtime, cls: cls, className: reportedName, selector: selector, isClassMethod: false)
+            let prepared = try Self.prepare(lookup, signature: given, checking: check)
+            let objects: ObjectHooks
+            if let existing = state.objects[object] {
+                objects = existing
+            } else {
+                let made = try Self.instanceClass(
+                    for: cls, object: pointer, runtime: runtime, state: &state, failure: lookup.failure)
+                objects = ObjectHooks(object: object, cls: made)
+            }
+            let target = Target(
+                runtime: runtime, cls: objects.cls, className: reportedName, selector: selector, isClassMethod: false)
+            let hook = InstanceHook(
+                object: object, selector: selector, position: position, options: options, block: block,
+                prepared: prepared,
+                targetDescription: "-[\(reportedName) \(selector)] of 0x\(String(object, radix: 16))")
+            var engineOptions = options
+            engineOptions.remove(.once)
+            let (record, hooked) = try Self.installLocked(
+                target, prepared, position: position, options: engineOptions, block: hook.engineBlock(), state: &state)
+            hook.record = record
+            hook.hooked = hooked
+            objects.hooks.append(hook)
+            state.objects[object] = objects
+            if runtime.classOf(pointer) != objects.cls {
+                runtime.setClass(of: pointer, to: objects.cls)
+            }
+            return HookToken(record, handle: hook)
+        }
+        return token
+    }
+
+    /// The class made for per-instance hooks on `base`, made and registered the first time.
+    private static func instanceClass(
+        for base: OpaquePointer, object: OpaquePointer, runtime: ObjCRuntime, state: inout State,
+        failure: (ObjCHookError.Code, String, String?, HookError?) -> ObjCHookError
+    ) throws(ObjCHookError) -> OpaquePointer {
+        if let made = state.instanceClasses[base] { return made }
+        let baseName = runtime.className(base)
+        var name = "FFIHook_" + baseName
+        var suffix = 2
+        while runtime.lookUpClass(name) != nil {
+            name = "FFIHook_\(baseName)_\(suffix)"
+            suffix += 1
+        }
+        guard let made = runtime.functions.pointee.objc_allocateClassPair(base, name, 0) else {
+            throw failure(.methodNotAdded, "the runtime could not make a subclass for per-instance hooks", nil, nil)
+        }
+        let reported = runtime.reportedClass(of: object) ?? base
+        guard let classSelector = runtime.selector("class"), let deallocSelector = runtime.selector("dealloc") else {
+            throw failure(.methodNotAdded, "the runtime cannot register the selectors class and dealloc", nil, nil)
+        }
+        let classMethod: @convention(c) (OpaquePointer?, OpaquePointer?) -> OpaquePointer? =
+            ffh_objc_instance_class_method
+        let deallocMethod: @convention(c) (OpaquePointer?, OpaquePointer?) -> Void = ffh_objc_instance_dealloc_method
+        _ = runtime.addMethod(
+            to: made, selector: classSelector, implementation: unsafeBitCast(classMethod, to: UnsafeRawPointer.self),
+            types: "#16@0:8")
+        _ = runtime.addMethod(
+            to: made, selector: deallocSelector,
+            implementation: unsafeBitCast(deallocMethod, to: UnsafeRawPointer.self), types: "v16@0:8")
+        runtime.functions.pointee.objc_registerClassPair(made)
+        ffh_objc_instance_class_register(made, reported)
+        state.instanceClasses[base] = made
+        return made
+    }
+
+    /// Removes a per-instance hook; the object gets its class back with its last one.
+    func removeInstanceHook(_ hook: InstanceHook) -> Bool {
+        guard let runtime = ObjCRuntime.current else { return false }
+        let removed: (HookRecord?, Method?)? = state.withLock { state in
+            guard !hook.isRemoved else { return nil }
+            hook.markRemoved()
+            if let objects = state.objects[hook.object] {
+                objects.hooks.removeAll { $0 === hook }
+                if objects.hooks.isEmpty {
+                    state.objects[hook.object] = nil
+                    if let pointer = OpaquePointer(bitPattern: hook.object), runtime.classOf(pointer) == objects.cls,
+                        let superclass = runtime.superclass(of: objects.cls)
+                    {
+                        runtime.setClass(of: pointer, to: superclass)
+                    }
+                }
+            }
+            return (hook.record, hook.hooked)
+        }
+        guard let removed else { return false }
+        finishRemoval(removed.0, removed.1, runtime: runtime)
+        return true
+    }
+
+    /// Takes an engine record out and gives its method back its implementation if it was the
+    /// last; outside the lock (the engine takes its own).
+    private func finishRemoval(_ record: HookRecord?, _ hooked: Method?, runtime: ObjCRuntime) {
+        _ = record?.remove()
+        if let hooked {
+            state.withLock { state in Self.restoreLocked(hooked, runtime: runtime, state: &state) }
+        }
+    }
+
+    /// An object with per-instance hooks is being deallocated: its hooks go with it. Its
+    /// class is left as it is, so that the deallocation goes on through it.
+    func objectDying(_ object: UInt) {
+        guard let runtime = ObjCRuntime.current else { return }
+        let hooks: [InstanceHook] = state.withLock { state in
+            guard let objects = state.objects.removeValue(forKey: object) else { return [] }
+            for hook in objects.hooks { hook.markRemoved() }
+            return objects.hooks
+        }
+        for hook in hooks { finishRemoval(hook.record, hook.hooked, runtime: runtime) }
+    }
+
+    /// After something else changed `object`'s class (key-value observing, starting or
+    /// ending): moves the object back onto a class made for per-instance hooks, the one for
+    /// its new class, and its hooks with it.
+    func reassert(_ object: UInt) {
+        guard let runtime = ObjCRuntime.current, let pointer = OpaquePointer(bitPattern: object) else { return }
+        let old: [(HookRecord?, Method?)] = state.withLock { state in
+            guard let objects = state.objects[object], let isa = runtime.classOf(pointer), isa != objects.cls,
+                ffh_objc_instance_class_find(runtime.functions, isa) != isa
+            else { return [] }
+            let name = runtime.className(runtime.reportedClass(of: pointer) ?? isa)
+            func failure(_ code: ObjCHookError.Code, _ message: String, _: String?, _: HookError?) -> ObjCHookError {
+                ObjCHookError(code: code, message: message, className: name)
+            }
+            guard
+                let made = try? Self.instanceClass(
+                    for: isa, object: pointer, runtime: runtime, state: &state, failure: failure)
+            else { return [] }
+            var old: [(HookRecord?, Method?)] = []
+            for hook in objects.hooks where !hook.isRemoved {
+                let target = Target(
+                    runtime: runtime, cls: made, className: name, selector: hook.selector, isClassMethod: false)
+                var options = hook.options
+                options.remove(.once)
+                guard
+                    let (record, hooked) = try? Self.installLocked(
+                        target, hook.prepared, position: hook.position, options: options, block: hook.engineBlock(),
+                        state: &state)
+                else { continue }
+                old.append((hook.record, hook.hooked))
+                hook.record = record
+                hook.hooked = hooked
+            }
+            objects.cls = made
+            runtime.setClass(of: pointer, to: made)
+            return old
+        }
+        for (record, hooked) in old { finishRemoval(record, hooked, runtime: runtime) }
+    }
+
+    /// Hooks NSObject's observer registration methods, once, so that per-instance hooks
+    /// survive key-value observing (see the top of this file). Where GNUstep Base is not
+    /// loaded there is nothing to follow.
+    private func followObservation(_ runtime: ObjCRuntime) {
+        let first = state.withLock { state in
+            defer { state.followsObservation = true }
+            return !state.followsObservation
+        }
+        guard first else { return }
+        ffh_objc_instance_set_dealloc_handler { object in
+            MethodRegistry.shared.objectDying(UInt(bitPattern: object))
+        }
+        guard let root = runtime.lookUpClass("NSObject") else { return }
+        let selectors = [
+            "addObserver:forKeyPath:options:context:", "removeObserver:forKeyPath:",
+            "removeObserver:forKeyPath:context:",
+        ]
+        for selector in selectors {
+            let target = Target(
+                runtime: runtime, cls: root, className: "NSObject", selector: selector, isClassMethod: false)
+            _ = try? install(target, signature: nil, position: .after, options: .allowsReentry) { call in
+                MethodRegistry.shared.reassert(call.argument(0, as: UInt.self))
+            }
+        }
+    }
+}

@@ -1,0 +1,41 @@
+/// One Objective-C object, for hooks that run for it alone.
+///
+/// ```swift
+/// let token = try ObjCHook.before(on: ObjCObject(counter), "add:to:") { call in … }
+/// ```
+///
+/// The value holds the object's address and does not retain the object.
+public struct ObjCObject: Sendable, Hashable, CustomStringConvertible {
+    /// The object's address (an `id`).
+    public let address: UInt
+
+    /// The object at `pointer`, an `id`.
+    public init(_ pointer: UnsafeRawPointer) {
+        address = UInt(bitPattern: pointer)
+    }
+
+    /// The object's address as a pointer.
+    public var pointer: UnsafeRawPointer { UnsafeRawPointer(bitPattern: address)! }
+
+    /// The class the object reports (`[object class]`), which per-instance hooks and
+    /// key-value observing leave as it was; `nil` when no runtime is loaded.
+    public var reportedClass: ObjCClass? {
+        guard let runtime = ObjCRuntime.current else { return nil }
+        return runtime.reportedClass(of: OpaquePointer(pointer)).map { ObjCClass(UnsafeRawPointer($0)) }
+    }
+
+    /// The class the runtime dispatches the object's messages through (`object_getClass`),
+    /// which is a subclass made at run time while the object has hooks of its own or is
+    /// observed; `nil` when no runtime is loaded.
+    public var dispatchClass: ObjCClass? {
+        guard let runtime = ObjCRuntime.current else { return nil }
+        return runtime.classOf(OpaquePointer(pointer)).map { ObjCClass(UnsafeRawPointer($0)) }
+    }
+
+    /// `<Counter: 0x…>`, or the address alone when no runtime is loaded.
+    public var description: String {
+        let address = "0x" + String(address, radix: 16)
+        guard let name = reportedClass?.name else { return address }
+        return "<\(name): \(address)>"
+    }
+}

@@ -1,0 +1,197 @@
+import FFIHook
+import FFIHookObjC
+import Synchronization
+import Testing
+
+/// Per-instance hooks on GNUstep objects built by gcc, and their composition with class-wide
+/// hooks and key-value observing. Part of the serialized suite of class-wide hooks: both
+/// hook the same classes.
+extension ObjCMethodHookTests {
+    /// A hook of one object runs for that object only; the object reports its class as before
+    /// and gets its class back with its last hook.
+    @Test func instanceHooksRunForTheirObjectAlone() throws {
+        _ = try F.class("OFXCounter")
+        let mine = F.new("OFXCounter")
+        let other = F.new("OFXCounter")
+        defer {
+            F.release(mine)
+            F.release(other)
+        }
+        let seen = Mutex<[String]>([])
+        let before = try ObjCHook.before(on: F.object(mine), "add:to:") { call in
+            seen.withLock { $0.append("mine \(call.argument(2, as: Int32.self))") }
+        }
+        #expect(F.dispatchClass(mine) == "FFIHook_OFXCounter")
+        #expect(F.reportedClass(mine) == "OFXCounter")
+        #expect(F.dispatchClass(other) == "OFXCounter")
+        #expect(F.object(mine).reportedClass?.name == "OFXCounter")
+        #expect(F.add(mine, 1, 2) == 3)
+        #expect(F.add(other, 3, 4) == 7)
+        // A second object with a hook of its own shares the subclass, not the hooks.
+        let second = try ObjCHook.instead(on: F.object(other), "add:to:") { call in
+            call.callOriginal()
+            call.setReturnValue(call.returnValue(as: Int32.self) * 10)
+        }
+        #expect(F.add(mine, 5, 6) == 11)
+        #expect(F.add(other, 5, 6) == 110)
+        #expect(before.remove())
+        #expect(F.dispatchClass(mine) == "OFXCounter")
+        #expect(F.dispatchClass(other) == "FFIHook_OFXCounter")
+        #expect(F.add(mine, 7, 8) == 15)
+        #expect(second.remove())
+        #expect(!second.remove())
+        #expect(F.dispatchClass(other) == "OFXCounter")
+        #expect(F.add(other, 1, 1) == 2)
+        #expect(seen.withLock { $0 } == ["mine 1", "mine 5"])
+        #expect(before.description.contains("-[OFXCounter add:to:]"))
+    }
+
+    /// An object's own hooks run around the class's: its before first, its after last.
+    @Test func instanceHooksWrapClassWideHooks() throws {
+        let counter = try F.class("OFXCounter")
+        let object = F.new("OFXDerived")
+        defer { F.release(object) }
+        let order = Mutex<[String]>([])
+        func note(_ text: String) -> @Sendable (borrowing Invocation) -> Void {
+            { _ in order.withLock { $0.append(text) } }
+        }
+        let tokens = [
+            try ObjCHook.before(on: .instance("mix:with:", of: counter), note("class before")),
+            try ObjCHook.after(on: .instance("mix:with:", of: counter), note("class after")),
+            try ObjCHook.before(on: F.object(object), "mix:with:", note("object before")),
+            try ObjCHook.after(on: F.object(object), "mix:with:", note("object after")),
+        ]
+        #expect(F.mix(object, 1, 2) == 5)
+        for token in tokens { token.remove() }
+        #expect(order.withLock { $0 } == ["object before", "class before", "class after", "object after"])
+        #expect(F.dispatchClass(object) == "OFXDerived")
+    }
+
+    /// Typed per-instance blocks, and a once hook that runs for its object's first message.
+    @Test func typedAndOnceInstanceHooks() throws {
+        _ = try F.class("OFXCounter")
+        let object = F.new("OFXLeaf")
+        defer { F.release(object) }
+        let runs = Atomic<Int>(0)
+        let once = try ObjCHook.before(on: F.object(object), "add:to:", options: .once) { _ in
+            runs.add(1, ordering: .relaxed)
+        }
+        let typed = try ObjCHook.after(
+            on: F.object(object), "add:to:", arguments: Int32.self, Int32.self, returning: Int32.self
+        ) { _, sum, a, _ in sum + a }
+        #expect(F.add(object, 2, 3) == 7)
+        #expect(F.add(object, 2, 3) == 7)
+        #expect(runs.load(ordering: .relaxed) == 1)
+        #expect(!once.isActive)
+        #expect(typed.isActive)
+        #expect(throws: ObjCHookError.self) {
+            try ObjCHook.before(on: F.object(object), "add:to:", arguments: Float.self, returning: Int32.self) { _, _ in
+            }
+        }
+        typed.remove()
+        once.remove()
+        #expect(F.dispatchClass(object) == "OFXLeaf")
+    }
+
+    /// An object deallocated with hooks of its own takes them with it.
+    @Test func deallocationRemovesAnObjectsHooks() throws {
+        _ = try F.class("OFXPlain")
+        let object = F.new("OFXPlain")
+        let runs = Atomic<Int>(0)
+        let token = try ObjCHook.before(on: F.object(object), "identity:") { _ in runs.add(1, ordering: .relaxed) }
+        #expect(F.identity(object, 4) == 4)
+        F.release(object)
+        #expect(!token.isActive)
+        #expect(!token.remove())
+        // New objects, at that address or another, do not run it.
+        let later = (0..<8).map { _ in F.new("OFXPlain") }
+        for item in later { #expect(F.identity(item, 5) == 5) }
+        for item in later { F.release(item) }
+        #expect(runs.load(ordering: .relaxed) == 1)
+    }
+
+    // MARK: - Key-value observing
+
+    /// Observation added after the object's hook, then either removed first: every change is
+    /// notified, the hook runs while installed, and the object reports its class throughout.
+    @Test(arguments: [false, true])
+    func observationAfterAnInstanceHook(removingTheHookFirst: Bool) throws {
+        _ = try F.class("OFXObserved")
+        let object = F.new("OFXObserved")
+        let observer = F.new("OFXObserver")
+        defer {
+            F.release(object)
+            F.release(observer)
+        }
+        let hooked = Atomic<Int>(0)
+        let token = try ObjCHook.after(on: F.object(object), "setLevel:") { _ in hooked.add(1, ordering: .relaxed) }
+        F.observe(object, observer, "level")
+        #expect(F.reportedClass(object) == "OFXObserved")
+        F.setLevel(object, 5)
+        #expect(F.notifications(observer) == 1)
+        #expect(F.lastValue(observer) == 5)
+        #expect(hooked.load(ordering: .relaxed) == 1)
+        if removingTheHookFirst {
+            token.remove()
+            F.setLevel(object, 6)
+            #expect(F.notifications(observer) == 2)
+            #expect(hooked.load(ordering: .relaxed) == 1)
+            F.unobserve(object, observer, "level")
+        } else {
+            F.unobserve(object, observer, "level")
+            F.setLevel(object, 6)
+            #expect(F.notifications(observer) == 1)
+            #expect(hooked.load(ordering: .relaxed) == 2)
+            #expect(F.reportedClass(object) == "OFXObserved")
+            token.remove()
+        }
+        F.setLevel(object, 7)
+        #expect(F.level(object) == 7)
+        #expect(F.notifications(observer) == (removingTheHookFirst ? 2 : 1))
+        #expect(F.dispatchClass(object) == "OFXObserved")
+        #expect(F.reportedClass(object) == "OFXObserved")
+    }
+
+    /// A hook added to an object already observed, then either removed first.
+    @Test(arguments: [false, true])
+    func instanceHookOnAnObservedObject(removingTheHookFirst: Bool) throws {
+        _ = try F.class("OFXObserved")
+        let object = F.new("OFXObserved")
+        let observer = F.new("OFXObserver")
+        defer {
+            F.release(object)
+            F.release(observer)
+        }
+        F.observe(object, observer, "level")
+        let observedClass = F.dispatchClass(object)
+        let hooked = Atomic<Int>(0)
+        let token = try ObjCHook.before(on: F.object(object), "setLevel:") { call in
+            hooked.add(1, ordering: .relaxed)
+            call.setArgument(2, to: call.argument(2, as: Int32.self) + 1)
+        }
+        #expect(F.reportedClass(object) == "OFXObserved")
+        F.setLevel(object, 5)
+        #expect(F.notifications(observer) == 1)
+        #expect(F.lastValue(observer) == 6)
+        #expect(hooked.load(ordering: .relaxed) == 1)
+        if removingTheHookFirst {
+            token.remove()
+            #expect(F.dispatchClass(object) == observedClass)
+            F.setLevel(object, 8)
+            #expect(F.notifications(observer) == 2)
+            #expect(F.lastValue(observer) == 8)
+            F.unobserve(object, observer, "level")
+        } else {
+            F.unobserve(object, observer, "level")
+            F.setLevel(object, 8)
+            #expect(F.level(object) == 9)
+            #expect(F.notifications(observer) == 1)
+            #expect(hooked.load(ordering: .relaxed) == 2)
+            token.remove()
+        }
+        #expect(F.dispatchClass(object) == "OFXObserved")
+        #expect(F.reportedClass(object) == "OFXObserved")
+        F.setLevel(object, 3)
+        #expect(F.level(object) == 3)
+    }
+}
