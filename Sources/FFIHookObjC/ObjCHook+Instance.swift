@@ -23,7 +23,7 @@ public import FFIHook
 /// on the same method compose: the object's own hooks run around everything the class's
 /// hooks do (its before blocks first, its after blocks last, its instead blocks outermost).
 ///
-/// A ``HookOptions/once`` hook runs for the object's first message and then stays inert
+/// A ``/FFIHook/HookOptions/once`` hook runs for the object's first message and then stays inert
 /// until its token is removed or the object is deallocated.
 extension ObjCHook {
     /// Installs `block` at `position` around `object`'s method `selector`, for that object
@@ -35,7 +35,7 @@ extension ObjCHook {
     ///   - signature: the method's signature, when the caller wants it checked (see
     ///     ``install(on:signature:position:options:_:)``).
     ///   - position: before, instead of, or after the method's implementation.
-    ///   - options: ``HookOptions/once``, ``HookOptions/allowsReentry``.
+    ///   - options: ``/FFIHook/HookOptions/once``, ``/FFIHook/HookOptions/allowsReentry``.
     ///   - block: runs with a view of each of the object's messages (self is argument 0,
     ///     `_cmd` argument 1).
     /// - Returns: the token that removes the hook.

@@ -15,8 +15,8 @@ public import FFIHook
 /// (`self`) and the selector (`_cmd`): blocks see them as arguments 0 and 1, and the
 /// method's own arguments from 2 on. The signature comes from the method's type encoding as
 /// the runtime records it. Hooks of a method share one libffi closure, which becomes the
-/// method's implementation; they run as slot hooks do (``Hook``): before, instead and after
-/// blocks, ``HookOptions/once``, tokens that remove hooks in any order from any thread, no
+/// method's implementation; they run as slot hooks do (``/FFIHook/Hook``): before, instead and after
+/// blocks, ``/FFIHook/HookOptions/once``, tokens that remove hooks in any order from any thread, no
 /// lock and no allocation on a hooked call.
 ///
 /// A hook on a class covers its instances and those of its subclasses that do not override
@@ -28,7 +28,7 @@ public import FFIHook
 ///
 /// When the last hook of a method is removed, the method gets its implementation back,
 /// unless someone else has changed it since (another swizzler); then theirs stays, and the
-/// closure they may call as their original passes calls through. A ``HookOptions/once``
+/// closure they may call as their original passes calls through. A ``/FFIHook/HookOptions/once``
 /// hook that removes itself leaves the closure in place, passing calls through, until the
 /// next install or removal on the method.
 public enum ObjCHook {
@@ -39,7 +39,7 @@ public enum ObjCHook {
     ///   - signature: the method's signature, when the caller wants it checked: it must
     ///     describe the types the runtime records (names aside). `nil` takes the runtime's.
     ///   - position: before, instead of, or after the method's implementation.
-    ///   - options: ``HookOptions/once``, ``HookOptions/allowsReentry``.
+    ///   - options: ``/FFIHook/HookOptions/once``, ``/FFIHook/HookOptions/allowsReentry``.
     ///   - block: runs with a view of each message (self is argument 0, `_cmd` argument 1),
     ///     on the sending thread, possibly on several threads at once.
     /// - Returns: the token that removes the hook.
