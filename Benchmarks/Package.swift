@@ -63,7 +63,8 @@ let package = Package(
         ),
         // Counts calls to malloc and its relatives in the hookbench process.
         .target(name: "CMallocCounter"),
-        // The same functions as Objective-C methods, hooked through message forwarding.
+        // The same functions as Objective-C methods, sent as messages and hooked through
+        // message forwarding.
         .target(
             name: "CObjCForward",
             dependencies: ["CHookBench"],
@@ -74,10 +75,16 @@ let package = Package(
                 .unsafeFlags(runtimeLibraryFlags),
             ]
         ),
-        // The signatures and their typed hooks, shared by hookbench and HookAllocations.
+        // The signatures, their typed hooks and the hooks on their Objective-C methods, shared
+        // by hookbench and HookAllocations.
         .target(
             name: "HookFixtures",
-            dependencies: ["CHookBench", .product(name: "FFIHook", package: "swift-ffi-hook")],
+            dependencies: [
+                "CHookBench",
+                "CObjCForward",
+                .product(name: "FFIHook", package: "swift-ffi-hook"),
+                .product(name: "FFIHookObjC", package: "swift-ffi-hook"),
+            ],
             swiftSettings: strictSettings
         ),
         .executableTarget(
@@ -97,6 +104,7 @@ let package = Package(
             name: "HookAllocations",
             dependencies: [
                 "CHookBench",
+                "CObjCForward",
                 "HookFixtures",
                 .product(name: "FFIHook", package: "swift-ffi-hook"),
                 .product(name: "Benchmark", package: "package-benchmark"),

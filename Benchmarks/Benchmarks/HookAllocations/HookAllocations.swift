@@ -1,12 +1,14 @@
 import Benchmark
 import CHookBench
+import CObjCForward
 import FFIHook
 import HookFixtures
 import Synchronization
 
 // Fails `swift package benchmark thresholds check` when a hooked call allocates more than
 // the thresholds in Thresholds/ allow. Each iteration makes 1,000 calls from C through a
-// hooked slot, so a count of 1,000 means one allocation per call.
+// hooked slot, or sends 1,000 messages to a hooked Objective-C method, so a count of 1,000
+// means one allocation per call.
 //
 // Every kind of block is held to zero, Invocation and typed blocks alike.
 
@@ -20,7 +22,12 @@ let benchmarks: @Sendable () -> Void = {
             Benchmark(
                 "\(hooks.rawValue)-\(signature)", configuration: configuration,
                 closure: { benchmark in
-                    blackHole(hb_time_slot_calls(signature.c, Int64(benchmark.scaledIterations.count)))
+                    let calls = Int64(benchmark.scaledIterations.count)
+                    if hooks.isObjectiveC {
+                        blackHole(objcfwd_time_calls(signature.c, calls))
+                    } else {
+                        blackHole(hb_time_slot_calls(signature.c, calls))
+                    }
                 },
                 setup: { try Installed.hooks.install(hooks, on: signature) },
                 teardown: { try Installed.hooks.removeAll(from: signature) })
@@ -38,6 +45,12 @@ enum Hooks: String, CaseIterable, Sendable {
     case typed = "TypedBeforeAfter"
     /// A typed instead block that calls the original.
     case typedInstead = "TypedInstead"
+    /// An Invocation before block and an Invocation after block on the signature's
+    /// Objective-C method, class-wide; the messages are sent from a compiled loop that drains
+    /// an autorelease pool every 256 messages.
+    case objcBeforeAfter = "ObjCBeforeAfter"
+
+    var isObjectiveC: Bool { self == .objcBeforeAfter }
 }
 
 /// The tokens of the running benchmark's hooks.
@@ -62,8 +75,18 @@ final class Installed: Sendable {
             installed = try TypedHooks.installBeforeAfter(on: signature)
         case .typedInstead:
             installed = [try TypedHooks.installInstead(on: signature)]
+        case .objcBeforeAfter:
+            guard objcfwd_prepare() == 0 else { throw ObjCSetupError(message: String(cString: objcfwd_error())) }
+            installed = try ObjCHooks.installBeforeAfter(on: signature)
         }
-        guard signature.slotGivesOriginalResult else { throw HookedCallError(signature: signature) }
+        let correct =
+            hooks.isObjectiveC
+            ? ObjCHooks.isHookedByLibrary(signature) && objcfwd_send_once(signature.c) != 0
+            : signature.slotGivesOriginalResult
+        guard correct else {
+            for token in installed { token.remove() }
+            throw HookedCallError(signature: signature)
+        }
         tokens.withLock { $0 += installed }
     }
 
@@ -81,5 +104,12 @@ final class Installed: Sendable {
 struct HookedCallError: Error, CustomStringConvertible {
     let signature: BenchSignature
 
-    var description: String { "the hooked \(signature.title) slot returns a wrong result" }
+    var description: String { "the hooked \(signature.title) slot or method returns a wrong result" }
+}
+
+/// The Objective-C class under test could not be prepared.
+struct ObjCSetupError: Error, CustomStringConvertible {
+    let message: String
+
+    var description: String { "Objective-C setup failed: \(message)" }
 }

@@ -4,8 +4,8 @@ import FFIHook
 import HookFixtures
 
 /// A way of calling a function: directly, through a raw libffi closure, through this
-/// library's hooks, through Objective-C message forwarding, or through frida-gum's
-/// Interceptor (only with `--peers`).
+/// library's hooks, as an Objective-C message (plain, hooked by this library, or hooked
+/// through message forwarding), or through frida-gum's Interceptor (only with `--peers`).
 enum Mechanism: String, CaseIterable, Codable, Sendable {
     /// The original called through the slot: the first floor.
     case direct
@@ -20,7 +20,14 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
     case instead
     case eightBefore
     case typedBeforeAfter
+    /// A message sent to the signature's method of an Objective-C class, compiled as a send.
     case objcMessage
+    /// The same message, the class's method hooked class-wide with this library's no-op
+    /// before and after blocks (FFIHookObjC).
+    case objcHookBeforeAfter
+    /// The same message, the class's method hooked as Aspects does: through message
+    /// forwarding to `forwardInvocation:`, which runs no-op before and after blocks around
+    /// the original invoked through the `NSInvocation`.
     case objcForward
     /// frida-gum's `Interceptor.attach` with empty `onEnter` and `onLeave` written in C.
     case fridaAttach
@@ -46,7 +53,8 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
         case .eightBefore: "8 × before"
         case .typedBeforeAfter: "typed before + after"
         case .objcMessage: "ObjC message send"
-        case .objcForward: "ObjC forwarding"
+        case .objcHookBeforeAfter: "ObjC method: before + after"
+        case .objcForward: "ObjC forwarding: before + after"
         case .fridaAttach: "frida attach (empty C listeners)"
         case .fridaReplace: "frida replace → original"
         case .fridaReplaceFast: "frida replaceFast → original"
@@ -56,7 +64,7 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
     /// Whether the row measures this library's hooks.
     var isHook: Bool {
         switch self {
-        case .before, .after, .beforeAfter, .instead, .eightBefore, .typedBeforeAfter: true
+        case .before, .after, .beforeAfter, .instead, .eightBefore, .typedBeforeAfter, .objcHookBeforeAfter: true
         case .direct, .closureLimit, .libffi, .objcMessage, .objcForward, .fridaAttach, .fridaReplace,
             .fridaReplaceFast:
             false
@@ -67,15 +75,22 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
     var isPeer: Bool { self == .fridaAttach || self == .fridaReplace || self == .fridaReplaceFast }
 
     /// Whether the row goes through Objective-C.
-    var isObjectiveC: Bool { self == .objcMessage || self == .objcForward }
+    var isObjectiveC: Bool { self == .objcMessage || self == .objcHookBeforeAfter || self == .objcForward }
 
     /// Makes calls of `signature` go through this mechanism; returns the hooks to remove.
     func install(on signature: BenchSignature) throws -> [HookToken] {
         let slot = signature.slot
         let types = signature.signature
         switch self {
-        case .direct, .objcMessage, .objcForward:
+        case .direct, .objcMessage:
             return []
+        case .objcForward:
+            guard objcfwd_install(signature.c) == 0 else {
+                throw BenchError("\(title): the method of \(signature.title) is hooked already")
+            }
+            return []
+        case .objcHookBeforeAfter:
+            return try ObjCHooks.installBeforeAfter(on: signature)
         case .fridaAttach, .fridaReplace, .fridaReplaceFast:
             throw BenchError("\(title) is installed by frida, through FridaPeer")
         case .libffi:
@@ -106,6 +121,7 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
     func remove(_ tokens: [HookToken], from signature: BenchSignature) throws {
         for token in tokens { token.remove() }
         if self == .libffi || self == .closureLimit { hb_slot_restore(signature.c) }
+        if self == .objcForward { objcfwd_remove(signature.c) }
         try Hook.waitForReclamation()
     }
 
@@ -120,18 +136,26 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
     /// Makes `iterations` calls of `signature`; returns the elapsed nanoseconds.
     func time(_ signature: BenchSignature, iterations: Int) -> UInt64 {
         switch self {
-        case .objcMessage: objcfwd_time_calls(signature.c, Int64(iterations), 0)
-        case .objcForward: objcfwd_time_calls(signature.c, Int64(iterations), 1)
+        case .objcMessage, .objcHookBeforeAfter, .objcForward: objcfwd_time_calls(signature.c, Int64(iterations))
         default: hb_time_slot_calls(signature.c, Int64(iterations))
         }
     }
 
-    /// Whether one call gives the original's result (and, for forwarding, runs both blocks).
+    /// Whether one call gives the original's result, through the mechanism: a message goes to
+    /// the compiled method, to this library's hook or through forwarding, which runs both its
+    /// blocks.
     func check(_ signature: BenchSignature) -> Bool {
         switch self {
-        case .objcMessage: true
-        case .objcForward: objcfwd_check(signature.c) != 0
-        default: hb_check_slot(signature.c) != 0
+        case .objcMessage:
+            return objcfwd_method_state(signature.c) == OBJCFWD_ORIGINAL && objcfwd_send_once(signature.c) != 0
+        case .objcHookBeforeAfter:
+            return ObjCHooks.isHookedByLibrary(signature) && objcfwd_send_once(signature.c) != 0
+        case .objcForward:
+            let runs = objcfwd_block_runs()
+            return objcfwd_method_state(signature.c) == OBJCFWD_FORWARDING && objcfwd_send_once(signature.c) != 0
+                && objcfwd_block_runs() == runs + 2
+        default:
+            return hb_check_slot(signature.c) != 0
         }
     }
 }

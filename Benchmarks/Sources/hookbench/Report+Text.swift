@@ -16,13 +16,15 @@ extension Report.Row {
 /// The report as a terminal table and as Markdown.
 extension Report {
     private static let headers = [
-        "Signature", "Mechanism", "median ns", "p99 ns", "× direct", "× limit", "× libffi", "forwarding ÷",
+        "Signature", "Mechanism", "median ns", "p99 ns", "× direct", "× limit", "× libffi", "× ObjC send",
+        "forwarding ÷",
         "mallocs/call",
     ]
 
     /// The cells of one row of the main table; the signature only on a group's first row.
     private func cells(_ row: Row, showingSignature: Bool) -> [String] {
         [showingSignature ? row.signature.title : "", row.mechanism.title] + row.timingCells + [
+            row.mechanism.isObjectiveC ? Format.ratio(row.timesMessage) : "",
             Format.ratio(row.forwardingOverThis),
             Format.mallocs(row.mallocsPerCall),
         ]

@@ -5,29 +5,63 @@
 
 #include "CHookBench.h"
 
-/// Hooks the methods of an Objective-C class the way Aspects does, on the GNU runtime and
-/// GNUstep Base: each hooked method's implementation is moved to an aliased selector and
-/// replaced with an entry into the runtime's message forwarding, and the class's
-/// `forwardInvocation:` runs a before block, invokes the original through the
-/// `NSInvocation` under the aliased selector, and runs an after block.
+/// The methods of the Objective-C class `HBTarget` (GNU runtime, GNUstep Base), one per C
+/// signature of CHookBench: `-add:to:` is `int (int, int)`, `-next:` takes and returns the
+/// 40-byte `hb_record`, and so on. Each calls the same C original as the signature's slot,
+/// directly. Every mechanism measured on a method (a plain message, this library's hook, a
+/// forwarding hook) works on the class's own method, installed and removed in turn.
 ///
-/// The methods mirror the C signatures of CHookBench (`-add:to:` is `int (int, int)`, and
-/// so on) and call the same C originals. Returns 0 on success, or a negative number when
-/// the runtime refuses a step; `objcfwd_error()` then says which. Call once, before timing.
+/// The forwarding hook is the one Aspects installs: the method's implementation is replaced
+/// with an entry into the runtime's message forwarding, and the class's `forwardInvocation:`
+/// runs a before block, invokes the original through the `NSInvocation` under an aliased
+/// selector, and runs an after block.
+///
+/// Prepares the class: the aliased selectors, `forwardInvocation:` and
+/// `methodSignatureForSelector:`, and the receiver, then checks every method with and without
+/// the forwarding hook. Returns 0 on success, or a negative number when the runtime refuses a
+/// step; `objcfwd_error()` then says which. Call once, before anything else here.
 int objcfwd_prepare(void);
 
 /// What went wrong in `objcfwd_prepare()`, or an empty string.
 const char *objcfwd_error(void);
 
-/// Sends the message of `signature` `iterations` times and returns the elapsed
-/// nanoseconds: to the hooked object when `forwarded` is nonzero (every message goes through
-/// forwarding), to an unhooked instance of the same class otherwise (a plain message send).
-/// An autorelease pool is drained every 256 messages, inside the timed region, as a run
-/// loop would.
-uint64_t objcfwd_time_calls(hb_signature signature, int64_t iterations, int forwarded);
+/// The name of the class, `HBTarget`.
+const char *objcfwd_class_name(void);
 
-/// Sends the message of `signature` once to the hooked object and reports whether the
-/// result is the original's and both blocks ran.
-int objcfwd_check(hb_signature signature);
+/// The selector of the method of `signature` (`add:to:` for `int (int, int)`).
+const char *objcfwd_selector_name(hb_signature signature);
+
+/// Hooks the method of `signature` through forwarding. Returns 0, or -1 when its
+/// implementation is not the compiled one (something else has hooked it).
+int objcfwd_install(hb_signature signature);
+
+/// Gives the method of `signature` its compiled implementation back, if the forwarding hook
+/// is installed.
+void objcfwd_remove(hb_signature signature);
+
+/// What the method of a signature runs now.
+typedef enum objcfwd_state {
+    /// The compiled implementation.
+    OBJCFWD_ORIGINAL = 0,
+    /// The entry into message forwarding (`objcfwd_install`).
+    OBJCFWD_FORWARDING = 1,
+    /// Another implementation: someone else's hook.
+    OBJCFWD_OTHER = 2
+} objcfwd_state;
+
+/// What the method of `signature` runs now.
+objcfwd_state objcfwd_method_state(hb_signature signature);
+
+/// Sends the message of `signature` `iterations` times to one instance of the class, from a
+/// loop compiled as ordinary message sends (`[target add:x to:7]`), and returns the elapsed
+/// nanoseconds. An autorelease pool is drained every 256 messages, inside the timed region,
+/// as a run loop would.
+uint64_t objcfwd_time_calls(hb_signature signature, int64_t iterations);
+
+/// Sends the message of `signature` once and reports whether the result is the original's.
+int objcfwd_send_once(hb_signature signature);
+
+/// How many times the forwarding hook's before and after blocks have run, together.
+uint64_t objcfwd_block_runs(void);
 
 #endif

@@ -1,0 +1,40 @@
+import CHookBench
+import CObjCForward
+public import FFIHook
+public import FFIHookObjC
+
+/// This library's hooks on the Objective-C methods of `HBTarget` (CObjCForward), one method
+/// per signature.
+public enum ObjCHooks {
+    /// The method of `signature` (`-[HBTarget add:to:]` for `int (int, int)`).
+    public static func method(of signature: BenchSignature) throws -> ObjCMethod {
+        let owner = try ObjCClass(named: String(cString: objcfwd_class_name()))
+        return .instance(String(cString: objcfwd_selector_name(signature.c)), of: owner)
+    }
+
+    /// Installs a no-op Invocation before block and a no-op Invocation after block on the
+    /// class's own method: every instance's message runs them.
+    public static func installBeforeAfter(on signature: BenchSignature) throws -> [HookToken] {
+        let method = try method(of: signature)
+        let before = try ObjCHook.before(on: method) { _ in }
+        do {
+            return [before, try ObjCHook.after(on: method) { _ in }]
+        } catch {
+            before.remove()
+            throw error
+        }
+    }
+
+    /// Whether the method of `signature` runs something other than its compiled
+    /// implementation or the forwarding entry: a hook of this library, once installed.
+    public static func isHookedByLibrary(_ signature: BenchSignature) -> Bool {
+        objcfwd_method_state(signature.c) == OBJCFWD_OTHER
+    }
+}
+
+extension BenchSignature {
+    /// The Objective-C method of the signature, as `-[HBTarget add:to:]`.
+    public var methodTitle: String {
+        "-[\(String(cString: objcfwd_class_name())) \(String(cString: objcfwd_selector_name(c)))]"
+    }
+}
