@@ -46,7 +46,9 @@ static int ffh_objc_fill(ffh_objc_runtime *table, void *handle) {
     FFH_OBJC_BIND(objc_msg_lookup_super);
     FFH_OBJC_BIND(objc_allocateClassPair);
     FFH_OBJC_BIND(objc_registerClassPair);
+    FFH_OBJC_BIND(class_getMethodImplementation);
 #undef FFH_OBJC_BIND
+    *(void **)&table->update_dispatch_table = dlsym(handle, "__objc_update_dispatch_table_for_class");
     table->object_getClass = ffh_objc_object_getClass;
     return 1;
 }

@@ -25,12 +25,15 @@ final class MethodRegistry: Sendable {
     final class Method: @unchecked Sendable {
         // Sendable: `closures` is touched only under the registry's lock; the rest is constant.
         let method: OpaquePointer
+        /// The class that defines the method.
+        let owner: OpaquePointer
         let shadow: UnsafeMutablePointer<Atomic<UInt>>
         /// Every closure the engine has written into this shadow.
         var closures: Set<UInt> = []
 
-        init(method: OpaquePointer, implementation: UInt) {
+        init(method: OpaquePointer, owner: OpaquePointer, implementation: UInt) {
             self.method = method
+            self.owner = owner
             shadow = .allocate(capacity: 1)
             shadow.initialize(to: Atomic(implementation))
         }
@@ -101,6 +104,7 @@ final class MethodRegistry: Sendable {
         guard let found = runtime.instanceMethod(of: target.cls, selector: selector) else {
             throw target.failure(.selectorNotFound, "the class has no method for this selector and inherits none")
         }
+        runtime.prepareDispatch(of: target.cls, selector: selector)
         guard let encoding = runtime.typeEncoding(of: found) else {
             throw target.failure(.invalidSignature, "the runtime records no type encoding for the method")
         }
@@ -177,7 +181,7 @@ final class MethodRegistry: Sendable {
         {
             hooked = existing
         } else {
-            hooked = Method(method: method, implementation: current)
+            hooked = Method(method: method, owner: target.cls, implementation: current)
             if let replaced = state.methods.updateValue(hooked, forKey: method) {
                 state.replaced.append(replaced)
             }
@@ -193,7 +197,7 @@ final class MethodRegistry: Sendable {
         let closure = hooked.shadowValue
         hooked.closures.insert(closure)
         if runtime.implementation(of: method) != closure {
-            runtime.setImplementation(of: method, to: closure)
+            runtime.setImplementation(of: method, in: target.cls, to: closure)
         }
         return (record, hooked)
     }
@@ -212,7 +216,7 @@ final class MethodRegistry: Sendable {
         let current = runtime.implementation(of: hooked.method)
         let shadow = hooked.shadowValue
         if current != shadow && hooked.closures.contains(current) {
-            runtime.setImplementation(of: hooked.method, to: shadow)
+            runtime.setImplementation(of: hooked.method, in: hooked.owner, to: shadow)
         }
     }
 

@@ -63,7 +63,24 @@ struct ObjCRuntime: @unchecked Sendable {
         UInt(bitPattern: unsafeBitCast(functions.pointee.method_getImplementation(method), to: Int.self))
     }
 
-    func setImplementation(of method: OpaquePointer, to implementation: UInt) {
+    /// Sets `method`'s implementation, then refreshes the dispatch tables of `owner` (the
+    /// class that defines it) and its subclasses: `method_setImplementation` of the GNU
+    /// runtime updates the defining class's table alone, so subclasses whose tables were
+    /// already built would go on calling the old implementation.
+    func setImplementation(of method: OpaquePointer, in owner: OpaquePointer, to implementation: UInt) {
+        setImplementation(of: method, to: implementation)
+        functions.pointee.update_dispatch_table?(owner)
+    }
+
+    /// Builds the dispatch tables of `cls` and its superclasses if no message has done so
+    /// yet (sending `+initialize` as the first message would). The runtime builds them
+    /// lazily, and a class whose table is built while its methods are being changed can end
+    /// up dispatching an inherited message back to the subclass's method.
+    func prepareDispatch(of cls: OpaquePointer, selector: OpaquePointer) {
+        _ = functions.pointee.class_getMethodImplementation(cls, selector)
+    }
+
+    private func setImplementation(of method: OpaquePointer, to implementation: UInt) {
         _ = functions.pointee.method_setImplementation(
             method, unsafeBitCast(Int(bitPattern: implementation), to: ffh_objc_IMP?.self))
     }

@@ -119,6 +119,10 @@ enum ObjCFixture {
     static func object(_ object: ID) -> ObjCObject {
         ObjCObject(UnsafeRawPointer(object))
     }
+    static let freshValue = function(
+        "ofx_fresh_value", as: (@convention(c) (UnsafePointer<CChar>) -> Int32).self)
+    static let twice = function("ofx_twice", as: (@convention(c) (ID, Int32) -> Int32).self)
+    static let triple = function("ofx_triple", as: (@convention(c) (ID, Int32) -> Int32).self)
     static let unregisteredClass = function("ofx_unregistered_class", as: (@convention(c) () -> UnsafeRawPointer).self)
     static let metaclass = function(
         "ofx_metaclass", as: (@convention(c) (UnsafePointer<CChar>) -> UnsafeRawPointer).self)

@@ -315,6 +315,47 @@ import Testing
             calls.withLock { $0 } == ["counter 12", "counter 23", "derived 4", "counter 45", "counter 67"])
     }
 
+    /// A class method the class inherits, hooked before any message reached the class (its
+    /// dispatch tables not built yet), and an instance method likewise.
+    @Test func inheritedMethodsOfClassesNeverMessaged() throws {
+        let fresh = try F.class("OFXFreshSub")
+        let runs = Atomic<Int>(0)
+        let value = try ObjCHook.after(on: .class("value", of: fresh)) { call in
+            runs.add(1, ordering: .relaxed)
+            call.setReturnValue(call.returnValue(as: Int32.self) + 1)
+        }
+        let twice = try ObjCHook.before(on: .instance("twice:", of: fresh)) { _ in runs.add(1, ordering: .relaxed) }
+        #expect(F.freshValue("OFXFreshSub") == 42)
+        #expect(F.freshValue("OFXFreshBase") == 41)
+        let object = F.new("OFXFreshSub")
+        let base = F.new("OFXFreshBase")
+        #expect(F.twice(object, 4) == 8)
+        #expect(F.twice(base, 4) == 8)
+        value.remove()
+        twice.remove()
+        #expect(F.freshValue("OFXFreshSub") == 41)
+        #expect(F.twice(object, 5) == 10)
+        F.release(object)
+        F.release(base)
+        #expect(runs.load(ordering: .relaxed) == 2)
+    }
+
+    /// A hook on a superclass's own method reaches subclasses whose dispatch tables were
+    /// built before it (the runtime's method_setImplementation updates the defining class's
+    /// table alone), and leaves them when removed.
+    @Test func superclassHooksReachSubclassesAlreadyMessaged() throws {
+        let base = try F.class("OFXStaleBase")
+        let objects = ["OFXStaleBase", "OFXStaleSub", "OFXStaleLeaf"].map { F.new($0) }
+        defer { for object in objects { F.release(object) } }
+        for object in objects { #expect(F.triple(object, 1) == 3) }
+        let token = try ObjCHook.instead(on: .instance("triple:", of: base)) { call in
+            call.setReturnValue(Int32(-1))
+        }
+        for object in objects { #expect(F.triple(object, 2) == -1) }
+        token.remove()
+        for object in objects { #expect(F.triple(object, 2) == 6) }
+    }
+
     // MARK: - Other writers
 
     /// Another swizzler replaces the hooked method's implementation with one that calls ours:

@@ -280,3 +280,9 @@ int objcfwd_send_once(hb_signature signature) {
     [pool drain];
     return correct;
 }
+
+void *objcfwd_receiver(void) { return (void *)objcfwd_target; }
+
+const char *objcfwd_receiver_dispatch_class(void) {
+    return objcfwd_target == nil ? "" : class_getName(object_getClass(objcfwd_target));
+}

@@ -25,6 +25,26 @@ public enum ObjCHooks {
         }
     }
 
+    /// Installs a no-op Invocation before block and a no-op Invocation after block for the
+    /// one instance the messages go to: it moves to a subclass made for per-instance hooks.
+    public static func installInstanceBeforeAfter(on signature: BenchSignature) throws -> [HookToken] {
+        guard let receiver = objcfwd_receiver() else { throw ObjCHookError(code: .invalidClass, message: "no receiver") }
+        let object = ObjCObject(receiver)
+        let selector = String(cString: objcfwd_selector_name(signature.c))
+        let before = try ObjCHook.before(on: object, selector) { _ in }
+        do {
+            return [before, try ObjCHook.after(on: object, selector) { _ in }]
+        } catch {
+            before.remove()
+            throw error
+        }
+    }
+
+    /// Whether the receiver is on a subclass made for per-instance hooks.
+    public static var receiverHasHooksOfItsOwn: Bool {
+        String(cString: objcfwd_receiver_dispatch_class()).hasPrefix("FFIHook_")
+    }
+
     /// Whether the method of `signature` runs something other than its compiled
     /// implementation or the forwarding entry: a hook of this library, once installed.
     public static func isHookedByLibrary(_ signature: BenchSignature) -> Bool {

@@ -25,10 +25,13 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
     /// The same message, the class's method hooked class-wide with this library's no-op
     /// before and after blocks (FFIHookObjC).
     case objcHookBeforeAfter
+    /// The same message, hooked for the receiver alone with the same no-op blocks
+    /// (FFIHookObjC's per-instance hooks: the object moves to a subclass made at run time).
+    case objcInstanceHookBeforeAfter
     /// The same message, the class's method hooked as Aspects does: through message
     /// forwarding to `forwardInvocation:`, which runs no-op before and after blocks around
     /// the original invoked through the `NSInvocation`.
-    case objcForward
+    case objcForwardingHook
     /// frida-gum's `Interceptor.attach` with empty `onEnter` and `onLeave` written in C.
     case fridaAttach
     /// frida-gum's `Interceptor.replace` with a C replacement that calls the original.
@@ -54,7 +57,8 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
         case .typedBeforeAfter: "typed before + after"
         case .objcMessage: "ObjC message send"
         case .objcHookBeforeAfter: "ObjC method: before + after"
-        case .objcForward: "ObjC forwarding: before + after"
+        case .objcInstanceHookBeforeAfter: "ObjC one object: before + after"
+        case .objcForwardingHook: "ObjC forwarding: before + after"
         case .fridaAttach: "frida attach (empty C listeners)"
         case .fridaReplace: "frida replace → original"
         case .fridaReplaceFast: "frida replaceFast → original"
@@ -64,8 +68,10 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
     /// Whether the row measures this library's hooks.
     var isHook: Bool {
         switch self {
-        case .before, .after, .beforeAfter, .instead, .eightBefore, .typedBeforeAfter, .objcHookBeforeAfter: true
-        case .direct, .closureLimit, .libffi, .objcMessage, .objcForward, .fridaAttach, .fridaReplace,
+        case .before, .after, .beforeAfter, .instead, .eightBefore, .typedBeforeAfter, .objcHookBeforeAfter,
+            .objcInstanceHookBeforeAfter:
+            true
+        case .direct, .closureLimit, .libffi, .objcMessage, .objcForwardingHook, .fridaAttach, .fridaReplace,
             .fridaReplaceFast:
             false
         }
@@ -75,7 +81,10 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
     var isPeer: Bool { self == .fridaAttach || self == .fridaReplace || self == .fridaReplaceFast }
 
     /// Whether the row goes through Objective-C.
-    var isObjectiveC: Bool { self == .objcMessage || self == .objcHookBeforeAfter || self == .objcForward }
+    var isObjectiveC: Bool {
+        self == .objcMessage || self == .objcHookBeforeAfter || self == .objcInstanceHookBeforeAfter
+            || self == .objcForwardingHook
+    }
 
     /// Makes calls of `signature` go through this mechanism; returns the hooks to remove.
     func install(on signature: BenchSignature) throws -> [HookToken] {
@@ -84,13 +93,15 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
         switch self {
         case .direct, .objcMessage:
             return []
-        case .objcForward:
+        case .objcForwardingHook:
             guard objcfwd_install(signature.c) == 0 else {
                 throw BenchError("\(title): the method of \(signature.title) is hooked already")
             }
             return []
         case .objcHookBeforeAfter:
             return try ObjCHooks.installBeforeAfter(on: signature)
+        case .objcInstanceHookBeforeAfter:
+            return try ObjCHooks.installInstanceBeforeAfter(on: signature)
         case .fridaAttach, .fridaReplace, .fridaReplaceFast:
             throw BenchError("\(title) is installed by frida, through FridaPeer")
         case .libffi:
@@ -121,7 +132,7 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
     func remove(_ tokens: [HookToken], from signature: BenchSignature) throws {
         for token in tokens { token.remove() }
         if self == .libffi || self == .closureLimit { hb_slot_restore(signature.c) }
-        if self == .objcForward { objcfwd_remove(signature.c) }
+        if self == .objcForwardingHook { objcfwd_remove(signature.c) }
         try Hook.waitForReclamation()
     }
 
@@ -136,7 +147,8 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
     /// Makes `iterations` calls of `signature`; returns the elapsed nanoseconds.
     func time(_ signature: BenchSignature, iterations: Int) -> UInt64 {
         switch self {
-        case .objcMessage, .objcHookBeforeAfter, .objcForward: objcfwd_time_calls(signature.c, Int64(iterations))
+        case .objcMessage, .objcHookBeforeAfter, .objcInstanceHookBeforeAfter, .objcForwardingHook:
+            objcfwd_time_calls(signature.c, Int64(iterations))
         default: hb_time_slot_calls(signature.c, Int64(iterations))
         }
     }
@@ -150,7 +162,9 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
             return objcfwd_method_state(signature.c) == OBJCFWD_ORIGINAL && objcfwd_send_once(signature.c) != 0
         case .objcHookBeforeAfter:
             return ObjCHooks.isHookedByLibrary(signature) && objcfwd_send_once(signature.c) != 0
-        case .objcForward:
+        case .objcInstanceHookBeforeAfter:
+            return ObjCHooks.receiverHasHooksOfItsOwn && objcfwd_send_once(signature.c) != 0
+        case .objcForwardingHook:
             let runs = objcfwd_block_runs()
             return objcfwd_method_state(signature.c) == OBJCFWD_FORWARDING && objcfwd_send_once(signature.c) != 0
                 && objcfwd_block_runs() == runs + 2

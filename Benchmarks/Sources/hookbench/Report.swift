@@ -85,7 +85,7 @@ struct Report: Codable, Sendable {
             if row.mechanism.isObjectiveC, let message = medianOf(row.signature, .objcMessage) {
                 row.timesMessage = median / message
             }
-            if let forwarding = medianOf(row.signature, .objcForward) {
+            if let forwarding = medianOf(row.signature, .objcForwardingHook) {
                 row.forwardingOverThis = forwarding / median
             }
             return row
@@ -104,7 +104,7 @@ struct Report: Codable, Sendable {
                         + "\(Format.nanoseconds(libffi.nanosecondsPerCall.median)) ns)",
                     met: ratio <= 1.2))
         }
-        if let hooked = row(.intInt, .beforeAfter), let forwarding = row(.intInt, .objcForward) {
+        if let hooked = row(.intInt, .beforeAfter), let forwarding = row(.intInt, .objcForwardingHook) {
             let speedup = forwarding.nanosecondsPerCall.median / hooked.nanosecondsPerCall.median
             targets.append(
                 TargetCheck(
@@ -112,7 +112,7 @@ struct Report: Codable, Sendable {
                     measured: "\(Format.ratio(speedup)) faster", met: speedup >= 50))
         }
         for signature in [BenchSignature.intInt, .struct40] {
-            guard let hooked = row(signature, .objcHookBeforeAfter), let forwarding = row(signature, .objcForward)
+            guard let hooked = row(signature, .objcHookBeforeAfter), let forwarding = row(signature, .objcForwardingHook)
             else { continue }
             let speedup = forwarding.nanosecondsPerCall.median / hooked.nanosecondsPerCall.median
             targets.append(
@@ -123,6 +123,20 @@ struct Report: Codable, Sendable {
                         "\(Format.ratio(speedup)) faster (\(Format.nanoseconds(hooked.nanosecondsPerCall.median)) "
                         + "vs \(Format.nanoseconds(forwarding.nanosecondsPerCall.median)) ns)",
                     met: speedup >= 50))
+        }
+        for signature in [BenchSignature.intInt, .struct40] {
+            guard let classWide = row(signature, .objcHookBeforeAfter),
+                let instance = row(signature, .objcInstanceHookBeforeAfter)
+            else { continue }
+            let ratio = instance.nanosecondsPerCall.median / classWide.nanosecondsPerCall.median
+            targets.append(
+                TargetCheck(
+                    goal: "Objective-C method \(signature.methodTitle): per-instance no-op before+after hook "
+                        + "≤ 1.5 × the class-wide one",
+                    measured:
+                        "\(Format.ratio(ratio)) (\(Format.nanoseconds(instance.nanosecondsPerCall.median)) "
+                        + "vs \(Format.nanoseconds(classWide.nanosecondsPerCall.median)) ns)",
+                    met: ratio <= 1.5))
         }
         let hookRows = rows.filter(\.mechanism.isHook)
         let invocationRows = hookRows.filter { $0.mechanism != .typedBeforeAfter }

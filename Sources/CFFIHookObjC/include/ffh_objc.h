@@ -42,6 +42,10 @@ typedef struct ffh_objc_runtime {
     ffh_objc_IMP (*objc_msg_lookup_super)(ffh_objc_super *super, ffh_objc_SEL selector);
     ffh_objc_Class (*objc_allocateClassPair)(ffh_objc_Class superclass, const char *name, size_t extra);
     void (*objc_registerClassPair)(ffh_objc_Class cls);
+    ffh_objc_IMP (*class_getMethodImplementation)(ffh_objc_Class cls, ffh_objc_SEL selector);
+    /// The runtime's own refresh of a class's dispatch table and its subclasses' (not part
+    /// of the public API; NULL where the runtime does not export it).
+    void (*update_dispatch_table)(ffh_objc_Class cls);
 } ffh_objc_runtime;
 
 /// The runtime's functions, or NULL when no Objective-C runtime is loaded in the process

@@ -218,3 +218,45 @@ int ofx_level(id object) { return [object level]; }
 const char *ofx_reported_class(id object) { return class_getName([object class]); }
 /// The name of the class the runtime dispatches the object's messages through.
 const char *ofx_dispatch_class(id object) { return class_getName(object_getClass(object)); }
+
+// MARK: - Classes no message reaches before their tests
+
+// Each pair is hooked by one test before anything sends it a message, so that the runtime
+// has built no dispatch table for it yet.
+@interface OFXFreshBase : NSObject
++ (int)value;
+- (int)twice:(int)x;
+@end
+@implementation OFXFreshBase
++ (int)value { return 41; }
+- (int)twice:(int)x { return 2 * x; }
+@end
+@interface OFXFreshSub : OFXFreshBase
+@end
+@implementation OFXFreshSub
+@end
+int ofx_fresh_value(const char *name) { return [objc_getClass(name) value]; }
+int ofx_twice(id object, int x) { return [object twice:x]; }
+
+// Subclasses messaged before a hook is installed on their superclass's own method.
+@interface OFXStaleBase : NSObject
+- (int)triple:(int)x;
+@end
+@implementation OFXStaleBase
+- (int)triple:(int)x { return 3 * x; }
+@end
+// Each defines a method of its own: its dispatch table then holds its own copy of the part
+// of the table where the runtime keeps triple:, rather than sharing the superclass's.
+@interface OFXStaleSub : OFXStaleBase
+- (int)quadruple:(int)x;
+@end
+@implementation OFXStaleSub
+- (int)quadruple:(int)x { return 4 * x; }
+@end
+@interface OFXStaleLeaf : OFXStaleSub
+- (int)quintuple:(int)x;
+@end
+@implementation OFXStaleLeaf
+- (int)quintuple:(int)x { return 5 * x; }
+@end
+int ofx_triple(id object, int x) { return [object triple:x]; }

@@ -61,6 +61,13 @@ uint64_t objcfwd_time_calls(hb_signature signature, int64_t iterations);
 /// Sends the message of `signature` once and reports whether the result is the original's.
 int objcfwd_send_once(hb_signature signature);
 
+/// The instance the messages go to (an `id`), for hooks of that one object; NULL before
+/// the class is set up.
+void *objcfwd_receiver(void);
+
+/// The name of the class the runtime dispatches the receiver's messages through.
+const char *objcfwd_receiver_dispatch_class(void);
+
 /// How many times the forwarding hook's before and after blocks have run, together.
 uint64_t objcfwd_block_runs(void);
 
