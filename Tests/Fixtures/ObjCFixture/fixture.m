@@ -238,25 +238,28 @@ const char *ofx_dispatch_class(id object) { return class_getName(object_getClass
 int ofx_fresh_value(const char *name) { return [objc_getClass(name) value]; }
 int ofx_twice(id object, int x) { return [object twice:x]; }
 
-// Subclasses messaged before a hook is installed on their superclass's own method.
+// Subclasses messaged before a hook is installed on their superclass's own method. The
+// subclass overrides a method the superclass also has, so that its dispatch table holds its
+// own copy of part of the table rather than sharing the superclass's.
 @interface OFXStaleBase : NSObject
 - (int)triple:(int)x;
+- (int)staleSeven;
+- (int)staleWho;
+- (int)staleCallsWho;
 @end
 @implementation OFXStaleBase
 - (int)triple:(int)x { return 3 * x; }
+- (int)staleSeven { return 7; }
+- (int)staleWho { return 1; }
+- (int)staleCallsWho { return [self staleWho] * 100; }
 @end
-// Each defines a method of its own: its dispatch table then holds its own copy of the part
-// of the table where the runtime keeps triple:, rather than sharing the superclass's.
 @interface OFXStaleSub : OFXStaleBase
-- (int)quadruple:(int)x;
 @end
 @implementation OFXStaleSub
-- (int)quadruple:(int)x { return 4 * x; }
+- (int)staleWho { return [super staleWho] + 10; }
 @end
 @interface OFXStaleLeaf : OFXStaleSub
-- (int)quintuple:(int)x;
 @end
 @implementation OFXStaleLeaf
-- (int)quintuple:(int)x { return 5 * x; }
 @end
 int ofx_triple(id object, int x) { return [object triple:x]; }
