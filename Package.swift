@@ -56,7 +56,8 @@ let package = Package(
         ),
         // Per-thread records and the closure handler, register calls, memory barriers and
         // fault-free reads, the walk over loaded objects' import tables (prefix ffh_).
-        .target(name: "CFFIHookSupport"),
+        // gcc_s: the unwinder and the C personality of the closure entry's landing pad.
+        .target(name: "CFFIHookSupport", linkerSettings: [.linkedLibrary("gcc_s")]),
         // The GNU Objective-C runtime's functions, looked up by name in the process (prefix
         // ffh_objc_): nothing links the runtime.
         .target(name: "CFFIHookObjC", linkerSettings: [.linkedLibrary("dl")]),

@@ -116,13 +116,17 @@ static inline void sysv_store_result(const ffh_sysv_plan *plan, const sysv_frame
 
 /* The frame of a call that entered through ffh_closure_entry: a call frame (its argument
    registers as they arrived, the rest free for a forwarded call), the result buffer the
-   handler writes (32 bytes, 16-aligned; x87 results at its bytes 0 and 16), and the scratch
-   area. The entry's saved rbp and the caller's return address follow; then the caller's
-   stack arguments. */
+   handler writes (32 bytes, 16-aligned; x87 results at its bytes 0 and 16), the scratch
+   area, and what the entry's landing pad needs when an exception unwinds through the call
+   (see ffh_closure_unwound). The entry's saved rbp and the caller's return address follow;
+   then the caller's stack arguments. */
 typedef struct {
     sysv_frame call;
     uint64_t buffer[4];
     uint64_t scratch[FFH_ENTRY_SCRATCH_BYTES / 8];
+    /* 0: the thread's cleanup list as it was before the call's own buffer; 1: the argument
+       of ffh_abandoned shifted left by one, with bit 0 set once both are stored. */
+    uint64_t unwind[2];
 } entry_frame_t;
 
 _Static_assert(__builtin_offsetof(entry_frame_t, scratch) == FFH_ENTRY_SCRATCH_OFFSET, "entry frame layout");

@@ -97,8 +97,14 @@ ffh_sysv_invoke:
       144  rax, rdx, xmm0, xmm1 to return
       208  the result buffer (32 bytes); x87 results at 208 and 224
       240  scratch space (96 bytes)
-      336  the saved rbp, then the return address
-      352  the caller's stack arguments (FFH_ENTRY_STACK_OFFSET) */
+      336  what the landing pad needs (ffh_closure_unwound)
+      352  the saved rbp, then the return address
+      368  the caller's stack arguments (FFH_ENTRY_STACK_OFFSET)
+
+   An exception that unwinds through the call (an Objective-C or C++ exception thrown by the
+   original or a block) lands at .Lentry_unwound, through the cleanup-only personality of C
+   (__gcc_personality_v0), which gives the thread back the state the call took, then goes on
+   unwinding. */
         .text
         .p2align 4
         .globl  ffh_closure_entry
@@ -106,13 +112,16 @@ ffh_sysv_invoke:
         .type   ffh_closure_entry, @function
 ffh_closure_entry:
         .cfi_startproc
+        .cfi_personality 0x9b, DW.ref.__gcc_personality_v0
+        .cfi_lsda 0x1b, .Lentry_lsda
         endbr64
         pushq   %rbp
         .cfi_def_cfa_offset 16
         .cfi_offset %rbp, -16
         movq    %rsp, %rbp
         .cfi_def_cfa_register %rbp
-        subq    $336, %rsp
+        subq    $352, %rsp
+        movq    $0, 344(%rsp)
         movq    %rdi, 0(%rsp)
         movq    %rsi, 8(%rsp)
         movq    %rdx, 16(%rsp)
@@ -129,7 +138,9 @@ ffh_closure_entry:
         movq    %xmm7, 104(%rsp)
         movq    %r10, %rdi
         movq    %rsp, %rsi
+.Lentry_call_begin:
         call    ffh_closure_dispatch@PLT
+.Lentry_call_end:
         testl   %eax, %eax
         jz      2f
         cmpl    $1, %eax
@@ -142,12 +153,47 @@ ffh_closure_entry:
         movq    152(%rsp), %rdx
         movq    160(%rsp), %xmm0
         movq    168(%rsp), %xmm1
+        .cfi_remember_state
         leave
         .cfi_def_cfa %rsp, 8
         .cfi_restore %rbp
         ret
+        /* The landing pad: rsp and rbp are the entry's again, rax holds the exception. */
+        .cfi_restore_state
+.Lentry_unwound:
+        movq    %rax, 144(%rsp)
+        movq    %rsp, %rdi
+        call    ffh_closure_unwound@PLT
+        movq    144(%rsp), %rdi
+        call    _Unwind_Resume@PLT
+        ud2
         .cfi_endproc
         .size   ffh_closure_entry, .-ffh_closure_entry
+
+        /* The call-site table: the call of ffh_closure_dispatch has a cleanup. */
+        .section .gcc_except_table,"a",@progbits
+        .p2align 2
+.Lentry_lsda:
+        .byte   0xff            /* landing pads are relative to the function's start */
+        .byte   0xff            /* no type table */
+        .byte   0x01            /* call-site entries in uleb128 */
+        .uleb128 .Lentry_sites_end - .Lentry_sites
+.Lentry_sites:
+        .uleb128 .Lentry_call_begin - ffh_closure_entry
+        .uleb128 .Lentry_call_end - .Lentry_call_begin
+        .uleb128 .Lentry_unwound - ffh_closure_entry
+        .uleb128 0              /* no action: a cleanup */
+.Lentry_sites_end:
+
+        .hidden DW.ref.__gcc_personality_v0
+        .weak   DW.ref.__gcc_personality_v0
+        .section .data.rel.local.DW.ref.__gcc_personality_v0,"awG",@progbits,DW.ref.__gcc_personality_v0,comdat
+        .p2align 3
+        .type   DW.ref.__gcc_personality_v0, @object
+        .size   DW.ref.__gcc_personality_v0, 8
+DW.ref.__gcc_personality_v0:
+        .quad   __gcc_personality_v0
+        .text
 
 #endif
 

@@ -191,7 +191,8 @@ extern void _pthread_cleanup_pop(struct _pthread_cleanup_buffer *, int);
 
 /* The handler's work, shared by libffi's entry (ffh_handler) and the library's own
    (ffh_closure_dispatch), inlined into each. */
-static inline __attribute__((always_inline)) void ffh_run(void *returnValue, void **arguments, void *userData) {
+static inline __attribute__((always_inline)) void ffh_run(void *returnValue, void **arguments, void *userData,
+                                                          uint64_t *unwind) {
     ffh_dispatch dispatch = __atomic_load_n(&ffh_dispatch_function, __ATOMIC_ACQUIRE);
     ffh_thread *thread = ffh_thread_current();
     if (!thread) {
@@ -200,10 +201,13 @@ static inline __attribute__((always_inline)) void ffh_run(void *returnValue, voi
     }
     uintptr_t generation = thread->generation;
     int outermost = !(generation & 1);
+    uintptr_t abandonedArgument = thread->mark_count << 1 | (uintptr_t)outermost;
 #if FFH_CLEANUP
     struct _pthread_cleanup_buffer buffer;
-    _pthread_cleanup_push(&buffer, ffh_abandoned, (void *)(thread->mark_count << 1 | (uintptr_t)outermost));
+    _pthread_cleanup_push(&buffer, ffh_abandoned, (void *)abandonedArgument);
+    if (unwind) unwind[0] = (uint64_t)(uintptr_t)buffer.__prev;
 #endif
+    if (unwind) unwind[1] = (uint64_t)abandonedArgument << 1 | 1;
     if (outermost) {
         /* A signal handler that runs between the load above and this store makes and ends
            its own outermost call; storing from the stale value then only repeats an odd
@@ -227,7 +231,7 @@ static inline __attribute__((always_inline)) void ffh_run(void *returnValue, voi
 
 void ffh_handler(void *cif, void *returnValue, void **arguments, void *userData) {
     (void)cif;
-    ffh_run(returnValue, arguments, userData);
+    ffh_run(returnValue, arguments, userData, NULL);
 }
 
 // MARK: - The System V closure entry
@@ -260,11 +264,11 @@ static inline __attribute__((always_inline)) unsigned ffh_enter(ffh_slot *record
     if (plan->returnsInMemory) {
         /* The caller's buffer, which rax returns. */
         uint64_t hidden = frame->call.words[0];
-        ffh_run((void *)(uintptr_t)hidden, arguments, record);
+        ffh_run((void *)(uintptr_t)hidden, arguments, record, frame->unwind);
         frame->call.rax = hidden;
         return 0;
     }
-    ffh_run(frame->buffer, arguments, record);
+    ffh_run(frame->buffer, arguments, record, frame->unwind);
     for (uint32_t index = 0; index < plan->resultCount; index++) {
         const ffh_sysv_result_piece piece = plan->result[index];
         /* Whole words: the buffer holds 32 bytes, a register result at most 16. */
@@ -292,6 +296,22 @@ __attribute__((visibility("hidden"))) unsigned ffh_closure_dispatch(ffh_slot *re
     return ffh_enter(record, plan, frame, list);
 }
 
+/* Called by ffh_closure_entry's landing pad when an exception (Objective-C, C++) unwinds
+   through a call that entered there: the frames of the call are gone without returning, so
+   the thread's cleanup list loses the buffer the call pushed (which a later longjmp or thread
+   exit would otherwise run from dead stack) and the call's marks end, as for a longjmp. */
+__attribute__((visibility("hidden"))) void ffh_closure_unwound(entry_frame_t *frame) {
+    uint64_t armed = frame->unwind[1];
+    if (!(armed & 1)) return;
+    frame->unwind[1] = 0;
+#if FFH_CLEANUP
+    struct _pthread_cleanup_buffer restore;
+    restore.__prev = (struct _pthread_cleanup_buffer *)(uintptr_t)frame->unwind[0];
+    _pthread_cleanup_pop(&restore, 0);
+#endif
+    ffh_abandoned((void *)(uintptr_t)(armed >> 1));
+}
+
 void ffh_install_entry(void *trampoline, const void *record) {
     unsigned char code[FFH_ENTRY_TRAMPOLINE_SIZE];
     uint64_t recordAddress = (uint64_t)(uintptr_t)record;
@@ -312,6 +332,22 @@ void ffh_install_entry(void *trampoline, const void *record) {
 }
 
 #else
+
+/* Called by ffh_closure_entry's landing pad when an exception (Objective-C, C++) unwinds
+   through a call that entered there: the frames of the call are gone without returning, so
+   the thread's cleanup list loses the buffer the call pushed (which a later longjmp or thread
+   exit would otherwise run from dead stack) and the call's marks end, as for a longjmp. */
+__attribute__((visibility("hidden"))) void ffh_closure_unwound(entry_frame_t *frame) {
+    uint64_t armed = frame->unwind[1];
+    if (!(armed & 1)) return;
+    frame->unwind[1] = 0;
+#if FFH_CLEANUP
+    struct _pthread_cleanup_buffer restore;
+    restore.__prev = (struct _pthread_cleanup_buffer *)(uintptr_t)frame->unwind[0];
+    _pthread_cleanup_pop(&restore, 0);
+#endif
+    ffh_abandoned((void *)(uintptr_t)(armed >> 1));
+}
 
 void ffh_install_entry(void *trampoline, const void *record) {
     (void)trampoline;

@@ -125,6 +125,9 @@ final class MethodRegistry: Sendable {
                 .invalidSignature, "a method's encoding lists at least self and _cmd; this one has fewer",
                 encoding: encoding)
         }
+        if let problem = frameProblem(signature, encoding: encoding) {
+            throw target.failure(.invalidSignature, problem, encoding: encoding)
+        }
         try check(signature, encoding)
         do {
             let interface = try CallInterface.shared(for: signature)
@@ -135,6 +138,28 @@ final class MethodRegistry: Sendable {
                 hookError: HookError(
                     code: .invalidSignature, message: "\(error)", signature: signature, callInterfaceError: error))
         }
+    }
+
+    /// What is wrong when the compiler's frame offsets in `encoding` give an argument fewer
+    /// bytes than its type takes as the encoding spells it: a packed struct (`{?=cd}` of 9
+    /// bytes reads as 16), which the encoding cannot tell from an unpacked one and which
+    /// would be passed wrongly. Nil when the offsets agree, or are missing or out of order.
+    static func frameProblem(_ signature: Signature, encoding: String) -> String? {
+        guard let offsets = Signature.frameOffsets(of: encoding),
+            offsets.count == signature.argumentTypes.count + 1
+        else { return nil }
+        let frameSize = offsets[0]
+        let starts = Array(offsets.dropFirst())
+        for (index, type) in signature.argumentTypes.enumerated() {
+            let end = index + 1 < starts.count ? starts[index + 1] : frameSize
+            let room = end - starts[index]
+            guard room >= 0 else { return nil }
+            if type.size > room {
+                return "the compiler's frame offsets give argument \(index) \(room) bytes, but its type, "
+                    + "\"\(type)\", takes \(type.size): a packed struct, which its encoding does not describe"
+            }
+        }
+        return nil
     }
 
     /// Installs `block` at `position` on the method `selector` of `target.cls` (a metaclass

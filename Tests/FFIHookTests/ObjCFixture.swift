@@ -123,6 +123,7 @@ enum ObjCFixture {
         "ofx_fresh_value", as: (@convention(c) (UnsafePointer<CChar>) -> Int32).self)
     static let twice = function("ofx_twice", as: (@convention(c) (ID, Int32) -> Int32).self)
     static let triple = function("ofx_triple", as: (@convention(c) (ID, Int32) -> Int32).self)
+    static let tryThrow = function("ofx_try_throw", as: (@convention(c) (ID, Int32) -> Int32).self)
     static let unregisteredClass = function("ofx_unregistered_class", as: (@convention(c) () -> UnsafeRawPointer).self)
     static let metaclass = function(
         "ofx_metaclass", as: (@convention(c) (UnsafePointer<CChar>) -> UnsafeRawPointer).self)

@@ -434,6 +434,16 @@ import Testing
             )
         }
         #expect(try ObjCMethod.instance("add:to:", of: counter).typeEncoding == "i24@0:8i16i20")
+        // A packed struct reads as an unpacked one; the frame offsets give it away.
+        let odd = try F.class("OFXOdd")
+        #expect(try ObjCMethod.instance("packedSum:", of: odd).typeEncoding == "i25@0:8{?=cd}16")
+        do {
+            _ = try ObjCHook.before(on: .instance("packedSum:", of: odd)) { _ in }
+            Issue.record("a packed struct argument was accepted")
+        } catch {
+            #expect(error.code == .invalidSignature)
+            #expect(error.message.contains("packed"))
+        }
         #expect(ObjCMethod.class("classAdd:to:", of: counter).description == "+[OFXCounter classAdd:to:]")
     }
 
@@ -460,6 +470,44 @@ import Testing
                 exit(9)
             }
             guard somewhere.name == nil else { exit(7) }
+            exit(0)
+        }
+    }
+
+    // MARK: - Exceptions
+
+    /// An Objective-C exception thrown through a hooked method reaches the sender's @catch,
+    /// and the thread is left as if the hooked call had returned: it can wait for
+    /// reclamation, later calls run their hooks, and a thread that then exits (which runs the
+    /// thread's cleanup list) does not trip over what the unwound call left behind.
+    @Test func exceptionsThroughHookedMethods() async {
+        await #expect(processExitsWith: .success) {
+            alarm(30)
+            guard let thrower = try? ObjCFixture.class("OFXThrower") else { exit(2) }
+            let runs = Atomic<Int>(0)
+            let method = ObjCMethod.instance("maybeThrow:", of: thrower)
+            guard
+                let before = try? ObjCHook.before(on: method, { _ in runs.add(1, ordering: .relaxed) }),
+                let instead = try? ObjCHook.instead(on: method, { call in call.callOriginal() }),
+                let after = try? ObjCHook.after(on: method, { _ in runs.add(100, ordering: .relaxed) })
+            else { exit(3) }
+            let object = ObjCFixture.new("OFXThrower")
+            guard ObjCFixture.tryThrow(object, 1) == -2, runs.load(ordering: .relaxed) == 1 else { exit(4) }
+            guard (try? Hook.waitForReclamation()) != nil else { exit(5) }
+            guard ObjCFixture.tryThrow(object, 0) == 1, runs.load(ordering: .relaxed) == 102 else { exit(6) }
+            // On a thread of its own, which then exits through pthread_exit.
+            var thread = pthread_t()
+            let started = pthread_create(
+                &thread, nil,
+                { object in
+                    let object = OpaquePointer(object!)
+                    for _ in 0..<3 where ObjCFixture.tryThrow(object, 7) != -2 { exit(7) }
+                    pthread_exit(nil)
+                }, UnsafeMutableRawPointer(object))
+            guard started == 0, pthread_join(thread, nil) == 0 else { exit(8) }
+            for token in [before, instead, after] { token.remove() }
+            guard (try? Hook.waitForReclamation()) != nil else { exit(9) }
+            guard ObjCFixture.tryThrow(object, 1) == -2 else { exit(10) }
             exit(0)
         }
     }

@@ -135,7 +135,7 @@ typedef struct {
 /// the entry's frame.
 #define FFH_ENTRY_SCRATCH_OFFSET 240
 #define FFH_ENTRY_SCRATCH_BYTES 96
-#define FFH_ENTRY_STACK_OFFSET 352
+#define FFH_ENTRY_STACK_OFFSET 368
 
 /// A call of any System V x86-64 shape, worked out once per signature: the moves that fill
 /// the argument registers and the stack, and where the result comes back; for a closure

@@ -41,6 +41,9 @@ struct EncodingParser {
     var depth = 0
     /// The closing bracket of each aggregate or array being read, innermost last.
     var closers: [UInt8] = []
+    /// The frame offset after each top-level type of a signature read so far (nil where a
+    /// type has none).
+    var frameOffsets: [Int?] = []
 
     init(_ text: String) {
         self.text = text
@@ -63,11 +66,11 @@ struct EncodingParser {
     mutating func parseSignature() throws(EncodingError) -> (CType, [CType]) {
         guard !bytes.isEmpty else { throw failure(.emptyInput, at: 0) }
         let returnType = try parseType(.returnValue)
-        skipFrameOffset()
+        frameOffsets.append(skipFrameOffset())
         var arguments: [CType] = []
         while index < bytes.count {
             arguments.append(try parseType(.argument))
-            skipFrameOffset()
+            frameOffsets.append(skipFrameOffset())
         }
         return (returnType, arguments)
     }
@@ -362,15 +365,25 @@ struct EncodingParser {
         return name
     }
 
-    /// Skips a method encoding's frame offset (`-`? digits) after a top-level type.
-    private mutating func skipFrameOffset() {
+    /// Skips a method encoding's frame offset (`-`? digits) after a top-level type; returns
+    /// its value when it has one that fits in an `Int`.
+    private mutating func skipFrameOffset() -> Int? {
         var probe = index
-        if probe < bytes.count, bytes[probe] == UInt8(ascii: "-") { probe += 1 }
+        let negative = probe < bytes.count && bytes[probe] == UInt8(ascii: "-")
+        if negative { probe += 1 }
         let digitsStart = probe
+        var value: Int? = 0
         while probe < bytes.count, bytes[probe] >= UInt8(ascii: "0"), bytes[probe] <= UInt8(ascii: "9") {
+            if let current = value {
+                let (times, overflow) = current.multipliedReportingOverflow(by: 10)
+                let (sum, overflowAdding) = times.addingReportingOverflow(Int(bytes[probe] - UInt8(ascii: "0")))
+                value = overflow || overflowAdding ? nil : sum
+            }
             probe += 1
         }
-        if probe > digitsStart { index = probe }
+        guard probe > digitsStart else { return nil }
+        index = probe
+        return value.map { negative ? -$0 : $0 }
     }
 
     private func failure(_ problem: EncodingError.Problem, at offset: Int) -> EncodingError {

@@ -36,6 +36,16 @@ public struct Signature: Sendable, Hashable, CustomStringConvertible {
         fixedArgumentCount = nil
     }
 
+    /// The frame offsets of a method encoding (`i24@0:8i16i20`): the number after the return
+    /// type (the frame's size), then the one after each argument; nil when the encoding does
+    /// not parse or a type has no offset.
+    package static func frameOffsets(of encoding: String) -> [Int]? {
+        var parser = EncodingParser(encoding)
+        guard (try? parser.parseSignature()) != nil else { return nil }
+        let offsets = parser.frameOffsets.compactMap { $0 }
+        return offsets.count == parser.frameOffsets.count ? offsets : nil
+    }
+
     /// Reads one call shape of a variadic function from a type encoding: the fixed arguments,
     /// then the concrete variadic ones of this shape.
     ///

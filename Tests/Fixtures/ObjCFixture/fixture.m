@@ -263,3 +263,38 @@ int ofx_twice(id object, int x) { return [object twice:x]; }
 @implementation OFXStaleLeaf
 @end
 int ofx_triple(id object, int x) { return [object triple:x]; }
+
+// MARK: - Types an encoding cannot describe
+
+typedef struct __attribute__((packed)) {
+    char c;
+    double d;
+} OFXPacked;
+
+@interface OFXOdd : NSObject
+- (int)packedSum:(OFXPacked)packed;
+@end
+@implementation OFXOdd
+- (int)packedSum:(OFXPacked)packed { return packed.c + (int)packed.d; }
+@end
+
+// MARK: - Exceptions
+
+@interface OFXThrower : NSObject
+- (int)maybeThrow:(int)x;
+@end
+@implementation OFXThrower
+- (int)maybeThrow:(int)x {
+    if (x != 0) [NSException raise:@"OFXBoom" format:@"thrown for %d", x];
+    return 1;
+}
+@end
+
+/// Sends maybeThrow: inside @try: the result, or -2 when an exception was caught.
+int ofx_try_throw(id object, int x) {
+    @try {
+        return [object maybeThrow:x];
+    } @catch (NSException *exception) {
+        return -2;
+    }
+}
