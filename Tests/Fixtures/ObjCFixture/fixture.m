@@ -201,18 +201,28 @@ const char *ofx_selector_name(SEL selector) { return sel_getName(selector); }
 }
 @end
 
+// Each call that makes autoreleased objects (keys, change dictionaries, exceptions) drains
+// a pool of its own, as a run loop would.
 void ofx_observe(id object, id observer, const char *key) {
+    NSAutoreleasePool *pool = [NSAutoreleasePool new];
     [object addObserver:observer
              forKeyPath:[NSString stringWithUTF8String:key]
                 options:NSKeyValueObservingOptionNew
                 context:NULL];
+    [pool drain];
 }
 void ofx_unobserve(id object, id observer, const char *key) {
+    NSAutoreleasePool *pool = [NSAutoreleasePool new];
     [object removeObserver:observer forKeyPath:[NSString stringWithUTF8String:key]];
+    [pool drain];
 }
 int ofx_notifications(OFXObserver *observer) { return observer->notifications; }
 int ofx_last_value(OFXObserver *observer) { return observer->lastValue; }
-void ofx_set_level(id object, int value) { [object setLevel:value]; }
+void ofx_set_level(id object, int value) {
+    NSAutoreleasePool *pool = [NSAutoreleasePool new];
+    [object setLevel:value];
+    [pool drain];
+}
 int ofx_level(id object) { return [object level]; }
 /// The name of the class the object reports.
 const char *ofx_reported_class(id object) { return class_getName([object class]); }
@@ -292,9 +302,13 @@ typedef struct __attribute__((packed)) {
 
 /// Sends maybeThrow: inside @try: the result, or -2 when an exception was caught.
 int ofx_try_throw(id object, int x) {
+    NSAutoreleasePool *pool = [NSAutoreleasePool new];
+    int result;
     @try {
-        return [object maybeThrow:x];
+        result = [object maybeThrow:x];
     } @catch (NSException *exception) {
-        return -2;
+        result = -2;
     }
+    [pool drain];
+    return result;
 }
