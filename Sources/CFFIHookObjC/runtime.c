@@ -2,8 +2,11 @@
 #include "ffh_objc.h"
 
 #include <dlfcn.h>
+#include <ffi.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 // The runtime's shared object, as Debian's libobjc4 names it: where it was opened without
 // RTLD_GLOBAL (a plug-in that links it, opened with RTLD_LOCAL), the global scope does not
@@ -153,3 +156,66 @@ void ffh_objc_instance_dealloc_method(ffh_objc_id self, ffh_objc_SEL selector) {
         (void (*)(ffh_objc_id, ffh_objc_SEL))runtime->objc_msg_lookup_super(&target, selector);
     dealloc(self, selector);
 }
+
+// MARK: - Methods that send each message on to the superclass
+
+typedef struct ffh_objc_forwarder {
+    ffh_objc_Class super_class;
+    int returns_in_memory;
+} ffh_objc_forwarder;
+
+/* Called by ffh_objc_forward_entry with the forwarder and the first three argument registers:
+   the superclass's implementation for the receiver and selector they hold. */
+__attribute__((visibility("hidden"))) ffh_objc_IMP ffh_objc_forwarder_target(const ffh_objc_forwarder *forwarder,
+                                                                            void *first, void *second, void *third) {
+    const ffh_objc_runtime *runtime = atomic_load_explicit(&ffh_objc_found, memory_order_acquire);
+    ffh_objc_super target;
+    target.receiver = (ffh_objc_id)(forwarder->returns_in_memory ? second : first);
+    target.super_class = forwarder->super_class;
+    ffh_objc_SEL selector = (ffh_objc_SEL)(forwarder->returns_in_memory ? third : second);
+    return runtime->objc_msg_lookup_super(&target, selector);
+}
+
+#if defined(__x86_64__) && defined(__ELF__)
+void ffh_objc_forward_entry(void);
+
+void *ffh_objc_forwarder_make(ffh_objc_Class super_class, int returns_in_memory) {
+    enum { TRAMPOLINE_SIZE = 27 };
+    // A libffi built with static trampolines hands out code that is not ours to write.
+    if (sizeof(ffi_closure) < TRAMPOLINE_SIZE || dlsym(RTLD_DEFAULT, "ffi_tramp_is_present") != NULL) return NULL;
+    if (atomic_load_explicit(&ffh_objc_found, memory_order_acquire) == NULL) return NULL;
+    ffh_objc_forwarder *forwarder = malloc(sizeof *forwarder);
+    if (forwarder == NULL) return NULL;
+    forwarder->super_class = super_class;
+    forwarder->returns_in_memory = returns_in_memory;
+    void *code = NULL;
+    void *writable = ffi_closure_alloc(sizeof(ffi_closure), &code);
+    if (writable == NULL || code == NULL) {
+        free(forwarder);
+        return NULL;
+    }
+    unsigned char bytes[TRAMPOLINE_SIZE];
+    uint64_t data = (uint64_t)(uintptr_t)forwarder;
+    uint64_t entry = (uint64_t)(uintptr_t)&ffh_objc_forward_entry;
+    static const unsigned char endbr64[] = {0xf3, 0x0f, 0x1e, 0xfa};
+    memcpy(bytes, endbr64, 4);
+    bytes[4] = 0x49; /* movabs $forwarder, %r10 */
+    bytes[5] = 0xba;
+    memcpy(bytes + 6, &data, 8);
+    bytes[14] = 0x49; /* movabs $entry, %r11 */
+    bytes[15] = 0xbb;
+    memcpy(bytes + 16, &entry, 8);
+    bytes[24] = 0x41; /* jmp *%r11 */
+    bytes[25] = 0xff;
+    bytes[26] = 0xe3;
+    memcpy(writable, bytes, sizeof bytes);
+    __builtin___clear_cache((char *)code, (char *)code + sizeof bytes);
+    return code;
+}
+#else
+void *ffh_objc_forwarder_make(ffh_objc_Class super_class, int returns_in_memory) {
+    (void)super_class;
+    (void)returns_in_memory;
+    return NULL;
+}
+#endif

@@ -1,3 +1,4 @@
+internal import CFFIHookObjC
 import FFIHook
 import FFIHookCore
 import Synchronization
@@ -48,13 +49,27 @@ final class MethodRegistry: Sendable {
         /// refer to their memory for the life of the process.
         var replaced: [Method] = []
         /// The forwarders added to classes for inherited methods, by class and selector.
-        var forwarders: [ForwarderKey: SuperForwarder] = [:]
+        var forwarders: [ForwarderKey: Forwarder] = [:]
         /// The classes made for per-instance hooks, by the class they subclass.
         var instanceClasses: [OpaquePointer: OpaquePointer] = [:]
         /// The objects with per-instance hooks, by address.
         var objects: [UInt: ObjectHooks] = [:]
         /// Whether the hooks that keep per-instance hooks across key-value observing are in.
         var followsObservation = false
+    }
+
+    /// A method added to a class to send messages on to its superclass: the assembly
+    /// forwarder's trampoline, or a libffi closure.
+    enum Forwarder {
+        case direct(UnsafeRawPointer)
+        case closure(SuperForwarder)
+
+        var code: UnsafeRawPointer? {
+            switch self {
+            case .direct(let code): code
+            case .closure(let forwarder): forwarder.code
+            }
+        }
     }
 
     struct ForwarderKey: Hashable {
@@ -256,11 +271,21 @@ final class MethodRegistry: Sendable {
         }
         let key = ForwarderKey(cls: target.cls, selector: selector)
         if state.forwarders[key] == nil {
-            guard
-                let forwarder = SuperForwarder.make(
-                    interface: interface, runtime: runtime, superclass: superclass, selector: selector),
-                let code = forwarder.code
-            else {
+            // The assembly forwarder where there is one (x86-64): it jumps to the superclass's
+            // implementation with the registers as they came. Elsewhere a libffi closure.
+            #if arch(x86_64)
+                let inMemory = SysVArgumentPlan.returnsInMemory(interface.signature.returnType)
+                let direct = ffh_objc_forwarder_make(superclass, inMemory ? 1 : 0).map { UnsafeRawPointer($0) }
+            #else
+                let direct: UnsafeRawPointer? = nil
+            #endif
+            let forwarder =
+                direct.map { Forwarder.direct($0) }
+                ?? SuperForwarder.make(
+                    interface: interface, runtime: runtime, superclass: superclass, selector: selector
+                )
+                .map { Forwarder.closure($0) }
+            guard let forwarder, let code = forwarder.code else {
                 throw target.failure(
                     .hookFailed, "libffi could not make the closure that overrides the inherited method",
                     encoding: encoding,

@@ -89,10 +89,14 @@ struct ObjCRuntime: @unchecked Sendable {
         _ = functions.pointee.object_setClass(object, cls)
     }
 
-    /// What `[object class]` returns: the message sent as compiled code sends it.
+    /// What `[object class]` returns: the message sent as compiled code sends it. An object
+    /// whose class has no `-class` (a root class other than NSObject) reports its class as
+    /// the runtime has it, before any subclass made for per-instance hooks.
     func reportedClass(of object: OpaquePointer) -> OpaquePointer? {
-        guard let selector = selector("class"), let implementation = functions.pointee.objc_msg_lookup(object, selector)
-        else { return nil }
+        guard let selector = selector("class"), let cls = classOf(object) else { return nil }
+        guard instanceMethod(of: cls, selector: selector) != nil,
+            let implementation = functions.pointee.objc_msg_lookup(object, selector)
+        else { return ffh_objc_instance_class_method(object, selector) }
         typealias ClassMethod = @convention(c) (OpaquePointer?, OpaquePointer?) -> OpaquePointer?
         return unsafeBitCast(implementation, to: ClassMethod.self)(object, selector)
     }

@@ -10,10 +10,13 @@ let package = Package(
         .package(url: "SWIFT_FFI_HOOK_URL", from: "1.0.0")
     ],
     targets: [
-        .target(name: "CConsumerTable"),
+        .target(name: "CConsumerTable", linkerSettings: [.linkedLibrary("dl")]),
         .executableTarget(
             name: "Consumer",
-            dependencies: ["CConsumerTable", .product(name: "FFIHook", package: "swift-ffi-hook")]
+            dependencies: [
+                "CConsumerTable", .product(name: "FFIHook", package: "swift-ffi-hook"),
+                .product(name: "FFIHookObjC", package: "swift-ffi-hook"),
+            ]
         ),
     ]
 )

@@ -151,9 +151,15 @@ import Testing
 
     /// Arguments and results of every width and class, read by before and after blocks and
     /// passed through to the original, must be what a compiled message send passes.
-    @Test func valuesOfEveryKindPassByteExact() throws {
-        let counter = try F.class("OFXCounter")
-        let object = F.new("OFXCounter")
+    ///
+    /// Three ways: hooks on the class's own methods; on a subclass that inherits them (its
+    /// added methods send each message on to the superclass's, struct results through a
+    /// hidden pointer and x87 results included); and on one object of that subclass.
+    @Test(arguments: ["own", "inherited", "object"])
+    func valuesOfEveryKindPassByteExact(_ hooked: String) throws {
+        let className = hooked == "own" ? "OFXCounter" : "OFXLeaf"
+        let cls = try F.class(className)
+        let object = F.new(className)
         let other = F.new("OFXPlain")
         defer {
             F.release(object)
@@ -165,14 +171,22 @@ import Testing
             sourceLocation: SourceLocation = #_sourceLocation, send: () -> Result
         ) throws {
             let seen = Mutex<(Argument?, Result?)>((nil, nil))
-            let before = try ObjCHook.before(on: .instance(selector, of: counter)) { call in
+            let reading: @Sendable (borrowing Invocation) -> Void = { call in
                 let value = call.argument(index, as: Argument.self)
                 seen.withLock { $0.0 = value }
             }
-            let after = try ObjCHook.after(on: .instance(selector, of: counter)) { call in
+            let resulting: @Sendable (borrowing Invocation) -> Void = { call in
                 let value = call.returnValue(as: Result.self)
                 seen.withLock { $0.1 = value }
             }
+            let before =
+                hooked == "object"
+                ? try ObjCHook.before(on: F.object(object), selector, reading)
+                : try ObjCHook.before(on: .instance(selector, of: cls), reading)
+            let after =
+                hooked == "object"
+                ? try ObjCHook.after(on: F.object(object), selector, resulting)
+                : try ObjCHook.after(on: .instance(selector, of: cls), resulting)
             let result = send()
             before.remove()
             after.remove()

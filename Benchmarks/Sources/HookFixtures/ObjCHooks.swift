@@ -28,7 +28,9 @@ public enum ObjCHooks {
     /// Installs a no-op Invocation before block and a no-op Invocation after block for the
     /// one instance the messages go to: it moves to a subclass made for per-instance hooks.
     public static func installInstanceBeforeAfter(on signature: BenchSignature) throws -> [HookToken] {
-        guard let receiver = objcfwd_receiver() else { throw ObjCHookError(code: .invalidClass, message: "no receiver") }
+        guard let receiver = objcfwd_receiver() else {
+            throw ObjCHookError(code: .invalidClass, message: "no receiver")
+        }
         let object = ObjCObject(receiver)
         let selector = String(cString: objcfwd_selector_name(signature.c))
         let before = try ObjCHook.before(on: object, selector) { _ in }

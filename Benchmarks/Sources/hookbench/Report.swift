@@ -112,7 +112,8 @@ struct Report: Codable, Sendable {
                     measured: "\(Format.ratio(speedup)) faster", met: speedup >= 50))
         }
         for signature in [BenchSignature.intInt, .struct40] {
-            guard let hooked = row(signature, .objcHookBeforeAfter), let forwarding = row(signature, .objcForwardingHook)
+            guard let hooked = row(signature, .objcHookBeforeAfter),
+                let forwarding = row(signature, .objcForwardingHook)
             else { continue }
             let speedup = forwarding.nanosecondsPerCall.median / hooked.nanosecondsPerCall.median
             targets.append(

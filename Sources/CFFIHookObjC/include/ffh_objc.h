@@ -57,6 +57,17 @@ const ffh_objc_runtime *ffh_objc_runtime_functions(void);
 /// Whether `method` is one of the methods `cls` itself defines (not one it inherits).
 int ffh_objc_class_defines(const ffh_objc_runtime *runtime, ffh_objc_Class cls, ffh_objc_Method method);
 
+// MARK: - Methods that send each message on to the superclass
+
+/// The implementation of a method that sends each message on to `super_class`'s
+/// implementation of the same selector as it is at that moment (as `[super ...]` does), for
+/// any signature: a trampoline into an assembly routine that finds the implementation and
+/// jumps there with the registers and stack as they arrived. `returns_in_memory` says the
+/// method returns a struct through a hidden pointer (the receiver and selector then arrive
+/// one register later). NULL where it cannot be made (not x86-64, or libffi hands out no
+/// writable closure memory); the module then uses a libffi closure instead. Never freed.
+void *ffh_objc_forwarder_make(ffh_objc_Class super_class, int returns_in_memory);
+
 // MARK: - Classes made for per-instance hooks
 
 /// Records `cls` as a class made for per-instance hooks whose instances report `reported`

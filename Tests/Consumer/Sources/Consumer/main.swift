@@ -1,5 +1,6 @@
 import CConsumerTable
 import FFIHook
+import FFIHookObjC
 import Foundation
 import Synchronization
 
@@ -109,5 +110,43 @@ check(consumer_pid() == 42, "the replacement in the import table")
 check(replaced.original(as: (@convention(c) () -> Int32).self)?() == pid, "the replaced getpid")
 replaced.remove()
 check(consumer_pid() == getpid(), "getpid after the replacement")
+
+// Objective-C methods: every entry point says so while no runtime is loaded.
+check(!ObjCHook.isRuntimeLoaded, "no Objective-C runtime before the plug-in is opened")
+do {
+    _ = try ObjCClass(named: "Counter")
+    check(false, "a class found without a runtime")
+} catch {
+    check(error.code == .runtimeNotLoaded, "runtimeNotLoaded without a runtime")
+}
+
+// Then a runtime opened as a plug-in would open it, and a class made in it.
+guard let object = consumer_objc_make_counter() else {
+    print("consumer: gcc's Objective-C runtime (libobjc4) is not installed")
+    exit(1)
+}
+let counter = try ObjCClass(named: "Counter")
+let seenAdds = Mutex<[String]>([])
+let addLogger = try ObjCHook.before(on: .instance("add:to:", of: counter)) { call in
+    seenAdds.withLock { $0.append("add \(call.argument(2, as: Int32.self)) to \(call.argument(3, as: Int32.self))") }
+}
+let addDoubler = try ObjCHook.after(
+    on: .instance("add:to:", of: counter), arguments: Int32.self, Int32.self, returning: Int32.self
+) { receiver, sum, a, b in
+    sum * 2
+}
+let mine = try ObjCHook.instead(on: ObjCObject(object), "add:to:") { call in
+    call.callOriginal()
+    call.setReturnValue(call.returnValue(as: Int32.self) + 1)
+}
+check(consumer_objc_add(object, 2, 3) == 11, "the method through class-wide and per-instance hooks")
+check(seenAdds.withLock { $0 } == ["add 2 to 3"], "the logger saw the message")
+check(ObjCObject(object).dispatchClass?.name != "Counter", "the object on a subclass of its own")
+check(ObjCObject(object).reportedClass?.name == "Counter", "the object reports its class")
+addLogger.remove()
+addDoubler.remove()
+mine.remove()
+check(ObjCObject(object).dispatchClass?.name == "Counter", "the object's class back")
+check(consumer_objc_add(object, 2, 3) == 5, "the method after the removals")
 
 print("consumer: every README example ran")

@@ -20,4 +20,12 @@ void consumer_notify(int value);
 /// getpid(), called through the program's import table.
 int consumer_pid(void);
 
+/// Opens gcc's Objective-C runtime with dlopen (RTLD_LOCAL), makes and registers a root class
+/// `Counter` with `-(int)add:(int)a to:(int)b` the first time, and returns a new instance
+/// (NULL when the runtime is not installed).
+void *consumer_objc_make_counter(void);
+
+/// Sends `add:to:` to `object` as compiled code does (objc_msg_lookup, then the call).
+int consumer_objc_add(void *object, int a, int b);
+
 #endif
