@@ -29,7 +29,8 @@ final class ObjectHooks {
 }
 
 /// One per-instance hook: it follows its object from subclass to subclass, so its engine
-/// record can change; the token removes whichever is current.
+/// record can change; the token removes whichever is current. The engine runs the record's
+/// block only for messages to the object (``HookRecord`` receiver).
 final class InstanceHook: HookHandle, @unchecked Sendable {
     // Sendable: `record`, `hooked` and `isRemoved` are touched only under the registry's
     // lock; the rest is constant.
@@ -42,10 +43,9 @@ final class InstanceHook: HookHandle, @unchecked Sendable {
     var record: HookRecord?
     var hooked: MethodRegistry.Method?
     var isRemoved = false
-    /// Set when a `once` hook has run.
-    let fired = Atomic<Bool>(false)
-    /// Mirrors `isRemoved`, for reading without the lock.
+    /// Mirrors `isRemoved`, and the record in use, for reading without the lock.
     private let removedFlag = Atomic<Bool>(false)
+    private let currentRecord = Atomic<UInt>(0)
     let targetDescription: String
 
     init(
@@ -62,6 +62,13 @@ final class InstanceHook: HookHandle, @unchecked Sendable {
         self.targetDescription = targetDescription
     }
 
+    /// Records the engine record now in use (under the registry's lock).
+    func use(_ record: HookRecord, _ hooked: MethodRegistry.Method) {
+        self.record = record
+        self.hooked = hooked
+        currentRecord.store(UInt(bitPattern: Unmanaged.passUnretained(record).toOpaque()), ordering: .releasing)
+    }
+
     func markRemoved() {
         isRemoved = true
         removedFlag.store(true, ordering: .releasing)
@@ -71,30 +78,15 @@ final class InstanceHook: HookHandle, @unchecked Sendable {
         MethodRegistry.shared.removeInstanceHook(self)
     }
 
+    /// Whether the hook is installed: not removed, and not a `once` hook that has run. The
+    /// records it has used are kept alive by the registry's list of the object's hooks.
     var isActive: Bool {
-        !removedFlag.load(ordering: .acquiring) && !(options.contains(.once) && fired.load(ordering: .acquiring))
+        guard !removedFlag.load(ordering: .acquiring) else { return false }
+        guard let raw = UnsafeRawPointer(bitPattern: currentRecord.load(ordering: .acquiring)) else { return true }
+        return Unmanaged<HookRecord>.fromOpaque(raw).takeUnretainedValue().isActive
     }
 
     var target: String { targetDescription }
-
-    /// The block the engine runs: `block` for this hook's object only. Another receiver
-    /// passes through an instead hook to the next one inward.
-    func engineBlock() -> @Sendable (borrowing Invocation) -> Void {
-        let object = object
-        let block = block
-        let position = position
-        let once = options.contains(.once)
-        let fired = Unmanaged.passUnretained(self)
-        return { call in
-            guard call.argument(0, as: UInt.self) == object,
-                !once || !fired.takeUnretainedValue().fired.exchange(true, ordering: .acquiringAndReleasing)
-            else {
-                if position == .instead { call.callOriginal() }
-                return
-            }
-            block(call)
-        }
-    }
 }
 
 extension MethodRegistry {
@@ -141,12 +133,10 @@ extension MethodRegistry {
                 object: object, selector: selector, position: position, options: options, block: block,
                 prepared: prepared,
                 targetDescription: "-[\(reportedName) \(selector)] of 0x\(String(object, radix: 16))")
-            var engineOptions = options
-            engineOptions.remove(.once)
             let (record, hooked) = try Self.installLocked(
-                target, prepared, position: position, options: engineOptions, block: hook.engineBlock(), state: &state)
-            hook.record = record
-            hook.hooked = hooked
+                target, prepared, position: position, options: options, receiver: object, block: block,
+                state: &state)
+            hook.use(record, hooked)
             objects.hooks.append(hook)
             state.objects[object] = objects
             if runtime.classOf(pointer) != objects.cls {
@@ -255,19 +245,17 @@ extension MethodRegistry {
                     for: isa, object: pointer, runtime: runtime, state: &state, failure: failure)
             else { return [] }
             var old: [(HookRecord?, Method?)] = []
-            for hook in objects.hooks where !hook.isRemoved {
+            // A once hook that has run stays behind: nothing would run it again.
+            for hook in objects.hooks where !hook.isRemoved && hook.record?.isActive != false {
                 let target = Target(
                     runtime: runtime, cls: made, className: name, selector: hook.selector, isClassMethod: false)
-                var options = hook.options
-                options.remove(.once)
                 guard
                     let (record, hooked) = try? Self.installLocked(
-                        target, hook.prepared, position: hook.position, options: options, block: hook.engineBlock(),
-                        state: &state)
+                        target, hook.prepared, position: hook.position, options: hook.options, receiver: object,
+                        block: hook.block, state: &state)
                 else { continue }
                 old.append((hook.record, hook.hooked))
-                hook.record = record
-                hook.hooked = hooked
+                hook.use(record, hooked)
             }
             objects.cls = made
             runtime.setClass(of: pointer, to: made)

@@ -196,7 +196,7 @@ final class MethodRegistry: Sendable {
     /// Installs a hook on the method as ``install(_:signature:position:options:block:checking:)``
     /// does, under the lock; returns the engine's record and the method's shadow.
     static func installLocked(
-        _ target: Target, _ prepared: Prepared, position: HookPosition, options: HookOptions,
+        _ target: Target, _ prepared: Prepared, position: HookPosition, options: HookOptions, receiver: UInt = 0,
         block: @escaping @Sendable (borrowing Invocation) -> Void, state: inout State
     ) throws(ObjCHookError) -> (HookRecord, Method) {
         let runtime = target.runtime
@@ -230,7 +230,7 @@ final class MethodRegistry: Sendable {
         do throws(HookError) {
             record = try SlotRegistry.shared.install(
                 slot: UnsafeMutableRawPointer(hooked.shadow), signature: prepared.signature, position: position,
-                options: options, block: block)
+                options: options, receiver: receiver, block: block)
         } catch {
             throw target.failure(.hookFailed, error.message, encoding: prepared.encoding, hookError: error)
         }

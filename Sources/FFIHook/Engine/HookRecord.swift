@@ -19,12 +19,20 @@ package final class HookRecord: Sendable {
 
     /// Orders before and after blocks: higher runs first; equal priorities run in install order.
     let priority: Int
+    /// The one receiver (the first argument's word) whose calls the hook takes part in, or 0
+    /// for every call: a per-instance method hook, skipped for other objects' messages as
+    /// if it were not installed.
+    let receiver: UInt
 
-    init(block: @escaping Block, position: HookPosition, options: HookOptions, priority: Int, entry: SlotEntry) {
+    init(
+        block: @escaping Block, position: HookPosition, options: HookOptions, priority: Int, receiver: UInt = 0,
+        entry: SlotEntry
+    ) {
         self.block = block
         self.position = position
         self.options = options
         self.priority = priority
+        self.receiver = receiver
         self.entry = entry
     }
 

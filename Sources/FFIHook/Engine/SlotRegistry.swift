@@ -100,11 +100,13 @@ package final class SlotRegistry: Sendable {
     /// writable for the moment of each write. `reentryByFunction` makes a slot that gets a
     /// new entry count calls through it as re-entry when the thread is inside a block of a
     /// call to the same original function through any slot marked that way (the import-table
-    /// entries of one symbol in every object), not only through this slot.
+    /// entries of one symbol in every object), not only through this slot. A `receiver` other
+    /// than 0 limits the hook to calls whose first argument is that word (see
+    /// ``HookRecord/receiver``).
     package func install(
         slot: UnsafeMutableRawPointer?, signature: Signature, position: HookPosition, options: HookOptions,
         priority: Int = 0, liftsProtection: Bool = false, reentryByFunction: Bool = false, warmsUp: Bool = true,
-        block: @escaping HookRecord.Block
+        receiver: UInt = 0, block: @escaping HookRecord.Block
     ) throws(HookError) -> HookRecord {
         let slot = try Self.checkedSlot(slot, signature: signature)
         let address = UInt(bitPattern: slot)
@@ -160,7 +162,8 @@ package final class SlotRegistry: Sendable {
                 try Self.takeOver(cell, for: entry, allowEmpty: position == .instead, failure: failure)
             }
             let record = HookRecord(
-                block: block, position: position, options: options, priority: priority, entry: entry)
+                block: block, position: position, options: options, priority: priority, receiver: receiver,
+                entry: entry)
             state.retired.append(entry.publish(entry.snapshot.adding(record)))
             ffh_slot_set_state(entry.record, entry.publishedState)
             state.entries[address] = entry
