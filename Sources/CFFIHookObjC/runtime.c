@@ -50,6 +50,8 @@ static int ffh_objc_fill(ffh_objc_runtime *table, void *handle) {
     FFH_OBJC_BIND(objc_allocateClassPair);
     FFH_OBJC_BIND(objc_registerClassPair);
     FFH_OBJC_BIND(class_getMethodImplementation);
+    FFH_OBJC_BIND(objc_getProtocol);
+    FFH_OBJC_BIND(protocol_copyMethodDescriptionList);
 #undef FFH_OBJC_BIND
     *(void **)&table->update_dispatch_table = dlsym(handle, "__objc_update_dispatch_table_for_class");
     table->object_getClass = ffh_objc_object_getClass;
@@ -80,6 +82,32 @@ const ffh_objc_runtime *ffh_objc_runtime_functions(void) {
     while ((found = atomic_load_explicit(&ffh_objc_found, memory_order_acquire)) == NULL) {
     }
     return found;
+}
+
+char *ffh_objc_protocol_selectors(const ffh_objc_runtime *runtime, const char *name) {
+    struct ffh_objc_protocol *protocol = runtime->objc_getProtocol(name);
+    if (protocol == NULL) return NULL;
+    unsigned int count = 0;
+    ffh_objc_method_description *methods = runtime->protocol_copyMethodDescriptionList(protocol, 1, 1, &count);
+    size_t length = 1;
+    for (unsigned int index = 0; index < count; index++) {
+        length += strlen(runtime->sel_getName(methods[index].name)) + 1;
+    }
+    char *names = malloc(length);
+    if (names == NULL) {
+        free(methods);
+        return NULL;
+    }
+    char *cursor = names;
+    for (unsigned int index = 0; index < count; index++) {
+        const char *selector = runtime->sel_getName(methods[index].name);
+        size_t size = strlen(selector) + 1;
+        memcpy(cursor, selector, size);
+        cursor += size;
+    }
+    *cursor = 0;
+    free(methods);
+    return names;
 }
 
 int ffh_objc_class_defines(const ffh_objc_runtime *runtime, ffh_objc_Class cls, ffh_objc_Method method) {

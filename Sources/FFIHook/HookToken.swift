@@ -4,9 +4,8 @@
 /// process. Tokens may be removed in any order and from any thread, including from inside a
 /// hook block.
 public final class HookToken: Sendable, Hashable, CustomStringConvertible {
-    /// The hook's record in a slot; for a hook managed elsewhere (``handle``), the record it
-    /// had when the token was made.
-    let record: HookRecord
+    /// The hook's record in a slot; nil for a hook managed elsewhere (``handle``).
+    let record: HookRecord?
     /// Runs after the removal that took the hook out, outside the library's lock (a module
     /// built on the engine puts back what it changed beside the slot).
     private let afterRemoval: (@Sendable () -> Void)?
@@ -27,9 +26,9 @@ public final class HookToken: Sendable, Hashable, CustomStringConvertible {
         self.handle = nil
     }
 
-    /// A token whose removal and state are `handle`'s.
-    package init(_ record: HookRecord, handle: any HookHandle) {
-        self.record = record
+    /// A token whose removal, state and description are `handle`'s.
+    package init(handle: any HookHandle) {
+        self.record = nil
         self.afterRemoval = nil
         self.handle = handle
     }
@@ -48,13 +47,13 @@ public final class HookToken: Sendable, Hashable, CustomStringConvertible {
     @discardableResult
     public func remove() -> Bool {
         if let handle { return handle.remove() }
-        guard record.remove() else { return false }
+        guard let record, record.remove() else { return false }
         afterRemoval?()
         return true
     }
 
     /// Whether the hook is still installed (a `once` hook removes itself after its run).
-    public var isActive: Bool { handle?.isActive ?? record.isActive }
+    public var isActive: Bool { handle?.isActive ?? record?.isActive ?? false }
 
     /// Tokens are equal when they are the same token.
     public static func == (lhs: HookToken, rhs: HookToken) -> Bool { lhs === rhs }
@@ -66,8 +65,11 @@ public final class HookToken: Sendable, Hashable, CustomStringConvertible {
 
     /// The hook's position, slot (or what it hooks) and whether it is active.
     public var description: String {
-        let target = handle?.target ?? "0x\(String(UInt(bitPattern: record.entry.slot), radix: 16))"
-        return "HookToken(\(record.position) on \(target)" + (isActive ? ")" : ", removed)")
+        let summary =
+            if let handle { handle.summary } else if let record {
+                "\(record.position) on 0x\(String(UInt(bitPattern: record.entry.slot), radix: 16))"
+            } else { "" }
+        return "HookToken(\(summary)" + (isActive ? ")" : ", removed)")
     }
 }
 
@@ -77,6 +79,6 @@ package protocol HookHandle: AnyObject, Sendable {
     func remove() -> Bool
     /// Whether the hook is still installed.
     var isActive: Bool { get }
-    /// What the hook is on, for the token's description.
-    var target: String { get }
+    /// The hook's position and what it is on, for the token's description.
+    var summary: String { get }
 }

@@ -123,7 +123,7 @@ final class LoadFollower: Sendable {
         func covering(_ tokens: [HookToken]) -> [UInt: Covered] {
             var covered: [UInt: Covered] = [:]
             for token in tokens {
-                let slot = UInt(bitPattern: token.record.entry.slot)
+                let slot = UInt(bitPattern: token.record!.entry.slot)
                 covered[slot] = Covered(value: ImportWalk.value(at: slot), token: token)
             }
             return covered

@@ -115,7 +115,7 @@ public final class HookGroupToken: Sendable, Hashable, CustomStringConvertible {
     @available(*, deprecated, renamed: "skippedFields")
     public var skippedSlots: [String] { skippedFields }
 
-    init(tokens: [HookToken], skippedFields: [String]) {
+    package init(tokens: [HookToken], skippedFields: [String]) {
         self.members = Locked(Members(tokens: tokens))
         self.skippedFields = skippedFields
     }

@@ -38,6 +38,8 @@ final class InstanceHook: HookHandle, @unchecked Sendable {
     let selector: String
     let position: HookPosition
     let options: HookOptions
+    /// Orders the object's before and after blocks (higher first), as slot hooks' priorities do.
+    let priority: Int
     let block: @Sendable (borrowing Invocation) -> Void
     let prepared: MethodRegistry.Prepared
     var record: HookRecord?
@@ -49,7 +51,7 @@ final class InstanceHook: HookHandle, @unchecked Sendable {
     let targetDescription: String
 
     init(
-        object: UInt, selector: String, position: HookPosition, options: HookOptions,
+        object: UInt, selector: String, position: HookPosition, options: HookOptions, priority: Int,
         block: @escaping @Sendable (borrowing Invocation) -> Void, prepared: MethodRegistry.Prepared,
         targetDescription: String
     ) {
@@ -57,6 +59,7 @@ final class InstanceHook: HookHandle, @unchecked Sendable {
         self.selector = selector
         self.position = position
         self.options = options
+        self.priority = priority
         self.block = block
         self.prepared = prepared
         self.targetDescription = targetDescription
@@ -86,14 +89,14 @@ final class InstanceHook: HookHandle, @unchecked Sendable {
         return Unmanaged<HookRecord>.fromOpaque(raw).takeUnretainedValue().isActive
     }
 
-    var target: String { targetDescription }
+    var summary: String { "\(position) on \(targetDescription)" }
 }
 
 extension MethodRegistry {
     /// Installs a hook that runs only for `object`.
     func installInstance(
         object: UInt, selector: String, signature given: Signature?, position: HookPosition, options: HookOptions,
-        block: @escaping @Sendable (borrowing Invocation) -> Void,
+        priority: Int = 0, block: @escaping @Sendable (borrowing Invocation) -> Void,
         checking check: (Signature, String) throws(ObjCHookError) -> Void = { _, _ in }
     ) throws(ObjCHookError) -> HookToken {
         let runtime = try ObjCRuntime.loaded()
@@ -130,19 +133,19 @@ extension MethodRegistry {
             let target = Target(
                 runtime: runtime, cls: objects.cls, className: reportedName, selector: selector, isClassMethod: false)
             let hook = InstanceHook(
-                object: object, selector: selector, position: position, options: options, block: block,
-                prepared: prepared,
+                object: object, selector: selector, position: position, options: options, priority: priority,
+                block: block, prepared: prepared,
                 targetDescription: "-[\(reportedName) \(selector)] of 0x\(String(object, radix: 16))")
             let (record, hooked) = try Self.installLocked(
-                target, prepared, position: position, options: options, receiver: object, block: block,
-                state: &state)
+                target, prepared, position: position, options: options, receiver: object, priority: priority,
+                block: block, state: &state)
             hook.use(record, hooked)
             objects.hooks.append(hook)
             state.objects[object] = objects
             if runtime.classOf(pointer) != objects.cls {
                 runtime.setClass(of: pointer, to: objects.cls)
             }
-            return HookToken(record, handle: hook)
+            return HookToken(handle: hook)
         }
         return token
     }
@@ -252,7 +255,7 @@ extension MethodRegistry {
                 guard
                     let (record, hooked) = try? Self.installLocked(
                         target, hook.prepared, position: hook.position, options: hook.options, receiver: object,
-                        block: hook.block, state: &state)
+                        priority: hook.priority, block: hook.block, state: &state)
                 else { continue }
                 old.append((hook.record, hook.hooked))
                 hook.use(record, hooked)

@@ -197,7 +197,7 @@ final class MethodRegistry: Sendable {
     /// does, under the lock; returns the engine's record and the method's shadow.
     static func installLocked(
         _ target: Target, _ prepared: Prepared, position: HookPosition, options: HookOptions, receiver: UInt = 0,
-        block: @escaping @Sendable (borrowing Invocation) -> Void, state: inout State
+        priority: Int = 0, block: @escaping @Sendable (borrowing Invocation) -> Void, state: inout State
     ) throws(ObjCHookError) -> (HookRecord, Method) {
         let runtime = target.runtime
         guard let found = runtime.instanceMethod(of: target.cls, selector: prepared.selector) else {
@@ -230,7 +230,7 @@ final class MethodRegistry: Sendable {
         do throws(HookError) {
             record = try SlotRegistry.shared.install(
                 slot: UnsafeMutableRawPointer(hooked.shadow), signature: prepared.signature, position: position,
-                options: options, receiver: receiver, block: block)
+                options: options, priority: priority, receiver: receiver, block: block)
         } catch {
             throw target.failure(.hookFailed, error.message, encoding: prepared.encoding, hookError: error)
         }

@@ -124,6 +124,16 @@ enum ObjCFixture {
     static let twice = function("ofx_twice", as: (@convention(c) (ID, Int32) -> Int32).self)
     static let triple = function("ofx_triple", as: (@convention(c) (ID, Int32) -> Int32).self)
     static let tryThrow = function("ofx_try_throw", as: (@convention(c) (ID, Int32) -> Int32).self)
+    static func events() -> String {
+        String(cString: function("ofx_events", as: (@convention(c) () -> UnsafePointer<CChar>).self)())
+    }
+    static let resetEvents = function("ofx_events_reset", as: (@convention(c) () -> Void).self)
+    static let newComponent = function("ofx_component_new", as: (@convention(c) (CChar) -> ID).self)
+    static let launches = function("ofx_component_launches", as: (@convention(c) (ID) -> Int32).self)
+    static let lastCode = function("ofx_component_last_code", as: (@convention(c) (ID) -> Int32).self)
+    static let didLaunch = function("ofx_did_launch", as: (@convention(c) (ID, Int32) -> Void).self)
+    static let willTerminate = function("ofx_will_terminate", as: (@convention(c) (ID) -> Void).self)
+    static let setDelegate = function("ofx_app_set_delegate", as: (@convention(c) (ID, ID?) -> Void).self)
     static let unregisteredClass = function("ofx_unregistered_class", as: (@convention(c) () -> UnsafeRawPointer).self)
     static let metaclass = function(
         "ofx_metaclass", as: (@convention(c) (UnsafePointer<CChar>) -> UnsafeRawPointer).self)

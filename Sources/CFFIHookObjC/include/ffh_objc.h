@@ -46,7 +46,21 @@ typedef struct ffh_objc_runtime {
     /// The runtime's own refresh of a class's dispatch table and its subclasses' (not part
     /// of the public API; NULL where the runtime does not export it).
     void (*update_dispatch_table)(ffh_objc_Class cls);
+    struct ffh_objc_protocol *(*objc_getProtocol)(const char *name);
+    struct ffh_objc_method_description *(*protocol_copyMethodDescriptionList)(
+        struct ffh_objc_protocol *protocol, signed char required, signed char instance, unsigned int *count);
 } ffh_objc_runtime;
+
+/// `struct objc_method_description`: a selector and its types.
+typedef struct ffh_objc_method_description {
+    ffh_objc_SEL name;
+    const char *types;
+} ffh_objc_method_description;
+
+/// The names of the required instance methods of the protocol called `name`, as one string
+/// of names each followed by a NUL, ending with an empty name (free it with `free`); NULL
+/// when no protocol of that name is known.
+char *ffh_objc_protocol_selectors(const ffh_objc_runtime *runtime, const char *name);
 
 /// The runtime's functions, or NULL when no Objective-C runtime is loaded in the process
 /// (or one lacks a function this package needs). Looked up again on each call until found,

@@ -312,3 +312,80 @@ int ofx_try_throw(id object, int x) {
     [pool drain];
     return result;
 }
+
+// MARK: - Lifecycle dispatch
+
+// What the lifecycle methods did, in order: one letter per call (the delegate's is D).
+static char ofx_event_log[256];
+static int ofx_event_count;
+static void ofx_event(char tag) {
+    if (ofx_event_count < (int)sizeof ofx_event_log - 1) ofx_event_log[ofx_event_count++] = tag;
+}
+const char *ofx_events(void) {
+    ofx_event_log[ofx_event_count] = 0;
+    return ofx_event_log;
+}
+void ofx_events_reset(void) { ofx_event_count = 0; }
+
+@protocol OFXLifecycle
+- (void)didLaunch:(int)code;
+@optional
+- (void)willTerminate;
+@end
+
+@interface OFXApp : NSObject {
+    id delegate;
+}
+- (void)setDelegate:(id)newDelegate;
+- (id)delegate;
+@end
+@implementation OFXApp
+- (void)setDelegate:(id)newDelegate { delegate = newDelegate; }
+- (id)delegate { return delegate; }
+@end
+
+@interface OFXAppDelegate : NSObject <OFXLifecycle>
+- (void)didLaunch:(int)code;
+- (void)willTerminate;
+@end
+@implementation OFXAppDelegate
+- (void)didLaunch:(int)code { ofx_event('D'); }
+- (void)willTerminate { ofx_event('d'); }
+@end
+
+// A component: logs its tag, counts its launches (atomically: threads send at once) and
+// keeps the last code it was given.
+@interface OFXComponent : NSObject {
+  @public
+    char tag;
+    int launches;
+    int lastCode;
+}
+- (void)didLaunch:(int)code;
+@end
+@implementation OFXComponent
+- (void)didLaunch:(int)code {
+    if (tag) ofx_event(tag);
+    __atomic_add_fetch(&launches, 1, __ATOMIC_RELAXED);
+    lastCode = code;
+}
+@end
+
+// Implements didLaunch: with other types.
+@interface OFXOddComponent : NSObject
+- (void)didLaunch:(double)code;
+@end
+@implementation OFXOddComponent
+- (void)didLaunch:(double)code { (void)code; }
+@end
+
+id ofx_component_new(char tag) {
+    OFXComponent *component = [OFXComponent new];
+    component->tag = tag;
+    return component;
+}
+int ofx_component_launches(OFXComponent *component) { return __atomic_load_n(&component->launches, __ATOMIC_RELAXED); }
+int ofx_component_last_code(OFXComponent *component) { return component->lastCode; }
+void ofx_did_launch(id delegate, int code) { [delegate didLaunch:code]; }
+void ofx_will_terminate(id delegate) { [delegate willTerminate]; }
+void ofx_app_set_delegate(id app, id newDelegate) { [app setDelegate:newDelegate]; }

@@ -1,0 +1,115 @@
+import FFIHookObjC
+import Synchronization
+import Testing
+
+/// The Objective-C lifecycle dispatcher, on a GNUstep delegate and components built by gcc.
+/// Part of the serialized suite: the fixture keeps one log of lifecycle calls.
+extension ObjCMethodHookTests {
+    /// Components get the message with its arguments, by priority, before or after the
+    /// delegate's own method; unregistered ones no longer do.
+    @Test func lifecycleMessagesReachComponentsByPriority() throws {
+        _ = try F.class("OFXAppDelegate")
+        let delegate = F.new("OFXAppDelegate")
+        let components = ["A", "C", "B"].map { F.newComponent(CChar(UInt8(ascii: Unicode.Scalar($0)!))) }
+        defer { for object in [delegate] + components { F.release(object) } }
+        let dispatcher = try ObjCLifecycleDispatcher(
+            delegate: F.object(delegate), protocol: "OFXLifecycle", optionalSelectors: ["willTerminate"])
+        #expect(dispatcher.selectors == ["didLaunch:", "willTerminate"])
+        let first = try dispatcher.register(F.object(components[0]), priority: 10)
+        let second = try dispatcher.register(F.object(components[1]))
+        let last = try dispatcher.register(F.object(components[2]), priority: -5)
+        #expect(first.skippedFields == ["willTerminate"])
+        F.resetEvents()
+        F.didLaunch(delegate, 7)
+        #expect(F.events() == "ACDB")
+        #expect(F.lastCode(components[2]) == 7)
+        F.willTerminate(delegate)
+        #expect(F.events() == "ACDBd")
+        #expect(first.remove())
+        #expect(!first.remove())
+        F.resetEvents()
+        F.didLaunch(delegate, 8)
+        #expect(F.events() == "CDB")
+        second.remove()
+        last.remove()
+        F.resetEvents()
+        F.didLaunch(delegate, 9)
+        #expect(F.events() == "D")
+        #expect(F.dispatchClass(delegate) == "OFXAppDelegate")
+        #expect(F.launches(components[0]) == 1)
+    }
+
+    /// A component whose method has other types is refused; the delegate's setter moves the
+    /// dispatcher to the new delegate.
+    @Test func lifecycleDispatcherFollowsTheDelegate() throws {
+        _ = try F.class("OFXApp")
+        let app = F.new("OFXApp")
+        let delegates = [F.new("OFXAppDelegate"), F.new("OFXAppDelegate")]
+        let component = F.newComponent(0)
+        let odd = F.new("OFXOddComponent")
+        defer { for object in [app, component, odd] + delegates { F.release(object) } }
+        let dispatcher = ObjCLifecycleDispatcher(delegate: nil, selectors: ["didLaunch:"])
+        let following = try dispatcher.follow(setter: "setDelegate:", of: F.object(app))
+        let registration = try dispatcher.register(F.object(component))
+        F.setDelegate(app, delegates[0])
+        #expect(dispatcher.delegate == F.object(delegates[0]))
+        #expect(throws: ObjCHookError.self) { try dispatcher.register(F.object(odd)) }
+        F.didLaunch(delegates[0], 1)
+        F.didLaunch(delegates[1], 2)
+        #expect(F.launches(component) == 1)
+        F.setDelegate(app, delegates[1])
+        F.didLaunch(delegates[0], 3)
+        F.didLaunch(delegates[1], 4)
+        #expect(F.launches(component) == 2)
+        #expect(F.lastCode(component) == 4)
+        #expect(F.dispatchClass(delegates[0]) == "OFXAppDelegate")
+        F.setDelegate(app, nil)
+        F.didLaunch(delegates[1], 5)
+        #expect(F.launches(component) == 2)
+        following.remove()
+        registration.remove()
+        #expect(F.dispatchClass(app) == "OFXApp")
+    }
+
+    /// Components registered and unregistered while two threads send the delegate's
+    /// messages: a component registered throughout gets every one of them.
+    @Test func componentsComeAndGoWhileMessagesAreSent() async throws {
+        final class Flags: Sendable {
+            let done = Atomic<Int>(0)
+            let failures = Atomic<Int>(0)
+        }
+        _ = try F.class("OFXAppDelegate")
+        let delegate = F.new("OFXAppDelegate")
+        let steady = F.newComponent(0)
+        let transient = F.newComponent(0)
+        defer { for object in [delegate, steady, transient] { F.release(object) } }
+        let dispatcher = ObjCLifecycleDispatcher(delegate: F.object(delegate), selectors: ["didLaunch:"])
+        let registration = try dispatcher.register(F.object(steady), priority: -1)
+        let flags = Flags()
+        let perThread = 100_000
+        let delegateObject = F.object(delegate)
+        let transientObject = F.object(transient)
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<2 {
+                group.addTask {
+                    let delegate = OpaquePointer(delegateObject.pointer)
+                    for code in 0..<perThread { F.didLaunch(delegate, Int32(code)) }
+                    flags.done.add(1, ordering: .relaxed)
+                }
+            }
+            group.addTask {
+                while flags.done.load(ordering: .relaxed) < 2 {
+                    guard let token = try? dispatcher.register(transientObject, priority: 5) else {
+                        flags.failures.add(1, ordering: .relaxed)
+                        return
+                    }
+                    token.remove()
+                }
+            }
+        }
+        registration.remove()
+        #expect(flags.failures.load(ordering: .relaxed) == 0)
+        #expect(F.launches(steady) == Int32(2 * perThread))
+        #expect(F.dispatchClass(delegate) == "OFXAppDelegate")
+    }
+}
