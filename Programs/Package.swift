@@ -1,4 +1,5 @@
 // swift-tools-version: 6.1
+import Foundation
 import PackageDescription
 
 // Programs that use swift-ffi-hook, kept apart so the library's package declares no
@@ -8,6 +9,38 @@ import PackageDescription
 //   `swift run ffi-hook-trace` from this directory.
 // - ffi-hook-soak: callers, hook mutators and reclamation at once, then checks of the end
 //   state. `Scripts/soak.sh` builds it with AddressSanitizer and runs it.
+// - ffi-hook-lifecycle: an Objective-C application's delegate messages fanned out to
+//   components (FFIHookObjC). `swift run ffi-hook-lifecycle` from this directory.
+
+/// The trimmed standard output of a command found on `PATH`, or nil when it cannot run.
+func commandOutput(_ arguments: [String]) -> String? {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = arguments
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = FileHandle.nullDevice
+    do {
+        try process.run()
+    } catch {
+        return nil
+    }
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    guard process.terminationStatus == 0 else { return nil }
+    return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+}
+
+// The example's Objective-C target is compiled by clang for the GNU runtime and GNUstep Base:
+// GNUstep's defines and headers from `gnustep-config`, the runtime's headers and library
+// from gcc's directory (`-idirafter` keeps clang's own headers first).
+let gnustepFlags = (commandOutput(["gnustep-config", "--objc-flags"]) ?? "")
+    .split(separator: " ").map(String.init)
+    .filter { ($0.hasPrefix("-D") || $0.hasPrefix("-I")) && $0 != "-I." }
+let gccHeaders = commandOutput(["gcc", "-print-file-name=include"]).map { ["-idirafter", $0] } ?? []
+let runtimeLibrary = commandOutput(["gcc", "-print-file-name=libobjc.so"]) ?? ""
+let runtimeLibraryFlags =
+    runtimeLibrary.hasPrefix("/") ? ["-L", URL(fileURLWithPath: runtimeLibrary).deletingLastPathComponent().path] : []
 
 let strictSettings: [SwiftSetting] = [
     .swiftLanguageMode(.v6),
@@ -40,10 +73,27 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
+        // The lifecycle example: an Objective-C application, its delegate and components.
+        .executableTarget(
+            name: "ffi-hook-lifecycle",
+            dependencies: ["CLifecycleApp", .product(name: "FFIHookObjC", package: "swift-ffi-hook")],
+            swiftSettings: strictSettings
+        ),
+
         // MARK: - C support
 
         // The soak's C shapes and tables.
         .target(name: "CSoakSupport"),
+        // The lifecycle example's application, delegate and components (Objective-C).
+        .target(
+            name: "CLifecycleApp",
+            cSettings: [.unsafeFlags(["-fobjc-runtime=gcc", "-fno-blocks"] + gnustepFlags + gccHeaders)],
+            linkerSettings: [
+                .linkedLibrary("gnustep-base"),
+                .linkedLibrary("objc"),
+                .unsafeFlags(runtimeLibraryFlags),
+            ]
+        ),
         // The system's SQLite (Debian's libsqlite3-dev), which the example hooks.
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
     ]

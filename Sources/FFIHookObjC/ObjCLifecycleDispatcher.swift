@@ -159,7 +159,8 @@ public final class ObjCLifecycleDispatcher: Sendable {
             for index in state.registrations.indices {
                 old += state.registrations[index].tokens
                 state.registrations[index].tokens =
-                    delegate == 0 ? [] : (try? Self.install(state.registrations[index], on: delegate, runtime: runtime)) ?? []
+                    delegate == 0
+                    ? [] : (try? Self.install(state.registrations[index], on: delegate, runtime: runtime)) ?? []
             }
             return old
         }
