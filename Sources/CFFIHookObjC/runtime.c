@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include "ffh_objc.h"
 
+#include "ffh_memory.h"
+
 #include <dlfcn.h>
 #include <ffi.h>
 #include <stdatomic.h>
@@ -108,6 +110,32 @@ char *ffh_objc_protocol_selectors(const ffh_objc_runtime *runtime, const char *n
     *cursor = 0;
     free(methods);
     return names;
+}
+
+/* Whether the words of a class structure up to its method lists (class pointer, superclass,
+   name, version, info, instance size, ivars, methods) can be read at `cls`. */
+static int ffh_objc_readable_class(const void *cls) {
+    uintptr_t word;
+    for (int index = 0; index < 8; index++) {
+        if (ffh_read_word((const unsigned char *)cls + index * sizeof(void *), &word) != 0) return 0;
+    }
+    return 1;
+}
+
+ffh_objc_pointer_kind ffh_objc_pointer_kind_of(const ffh_objc_runtime *runtime, const void *pointer) {
+    uintptr_t isa = 0;
+    if (pointer == NULL || ffh_read_word(pointer, &isa) != 0 || isa == 0) return FFH_OBJC_INVALID;
+    if (!ffh_objc_readable_class((const void *)isa)) return FFH_OBJC_INVALID;
+    if (runtime->class_isMetaClass((ffh_objc_Class)isa)) {
+        /* A class's class pointer is its metaclass; a metaclass's is the root metaclass. */
+        if (!ffh_objc_readable_class(pointer)) return FFH_OBJC_INVALID;
+        return runtime->class_isMetaClass((ffh_objc_Class)pointer) ? FFH_OBJC_METACLASS : FFH_OBJC_CLASS;
+    }
+    /* An object's class pointer is a class, whose own class pointer is a metaclass. */
+    uintptr_t meta = 0;
+    if (ffh_read_word((const void *)isa, &meta) != 0 || meta == 0) return FFH_OBJC_INVALID;
+    if (!ffh_objc_readable_class((const void *)meta)) return FFH_OBJC_INVALID;
+    return runtime->class_isMetaClass((ffh_objc_Class)meta) ? FFH_OBJC_OBJECT : FFH_OBJC_INVALID;
 }
 
 int ffh_objc_class_defines(const ffh_objc_runtime *runtime, ffh_objc_Class cls, ffh_objc_Method method) {

@@ -103,6 +103,18 @@ extension MethodRegistry {
         guard let pointer = OpaquePointer(bitPattern: object) else {
             throw ObjCHookError(code: .invalidClass, message: "the object is nil", selector: selector)
         }
+        switch runtime.kind(of: UnsafeRawPointer(pointer)) {
+        case FFH_OBJC_OBJECT: break
+        case FFH_OBJC_CLASS, FFH_OBJC_METACLASS:
+            throw ObjCHookError(
+                code: .invalidClass,
+                message: "the pointer given as an object is a class (hook its methods with ObjCMethod)",
+                selector: selector)
+        default:
+            throw ObjCHookError(
+                code: .invalidClass, message: "the pointer given as an object points to no object of the runtime",
+                selector: selector)
+        }
         followObservation(runtime)
         // Its class changed since its last hook went in, by a path not followed: move first.
         reassert(object)

@@ -1,3 +1,5 @@
+internal import CFFIHookObjC
+
 /// A class of the process's Objective-C runtime.
 ///
 /// ```swift
@@ -23,7 +25,7 @@ public struct ObjCClass: Sendable, Hashable, CustomStringConvertible {
     ///   of that name is registered.
     public init(named name: String) throws(ObjCHookError) {
         let runtime = try ObjCRuntime.loaded()
-        guard let cls = runtime.lookUpClass(name) else {
+        guard !name.utf8.contains(0), let cls = runtime.lookUpClass(name) else {
             throw ObjCHookError(
                 code: .classNotFound, message: "no class of this name is registered with the runtime",
                 className: name)
@@ -39,8 +41,9 @@ public struct ObjCClass: Sendable, Hashable, CustomStringConvertible {
     ///   ``ObjCHookError/Code-swift.struct/invalidClass`` for a nil object.
     public static func of(_ object: UnsafeRawPointer?) throws(ObjCHookError) -> ObjCClass {
         let runtime = try ObjCRuntime.loaded()
-        guard let object, let cls = runtime.classOf(OpaquePointer(object)) else {
-            throw ObjCHookError(code: .invalidClass, message: "the object is nil")
+        guard let object else { throw ObjCHookError(code: .invalidClass, message: "the object is nil") }
+        guard runtime.kind(of: object) != FFH_OBJC_INVALID, let cls = runtime.classOf(OpaquePointer(object)) else {
+            throw ObjCHookError(code: .invalidClass, message: "the pointer points to no object of the runtime")
         }
         return ObjCClass(UnsafeRawPointer(cls))
     }

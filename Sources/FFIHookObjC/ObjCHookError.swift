@@ -27,7 +27,8 @@ public struct ObjCHookError: Error, Sendable, Hashable, CustomStringConvertible 
         public static var runtimeNotLoaded: Self { Self(.runtimeNotLoaded) }
         /// No class of the given name is registered with the runtime.
         public static var classNotFound: Self { Self(.classNotFound) }
-        /// The object or pointer given as a class or receiver is NULL.
+        /// The pointer given as a class or an object is NULL, points to nothing the runtime
+        /// made, or is the other kind (an object where a class is expected, or the reverse).
         public static var invalidClass: Self { Self(.invalidClass) }
         /// The class was made with `objc_allocateClassPair` and is not registered yet: its
         /// methods are not in use, and the runtime does not update it as it does registered

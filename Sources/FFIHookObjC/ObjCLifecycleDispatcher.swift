@@ -109,8 +109,10 @@ public final class ObjCLifecycleDispatcher: Sendable {
     public func register(_ component: ObjCObject, priority: Int = 0) throws(ObjCHookError) -> HookGroupToken {
         let runtime = try ObjCRuntime.loaded()
         let componentPointer = OpaquePointer(component.pointer)
-        guard let componentClass = runtime.classOf(componentPointer) else {
-            throw ObjCHookError(code: .invalidClass, message: "the component has no class")
+        guard runtime.kind(of: component.pointer) == FFH_OBJC_OBJECT,
+            let componentClass = runtime.classOf(componentPointer)
+        else {
+            throw ObjCHookError(code: .invalidClass, message: "the component points to no object of the runtime")
         }
         var implemented: [String] = []
         var skipped: [String] = []

@@ -1,3 +1,5 @@
+internal import CFFIHookObjC
+
 /// An Objective-C method to hook: a selector of a class, instance or class method.
 ///
 /// ```swift
@@ -53,6 +55,18 @@ public struct ObjCMethod: Sendable, Hashable, CustomStringConvertible {
     func resolved() throws(ObjCHookError) -> MethodRegistry.Target {
         let runtime = try ObjCRuntime.loaded()
         let cls = owner.opaque
+        switch runtime.kind(of: owner.pointer) {
+        case FFH_OBJC_CLASS, FFH_OBJC_METACLASS: break
+        case FFH_OBJC_OBJECT:
+            throw ObjCHookError(
+                code: .invalidClass,
+                message: "the pointer given as a class is an object (hook one object with ObjCObject)",
+                selector: selector, isClassMethod: isClassMethod)
+        default:
+            throw ObjCHookError(
+                code: .invalidClass, message: "the pointer given as a class points to no class of the runtime",
+                selector: selector, isClassMethod: isClassMethod)
+        }
         let name = runtime.className(cls)
         func failure(_ code: ObjCHookError.Code, _ message: String) -> ObjCHookError {
             ObjCHookError(

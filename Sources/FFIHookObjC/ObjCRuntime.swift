@@ -22,6 +22,11 @@ struct ObjCRuntime: @unchecked Sendable {
         ffh_objc_runtime_functions().map { ObjCRuntime(functions: $0) }
     }
 
+    /// What `pointer` is (a class, a metaclass, an object), read without faulting.
+    func kind(of pointer: UnsafeRawPointer) -> ffh_objc_pointer_kind {
+        ffh_objc_pointer_kind_of(functions, pointer)
+    }
+
     func className(_ cls: OpaquePointer) -> String {
         guard let name = functions.pointee.class_getName(cls) else { return "?" }
         return String(cString: name)

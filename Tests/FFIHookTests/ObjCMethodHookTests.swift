@@ -437,6 +437,25 @@ import Testing
         let unregistered = ObjCClass(F.unregisteredClass())
         #expect(
             code { try ObjCHook.before(on: .instance("identity:", of: unregistered)) { _ in } } == .classNotRegistered)
+        // Pointers that are not what they are given as, or nothing at all.
+        let object = F.new("OFXPlain")
+        defer { F.release(object) }
+        #expect(
+            code { try ObjCHook.before(on: .instance("identity:", of: ObjCClass(UnsafeRawPointer(object)))) { _ in } }
+                == .invalidClass)
+        #expect(code { try ObjCHook.before(on: ObjCObject(counter.pointer), "add:to:") { _ in } } == .invalidClass)
+        let zeroes = UnsafeMutableRawPointer.allocate(byteCount: 64, alignment: 16)
+        zeroes.initializeMemory(as: UInt8.self, repeating: 0, count: 64)
+        defer { zeroes.deallocate() }
+        #expect(
+            code { try ObjCHook.before(on: .instance("identity:", of: ObjCClass(zeroes))) { _ in } } == .invalidClass)
+        #expect(code { try ObjCHook.before(on: ObjCObject(zeroes), "identity:") { _ in } } == .invalidClass)
+        let unmapped = UnsafeRawPointer(bitPattern: 0x10)!
+        #expect(
+            code { try ObjCHook.before(on: .instance("identity:", of: ObjCClass(unmapped))) { _ in } } == .invalidClass)
+        #expect(code { try ObjCHook.before(on: ObjCObject(unmapped), "identity:") { _ in } } == .invalidClass)
+        #expect(throws: ObjCHookError.self) { try ObjCClass.of(unmapped) }
+        #expect(throws: ObjCHookError.self) { try ObjCClass(named: "OFXPlain\u{0}garbage") }
         let metaclass = ObjCClass(F.metaclass("OFXCounter"))
         #expect(code { try ObjCHook.before(on: .instance("classAdd:to:", of: metaclass)) { _ in } } == .invalidClass)
         do {

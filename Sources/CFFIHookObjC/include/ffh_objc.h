@@ -68,6 +68,17 @@ char *ffh_objc_protocol_selectors(const ffh_objc_runtime *runtime, const char *n
 /// returned for the life of the process.
 const ffh_objc_runtime *ffh_objc_runtime_functions(void);
 
+/// What a pointer given as a class or an object is, checked with reads that cannot fault.
+typedef enum ffh_objc_pointer_kind {
+    /// Not readable, or not laid out as a class or an object of the runtime.
+    FFH_OBJC_INVALID = 0,
+    FFH_OBJC_CLASS = 1,
+    FFH_OBJC_METACLASS = 2,
+    FFH_OBJC_OBJECT = 3
+} ffh_objc_pointer_kind;
+
+ffh_objc_pointer_kind ffh_objc_pointer_kind_of(const ffh_objc_runtime *runtime, const void *pointer);
+
 /// Whether `method` is one of the methods `cls` itself defines (not one it inherits).
 int ffh_objc_class_defines(const ffh_objc_runtime *runtime, ffh_objc_Class cls, ffh_objc_Method method);
 
