@@ -60,7 +60,9 @@ let package = Package(
         .target(name: "CFFIHookSupport", linkerSettings: [.linkedLibrary("gcc_s")]),
         // The GNU Objective-C runtime's functions, looked up by name in the process (prefix
         // ffh_objc_): nothing links the runtime.
-        .target(name: "CFFIHookObjC", dependencies: ["CFFI", "CFFIHookSupport"], linkerSettings: [.linkedLibrary("dl")]),
+        .target(
+            name: "CFFIHookObjC", dependencies: ["CFFI", "CFFIHookSupport"], linkerSettings: [.linkedLibrary("dl")]
+        ),
 
         // MARK: - Test support
 
