@@ -43,21 +43,38 @@ enum FixtureLibraries {
             directory: "ObjCFixture", linkerFlags: [], source: "fixture.m",
             compilerFlags: { ["-x", "objective-c", "-std=gnu11"] + gnustepFlags() },
             libraries: ["-lgnustep-base", "-lobjc"], compilers: ["gcc"]),
+        // The same runtime's classes built by clang, whose metaclasses the runtime reads as
+        // under construction. clang needs gcc's runtime headers (after its own) and library.
+        "libObjCClangFixture.so": Recipe(
+            directory: "ObjCClangFixture", linkerFlags: [], source: "fixture.m",
+            compilerFlags: {
+                ["-x", "objective-c", "-fobjc-runtime=gcc", "-fno-blocks", "-fobjc-exceptions"]
+                    + gnustepFlags().filter { !$0.hasPrefix("-f") }
+                    + ["-idirafter", commandOutput("gcc -print-file-name=include")]
+            },
+            libraries: [
+                "-L", directory(of: commandOutput("gcc -print-file-name=libobjc.so")), "-lgnustep-base", "-lobjc",
+            ],
+            compilers: ["clang"]),
     ]
 
     /// GNUstep's defines, include directories and code-generation flags for Objective-C, from
     /// `gnustep-config` (its dependency-file and warning flags left out).
     private static func gnustepFlags() -> [String] {
-        guard let pipe = popen("gnustep-config --objc-flags 2>/dev/null", "r") else { return [] }
+        commandOutput("gnustep-config --objc-flags").split(whereSeparator: { $0 == " " || $0 == "\n" })
+            .map(String.init).filter { ($0.hasPrefix("-D") || $0.hasPrefix("-I") || $0.hasPrefix("-f")) && $0 != "-I." }
+    }
+
+    /// The standard output of a shell command, its last newline removed ("" when it fails).
+    private static func commandOutput(_ command: String) -> String {
+        guard let pipe = popen(command + " 2>/dev/null", "r") else { return "" }
         defer { pclose(pipe) }
         var output = ""
         var buffer = [CChar](repeating: 0, count: 4096)
         while fgets(&buffer, Int32(buffer.count), pipe) != nil {
             output += String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         }
-        return output.split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init).filter {
-            ($0.hasPrefix("-D") || $0.hasPrefix("-I") || $0.hasPrefix("-f")) && $0 != "-I."
-        }
+        return output.hasSuffix("\n") ? String(output.dropLast()) : output
     }
 
     /// `Tests/Fixtures`, found from this file's path.

@@ -373,6 +373,44 @@ import Testing
         for object in [plain] + subclasses { #expect(F.triple(object, 2) == 6) }
     }
 
+    /// Classes built by clang: their instance methods hook as gcc's do; their class methods
+    /// are refused, the runtime reading their metaclasses as under construction.
+    @Test func classesBuiltByClang() throws {
+        _ = ObjCFixture.handle
+        let path = FixtureLibraries.path("libObjCClangFixture.so")
+        let library = try #require(dlopen(path, RTLD_NOW | RTLD_LOCAL))
+        func function<Function>(_ name: String, as type: Function.Type) -> Function {
+            unsafeBitCast(dlsym(library, name)!, to: Function.self)
+        }
+        let value = function("ofxc_value", as: (@convention(c) (UnsafePointer<CChar>) -> Int32).self)
+        let twice = function("ofxc_twice", as: (@convention(c) (OpaquePointer, Int32) -> Int32).self)
+        let make = function("ofxc_new", as: (@convention(c) (UnsafePointer<CChar>) -> OpaquePointer).self)
+        let release = function("ofxc_release", as: (@convention(c) (OpaquePointer) -> Void).self)
+        let base = try ObjCClass(named: "OFXClangBase")
+        let sub = try ObjCClass(named: "OFXClangSub")
+        for owner in [base, sub] {
+            do {
+                _ = try ObjCHook.before(on: .class("clangValue", of: owner)) { _ in }
+                Issue.record("a class method of a clang-built class was hooked")
+            } catch {
+                #expect(error.code == .metaclassUnderConstruction)
+            }
+        }
+        #expect(value("OFXClangSub") == 5)
+        let object = make("OFXClangSub")
+        defer { release(object) }
+        let runs = Atomic<Int>(0)
+        let own = try ObjCHook.before(on: .instance("clangTwice:", of: base)) { _ in runs.add(1, ordering: .relaxed) }
+        let inherited = try ObjCHook.after(on: .instance("clangTwice:", of: sub)) { call in
+            call.setReturnValue(call.returnValue(as: Int32.self) + 1)
+        }
+        #expect(twice(object, 4) == 9)
+        own.remove()
+        inherited.remove()
+        #expect(twice(object, 4) == 8)
+        #expect(runs.load(ordering: .relaxed) == 1)
+    }
+
     // MARK: - Other writers
 
     /// Another swizzler replaces the hooked method's implementation with one that calls ours:
@@ -559,7 +597,7 @@ import Testing
         let method = ObjCMethod.instance("identity:", of: plain)
         let counts = Counts()
         let permanent = try ObjCHook.before(on: method) { _ in counts.counted.add(1, ordering: .relaxed) }
-        let perThread = 200_000
+        let perThread = 1_000_000
         await withTaskGroup(of: Void.self) { group in
             for _ in 0..<2 {
                 group.addTask {
