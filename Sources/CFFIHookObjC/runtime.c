@@ -197,6 +197,12 @@ ffh_objc_Class ffh_objc_instance_class_method(ffh_objc_id self, ffh_objc_SEL sel
     return cls;
 }
 
+ffh_objc_Class ffh_objc_instance_superclass_method(ffh_objc_id self, ffh_objc_SEL selector) {
+    const ffh_objc_runtime *runtime = ffh_objc_runtime_functions();
+    ffh_objc_Class reported = ffh_objc_instance_class_method(self, selector);
+    return reported != NULL ? runtime->class_getSuperclass(reported) : NULL;
+}
+
 void ffh_objc_instance_set_dealloc_handler(void (*handler)(ffh_objc_id object)) {
     atomic_store_explicit(&ffh_objc_dealloc_handler, handler, memory_order_release);
 }

@@ -179,15 +179,23 @@ extension MethodRegistry {
             throw failure(.methodNotAdded, "the runtime could not make a subclass for per-instance hooks", nil, nil)
         }
         let reported = runtime.reportedClass(of: object) ?? base
-        guard let classSelector = runtime.selector("class"), let deallocSelector = runtime.selector("dealloc") else {
-            throw failure(.methodNotAdded, "the runtime cannot register the selectors class and dealloc", nil, nil)
+        guard let classSelector = runtime.selector("class"), let deallocSelector = runtime.selector("dealloc"),
+            let superclassSelector = runtime.selector("superclass")
+        else {
+            throw failure(
+                .methodNotAdded, "the runtime cannot register the selectors class, superclass and dealloc", nil, nil)
         }
         let classMethod: @convention(c) (OpaquePointer?, OpaquePointer?) -> OpaquePointer? =
             ffh_objc_instance_class_method
         let deallocMethod: @convention(c) (OpaquePointer?, OpaquePointer?) -> Void = ffh_objc_instance_dealloc_method
+        let superclassMethod: @convention(c) (OpaquePointer?, OpaquePointer?) -> OpaquePointer? =
+            ffh_objc_instance_superclass_method
         _ = runtime.addMethod(
             to: made, selector: classSelector, implementation: unsafeBitCast(classMethod, to: UnsafeRawPointer.self),
             types: "#16@0:8")
+        _ = runtime.addMethod(
+            to: made, selector: superclassSelector,
+            implementation: unsafeBitCast(superclassMethod, to: UnsafeRawPointer.self), types: "#16@0:8")
         _ = runtime.addMethod(
             to: made, selector: deallocSelector,
             implementation: unsafeBitCast(deallocMethod, to: UnsafeRawPointer.self), types: "v16@0:8")

@@ -171,7 +171,7 @@ final class MethodRegistry: Sendable {
             guard room >= 0 else { return nil }
             if type.size > room {
                 return "the compiler's frame offsets give argument \(index) \(room) bytes, but its type, "
-                    + "\"\(type)\", takes \(type.size): a packed struct, which its encoding does not describe"
+                    + "\"\(type)\", takes \(type.size): the encoding does not describe the method's frame (a packed struct looks like this)"
             }
         }
         return nil

@@ -140,7 +140,9 @@ extension ObjCHook {
             try checkTypes(
                 signature, encoding: encoding, repeat each arguments, returning: Result.self,
                 failure: {
-                    ObjCHookError(code: $0, message: $1, selector: selector, encoding: $2, hookError: $3)
+                    ObjCHookError(
+                        code: $0, message: $1, className: object.reportedClass?.name, selector: selector,
+                        encoding: $2, hookError: $3)
                 })
         }
     }

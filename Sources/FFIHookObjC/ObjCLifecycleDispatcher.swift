@@ -29,8 +29,13 @@ import FFIHookCore
 /// ```
 ///
 /// Components come and go at any time, from any thread, while messages are sent. The
-/// dispatcher does not retain the delegate or the components: unregister a component before
-/// it is deallocated. A component is sent the message as compiled code sends it (its class's
+/// dispatcher does not retain the delegate or the components. It watches the delegate's
+/// deallocation with a hook of the delegate's own (which keeps the delegate on a subclass
+/// made for per-instance hooks while the dispatcher holds it): a delegate deallocated while
+/// the dispatcher holds it is forgotten (``delegate`` becomes nil). A component must be
+/// unregistered before it is deallocated, and a message being sent to it on another thread
+/// at that moment may still reach it: after removing its token, call
+/// ``/FFIHook/Hook/waitForReclamation()`` before releasing it. A component is sent the message as compiled code sends it (its class's
 /// implementation is looked up at each message).
 ///
 /// The GNU runtime records only the **required** methods of a protocol; optional ones are
@@ -53,6 +58,8 @@ public final class ObjCLifecycleDispatcher: Sendable {
         var delegate: UInt?
         var registrations: [Registration] = []
         var nextID = 0
+        /// The hook on the delegate's `-dealloc` that makes the dispatcher forget it.
+        var deallocWatch: HookToken?
     }
 
     private let state: Locked<State>
@@ -62,6 +69,14 @@ public final class ObjCLifecycleDispatcher: Sendable {
     public init(delegate: ObjCObject?, selectors: [String]) {
         self.selectors = selectors
         state = Locked(State(delegate: delegate?.address))
+        if let delegate = delegate?.address, ObjCRuntime.current != nil {
+            state.withLock { state in try? watch(delegate, &state) }
+        }
+    }
+
+    /// Stops watching the delegate's deallocation; registered components stay registered.
+    deinit {
+        state.withLock { $0.deallocWatch }?.remove()
     }
 
     /// A dispatcher for the required instance methods of the protocol called `protocolName`
@@ -97,7 +112,9 @@ public final class ObjCLifecycleDispatcher: Sendable {
     }
 
     /// Registers a component: for each covered selector that both the component and the
-    /// delegate implement, a hook on the delegate that sends the message on to the component.
+    /// delegate implement, a hook on the delegate that sends the message on to the component
+    /// (a selector the delegate does not implement is covered again when ``follow(setter:of:)``
+    /// moves the dispatcher to a delegate that does).
     ///
     /// - Returns: the token that unregisters the component; its
     ///   ``/FFIHook/HookGroupToken/skippedFields`` name the covered selectors the component does
@@ -129,6 +146,7 @@ public final class ObjCLifecycleDispatcher: Sendable {
                 tokens: [])
             state.nextID += 1
             if let delegate = state.delegate {
+                try watch(delegate, &state)
                 registration.tokens = try Self.install(registration, on: delegate, runtime: runtime)
             }
             state.registrations.append(registration)
@@ -151,13 +169,37 @@ public final class ObjCLifecycleDispatcher: Sendable {
         }
     }
 
+    /// Watches `delegate`'s deallocation (once per delegate): a delegate that goes while the
+    /// dispatcher holds it is forgotten, with the hooks that went with it.
+    private func watch(_ delegate: UInt, _ state: inout State) throws(ObjCHookError) {
+        guard state.deallocWatch == nil else { return }
+        state.deallocWatch = try ObjCHook.before(on: ObjCObject(UnsafeRawPointer(bitPattern: delegate)!), "dealloc") {
+            [weak self] call in
+            self?.forget(call.argument(0, as: UInt.self))
+        }
+    }
+
+    /// The delegate at `delegate` is being deallocated: its hooks go with it (the engine
+    /// removes an object's hooks as it is deallocated); the dispatcher holds no delegate.
+    private func forget(_ delegate: UInt) {
+        state.withLock { state in
+            guard state.delegate == delegate else { return }
+            state.delegate = nil
+            state.deallocWatch = nil
+            for index in state.registrations.indices { state.registrations[index].tokens = [] }
+        }
+    }
+
     /// Moves every registration's hooks to `delegate` (0: none).
     private func retarget(to delegate: UInt) {
         guard let runtime = ObjCRuntime.current else { return }
         let old: [HookToken] = state.withLock { state in
             guard state.delegate != delegate || delegate == 0 else { return [] }
             var old: [HookToken] = []
+            if let watching = state.deallocWatch { old.append(watching) }
+            state.deallocWatch = nil
             state.delegate = delegate == 0 ? nil : delegate
+            if delegate != 0 { try? watch(delegate, &state) }
             for index in state.registrations.indices {
                 old += state.registrations[index].tokens
                 state.registrations[index].tokens =
@@ -191,8 +233,12 @@ public final class ObjCLifecycleDispatcher: Sendable {
         var tokens: [HookToken] = []
         let component = registration.component
         do throws(ObjCHookError) {
+            let delegateClass = runtime.classOf(OpaquePointer(bitPattern: delegate)!)
             for selector in registration.implemented {
-                guard let sel = runtime.selector(selector),
+                // A selector the delegate does not implement (an optional method it skips)
+                // is never sent to it, so there is nothing to dispatch.
+                guard let sel = runtime.selector(selector), let delegateClass,
+                    runtime.instanceMethod(of: delegateClass, selector: sel) != nil,
                     let componentClass = runtime.classOf(OpaquePointer(bitPattern: component)!),
                     let method = runtime.instanceMethod(of: componentClass, selector: sel),
                     let encoding = runtime.typeEncoding(of: method)

@@ -12,29 +12,35 @@ extension ObjCMethodHookTests {
         let delegate = F.new("OFXAppDelegate")
         let components = ["A", "C", "B"].map { F.newComponent(CChar(UInt8(ascii: Unicode.Scalar($0)!))) }
         defer { for object in [delegate] + components { F.release(object) } }
-        let dispatcher = try ObjCLifecycleDispatcher(
-            delegate: F.object(delegate), protocol: "OFXLifecycle", optionalSelectors: ["willTerminate"])
-        #expect(dispatcher.selectors == ["didLaunch:", "willTerminate"])
-        let first = try dispatcher.register(F.object(components[0]), priority: 10)
-        let second = try dispatcher.register(F.object(components[1]))
-        let last = try dispatcher.register(F.object(components[2]), priority: -5)
-        #expect(first.skippedFields == ["willTerminate"])
-        F.resetEvents()
-        F.didLaunch(delegate, 7)
-        #expect(F.events() == "ACDB")
-        #expect(F.lastCode(components[2]) == 7)
-        F.willTerminate(delegate)
-        #expect(F.events() == "ACDBd")
-        #expect(first.remove())
-        #expect(!first.remove())
-        F.resetEvents()
-        F.didLaunch(delegate, 8)
-        #expect(F.events() == "CDB")
-        second.remove()
-        last.remove()
-        F.resetEvents()
-        F.didLaunch(delegate, 9)
-        #expect(F.events() == "D")
+        try {
+            let dispatcher = try ObjCLifecycleDispatcher(
+                delegate: F.object(delegate), protocol: "OFXLifecycle", optionalSelectors: ["willTerminate"])
+            #expect(dispatcher.selectors == ["didLaunch:", "willTerminate"])
+            let first = try dispatcher.register(F.object(components[0]), priority: 10)
+            let second = try dispatcher.register(F.object(components[1]))
+            let last = try dispatcher.register(F.object(components[2]), priority: -5)
+            #expect(first.skippedFields == ["willTerminate"])
+            F.resetEvents()
+            F.didLaunch(delegate, 7)
+            #expect(F.events() == "ACDB")
+            #expect(F.lastCode(components[2]) == 7)
+            F.willTerminate(delegate)
+            #expect(F.events() == "ACDBd")
+            #expect(first.remove())
+            #expect(!first.remove())
+            F.resetEvents()
+            F.didLaunch(delegate, 8)
+            #expect(F.events() == "CDB")
+            second.remove()
+            last.remove()
+            F.resetEvents()
+            F.didLaunch(delegate, 9)
+            #expect(F.events() == "D")
+            // The dispatcher watches its delegate's deallocation while it lives.
+            #expect(F.dispatchClass(delegate) == "FFIHook_OFXAppDelegate")
+            #expect(F.reportedClass(delegate) == "OFXAppDelegate")
+        }()
+        // Gone with its tokens, the dispatcher no longer watches: the delegate's class is back.
         #expect(F.dispatchClass(delegate) == "OFXAppDelegate")
         #expect(F.launches(components[0]) == 1)
     }
@@ -69,6 +75,28 @@ extension ObjCMethodHookTests {
         following.remove()
         registration.remove()
         #expect(F.dispatchClass(app) == "OFXApp")
+    }
+
+    /// A delegate that does not implement a covered selector (an optional method it skips):
+    /// the others are dispatched. A delegate deallocated while the dispatcher holds it is
+    /// forgotten, and later registrations hook nothing.
+    @Test func lifecycleDelegatesThatSkipOrGo() throws {
+        _ = try F.class("OFXAppDelegate")
+        let delegate = F.new("OFXPlain")  // implements identity: only
+        let component = F.newComponent(0)
+        defer { F.release(component) }
+        let dispatcher = ObjCLifecycleDispatcher(delegate: F.object(delegate), selectors: ["didLaunch:", "identity:"])
+        let registration = try dispatcher.register(F.object(component))
+        #expect(registration.skippedFields == ["identity:"])
+        #expect(F.identity(delegate, 3) == 3)
+        #expect(F.dispatchClass(delegate) == "FFIHook_OFXPlain")
+        #expect(F.object(delegate).reportedClass?.superclass?.name == "NSObject")
+        F.release(delegate)
+        #expect(dispatcher.delegate == nil)
+        let later = try dispatcher.register(F.object(component))
+        #expect(later.isActive)
+        later.remove()
+        registration.remove()
     }
 
     /// Components registered and unregistered while two threads send the delegate's
@@ -110,6 +138,5 @@ extension ObjCMethodHookTests {
         registration.remove()
         #expect(flags.failures.load(ordering: .relaxed) == 0)
         #expect(F.launches(steady) == Int32(2 * perThread))
-        #expect(F.dispatchClass(delegate) == "OFXAppDelegate")
     }
 }

@@ -107,6 +107,10 @@ ffh_objc_Class ffh_objc_instance_class_find(const ffh_objc_runtime *runtime, ffh
 /// was moved to one of them.
 ffh_objc_Class ffh_objc_instance_class_method(ffh_objc_id self, ffh_objc_SEL selector);
 
+/// The implementation of `-superclass` in those classes: the superclass of the class the
+/// object reports.
+ffh_objc_Class ffh_objc_instance_superclass_method(ffh_objc_id self, ffh_objc_SEL selector);
+
 /// The implementation of `-dealloc` in those classes: calls the handler set with
 /// `ffh_objc_instance_set_dealloc_handler` (which forgets the object's hooks), then the
 /// superclass's `-dealloc`.
