@@ -224,7 +224,12 @@ void ffh_objc_instance_dealloc_method(ffh_objc_id self, ffh_objc_SEL selector) {
 typedef struct ffh_objc_forwarder {
     ffh_objc_Class super_class;
     int returns_in_memory;
+    /* Every forwarder is kept in a list: trampolines in closure memory are its only other
+       reference, which leak checkers do not read. */
+    struct ffh_objc_forwarder *next;
 } ffh_objc_forwarder;
+
+static _Atomic(ffh_objc_forwarder *) ffh_objc_forwarders;
 
 /* Called by ffh_objc_forward_entry with the forwarder and the first three argument registers:
    the superclass's implementation for the receiver and selector they hold. */
@@ -272,6 +277,10 @@ void *ffh_objc_forwarder_make(ffh_objc_Class super_class, int returns_in_memory)
     bytes[26] = 0xe3;
     memcpy(writable, bytes, sizeof bytes);
     __builtin___clear_cache((char *)code, (char *)code + sizeof bytes);
+    forwarder->next = atomic_load_explicit(&ffh_objc_forwarders, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(
+        &ffh_objc_forwarders, &forwarder->next, forwarder, memory_order_release, memory_order_relaxed)) {
+    }
     return code;
 }
 #else
