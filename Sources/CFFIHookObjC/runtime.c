@@ -77,6 +77,17 @@ const ffh_objc_runtime *ffh_objc_runtime_functions(void) {
     // caller gets the published table.
     static atomic_flag claimed = ATOMIC_FLAG_INIT;
     if (!atomic_flag_test_and_set_explicit(&claimed, memory_order_acq_rel)) {
+        // The runtime frees a dispatch table it replaces (a method added, an implementation
+        // changed and the tables refreshed) at once while it counts one thread, and counts
+        // only the threads it was told of: threads made with pthread_create directly, which
+        // send messages all the same, would read freed tables. Counting one more thread, for
+        // good, makes it keep replaced tables until no other thread can be reading them.
+        void (*thread_add)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "objc_thread_add");
+        if (thread_add == NULL) {
+            void *handle = dlopen("libobjc.so.4", RTLD_LAZY | RTLD_NOLOAD);
+            if (handle != NULL) thread_add = (void (*)(void))dlsym(handle, "objc_thread_add");
+        }
+        if (thread_add != NULL) thread_add();
         ffh_objc_table = table;
         atomic_store_explicit(&ffh_objc_found, &ffh_objc_table, memory_order_release);
         return &ffh_objc_table;

@@ -1,4 +1,5 @@
 import FFIHookObjC
+import Foundation
 
 #if canImport(Glibc)
     import Glibc
@@ -44,6 +45,20 @@ enum ObjCFixture {
     static func `class`(_ name: String) throws -> ObjCClass {
         _ = handle
         return try ObjCClass(named: name)
+    }
+
+    /// Runs each body on a thread of its own (threads the runtime did not make, as a C
+    /// program's are) and returns once all have finished.
+    static func runThreads(_ bodies: [@Sendable () -> Void]) {
+        let finished = DispatchGroup()
+        for body in bodies {
+            finished.enter()
+            Thread.detachNewThread {
+                body()
+                finished.leave()
+            }
+        }
+        finished.wait()
     }
 
     static func new(_ className: String) -> ID {

@@ -587,7 +587,7 @@ import Testing
 
     /// Two threads send messages while a third installs and removes hooks on the same
     /// method: every message reaches the original, and the permanent hook counts them all.
-    @Test func messagesWhileHooksComeAndGo() async throws {
+    @Test func messagesWhileHooksComeAndGo() throws {
         final class Counts: Sendable {
             let counted = Atomic<Int>(0)
             let done = Atomic<Int>(0)
@@ -598,18 +598,17 @@ import Testing
         let counts = Counts()
         let permanent = try ObjCHook.before(on: method) { _ in counts.counted.add(1, ordering: .relaxed) }
         let perThread = 1_000_000
-        await withTaskGroup(of: Void.self) { group in
-            for _ in 0..<2 {
-                group.addTask {
-                    let object = F.new("OFXPlain")
-                    for value in 0..<perThread where F.identity(object, Int32(value)) != Int32(value) {
-                        counts.wrong.add(1, ordering: .relaxed)
-                    }
-                    F.release(object)
-                    counts.done.add(1, ordering: .relaxed)
-                }
+        let sender: @Sendable () -> Void = {
+            let object = F.new("OFXPlain")
+            for value in 0..<perThread where F.identity(object, Int32(value)) != Int32(value) {
+                counts.wrong.add(1, ordering: .relaxed)
             }
-            group.addTask {
+            F.release(object)
+            counts.done.add(1, ordering: .relaxed)
+        }
+        F.runThreads([
+            sender, sender,
+            {
                 while counts.done.load(ordering: .relaxed) < 2 {
                     guard let token = try? ObjCHook.after(on: method, { _ in }) else {
                         counts.wrong.add(1, ordering: .relaxed)
@@ -617,8 +616,8 @@ import Testing
                     }
                     token.remove()
                 }
-            }
-        }
+            },
+        ])
         permanent.remove()
         #expect(counts.wrong.load(ordering: .relaxed) == 0)
         #expect(counts.counted.load(ordering: .relaxed) == 2 * perThread)
