@@ -72,7 +72,15 @@ struct ObjCRuntime: @unchecked Sendable {
     /// class that defines it) and its subclasses: `method_setImplementation` of the GNU
     /// runtime updates the defining class's table alone, so subclasses whose tables were
     /// already built would go on calling the old implementation.
+    ///
+    /// The owner's dispatch table is built first: `method_setImplementation` writes the new
+    /// implementation into the table of every class that defines the method, and the table
+    /// of a class no message has reached yet is the runtime's one shared placeholder, after
+    /// which every class without a table of its own would dispatch the selector to it.
     func setImplementation(of method: OpaquePointer, in owner: OpaquePointer, to implementation: UInt) {
+        if let selector = functions.pointee.method_getName(method) {
+            prepareDispatch(of: owner, selector: selector)
+        }
         setImplementation(of: method, to: implementation)
         functions.pointee.update_dispatch_table?(owner)
     }

@@ -149,6 +149,10 @@ enum ObjCFixture {
     static let didLaunch = function("ofx_did_launch", as: (@convention(c) (ID, Int32) -> Void).self)
     static let willTerminate = function("ofx_will_terminate", as: (@convention(c) (ID) -> Void).self)
     static let setDelegate = function("ofx_app_set_delegate", as: (@convention(c) (ID, ID?) -> Void).self)
+    static let moveToNewSubclass = function(
+        "ofx_move_to_new_subclass",
+        as: (@convention(c) (ID, UnsafePointer<CChar>, UnsafePointer<CChar>, Int32) -> Void).self)
+    static let solo = function("ofx_solo", as: (@convention(c) (ID, Int32) -> Int32).self)
     static let unregisteredClass = function("ofx_unregistered_class", as: (@convention(c) () -> UnsafeRawPointer).self)
     static let metaclass = function(
         "ofx_metaclass", as: (@convention(c) (UnsafePointer<CChar>) -> UnsafeRawPointer).self)

@@ -110,6 +110,30 @@ extension ObjCMethodHookTests {
         #expect(runs.load(ordering: .relaxed) == 1)
     }
 
+    /// Classes another library makes after an object's hooks moved it to a subclass: their
+    /// overrides of the hooked selector run. (Setting the implementation of a method of a
+    /// class no message had reached wrote into the runtime's shared placeholder table, which
+    /// every class without a table of its own then dispatched through.)
+    @Test func classesMadeLaterKeepTheirOverrides() throws {
+        _ = try F.class("OFXSolo")
+        let hooked = F.new("OFXSolo")
+        let other = F.new("OFXSolo")
+        defer {
+            F.release(hooked)
+            F.release(other)
+        }
+        let token = try ObjCHook.after(on: F.object(hooked), "solo:") { call in
+            call.setReturnValue(call.returnValue(as: Int32.self) + 1)
+        }
+        #expect(F.solo(hooked, 1) == 2)
+        F.moveToNewSubclass(other, "OFXSolo", "OFXSoloPlain", 0)
+        #expect(F.solo(other, 2) == 2)
+        F.moveToNewSubclass(other, "OFXSoloPlain", "OFXSoloOverriding", 1)
+        #expect(F.solo(other, 3) == 7003)
+        token.remove()
+        #expect(F.solo(hooked, 4) == 4)
+    }
+
     // MARK: - Key-value observing
 
     /// Observation added after the object's hook, then either removed first: every change is

@@ -389,3 +389,24 @@ int ofx_component_last_code(OFXComponent *component) { return component->lastCod
 void ofx_did_launch(id delegate, int code) { [delegate didLaunch:code]; }
 void ofx_will_terminate(id delegate) { [delegate willTerminate]; }
 void ofx_app_set_delegate(id app, id newDelegate) { [app setDelegate:newDelegate]; }
+
+// MARK: - Classes other code makes at run time
+
+@interface OFXSolo : NSObject
+- (int)solo:(int)x;
+@end
+@implementation OFXSolo
+- (int)solo:(int)x { return x; }
+@end
+
+static int ofx_other_solo(id self, SEL _cmd, int x) { return 7000 + x; }
+
+/// What another library does: makes and registers a subclass of `base` called `name`, which
+/// overrides solo: when `overrides` is set, and moves `object` to it.
+void ofx_move_to_new_subclass(id object, const char *base, const char *name, int overrides) {
+    Class made = objc_allocateClassPair(objc_getClass(base), name, 0);
+    if (overrides) class_addMethod(made, @selector(solo:), (IMP)ofx_other_solo, "i20@0:8i16");
+    objc_registerClassPair(made);
+    object_setClass(object, made);
+}
+int ofx_solo(id object, int x) { return [object solo:x]; }
