@@ -63,8 +63,10 @@ public struct ObjCClass: Sendable, Hashable, CustomStringConvertible {
         ObjCRuntime.current?.superclass(of: opaque).map { ObjCClass(UnsafeRawPointer($0)) }
     }
 
-    /// The class's name, or its address when the runtime cannot be asked.
+    /// The class's name (`Counter`, or `Counter (metaclass)` for a metaclass), or its address
+    /// when the runtime cannot be asked.
     public var description: String {
-        name ?? "Class(0x\(String(address, radix: 16)))"
+        guard let runtime = ObjCRuntime.current, let name else { return "Class(0x\(String(address, radix: 16)))" }
+        return runtime.isMetaclass(opaque) ? name + " (metaclass)" : name
     }
 }

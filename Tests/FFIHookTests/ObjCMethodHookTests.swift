@@ -495,6 +495,8 @@ import Testing
         #expect(throws: ObjCHookError.self) { try ObjCClass.of(unmapped) }
         #expect(throws: ObjCHookError.self) { try ObjCClass(named: "OFXPlain\u{0}garbage") }
         let metaclass = ObjCClass(F.metaclass("OFXCounter"))
+        #expect(metaclass.description == "OFXCounter (metaclass)")
+        #expect(counter.description == "OFXCounter")
         #expect(code { try ObjCHook.before(on: .instance("classAdd:to:", of: metaclass)) { _ in } } == .invalidClass)
         do {
             _ = try ObjCHook.before(on: .instance("noSuchSelector:", of: counter)) { _ in }
