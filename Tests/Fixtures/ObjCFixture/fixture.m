@@ -218,12 +218,12 @@ void ofx_unobserve(id object, id observer, const char *key) {
 }
 int ofx_notifications(OFXObserver *observer) { return observer->notifications; }
 int ofx_last_value(OFXObserver *observer) { return observer->lastValue; }
-void ofx_set_level(id object, int value) {
+void ofx_set_level(OFXObserved *object, int value) {
     NSAutoreleasePool *pool = [NSAutoreleasePool new];
     [object setLevel:value];
     [pool drain];
 }
-int ofx_level(id object) { return [object level]; }
+int ofx_level(OFXObserved *object) { return [object level]; }
 /// The name of the class the object reports.
 const char *ofx_reported_class(id object) { return class_getName([object class]); }
 /// The name of the class the runtime dispatches the object's messages through.
@@ -386,7 +386,7 @@ id ofx_component_new(char tag) {
 }
 int ofx_component_launches(OFXComponent *component) { return __atomic_load_n(&component->launches, __ATOMIC_RELAXED); }
 int ofx_component_last_code(OFXComponent *component) { return component->lastCode; }
-void ofx_did_launch(id delegate, int code) { [delegate didLaunch:code]; }
+void ofx_did_launch(id<OFXLifecycle> delegate, int code) { [delegate didLaunch:code]; }
 void ofx_will_terminate(id delegate) { [delegate willTerminate]; }
 void ofx_app_set_delegate(id app, id newDelegate) { [app setDelegate:newDelegate]; }
 
