@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "ffh_objc.h"
 
+#include "ffh_call.h"
 #include "ffh_memory.h"
 
 #include <dlfcn.h>
@@ -258,9 +259,8 @@ __attribute__((visibility("hidden"))) ffh_objc_IMP ffh_objc_forwarder_target(con
 void ffh_objc_forward_entry(void);
 
 void *ffh_objc_forwarder_make(ffh_objc_Class super_class, int returns_in_memory) {
-    enum { TRAMPOLINE_SIZE = 27 };
     // A libffi built with static trampolines hands out code that is not ours to write.
-    if (sizeof(ffi_closure) < TRAMPOLINE_SIZE || dlsym(RTLD_DEFAULT, "ffi_tramp_is_present") != NULL) return NULL;
+    if (sizeof(ffi_closure) < FFH_ENTRY_TRAMPOLINE_SIZE || dlsym(RTLD_DEFAULT, "ffi_tramp_is_present") != NULL) return NULL;
     if (atomic_load_explicit(&ffh_objc_found, memory_order_acquire) == NULL) return NULL;
     ffh_objc_forwarder *forwarder = malloc(sizeof *forwarder);
     if (forwarder == NULL) return NULL;
@@ -272,22 +272,8 @@ void *ffh_objc_forwarder_make(ffh_objc_Class super_class, int returns_in_memory)
         free(forwarder);
         return NULL;
     }
-    unsigned char bytes[TRAMPOLINE_SIZE];
-    uint64_t data = (uint64_t)(uintptr_t)forwarder;
-    uint64_t entry = (uint64_t)(uintptr_t)&ffh_objc_forward_entry;
-    static const unsigned char endbr64[] = {0xf3, 0x0f, 0x1e, 0xfa};
-    memcpy(bytes, endbr64, 4);
-    bytes[4] = 0x49; /* movabs $forwarder, %r10 */
-    bytes[5] = 0xba;
-    memcpy(bytes + 6, &data, 8);
-    bytes[14] = 0x49; /* movabs $entry, %r11 */
-    bytes[15] = 0xbb;
-    memcpy(bytes + 16, &entry, 8);
-    bytes[24] = 0x41; /* jmp *%r11 */
-    bytes[25] = 0xff;
-    bytes[26] = 0xe3;
-    memcpy(writable, bytes, sizeof bytes);
-    __builtin___clear_cache((char *)code, (char *)code + sizeof bytes);
+    ffh_write_trampoline(writable, forwarder, (const void *)&ffh_objc_forward_entry);
+    __builtin___clear_cache((char *)code, (char *)code + FFH_ENTRY_TRAMPOLINE_SIZE);
     forwarder->next = atomic_load_explicit(&ffh_objc_forwarders, memory_order_relaxed);
     while (!atomic_compare_exchange_weak_explicit(
         &ffh_objc_forwarders, &forwarder->next, forwarder, memory_order_release, memory_order_relaxed)) {

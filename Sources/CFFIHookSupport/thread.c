@@ -312,41 +312,35 @@ __attribute__((visibility("hidden"))) void ffh_closure_unwound(entry_frame_t *fr
     ffh_abandoned((void *)(uintptr_t)(armed >> 1));
 }
 
-void ffh_install_entry(void *trampoline, const void *record) {
+void ffh_write_trampoline(void *trampoline, const void *data, const void *target) {
     unsigned char code[FFH_ENTRY_TRAMPOLINE_SIZE];
-    uint64_t recordAddress = (uint64_t)(uintptr_t)record;
-    uint64_t entryAddress = (uint64_t)(uintptr_t)&ffh_closure_entry;
+    uint64_t dataAddress = (uint64_t)(uintptr_t)data;
+    uint64_t targetAddress = (uint64_t)(uintptr_t)target;
     static const unsigned char endbr64[] = {0xf3, 0x0f, 0x1e, 0xfa};
     memset(code, 0xcc, sizeof code); /* int3 after the jump */
     memcpy(code, endbr64, 4);
-    code[4] = 0x49; /* movabs $record, %r10 */
+    code[4] = 0x49; /* movabs $data, %r10 */
     code[5] = 0xba;
-    memcpy(code + 6, &recordAddress, 8);
-    code[14] = 0x49; /* movabs $entry, %r11 */
+    memcpy(code + 6, &dataAddress, 8);
+    code[14] = 0x49; /* movabs $target, %r11 */
     code[15] = 0xbb;
-    memcpy(code + 16, &entryAddress, 8);
+    memcpy(code + 16, &targetAddress, 8);
     code[24] = 0x41; /* jmp *%r11 */
     code[25] = 0xff;
     code[26] = 0xe3;
     memcpy(trampoline, code, sizeof code);
 }
 
+void ffh_install_entry(void *trampoline, const void *record) {
+    ffh_write_trampoline(trampoline, record, (const void *)&ffh_closure_entry);
+}
+
 #else
 
-/* Called by ffh_closure_entry's landing pad when an exception (Objective-C, C++) unwinds
-   through a call that entered there: the frames of the call are gone without returning, so
-   the thread's cleanup list loses the buffer the call pushed (which a later longjmp or thread
-   exit would otherwise run from dead stack) and the call's marks end, as for a longjmp. */
-__attribute__((visibility("hidden"))) void ffh_closure_unwound(entry_frame_t *frame) {
-    uint64_t armed = frame->unwind[1];
-    if (!(armed & 1)) return;
-    frame->unwind[1] = 0;
-#if FFH_CLEANUP
-    struct _pthread_cleanup_buffer restore;
-    restore.__prev = (struct _pthread_cleanup_buffer *)(uintptr_t)frame->unwind[0];
-    _pthread_cleanup_pop(&restore, 0);
-#endif
-    ffh_abandoned((void *)(uintptr_t)(armed >> 1));
+void ffh_write_trampoline(void *trampoline, const void *data, const void *target) {
+    (void)trampoline;
+    (void)data;
+    (void)target;
 }
 
 void ffh_install_entry(void *trampoline, const void *record) {

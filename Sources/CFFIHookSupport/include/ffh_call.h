@@ -201,6 +201,12 @@ void ffh_forward_sysv(const void *plan, const void *function, void *const *argum
 /// bytes, all within the closure's trampoline.
 void ffh_install_entry(void *trampoline, const void *record);
 
+/// Writes at `trampoline` `FFH_ENTRY_TRAMPOLINE_SIZE` bytes of x86-64 code that loads `data`
+/// into `%r10` and jumps to `target` with every argument register untouched: the trampoline
+/// of ``ffh_install_entry``, and of other entries that find their data in `%r10`. Does
+/// nothing on other architectures.
+void ffh_write_trampoline(void *trampoline, const void *data, const void *target);
+
 #endif
 
 #endif
