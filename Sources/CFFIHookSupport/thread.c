@@ -120,30 +120,84 @@ void ffh_thread_forget_others(void) {
 
 // MARK: - fork
 
-static pthread_mutex_t *ffh_fork_locks[2];
+enum { FFH_FORK_LOCKS = 16 };
+
+/* The locks taken across fork. An entry is written, then published by setting `ready`;
+   entries are never removed. */
+static struct {
+    pthread_mutex_t *lock;
+    int rank;
+    int ready;
+} ffh_fork_locks[FFH_FORK_LOCKS];
+static unsigned ffh_fork_lock_count;
+
+/* The published locks, in the order they are taken (by rank, then by addition). */
+static unsigned ffh_fork_order(pthread_mutex_t **order) {
+    unsigned count = __atomic_load_n(&ffh_fork_lock_count, __ATOMIC_ACQUIRE);
+    if (count > FFH_FORK_LOCKS) count = FFH_FORK_LOCKS;
+    int ranks[FFH_FORK_LOCKS];
+    unsigned taken = 0;
+    for (unsigned index = 0; index < count; index++) {
+        if (!__atomic_load_n(&ffh_fork_locks[index].ready, __ATOMIC_ACQUIRE)) continue;
+        pthread_mutex_t *lock = ffh_fork_locks[index].lock;
+        int rank = ffh_fork_locks[index].rank;
+        int seen = 0;
+        for (unsigned other = 0; other < taken; other++) seen |= order[other] == lock;
+        if (seen) continue; /* added twice by racing threads: taken once */
+        unsigned at = taken;
+        while (at > 0 && ranks[at - 1] > rank) {
+            order[at] = order[at - 1];
+            ranks[at] = ranks[at - 1];
+            at--;
+        }
+        order[at] = lock;
+        ranks[at] = rank;
+        taken++;
+    }
+    return taken;
+}
+
+/* What the prepare handler took, for the handlers after the fork. */
+static pthread_mutex_t *ffh_fork_held[FFH_FORK_LOCKS];
+static unsigned ffh_fork_held_count;
 
 static void ffh_fork_prepare(void) {
-    pthread_mutex_lock(ffh_fork_locks[0]);
-    pthread_mutex_lock(ffh_fork_locks[1]);
+    pthread_mutex_t *order[FFH_FORK_LOCKS];
+    unsigned count = ffh_fork_order(order);
+    for (unsigned index = 0; index < count; index++) {
+        pthread_mutex_lock(order[index]);
+        ffh_fork_held[index] = order[index];
+    }
+    ffh_fork_held_count = count;
 }
 
-static void ffh_fork_parent(void) {
-    pthread_mutex_unlock(ffh_fork_locks[1]);
-    pthread_mutex_unlock(ffh_fork_locks[0]);
+static void ffh_fork_release(void) {
+    for (unsigned index = ffh_fork_held_count; index > 0; index--) pthread_mutex_unlock(ffh_fork_held[index - 1]);
+    ffh_fork_held_count = 0;
 }
+
+static void ffh_fork_parent(void) { ffh_fork_release(); }
 
 static void ffh_fork_child(void) {
     /* The child's only thread: every other record belongs to a thread that is gone. */
     ffh_thread_forget_others();
-    pthread_mutex_unlock(ffh_fork_locks[1]);
-    pthread_mutex_unlock(ffh_fork_locks[0]);
+    ffh_fork_release();
 }
 
-int ffh_fork_protect(pthread_mutex_t *first, pthread_mutex_t *second) {
+int ffh_fork_protect(pthread_mutex_t *lock, int rank) {
     static int registered;
+    unsigned count = __atomic_load_n(&ffh_fork_lock_count, __ATOMIC_ACQUIRE);
+    for (unsigned index = 0; index < count && index < FFH_FORK_LOCKS; index++) {
+        if (__atomic_load_n(&ffh_fork_locks[index].ready, __ATOMIC_ACQUIRE) && ffh_fork_locks[index].lock == lock) {
+            return 0;
+        }
+    }
+    unsigned slot = __atomic_fetch_add(&ffh_fork_lock_count, 1, __ATOMIC_ACQ_REL);
+    if (slot >= FFH_FORK_LOCKS) return -1;
+    ffh_fork_locks[slot].lock = lock;
+    ffh_fork_locks[slot].rank = rank;
+    __atomic_store_n(&ffh_fork_locks[slot].ready, 1, __ATOMIC_RELEASE);
     if (__atomic_exchange_n(&registered, 1, __ATOMIC_ACQ_REL)) return 0;
-    ffh_fork_locks[0] = first;
-    ffh_fork_locks[1] = second;
     return pthread_atfork(ffh_fork_prepare, ffh_fork_parent, ffh_fork_child);
 }
 

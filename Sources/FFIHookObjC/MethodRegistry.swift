@@ -79,6 +79,12 @@ final class MethodRegistry: Sendable {
 
     let state = Locked(State())
 
+    private init() {
+        // Held while the engine's registry is taken: ranks below it. A child of a fork made
+        // while another thread installed a method hook would otherwise find it held forever.
+        state.protectAcrossFork(rank: SlotRegistry.forkRank - 50)
+    }
+
     /// What an install resolved: the class the method is hooked for, and the method.
     struct Target {
         let runtime: ObjCRuntime

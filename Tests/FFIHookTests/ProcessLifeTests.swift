@@ -1021,7 +1021,7 @@ private final class Flag: Sendable {
 }
 
 /// A POSIX thread that runs a Swift closure; its handle is what pthread_kill takes.
-private final class JoinableThread: Sendable {
+final class JoinableThread: Sendable {
     let handle: pthread_t
 
     private final class Body: Sendable {

@@ -87,12 +87,16 @@ int ffh_thread_release_vanished(ffh_thread *thread, uintptr_t generation);
 /// calling thread's new kernel id.
 void ffh_thread_forget_others(void);
 
-/// Registers, on its first call only, `pthread_atfork` handlers that take `first`, then
-/// `second`, before a fork and release both on each side after it; the child's handler
-/// first frees the other threads' records. The handlers are C and reach the locks through
-/// pointers kept here, so they touch nothing a fork could have left half initialised.
-/// Returns 0, or the error of `pthread_atfork`.
-int ffh_fork_protect(pthread_mutex_t *first, pthread_mutex_t *second);
+/// Adds `lock` to the locks that no thread may hold across `fork`: `pthread_atfork` handlers
+/// (registered on the first call) take every added lock before a fork, in increasing `rank`
+/// (locks added with equal ranks in the order they were added), and release them all on
+/// each side after it; the child's handler first frees the other threads' records. A lock
+/// that code takes while it holds another must have the higher rank. The handlers are C and
+/// reach the locks through pointers kept here, so they touch nothing a fork could have left
+/// half initialised. Adding takes no lock (a fork that races the very first addition of a
+/// lock may not take that lock). At most 16 locks; a lock added twice is kept once.
+/// Returns 0, -1 when the table is full, or the error of `pthread_atfork`.
+int ffh_fork_protect(pthread_mutex_t *lock, int rank);
 
 // MARK: - Re-entry marks
 

@@ -25,10 +25,13 @@ package final class SlotRegistry: Sendable {
     /// handed over here, so a fork never runs Swift code that could wait for a lazy global's
     /// initialisation the fork cut short.
     private static let forkHandlers: Void = {
-        _ = ffh_fork_protect(
-            shared.state.mutexForFork.assumingMemoryBound(to: pthread_mutex_t.self),
-            CallInterface.interningLockForFork.assumingMemoryBound(to: pthread_mutex_t.self))
+        shared.state.protectAcrossFork(rank: forkRank)
+        CallInterface.protectInterningAcrossFork(rank: forkRank + 1)
     }()
+
+    /// The rank of the registry's lock among the locks taken across fork (see
+    /// `ffh_fork_protect`): a lock held while the registry's is taken must rank lower.
+    package static let forkRank: Int32 = 100
 
     private struct State {
         /// The entries of the slots that have hooks, by address.

@@ -26,9 +26,10 @@ extension CallInterface {
     /// How many interned interfaces are alive (for tests and diagnostics).
     static var sharedInterfaceCount: Int { InterfaceCache.shared.count }
 
-    /// The interning table's lock (a `pthread_mutex_t`), for the hook registry's
-    /// `pthread_atfork` handlers.
-    package static var interningLockForFork: UnsafeMutableRawPointer { InterfaceCache.shared.mutexForFork }
+    /// Has the interning table's lock taken across `fork` (see ``Locked/protectAcrossFork(rank:)``).
+    package static func protectInterningAcrossFork(rank: Int32) {
+        InterfaceCache.shared.protectAcrossFork(rank: rank)
+    }
 }
 
 /// The weak table behind ``CallInterface/shared(for:)``.
@@ -71,6 +72,6 @@ final class InterfaceCache: Sendable {
 
     var count: Int { entries.withLock { $0.count } }
 
-    /// The table's lock, for the `pthread_atfork` handlers of the hook registry.
-    var mutexForFork: UnsafeMutableRawPointer { entries.mutexForFork }
+    /// Has the table's lock taken across `fork`.
+    func protectAcrossFork(rank: Int32) { entries.protectAcrossFork(rank: rank) }
 }

@@ -1,3 +1,5 @@
+internal import CFFIHookSupport
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -46,8 +48,11 @@ package final class Locked<Value>: @unchecked Sendable {
         return body(&value)
     }
 
-    /// The lock itself, for `pthread_atfork` handlers written in C: taken before a fork so
-    /// that no other thread holds it at that moment, released on both sides after it. The
-    /// lock lives as long as this value.
-    package var mutexForFork: UnsafeMutableRawPointer { UnsafeMutableRawPointer(mutex) }
+    /// Has the lock taken before every `fork` and released on both sides after it, so that a
+    /// child never finds it held by a thread it does not have. `rank` orders it among the
+    /// other locks so protected: a lock taken while another is held ranks higher. For locks
+    /// that live as long as the process; call once per lock.
+    package func protectAcrossFork(rank: Int32) {
+        _ = ffh_fork_protect(mutex, rank)
+    }
 }

@@ -1,0 +1,76 @@
+import CTestSupport
+import FFIHook
+import FFIHookObjC
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Objective-C method hooks in odd processes. Part of the serialized suite of class-wide
+/// hooks: both hook the same classes.
+extension ObjCMethodHookTests {
+    /// fork, twenty times, while another thread installs and removes class-wide and
+    /// per-instance hooks in a loop: in each child, hooks go in and out of methods of the
+    /// same classes and messages reach them (the method registry's lock is never held
+    /// across a fork by a thread the child does not have).
+    @Test(
+        .disabled(
+            if: ProcessLifeTests.underThreadSanitizer,
+            "the Swift runtime's lazy globals are not fork-safe under ThreadSanitizer"))
+    func forkWhileAnotherThreadChangesMethodHooks() async {
+        await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
+            ProcessLifeTests.startChild()
+            let plain = try ObjCFixture.class("OFXPlain")
+            let counter = try ObjCFixture.class("OFXCounter")
+            let churned = ObjCMethod.instance("identity:", of: plain)
+            let object = ObjCFixture.new("OFXPlain")
+            let address = UInt(bitPattern: object)
+            let stop = Atomic<Bool>(false)
+            let changes = Atomic<Int>(0)
+            let changer = JoinableThread {
+                while !stop.load(ordering: .relaxed) {
+                    do {
+                        let classWide = try ObjCHook.before(on: churned) { _ in }
+                        let own = try ObjCHook.after(on: ObjCObject(UnsafeRawPointer(bitPattern: address)!), "identity:") {
+                            _ in
+                        }
+                        classWide.remove()
+                        own.remove()
+                    } catch {
+                        ProcessLifeTests.fail("installing on -[OFXPlain identity:] threw \(error)")
+                    }
+                    changes.add(1, ordering: .relaxed)
+                }
+            }
+            for _ in 0..<20 {
+                let before = changes.load(ordering: .relaxed)
+                while changes.load(ordering: .relaxed) <= before { sched_yield() }
+                let child = pf_fork()
+                if child == 0 {
+                    ProcessLifeTests.runForkedChild {
+                        let added = try ObjCHook.after(on: .instance("add:to:", of: counter)) { call in
+                            call.setReturnValue(call.returnValue(as: Int32.self) + 1000)
+                        }
+                        let sum = ObjCFixture.new("OFXCounter")
+                        ProcessLifeTests.check(ObjCFixture.add(sum, 1, 2) == 1003, "-add:to: hooked", forked: true)
+                        let own = try ObjCHook.instead(on: ObjCObject(UnsafeRawPointer(object)), "identity:") { call in
+                            call.setReturnValue(Int32(-1))
+                        }
+                        ProcessLifeTests.check(
+                            ObjCFixture.identity(object, 5) == -1, "-identity: hooked for the object", forked: true)
+                        ProcessLifeTests.check(added.remove() && own.remove(), "removals", forked: true)
+                        ProcessLifeTests.check(ObjCFixture.add(sum, 1, 2) == 3, "-add:to: unhooked", forked: true)
+                        ProcessLifeTests.check(ObjCFixture.identity(object, 5) == 5, "-identity: unhooked", forked: true)
+                        try Hook.waitForReclamation()
+                    }
+                }
+                ProcessLifeTests.checkForkedChild(child)
+            }
+            stop.store(true, ordering: .relaxed)
+            changer.join()
+            exit(0)
+        }
+    }
+}
