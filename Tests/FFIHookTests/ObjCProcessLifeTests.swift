@@ -33,9 +33,8 @@ extension ObjCMethodHookTests {
                 while !stop.load(ordering: .relaxed) {
                     do {
                         let classWide = try ObjCHook.before(on: churned) { _ in }
-                        let own = try ObjCHook.after(on: ObjCObject(UnsafeRawPointer(bitPattern: address)!), "identity:") {
-                            _ in
-                        }
+                        let mine = ObjCObject(UnsafeRawPointer(bitPattern: address)!)
+                        let own = try ObjCHook.after(on: mine, "identity:") { _ in }
                         classWide.remove()
                         own.remove()
                     } catch {
@@ -62,7 +61,8 @@ extension ObjCMethodHookTests {
                             ObjCFixture.identity(object, 5) == -1, "-identity: hooked for the object", forked: true)
                         ProcessLifeTests.check(added.remove() && own.remove(), "removals", forked: true)
                         ProcessLifeTests.check(ObjCFixture.add(sum, 1, 2) == 3, "-add:to: unhooked", forked: true)
-                        ProcessLifeTests.check(ObjCFixture.identity(object, 5) == 5, "-identity: unhooked", forked: true)
+                        ProcessLifeTests.check(
+                            ObjCFixture.identity(object, 5) == 5, "-identity: unhooked", forked: true)
                         try Hook.waitForReclamation()
                     }
                 }
