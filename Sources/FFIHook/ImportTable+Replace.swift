@@ -67,10 +67,11 @@ extension ImportTable {
 }
 
 extension HookError {
-    /// The error with `symbol` as the import-table symbol it concerns.
+    /// The error with `symbol` as the import-table symbol it concerns, unless it names one
+    /// already (an error about `dlopen`'s entries met while hooking another symbol).
     package func naming(symbol: String) -> HookError {
         var error = self
-        error.symbol = symbol
+        if error.symbol == nil { error.symbol = symbol }
         return error
     }
 }

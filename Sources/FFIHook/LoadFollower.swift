@@ -141,7 +141,10 @@ final class LoadFollower: Sendable {
                     companions = try ImportWalk.install(loaderRequest, in: objects) { claims($0, \.loaderEntries) }
                 } catch {
                     for token in tokens { token.remove() }
-                    throw error
+                    // About dlopen's entry, not the symbol's: say so.
+                    var named = error.naming(symbol: "dlopen")
+                    named.message += " (following later loads for \"\(request.symbol)\" hooks dlopen in every object)"
+                    throw named
                 }
                 return (tokens, companions, covering(tokens), covering(companions))
             }

@@ -196,6 +196,20 @@ extension FixtureTableTests {
             #expect(ImportWalk.value(at: entry.slot) == ImportFixtures.resolved("atoi"))
         }
 
+        /// Following later loads hooks `dlopen` too: when `dlopen` is already hooked with
+        /// other types, the refusal names `dlopen`, the entry that conflicts, not the symbol.
+        @Test func aConflictOnDlopenIsNamedAsSuch() throws {
+            let mine = try ImportTable.before(symbol: "dlopen", in: .all, signature: Signature("qqq")) { _ in }
+            defer { mine.remove() }
+            let error = #expect(throws: HookError.self) {
+                try ImportTable.after(symbol: "getpid", in: .allIncludingLaterLoads, signature: Signature("i")) { _ in }
+            }
+            #expect(error?.code == .signatureMismatch)
+            #expect(error?.symbol == "dlopen")
+            #expect(error?.description.contains("cannot hook \"dlopen\"") == true)
+            #expect(error?.message.contains("following later loads for \"getpid\"") == true)
+        }
+
         /// A block that calls the hooked symbol through another object's entry (here
         /// `String(cString:)`, whose `strlen` goes through the Swift runtime's import table)
         /// is re-entry, as through the same entry: the block runs once per outside call, and a
