@@ -71,16 +71,25 @@ final class HookSnapshot: @unchecked Sendable {
     }
 
     deinit {
-        for list in [before, instead, after] {
-            for record in list { record.release() }
-            list.deallocate()
-        }
+        Self.release(before)
+        Self.release(instead)
+        Self.release(after)
     }
 
-    /// A buffer holding `records`, each retained once on the snapshot's behalf.
+    private static func release(_ list: UnsafeBufferPointer<Unmanaged<HookRecord>>) {
+        guard !list.isEmpty else { return }
+        for record in list { record.release() }
+        list.deallocate()
+    }
+
+    /// A buffer holding `records`, each retained once on the snapshot's behalf (none for
+    /// an empty list: most lists of most snapshots are empty).
     private static func retained(_ records: [HookRecord]) -> UnsafeBufferPointer<Unmanaged<HookRecord>> {
+        guard !records.isEmpty else { return UnsafeBufferPointer(start: nil, count: 0) }
         let buffer = UnsafeMutableBufferPointer<Unmanaged<HookRecord>>.allocate(capacity: records.count)
-        _ = buffer.initialize(from: records.map { Unmanaged.passRetained($0) })
+        for (index, record) in records.enumerated() {
+            (buffer.baseAddress! + index).initialize(to: Unmanaged.passRetained(record))
+        }
         return UnsafeBufferPointer(buffer)
     }
 

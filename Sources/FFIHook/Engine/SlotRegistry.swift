@@ -153,6 +153,7 @@ package final class SlotRegistry: Sendable {
                     state.table.remove(existing.cell, in: state.pool)
                 }
             }
+            let isNew = target == nil
             if target == nil {
                 let entry = try Self.makeEntry(
                     slot: slot, interface: interface, options: options, reentryByFunction: reentryByFunction,
@@ -167,7 +168,10 @@ package final class SlotRegistry: Sendable {
             let record = HookRecord(
                 block: block, position: position, options: options, priority: priority, receiver: receiver,
                 entry: entry)
-            state.retired.append(entry.publish(entry.snapshot.adding(record)))
+            let replaced = entry.publish(entry.snapshot.adding(record))
+            // A new entry's first snapshot was never published in the slot record, so no
+            // call can have read it: it goes now, without a grace period.
+            if !isNew { state.retired.append(replaced) }
             ffh_slot_set_state(entry.record, entry.publishedState)
             state.entries[address] = entry
             Self.reclaim(&state)
@@ -344,13 +348,16 @@ package final class SlotRegistry: Sendable {
     /// object mapped there since, with code where the slot was, whose page must keep its
     /// permission to execute). Returns whether it wrote.
     private static func writeBack(
-        _ original: UInt, over current: UInt, at address: UInt, wasReadOnly: Bool
+        _ original: UInt, over current: UInt, at address: UInt, wasReadOnly: Bool, mappingChecked: Bool = false
     ) -> Bool {
-        guard SlotMemory.isReadable(address) else { return false }
+        // A slot found writable (or, read-only at install, readable) just before is not
+        // asked about again: each question is a system call.
+        if !mappingChecked {
+            guard wasReadOnly ? SlotMemory.isReadable(address) : SlotMemory.isWritable(address) else { return false }
+        }
         let cell = UnsafeMutablePointer<Atomic<UInt>>(bitPattern: address)!
         guard cell.pointee.load(ordering: .acquiring) == current else { return false }
         if !wasReadOnly {
-            guard SlotMemory.isWritable(address) else { return false }
             return compareExchange(cell, expected: current, desired: original, protection: nil) == true
         }
         guard let protection = SlotMemory.protection(of: address), protection.readable, !protection.executable
@@ -569,7 +576,8 @@ package final class SlotRegistry: Sendable {
         // a pass-through for good, and a new hook on the slot gets a closure of its own (one
         // that took their pointer as its original would call itself through them).
         let restored = writeBack(
-            entry.original, over: entry.code, at: address, wasReadOnly: entry.readOnlyProtection != nil)
+            entry.original, over: entry.code, at: address, wasReadOnly: entry.readOnlyProtection != nil,
+            mappingChecked: true)
         if !restored && isCurrent {
             state.table.remove(entry.cell, in: state.pool)
         }
@@ -621,6 +629,15 @@ package final class SlotRegistry: Sendable {
                 let generation = ffh_thread_generation(record)
                 if generation & 1 == 1 { inside.append((record, generation)) }
             }
+            if inside.isEmpty && ffh_recordless_reader_count() == 0 {
+                // No call can be reading any of it: free it now, keeping the lists' storage
+                // for the next writer (the group below would end at once, for more work).
+                for cell in state.retiredCells { state.pool.release(cell) }
+                state.retired.removeAll(keepingCapacity: true)
+                state.retiredCells.removeAll(keepingCapacity: true)
+                state.nextGroup += 1
+                return reclaimWaiting(&state)
+            }
             state.waiting.append(
                 WaitingGroup(
                     number: state.nextGroup, objects: state.retired, cells: state.retiredCells, threads: inside,
@@ -629,6 +646,12 @@ package final class SlotRegistry: Sendable {
             state.retired = []
             state.retiredCells = []
         }
+        return reclaimWaiting(&state)
+    }
+
+    /// Frees the waiting groups whose grace period has ended; returns whether none is left.
+    private static func reclaimWaiting(_ state: inout State) -> Bool {
+        guard !state.waiting.isEmpty else { return true }
         var freedCells: [ClosurePool.Cell] = []
         state.waiting.removeAll { group in
             if group.waitsForRecordless && ffh_recordless_reader_count() != 0 { return false }

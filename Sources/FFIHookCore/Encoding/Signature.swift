@@ -24,6 +24,9 @@ public struct Signature: Sendable, Hashable, CustomStringConvertible {
     /// Two signatures with the same types but different counts are different signatures:
     /// they are not equal, and a slot hooked with one cannot be hooked with the other.
     public let fixedArgumentCount: Int?
+    /// The encoding without names and qualifiers, with a variadic call shape's count: what
+    /// interfaces are shared by (see ``abiKey``). Made once, here: every install asks for it.
+    private let storedABIKey: String
 
     /// Reads a signature from a type encoding.
     ///
@@ -34,6 +37,7 @@ public struct Signature: Sendable, Hashable, CustomStringConvertible {
         var parser = EncodingParser(encoding)
         (returnType, argumentTypes) = try parser.parseSignature()
         fixedArgumentCount = nil
+        storedABIKey = Self.abiKey(returnType, argumentTypes, nil)
     }
 
     /// The frame offsets of a method encoding (`i24@0:8i16i20`): the number after the return
@@ -80,12 +84,14 @@ public struct Signature: Sendable, Hashable, CustomStringConvertible {
         self.returnType = returnType
         self.argumentTypes = argumentTypes
         self.fixedArgumentCount = nil
+        storedABIKey = Self.abiKey(returnType, argumentTypes, nil)
     }
 
     private init(_ signature: Signature, fixedArgumentCount: Int?) {
         self.returnType = signature.returnType
         self.argumentTypes = signature.argumentTypes
         self.fixedArgumentCount = fixedArgumentCount
+        storedABIKey = Self.abiKey(returnType, argumentTypes, fixedArgumentCount)
     }
 
     /// This signature as one call shape of a variadic function whose first
@@ -121,13 +127,19 @@ public struct Signature: Sendable, Hashable, CustomStringConvertible {
     /// The encoding without names and qualifiers: signatures the ABI cannot tell apart share
     /// it. A variadic call shape adds its fixed-argument count, so that it never shares an
     /// interface with the fixed signature of the same types, nor with another count.
-    package var abiKey: String {
-        let key = joinedEncoding(names: false)
+    package var abiKey: String { storedABIKey }
+
+    private static func abiKey(_ returnType: CType, _ argumentTypes: [CType], _ fixedArgumentCount: Int?) -> String {
+        let key = joinedEncoding(returnType, argumentTypes, names: false)
         guard let fixedArgumentCount else { return key }
         return key + " variadic \(fixedArgumentCount)"
     }
 
     private func joinedEncoding(names: Bool) -> String {
+        Self.joinedEncoding(returnType, argumentTypes, names: names)
+    }
+
+    private static func joinedEncoding(_ returnType: CType, _ argumentTypes: [CType], names: Bool) -> String {
         var text = ""
         returnType.appendEncoding(to: &text, names: names)
         for argument in argumentTypes {
