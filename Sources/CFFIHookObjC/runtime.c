@@ -3,6 +3,7 @@
 
 #include "ffh_call.h"
 #include "ffh_memory.h"
+#include "ffh_thread.h"
 
 #include <dlfcn.h>
 #include <ffi.h>
@@ -57,8 +58,30 @@ static int ffh_objc_fill(ffh_objc_runtime *table, void *handle) {
     FFH_OBJC_BIND(protocol_copyMethodDescriptionList);
 #undef FFH_OBJC_BIND
     *(void **)&table->update_dispatch_table = dlsym(handle, "__objc_update_dispatch_table_for_class");
+    *(void **)&table->objc_mutex_lock = dlsym(handle, "objc_mutex_lock");
+    *(void **)&table->objc_mutex_unlock = dlsym(handle, "objc_mutex_unlock");
+    table->runtime_mutex = dlsym(handle, "__objc_runtime_mutex");
     table->object_getClass = ffh_objc_object_getClass;
     return 1;
+}
+
+int ffh_objc_lock_runtime(const ffh_objc_runtime *runtime) {
+    if (runtime->objc_mutex_lock == NULL || runtime->objc_mutex_unlock == NULL || runtime->runtime_mutex == NULL) {
+        return 0;
+    }
+    void *mutex = *runtime->runtime_mutex;
+    if (mutex == NULL) return 0;
+    return runtime->objc_mutex_lock(mutex) >= 0;
+}
+
+void ffh_objc_unlock_runtime(const ffh_objc_runtime *runtime, int taken) {
+    if (taken) runtime->objc_mutex_unlock(*runtime->runtime_mutex);
+}
+
+static void ffh_objc_fork_take(void *runtime) { (void)ffh_objc_lock_runtime(runtime); }
+static void ffh_objc_fork_give(void *runtime) {
+    const ffh_objc_runtime *table = runtime;
+    if (*table->runtime_mutex != NULL) table->objc_mutex_unlock(*table->runtime_mutex);
 }
 
 const ffh_objc_runtime *ffh_objc_runtime_functions(void) {
@@ -90,6 +113,12 @@ const ffh_objc_runtime *ffh_objc_runtime_functions(void) {
         }
         if (thread_add != NULL) thread_add();
         ffh_objc_table = table;
+        // The runtime's lock, held across fork by nothing: taken before every fork, ahead of
+        // this package's locks (which are taken inside it), and given back on both sides.
+        if (ffh_objc_table.objc_mutex_lock != NULL && ffh_objc_table.objc_mutex_unlock != NULL
+            && ffh_objc_table.runtime_mutex != NULL) {
+            (void)ffh_fork_protect_with(ffh_objc_fork_take, ffh_objc_fork_give, &ffh_objc_table, 10);
+        }
         atomic_store_explicit(&ffh_objc_found, &ffh_objc_table, memory_order_release);
         return &ffh_objc_table;
     }
@@ -223,11 +252,19 @@ void ffh_objc_instance_dealloc_method(ffh_objc_id self, ffh_objc_SEL selector) {
     const ffh_objc_runtime *runtime = ffh_objc_runtime_functions();
     void (*handler)(ffh_objc_id) = atomic_load_explicit(&ffh_objc_dealloc_handler, memory_order_acquire);
     if (handler != NULL) handler(self);
+    typedef void (*dealloc_function)(ffh_objc_id, ffh_objc_SEL);
     ffh_objc_Class made = ffh_objc_instance_class_find(runtime, ffh_objc_object_getClass(self));
-    ffh_objc_super target = {self, made != NULL ? runtime->class_getSuperclass(made) : NULL};
+    if (made == NULL) {
+        /* The object left the class while its deallocation was under way (a hook on -dealloc
+           removed the object's last hook, which gives it its class back): its class's own
+           -dealloc goes on with it. */
+        dealloc_function dealloc = (dealloc_function)runtime->objc_msg_lookup(self, selector);
+        if (dealloc != NULL && dealloc != ffh_objc_instance_dealloc_method) dealloc(self, selector);
+        return;
+    }
+    ffh_objc_super target = {self, runtime->class_getSuperclass(made)};
     if (target.super_class == NULL) return;
-    void (*dealloc)(ffh_objc_id, ffh_objc_SEL) =
-        (void (*)(ffh_objc_id, ffh_objc_SEL))runtime->objc_msg_lookup_super(&target, selector);
+    dealloc_function dealloc = (dealloc_function)runtime->objc_msg_lookup_super(&target, selector);
     dealloc(self, selector);
 }
 

@@ -122,27 +122,35 @@ void ffh_thread_forget_others(void) {
 
 enum { FFH_FORK_LOCKS = 16 };
 
+/* What is taken across fork: a pthread mutex, or a lock another library implements, taken
+   and given back through its functions. */
+typedef struct {
+    void (*take)(void *);
+    void (*give)(void *);
+    void *lock;
+} ffh_fork_lock;
+
 /* The locks taken across fork. An entry is written, then published by setting `ready`;
    entries are never removed. */
 static struct {
-    pthread_mutex_t *lock;
+    ffh_fork_lock lock;
     int rank;
     int ready;
 } ffh_fork_locks[FFH_FORK_LOCKS];
 static unsigned ffh_fork_lock_count;
 
 /* The published locks, in the order they are taken (by rank, then by addition). */
-static unsigned ffh_fork_order(pthread_mutex_t **order) {
+static unsigned ffh_fork_order(ffh_fork_lock *order) {
     unsigned count = __atomic_load_n(&ffh_fork_lock_count, __ATOMIC_ACQUIRE);
     if (count > FFH_FORK_LOCKS) count = FFH_FORK_LOCKS;
     int ranks[FFH_FORK_LOCKS];
     unsigned taken = 0;
     for (unsigned index = 0; index < count; index++) {
         if (!__atomic_load_n(&ffh_fork_locks[index].ready, __ATOMIC_ACQUIRE)) continue;
-        pthread_mutex_t *lock = ffh_fork_locks[index].lock;
+        ffh_fork_lock lock = ffh_fork_locks[index].lock;
         int rank = ffh_fork_locks[index].rank;
         int seen = 0;
-        for (unsigned other = 0; other < taken; other++) seen |= order[other] == lock;
+        for (unsigned other = 0; other < taken; other++) seen |= order[other].lock == lock.lock;
         if (seen) continue; /* added twice by racing threads: taken once */
         unsigned at = taken;
         while (at > 0 && ranks[at - 1] > rank) {
@@ -158,21 +166,23 @@ static unsigned ffh_fork_order(pthread_mutex_t **order) {
 }
 
 /* What the prepare handler took, for the handlers after the fork. */
-static pthread_mutex_t *ffh_fork_held[FFH_FORK_LOCKS];
+static ffh_fork_lock ffh_fork_held[FFH_FORK_LOCKS];
 static unsigned ffh_fork_held_count;
 
 static void ffh_fork_prepare(void) {
-    pthread_mutex_t *order[FFH_FORK_LOCKS];
+    ffh_fork_lock order[FFH_FORK_LOCKS];
     unsigned count = ffh_fork_order(order);
     for (unsigned index = 0; index < count; index++) {
-        pthread_mutex_lock(order[index]);
+        order[index].take(order[index].lock);
         ffh_fork_held[index] = order[index];
     }
     ffh_fork_held_count = count;
 }
 
 static void ffh_fork_release(void) {
-    for (unsigned index = ffh_fork_held_count; index > 0; index--) pthread_mutex_unlock(ffh_fork_held[index - 1]);
+    for (unsigned index = ffh_fork_held_count; index > 0; index--) {
+        ffh_fork_held[index - 1].give(ffh_fork_held[index - 1].lock);
+    }
     ffh_fork_held_count = 0;
 }
 
@@ -184,21 +194,28 @@ static void ffh_fork_child(void) {
     ffh_fork_release();
 }
 
-int ffh_fork_protect(pthread_mutex_t *lock, int rank) {
+int ffh_fork_protect_with(void (*take)(void *), void (*give)(void *), void *lock, int rank) {
     static int registered;
     unsigned count = __atomic_load_n(&ffh_fork_lock_count, __ATOMIC_ACQUIRE);
     for (unsigned index = 0; index < count && index < FFH_FORK_LOCKS; index++) {
-        if (__atomic_load_n(&ffh_fork_locks[index].ready, __ATOMIC_ACQUIRE) && ffh_fork_locks[index].lock == lock) {
+        if (__atomic_load_n(&ffh_fork_locks[index].ready, __ATOMIC_ACQUIRE) && ffh_fork_locks[index].lock.lock == lock) {
             return 0;
         }
     }
     unsigned slot = __atomic_fetch_add(&ffh_fork_lock_count, 1, __ATOMIC_ACQ_REL);
     if (slot >= FFH_FORK_LOCKS) return -1;
-    ffh_fork_locks[slot].lock = lock;
+    ffh_fork_locks[slot].lock = (ffh_fork_lock){take, give, lock};
     ffh_fork_locks[slot].rank = rank;
     __atomic_store_n(&ffh_fork_locks[slot].ready, 1, __ATOMIC_RELEASE);
     if (__atomic_exchange_n(&registered, 1, __ATOMIC_ACQ_REL)) return 0;
     return pthread_atfork(ffh_fork_prepare, ffh_fork_parent, ffh_fork_child);
+}
+
+static void ffh_fork_take_mutex(void *mutex) { pthread_mutex_lock(mutex); }
+static void ffh_fork_give_mutex(void *mutex) { pthread_mutex_unlock(mutex); }
+
+int ffh_fork_protect(pthread_mutex_t *lock, int rank) {
+    return ffh_fork_protect_with(ffh_fork_take_mutex, ffh_fork_give_mutex, lock, rank);
 }
 
 // MARK: - The closure handler

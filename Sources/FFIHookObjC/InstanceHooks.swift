@@ -118,6 +118,7 @@ extension MethodRegistry {
         followObservation(runtime)
         // Its class changed since its last hook went in, by a path not followed: move first.
         reassert(object)
+        try refuseReentry { ObjCHookError(code: $0, message: $1, selector: selector) }
         let token = try state.withLock { (state: inout State) throws(ObjCHookError) -> HookToken in
             guard let isa = runtime.classOf(pointer) else {
                 throw ObjCHookError(code: .invalidClass, message: "the object has no class", selector: selector)

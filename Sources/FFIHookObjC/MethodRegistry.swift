@@ -77,12 +77,23 @@ final class MethodRegistry: Sendable {
         let selector: OpaquePointer
     }
 
-    let state = Locked(State())
+    let state = RuntimeLocked(State())
 
     private init() {
         // Held while the engine's registry is taken: ranks below it. A child of a fork made
         // while another thread installed a method hook would otherwise find it held forever.
         state.protectAcrossFork(rank: SlotRegistry.forkRank - 50)
+    }
+
+    /// Throws when the calling thread is inside an install or removal already (a
+    /// `+initialize` the runtime sent from there, or a hook block run by a message sent
+    /// from there, installing a hook), where taking the lock again would wait for itself.
+    func refuseReentry(_ failure: (ObjCHookError.Code, String) -> ObjCHookError) throws(ObjCHookError) {
+        guard state.isHeldByCurrentThread else { return }
+        throw failure(
+            .hookFailed,
+            "called while this thread installs or removes another Objective-C hook (from a +initialize or a hook block that it set off), which would wait for itself"
+        )
     }
 
     /// What an install resolved: the class the method is hooked for, and the method.
@@ -120,7 +131,9 @@ final class MethodRegistry: Sendable {
     ) throws(ObjCHookError) -> Prepared {
         let runtime = target.runtime
         guard let selector = runtime.selector(target.selector) else {
-            throw target.failure(.selectorNotFound, "the runtime cannot register this selector")
+            throw target.failure(
+                .selectorNotFound,
+                "a selector's name is not empty and has no NUL byte; the runtime cannot register this one")
         }
         guard let found = runtime.instanceMethod(of: target.cls, selector: selector) else {
             throw target.failure(.selectorNotFound, "the class has no method for this selector and inherits none")
@@ -135,11 +148,21 @@ final class MethodRegistry: Sendable {
         } catch {
             throw target.failure(.invalidSignature, "its type encoding cannot be parsed: \(error)", encoding: encoding)
         }
-        if let given, given.abiKey != signature.abiKey {
-            throw target.failure(
-                .signatureMismatch,
-                "the signature given, \"\(given.encoding)\", does not describe the method's types, \"\(signature.encoding)\"",
-                encoding: encoding)
+        // The signature calls go through: the method's, or one call shape of a variadic
+        // method, whose encoding lists its fixed arguments alone (it does not say the method
+        // is variadic).
+        var hooked = signature
+        if let given {
+            let fixedPart = given.fixedArgumentCount.map { fixed in
+                Signature(returning: given.returnType, arguments: Array(given.argumentTypes.prefix(fixed)))
+            }
+            guard (fixedPart ?? given).abiKey == signature.abiKey else {
+                throw target.failure(
+                    .signatureMismatch,
+                    "the signature given, \"\(given.description)\", does not describe the method's types, \"\(signature.encoding)\"",
+                    encoding: encoding)
+            }
+            hooked = given
         }
         guard signature.argumentTypes.count >= 2 else {
             throw target.failure(
@@ -149,10 +172,10 @@ final class MethodRegistry: Sendable {
         if let problem = frameProblem(signature, encoding: encoding) {
             throw target.failure(.invalidSignature, problem, encoding: encoding)
         }
-        try check(signature, encoding)
+        try check(hooked, encoding)
         do {
-            let interface = try CallInterface.shared(for: signature)
-            return Prepared(selector: selector, encoding: encoding, signature: signature, interface: interface)
+            let interface = try CallInterface.shared(for: hooked)
+            return Prepared(selector: selector, encoding: encoding, signature: hooked, interface: interface)
         } catch {
             throw target.failure(
                 .invalidSignature, "libffi cannot pass one of its types: \(error)", encoding: encoding,
@@ -192,6 +215,7 @@ final class MethodRegistry: Sendable {
     ) throws(ObjCHookError) -> HookToken {
         let prepared = try Self.prepare(target, signature: given, checking: check)
         let runtime = target.runtime
+        try refuseReentry { target.failure($0, $1) }
         return try state.withLock { (state: inout State) throws(ObjCHookError) -> HookToken in
             let (record, hooked) = try Self.installLocked(
                 target, prepared, position: position, options: options, block: block, state: &state)

@@ -4,7 +4,7 @@ internal import CFFIHookObjC
 ///
 /// ```swift
 /// let counter = try ObjCClass(named: "Counter")
-/// let token = try ObjCHook.before(counter, "add:to:") { call in … }
+/// let token = try ObjCHook.before(on: .instance("add:to:", of: counter)) { call in … }
 /// ```
 ///
 /// A value holds the class's address; classes are never unloaded by the GNU runtime, so the

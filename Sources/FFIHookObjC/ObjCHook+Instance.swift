@@ -25,6 +25,12 @@ public import FFIHook
 ///
 /// A ``/FFIHook/HookOptions/once`` hook runs for the object's first message and then stays inert
 /// until its token is removed or the object is deallocated.
+///
+/// Re-entry is counted per object: a block that sends the method's message to another
+/// object of the class runs that object's hooks, while the same message sent to its own
+/// object from inside one of its blocks is re-entry (its blocks run again only with
+/// ``/FFIHook/HookOptions/allowsReentry``). Class-wide hooks count re-entry per method, as
+/// every slot does.
 extension ObjCHook {
     /// Installs `block` at `position` around `object`'s method `selector`, for that object
     /// alone.

@@ -62,13 +62,13 @@ public final class ObjCLifecycleDispatcher: Sendable {
         var deallocWatch: HookToken?
     }
 
-    private let state: Locked<State>
+    private let state: RuntimeLocked<State>
 
     /// A dispatcher for `selectors` of `delegate` (or of no delegate yet: see
     /// ``follow(setter:of:)``); nothing is hooked until a component registers.
     public init(delegate: ObjCObject?, selectors: [String]) {
         self.selectors = selectors
-        state = Locked(State(delegate: delegate?.address))
+        state = RuntimeLocked(State(delegate: delegate?.address))
         if let delegate = delegate?.address, ObjCRuntime.current != nil {
             state.withLock { state in try? watch(delegate, &state) }
         }

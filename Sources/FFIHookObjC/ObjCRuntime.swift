@@ -48,8 +48,11 @@ struct ObjCRuntime: @unchecked Sendable {
         functions.pointee.class_isMetaClass(cls) != 0
     }
 
+    /// The selector called `name`; nil for an empty name or one with a NUL byte, which the
+    /// runtime, reading a C string, would take for a shorter name.
     func selector(_ name: String) -> OpaquePointer? {
-        functions.pointee.sel_registerName(name)
+        guard !name.isEmpty, !name.utf8.contains(0) else { return nil }
+        return functions.pointee.sel_registerName(name)
     }
 
     func instanceMethod(of cls: OpaquePointer, selector: OpaquePointer) -> OpaquePointer? {

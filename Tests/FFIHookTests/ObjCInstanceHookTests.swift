@@ -110,6 +110,73 @@ extension ObjCMethodHookTests {
         #expect(runs.load(ordering: .relaxed) == 1)
     }
 
+    /// A per-instance block that sends the message to another object of the class runs that
+    /// object's hooks (each object's hooks are its own); sent to its own object, the message
+    /// is re-entry, as for any hook.
+    @Test func anObjectsBlockMessagingAnotherObjectRunsThatObjectsHooks() throws {
+        _ = try F.class("OFXPlain")
+        let first = F.new("OFXPlain")
+        let second = F.new("OFXPlain")
+        defer {
+            F.release(first)
+            F.release(second)
+        }
+        let secondAddress = F.address(second)
+        let firstAddress = F.address(first)
+        let secondRuns = Atomic<Int>(0)
+        let firstRuns = Atomic<Int>(0)
+        let outer = try ObjCHook.before(on: F.object(first), "identity:") { call in
+            firstRuns.add(1, ordering: .relaxed)
+            let value = call.argument(2, as: Int32.self)
+            guard value < 100 else { return }
+            // To the other object, then to its own.
+            _ = F.identity(OpaquePointer(bitPattern: secondAddress)!, value + 100)
+            _ = F.identity(OpaquePointer(bitPattern: firstAddress)!, value + 100)
+        }
+        let inner = try ObjCHook.before(on: F.object(second), "identity:") { _ in
+            secondRuns.add(1, ordering: .relaxed)
+        }
+        #expect(F.identity(first, 1) == 1)
+        #expect(secondRuns.load(ordering: .relaxed) == 1)
+        #expect(firstRuns.load(ordering: .relaxed) == 1)
+        outer.remove()
+        inner.remove()
+    }
+
+    /// A per-instance hook on `-dealloc` that removes itself, the object's last hook (which
+    /// gives the object its class back while its deallocation runs): the class's own
+    /// `-dealloc` still runs, to the end. Also when another thread removes the hook while the
+    /// object is released.
+    @Test func deallocationFinishesWhenItsHookRemovesItself() throws {
+        _ = try F.class("OFXCounted")
+        let count = F.function("ofx_counted_deallocation_count", as: (@convention(c) () -> Int32).self)
+        final class TokenBox: Sendable {
+            let token = Mutex<HookToken?>(nil)
+        }
+        let start = count()
+        for _ in 0..<20 {
+            let object = F.new("OFXCounted")
+            let box = TokenBox()
+            let token = try ObjCHook.before(on: F.object(object), "dealloc") { _ in
+                _ = box.token.withLock { $0 }?.remove()
+            }
+            box.token.withLock { $0 = token }
+            F.release(object)
+        }
+        #expect(count() - start == 20)
+        let racing = 200
+        for _ in 0..<racing {
+            let object = F.new("OFXCounted")
+            let token = try ObjCHook.before(on: F.object(object), "dealloc") { _ in }
+            let address = F.address(object)
+            F.runThreads([
+                { _ = token.remove() },
+                { F.release(OpaquePointer(bitPattern: address)!) },
+            ])
+        }
+        #expect(count() - start == 20 + Int32(racing))
+    }
+
     /// Classes another library makes after an object's hooks moved it to a subclass: their
     /// overrides of the hooked selector run. (Setting the implementation of a method of a
     /// class no message had reached wrote into the runtime's shared placeholder table, which

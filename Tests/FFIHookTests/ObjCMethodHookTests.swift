@@ -62,6 +62,34 @@ import Testing
         #expect(F.add(object, 4, 2) == 43)
     }
 
+    /// A variadic method, hooked with one call shape given as a variadic signature (its
+    /// encoding lists the fixed arguments alone): the blocks see every argument, and the
+    /// original gets them all, in registers and on the stack.
+    @Test func aVariadicMethodWithItsCallShape() throws {
+        let variadic = try F.class("OFXVariadic")
+        let sumOfSeven = F.function("ofx_sum_of_seven", as: (@convention(c) (F.ID) -> Int32).self)
+        let object = F.new("OFXVariadic")
+        defer { F.release(object) }
+        #expect(sumOfSeven(object) == 28)
+        let shape = try Signature(variadic: "i@:iiiiiiii", fixedArgumentCount: 3)
+        let seen = Mutex<[Int32]>([])
+        let method = ObjCMethod.instance("sumOf:", of: variadic)
+        let before = try ObjCHook.before(on: method, signature: shape) { call in
+            seen.withLock { $0 = (2..<10).map { call.argument($0, as: Int32.self) } }
+        }
+        let after = try ObjCHook.after(on: method, signature: shape) { call in
+            call.setReturnValue(call.returnValue(as: Int32.self) + 1000)
+        }
+        #expect(sumOfSeven(object) == 1028)
+        #expect(seen.withLock { $0 } == [7, 1, 2, 3, 4, 5, 6, 7])
+        before.remove()
+        after.remove()
+        #expect(sumOfSeven(object) == 28)
+        // A shape whose fixed part is not the method's is refused.
+        let wrong = try Signature(variadic: "i@:dii", fixedArgumentCount: 3)
+        #expect(throws: ObjCHookError.self) { try ObjCHook.before(on: method, signature: wrong) { _ in } }
+    }
+
     /// A once hook runs for one message only.
     @Test func onceRunsOnce() throws {
         let plain = try F.class("OFXPlain")
@@ -466,6 +494,9 @@ import Testing
         #expect(
             code { try ObjCHook.before(on: .instance("noSuchSelector:", of: counter)) { _ in } } == .selectorNotFound)
         #expect(code { try ObjCHook.before(on: .class("add:to:", of: counter)) { _ in } } == .selectorNotFound)
+        // A NUL byte would cut the name short for the runtime (here to a method that exists).
+        #expect(code { try ObjCHook.before(on: .instance("add:to:\0tail", of: counter)) { _ in } } == .selectorNotFound)
+        #expect(code { try ObjCHook.before(on: .instance("", of: counter)) { _ in } } == .selectorNotFound)
         let wrong = try Signature("d@:dd")
         let right = try Signature("i@:ii")
         #expect(

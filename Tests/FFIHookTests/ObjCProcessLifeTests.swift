@@ -73,4 +73,57 @@ extension ObjCMethodHookTests {
             exit(0)
         }
     }
+
+    /// A `+initialize` that installs and removes a hook, sent while another thread installs
+    /// and removes hooks in a loop: the runtime holds its lock while it sends `+initialize`,
+    /// and the other thread calls the runtime while it holds the module's lock; both finish.
+    @Test func hooksInstalledFromInitializeWhileAnotherThreadInstalls() async {
+        await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
+            ProcessLifeTests.startChild()
+            let plain = try ObjCFixture.class("OFXPlain")
+            let churned = ObjCMethod.instance("identity:", of: plain)
+            let stop = Atomic<Bool>(false)
+            let changes = Atomic<Int>(0)
+            let changer = JoinableThread {
+                while !stop.load(ordering: .relaxed) {
+                    do {
+                        try ObjCHook.before(on: churned) { _ in }.remove()
+                    } catch {
+                        ProcessLifeTests.fail("installing on -[OFXPlain identity:] threw \(error)")
+                    }
+                    changes.add(1, ordering: .relaxed)
+                }
+            }
+            typealias Callback = @convention(c) (OpaquePointer?) -> Void
+            let setCallback = ObjCFixture.function(
+                "ofx_set_initialize_callback", as: (@convention(c) (Callback?) -> Void).self)
+            let make = ObjCFixture.function(
+                "ofx_make_initializing_class", as: (@convention(c) (UnsafePointer<CChar>) -> OpaquePointer?).self)
+            let newOf = ObjCFixture.function("ofx_new_of", as: (@convention(c) (OpaquePointer) -> OpaquePointer?).self)
+            setCallback { cls in
+                // Hooks a method of the class being initialized, and one of another class.
+                do {
+                    let own = try ObjCHook.after(on: .instance("identity:", of: ObjCClass(UnsafeRawPointer(cls!)))) {
+                        _ in
+                    }
+                    let other = try ObjCHook.after(on: .instance("add:to:", of: ObjCFixture.class("OFXCounter"))) { _ in
+                    }
+                    own.remove()
+                    other.remove()
+                } catch {
+                    ProcessLifeTests.fail("installing from +initialize threw \(error)")
+                }
+            }
+            for index in 0..<150 {
+                let before = changes.load(ordering: .relaxed)
+                while changes.load(ordering: .relaxed) <= before { sched_yield() }
+                guard let cls = make("OFXInitializing\(index)") else { ProcessLifeTests.fail("making a class") }
+                ProcessLifeTests.check(newOf(cls) != nil, "the first message to a class made at run time")
+            }
+            stop.store(true, ordering: .relaxed)
+            changer.join()
+            setCallback(nil)
+            exit(0)
+        }
+    }
 }

@@ -49,7 +49,20 @@ typedef struct ffh_objc_runtime {
     struct ffh_objc_protocol *(*objc_getProtocol)(const char *name);
     struct ffh_objc_method_description *(*protocol_copyMethodDescriptionList)(
         struct ffh_objc_protocol *protocol, signed char required, signed char instance, unsigned int *count);
+    /// The runtime's recursive lock (`objc_mutex_lock` and `objc_mutex_unlock` of
+    /// `objc/thr.h`) and where the runtime keeps its own (`__objc_runtime_mutex`, held while
+    /// it changes classes and while it sends `+initialize`); NULL where not exported.
+    int (*objc_mutex_lock)(void *mutex);
+    int (*objc_mutex_unlock)(void *mutex);
+    void **runtime_mutex;
 } ffh_objc_runtime;
+
+/// Takes the runtime's own lock (recursive), where the runtime exports it; returns whether
+/// it was taken (pass that to ``ffh_objc_unlock_runtime``).
+int ffh_objc_lock_runtime(const ffh_objc_runtime *runtime);
+
+/// Releases the runtime's lock taken by ``ffh_objc_lock_runtime`` (when `taken`).
+void ffh_objc_unlock_runtime(const ffh_objc_runtime *runtime, int taken);
 
 /// `struct objc_method_description`: a selector and its types.
 typedef struct ffh_objc_method_description {

@@ -98,6 +98,11 @@ void ffh_thread_forget_others(void);
 /// Returns 0, -1 when the table is full, or the error of `pthread_atfork`.
 int ffh_fork_protect(pthread_mutex_t *lock, int rank);
 
+/// Adds a lock that is not a pthread mutex (another library's) to the locks taken across
+/// `fork`, as ``ffh_fork_protect`` does: `take(lock)` before the fork, `give(lock)` on
+/// both sides after it.
+int ffh_fork_protect_with(void (*take)(void *), void (*give)(void *), void *lock, int rank);
+
 // MARK: - Re-entry marks
 
 /// Whether blocks of the slot `entry` are running on this thread.

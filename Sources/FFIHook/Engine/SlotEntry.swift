@@ -54,9 +54,16 @@ package final class SlotEntry: @unchecked Sendable {
     /// original function's address, which every import-table entry of a symbol shares (code
     /// addresses never equal a slot record's, which lives in closure memory).
     @inline(__always)
-    func mark(for original: UInt) -> UInt {
-        reentryByFunction && original != 0 ? original : UInt(bitPattern: record)
+    func mark(for original: UInt, arguments: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> UInt {
+        if reentryByReceiver, let receiver = arguments[0] {
+            return UInt(bitPattern: record) ^ receiver.load(as: UInt.self)
+        }
+        return reentryByFunction && original != 0 ? original : UInt(bitPattern: record)
     }
+    /// Whether calls are marked by the slot and the first argument's word together (the
+    /// receiver of a method whose hooks each run for one object only): a block's message to
+    /// another object of the class is then not re-entry, while one to its own object is.
+    let reentryByReceiver: Bool
     /// The sizes the call path checks typed access against, without reference counting:
     /// each argument's size (a pointer's for an array), the return size (-1 for void), and
     /// how a result narrower than a word is stored.
@@ -66,8 +73,9 @@ package final class SlotEntry: @unchecked Sendable {
 
     init(
         slot: UnsafeMutableRawPointer, interface: CallInterface, cell: ClosurePool.Cell, code: UInt,
-        record: UnsafeMutablePointer<ffh_slot>, reentryByFunction: Bool = false
+        record: UnsafeMutablePointer<ffh_slot>, reentryByFunction: Bool = false, reentryByReceiver: Bool = false
     ) {
+        self.reentryByReceiver = reentryByReceiver
         self.slot = slot
         self.reentryByFunction = reentryByFunction
         // A closure reused from a slot's earlier entry passes calls through to the original
@@ -163,7 +171,7 @@ package final class SlotEntry: @unchecked Sendable {
             }
             return
         }
-        let mark = mark(for: original)
+        let mark = mark(for: original, arguments: arguments)
         let reentered = ffh_thread_is_marked(record, mark) != 0
         let marked = ffh_thread_mark(record, mark) != 0
         defer { if marked { ffh_thread_unmark(record) } }

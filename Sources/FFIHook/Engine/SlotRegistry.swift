@@ -157,6 +157,7 @@ package final class SlotRegistry: Sendable {
             if target == nil {
                 let entry = try Self.makeEntry(
                     slot: slot, interface: interface, options: options, reentryByFunction: reentryByFunction,
+                    reentryByReceiver: receiver != 0,
                     state: &state, failure: failure)
                 holdsClosure = cell.pointee.load(ordering: .acquiring) == entry.code
                 target = entry
@@ -256,6 +257,7 @@ package final class SlotRegistry: Sendable {
     /// call; only a slot that is not has its protection looked up in the memory map.
     private static func makeEntry(
         slot: UnsafeMutableRawPointer, interface: CallInterface, options: HookOptions, reentryByFunction: Bool,
+        reentryByReceiver: Bool,
         state: inout State, failure: (HookError.Problem) -> HookError
     ) throws(HookError) -> SlotEntry {
         let address = UInt(bitPattern: slot)
@@ -285,7 +287,7 @@ package final class SlotRegistry: Sendable {
         }
         let entry = SlotEntry(
             slot: slot, interface: interface, cell: cell, code: state.pool.code(cell), record: state.pool.slot(cell),
-            reentryByFunction: reentryByFunction)
+            reentryByFunction: reentryByFunction, reentryByReceiver: reentryByReceiver)
         entry.readOnlyProtection = readOnlyProtection
         return entry
     }

@@ -5,6 +5,7 @@
 #import <Foundation/Foundation.h>
 
 #include <objc/runtime.h>
+#include <stdarg.h>
 #include <string.h>
 
 typedef struct {
@@ -410,3 +411,63 @@ void ofx_move_to_new_subclass(id object, const char *base, const char *name, int
     object_setClass(object, made);
 }
 int ofx_solo(id object, int x) { return [object solo:x]; }
+
+// MARK: - +initialize that calls back
+
+static void (*ofx_initialize_callback)(Class);
+
+/// Sets what the +initialize of classes made by ofx_make_initializing_class calls.
+void ofx_set_initialize_callback(void (*callback)(Class)) { ofx_initialize_callback = callback; }
+
+static void ofx_initialize(id self, SEL _cmd) {
+    (void)_cmd;
+    if (ofx_initialize_callback) ofx_initialize_callback((Class)self);
+}
+
+/// Makes and registers a subclass of OFXPlain called `name` whose +initialize calls the
+/// callback; the runtime sends it with the class's first message.
+Class ofx_make_initializing_class(const char *name) {
+    Class made = objc_allocateClassPair(objc_getClass("OFXPlain"), name, 0);
+    if (made == Nil) return Nil;
+    class_addMethod(object_getClass((id)made), @selector(initialize), (IMP)ofx_initialize, "v16@0:8");
+    objc_registerClassPair(made);
+    return made;
+}
+
+/// Sends the class its first message.
+id ofx_new_of(Class cls) { return [[cls alloc] init]; }
+
+// MARK: - Deallocation, counted
+
+static int ofx_counted_deallocations;
+
+@interface OFXCounted : NSObject
+@end
+@implementation OFXCounted
+- (void)dealloc {
+    __atomic_add_fetch(&ofx_counted_deallocations, 1, __ATOMIC_RELAXED);
+    [super dealloc];
+}
+@end
+
+/// How many OFXCounted objects ran their -dealloc to the end.
+int ofx_counted_deallocation_count(void) { return __atomic_load_n(&ofx_counted_deallocations, __ATOMIC_RELAXED); }
+
+// MARK: - A variadic method
+
+@interface OFXVariadic : NSObject
+- (int)sumOf:(int)count, ...;
+@end
+@implementation OFXVariadic
+- (int)sumOf:(int)count, ... {
+    va_list list;
+    va_start(list, count);
+    int sum = 0;
+    for (int index = 0; index < count; index++) sum += va_arg(list, int);
+    va_end(list);
+    return sum;
+}
+@end
+
+/// [object sumOf:7, 1, 2, ..., 7]: ten arguments with self and _cmd, four on the stack.
+int ofx_sum_of_seven(id object) { return [object sumOf:7, 1, 2, 3, 4, 5, 6, 7]; }
