@@ -158,7 +158,11 @@ extension ObjCMethodHookTests {
             let object = F.new("OFXCounted")
             let box = TokenBox()
             let token = try ObjCHook.before(on: F.object(object), "dealloc") { _ in
-                _ = box.token.withLock { $0 }?.remove()
+                // Taken out of the box: a box keeping the token would keep the block.
+                _ = box.token.withLock { token in
+                    defer { token = nil }
+                    return token
+                }?.remove()
             }
             box.token.withLock { $0 = token }
             F.release(object)
