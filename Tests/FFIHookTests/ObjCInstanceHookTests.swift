@@ -159,10 +159,7 @@ extension ObjCMethodHookTests {
             let box = TokenBox()
             let token = try ObjCHook.before(on: F.object(object), "dealloc") { _ in
                 // Taken out of the box: a box keeping the token would keep the block.
-                _ = box.token.withLock { token in
-                    defer { token = nil }
-                    return token
-                }?.remove()
+                _ = box.token.withLock { $0.take() }?.remove()
             }
             box.token.withLock { $0 = token }
             F.release(object)
