@@ -53,30 +53,27 @@ package enum SwiftScalarClass {
 
     /// Whether a Swift value of type `T` can stand for a C value of type `c`.
     package static func matches<T>(_ swiftType: T.Type, _ c: CType) -> Bool {
+        // Read without `c.kind`, which allocates: typed calls check on every call.
         let expected: (size: Int, alignment: Int) =
-            if case .array = c.kind { (Platform.pointerSize, Platform.pointerSize) } else { (c.size, c.alignment) }
+            c.isArray ? (Platform.pointerSize, Platform.pointerSize) : (c.size, c.alignment)
         #if arch(x86_64)
             if swiftType == Float80.self {
-                return c.kind == .primitive(.longDouble)
+                return c.primitiveKind == .longDouble
             }
         #endif
         guard MemoryLayout<T>.size == expected.size, MemoryLayout<T>.alignment <= max(expected.alignment, 1) else {
             return false
         }
         guard let swiftClass = of(swiftType) else { return true }
-        switch c.kind {
-        case .primitive(let primitive):
+        if let primitive = c.primitiveKind {
             switch swiftClass {
             case .floatingPoint: return primitive == .float || primitive == .double
             case .longDouble: return primitive == .longDouble
             case .integer: return primitive.isInteger
             }
-        // Addresses travel as integers: a floating-point value cannot stand for one.
-        case .pointer, .cString, .object, .block, .objectClass, .selector, .unknown, .array:
-            return swiftClass == .integer
-        default:
-            return true
         }
+        // Addresses travel as integers: a floating-point value cannot stand for one.
+        return c.isAddress ? swiftClass == .integer : true
     }
 }
 

@@ -8,6 +8,13 @@
 public struct CType: Sendable, Hashable, CustomStringConvertible {
     /// What kind of type this is.
     public var kind: Kind { node.kind }
+    /// The primitive of a primitive type, nil otherwise: ``kind`` without building it (each
+    /// read of ``kind`` allocates the enum's box).
+    package var primitiveKind: Primitive? { node.primitiveValue }
+    /// Whether ``kind`` is an array, without building it.
+    package var isArray: Bool { node.isArray }
+    /// Whether a value of the type is an address (see ``KindNode/isAddress``).
+    package var isAddress: Bool { node.isAddress }
     /// The shape, stored without enum payloads (see ``KindNode``).
     private let node: KindNode
     /// The qualifiers written before the type (`r` const, `n` in, ...).
@@ -271,6 +278,20 @@ final class KindNode: Sendable, Hashable {
         case .union: .union(name: name, fields: fields)
         case .complex: .complex(part: primitive!)
         case .bitField: .bitField(CType.BitField(bitOffset: count, base: primitive!, width: width))
+        }
+    }
+
+    /// The primitive of a primitive type (nil for every other kind), read without
+    /// rebuilding ``kind``.
+    var primitiveValue: CType.Primitive? { tag == .primitive ? primitive : nil }
+    /// Whether the type is an array, read without rebuilding ``kind``.
+    var isArray: Bool { tag == .array }
+    /// Whether a value of the type is an address (a pointer, string, object, block, class,
+    /// selector, unknown or array), read without rebuilding ``kind``.
+    var isAddress: Bool {
+        switch tag {
+        case .pointer, .cString, .object, .block, .objectClass, .selector, .unknown, .array: true
+        default: false
         }
     }
 
