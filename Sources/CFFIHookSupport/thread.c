@@ -139,49 +139,52 @@ static struct {
 } ffh_fork_locks[FFH_FORK_LOCKS];
 static unsigned ffh_fork_lock_count;
 
-/* The published locks, in the order they are taken (by rank, then by addition). */
-static unsigned ffh_fork_order(ffh_fork_lock *order) {
+/* The published locks' indices in the table, in the order they are taken (by rank, then by
+   addition). */
+static unsigned ffh_fork_order(unsigned char *order) {
     unsigned count = __atomic_load_n(&ffh_fork_lock_count, __ATOMIC_ACQUIRE);
     if (count > FFH_FORK_LOCKS) count = FFH_FORK_LOCKS;
-    int ranks[FFH_FORK_LOCKS];
     unsigned taken = 0;
     for (unsigned index = 0; index < count; index++) {
         if (!__atomic_load_n(&ffh_fork_locks[index].ready, __ATOMIC_ACQUIRE)) continue;
-        ffh_fork_lock lock = ffh_fork_locks[index].lock;
+        void *lock = ffh_fork_locks[index].lock.lock;
         int rank = ffh_fork_locks[index].rank;
         int seen = 0;
-        for (unsigned other = 0; other < taken; other++) seen |= order[other].lock == lock.lock;
+        for (unsigned other = 0; other < taken; other++) seen |= ffh_fork_locks[order[other]].lock.lock == lock;
         if (seen) continue; /* added twice by racing threads: taken once */
         unsigned at = taken;
-        while (at > 0 && ranks[at - 1] > rank) {
+        while (at > 0 && ffh_fork_locks[order[at - 1]].rank > rank) {
             order[at] = order[at - 1];
-            ranks[at] = ranks[at - 1];
             at--;
         }
-        order[at] = lock;
-        ranks[at] = rank;
+        order[at] = (unsigned char)index;
         taken++;
     }
     return taken;
 }
 
-/* What the prepare handler took, for the handlers after the fork. */
-static ffh_fork_lock ffh_fork_held[FFH_FORK_LOCKS];
-static unsigned ffh_fork_held_count;
+/* What the prepare handler took, for the handlers after the fork: kept per thread, since two
+   threads may fork at once (the second one's prepare runs as soon as the first one's parent
+   handler has given the locks back, and must not overwrite what that handler reads). The
+   child, a copy of the forking thread, finds its copy. */
+static __thread unsigned char ffh_fork_held[FFH_FORK_LOCKS] __attribute__((tls_model("initial-exec")));
+static __thread unsigned char ffh_fork_held_count __attribute__((tls_model("initial-exec")));
 
 static void ffh_fork_prepare(void) {
-    ffh_fork_lock order[FFH_FORK_LOCKS];
+    unsigned char order[FFH_FORK_LOCKS];
     unsigned count = ffh_fork_order(order);
     for (unsigned index = 0; index < count; index++) {
-        order[index].take(order[index].lock);
+        const ffh_fork_lock *lock = &ffh_fork_locks[order[index]].lock;
+        lock->take(lock->lock);
         ffh_fork_held[index] = order[index];
     }
-    ffh_fork_held_count = count;
+    ffh_fork_held_count = (unsigned char)count;
 }
 
 static void ffh_fork_release(void) {
     for (unsigned index = ffh_fork_held_count; index > 0; index--) {
-        ffh_fork_held[index - 1].give(ffh_fork_held[index - 1].lock);
+        const ffh_fork_lock *lock = &ffh_fork_locks[ffh_fork_held[index - 1]].lock;
+        lock->give(lock->lock);
     }
     ffh_fork_held_count = 0;
 }

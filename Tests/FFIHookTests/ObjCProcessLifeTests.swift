@@ -74,6 +74,64 @@ extension ObjCMethodHookTests {
         }
     }
 
+    /// Two threads fork at once, over and over, while a third installs and removes hooks:
+    /// each fork takes the locks and gives them back on both sides by itself (the second
+    /// fork's handlers, run as soon as the first gave the locks back, once overwrote what the
+    /// first fork's child was to give back, and children hung).
+    @Test(
+        .disabled(
+            if: ProcessLifeTests.underThreadSanitizer,
+            "the Swift runtime's lazy globals are not fork-safe under ThreadSanitizer"))
+    func twoThreadsForkAtOnceWhileHooksChange() async {
+        await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
+            ProcessLifeTests.startChild()
+            let plain = try ObjCFixture.class("OFXPlain")
+            let counter = try ObjCFixture.class("OFXCounter")
+            let churned = ObjCMethod.instance("identity:", of: plain)
+            // What the children do, done here first: a child that made Swift metadata for the
+            // first time could wait for the Swift runtime's lock, held by another thread of
+            // the parent at the fork (the runtime's, not this library's).
+            let warm = try ObjCHook.after(on: .instance("add:to:", of: counter)) { _ in }
+            ProcessLifeTests.check(ObjCFixture.add(ObjCFixture.new("OFXCounter"), 1, 2) == 3, "-add:to:")
+            ProcessLifeTests.check(warm.remove(), "removal")
+            try Hook.waitForReclamation()
+            let stop = Atomic<Bool>(false)
+            let changer = JoinableThread {
+                while !stop.load(ordering: .relaxed) {
+                    do {
+                        try ObjCHook.before(on: churned) { _ in }.remove()
+                    } catch {
+                        ProcessLifeTests.fail("installing on -[OFXPlain identity:] threw \(error)")
+                    }
+                }
+            }
+            let forkers = (0..<2).map { _ in
+                JoinableThread {
+                    for _ in 0..<15 {
+                        let child = pf_fork()
+                        if child == 0 {
+                            ProcessLifeTests.runForkedChild {
+                                let added = try ObjCHook.after(on: .instance("add:to:", of: counter)) { call in
+                                    call.setReturnValue(call.returnValue(as: Int32.self) + 1000)
+                                }
+                                let sum = ObjCFixture.new("OFXCounter")
+                                ProcessLifeTests.check(
+                                    ObjCFixture.add(sum, 1, 2) == 1003, "-add:to: hooked", forked: true)
+                                ProcessLifeTests.check(added.remove(), "removal", forked: true)
+                                try Hook.waitForReclamation()
+                            }
+                        }
+                        ProcessLifeTests.checkForkedChild(child)
+                    }
+                }
+            }
+            for forker in forkers { forker.join() }
+            stop.store(true, ordering: .relaxed)
+            changer.join()
+            exit(0)
+        }
+    }
+
     /// A `+initialize` that installs and removes a hook, sent while another thread installs
     /// and removes hooks in a loop: the runtime holds its lock while it sends `+initialize`,
     /// and the other thread calls the runtime while it holds the module's lock; both finish.
