@@ -96,15 +96,9 @@ extension ObjCMethodHookTests {
             ProcessLifeTests.check(warm.remove(), "removal")
             try Hook.waitForReclamation()
             let stop = Atomic<Bool>(false)
-            let changer = JoinableThread {
-                while !stop.load(ordering: .relaxed) {
-                    do {
-                        try ObjCHook.before(on: churned) { _ in }.remove()
-                    } catch {
-                        ProcessLifeTests.fail("installing on -[OFXPlain identity:] threw \(error)")
-                    }
-                }
-            }
+            let changes = Atomic<Int>(0)
+            let changer = Self.churn(
+                churned, while: { !stop.load(ordering: .relaxed) }, counting: { changes.add(1, ordering: .relaxed) })
             let forkers = (0..<2).map { _ in
                 JoinableThread {
                     for _ in 0..<15 {
@@ -142,16 +136,8 @@ extension ObjCMethodHookTests {
             let churned = ObjCMethod.instance("identity:", of: plain)
             let stop = Atomic<Bool>(false)
             let changes = Atomic<Int>(0)
-            let changer = JoinableThread {
-                while !stop.load(ordering: .relaxed) {
-                    do {
-                        try ObjCHook.before(on: churned) { _ in }.remove()
-                    } catch {
-                        ProcessLifeTests.fail("installing on -[OFXPlain identity:] threw \(error)")
-                    }
-                    changes.add(1, ordering: .relaxed)
-                }
-            }
+            let changer = Self.churn(
+                churned, while: { !stop.load(ordering: .relaxed) }, counting: { changes.add(1, ordering: .relaxed) })
             typealias Callback = @convention(c) (OpaquePointer?) -> Void
             let setCallback = ObjCFixture.function(
                 "ofx_set_initialize_callback", as: (@convention(c) (Callback?) -> Void).self)
@@ -182,6 +168,24 @@ extension ObjCMethodHookTests {
             changer.join()
             setCallback(nil)
             exit(0)
+        }
+    }
+
+    /// A thread that installs and removes a before hook on `method` while `running` says so,
+    /// calling `counting` after each round.
+    static func churn(
+        _ method: ObjCMethod, while running: @escaping @Sendable () -> Bool,
+        counting: @escaping @Sendable () -> Void
+    ) -> JoinableThread {
+        JoinableThread {
+            while running() {
+                do {
+                    try ObjCHook.before(on: method) { _ in }.remove()
+                } catch {
+                    ProcessLifeTests.fail("installing on \(method) threw \(error)")
+                }
+                counting()
+            }
         }
     }
 }
