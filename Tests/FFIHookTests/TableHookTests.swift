@@ -142,6 +142,40 @@ extension FixtureTableTests {
             #expect(SlotMemory.protection(of: UInt(bitPattern: page))?.writable == false)
         }
 
+        /// A slot whose page is made read-only after its hook went in: removing the hook
+        /// leaves the slot as it is (the page cannot be written), its closure passing calls
+        /// through to the original for good; the closure is not reused for another slot,
+        /// whose hooks calls through this one would otherwise run.
+        @Test func aSlotMadeReadOnlyAfterItsHookKeepsAPassThrough() throws {
+            let page = mmap(nil, Self.pageSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)!
+            defer { munmap(page, Self.pageSize) }
+            page.storeBytes(of: addOriginalAddress, as: UInt.self)
+            let slot = page.assumingMemoryBound(to: AddFunction?.self)
+            let token = try Hook.instead(on: FunctionSlot(page), signature: FixtureSignature.add) { call in
+                call.setReturnValue(Int32(999))
+            }
+            #expect(ct_fix_call_add_through(slot, 3) == 3 * 999)
+            mprotect(page, Self.pageSize, PROT_READ)
+            #expect(token.remove())
+            #expect(ct_fix_call_add_through(slot, 3) == 6)
+            // Slots hooked afterwards get closures of their own.
+            let others = (0..<8).map { _ -> UnsafeMutablePointer<AddFunction?> in
+                let other = UnsafeMutablePointer<AddFunction?>.allocate(capacity: 1)
+                other.initialize(to: unsafeBitCast(addOriginalAddress, to: AddFunction?.self))
+                return other
+            }
+            defer { for other in others { other.deallocate() } }
+            let tokens = try others.map { other in
+                try Hook.instead(on: FunctionSlot(UnsafeMutableRawPointer(other)), signature: FixtureSignature.add) {
+                    call in call.setReturnValue(Int32(-7))
+                }
+            }
+            #expect(ct_fix_call_add_through(slot, 3) == 6)
+            #expect(ct_fix_call_add_through(others[0], 3) == 3 * -7)
+            for token in tokens { token.remove() }
+            try Hook.waitForReclamation()
+        }
+
         /// A "slot" inside a function's instructions is refused even with
         /// `.liftsPageProtection`, and the code is left as it was.
         @Test func aSlotInCodeIsRefusedEvenWhenProtectionMayBeLifted() throws {

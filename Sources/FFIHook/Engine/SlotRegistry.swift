@@ -566,20 +566,23 @@ package final class SlotRegistry: Sendable {
         } else {
             state.detached[ObjectIdentifier(entry)] = nil
         }
-        let mapped =
-            entry.readOnlyProtection == nil
-            ? SlotMemory.isWritable(address) : SlotMemory.isReadable(address)
-        guard mapped else {
+        // The kernel is asked about the slot's memory right before the slot is read (the
+        // answer holds until another thread unmaps it): writable, read-only, or gone.
+        let wasReadOnly = entry.readOnlyProtection != nil
+        let writable = !wasReadOnly && SlotMemory.isWritable(address)
+        guard writable || SlotMemory.isReadable(address) else {
+            // Gone: nothing can reach the closure through the slot any more.
             if isCurrent { release(entry.cell, &state) }
             return
         }
         // Write the original back only if the slot still holds our closure. If it does not,
         // someone else wrote the slot, and may call the closure as their original: it stays
         // a pass-through for good, and a new hook on the slot gets a closure of its own (one
-        // that took their pointer as its original would call itself through them).
-        let restored = writeBack(
-            entry.original, over: entry.code, at: address, wasReadOnly: entry.readOnlyProtection != nil,
-            mappingChecked: true)
+        // that took their pointer as its original would call itself through them). So does a
+        // slot made read-only since the install, which may hold the closure still.
+        let restored =
+            (wasReadOnly || writable)
+            && writeBack(entry.original, over: entry.code, at: address, wasReadOnly: wasReadOnly, mappingChecked: true)
         if !restored && isCurrent {
             state.table.remove(entry.cell, in: state.pool)
         }
