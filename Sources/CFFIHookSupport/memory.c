@@ -37,6 +37,13 @@ int ffh_is_writable(void *address) {
         FUTEX_OP(FUTEX_OP_OR, 0, FUTEX_OP_CMP_EQ, 0));
     return woken >= 0;
 }
+
+int ffh_exchange_if_writable(void *address, uintptr_t expected, uintptr_t desired) {
+    if (!ffh_is_writable(address)) return -1;
+    return __atomic_compare_exchange_n((uintptr_t *)address, &expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
+               ? 1
+               : 0;
+}
 #else
 int ffh_membarrier_register(void) { return -1; }
 int ffh_membarrier(void) { return -1; }
@@ -47,5 +54,10 @@ int ffh_read_word(const void *address, uintptr_t *value) {
 int ffh_is_writable(void *address) {
     (void)address;
     return 1;
+}
+int ffh_exchange_if_writable(void *address, uintptr_t expected, uintptr_t desired) {
+    return __atomic_compare_exchange_n((uintptr_t *)address, &expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
+               ? 1
+               : 0;
 }
 #endif

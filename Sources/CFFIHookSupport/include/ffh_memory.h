@@ -31,4 +31,10 @@ int ffh_read_word(const void *address, uintptr_t *value);
 /// on memory that is unmapped or not writable): 1 when writable, 0 when not.
 int ffh_is_writable(void *address);
 
+/// Replaces the machine word at `address` (aligned) with `desired` if it holds `expected`,
+/// right after asking the kernel whether it can be written (as ``ffh_is_writable``), so that
+/// as little as possible happens between the answer and the write: 1 when replaced, 0 when
+/// the word held something else, -1 when it cannot be written (unmapped or read-only).
+int ffh_exchange_if_writable(void *address, uintptr_t expected, uintptr_t desired);
+
 #endif

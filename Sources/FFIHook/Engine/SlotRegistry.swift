@@ -464,10 +464,18 @@ package final class SlotRegistry: Sendable {
 
     // MARK: - Removing
 
-    /// Removes `record`'s hook; true the first time, false afterwards.
+    /// Removes `record`'s hook; true the first time, false afterwards. A `once` hook that
+    /// removed itself after its run may still wait for the lock (another thread held it):
+    /// its removal is finished here, so that when this returns the slot has been written
+    /// back, and the memory that holds it may go.
     func remove(_ record: HookRecord) -> Bool {
         guard record.removed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
-        else { return false }
+        else {
+            if record.options.contains(.once) && !holdsLock && deferred.load(ordering: .acquiring) != 0 {
+                write { _ in }  // removes the waiting ones first
+            }
+            return false
+        }
         guard !holdsLock else {
             // From a block that runs inside this thread's own install or removal: the hook
             // is removed as the lock is released.
@@ -566,23 +574,29 @@ package final class SlotRegistry: Sendable {
         } else {
             state.detached[ObjectIdentifier(entry)] = nil
         }
-        // The kernel is asked about the slot's memory right before the slot is read (the
-        // answer holds until another thread unmaps it): writable, read-only, or gone.
-        let wasReadOnly = entry.readOnlyProtection != nil
-        let writable = !wasReadOnly && SlotMemory.isWritable(address)
-        guard writable || SlotMemory.isReadable(address) else {
-            // Gone: nothing can reach the closure through the slot any more.
-            if isCurrent { release(entry.cell, &state) }
-            return
-        }
         // Write the original back only if the slot still holds our closure. If it does not,
         // someone else wrote the slot, and may call the closure as their original: it stays
         // a pass-through for good, and a new hook on the slot gets a closure of its own (one
         // that took their pointer as its original would call itself through them). So does a
-        // slot made read-only since the install, which may hold the closure still.
-        let restored =
-            (wasReadOnly || writable)
-            && writeBack(entry.original, over: entry.code, at: address, wasReadOnly: wasReadOnly, mappingChecked: true)
+        // slot made read-only since the install, which may hold the closure still. A slot
+        // whose memory is gone is not touched, and its closure is reused.
+        let restored: Bool
+        if entry.readOnlyProtection == nil {
+            // Asked of the kernel and exchanged at once, with nothing between: another thread
+            // may unmap the slot's table at any moment.
+            let exchanged = ffh_exchange_if_writable(entry.slot, entry.code, entry.original)
+            if exchanged < 0 && !SlotMemory.isReadable(address) {
+                if isCurrent { release(entry.cell, &state) }
+                return
+            }
+            restored = exchanged > 0
+        } else {
+            guard SlotMemory.isReadable(address) else {
+                if isCurrent { release(entry.cell, &state) }
+                return
+            }
+            restored = writeBack(entry.original, over: entry.code, at: address, wasReadOnly: true, mappingChecked: true)
+        }
         if !restored && isCurrent {
             state.table.remove(entry.cell, in: state.pool)
         }
