@@ -81,7 +81,7 @@ void ffh_objc_unlock_runtime(const ffh_objc_runtime *runtime, int taken) {
 static void ffh_objc_fork_take(void *runtime) { (void)ffh_objc_lock_runtime(runtime); }
 static void ffh_objc_fork_give(void *runtime) {
     const ffh_objc_runtime *table = runtime;
-    if (*table->runtime_mutex != NULL) table->objc_mutex_unlock(*table->runtime_mutex);
+    ffh_objc_unlock_runtime(table, *table->runtime_mutex != NULL);
 }
 
 const ffh_objc_runtime *ffh_objc_runtime_functions(void) {

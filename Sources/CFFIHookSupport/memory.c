@@ -37,13 +37,6 @@ int ffh_is_writable(void *address) {
         FUTEX_OP(FUTEX_OP_OR, 0, FUTEX_OP_CMP_EQ, 0));
     return woken >= 0;
 }
-
-int ffh_exchange_if_writable(void *address, uintptr_t expected, uintptr_t desired) {
-    if (!ffh_is_writable(address)) return -1;
-    return __atomic_compare_exchange_n((uintptr_t *)address, &expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
-               ? 1
-               : 0;
-}
 #else
 int ffh_membarrier_register(void) { return -1; }
 int ffh_membarrier(void) { return -1; }
@@ -55,9 +48,11 @@ int ffh_is_writable(void *address) {
     (void)address;
     return 1;
 }
+#endif
+
 int ffh_exchange_if_writable(void *address, uintptr_t expected, uintptr_t desired) {
+    if (!ffh_is_writable(address)) return -1;
     return __atomic_compare_exchange_n((uintptr_t *)address, &expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
                ? 1
                : 0;
 }
-#endif

@@ -352,16 +352,16 @@ package final class SlotRegistry: Sendable {
     private static func writeBack(
         _ original: UInt, over current: UInt, at address: UInt, wasReadOnly: Bool, mappingChecked: Bool = false
     ) -> Bool {
-        // A slot found writable (or, read-only at install, readable) just before is not
-        // asked about again: each question is a system call.
+        if !wasReadOnly {
+            return ffh_exchange_if_writable(UnsafeMutableRawPointer(bitPattern: address), current, original) > 0
+        }
+        // A slot found readable just before is not asked about again: each question is a
+        // system call.
         if !mappingChecked {
-            guard wasReadOnly ? SlotMemory.isReadable(address) : SlotMemory.isWritable(address) else { return false }
+            guard SlotMemory.isReadable(address) else { return false }
         }
         let cell = UnsafeMutablePointer<Atomic<UInt>>(bitPattern: address)!
         guard cell.pointee.load(ordering: .acquiring) == current else { return false }
-        if !wasReadOnly {
-            return compareExchange(cell, expected: current, desired: original, protection: nil) == true
-        }
         guard let protection = SlotMemory.protection(of: address), protection.readable, !protection.executable
         else { return false }
         return compareExchange(
