@@ -6,16 +6,15 @@
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
-#include <unistd.h>
 
-/* syscall() is variadic, which Swift cannot call. */
+#include "ffh_syscall.h"
+
+/* System calls by instruction (ffh_syscall.h): libc's syscall() may be hooked. */
 int ffh_membarrier_register(void) {
-    return syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 ? 0 : -1;
+    return ffh_syscall3(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 ? 0 : -1;
 }
 
-int ffh_membarrier(void) {
-    return syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0 ? 0 : -1;
-}
+int ffh_membarrier(void) { return ffh_syscall3(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0 ? 0 : -1; }
 
 /* The kernel copies the word, so an unmapped address is an error (EFAULT), not a fault. */
 int ffh_read_word(const void *address, uintptr_t *value) {
@@ -24,16 +23,14 @@ int ffh_read_word(const void *address, uintptr_t *value) {
     /* Straight to the kernel, not through libc's getpid and process_vm_readv: a program may
        have hooked or replaced those in its own import table, which is where this library's
        calls go when it is linked into the program. */
-    return syscall(SYS_process_vm_readv, (pid_t)syscall(SYS_getpid), &local, 1UL, &remote, 1UL, 0UL)
-               == (long)sizeof *value
-               ? 0
-               : -1;
+    long pid = ffh_syscall0(SYS_getpid);
+    return ffh_syscall6(SYS_process_vm_readv, pid, (long)&local, 1, (long)&remote, 1, 0) == (long)sizeof *value ? 0 : -1;
 }
 
 int ffh_is_writable(void *address) {
     uint32_t unused = 0;
-    long woken = syscall(
-        __NR_futex, &unused, FUTEX_WAKE_OP | FUTEX_PRIVATE_FLAG, 0, (void *)0, address,
+    long woken = ffh_syscall6(
+        __NR_futex, (long)&unused, FUTEX_WAKE_OP | FUTEX_PRIVATE_FLAG, 0, 0, (long)address,
         FUTEX_OP(FUTEX_OP_OR, 0, FUTEX_OP_CMP_EQ, 0));
     return woken >= 0;
 }

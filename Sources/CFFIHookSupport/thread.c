@@ -2,6 +2,7 @@
 #include "ffh_thread.h"
 #include "ffh_call.h"
 #include "call_internal.h"
+#include "ffh_syscall.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -30,10 +31,10 @@ __attribute__((constructor)) static void ffh_thread_setup(void) {
     ffh_exit_key_made = pthread_key_create(&ffh_exit_key, ffh_thread_exited) == 0;
 }
 
-static int32_t ffh_gettid(void) { return (int32_t)syscall(SYS_gettid); }
-/* The process id from the kernel, not through libc's getpid, which a program may have
-   hooked or replaced in the import table this library's calls go through. */
-int32_t ffh_getpid(void) { return (int32_t)syscall(SYS_getpid); }
+/* Thread and process ids from the kernel, not through libc's gettid, getpid or syscall, which
+   a program may have hooked or replaced in the import table this library's calls go through. */
+static int32_t ffh_gettid(void) { return (int32_t)ffh_syscall0(SYS_gettid); }
+int32_t ffh_getpid(void) { return (int32_t)ffh_syscall0(SYS_getpid); }
 
 /* Takes a free record, or NULL when none is free. */
 static ffh_thread *ffh_take_free(void) {
@@ -84,7 +85,7 @@ ffh_thread *ffh_thread_first(void) {
 
 int ffh_thread_is_alive(const ffh_thread *thread) {
     int32_t tid = __atomic_load_n(&thread->tid, __ATOMIC_RELAXED);
-    return !(syscall(SYS_tgkill, ffh_getpid(), tid, 0) != 0 && errno == ESRCH);
+    return ffh_syscall3(SYS_tgkill, ffh_getpid(), tid, 0) != -ESRCH;
 }
 
 void ffh_thread_release(ffh_thread *thread) {
