@@ -49,15 +49,16 @@ static ffh_thread *ffh_take_free(void) {
     return NULL;
 }
 
-/* Maps a page's worth of records, claims the first and publishes them all. */
+/* Maps a block's worth of records, claims the first and publishes them all. The size is a
+   multiple of every page size the kernel uses, so no call asks for the page size; the
+   mapping is a system call by instruction (a program may hook mmap in the library's own
+   import table, and this runs before the thread has a record to mark such a call with). */
 static ffh_thread *ffh_map_records(void) {
-    long page = sysconf(_SC_PAGESIZE);
-    size_t size = (size_t)(page > 0 ? page : 4096);
-    while (size < 8 * sizeof(ffh_thread)) size *= 2;
+    size_t size = 16 * 1024;
     size_t count = size / sizeof(ffh_thread);
-    void *memory = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (memory == MAP_FAILED) return NULL;
-    ffh_thread *records = memory; /* zero-filled: free, generation 0 */
+    long memory = ffh_syscall6(SYS_mmap, 0, (long)size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (memory < 0 && memory > -4096) return NULL;
+    ffh_thread *records = (ffh_thread *)memory; /* zero-filled: free, generation 0 */
     for (size_t index = 0; index + 1 < count; index++) records[index].next = &records[index + 1];
     records[0].claimed = 1;
     ffh_thread *head = __atomic_load_n(&ffh_records, __ATOMIC_RELAXED);
@@ -75,7 +76,11 @@ ffh_thread *ffh_thread_claim(void) {
     /* Atomic: reclamation reads it from another thread, with no order to this write. */
     __atomic_store_n(&record->tid, ffh_gettid(), __ATOMIC_RELAXED);
     ffh_current_thread = record;
+    /* The record is the thread's now: a hooked pthread_setspecific that this call reaches
+       finds the thread busy and goes straight to libc's. */
+    record->busy = 1;
     if (ffh_exit_key_made) pthread_setspecific(ffh_exit_key, record);
+    record->busy = 0;
     return record;
 }
 
@@ -91,6 +96,7 @@ int ffh_thread_is_alive(const ffh_thread *thread) {
 void ffh_thread_release(ffh_thread *thread) {
     for (uintptr_t index = 0; index < FFH_MARKS; index++) thread->marks[index] = 0;
     thread->mark_count = 0;
+    thread->busy = 0;
     uintptr_t generation = __atomic_load_n(&thread->generation, __ATOMIC_RELAXED);
     if (generation & 1) __atomic_store_n(&thread->generation, generation + 1, __ATOMIC_RELEASE);
     if (ffh_current_thread == thread) ffh_current_thread = NULL;
@@ -105,6 +111,7 @@ int ffh_thread_release_vanished(ffh_thread *thread, uintptr_t generation) {
     }
     for (uintptr_t index = 0; index < FFH_MARKS; index++) thread->marks[index] = 0;
     thread->mark_count = 0;
+    thread->busy = 0;
     __atomic_store_n(&thread->claimed, 0, __ATOMIC_RELEASE);
     return 1;
 }
@@ -171,7 +178,12 @@ static unsigned ffh_fork_order(unsigned char *order) {
 static __thread unsigned char ffh_fork_held[FFH_FORK_LOCKS] __attribute__((tls_model("initial-exec")));
 static __thread unsigned char ffh_fork_held_count __attribute__((tls_model("initial-exec")));
 
+/* Whether the forking thread ran the library's own code before the fork's handlers, which
+   mark it so (a hooked pthread_mutex_lock that they reach goes straight to libc's). */
+static __thread int32_t ffh_fork_busy __attribute__((tls_model("initial-exec")));
+
 static void ffh_fork_prepare(void) {
+    ffh_fork_busy = ffh_library_enter(1);
     unsigned char order[FFH_FORK_LOCKS];
     unsigned count = ffh_fork_order(order);
     for (unsigned index = 0; index < count; index++) {
@@ -190,12 +202,16 @@ static void ffh_fork_release(void) {
     ffh_fork_held_count = 0;
 }
 
-static void ffh_fork_parent(void) { ffh_fork_release(); }
+static void ffh_fork_parent(void) {
+    ffh_fork_release();
+    ffh_library_enter(ffh_fork_busy);
+}
 
 static void ffh_fork_child(void) {
     /* The child's only thread: every other record belongs to a thread that is gone. */
     ffh_thread_forget_others();
     ffh_fork_release();
+    ffh_library_enter(ffh_fork_busy);
 }
 
 int ffh_fork_protect_with(void (*take)(void *), void (*give)(void *), void *lock, int rank) {
@@ -245,6 +261,9 @@ static void ffh_abandoned(void *packed) {
     if (!thread) return;
     uintptr_t value = (uintptr_t)packed;
     uintptr_t marks = value >> 1;
+    /* The call began in the program's code (a call made from the library's own passes
+       through without a frame like this). */
+    thread->busy = 0;
     while (thread->mark_count > marks && thread->mark_count > 0) {
         uintptr_t count = thread->mark_count - 1;
         if (count < FFH_MARKS) thread->marks[count] = 0;
@@ -258,11 +277,44 @@ static void ffh_abandoned(void *packed) {
 
 #if defined(__GLIBC__)
 /* glibc runs these buffers' routines for the frames a longjmp jumps over and the frames a
-   thread's exit or cancellation unwinds (the pthread_cleanup_push of C without exceptions). */
+   thread's exit or cancellation unwinds (the pthread_cleanup_push of C without exceptions).
+   Reached through pointers taken when the library loads, before any hook can exist: the
+   library's own import entries for them are a door a program can rewrite, and every hooked
+   call would then run the program's hook to register its own cleanup. */
 #define FFH_CLEANUP 1
-extern void _pthread_cleanup_push(struct _pthread_cleanup_buffer *, void (*)(void *), void *);
-extern void _pthread_cleanup_pop(struct _pthread_cleanup_buffer *, int);
+#include <dlfcn.h>
+typedef void (*ffh_cleanup_push_function)(struct _pthread_cleanup_buffer *, void (*)(void *), void *);
+typedef void (*ffh_cleanup_pop_function)(struct _pthread_cleanup_buffer *, int);
+static ffh_cleanup_push_function ffh_cleanup_push;
+static ffh_cleanup_pop_function ffh_cleanup_pop;
+
+__attribute__((constructor)) static void ffh_cleanup_setup(void) {
+    ffh_cleanup_push_function push = (ffh_cleanup_push_function)dlsym(RTLD_DEFAULT, "_pthread_cleanup_push");
+    ffh_cleanup_pop_function pop = (ffh_cleanup_pop_function)dlsym(RTLD_DEFAULT, "_pthread_cleanup_pop");
+    if (push && pop) {
+        ffh_cleanup_push = push;
+        ffh_cleanup_pop = pop;
+    }
+}
 #endif
+
+/* A call the library made itself, through a function the program hooked: straight to the
+   function the slot's hooks wrap, in C, where the closure entered through the library's own
+   entry (no Swift, whose runtime calls may be the hooked function). Otherwise through the
+   dispatch's path for calls without a record, which runs no block. */
+static void ffh_pass_through(ffh_dispatch dispatch, void *returnValue, void **arguments, ffh_slot *slot) {
+#if defined(__x86_64__) && defined(__ELF__)
+    if (slot->plan) {
+        uintptr_t state = ffh_slot_state(slot);
+        uintptr_t function = state & FFH_SLOT_HOOKED ? __atomic_load_n(&slot->original, __ATOMIC_ACQUIRE) : state;
+        if (function) {
+            ffh_forward_sysv(slot->plan, (const void *)function, arguments, returnValue);
+            return;
+        }
+    }
+#endif
+    dispatch(returnValue, arguments, slot, NULL);
+}
 
 /* The handler's work, shared by libffi's entry (ffh_handler) and the library's own
    (ffh_closure_dispatch), inlined into each. */
@@ -274,13 +326,21 @@ static inline __attribute__((always_inline)) void ffh_run(void *returnValue, voi
         dispatch(returnValue, arguments, userData, NULL);
         return;
     }
+    if (__builtin_expect(thread->busy != 0, 0)) {
+        ffh_pass_through(dispatch, returnValue, arguments, userData);
+        return;
+    }
+    thread->busy = 1;
     uintptr_t generation = thread->generation;
     int outermost = !(generation & 1);
     uintptr_t abandonedArgument = thread->mark_count << 1 | (uintptr_t)outermost;
 #if FFH_CLEANUP
     struct _pthread_cleanup_buffer buffer;
-    _pthread_cleanup_push(&buffer, ffh_abandoned, (void *)abandonedArgument);
-    if (unwind) unwind[0] = (uint64_t)(uintptr_t)buffer.__prev;
+    ffh_cleanup_push_function push = ffh_cleanup_push;
+    if (push) {
+        push(&buffer, ffh_abandoned, (void *)abandonedArgument);
+        if (unwind) unwind[0] = (uint64_t)(uintptr_t)buffer.__prev;
+    }
 #endif
     if (unwind) unwind[1] = (uint64_t)abandonedArgument << 1 | 1;
     if (outermost) {
@@ -300,8 +360,9 @@ static inline __attribute__((always_inline)) void ffh_run(void *returnValue, voi
         if (inside & 1) __atomic_store_n(&thread->generation, inside + 1, __ATOMIC_RELEASE);
     }
 #if FFH_CLEANUP
-    _pthread_cleanup_pop(&buffer, 0);
+    if (push) ffh_cleanup_pop(&buffer, 0);
 #endif
+    thread->busy = 0;
 }
 
 void ffh_handler(void *cif, void *returnValue, void **arguments, void *userData) {
@@ -319,6 +380,18 @@ void ffh_closure_entry(void);
 
 /* How many arguments the entry lists on its own stack without a variable-length array. */
 enum { ENTRY_INLINE_ARGUMENTS = 16 };
+
+void ffh_forward_original(ffh_thread *thread, const void *plan, const void *function, void *const *arguments,
+                          void *returnValue) {
+    if (!thread) {
+        ffh_forward_sysv(plan, function, arguments, returnValue);
+        return;
+    }
+    int32_t busy = thread->busy;
+    ffh_thread_set_busy(thread, 0);
+    ffh_forward_sysv(plan, function, arguments, returnValue);
+    ffh_thread_set_busy(thread, busy);
+}
 
 /* Builds the argument list of a call that entered `record`'s closure after the frame's
    address in `list`, runs the handler, and puts the result where the entry loads it from;
@@ -380,9 +453,11 @@ __attribute__((visibility("hidden"))) void ffh_closure_unwound(entry_frame_t *fr
     if (!(armed & 1)) return;
     frame->unwind[1] = 0;
 #if FFH_CLEANUP
-    struct _pthread_cleanup_buffer restore;
-    restore.__prev = (struct _pthread_cleanup_buffer *)(uintptr_t)frame->unwind[0];
-    _pthread_cleanup_pop(&restore, 0);
+    if (ffh_cleanup_pop) {
+        struct _pthread_cleanup_buffer restore;
+        restore.__prev = (struct _pthread_cleanup_buffer *)(uintptr_t)frame->unwind[0];
+        ffh_cleanup_pop(&restore, 0);
+    }
 #endif
     ffh_abandoned((void *)(uintptr_t)(armed >> 1));
 }

@@ -31,6 +31,12 @@ typedef struct ffh_thread {
     uintptr_t claimed;
     /// The owning thread's kernel id.
     int32_t tid;
+    /// 1 while the thread runs the library's own code (the call path outside blocks and
+    /// originals, and work under the hook registry's lock), 0 otherwise. A hooked call that
+    /// arrives while it is 1 is one the library made itself, through a function the program
+    /// hooked: it goes straight to the original (see ``ffh_handler``). Only the thread
+    /// touches it.
+    int32_t busy;
     /// The next record of the process (the list only grows; records are reused, never freed).
     struct ffh_thread *next;
 } ffh_thread;
@@ -103,6 +109,36 @@ int ffh_fork_protect(pthread_mutex_t *lock, int rank);
 /// both sides after it.
 int ffh_fork_protect_with(void (*take)(void *), void (*give)(void *), void *lock, int rank);
 
+// MARK: - The library's own code
+
+/// Marks the calling thread as running the library's own code (or not, with 0) and returns
+/// what it was before, for ``ffh_thread_set_busy`` to restore; 0 when the thread has no
+/// record and none can be had. See ``ffh_thread/busy``.
+static inline int32_t ffh_library_enter(int32_t busy) {
+    ffh_thread *thread = ffh_thread_current();
+    if (!thread) return 0;
+    int32_t was = thread->busy;
+    thread->busy = busy;
+    __asm__ __volatile__("" ::: "memory");
+    return was;
+}
+
+/// Sets whether the thread that owns `thread` runs the library's own code (its own record
+/// only): 1 as the call path leaves a block or an original, 0 as it enters one.
+static inline void ffh_thread_set_busy(ffh_thread *thread, int32_t busy) {
+    __asm__ __volatile__("" ::: "memory");
+    thread->busy = busy;
+    __asm__ __volatile__("" ::: "memory");
+}
+
+/// Calls an original with the arguments of a call that entered through the library's own
+/// System V entry (as ``ffh_forward_sysv``), with `thread` (the caller's record, or NULL)
+/// marked out of the library's own code for exactly the length of the original: no code of
+/// the library runs between the mark and the call, so a function the program hooked that
+/// the library calls around it is never taken for the program's. x86-64 only.
+void ffh_forward_original(ffh_thread *thread, const void *plan, const void *function, void *const *arguments,
+                          void *returnValue);
+
 // MARK: - Re-entry marks
 
 /// Whether blocks of the slot `entry` are running on this thread.
@@ -153,6 +189,10 @@ typedef struct ffh_slot {
     /// call that passes through reaches the original the way hooked calls do, through its
     /// register plan, with no entry to read. Set before the closure can be reached.
     const void *interface;
+    /// While the slot has hooks, the function they wrap (the entry's original, kept in step
+    /// by the entry): what a call the library makes itself through the slot reaches
+    /// without reading the entry (see ``ffh_thread/busy``).
+    uintptr_t original;
     /// Where the arguments of a call arrive (an `ffh_sysv_plan` of the interface) when the
     /// closure enters through the library's own entry rather than libffi's; NULL otherwise.
     const void *plan;
@@ -170,6 +210,11 @@ static inline uintptr_t ffh_slot_state(const ffh_slot *slot) {
 /// Publishes a slot's state with release ordering.
 static inline void ffh_slot_set_state(ffh_slot *slot, uintptr_t state) {
     __atomic_store_n(&slot->state, state, __ATOMIC_RELEASE);
+}
+
+/// Sets the function a slot's hooks wrap (``ffh_slot/original``), with release ordering.
+static inline void ffh_slot_set_original(ffh_slot *slot, uintptr_t function) {
+    __atomic_store_n(&slot->original, function, __ATOMIC_RELEASE);
 }
 
 /// How many calls that got no thread record are reading an entry's original right now;
@@ -215,7 +260,9 @@ int ffh_identity(int value);
 /// The libffi closure handler (`void (*)(ffi_cif *, void *, void **, void *)`): marks the
 /// thread inside a call for the length of the dispatch, and, where the C library runs
 /// cleanup handlers for frames that `longjmp` jumps over or a thread's exit unwinds (glibc),
-/// ends the call's marks when that happens.
+/// ends the call's marks when that happens. A call that arrives while the thread runs the
+/// library's own code (``ffh_thread/busy``) goes straight to the original, in C where the
+/// closure entered through the library's own entry.
 void ffh_handler(void *cif, void *returnValue, void **arguments, void *userData);
 
 /// The process id, straight from the kernel: libc's getpid may be hooked or replaced in the

@@ -12,10 +12,15 @@ extension CallInterface {
     /// closure entry (`arguments` is then that entry's list): the original is called with the
     /// argument registers as they arrived (``ffh_forward_sysv``), which moves only what a
     /// block may have changed out of place.
+    ///
+    /// `thread` is the caller's record, marked as running the library's own code
+    /// (``ffh_thread/busy``) except for the length of the original; nil for a call that has
+    /// none.
     @inline(__always)
     func callOriginal(
         _ function: UInt, returnValue: UnsafeMutableRawPointer?,
-        arguments: UnsafeMutablePointer<UnsafeMutableRawPointer?>, entryPlan: UnsafeRawPointer?
+        arguments: UnsafeMutablePointer<UnsafeMutableRawPointer?>, entryPlan: UnsafeRawPointer?,
+        thread: UnsafeMutablePointer<ffh_thread>?
     ) {
         guard let pointer = UnsafeRawPointer(bitPattern: function) else {
             zeroResult(returnValue)
@@ -23,11 +28,15 @@ extension CallInterface {
         }
         #if arch(x86_64)
             if let entryPlan {
-                ffh_forward_sysv(entryPlan, pointer, arguments, returnValue)
+                ffh_forward_original(thread, entryPlan, pointer, arguments, returnValue)
                 return
             }
         #endif
+        // Through libffi's entry: the mark is lifted around the Swift call, which is as
+        // close as this path comes.
+        if let thread { ffh_thread_set_busy(thread, 0) }
         call(pointer, returnValue: returnValue, argumentList: arguments)
+        if let thread { ffh_thread_set_busy(thread, 1) }
     }
 
     /// Zeroes the result in a closure's return buffer, as much of it as the caller reads:

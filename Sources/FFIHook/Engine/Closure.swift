@@ -133,7 +133,8 @@ struct ClosurePool {
         let plan = Self.entersDirectly ? interface.closurePlan : nil
         record.initialize(
             to: ffh_slot(
-                state: 0, address: 0, interface: Unmanaged.passUnretained(interface).toOpaque(), plan: plan))
+                state: 0, address: 0, interface: Unmanaged.passUnretained(interface).toOpaque(), original: 0,
+                plan: plan))
         let status = ffi_prep_closure_loc(
             closure(cell).assumingMemoryBound(to: ffi_closure.self), cif, slotEntryHandler, record,
             UnsafeMutableRawPointer(bitPattern: code(cell)))

@@ -1,3 +1,5 @@
+internal import CFFIHookSupport
+
 /// A view of one hooked call, lent to a block for the duration of the block.
 ///
 /// Reads and writes are checked against the slot's signature: an argument index out of
@@ -181,6 +183,9 @@ package struct InsteadContinuation {
     /// Runs the next instead block inward, or the original.
     @usableFromInline
     package func callOriginal() {
+        // From a block: the library's own code until the next block or the original.
+        ffh_thread_set_busy(frame.threadRecord, 1)
         frame.proceed(after: insteadIndex)
+        ffh_thread_set_busy(frame.threadRecord, 0)
     }
 }

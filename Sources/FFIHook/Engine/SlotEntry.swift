@@ -81,7 +81,10 @@ package final class SlotEntry: @unchecked Sendable {
         // A closure reused from a slot's earlier entry passes calls through to the original
         // it had; an install that takes the slot over sets the one it finds.
         let state = ffh_slot_state(record)
-        if state & Self.hookedBit == 0 { originalFunction.store(state, ordering: .relaxed) }
+        if state & Self.hookedBit == 0 {
+            originalFunction.store(state, ordering: .relaxed)
+            ffh_slot_set_original(record, state)
+        }
         self.interface = interface
         self.cell = cell
         self.code = code
@@ -114,6 +117,7 @@ package final class SlotEntry: @unchecked Sendable {
     /// flight finish with the function they read).
     func setOriginal(_ function: UInt) {
         originalFunction.store(function, ordering: .relaxed)
+        ffh_slot_set_original(record, function)
     }
 
     /// The bit of a slot record's state that says it holds an entry.
@@ -167,7 +171,8 @@ package final class SlotEntry: @unchecked Sendable {
         let original = original
         if snapshot.isEmpty {
             callPathInterface._withUnsafeGuaranteedRef { interface in
-                interface.callOriginal(original, returnValue: returnValue, arguments: arguments, entryPlan: entryPlan)
+                interface.callOriginal(
+                    original, returnValue: returnValue, arguments: arguments, entryPlan: entryPlan, thread: record)
             }
             return
         }
@@ -183,7 +188,9 @@ package final class SlotEntry: @unchecked Sendable {
         for hook in snapshot.before {
             hook._withUnsafeGuaranteedRef { hook in
                 guard frame.claim(hook) else { return }
+                ffh_thread_set_busy(record, 0)
                 hook.block(Invocation(frame: frame, position: .before, insteadIndex: -1))
+                ffh_thread_set_busy(record, 1)
                 frame.finish(hook)
             }
         }
@@ -195,7 +202,9 @@ package final class SlotEntry: @unchecked Sendable {
         for hook in snapshot.after {
             hook._withUnsafeGuaranteedRef { hook in
                 guard frame.claim(hook) else { return }
+                ffh_thread_set_busy(record, 0)
                 hook.block(Invocation(frame: frame, position: .after, insteadIndex: -1))
+                ffh_thread_set_busy(record, 1)
                 frame.finish(hook)
             }
         }
@@ -271,7 +280,8 @@ struct CallFrame {
     }
 
     /// Continues the call inward from the instead block at `index` (-1 from outside them):
-    /// runs the next instead block that takes part in the call, or the original. The
+    /// runs the next instead block that takes part in the call, or the original. Runs as
+    /// the library's own code (``ffh_thread/busy``) and leaves the thread so. The
     /// outermost instead block starts from a zero result, which stands if no block sets one.
     func proceed(after index: Int) {
         if let next = nextInstead(after: index) {
@@ -286,7 +296,9 @@ struct CallFrame {
     func runInstead(_ index: Int) {
         let instead = unmanagedSnapshot._withUnsafeGuaranteedRef { $0.instead }
         instead[index]._withUnsafeGuaranteedRef { hook in
+            ffh_thread_set_busy(threadRecord, 0)
             hook.block(Invocation(frame: self, position: .instead, insteadIndex: index))
+            ffh_thread_set_busy(threadRecord, 1)
             finish(hook)
         }
     }
@@ -298,7 +310,8 @@ struct CallFrame {
         if marked { ffh_thread_unmark(threadRecord) }
         let entryPlan = unmanagedEntry._withUnsafeGuaranteedRef { $0.entryPlan }
         interface._withUnsafeGuaranteedRef { interface in
-            interface.callOriginal(original, returnValue: returnValue, arguments: arguments, entryPlan: entryPlan)
+            interface.callOriginal(
+                original, returnValue: returnValue, arguments: arguments, entryPlan: entryPlan, thread: threadRecord)
         }
         if marked { _ = ffh_thread_mark(threadRecord, mark) }
     }
@@ -332,6 +345,6 @@ let slotEntryDispatch: ffh_dispatch = { returnValue, arguments, slot, thread in
     }
     Unmanaged<CallInterface>.fromOpaque(slot.pointee.interface!)._withUnsafeGuaranteedRef { interface in
         interface.callOriginal(
-            function, returnValue: returnValue, arguments: arguments!, entryPlan: slot.pointee.plan)
+            function, returnValue: returnValue, arguments: arguments!, entryPlan: slot.pointee.plan, thread: thread)
     }
 }

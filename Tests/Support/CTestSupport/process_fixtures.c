@@ -142,6 +142,45 @@ int pf_caller_join(pf_caller *caller) {
     return result;
 }
 
+struct pf_spinner {
+    pthread_t thread;
+    int (**slot)(int);
+    int value;
+    int stop;
+    long calls;
+    long wrong;
+};
+
+static void *spinner_main(void *context) {
+    pf_spinner *spinner = context;
+    do {
+        if (LOAD(spinner->slot)(spinner->value) != spinner->value + 1) spinner->wrong++;
+        spinner->calls++;
+    } while (!__atomic_load_n(&spinner->stop, __ATOMIC_ACQUIRE));
+    return spinner;
+}
+
+pf_spinner *pf_spinner_start(int (**slot)(int), int value) {
+    pf_spinner *spinner = calloc(1, sizeof *spinner);
+    if (!spinner) return NULL;
+    spinner->slot = slot;
+    spinner->value = value;
+    if (pthread_create(&spinner->thread, NULL, spinner_main, spinner) != 0) {
+        free(spinner);
+        return NULL;
+    }
+    return spinner;
+}
+
+long pf_spinner_stop(pf_spinner *spinner, long *calls) {
+    __atomic_store_n(&spinner->stop, 1, __ATOMIC_RELEASE);
+    pthread_join(spinner->thread, NULL);
+    long wrong = spinner->wrong;
+    *calls = spinner->calls;
+    free(spinner);
+    return wrong;
+}
+
 // MARK: - Signals
 
 static void probe_handler(int signal) {

@@ -89,6 +89,15 @@ pf_caller *pf_caller_start(int (**slot)(int), int value);
 /// Joins it and frees it; returns what the call returned, or PF_THREAD_EXITED.
 int pf_caller_join(pf_caller *caller);
 
+/// A thread that calls through a slot in a loop, with an atomic load of the slot each time.
+typedef struct pf_spinner pf_spinner;
+/// Starts a thread that calls the function at `slot` with `value` until stopped, at least
+/// once; NULL on failure.
+pf_spinner *pf_spinner_start(int (**slot)(int), int value);
+/// Stops and joins it and frees it; returns how many calls returned something other than
+/// value + 1, and stores how many calls it made in `calls`.
+long pf_spinner_stop(pf_spinner *spinner, long *calls);
+
 // MARK: - Signals
 
 /// Installs the SIGUSR1 handler (SA_RESTART): it calls the `probe` slot with

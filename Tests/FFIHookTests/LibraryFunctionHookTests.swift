@@ -1,0 +1,214 @@
+import CTestSupport
+import FFIHook
+import FFIHookCore
+import Foundation
+import Synchronization
+import Testing
+
+/// Every C function the library itself calls, hooked in every loaded object while hooks
+/// come and go: the library must not call itself through a door the program can rewrite.
+///
+/// The list comes from the binary, not from memory: the undefined symbols of the library's
+/// object files (beside the test executable, where the build left them) that the test
+/// executable imports through its dynamic symbol table. Each gets a child process that hooks
+/// it with ``ImportTable/after(symbol:in:signature:options:_:)`` in scope ``ImportScope/all``
+/// and a counting block, then installs and removes an instead hook 300 times on a slot that
+/// another thread calls through, checks every result, waits for reclamation, and forks a
+/// child that installs and removes a hook of its own.
+@Suite struct LibraryFunctionHookTests {
+    /// Every function the library imports has an entry in the table, and the reading found
+    /// the imports at all.
+    @Test func theTableNamesEveryFunctionTheLibraryImports() throws {
+        let imports = try LibraryImports.functions()
+        let missing = imports.filter { Self.signatures[$0] == nil }.sorted()
+        #expect(
+            missing.isEmpty,
+            "the library imports \(missing.joined(separator: ", ")): give each a signature in LibraryFunctionHookTests.signatures (or say why it is no C function)"
+        )
+        // The call path's own imports are among them whatever the build.
+        #expect(imports.contains("pthread_mutex_lock") && imports.contains("malloc"))
+    }
+
+    /// The library's C functions, one child process each.
+    @Test(
+        .disabled(
+            if: ProcessLifeTests.underThreadSanitizer,
+            "the Swift runtime's lazy globals are not fork-safe under ThreadSanitizer"),
+        arguments: LibraryImports.hookable(from: signatures))
+    func hookedInEveryObjectWhileHooksComeAndGo(symbol: String) async {
+        await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) { [symbol] in
+            try LibraryFunctionHookTests.hookAndRunTheScenario(symbol: symbol)
+        }
+    }
+
+    /// Calls the library makes itself, through a function the program hooked, go straight to
+    /// that function: the program's blocks run for the program's calls only. Hooks come and go
+    /// under the registry's lock (which `pthread_mutex_lock` takes); a call of the program's
+    /// own runs the block.
+    @Test func theLibrarysOwnCallsDoNotRunTheProgramsBlocks() async {
+        await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
+            try LibraryFunctionHookTests.runTheLibrarysOwnCalls()
+        }
+    }
+}
+
+extension LibraryFunctionHookTests {
+    static func runTheLibrarysOwnCalls() throws {
+        do {
+            ProcessLifeTests.startChild()
+            pf_reset()
+            // Once before the hook, so that the Swift runtime has made what it makes on first use.
+            let first = try Hook.before(on: ProcessLifeTests.slot(\.churn), signature: ProcessLifeTests.intToInt) { _ in
+            }
+            ProcessLifeTests.check(first.remove(), "a removal")
+            // Calls on this thread only: the process's other threads (the test library's, the
+            // runtime's) unlock mutexes of their own meanwhile.
+            let thread = UInt(pthread_self())
+            let group = try ImportTable.after(symbol: "pthread_mutex_unlock", in: .all, signature: Signature("i^v")) {
+                _ in
+                if UInt(pthread_self()) == thread { LibraryFunctionHookTests.calls.add(1, ordering: .relaxed) }
+            }
+            // The first rounds with the hook in are left out: the Swift runtime takes its own
+            // locks as it makes what the hooked calls use for the first time.
+            for round in 0..<60 {
+                if round == 10 { LibraryFunctionHookTests.calls.store(0, ordering: .relaxed) }
+                let token = try Hook.before(on: ProcessLifeTests.slot(\.churn), signature: ProcessLifeTests.intToInt) {
+                    _ in
+                }
+                ProcessLifeTests.check(token.remove(), "a removal")
+            }
+            let seen = LibraryFunctionHookTests.calls.load(ordering: .relaxed)
+            ProcessLifeTests.check(seen == 0, "no block ran for the library's own unlocks (\(seen) ran)")
+            var mutex = pthread_mutex_t()
+            pthread_mutex_init(&mutex, nil)
+            pthread_mutex_lock(&mutex)
+            pthread_mutex_unlock(&mutex)
+            ProcessLifeTests.check(
+                LibraryFunctionHookTests.calls.load(ordering: .relaxed) == 1, "the block ran for the program's unlock")
+            ProcessLifeTests.check(group.remove(), "the group's removal")
+        } catch {
+            ProcessLifeTests.fail("threw \(error)")
+        }
+    }
+}
+
+// MARK: - The scenario (in the child processes)
+
+extension LibraryFunctionHookTests {
+    /// What the counting blocks count.
+    static let calls = Atomic<Int>(0)
+
+    static func hookAndRunTheScenario(symbol: String) throws {
+        typealias Life = ProcessLifeTests
+        Life.startChild()
+        guard let entry = signatures[symbol], let encoding = entry else { Life.fail("\(symbol) has no signature") }
+        pf_reset()
+        let group = try ImportTable.after(symbol: symbol, in: .all, signature: Signature(encoding)) { _ in
+            calls.add(1, ordering: .relaxed)
+        }
+
+        // A hook whose result the checks can see.
+        let probe = try Hook.after(on: Life.slot(\.probe), signature: Life.intToInt) { call in
+            call.setReturnValue(call.returnValue(as: Int32.self) + 100)
+        }
+        Life.check(pf_call_slot(Life.pointer(\.probe), 1) == 102, "a call through a hooked slot")
+
+        // Instead hooks come and go while another thread calls through the slot.
+        guard let spinner = pf_spinner_start(Life.pointer(\.churn), 7) else { Life.fail("starting the caller") }
+        for round: Int32 in 0..<300 {
+            let token = try Hook.instead(on: Life.slot(\.churn), signature: Life.intToInt) { call in
+                call.callOriginal()
+            }
+            Life.check(pf_call_slot(Life.pointer(\.churn), round) == round + 1, "a call through the instead hook")
+            Life.check(token.remove(), "removal \(round)")
+        }
+        var spun = 0
+        let wrong = pf_spinner_stop(spinner, &spun)
+        Life.check(wrong == 0 && spun > 0, "\(wrong) of \(spun) calls through the changing slot were wrong")
+        Life.check(Life.slot(\.churn, holds: pf_churn_original), "the churn slot has its original back")
+        Life.waitForReclamation("after the churn")
+        Life.check(SlotRegistry.shared.pendingReclamationCount == 0, "nothing waits for reclamation")
+
+        // A forked child hooks and calls, then removes.
+        let child = pf_fork()
+        if child == 0 {
+            Life.runForkedChild {
+                Life.check(pf_call_slot(Life.pointer(\.probe), 2) == 103, "the inherited hook", forked: true)
+                let token = try Hook.before(on: Life.slot(\.churn), signature: Life.intToInt) { _ in }
+                Life.check(pf_call_slot(Life.pointer(\.churn), 3) == 4, "a hook installed in the child", forked: true)
+                Life.check(token.remove() && probe.remove(), "removals in the child", forked: true)
+                Life.check(Life.slot(\.probe, holds: pf_probe_original), "the probe slot restored", forked: true)
+                try Hook.waitForReclamation()
+            }
+        }
+        Life.checkForkedChild(child)
+        Life.check(probe.remove() && group.remove(), "removals")
+        Life.check(Life.slot(\.probe, holds: pf_probe_original), "the probe slot has its original back")
+        Life.waitForReclamation("at the end")
+    }
+}
+
+// MARK: - Reading the imports
+
+/// The C functions the library's objects import, read from the build.
+enum LibraryImports {
+    /// The library's modules whose objects count.
+    static let modules = ["CFFIHookSupport", "FFIHookCore", "FFIHook", "CFFIHookObjC", "FFIHookObjC"]
+
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// The functions the library's objects leave undefined and the test executable imports
+    /// from shared objects: the ones a process-wide import-table hook reaches. Swift
+    /// functions (mangled names) and the sanitizers' runtimes are left out.
+    static func functions() throws -> Set<String> {
+        let executable = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+        let directory = URL(fileURLWithPath: executable).deletingLastPathComponent()
+        var objects: [String] = []
+        for module in modules {
+            let folder = directory.appendingPathComponent("\(module).build")
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+            objects += names.filter { $0.hasSuffix(".o") }.map { folder.appendingPathComponent($0).path }
+        }
+        guard objects.count >= modules.count else {
+            throw Failure(description: "the library's object files are not beside \(executable)")
+        }
+        let undefined = Set(
+            try run("nm", ["-u", "--format=just-symbols"] + objects).split(separator: "\n").map(String.init))
+        var imported = Set<String>()
+        for line in try run("readelf", ["--dyn-syms", "--wide", executable]).split(separator: "\n") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard fields.count >= 8, fields[3] == "FUNC", fields[6] == "UND" else { continue }
+            let name = fields[7].split(separator: "@").first.map(String.init) ?? ""
+            imported.insert(name)
+        }
+        let sanitizers = ["__asan_", "__lsan_", "__tsan_", "__ubsan_", "__sanitizer_"]
+        return undefined.intersection(imported).filter { name in
+            !name.hasPrefix("$s") && !sanitizers.contains { name.hasPrefix($0) }
+        }
+    }
+
+    /// The imported functions the table gives a C signature, sorted; what cannot be read is
+    /// left to ``LibraryFunctionHookTests/theTableNamesEveryFunctionTheLibraryImports()``.
+    static func hookable(from table: [String: String?]) -> [String] {
+        ((try? functions()) ?? []).filter { table[$0] != nil && table[$0]! != nil }.sorted()
+    }
+
+    /// Runs a tool found on the PATH and returns its standard output.
+    static func run(_ tool: String, _ arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [tool] + arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw Failure(description: "\(tool) \(arguments.prefix(3).joined(separator: " ")) failed")
+        }
+        return String(decoding: data, as: UTF8.self)
+    }
+}
