@@ -1,5 +1,6 @@
 #include "ffh_call.h"
 #include "call_internal.h"
+#include "ffh_thread.h"
 
 #include <string.h>
 
@@ -76,8 +77,8 @@ void ffh_call_plan(const void *opaquePlan, const void *function, void *const *ar
     /* Registers no argument fills are passed as zero: never read, but defined. The floating
        bank is passed, and so cleared, only when an argument uses it. */
     ffh_registers registers;
-    memset(registers.general, 0, sizeof registers.general);
-    if (plan->usesFloatingRegisters) memset(registers.floating, 0, sizeof registers.floating);
+    ffh_zero(registers.general, sizeof registers.general);
+    if (plan->usesFloatingRegisters) ffh_zero(registers.floating, sizeof registers.floating);
     for (uint32_t index = 0; index < plan->count; index++) {
         const ffh_plan_step step = plan->steps[index];
         uint64_t bits = plan_load(step.kind, arguments[step.argument]);
@@ -110,7 +111,7 @@ void ffh_call_sysv(const void *opaquePlan, const void *function, void *const *ar
     const ffh_sysv_plan *plan = opaquePlan;
     sysv_frame frame;
     /* Registers no argument fills are passed as zero: never read, but defined. */
-    memset(frame.words, 0, sizeof frame.words);
+    ffh_zero(frame.words, sizeof frame.words);
     uint64_t stack[plan->stackWords > 0 ? plan->stackWords : 1];
     for (uint32_t index = 0; index < plan->moveCount; index++) {
         const ffh_sysv_move *move = &plan->moves[index];
@@ -120,7 +121,7 @@ void ffh_call_sysv(const void *opaquePlan, const void *function, void *const *ar
         if (move->kind == FFH_VALUE_BYTES) {
             /* A partial last word is zero beyond the value: padding, but defined. */
             if (move->size % 8 != 0) target[move->size / 8] = 0;
-            memcpy(target, source, move->size);
+            ffh_copy(target, source, move->size);
         } else {
             *target = plan_load(move->kind, source);
         }
@@ -152,17 +153,33 @@ static __attribute__((noinline)) void forward_through_frame(const ffh_sysv_plan 
     sysv_call_frame(plan, &frame->call, entry_stack(frame), function, returnValue);
 }
 
-void ffh_forward_sysv(const void *opaquePlan, const void *function, void *const *arguments, void *returnValue) {
+/* A forwarded call (ffh_forward_sysv); `thread`, when not NULL, runs out of the library's own
+   code for the length of the original alone. */
+static inline __attribute__((always_inline)) void forward_sysv(ffh_thread *thread, const void *opaquePlan,
+                                                               const void *function, void *const *arguments,
+                                                               void *returnValue) {
     const ffh_sysv_plan *plan = opaquePlan;
     entry_frame_t *frame = entry_frame(arguments);
     if (plan->fixupCount > 0) forward_fixups(plan, frame);
+    int32_t busy = thread ? thread->busy : 0;
+    if (thread) ffh_thread_set_busy(thread, 0);
     if (plan->registerResult == FFH_VALUE_BYTES) {
         forward_through_frame(plan, function, frame, returnValue);
-        return;
+    } else {
+        /* Registers only and a scalar or no result: a plain C call with the frame's words. */
+        call_registers((const ffh_registers *)(const void *)frame->call.words, plan->sseCount > 0,
+                       plan->registerResult, function, returnValue);
     }
-    /* Registers only and a scalar or no result: a plain C call with the frame's words. */
-    call_registers((const ffh_registers *)(const void *)frame->call.words, plan->sseCount > 0, plan->registerResult,
-                   function, returnValue);
+    if (thread) ffh_thread_set_busy(thread, busy);
+}
+
+void ffh_forward_sysv(const void *plan, const void *function, void *const *arguments, void *returnValue) {
+    forward_sysv(NULL, plan, function, arguments, returnValue);
+}
+
+void ffh_forward_original(ffh_thread *thread, const void *plan, const void *function, void *const *arguments,
+                          void *returnValue) {
+    forward_sysv(thread, plan, function, arguments, returnValue);
 }
 
 #endif

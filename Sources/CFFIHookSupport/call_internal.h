@@ -7,6 +7,7 @@
 
 #include <string.h>
 
+
 /* The value at `address` as its register holds it; memcpy because libffi's argument list
    promises no alignment (it compiles to one load). */
 static inline uint64_t plan_load(ffh_value_kind kind, const void *address) {
@@ -102,7 +103,7 @@ static inline void sysv_store_result(const ffh_sysv_plan *plan, const sysv_frame
         }
         unsigned char *target = (unsigned char *)returnValue + piece.offset;
         switch (piece.kind) {
-        case FFH_VALUE_BYTES: memcpy(target, source, piece.size); break;
+        case FFH_VALUE_BYTES: ffh_copy(target, source, piece.size); break;
         case FFH_VALUE_FLOAT: memcpy(target, source, sizeof(float)); break;
         default: {
             uint64_t bits;

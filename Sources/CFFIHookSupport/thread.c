@@ -381,18 +381,6 @@ void ffh_closure_entry(void);
 /* How many arguments the entry lists on its own stack without a variable-length array. */
 enum { ENTRY_INLINE_ARGUMENTS = 16 };
 
-void ffh_forward_original(ffh_thread *thread, const void *plan, const void *function, void *const *arguments,
-                          void *returnValue) {
-    if (!thread) {
-        ffh_forward_sysv(plan, function, arguments, returnValue);
-        return;
-    }
-    int32_t busy = thread->busy;
-    ffh_thread_set_busy(thread, 0);
-    ffh_forward_sysv(plan, function, arguments, returnValue);
-    ffh_thread_set_busy(thread, busy);
-}
-
 /* Builds the argument list of a call that entered `record`'s closure after the frame's
    address in `list`, runs the handler, and puts the result where the entry loads it from;
    returns how many x87 values the entry pushes (from the result buffer). */

@@ -7,6 +7,7 @@ extension LibraryFunctionHookTests {
     static let signatures: [String: String?] = [
         // The C library, the loader and the unwinder.
         "_Unwind_Resume": "v^v",
+        "__errno_location": "^i",
         "__gcc_personality_v0": "iiiQ^v^v",
         "__stack_chk_fail": "v",
         "__tls_get_addr": "^v^v",
@@ -53,6 +54,7 @@ extension LibraryFunctionHookTests {
         "strcmp": "i**",
         "strdup": "**",
         "strlen": "Q*",
+        "syscall": "qqqqqqq",  // variadic; every argument travels in a register
         "sysconf": "qi",
         "usleep": "iI",
         // libffi.

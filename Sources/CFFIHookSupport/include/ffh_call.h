@@ -5,7 +5,35 @@
 // signatures whose values all travel in registers, System V plans (x86-64) for every other
 // shape, and the System V closure entry that slot closures enter through.
 
+#include <stddef.h>
 #include <stdint.h>
+
+// MARK: - Copies without libc
+
+/// Copies `size` bytes on the call path with private code, never libc's `memcpy`: a copy of
+/// a size known only at run time, or a plain loop, compiles to a call through the import
+/// table, which a program may have hooked. (Constant small sizes compile to loads and
+/// stores, `memcpy` or not.)
+static inline void ffh_copy(void *target, const void *source, size_t size) {
+#if defined(__x86_64__)
+    __asm__ __volatile__("rep movsb" : "+D"(target), "+S"(source), "+c"(size) : : "memory");
+#else
+    volatile unsigned char *to = target;
+    const volatile unsigned char *from = source;
+    for (size_t index = 0; index < size; index++) to[index] = from[index];
+#endif
+}
+
+/// Zeroes `size` bytes on the call path with private code, never libc's `memset` (see
+/// ``ffh_copy``).
+static inline void ffh_zero(void *target, size_t size) {
+#if defined(__x86_64__)
+    __asm__ __volatile__("rep stosb" : "+D"(target), "+c"(size) : "a"(0) : "memory");
+#else
+    volatile unsigned char *to = target;
+    for (size_t index = 0; index < size; index++) to[index] = 0;
+#endif
+}
 
 // MARK: - Register calls
 

@@ -44,7 +44,8 @@ extension CallInterface {
     @inline(__always)
     func zeroResult(_ returnValue: UnsafeMutableRawPointer?) {
         if closureResultSize > 0, let returnValue {
-            returnValue.initializeMemory(as: UInt8.self, repeating: 0, count: closureResultSize)
+            // Not through memset, which the program may have hooked.
+            ffh_zero(returnValue, closureResultSize)
         }
     }
 }

@@ -188,9 +188,7 @@ package final class SlotEntry: @unchecked Sendable {
         for hook in snapshot.before {
             hook._withUnsafeGuaranteedRef { hook in
                 guard frame.claim(hook) else { return }
-                ffh_thread_set_busy(record, 0)
-                hook.block(Invocation(frame: frame, position: .before, insteadIndex: -1))
-                ffh_thread_set_busy(record, 1)
+                frame.runBlock(hook.block, Invocation(frame: frame, position: .before, insteadIndex: -1))
                 frame.finish(hook)
             }
         }
@@ -202,9 +200,7 @@ package final class SlotEntry: @unchecked Sendable {
         for hook in snapshot.after {
             hook._withUnsafeGuaranteedRef { hook in
                 guard frame.claim(hook) else { return }
-                ffh_thread_set_busy(record, 0)
-                hook.block(Invocation(frame: frame, position: .after, insteadIndex: -1))
-                ffh_thread_set_busy(record, 1)
+                frame.runBlock(hook.block, Invocation(frame: frame, position: .after, insteadIndex: -1))
                 frame.finish(hook)
             }
         }
@@ -292,13 +288,21 @@ struct CallFrame {
         }
     }
 
+    /// Runs a block with the thread out of the library's own code (``ffh_thread/busy``) for
+    /// the block's length alone: the block and its invocation are made before, so that what
+    /// the thread runs unmarked is the program's code.
+    @inline(__always)
+    func runBlock(_ block: HookRecord.Block, _ invocation: consuming Invocation) {
+        ffh_thread_set_busy(threadRecord, 0)
+        block(invocation)
+        ffh_thread_set_busy(threadRecord, 1)
+    }
+
     /// Runs the instead block at `index`; ``Invocation/callOriginal()`` continues inward.
     func runInstead(_ index: Int) {
         let instead = unmanagedSnapshot._withUnsafeGuaranteedRef { $0.instead }
         instead[index]._withUnsafeGuaranteedRef { hook in
-            ffh_thread_set_busy(threadRecord, 0)
-            hook.block(Invocation(frame: self, position: .instead, insteadIndex: index))
-            ffh_thread_set_busy(threadRecord, 1)
+            runBlock(hook.block, Invocation(frame: self, position: .instead, insteadIndex: index))
             finish(hook)
         }
     }

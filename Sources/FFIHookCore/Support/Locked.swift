@@ -13,12 +13,6 @@ internal import CFFIHookSupport
 /// accesses it guards and reports every guarded access as a race. A pthread mutex is
 /// intercepted by the sanitizer, which keeps `swift test --sanitize=thread` meaningful.
 /// Used only off the call path.
-///
-/// The thread runs as the library's own code (``ffh_thread/busy``) from before it takes the
-/// lock until after it gives it back: a function the program hooked that the library calls
-/// meanwhile (`pthread_mutex_lock` itself, `malloc`, the Swift runtime's) goes straight to
-/// the original, and the program's blocks, which could install hooks and want the lock,
-/// do not run for it.
 package final class Locked<Value>: @unchecked Sendable {
     // Sendable: `value` is only touched with `mutex` held.
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
@@ -41,20 +35,14 @@ package final class Locked<Value>: @unchecked Sendable {
     package func withLock<Result, Failure: Error>(
         _ body: (inout Value) throws(Failure) -> Result
     ) throws(Failure) -> Result {
-        let busy = ffh_library_enter(1)
         pthread_mutex_lock(mutex)
-        defer {
-            pthread_mutex_unlock(mutex)
-            ffh_library_enter(busy)
-        }
+        defer { pthread_mutex_unlock(mutex) }
         return try body(&value)
     }
 
     /// Runs `body` with exclusive access to the value if the lock is free now; `nil` when
     /// another thread, or this one further up its stack, holds it.
     package func withLockIfAvailable<Result>(_ body: (inout Value) -> Result) -> Result? {
-        let busy = ffh_library_enter(1)
-        defer { ffh_library_enter(busy) }
         guard pthread_mutex_trylock(mutex) == 0 else { return nil }
         defer { pthread_mutex_unlock(mutex) }
         return body(&value)

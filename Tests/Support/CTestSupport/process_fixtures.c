@@ -142,6 +142,14 @@ int pf_caller_join(pf_caller *caller) {
     return result;
 }
 
+long pf_call_slot_repeatedly(int (**slot)(int), int count) {
+    long wrong = 0;
+    for (int value = 0; value < count; value++) wrong += LOAD(slot)(value) != value + 1;
+    return wrong;
+}
+
+void *pf_fill_bytes(void *bytes, int value, size_t count) { return memset(bytes, value, count); }
+
 struct pf_spinner {
     pthread_t thread;
     int (**slot)(int);

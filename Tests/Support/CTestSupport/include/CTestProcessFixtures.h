@@ -89,6 +89,14 @@ pf_caller *pf_caller_start(int (**slot)(int), int value);
 /// Joins it and frees it; returns what the call returned, or PF_THREAD_EXITED.
 int pf_caller_join(pf_caller *caller);
 
+/// Calls the function at `slot` with 0, 1, … `count - 1`; returns how many calls returned
+/// something other than their argument + 1.
+long pf_call_slot_repeatedly(int (**slot)(int), int count);
+
+/// memset(bytes, value, count), called through the import table (the size is not known to
+/// the compiler).
+void *pf_fill_bytes(void *bytes, int value, size_t count);
+
 /// A thread that calls through a slot in a loop, with an atomic load of the slot each time.
 typedef struct pf_spinner pf_spinner;
 /// Starts a thread that calls the function at `slot` with `value` until stopped, at least
