@@ -153,15 +153,14 @@ static __attribute__((noinline)) void forward_through_frame(const ffh_sysv_plan 
     sysv_call_frame(plan, &frame->call, entry_stack(frame), function, returnValue);
 }
 
-/* A forwarded call (ffh_forward_sysv); `thread`, when not NULL, runs out of the library's own
-   code for the length of the original alone. */
+/* A forwarded call (ffh_forward_sysv); `thread`, when not NULL, is marked running the
+   library's own code, and is not for the length of the original alone. */
 static inline __attribute__((always_inline)) void forward_sysv(ffh_thread *thread, const void *opaquePlan,
                                                                const void *function, void *const *arguments,
                                                                void *returnValue) {
     const ffh_sysv_plan *plan = opaquePlan;
     entry_frame_t *frame = entry_frame(arguments);
     if (plan->fixupCount > 0) forward_fixups(plan, frame);
-    int32_t busy = thread ? thread->busy : 0;
     if (thread) ffh_thread_set_busy(thread, 0);
     if (plan->registerResult == FFH_VALUE_BYTES) {
         forward_through_frame(plan, function, frame, returnValue);
@@ -170,7 +169,7 @@ static inline __attribute__((always_inline)) void forward_sysv(ffh_thread *threa
         call_registers((const ffh_registers *)(const void *)frame->call.words, plan->sseCount > 0,
                        plan->registerResult, function, returnValue);
     }
-    if (thread) ffh_thread_set_busy(thread, busy);
+    if (thread) ffh_thread_set_busy(thread, 1);
 }
 
 void ffh_forward_sysv(const void *plan, const void *function, void *const *arguments, void *returnValue) {

@@ -288,13 +288,86 @@ typedef void (*ffh_cleanup_pop_function)(struct _pthread_cleanup_buffer *, int);
 static ffh_cleanup_push_function ffh_cleanup_push;
 static ffh_cleanup_pop_function ffh_cleanup_pop;
 
+#if defined(__x86_64__)
+/* Where glibc keeps a thread's list of cleanup buffers, as an offset from the thread
+   pointer (%fs), found when the library loads; 0 when it was not found, and the calls go
+   through ffh_cleanup_push and ffh_cleanup_pop. With it, registering a hooked call's buffer
+   is the three stores glibc's function makes, without the call. */
+static long ffh_cleanup_offset;
+
+static inline uintptr_t ffh_fs_load(long offset) {
+    uintptr_t value;
+    __asm__ __volatile__("movq %%fs:(%1), %0" : "=r"(value) : "r"(offset) : "memory");
+    return value;
+}
+
+static inline void ffh_fs_store(long offset, uintptr_t value) {
+    __asm__ __volatile__("movq %0, %%fs:(%1)" : : "r"(value), "r"(offset) : "memory");
+}
+
+static void ffh_cleanup_probe_routine(void *unused) { (void)unused; }
+
+/* Pushes a buffer through glibc and looks for the one word of the thread's descriptor that
+   then holds its address (and holds the previous head again after the pop). */
+static void ffh_cleanup_find_offset(void) {
+    struct _pthread_cleanup_buffer probe;
+    uintptr_t self = ffh_fs_load(16); /* the descriptor's own address (tcbhead_t.self) */
+    if (!self) return;
+    ffh_cleanup_push(&probe, ffh_cleanup_probe_routine, NULL);
+    long found = 0;
+    int matches = 0;
+    for (long offset = 24; offset < 2048; offset += 8) {
+        if (*(const uintptr_t *)(self + (uintptr_t)offset) == (uintptr_t)&probe) {
+            found = offset;
+            matches++;
+        }
+    }
+    ffh_cleanup_pop(&probe, 0);
+    if (matches == 1 && ffh_fs_load(found) == (uintptr_t)probe.__prev) ffh_cleanup_offset = found;
+}
+#endif
+
 __attribute__((constructor)) static void ffh_cleanup_setup(void) {
     ffh_cleanup_push_function push = (ffh_cleanup_push_function)dlsym(RTLD_DEFAULT, "_pthread_cleanup_push");
     ffh_cleanup_pop_function pop = (ffh_cleanup_pop_function)dlsym(RTLD_DEFAULT, "_pthread_cleanup_pop");
     if (push && pop) {
         ffh_cleanup_push = push;
         ffh_cleanup_pop = pop;
+#if defined(__x86_64__)
+        ffh_cleanup_find_offset();
+#endif
     }
+}
+
+/* Registers `buffer` as glibc's _pthread_cleanup_push does; returns whether it did. */
+static inline __attribute__((always_inline)) int ffh_cleanup_register(struct _pthread_cleanup_buffer *buffer,
+                                                                      void *argument) {
+#if defined(__x86_64__)
+    long offset = ffh_cleanup_offset;
+    if (__builtin_expect(offset != 0, 1)) {
+        buffer->__routine = ffh_abandoned;
+        buffer->__arg = argument;
+        buffer->__prev = (struct _pthread_cleanup_buffer *)ffh_fs_load(offset);
+        ffh_fs_store(offset, (uintptr_t)buffer);
+        return 1;
+    }
+#endif
+    ffh_cleanup_push_function push = ffh_cleanup_push;
+    if (!push) return 0;
+    push(buffer, ffh_abandoned, argument);
+    return 1;
+}
+
+/* Takes `buffer` off the list again, running nothing, as _pthread_cleanup_pop(buffer, 0). */
+static inline __attribute__((always_inline)) void ffh_cleanup_unregister(struct _pthread_cleanup_buffer *buffer) {
+#if defined(__x86_64__)
+    long offset = ffh_cleanup_offset;
+    if (__builtin_expect(offset != 0, 1)) {
+        ffh_fs_store(offset, (uintptr_t)buffer->__prev);
+        return;
+    }
+#endif
+    ffh_cleanup_pop(buffer, 0);
 }
 #endif
 
@@ -336,11 +409,8 @@ static inline __attribute__((always_inline)) void ffh_run(void *returnValue, voi
     uintptr_t abandonedArgument = thread->mark_count << 1 | (uintptr_t)outermost;
 #if FFH_CLEANUP
     struct _pthread_cleanup_buffer buffer;
-    ffh_cleanup_push_function push = ffh_cleanup_push;
-    if (push) {
-        push(&buffer, ffh_abandoned, (void *)abandonedArgument);
-        if (unwind) unwind[0] = (uint64_t)(uintptr_t)buffer.__prev;
-    }
+    int registered = ffh_cleanup_register(&buffer, (void *)abandonedArgument);
+    if (registered && unwind) unwind[0] = (uint64_t)(uintptr_t)buffer.__prev;
 #endif
     if (unwind) unwind[1] = (uint64_t)abandonedArgument << 1 | 1;
     if (outermost) {
@@ -360,7 +430,7 @@ static inline __attribute__((always_inline)) void ffh_run(void *returnValue, voi
         if (inside & 1) __atomic_store_n(&thread->generation, inside + 1, __ATOMIC_RELEASE);
     }
 #if FFH_CLEANUP
-    if (push) ffh_cleanup_pop(&buffer, 0);
+    if (registered) ffh_cleanup_unregister(&buffer);
 #endif
     thread->busy = 0;
 }
@@ -444,7 +514,7 @@ __attribute__((visibility("hidden"))) void ffh_closure_unwound(entry_frame_t *fr
     if (ffh_cleanup_pop) {
         struct _pthread_cleanup_buffer restore;
         restore.__prev = (struct _pthread_cleanup_buffer *)(uintptr_t)frame->unwind[0];
-        ffh_cleanup_pop(&restore, 0);
+        ffh_cleanup_unregister(&restore);
     }
 #endif
     ffh_abandoned((void *)(uintptr_t)(armed >> 1));

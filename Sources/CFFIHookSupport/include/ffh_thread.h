@@ -124,16 +124,13 @@ static inline int32_t ffh_library_enter(int32_t busy) {
 }
 
 /// Sets whether the thread that owns `thread` runs the library's own code (its own record
-/// only): 1 as the call path leaves a block or an original, 0 as it enters one.
-static inline void ffh_thread_set_busy(ffh_thread *thread, int32_t busy) {
-    __asm__ __volatile__("" ::: "memory");
-    thread->busy = busy;
-    __asm__ __volatile__("" ::: "memory");
-}
+/// only): 1 as the call path leaves a block or an original, 0 as it enters one. Called right
+/// before or after a call the compiler cannot see into, which keeps the store in place.
+static inline void ffh_thread_set_busy(ffh_thread *thread, int32_t busy) { thread->busy = busy; }
 
 /// Calls an original with the arguments of a call that entered through the library's own
-/// System V entry (as ``ffh_forward_sysv``), with `thread` (the caller's record, or NULL)
-/// marked out of the library's own code for exactly the length of the original: no code of
+/// System V entry (as ``ffh_forward_sysv``), with `thread` (the caller's record, marked
+/// running the library's own code, or NULL) unmarked for exactly the length of the original: no code of
 /// the library runs between the mark and the call, so a function the program hooked that
 /// the library calls around it is never taken for the program's. x86-64 only.
 void ffh_forward_original(ffh_thread *thread, const void *plan, const void *function, void *const *arguments,
