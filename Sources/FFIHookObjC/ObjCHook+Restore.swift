@@ -29,8 +29,9 @@ extension ObjCHook {
     ///   while hooks are installed on the method (class-wide ones; hooks on single objects
     ///   live on other classes and do not count), and nothing changes; the errors of
     ///   ``install(on:signature:position:options:_:)`` for a method that cannot be found.
-    ///   A ``/FFIHook/HookOptions/once`` hook that has run counts as installed until its
-    ///   removal is finished (at the next install or removal).
+    ///   A ``/FFIHook/HookOptions/once`` hook that has run counts as installed until the
+    ///   engine has finished its removal (at once, or at the next install or removal when
+    ///   another thread held the engine's lock).
     @discardableResult
     public static func restoreOriginalImplementation(of method: ObjCMethod) throws(ObjCHookError) -> Bool {
         try MethodRegistry.shared.restoreImplementation(method.resolved())

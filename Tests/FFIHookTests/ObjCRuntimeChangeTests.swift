@@ -245,7 +245,8 @@ extension ObjCMethodHookTests {
             let done = Atomic<Int>(0)
             let wrong = Atomic<Int>(0)
             let cycles = Atomic<Int>(0)
-            let perThread = ProcessLifeTests.underAddressSanitizer ? 200_000 : 1_000_000
+            let perThread =
+                ProcessLifeTests.underAddressSanitizer || ProcessLifeTests.underThreadSanitizer ? 200_000 : 1_000_000
             let senders = (0..<2).map { _ in
                 JoinableThread {
                     let object = ObjCFixture.new("OFXCounter")
