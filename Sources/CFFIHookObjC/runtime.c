@@ -105,7 +105,12 @@ const ffh_objc_runtime *ffh_objc_runtime_functions(void) {
         // changed and the tables refreshed) at once while it counts one thread, and counts
         // only the threads it was told of: threads made with pthread_create directly, which
         // send messages all the same, would read freed tables. Counting one more thread, for
-        // good, makes it keep replaced tables until no other thread can be reading them.
+        // good, makes it keep replaced tables until no other thread can be reading them, that
+        // is for the life of the process. The module replaces tables once per method (its
+        // first hook, an overriding method added, a class made for per-instance hooks) and
+        // at each restore call, never per install or removal, so what is kept is bounded by
+        // the methods hooked; without the count each of those changes would free a table
+        // that another thread may be reading.
         void (*thread_add)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "objc_thread_add");
         if (thread_add == NULL) {
             void *handle = dlopen("libobjc.so.4", RTLD_LAZY | RTLD_NOLOAD);

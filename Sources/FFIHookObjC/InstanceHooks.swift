@@ -32,7 +32,7 @@ final class ObjectHooks {
 /// record can change; the token removes whichever is current. The engine runs the record's
 /// block only for messages to the object (``HookRecord`` receiver).
 final class InstanceHook: HookHandle, @unchecked Sendable {
-    // Sendable: `record`, `hooked` and `isRemoved` are touched only under the registry's
+    // Sendable: `record` and `isRemoved` are touched only under the registry's
     // lock; the rest is constant.
     let object: UInt
     let selector: String
@@ -43,7 +43,6 @@ final class InstanceHook: HookHandle, @unchecked Sendable {
     let block: @Sendable (borrowing Invocation) -> Void
     let prepared: MethodRegistry.Prepared
     var record: HookRecord?
-    var hooked: MethodRegistry.Method?
     var isRemoved = false
     /// Mirrors `isRemoved`, and the record in use, for reading without the lock.
     private let removedFlag = Atomic<Bool>(false)
@@ -66,9 +65,8 @@ final class InstanceHook: HookHandle, @unchecked Sendable {
     }
 
     /// Records the engine record now in use (under the registry's lock).
-    func use(_ record: HookRecord, _ hooked: MethodRegistry.Method) {
+    func use(_ record: HookRecord) {
         self.record = record
-        self.hooked = hooked
         currentRecord.store(UInt(bitPattern: Unmanaged.passUnretained(record).toOpaque()), ordering: .releasing)
     }
 
@@ -149,10 +147,10 @@ extension MethodRegistry {
                 object: object, selector: selector, position: position, options: options, priority: priority,
                 block: block, prepared: prepared,
                 targetDescription: "-[\(reportedName) \(selector)] of 0x\(String(object, radix: 16))")
-            let (record, hooked) = try Self.installLocked(
+            let (record, _) = try Self.installLocked(
                 target, prepared, position: position, options: options, receiver: object, priority: priority,
                 block: block, state: &state)
-            hook.use(record, hooked)
+            hook.use(record)
             objects.hooks.append(hook)
             state.objects[object] = objects
             if runtime.classOf(pointer) != objects.cls {
@@ -201,6 +199,7 @@ extension MethodRegistry {
             to: made, selector: deallocSelector,
             implementation: unsafeBitCast(deallocMethod, to: UnsafeRawPointer.self), types: "v16@0:8")
         runtime.functions.pointee.objc_registerClassPair(made)
+        ObjCRuntime.changes.add(1, ordering: .relaxed)
         ffh_objc_instance_class_register(made, reported)
         state.instanceClasses[base] = made
         return made
@@ -209,7 +208,7 @@ extension MethodRegistry {
     /// Removes a per-instance hook; the object gets its class back with its last one.
     func removeInstanceHook(_ hook: InstanceHook) -> Bool {
         guard let runtime = ObjCRuntime.current else { return false }
-        let removed: (HookRecord?, Method?)? = state.withLock { state in
+        let removed: HookRecord?? = state.withLock { state in
             guard !hook.isRemoved else { return nil }
             hook.markRemoved()
             if let objects = state.objects[hook.object] {
@@ -223,32 +222,29 @@ extension MethodRegistry {
                     }
                 }
             }
-            return (hook.record, hook.hooked)
+            return hook.record
         }
         guard let removed else { return false }
-        finishRemoval(removed.0, removed.1, runtime: runtime)
+        finishRemoval(removed)
         return true
     }
 
-    /// Takes an engine record out and gives its method back its implementation if it was the
-    /// last; outside the lock (the engine takes its own).
-    private func finishRemoval(_ record: HookRecord?, _ hooked: Method?, runtime: ObjCRuntime) {
+    /// Takes an engine record out, outside the lock (the engine takes its own). The method
+    /// keeps the closure, which passes messages through once its last hook is gone: the
+    /// subclass's method is set once, and objects come and go with `object_setClass` alone.
+    private func finishRemoval(_ record: HookRecord?) {
         _ = record?.remove()
-        if let hooked {
-            state.withLock { state in Self.restoreLocked(hooked, runtime: runtime, state: &state) }
-        }
     }
 
     /// An object with per-instance hooks is being deallocated: its hooks go with it. Its
     /// class is left as it is, so that the deallocation goes on through it.
     func objectDying(_ object: UInt) {
-        guard let runtime = ObjCRuntime.current else { return }
         let hooks: [InstanceHook] = state.withLock { state in
             guard let objects = state.objects.removeValue(forKey: object) else { return [] }
             for hook in objects.hooks { hook.markRemoved() }
             return objects.hooks
         }
-        for hook in hooks { finishRemoval(hook.record, hook.hooked, runtime: runtime) }
+        for hook in hooks { finishRemoval(hook.record) }
     }
 
     /// After something else changed `object`'s class (key-value observing, starting or
@@ -256,7 +252,7 @@ extension MethodRegistry {
     /// its new class, and its hooks with it.
     func reassert(_ object: UInt) {
         guard let runtime = ObjCRuntime.current, let pointer = OpaquePointer(bitPattern: object) else { return }
-        let old: [(HookRecord?, Method?)] = state.withLock { state in
+        let old: [HookRecord?] = state.withLock { state in
             guard let objects = state.objects[object], let isa = runtime.classOf(pointer), isa != objects.cls,
                 ffh_objc_instance_class_find(runtime.functions, isa) != isa
             else { return [] }
@@ -268,24 +264,24 @@ extension MethodRegistry {
                 let made = try? Self.instanceClass(
                     for: isa, object: pointer, runtime: runtime, state: &state, failure: failure)
             else { return [] }
-            var old: [(HookRecord?, Method?)] = []
+            var old: [HookRecord?] = []
             // A once hook that has run stays behind: nothing would run it again.
             for hook in objects.hooks where !hook.isRemoved && hook.record?.isActive != false {
                 let target = Target(
                     runtime: runtime, cls: made, className: name, selector: hook.selector, isClassMethod: false)
                 guard
-                    let (record, hooked) = try? Self.installLocked(
+                    let (record, _) = try? Self.installLocked(
                         target, hook.prepared, position: hook.position, options: hook.options, receiver: object,
                         priority: hook.priority, block: hook.block, state: &state)
                 else { continue }
-                old.append((hook.record, hook.hooked))
-                hook.use(record, hooked)
+                old.append(hook.record)
+                hook.use(record)
             }
             objects.cls = made
             runtime.setClass(of: pointer, to: made)
             return old
         }
-        for (record, hooked) in old { finishRemoval(record, hooked, runtime: runtime) }
+        for record in old { finishRemoval(record) }
     }
 
     /// Hooks NSObject's observer registration methods, once, so that per-instance hooks

@@ -9,13 +9,24 @@ import Synchronization
 /// The engine hooks a word of memory holding a function pointer (a slot). A method's
 /// implementation is changed only through the runtime (`method_setImplementation`, which also
 /// updates the dispatch tables), so each hooked method gets a word of its own, its *shadow*:
-/// the engine hooks the shadow, and this registry copies what the shadow holds into the
-/// method around each install and removal. The shadow holds the method's implementation
-/// while no hook is installed and the engine's closure while one is. Another swizzler's
-/// implementation, found in the method at the next install, gets a new shadow holding it:
-/// the engine then hooks a new slot, so their function becomes the original of a closure of
-/// its own, while the old closure, which they may call as their original, stays as it was
-/// (a pass-through, or running the hooks installed before).
+/// the engine hooks the shadow. The shadow holds the method's implementation while no hook is
+/// installed and the engine's closure while one is; the engine keeps the same closure for
+/// the shadow from one hook to the next, and a closure without hooks passes calls through
+/// to what the shadow held before it.
+///
+/// The runtime is touched once per method, not once per hook: the method's first hook makes
+/// the closure its implementation, and the closure stays there. Later installs and removals
+/// change only the engine's snapshots, so they replace no dispatch table (a replacement that
+/// a concurrent message can read half-made, and that the runtime keeps for good, see
+/// `ffh_objc_runtime_functions`). Only ``restoreImplementation(_:)`` and
+/// ``restoreAllImplementations()`` give a method without hooks its implementation back.
+///
+/// Another swizzler's implementation, found in the method at the next install, gets a new
+/// shadow holding it: the engine then hooks a new slot, so their function becomes the
+/// original of a closure of its own, while the old closure, which they may call as their
+/// original, stays as it was (a pass-through, or running the hooks installed before). The
+/// method's implementation is read and set under the runtime's lock, which
+/// `method_setImplementation` takes too, so a change of theirs cannot fall between the two.
 ///
 /// Shadows, closures and forwarders are kept for the life of the process: the runtime can
 /// call a closure it once held at any later time.
@@ -214,12 +225,13 @@ final class MethodRegistry: Sendable {
         checking check: (Signature, String) throws(ObjCHookError) -> Void = { _, _ in }
     ) throws(ObjCHookError) -> HookToken {
         let prepared = try Self.prepare(target, signature: given, checking: check)
-        let runtime = target.runtime
         try refuseReentry { target.failure($0, $1) }
         return try state.withLock { (state: inout State) throws(ObjCHookError) -> HookToken in
-            let (record, hooked) = try Self.installLocked(
+            let (record, _) = try Self.installLocked(
                 target, prepared, position: position, options: options, block: block, state: &state)
-            return HookToken(record) { [self] in restore(hooked, runtime: runtime) }
+            // Nothing to put back after the removal: the method keeps the closure, which
+            // passes messages through once its last hook is gone.
+            return HookToken(record, afterRemoval: {})
         }
     }
 
@@ -270,24 +282,6 @@ final class MethodRegistry: Sendable {
             runtime.setImplementation(of: method, in: target.cls, to: closure)
         }
         return (record, hooked)
-    }
-
-    /// After a removal: gives the method what its shadow holds now (its original, once the
-    /// last hook is gone), but only while the method still holds one of this module's
-    /// closures. An implementation someone else installed since stays.
-    private func restore(_ hooked: Method, runtime: ObjCRuntime) {
-        state.withLock { state in Self.restoreLocked(hooked, runtime: runtime, state: &state) }
-    }
-
-    static func restoreLocked(_ hooked: Method, runtime: ObjCRuntime, state: inout State) {
-        // A shadow replaced since (someone else's implementation was found in the method)
-        // no longer stands for the method.
-        guard state.methods[hooked.method] === hooked else { return }
-        let current = runtime.implementation(of: hooked.method)
-        let shadow = hooked.shadowValue
-        if current != shadow && hooked.closures.contains(current) {
-            runtime.setImplementation(of: hooked.method, in: hooked.owner, to: shadow)
-        }
     }
 
     /// Adds to `target.cls` a method for `selector` that forwards to the superclass, and

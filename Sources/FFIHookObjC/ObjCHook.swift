@@ -26,11 +26,14 @@ public import FFIHook
 /// the subclass's before blocks, before its after blocks). That method stays once the hooks
 /// are gone, as a pass-through: the GNU runtime cannot take a method out of a class.
 ///
-/// When the last hook of a method is removed, the method gets its implementation back,
-/// unless someone else has changed it since (another swizzler); then theirs stays, and the
-/// closure they may call as their original passes calls through. A ``/FFIHook/HookOptions/once``
-/// hook that removes itself leaves the closure in place, passing calls through, until the
-/// next install or removal on the method.
+/// The runtime is changed once per method, not once per hook: the method's first hook makes
+/// the closure its implementation, and the closure stays when the hooks are removed, passing
+/// messages through to the implementation it wraps. Installs and removals after that change
+/// only the hooks the closure runs: no `method_setImplementation`, no dispatch table
+/// replaced, nothing the runtime keeps. ``restoreOriginalImplementation(of:)`` and
+/// ``restoreOriginalImplementations()`` give methods without hooks their implementations
+/// back. An implementation another swizzler installs later stays; the next hook wraps it in
+/// a closure of its own, and the closure they may call as their original keeps working.
 public enum ObjCHook {
     /// Installs `block` at `position` around `method`.
     ///

@@ -17,7 +17,7 @@ public struct ObjCHookError: Error, Sendable, Hashable, CustomStringConvertible 
     public struct Code: Sendable, Hashable, CustomStringConvertible {
         private enum Value: String, Sendable {
             case runtimeNotLoaded, classNotFound, invalidClass, classNotRegistered, metaclassUnderConstruction
-            case selectorNotFound, invalidSignature, signatureMismatch, methodNotAdded, hookFailed
+            case selectorNotFound, invalidSignature, signatureMismatch, methodNotAdded, hookFailed, hooksInstalled
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -54,6 +54,10 @@ public struct ObjCHookError: Error, Sendable, Hashable, CustomStringConvertible 
         public static var methodNotAdded: Self { Self(.methodNotAdded) }
         /// The hook engine refused the hook; ``ObjCHookError/hookError`` says why.
         public static var hookFailed: Self { Self(.hookFailed) }
+        /// Hooks are installed on the method whose implementation was asked back
+        /// (``ObjCHook/restoreOriginalImplementation(of:)``): it is given back only once
+        /// every hook on it has been removed.
+        public static var hooksInstalled: Self { Self(.hooksInstalled) }
 
         /// The code's name, as the static member is spelled (`selectorNotFound`).
         public var description: String { value.rawValue }
@@ -89,13 +93,15 @@ public struct ObjCHookError: Error, Sendable, Hashable, CustomStringConvertible 
         self.hookError = hookError
     }
 
-    /// `cannot hook -[Counter add:to:]: …`, or the message alone when no method is named.
+    /// `cannot hook -[Counter add:to:]: …` (`cannot restore` for
+    /// ``Code-swift.struct/hooksInstalled``), or the message alone when no method is named.
     public var description: String {
+        let verb = code == .hooksInstalled ? "restore" : "hook"
         guard let selector else {
             guard let className else { return message }
-            return "cannot hook a method of \(className): \(message)"
+            return "cannot \(verb) a method of \(className): \(message)"
         }
         let method = "\(isClassMethod ? "+" : "-")[\(className ?? "?") \(selector)]"
-        return "cannot hook \(method): \(message)"
+        return "cannot \(verb) \(method): \(message)"
     }
 }

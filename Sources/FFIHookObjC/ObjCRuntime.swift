@@ -1,4 +1,5 @@
 internal import CFFIHookObjC
+import Synchronization
 
 /// The process's Objective-C runtime, found by name at run time (see `ffh_objc.h`).
 struct ObjCRuntime: @unchecked Sendable {
@@ -16,6 +17,10 @@ struct ObjCRuntime: @unchecked Sendable {
         }
         return ObjCRuntime(functions: functions)
     }
+
+    /// How many times this module has changed the runtime's classes: an implementation set,
+    /// a method added, a class registered. Each makes the runtime replace dispatch tables.
+    static let changes = Atomic<Int>(0)
 
     /// The runtime if one is loaded.
     static var current: ObjCRuntime? {
@@ -86,6 +91,7 @@ struct ObjCRuntime: @unchecked Sendable {
         }
         setImplementation(of: method, to: implementation)
         functions.pointee.update_dispatch_table?(owner)
+        Self.changes.add(1, ordering: .relaxed)
     }
 
     /// Builds the dispatch tables of `cls` and its superclasses if no message has done so
@@ -120,7 +126,8 @@ struct ObjCRuntime: @unchecked Sendable {
     func addMethod(to cls: OpaquePointer, selector: OpaquePointer, implementation: UnsafeRawPointer, types: String)
         -> Bool
     {
-        functions.pointee.class_addMethod(
+        Self.changes.add(1, ordering: .relaxed)
+        return functions.pointee.class_addMethod(
             cls, selector, unsafeBitCast(implementation, to: ffh_objc_IMP.self), types) != 0
     }
 }

@@ -87,6 +87,24 @@ enum ObjCFixture {
         return UInt(bitPattern: pointer)
     }
 
+    /// The implementation the method holds (`method_getImplementation`).
+    static func methodImplementation(_ className: String, _ selector: String) -> UInt {
+        let pointer = function(
+            "ofx_method_implementation",
+            as: (@convention(c) (UnsafePointer<CChar>, UnsafePointer<CChar>) -> UnsafeRawPointer?).self)(
+                className, selector)
+        return UInt(bitPattern: pointer)
+    }
+    /// The address of the class's dispatch table, which the runtime replaces when it refreshes it.
+    static func dispatchTable(_ className: String, classMethod: Bool = false) -> UInt {
+        let pointer = function(
+            "ofx_dispatch_table", as: (@convention(c) (UnsafePointer<CChar>, Int32) -> UnsafeRawPointer?).self)(
+                className, classMethod ? 1 : 0)
+        return UInt(bitPattern: pointer)
+    }
+    /// Another swizzler sets -[OFXSwizzled value:] to add 1000 (`which` 0) or 2000 (1).
+    static let swizzleValue = function("ofx_swizzle_value", as: (@convention(c) (Int32) -> Void).self)
+
     // The messages.
     static let add = function("ofx_add", as: (@convention(c) (ID, Int32, Int32) -> Int32).self)
     static let negateChar = function("ofx_negate_char", as: (@convention(c) (ID, Int8) -> Int8).self)
@@ -114,6 +132,7 @@ enum ObjCFixture {
     static let classAdd = function(
         "ofx_class_add", as: (@convention(c) (UnsafePointer<CChar>, Int32, Int32) -> Int32).self)
     static let identity = function("ofx_identity", as: (@convention(c) (ID, Int32) -> Int32).self)
+    static let value = function("ofx_value", as: (@convention(c) (ID, Int32) -> Int32).self)
     static let swizzleAdd = function("ofx_swizzle_add", as: (@convention(c) (UnsafePointer<CChar>) -> Void).self)
     static let observe = function(
         "ofx_observe", as: (@convention(c) (ID, ID, UnsafePointer<CChar>) -> Void).self)

@@ -16,7 +16,8 @@ import Testing
     // MARK: - One method
 
     /// Before and after blocks see self, `_cmd` and the arguments as sent, the after block
-    /// the result; removal gives the method its implementation back.
+    /// the result; removal leaves the closure in the method, passing messages through, and
+    /// the explicit call gives the method its implementation back.
     @Test func beforeAndAfterSeeTheMessage() throws {
         let counter = try F.class("OFXCounter")
         let object = F.new("OFXCounter")
@@ -36,15 +37,19 @@ import Testing
         let after = try ObjCHook.after(on: .instance("add:to:", of: counter)) { call in
             seen.withLock { $0.append("after \(call.returnValue(as: Int32.self))") }
         }
-        #expect(F.implementation("OFXCounter", "add:to:") != original)
+        let closure = F.implementation("OFXCounter", "add:to:")
+        #expect(closure != original)
         #expect(F.add(object, 20, 22) == 42)
         #expect(seen.withLock { $0 } == ["before true add:to: 20 22", "after 42"])
         #expect(before.remove())
         #expect(after.remove())
         #expect(!before.remove())
-        #expect(F.implementation("OFXCounter", "add:to:") == original)
+        #expect(F.implementation("OFXCounter", "add:to:") == closure)
         #expect(F.add(object, 1, 2) == 3)
         #expect(seen.withLock { $0.count } == 2)
+        #expect(try ObjCHook.restoreOriginalImplementation(of: .instance("add:to:", of: counter)))
+        #expect(F.implementation("OFXCounter", "add:to:") == original)
+        #expect(F.add(object, 1, 2) == 3)
     }
 
     /// An instead block replaces the result, calls the original with changed arguments, and
@@ -443,7 +448,8 @@ import Testing
 
     /// Another swizzler replaces the hooked method's implementation with one that calls ours:
     /// removing the hook leaves theirs, which still reaches the original through the closure;
-    /// a new hook wraps theirs.
+    /// a new hook wraps theirs, and giving the method its implementation back after that
+    /// gives it theirs.
     @Test func anotherSwizzlersImplementationStays() throws {
         let derived = try F.class("OFXLeaf")
         let object = F.new("OFXLeaf")
@@ -465,7 +471,12 @@ import Testing
         #expect(F.add(object, 1, 1) == 102)
         #expect(runs.load(ordering: .relaxed) == 2)
         second.remove()
+        #expect(F.implementation("OFXLeaf", "add:to:") != theirs)
+        #expect(F.add(object, 1, 1) == 102)
+        #expect(try ObjCHook.restoreOriginalImplementation(of: .instance("add:to:", of: derived)))
         #expect(F.implementation("OFXLeaf", "add:to:") == theirs)
+        #expect(F.add(object, 1, 1) == 102)
+        #expect(runs.load(ordering: .relaxed) == 2)
     }
 
     // MARK: - Refusals

@@ -42,6 +42,18 @@ public enum ObjCHooks {
         }
     }
 
+    /// Installs a hook on the class's own method and removes it: the method keeps the
+    /// library's closure, which passes messages through.
+    public static func leavePassThrough(on signature: BenchSignature) throws {
+        try ObjCHook.before(on: method(of: signature)) { _ in }.remove()
+    }
+
+    /// Gives every method the library hooked, and that has no hooks now, its compiled
+    /// implementation back.
+    public static func restoreImplementations() throws {
+        try ObjCHook.restoreOriginalImplementations()
+    }
+
     /// Whether the receiver is on a subclass made for per-instance hooks.
     public static var receiverHasHooksOfItsOwn: Bool {
         String(cString: objcfwd_receiver_dispatch_class()).hasPrefix("FFIHook_")

@@ -28,6 +28,9 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
     /// The same message, hooked for the receiver alone with the same no-op blocks
     /// (FFIHookObjC's per-instance hooks: the object moves to a subclass made at run time).
     case objcInstanceHookBeforeAfter
+    /// The same message to a method whose hooks are all removed: the library's closure stays
+    /// its implementation after its first hook and passes messages through (FFIHookObjC).
+    case objcPassThrough
     /// The same message, the class's method hooked as Aspects does: through message
     /// forwarding to `forwardInvocation:`, which runs no-op before and after blocks around
     /// the original invoked through the `NSInvocation`.
@@ -58,6 +61,7 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
         case .objcMessage: "ObjC message send"
         case .objcHookBeforeAfter: "ObjC method: before + after"
         case .objcInstanceHookBeforeAfter: "ObjC one object: before + after"
+        case .objcPassThrough: "ObjC method: hooks all removed"
         case .objcForwardingHook: "ObjC forwarding: before + after"
         case .fridaAttach: "frida attach (empty C listeners)"
         case .fridaReplace: "frida replace → original"
@@ -69,7 +73,7 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
     var isHook: Bool {
         switch self {
         case .before, .after, .beforeAfter, .instead, .eightBefore, .typedBeforeAfter, .objcHookBeforeAfter,
-            .objcInstanceHookBeforeAfter:
+            .objcInstanceHookBeforeAfter, .objcPassThrough:
             true
         case .direct, .closureLimit, .libffi, .objcMessage, .objcForwardingHook, .fridaAttach, .fridaReplace,
             .fridaReplaceFast:
@@ -83,7 +87,7 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
     /// Whether the row goes through Objective-C.
     var isObjectiveC: Bool {
         self == .objcMessage || self == .objcHookBeforeAfter || self == .objcInstanceHookBeforeAfter
-            || self == .objcForwardingHook
+            || self == .objcPassThrough || self == .objcForwardingHook
     }
 
     /// Makes calls of `signature` go through this mechanism; returns the hooks to remove.
@@ -102,6 +106,9 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
             return try ObjCHooks.installBeforeAfter(on: signature)
         case .objcInstanceHookBeforeAfter:
             return try ObjCHooks.installInstanceBeforeAfter(on: signature)
+        case .objcPassThrough:
+            try ObjCHooks.leavePassThrough(on: signature)
+            return []
         case .fridaAttach, .fridaReplace, .fridaReplaceFast:
             throw BenchError("\(title) is installed by frida, through FridaPeer")
         case .libffi:
@@ -133,6 +140,11 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
         for token in tokens { token.remove() }
         if self == .libffi || self == .closureLimit { hb_slot_restore(signature.c) }
         if self == .objcForwardingHook { objcfwd_remove(signature.c) }
+        // The library's closure stays in a method after its hooks go: the methods get their
+        // compiled implementations back, which the message and forwarding rows expect.
+        if self == .objcHookBeforeAfter || self == .objcInstanceHookBeforeAfter || self == .objcPassThrough {
+            try ObjCHooks.restoreImplementations()
+        }
         try Hook.waitForReclamation()
     }
 
@@ -147,7 +159,7 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
     /// Makes `iterations` calls of `signature`; returns the elapsed nanoseconds.
     func time(_ signature: BenchSignature, iterations: Int) -> UInt64 {
         switch self {
-        case .objcMessage, .objcHookBeforeAfter, .objcInstanceHookBeforeAfter, .objcForwardingHook:
+        case .objcMessage, .objcHookBeforeAfter, .objcInstanceHookBeforeAfter, .objcPassThrough, .objcForwardingHook:
             objcfwd_time_calls(signature.c, Int64(iterations))
         default: hb_time_slot_calls(signature.c, Int64(iterations))
         }
@@ -164,6 +176,8 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
             return ObjCHooks.isHookedByLibrary(signature) && objcfwd_send_once(signature.c) != 0
         case .objcInstanceHookBeforeAfter:
             return ObjCHooks.receiverHasHooksOfItsOwn && objcfwd_send_once(signature.c) != 0
+        case .objcPassThrough:
+            return ObjCHooks.isHookedByLibrary(signature) && objcfwd_send_once(signature.c) != 0
         case .objcForwardingHook:
             let runs = objcfwd_block_runs()
             return objcfwd_method_state(signature.c) == OBJCFWD_FORWARDING && objcfwd_send_once(signature.c) != 0

@@ -8,7 +8,7 @@ extension Report {
         .direct: "#7f7f7f", .closureLimit: "#8c564b", .libffi: "#bcbd22", .before: "#aec7e8", .after: "#6baed6",
         .beforeAfter: "#1f77b4", .instead: "#17becf", .eightBefore: "#9467bd", .typedBeforeAfter: "#2ca02c",
         .objcMessage: "#ff9896", .objcHookBeforeAfter: "#ff7f0e", .objcInstanceHookBeforeAfter: "#bcbd22",
-        .objcForwardingHook: "#d62728",
+        .objcPassThrough: "#ffbb78", .objcForwardingHook: "#d62728",
     ]
 
     /// The chart as a standalone SVG document.

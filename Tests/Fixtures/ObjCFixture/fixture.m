@@ -103,6 +103,14 @@ typedef struct {
 - (int)identity:(int)x { return x; }
 @end
 
+// A class whose method another swizzler changes while hooks come and go.
+@interface OFXSwizzled : NSObject
+- (int)value:(int)x;
+@end
+@implementation OFXSwizzled
+- (int)value:(int)x { return x; }
+@end
+
 // MARK: - Sending messages as compiled code does
 
 id ofx_new(const char *name) { return [[objc_getClass(name) alloc] init]; }
@@ -128,6 +136,7 @@ void ofx_tick(id object) { [object tick]; }
 int ofx_ticks(id object) { return [object ticks]; }
 int ofx_class_add(const char *name, int a, int b) { return [objc_getClass(name) classAdd:a to:b]; }
 int ofx_identity(id object, int x) { return [object identity:x]; }
+int ofx_value(id object, int x) { return [object value:x]; }
 SEL ofx_selector(const char *name) { return sel_registerName(name); }
 
 // MARK: - The runtime, as other code in the process uses it
@@ -137,6 +146,31 @@ IMP ofx_implementation(const char *name, const char *selector, int class_method)
     Class cls = objc_getClass(name);
     if (class_method) cls = object_getClass(cls);
     return class_getMethodImplementation(cls, sel_registerName(selector));
+}
+
+/// The implementation `name`'s own or inherited method for `selector` holds (which the
+/// dispatch tables may not show yet).
+IMP ofx_method_implementation(const char *name, const char *selector) {
+    return method_getImplementation(class_getInstanceMethod(objc_getClass(name), sel_registerName(selector)));
+}
+
+/// The dispatch table of `name` (or of its metaclass): the runtime's class structure keeps it
+/// in its ninth word (`struct objc_class` of gcc's libobjc, not in its public headers). The
+/// runtime replaces it whenever it refreshes the class's table.
+void *ofx_dispatch_table(const char *name, int class_method) {
+    Class cls = objc_getClass(name);
+    if (class_method) cls = object_getClass(cls);
+    return ((void **)cls)[8];
+}
+
+static int ofx_foreign_value_a(id self, SEL _cmd, int x) { return x + 1000; }
+static int ofx_foreign_value_b(id self, SEL _cmd, int x) { return x + 2000; }
+
+/// What another swizzler does, over and over: gives -[OFXSwizzled value:] an implementation
+/// that adds 1000 (`which` 0) or 2000 (1) to its argument, replacing whatever it held.
+void ofx_swizzle_value(int which) {
+    Method method = class_getInstanceMethod(objc_getClass("OFXSwizzled"), sel_registerName("value:"));
+    method_setImplementation(method, which ? (IMP)ofx_foreign_value_b : (IMP)ofx_foreign_value_a);
 }
 
 /// What another swizzler does: sets the implementation of `name`'s own or inherited method
