@@ -51,12 +51,43 @@ enum SlotMemory {
         return nil
     }
 
-    /// Whether the word at `address` can be read, asked of the kernel so that an unmapped
-    /// address is an answer rather than a crash.
+    /// Whether the word at `address` can be read: a read that cannot fault (see ``load(_:)``).
     static func isReadable(_ address: UInt) -> Bool {
-        var value: UInt = 0
-        return ffh_read_word(UnsafeRawPointer(bitPattern: address), &value) == 0
+        load(address) != nil
     }
+
+    /// The word at `address`, or `nil` when it cannot be read (unmapped): read under the
+    /// fault guard, so that an owner unmapping the memory at that moment makes it `nil`
+    /// rather than a crash.
+    static func load(_ address: UInt) -> UInt? {
+        var value: UInt = 0
+        return ffh_read_word(UnsafeRawPointer(bitPattern: address), &value) == 0 ? value : nil
+    }
+
+    /// What a compare-and-swap on a slot did.
+    enum Exchange: Equatable {
+        /// The slot held the expected word and now holds the new one.
+        case replaced
+        /// The slot held another word, left as it was.
+        case heldOther
+        /// The slot cannot be written: unmapped or read-only (at the moment of the write).
+        case unwritable
+    }
+
+    /// Replaces the word at `address` with `desired` if it holds `expected`, under the fault
+    /// guard: memory unmapped or protected by its owner, even at that very moment, gives
+    /// ``Exchange/unwritable`` instead of a crash.
+    static func exchange(_ address: UInt, expected: UInt, desired: UInt) -> Exchange {
+        switch ffh_exchange_if_writable(UnsafeMutableRawPointer(bitPattern: address), expected, desired) {
+        case 1: .replaced
+        case 0: .heldOther
+        default: .unwritable
+        }
+    }
+
+    /// Whether the fault guard is the process's SIGSEGV and SIGBUS handler now (after the
+    /// first guarded access installed it); false where the platform has no guard.
+    static var faultGuardIsInstalled: Bool { ffh_guard_is_installed() != 0 }
 
     /// Whether the word at `address` can be written, asked of the kernel without writing it:
     /// false for memory that is unmapped or not writable.
