@@ -213,8 +213,28 @@ int ffh_guard_is_installed(void) {
 
 // MARK: - Guarded accesses
 
+/* This thread's sessions (nested), and whether the guard was found in place in the
+   outermost one: its later accesses do not ask again. */
+static __thread int ffh_guard_sessions __attribute__((tls_model("initial-exec")));
+static __thread int ffh_guard_checked __attribute__((tls_model("initial-exec")));
+
+void ffh_guard_session_begin(void) { ffh_guard_sessions++; }
+
+void ffh_guard_session_end(void) {
+    if (ffh_guard_sessions > 0 && --ffh_guard_sessions == 0) ffh_guard_checked = 0;
+}
+
+/* Whether the guard is in place for an access now: asked of the kernel once per session,
+   or at every access outside one. */
+static int ffh_guard_ready(void) {
+    if (ffh_guard_checked) return 1;
+    if (ffh_guard_install() != 0) return 0;
+    if (ffh_guard_sessions > 0) ffh_guard_checked = 1;
+    return 1;
+}
+
 int ffh_guarded_exchange(void *address, uintptr_t expected, uintptr_t desired) {
-    if (ffh_guard_install() != 0) return ffh_probed_exchange(address, expected, desired);
+    if (!ffh_guard_ready()) return ffh_probed_exchange(address, expected, desired);
     FFH_GUARD_RELEASE(address);
     int result = ffh_guard_cas(address, expected, desired);
     if (result >= 0) FFH_GUARD_ACQUIRE(address);
@@ -222,7 +242,7 @@ int ffh_guarded_exchange(void *address, uintptr_t expected, uintptr_t desired) {
 }
 
 int ffh_guarded_load(const void *address, uintptr_t *value) {
-    if (ffh_guard_install() != 0) return ffh_copy_word(address, value);
+    if (!ffh_guard_ready()) return ffh_copy_word(address, value);
     int result = ffh_guard_load(address, value);
     if (result == 0) FFH_GUARD_ACQUIRE((void *)address);
     return result;
@@ -239,5 +259,9 @@ int ffh_guarded_load(const void *address, uintptr_t *value) { return ffh_copy_wo
 int ffh_guard_install(void) { return -1; }
 
 int ffh_guard_is_installed(void) { return 0; }
+
+void ffh_guard_session_begin(void) {}
+
+void ffh_guard_session_end(void) {}
 
 #endif

@@ -13,12 +13,15 @@
 // or SIG_IGN the default action is restored and the fault repeats, ending the process with
 // the signal it got. The guard runs on the alternate signal stack when the thread has one.
 //
-// A handler installed after the guard (a crash reporter, a sanitizer) is found before the
-// next guarded access, which asks the kernel (one system call) and puts the guard back on
-// top, passing other faults to that handler in turn; a handler that passes faults on to the
-// one it replaced (the guard) gets from the guard the handler before it, not itself. At
-// most eight handlers are covered that way per signal; after that, accesses fall back to
-// the check below.
+// A handler installed after the guard (a crash reporter, a sanitizer) is found by the next
+// guarded access, which asks the kernel (one system call: is the guard still the SIGSEGV
+// handler?) and puts the guard back on top, passing other faults to that handler in turn;
+// a handler that passes faults on to the one it replaced (the guard) gets from the guard the
+// handler before it, not itself. At most eight handlers are covered that way per signal;
+// after that, accesses fall back to the check below. Inside a session (a short stretch of
+// work on one thread, such as one install or removal) the kernel is asked once, at the
+// first access. A program that replaces only its SIGBUS handler after the guard is not
+// noticed (SIGBUS only arises for a slot in a file mapping cut short).
 //
 // Elsewhere the kernel is asked whether the memory can be written (a futex operation that
 // fails on memory that is unmapped or read-only) right before the exchange: a window
@@ -42,5 +45,13 @@ int ffh_guard_install(void);
 
 /// Whether the guard is the handler the kernel runs for SIGSEGV and for SIGBUS right now.
 int ffh_guard_is_installed(void);
+
+/// Starts a session on this thread (sessions nest): its guarded accesses ask the kernel
+/// whether the guard is in place only once, at the first. Keep it short: a handler the
+/// program installs during a session is covered only by the next one.
+void ffh_guard_session_begin(void);
+
+/// Ends the session ffh_guard_session_begin started.
+void ffh_guard_session_end(void);
 
 #endif

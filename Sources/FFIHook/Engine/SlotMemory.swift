@@ -7,13 +7,15 @@ import Synchronization
     import Musl
 #endif
 
-/// What the process's memory map says about the page that holds a slot, and writing a
-/// slot whose page is read-only.
+/// Reading and writing slots in memory the library does not own, what the process's memory
+/// map says about the page that holds a slot, and writing a slot whose page is read-only.
 ///
-/// Writing to an unmapped or read-only address would crash the process, so the registry
-/// asks here first (once per slot) and refuses, or lifts the protection when the caller
-/// asked for that (`HookOptions.liftsPageProtection`), for example for a `const` table the
-/// loader made read-only, or an import table under full RELRO.
+/// A slot's owner may unmap or protect its memory at any moment, even while the library
+/// reads or writes it, so every read and compare-and-swap of a slot goes through here, under
+/// the fault guard (`ffh_guard.h`): a fault at that access becomes a failed result instead of
+/// a crash. The registry refuses a slot that is not writable, or lifts the protection when
+/// the caller asked for that (`HookOptions.liftsPageProtection`), for example for a `const`
+/// table the loader made read-only, or an import table under full RELRO.
 enum SlotMemory {
     /// A mapping's protection.
     struct Protection: Equatable {
@@ -89,11 +91,22 @@ enum SlotMemory {
     /// first guarded access installed it); false where the platform has no guard.
     static var faultGuardIsInstalled: Bool { ffh_guard_is_installed() != 0 }
 
-    /// Whether the word at `address` can be written, asked of the kernel without writing it:
-    /// false for memory that is unmapped or not writable.
+    /// Whether the word at `address` can be written, without changing it: read, then
+    /// exchanged with itself, both under the fault guard (an exchange that finds another word
+    /// has written nothing, and proves the page writable too). False for memory that is
+    /// unmapped or not writable.
     static func isWritable(_ address: UInt) -> Bool {
-        guard let pointer = UnsafeMutableRawPointer(bitPattern: address) else { return false }
-        return ffh_is_writable(pointer) != 0
+        guard let value = load(address) else { return false }
+        return exchange(address, expected: value, desired: value) != .unwritable
+    }
+
+    /// Runs `body` as one fault-guard session on this thread: its guarded accesses ask the
+    /// kernel whether the guard is still the process's fault handler once, at the first,
+    /// instead of at each. For short stretches of work (one install, one removal).
+    static func guardingFaults<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure) -> Result {
+        ffh_guard_session_begin()
+        defer { ffh_guard_session_end() }
+        return try body()
     }
 
     /// Runs `body` with the page of `address` made writable, then restores `protection`.

@@ -254,8 +254,9 @@ package final class SlotRegistry: Sendable {
 
     /// A new entry for a slot without hooks, with the slot's closure when it has one for the
     /// same interface, otherwise a new closure; checks first that writing the slot cannot
-    /// crash the process. Writable memory, the usual case, is recognised with one system
-    /// call; only a slot that is not has its protection looked up in the memory map.
+    /// crash the process. Writable memory, the usual case, is recognised by exchanging the
+    /// slot's word with itself under the fault guard; only a slot that is not has its
+    /// protection looked up in the memory map.
     private static func makeEntry(
         slot: UnsafeMutableRawPointer, interface: CallInterface, options: HookOptions, reentryByFunction: Bool,
         reentryByReceiver: Bool,
@@ -522,8 +523,10 @@ package final class SlotRegistry: Sendable {
         return try state.withLock { (state: inout State) throws(Failure) -> Result in
             lockOwner.store(UInt(pthread_self()), ordering: .relaxed)
             defer { lockOwner.store(0, ordering: .relaxed) }
-            removeDeferred(&state)
-            return try body(&state)
+            return try SlotMemory.guardingFaults { () throws(Failure) -> Result in
+                removeDeferred(&state)
+                return try body(&state)
+            }
         }
     }
 
@@ -537,8 +540,10 @@ package final class SlotRegistry: Sendable {
             let done: Void? = state.withLockIfAvailable { state in
                 lockOwner.store(UInt(pthread_self()), ordering: .relaxed)
                 defer { lockOwner.store(0, ordering: .relaxed) }
-                removeDeferred(&state)
-                Self.reclaim(&state)
+                SlotMemory.guardingFaults {
+                    removeDeferred(&state)
+                    Self.reclaim(&state)
+                }
             }
             guard done != nil else { return }
         }
