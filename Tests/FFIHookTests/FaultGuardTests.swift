@@ -217,8 +217,8 @@ extension FaultGuardTests {
             // The unmap comes at a different point of the removals from round to round.
             let delay = Int32(round % 32) * 4000
             let sum = ff_race_round(table, Int32(slots), Int32(callers), delay)
-            // Each caller calls every slot once with its index: the original adds one.
-            check(sum == callers * (slots * (slots + 1) / 2), "round \(round): every call reached the original")
+            // Every slot is called once, with its index: the original adds one.
+            check(sum == slots * (slots + 1) / 2, "round \(round): every call reached the original")
             check(pf_address_is_mapped(table) == 0, "round \(round): the table is unmapped")
             for token in tokens {
                 _ = token.remove()

@@ -2,6 +2,7 @@
 #include "CTestFaultFixtures.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdint.h>
@@ -83,30 +84,43 @@ void **ff_table_map(int count) {
 typedef struct {
     void **table;
     int count;
+    int callers;
     int read;
     long sum;
 } ff_race;
 
+typedef struct {
+    ff_race *race;
+    int first;
+} ff_race_caller_start;
+
+/* Reads the slots first, first + callers, …, then calls what it read: each slot is called
+   once, by one caller (a second call through a closure whose slot was unmapped and whose
+   hooks are gone would be a call through memory nothing may call through any more). */
 static void *ff_race_caller(void *argument) {
-    ff_race *race = argument;
+    ff_race_caller_start *start = argument;
+    ff_race *race = start->race;
     int (*functions[FF_PAGE / sizeof(void *)])(int);
-    for (int index = 0; index < race->count; index++) {
-        functions[index] = __atomic_load_n((int (**)(int)) & race->table[index], __ATOMIC_ACQUIRE);
+    int taken = 0;
+    for (int index = start->first; index < race->count; index += race->callers) {
+        functions[taken++] = __atomic_load_n((int (**)(int)) & race->table[index], __ATOMIC_ACQUIRE);
     }
     __atomic_add_fetch(&race->read, 1, __ATOMIC_ACQ_REL);
     long sum = 0;
-    for (int index = 0; index < race->count; index++) sum += functions[index](index);
+    for (int call = 0; call < taken; call++) sum += functions[call](start->first + call * race->callers);
     __atomic_add_fetch(&race->sum, sum, __ATOMIC_ACQ_REL);
     return NULL;
 }
 
 long ff_race_round(void **table, int count, int callers, int delay) {
-    ff_race race = {table, count, 0, 0};
-    pthread_t threads[16];
     if (callers > 16) callers = 16;
+    ff_race race = {table, count, callers, 0, 0};
+    ff_race_caller_start starts[16];
+    pthread_t threads[16];
     int started = 0;
     for (; started < callers; started++) {
-        if (pthread_create(&threads[started], NULL, ff_race_caller, &race) != 0) break;
+        starts[started] = (ff_race_caller_start){&race, started};
+        if (pthread_create(&threads[started], NULL, ff_race_caller, &starts[started]) != 0) break;
     }
     while (__atomic_load_n(&race.read, __ATOMIC_ACQUIRE) < started) sched_yield();
     for (volatile int spin = 0; spin < delay; spin++) {

@@ -28,11 +28,12 @@ int ff_user_handler_calls(void);
 int ff_original(int value);
 /// A page holding a table of `count` slots (at most 512), each set to ff_original, or NULL.
 void **ff_table_map(int count);
-/// One round of the unmap race: `callers` threads each read every slot of `table` (a page
-/// from ff_table_map), then call what they read, in order; as soon as all have read, this
-/// thread waits `delay` spins and unmaps the table while the calls (and whatever hooks on
-/// the slots do, such as removing themselves) run. Returns the sum of the calls' results,
-/// or -1 when a thread could not be started or the table not unmapped.
+/// One round of the unmap race: `callers` threads share out the slots of `table` (a page
+/// from ff_table_map; caller k takes slots k, k + callers, …), read theirs, then call each
+/// once with the slot's index; as soon as all have read, this thread waits `delay` spins
+/// and unmaps the table while the calls (and whatever hooks on the slots do, such as
+/// removing themselves) run. Returns the sum of the calls' results, or -1 when a thread
+/// could not be started or the table not unmapped.
 long ff_race_round(void **table, int count, int callers, int delay);
 
 #endif
