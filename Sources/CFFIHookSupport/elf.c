@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include "ffh_elf.h"
 
+#include "ffh_memory.h"
+
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
@@ -227,8 +229,8 @@ void *ffh_elf_resolve(const char *symbol, void *handle) {
 uintptr_t ffh_elf_load(uintptr_t slot) { return __atomic_load_n((const uintptr_t *)slot, __ATOMIC_ACQUIRE); }
 
 int ffh_elf_replace(uintptr_t slot, uintptr_t expected, uintptr_t desired) {
-    return __atomic_compare_exchange_n(
-        (uintptr_t *)slot, &expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    /* Under the fault guard: the object may be unloaded meanwhile. */
+    return ffh_exchange_if_writable((void *)slot, expected, desired) > 0;
 }
 
 // MARK: - Walk marks

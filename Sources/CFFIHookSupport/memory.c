@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include "ffh_memory.h"
 
+#include "ffh_guard.h"
+
 #if defined(__linux__)
 #include <linux/futex.h>
 #include <linux/membarrier.h>
@@ -17,7 +19,7 @@ int ffh_membarrier_register(void) {
 int ffh_membarrier(void) { return ffh_syscall3(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0 ? 0 : -1; }
 
 /* The kernel copies the word, so an unmapped address is an error (EFAULT), not a fault. */
-int ffh_read_word(const void *address, uintptr_t *value) {
+int ffh_copy_word(const void *address, uintptr_t *value) {
     struct iovec local = {value, sizeof *value};
     struct iovec remote = {(void *)address, sizeof *value};
     /* Straight to the kernel, not through libc's getpid and process_vm_readv: a program may
@@ -37,7 +39,7 @@ int ffh_is_writable(void *address) {
 #else
 int ffh_membarrier_register(void) { return -1; }
 int ffh_membarrier(void) { return -1; }
-int ffh_read_word(const void *address, uintptr_t *value) {
+int ffh_copy_word(const void *address, uintptr_t *value) {
     *value = *(const uintptr_t *)address;
     return 0;
 }
@@ -47,9 +49,10 @@ int ffh_is_writable(void *address) {
 }
 #endif
 
+/* Under the fault guard where there is one (ffh_guard.h), else copied by the kernel. */
+int ffh_read_word(const void *address, uintptr_t *value) { return ffh_guarded_load(address, value); }
+
+/* Under the fault guard where there is one (ffh_guard.h), else probed right before. */
 int ffh_exchange_if_writable(void *address, uintptr_t expected, uintptr_t desired) {
-    if (!ffh_is_writable(address)) return -1;
-    return __atomic_compare_exchange_n((uintptr_t *)address, &expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
-               ? 1
-               : 0;
+    return ffh_guarded_exchange(address, expected, desired);
 }

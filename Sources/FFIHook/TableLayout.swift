@@ -74,7 +74,10 @@ public struct TableLayout<Table>: Sendable {
                 guard let target = address(of: slot, in: table), let from = address(of: slot, in: source) else {
                     throw HookError(slot: nil, signature: slot.signature, problem: .nullSlot)
                 }
-                let function = from.load(as: UInt.self)
+                // The caller's table, which its owner may unmap: read under the fault guard.
+                guard let function = SlotMemory.load(UInt(bitPattern: from)) else {
+                    throw HookError(slot: UInt(bitPattern: from), signature: slot.signature, problem: .unmappedSlot)
+                }
                 guard function != 0 else {
                     skipped.append(slot.name)
                     continue

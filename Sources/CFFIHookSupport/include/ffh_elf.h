@@ -82,7 +82,8 @@ void *ffh_elf_resolve(const char *symbol, void *handle);
 uintptr_t ffh_elf_load(uintptr_t slot);
 
 /// Atomically replaces the word at `slot` with `desired` if it holds `expected`; returns
-/// whether it did. The word must be writable. Swift has no atomic on a raw address of
+/// whether it did; nothing is written, and no fault raised, where the word is unmapped or
+/// read-only (see ffh_exchange_if_writable). Swift has no atomic on a raw address of
 /// another object's memory without binding it to a type.
 int ffh_elf_replace(uintptr_t slot, uintptr_t expected, uintptr_t desired);
 

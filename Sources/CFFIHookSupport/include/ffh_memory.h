@@ -1,7 +1,7 @@
 #ifndef FFH_MEMORY_H
 #define FFH_MEMORY_H
 
-// Memory barriers for reclamation, and reads and writability checks that never fault.
+// Memory barriers for reclamation, and reads, writes and writability checks that never fault.
 
 #include <stdint.h>
 
@@ -23,8 +23,15 @@ static inline void ffh_compiler_barrier(void) { __asm__ __volatile__("" ::: "mem
 // MARK: - Safe memory access
 
 /// Reads the machine word at `address` into `value` without faulting: returns 0 on success,
-/// -1 when the address is not readable in this process.
+/// -1 when the address is not readable in this process. Under the fault guard on Linux x86-64
+/// (see ffh_guard.h: one instruction, and one system call to check the guard), elsewhere as
+/// ``ffh_copy_word``.
 int ffh_read_word(const void *address, uintptr_t *value);
+
+/// Reads the machine word at `address` into `value` by asking the kernel to copy it
+/// (`process_vm_readv` on this process), which needs no fault guard and costs two system
+/// calls: 0 on success, -1 when it is not readable.
+int ffh_copy_word(const void *address, uintptr_t *value);
 
 /// Whether the 32-bit word at `address` (4-byte aligned) can be written, asked of the kernel
 /// without changing it (an atomic OR with 0 through `FUTEX_WAKE_OP`, which fails with EFAULT
@@ -32,9 +39,11 @@ int ffh_read_word(const void *address, uintptr_t *value);
 int ffh_is_writable(void *address);
 
 /// Replaces the machine word at `address` (aligned) with `desired` if it holds `expected`,
-/// right after asking the kernel whether it can be written (as ``ffh_is_writable``), so that
-/// as little as possible happens between the answer and the write: 1 when replaced, 0 when
-/// the word held something else, -1 when it cannot be written (unmapped or read-only).
+/// without faulting even when another thread unmaps or protects the memory meanwhile: 1 when
+/// replaced, 0 when the word held something else, -1 when it cannot be written (unmapped or
+/// read-only). On Linux x86-64 the exchange runs under the fault guard (ffh_guard.h);
+/// elsewhere the kernel is asked first (as ``ffh_is_writable``), which leaves a window in
+/// which an unmap makes the exchange fault.
 int ffh_exchange_if_writable(void *address, uintptr_t expected, uintptr_t desired);
 
 #endif

@@ -7,13 +7,15 @@ import Synchronization
     import Musl
 #endif
 
-/// What the process's memory map says about the page that holds a slot, and writing a
-/// slot whose page is read-only.
+/// Reading and writing slots in memory the library does not own, what the process's memory
+/// map says about the page that holds a slot, and writing a slot whose page is read-only.
 ///
-/// Writing to an unmapped or read-only address would crash the process, so the registry
-/// asks here first (once per slot) and refuses, or lifts the protection when the caller
-/// asked for that (`HookOptions.liftsPageProtection`), for example for a `const` table the
-/// loader made read-only, or an import table under full RELRO.
+/// A slot's owner may unmap or protect its memory at any moment, even while the library
+/// reads or writes it, so every read and compare-and-swap of a slot goes through here, under
+/// the fault guard (`ffh_guard.h`): a fault at that access becomes a failed result instead of
+/// a crash. The registry refuses a slot that is not writable, or lifts the protection when
+/// the caller asked for that (`HookOptions.liftsPageProtection`), for example for a `const`
+/// table the loader made read-only, or an import table under full RELRO.
 enum SlotMemory {
     /// A mapping's protection.
     struct Protection: Equatable {
@@ -51,18 +53,60 @@ enum SlotMemory {
         return nil
     }
 
-    /// Whether the word at `address` can be read, asked of the kernel so that an unmapped
-    /// address is an answer rather than a crash.
+    /// Whether the word at `address` can be read: a read that cannot fault (see ``load(_:)``).
     static func isReadable(_ address: UInt) -> Bool {
-        var value: UInt = 0
-        return ffh_read_word(UnsafeRawPointer(bitPattern: address), &value) == 0
+        load(address) != nil
     }
 
-    /// Whether the word at `address` can be written, asked of the kernel without writing it:
-    /// false for memory that is unmapped or not writable.
+    /// The word at `address`, or `nil` when it cannot be read (unmapped): read under the
+    /// fault guard, so that an owner unmapping the memory at that moment makes it `nil`
+    /// rather than a crash.
+    static func load(_ address: UInt) -> UInt? {
+        var value: UInt = 0
+        return ffh_read_word(UnsafeRawPointer(bitPattern: address), &value) == 0 ? value : nil
+    }
+
+    /// What a compare-and-swap on a slot did.
+    enum Exchange: Equatable {
+        /// The slot held the expected word and now holds the new one.
+        case replaced
+        /// The slot held another word, left as it was.
+        case heldOther
+        /// The slot cannot be written: unmapped or read-only (at the moment of the write).
+        case unwritable
+    }
+
+    /// Replaces the word at `address` with `desired` if it holds `expected`, under the fault
+    /// guard: memory unmapped or protected by its owner, even at that very moment, gives
+    /// ``Exchange/unwritable`` instead of a crash.
+    static func exchange(_ address: UInt, expected: UInt, desired: UInt) -> Exchange {
+        switch ffh_exchange_if_writable(UnsafeMutableRawPointer(bitPattern: address), expected, desired) {
+        case 1: .replaced
+        case 0: .heldOther
+        default: .unwritable
+        }
+    }
+
+    /// Whether the fault guard is the process's SIGSEGV and SIGBUS handler now (after the
+    /// first guarded access installed it); false where the platform has no guard.
+    static var faultGuardIsInstalled: Bool { ffh_guard_is_installed() != 0 }
+
+    /// Whether the word at `address` can be written, without changing it: read, then
+    /// exchanged with itself, both under the fault guard (an exchange that finds another word
+    /// has written nothing, and proves the page writable too). False for memory that is
+    /// unmapped or not writable.
     static func isWritable(_ address: UInt) -> Bool {
-        guard let pointer = UnsafeMutableRawPointer(bitPattern: address) else { return false }
-        return ffh_is_writable(pointer) != 0
+        guard let value = load(address) else { return false }
+        return exchange(address, expected: value, desired: value) != .unwritable
+    }
+
+    /// Runs `body` as one fault-guard session on this thread: its guarded accesses ask the
+    /// kernel whether the guard is still the process's fault handler once, at the first,
+    /// instead of at each. For short stretches of work (one install, one removal).
+    static func guardingFaults<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure) -> Result {
+        ffh_guard_session_begin()
+        defer { ffh_guard_session_end() }
+        return try body()
     }
 
     /// Runs `body` with the page of `address` made writable, then restores `protection`.

@@ -134,9 +134,9 @@ package final class SlotRegistry: Sendable {
             var holdsClosure = false
             if let existing = state.entries[address] {
                 // A slot hooked before may have been unmapped since (its table freed, its
-                // library unloaded): ask the kernel before touching it.
-                guard SlotMemory.isReadable(address) else { throw failure(.unmappedSlot) }
-                holdsClosure = cell.pointee.load(ordering: .acquiring) == existing.code
+                // library unloaded), even while it is read: read under the fault guard.
+                guard let current = SlotMemory.load(address) else { throw failure(.unmappedSlot) }
+                holdsClosure = current == existing.code
                 if holdsClosure {
                     guard existing.signature.abiKey == signature.abiKey else {
                         throw failure(
@@ -159,7 +159,8 @@ package final class SlotRegistry: Sendable {
                     slot: slot, interface: interface, options: options, reentryByFunction: reentryByFunction,
                     reentryByReceiver: receiver != 0,
                     state: &state, failure: failure)
-                holdsClosure = cell.pointee.load(ordering: .acquiring) == entry.code
+                guard let current = SlotMemory.load(address) else { throw failure(.unmappedSlot) }
+                holdsClosure = current == entry.code
                 target = entry
             }
             let entry = target!
@@ -253,8 +254,9 @@ package final class SlotRegistry: Sendable {
 
     /// A new entry for a slot without hooks, with the slot's closure when it has one for the
     /// same interface, otherwise a new closure; checks first that writing the slot cannot
-    /// crash the process. Writable memory, the usual case, is recognised with one system
-    /// call; only a slot that is not has its protection looked up in the memory map.
+    /// crash the process. Writable memory, the usual case, is recognised by exchanging the
+    /// slot's word with itself under the fault guard; only a slot that is not has its
+    /// protection looked up in the memory map.
     private static func makeEntry(
         slot: UnsafeMutableRawPointer, interface: CallInterface, options: HookOptions, reentryByFunction: Bool,
         reentryByReceiver: Bool,
@@ -308,17 +310,22 @@ package final class SlotRegistry: Sendable {
 
     /// Writes `desired` into `cell` by compare-and-swap, after `remember` has seen the value
     /// it replaces (and may refuse it by throwing); retries while other writers change the
-    /// slot, up to a bound.
+    /// slot, up to a bound. The slot is read and written under the fault guard: its owner
+    /// may unmap or protect it meanwhile, which is an error, not a crash.
     private static func swap(
         _ cell: UnsafeMutablePointer<Atomic<UInt>>, to desired: UInt, protection: SlotMemory.Protection?,
         failure: (HookError.Problem) -> HookError, remember: (UInt) throws(HookError) -> Void
     ) throws(HookError) {
+        let address = UInt(bitPattern: cell)
         for _ in 0..<1000 {
-            let value = cell.pointee.load(ordering: .acquiring)
+            guard let value = SlotMemory.load(address) else { throw failure(.unmappedSlot) }
             try remember(value)
-            guard let exchanged = compareExchange(cell, expected: value, desired: desired, protection: protection)
-            else { throw failure(.protectionChangeFailed) }
-            if exchanged { return }
+            switch compareExchange(cell, expected: value, desired: desired, protection: protection) {
+            case .replaced: return
+            case .heldOther: continue
+            case .unwritable: throw failure(SlotMemory.isReadable(address) ? .readOnlySlot : .unmappedSlot)
+            case nil: throw failure(.protectionChangeFailed)
+            }
         }
         throw failure(.slotContention)
     }
@@ -348,37 +355,30 @@ package final class SlotRegistry: Sendable {
     /// protection as it is now when the slot was read-only at install (`wasReadOnly`), and
     /// writing nothing to memory that is not writable (or, read-only, is executable: another
     /// object mapped there since, with code where the slot was, whose page must keep its
-    /// permission to execute). Returns whether it wrote.
-    private static func writeBack(
-        _ original: UInt, over current: UInt, at address: UInt, wasReadOnly: Bool, mappingChecked: Bool = false
-    ) -> Bool {
+    /// permission to execute). Every read and write of the slot is under the fault guard: the
+    /// memory may be unmapped at any moment. Returns whether it wrote.
+    private static func writeBack(_ original: UInt, over current: UInt, at address: UInt, wasReadOnly: Bool) -> Bool {
         if !wasReadOnly {
-            return ffh_exchange_if_writable(UnsafeMutableRawPointer(bitPattern: address), current, original) > 0
+            return SlotMemory.exchange(address, expected: current, desired: original) == .replaced
         }
-        // A slot found readable just before is not asked about again: each question is a
-        // system call.
-        if !mappingChecked {
-            guard SlotMemory.isReadable(address) else { return false }
-        }
-        let cell = UnsafeMutablePointer<Atomic<UInt>>(bitPattern: address)!
-        guard cell.pointee.load(ordering: .acquiring) == current else { return false }
+        guard SlotMemory.load(address) == current else { return false }
         guard let protection = SlotMemory.protection(of: address), protection.readable, !protection.executable
         else { return false }
+        let cell = UnsafeMutablePointer<Atomic<UInt>>(bitPattern: address)!
         return compareExchange(
-            cell, expected: current, desired: original, protection: protection.writable ? nil : protection) == true
+            cell, expected: current, desired: original, protection: protection.writable ? nil : protection)
+            == .replaced
     }
 
-    /// Compare-and-swap on a slot, lifting its page's protection around it when the slot is
-    /// read-only; `nil` when the protection could not be lifted.
+    /// Compare-and-swap on a slot under the fault guard, lifting its page's protection around
+    /// it when the slot is read-only; `nil` when the protection could not be lifted.
     private static func compareExchange(
         _ cell: UnsafeMutablePointer<Atomic<UInt>>, expected: UInt, desired: UInt, protection: SlotMemory.Protection?
-    ) -> Bool? {
-        let exchange = {
-            cell.pointee.compareExchange(expected: expected, desired: desired, ordering: .acquiringAndReleasing)
-                .exchanged
-        }
+    ) -> SlotMemory.Exchange? {
+        let address = UInt(bitPattern: cell)
+        let exchange = { SlotMemory.exchange(address, expected: expected, desired: desired) }
         guard let protection else { return exchange() }
-        return SlotMemory.withWritablePage(UInt(bitPattern: cell), restoring: protection, exchange)
+        return SlotMemory.withWritablePage(address, restoring: protection, exchange)
     }
 
     // MARK: - Replacing
@@ -418,7 +418,7 @@ package final class SlotRegistry: Sendable {
         let replacement = Replacement(slot: slot, function: UInt(bitPattern: function), protection: protection)
         let cell = slot.assumingMemoryBound(to: Atomic<UInt>.self)
         return try write { (state: inout State) throws(HookError) -> Replacement in
-            if let entry = state.entries[address], cell.pointee.load(ordering: .acquiring) == entry.code {
+            if let entry = state.entries[address], SlotMemory.load(address) == entry.code {
                 // The hooks now wrap the replacement.
                 replacement.setOriginal(entry.original)
                 entry.setOriginal(replacement.function)
@@ -523,8 +523,10 @@ package final class SlotRegistry: Sendable {
         return try state.withLock { (state: inout State) throws(Failure) -> Result in
             lockOwner.store(UInt(pthread_self()), ordering: .relaxed)
             defer { lockOwner.store(0, ordering: .relaxed) }
-            removeDeferred(&state)
-            return try body(&state)
+            return try SlotMemory.guardingFaults { () throws(Failure) -> Result in
+                removeDeferred(&state)
+                return try body(&state)
+            }
         }
     }
 
@@ -538,8 +540,10 @@ package final class SlotRegistry: Sendable {
             let done: Void? = state.withLockIfAvailable { state in
                 lockOwner.store(UInt(pthread_self()), ordering: .relaxed)
                 defer { lockOwner.store(0, ordering: .relaxed) }
-                removeDeferred(&state)
-                Self.reclaim(&state)
+                SlotMemory.guardingFaults {
+                    removeDeferred(&state)
+                    Self.reclaim(&state)
+                }
             }
             guard done != nil else { return }
         }
@@ -582,20 +586,20 @@ package final class SlotRegistry: Sendable {
         // whose memory is gone is not touched, and its closure is reused.
         let restored: Bool
         if entry.readOnlyProtection == nil {
-            // Asked of the kernel and exchanged at once, with nothing between: another thread
-            // may unmap the slot's table at any moment.
-            let exchanged = ffh_exchange_if_writable(entry.slot, entry.code, entry.original)
-            if exchanged < 0 && !SlotMemory.isReadable(address) {
+            // Under the fault guard: another thread may unmap the slot's table at any moment,
+            // even during the exchange, which then reports the slot unwritable.
+            let exchanged = SlotMemory.exchange(address, expected: entry.code, desired: entry.original)
+            if exchanged == .unwritable && !SlotMemory.isReadable(address) {
                 if isCurrent { release(entry.cell, &state) }
                 return
             }
-            restored = exchanged > 0
+            restored = exchanged == .replaced
         } else {
             guard SlotMemory.isReadable(address) else {
                 if isCurrent { release(entry.cell, &state) }
                 return
             }
-            restored = writeBack(entry.original, over: entry.code, at: address, wasReadOnly: true, mappingChecked: true)
+            restored = writeBack(entry.original, over: entry.code, at: address, wasReadOnly: true)
         }
         if !restored && isCurrent {
             state.table.remove(entry.cell, in: state.pool)

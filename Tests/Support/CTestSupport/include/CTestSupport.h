@@ -3,6 +3,7 @@
 
 #include <stddef.h>
 
+#include "CTestFaultFixtures.h"
 #include "CTestHookFixtures.h"
 #include "CTestProcessFixtures.h"
 #include "CTestTiming.h"

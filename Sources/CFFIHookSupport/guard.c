@@ -1,0 +1,267 @@
+#define _GNU_SOURCE
+#include "ffh_guard.h"
+
+#include "ffh_memory.h"
+
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define FFH_GUARD_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define FFH_GUARD_TSAN 1
+#endif
+
+#ifdef FFH_GUARD_TSAN
+/* The guarded exchange is an instruction ThreadSanitizer does not see: say what it orders. */
+void __tsan_acquire(void *address);
+void __tsan_release(void *address);
+#define FFH_GUARD_RELEASE(address) __tsan_release(address)
+#define FFH_GUARD_ACQUIRE(address) __tsan_acquire(address)
+#else
+#define FFH_GUARD_RELEASE(address) ((void)0)
+#define FFH_GUARD_ACQUIRE(address) ((void)0)
+#endif
+
+/* Today's check where there is no guard: the kernel is asked whether the word can be written,
+   and the exchange follows at once (an unmap between the two still faults). */
+static int ffh_probed_exchange(void *address, uintptr_t expected, uintptr_t desired) {
+    if (!ffh_is_writable(address)) return -1;
+    return __atomic_compare_exchange_n((uintptr_t *)address, &expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
+               ? 1
+               : 0;
+}
+
+#if defined(__linux__) && defined(__x86_64__)
+
+#include <signal.h>
+#include <stddef.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+
+#include "ffh_syscall.h"
+
+// MARK: - The guarded instructions (guard_x86_64.S)
+
+int ffh_guard_cas(void *address, uintptr_t expected, uintptr_t desired);
+int ffh_guard_load(const void *address, uintptr_t *value);
+extern const char ffh_guard_cas_access[];
+extern const char ffh_guard_load_access[];
+extern const char ffh_guard_recover[];
+void ffh_guard_restorer(void);
+
+// MARK: - The kernel's signal actions
+
+/* struct sigaction as the x86-64 kernel takes it (glibc's has a 128-byte mask, and the
+   kernel wants a restorer that glibc supplies itself). */
+typedef struct {
+    void *handler;
+    unsigned long flags;
+    void (*restorer)(void);
+    uint64_t mask;
+} ffh_kernel_action;
+
+#define FFH_SA_RESTORER 0x04000000UL
+#define FFH_SIGSET_SIZE 8
+#define FFH_SIGNAL_BIT(signal) (1ULL << ((signal) - 1))
+
+static long ffh_rt_sigaction(int signal, const ffh_kernel_action *action, ffh_kernel_action *previous) {
+    return ffh_syscall6(SYS_rt_sigaction, signal, (long)action, (long)previous, FFH_SIGSET_SIZE, 0, 0);
+}
+
+static void ffh_rt_sigprocmask(int how, uint64_t set) {
+    ffh_syscall6(SYS_rt_sigprocmask, how, (long)&set, 0, FFH_SIGSET_SIZE, 0, 0);
+}
+
+// MARK: - The handlers the guard covers
+
+/* The actions the guard replaced, for one signal, oldest first: [0] is what was installed
+   when the guard first went in, each later one a handler found installed over the guard and
+   covered again. `count` is published after the action it counts is stored. */
+#define FFH_GUARD_COVERED 8
+typedef struct {
+    ffh_kernel_action covered[FFH_GUARD_COVERED];
+    int count;
+} ffh_guard_chain;
+
+static ffh_guard_chain ffh_guard_segv, ffh_guard_bus;
+
+static ffh_guard_chain *ffh_guard_chain_for(int signal) {
+    return signal == SIGSEGV ? &ffh_guard_segv : signal == SIGBUS ? &ffh_guard_bus : NULL;
+}
+
+/* The call of a covered handler this thread is inside, if any: a handler the guard covered
+   that passes the fault on to what it replaced calls the guard again with the same siginfo,
+   and gets the handler below itself rather than itself. */
+typedef struct {
+    const void *info;
+    int level;
+} ffh_guard_passing;
+
+static __thread ffh_guard_passing ffh_guard_passed __attribute__((tls_model("initial-exec")));
+
+/* The default action, restored where the covered action was SIG_DFL or SIG_IGN: a fault then
+   repeats as the handler returns and ends the process with its signal; a signal sent by a
+   process is sent again, and arrives once the handler has returned. */
+static void ffh_guard_default(int signal, const siginfo_t *info) {
+    ffh_kernel_action fallback = {SIG_DFL, 0, NULL, 0};
+    ffh_rt_sigaction(signal, &fallback, NULL);
+    if (info->si_code <= 0) {
+        long pid = ffh_syscall0(SYS_getpid);
+        ffh_syscall3(SYS_tgkill, pid, ffh_syscall0(SYS_gettid), signal);
+    }
+}
+
+__attribute__((no_sanitize("address", "thread"))) static void ffh_guard_handler(
+    int signal, siginfo_t *info, void *context) {
+    ucontext_t *interrupted = context;
+    uintptr_t ip = (uintptr_t)interrupted->uc_mcontext.gregs[REG_RIP];
+    /* A fault the kernel raised (si_code > 0: not a signal sent by kill or tgkill) at one of
+       the guarded instructions: the guarded function returns -1. */
+    if (info->si_code > 0 && (ip == (uintptr_t)ffh_guard_cas_access || ip == (uintptr_t)ffh_guard_load_access)) {
+        interrupted->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)ffh_guard_recover;
+        return;
+    }
+    ffh_guard_chain *chain = ffh_guard_chain_for(signal);
+    if (chain == NULL) return;
+    ffh_guard_passing outer = ffh_guard_passed;
+    int level = outer.info == info ? outer.level + 1 : 0;
+    int index = __atomic_load_n(&chain->count, __ATOMIC_ACQUIRE) - 1 - level;
+    ffh_kernel_action previous = {SIG_DFL, 0, NULL, 0};
+    if (index >= 0) {
+        previous.handler = __atomic_load_n(&chain->covered[index].handler, __ATOMIC_ACQUIRE);
+        previous.flags = chain->covered[index].flags;
+        previous.mask = chain->covered[index].mask;
+    }
+    if (previous.handler == SIG_IGN && info->si_code <= 0) return;
+    if (previous.handler == SIG_DFL || previous.handler == SIG_IGN) {
+        ffh_guard_default(signal, info);
+        return;
+    }
+    /* What the kernel would have done for the covered handler: reset the action after one
+       signal, block its mask and (unless SA_NODEFER) the signal while it runs. */
+    if (previous.flags & SA_RESETHAND) {
+        __atomic_store_n(&chain->covered[index].handler, SIG_DFL, __ATOMIC_RELEASE);
+    }
+    uint64_t blocked = previous.mask;
+    if (!(previous.flags & SA_NODEFER)) blocked |= FFH_SIGNAL_BIT(signal);
+    ffh_rt_sigprocmask(SIG_BLOCK, blocked);
+    if (previous.flags & SA_NODEFER) ffh_rt_sigprocmask(SIG_UNBLOCK, FFH_SIGNAL_BIT(signal));
+    ffh_guard_passed = (ffh_guard_passing){info, level};
+    /* The kernel passes all three arguments to every handler on x86-64, plain ones included. */
+    ((void (*)(int, siginfo_t *, void *))previous.handler)(signal, info, context);
+    ffh_guard_passed = outer;
+}
+
+// MARK: - Installing
+
+/* Held by the thread that installs or covers; a thread that finds it taken waits a little,
+   then goes on (a signal handler that interrupted the holder on its own thread must not
+   wait for it). */
+static int ffh_guard_busy;
+
+/* Puts the guard on top of the action installed for `signal`; 0 when it is there. */
+static int ffh_guard_cover(int signal) {
+    ffh_guard_chain *chain = ffh_guard_chain_for(signal);
+    ffh_kernel_action current;
+    if (ffh_rt_sigaction(signal, NULL, &current) != 0) return -1;
+    if (current.handler == (void *)ffh_guard_handler) return 0;
+    int count = __atomic_load_n(&chain->count, __ATOMIC_RELAXED);
+    if (count == FFH_GUARD_COVERED) return -1;
+    /* Counted before the guard replaces it, so that a fault that reaches the guard at once
+       finds it; the action actually replaced is stored again below if it changed meanwhile. */
+    chain->covered[count] = current;
+    __atomic_store_n(&chain->count, count + 1, __ATOMIC_RELEASE);
+    ffh_kernel_action guard = {
+        (void *)ffh_guard_handler, SA_SIGINFO | SA_ONSTACK | FFH_SA_RESTORER, ffh_guard_restorer, 0};
+    ffh_kernel_action replaced;
+    if (ffh_rt_sigaction(signal, &guard, &replaced) != 0) {
+        __atomic_store_n(&chain->count, count, __ATOMIC_RELEASE);
+        return -1;
+    }
+    if (replaced.handler != current.handler || replaced.flags != current.flags || replaced.mask != current.mask) {
+        chain->covered[count].flags = replaced.flags;
+        chain->covered[count].mask = replaced.mask;
+        chain->covered[count].restorer = replaced.restorer;
+        __atomic_store_n(&chain->covered[count].handler, replaced.handler, __ATOMIC_RELEASE);
+    }
+    return 0;
+}
+
+int ffh_guard_install(void) {
+    ffh_kernel_action current;
+    /* The usual case, one system call: the guard is still the SIGSEGV handler (a program
+       that installs its own handlers installs both signals' together). */
+    if (ffh_rt_sigaction(SIGSEGV, NULL, &current) == 0 && current.handler == (void *)ffh_guard_handler &&
+        __atomic_load_n(&ffh_guard_bus.count, __ATOMIC_ACQUIRE) > 0) {
+        return 0;
+    }
+    for (int attempt = 0; __atomic_exchange_n(&ffh_guard_busy, 1, __ATOMIC_ACQUIRE); attempt++) {
+        if (attempt == 1000) return ffh_guard_is_installed() ? 0 : -1;
+        ffh_syscall0(SYS_sched_yield);
+    }
+    int result = ffh_guard_cover(SIGSEGV) == 0 && ffh_guard_cover(SIGBUS) == 0 ? 0 : -1;
+    __atomic_store_n(&ffh_guard_busy, 0, __ATOMIC_RELEASE);
+    return result;
+}
+
+int ffh_guard_is_installed(void) {
+    ffh_kernel_action segv, bus;
+    return ffh_rt_sigaction(SIGSEGV, NULL, &segv) == 0 && ffh_rt_sigaction(SIGBUS, NULL, &bus) == 0 &&
+           segv.handler == (void *)ffh_guard_handler && bus.handler == (void *)ffh_guard_handler;
+}
+
+// MARK: - Guarded accesses
+
+/* This thread's sessions (nested), and whether the guard was found in place in the
+   outermost one: its later accesses do not ask again. */
+static __thread int ffh_guard_sessions __attribute__((tls_model("initial-exec")));
+static __thread int ffh_guard_checked __attribute__((tls_model("initial-exec")));
+
+void ffh_guard_session_begin(void) { ffh_guard_sessions++; }
+
+void ffh_guard_session_end(void) {
+    if (ffh_guard_sessions > 0 && --ffh_guard_sessions == 0) ffh_guard_checked = 0;
+}
+
+/* Whether the guard is in place for an access now: asked of the kernel once per session,
+   or at every access outside one. */
+static int ffh_guard_ready(void) {
+    if (ffh_guard_checked) return 1;
+    if (ffh_guard_install() != 0) return 0;
+    if (ffh_guard_sessions > 0) ffh_guard_checked = 1;
+    return 1;
+}
+
+int ffh_guarded_exchange(void *address, uintptr_t expected, uintptr_t desired) {
+    if (!ffh_guard_ready()) return ffh_probed_exchange(address, expected, desired);
+    FFH_GUARD_RELEASE(address);
+    int result = ffh_guard_cas(address, expected, desired);
+    if (result >= 0) FFH_GUARD_ACQUIRE(address);
+    return result;
+}
+
+int ffh_guarded_load(const void *address, uintptr_t *value) {
+    if (!ffh_guard_ready()) return ffh_copy_word(address, value);
+    int result = ffh_guard_load(address, value);
+    if (result == 0) FFH_GUARD_ACQUIRE((void *)address);
+    return result;
+}
+
+#else
+
+int ffh_guarded_exchange(void *address, uintptr_t expected, uintptr_t desired) {
+    return ffh_probed_exchange(address, expected, desired);
+}
+
+int ffh_guarded_load(const void *address, uintptr_t *value) { return ffh_copy_word(address, value); }
+
+int ffh_guard_install(void) { return -1; }
+
+int ffh_guard_is_installed(void) { return 0; }
+
+void ffh_guard_session_begin(void) {}
+
+void ffh_guard_session_end(void) {}
+
+#endif
