@@ -248,9 +248,11 @@ static ffh_dispatch ffh_dispatch_function;
 
 uintptr_t ffh_recordless_readers;
 static int ffh_readers_fence;
+static int ffh_marks_call_path;
 
-void ffh_handler_setup(ffh_dispatch dispatch, int readersFence) {
+void ffh_handler_setup(ffh_dispatch dispatch, int readersFence, int marksCallPath) {
     ffh_readers_fence = readersFence;
+    ffh_marks_call_path = marksCallPath;
     __atomic_store_n(&ffh_dispatch_function, dispatch, __ATOMIC_RELEASE);
 }
 
@@ -403,7 +405,8 @@ static inline __attribute__((always_inline)) void ffh_run(void *returnValue, voi
         ffh_pass_through(dispatch, returnValue, arguments, userData);
         return;
     }
-    thread->busy = 1;
+    const int marks = ffh_marks_call_path;
+    if (marks) thread->busy = 1;
     uintptr_t generation = thread->generation;
     int outermost = !(generation & 1);
     uintptr_t abandonedArgument = thread->mark_count << 1 | (uintptr_t)outermost;
@@ -432,7 +435,7 @@ static inline __attribute__((always_inline)) void ffh_run(void *returnValue, voi
 #if FFH_CLEANUP
     if (registered) ffh_cleanup_unregister(&buffer);
 #endif
-    thread->busy = 0;
+    if (marks) thread->busy = 0;
 }
 
 void ffh_handler(void *cif, void *returnValue, void **arguments, void *userData) {

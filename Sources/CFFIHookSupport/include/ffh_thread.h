@@ -31,8 +31,9 @@ typedef struct ffh_thread {
     uintptr_t claimed;
     /// The owning thread's kernel id.
     int32_t tid;
-    /// 1 while the thread runs the library's own code (the call path outside blocks and
-    /// originals, and work under the hook registry's lock), 0 otherwise. A hooked call that
+    /// 1 while the thread runs the library's own code (where the call path is marked, see
+    /// ``ffh_handler_setup``: the call path outside blocks and originals; a thread's first
+    /// call as it claims its record; fork's handlers), 0 otherwise. A hooked call that
     /// arrives while it is 1 is one the library made itself, through a function the program
     /// hooked: it goes straight to the original (see ``ffh_handler``). Only the thread
     /// touches it.
@@ -243,9 +244,13 @@ static inline uintptr_t ffh_recordless_reader_count(void) {
 /// It needs no cif: the slot record holds the call interface that reaches the original.
 typedef void (*ffh_dispatch)(void *returnValue, void **arguments, ffh_slot *slot, ffh_thread *thread);
 
-/// Sets the function every closure's handler calls, once, before any closure exists, and
-/// whether calls fence after entering (where writers cannot issue membarrier for them).
-void ffh_handler_setup(ffh_dispatch dispatch, int readersFence);
+/// Sets the function every closure's handler calls, once, before any closure exists; whether
+/// calls fence after entering (where writers cannot issue membarrier for them); and whether
+/// the call path marks its own code (``ffh_thread/busy``): `dispatch` may call functions a
+/// program can hook (an unoptimised build's Swift calls its runtime), and lifts the mark
+/// around blocks and originals. Without it the mark is set only by the thread's first call
+/// and by fork's handlers.
+void ffh_handler_setup(ffh_dispatch dispatch, int readersFence, int marksCallPath);
 
 /// Does nothing: called with any signature's arguments (which a C callee may ignore), it lets
 /// the library run each call path once before a hook can reach it.

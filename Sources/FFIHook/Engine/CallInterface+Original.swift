@@ -14,8 +14,8 @@ extension CallInterface {
     /// block may have changed out of place.
     ///
     /// `thread` is the caller's record, marked as running the library's own code
-    /// (``ffh_thread/busy``) except for the length of the original; nil for a call that has
-    /// none.
+    /// (``ffh_thread/busy``) except for the length of the original where the call path is
+    /// marked (``ThreadState/marksCallPath``); nil for a call that has none.
     @inline(__always)
     func callOriginal(
         _ function: UInt, returnValue: UnsafeMutableRawPointer?,
@@ -28,15 +28,23 @@ extension CallInterface {
         }
         #if arch(x86_64)
             if let entryPlan {
-                ffh_forward_original(thread, entryPlan, pointer, arguments, returnValue)
+                #if DEBUG
+                    ffh_forward_original(thread, entryPlan, pointer, arguments, returnValue)
+                #else
+                    ffh_forward_sysv(entryPlan, pointer, arguments, returnValue)
+                #endif
                 return
             }
         #endif
-        // Through libffi's entry: the mark is lifted around the Swift call, which is as
-        // close as this path comes.
-        if let thread { ffh_thread_set_busy(thread, 0) }
-        call(pointer, returnValue: returnValue, argumentList: arguments)
-        if let thread { ffh_thread_set_busy(thread, 1) }
+        #if DEBUG
+            // Through libffi's entry: the mark is lifted around the Swift call, which is as
+            // close as this path comes.
+            if let thread { ffh_thread_set_busy(thread, 0) }
+            call(pointer, returnValue: returnValue, argumentList: arguments)
+            if let thread { ffh_thread_set_busy(thread, 1) }
+        #else
+            call(pointer, returnValue: returnValue, argumentList: arguments)
+        #endif
     }
 
     /// Zeroes the result in a closure's return buffer, as much of it as the caller reads:

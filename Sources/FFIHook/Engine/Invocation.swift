@@ -183,9 +183,13 @@ package struct InsteadContinuation {
     /// Runs the next instead block inward, or the original.
     @usableFromInline
     package func callOriginal() {
-        // From a block: the library's own code until the next block or the original.
-        ffh_thread_set_busy(frame.threadRecord, 1)
-        frame.proceed(after: insteadIndex)
-        ffh_thread_set_busy(frame.threadRecord, 0)
+        #if DEBUG
+            // From a block: the library's own code until the next block or the original.
+            ffh_thread_set_busy(frame.threadRecord, 1)
+            frame.proceed(after: insteadIndex)
+            ffh_thread_set_busy(frame.threadRecord, 0)
+        #else
+            frame.proceed(after: insteadIndex)
+        #endif
     }
 }

@@ -130,7 +130,8 @@ package final class SlotEntry: @unchecked Sendable {
     var signature: Signature { interface.signature }
 
     /// Points the C closure handler at ``slotEntryDispatch``, once, before the first closure.
-    static let handlerReady: Void = ffh_handler_setup(slotEntryDispatch, ThreadState.usesMembarrier ? 0 : 1)
+    static let handlerReady: Void = ffh_handler_setup(
+        slotEntryDispatch, ThreadState.usesMembarrier ? 0 : 1, ThreadState.marksCallPath ? 1 : 0)
 
     // MARK: - Writers (registry lock held)
 
@@ -289,13 +290,18 @@ struct CallFrame {
     }
 
     /// Runs a block with the thread out of the library's own code (``ffh_thread/busy``) for
-    /// the block's length alone: the block and its invocation are made before, so that what
-    /// the thread runs unmarked is the program's code.
+    /// the block's length alone, where the call path is marked (``ThreadState/marksCallPath``):
+    /// the block and its invocation are made before, so that what the thread runs unmarked
+    /// is the program's code.
     @inline(__always)
     func runBlock(_ block: HookRecord.Block, _ invocation: consuming Invocation) {
-        ffh_thread_set_busy(threadRecord, 0)
-        block(invocation)
-        ffh_thread_set_busy(threadRecord, 1)
+        #if DEBUG
+            ffh_thread_set_busy(threadRecord, 0)
+            block(invocation)
+            ffh_thread_set_busy(threadRecord, 1)
+        #else
+            block(invocation)
+        #endif
     }
 
     /// Runs the instead block at `index`; ``Invocation/callOriginal()`` continues inward.

@@ -25,6 +25,18 @@ internal import CFFIHookSupport
 /// function they lead to, so a block's call to the symbol through another object's entry
 /// is re-entry as well.
 enum ThreadState {
+    /// Whether the call path marks its own code (``ffh_thread/busy``), so that a call it
+    /// makes itself through a function the program hooked goes straight to the original. An
+    /// unoptimised build's Swift calls the runtime (`swift_retain`, `swift_beginAccess`…) and
+    /// `memset` all along the call path, and needs it. An optimised build's call path calls
+    /// no function a program can hook, which `LibraryFunctionHookTests` checks in release
+    /// with every such function hooked, and is spared the mark's stores.
+    #if DEBUG
+        static let marksCallPath = true
+    #else
+        static let marksCallPath = false
+    #endif
+
     /// Whether writers can make readers' memory barriers for them.
     static let usesMembarrier: Bool = ffh_membarrier_register() == 0
 

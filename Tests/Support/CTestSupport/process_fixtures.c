@@ -142,13 +142,30 @@ int pf_caller_join(pf_caller *caller) {
     return result;
 }
 
+static __thread int repeating;
+
 long pf_call_slot_repeatedly(int (**slot)(int), int count) {
     long wrong = 0;
+    repeating = 1;
     for (int value = 0; value < count; value++) wrong += LOAD(slot)(value) != value + 1;
+    repeating = 0;
     return wrong;
 }
 
-void *pf_fill_bytes(void *bytes, int value, size_t count) { return memset(bytes, value, count); }
+int pf_is_repeating(void) { return repeating; }
+
+int pf_fill_bytes_repeating(void) {
+    unsigned char bytes[64];
+    repeating = 1;
+    pf_fill_bytes(bytes, 1, sizeof bytes);
+    repeating = 0;
+    return bytes[63];
+}
+
+void *pf_fill_bytes(void *bytes, int value, size_t count) {
+    void *(*volatile fill)(void *, int, size_t) = memset; /* through the import table */
+    return fill(bytes, value, count);
+}
 
 struct pf_spinner {
     pthread_t thread;
