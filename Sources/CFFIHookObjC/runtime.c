@@ -329,3 +329,9 @@ void *ffh_objc_forwarder_make(ffh_objc_Class super_class, int returns_in_memory)
     return NULL;
 }
 #endif
+
+static __thread unsigned long ffh_objc_changes __attribute__((tls_model("initial-exec")));
+
+void ffh_objc_count_change(void) { ffh_objc_changes++; }
+
+unsigned long ffh_objc_changes_on_this_thread(void) { return ffh_objc_changes; }

@@ -14,6 +14,9 @@
 
 __thread ffh_thread *ffh_current_thread __attribute__((tls_model("initial-exec")));
 
+/* Whether the call path marks its own code (ffh_handler_setup). */
+static int ffh_marks_call_path;
+
 /* Every record ever mapped; new ones are pushed at the head, none is ever removed. */
 static ffh_thread *ffh_records;
 
@@ -75,6 +78,7 @@ ffh_thread *ffh_thread_claim(void) {
     if (!record) return NULL;
     /* Atomic: reclamation reads it from another thread, with no order to this write. */
     __atomic_store_n(&record->tid, ffh_gettid(), __ATOMIC_RELAXED);
+    record->entry_busy = __atomic_load_n(&ffh_marks_call_path, __ATOMIC_ACQUIRE) ? 1 : 0;
     ffh_current_thread = record;
     /* The record is the thread's now: a hooked pthread_setspecific that this call reaches
        finds the thread busy and goes straight to libc's. */
@@ -248,11 +252,14 @@ static ffh_dispatch ffh_dispatch_function;
 
 uintptr_t ffh_recordless_readers;
 static int ffh_readers_fence;
-static int ffh_marks_call_path;
 
 void ffh_handler_setup(ffh_dispatch dispatch, int readersFence, int marksCallPath) {
     ffh_readers_fence = readersFence;
-    ffh_marks_call_path = marksCallPath;
+    __atomic_store_n(&ffh_marks_call_path, marksCallPath, __ATOMIC_RELEASE);
+    /* Records claimed before (no closure exists yet, so no call reads them). */
+    for (ffh_thread *record = ffh_thread_first(); record; record = record->next) {
+        __atomic_store_n(&record->entry_busy, marksCallPath ? 1 : 0, __ATOMIC_RELAXED);
+    }
     __atomic_store_n(&ffh_dispatch_function, dispatch, __ATOMIC_RELEASE);
 }
 
@@ -299,7 +306,7 @@ static long ffh_cleanup_offset;
 
 static inline uintptr_t ffh_fs_load(long offset) {
     uintptr_t value;
-    __asm__ __volatile__("movq %%fs:(%1), %0" : "=r"(value) : "r"(offset) : "memory");
+    __asm__ __volatile__("movq %%fs:(%1), %0" : "=r"(value) : "r"(offset));
     return value;
 }
 
@@ -326,6 +333,16 @@ static void ffh_cleanup_find_offset(void) {
     }
     ffh_cleanup_pop(&probe, 0);
     if (matches == 1 && ffh_fs_load(found) == (uintptr_t)probe.__prev) ffh_cleanup_offset = found;
+}
+#else
+/* No inline registration elsewhere: the offset stays 0 and these are never reached. */
+static inline uintptr_t ffh_fs_load(long offset) {
+    (void)offset;
+    return 0;
+}
+static inline void ffh_fs_store(long offset, uintptr_t value) {
+    (void)offset;
+    (void)value;
 }
 #endif
 
@@ -405,15 +422,33 @@ static inline __attribute__((always_inline)) void ffh_run(void *returnValue, voi
         ffh_pass_through(dispatch, returnValue, arguments, userData);
         return;
     }
-    const int marks = ffh_marks_call_path;
-    if (marks) thread->busy = 1;
+    thread->busy = thread->entry_busy;
     uintptr_t generation = thread->generation;
     int outermost = !(generation & 1);
     uintptr_t abandonedArgument = thread->mark_count << 1 | (uintptr_t)outermost;
 #if FFH_CLEANUP
+    /* Registered as glibc's _pthread_cleanup_push does, inline where the list's place in the
+       thread's descriptor is known; the list's previous head is kept for the pop. */
     struct _pthread_cleanup_buffer buffer;
-    int registered = ffh_cleanup_register(&buffer, (void *)abandonedArgument);
-    if (registered && unwind) unwind[0] = (uint64_t)(uintptr_t)buffer.__prev;
+#if defined(__x86_64__)
+    const long offset = ffh_cleanup_offset;
+#else
+    const long offset = 0;
+#endif
+    struct _pthread_cleanup_buffer *previous;
+    if (__builtin_expect(offset != 0, 1)) {
+        buffer.__routine = ffh_abandoned;
+        buffer.__arg = (void *)abandonedArgument;
+        previous = (struct _pthread_cleanup_buffer *)ffh_fs_load(offset);
+        buffer.__prev = previous;
+        ffh_fs_store(offset, (uintptr_t)&buffer);
+        if (unwind) unwind[0] = (uint64_t)(uintptr_t)previous;
+    } else if (ffh_cleanup_register(&buffer, (void *)abandonedArgument)) {
+        previous = buffer.__prev;
+        if (unwind) unwind[0] = (uint64_t)(uintptr_t)previous;
+    } else {
+        previous = &buffer; /* not registered: nothing to take off */
+    }
 #endif
     if (unwind) unwind[1] = (uint64_t)abandonedArgument << 1 | 1;
     if (outermost) {
@@ -433,9 +468,13 @@ static inline __attribute__((always_inline)) void ffh_run(void *returnValue, voi
         if (inside & 1) __atomic_store_n(&thread->generation, inside + 1, __ATOMIC_RELEASE);
     }
 #if FFH_CLEANUP
-    if (registered) ffh_cleanup_unregister(&buffer);
+    if (__builtin_expect(offset != 0, 1)) {
+        ffh_fs_store(offset, (uintptr_t)previous);
+    } else if (previous != &buffer) {
+        ffh_cleanup_unregister(&buffer);
+    }
 #endif
-    if (marks) thread->busy = 0;
+    thread->busy = 0;
 }
 
 void ffh_handler(void *cif, void *returnValue, void **arguments, void *userData) {

@@ -200,6 +200,7 @@ extension MethodRegistry {
             implementation: unsafeBitCast(deallocMethod, to: UnsafeRawPointer.self), types: "v16@0:8")
         runtime.functions.pointee.objc_registerClassPair(made)
         ObjCRuntime.changes.add(1, ordering: .relaxed)
+        ffh_objc_count_change()
         ffh_objc_instance_class_register(made, reported)
         state.instanceClasses[base] = made
         return made

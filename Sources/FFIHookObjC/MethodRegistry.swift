@@ -47,6 +47,10 @@ final class MethodRegistry: Sendable {
             self.method = method
             self.owner = owner
             shadow = .allocate(capacity: 1)
+            // The allocator may hand out the address of a slot the program hooked and freed
+            // without releasing it: what the engine kept for that slot goes first, so that
+            // the shadow's first hook does not find a stale closure there.
+            Hook.releaseSlots(in: UnsafeRawBufferPointer(start: shadow, count: MemoryLayout<UInt>.size))
             shadow.initialize(to: Atomic(implementation))
         }
 

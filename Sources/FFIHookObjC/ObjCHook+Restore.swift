@@ -1,3 +1,5 @@
+internal import CFFIHookObjC
+
 // MARK: - Giving methods their implementations back
 
 /// Giving hooked methods their own implementations back.
@@ -52,10 +54,11 @@ extension ObjCHook {
         try MethodRegistry.shared.restoreAllImplementations()
     }
 
-    /// How many times the library has changed the Objective-C runtime's classes: a method's
-    /// implementation set, a method added, a class registered. Installs and removals of hooks
-    /// after a method's first leave it as it is.
-    package static var runtimeChangeCount: Int { ObjCRuntime.changes.load(ordering: .relaxed) }
+    /// How many times the library has changed the Objective-C runtime's classes on the
+    /// calling thread: a method's implementation set, a method added, a class registered.
+    /// Installs and removals of hooks after a method's first leave it as it is. Per thread,
+    /// so that tests running on other threads at the same time do not disturb a count.
+    package static var runtimeChangeCount: Int { Int(ffh_objc_changes_on_this_thread()) }
 }
 
 extension MethodRegistry {

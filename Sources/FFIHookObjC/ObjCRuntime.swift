@@ -92,6 +92,7 @@ struct ObjCRuntime: @unchecked Sendable {
         setImplementation(of: method, to: implementation)
         functions.pointee.update_dispatch_table?(owner)
         Self.changes.add(1, ordering: .relaxed)
+        ffh_objc_count_change()
     }
 
     /// Builds the dispatch tables of `cls` and its superclasses if no message has done so
@@ -127,6 +128,7 @@ struct ObjCRuntime: @unchecked Sendable {
         -> Bool
     {
         Self.changes.add(1, ordering: .relaxed)
+        ffh_objc_count_change()
         return functions.pointee.class_addMethod(
             cls, selector, unsafeBitCast(implementation, to: ffh_objc_IMP.self), types) != 0
     }

@@ -132,4 +132,11 @@ void ffh_objc_instance_dealloc_method(ffh_objc_id self, ffh_objc_SEL selector);
 /// Sets the handler `ffh_objc_instance_dealloc_method` calls first.
 void ffh_objc_instance_set_dealloc_handler(void (*handler)(ffh_objc_id object));
 
+/// Counts one change of the runtime's classes made on the calling thread.
+void ffh_objc_count_change(void);
+
+/// How many changes of the runtime's classes the calling thread has made (tests read it:
+/// a count per thread is not disturbed by tests running on other threads).
+unsigned long ffh_objc_changes_on_this_thread(void);
+
 #endif

@@ -38,6 +38,9 @@ typedef struct ffh_thread {
     /// hooked: it goes straight to the original (see ``ffh_handler``). Only the thread
     /// touches it.
     int32_t busy;
+    /// What the call path sets `busy` to as a call enters: 1 where the call path marks its
+    /// own code (see ``ffh_handler_setup``), 0 where it does not.
+    int32_t entry_busy;
     /// The next record of the process (the list only grows; records are reused, never freed).
     struct ffh_thread *next;
 } ffh_thread;
