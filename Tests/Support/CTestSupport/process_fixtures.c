@@ -154,17 +154,10 @@ long pf_call_slot_repeatedly(int (**slot)(int), int count) {
 
 int pf_is_repeating(void) { return repeating; }
 
-int pf_fill_bytes_repeating(void) {
-    unsigned char bytes[64];
+void pf_yield_repeating(void) {
     repeating = 1;
-    pf_fill_bytes(bytes, 1, sizeof bytes);
+    sched_yield();
     repeating = 0;
-    return bytes[63];
-}
-
-void *pf_fill_bytes(void *bytes, int value, size_t count) {
-    void *(*volatile fill)(void *, int, size_t) = memset; /* through the import table */
-    return fill(bytes, value, count);
 }
 
 struct pf_spinner {

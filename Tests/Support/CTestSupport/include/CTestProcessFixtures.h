@@ -95,11 +95,8 @@ long pf_call_slot_repeatedly(int (**slot)(int), int count);
 /// Whether the calling thread is inside pf_call_slot_repeatedly.
 int pf_is_repeating(void);
 
-/// memset(bytes, value, count), called through the import table (the size is not known to
-/// the compiler).
-void *pf_fill_bytes(void *bytes, int value, size_t count);
-/// pf_fill_bytes of a 64-byte buffer with 1 inside pf_is_repeating's mark; returns its last byte.
-int pf_fill_bytes_repeating(void);
+/// sched_yield() inside pf_is_repeating's mark.
+void pf_yield_repeating(void);
 
 /// A thread that calls through a slot in a loop, with an atomic load of the slot each time.
 typedef struct pf_spinner pf_spinner;
