@@ -13,7 +13,8 @@
 #endif
 
 #ifdef FFH_GUARD_TSAN
-/* The guarded exchange is an instruction ThreadSanitizer does not see: say what it orders. */
+/* The guarded accesses are instructions ThreadSanitizer does not see: say what they order
+   (an exchange that wrote publishes, like a release; a read or an exchange acquires). */
 void __tsan_acquire(void *address);
 void __tsan_release(void *address);
 #define FFH_GUARD_RELEASE(address) __tsan_release(address)
@@ -235,9 +236,11 @@ static int ffh_guard_ready(void) {
 
 int ffh_guarded_exchange(void *address, uintptr_t expected, uintptr_t desired) {
     if (!ffh_guard_ready()) return ffh_probed_exchange(address, expected, desired);
-    FFH_GUARD_RELEASE(address);
     int result = ffh_guard_cas(address, expected, desired);
+    /* Annotated only where the access worked: ThreadSanitizer's bookkeeping for an address
+       that faulted (a non-canonical one) does not return. */
     if (result >= 0) FFH_GUARD_ACQUIRE(address);
+    if (result > 0) FFH_GUARD_RELEASE(address);
     return result;
 }
 
