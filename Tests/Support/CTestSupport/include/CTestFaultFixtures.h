@@ -24,6 +24,12 @@ int ff_touch(const void *address);
 /// How many faults the handler of ff_install_user_handler got.
 int ff_user_handler_calls(void);
 
+/// Installs a SIGSEGV handler that, like a crash reporter, passes each fault on to the
+/// action it replaced (calling it, or restoring SIG_DFL and returning), after writing
+/// "the chaining handler ran: call N" to standard error; past three calls it ends the
+/// process with _exit(3). 0 on success.
+int ff_install_chaining_handler(void);
+
 /// A `int (*)(int)` that returns its argument plus one: what each slot of a race table holds.
 int ff_original(int value);
 /// A page holding a table of `count` slots (at most 512), each set to ff_original, or NULL.
