@@ -93,7 +93,9 @@ static ffh_guard_chain *ffh_guard_chain_for(int signal) {
 
 /* The call of a covered handler this thread is inside, if any: a handler the guard covered
    that passes the fault on to what it replaced calls the guard again with the same siginfo,
-   and gets the handler below itself rather than itself. */
+   and gets the handler below itself rather than itself. A handler that leaves by siglongjmp
+   leaves this behind; it is ignored from then on, because a fault the kernel delivers (the
+   guard returns into its own restorer) always starts again from the top. */
 typedef struct {
     const void *info;
     int level;
@@ -126,7 +128,8 @@ __attribute__((no_sanitize("address", "thread"))) static void ffh_guard_handler(
     ffh_guard_chain *chain = ffh_guard_chain_for(signal);
     if (chain == NULL) return;
     ffh_guard_passing outer = ffh_guard_passed;
-    int level = outer.info == info ? outer.level + 1 : 0;
+    int delivered = __builtin_return_address(0) == (void *)ffh_guard_restorer;
+    int level = !delivered && outer.info == info ? outer.level + 1 : 0;
     int index = __atomic_load_n(&chain->count, __ATOMIC_ACQUIRE) - 1 - level;
     ffh_kernel_action previous = {SIG_DFL, 0, NULL, 0};
     if (index >= 0) {

@@ -209,6 +209,12 @@ extension FaultGuardTests {
         check(ff_user_handler_calls() == 1, "once")
         check(SlotMemory.load(address) == nil, "the guard still works")
         check(ff_user_handler_calls() == 1, "and keeps its faults to itself")
+        // The program's handler left by siglongjmp; the next fault, from the same place on
+        // the stack, reaches it again.
+        for round in 2...3 {
+            check(ff_touch(page) == 1, "the program's handler got fault \(round)")
+            check(ff_user_handler_calls() == round, "\(round) calls")
+        }
     }
 
     static func coverALaterHandler() throws {
