@@ -60,6 +60,22 @@ import Testing
         }
     }
 
+    /// A handler installed with SA_RESETHAND before the guard gets the first fault that is not
+    /// the guard's, and the next one meets the default action, as without the guard.
+    @Test func aResettingHandlerGetsOneFault() async {
+        await #expect(processExitsWith: .signal(SIGSEGV), FaultGuardTests.childReport()) {
+            FaultGuardTests.faultTwiceUnderAResettingHandler()
+        }
+    }
+
+    /// A program that set SIGSEGV to SIG_IGN before the guard still dies of a fault, as the
+    /// kernel makes it without the guard (a fault cannot be ignored).
+    @Test func anIgnoredFaultStillEndsTheProcess() async {
+        await #expect(processExitsWith: .signal(SIGSEGV), FaultGuardTests.childReport()) {
+            FaultGuardTests.faultWhileIgnoringFaults()
+        }
+    }
+
     /// A SIGSEGV handler the program installs after the guard: the next guarded access puts
     /// the guard back on top and still reports the unmapped page, and the program's handler
     /// gets the other faults.
@@ -215,6 +231,29 @@ extension FaultGuardTests {
             check(ff_touch(page) == 1, "the program's handler got fault \(round)")
             check(ff_user_handler_calls() == round, "\(round) calls")
         }
+    }
+
+    static func faultTwiceUnderAResettingHandler() {
+        startChild()
+        check(ff_install_resetting_user_handler() == 0, "sigaction")
+        guard let page = ff_map_page(PROT_NONE) else { return check(false, "mmap") }
+        check(SlotMemory.load(UInt(bitPattern: page)) == nil, "a guarded read that faults")
+        check(SlotMemory.faultGuardIsInstalled, "the guard is installed over the program's handler")
+        check(ff_user_handler_calls() == 0, "the guard's own fault did not reach the program's handler")
+        check(ff_touch(page) == 1, "the program's handler got the first fault")
+        check(SlotMemory.load(UInt(bitPattern: page)) == nil, "the guard still works")
+        _ = ff_touch(page)
+        check(false, "the second fault did not end the process (\(ff_user_handler_calls()) handler calls)")
+    }
+
+    static func faultWhileIgnoringFaults() {
+        startChild()
+        check(ff_ignore_faults() == 0, "signal")
+        guard let page = ff_map_page(PROT_NONE) else { return check(false, "mmap") }
+        check(SlotMemory.load(UInt(bitPattern: page)) == nil, "a guarded read that faults")
+        check(SlotMemory.faultGuardIsInstalled, "the guard is installed")
+        ff_write_through_null()
+        check(false, "the NULL write did not end the process")
     }
 
     static func coverALaterHandler() throws {

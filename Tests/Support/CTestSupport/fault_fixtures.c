@@ -46,14 +46,20 @@ static void ff_user_handler(int signal, siginfo_t *info, void *context) {
     sigaction(SIGSEGV, &fallback, NULL);
 }
 
-int ff_install_user_handler(void) {
+static int ff_install_user_handler_with(int flags) {
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_sigaction = ff_user_handler;
-    action.sa_flags = SA_SIGINFO;
+    action.sa_flags = SA_SIGINFO | flags;
     sigemptyset(&action.sa_mask);
     return sigaction(SIGSEGV, &action, NULL);
 }
+
+int ff_install_user_handler(void) { return ff_install_user_handler_with(0); }
+
+int ff_install_resetting_user_handler(void) { return ff_install_user_handler_with(SA_RESETHAND); }
+
+int ff_ignore_faults(void) { return signal(SIGSEGV, SIG_IGN) == SIG_ERR ? -1 : 0; }
 
 int ff_touch(const void *address) {
     ff_fault_address = NULL;

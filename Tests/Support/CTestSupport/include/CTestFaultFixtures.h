@@ -17,6 +17,11 @@ void ff_write_through_null(void);
 /// Installs a SIGSEGV handler of the program's own (sigaction with SA_SIGINFO) that counts
 /// the faults it gets and returns to ff_touch with siglongjmp; 0 on success.
 int ff_install_user_handler(void);
+/// The handler of ff_install_user_handler, installed with SA_RESETHAND: the kernel puts the
+/// default action back as it delivers the first fault. 0 on success.
+int ff_install_resetting_user_handler(void);
+/// Sets SIGSEGV to SIG_IGN (which the kernel overrides for a fault); 0 on success.
+int ff_ignore_faults(void);
 /// Reads the word at `address` with the handler of ff_install_user_handler ready to catch a
 /// fault: 1 when it did, and reported `address` as the fault's address; 0 when the read did
 /// not fault; -1 when the handler reported another address.
