@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every check of the package: generated C test sources in step with gcc, the generated
 # fixed-arity typed hooks in step with their script, formatting,
-# the test suite with warnings as errors, then the tests under AddressSanitizer (with
+# the test suite with warnings as errors, the fault guard's tests in a release build,
+# then the tests under AddressSanitizer (with
 # LeakSanitizer) and the concurrency and ABI suites under ThreadSanitizer.
 # On a Debian machine with only the Swift toolchain it first installs what it needs.
 set -euo pipefail
@@ -32,6 +33,11 @@ swift format lint --strict --recursive Package.swift Sources Tests Fuzz/Package.
 
 echo "== swift test"
 swift test -Xswiftc -warnings-as-errors
+
+# The fault guard turns faults at its own instructions into errors: its tests again in an
+# optimised build, where the code around those instructions is what ships.
+echo "== swift test, release: the fault guard"
+swift test -c release -Xswiftc -enable-testing --filter FaultGuardTests
 
 # The sanitizer passes skip the exit tests whose child processes stop on purpose, and the
 # XCTest runner (the package has no XCTest tests; XCTest itself leaks a few objects at exit).

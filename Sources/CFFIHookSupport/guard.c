@@ -13,7 +13,8 @@
 #endif
 
 #ifdef FFH_GUARD_TSAN
-/* The guarded exchange is an instruction ThreadSanitizer does not see: say what it orders. */
+/* The guarded accesses are instructions ThreadSanitizer does not see: say what they order
+   (an exchange that wrote publishes, like a release; a read or an exchange acquires). */
 void __tsan_acquire(void *address);
 void __tsan_release(void *address);
 #define FFH_GUARD_RELEASE(address) __tsan_release(address)
@@ -92,7 +93,9 @@ static ffh_guard_chain *ffh_guard_chain_for(int signal) {
 
 /* The call of a covered handler this thread is inside, if any: a handler the guard covered
    that passes the fault on to what it replaced calls the guard again with the same siginfo,
-   and gets the handler below itself rather than itself. */
+   and gets the handler below itself rather than itself. A handler that leaves by siglongjmp
+   leaves this behind; it is ignored from then on, because a fault the kernel delivers (the
+   guard returns into its own restorer) always starts again from the top. */
 typedef struct {
     const void *info;
     int level;
@@ -125,7 +128,8 @@ __attribute__((no_sanitize("address", "thread"))) static void ffh_guard_handler(
     ffh_guard_chain *chain = ffh_guard_chain_for(signal);
     if (chain == NULL) return;
     ffh_guard_passing outer = ffh_guard_passed;
-    int level = outer.info == info ? outer.level + 1 : 0;
+    int delivered = __builtin_return_address(0) == (void *)ffh_guard_restorer;
+    int level = !delivered && outer.info == info ? outer.level + 1 : 0;
     int index = __atomic_load_n(&chain->count, __ATOMIC_ACQUIRE) - 1 - level;
     ffh_kernel_action previous = {SIG_DFL, 0, NULL, 0};
     if (index >= 0) {
@@ -235,9 +239,11 @@ static int ffh_guard_ready(void) {
 
 int ffh_guarded_exchange(void *address, uintptr_t expected, uintptr_t desired) {
     if (!ffh_guard_ready()) return ffh_probed_exchange(address, expected, desired);
-    FFH_GUARD_RELEASE(address);
     int result = ffh_guard_cas(address, expected, desired);
+    /* Annotated only where the access worked: ThreadSanitizer's bookkeeping for an address
+       that faulted (a non-canonical one) does not return. */
     if (result >= 0) FFH_GUARD_ACQUIRE(address);
+    if (result > 0) FFH_GUARD_RELEASE(address);
     return result;
 }
 

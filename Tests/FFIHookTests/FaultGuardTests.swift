@@ -60,6 +60,22 @@ import Testing
         }
     }
 
+    /// A handler installed with SA_RESETHAND before the guard gets the first fault that is not
+    /// the guard's, and the next one meets the default action, as without the guard.
+    @Test func aResettingHandlerGetsOneFault() async {
+        await #expect(processExitsWith: .signal(SIGSEGV), FaultGuardTests.childReport()) {
+            FaultGuardTests.faultTwiceUnderAResettingHandler()
+        }
+    }
+
+    /// A program that set SIGSEGV to SIG_IGN before the guard still dies of a fault, as the
+    /// kernel makes it without the guard (a fault cannot be ignored).
+    @Test func anIgnoredFaultStillEndsTheProcess() async {
+        await #expect(processExitsWith: .signal(SIGSEGV), FaultGuardTests.childReport()) {
+            FaultGuardTests.faultWhileIgnoringFaults()
+        }
+    }
+
     /// A SIGSEGV handler the program installs after the guard: the next guarded access puts
     /// the guard back on top and still reports the unmapped page, and the program's handler
     /// gets the other faults.
@@ -67,6 +83,23 @@ import Testing
         await #expect(processExitsWith: .success, FaultGuardTests.childReport()) {
             try FaultGuardTests.coverALaterHandler()
         }
+    }
+
+    /// A handler installed after the guard that passes faults on to the action it replaced
+    /// (the guard), as crash reporters do: once the guard is back on top, a fault that is not
+    /// the guard's runs that handler once, and goes on from the guard to what was installed
+    /// before both (the default action, or a sanitizer's handler), not back and forth.
+    @Test func aLaterHandlerThatPassesFaultsOnRunsOnce() async throws {
+        let sanitized = ProcessLifeTests.underAddressSanitizer || ProcessLifeTests.underThreadSanitizer
+        let result = await #expect(
+            processExitsWith: sanitized ? .failure : .signal(SIGSEGV), observing: [\.standardErrorContent]
+        ) {
+            FaultGuardTests.faultUnderAChainingHandler()
+        }
+        let output = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        #expect(output.contains("the guard is back on top"), "\(output)")
+        #expect(output.contains("the chaining handler ran: call 1"), "\(output)")
+        #expect(!output.contains("the chaining handler ran: call 2"), "\(output)")
     }
 
     // MARK: - Tables unmapped under their hooks
@@ -110,9 +143,14 @@ extension FaultGuardTests {
         ProcessLifeTests.armWatchdog(seconds: seconds)
     }
 
-    /// Ends the child with exit code 1 unless `condition` holds, naming the check.
+    /// Ends the child with exit code 1 unless `condition` holds, naming the check. With
+    /// FAULT_GUARD_TRACE=1 in the environment passed checks are reported too, which places a
+    /// crash or a hang after the last one reported.
     static func check(_ condition: Bool, _ message: @autoclosure () -> String, line: Int = #line) {
-        guard !condition else { return }
+        guard !condition else {
+            if getenv("FAULT_GUARD_TRACE") != nil { pf_report("FaultGuardTests.swift:\(line): passed: \(message())") }
+            return
+        }
         pf_report("FaultGuardTests.swift:\(line): check failed: \(message())")
         exit(1)
     }
@@ -145,11 +183,14 @@ extension FaultGuardTests {
             check(error.code == .unmappedSlot, "hooking an inaccessible slot: \(error)")
         }
 
+        // A page nothing can map (below the kernel's lowest address for mappings): a page
+        // just unmapped may be mapped again at once by another thread of the process.
+        let unmapped: UInt = 0x2000
+        check(pf_address_is_mapped(UnsafeRawPointer(bitPattern: unmapped)) == 0, "the page is unmapped")
+        check(SlotMemory.exchange(unmapped, expected: 9, desired: 13) == .unwritable, "exchange on an unmapped page")
+        check(SlotMemory.load(unmapped) == nil, "guarded read on an unmapped page")
+        check(!SlotMemory.isReadable(unmapped), "an unmapped page is not readable")
         check(ff_unmap_page(page) == 0, "munmap")
-        check(pf_address_is_mapped(page) == 0, "the page is unmapped")
-        check(SlotMemory.exchange(address, expected: 9, desired: 13) == .unwritable, "exchange on an unmapped page")
-        check(SlotMemory.load(address) == nil, "guarded read on an unmapped page")
-        check(!SlotMemory.isReadable(address), "an unmapped page is not readable")
         // An address no page can have (not canonical): a general protection fault.
         check(SlotMemory.load(0x8000_0000_0000_0000) == nil, "guarded read of a non-canonical address")
         check(
@@ -170,16 +211,49 @@ extension FaultGuardTests {
     static func chainToAnEarlierHandler() throws {
         startChild()
         check(ff_install_user_handler() == 0, "sigaction")
-        guard let page = ff_map_page(PROT_READ | PROT_WRITE) else { return check(false, "mmap") }
+        // Kept mapped, without access: an unmapped page may be mapped again by anyone.
+        guard let page = ff_map_page(PROT_NONE) else { return check(false, "mmap") }
         let address = UInt(bitPattern: page)
-        check(ff_unmap_page(page) == 0, "munmap")
-        check(SlotMemory.exchange(address, expected: 0, desired: 1) == .unwritable, "exchange on an unmapped page")
+        check(SlotMemory.exchange(address, expected: 0, desired: 1) == .unwritable, "exchange on an inaccessible page")
         check(SlotMemory.faultGuardIsInstalled, "the guard is installed over the program's handler")
         check(ff_user_handler_calls() == 0, "the guard's own fault did not reach the program's handler")
-        check(ff_touch(page) == 1, "the program's handler got a fault that was not the guard's, with its address")
+        let touched = ff_touch(page)
+        check(
+            touched == 1,
+            "the program's handler got a fault that was not the guard's, with its address (\(touched), "
+                + "\(ff_user_handler_calls()) calls)")
         check(ff_user_handler_calls() == 1, "once")
         check(SlotMemory.load(address) == nil, "the guard still works")
         check(ff_user_handler_calls() == 1, "and keeps its faults to itself")
+        // The program's handler left by siglongjmp; the next fault, from the same place on
+        // the stack, reaches it again.
+        for round in 2...3 {
+            check(ff_touch(page) == 1, "the program's handler got fault \(round)")
+            check(ff_user_handler_calls() == round, "\(round) calls")
+        }
+    }
+
+    static func faultTwiceUnderAResettingHandler() {
+        startChild()
+        check(ff_install_resetting_user_handler() == 0, "sigaction")
+        guard let page = ff_map_page(PROT_NONE) else { return check(false, "mmap") }
+        check(SlotMemory.load(UInt(bitPattern: page)) == nil, "a guarded read that faults")
+        check(SlotMemory.faultGuardIsInstalled, "the guard is installed over the program's handler")
+        check(ff_user_handler_calls() == 0, "the guard's own fault did not reach the program's handler")
+        check(ff_touch(page) == 1, "the program's handler got the first fault")
+        check(SlotMemory.load(UInt(bitPattern: page)) == nil, "the guard still works")
+        _ = ff_touch(page)
+        check(false, "the second fault did not end the process (\(ff_user_handler_calls()) handler calls)")
+    }
+
+    static func faultWhileIgnoringFaults() {
+        startChild()
+        check(ff_ignore_faults() == 0, "signal")
+        guard let page = ff_map_page(PROT_NONE) else { return check(false, "mmap") }
+        check(SlotMemory.load(UInt(bitPattern: page)) == nil, "a guarded read that faults")
+        check(SlotMemory.faultGuardIsInstalled, "the guard is installed")
+        ff_write_through_null()
+        check(false, "the NULL write did not end the process")
     }
 
     static func coverALaterHandler() throws {
@@ -195,6 +269,19 @@ extension FaultGuardTests {
         check(ff_user_handler_calls() == 0, "the guard's own fault did not reach the program's handler")
         check(ff_touch(page) == 1, "the program's handler got a fault that was not the guard's, with its address")
         check(ff_user_handler_calls() == 1, "once")
+    }
+
+    static func faultUnderAChainingHandler() {
+        startChild()
+        guard let page = ff_map_page(PROT_NONE) else { return check(false, "mmap") }
+        check(SlotMemory.load(UInt(bitPattern: page)) == nil, "a guarded read that faults")
+        check(ff_install_chaining_handler() == 0, "sigaction")
+        check(SlotMemory.load(UInt(bitPattern: page)) == nil, "a guarded read after the program's handler")
+        check(SlotMemory.faultGuardIsInstalled, "the guard is back on top")
+        pf_report("the guard is back on top")
+        ff_write_through_null()
+        pf_report("the NULL write did not end the process")
+        exit(0)
     }
 
     static func unmapTablesUnderOnceHooks() throws {

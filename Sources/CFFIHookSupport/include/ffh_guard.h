@@ -21,7 +21,9 @@
 // after that, accesses fall back to the check below. Inside a session (a short stretch of
 // work on one thread, such as one install or removal) the kernel is asked once, at the
 // first access. A program that replaces only its SIGBUS handler after the guard is not
-// noticed (SIGBUS only arises for a slot in a file mapping cut short).
+// noticed (SIGBUS only arises for a slot in a file mapping cut short). A handler installed
+// for a moment and then replaced by the action it saved (the guard) stays covered, and gets
+// the faults that are not the guard's, if a guarded access covered it in that moment.
 //
 // Elsewhere the kernel is asked whether the memory can be written (a futex operation that
 // fails on memory that is unmapped or read-only) right before the exchange: a window

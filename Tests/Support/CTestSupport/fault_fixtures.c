@@ -46,14 +46,20 @@ static void ff_user_handler(int signal, siginfo_t *info, void *context) {
     sigaction(SIGSEGV, &fallback, NULL);
 }
 
-int ff_install_user_handler(void) {
+static int ff_install_user_handler_with(int flags) {
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_sigaction = ff_user_handler;
-    action.sa_flags = SA_SIGINFO;
+    action.sa_flags = SA_SIGINFO | flags;
     sigemptyset(&action.sa_mask);
     return sigaction(SIGSEGV, &action, NULL);
 }
+
+int ff_install_user_handler(void) { return ff_install_user_handler_with(0); }
+
+int ff_install_resetting_user_handler(void) { return ff_install_user_handler_with(SA_RESETHAND); }
+
+int ff_ignore_faults(void) { return signal(SIGSEGV, SIG_IGN) == SIG_ERR ? -1 : 0; }
 
 int ff_touch(const void *address) {
     ff_fault_address = NULL;
@@ -68,6 +74,35 @@ int ff_touch(const void *address) {
 }
 
 int ff_user_handler_calls(void) { return ff_handler_calls; }
+
+// MARK: - A handler that passes faults on
+
+static struct sigaction ff_replaced;
+static int ff_chaining_calls;
+
+static void ff_chaining_handler(int signal, siginfo_t *info, void *context) {
+    int calls = __atomic_add_fetch(&ff_chaining_calls, 1, __ATOMIC_RELAXED);
+    char message[] = "the chaining handler ran: call 0\n";
+    message[sizeof message - 3] = (char)('0' + (calls < 9 ? calls : 9));
+    (void)!write(2, message, sizeof message - 1);
+    if (calls > 3) _exit(3); /* passed back and forth: stop the loop */
+    if (ff_replaced.sa_flags & SA_SIGINFO) {
+        ff_replaced.sa_sigaction(signal, info, context);
+    } else if (ff_replaced.sa_handler == SIG_DFL || ff_replaced.sa_handler == SIG_IGN) {
+        sigaction(signal, &ff_replaced, NULL);
+    } else {
+        ff_replaced.sa_handler(signal);
+    }
+}
+
+int ff_install_chaining_handler(void) {
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_sigaction = ff_chaining_handler;
+    action.sa_flags = SA_SIGINFO;
+    sigemptyset(&action.sa_mask);
+    return sigaction(SIGSEGV, &action, &ff_replaced);
+}
 
 // MARK: - The unmap race
 

@@ -17,12 +17,23 @@ void ff_write_through_null(void);
 /// Installs a SIGSEGV handler of the program's own (sigaction with SA_SIGINFO) that counts
 /// the faults it gets and returns to ff_touch with siglongjmp; 0 on success.
 int ff_install_user_handler(void);
+/// The handler of ff_install_user_handler, installed with SA_RESETHAND: the kernel puts the
+/// default action back as it delivers the first fault. 0 on success.
+int ff_install_resetting_user_handler(void);
+/// Sets SIGSEGV to SIG_IGN (which the kernel overrides for a fault); 0 on success.
+int ff_ignore_faults(void);
 /// Reads the word at `address` with the handler of ff_install_user_handler ready to catch a
 /// fault: 1 when it did, and reported `address` as the fault's address; 0 when the read did
 /// not fault; -1 when the handler reported another address.
 int ff_touch(const void *address);
 /// How many faults the handler of ff_install_user_handler got.
 int ff_user_handler_calls(void);
+
+/// Installs a SIGSEGV handler that, like a crash reporter, passes each fault on to the
+/// action it replaced (calling it, or restoring SIG_DFL and returning), after writing
+/// "the chaining handler ran: call N" to standard error; past three calls it ends the
+/// process with _exit(3). 0 on success.
+int ff_install_chaining_handler(void);
 
 /// A `int (*)(int)` that returns its argument plus one: what each slot of a race table holds.
 int ff_original(int value);
