@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every check of the package: generated C test sources in step with gcc, the generated
 # fixed-arity typed hooks in step with their script, formatting,
-# the test suite with warnings as errors, the fault guard's tests in a release build,
+# the test suite with warnings as errors, the fault guard's and the library's own functions'
+# tests in a release build,
 # then the tests under AddressSanitizer (with
 # LeakSanitizer) and the concurrency and ABI suites under ThreadSanitizer.
 # On a Debian machine with only the Swift toolchain it first installs what it needs.
@@ -34,10 +35,12 @@ swift format lint --strict --recursive Package.swift Sources Tests Fuzz/Package.
 echo "== swift test"
 swift test -Xswiftc -warnings-as-errors
 
-# The fault guard turns faults at its own instructions into errors: its tests again in an
-# optimised build, where the code around those instructions is what ships.
-echo "== swift test, release: the fault guard"
-swift test -c release -Xswiftc -enable-testing --filter FaultGuardTests
+# Again in an optimised build, where the code is what ships: the fault guard, which turns faults
+# at its own instructions into errors, and every function the library imports hooked in
+# every object (an optimised call path must call none of them; an unoptimised one marks its
+# own code instead).
+echo "== swift test, release: the fault guard and the library's own functions hooked"
+swift test -c release -Xswiftc -enable-testing --filter "FaultGuardTests|LibraryFunctionHookTests"
 
 # The sanitizer passes skip the exit tests whose child processes stop on purpose, and the
 # XCTest runner (the package has no XCTest tests; XCTest itself leaks a few objects at exit).

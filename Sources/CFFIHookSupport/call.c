@@ -4,6 +4,12 @@
 
 #include <string.h>
 
+static __thread int ffh_plans_off __attribute__((tls_model("initial-exec")));
+
+int ffh_plans_off_here(void) { return ffh_plans_off; }
+
+void ffh_set_plans_off_here(int off) { ffh_plans_off = off; }
+
 #if defined(__x86_64__) || defined(__aarch64__)
 
 #if defined(__x86_64__)

@@ -35,6 +35,16 @@ static inline void ffh_zero(void *target, size_t size) {
 #endif
 }
 
+// MARK: - Plans switched off (tests)
+
+/// Whether call interfaces made on the calling thread are made without plans (tests of
+/// `ffi_call` and libffi's closure entry switch them off on their own thread, so that tests
+/// running beside them on other threads are not affected).
+int ffh_plans_off_here(void);
+
+/// Switches plans off (1) or on (0) for the interfaces the calling thread makes from now on.
+void ffh_set_plans_off_here(int off);
+
 // MARK: - Register calls
 
 /// How many general-purpose and floating-point registers carry arguments on this platform.

@@ -17,7 +17,7 @@ extension CallInterface {
     public static func shared(for signature: Signature) throws(CallInterfaceError) -> CallInterface {
         // Interfaces made while register plans are switched off (for tests) are kept apart.
         let key =
-            RegisterCallPlan.isEnabled.load(ordering: .relaxed) ? signature.abiKey : signature.abiKey + " ffi_call"
+            RegisterCallPlan.isEnabled ? signature.abiKey : signature.abiKey + " ffi_call"
         if let existing = InterfaceCache.shared.lookup(key) { return existing }
         let interface = try CallInterface(signature)
         return InterfaceCache.shared.insert(interface, for: key)

@@ -166,7 +166,7 @@ public final class CallInterface: @unchecked Sendable {
         self.returnBufferSize = max(signature.returnType.size, lowered.returnValue.expectedSize, ffh_arg_size())
         self.closureResultSize = Self.closureResultSize(of: signature.returnType)
         // Read once, here: the call path reads no switch.
-        let planned = RegisterCallPlan.isEnabled.load(ordering: .relaxed)
+        let planned = RegisterCallPlan.isEnabled
         self.registerPlan = planned && fixedArgumentCount == nil ? RegisterCallPlan(signature) : nil
         #if arch(x86_64)
             // Also where the register path calls: closures read where arguments arrive from it.

@@ -11,16 +11,17 @@ import Synchronization
 /// narrower than 64 bits are sign- or zero-extended as compilers expect of a caller; results
 /// are widened as `ffi_call` widens them.
 package struct RegisterCallPlan {
-    /// Whether interfaces made from now on get plans (register plans, and on x86-64 System V
-    /// plans, which also decide whether slot closures enter through the library's own entry);
-    /// tests switch it off to exercise `ffi_call` and libffi's closure entry. Read when an
-    /// interface is made, never on a call.
-    static let isEnabled = Atomic<Bool>(true)
+    /// Whether interfaces the calling thread makes from now on get plans (register plans, and
+    /// on x86-64 System V plans, which also decide whether slot closures enter through the
+    /// library's own entry); tests switch it off to exercise `ffi_call` and libffi's closure
+    /// entry. Read when an interface is made, never on a call.
+    static var isEnabled: Bool { ffh_plans_off_here() == 0 }
 
-    /// Switches plans on or off for the interfaces made from now on, process-wide (for tests
-    /// of both paths); ``CallInterface/shared(for:)`` keeps the two kinds apart.
+    /// Switches plans on or off for the interfaces the calling thread makes from now on (for
+    /// tests of both paths; per thread, so that other threads' hooks, in tests running beside
+    /// them, keep their interfaces); ``CallInterface/shared(for:)`` keeps the two kinds apart.
     package static func setEnabled(_ enabled: Bool) {
-        isEnabled.store(enabled, ordering: .relaxed)
+        ffh_set_plans_off_here(enabled ? 0 : 1)
     }
 
     /// How `type` travels in a register, or `nil` when it does not travel in one.
