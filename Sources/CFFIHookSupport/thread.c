@@ -358,19 +358,10 @@ __attribute__((constructor)) static void ffh_cleanup_setup(void) {
     }
 }
 
-/* Registers `buffer` as glibc's _pthread_cleanup_push does; returns whether it did. */
+/* Registers `buffer` through glibc's _pthread_cleanup_push, where the list's place is not
+   known (ffh_run registers inline where it is); returns whether it did. */
 static inline __attribute__((always_inline)) int ffh_cleanup_register(struct _pthread_cleanup_buffer *buffer,
                                                                       void *argument) {
-#if defined(__x86_64__)
-    long offset = ffh_cleanup_offset;
-    if (__builtin_expect(offset != 0, 1)) {
-        buffer->__routine = ffh_abandoned;
-        buffer->__arg = argument;
-        buffer->__prev = (struct _pthread_cleanup_buffer *)ffh_fs_load(offset);
-        ffh_fs_store(offset, (uintptr_t)buffer);
-        return 1;
-    }
-#endif
     ffh_cleanup_push_function push = ffh_cleanup_push;
     if (!push) return 0;
     push(buffer, ffh_abandoned, argument);
