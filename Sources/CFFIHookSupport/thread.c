@@ -346,6 +346,18 @@ static inline void ffh_fs_store(long offset, uintptr_t value) {
 }
 #endif
 
+int ffh_cleanup_set_inline(int on) {
+#if defined(__x86_64__)
+    static long found;
+    if (ffh_cleanup_offset) found = ffh_cleanup_offset;
+    ffh_cleanup_offset = on ? found : 0;
+    return found != 0;
+#else
+    (void)on;
+    return 0;
+#endif
+}
+
 __attribute__((constructor)) static void ffh_cleanup_setup(void) {
     ffh_cleanup_push_function push = (ffh_cleanup_push_function)dlsym(RTLD_DEFAULT, "_pthread_cleanup_push");
     ffh_cleanup_pop_function pop = (ffh_cleanup_pop_function)dlsym(RTLD_DEFAULT, "_pthread_cleanup_pop");
@@ -376,6 +388,11 @@ static inline __attribute__((always_inline)) void ffh_cleanup_unregister(struct 
         ffh_fs_store(offset, (uintptr_t)buffer->__prev);
         return;
     }
+#else
+int ffh_cleanup_set_inline(int on) {
+    (void)on;
+    return 0;
+}
 #endif
     ffh_cleanup_pop(buffer, 0);
 }

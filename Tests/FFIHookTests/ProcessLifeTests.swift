@@ -193,6 +193,25 @@ import Testing
         }
     }
 
+    /// Where glibc runs on x86-64, the library found its thread's cleanup list when it loaded,
+    /// and hooked calls register their cleanup with three stores instead of calls into glibc
+    /// (whose entries a program may hook).
+    #if arch(x86_64)
+        @Test func hookedCallsRegisterTheirCleanupInline() {
+            #expect(ThreadState.registersCleanupInline(true))
+        }
+    #endif
+
+    /// The longjmp cases with each hooked call's cleanup registered through glibc's own
+    /// functions, as where the cleanup list's place is not known.
+    @Test func longjmpsPastHooksWithTheCleanupRegisteredThroughGlibc() async {
+        await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
+            ThreadState.registersCleanupInline(false)
+            try ProcessLifeTests.waitAfterALongjmp(throughAnInsteadHook: true)
+            try ProcessLifeTests.callAgainAfterALongjmp()
+        }
+    }
+
     /// A helper thread's hooked call whose original ends the thread with pthread_exit, while
     /// a removal waits for that call: afterwards waiting for reclamation returns.
     @Test func waitingForReclamationAfterAHookedCallEndsItsThread() async {

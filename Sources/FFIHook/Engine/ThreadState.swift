@@ -24,7 +24,7 @@ internal import CFFIHookSupport
 /// skips the blocks that do not allow re-entry. Import-table entries are marked by the
 /// function they lead to, so a block's call to the symbol through another object's entry
 /// is re-entry as well.
-enum ThreadState {
+package enum ThreadState {
     /// Whether the call path marks its own code (``ffh_thread/busy``), so that a call it
     /// makes itself through a function the program hooked goes straight to the original. An
     /// unoptimised build's Swift calls the runtime (`swift_retain`, `swift_beginAccess`…) and
@@ -36,6 +36,15 @@ enum ThreadState {
     #else
         static let marksCallPath = false
     #endif
+
+    /// For tests: has hooked calls register glibc's cleanup for their frames inline (`true`),
+    /// or through glibc's functions (`false`); returns whether inline registration is
+    /// available, which needs the place of the thread's cleanup list, found when the library
+    /// loads. Call only while no hooked call runs.
+    @discardableResult
+    package static func registersCleanupInline(_ inline: Bool) -> Bool {
+        ffh_cleanup_set_inline(inline ? 1 : 0) != 0
+    }
 
     /// Whether writers can make readers' memory barriers for them.
     static let usesMembarrier: Bool = ffh_membarrier_register() == 0
