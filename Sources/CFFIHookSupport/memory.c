@@ -11,6 +11,8 @@
 
 #include "ffh_syscall.h"
 
+#include <errno.h>
+
 /* System calls by instruction (ffh_syscall.h): libc's syscall() may be hooked. */
 int ffh_membarrier_register(void) {
     return ffh_syscall3(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 ? 0 : -1;
@@ -29,6 +31,15 @@ int ffh_copy_word(const void *address, uintptr_t *value) {
     return ffh_syscall6(SYS_process_vm_readv, pid, (long)&local, 1, (long)&remote, 1, 0) == (long)sizeof *value ? 0 : -1;
 }
 
+int ffh_is_mapped(const void *address) {
+    /* mincore fails with ENOMEM only where no mapping covers the page, whatever the page's
+       protection (PROT_NONE included). 4 KiB is the smallest page size: the page-aligned
+       address below `address` starts a page on every kernel. */
+    unsigned char resident[1];
+    uintptr_t page = (uintptr_t)address & ~(uintptr_t)4095;
+    return ffh_syscall3(SYS_mincore, (long)page, 1, (long)resident) != -ENOMEM;
+}
+
 int ffh_is_writable(void *address) {
     uint32_t unused = 0;
     long woken = ffh_syscall6(
@@ -37,6 +48,10 @@ int ffh_is_writable(void *address) {
     return woken >= 0;
 }
 #else
+int ffh_is_mapped(const void *address) {
+    (void)address;
+    return 1;
+}
 int ffh_membarrier_register(void) { return -1; }
 int ffh_membarrier(void) { return -1; }
 int ffh_copy_word(const void *address, uintptr_t *value) {

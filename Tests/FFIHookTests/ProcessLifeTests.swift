@@ -193,6 +193,15 @@ import Testing
         }
     }
 
+    /// A table made inaccessible (PROT_NONE) when its hook is removed is still mapped: the
+    /// removal keeps the slot's closure as a pass-through (it may still be in the slot once
+    /// the table is accessible again) instead of giving it to another slot.
+    @Test func aTableMadeInaccessibleKeepsItsClosureWhenItsHookIsRemoved() async {
+        await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
+            try ProcessLifeTests.removeFromAnInaccessibleTable()
+        }
+    }
+
     /// Where glibc runs on x86-64, the library found its thread's cleanup list when it loaded,
     /// and hooked calls register their cleanup with three stores instead of calls into glibc
     /// (whose entries a program may hook).
@@ -918,6 +927,37 @@ extension ProcessLifeTests {
     }
 
     // MARK: Calls that never return
+
+    static func removeFromAnInaccessibleTable() throws {
+        startChild()
+        let page = 4096
+        guard let table = mmap(nil, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+            table != MAP_FAILED
+        else { fail("mmap") }
+        let slot = table.bindMemory(to: AddFunction?.self, capacity: 1)
+        slot.initialize(to: ct_fix_add)
+        let token = try Hook.instead(on: FunctionSlot(slot), signature: FixtureSignature.add) { call in
+            call.setReturnValue(Int32(1000))
+        }
+        check(slot.pointee!(2, 3) == 1000, "the hooked call")
+        check(mprotect(table, page, PROT_NONE) == 0, "mprotect PROT_NONE")
+        check(token.remove(), "the removal")
+        check(mprotect(table, page, PROT_READ | PROT_WRITE) == 0, "mprotect PROT_READ | PROT_WRITE")
+        // The slot still holds the closure, which passes calls through to the original.
+        check(address(in: slot) != addOriginalAddress, "the slot still holds the closure")
+        check(slot.pointee!(2, 3) == 5, "a call through the kept closure reaches the original")
+        // Another slot hooked now does not get that closure.
+        try Hook.waitForReclamation()
+        let other = makeAddSlot()
+        let otherToken = try Hook.after(on: FunctionSlot(other), signature: FixtureSignature.add) { call in
+            call.setReturnValue(call.returnValue(as: Int32.self) + 7000)
+        }
+        check(address(in: other) != address(in: slot), "another slot gets a closure of its own")
+        check(slot.pointee!(2, 3) == 5, "the first table's calls still reach its original")
+        check(other.pointee!(2, 3) == 7005, "the other slot's hook")
+        check(otherToken.remove(), "the other removal")
+        other.deallocate()
+    }
 
     static func waitAfterALongjmp(throughAnInsteadHook: Bool) throws {
         startChild()

@@ -28,6 +28,10 @@ static inline void ffh_compiler_barrier(void) { __asm__ __volatile__("" ::: "mem
 /// ``ffh_copy_word``.
 int ffh_read_word(const void *address, uintptr_t *value);
 
+/// Whether a mapping covers the page holding `address`, whatever its protection (a page
+/// made inaccessible with PROT_NONE is mapped): 1 or 0, asked of the kernel (mincore).
+int ffh_is_mapped(const void *address);
+
 /// Reads the machine word at `address` into `value` by asking the kernel to copy it
 /// (`process_vm_readv` on this process), which needs no fault guard and costs two system
 /// calls: 0 on success, -1 when it is not readable.

@@ -58,6 +58,12 @@ enum SlotMemory {
         load(address) != nil
     }
 
+    /// Whether a mapping still covers `address`, whatever its protection: memory made
+    /// inaccessible (PROT_NONE) is mapped, and may be made accessible again with what it held.
+    static func isMapped(_ address: UInt) -> Bool {
+        ffh_is_mapped(UnsafeRawPointer(bitPattern: address)) != 0
+    }
+
     /// The word at `address`, or `nil` when it cannot be read (unmapped): read under the
     /// fault guard, so that an owner unmapping the memory at that moment makes it `nil`
     /// rather than a crash.

@@ -589,13 +589,13 @@ package final class SlotRegistry: Sendable {
             // Under the fault guard: another thread may unmap the slot's table at any moment,
             // even during the exchange, which then reports the slot unwritable.
             let exchanged = SlotMemory.exchange(address, expected: entry.code, desired: entry.original)
-            if exchanged == .unwritable && !SlotMemory.isReadable(address) {
+            if exchanged == .unwritable && !SlotMemory.isReadable(address) && !SlotMemory.isMapped(address) {
                 if isCurrent { release(entry.cell, &state) }
                 return
             }
             restored = exchanged == .replaced
         } else {
-            guard SlotMemory.isReadable(address) else {
+            guard SlotMemory.isReadable(address) || SlotMemory.isMapped(address) else {
                 if isCurrent { release(entry.cell, &state) }
                 return
             }
