@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 __thread ffh_thread *ffh_current_thread __attribute__((tls_model("initial-exec")));
+__thread char ffh_thread_here __attribute__((tls_model("initial-exec")));
 
 /* Whether the call path marks its own code (ffh_handler_setup). */
 static int ffh_marks_call_path;

@@ -57,10 +57,15 @@ public enum ImportScope: Sendable, Hashable, CustomStringConvertible {
 ///   the hook, calls an object binds to itself (`-Bsymbolic`, hidden symbols).
 /// - The symbol is matched by name, whatever its version; an object that imports two
 ///   versions of it has both hooked with the one signature.
-/// - Hooking a function that the hook machinery itself calls (`memcpy`, `malloc`, `dlopen`
-///   ...) in every object reaches libffi and the Swift runtime too: blocks then run for
-///   their calls as well. A block that calls the same function, through any object's
-///   hooked entry of the symbol, is re-entry (see ``HookOptions/allowsReentry``).
+/// - A function that the library itself calls (`memcpy`, `malloc`, `dlopen`, the Swift
+///   runtime's `swift_retain`…) can be hooked in every object, the library's own entries
+///   included: a hooked call's own work never goes through the hook, so blocks run for the
+///   program's calls (libffi's and the Swift runtime's among them), not for that work.
+///   Installs and removals do call through it, and its blocks run for those calls; a block
+///   that then installs a hook where the registry's lock is held is refused with
+///   ``HookError/Code-swift.struct/calledFromHookBlock``. A block that calls the same
+///   function, through any object's hooked entry of the symbol, is re-entry (see
+///   ``HookOptions/allowsReentry``).
 public enum ImportTable {
     /// Hooks `symbol` as called from the objects of `scope`.
     ///

@@ -53,6 +53,18 @@ import Testing
         }
     }
 
+    /// A block on `malloc`, hooked in every object, that installs and removes a hook and asks
+    /// for a call interface whenever it runs during an install: the installs it interrupts
+    /// (inside the interning table's lock, among others) and its own finish, or its own
+    /// install is refused with `calledFromHookBlock` where the registry's lock is held,
+    /// instead of the thread waiting for a lock it holds.
+    @Test(.disabled(if: ProcessLifeTests.underThreadSanitizer, "the allocator cannot be hooked under ThreadSanitizer"))
+    func blocksOnTheAllocatorInstallDuringInstalls() async {
+        await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
+            try LibraryFunctionHookTests.installFromAllocatorBlocksDuringInstalls()
+        }
+    }
+
     /// The call path's own work reaches no function the program hooked: with every function
     /// the library imports hooked in every object at once, hooked calls with before, instead
     /// and after blocks that do nothing run none of those hooks' blocks (an optimised build's
@@ -114,6 +126,53 @@ extension LibraryFunctionHookTests {
 extension LibraryFunctionHookTests {
     /// What the counting blocks count.
     static let calls = Atomic<Int>(0)
+    /// Whether the allocator's block installs (set for the length of each install it should
+    /// interrupt: it runs for every allocation the install makes, its own excepted).
+    static let armed = Atomic<Bool>(false)
+    /// Installs the allocator's block made, and installs refused with `calledFromHookBlock`.
+    static let nestedInstalls = Atomic<Int>(0)
+    static let refusedInstalls = Atomic<Int>(0)
+
+    static func installFromAllocatorBlocksDuringInstalls() throws {
+        typealias Life = ProcessLifeTests
+        Life.startChild()
+        pf_reset()
+        // What the block does is done once before: a block on the allocator must not be the
+        // first code to use a type, whose metadata the Swift runtime makes under a lock it
+        // holds while it allocates (see Threads and Removal).
+        let probe = Life.slot(\.probe)
+        let shape = try Signature("iiiiq")
+        _ = try CallInterface.shared(for: shape)
+        try Hook.before(on: probe, signature: Life.intToInt) { _ in }.remove()
+        let group = try ImportTable.after(symbol: "malloc", in: .all, signature: Signature("^vQ")) { _ in
+            guard LibraryFunctionHookTests.armed.load(ordering: .relaxed) else { return }
+            do {
+                let token = try Hook.before(on: probe, signature: Life.intToInt) { _ in }
+                _ = token.remove()
+                LibraryFunctionHookTests.nestedInstalls.add(1, ordering: .relaxed)
+            } catch let error as HookError where error.code == .calledFromHookBlock {
+                LibraryFunctionHookTests.refusedInstalls.add(1, ordering: .relaxed)
+            } catch {
+                Life.fail("the block's install threw \(error)")
+            }
+            _ = try? CallInterface.shared(for: shape)
+        }
+        for round in 0..<40 {
+            // A signature of its own each round, so that the install interns a new interface.
+            let encoding = "i" + String(repeating: "i", count: 1 + round % 6) + String(repeating: "d", count: round / 6)
+            let signature = try Signature(encoding)
+            armed.store(true, ordering: .relaxed)
+            let token = try Hook.before(on: Life.slot(\.churn), signature: signature) { _ in }
+            armed.store(false, ordering: .relaxed)
+            Life.check(token.remove(), "removal \(round)")
+        }
+        armed.store(false, ordering: .relaxed)
+        let made = nestedInstalls.load(ordering: .relaxed)
+        let refused = refusedInstalls.load(ordering: .relaxed)
+        Life.check(made > 0, "the blocks installed hooks (\(made) made, \(refused) refused)")
+        Life.check(pf_call_slot(Life.pointer(\.churn), 1) == 2, "the slot's original")
+        Life.check(group.remove(), "the group's removal")
+    }
 
     static func hookAndRunTheScenario(symbol: String, signature given: Signature? = nil) throws {
         typealias Life = ProcessLifeTests

@@ -45,6 +45,13 @@ typedef struct ffh_thread {
     struct ffh_thread *next;
 } ffh_thread;
 
+/// A byte of every thread's own, whose address names the thread without a call (locks
+/// remember their owner by it; `pthread_self` may be hooked).
+extern __thread char ffh_thread_here __attribute__((tls_model("initial-exec")));
+
+/// The calling thread's name for lock ownership (see ``ffh_thread_here``); never 0.
+static inline uintptr_t ffh_this_thread(void) { return (uintptr_t)&ffh_thread_here; }
+
 /// The calling thread's record, if it has one.
 extern __thread ffh_thread *ffh_current_thread __attribute__((tls_model("initial-exec")));
 

@@ -49,13 +49,21 @@ final class InterfaceCache: Sendable {
 
     private let entries = Locked<[String: Entry]>([:])
 
+    /// The live interface stored for `key`, if any.
+    ///
+    /// A request from a hook block that runs for a call the table's own work made (a hooked
+    /// `malloc` while this thread holds the table's lock) finds nothing, and gets an
+    /// interface of its own.
     func lookup(_ key: String) -> CallInterface? {
-        entries.withLock { $0[key]?.interface }
+        guard !entries.isHeldByCurrentThread else { return nil }
+        return entries.withLock { $0[key]?.interface }
     }
 
-    /// Stores `interface` unless a live one won the race, and returns the one to use.
+    /// Stores `interface` unless a live one won the race, and returns the one to use (the
+    /// interface itself, not stored, for a request made while this thread holds the lock).
     func insert(_ interface: CallInterface, for key: String) -> CallInterface {
-        entries.withLock { table in
+        guard !entries.isHeldByCurrentThread else { return interface }
+        return entries.withLock { table in
             if let existing = table[key]?.interface { return existing }
             table[key] = Entry(interface: interface, identity: ObjectIdentifier(interface))
             interface.cacheKey.withLock { $0 = key }
@@ -65,6 +73,9 @@ final class InterfaceCache: Sendable {
 
     /// Drops the entry of a dying interface, unless a newer interface already replaced it.
     func remove(_ key: String, identity: ObjectIdentifier) {
+        // An interface freed by a block that runs under the table's own lock was not stored
+        // by that block; one that was is dropped by the next insert of its key.
+        guard !entries.isHeldByCurrentThread else { return }
         entries.withLock { table in
             if table[key]?.identity == identity { table[key] = nil }
         }

@@ -1,4 +1,5 @@
 internal import CFFIHookSupport
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -17,6 +18,10 @@ package final class Locked<Value>: @unchecked Sendable {
     // Sendable: `value` is only touched with `mutex` held.
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private var value: Value
+    /// The thread holding the lock (``ffh_this_thread()``), 0 when none does: a thread that
+    /// asks for the lock again, from a hook block that runs for a call the library made while
+    /// holding it (a hooked `malloc`), is told so rather than waiting for itself for ever.
+    private let owner = Atomic<UInt>(0)
 
     package init(_ value: Value) {
         self.value = value
@@ -32,19 +37,38 @@ package final class Locked<Value>: @unchecked Sendable {
     }
 
     /// Runs `body` with exclusive access to the value.
+    ///
+    /// - Precondition: the calling thread does not hold the lock already (see
+    ///   ``isHeldByCurrentThread``).
     package func withLock<Result, Failure: Error>(
         _ body: (inout Value) throws(Failure) -> Result
     ) throws(Failure) -> Result {
+        precondition(
+            !isHeldByCurrentThread,
+            "a lock of swift-ffi-hook taken again by the thread that holds it: a hook block that runs for a call the library makes while holding it called back into the library"
+        )
         pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
+        owner.store(UInt(ffh_this_thread()), ordering: .relaxed)
+        defer {
+            owner.store(0, ordering: .relaxed)
+            pthread_mutex_unlock(mutex)
+        }
         return try body(&value)
     }
+
+    /// Whether the calling thread holds the lock: it runs a block that the library's own
+    /// work under the lock set off.
+    package var isHeldByCurrentThread: Bool { owner.load(ordering: .relaxed) == UInt(ffh_this_thread()) }
 
     /// Runs `body` with exclusive access to the value if the lock is free now; `nil` when
     /// another thread, or this one further up its stack, holds it.
     package func withLockIfAvailable<Result>(_ body: (inout Value) -> Result) -> Result? {
         guard pthread_mutex_trylock(mutex) == 0 else { return nil }
-        defer { pthread_mutex_unlock(mutex) }
+        owner.store(UInt(ffh_this_thread()), ordering: .relaxed)
+        defer {
+            owner.store(0, ordering: .relaxed)
+            pthread_mutex_unlock(mutex)
+        }
         return body(&value)
     }
 
