@@ -350,9 +350,11 @@ static inline void ffh_fs_store(long offset, uintptr_t value) {
 int ffh_cleanup_set_inline(int on) {
 #if defined(__x86_64__)
     static long found;
-    if (ffh_cleanup_offset) found = ffh_cleanup_offset;
-    ffh_cleanup_offset = on ? found : 0;
-    return found != 0;
+    long offset = __atomic_load_n(&ffh_cleanup_offset, __ATOMIC_RELAXED);
+    if (offset) __atomic_store_n(&found, offset, __ATOMIC_RELAXED);
+    long known = __atomic_load_n(&found, __ATOMIC_RELAXED);
+    if (on >= 0) __atomic_store_n(&ffh_cleanup_offset, on ? known : 0, __ATOMIC_RELAXED);
+    return known != 0;
 #else
     (void)on;
     return 0;
@@ -384,7 +386,7 @@ static inline __attribute__((always_inline)) int ffh_cleanup_register(struct _pt
 /* Takes `buffer` off the list again, running nothing, as _pthread_cleanup_pop(buffer, 0). */
 static inline __attribute__((always_inline)) void ffh_cleanup_unregister(struct _pthread_cleanup_buffer *buffer) {
 #if defined(__x86_64__)
-    long offset = ffh_cleanup_offset;
+    long offset = __atomic_load_n(&ffh_cleanup_offset, __ATOMIC_RELAXED);
     if (__builtin_expect(offset != 0, 1)) {
         ffh_fs_store(offset, (uintptr_t)buffer->__prev);
         return;
@@ -440,7 +442,7 @@ static inline __attribute__((always_inline)) void ffh_run(void *returnValue, voi
        thread's descriptor is known; the list's previous head is kept for the pop. */
     struct _pthread_cleanup_buffer buffer;
 #if defined(__x86_64__)
-    const long offset = ffh_cleanup_offset;
+    const long offset = __atomic_load_n(&ffh_cleanup_offset, __ATOMIC_RELAXED);
 #else
     const long offset = 0;
 #endif

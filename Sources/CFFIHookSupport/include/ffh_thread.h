@@ -279,8 +279,8 @@ void ffh_handler(void *cif, void *returnValue, void **arguments, void *userData)
 
 /// For tests: whether hooked calls register their cleanup inline (1, where the place of
 /// glibc's cleanup list in the thread's descriptor was found when the library loaded) or
-/// through glibc's functions (0); returns whether inline registration is available. Call it
-/// only while no hooked call is running.
+/// through glibc's functions (0), or neither changed (-1); returns whether inline
+/// registration is available. Change it only while no hooked call is running.
 int ffh_cleanup_set_inline(int on);
 
 /// The process id, straight from the kernel: libc's getpid may be hooked or replaced in the

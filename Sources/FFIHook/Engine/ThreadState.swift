@@ -46,6 +46,10 @@ package enum ThreadState {
         ffh_cleanup_set_inline(inline ? 1 : 0) != 0
     }
 
+    /// Whether hooked calls can register glibc's cleanup inline (see
+    /// ``registersCleanupInline(_:)``), asked without changing anything.
+    package static var canRegisterCleanupInline: Bool { ffh_cleanup_set_inline(-1) != 0 }
+
     /// Whether writers can make readers' memory barriers for them.
     static let usesMembarrier: Bool = ffh_membarrier_register() == 0
 
