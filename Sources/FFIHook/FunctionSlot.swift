@@ -8,8 +8,10 @@ public struct FunctionSlot: Sendable, Hashable, CustomStringConvertible {
     /// The slot's address (0 when made from something that is not a slot).
     public let address: UInt
     /// Why the slot is not usable, when it was made from a key path or a typed pointer that
-    /// cannot name a function pointer.
-    let problem: String?
+    /// cannot name a function pointer, or given a fallback that is not a function pointer.
+    var problem: String?
+    /// The function calls get while the slot holds NULL (0 for none); see ``withFallback(_:)``.
+    var fallbackAddress: UInt = 0
 
     /// A slot at `address`, which must be aligned to a pointer and hold a C function pointer.
     ///

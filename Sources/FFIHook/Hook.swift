@@ -14,7 +14,8 @@ public enum Hook {
     ///
     /// - Parameters:
     ///   - slot: an aligned, pointer-sized slot holding a C function of `signature`; it may
-    ///     hold NULL only for an instead hook, which then provides the function.
+    ///     hold NULL for an instead hook, which then provides the function, and for any hook
+    ///     when the slot has a fallback (see ``FunctionSlot/withFallback(_:)``).
     ///   - signature: the C signature of the function in the slot; for a variadic function,
     ///     that of one call shape (see ``/FFIHookCore/Signature/fixedArgumentCount``).
     ///   - position: before, instead of, or after the original.
@@ -25,7 +26,8 @@ public enum Hook {
     /// - Returns: the token that removes the hook.
     /// - Throws: ``HookError`` for a null or misaligned slot, a slot made from a
     ///   key path or pointer that names no function pointer, a slot in unmapped or read-only
-    ///   memory, a NULL slot for a before or after hook, a slot already hooked with a
+    ///   memory, a NULL slot for a before or after hook without a fallback, a fallback that
+    ///   is not a function, a slot already hooked with a
     ///   different signature, a signature the platform cannot pass, or a closure libffi
     ///   cannot allocate. Nothing is installed then.
     public static func install(
@@ -36,7 +38,8 @@ public enum Hook {
             throw HookError(slot: slot.address, signature: signature, problem: .invalidSlot(problem))
         }
         let record = try SlotRegistry.shared.install(
-            slot: slot.pointer, signature: signature, position: position, options: options, block: block)
+            slot: slot.pointer, signature: signature, position: position, options: options,
+            fallback: slot.fallbackAddress, block: block)
         return HookToken(record)
     }
 

@@ -19,7 +19,7 @@ import Synchronization
 @usableFromInline
 package final class SlotEntry: @unchecked Sendable {
     // Sendable: the stored properties are set in init, before the entry is shared, except
-    // `readOnlyProtection`, which is only touched under the registry's lock.
+    // `readOnlyProtection` and `fallback`, which are only touched under the registry's lock.
 
     /// The slot's address.
     package let slot: UnsafeMutableRawPointer
@@ -42,6 +42,10 @@ package final class SlotEntry: @unchecked Sendable {
     /// The protection to restore after writing the slot, when its page is read-only; set
     /// once, under the registry's lock, when the entry is made.
     var readOnlyProtection: SlotMemory.Protection?
+    /// The fallback that became the original of a slot that held NULL (0 when the slot held
+    /// a function): the slot gets NULL back, not the fallback, when the last hook goes. Only
+    /// touched under the registry's lock.
+    var fallback: UInt = 0
     /// `interface` without reference counting, for the call path: a retain there would be a
     /// write to memory every calling thread shares. `interface` keeps it alive.
     fileprivate let callPathInterface: Unmanaged<CallInterface>

@@ -105,17 +105,19 @@ package final class SlotRegistry: Sendable {
     /// call to the same original function through any slot marked that way (the import-table
     /// entries of one symbol in every object), not only through this slot. A `receiver` other
     /// than 0 limits the hook to calls whose first argument is that word (see
-    /// ``HookRecord/receiver``).
+    /// ``HookRecord/receiver``). A `fallback` other than 0 is the original of a slot that
+    /// holds NULL (see ``FunctionSlot/withFallback(_:)``).
     package func install(
         slot: UnsafeMutableRawPointer?, signature: Signature, position: HookPosition, options: HookOptions,
         priority: Int = 0, liftsProtection: Bool = false, reentryByFunction: Bool = false, warmsUp: Bool = true,
-        receiver: UInt = 0, block: @escaping HookRecord.Block
+        receiver: UInt = 0, fallback: UInt = 0, block: @escaping HookRecord.Block
     ) throws(HookError) -> HookRecord {
         let slot = try Self.checkedSlot(slot, signature: signature)
         let address = UInt(bitPattern: slot)
         func failure(_ problem: HookError.Problem) -> HookError {
             HookError(slot: address, signature: signature, problem: problem)
         }
+        if fallback != 0 { try Self.checkFallback(fallback, failure: failure) }
         let interface: CallInterface
         do {
             interface = try CallInterface.shared(for: signature)
@@ -145,6 +147,12 @@ package final class SlotRegistry: Sendable {
                                 fixedArgumentCount: existing.signature.fixedArgumentCount))
                     }
                     target = existing
+                    // Hooks an instead hook installed on the empty slot wrap NULL until a
+                    // fallback comes.
+                    if existing.original == 0 && fallback != 0 {
+                        existing.setOriginal(fallback)
+                        existing.fallback = fallback
+                    }
                 } else {
                     // Another writer took the slot over: the old entry keeps its hooks for
                     // whoever chained to its closure, and the slot gets a closure of its own.
@@ -165,7 +173,8 @@ package final class SlotRegistry: Sendable {
             }
             let entry = target!
             if !holdsClosure {
-                try Self.takeOver(cell, for: entry, allowEmpty: position == .instead, failure: failure)
+                try Self.takeOver(
+                    cell, for: entry, allowEmpty: position == .instead, fallback: fallback, failure: failure)
             }
             let record = HookRecord(
                 block: block, position: position, options: options, priority: priority, receiver: receiver,
@@ -294,17 +303,30 @@ package final class SlotRegistry: Sendable {
         return entry
     }
 
-    /// Makes `cell` point at the entry's closure, remembering what it held as the original.
+    /// Makes `cell` point at the entry's closure, remembering what it held as the original;
+    /// a slot that holds NULL gets `fallback` (when not 0) as its original.
     private static func takeOver(
-        _ cell: UnsafeMutablePointer<Atomic<UInt>>, for entry: SlotEntry, allowEmpty: Bool,
+        _ cell: UnsafeMutablePointer<Atomic<UInt>>, for entry: SlotEntry, allowEmpty: Bool, fallback: UInt,
         failure: (HookError.Problem) -> HookError
     ) throws(HookError) {
         try swap(cell, to: entry.code, protection: entry.readOnlyProtection, failure: failure) {
             (value: UInt) throws(HookError) in
-            guard value != 0 || allowEmpty else { throw failure(.emptySlot) }
+            guard value != 0 || allowEmpty || fallback != 0 else { throw failure(.emptySlot) }
+            let original = value == 0 ? fallback : value
             // Until the entry is published, calls that reach the closure pass through to it.
-            entry.setOriginal(value)
-            ffh_slot_set_state(entry.record, value)
+            entry.setOriginal(original)
+            entry.fallback = value == 0 ? fallback : 0
+            ffh_slot_set_state(entry.record, original)
+        }
+    }
+
+    /// Refuses a fallback that is not the address of a function, as a replacement is.
+    private static func checkFallback(_ fallback: UInt, failure: (HookError.Problem) -> HookError) throws(HookError) {
+        guard SlotMemory.protection(of: fallback)?.executable == true else {
+            throw failure(
+                .invalidSlot(
+                    "the fallback 0x\(String(fallback, radix: 16)) is not the address of a function (not in executable memory)"
+                ))
         }
     }
 
@@ -584,11 +606,14 @@ package final class SlotRegistry: Sendable {
         // that took their pointer as its original would call itself through them). So does a
         // slot made read-only since the install, which may hold the closure still. A slot
         // whose memory is gone is not touched, and its closure is reused.
+        // A slot that held NULL and got a fallback as its original gets NULL back, unless a
+        // replacement has gone under the hooks since.
+        let original = entry.fallback != 0 && entry.original == entry.fallback ? 0 : entry.original
         let restored: Bool
         if entry.readOnlyProtection == nil {
             // Under the fault guard: another thread may unmap the slot's table at any moment,
             // even during the exchange, which then reports the slot unwritable.
-            let exchanged = SlotMemory.exchange(address, expected: entry.code, desired: entry.original)
+            let exchanged = SlotMemory.exchange(address, expected: entry.code, desired: original)
             if exchanged == .unwritable && !SlotMemory.isReadable(address) && !SlotMemory.isMapped(address) {
                 if isCurrent { release(entry.cell, &state) }
                 return
@@ -599,7 +624,7 @@ package final class SlotRegistry: Sendable {
                 if isCurrent { release(entry.cell, &state) }
                 return
             }
-            restored = writeBack(entry.original, over: entry.code, at: address, wasReadOnly: true)
+            restored = writeBack(original, over: entry.code, at: address, wasReadOnly: true)
         }
         if !restored && isCurrent {
             state.table.remove(entry.cell, in: state.pool)
