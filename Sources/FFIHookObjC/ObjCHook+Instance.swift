@@ -90,7 +90,7 @@ extension ObjCHook {
     /// Runs `block` with the receiver and the arguments before `object`'s method.
     public static func before<each Argument: BitwiseCopyable, Result: BitwiseCopyable>(
         on object: ObjCObject, _ selector: String, arguments: repeat (each Argument).Type, returning: Result.Type,
-        options: HookOptions = [], _ block: @escaping @Sendable (UnsafeRawPointer, repeat each Argument) -> Void
+        options: HookOptions = [], _ block: @escaping @Sendable (ObjCObject, repeat each Argument) -> Void
     ) throws(ObjCHookError) -> HookToken {
         try installTyped(
             on: object, selector, repeat each arguments, returning: Result.self, position: .before, options: options,
@@ -102,7 +102,7 @@ extension ObjCHook {
     public static func after<each Argument: BitwiseCopyable, Result: BitwiseCopyable>(
         on object: ObjCObject, _ selector: String, arguments: repeat (each Argument).Type, returning: Result.Type,
         options: HookOptions = [],
-        _ block: @escaping @Sendable (UnsafeRawPointer, Result, repeat each Argument) -> Result
+        _ block: @escaping @Sendable (ObjCObject, Result, repeat each Argument) -> Result
     ) throws(ObjCHookError) -> HookToken {
         try installTyped(
             on: object, selector, repeat each arguments, returning: Result.self, position: .after, options: options,
@@ -113,7 +113,7 @@ extension ObjCHook {
     /// arguments.
     public static func after<each Argument: BitwiseCopyable>(
         on object: ObjCObject, _ selector: String, arguments: repeat (each Argument).Type, options: HookOptions = [],
-        _ block: @escaping @Sendable (UnsafeRawPointer, repeat each Argument) -> Void
+        _ block: @escaping @Sendable (ObjCObject, repeat each Argument) -> Void
     ) throws(ObjCHookError) -> HookToken {
         try installTyped(
             on: object, selector, repeat each arguments, returning: Void.self, position: .after, options: options,
@@ -127,7 +127,7 @@ extension ObjCHook {
         options: HookOptions = [],
         _ block:
             @escaping @Sendable (
-                _ original: (repeat each Argument) -> Result, _ receiver: UnsafeRawPointer, repeat each Argument
+                _ original: (repeat each Argument) -> Result, _ receiver: ObjCObject, repeat each Argument
             ) -> Result
     ) throws(ObjCHookError) -> HookToken {
         try installTyped(

@@ -6,8 +6,9 @@ public import FFIHook
 /// The signature comes from the runtime; the Swift types given are checked against it when
 /// the hook is installed (their number, each one's size and alignment, the kind of
 /// standard-library scalars), so a block cannot read an `int` as a `double`. The selector
-/// (`_cmd`) is left out; the receiver comes first. Use `Void.self` as `returning` for a
-/// method that returns `void`.
+/// (`_cmd`) is left out; the receiver comes first, as an ``ObjCObject``, which prints as
+/// `<Counter: 0x…>` (its ``ObjCObject/pointer`` is the `id`). Use `Void.self` as `returning`
+/// for a method that returns `void`.
 ///
 /// ```swift
 /// let add = ObjCMethod.instance("add:to:", of: try ObjCClass(named: "Counter"))
@@ -22,7 +23,7 @@ extension ObjCHook {
     /// Runs `block` with the receiver and the arguments before the method.
     public static func before<each Argument: BitwiseCopyable, Result: BitwiseCopyable>(
         on method: ObjCMethod, arguments: repeat (each Argument).Type, returning: Result.Type,
-        options: HookOptions = [], _ block: @escaping @Sendable (UnsafeRawPointer, repeat each Argument) -> Void
+        options: HookOptions = [], _ block: @escaping @Sendable (ObjCObject, repeat each Argument) -> Void
     ) throws(ObjCHookError) -> HookToken {
         try installTyped(
             on: method, repeat each arguments, returning: Result.self, position: .before, options: options,
@@ -35,7 +36,7 @@ extension ObjCHook {
     public static func after<each Argument: BitwiseCopyable, Result: BitwiseCopyable>(
         on method: ObjCMethod, arguments: repeat (each Argument).Type, returning: Result.Type,
         options: HookOptions = [],
-        _ block: @escaping @Sendable (UnsafeRawPointer, Result, repeat each Argument) -> Result
+        _ block: @escaping @Sendable (ObjCObject, Result, repeat each Argument) -> Result
     ) throws(ObjCHookError) -> HookToken {
         try installTyped(
             on: method, repeat each arguments, returning: Result.self, position: .after, options: options,
@@ -45,7 +46,7 @@ extension ObjCHook {
     /// Runs `block` after a method that returns `void`, with the receiver and the arguments.
     public static func after<each Argument: BitwiseCopyable>(
         on method: ObjCMethod, arguments: repeat (each Argument).Type, options: HookOptions = [],
-        _ block: @escaping @Sendable (UnsafeRawPointer, repeat each Argument) -> Void
+        _ block: @escaping @Sendable (ObjCObject, repeat each Argument) -> Void
     ) throws(ObjCHookError) -> HookToken {
         try installTyped(
             on: method, repeat each arguments, returning: Void.self, position: .after, options: options,
@@ -61,7 +62,7 @@ extension ObjCHook {
         options: HookOptions = [],
         _ block:
             @escaping @Sendable (
-                _ original: (repeat each Argument) -> Result, _ receiver: UnsafeRawPointer, repeat each Argument
+                _ original: (repeat each Argument) -> Result, _ receiver: ObjCObject, repeat each Argument
             ) -> Result
     ) throws(ObjCHookError) -> HookToken {
         try installTyped(

@@ -4,8 +4,10 @@
 /// let token = try ObjCHook.before(on: ObjCObject(counter), "add:to:") { call in … }
 /// ```
 ///
-/// The value holds the object's address and does not retain the object.
-public struct ObjCObject: Sendable, Hashable, CustomStringConvertible {
+/// The value holds the object's address and does not retain the object. Typed blocks get
+/// their receiver as one, so that printing it shows the object (`<Counter: 0x…>`, the form of
+/// `NSObject`'s `-description`) rather than a bare address; ``pointer`` is the `id` itself.
+public struct ObjCObject: Sendable, Hashable, BitwiseCopyable, CustomStringConvertible {
     /// The object's address (an `id`).
     public let address: UInt
 
@@ -32,7 +34,11 @@ public struct ObjCObject: Sendable, Hashable, CustomStringConvertible {
         return runtime.classOf(OpaquePointer(pointer)).map { ObjCClass(UnsafeRawPointer($0)) }
     }
 
-    /// `<Counter: 0x…>`, or the address alone when no runtime is loaded.
+    /// `<Counter: 0x…>`, as `NSObject`'s `-description` prints an object, with the class the
+    /// object reports (``reportedClass``), or the address alone when no runtime is loaded.
+    ///
+    /// Sends the object no message but `-class`: a class's own `-description` (an `NSString`'s
+    /// text, say) is not used, and printing is safe inside any hook block.
     public var description: String {
         let address = "0x" + String(address, radix: 16)
         guard let name = reportedClass?.name else { return address }

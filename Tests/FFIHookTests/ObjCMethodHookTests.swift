@@ -127,7 +127,7 @@ import Testing
         let seen = Mutex<[String]>([])
         let tokens = [
             try ObjCHook.before(on: add, arguments: Int32.self, Int32.self, returning: Int32.self) { receiver, a, b in
-                seen.withLock { $0.append("before \(UInt(bitPattern: receiver) == objectAddress) \(a) \(b)") }
+                seen.withLock { $0.append("before \(receiver.address == objectAddress) \(a) \(b)") }
             },
             try ObjCHook.after(on: add, arguments: Int32.self, Int32.self, returning: Int32.self) { _, sum, a, b in
                 seen.withLock { $0.append("after \(sum) \(a) \(b)") }
@@ -146,7 +146,7 @@ import Testing
 
         // A void method, and a struct argument and result.
         let ticks = Atomic<Int>(0)
-        let tick = try ObjCHook.after(on: .instance("tick", of: counter)) { (_: UnsafeRawPointer) in
+        let tick = try ObjCHook.after(on: .instance("tick", of: counter)) { (_: ObjCObject) in
             ticks.add(1, ordering: .relaxed)
         }
         F.tick(object)

@@ -100,6 +100,10 @@ public struct Invocation: ~Copyable {
     /// Runs the next instead block inward, or the original function when this is the
     /// innermost, with the current arguments; its result becomes the return value.
     ///
+    /// On a slot that held NULL when the instead hook filled it, and that has no fallback
+    /// (see ``FunctionSlot/withFallback(_:)``), there is no original: the innermost call sets
+    /// the return value to zero (every byte of a structure or union) and calls nothing.
+    ///
     /// - Precondition: called from an instead block.
     public func callOriginal() {
         precondition(position == .instead, "callOriginal() is for instead blocks; this is a \(position) block")

@@ -505,3 +505,13 @@ int ofx_counted_deallocation_count(void) { return __atomic_load_n(&ofx_counted_d
 
 /// [object sumOf:7, 1, 2, ..., 7]: ten arguments with self and _cmd, four on the stack.
 int ofx_sum_of_seven(id object) { return [object sumOf:7, 1, 2, 3, 4, 5, 6, 7]; }
+
+// MARK: - Descriptions
+
+/// `[object description]` as a C string the caller frees: what GNUstep prints for the object.
+char *ofx_description(id object) {
+    NSAutoreleasePool *pool = [NSAutoreleasePool new];
+    char *text = strdup([[object description] UTF8String]);
+    [pool release];
+    return text;
+}

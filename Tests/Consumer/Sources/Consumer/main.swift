@@ -130,10 +130,12 @@ let seenAdds = Mutex<[String]>([])
 let addLogger = try ObjCHook.before(on: .instance("add:to:", of: counter)) { call in
     seenAdds.withLock { $0.append("add \(call.argument(2, as: Int32.self)) to \(call.argument(3, as: Int32.self))") }
 }
+let addReceivers = Mutex<[String]>([])
 let addDoubler = try ObjCHook.after(
     on: .instance("add:to:", of: counter), arguments: Int32.self, Int32.self, returning: Int32.self
 ) { receiver, sum, a, b in
-    sum * 2
+    addReceivers.withLock { $0.append("\(receiver)") }
+    return sum * 2
 }
 let mine = try ObjCHook.instead(on: ObjCObject(object), "add:to:") { call in
     call.callOriginal()
@@ -141,6 +143,9 @@ let mine = try ObjCHook.instead(on: ObjCObject(object), "add:to:") { call in
 }
 check(consumer_objc_add(object, 2, 3) == 11, "the method through class-wide and per-instance hooks")
 check(seenAdds.withLock { $0 } == ["add 2 to 3"], "the logger saw the message")
+check(
+    addReceivers.withLock { $0 } == ["<Counter: 0x\(String(UInt(bitPattern: object), radix: 16))>"],
+    "the typed block's receiver prints as the object: \(addReceivers.withLock { $0 })")
 check(ObjCObject(object).dispatchClass?.name != "Counter", "the object on a subclass of its own")
 check(ObjCObject(object).reportedClass?.name == "Counter", "the object reports its class")
 addLogger.remove()
