@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs Tests/Consumer, a package that depends on this one as users' packages do:
 # by version, from a clone of this repository's HEAD tagged 1.0.0, with only the products
-# the package declares. Its program runs the README's examples and exits non-zero when one
-# does not hold.
+# the package declares. Its programs run the README's examples and the documentation's tasks
+# and exit non-zero when one does not hold.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,4 +15,6 @@ cp -R Tests/Consumer/. "$work/consumer/"
 sed -i "s#SWIFT_FFI_HOOK_URL#file://$work/swift-ffi-hook#" "$work/consumer/Package.swift"
 echo "== consumer: building against swift-ffi-hook 1.0.0 (HEAD $(git rev-parse --short HEAD))"
 swift build --package-path "$work/consumer"
-"$(swift build --package-path "$work/consumer" --show-bin-path)/Consumer"
+bin="$(swift build --package-path "$work/consumer" --show-bin-path)"
+"$bin/Consumer"
+"$bin/ConsumerObjC"

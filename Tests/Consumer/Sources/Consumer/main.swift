@@ -154,4 +154,7 @@ mine.remove()
 check(ObjCObject(object).dispatchClass?.name == "Counter", "the object's class back")
 check(consumer_objc_add(object, 2, 3) == 5, "the method after the removals")
 
+// Examples kept in files of their own.
+try runZlibExample()
+
 print("consumer: every README example ran")
