@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// A handle that takes out what it installed: the tokens of hooks and replacements, which
 /// ``Hook/scoped(_:during:)`` removes when its body ends.
 public protocol RemovableHook: AnyObject, Sendable {
@@ -37,7 +41,8 @@ extension Hook {
     /// stays until its own token removes it.
     ///
     /// The hook is removed before this returns; a call into its block that another thread
-    /// has already begun may still finish afterwards (see ``HookToken/remove()``).
+    /// has already begun may still finish afterwards (see ``HookToken/remove()``). The
+    /// removal leaves `errno` as it finds it: after a synchronous body, what the body left.
     ///
     /// - Parameters:
     ///   - install: installs the hook and returns its token; runs inside the scope.
@@ -49,7 +54,7 @@ extension Hook {
     ) throws -> Result {
         try HookScope.$current.withValue(HookScope(parent: HookScope.current)) {
             let token = try install()
-            defer { token.remove() }
+            defer { remove(token) }
             return try body()
         }
     }
@@ -75,8 +80,15 @@ extension Hook {
     ) async throws -> Result {
         try await HookScope.$current.withValue(HookScope(parent: HookScope.current)) {
             let token = try install()
-            defer { token.remove() }
+            defer { remove(token) }
             return try await body()
         }
+    }
+
+    /// Removes a scope's hook, leaving `errno` as the scope's body left it.
+    private static func remove(_ token: some RemovableHook) {
+        let saved = errno
+        token.remove()
+        errno = saved
     }
 }

@@ -97,6 +97,33 @@ import Testing
         }
     }
 
+    /// A token whose removal changes errno, as a removal that makes system calls may.
+    final class ErrnoChangingToken: RemovableHook {
+        func remove() -> Bool {
+            ct_errno_set(1)
+            return true
+        }
+    }
+
+    /// The removal at the end of a scope leaves errno as the body left it.
+    @Test func errnoSurvivesTheRemoval() throws {
+        try withAddSlot { slot in
+            let result = try Hook.scoped {
+                ErrnoChangingToken()
+            } during: {
+                try Hook.scoped {
+                    try Hook.before(on: FunctionSlot(slot), signature: add) { _ in }
+                } during: {
+                    let result = call(slot)
+                    ct_errno_set(Int32(25))
+                    return result
+                }
+            }
+            #expect(result == 5)
+            #expect(ct_errno_get() == 25)
+        }
+    }
+
     @Test func aFailedInstallRunsNoBody() throws {
         let ran = Mutex(false)
         #expect(throws: HookError.self) {
