@@ -67,6 +67,24 @@ import Testing
         #expect(seen.load(ordering: .relaxed) == 0)
     }
 
+    /// The README's example of a fault for one test.
+    @Test func theReadmeExample() async throws {
+        // open() fails with EACCES for this test's calls only, until the body returns or throws.
+        let shape = try Signature(variadic: "i*ii", fixedArgumentCount: 2)
+        let descriptor = try await Hook.scoped {
+            try ImportTable.instead(symbol: "open", in: .all, signature: shape, options: .inCurrentTaskOnly) { call in
+                errno = EACCES
+                call.setReturnValue(Int32(-1))
+            }
+        } during: {
+            open("/etc/hostname", O_RDONLY)  // -1; other tests running meanwhile open files as usual
+        }
+        #expect(descriptor == -1)
+        let again = open("/etc/hostname", O_RDONLY)
+        #expect(again >= 0)
+        close(again)
+    }
+
     // MARK: - write
 
     @Test func aShortWriteThenEIO() throws {
