@@ -156,9 +156,18 @@ import Testing
 
     static func meet(_ counter: borrowing Atomic<Int>) async {
         counter.add(1, ordering: .acquiringAndReleasing)
-        for _ in 0..<2000 where counter.load(ordering: .acquiring) < 2 {
+        var waited = 0
+        while counter.load(ordering: .acquiring) < 2 && waited < 2000 {
             try? await Task.sleep(for: .milliseconds(1))
+            waited += 1
         }
+    }
+
+    static let first = TestingWithHooksArticleTests.readable + "-first"
+    static let second = TestingWithHooksArticleTests.readable + "-second"
+
+    init() {
+        for path in [Self.first, Self.second] { FileManager.default.createFile(atPath: path, contents: Data()) }
     }
 
     /// What `open` gives for `mine` and `theirs` while this test's fault is injected for
@@ -190,13 +199,6 @@ import Testing
             await meet(finished)
             return (mineFailed, theirsOpened)
         }
-    }
-
-    static let first = TestingWithHooksArticleTests.readable + "-first"
-    static let second = TestingWithHooksArticleTests.readable + "-second"
-
-    init() {
-        for path in [Self.first, Self.second] { FileManager.default.createFile(atPath: path, contents: Data()) }
     }
 
     @Test func theFirstTestSeesOnlyItsFault() async throws {
