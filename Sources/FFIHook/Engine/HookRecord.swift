@@ -25,7 +25,7 @@ package final class HookRecord: Sendable {
     let receiver: UInt
     /// The calls the hook takes part in (thread, task); whether it has a limit at all is
     /// read first, so a hook without one pays a test of a flag.
-    let limit: CallerLimit
+    package let limit: CallerLimit
     let isLimited: Bool
 
     init(
