@@ -27,12 +27,15 @@ extension Hook {
     ///     (nothing checks the signature). Pass a C function by name with its type spelled
     ///     out (`c_multiply as @convention(c) (Int32, Int32) -> Int32`): otherwise Swift turns
     ///     the name into a Swift closure, which is refused.
-    ///   - options: ``HookOptions/liftsPageProtection`` for a slot in read-only memory; other
-    ///     options do not apply to a replacement and are ignored.
+    ///   - options: ``HookOptions/liftsPageProtection`` for a slot in read-only memory;
+    ///     ``HookOptions/once`` and ``HookOptions/allowsReentry`` do not apply to a
+    ///     replacement and are ignored.
     /// - Returns: the token that removes the replacement.
     /// - Throws: ``HookError`` for a null, misaligned, unmapped or read-only slot, a slot in
-    ///   executable memory, or a `function` that is not a single C function pointer into
-    ///   executable memory.
+    ///   executable memory, a `function` that is not a single C function pointer into
+    ///   executable memory, or ``HookError/Code-swift.struct/unsupportedCallerLimit`` for
+    ///   ``HookOptions/onInstallingThreadOnly`` or ``HookOptions/inCurrentTaskOnly``, which a
+    ///   replacement cannot honour.
     ///
     /// A replacement of a slot that held NULL, removed from under hooks installed since,
     /// leaves those hooks wrapping NULL: calls through the slot then return zero until the
@@ -47,6 +50,9 @@ extension Hook {
             throw HookError(
                 slot: slot.address, signature: nil,
                 problem: .invalidSlot("the replacement \(Function.self) is not a @convention(c) function pointer"))
+        }
+        guard options.isDisjoint(with: HookOptions.callerLimits) else {
+            throw HookError(slot: slot.address, signature: nil, problem: .limitedReplacement)
         }
         let pointer = unsafeBitCast(function, to: UnsafeRawPointer?.self)
         let replacement = try SlotRegistry.shared.replace(

@@ -20,7 +20,9 @@ public enum Hook {
     ///     that of one call shape (see ``/FFIHookCore/Signature/fixedArgumentCount``).
     ///   - position: before, instead of, or after the original.
     ///   - options: ``HookOptions/once``, ``HookOptions/allowsReentry``,
-    ///     ``HookOptions/liftsPageProtection``.
+    ///     ``HookOptions/liftsPageProtection``, and the limits to the installing thread's
+    ///     or the current task's calls, ``HookOptions/onInstallingThreadOnly`` and
+    ///     ``HookOptions/inCurrentTaskOnly``.
     ///   - block: runs with a view of each call, on the calling thread, possibly on several
     ///     threads at once; see ``Invocation``.
     /// - Returns: the token that removes the hook.
@@ -28,8 +30,9 @@ public enum Hook {
     ///   key path or pointer that names no function pointer, a slot in unmapped or read-only
     ///   memory, a NULL slot for a before or after hook without a fallback, a fallback that
     ///   is not a function, a slot already hooked with a
-    ///   different signature, a signature the platform cannot pass, or a closure libffi
-    ///   cannot allocate. Nothing is installed then.
+    ///   different signature, a signature the platform cannot pass, a closure libffi
+    ///   cannot allocate, or ``HookOptions/inCurrentTaskOnly`` outside
+    ///   ``scoped(_:during:)``. Nothing is installed then.
     public static func install(
         on slot: FunctionSlot, signature: Signature, position: HookPosition, options: HookOptions = [],
         _ block: @escaping @Sendable (borrowing Invocation) -> Void

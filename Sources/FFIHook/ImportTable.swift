@@ -172,9 +172,10 @@ public enum ImportTable {
         symbol: String, in scope: ImportScope, signature: Signature, position: HookPosition, _ options: HookOptions,
         _ block: @escaping @Sendable (borrowing Invocation) -> Void
     ) throws(HookError) -> HookGroupToken {
-        let request = ImportRequest(
+        var request = ImportRequest(
             symbol: symbol, signature: signature, position: position,
             options: options.union(.liftsPageProtection), block: block)
+        request.limit = try CallerLimit(options: options, signature: signature)
         if scope == .allIncludingLaterLoads {
             return try LoadFollower.start(request)
         }
@@ -196,6 +197,9 @@ struct ImportRequest: Sendable {
     let position: HookPosition
     let options: HookOptions
     let block: @Sendable (borrowing Invocation) -> Void
+    /// The calls the hooks take part in, taken where the hook was asked for (entries hooked
+    /// later, as objects load, keep it).
+    var limit: CallerLimit = .none
 }
 
 /// `once` for a whole group of hooks: the first call to claim it runs the block, and the

@@ -160,7 +160,7 @@ enum ImportWalk {
         let record = try SlotRegistry.shared.install(
             slot: UnsafeMutableRawPointer(bitPattern: entry.slot), signature: request.signature,
             position: request.position, options: request.options, liftsProtection: true,
-            reentryByFunction: true, block: request.block)
+            reentryByFunction: true, limit: request.limit, block: request.block)
         return HookToken(record)
     }
 

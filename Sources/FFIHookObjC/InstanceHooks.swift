@@ -273,7 +273,7 @@ extension MethodRegistry {
                 guard
                     let (record, _) = try? Self.installLocked(
                         target, hook.prepared, position: hook.position, options: hook.options, receiver: object,
-                        priority: hook.priority, block: hook.block, state: &state)
+                        priority: hook.priority, limit: hook.record?.limit, block: hook.block, state: &state)
                 else { continue }
                 old.append(hook.record)
                 hook.use(record)

@@ -240,10 +240,13 @@ final class MethodRegistry: Sendable {
     }
 
     /// Installs a hook on the method as ``install(_:signature:position:options:block:checking:)``
-    /// does, under the lock; returns the engine's record and the method's shadow.
+    /// does, under the lock; returns the engine's record and the method's shadow. `limit` is
+    /// the caller limit of a hook installed again (see `CallerLimit`); by default
+    /// the one `options` ask for, taken on the calling thread.
     static func installLocked(
         _ target: Target, _ prepared: Prepared, position: HookPosition, options: HookOptions, receiver: UInt = 0,
-        priority: Int = 0, block: @escaping @Sendable (borrowing Invocation) -> Void, state: inout State
+        priority: Int = 0, limit: CallerLimit? = nil, block: @escaping @Sendable (borrowing Invocation) -> Void,
+        state: inout State
     ) throws(ObjCHookError) -> (HookRecord, Method) {
         let runtime = target.runtime
         guard let found = runtime.instanceMethod(of: target.cls, selector: prepared.selector) else {
@@ -276,7 +279,7 @@ final class MethodRegistry: Sendable {
         do throws(HookError) {
             record = try SlotRegistry.shared.install(
                 slot: UnsafeMutableRawPointer(hooked.shadow), signature: prepared.signature, position: position,
-                options: options, priority: priority, receiver: receiver, block: block)
+                options: options, priority: priority, receiver: receiver, limit: limit, block: block)
         } catch {
             throw target.failure(.hookFailed, error.message, encoding: prepared.encoding, hookError: error)
         }

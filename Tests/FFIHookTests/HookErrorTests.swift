@@ -173,7 +173,7 @@ extension FixtureTableTests {
         .invalidSignature("argument 0 ({Empty}) cannot be passed: an empty struct"),
         .closureAllocationFailed, .closurePreparationFailed(status: 1), .slotContention, .unmappedSlot,
         .readOnlySlot, .protectionChangeFailed, .calledFromHookBlock, .objectNotFound("libNoSuchObject.so"),
-        .symbolNotImported("no_such_symbol"), .unsupportedScope,
+        .symbolNotImported("no_such_symbol"), .unsupportedScope, .taskLimitOutsideScope,
     ]
 
     /// Whether a problem is about installing a hook. The switch is exhaustive, so a new
@@ -182,7 +182,7 @@ extension FixtureTableTests {
         switch problem {
         case .nullSlot, .misalignedSlot, .invalidSlot, .emptySlot, .signatureMismatch, .invalidSignature,
             .closureAllocationFailed, .closurePreparationFailed, .slotContention, .unmappedSlot, .readOnlySlot,
-            .objectNotFound, .symbolNotImported, .unsupportedScope:
+            .objectNotFound, .symbolNotImported, .unsupportedScope, .unsupportedCallerLimit:
             true
         case .protectionChangeFailed, .calledFromHookBlock: false
         }
@@ -191,7 +191,7 @@ extension FixtureTableTests {
     @Test func everyCodeIsListedOnceWithItsOwnName() {
         let codes = Set(Self.everyProblem.map(\.code))
         #expect(codes.count == Self.everyProblem.count)
-        #expect(codes.count == 16)
+        #expect(codes.count == 17)
         let names = Set(codes.map(\.description))
         #expect(names.count == codes.count)
         for problem in Self.everyProblem {

@@ -107,6 +107,7 @@ extension LibraryFunctionHookTests {
         "swift_initClassMetadata2": "{MetadataDependency=^vQ}^vQQ^^v^Q",
         "swift_initStackObject": "^v^v^v",
         "swift_initStaticObject": "^v^v^v",
+        "swift_isUniquelyReferenced_native": "B^v",
         "swift_isUniquelyReferenced_nonNull_native": "B^v",
         "swift_once": "v^q^?^v",
         "swift_release": "v^v",
@@ -132,5 +133,11 @@ extension LibraryFunctionHookTests {
         // signature describes their calls.
         "swift_getAtKeyPath": nil,
         "swift_modifyAtWritableKeyPath": nil,
+        // The concurrency runtime's task allocator and executor switch, which the library's
+        // asynchronous functions (Hook.scoped with an async body) call with Swift's own
+        // calling conventions (the switch's is the asynchronous one).
+        "swift_task_alloc": nil,
+        "swift_task_dealloc": nil,
+        "swift_task_switch": nil,
     ]
 }

@@ -27,6 +27,7 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
             case nullSlot, misalignedSlot, invalidSlot, emptySlot, signatureMismatch, invalidSignature
             case closureAllocationFailed, closurePreparationFailed, slotContention, unmappedSlot, readOnlySlot
             case protectionChangeFailed, calledFromHookBlock, objectNotFound, symbolNotImported, unsupportedScope
+            case unsupportedCallerLimit
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -75,6 +76,12 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
         /// An import-table operation that cannot cover the scope asked for: a replacement
         /// does not follow later loads.
         public static var unsupportedScope: Self { Self(.unsupportedScope) }
+
+        /// A hook limited to the current task (``HookOptions/inCurrentTaskOnly``) installed
+        /// outside ``Hook/scoped(_:during:)``, which is what names the task's calls; or a
+        /// replacement asked to be limited to a thread or a task, which it cannot be: it runs
+        /// no block of the library's that could tell calls apart.
+        public static var unsupportedCallerLimit: Self { Self(.unsupportedCallerLimit) }
 
         /// The code's name, as the static member is spelled (`emptySlot`).
         public var description: String { value.rawValue }
@@ -143,6 +150,14 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
 
     /// A problem found while installing or removing, with the details its message needs.
     package enum Problem: Sendable, Hashable {
+        /// ``unsupportedCallerLimit(_:)``'s reason for a task limit outside a scope.
+        package static let taskLimitOutsideScope = Problem.unsupportedCallerLimit(
+            "a hook limited to the current task (.inCurrentTaskOnly) is installed inside Hook.scoped(_:during:), which names the task's calls"
+        )
+        /// ``unsupportedCallerLimit(_:)``'s reason for a limited replacement.
+        package static let limitedReplacement = Problem.unsupportedCallerLimit(
+            "a replacement cannot be limited to a thread or a task (.onInstallingThreadOnly, .inCurrentTaskOnly): it runs no block that could tell calls apart"
+        )
         case nullSlot
         case misalignedSlot
         case invalidSlot(String)
@@ -159,6 +174,7 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
         case objectNotFound(String)
         case symbolNotImported(String)
         case unsupportedScope
+        case unsupportedCallerLimit(String)
 
         /// The code of this kind of problem.
         package var code: Code {
@@ -179,6 +195,7 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
             case .objectNotFound: .objectNotFound
             case .symbolNotImported: .symbolNotImported
             case .unsupportedScope: .unsupportedScope
+            case .unsupportedCallerLimit: .unsupportedCallerLimit
             }
         }
 
@@ -208,6 +225,7 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
                 "no object in scope imports \(quoted(symbol)) (it has no JUMP_SLOT or GLOB_DAT entry for it)"
             case .unsupportedScope:
                 "a replacement does not follow later loads (replace with .all once the objects are loaded)"
+            case .unsupportedCallerLimit(let reason): reason
             }
         }
     }

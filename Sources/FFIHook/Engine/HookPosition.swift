@@ -41,4 +41,35 @@ public struct HookOptions: OptionSet, Sendable, Hashable {
     /// ``HookError/Code-swift.struct/readOnlySlot``. Memory that is executable (a function's
     /// code) is refused either way, with ``HookError/Code-swift.struct/invalidSlot``.
     public static let liftsPageProtection = HookOptions(rawValue: 1 << 2)
+
+    /// Run the block only for calls made on the thread that installs the hook; other
+    /// threads' calls go on as if the hook were not installed (see <doc:TestingWithHooks>).
+    ///
+    /// A call from another thread skips a before or after block, and passes an instead block
+    /// by as if it had called ``Invocation/callOriginal()``. With ``once``, only a call from
+    /// the installing thread takes the single run. The thread is known by an address of its
+    /// own thread-local storage, which a thread started after the installing one exits may
+    /// get again: remove the hook before its thread ends, as ``Hook/scoped(_:during:)`` does.
+    /// Code that runs in Swift tasks moves between threads: limit its hooks with
+    /// ``inCurrentTaskOnly`` instead. A replacement cannot be limited (see
+    /// ``HookError/Code-swift.struct/unsupportedCallerLimit``).
+    public static let onInstallingThreadOnly = HookOptions(rawValue: 1 << 3)
+
+    /// Run the block only for calls made from inside the ``Hook/scoped(_:during:)`` that
+    /// installs the hook: from its body's task, from the child tasks that task creates (`async
+    /// let`, task groups) and from the tasks it starts that inherit its task-local values
+    /// (`Task { }`, not `Task.detached`); calls from other tasks and from other threads go
+    /// on as if the hook were not installed (see <doc:TestingWithHooks>).
+    ///
+    /// A call that does not match skips a before or after block, and passes an instead block
+    /// by as if it had called ``Invocation/callOriginal()``; with ``once``, only a matching
+    /// call takes the single run. The scope is carried by a Swift task-local value, which is
+    /// what a call reads to match: synchronous code the body runs on its own thread matches,
+    /// code it hands to a thread of its own (a C thread, a dispatch queue) does not. Installing
+    /// a hook with this option outside ``Hook/scoped(_:during:)`` throws
+    /// ``HookError/Code-swift.struct/unsupportedCallerLimit``, as does a replacement.
+    public static let inCurrentTaskOnly = HookOptions(rawValue: 1 << 4)
+
+    /// The options that limit a hook to some of its slot's calls.
+    static let callerLimits: HookOptions = [.onInstallingThreadOnly, .inCurrentTaskOnly]
 }

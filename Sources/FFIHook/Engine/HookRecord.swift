@@ -23,11 +23,17 @@ package final class HookRecord: Sendable {
     /// for every call: a per-instance method hook, skipped for other objects' messages as
     /// if it were not installed.
     let receiver: UInt
+    /// The calls the hook takes part in (thread, task); whether it has a limit at all is
+    /// read first, so a hook without one pays a test of a flag.
+    package let limit: CallerLimit
+    let isLimited: Bool
 
     init(
         block: @escaping Block, position: HookPosition, options: HookOptions, priority: Int, receiver: UInt = 0,
-        entry: SlotEntry
+        limit: CallerLimit = .none, entry: SlotEntry
     ) {
+        self.limit = limit
+        self.isLimited = !limit.isNone
         self.block = block
         self.position = position
         self.options = options

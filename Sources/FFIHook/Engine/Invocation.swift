@@ -10,6 +10,12 @@ internal import CFFIHookSupport
 ///
 /// An `Invocation` cannot be copied or kept: it exists only inside the block's call, on the
 /// thread that made the call.
+///
+/// The caller finds in `errno` what the blocks and the original leave there; the library's
+/// own work on the call path leaves it alone. An instead block that fails the call without
+/// the original sets `errno` as the C function would (`errno = EACCES`) and the caller sees
+/// it; after blocks see the original's `errno`, which reaches the caller unless one of them
+/// sets another (see <doc:TestingWithHooks>).
 public struct Invocation: ~Copyable {
     @usableFromInline let frame: CallFrame
     /// Where the running block is installed.

@@ -252,6 +252,7 @@ struct CallFrame {
     func claim(_ hook: HookRecord) -> Bool {
         if reentered && !hook.allowsReentry { return false }
         if hook.receiver != 0 && arguments[0]!.load(as: UInt.self) != hook.receiver { return false }
+        if hook.isLimited && !hook.limit.matchesCaller() { return false }
         if hook.options.contains(.once) {
             return hook.fired.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing)
                 .exchanged

@@ -106,13 +106,16 @@ package final class SlotRegistry: Sendable {
     /// entries of one symbol in every object), not only through this slot. A `receiver` other
     /// than 0 limits the hook to calls whose first argument is that word (see
     /// ``HookRecord/receiver``). A `fallback` other than 0 is the original of a slot that
-    /// holds NULL (see ``FunctionSlot/withFallback(_:)``).
+    /// holds NULL (see ``FunctionSlot/withFallback(_:)``). `limit` is the hook's caller limit,
+    /// when it was taken earlier (see ``CallerLimit``); by default the one `options` ask for,
+    /// taken now.
     package func install(
         slot: UnsafeMutableRawPointer?, signature: Signature, position: HookPosition, options: HookOptions,
         priority: Int = 0, liftsProtection: Bool = false, reentryByFunction: Bool = false, warmsUp: Bool = true,
-        receiver: UInt = 0, fallback: UInt = 0, block: @escaping HookRecord.Block
+        receiver: UInt = 0, fallback: UInt = 0, limit: CallerLimit? = nil, block: @escaping HookRecord.Block
     ) throws(HookError) -> HookRecord {
         let slot = try Self.checkedSlot(slot, signature: signature)
+        let limit = if let limit { limit } else { try CallerLimit(options: options, signature: signature) }
         let address = UInt(bitPattern: slot)
         func failure(_ problem: HookError.Problem) -> HookError {
             HookError(slot: address, signature: signature, problem: problem)
@@ -178,7 +181,7 @@ package final class SlotRegistry: Sendable {
             }
             let record = HookRecord(
                 block: block, position: position, options: options, priority: priority, receiver: receiver,
-                entry: entry)
+                limit: limit, entry: entry)
             let replaced = entry.publish(entry.snapshot.adding(record))
             // A new entry's first snapshot was never published in the slot record, so no
             // call can have read it: it goes now, without a grace period.

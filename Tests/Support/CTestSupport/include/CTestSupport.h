@@ -3,9 +3,11 @@
 
 #include <stddef.h>
 
+#include "CTestErrnoFixtures.h"
 #include "CTestFaultFixtures.h"
 #include "CTestHookFixtures.h"
 #include "CTestProcessFixtures.h"
+#include "CTestThreadFixtures.h"
 #include "CTestTiming.h"
 #include "CTestVariadic.h"
 

@@ -1,0 +1,14 @@
+#ifndef CTESTTHREADFIXTURES_H
+#define CTESTTHREADFIXTURES_H
+
+/// Starts `threads` C threads that each call the `int(int, int)` function held at `slot`
+/// `calls` times with arguments (i, 1), loading the slot before every call (as
+/// ct_fix_call_add_through), joins them and returns the sum of every result; -1 when a
+/// thread could not be started.
+long long ct_threads_call_add(int (**slot)(int, int), int threads, long long calls);
+
+/// Calls `fsync(fd)` through the program's import entry on a thread started for it; returns
+/// its result.
+int ct_fsync_on_new_thread(int fd);
+
+#endif

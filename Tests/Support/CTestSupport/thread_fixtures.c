@@ -1,0 +1,49 @@
+#include "CTestThreadFixtures.h"
+
+#include "CTestHookFixtures.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+struct ct_threads_job {
+    int (**slot)(int, int);
+    long long calls;
+    long long sum;
+};
+
+static void *ct_threads_run(void *raw) {
+    struct ct_threads_job *job = raw;
+    job->sum = ct_fix_call_add_through(job->slot, job->calls);
+    return NULL;
+}
+
+long long ct_threads_call_add(int (**slot)(int, int), int threads, long long calls) {
+    if (threads > 64) threads = 64;
+    struct ct_threads_job jobs[64];
+    pthread_t ids[64];
+    int started = 0;
+    for (int index = 0; index < threads; index++) {
+        jobs[index] = (struct ct_threads_job){slot, calls, 0};
+        if (pthread_create(&ids[index], NULL, ct_threads_run, &jobs[index]) != 0) break;
+        started++;
+    }
+    long long sum = 0;
+    for (int index = 0; index < started; index++) {
+        pthread_join(ids[index], NULL);
+        sum += jobs[index].sum;
+    }
+    return started == threads ? sum : -1;
+}
+
+static void *ct_fsync_run(void *raw) {
+    int *fd = raw;
+    *fd = fsync(*fd);
+    return NULL;
+}
+
+int ct_fsync_on_new_thread(int fd) {
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, ct_fsync_run, &fd) != 0) return -2;
+    pthread_join(thread, NULL);
+    return fd;
+}
