@@ -57,6 +57,13 @@ let package = Package(
             dependencies: ["CConsumerGreeter", .product(name: "FFIHookObjC", package: "swift-ffi-hook")]
         ),
 
+        // The fault-injection task as the package's own tests, which Swift Testing runs in
+        // parallel.
+        .testTarget(
+            name: "ConsumerTests",
+            dependencies: [.product(name: "FFIHook", package: "swift-ffi-hook")]
+        ),
+
         // MARK: - C and Objective-C
 
         .target(name: "CConsumerTable", linkerSettings: [.linkedLibrary("dl")]),
