@@ -34,7 +34,7 @@ extension ImportTable {
         symbol: String, in scope: ImportScope, with function: Function
     ) throws(HookError) -> ReplacementGroupToken {
         guard scope != .allIncludingLaterLoads else {
-            throw HookError(slot: nil, signature: nil, problem: .unsupportedScope)
+            throw HookError(slot: nil, signature: nil, problem: .unsupportedScope())
                 .naming(symbol: symbol)
         }
         guard MemoryLayout<Function>.size == MemoryLayout<UnsafeRawPointer>.size else {
@@ -60,7 +60,7 @@ extension ImportTable {
             throw error.naming(symbol: symbol)
         }
         guard !replacements.isEmpty else {
-            throw HookError(slot: nil, signature: nil, problem: .symbolNotImported(symbol))
+            throw ImportTable.notImported(symbol, in: scope, signature: nil)
         }
         return ReplacementGroupToken(replacements.map(ReplacementToken.init))
     }

@@ -104,7 +104,7 @@ final class LoadFollower: Sendable {
         /// Whether this walk hooks `entry`: claims it when no walk has and it is not hooked
         /// by the group (or holds another value than the group's hook left there: its object
         /// was unloaded and another mapped at its address).
-        func claims(_ entry: ImportEntry, _ covered: KeyPath<State, [UInt: Covered]>) -> Bool {
+        func claims(_ entry: ImportWalk.Entry, _ covered: KeyPath<State, [UInt: Covered]>) -> Bool {
             seen.insert(entry.slot)
             return state.withLock { state in
                 if state.claimed[entry.slot] == process {
