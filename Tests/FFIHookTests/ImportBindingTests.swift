@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import FFIHook
@@ -83,6 +84,39 @@ extension FixtureTableTests {
             let after = try #require(try ImportTable.bindings(of: "atol", in: .object(copy)).first)
             #expect(after.state == .bound(function: ImportFixtures.resolved("atol")))
             #expect(after.functionObject == "libc.so.6")
+        }
+
+        /// Listing while another thread loads and unloads an object that imports the symbol:
+        /// each list holds the object's entry or not, whole, and nothing faults.
+        @Test func listingWhileAnotherThreadLoadsAndUnloads() throws {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ffihook-churn-\(getpid())")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let copy = directory.appendingPathComponent("libLazyChurnCopy.so").path
+            try FileManager.default.copyItem(atPath: ImportFixtures.path("libLazyImportFixture.so"), toPath: copy)
+            let done = Atomic<Bool>(false)
+            let loads = Counter()
+            let loader = Thread {
+                while !done.load(ordering: .acquiring) {
+                    if let handle = dlopen(copy, RTLD_LAZY | RTLD_LOCAL) {
+                        loads.increment()
+                        dlclose(handle)
+                    }
+                }
+            }
+            loader.start()
+            for _ in 0..<300 {
+                let copies = try ImportTable.bindings(of: "atol").filter { $0.entry.objectPath == copy }
+                #expect(copies.count <= 1)
+                for binding in copies {
+                    #expect(binding.entry.kind == .jumpSlot)
+                    #expect(binding.entry.version == "GLIBC_2.2.5")
+                }
+            }
+            done.store(true, ordering: .releasing)
+            while !loader.isFinished { usleep(1000) }
+            #expect(loads.count > 0)
+            #expect(dlopen(copy, RTLD_LAZY | RTLD_NOLOAD) == nil)
         }
 
         @Test func theScopeChoosesTheObjects() throws {
