@@ -55,10 +55,11 @@ extension ImportTable {
     /// - Parameters:
     ///   - symbols: the functions and their signatures; an empty list installs nothing and
     ///     returns an empty group.
-    ///   - scope: the objects whose calls are hooked. ``ImportScope/allIncludingLaterLoads``
-    ///     is refused with ``HookError/Code-swift.struct/unsupportedScope``: a group does not
-    ///     follow later loads (hook it with ``ImportScope/all`` once the objects are loaded,
-    ///     or each symbol on its own with ``ImportScope/allIncludingLaterLoads``).
+    ///   - scope: the objects whose calls are hooked. With
+    ///     ``ImportScope/allIncludingLaterLoads`` the group follows later loads as one symbol's
+    ///     hook does (see ``hook(symbol:in:signature:position:options:_:)``): the entries of
+    ///     every symbol in objects that `dlopen` loads later join the group, and a symbol that
+    ///     no object imports yet is not an error.
     ///   - position: before, instead of, or after each original.
     ///   - options: as for ``hook(symbol:in:signature:position:options:_:)``.
     ///     ``HookOptions/once`` holds for the whole group: the block runs for one call, of any
@@ -71,8 +72,7 @@ extension ImportTable {
     ///   the order of `symbols`.
     /// - Throws: ``HookError`` with ``HookError/Code-swift.struct/objectNotFound``,
     ///   ``HookError/Code-swift.struct/symbolNotImported`` (naming the symbol, and the
-    ///   objects outside the scope that import it), ``HookError/Code-swift.struct/unsupportedScope``,
-    ///   or the errors of ``Hook/install(on:signature:position:options:_:)``, with
+    ///   objects outside the scope that import it), or the errors of ``Hook/install(on:signature:position:options:_:)``, with
     ///   ``HookError/symbol`` and ``HookError/signature`` those of the symbol at fault.
     public static func hook(
         symbols: [ImportSymbol], in scope: ImportScope, position: HookPosition, options: HookOptions = [],
@@ -126,31 +126,52 @@ extension ImportTable {
         _ symbols: [ImportSymbol], in scope: ImportScope, position: HookPosition, _ options: HookOptions,
         _ block: @escaping @Sendable (borrowing Invocation, ImportEntry) -> Void
     ) throws(HookError) -> HookGroupToken {
-        // The same function with the same types once; with other types it stays, and its
-        // second install is refused as a signature mismatch.
-        var seen = Set<[String]>()
-        let unique = symbols.filter { seen.insert([$0.name, $0.signature.abiKey]).inserted }
-        let options = options.union(.liftsPageProtection)
+        let requests = try requests(for: symbols, position: position, options.union(.liftsPageProtection), block)
         do {
-            let tokens = try ImportGroup.install(unique.map(\.name), in: scope) {
-                index, entry, found throws(HookError) in
-                let symbol = unique[index]
-                let request = ImportRequest(
-                    symbol: symbol.name, signature: symbol.signature, position: position, options: options
-                ) { call in
-                    block(call, entry)
-                }
-                return try ImportWalk.install(request, at: found)
+            if scope == .allIncludingLaterLoads {
+                return try LoadFollower.start(requests)
+            }
+            let tokens = try ImportGroup.install(requests.map(\.symbol), in: scope) {
+                index, entry, object throws(HookError) in
+                try ImportWalk.install(requests[index], at: entry, in: object)
             }
             return HookGroupToken(tokens: tokens, skippedFields: [])
         } catch {
             // The error names its symbol; give it that symbol's signature.
             var error = error
-            if error.signature == nil, let symbol = unique.first(where: { $0.name == error.symbol }) {
-                error.signature = symbol.signature
+            if error.signature == nil, let request = requests.first(where: { $0.symbol == error.symbol }) {
+                error.signature = request.signature
             }
             throw error
         }
+    }
+
+    /// One request per symbol: a symbol listed again with the same types is dropped, one
+    /// listed with other types refuses the group before anything is hooked.
+    private static func requests(
+        for symbols: [ImportSymbol], position: HookPosition, _ options: HookOptions,
+        _ block: @escaping @Sendable (borrowing Invocation, ImportEntry) -> Void
+    ) throws(HookError) -> [ImportRequest] {
+        var first: [String: Signature] = [:]
+        var requests: [ImportRequest] = []
+        for symbol in symbols {
+            if let earlier = first[symbol.name] {
+                guard earlier.abiKey == symbol.signature.abiKey else {
+                    throw HookError(
+                        slot: nil, signature: symbol.signature,
+                        problem: .signatureMismatch(
+                            installed: earlier.encoding, fixedArgumentCount: earlier.fixedArgumentCount)
+                    ).naming(symbol: symbol.name)
+                }
+                continue
+            }
+            first[symbol.name] = symbol.signature
+            requests.append(
+                ImportRequest(
+                    symbol: symbol.name, signature: symbol.signature, position: position, options: options,
+                    entryBlock: block))
+        }
+        return requests
     }
 }
 
@@ -159,24 +180,17 @@ extension ImportTable {
 /// Knows nothing of signatures or blocks: the caller makes each entry's hook, so that other
 /// kinds of hook (one that needs no signature, say) can share the walk and its rules.
 enum ImportGroup {
-    /// Makes a hook with `hook` on every entry of each of `names` in the objects of `scope`,
-    /// binding lazy entries first; `hook` receives the name's index, the entry as the block
-    /// sees it, and the entry as the walk found it.
+    /// Makes a hook with `hook` on every entry of each of `names` in the objects of `scope`
+    /// (not ``ImportScope/allIncludingLaterLoads``, which `LoadFollower` serves), binding
+    /// lazy entries first; `hook` receives the name's index, the entry and its object.
     ///
     /// Every name must have an entry in the scope, checked before anything is hooked; when
     /// one has none, or a hook cannot be made, the hooks made are removed and the error names
     /// the symbol.
     static func install(
         _ names: [String], in scope: ImportScope,
-        hook: (_ index: Int, _ entry: ImportEntry, _ found: ImportWalk.Entry) throws(HookError) -> HookToken
+        hook: (_ index: Int, _ entry: ImportWalk.Entry, _ object: LoadedObject) throws(HookError) -> HookToken
     ) throws(HookError) -> [HookToken] {
-        guard scope != .allIncludingLaterLoads else {
-            throw HookError(
-                slot: nil, signature: nil,
-                problem: .unsupportedScope(
-                    "a group of symbols does not follow later loads (hook the group with .all once the objects are"
-                        + " loaded, or each symbol on its own with .allIncludingLaterLoads)"))
-        }
         return try ImportWalk.withLoadedObjects { objects throws(HookError) in
             let chosen = try ImportWalk.chosen(from: objects, in: scope, signature: nil)
             var found: [[(object: LoadedObject, entry: ImportWalk.Entry)]] = []
@@ -199,8 +213,7 @@ enum ImportGroup {
                         // A lazy entry whose symbol nothing defines is left alone, as for one symbol.
                         guard ImportWalk.bindLazyEntry(entry, of: name, in: object) else { continue }
                         do throws(HookError) {
-                            tokens.append(
-                                try hook(index, ImportEntry(symbol: name, entry: entry, object: object), entry))
+                            tokens.append(try hook(index, entry, object))
                         } catch {
                             throw error.naming(symbol: name)
                         }

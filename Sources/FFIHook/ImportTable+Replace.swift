@@ -34,7 +34,7 @@ extension ImportTable {
         symbol: String, in scope: ImportScope, with function: Function
     ) throws(HookError) -> ReplacementGroupToken {
         guard scope != .allIncludingLaterLoads else {
-            throw HookError(slot: nil, signature: nil, problem: .unsupportedScope())
+            throw HookError(slot: nil, signature: nil, problem: .unsupportedScope)
                 .naming(symbol: symbol)
         }
         guard MemoryLayout<Function>.size == MemoryLayout<UnsafeRawPointer>.size else {
@@ -48,7 +48,7 @@ extension ImportTable {
         do {
             replacements = try ImportWalk.withLoadedObjects { objects throws(HookError) in
                 let chosen = try ImportWalk.chosen(from: objects, in: scope, signature: nil)
-                return try ImportWalk.forEachEntry(of: symbol, in: chosen) { entry throws(HookError) in
+                return try ImportWalk.forEachEntry(of: symbol, in: chosen) { entry, _ throws(HookError) in
                     try SlotRegistry.shared.replace(
                         slot: UnsafeMutableRawPointer(bitPattern: entry.slot), with: pointer, signature: nil,
                         liftsProtection: true)

@@ -204,7 +204,38 @@ struct ImportRequest: Sendable {
     let signature: Signature
     let position: HookPosition
     let options: HookOptions
-    let block: @Sendable (borrowing Invocation) -> Void
+    /// Makes the block of the hook of one entry, given the entry (found at install, so that
+    /// a call pays nothing to know it).
+    let makeBlock: @Sendable (ImportEntry) -> HookRecord.Block
+
+    /// A request whose hooks all run `block`.
+    init(
+        symbol: String, signature: Signature, position: HookPosition, options: HookOptions,
+        block: @escaping HookRecord.Block
+    ) {
+        self.init(symbol: symbol, signature: signature, position: position, options: options) { _ in block }
+    }
+
+    /// A request whose hook of each entry runs `block` with that entry.
+    init(
+        symbol: String, signature: Signature, position: HookPosition, options: HookOptions,
+        entryBlock block: @escaping @Sendable (borrowing Invocation, ImportEntry) -> Void
+    ) {
+        self.init(symbol: symbol, signature: signature, position: position, options: options) { entry in
+            { call in block(call, entry) }
+        }
+    }
+
+    private init(
+        symbol: String, signature: Signature, position: HookPosition, options: HookOptions,
+        makeBlock: @escaping @Sendable (ImportEntry) -> HookRecord.Block
+    ) {
+        self.symbol = symbol
+        self.signature = signature
+        self.position = position
+        self.options = options
+        self.makeBlock = makeBlock
+    }
 }
 
 /// `once` for a whole group of hooks: the first call to claim it runs the block, and the

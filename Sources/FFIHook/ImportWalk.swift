@@ -108,8 +108,8 @@ enum ImportWalk {
     static func install(
         _ request: ImportRequest, in objects: [LoadedObject], where isWanted: (Entry) -> Bool
     ) throws(HookError) -> [HookToken] {
-        try forEachEntry(of: request.symbol, in: objects, where: isWanted) { entry throws(HookError) in
-            try install(request, at: entry)
+        try forEachEntry(of: request.symbol, in: objects, where: isWanted) { entry, object throws(HookError) in
+            try install(request, at: entry, in: object)
         } undo: { token in
             token.remove()
         }
@@ -120,14 +120,14 @@ enum ImportWalk {
     /// `make` throws, `undo` takes back what it made before.
     static func forEachEntry<Made>(
         of symbol: String, in objects: [LoadedObject], where isWanted: (Entry) -> Bool = { _ in true },
-        make: (Entry) throws(HookError) -> Made, undo: (Made) -> Void
+        make: (Entry, LoadedObject) throws(HookError) -> Made, undo: (Made) -> Void
     ) throws(HookError) -> [Made] {
         var made: [Made] = []
         do throws(HookError) {
             for object in objects {
                 for entry in entries(of: symbol, in: object) where isWanted(entry) {
                     guard bindLazyEntry(entry, of: symbol, in: object) else { continue }
-                    made.append(try make(entry))
+                    made.append(try make(entry, object))
                 }
             }
         } catch {
@@ -149,12 +149,16 @@ enum ImportWalk {
         return chosen
     }
 
-    /// Hooks one entry through the slot registry, lifting the page protection of full RELRO.
-    static func install(_ request: ImportRequest, at entry: Entry) throws(HookError) -> HookToken {
+    /// Hooks one entry of `object` through the slot registry, lifting the page protection of
+    /// full RELRO; the hook's block is the one the request makes for the entry.
+    static func install(_ request: ImportRequest, at entry: Entry, in object: LoadedObject) throws(HookError)
+        -> HookToken
+    {
+        let block = request.makeBlock(ImportEntry(symbol: request.symbol, entry: entry, object: object))
         let record = try SlotRegistry.shared.install(
             slot: UnsafeMutableRawPointer(bitPattern: entry.slot), signature: request.signature,
             position: request.position, options: request.options, liftsProtection: true,
-            reentryByFunction: true, block: request.block)
+            reentryByFunction: true, block: block)
         return HookToken(record)
     }
 

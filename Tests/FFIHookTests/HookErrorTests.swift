@@ -173,7 +173,7 @@ extension FixtureTableTests {
         .invalidSignature("argument 0 ({Empty}) cannot be passed: an empty struct"),
         .closureAllocationFailed, .closurePreparationFailed(status: 1), .slotContention, .unmappedSlot,
         .readOnlySlot, .protectionChangeFailed, .calledFromHookBlock, .objectNotFound("libNoSuchObject.so"),
-        .symbolNotImported("no_such_symbol"), .unsupportedScope(),
+        .symbolNotImported("no_such_symbol"), .unsupportedScope,
     ]
 
     /// Whether a problem is about installing a hook. The switch is exhaustive, so a new

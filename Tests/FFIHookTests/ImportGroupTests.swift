@@ -258,13 +258,49 @@ extension FixtureTableTests {
             #expect(entryValues() == original)
         }
 
-        @Test func laterLoadsAndAnEmptyList() throws {
-            _ = try fixture()
-            let error = #expect(throws: HookError.self) {
-                try ImportTable.before(symbols: [Self.strlen], in: .allIncludingLaterLoads) { _, _ in }
+        /// A group that follows later loads: the entries of an object loaded after the install
+        /// join the group, and its calls reach the block with that object's entry.
+        @Test func aGroupFollowsLaterLoads() throws {
+            let library = try ImportFixtures.open(Self.fullRELRO)
+            let open = try ImportFixtures.function("cimportfixture_open", in: library, as: ImportFixtures.Open.self)
+            // A copy under another name: an object no test has loaded yet.
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ffihook-group-\(getpid())")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let copy = directory.appendingPathComponent("libLaterGroupCopy.so").path
+            try FileManager.default.copyItem(atPath: ImportFixtures.path("libLaterImportFixture.so"), toPath: copy)
+            let missing = try ImportSymbol("cimport_nothing_imports_this", signature: Signature("v"))
+
+            let seen = EventLog()
+            let group = try ImportTable.before(symbols: [Self.atoi, Self.strlen, missing], in: .allIncludingLaterLoads)
+            {
+                call, entry in
+                if entry.objectPath == copy
+                    || String(cString: call.argument(0, as: UnsafePointer<CChar>.self)) == "4711"
+                {
+                    seen.record("\(entry.symbol) \(entry.kind) \(entry.objectName)")
+                }
             }
-            #expect(error?.code == .unsupportedScope)
-            #expect(error?.message.contains("a group of symbols does not follow later loads") == true)
+            defer { group.remove() }
+            let before = group.tokens.count
+            #expect(before >= 2)
+
+            let later = try #require(open(copy, RTLD_NOW))
+            let parse = try ImportFixtures.function("cimportlater_parse", in: later, as: ImportFixtures.Parse.self)
+            #expect(group.tokens.count == before + 1)
+            #expect(parse("4711") == 4712)
+            #expect(
+                seen.all == ["atoi GLOB_DAT libLaterGroupCopy.so"]
+                    || seen.all == ["atoi JUMP_SLOT libLaterGroupCopy.so"])
+
+            #expect(group.remove())
+            #expect(parse("4711") == 4712)
+            #expect(seen.all.count == 1)
+            let entry = try #require(try ImportTable.bindings(of: "atoi", in: .object(copy)).first)
+            #expect(entry.state == .bound(function: ImportFixtures.resolved("atoi")))
+        }
+
+        @Test func anEmptyListAndAnUnknownObject() throws {
             let empty = try ImportTable.before(symbols: [], in: Self.scope) { _, _ in }
             #expect(empty.tokens.isEmpty)
             #expect(!empty.isActive)
@@ -272,6 +308,7 @@ extension FixtureTableTests {
                 try ImportTable.before(symbols: [Self.strlen], in: .object("libNoSuchObject.so")) { _, _ in }
             }
             #expect(object?.code == .objectNotFound)
+            #expect(object?.object == "libNoSuchObject.so")
         }
     }
 }
