@@ -46,10 +46,9 @@ public struct ImportEntry: Sendable, Hashable, CustomStringConvertible {
     public let kind: Kind
 
     /// The importing object's soname, or else the last component of its path: a name that
-    /// ``ImportScope/object(_:)`` accepts.
-    public var objectName: String {
-        objectSoname ?? String(objectPath.split(separator: "/").last ?? Substring(objectPath))
-    }
+    /// ``ImportScope/object(_:)`` accepts. Made once, with the entry: a block may read it
+    /// on every call without allocating.
+    public let objectName: String
 
     /// The scope that names the importing object: ``ImportScope/mainProgram`` for the main
     /// program, else ``ImportScope/object(_:)`` with ``objectName``.
@@ -69,6 +68,7 @@ public struct ImportEntry: Sendable, Hashable, CustomStringConvertible {
         self.objectPath = object.path
         self.objectSoname = object.soname
         self.isInMainProgram = object.isMainProgram
+        self.objectName = ImportTable.displayName(object)
         self.slot = FunctionSlot(address: entry.slot)
         self.kind = entry.kind
     }

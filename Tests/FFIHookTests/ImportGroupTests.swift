@@ -310,5 +310,99 @@ extension FixtureTableTests {
             #expect(object?.code == .objectNotFound)
             #expect(object?.object == "libNoSuchObject.so")
         }
+
+        /// A hooked call of a group allocates nothing, its block's reading of the entry
+        /// included: counted by a group on the allocator, in a child process whose other
+        /// threads are idle. Not under ThreadSanitizer, whose allocator cannot be hooked; under
+        /// AddressSanitizer the executable defines malloc, which no import table then sees.
+        @Test(
+            .disabled(if: ProcessLifeTests.underThreadSanitizer, "the allocator cannot be hooked under ThreadSanitizer")
+        )
+        func aGroupsHookedCallAllocatesNothing() async {
+            await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
+                try FixtureTableTests.ImportGroupTests.countAllocationsOfGroupCalls()
+            }
+        }
+
+        /// The thread whose allocations are counted (0 for none).
+        final class CountedThread: Sendable {
+            let id = Atomic<UInt>(0)
+        }
+
+        static func countAllocationsOfGroupCalls() throws {
+            ProcessLifeTests.startChild()
+            let check = { (condition: Bool, message: String) in ProcessLifeTests.check(condition, message) }
+            let library = dlopen(ImportFixtures.path(fullRELRO), RTLD_NOW)
+            check(library != nil, "opening the fixture")
+            let length = unsafeBitCast(dlsym(library, "cimportfixture_length"), to: ImportFixtures.Length.self)
+            let parse = unsafeBitCast(dlsym(library, "cimportfixture_parse"), to: ImportFixtures.Parse.self)
+            let lengths = Counter()
+            let parses = Counter()
+            let group = try ImportTable.before(symbols: [Self.strlen, Self.atoi], in: Self.scope) { _, entry in
+                if entry.symbol == "atoi" && entry.kind == .globalData {
+                    parses.increment()
+                } else if entry.symbol == "strlen" && entry.objectName == fullRELRO {
+                    lengths.increment()
+                }
+            }
+            for _ in 0..<10 {
+                _ = length("warm")
+                _ = parse("1")
+            }
+            let counted = CountedThread()
+            let allocations = Counter()
+            let allocator = try ImportTable.after(
+                symbols: [
+                    ImportSymbol("malloc", signature: Signature("^vQ")),
+                    ImportSymbol("calloc", signature: Signature("^vQQ")),
+                    ImportSymbol("realloc", signature: Signature("^v^vQ")),
+                ],
+                in: .all
+            ) { _, _ in
+                if counted.id.load(ordering: .relaxed) == UInt(pthread_self()) { allocations.increment() }
+            }
+            // C strings made before: passing a Swift string would convert it on each call.
+            let abc = strdup("abc")
+            let twelve = strdup("12")
+            defer {
+                free(abc)
+                free(twelve)
+            }
+            // Without the group's hooks, then with them.
+            var total = 0
+            func run() {
+                counted.id.store(UInt(pthread_self()), ordering: .relaxed)
+                for _ in 0..<1000 {
+                    total += length(abc) + Int(parse(twelve))
+                }
+                counted.id.store(0, ordering: .relaxed)
+            }
+            check(group.remove(), "removing the group for the baseline")
+            run()
+            let baseline = allocations.count
+            let hooked = try ImportTable.before(symbols: [Self.strlen, Self.atoi], in: Self.scope) { _, entry in
+                if entry.symbol == "atoi" && entry.kind == .globalData {
+                    parses.increment()
+                } else if entry.symbol == "strlen" && entry.objectName == fullRELRO {
+                    lengths.increment()
+                }
+            }
+            run()
+            let duringCalls = allocations.count - baseline
+            // The count sees this thread's allocations: an array of its own is one.
+            counted.id.store(UInt(pthread_self()), ordering: .relaxed)
+            let array = [Int](repeating: total, count: 64 + Int(parse("0")))
+            counted.id.store(0, ordering: .relaxed)
+            let forArray = allocations.count - duringCalls - baseline
+            check(allocator.remove(), "removing the allocator group")
+            check(hooked.remove(), "removing the group")
+            check(total == 30_000 && array.count == 64, "the calls' results")
+            check(lengths.count == 1010 && parses.count == 1011, "the blocks ran: \(lengths.count), \(parses.count)")
+            check(baseline == 0, "\(baseline) allocations in 1000 calls of each function without hooks")
+            if !ProcessLifeTests.underAddressSanitizer {
+                check(forArray >= 1, "an array's allocation is counted (\(forArray))")
+                check(duringCalls == 0, "\(duringCalls) allocations in 1000 calls of each symbol")
+            }
+        }
     }
 }
