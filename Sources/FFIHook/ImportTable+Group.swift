@@ -43,7 +43,8 @@ extension ImportTable {
     ///
     /// Each entry's hook is the one ``hook(symbol:in:signature:position:options:_:)`` makes,
     /// with the block given the entry that was found at install: a call pays nothing more
-    /// to learn its symbol. Safe to call from any thread, also while other threads call the
+    /// to learn its symbol, and allocates nothing. A list of one symbol is how the block of
+    /// a single function's hook learns which object's entry each call came through. Safe to call from any thread, also while other threads call the
     /// symbols or load and unload objects.
     ///
     /// The install is all or nothing: when a symbol has no entry in the scope, or an entry
