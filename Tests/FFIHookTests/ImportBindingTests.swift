@@ -11,8 +11,6 @@ extension FixtureTableTests {
     @Suite struct ImportBindingTests {
         static let fullRELRO = "libImportFixture.so"
         static let overlay = "libswiftGlibc.so"
-        /// `int fcntl(int, int, ...)`, in the shape with a third argument (an int or a pointer).
-        static let fcntlSignature = try! Signature(variadic: "iiiq", fixedArgumentCount: 2)
 
         @Test func bindingsNameTheObjectTheRelocationAndTheVersion() throws {
             let library = try ImportFixtures.open(Self.fullRELRO)
@@ -167,38 +165,65 @@ extension FixtureTableTests {
             #expect(attempts.count == 1)
         }
 
-        /// The issue's case, with `fcntl`, which the test program itself does not import (its C
-        /// support code imports `open`): hooking it in the main program is refused with an error
+        /// C functions that Swift code calls through the Glibc overlay: each with its
+        /// signature (the shape with one variadic argument) and a Swift call of it.
+        static let overlayCalls: [(symbol: String, signature: Signature, call: @Sendable () -> Bool)] = [
+            (
+                "fcntl", try! Signature(variadic: "iiiq", fixedArgumentCount: 2),
+                {
+                    let descriptor = open("/dev/null", O_RDONLY)
+                    defer { close(descriptor) }
+                    return fcntl(descriptor, F_GETFD) >= 0
+                }
+            ),
+            (
+                "openat", try! Signature(variadic: "ii*iI", fixedArgumentCount: 3),
+                {
+                    let descriptor = openat(AT_FDCWD, "/dev/null", O_RDONLY)
+                    defer { close(descriptor) }
+                    return descriptor >= 0
+                }
+            ),
+        ]
+
+        /// The issue's case, with the overlay's functions that the test program does not import
+        /// itself (its C support code imports `open`; a sanitizer's runtime in the executable
+        /// imports or defines others): hooking one in the main program is refused with an error
         /// that names the overlay and its scope, and the scope named catches Swift's call.
         @Test func theErrorNamesTheObjectsThatImportTheSymbol() throws {
-            try #require(try ImportTable.bindings(of: "fcntl", in: .mainProgram).isEmpty)
-            let error = #expect(throws: HookError.self) {
-                try ImportTable.instead(symbol: "fcntl", in: .mainProgram, signature: Self.fcntlSignature) { _ in }
+            let candidates = try Self.overlayCalls.filter {
+                try ImportTable.bindings(of: $0.symbol, in: .mainProgram).isEmpty
             }
-            #expect(error?.code == .symbolNotImported)
-            #expect(error?.symbol == "fcntl")
-            let message = try #require(error?.message)
-            #expect(
-                message.hasPrefix(
-                    #"the main program does not import "fcntl" (it has no JUMP_SLOT or GLOB_DAT entry for it); it is imported by libswiftGlibc.so (a Swift overlay, through which Swift code calls it)"#
-                ), "\(message)")
-            #expect(
-                message.contains(#"hook it in .object("libswiftGlibc.so") for Swift code's calls, or in .all"#),
-                "\(message)")
-            #expect(error?.description.hasPrefix(#"cannot hook "fcntl" with signature "iiiq""#) == true)
-            #expect(error?.description.contains(#": the main program does not import "fcntl""#) == true)
+            try #require(
+                !candidates.isEmpty, "the main program imports every one of \(Self.overlayCalls.map(\.symbol))")
+            let thread = UInt(pthread_self())
+            for (symbol, signature, swiftCall) in candidates {
+                let error = #expect(throws: HookError.self) {
+                    try ImportTable.instead(symbol: symbol, in: .mainProgram, signature: signature) { _ in }
+                }
+                #expect(error?.code == .symbolNotImported)
+                #expect(error?.symbol == symbol)
+                let message = try #require(error?.message)
+                #expect(
+                    message.hasPrefix(
+                        #"the main program does not import "\#(symbol)" (it has no JUMP_SLOT or GLOB_DAT entry for it); it is imported by libswiftGlibc.so (a Swift overlay, through which Swift code calls it)"#
+                    ), "\(message)")
+                #expect(
+                    message.contains(#"hook it in .object("libswiftGlibc.so") for Swift code's calls, or in .all"#),
+                    "\(message)")
+                #expect(
+                    error?.description.hasPrefix(#"cannot hook "\#(symbol)" with signature "\#(signature.encoding)""#)
+                        == true)
 
-            let calls = Counter()
-            let group = try ImportTable.after(
-                symbol: "fcntl", in: .object(Self.overlay), signature: Self.fcntlSignature
-            ) { call in
-                if call.argument(1, as: Int32.self) == F_GETFD { calls.increment() }
+                let calls = Counter()
+                let group = try ImportTable.after(symbol: symbol, in: .object(Self.overlay), signature: signature) {
+                    _ in
+                    if UInt(pthread_self()) == thread { calls.increment() }
+                }
+                #expect(swiftCall(), "\(symbol)")
+                group.remove()
+                #expect(calls.count == 1, "\(symbol)")
             }
-            defer { group.remove() }
-            let descriptor = open("/dev/null", O_RDONLY)
-            defer { close(descriptor) }
-            #expect(fcntl(descriptor, F_GETFD) >= 0)
-            #expect(calls.count == 1)
         }
 
         @Test func aSymbolNoObjectImportsSaysWhereItsCallsMayBe() throws {
