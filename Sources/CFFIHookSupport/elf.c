@@ -111,6 +111,11 @@ typedef struct {
     size_t rela_entry;
     size_t soname;
     int has_soname;
+    const ElfW(Half) *versions;
+    const char *needed_versions;
+    size_t needed_version_count;
+    const char *defined_versions;
+    size_t defined_version_count;
 } ffh_elf_dynamic;
 
 static int ffh_elf_read_dynamic(const ffh_elf_object *object, ffh_elf_dynamic *out) {
@@ -140,6 +145,11 @@ static int ffh_elf_read_dynamic(const ffh_elf_object *object, ffh_elf_dynamic *o
             out->soname = dynamic->d_un.d_val;
             out->has_soname = 1;
             break;
+        case DT_VERSYM: out->versions = (const ElfW(Half) *)ffh_elf_address(object, value); break;
+        case DT_VERNEED: out->needed_versions = (const char *)ffh_elf_address(object, value); break;
+        case DT_VERNEEDNUM: out->needed_version_count = dynamic->d_un.d_val; break;
+        case DT_VERDEF: out->defined_versions = (const char *)ffh_elf_address(object, value); break;
+        case DT_VERDEFNUM: out->defined_version_count = dynamic->d_un.d_val; break;
         default: break;
         }
     }
@@ -150,6 +160,39 @@ const char *ffh_elf_soname(const ffh_elf_object *object) {
     ffh_elf_dynamic dynamic;
     if (!ffh_elf_read_dynamic(object, &dynamic) || !dynamic.has_soname) return NULL;
     return dynamic.strings + dynamic.soname;
+}
+
+/* The version the dynamic symbol at `index` asks for (`GLIBC_2.2.5`), from DT_VERSYM and
+   the version needs (or definitions, for a symbol the object also defines); NULL when the
+   symbol is unversioned. */
+static const char *ffh_elf_version(const ffh_elf_dynamic *dynamic, size_t index) {
+    if (!dynamic->versions) return NULL;
+    ElfW(Half) version = dynamic->versions[index] & 0x7fff;
+    if (version <= 1) return NULL; /* VER_NDX_LOCAL, VER_NDX_GLOBAL */
+    const char *need = dynamic->needed_versions;
+    for (size_t count = 0; need && count < dynamic->needed_version_count; count++) {
+        const ElfW(Verneed) *needed = (const ElfW(Verneed) *)need;
+        const char *aux = need + needed->vn_aux;
+        for (ElfW(Half) auxIndex = 0; auxIndex < needed->vn_cnt; auxIndex++) {
+            const ElfW(Vernaux) *entry = (const ElfW(Vernaux) *)aux;
+            if (entry->vna_other == version) return dynamic->strings + entry->vna_name;
+            if (entry->vna_next == 0) break;
+            aux += entry->vna_next;
+        }
+        if (needed->vn_next == 0) break;
+        need += needed->vn_next;
+    }
+    const char *definition = dynamic->defined_versions;
+    for (size_t count = 0; definition && count < dynamic->defined_version_count; count++) {
+        const ElfW(Verdef) *defined = (const ElfW(Verdef) *)definition;
+        if (defined->vd_ndx == version && defined->vd_cnt > 0) {
+            const ElfW(Verdaux) *name = (const ElfW(Verdaux) *)(definition + defined->vd_aux);
+            return dynamic->strings + name->vda_name;
+        }
+        if (defined->vd_next == 0) break;
+        definition += defined->vd_next;
+    }
+    return NULL;
 }
 
 /* Appends the entries of one RELA table whose relocation is a JUMP_SLOT or GLOB_DAT of
@@ -174,7 +217,8 @@ static size_t ffh_elf_scan(
         const char *name = dynamic->strings + dynamic->symbols[index].st_name;
         if (strcmp(name, symbol) != 0) continue;
         if (found < capacity) {
-            entries[found] = (ffh_elf_entry){.slot = object->base + relocation->r_offset, .kind = kind};
+            entries[found] = (ffh_elf_entry){
+                .slot = object->base + relocation->r_offset, .kind = kind, .version = ffh_elf_version(dynamic, index)};
         }
         found++;
     }

@@ -48,7 +48,7 @@ extension ImportTable {
         do {
             replacements = try ImportWalk.withLoadedObjects { objects throws(HookError) in
                 let chosen = try ImportWalk.chosen(from: objects, in: scope, signature: nil)
-                return try ImportWalk.forEachEntry(of: symbol, in: chosen) { entry throws(HookError) in
+                return try ImportWalk.forEachEntry(of: symbol, in: chosen) { entry, _ throws(HookError) in
                     try SlotRegistry.shared.replace(
                         slot: UnsafeMutableRawPointer(bitPattern: entry.slot), with: pointer, signature: nil,
                         liftsProtection: true)
@@ -60,7 +60,7 @@ extension ImportTable {
             throw error.naming(symbol: symbol)
         }
         guard !replacements.isEmpty else {
-            throw HookError(slot: nil, signature: nil, problem: .symbolNotImported(symbol))
+            throw ImportTable.notImported(symbol, in: scope, signature: nil)
         }
         return ReplacementGroupToken(replacements.map(ReplacementToken.init))
     }

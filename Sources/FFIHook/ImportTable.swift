@@ -55,6 +55,14 @@ public enum ImportScope: Sendable, Hashable, CustomStringConvertible {
 /// - Calls that do not go through an import table are not seen: calls inside the defining
 ///   object, calls through pointers the program obtained with `dlsym` or kept from before
 ///   the hook, calls an object binds to itself (`-Bsymbolic`, hidden symbols).
+/// - Swift's overlays: Swift code calls some C functions through wrappers in its platform
+///   overlay, and those calls come from the overlay's import table, not the program's. On
+///   Linux, `libswiftGlibc.so` imports `open`, `openat`, `fcntl`, `ioctl` and `sem_open` (C
+///   functions with variadic arguments, which Swift cannot call directly) and a number of
+///   `float` and `long double` math functions: hook Swift's `open` with
+///   `.object("libswiftGlibc.so")` (or ``ImportScope/all``), not ``ImportScope/mainProgram``.
+///   ``bindings(of:in:)`` lists the objects that import a symbol, and
+///   ``HookError/Code-swift.struct/symbolNotImported`` names them.
 /// - The symbol is matched by name, whatever its version; an object that imports two
 ///   versions of it has both hooked with the one signature.
 /// - A function that the library itself calls (`memcpy`, `malloc`, `dlopen`, the Swift
@@ -105,8 +113,9 @@ public enum ImportTable {
     ///   ``HookError/Code-swift.struct/objectNotFound`` when no loaded object
     ///   matches ``ImportScope/object(_:)``,
     ///   ``HookError/Code-swift.struct/symbolNotImported`` when no object of the
-    ///   scope has an entry for `symbol` (not thrown for ``ImportScope/allIncludingLaterLoads``,
-    ///   which waits for objects that do), or the errors of
+    ///   scope has an entry for `symbol` (its message names the loaded objects that do and a
+    ///   scope that covers them, or says that none does; not thrown for
+    ///   ``ImportScope/allIncludingLaterLoads``, which waits for objects that do), or the errors of
     ///   ``Hook/install(on:signature:position:options:_:)``; the install is all or nothing.
     public static func hook(
         symbol: String, in scope: ImportScope, signature: Signature, position: HookPosition,
@@ -184,7 +193,7 @@ public enum ImportTable {
             return try ImportWalk.install(request, in: chosen) { _ in true }
         }
         guard !tokens.isEmpty else {
-            throw HookError(slot: nil, signature: signature, problem: .symbolNotImported(symbol))
+            throw notImported(symbol, in: scope, signature: signature)
         }
         return HookGroupToken(tokens: tokens, skippedFields: [])
     }
@@ -196,10 +205,41 @@ struct ImportRequest: Sendable {
     let signature: Signature
     let position: HookPosition
     let options: HookOptions
-    let block: @Sendable (borrowing Invocation) -> Void
     /// The calls the hooks take part in, taken where the hook was asked for (entries hooked
     /// later, as objects load, keep it).
     var limit: CallerLimit = .none
+    /// Makes the block of the hook of one entry, given the entry (found at install, so that
+    /// a call pays nothing to know it).
+    let makeBlock: @Sendable (ImportEntry) -> HookRecord.Block
+
+    /// A request whose hooks all run `block`.
+    init(
+        symbol: String, signature: Signature, position: HookPosition, options: HookOptions,
+        block: @escaping HookRecord.Block
+    ) {
+        self.init(symbol: symbol, signature: signature, position: position, options: options) { _ in block }
+    }
+
+    /// A request whose hook of each entry runs `block` with that entry.
+    init(
+        symbol: String, signature: Signature, position: HookPosition, options: HookOptions,
+        entryBlock block: @escaping @Sendable (borrowing Invocation, ImportEntry) -> Void
+    ) {
+        self.init(symbol: symbol, signature: signature, position: position, options: options) { entry in
+            { call in block(call, entry) }
+        }
+    }
+
+    private init(
+        symbol: String, signature: Signature, position: HookPosition, options: HookOptions,
+        makeBlock: @escaping @Sendable (ImportEntry) -> HookRecord.Block
+    ) {
+        self.symbol = symbol
+        self.signature = signature
+        self.position = position
+        self.options = options
+        self.makeBlock = makeBlock
+    }
 }
 
 /// `once` for a whole group of hooks: the first call to claim it runs the block, and the

@@ -20,25 +20,18 @@ struct LoadedObject {
     let handle: UnsafeMutableRawPointer
 }
 
-/// One import-table entry of a symbol in a loaded object.
-struct ImportEntry {
-    /// The entry's address.
-    let slot: UInt
-    /// The relocation that fills it.
-    let kind: Kind
-
-    /// The relocations that fill import-table entries.
-    enum Kind {
-        /// `R_X86_64_JUMP_SLOT`: a PLT call, lazily bound unless the object was linked with
-        /// `-z now`.
-        case jumpSlot
-        /// `R_X86_64_GLOB_DAT`: an address-taken function or a `-fno-plt` call, bound at load.
-        case globalData
-    }
-}
-
 /// The walk over the import tables of the loaded objects.
 enum ImportWalk {
+    /// One import-table entry of a symbol in a loaded object, as the walk finds it.
+    struct Entry {
+        /// The entry's address.
+        let slot: UInt
+        /// The relocation that fills it.
+        let kind: ImportEntry.Kind
+        /// The symbol version the entry asks for, if any.
+        let version: String?
+    }
+
     /// Runs `body` with the objects loaded now, each kept loaded until `body` returns.
     ///
     /// The thread is marked as walking meanwhile: pinning an object calls `dlopen`, which a
@@ -91,7 +84,7 @@ enum ImportWalk {
     }
 
     /// The object's JUMP_SLOT and GLOB_DAT entries for `symbol`, each address once.
-    static func entries(of symbol: String, in object: LoadedObject) -> [ImportEntry] {
+    static func entries(of symbol: String, in object: LoadedObject) -> [Entry] {
         var capacity = 8
         while true {
             var found = [ffh_elf_entry](repeating: ffh_elf_entry(), count: capacity)
@@ -103,8 +96,9 @@ enum ImportWalk {
             var seen = Set<UInt>()
             return found[..<total].compactMap { entry in
                 guard seen.insert(UInt(entry.slot)).inserted else { return nil }
-                return ImportEntry(
-                    slot: UInt(entry.slot), kind: entry.kind == FFH_ELF_JUMP_SLOT ? .jumpSlot : .globalData)
+                return Entry(
+                    slot: UInt(entry.slot), kind: entry.kind == FFH_ELF_JUMP_SLOT ? .jumpSlot : .globalData,
+                    version: entry.version.map { String(cString: $0) })
             }
         }
     }
@@ -112,10 +106,10 @@ enum ImportWalk {
     /// Hooks `request.symbol`'s entries in `objects` for which `isWanted` says yes, all or
     /// nothing: when one cannot be hooked, those already hooked are removed again.
     static func install(
-        _ request: ImportRequest, in objects: [LoadedObject], where isWanted: (ImportEntry) -> Bool
+        _ request: ImportRequest, in objects: [LoadedObject], where isWanted: (Entry) -> Bool
     ) throws(HookError) -> [HookToken] {
-        try forEachEntry(of: request.symbol, in: objects, where: isWanted) { entry throws(HookError) in
-            try install(request, at: entry)
+        try forEachEntry(of: request.symbol, in: objects, where: isWanted) { entry, object throws(HookError) in
+            try install(request, at: entry, in: object)
         } undo: { token in
             token.remove()
         }
@@ -125,15 +119,15 @@ enum ImportWalk {
     /// binding a lazy entry first (see ``bindLazyEntry(_:of:in:)``), all or nothing: when
     /// `make` throws, `undo` takes back what it made before.
     static func forEachEntry<Made>(
-        of symbol: String, in objects: [LoadedObject], where isWanted: (ImportEntry) -> Bool = { _ in true },
-        make: (ImportEntry) throws(HookError) -> Made, undo: (Made) -> Void
+        of symbol: String, in objects: [LoadedObject], where isWanted: (Entry) -> Bool = { _ in true },
+        make: (Entry, LoadedObject) throws(HookError) -> Made, undo: (Made) -> Void
     ) throws(HookError) -> [Made] {
         var made: [Made] = []
         do throws(HookError) {
             for object in objects {
                 for entry in entries(of: symbol, in: object) where isWanted(entry) {
                     guard bindLazyEntry(entry, of: symbol, in: object) else { continue }
-                    made.append(try make(entry))
+                    made.append(try make(entry, object))
                 }
             }
         } catch {
@@ -155,12 +149,16 @@ enum ImportWalk {
         return chosen
     }
 
-    /// Hooks one entry through the slot registry, lifting the page protection of full RELRO.
-    static func install(_ request: ImportRequest, at entry: ImportEntry) throws(HookError) -> HookToken {
+    /// Hooks one entry of `object` through the slot registry, lifting the page protection of
+    /// full RELRO; the hook's block is the one the request makes for the entry.
+    static func install(_ request: ImportRequest, at entry: Entry, in object: LoadedObject) throws(HookError)
+        -> HookToken
+    {
+        let block = request.makeBlock(ImportEntry(symbol: request.symbol, entry: entry, object: object))
         let record = try SlotRegistry.shared.install(
             slot: UnsafeMutableRawPointer(bitPattern: entry.slot), signature: request.signature,
             position: request.position, options: request.options, liftsProtection: true,
-            reentryByFunction: true, limit: request.limit, block: request.block)
+            reentryByFunction: true, limit: request.limit, block: block)
         return HookToken(record)
     }
 
@@ -185,7 +183,7 @@ enum ImportWalk {
     /// by compare-and-swap: a concurrent first call that binds it meanwhile writes the same
     /// address. An entry that points into the object's code from read-only (RELRO) memory
     /// was bound at load, to a function of the object itself, and is left as it is.
-    static func bindLazyEntry(_ entry: ImportEntry, of symbol: String, in object: LoadedObject) -> Bool {
+    static func bindLazyEntry(_ entry: Entry, of symbol: String, in object: LoadedObject) -> Bool {
         let current = value(at: entry.slot)
         guard current != 0, ffh_elf_is_in_code(object.object, UInt(current)) != 0,
             ffh_elf_is_writable_data(object.object, UInt(entry.slot)) != 0

@@ -6,7 +6,7 @@ internal import CFFIHookSupport
     import Musl
 #endif
 
-/// The import-table hooks of one symbol in every object, kept up to date as `dlopen` loads
+/// The import-table hooks of one symbol (or of a group of symbols) in every object, kept up to date as `dlopen` loads
 /// more and unloads: an instead hook on each object's `dlopen` entries walks the loaded
 /// objects as a call that loaded something returns, hooks the entries not yet covered, and
 /// drops the hooks of objects unloaded since.
@@ -39,7 +39,8 @@ final class LoadFollower: Sendable {
         var loadDepths: [UInt: Int] = [:]
     }
 
-    private let request: ImportRequest
+    /// The hooks asked for, one per symbol (their entries are distinct slots).
+    private let requests: [ImportRequest]
     private let group = HookGroupToken(tokens: [], skippedFields: [])
     private let state = Locked(State())
     /// The signature of `void *dlopen(const char *, int)`.
@@ -47,14 +48,20 @@ final class LoadFollower: Sendable {
     /// How long a load waits for entries that another thread's walk is hooking.
     private static let patienceNanoseconds: UInt64 = 2_000_000_000
 
-    private init(_ request: ImportRequest) {
-        self.request = request
+    private init(_ requests: [ImportRequest]) {
+        self.requests = requests
     }
 
     /// Hooks the symbol and `dlopen` in every loaded object, all or nothing, and returns the
     /// group that later loads add to.
     static func start(_ request: ImportRequest) throws(HookError) -> HookGroupToken {
-        let follower = LoadFollower(request)
+        try start([request])
+    }
+
+    /// Hooks each request's symbol and `dlopen` in every loaded object, all or nothing, and
+    /// returns the one group that later loads add to.
+    static func start(_ requests: [ImportRequest]) throws(HookError) -> HookGroupToken {
+        let follower = LoadFollower(requests)
         do throws(HookError) {
             try follower.walk(waits: true)
         } catch {
@@ -104,7 +111,7 @@ final class LoadFollower: Sendable {
         /// Whether this walk hooks `entry`: claims it when no walk has and it is not hooked
         /// by the group (or holds another value than the group's hook left there: its object
         /// was unloaded and another mapped at its address).
-        func claims(_ entry: ImportEntry, _ covered: KeyPath<State, [UInt: Covered]>) -> Bool {
+        func claims(_ entry: ImportWalk.Entry, _ covered: KeyPath<State, [UInt: Covered]>) -> Bool {
             seen.insert(entry.slot)
             return state.withLock { state in
                 if state.claimed[entry.slot] == process {
@@ -135,7 +142,19 @@ final class LoadFollower: Sendable {
         do throws(HookError) {
             (tokens, companions, newSymbolEntries, newLoaderEntries) = try ImportWalk.withLoadedObjects {
                 objects throws(HookError) in
-                let tokens = try ImportWalk.install(request, in: objects) { claims($0, \.symbolEntries) }
+                var tokens: [HookToken] = []
+                do throws(HookError) {
+                    for request in requests {
+                        do throws(HookError) {
+                            tokens += try ImportWalk.install(request, in: objects) { claims($0, \.symbolEntries) }
+                        } catch {
+                            throw error.naming(symbol: request.symbol)
+                        }
+                    }
+                } catch {
+                    for token in tokens { token.remove() }
+                    throw error
+                }
                 let companions: [HookToken]
                 do throws(HookError) {
                     companions = try ImportWalk.install(loaderRequest, in: objects) { claims($0, \.loaderEntries) }
@@ -143,7 +162,8 @@ final class LoadFollower: Sendable {
                     for token in tokens { token.remove() }
                     // About dlopen's entry, not the symbol's: say so.
                     var named = error.naming(symbol: "dlopen")
-                    named.message += " (following later loads for \"\(request.symbol)\" hooks dlopen in every object)"
+                    let symbols = requests.map { "\"\($0.symbol)\"" }.joined(separator: ", ")
+                    named.message += " (following later loads for \(symbols) hooks dlopen in every object)"
                     throw named
                 }
                 return (tokens, companions, covering(tokens), covering(companions))

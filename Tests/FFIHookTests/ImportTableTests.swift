@@ -37,7 +37,7 @@ enum ImportFixtures {
     }
 
     /// The import-table entries of `symbol` in the loaded objects of `scope`.
-    static func entries(of symbol: String, in scope: ImportScope) -> [ImportEntry] {
+    static func entries(of symbol: String, in scope: ImportScope) -> [ImportWalk.Entry] {
         ImportWalk.withLoadedObjects { objects in
             objects.filter { ImportWalk.isInScope($0, scope) }.flatMap { ImportWalk.entries(of: symbol, in: $0) }
         }
@@ -477,7 +477,9 @@ extension FixtureTableTests {
             let symbol = #expect(throws: HookError.self) {
                 try ImportTable.replace(symbol: "cimport_nothing_imports_this", in: .all, with: fortyTwo)
             }
-            #expect(symbol?.is(.symbolNotImported("cimport_nothing_imports_this")) == true)
+            #expect(symbol?.code == .symbolNotImported)
+            #expect(symbol?.symbol == "cimport_nothing_imports_this")
+            #expect(symbol?.message.hasPrefix(#"no loaded object imports "cimport_nothing_imports_this""#) == true)
             let notAFunction = #expect(throws: HookError.self) {
                 try ImportTable.replace(symbol: "strlen", in: .object(Self.fullRELRO), with: 42)
             }
@@ -502,7 +504,8 @@ extension FixtureTableTests {
                         symbol: "cimport_nothing_imports_this", in: scope, signature: Signature("v"), position: .after
                     ) { _ in }
                 }
-                #expect(error?.is(.symbolNotImported("cimport_nothing_imports_this")) == true)
+                #expect(
+                    error?.is(.symbolNotImported("cimport_nothing_imports_this", scope: scope, importers: [])) == true)
                 #expect(error?.description.contains("cimport_nothing_imports_this") == true)
             }
         }

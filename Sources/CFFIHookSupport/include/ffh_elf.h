@@ -37,6 +37,9 @@ typedef struct {
     uintptr_t slot;
     /// The relocation that fills it.
     ffh_elf_kind kind;
+    /// The symbol version the entry asks for (`GLIBC_2.2.5`), or NULL when unversioned;
+    /// points into the object's string table (valid while it stays loaded).
+    const char *version;
 } ffh_elf_entry;
 
 /// A snapshot of the loaded objects, in the loader's order (the main program first), taken

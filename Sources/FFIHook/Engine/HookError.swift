@@ -71,7 +71,9 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
         /// none has it as its soname; ``HookError/object`` is the name.
         public static var objectNotFound: Self { Self(.objectNotFound) }
         /// No object in the scope of an import-table hook imports the symbol: it has no
-        /// JUMP_SLOT or GLOB_DAT entry for it. ``HookError/symbol`` is the symbol.
+        /// JUMP_SLOT or GLOB_DAT entry for it. ``HookError/symbol`` is the symbol; the message
+        /// names the loaded objects that do import it and a scope that covers them, or says
+        /// that none does.
         public static var symbolNotImported: Self { Self(.symbolNotImported) }
         /// An import-table operation that cannot cover the scope asked for: a replacement
         /// does not follow later loads.
@@ -126,7 +128,7 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
             signature: signature)
         switch problem {
         case .objectNotFound(let name): object = name
-        case .symbolNotImported(let name): symbol = name
+        case .symbolNotImported(let name, _, _): symbol = name
         default: break
         }
     }
@@ -172,7 +174,9 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
         case protectionChangeFailed
         case calledFromHookBlock
         case objectNotFound(String)
-        case symbolNotImported(String)
+        /// The symbol; the scope searched, when known; the loaded objects that import it
+        /// (soname or file name), when they were looked for.
+        case symbolNotImported(String, scope: ImportScope? = nil, importers: [String]? = nil)
         case unsupportedScope
         case unsupportedCallerLimit(String)
 
@@ -221,8 +225,8 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
             case .calledFromHookBlock:
                 "called from inside a hook block, where it would wait for itself (waitForReclamation() in a hooked call, or an install or a read of Hook.statistics in a block that runs within the library's own install or removal on this thread)"
             case .objectNotFound(let object): "no loaded object has a path ending in \(quoted(object)) or that soname"
-            case .symbolNotImported(let symbol):
-                "no object in scope imports \(quoted(symbol)) (it has no JUMP_SLOT or GLOB_DAT entry for it)"
+            case .symbolNotImported(let symbol, let scope, let importers):
+                HookError.notImportedMessage(symbol, scope: scope, importers: importers)
             case .unsupportedScope:
                 "a replacement does not follow later loads (replace with .all once the objects are loaded)"
             case .unsupportedCallerLimit(let reason): reason

@@ -763,6 +763,17 @@ package final class SlotRegistry: Sendable {
         }
     }
 
+    /// Whether the slot at `address`, which holds `value`, holds the closure of an entry with
+    /// hooks, and if so the function they wrap; `nil` when this thread holds the lock (see
+    /// ``statistics``).
+    package func hookedFunction(at address: UInt, holding value: UInt) -> (isHooked: Bool, original: UInt)? {
+        guard !holdsLock else { return nil }
+        return state.withLock { state in
+            guard let entry = state.entries[address], entry.code == value else { return (false, 0) }
+            return (true, entry.original)
+        }
+    }
+
     /// How many slots have hooks (detached ones included).
     package var entryCount: Int {
         state.withLock { $0.entries.count + $0.detached.count }
