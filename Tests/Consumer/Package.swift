@@ -43,11 +43,12 @@ let package = Package(
     targets: [
         // MARK: - Programs
 
-        // The README's examples and the zlib task; opens an Objective-C runtime as a plug-in.
+        // The README's examples, the zlib, open and SQLite tasks; opens an Objective-C runtime as a plug-in.
         .executableTarget(
             name: "Consumer",
             dependencies: [
-                "CConsumerTable", "CConsumerZlib", .product(name: "FFIHook", package: "swift-ffi-hook"),
+                "CConsumerTable", "CConsumerZlib", "CConsumerSQLite",
+                .product(name: "FFIHook", package: "swift-ffi-hook"),
                 .product(name: "FFIHookObjC", package: "swift-ffi-hook"),
             ]
         ),
@@ -75,5 +76,7 @@ let package = Package(
         ),
         // The system's zlib (Debian's zlib1g-dev).
         .systemLibrary(name: "CConsumerZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        // The system's SQLite (Debian's libsqlite3-dev).
+        .systemLibrary(name: "CConsumerSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
     ]
 )

@@ -156,5 +156,6 @@ check(consumer_objc_add(object, 2, 3) == 5, "the method after the removals")
 
 // Examples kept in files of their own.
 try runZlibExample()
+try runImportExamples()
 
 print("consumer: every README example ran")
