@@ -49,6 +49,7 @@ extension Hook {
     ///   - body: the code the hook is for.
     /// - Returns: what `body` returns.
     /// - Throws: what `install` throws (then `body` does not run), or what `body` throws.
+    @discardableResult
     public static func scoped<Token: RemovableHook, Result>(
         _ install: () throws -> Token, during body: () throws -> Result
     ) throws -> Result {
@@ -74,6 +75,7 @@ extension Hook {
     ///   - body: the code the hook is for.
     /// - Returns: what `body` returns.
     /// - Throws: what `install` throws (then `body` does not run), or what `body` throws.
+    @discardableResult
     public static func scoped<Token: RemovableHook, Result>(
         isolation: isolated (any Actor)? = #isolation,
         _ install: () throws -> Token, during body: () async throws -> Result

@@ -84,7 +84,7 @@ import Testing
     struct Failure: Error {}
 
     @Test func theHookIsRemovedWhenTheBodyThrows() throws {
-        try withAddSlot { slot in
+        withAddSlot { slot in
             #expect(throws: Failure.self) {
                 try Hook.scoped {
                     try returning(-1, on: slot)
@@ -198,7 +198,7 @@ import Testing
     // MARK: - The task limit
 
     @Test func aTaskLimitOutsideAScopeAndALimitedReplacementAreRefused() throws {
-        try withAddSlot { slot in
+        withAddSlot { slot in
             #expect {
                 try returning(-1, on: slot, options: .inCurrentTaskOnly)
             } throws: { error in

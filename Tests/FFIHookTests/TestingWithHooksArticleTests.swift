@@ -14,7 +14,7 @@ import Testing
     /// A file the tests may open, made for this process.
     static let readable: String = {
         let path = FileManager.default.temporaryDirectory.path + "/ffh-article-\(getpid())"
-        FileManager.default.createFile(atPath: path, contents: Data("hello".utf8))
+        _ = FileManager.default.createFile(atPath: path, contents: Data("hello".utf8))
         return path
     }()
 
@@ -71,7 +71,7 @@ import Testing
     @Test func theReadmeExample() async throws {
         // open() fails with EACCES for this test's calls only, until the body returns or throws.
         let shape = try Signature(variadic: "i*ii", fixedArgumentCount: 2)
-        let descriptor = try await Hook.scoped {
+        let descriptor = try Hook.scoped {
             try ImportTable.instead(symbol: "open", in: .all, signature: shape, options: .inCurrentTaskOnly) { call in
                 errno = EACCES
                 call.setReturnValue(Int32(-1))
@@ -167,7 +167,7 @@ import Testing
     static let second = TestingWithHooksArticleTests.readable + "-second"
 
     init() {
-        for path in [Self.first, Self.second] { FileManager.default.createFile(atPath: path, contents: Data()) }
+        for path in [Self.first, Self.second] { _ = FileManager.default.createFile(atPath: path, contents: Data()) }
     }
 
     /// What `open` gives for `mine` and `theirs` while this test's fault is injected for

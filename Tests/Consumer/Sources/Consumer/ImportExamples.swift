@@ -87,3 +87,34 @@ func runImportExamples() throws {
     ]
     check(counts.withLock { $0 } == expected, "the calls per symbol: \(counts.withLock { $0 })")
 }
+
+/// The README's example of bindings and a group of symbols.
+func runReadmeImportExample() throws {
+    let bindings = try ImportTable.bindings(of: "open")
+    check(
+        bindings.contains { $0.entry.objectName == "libswiftGlibc.so" && !"\($0)".isEmpty },
+        "the bindings of open list the Glibc overlay: \(bindings)")
+
+    let calls = Mutex<[String: Int]>([:])
+    let profile = try ImportTable.before(
+        symbols: [
+            ImportSymbol("sqlite3_prepare_v2", signature: Signature("i^v*i^^v^*")),
+            ImportSymbol("sqlite3_step", signature: Signature("i^v")),
+            ImportSymbol("sqlite3_finalize", signature: Signature("i^v")),
+        ],
+        in: .all
+    ) { call, entry in
+        calls.withLock { $0[entry.symbol, default: 0] += 1 }
+    }
+    var database: OpaquePointer?
+    check(sqlite3_open(":memory:", &database) == SQLITE_OK, "sqlite3_open")
+    var statement: OpaquePointer?
+    check(sqlite3_prepare_v2(database, "SELECT 1", -1, &statement, nil) == SQLITE_OK, "prepare")
+    check(sqlite3_step(statement) == SQLITE_ROW, "step")
+    _ = sqlite3_finalize(statement)
+    _ = sqlite3_close(database)
+    profile.remove()
+    check(
+        calls.withLock { $0 } == ["sqlite3_prepare_v2": 1, "sqlite3_step": 1, "sqlite3_finalize": 1],
+        "the README's group counted \(calls.withLock { $0 })")
+}

@@ -157,5 +157,6 @@ check(consumer_objc_add(object, 2, 3) == 5, "the method after the removals")
 // Examples kept in files of their own.
 try runZlibExample()
 try runImportExamples()
+try runReadmeImportExample()
 
 print("consumer: every README example ran")
