@@ -20,9 +20,10 @@ extension Hook {
     /// or throws.
     ///
     /// ```swift
+    /// let openShape = try Signature(variadic: "i*ii", fixedArgumentCount: 2)
     /// let descriptor = try Hook.scoped {
     ///     try ImportTable.instead(
-    ///         symbol: "open", in: .all, signature: Signature("i*i"), options: .inCurrentTaskOnly
+    ///         symbol: "open", in: .all, signature: openShape, options: .inCurrentTaskOnly
     ///     ) { call in
     ///         errno = EACCES
     ///         call.setReturnValue(Int32(-1))

@@ -76,6 +76,13 @@ extension Hook {
     /// Runs `block` in place of the original. The block receives the original (the next
     /// instead block inward, or the function itself), to call with any arguments it likes,
     /// and the arguments; what it returns is what the caller receives.
+    ///
+    /// For a function of one argument, Swift 6.3 does not infer a block made of the single
+    /// expression `{ original, x in original(x) + 5 }` ("cannot pass value pack expansion
+    /// to non-pack parameter"); write it as statements (`let result = original(x)`, then
+    /// `return result + 5`) or with its parameters' types
+    /// (`{ (original: (Int32) -> Int32, x: Int32) in original(x) + 5 }`). The same holds for
+    /// the typed instead forms of ``ImportTable`` and FFIHookObjC.
     @inlinable
     public static func instead<each Argument: CEncodable, Result: CEncodable>(
         on slot: FunctionSlot, arguments: repeat (each Argument).Type, returning: Result.Type,

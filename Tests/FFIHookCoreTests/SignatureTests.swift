@@ -18,6 +18,33 @@ import Testing
         #expect(signature.argumentTypes.map(\.encoding) == arguments)
     }
 
+    /// Which signatures may hook one slot together: those the calling convention passes
+    /// alike, ignoring the signedness of integers of 4 bytes or more and the kind of a
+    /// pointer-sized integer or pointer; never sub-word integers, floating point, aggregates
+    /// or another variadic shape.
+    @Test(arguments: [
+        ("qi^vQ", "qi^vq", true),
+        ("iII", "III", true),
+        ("^v*", "Q@", true),
+        ("v:#@?", "vqqq", true),
+        ("tT", "Tt", true),
+        ("cc", "CC", false),
+        ("ss", "SS", false),
+        ("Bi", "Ci", false),
+        ("fi", "ii", false),
+        ("dq", "qq", false),
+        ("v{P=ii}", "v{P=II}", false),
+        ("ii", "iq", false),
+    ])
+    func slotSharing(first: String, second: String, shares: Bool) throws {
+        let a = try Signature(first)
+        let b = try Signature(second)
+        #expect((a.slotSharingKey == b.slotSharingKey) == shares)
+        #expect(
+            try Signature(variadic: first, fixedArgumentCount: 1).slotSharingKey
+                != a.slotSharingKey)
+    }
+
     @Test func canonicalEncodingDropsFrameOffsets() throws {
         #expect(try Signature("v24@0:8@16").encoding == "v@:@")
         #expect(try Signature("v24@0:8@16").description == "v@:@")

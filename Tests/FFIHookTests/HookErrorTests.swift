@@ -64,15 +64,24 @@ extension FixtureTableTests {
                 try Hook.before(on: fixtureSlot(\.add), signature: Signature("ddd")) { _ in }
             }
             #expect(error?.is(.signatureMismatch(installed: "iii")) == true)
-            // Types the registers pass alike still differ: a block reads and returns the
-            // slot's values as one signature says, and the message does not claim otherwise.
-            let unsigned = #expect(throws: HookError.self) {
-                try Hook.before(on: fixtureSlot(\.add), signature: Signature("III")) { _ in }
+            // Integers of 4 bytes or more pass alike whatever their signedness: a hook that
+            // says "III" shares the slot, and reads and writes the values by size.
+            let unsigned = try Hook.after(on: fixtureSlot(\.add), signature: Signature("III")) { call in
+                call.setReturnValue(call.returnValue(as: UInt32.self) &+ 100)
             }
-            #expect(unsigned?.is(.signatureMismatch(installed: "iii")) == true)
+            #expect(ct_fix_call_add(2, 3) == 105)
+            unsigned.remove()
+            // Another size does not, and the message says what may differ.
+            let wider = #expect(throws: HookError.self) {
+                try Hook.before(on: fixtureSlot(\.add), signature: Signature("qqq")) { _ in }
+            }
+            #expect(wider?.is(.signatureMismatch(installed: "iii")) == true)
             #expect(
-                unsigned?.description.hasSuffix(
-                    "every hook of a slot must use the same types and the same variadic call shape") == true)
+                wider?.description.hasSuffix(
+                    "every hook of a slot must use the same types and the same variadic call shape "
+                        + "(integers of 4 bytes or more may differ in signedness, pointers from integers of their size)"
+                )
+                    == true)
             // Names and qualifiers do not matter.
             let same = try Hook.after(on: fixtureSlot(\.add), signature: Signature("i8i0i4")) { _ in }
             same.remove()

@@ -11,6 +11,31 @@ extension FixtureTableTests {
             ct_fix_reset()
         }
 
+        /// `write` as C declares it ("qi^vQ", `size_t` unsigned) and as Swift's types derive it
+        /// ("qi^vq", `Int`) hook one slot together: the calling convention passes them alike.
+        @Test func aTypedAndAnEncodedHookOfOneFunctionInSignednessesOfTheirOwn() throws {
+            typealias Write = @convention(c) (Int32, UnsafeRawPointer?, Int) -> Int
+            let slot = UnsafeMutablePointer<Write?>.allocate(capacity: 1)
+            defer { slot.deallocate() }
+            slot.initialize(to: { _, _, count in count })
+            let seen = Locked<[String]>([])
+            let encoded = try Hook.before(on: FunctionSlot(slot), signature: Signature("qi^vQ")) { call in
+                seen.withLock { $0.append("encoded \(call.argument(2, as: UInt.self))") }
+                call.setArgument(2, to: call.argument(2, as: UInt.self) / 2)
+            }
+            let typed = try Hook.after(
+                on: FunctionSlot(slot), arguments: Int32.self, UnsafeRawPointer?.self, Int.self, returning: Int.self
+            ) { result, _, _, count in
+                seen.withLock { $0.append("typed \(result) of \(count)") }
+                return result + 1
+            }
+            #expect(slot.pointee!(1, nil, 10) == 6)
+            #expect(seen.withLock { $0 } == ["encoded 10", "typed 5 of 5"])
+            typed.remove()
+            encoded.remove()
+            #expect(slot.pointee!(1, nil, 10) == 10)
+        }
+
         /// A typed block's small result reaches the caller as libffi closures return it: an
         /// integer narrower than a word widened to one by its C type's signedness, a float as
         /// its 4 bytes.

@@ -154,7 +154,7 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
     package enum Problem: Sendable, Hashable {
         /// ``unsupportedCallerLimit(_:)``'s reason for a task limit outside a scope.
         package static let taskLimitOutsideScope = Problem.unsupportedCallerLimit(
-            "a hook limited to the current task (.inCurrentTaskOnly) is installed inside Hook.scoped(_:during:), which names the task's calls"
+            "a hook limited to the current task (.inCurrentTaskOnly) must be installed inside Hook.scoped(_:during:), which names the task's calls; this install runs in no scope"
         )
         /// ``unsupportedCallerLimit(_:)``'s reason for a limited replacement.
         package static let limitedReplacement = Problem.unsupportedCallerLimit(
@@ -212,7 +212,8 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
             case .emptySlot: "it holds NULL, and a before or after hook needs an original to run"
             case .signatureMismatch(let installed, let fixedArgumentCount):
                 "it is already hooked with signature \(quoted(installed))\(Signature.variadicNote(fixedArgumentCount)); "
-                    + "every hook of a slot must use the same types and the same variadic call shape"
+                    + "every hook of a slot must use the same types and the same variadic call shape "
+                    + "(integers of 4 bytes or more may differ in signedness, pointers from integers of their size)"
             case .invalidSignature(let reason): reason
             case .closureAllocationFailed:
                 "libffi could not allocate a closure (is mapping writable and executable memory forbidden?)"

@@ -67,7 +67,10 @@ public struct HookOptions: OptionSet, Sendable, Hashable {
     /// what a call reads to match: synchronous code the body runs on its own thread matches,
     /// code it hands to a thread of its own (a C thread, a dispatch queue) does not. Installing
     /// a hook with this option outside ``Hook/scoped(_:during:)`` throws
-    /// ``HookError/Code-swift.struct/unsupportedCallerLimit``, as does a replacement.
+    /// ``HookError/Code-swift.struct/unsupportedCallerLimit``, as does a replacement. A task
+    /// that the body starts with `Task { }` carries the scope after the body has returned:
+    /// a hook it installs then is accepted, limited to that ended scope's tasks, and stays
+    /// until its own token removes it.
     public static let inCurrentTaskOnly = HookOptions(rawValue: 1 << 4)
 
     /// The options that limit a hook to some of its slot's calls.

@@ -143,7 +143,7 @@ package final class SlotRegistry: Sendable {
                 guard let current = SlotMemory.load(address) else { throw failure(.unmappedSlot) }
                 holdsClosure = current == existing.code
                 if holdsClosure {
-                    guard existing.signature.abiKey == signature.abiKey else {
+                    guard existing.signature.slotSharingKey == signature.slotSharingKey else {
                         throw failure(
                             .signatureMismatch(
                                 installed: existing.signature.encoding,

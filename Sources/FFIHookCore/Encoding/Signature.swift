@@ -129,6 +129,37 @@ public struct Signature: Sendable, Hashable, CustomStringConvertible {
     /// interface with the fixed signature of the same types, nor with another count.
     package var abiKey: String { storedABIKey }
 
+    /// What hooks of one slot must agree on: ``abiKey``, except that the integer and pointer
+    /// types of a word or more that the platform's calling convention passes alike count as
+    /// one type of their size: `int` and `unsigned int`; `long long`, `size_t`, any pointer,
+    /// C string, object, class, selector or block. So `"qi^vQ"` (`write` as C declares it)
+    /// and `"qi^vq"` (the same function seen from Swift, `Int` for `size_t`) can hook one
+    /// slot together, while `char` and `unsigned char`, which callers widen differently,
+    /// stay apart, as do aggregates, floating-point types and variadic call shapes.
+    ///
+    /// The slot keeps the signature of its first hook: its call interface passes the
+    /// arguments and the result, and later hooks read them by size.
+    package var slotSharingKey: String {
+        var key = Self.sharingCode(returnType)
+        for argument in argumentTypes { key += " " + Self.sharingCode(argument) }
+        guard let fixedArgumentCount else { return key }
+        return key + " variadic \(fixedArgumentCount)"
+    }
+
+    private static func sharingCode(_ type: CType) -> String {
+        let word = MemoryLayout<UnsafeRawPointer>.size
+        switch type.kind {
+        case .primitive(let primitive) where primitive.isInteger && primitive != .bool && primitive.size >= 4:
+            return "w\(primitive.size)"
+        case .pointer, .cString, .object, .block, .objectClass, .selector:
+            return "w\(word)"
+        default:
+            var text = ""
+            type.appendEncoding(to: &text, names: false)
+            return text
+        }
+    }
+
     private static func abiKey(_ returnType: CType, _ argumentTypes: [CType], _ fixedArgumentCount: Int?) -> String {
         let key = joinedEncoding(returnType, argumentTypes, names: false)
         guard let fixedArgumentCount else { return key }
