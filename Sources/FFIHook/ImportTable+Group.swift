@@ -158,7 +158,7 @@ extension ImportTable {
         let limit = try CallerLimit(options: options, signature: symbols.first?.signature)
         for symbol in symbols {
             if let earlier = first[symbol.name] {
-                guard earlier.abiKey == symbol.signature.abiKey else {
+                guard earlier.slotSharingKey == symbol.signature.slotSharingKey else {
                     throw HookError(
                         slot: nil, signature: symbol.signature,
                         problem: .signatureMismatch(

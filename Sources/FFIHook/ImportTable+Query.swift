@@ -55,7 +55,7 @@ public struct ImportEntry: Sendable, Hashable, CustomStringConvertible {
     public var scope: ImportScope { isInMainProgram ? .mainProgram : .object(objectName) }
 
     /// The symbol, its version, the relocation, the address and the object, such as
-    /// `"open@GLIBC_2.2.5" GLOB_DAT entry 0x00007f3a2c001008 in libswiftGlibc.so`.
+    /// `"open@GLIBC_2.2.5" JUMP_SLOT entry 0x00007f3a2c001008 in libswiftGlibc.so`.
     public var description: String {
         let name = version.map { "\(symbol)@\($0)" } ?? symbol
         let address = "0x" + String(slot.address, radix: 16).leftPadded(to: 16)
@@ -115,7 +115,7 @@ public struct ImportBinding: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The entry and what it held, such as
-    /// `"open@GLIBC_2.2.5" GLOB_DAT entry 0x… in libswiftGlibc.so: bound to 0x… in libc.so.6`.
+    /// `"open@GLIBC_2.2.5" JUMP_SLOT entry 0x… in libswiftGlibc.so: bound to 0x… in libc.so.6`.
     public var description: String {
         let place = functionObject.map { " in \($0)" } ?? ""
         let held: String =
@@ -135,7 +135,7 @@ extension ImportTable {
     /// ```swift
     /// // Which objects' calls of open would a hook see?
     /// for binding in try ImportTable.bindings(of: "open") {
-    ///     print(binding)  // "open@GLIBC_2.2.5" GLOB_DAT entry 0x… in libswiftGlibc.so: bound to 0x… in libc.so.6
+    ///     print(binding)  // "open@GLIBC_2.2.5" JUMP_SLOT entry 0x… in libswiftGlibc.so: bound to 0x… in libc.so.6
     /// }
     /// ```
     ///
@@ -219,7 +219,7 @@ extension ImportTable {
     static func importers(of symbol: String, among objects: [LoadedObject]) -> [String] {
         var names: [String] = []
         for object in objects where !ImportWalk.entries(of: symbol, in: object).isEmpty {
-            let name = displayName(object)
+            let name = object.isMainProgram ? HookError.mainProgramImporter : displayName(object)
             if !names.contains(name) { names.append(name) }
         }
         return names

@@ -54,7 +54,8 @@ public enum ImportScope: Sendable, Hashable, CustomStringConvertible {
 ///   A lazy entry whose symbol nothing defines is left alone.
 /// - Calls that do not go through an import table are not seen: calls inside the defining
 ///   object, calls through pointers the program obtained with `dlsym` or kept from before
-///   the hook, calls an object binds to itself (`-Bsymbolic`, hidden symbols).
+///   the hook, calls an object binds to itself (`-Bsymbolic`, hidden symbols), calls through
+///   pointers the loader writes into data (`R_X86_64_64`; see <doc:HookingCTables>).
 /// - Swift's overlays: Swift code calls some C functions through wrappers in its platform
 ///   overlay, and those calls come from the overlay's import table, not the program's. On
 ///   Linux, `libswiftGlibc.so` imports `open`, `openat`, `fcntl`, `ioctl` and `sem_open` (C

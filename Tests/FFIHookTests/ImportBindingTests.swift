@@ -292,6 +292,20 @@ extension FixtureTableTests {
                 two.message.hasSuffix(
                     "it is imported by libA.so and libB.so: hook it in .all, or in .object(_:) with one of them"))
             #expect(one.symbol == "inflate")
+            // The main program is named as such, and caught by .mainProgram, not by its file name.
+            let main = HookError(
+                slot: nil, signature: nil,
+                problem: .symbolNotImported(
+                    "inflate", scope: .object("libz.so.1"), importers: [HookError.mainProgramImporter]))
+            #expect(main.message.hasSuffix("it is imported by the main program: hook it in .mainProgram"))
+            let mainAndOne = HookError(
+                slot: nil, signature: nil,
+                problem: .symbolNotImported(
+                    "inflate", scope: .object("libz.so.1"), importers: [HookError.mainProgramImporter, "libA.so"]))
+            #expect(
+                mainAndOne.message.hasSuffix(
+                    "it is imported by the main program and libA.so: hook it in .all, or in .mainProgram or .object(_:) with one of them"
+                ))
         }
     }
 }

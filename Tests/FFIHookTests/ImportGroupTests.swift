@@ -238,6 +238,18 @@ extension FixtureTableTests {
             #expect(runs.count == 1)
             group.remove()
 
+            // Spellings a slot accepts together (a pointer for the size_t, or a signed size)
+            // are one symbol too, as when installed one after the other.
+            let spellings = try [
+                Self.strlen, ImportSymbol("strlen", signature: Signature("q*")),
+                ImportSymbol("strlen", signature: Signature("^v^v")),
+            ]
+            let alike = try ImportTable.before(symbols: spellings, in: Self.scope) { _, _ in runs.increment() }
+            #expect(alike.tokens.count == 1)
+            #expect(length("again") == 5)
+            #expect(runs.count == 2)
+            alike.remove()
+
             let otherTypes = try ImportSymbol("strlen", signature: Signature("i*"))
             let error = #expect(throws: HookError.self) {
                 try ImportTable.before(symbols: [Self.atoi, Self.strlen, otherTypes], in: Self.scope) { _, _ in }

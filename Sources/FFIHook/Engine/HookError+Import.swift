@@ -1,6 +1,9 @@
 extension HookError {
     /// How many importing objects a message names before it says "and N more".
     static let namedImporterLimit = 4
+    /// How the importers of a message name the main program, which ``ImportScope/mainProgram``
+    /// catches (its file name is no soname to give ``ImportScope/object(_:)``).
+    static let mainProgramImporter = "the main program"
 
     /// The message of ``Problem/symbolNotImported(_:scope:importers:)``: the scope without
     /// an entry, then the objects that do import the symbol and the scope that would catch
@@ -32,12 +35,13 @@ extension HookError {
         let list =
             names.count == 1 ? names[0] : names.dropLast().joined(separator: ", ") + " and " + names.last!
         let advice: String
+        let includesMain = importers.contains(mainProgramImporter)
         if importers.count == 1 {
-            advice = "hook it in .object(\(quoted(importers[0])))"
+            advice = includesMain ? "hook it in .mainProgram" : "hook it in .object(\(quoted(importers[0])))"
         } else if let overlay = overlays.first {
             advice = "hook it in .object(\(quoted(overlay))) for Swift code's calls, or in .all for every object's"
         } else {
-            advice = "hook it in .all, or in .object(_:) with one of them"
+            advice = "hook it in .all, or in \(includesMain ? ".mainProgram or " : "").object(_:) with one of them"
         }
         return head + "; it is imported by " + list + ": " + advice
     }

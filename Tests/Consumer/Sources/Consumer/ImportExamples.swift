@@ -102,7 +102,7 @@ func runReadmeImportExample() throws {
             ImportSymbol("sqlite3_step", signature: Signature("i^v")),
             ImportSymbol("sqlite3_finalize", signature: Signature("i^v")),
         ],
-        in: .all
+        in: .mainProgram  // the program's calls; .all also counts SQLite's calls to itself
     ) { call, entry in
         calls.withLock { $0[entry.symbol, default: 0] += 1 }
     }
