@@ -170,7 +170,9 @@ extension ImportTable {
                 return bindings
             }
         } catch {
-            throw error.naming(symbol: symbol)
+            var error = error.naming(symbol: symbol)
+            error.operation = "list the import entries of"
+            throw error
         }
     }
 

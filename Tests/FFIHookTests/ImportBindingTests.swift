@@ -161,6 +161,8 @@ extension FixtureTableTests {
             }
             #expect(unknown?.code == .objectNotFound)
             #expect(unknown?.symbol == "open")
+            // A query hooks nothing, and its error says what it could not do.
+            #expect(unknown?.description.hasPrefix(#"cannot list the import entries of "open": "#) == true)
         }
 
         /// Swift code calls `open` through the Glibc overlay's wrapper (C's `open` is

@@ -105,6 +105,9 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What went wrong, in words, without the slot and the signature:
     /// `it holds NULL, and a before or after hook needs an original to run`.
     public var message: String
+    /// What could not be done, after "cannot" in the description: "hook", or for a query
+    /// that hooks nothing its own words ("list the import entries of").
+    package var operation = "hook"
 
     /// Creates an error.
     public init(
@@ -146,7 +149,7 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
         case .protectionChangeFailed:
             "the page protection of \(slotName ?? "the slot")\(signaturePhrase) could not be changed (mprotect failed)"
         case .calledFromHookBlock: message + context
-        default: "cannot hook" + subject + signaturePhrase + ": " + message
+        default: "cannot " + operation + subject + signaturePhrase + ": " + message
         }
     }
 
