@@ -46,6 +46,15 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
+        // Inline hooks (issue #24), first piece: the relocator that copies a function's first
+        // instructions into a trampoline. Internal: no product carries it yet, so users of
+        // FFIHook and FFIHookObjC do not need Zydis.
+        .target(
+            name: "FFIHookInline",
+            dependencies: ["CZydis"],
+            swiftSettings: strictSettings
+        ),
+
         // MARK: - C shims
 
         // The system libffi (Debian's libffi-dev).
@@ -54,6 +63,8 @@ let package = Package(
             pkgConfig: "libffi",
             providers: [.apt(["libffi-dev"])]
         ),
+        // The system Zydis 4 disassembler (Debian's libzydis-dev; it has no pkg-config file).
+        .systemLibrary(name: "CZydis", providers: [.apt(["libzydis-dev"])]),
         // Per-thread records and the closure handler, register calls, memory barriers and
         // fault-free reads, the walk over loaded objects' import tables (prefix ffh_).
         // gcc_s: the unwinder and the C personality of the closure entry's landing pad.
@@ -85,6 +96,11 @@ let package = Package(
         .testTarget(
             name: "FFIHookTests",
             dependencies: ["FFIHook", "FFIHookCore", "FFIHookObjC", "CTestSupport", "CSQLite", "CZlib"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "FFIHookInlineTests",
+            dependencies: ["FFIHookInline", "CTestSupport", "CZlib"],
             swiftSettings: strictSettings
         ),
     ]

@@ -6,6 +6,7 @@
 #include "CTestErrnoFixtures.h"
 #include "CTestFaultFixtures.h"
 #include "CTestHookFixtures.h"
+#include "CTestInlineFixtures.h"
 #include "CTestProcessFixtures.h"
 #include "CTestThreadFixtures.h"
 #include "CTestTiming.h"

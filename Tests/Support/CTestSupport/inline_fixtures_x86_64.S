@@ -1,0 +1,114 @@
+// Hand-written functions whose first bytes hold one case each of what the inline-hook
+// relocator must move (Tests/FFIHookInlineTests). Each takes integers in rdi and returns in
+// rax; the comments give the bytes that the tests rely on. Sizes: ct_inline_*_size.
+#if defined(__x86_64__) && defined(__linux__)
+        .intel_syntax noprefix
+        .text
+
+#define FUNCTION(name) .globl name; .type name, @function; .p2align 4; name:
+#define END(name) name##_end: .size name, . - name; .pushsection .rodata; .p2align 3; .globl name##_size; \
+        name##_size: .quad name##_end - name; .popsection
+
+// (a, b) -> a + 2 * b: push rbp (1); mov rbp, rsp (3); lea rax, [rdi + rsi * 2] (4); ...
+FUNCTION(ct_inline_plain)
+        push rbp
+        mov rbp, rsp
+        lea rax, [rdi + rsi * 2]
+        pop rbp
+        ret
+END(ct_inline_plain)
+
+// a -> a + ct_inline_global (41): mov rax, [rip + global] (7); ...
+FUNCTION(ct_inline_rip)
+        mov rax, qword ptr [rip + ct_inline_global]
+        add rax, rdi
+        ret
+END(ct_inline_rip)
+
+// a -> a + 3: mov rax, rdi (3); jmp rel8 (2) over int3 filler.
+FUNCTION(ct_inline_jmp8)
+        mov rax, rdi
+        .byte 0xEB, 4
+        int3
+        int3
+        int3
+        int3
+        add rax, 3
+        ret
+END(ct_inline_jmp8)
+
+// a -> a < 10 ? 2 : 1: cmp rdi, 10 (4); jl rel8 (2); ...
+FUNCTION(ct_inline_jcc8)
+        cmp rdi, 10
+        .byte 0x7C, 6
+        mov eax, 1
+        ret
+        mov eax, 2
+        ret
+END(ct_inline_jcc8)
+
+// a -> a + 100: call rel32 to ct_inline_helper (5); add rax, rdi; ret.
+FUNCTION(ct_inline_call)
+        .byte 0xE8
+        .long ct_inline_helper - (. + 4)
+        add rax, rdi
+        ret
+END(ct_inline_call)
+
+FUNCTION(ct_inline_helper)
+        mov eax, 100
+        ret
+END(ct_inline_helper)
+
+// n -> n == 1 ? 7 : n - 1: mov rcx, rdi (3); loop rel8 (2); ...
+FUNCTION(ct_inline_loop)
+        mov rcx, rdi
+        .byte 0xE2, 6
+        mov eax, 7
+        ret
+        mov rax, rcx
+        ret
+END(ct_inline_loop)
+
+// n -> n == 0 ? 2 : 1: mov rcx, rdi (3); jrcxz rel8 (2); ...
+FUNCTION(ct_inline_jrcxz)
+        mov rcx, rdi
+        .byte 0xE3, 6
+        mov eax, 1
+        ret
+        mov eax, 2
+        ret
+END(ct_inline_jrcxz)
+
+// a -> a + 5: endbr64 (4); mov rax, rdi (3); add rax, 5 (4); ret.
+FUNCTION(ct_inline_endbr)
+        .byte 0xF3, 0x0F, 0x1E, 0xFA
+        mov rax, rdi
+        add rax, 5
+        ret
+END(ct_inline_endbr)
+
+// n (>= 1) -> n + (n - 1) + ... + 1: xor eax, eax (2); add rax, rdi (3); dec rdi (3);
+// jnz rel8 back to offset 2 (2); ret.
+FUNCTION(ct_inline_backward)
+        xor eax, eax
+1:      add rax, rdi
+        dec rdi
+        .byte 0x75, 1b - (. + 1)
+        ret
+END(ct_inline_backward)
+
+// a -> a (as an int): mov eax, edi (2); ret (1). Three bytes.
+FUNCTION(ct_inline_tiny)
+        mov eax, edi
+        ret
+END(ct_inline_tiny)
+
+        .data
+        .p2align 3
+        .globl ct_inline_global
+ct_inline_global:
+        .quad 41
+
+        .section .note.GNU-stack, "", @progbits
+#endif
