@@ -35,7 +35,8 @@ struct RelocationError: Error, Equatable, CustomStringConvertible {
     enum Code: Equatable, Sendable {
         /// Fewer than 5 bytes asked to overwrite.
         case patchTooShort
-        /// Zydis cannot decode the bytes at `offset` (`instruction` is their hex).
+        /// Zydis cannot decode the bytes at `offset` (`instruction` is their hex), also when an
+        /// instruction would cross the function's given size.
         case undecodable
         /// The function ends (its size, or a `ret`, `jmp`, `int3`, `ud2`, `hlt` when the size is
         /// unknown) before the bytes to overwrite do.
