@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "FFIHook", targets: ["FFIHook"]),
         .library(name: "FFIHookCore", targets: ["FFIHookCore"]),
         .library(name: "FFIHookObjC", targets: ["FFIHookObjC"]),
+        .library(name: "FFIHookInline", targets: ["FFIHookInline"]),
     ],
     dependencies: [
         // `swift package generate-documentation` (Scripts/docs.sh); no target depends on it.
@@ -46,12 +47,12 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
-        // Inline hooks (issue #24), first piece: the relocator that copies a function's first
-        // instructions into a trampoline. Internal: no product carries it yet, so users of
-        // FFIHook and FFIHookObjC do not need Zydis.
+        // Hooking any function in its own code (inline hooks, x86-64 Linux): the relocator
+        // over the system Zydis, the patcher, and a jump cell per function that the engine
+        // hooks as a slot. A product of its own, so that users of FFIHook alone need no Zydis.
         .target(
             name: "FFIHookInline",
-            dependencies: ["CZydis"],
+            dependencies: ["FFIHook", "FFIHookCore", "CFFIHookSupport", "CZydis"],
             swiftSettings: strictSettings
         ),
 
@@ -100,7 +101,7 @@ let package = Package(
         ),
         .testTarget(
             name: "FFIHookInlineTests",
-            dependencies: ["FFIHookInline", "CTestSupport", "CZlib"],
+            dependencies: ["FFIHookInline", "FFIHook", "FFIHookCore", "CFFIHookSupport", "CTestSupport", "CZlib", "CSQLite"],
             swiftSettings: strictSettings
         ),
     ]

@@ -115,8 +115,13 @@ static void ffh_guard_default(int signal, const siginfo_t *info) {
     }
 }
 
+/* The code writer's stop request (patch.c), sent as SIGSEGV to a thread that blocks its
+   real-time signal: 1 when the signal was that, and the thread has parked and been released. */
+int ffh_patch_claim_signal(siginfo_t *info, void *context);
+
 __attribute__((no_sanitize("address", "thread"))) static void ffh_guard_handler(
     int signal, siginfo_t *info, void *context) {
+    if (info->si_code == SI_QUEUE && ffh_patch_claim_signal(info, context)) return;
     ucontext_t *interrupted = context;
     uintptr_t ip = (uintptr_t)interrupted->uc_mcontext.gregs[REG_RIP];
     /* A fault the kernel raised (si_code > 0: not a signal sent by kill or tgkill) at one of

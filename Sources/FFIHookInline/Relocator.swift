@@ -87,6 +87,9 @@ struct Relocation: Equatable {
     let bytes: [UInt8]
     /// Each copied instruction in order.
     let instructionOffsets: [InstructionOffset]
+    /// The copied calls (direct or not) whose return address lies inside the copied bytes: a
+    /// thread inside the called function when the patch goes in would return into them.
+    var innerCalls: [IncomingBranch] = []
 
     /// The trampoline offset of the copy of the instruction at `original`, if one was copied.
     func trampolineOffset(ofOriginal original: Int) -> Int? {
@@ -143,6 +146,9 @@ enum Relocator {
         }
         let copiedLength = offset
         let base = UInt(bitPattern: code)
+        let innerCalls = instructions.filter { $0.isCall && $0.offset + $0.length < copiedLength }.map {
+            IncomingBranch(offset: $0.offset, target: $0.offset + $0.length, instruction: $0.text)
+        }
 
         // Pass 1 fixes each copy's size and place: sizes only depend on where a copy starts
         // (targets inside the copied bytes always take rel32 forms). Pass 2 writes them.
@@ -167,7 +173,8 @@ enum Relocator {
         bytes += jump(from: trampoline &+ UInt(bytes.count), to: base &+ UInt(copiedLength))
         return Relocation(
             patchOffset: patchOffset, copiedLength: copiedLength, bytes: bytes,
-            instructionOffsets: zip(instructions, places).map { .init(original: $0.offset, trampoline: $1) })
+            instructionOffsets: zip(instructions, places).map { .init(original: $0.offset, trampoline: $1) },
+            innerCalls: innerCalls)
     }
 
     /// Decodes the `size` bytes of the function at `code` linearly and lists the relative
@@ -190,6 +197,26 @@ enum Relocator {
             offset += instruction.length
         }
         return found
+    }
+
+    /// How many bytes of alignment padding follow a function of `size` bytes at `code`: the
+    /// `nop`s (any length) and `int3`s from its end up to the next 16-byte boundary, which is
+    /// where a compiler or assembler aligning functions starts the next one. 0 when anything
+    /// else is there, when the end is aligned already, or when an instruction would cross the
+    /// boundary.
+    static func paddingLength(after code: UnsafeRawPointer, size: Int) -> Int {
+        let end = UInt(bitPattern: code) + UInt(size)
+        let boundary = (end + 15) & ~15
+        let length = Int(boundary - end)
+        var offset = size
+        let decoder = Decoder()
+        while offset < size + length {
+            guard let instruction = try? decoder.decode(code, offset: offset, available: size + length - offset),
+                instruction.isPadding
+            else { return 0 }
+            offset += instruction.length
+        }
+        return length
     }
 
     // MARK: - Emitting
@@ -304,6 +331,10 @@ struct Instruction {
     let text: String
     let kind: Kind
     let isEndbr64: Bool
+    /// Any `call`, direct or indirect.
+    var isCall = false
+    /// A `nop` of any length or an `int3`: what aligns functions.
+    var isPadding = false
 }
 
 /// Zydis's 64-bit decoder and Intel formatter.
@@ -392,6 +423,7 @@ private struct Decoder {
         }
         return Instruction(
             offset: offset, length: length, bytes: bytes, text: text, kind: kind,
-            isEndbr64: instruction.mnemonic == ZYDIS_MNEMONIC_ENDBR64)
+            isEndbr64: instruction.mnemonic == ZYDIS_MNEMONIC_ENDBR64, isCall: instruction.mnemonic == ZYDIS_MNEMONIC_CALL,
+            isPadding: instruction.mnemonic == ZYDIS_MNEMONIC_NOP || instruction.mnemonic == ZYDIS_MNEMONIC_INT3)
     }
 }

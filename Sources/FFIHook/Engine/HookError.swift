@@ -27,7 +27,7 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
             case nullSlot, misalignedSlot, invalidSlot, emptySlot, signatureMismatch, invalidSignature
             case closureAllocationFailed, closurePreparationFailed, slotContention, unmappedSlot, readOnlySlot
             case protectionChangeFailed, calledFromHookBlock, objectNotFound, symbolNotImported, unsupportedScope
-            case unsupportedCallerLimit
+            case unsupportedCallerLimit, unhookableFunction, patchFailed, symbolNotFound, unsupportedPlatform
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -84,6 +84,24 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
         /// replacement asked to be limited to a thread or a task, which it cannot be: it runs
         /// no block of the library's that could tell calls apart.
         public static var unsupportedCallerLimit: Self { Self(.unsupportedCallerLimit) }
+
+        /// An inline hook cannot patch the function: its first instructions cannot be moved
+        /// into a trampoline (the message names the instruction, its offset from the
+        /// function's start and why), the function is shorter than the patch, or another
+        /// place in the function branches into the bytes the patch would overwrite.
+        public static var unhookableFunction: Self { Self(.unhookableFunction) }
+        /// An inline hook's patch could not be written or taken out: another thread did not
+        /// stop, or sat inside the bytes to overwrite where it could not be moved; the code's
+        /// page could not be made writable; or the function's bytes changed (its object was
+        /// unloaded). The message says which.
+        public static var patchFailed: Self { Self(.patchFailed) }
+        /// No loaded object defines the function's symbol, or it names data rather than a
+        /// function; ``HookError/symbol`` is the symbol and ``HookError/object`` the object
+        /// asked for.
+        public static var symbolNotFound: Self { Self(.symbolNotFound) }
+        /// Inline hooks need a code writer and a decoder this platform does not have (they
+        /// work on Linux x86-64).
+        public static var unsupportedPlatform: Self { Self(.unsupportedPlatform) }
 
         /// The code's name, as the static member is spelled (`emptySlot`).
         public var description: String { value.rawValue }

@@ -56,6 +56,9 @@ package final class SlotRegistry: Sendable {
         var waiting: [WaitingGroup] = []
         /// The number the next waiting group gets; numbers only grow.
         var nextGroup: UInt64 = 0
+        /// What watches slots that stand for something else (an inline hook's jump cell), by
+        /// slot address.
+        var observers: [UInt: any SlotObserver] = [:]
     }
 
     /// What was replaced or released when one grace period began.
@@ -176,6 +179,7 @@ package final class SlotRegistry: Sendable {
             }
             let entry = target!
             if !holdsClosure {
+                try state.observers[address]?.slotWillChange()
                 try Self.takeOver(
                     cell, for: entry, allowEmpty: position == .instead, fallback: fallback, failure: failure)
             }
@@ -448,6 +452,7 @@ package final class SlotRegistry: Sendable {
                 replacement.setOriginal(entry.original)
                 entry.setOriginal(replacement.function)
             } else {
+                try state.observers[address]?.slotWillChange()
                 try Self.swap(cell, to: replacement.function, protection: protection, failure: failure) { value in
                     replacement.setOriginal(value)
                 }
@@ -485,6 +490,28 @@ package final class SlotRegistry: Sendable {
             }
         }
         return true
+    }
+
+    // MARK: - Observers
+
+    /// Has `observer` told before the first write to the slot at `address` that replaces
+    /// what it holds when nothing hooks or replaces it, and after every write of the
+    /// registry (see ``SlotObserver``). One observer per slot, for the life of the process;
+    /// a later one replaces it.
+    package func observe(slot address: UInt, with observer: any SlotObserver) {
+        write { state in state.observers[address] = observer }
+    }
+
+    /// Runs `body` under the registry's lock, then tells the observers (as after a write):
+    /// for an observer's own changes, which must not interleave with installs and removals.
+    package func withLock(_ body: () throws(HookError) -> Void) throws(HookError) {
+        guard !holdsLock else { throw HookError(slot: nil, signature: nil, problem: .calledFromHookBlock) }
+        try write { (_: inout State) throws(HookError) in try body() }
+    }
+
+    /// Tells every observer that the registry has written (it checks its own slot).
+    private static func notifyObservers(_ state: State) {
+        for observer in state.observers.values { observer.slotDidChange() }
     }
 
     // MARK: - Removing
@@ -550,6 +577,7 @@ package final class SlotRegistry: Sendable {
             defer { lockOwner.store(0, ordering: .relaxed) }
             return try SlotMemory.guardingFaults { () throws(Failure) -> Result in
                 removeDeferred(&state)
+                defer { Self.notifyObservers(state) }
                 return try body(&state)
             }
         }
@@ -568,6 +596,7 @@ package final class SlotRegistry: Sendable {
                 SlotMemory.guardingFaults {
                     removeDeferred(&state)
                     Self.reclaim(&state)
+                    Self.notifyObservers(state)
                 }
             }
             guard done != nil else { return }

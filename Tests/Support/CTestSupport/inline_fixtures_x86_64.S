@@ -104,6 +104,17 @@ FUNCTION(ct_inline_tiny)
         ret
 END(ct_inline_tiny)
 
+// (n, r) -> r + 1 after counting n (>= 1) down to 0 in a loop that lies inside the first
+// bytes: nop (1); dec rdi (3); jnz rel8 back to the dec (2); lea rax, [rsi + 1]; ret. A thread
+// spinning in it sits inside the bytes a patch overwrites, at offset 1 or 4.
+FUNCTION(ct_inline_spin)
+        nop
+1:      dec rdi
+        jnz 1b
+        lea rax, [rsi + 1]
+        ret
+END(ct_inline_spin)
+
         .data
         .p2align 3
         .globl ct_inline_global

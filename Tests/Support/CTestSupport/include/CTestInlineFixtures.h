@@ -29,12 +29,22 @@ int64_t ct_inline_backward(int64_t n);
 /// (int)a, in three bytes.
 int32_t ct_inline_tiny(int32_t a);
 
+/// r + 1, after a loop of n (>= 1) turns inside its first 6 bytes.
+int64_t ct_inline_spin(int64_t n, int64_t r);
+
 /// 41.
 extern int64_t ct_inline_global;
 
 /// The functions' sizes in bytes.
 extern const int64_t ct_inline_plain_size, ct_inline_rip_size, ct_inline_jmp8_size, ct_inline_jcc8_size,
     ct_inline_call_size, ct_inline_loop_size, ct_inline_jrcxz_size, ct_inline_endbr_size, ct_inline_backward_size,
-    ct_inline_tiny_size;
+    ct_inline_tiny_size, ct_inline_spin_size;
+
+/// Calls fixture `which` (0 plain(a, b), 1 rip, 2 jmp8, 3 jcc8, 4 call, 5 loop, 6 jrcxz,
+/// 7 endbr, 8 backward, 9 tiny) with a direct `call`, as code inside one object does.
+int64_t ct_inline_direct(int32_t which, int64_t a, int64_t b);
+/// Calls ct_inline_plain(i, 1) directly for i in 0..<count; counts in *hooked the results a
+/// hook raised by 1000. Returns count, or -1 - i for a result that is neither.
+int64_t ct_inline_plain_loop(int64_t count, int64_t *hooked);
 
 #endif

@@ -1,0 +1,77 @@
+#ifndef FFH_PATCH_H
+#define FFH_PATCH_H
+
+// Writing machine code that other threads may be executing (inline hooks): the process's
+// other threads are stopped with a signal while the bytes change, and a thread stopped inside
+// the bytes being replaced is moved to the matching instruction elsewhere.
+//
+// Between stopping the threads and releasing them the library makes system calls with the
+// processor's instruction only: a stopped thread may hold any lock (the allocator's, the
+// dynamic linker's), and a function the library would call may be the one being hooked.
+
+#include <stddef.h>
+#include <stdint.h>
+
+/// A move: a stopped thread whose instruction pointer is `from` continues at `to`.
+typedef struct {
+    uintptr_t from;
+    uintptr_t to;
+} ffh_patch_move;
+
+/// Why a write did not happen (0 when it did).
+typedef enum {
+    FFH_PATCH_DONE = 0,
+    /// The platform has no code writer (only Linux x86-64 has one).
+    FFH_PATCH_UNSUPPORTED = 1,
+    /// No real-time signal was free for stopping threads, or installing its handler failed.
+    FFH_PATCH_NO_SIGNAL = 2,
+    /// A thread did not stop in time and its instruction pointer could not be read.
+    FFH_PATCH_THREAD_UNRESPONSIVE = 3,
+    /// A thread was inside the bytes to replace at a place no move names.
+    FFH_PATCH_THREAD_INSIDE = 4,
+    /// The code's page could not be made writable (`mprotect` failed with `error`).
+    FFH_PATCH_PROTECTION = 5,
+    /// The bytes found at the address are not the ones expected.
+    FFH_PATCH_CHANGED = 6,
+    /// Memory for the stop's bookkeeping could not be mapped.
+    FFH_PATCH_NO_MEMORY = 7,
+    /// The code's memory is not mapped any more.
+    FFH_PATCH_UNMAPPED = 8,
+} ffh_patch_status;
+
+/// What a write did.
+typedef struct {
+    ffh_patch_status status;
+    /// The thread concerned by a failure (its kernel thread id), 0 for none.
+    int32_t thread;
+    /// That thread's instruction pointer, when known.
+    uintptr_t pc;
+    /// The errno of a failed system call, 0 for none.
+    int32_t error;
+    /// How many other threads were stopped.
+    int32_t stopped;
+    /// How many of them were moved.
+    int32_t moved;
+} ffh_patch_result;
+
+/// Replaces the `length` bytes at `address`, which must hold `expected`, with `bytes`, while
+/// every other thread of the process is stopped. A stopped thread whose instruction pointer
+/// lies in [`watch_start`, `watch_end`) is moved by the entry of `moves` whose `from` it
+/// equals; one that no entry names fails the write with FFH_PATCH_THREAD_INSIDE (and so does
+/// a thread blocked in a system call there, which cannot be moved). `protection` is the
+/// page's protection to restore afterwards (PROT_* bits). Nothing is written on failure.
+/// Returns the status, which `result` details.
+ffh_patch_status ffh_patch_write(
+    void *address, const uint8_t *expected, const uint8_t *bytes, size_t length, int protection,
+    uintptr_t watch_start, uintptr_t watch_end, const ffh_patch_move *moves, size_t move_count,
+    ffh_patch_result *result);
+
+/// Stops the other threads and reports each one's instruction pointer into `pcs` (up to
+/// `capacity`, returning how many threads were stopped, or -1 with `result` saying why),
+/// then releases them: for tests, and to see where threads are.
+int ffh_patch_sample(uintptr_t *pcs, size_t capacity, ffh_patch_result *result);
+
+/// The signal used to stop threads, 0 before the first stop.
+int ffh_patch_signal(void);
+
+#endif

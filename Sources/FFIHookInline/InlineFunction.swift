@@ -1,0 +1,169 @@
+public import FFIHook
+
+/// A C function hooked in its own code: wherever it is called from (a direct `call` inside
+/// its library, a `static` function, libc calling its own `malloc`), not only through a
+/// pointer.
+///
+/// Making one plans the patch and changes nothing yet: it decodes the function's first
+/// instructions, copies them into a *trampoline* near the function (which then acts as the
+/// original), and sets up a *jump cell*, an 8-byte word the patch will jump through. The
+/// cell is an ordinary ``FFIHook/FunctionSlot``: every verb of ``FFIHook/Hook`` works on
+/// ``slot`` (before, instead, after, typed blocks, `replace`, `.once`, caller limits, tokens,
+/// statistics, ``FFIHook/Hook/scoped(_:during:)``).
+///
+/// ```swift
+/// let getpid = try InlineFunction(symbol: "getpid")
+/// let token = try Hook.after(on: getpid.slot, signature: Signature("i")) { call in
+///     print("getpid returned", call.returnValue(as: Int32.self))
+/// }
+/// defer { token.remove() }
+/// ```
+///
+/// The first hook or replacement on the slot writes the patch (a 5-byte `jmp` to a stub
+/// within ±2 GB of the function, or a 14-byte absolute jump when no memory is free there);
+/// removing the last one writes the function's bytes back. Each write stops the process's
+/// other threads with a signal, and moves a thread stopped inside the bytes being replaced
+/// to the matching instruction of the trampoline. Two `InlineFunction`s of one address share
+/// one patch and one slot.
+///
+/// What is refused, with ``FFIHook/HookError/Code-swift.struct/unhookableFunction`` and a
+/// message that names the instruction and its offset: a function shorter than the patch
+/// (unless alignment padding follows it), an instruction the relocator cannot move, a
+/// RIP-relative operand the trampoline cannot reach, a `call` whose return address the patch
+/// would overwrite, and a branch from elsewhere in the function into the overwritten bytes
+/// (found when the symbol tables give the function's size).
+public struct InlineFunction: Sendable, Hashable, CustomStringConvertible {
+    let inline: InlinePatch
+
+    /// Plans the patch of the function at `address`.
+    ///
+    /// - Throws: ``FFIHook/HookError`` with
+    ///   ``FFIHook/HookError/Code-swift.struct/unhookableFunction`` when the address is not
+    ///   in executable memory, is an IFUNC resolver, or its first instructions cannot be
+    ///   moved; ``FFIHook/HookError/Code-swift.struct/unsupportedPlatform`` off Linux x86-64.
+    public init(address: UnsafeRawPointer) throws(HookError) {
+        inline = try InlinePlanner.patch(for: UInt(bitPattern: address), name: nil)
+    }
+
+    /// Plans the patch of the function `symbol` names, found as the dynamic linker binds a
+    /// call to it: in the global scope, or in the loaded object `object` (a soname such as
+    /// `"libsqlite3.so.0"`, a file name or a path; nothing is loaded). An IFUNC symbol
+    /// (`memset`, `strlen`) resolves to the implementation its resolver picks for this
+    /// machine, which is the code that runs.
+    ///
+    /// - Throws: ``FFIHook/HookError`` with
+    ///   ``FFIHook/HookError/Code-swift.struct/symbolNotFound`` when no loaded object (or not
+    ///   `object`) defines it as a function,
+    ///   ``FFIHook/HookError/Code-swift.struct/objectNotFound`` when `object` is not loaded,
+    ///   and the errors of ``init(address:)``.
+    public init(symbol: String, in object: String? = nil) throws(HookError) {
+        let address: UInt
+        do {
+            address = try SymbolResolver.resolve(symbol: symbol, in: object)
+        } catch {
+            throw HookError(
+                code: error.code == .objectNotLoaded ? .objectNotFound : .symbolNotFound,
+                message: error.description, symbol: symbol, object: object)
+        }
+        inline = try InlinePlanner.patch(for: address, name: symbol)
+    }
+
+    /// Plans the patch of a C function given as a `@convention(c)` function value, such as
+    /// `getpid as @convention(c) () -> Int32`.
+    public init<Function>(_ function: Function) throws(HookError) {
+        guard MemoryLayout<Function>.size == MemoryLayout<UnsafeRawPointer>.size,
+            let address = unsafeBitCast(function, to: UnsafeRawPointer?.self)
+        else {
+            throw HookError(
+                code: .unhookableFunction, message: "\(Function.self) is not a @convention(c) function pointer")
+        }
+        try self.init(address: address)
+    }
+
+    /// The function's address: where the patch goes (4 bytes further after an `endbr64`).
+    public var address: UnsafeRawPointer { UnsafeRawPointer(bitPattern: inline.function)! }
+
+    /// The function's symbol, or its address in hexadecimal when no symbol starts there.
+    public var name: String { inline.name }
+
+    /// The jump cell as a slot: install hooks and replacements on it with ``FFIHook/Hook``.
+    public var slot: FunctionSlot { inline.slot }
+
+    /// The trampoline, callable as the original function whether or not the function is
+    /// patched: its first instructions, moved, then a jump to the rest of it.
+    public var original: UnsafeRawPointer { UnsafeRawPointer(bitPattern: inline.trampoline)! }
+
+    /// ``original`` as a function type, such as `@convention(c) (Int32) -> Int32`.
+    public func original<Function>(as type: Function.Type) -> Function {
+        precondition(
+            MemoryLayout<Function>.size == MemoryLayout<UnsafeRawPointer>.size,
+            "\(Function.self) is not a @convention(c) function pointer")
+        return unsafeBitCast(original, to: Function.self)
+    }
+
+    /// Whether the patch is in the function now (some hook or replacement is on ``slot``).
+    public var isPatched: Bool { inline.isPatched.load(ordering: .acquiring) }
+
+    /// Writes the jump now and keeps it while no hook or replacement is installed: calls then
+    /// pass through the stub and the trampoline (a few nanoseconds), and installing and
+    /// removing hooks only writes the jump cell, without stopping the other threads each
+    /// time. For functions hooked and unhooked often, and to check early that the patch can
+    /// be written. Does nothing when the jump is kept already.
+    ///
+    /// - Throws: ``FFIHook/HookError`` with ``FFIHook/HookError/Code-swift.struct/patchFailed``
+    ///   when the jump cannot be written, or
+    ///   ``FFIHook/HookError/Code-swift.struct/calledFromHookBlock`` from a block that runs
+    ///   within the library's own install or removal on this thread.
+    public func patch() throws(HookError) {
+        try SlotRegistry.shared.withLock { () throws(HookError) in
+            try inline.slotWillChange()
+            inline.isPinned.store(true, ordering: .releasing)
+        }
+    }
+
+    /// Stops keeping the jump that ``patch()`` wrote: it is taken out now if no hook or
+    /// replacement is installed, else when the last one is removed.
+    ///
+    /// - Throws: ``FFIHook/HookError/Code-swift.struct/calledFromHookBlock`` from a block
+    ///   that runs within the library's own install or removal on this thread.
+    public func unpatch() throws(HookError) {
+        try SlotRegistry.shared.withLock { () throws(HookError) in
+            inline.isPinned.store(false, ordering: .releasing)
+        }
+    }
+
+    /// Whether ``patch()`` keeps the jump.
+    public var isKeptPatched: Bool { inline.isPinned.load(ordering: .acquiring) }
+
+    /// How many bytes of the function the patch overwrites (the jump and the `int3`s that
+    /// fill the rest of the last instruction it touches).
+    public var overwrittenLength: Int { inline.originalBytes.count }
+
+    /// Whether the patch is the 5-byte relative jump (a stub was mapped within ±2 GB of the
+    /// function) rather than the 14-byte absolute one.
+    public var usesNearJump: Bool { inline.region.isNear }
+
+    /// Equal when they patch the same function.
+    public static func == (lhs: InlineFunction, rhs: InlineFunction) -> Bool { lhs.inline === rhs.inline }
+
+    /// Hashes the patch's identity.
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(inline)) }
+
+    /// The name, address and whether it is patched.
+    public var description: String {
+        "InlineFunction(\(name) at 0x\(String(inline.function, radix: 16)), \(isPatched ? "patched" : "not patched"))"
+    }
+}
+
+extension FunctionSlot {
+    /// The jump cell of the function `symbol` names, to hook it inline (see
+    /// ``InlineFunction``): `try Hook.before(on: .inline("getpid"), signature: "i") { … }`.
+    public static func inline(_ symbol: String, in object: String? = nil) throws(HookError) -> FunctionSlot {
+        try InlineFunction(symbol: symbol, in: object).slot
+    }
+
+    /// The jump cell of the function at `address`, to hook it inline (see ``InlineFunction``).
+    public static func inline(at address: UnsafeRawPointer) throws(HookError) -> FunctionSlot {
+        try InlineFunction(address: address).slot
+    }
+}
