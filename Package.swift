@@ -46,12 +46,13 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
-        // Inline hooks (issue #24), first piece: the relocator that copies a function's first
-        // instructions into a trampoline. Internal: no product carries it yet, so users of
-        // FFIHook and FFIHookObjC do not need Zydis.
+        // Inline hooks (issue #24), first pieces: the relocator that copies a function's first
+        // instructions into a trampoline, and the symbol resolver that finds functions and
+        // their extent. Internal: no product carries it yet, so users of FFIHook and
+        // FFIHookObjC do not need Zydis.
         .target(
             name: "FFIHookInline",
-            dependencies: ["CZydis"],
+            dependencies: ["CZydis", "CFFIHookSupport"],
             swiftSettings: strictSettings
         ),
 
