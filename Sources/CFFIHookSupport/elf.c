@@ -116,6 +116,8 @@ typedef struct {
     size_t needed_version_count;
     const char *defined_versions;
     size_t defined_version_count;
+    const uint32_t *gnu_hash;
+    const uint32_t *sysv_hash;
 } ffh_elf_dynamic;
 
 static int ffh_elf_read_dynamic(const ffh_elf_object *object, ffh_elf_dynamic *out) {
@@ -150,6 +152,8 @@ static int ffh_elf_read_dynamic(const ffh_elf_object *object, ffh_elf_dynamic *o
         case DT_VERNEEDNUM: out->needed_version_count = dynamic->d_un.d_val; break;
         case DT_VERDEF: out->defined_versions = (const char *)ffh_elf_address(object, value); break;
         case DT_VERDEFNUM: out->defined_version_count = dynamic->d_un.d_val; break;
+        case DT_GNU_HASH: out->gnu_hash = (const uint32_t *)ffh_elf_address(object, value); break;
+        case DT_HASH: out->sysv_hash = (const uint32_t *)ffh_elf_address(object, value); break;
         default: break;
         }
     }
@@ -260,6 +264,136 @@ int ffh_elf_is_writable_data(const ffh_elf_object *object, uintptr_t address) {
         && ffh_elf_in_segment(object, address + sizeof(uintptr_t) - 1, PT_LOAD, PF_W)
         && !ffh_elf_in_segment(object, address, PT_GNU_RELRO, 0)
         && !ffh_elf_in_segment(object, address + sizeof(uintptr_t) - 1, PT_GNU_RELRO, 0);
+}
+
+// MARK: - Symbols
+
+static uint32_t ffh_elf_gnu_hash(const char *name) {
+    uint32_t hash = 5381;
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++) hash = hash * 33 + *c;
+    return hash;
+}
+
+static uint32_t ffh_elf_sysv_hash(const char *name) {
+    uint32_t hash = 0;
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++) {
+        hash = (hash << 4) + *c;
+        uint32_t high = hash & 0xf0000000;
+        if (high) hash ^= high >> 24;
+        hash &= ~high;
+    }
+    return hash;
+}
+
+/* What the loader's lookup for dlsym does with the dynamic symbol at `index` named like the
+   wanted one (glibc's check_match, unversioned, DL_LOOKUP_RETURN_NEWEST): 2 when it takes it
+   at once (an unversioned definition), 1 when it is a candidate (a definition of a default,
+   non-hidden version; taken when it is the only one), 0 when it skips it. */
+static int ffh_elf_match(const ffh_elf_dynamic *dynamic, size_t index, const char *name) {
+    const ElfW(Sym) *symbol = &dynamic->symbols[index];
+    unsigned type = ELF64_ST_TYPE(symbol->st_info);
+    unsigned binding = ELF64_ST_BIND(symbol->st_info);
+    unsigned allowed = 1u << STT_NOTYPE | 1u << STT_OBJECT | 1u << STT_FUNC | 1u << STT_COMMON | 1u << STT_TLS
+        | 1u << STT_GNU_IFUNC;
+    if (symbol->st_shndx == SHN_UNDEF) return 0; /* an import, or a main program's PLT address */
+    if (symbol->st_value == 0 && symbol->st_shndx != SHN_ABS && type != STT_TLS) return 0;
+    if (type >= 32 || !(allowed & 1u << type)) return 0;
+    if (binding != STB_GLOBAL && binding != STB_WEAK && binding != STB_GNU_UNIQUE) return 0;
+    if (strcmp(dynamic->strings + symbol->st_name, name) != 0) return 0;
+    if (!dynamic->versions) return 2;
+    ElfW(Half) version = dynamic->versions[index];
+    if ((version & 0x7fff) < 2) return 2; /* VER_NDX_LOCAL, VER_NDX_GLOBAL */
+    return (version & 0x8000) ? 0 : 1;
+}
+
+static void ffh_elf_fill(const ffh_elf_object *object, const ffh_elf_dynamic *dynamic, size_t index,
+                         ffh_elf_symbol *out) {
+    const ElfW(Sym) *symbol = &dynamic->symbols[index];
+    *out = (ffh_elf_symbol){
+        .name = dynamic->strings + symbol->st_name,
+        /* An absolute symbol's value is an address already, as the loader takes it. */
+        .address = (symbol->st_shndx == SHN_ABS ? 0 : object->base) + symbol->st_value,
+        .size = symbol->st_size,
+        .type = (uint8_t)ELF64_ST_TYPE(symbol->st_info),
+    };
+}
+
+int ffh_elf_find_definition(const ffh_elf_object *object, const char *name, ffh_elf_symbol *symbol) {
+    ffh_elf_dynamic dynamic;
+    if (!ffh_elf_read_dynamic(object, &dynamic)) return 0;
+    long candidate = -1;
+    size_t candidates = 0;
+    if (dynamic.gnu_hash) {
+        /* nbuckets, symoffset, bloom words, bloom shift; the bloom filter; the buckets; one
+           chain word per symbol from symoffset on, its low bit marking a chain's end. */
+        const uint32_t *table = dynamic.gnu_hash;
+        uint32_t bucketCount = table[0], offset = table[1], bloomCount = table[2];
+        if (bucketCount == 0) return 0;
+        const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(table + 4) + bloomCount);
+        const uint32_t *chain = buckets + bucketCount;
+        uint32_t hash = ffh_elf_gnu_hash(name);
+        uint32_t index = buckets[hash % bucketCount];
+        if (index < offset) return 0;
+        for (;; index++) {
+            uint32_t entry = chain[index - offset];
+            if ((entry | 1) == (hash | 1)) {
+                int match = ffh_elf_match(&dynamic, index, name);
+                if (match == 2) {
+                    ffh_elf_fill(object, &dynamic, index, symbol);
+                    return 1;
+                }
+                if (match == 1 && candidates++ == 0) candidate = index;
+            }
+            if (entry & 1) break;
+        }
+    } else if (dynamic.sysv_hash) {
+        /* nbucket, nchain, the buckets, the chains; index 0 ends a chain. */
+        const uint32_t *table = dynamic.sysv_hash;
+        uint32_t bucketCount = table[0], chainCount = table[1];
+        if (bucketCount == 0) return 0;
+        const uint32_t *buckets = table + 2, *chain = buckets + bucketCount;
+        for (uint32_t index = buckets[ffh_elf_sysv_hash(name) % bucketCount]; index != 0 && index < chainCount;
+             index = chain[index]) {
+            int match = ffh_elf_match(&dynamic, index, name);
+            if (match == 2) {
+                ffh_elf_fill(object, &dynamic, index, symbol);
+                return 1;
+            }
+            if (match == 1 && candidates++ == 0) candidate = index;
+        }
+    }
+    /* Like the loader: one versioned definition and no unversioned one is taken. */
+    if (candidates != 1) return 0;
+    ffh_elf_fill(object, &dynamic, (size_t)candidate, symbol);
+    return 1;
+}
+
+int ffh_elf_symbol_at(uintptr_t address, ffh_elf_symbol *symbol) {
+    Dl_info info;
+    const ElfW(Sym) *entry = NULL;
+    if (!dladdr1((const void *)address, &info, (void **)&entry, RTLD_DL_SYMENT) || !entry || !info.dli_sname) {
+        return 0;
+    }
+    *symbol = (ffh_elf_symbol){
+        .name = info.dli_sname,
+        .address = (uintptr_t)info.dli_saddr,
+        .size = entry->st_size,
+        .type = (uint8_t)ELF64_ST_TYPE(entry->st_info),
+    };
+    return 1;
+}
+
+int ffh_elf_identify_loaded(const char *name, uintptr_t *base, uintptr_t *dynamic) {
+    void *handle = dlopen(name, RTLD_LAZY | RTLD_NOLOAD);
+    if (!handle) return 0;
+    struct link_map *map = NULL;
+    int found = dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map;
+    if (found) {
+        *base = (uintptr_t)map->l_addr;
+        *dynamic = (uintptr_t)map->l_ld;
+    }
+    dlclose(handle);
+    return found;
 }
 
 // MARK: - Binding

@@ -74,6 +74,35 @@ int ffh_elf_is_in_code(const ffh_elf_object *object, uintptr_t address);
 /// PT_GNU_RELRO range: memory the loader leaves writable after relocation.
 int ffh_elf_is_writable_data(const ffh_elf_object *object, uintptr_t address);
 
+/// One entry of a loaded object's dynamic symbol table, in types Swift can read (it cannot
+/// import `ElfW(Sym)`).
+typedef struct {
+    /// The symbol's name, in the object's string table (valid while it stays loaded).
+    const char *name;
+    /// Its run-time address: the object's base plus `st_value`.
+    uintptr_t address;
+    /// `st_size`; 0 when the object does not say.
+    uint64_t size;
+    /// `ELF64_ST_TYPE(st_info)`: STT_FUNC, STT_GNU_IFUNC, STT_OBJECT, ...
+    uint8_t type;
+} ffh_elf_symbol;
+
+/// The object's own definition of `name` in its dynamic symbol table, looked up through its
+/// hash table (DT_GNU_HASH, else DT_HASH) with the rules of the loader's unversioned lookup
+/// (what dlsym matches): a defined global, weak or unique symbol, unversioned or of its default
+/// version (a hidden `name@VERSION` is skipped). Returns 1 and fills `symbol`, else 0.
+int ffh_elf_find_definition(const ffh_elf_object *object, const char *name, ffh_elf_symbol *symbol);
+
+/// The dynamic symbol that dladdr1(RTLD_DL_SYMENT) matches to `address`: the one of greatest
+/// value whose range holds it (or that starts there, when its size is 0). Returns 1 and fills
+/// `symbol`, else 0. Swift cannot see dladdr1, a GNU extension.
+int ffh_elf_symbol_at(uintptr_t address, ffh_elf_symbol *symbol);
+
+/// The load bias (`l_addr`) and dynamic section address (`l_ld`) of the loaded object that
+/// dlopen(`name`, RTLD_NOLOAD) names: a soname, a path, or a file the loader's search finds
+/// to be a loaded one. Returns 1, or 0 when none is loaded; never loads one.
+int ffh_elf_identify_loaded(const char *name, uintptr_t *base, uintptr_t *dynamic);
+
 /// The address the dynamic loader binds `symbol` to for an object: the first definition in
 /// the global scope (dlsym(RTLD_DEFAULT)), else in the scope of `handle` (an object opened
 /// with RTLD_LOCAL). An indirect function (IFUNC, as glibc's string functions are) is

@@ -8,6 +8,7 @@
 #include "CTestHookFixtures.h"
 #include "CTestInlineFixtures.h"
 #include "CTestProcessFixtures.h"
+#include "CTestSymbolFixtures.h"
 #include "CTestThreadFixtures.h"
 #include "CTestTiming.h"
 #include "CTestVariadic.h"

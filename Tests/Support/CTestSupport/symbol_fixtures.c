@@ -1,0 +1,78 @@
+#define _GNU_SOURCE
+#include "CTestSymbolFixtures.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <link.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Alone in a section whose name is a C identifier, so that the linker defines symbols at its
+   start and end. */
+__attribute__((noinline, used, section("ct_symbol_static_text"))) static int64_t ct_symbol_static_triple(int64_t a) {
+    return a * 3 + 1;
+}
+
+extern const char __start_ct_symbol_static_text[];
+extern const char __stop_ct_symbol_static_text[];
+
+ct_symbol_unary ct_symbol_static_function(void) { return ct_symbol_static_triple; }
+
+size_t ct_symbol_static_size(void) { return (size_t)(__stop_ct_symbol_static_text - __start_ct_symbol_static_text); }
+
+const void *ct_symbol_static_section_start(void) { return __start_ct_symbol_static_text; }
+
+const char *ct_dladdr_name(const void *address) {
+    Dl_info info;
+    if (!dladdr(address, &info)) return NULL;
+    return info.dli_sname;
+}
+
+int ct_dynsym_lookup(const char *object, const char *symbol, uintptr_t *address, uint64_t *size, unsigned char *type) {
+    void *handle = dlopen(object, RTLD_LAZY | RTLD_NOLOAD);
+    if (!handle) return 0;
+    struct link_map *map = NULL;
+    int found = 0;
+    int descriptor = -1;
+    if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map) descriptor = open(map->l_name, O_RDONLY | O_CLOEXEC);
+    struct stat status;
+    if (descriptor >= 0 && fstat(descriptor, &status) == 0) {
+        const unsigned char *file = mmap(NULL, (size_t)status.st_size, PROT_READ, MAP_PRIVATE, descriptor, 0);
+        if (file != MAP_FAILED) {
+            /* A file of the system's, trusted: no bounds checks. */
+            const Elf64_Ehdr *header = (const Elf64_Ehdr *)file;
+            const Elf64_Shdr *sections = (const Elf64_Shdr *)(file + header->e_shoff);
+            for (int index = 0; index < header->e_shnum && !found; index++) {
+                if (sections[index].sh_type != SHT_DYNSYM) continue;
+                const Elf64_Sym *symbols = (const Elf64_Sym *)(file + sections[index].sh_offset);
+                const char *names = (const char *)(file + sections[sections[index].sh_link].sh_offset);
+                for (size_t entry = 0; entry < sections[index].sh_size / sizeof *symbols; entry++) {
+                    if (symbols[entry].st_shndx == SHN_UNDEF || strcmp(names + symbols[entry].st_name, symbol) != 0) {
+                        continue;
+                    }
+                    *address = (uintptr_t)map->l_addr + symbols[entry].st_value;
+                    *size = symbols[entry].st_size;
+                    *type = (unsigned char)ELF64_ST_TYPE(symbols[entry].st_info);
+                    found = 1;
+                    break;
+                }
+            }
+            munmap((void *)file, (size_t)status.st_size);
+        }
+    }
+    if (descriptor >= 0) close(descriptor);
+    dlclose(handle);
+    return found;
+}
+
+uintptr_t ct_load_bias(const char *object) {
+    void *handle = dlopen(object, RTLD_LAZY | RTLD_NOLOAD);
+    if (!handle) return 0;
+    struct link_map *map = NULL;
+    uintptr_t bias = dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map ? (uintptr_t)map->l_addr : 0;
+    dlclose(handle);
+    return bias;
+}
