@@ -101,7 +101,9 @@ let package = Package(
         ),
         .testTarget(
             name: "FFIHookInlineTests",
-            dependencies: ["FFIHookInline", "FFIHook", "FFIHookCore", "CFFIHookSupport", "CTestSupport", "CZlib", "CSQLite"],
+            dependencies: [
+                "FFIHookInline", "FFIHook", "FFIHookCore", "CFFIHookSupport", "CTestSupport", "CZlib", "CSQLite",
+            ],
             swiftSettings: strictSettings
         ),
     ]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the DocC documentation of FFIHook, FFIHookCore and FFIHookObjC as one combined archive, with every
+# Builds the DocC documentation of FFIHook, FFIHookCore, FFIHookObjC and FFIHookInline as one combined archive, with every
 # warning treated as an error: a broken ``symbol`` link, an undocumented parameter, a compiler
 # warning while the symbol graphs are extracted. Exits non-zero on any of them.
 #
@@ -29,11 +29,11 @@ fi
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 
-echo "== building the documentation of FFIHook, FFIHookCore and FFIHookObjC" >&2
+echo "== building the documentation of FFIHook, FFIHookCore, FFIHookObjC and FFIHookInline" >&2
 start=$SECONDS
 status=0
 swift package --scratch-path "$scratch" "${output_args[@]}" \
-    --target FFIHookCore --target FFIHook --target FFIHookObjC \
+    --target FFIHookCore --target FFIHook --target FFIHookObjC --target FFIHookInline \
     --enable-experimental-combined-documentation \
     --warnings-as-errors 2>&1 | tee "$log" || status=$?
 

@@ -88,10 +88,11 @@ struct CodeRegion: Sendable {
         // Free gaps between mappings, nearest first.
         var candidates: [UInt] = []
         var previousEnd = pageSize * 16
-        for mapping in MemoryMapping.all() + [MemoryMapping(
-            start: 0x7FFF_FFFF_F000, end: 0x7FFF_FFFF_F000, readable: false, writable: false, executable: false,
-            path: "")]
-        {
+        for mapping in MemoryMapping.all() + [
+            MemoryMapping(
+                start: 0x7FFF_FFFF_F000, end: 0x7FFF_FFFF_F000, readable: false, writable: false, executable: false,
+                path: "")
+        ] {
             if mapping.start >= previousEnd + size {
                 // The gap's end nearest the function, and its start.
                 let gapStart = previousEnd

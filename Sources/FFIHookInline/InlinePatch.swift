@@ -124,7 +124,8 @@ final class InlinePatch: SlotObserver, Sendable {
         case FFH_PATCH_PROTECTION:
             return "the code's page could not be made writable (mprotect failed with errno \(result.error))"
         case FFH_PATCH_CHANGED:
-            return "the function's bytes are no longer the ones planned for (its object was unloaded or its code rewritten)"
+            return
+                "the function's bytes are no longer the ones planned for (its object was unloaded or its code rewritten)"
         case FFH_PATCH_NO_MEMORY: return "memory for stopping the threads could not be mapped"
         case FFH_PATCH_UNMAPPED: return "the function's code is no longer mapped"
         default: return "the code writer failed (status \(result.status.rawValue))"

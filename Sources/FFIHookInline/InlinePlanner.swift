@@ -72,7 +72,8 @@ enum InlinePlanner {
                 code: .patchFailed, message: "no memory could be mapped for the function's trampoline", symbol: name)
         }
         do throws(HookError) {
-            let patch = try plan(address, name: name, size: size, mappedAfter: mappedAfter, region: region,
+            let patch = try plan(
+                address, name: name, size: size, mappedAfter: mappedAfter, region: region,
                 protection: mapping.protection, refuse: refuse)
             return patch
         } catch {
@@ -125,7 +126,8 @@ enum InlinePlanner {
         }
         let patchStart = address + UInt(relocation.patchOffset)
         let overwritten = relocation.copiedLength - relocation.patchOffset
-        let originalBytes = Array(UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: patchStart), count: overwritten))
+        let originalBytes = Array(
+            UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: patchStart), count: overwritten))
         var patchBytes: [UInt8]
         if region.isNear {
             let rel = Int32(Int(region.stub) - Int(patchStart + 5))
@@ -157,7 +159,8 @@ extension InlinePatch {
         guard let mapping = MemoryMapping.containing(patchStart), mapping.readable,
             mapping.end >= patchStart + UInt(originalBytes.count)
         else { return false }
-        let now = Array(UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: patchStart), count: originalBytes.count))
+        let now = Array(
+            UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: patchStart), count: originalBytes.count))
         return now == (isPatched.load(ordering: .acquiring) ? patchBytes : originalBytes)
     }
 }

@@ -423,7 +423,8 @@ private struct Decoder {
         }
         return Instruction(
             offset: offset, length: length, bytes: bytes, text: text, kind: kind,
-            isEndbr64: instruction.mnemonic == ZYDIS_MNEMONIC_ENDBR64, isCall: instruction.mnemonic == ZYDIS_MNEMONIC_CALL,
+            isEndbr64: instruction.mnemonic == ZYDIS_MNEMONIC_ENDBR64,
+            isCall: instruction.mnemonic == ZYDIS_MNEMONIC_CALL,
             isPadding: instruction.mnemonic == ZYDIS_MNEMONIC_NOP || instruction.mnemonic == ZYDIS_MNEMONIC_INT3)
     }
 }

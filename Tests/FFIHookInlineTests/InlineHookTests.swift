@@ -1,9 +1,9 @@
 import CTestSupport
-import Foundation
 import FFIHook
 import FFIHookCore
+import Foundation
 import Synchronization
-import XCTest
+import Testing
 
 @testable import FFIHookInline
 
@@ -34,15 +34,15 @@ func address(of function: @convention(c) (Int32) -> Int32) -> UnsafeRawPointer {
     unsafeBitCast(function, to: UnsafeRawPointer.self)
 }
 
-final class InlineHookTests: XCTestCase {
+@Suite struct InlineHookTests {
     // MARK: - Real functions
 
-    func testGetpidCallsReachAnAfterHookAndTheBytesComeBack() throws {
+    @Test func getpidCallsReachAnAfterHookAndTheBytesComeBack() throws {
         let pid = getpid()
         let function = try InlineFunction(symbol: "getpid")
-        XCTAssertEqual(function.name, "getpid")
+        #expect(function.name == "getpid")
         let before = codeBytes(function.address, 16)
-        XCTAssertFalse(function.isPatched)
+        #expect(!(function.isPatched))
         let count = Count()
         let seen = Count()
         let token = try Hook.after(on: function.slot, signature: Signature("i"), options: .onInstallingThreadOnly) {
@@ -50,30 +50,30 @@ final class InlineHookTests: XCTestCase {
             count.add()
             seen.add(Int(call.returnValue(as: Int32.self)))
         }
-        XCTAssertTrue(function.isPatched)
-        XCTAssertNotEqual(codeBytes(function.address, 16), before)
-        for _ in 0..<3 { XCTAssertEqual(getpid(), pid) }
-        XCTAssertEqual(count.current, 3)
-        XCTAssertEqual(seen.current, 3 * Int(pid))
+        #expect(function.isPatched)
+        #expect(codeBytes(function.address, 16) != before)
+        for _ in 0..<3 { #expect(getpid() == pid) }
+        #expect(count.current == 3)
+        #expect(seen.current == 3 * Int(pid))
         token.remove()
-        XCTAssertFalse(function.isPatched)
-        XCTAssertEqual(codeBytes(function.address, 16), before)
-        XCTAssertEqual(getpid(), pid)
-        XCTAssertEqual(count.current, 3)
+        #expect(!(function.isPatched))
+        #expect(codeBytes(function.address, 16) == before)
+        #expect(getpid() == pid)
+        #expect(count.current == 3)
     }
 
-    func testTheOriginalIsCallableWithoutAPatch() throws {
+    @Test func theOriginalIsCallableWithoutAPatch() throws {
         let function = try InlineFunction(symbol: "getpid")
         let original = function.original(as: (@convention(c) () -> Int32).self)
-        XCTAssertEqual(original(), getpid())
+        #expect(original() == getpid())
     }
 
-    func testTwoPlansOfOneFunctionShareOnePatch() throws {
+    @Test func twoPlansOfOneFunctionShareOnePatch() throws {
         let one = try InlineFunction(symbol: "getpid")
         let two = try InlineFunction(address: one.address)
-        XCTAssertEqual(one, two)
-        XCTAssertEqual(one.slot, two.slot)
-        XCTAssertEqual(try FunctionSlot.inline("getpid"), one.slot)
+        #expect(one == two)
+        #expect(one.slot == two.slot)
+        #expect(try FunctionSlot.inline("getpid") == one.slot)
     }
 
     // MARK: - Each relocation case, called directly
@@ -94,7 +94,7 @@ final class InlineHookTests: XCTestCase {
         ]
     }
 
-    func testDirectCallsOfEachFixtureRunAnInsteadHook() throws {
+    @Test func directCallsOfEachFixtureRunAnInsteadHook() throws {
         for fixture in Self.fixtures {
             let expected = fixture.inputs.map { ct_inline_direct(fixture.which, $0, 3) }
             let function = try InlineFunction(address: fixture.address)
@@ -108,57 +108,105 @@ final class InlineHookTests: XCTestCase {
                 }
             }
             let hooked = fixture.inputs.map { ct_inline_direct(fixture.which, $0, 3) }
-            XCTAssertEqual(hooked, expected.map { $0 + 1000 }, fixture.name)
+            #expect(hooked == expected.map { $0 + 1000 }, Comment(rawValue: fixture.name))
             token.remove()
-            XCTAssertFalse(function.isPatched, fixture.name)
-            XCTAssertEqual(fixture.inputs.map { ct_inline_direct(fixture.which, $0, 3) }, expected, fixture.name)
+            #expect(!(function.isPatched), Comment(rawValue: fixture.name))
+            #expect(
+                fixture.inputs.map { ct_inline_direct(fixture.which, $0, 3) } == expected,
+                Comment(rawValue: fixture.name))
         }
     }
 
-    func testABranchBackIntoTheOverwrittenBytesIsRefused() throws {
-        XCTAssertThrowsError(try InlineFunction(address: address(of: ct_inline_backward))) { error in
-            let error = error as! HookError
-            XCTAssertEqual(error.code, .unhookableFunction)
-            XCTAssertEqual(error.symbol, "ct_inline_backward")
-            XCTAssertTrue(error.message.contains("at offset 8 branches to offset 2"), error.message)
+    @Test func aBranchBackIntoTheOverwrittenBytesIsRefused() throws {
+        let error = #expect(throws: HookError.self) { try InlineFunction(address: address(of: ct_inline_backward)) }
+        if let error {
+            #expect(error.code == .unhookableFunction)
+            #expect(error.symbol == "ct_inline_backward")
+            #expect(error.message.contains("at offset 8 branches to offset 2"), Comment(rawValue: error.message))
         }
-        XCTAssertEqual(ct_inline_direct(8, 4, 0), 10)
+        #expect(ct_inline_direct(8, 4, 0) == 10)
     }
 
-    func testAnAddressOutsideCodeIsRefused() throws {
+    @Test func aCallWhoseReturnAddressTheJumpWouldOverwriteIsRefused() throws {
+        let callreg = unsafeBitCast(
+            ct_inline_callreg as @convention(c) ((@convention(c) () -> Int64)?) -> Int64, to: UnsafeRawPointer.self)
+        let error = #expect(throws: HookError.self) { try InlineFunction(address: callreg) }
+        if let error {
+            #expect(error.code == .unhookableFunction)
+            #expect(error.message.contains("`call rdi` at offset 0"), Comment(rawValue: error.message))
+            #expect(error.message.contains("(offset 2)"), Comment(rawValue: error.message))
+        }
+    }
+
+    @Test func anIFUNCResolverByAddressIsRefusedAndItsSymbolHooksTheImplementation() throws {
+        var resolver: UInt = 0
+        var size: UInt64 = 0
+        var type: UInt8 = 0
+        #expect(ct_dynsym_lookup("libc.so.6", "memset", &resolver, &size, &type) == 1)
+        #expect(type == 10)  // STT_GNU_IFUNC
+        let error = #expect(throws: HookError.self) {
+            try InlineFunction(address: UnsafeRawPointer(bitPattern: resolver)!)
+        }
+        #expect(error?.code == .unhookableFunction)
+        #expect(error?.message.contains("IFUNC") == true, Comment(rawValue: error?.message ?? ""))
+        let memsetFunction = try InlineFunction(symbol: "memset", in: "libc.so.6")
+        #expect(UInt(bitPattern: memsetFunction.address) != resolver)
+        let bytes = Count()
+        let token = try Hook.before(
+            on: memsetFunction.slot, signature: Signature("^v^viQ"), options: .onInstallingThreadOnly
+        ) { call in
+            bytes.add(Int(call.argument(2, as: UInt64.self)))
+        }
+        var buffer = [UInt8](repeating: 0, count: 300)
+        buffer.withUnsafeMutableBytes { _ = memset($0.baseAddress!, 7, 300) }
+        token.remove()
+        #expect(buffer == [UInt8](repeating: 7, count: 300))
+        #expect(bytes.current >= 300)
+    }
+
+    @Test func aStaticFunctionKnownOnlyToSymtabIsHooked() throws {
+        let function = try InlineFunction(
+            address: unsafeBitCast(ct_symbol_static_function(), to: UnsafeRawPointer.self))
+        #expect(function.name == "ct_symbol_static_triple")
+        let token = try Hook.instead(on: function.slot, signature: Signature("qq")) { call in
+            call.callOriginal()
+            call.setReturnValue(call.returnValue(as: Int64.self) + 1)
+        }
+        defer { token.remove() }
+        #expect(ct_symbol_static_function()!(5) == 17)
+    }
+
+    @Test func anAddressOutsideCodeIsRefused() throws {
         var word = 0
-        try withUnsafeMutablePointer(to: &word) { pointer in
-            XCTAssertThrowsError(try InlineFunction(address: UnsafeRawPointer(pointer))) { error in
-                XCTAssertEqual((error as! HookError).code, .unhookableFunction)
-            }
-        }
-        XCTAssertThrowsError(try InlineFunction(symbol: "no_such_function_anywhere")) { error in
-            XCTAssertEqual((error as! HookError).code, .symbolNotFound)
-        }
+        let address = withUnsafeMutablePointer(to: &word) { UnsafeRawPointer($0) }
+        let outside = #expect(throws: HookError.self) { try InlineFunction(address: address) }
+        #expect(outside?.code == .unhookableFunction)
+        let missing = #expect(throws: HookError.self) { try InlineFunction(symbol: "no_such_function_anywhere") }
+        #expect(missing?.code == .symbolNotFound)
     }
 
     // MARK: - Replacement
 
     nonisolated(unsafe) static var replacedOriginal: (@convention(c) (Int64, Int64) -> Int64)?
 
-    func testAReplacementCallsTheTrampolineAsItsOriginal() throws {
+    @Test func aReplacementCallsTheTrampolineAsItsOriginal() throws {
         let function = try InlineFunction(address: address(of: ct_inline_plain))
         let replacement: @convention(c) (Int64, Int64) -> Int64 = { a, b in
             InlineHookTests.replacedOriginal!(a, b) * 10
         }
         let token = try Hook.replace(on: function.slot, with: replacement)
         Self.replacedOriginal = token.original(as: (@convention(c) (Int64, Int64) -> Int64).self)
-        XCTAssertEqual(token.original, function.original)
-        XCTAssertTrue(function.isPatched)
-        XCTAssertEqual(ct_inline_direct(0, 1, 2), 50)
+        #expect(token.original == function.original)
+        #expect(function.isPatched)
+        #expect(ct_inline_direct(0, 1, 2) == 50)
         token.remove()
-        XCTAssertFalse(function.isPatched)
-        XCTAssertEqual(ct_inline_direct(0, 1, 2), 5)
+        #expect(!(function.isPatched))
+        #expect(ct_inline_direct(0, 1, 2) == 5)
     }
 
     // MARK: - Threads
 
-    func testThreadsSpinningInsideTheOverwrittenBytesAreMoved() throws {
+    @Test func threadsSpinningInsideTheOverwrittenBytesAreMoved() throws {
         let function = try InlineFunction(address: address(of: ct_inline_spin))
         let stop = Atomic<Bool>(false)
         let failures = Count()
@@ -173,7 +221,7 @@ final class InlineHookTests: XCTestCase {
                 }
             }
         }
-        threads.forEach { $0.start() }
+        for thread in threads { thread.start() }
         let blocks = Count()
         for _ in 0..<100 {
             let token = try Hook.before(on: function.slot, signature: Signature("qqq")) { _ in blocks.add() }
@@ -182,39 +230,39 @@ final class InlineHookTests: XCTestCase {
         }
         stop.store(true, ordering: .relaxed)
         while calls.current == 0 || threads.contains(where: { !$0.isFinished }) { usleep(1000) }
-        XCTAssertEqual(failures.current, 0)
-        XCTAssertGreaterThan(function.inline.movedThreads.load(ordering: .relaxed), 0)
-        XCTAssertFalse(function.isPatched)
+        #expect(failures.current == 0)
+        #expect(function.inline.movedThreads.load(ordering: .relaxed) > 0)
+        #expect(!(function.isPatched))
     }
 
-    func testFourThreadsCallingWhileTheHookComesAndGoesSeeExactCounts() throws {
+    @Test func fourThreadsCallingWhileTheHookComesAndGoesSeeExactCounts() throws {
         try fourThreadsCalling(cycles: 200, keptPatched: false)
     }
 
-    func testFourThreadsCallingAFunctionKeptPatchedWhileTheHookComesAndGoes() throws {
+    @Test func fourThreadsCallingAFunctionKeptPatchedWhileTheHookComesAndGoes() throws {
         try fourThreadsCalling(cycles: 2000, keptPatched: true)
     }
 
-    func testAFunctionKeptPatchedPassesCallsThroughAndComesBackOnUnpatch() throws {
+    @Test func aFunctionKeptPatchedPassesCallsThroughAndComesBackOnUnpatch() throws {
         let function = try InlineFunction(address: address(of: ct_inline_jcc8))
         let before = codeBytes(function.address, 16)
         try function.patch()
-        XCTAssertTrue(function.isPatched)
-        XCTAssertTrue(function.isKeptPatched)
-        XCTAssertNotEqual(codeBytes(function.address, 16), before)
-        XCTAssertEqual(ct_inline_direct(3, 3, 0), 2)
-        XCTAssertEqual(ct_inline_direct(3, 12, 0), 1)
+        #expect(function.isPatched)
+        #expect(function.isKeptPatched)
+        #expect(codeBytes(function.address, 16) != before)
+        #expect(ct_inline_direct(3, 3, 0) == 2)
+        #expect(ct_inline_direct(3, 12, 0) == 1)
         let count = Count()
         let token = try Hook.before(on: function.slot, signature: Signature("qq")) { _ in count.add() }
-        XCTAssertEqual(ct_inline_direct(3, 3, 0), 2)
+        #expect(ct_inline_direct(3, 3, 0) == 2)
         token.remove()
-        XCTAssertTrue(function.isPatched)
-        XCTAssertEqual(ct_inline_direct(3, 3, 0), 2)
-        XCTAssertEqual(count.current, 1)
+        #expect(function.isPatched)
+        #expect(ct_inline_direct(3, 3, 0) == 2)
+        #expect(count.current == 1)
         try function.unpatch()
-        XCTAssertFalse(function.isPatched)
-        XCTAssertFalse(function.isKeptPatched)
-        XCTAssertEqual(codeBytes(function.address, 16), before)
+        #expect(!(function.isPatched))
+        #expect(!(function.isKeptPatched))
+        #expect(codeBytes(function.address, 16) == before)
     }
 
     func fourThreadsCalling(cycles: Int, keptPatched: Bool) throws {
@@ -246,9 +294,9 @@ final class InlineHookTests: XCTestCase {
         }
         stop.store(true, ordering: .relaxed)
         while finished.current < 4 { usleep(1000) }
-        XCTAssertEqual(failures.current, 0)
-        XCTAssertEqual(blocks.current, hookedResults.current)
-        XCTAssertEqual(function.isPatched, keptPatched)
-        XCTAssertEqual(ct_inline_direct(0, 1, 2), 5)
+        #expect(failures.current == 0)
+        #expect(blocks.current == hookedResults.current)
+        #expect(function.isPatched == keptPatched)
+        #expect(ct_inline_direct(0, 1, 2) == 5)
     }
 }

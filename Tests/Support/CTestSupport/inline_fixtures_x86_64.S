@@ -115,6 +115,14 @@ FUNCTION(ct_inline_spin)
         ret
 END(ct_inline_spin)
 
+// f -> f() + 1: call rdi (2); add rax, 1 (4); ret. The call's return address (offset 2) lies
+// inside the first 5 bytes.
+FUNCTION(ct_inline_callreg)
+        call rdi
+        add rax, 1
+        ret
+END(ct_inline_callreg)
+
         .data
         .p2align 3
         .globl ct_inline_global
