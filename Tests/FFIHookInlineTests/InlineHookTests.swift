@@ -18,6 +18,11 @@ final class Count: Sendable {
     var current: Int { value.load(ordering: .relaxed) }
 }
 
+/// The suites that hook the fixtures, getpid, malloc, memset and crc32 inline, one test at a
+/// time: several tests hook the same functions, and every hook of a function is seen by
+/// every caller in the process.
+@Suite(.serialized) enum InlineSuites {}
+
 /// The bytes at `address`.
 func codeBytes(_ address: UnsafeRawPointer, _ count: Int) -> [UInt8] {
     Array(UnsafeRawBufferPointer(start: address, count: count))
@@ -34,269 +39,287 @@ func address(of function: @convention(c) (Int32) -> Int32) -> UnsafeRawPointer {
     unsafeBitCast(function, to: UnsafeRawPointer.self)
 }
 
-@Suite struct InlineHookTests {
-    // MARK: - Real functions
+extension InlineSuites {
+    @Suite struct InlineHookTests {
+        // MARK: - Real functions
 
-    @Test func getpidCallsReachAnAfterHookAndTheBytesComeBack() throws {
-        let pid = getpid()
-        let function = try InlineFunction(symbol: "getpid")
-        #expect(function.name == "getpid")
-        let before = codeBytes(function.address, 16)
-        #expect(!(function.isPatched))
-        let count = Count()
-        let seen = Count()
-        let token = try Hook.after(on: function.slot, signature: Signature("i"), options: .onInstallingThreadOnly) {
-            call in
-            count.add()
-            seen.add(Int(call.returnValue(as: Int32.self)))
+        @Test func getpidCallsReachAnAfterHookAndTheBytesComeBack() throws {
+            let pid = getpid()
+            let function = try InlineFunction(symbol: "getpid")
+            #expect(function.name == "getpid")
+            let before = codeBytes(function.address, 16)
+            #expect(!(function.isPatched))
+            let count = Count()
+            let seen = Count()
+            let token = try Hook.after(on: function.slot, signature: Signature("i"), options: .onInstallingThreadOnly) {
+                call in
+                count.add()
+                seen.add(Int(call.returnValue(as: Int32.self)))
+            }
+            #expect(function.isPatched)
+            #expect(codeBytes(function.address, 16) != before)
+            for _ in 0..<3 { #expect(getpid() == pid) }
+            #expect(count.current == 3)
+            #expect(seen.current == 3 * Int(pid))
+            token.remove()
+            #expect(!(function.isPatched))
+            #expect(codeBytes(function.address, 16) == before)
+            #expect(getpid() == pid)
+            #expect(count.current == 3)
         }
-        #expect(function.isPatched)
-        #expect(codeBytes(function.address, 16) != before)
-        for _ in 0..<3 { #expect(getpid() == pid) }
-        #expect(count.current == 3)
-        #expect(seen.current == 3 * Int(pid))
-        token.remove()
-        #expect(!(function.isPatched))
-        #expect(codeBytes(function.address, 16) == before)
-        #expect(getpid() == pid)
-        #expect(count.current == 3)
-    }
 
-    @Test func theOriginalIsCallableWithoutAPatch() throws {
-        let function = try InlineFunction(symbol: "getpid")
-        let original = function.original(as: (@convention(c) () -> Int32).self)
-        #expect(original() == getpid())
-    }
+        @Test func theOriginalIsCallableWithoutAPatch() throws {
+            let function = try InlineFunction(symbol: "getpid")
+            let original = function.original(as: (@convention(c) () -> Int32).self)
+            #expect(original() == getpid())
+        }
 
-    @Test func twoPlansOfOneFunctionShareOnePatch() throws {
-        let one = try InlineFunction(symbol: "getpid")
-        let two = try InlineFunction(address: one.address)
-        #expect(one == two)
-        #expect(one.slot == two.slot)
-        #expect(try FunctionSlot.inline("getpid") == one.slot)
-    }
+        @Test func twoPlansOfOneFunctionShareOnePatch() throws {
+            let one = try InlineFunction(symbol: "getpid")
+            let two = try InlineFunction(address: one.address)
+            #expect(one == two)
+            #expect(one.slot == two.slot)
+            #expect(try FunctionSlot.inline("getpid") == one.slot)
+        }
 
-    // MARK: - Each relocation case, called directly
+        // MARK: - Each relocation case, called directly
 
-    /// Fixture number, name, address, signature, inputs. The test executable does not export
-    /// its functions, so they are given by address.
-    static var fixtures: [(which: Int32, name: String, address: UnsafeRawPointer, signature: String, inputs: [Int64])] {
-        [
-            (0, "ct_inline_plain", address(of: ct_inline_plain), "qqq", [0, 4, -7]),
-            (1, "ct_inline_rip", address(of: ct_inline_rip), "qq", [0, 1, 100]),
-            (2, "ct_inline_jmp8", address(of: ct_inline_jmp8), "qq", [0, 9]),
-            (3, "ct_inline_jcc8", address(of: ct_inline_jcc8), "qq", [3, 10, 11]),
-            (4, "ct_inline_call", address(of: ct_inline_call), "qq", [0, 5]),
-            (5, "ct_inline_loop", address(of: ct_inline_loop), "qq", [1, 2, 9]),
-            (6, "ct_inline_jrcxz", address(of: ct_inline_jrcxz), "qq", [0, 1]),
-            (7, "ct_inline_endbr", address(of: ct_inline_endbr), "qq", [0, 8]),
-            (9, "ct_inline_tiny", address(of: ct_inline_tiny), "ii", [0, 5, -3]),
-        ]
-    }
+        /// Fixture number, name, address, signature, inputs. The test executable does not export
+        /// its functions, so they are given by address.
+        static var fixtures:
+            [(which: Int32, name: String, address: UnsafeRawPointer, signature: String, inputs: [Int64])]
+        {
+            [
+                (0, "ct_inline_plain", address(of: ct_inline_plain), "qqq", [0, 4, -7]),
+                (1, "ct_inline_rip", address(of: ct_inline_rip), "qq", [0, 1, 100]),
+                (2, "ct_inline_jmp8", address(of: ct_inline_jmp8), "qq", [0, 9]),
+                (3, "ct_inline_jcc8", address(of: ct_inline_jcc8), "qq", [3, 10, 11]),
+                (4, "ct_inline_call", address(of: ct_inline_call), "qq", [0, 5]),
+                (5, "ct_inline_loop", address(of: ct_inline_loop), "qq", [1, 2, 9]),
+                (6, "ct_inline_jrcxz", address(of: ct_inline_jrcxz), "qq", [0, 1]),
+                (7, "ct_inline_endbr", address(of: ct_inline_endbr), "qq", [0, 8]),
+                (9, "ct_inline_tiny", address(of: ct_inline_tiny), "ii", [0, 5, -3]),
+            ]
+        }
 
-    @Test func directCallsOfEachFixtureRunAnInsteadHook() throws {
-        for fixture in Self.fixtures {
-            let expected = fixture.inputs.map { ct_inline_direct(fixture.which, $0, 3) }
-            let function = try InlineFunction(address: fixture.address)
-            let isInt = fixture.signature == "ii"
-            let token = try Hook.instead(on: function.slot, signature: Signature(fixture.signature)) { call in
+        @Test func directCallsOfEachFixtureRunAnInsteadHook() throws {
+            for fixture in Self.fixtures {
+                let expected = fixture.inputs.map { ct_inline_direct(fixture.which, $0, 3) }
+                let function = try InlineFunction(address: fixture.address)
+                let isInt = fixture.signature == "ii"
+                let token = try Hook.instead(on: function.slot, signature: Signature(fixture.signature)) { call in
+                    call.callOriginal()
+                    if isInt {
+                        call.setReturnValue(call.returnValue(as: Int32.self) + 1000)
+                    } else {
+                        call.setReturnValue(call.returnValue(as: Int64.self) + 1000)
+                    }
+                }
+                let hooked = fixture.inputs.map { ct_inline_direct(fixture.which, $0, 3) }
+                #expect(hooked == expected.map { $0 + 1000 }, Comment(rawValue: fixture.name))
+                token.remove()
+                #expect(!(function.isPatched), Comment(rawValue: fixture.name))
+                #expect(
+                    fixture.inputs.map { ct_inline_direct(fixture.which, $0, 3) } == expected,
+                    Comment(rawValue: fixture.name))
+            }
+        }
+
+        @Test func aBranchBackIntoTheOverwrittenBytesIsRefused() throws {
+            let error = #expect(throws: HookError.self) { try InlineFunction(address: address(of: ct_inline_backward)) }
+            if let error {
+                #expect(error.code == .unhookableFunction)
+                #expect(error.symbol == "ct_inline_backward")
+                #expect(error.message.contains("at offset 8 branches to offset 2"), Comment(rawValue: error.message))
+            }
+            #expect(ct_inline_direct(8, 4, 0) == 10)
+        }
+
+        @Test func aCallWhoseReturnAddressTheJumpWouldOverwriteIsRefused() throws {
+            let callreg = unsafeBitCast(
+                ct_inline_callreg as @convention(c) ((@convention(c) () -> Int64)?) -> Int64, to: UnsafeRawPointer.self)
+            let error = #expect(throws: HookError.self) { try InlineFunction(address: callreg) }
+            if let error {
+                #expect(error.code == .unhookableFunction)
+                #expect(error.message.contains("`call rdi` at offset 0"), Comment(rawValue: error.message))
+                #expect(error.message.contains("(offset 2)"), Comment(rawValue: error.message))
+            }
+        }
+
+        @Test func anIFUNCResolverByAddressIsRefusedAndItsSymbolHooksTheImplementation() throws {
+            var resolver: UInt = 0
+            var size: UInt64 = 0
+            var type: UInt8 = 0
+            #expect(ct_dynsym_lookup("libc.so.6", "memset", &resolver, &size, &type) == 1)
+            #expect(type == 10)  // STT_GNU_IFUNC
+            let error = #expect(throws: HookError.self) {
+                try InlineFunction(address: UnsafeRawPointer(bitPattern: resolver)!)
+            }
+            #expect(error?.code == .unhookableFunction)
+            #expect(error?.message.contains("IFUNC") == true, Comment(rawValue: error?.message ?? ""))
+            let memsetFunction = try InlineFunction(symbol: "memset", in: "libc.so.6")
+            #expect(UInt(bitPattern: memsetFunction.address) != resolver)
+            let bytes = Count()
+            let token = try Hook.before(
+                on: memsetFunction.slot, signature: Signature("^v^viQ"), options: .onInstallingThreadOnly
+            ) { call in
+                bytes.add(Int(call.argument(2, as: UInt64.self)))
+            }
+            var buffer = [UInt8](repeating: 0, count: 300)
+            buffer.withUnsafeMutableBytes { _ = memset($0.baseAddress!, 7, 300) }
+            token.remove()
+            #expect(buffer == [UInt8](repeating: 7, count: 300))
+            #expect(bytes.current >= 300)
+        }
+
+        @Test func aStaticFunctionKnownOnlyToSymtabIsHooked() throws {
+            let function = try InlineFunction(
+                address: unsafeBitCast(ct_symbol_static_function(), to: UnsafeRawPointer.self))
+            #expect(function.name == "ct_symbol_static_triple")
+            let token = try Hook.instead(on: function.slot, signature: Signature("qq")) { call in
                 call.callOriginal()
-                if isInt {
-                    call.setReturnValue(call.returnValue(as: Int32.self) + 1000)
-                } else {
+                call.setReturnValue(call.returnValue(as: Int64.self) + 1)
+            }
+            defer { token.remove() }
+            #expect(ct_symbol_static_function()!(5) == 17)
+        }
+
+        @Test func anAddressOutsideCodeIsRefused() throws {
+            var word = 0
+            let address = withUnsafeMutablePointer(to: &word) { UnsafeRawPointer($0) }
+            let outside = #expect(throws: HookError.self) { try InlineFunction(address: address) }
+            #expect(outside?.code == .unhookableFunction)
+            let missing = #expect(throws: HookError.self) { try InlineFunction(symbol: "no_such_function_anywhere") }
+            #expect(missing?.code == .symbolNotFound)
+        }
+
+        @Test func aOnceHookRunsOnceAndItsRemovalTakesTheJumpOut() throws {
+            let function = try InlineFunction(address: address(of: ct_inline_jmp8))
+            let before = codeBytes(function.address, 16)
+            let count = Count()
+            _ = try Hook.before(on: function.slot, signature: Signature("qq"), options: .once) { _ in count.add() }
+            #expect(ct_inline_direct(2, 1, 0) == 4)
+            #expect(ct_inline_direct(2, 2, 0) == 5)
+            #expect(count.current == 1)
+            // The removal finishes on the calling thread once the lock is free, or at the next write.
+            try Hook.waitForReclamation()
+            #expect(!function.isPatched)
+            #expect(codeBytes(function.address, 16) == before)
+        }
+
+        // MARK: - Replacement
+
+        nonisolated(unsafe) static var replacedOriginal: (@convention(c) (Int64, Int64) -> Int64)?
+
+        @Test func aReplacementCallsTheTrampolineAsItsOriginal() throws {
+            let function = try InlineFunction(address: address(of: ct_inline_plain))
+            let replacement: @convention(c) (Int64, Int64) -> Int64 = { a, b in
+                InlineHookTests.replacedOriginal!(a, b) * 10
+            }
+            let token = try Hook.replace(on: function.slot, with: replacement)
+            Self.replacedOriginal = token.original(as: (@convention(c) (Int64, Int64) -> Int64).self)
+            #expect(token.original == function.original)
+            #expect(function.isPatched)
+            #expect(ct_inline_direct(0, 1, 2) == 50)
+            token.remove()
+            #expect(!(function.isPatched))
+            #expect(ct_inline_direct(0, 1, 2) == 5)
+        }
+
+        // MARK: - Threads
+
+        @Test func threadsSpinningInsideTheOverwrittenBytesAreMoved() throws {
+            let function = try InlineFunction(address: address(of: ct_inline_spin))
+            let stop = Atomic<Bool>(false)
+            let failures = Count()
+            let calls = Count()
+            let threads = (0..<2).map { _ in
+                Thread {
+                    var round: Int64 = 0
+                    while !stop.load(ordering: .relaxed) {
+                        round += 1
+                        if ct_inline_spin(200_000, round) != round + 1 { failures.add() }
+                        calls.add()
+                    }
+                }
+            }
+            for thread in threads { thread.start() }
+            let blocks = Count()
+            for _ in 0..<100 {
+                let token = try Hook.before(on: function.slot, signature: Signature("qqq")) { _ in blocks.add() }
+                usleep(200)
+                token.remove()
+            }
+            stop.store(true, ordering: .relaxed)
+            while calls.current == 0 || threads.contains(where: { !$0.isFinished }) { usleep(1000) }
+            #expect(failures.current == 0)
+            #expect(function.inline.movedThreads.load(ordering: .relaxed) > 0)
+            #expect(!(function.isPatched))
+        }
+
+        @Test func fourThreadsCallingWhileTheHookComesAndGoesSeeExactCounts() throws {
+            try fourThreadsCalling(cycles: 200, keptPatched: false)
+        }
+
+        @Test func fourThreadsCallingAFunctionKeptPatchedWhileTheHookComesAndGoes() throws {
+            try fourThreadsCalling(cycles: 2000, keptPatched: true)
+        }
+
+        @Test func aFunctionKeptPatchedPassesCallsThroughAndComesBackOnUnpatch() throws {
+            let function = try InlineFunction(address: address(of: ct_inline_jcc8))
+            let before = codeBytes(function.address, 16)
+            try function.patch()
+            #expect(function.isPatched)
+            #expect(function.isKeptPatched)
+            #expect(codeBytes(function.address, 16) != before)
+            #expect(ct_inline_direct(3, 3, 0) == 2)
+            #expect(ct_inline_direct(3, 12, 0) == 1)
+            let count = Count()
+            let token = try Hook.before(on: function.slot, signature: Signature("qq")) { _ in count.add() }
+            #expect(ct_inline_direct(3, 3, 0) == 2)
+            token.remove()
+            #expect(function.isPatched)
+            #expect(ct_inline_direct(3, 3, 0) == 2)
+            #expect(count.current == 1)
+            try function.unpatch()
+            #expect(!(function.isPatched))
+            #expect(!(function.isKeptPatched))
+            #expect(codeBytes(function.address, 16) == before)
+        }
+
+        func fourThreadsCalling(cycles: Int, keptPatched: Bool) throws {
+            let function = try InlineFunction(address: address(of: ct_inline_plain))
+            if keptPatched { try function.patch() }
+            defer { if keptPatched { try? function.unpatch() } }
+            let stop = Atomic<Bool>(false)
+            let failures = Count()
+            let hookedResults = Count()
+            let finished = Count()
+            for _ in 0..<4 {
+                Thread {
+                    while !stop.load(ordering: .relaxed) {
+                        var hooked: Int64 = 0
+                        if ct_inline_plain_loop(1000, &hooked) != 1000 { failures.add() }
+                        hookedResults.add(Int(hooked))
+                    }
+                    finished.add()
+                }.start()
+            }
+            let blocks = Count()
+            for _ in 0..<cycles {
+                let token = try Hook.instead(on: function.slot, signature: Signature("qqq")) { call in
+                    call.callOriginal()
                     call.setReturnValue(call.returnValue(as: Int64.self) + 1000)
+                    blocks.add()
                 }
+                token.remove()
             }
-            let hooked = fixture.inputs.map { ct_inline_direct(fixture.which, $0, 3) }
-            #expect(hooked == expected.map { $0 + 1000 }, Comment(rawValue: fixture.name))
-            token.remove()
-            #expect(!(function.isPatched), Comment(rawValue: fixture.name))
-            #expect(
-                fixture.inputs.map { ct_inline_direct(fixture.which, $0, 3) } == expected,
-                Comment(rawValue: fixture.name))
+            stop.store(true, ordering: .relaxed)
+            while finished.current < 4 { usleep(1000) }
+            #expect(failures.current == 0)
+            #expect(blocks.current == hookedResults.current)
+            #expect(function.isPatched == keptPatched)
+            #expect(ct_inline_direct(0, 1, 2) == 5)
         }
-    }
-
-    @Test func aBranchBackIntoTheOverwrittenBytesIsRefused() throws {
-        let error = #expect(throws: HookError.self) { try InlineFunction(address: address(of: ct_inline_backward)) }
-        if let error {
-            #expect(error.code == .unhookableFunction)
-            #expect(error.symbol == "ct_inline_backward")
-            #expect(error.message.contains("at offset 8 branches to offset 2"), Comment(rawValue: error.message))
-        }
-        #expect(ct_inline_direct(8, 4, 0) == 10)
-    }
-
-    @Test func aCallWhoseReturnAddressTheJumpWouldOverwriteIsRefused() throws {
-        let callreg = unsafeBitCast(
-            ct_inline_callreg as @convention(c) ((@convention(c) () -> Int64)?) -> Int64, to: UnsafeRawPointer.self)
-        let error = #expect(throws: HookError.self) { try InlineFunction(address: callreg) }
-        if let error {
-            #expect(error.code == .unhookableFunction)
-            #expect(error.message.contains("`call rdi` at offset 0"), Comment(rawValue: error.message))
-            #expect(error.message.contains("(offset 2)"), Comment(rawValue: error.message))
-        }
-    }
-
-    @Test func anIFUNCResolverByAddressIsRefusedAndItsSymbolHooksTheImplementation() throws {
-        var resolver: UInt = 0
-        var size: UInt64 = 0
-        var type: UInt8 = 0
-        #expect(ct_dynsym_lookup("libc.so.6", "memset", &resolver, &size, &type) == 1)
-        #expect(type == 10)  // STT_GNU_IFUNC
-        let error = #expect(throws: HookError.self) {
-            try InlineFunction(address: UnsafeRawPointer(bitPattern: resolver)!)
-        }
-        #expect(error?.code == .unhookableFunction)
-        #expect(error?.message.contains("IFUNC") == true, Comment(rawValue: error?.message ?? ""))
-        let memsetFunction = try InlineFunction(symbol: "memset", in: "libc.so.6")
-        #expect(UInt(bitPattern: memsetFunction.address) != resolver)
-        let bytes = Count()
-        let token = try Hook.before(
-            on: memsetFunction.slot, signature: Signature("^v^viQ"), options: .onInstallingThreadOnly
-        ) { call in
-            bytes.add(Int(call.argument(2, as: UInt64.self)))
-        }
-        var buffer = [UInt8](repeating: 0, count: 300)
-        buffer.withUnsafeMutableBytes { _ = memset($0.baseAddress!, 7, 300) }
-        token.remove()
-        #expect(buffer == [UInt8](repeating: 7, count: 300))
-        #expect(bytes.current >= 300)
-    }
-
-    @Test func aStaticFunctionKnownOnlyToSymtabIsHooked() throws {
-        let function = try InlineFunction(
-            address: unsafeBitCast(ct_symbol_static_function(), to: UnsafeRawPointer.self))
-        #expect(function.name == "ct_symbol_static_triple")
-        let token = try Hook.instead(on: function.slot, signature: Signature("qq")) { call in
-            call.callOriginal()
-            call.setReturnValue(call.returnValue(as: Int64.self) + 1)
-        }
-        defer { token.remove() }
-        #expect(ct_symbol_static_function()!(5) == 17)
-    }
-
-    @Test func anAddressOutsideCodeIsRefused() throws {
-        var word = 0
-        let address = withUnsafeMutablePointer(to: &word) { UnsafeRawPointer($0) }
-        let outside = #expect(throws: HookError.self) { try InlineFunction(address: address) }
-        #expect(outside?.code == .unhookableFunction)
-        let missing = #expect(throws: HookError.self) { try InlineFunction(symbol: "no_such_function_anywhere") }
-        #expect(missing?.code == .symbolNotFound)
-    }
-
-    // MARK: - Replacement
-
-    nonisolated(unsafe) static var replacedOriginal: (@convention(c) (Int64, Int64) -> Int64)?
-
-    @Test func aReplacementCallsTheTrampolineAsItsOriginal() throws {
-        let function = try InlineFunction(address: address(of: ct_inline_plain))
-        let replacement: @convention(c) (Int64, Int64) -> Int64 = { a, b in
-            InlineHookTests.replacedOriginal!(a, b) * 10
-        }
-        let token = try Hook.replace(on: function.slot, with: replacement)
-        Self.replacedOriginal = token.original(as: (@convention(c) (Int64, Int64) -> Int64).self)
-        #expect(token.original == function.original)
-        #expect(function.isPatched)
-        #expect(ct_inline_direct(0, 1, 2) == 50)
-        token.remove()
-        #expect(!(function.isPatched))
-        #expect(ct_inline_direct(0, 1, 2) == 5)
-    }
-
-    // MARK: - Threads
-
-    @Test func threadsSpinningInsideTheOverwrittenBytesAreMoved() throws {
-        let function = try InlineFunction(address: address(of: ct_inline_spin))
-        let stop = Atomic<Bool>(false)
-        let failures = Count()
-        let calls = Count()
-        let threads = (0..<2).map { _ in
-            Thread {
-                var round: Int64 = 0
-                while !stop.load(ordering: .relaxed) {
-                    round += 1
-                    if ct_inline_spin(200_000, round) != round + 1 { failures.add() }
-                    calls.add()
-                }
-            }
-        }
-        for thread in threads { thread.start() }
-        let blocks = Count()
-        for _ in 0..<100 {
-            let token = try Hook.before(on: function.slot, signature: Signature("qqq")) { _ in blocks.add() }
-            usleep(200)
-            token.remove()
-        }
-        stop.store(true, ordering: .relaxed)
-        while calls.current == 0 || threads.contains(where: { !$0.isFinished }) { usleep(1000) }
-        #expect(failures.current == 0)
-        #expect(function.inline.movedThreads.load(ordering: .relaxed) > 0)
-        #expect(!(function.isPatched))
-    }
-
-    @Test func fourThreadsCallingWhileTheHookComesAndGoesSeeExactCounts() throws {
-        try fourThreadsCalling(cycles: 200, keptPatched: false)
-    }
-
-    @Test func fourThreadsCallingAFunctionKeptPatchedWhileTheHookComesAndGoes() throws {
-        try fourThreadsCalling(cycles: 2000, keptPatched: true)
-    }
-
-    @Test func aFunctionKeptPatchedPassesCallsThroughAndComesBackOnUnpatch() throws {
-        let function = try InlineFunction(address: address(of: ct_inline_jcc8))
-        let before = codeBytes(function.address, 16)
-        try function.patch()
-        #expect(function.isPatched)
-        #expect(function.isKeptPatched)
-        #expect(codeBytes(function.address, 16) != before)
-        #expect(ct_inline_direct(3, 3, 0) == 2)
-        #expect(ct_inline_direct(3, 12, 0) == 1)
-        let count = Count()
-        let token = try Hook.before(on: function.slot, signature: Signature("qq")) { _ in count.add() }
-        #expect(ct_inline_direct(3, 3, 0) == 2)
-        token.remove()
-        #expect(function.isPatched)
-        #expect(ct_inline_direct(3, 3, 0) == 2)
-        #expect(count.current == 1)
-        try function.unpatch()
-        #expect(!(function.isPatched))
-        #expect(!(function.isKeptPatched))
-        #expect(codeBytes(function.address, 16) == before)
-    }
-
-    func fourThreadsCalling(cycles: Int, keptPatched: Bool) throws {
-        let function = try InlineFunction(address: address(of: ct_inline_plain))
-        if keptPatched { try function.patch() }
-        defer { if keptPatched { try? function.unpatch() } }
-        let stop = Atomic<Bool>(false)
-        let failures = Count()
-        let hookedResults = Count()
-        let finished = Count()
-        for _ in 0..<4 {
-            Thread {
-                while !stop.load(ordering: .relaxed) {
-                    var hooked: Int64 = 0
-                    if ct_inline_plain_loop(1000, &hooked) != 1000 { failures.add() }
-                    hookedResults.add(Int(hooked))
-                }
-                finished.add()
-            }.start()
-        }
-        let blocks = Count()
-        for _ in 0..<cycles {
-            let token = try Hook.instead(on: function.slot, signature: Signature("qqq")) { call in
-                call.callOriginal()
-                call.setReturnValue(call.returnValue(as: Int64.self) + 1000)
-                blocks.add()
-            }
-            token.remove()
-        }
-        stop.store(true, ordering: .relaxed)
-        while finished.current < 4 { usleep(1000) }
-        #expect(failures.current == 0)
-        #expect(blocks.current == hookedResults.current)
-        #expect(function.isPatched == keptPatched)
-        #expect(ct_inline_direct(0, 1, 2) == 5)
     }
 }

@@ -17,132 +17,132 @@ nonisolated(unsafe) var handlerResult: Int64 = 0
 
 /// Inline hooks meeting the rest of the process: fork, signal handlers, an import-table hook
 /// of the same function, a function the library calls itself, an object unloaded under a hook.
-@Suite struct InlineProcessTests {
-    @Test func aForkedChildRunsTheHookAndRemovesItInItsOwnCopy() throws {
-        let function = try InlineFunction(address: address(of: ct_inline_rip))
-        let count = Count()
-        let token = try Hook.before(on: function.slot, signature: Signature("qq")) { _ in count.add() }
-        defer { token.remove() }
-        let patched = codeBytes(function.address, 16)
-        let child = fork()
-        if child == 0 {
-            // The child: the hook runs, its removal writes the child's copy of the code back.
-            var code: Int32 = 0
-            if ct_inline_direct(1, 1, 0) != 42 { code |= 1 }
-            if count.current != 1 { code |= 2 }
+extension InlineSuites {
+    @Suite struct InlineProcessTests {
+        @Test func aForkedChildRunsTheHookAndRemovesItInItsOwnCopy() throws {
+            let function = try InlineFunction(address: address(of: ct_inline_rip))
+            let count = Count()
+            let token = try Hook.before(on: function.slot, signature: Signature("qq")) { _ in count.add() }
+            defer { token.remove() }
+            let patched = codeBytes(function.address, 16)
+            let child = fork()
+            if child == 0 {
+                // The child: the hook runs, its removal writes the child's copy of the code back.
+                var code: Int32 = 0
+                if ct_inline_direct(1, 1, 0) != 42 { code |= 1 }
+                if count.current != 1 { code |= 2 }
+                token.remove()
+                if function.isPatched { code |= 4 }
+                if ct_inline_direct(1, 1, 0) != 42 || count.current != 1 { code |= 8 }
+                _exit(code)
+            }
+            var status: Int32 = 0
+            #expect(waitpid(child, &status, 0) == child)
+            #expect(status == 0, "the child's checks failed: \(status >> 8)")
+            // The parent's hook and code are untouched.
+            #expect(function.isPatched)
+            #expect(codeBytes(function.address, 16) == patched)
+            #expect(ct_inline_direct(1, 1, 0) == 42)
+            #expect(count.current == 1)
+        }
+
+        @Test func aSignalHandlerCallingTheHookedFunctionRunsTheHook() throws {
+            let function = try InlineFunction(address: address(of: ct_inline_plain))
+            let count = Count()
+            let token = try Hook.before(on: function.slot, signature: Signature("qqq")) { _ in count.add() }
+            defer { token.remove() }
+            var action = sigaction()
+            action.__sigaction_handler.sa_handler = { _ in handlerResult = ct_inline_direct(0, 2, 3) }
+            var previous = sigaction()
+            sigaction(SIGWINCH, &action, &previous)
+            defer { sigaction(SIGWINCH, &previous, nil) }
+            // Tests run on worker threads that block most signals: let this one through here.
+            var unblock = sigset_t()
+            var saved = sigset_t()
+            sigemptyset(&unblock)
+            sigaddset(&unblock, SIGWINCH)
+            pthread_sigmask(SIG_UNBLOCK, &unblock, &saved)
+            defer { pthread_sigmask(SIG_SETMASK, &saved, nil) }
+            raise(SIGWINCH)
+            #expect(handlerResult == 8)
+            #expect(count.current == 1)
+        }
+
+        /// Whether the test executable imports crc32 (it does, from libz.so.1).
+        static let importsCRC32 = (try? ImportTable.bindings(of: "crc32", in: .mainProgram).isEmpty == false) ?? false
+
+        @Test(.enabled(if: importsCRC32, "the test executable does not import crc32 here"))
+        func anImportHookAndAnInlineHookOfOneFunctionBothRun() throws {
+            let order = Mutex<[String]>([])
+            let inline = try InlineFunction(symbol: "crc32", in: "libz.so.1")
+            let signature = try Signature("QQ*I")
+            let data: [UInt8] = Array("inline and import".utf8)
+            let expected = data.withUnsafeBufferPointer { crc32(0, $0.baseAddress, UInt32($0.count)) }
+            let imported = try ImportTable.before(symbol: "crc32", in: .mainProgram, signature: signature) { _ in
+                order.withLock { $0.append("import") }
+            }
+            let inlined = try Hook.before(on: inline.slot, signature: signature) { _ in
+                order.withLock { $0.append("inline") }
+            }
+            #expect(data.withUnsafeBufferPointer { crc32(0, $0.baseAddress, UInt32($0.count)) } == expected)
+            #expect(order.withLock { $0 } == ["import", "inline"])
+            // Removed in the order they were installed, then the other way: each leaves the other working.
+            imported.remove()
+            #expect(data.withUnsafeBufferPointer { crc32(0, $0.baseAddress, UInt32($0.count)) } == expected)
+            #expect(order.withLock { $0 } == ["import", "inline", "inline"])
+            inlined.remove()
+            #expect(!(inline.isPatched))
+            #expect(data.withUnsafeBufferPointer { crc32(0, $0.baseAddress, UInt32($0.count)) } == expected)
+            #expect(order.withLock { $0 }.count == 3)
+        }
+
+        @Test func mallocHookedInlineWhileTheLibraryAllocates() throws {
+            let function = try InlineFunction(symbol: "malloc")
+            let sizes = Count()
+            let token = try Hook.before(
+                on: function.slot, signature: Signature("^vQ"), options: .onInstallingThreadOnly
+            ) {
+                call in
+                sizes.add(Int(call.argument(0, as: UInt64.self)))
+            }
+            let pointer = malloc(12345)
+            free(pointer)
+            #expect(sizes.current >= 12345)
+            // Hooks installed and removed while malloc is hooked: the library allocates itself.
+            for _ in 0..<20 {
+                let other = try Hook.after(on: function.slot, signature: Signature("^vQ")) { _ in }
+                other.remove()
+            }
             token.remove()
-            if function.isPatched { code |= 4 }
-            if ct_inline_direct(1, 1, 0) != 42 || count.current != 1 { code |= 8 }
-            _exit(code)
+            #expect(!(function.isPatched))
+            let before = sizes.current
+            free(malloc(100))
+            #expect(sizes.current == before)
         }
-        var status: Int32 = 0
-        #expect(waitpid(child, &status, 0) == child)
-        #expect(status == 0, "the child's checks failed: \(status >> 8)")
-        // The parent's hook and code are untouched.
-        #expect(function.isPatched)
-        #expect(codeBytes(function.address, 16) == patched)
-        #expect(ct_inline_direct(1, 1, 0) == 42)
-        #expect(count.current == 1)
-    }
 
-    @Test func aSignalHandlerCallingTheHookedFunctionRunsTheHook() throws {
-        let function = try InlineFunction(address: address(of: ct_inline_plain))
-        let count = Count()
-        let token = try Hook.before(on: function.slot, signature: Signature("qqq")) { _ in count.add() }
-        defer { token.remove() }
-        var action = sigaction()
-        action.__sigaction_handler.sa_handler = { _ in handlerResult = ct_inline_direct(0, 2, 3) }
-        var previous = sigaction()
-        sigaction(SIGWINCH, &action, &previous)
-        defer { sigaction(SIGWINCH, &previous, nil) }
-        // Tests run on worker threads that block most signals: let this one through here.
-        var unblock = sigset_t()
-        var saved = sigset_t()
-        sigemptyset(&unblock)
-        sigaddset(&unblock, SIGWINCH)
-        pthread_sigmask(SIG_UNBLOCK, &unblock, &saved)
-        defer { pthread_sigmask(SIG_SETMASK, &saved, nil) }
-        raise(SIGWINCH)
-        #expect(handlerResult == 8)
-        #expect(count.current == 1)
-    }
-
-    /// Whether the test executable imports crc32 (it does, from libz.so.1).
-    static let importsCRC32 = (try? ImportTable.bindings(of: "crc32", in: .mainProgram).isEmpty == false) ?? false
-
-    @Test(.enabled(if: importsCRC32, "the test executable does not import crc32 here"))
-    func anImportHookAndAnInlineHookOfOneFunctionBothRun() throws {
-        let order = Mutex<[String]>([])
-        let inline = try InlineFunction(symbol: "crc32", in: "libz.so.1")
-        let signature = try Signature("QQ*I")
-        let data: [UInt8] = Array("inline and import".utf8)
-        let expected = data.withUnsafeBufferPointer { crc32(0, $0.baseAddress, UInt32($0.count)) }
-        let imported = try ImportTable.before(symbol: "crc32", in: .mainProgram, signature: signature) { _ in
-            order.withLock { $0.append("import") }
+        @Test func anUnloadedObjectIsNotWrittenWhenItsHookIsRemoved() throws {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("inline-unload-\(getpid())")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let source = directory.appendingPathComponent("unload.c")
+            let library = directory.appendingPathComponent("libinlineunload.so")
+            try """
+            long inline_unload_twice(long value) { long result = value; for (int i = 0; i < 1; i++) result += value; return result; }
+            """.write(to: source, atomically: true, encoding: .utf8)
+            let status = system("cc -O1 -shared -fPIC -o '\(library.path)' '\(source.path)'")
+            try #require(status == 0, "cc could not build the library")
+            let handle = try #require(dlopen(library.path, RTLD_NOW | RTLD_LOCAL))
+            let function = try InlineFunction(symbol: "inline_unload_twice", in: library.path)
+            let count = Count()
+            let token = try Hook.before(on: function.slot, signature: Signature("qq")) { _ in count.add() }
+            let twice = function.address.assumingMemoryBound(to: UInt8.self)
+            let call = unsafeBitCast(twice, to: (@convention(c) (Int) -> Int).self)
+            #expect(call(21) == 42)
+            #expect(count.current == 1)
+            #expect(dlclose(handle) == 0)
+            // The object is gone (or its code is not ours any more): removal writes nothing there.
+            token.remove()
+            #expect(!(function.isPatched))
         }
-        let inlined = try Hook.before(on: inline.slot, signature: signature) { _ in
-            order.withLock { $0.append("inline") }
-        }
-        #expect(data.withUnsafeBufferPointer { crc32(0, $0.baseAddress, UInt32($0.count)) } == expected)
-        #expect(order.withLock { $0 } == ["import", "inline"])
-        // Removed in the order they were installed, then the other way: each leaves the other working.
-        imported.remove()
-        #expect(data.withUnsafeBufferPointer { crc32(0, $0.baseAddress, UInt32($0.count)) } == expected)
-        #expect(order.withLock { $0 } == ["import", "inline", "inline"])
-        inlined.remove()
-        #expect(!(inline.isPatched))
-        #expect(data.withUnsafeBufferPointer { crc32(0, $0.baseAddress, UInt32($0.count)) } == expected)
-        #expect(order.withLock { $0 }.count == 3)
-    }
-
-    @Test func mallocHookedInlineWhileTheLibraryAllocates() throws {
-        let function = try InlineFunction(symbol: "malloc")
-        let sizes = Count()
-        let token = try Hook.before(on: function.slot, signature: Signature("^vQ"), options: .onInstallingThreadOnly) {
-            call in
-            sizes.add(Int(call.argument(0, as: UInt64.self)))
-        }
-        let pointer = malloc(12345)
-        free(pointer)
-        #expect(sizes.current >= 12345)
-        // Hooks installed and removed while malloc is hooked: the library allocates itself.
-        for _ in 0..<20 {
-            let other = try Hook.after(on: function.slot, signature: Signature("^vQ")) { _ in }
-            other.remove()
-        }
-        token.remove()
-        #expect(!(function.isPatched))
-        let before = sizes.current
-        free(malloc(100))
-        #expect(sizes.current == before)
-    }
-
-    @Test func anUnloadedObjectIsNotWrittenWhenItsHookIsRemoved() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("inline-unload-\(getpid())")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let source = directory.appendingPathComponent("unload.c")
-        let library = directory.appendingPathComponent("libinlineunload.so")
-        try """
-        long inline_unload_twice(long value) { long result = value; for (int i = 0; i < 1; i++) result += value; return result; }
-        """.write(to: source, atomically: true, encoding: .utf8)
-        let compiler = Process()
-        compiler.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        compiler.arguments = ["cc", "-O1", "-shared", "-fPIC", "-o", library.path, source.path]
-        try compiler.run()
-        compiler.waitUntilExit()
-        try #require(compiler.terminationStatus == 0, "cc could not build the library")
-        let handle = try #require(dlopen(library.path, RTLD_NOW | RTLD_LOCAL))
-        let function = try InlineFunction(symbol: "inline_unload_twice", in: library.path)
-        let count = Count()
-        let token = try Hook.before(on: function.slot, signature: Signature("qq")) { _ in count.add() }
-        let twice = function.address.assumingMemoryBound(to: UInt8.self)
-        let call = unsafeBitCast(twice, to: (@convention(c) (Int) -> Int).self)
-        #expect(call(21) == 42)
-        #expect(count.current == 1)
-        #expect(dlclose(handle) == 0)
-        // The object is gone (or its code is not ours any more): removal writes nothing there.
-        token.remove()
-        #expect(!(function.isPatched))
     }
 }

@@ -180,8 +180,9 @@ import Testing
         #expect(resolver.type == 10)  // STT_GNU_IFUNC
         let implementation = try SymbolResolver.resolve(symbol: "memset", in: "libc.so.6")
         #expect(implementation != resolver.address)
-        #expect(try SymbolResolver.resolve(symbol: "memset", in: nil) == implementation)
-        #expect(Self.dlsymDefault("memset") == implementation)
+        // In the global scope, the first definition wins: libc's, or the executable's own
+        // where a sanitizer's runtime defines memset there.
+        #expect(try SymbolResolver.resolve(symbol: "memset", in: nil) == Self.dlsymDefault("memset"))
         // x86-64 resolvers take no arguments; asked again, this one picks the same code.
         let pick = unsafeBitCast(UnsafeRawPointer(bitPattern: resolver.address)!, to: (@convention(c) () -> UInt).self)
         #expect(pick() == implementation)
