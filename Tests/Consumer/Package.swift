@@ -50,6 +50,7 @@ let package = Package(
                 "CConsumerTable", "CConsumerZlib", "CConsumerSQLite",
                 .product(name: "FFIHook", package: "swift-ffi-hook"),
                 .product(name: "FFIHookObjC", package: "swift-ffi-hook"),
+                .product(name: "FFIHookInline", package: "swift-ffi-hook"),
             ]
         ),
         // A per-instance hook on a GNUstep class compiled here; links the runtime.

@@ -14,3 +14,7 @@ int consumer_add(int a, int b) { return __atomic_load_n(&table.add, __ATOMIC_ACQ
 void consumer_notify(int value) { __atomic_load_n(&table.notify, __ATOMIC_ACQUIRE)(value); }
 
 int consumer_pid(void) { return (int)getpid(); }
+
+__attribute__((noinline)) int consumer_scale(int value) { return value * 10; }
+
+int consumer_scale_sum(int a, int b) { return consumer_scale(a) + consumer_scale(b); }

@@ -158,5 +158,6 @@ check(consumer_objc_add(object, 2, 3) == 5, "the method after the removals")
 try runZlibExample()
 try runImportExamples()
 try runReadmeImportExample()
+try runInlineExamples()
 
 print("consumer: every README example ran")

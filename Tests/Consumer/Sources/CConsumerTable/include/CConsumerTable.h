@@ -20,6 +20,12 @@ void consumer_notify(int value);
 /// getpid(), called through the program's import table.
 int consumer_pid(void);
 
+/// value * 10.
+int consumer_scale(int value);
+
+/// consumer_scale(a) + consumer_scale(b), called directly (no pointer, no import entry).
+int consumer_scale_sum(int a, int b);
+
 /// Opens gcc's Objective-C runtime with dlopen (RTLD_LOCAL), makes and registers a root class
 /// `Counter` with `-(int)add:(int)a to:(int)b` the first time, and returns a new instance
 /// (NULL when the runtime is not installed).
