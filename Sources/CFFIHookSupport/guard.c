@@ -87,7 +87,7 @@ typedef struct {
 
 static ffh_guard_chain ffh_guard_segv, ffh_guard_bus;
 
-static ffh_guard_chain *ffh_guard_chain_for(int signal) {
+__attribute__((no_sanitize("address", "thread"))) static ffh_guard_chain *ffh_guard_chain_for(int signal) {
     return signal == SIGSEGV ? &ffh_guard_segv : signal == SIGBUS ? &ffh_guard_bus : NULL;
 }
 
@@ -119,8 +119,15 @@ static void ffh_guard_default(int signal, const siginfo_t *info) {
    real-time signal: 1 when the signal was that, and the thread has parked and been released. */
 int ffh_patch_claim_signal(siginfo_t *info, void *context);
 
-__attribute__((no_sanitize("address", "thread"))) static void ffh_guard_handler(
-    int signal, siginfo_t *info, void *context) {
+/* The handler runs at any instruction of any thread (the code writer's stop requests come
+   asynchronously): no sanitizer hook may run in it, not even at its entry. */
+#if defined(__clang__) && __has_attribute(disable_sanitizer_instrumentation)
+#define FFH_GUARD_UNINSTRUMENTED __attribute__((disable_sanitizer_instrumentation))
+#else
+#define FFH_GUARD_UNINSTRUMENTED __attribute__((no_sanitize("address", "thread")))
+#endif
+
+FFH_GUARD_UNINSTRUMENTED static void ffh_guard_handler(int signal, siginfo_t *info, void *context) {
     if (info->si_code == SI_QUEUE && ffh_patch_claim_signal(info, context)) return;
     ucontext_t *interrupted = context;
     uintptr_t ip = (uintptr_t)interrupted->uc_mcontext.gregs[REG_RIP];
@@ -169,6 +176,25 @@ __attribute__((no_sanitize("address", "thread"))) static void ffh_guard_handler(
    wait for it). */
 static int ffh_guard_busy;
 
+/* Signals blocked while the guard's handler runs: the code writer's stop signal (see
+   ffh_guard_block_during), which must not interrupt a thread parked through SIGSEGV. */
+static uint64_t ffh_guard_mask;
+
+void ffh_guard_block_during(int signal) {
+    uint64_t mask = FFH_SIGNAL_BIT(signal);
+    if ((__atomic_load_n(&ffh_guard_mask, __ATOMIC_ACQUIRE) & mask) == mask) return;
+    __atomic_or_fetch(&ffh_guard_mask, mask, __ATOMIC_ACQ_REL);
+    /* Where the guard is installed already, install it again with the mask. */
+    int signals[2] = {SIGSEGV, SIGBUS};
+    for (int index = 0; index < 2; index++) {
+        ffh_kernel_action current;
+        if (ffh_rt_sigaction(signals[index], NULL, &current) != 0) continue;
+        if (current.handler != (void *)ffh_guard_handler) continue;
+        current.mask |= mask;
+        ffh_rt_sigaction(signals[index], &current, NULL);
+    }
+}
+
 /* Puts the guard on top of the action installed for `signal`; 0 when it is there. */
 static int ffh_guard_cover(int signal) {
     ffh_guard_chain *chain = ffh_guard_chain_for(signal);
@@ -182,7 +208,8 @@ static int ffh_guard_cover(int signal) {
     chain->covered[count] = current;
     __atomic_store_n(&chain->count, count + 1, __ATOMIC_RELEASE);
     ffh_kernel_action guard = {
-        (void *)ffh_guard_handler, SA_SIGINFO | SA_ONSTACK | FFH_SA_RESTORER, ffh_guard_restorer, 0};
+        (void *)ffh_guard_handler, SA_SIGINFO | SA_ONSTACK | FFH_SA_RESTORER, ffh_guard_restorer,
+        __atomic_load_n(&ffh_guard_mask, __ATOMIC_ACQUIRE)};
     ffh_kernel_action replaced;
     if (ffh_rt_sigaction(signal, &guard, &replaced) != 0) {
         __atomic_store_n(&chain->count, count, __ATOMIC_RELEASE);
@@ -268,6 +295,8 @@ int ffh_guarded_exchange(void *address, uintptr_t expected, uintptr_t desired) {
 int ffh_guarded_load(const void *address, uintptr_t *value) { return ffh_copy_word(address, value); }
 
 int ffh_guard_install(void) { return -1; }
+
+void ffh_guard_block_during(int signal) { (void)signal; }
 
 int ffh_guard_is_installed(void) { return 0; }
 

@@ -15,6 +15,14 @@
 #include "ffh_guard.h"
 #include "ffh_syscall.h"
 
+/* No sanitizer instruments this file: a sanitizer's hooks take the sanitizer's own locks,
+   which a stopped thread may hold, and ThreadSanitizer has no shadow memory for the code
+   being written. */
+#if defined(__clang__) && __has_attribute(disable_sanitizer_instrumentation)
+#pragma clang attribute push(__attribute__((disable_sanitizer_instrumentation)), apply_to = function)
+#define FFH_PATCH_PRAGMA_PUSHED 1
+#endif
+
 // Nothing here calls libc between stopping the threads and releasing them (see the header):
 // system calls go through ffh_syscall6, memory is copied by loops over volatile bytes (a
 // compiler may turn a plain loop into a call of memcpy or memset), and the handler that
@@ -131,6 +139,10 @@ __attribute__((no_sanitize("address", "thread"))) static int ffh_stop_park(sigin
     uint64_t stop = __atomic_load_n(&ffh_active_stop, __ATOMIC_ACQUIRE);
     if (stop == 0 || __atomic_load_n(&entry->stop, __ATOMIC_ACQUIRE) != stop) return 1;
     if (__atomic_load_n(&entry->thread, __ATOMIC_RELAXED) != (int32_t)ffh_gettid()) return 1;
+    /* Reached through SIGSEGV, the thread may still take other signals: block them all
+       until it returns (the interrupted mask comes back with the context). */
+    uint64_t all = ~0ull;
+    ffh_syscall6(SYS_rt_sigprocmask, SIG_BLOCK, (long)&all, 0, 8, 0, 0);
     ucontext_t *interrupted = context;
     entry->pc = (uintptr_t)interrupted->uc_mcontext.gregs[REG_RIP];
     int32_t expected = FFH_ENTRY_SIGNALLED;
@@ -169,15 +181,19 @@ static int ffh_ensure_signal(void) {
         current.handler == (void *)ffh_stop_handler) {
         return 0;
     }
+    /* Every signal is blocked while a thread is parked: a handler of the program's must not
+       run (and call the function being written) on a stopped thread, and a stop request
+       sent again as SIGSEGV must not find the thread inside this handler. */
     ffh_patch_action action = {
         (void *)ffh_stop_handler, SA_SIGINFO | SA_RESTART | SA_ONSTACK | FFH_PATCH_SA_RESTORER, ffh_guard_restorer,
-        0};
+        ~0ull};
     /* From the top of the real-time range down: the low ones are glibc's and commonly taken. */
     for (int signal = 64; signal >= 40; signal--) {
         if (ffh_patch_sigaction(signal, NULL, &current) != 0) continue;
         if (current.handler != SIG_DFL) continue;
         if (ffh_patch_sigaction(signal, &action, NULL) != 0) continue;
         __atomic_store_n(&ffh_stop_signal, signal, __ATOMIC_RELEASE);
+        ffh_guard_block_during(signal);
         return 0;
     }
     return -1;
@@ -627,6 +643,10 @@ int ffh_patch_sample(uintptr_t *pcs, size_t capacity, ffh_patch_result *result) 
     result->stopped = count;
     return status == FFH_PATCH_DONE ? count : -1;
 }
+
+#ifdef FFH_PATCH_PRAGMA_PUSHED
+#pragma clang attribute pop
+#endif
 
 #else
 

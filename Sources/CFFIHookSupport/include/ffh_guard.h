@@ -45,6 +45,10 @@ int ffh_guarded_load(const void *address, uintptr_t *value);
 /// handlers installed over it). Idempotent and thread-safe; the guarded accesses call it.
 int ffh_guard_install(void);
 
+/// Blocks `signal` while the guard's handler runs, from now on (the code writer's stop
+/// signal: a thread parked through SIGSEGV must not take it inside the handler).
+void ffh_guard_block_during(int signal);
+
 /// Whether the guard is the handler the kernel runs for SIGSEGV and for SIGBUS right now.
 int ffh_guard_is_installed(void);
 

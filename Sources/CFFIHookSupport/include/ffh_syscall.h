@@ -8,10 +8,21 @@
 
 #include <stdint.h>
 
+// Signal handlers call these at any instruction of any thread: no sanitizer hook may run in
+// them, not even at their entry, where an unoptimised build does not inline them.
+#if defined(__clang__) && defined(__has_attribute)
+#if __has_attribute(disable_sanitizer_instrumentation)
+#define FFH_SYSCALL_PLAIN __attribute__((disable_sanitizer_instrumentation, always_inline))
+#endif
+#endif
+#ifndef FFH_SYSCALL_PLAIN
+#define FFH_SYSCALL_PLAIN __attribute__((always_inline))
+#endif
+
 #if defined(__linux__) && defined(__x86_64__)
 
 /// A system call with up to six arguments, by number, through the `syscall` instruction.
-static inline long ffh_syscall6(long number, long a, long b, long c, long d, long e, long f) {
+FFH_SYSCALL_PLAIN static inline long ffh_syscall6(long number, long a, long b, long c, long d, long e, long f) {
     long result;
     register long r10 __asm__("r10") = d;
     register long r8 __asm__("r8") = e;
@@ -26,7 +37,7 @@ static inline long ffh_syscall6(long number, long a, long b, long c, long d, lon
 #elif defined(__linux__) && defined(__aarch64__)
 
 /// A system call with up to six arguments, by number, through the `svc` instruction.
-static inline long ffh_syscall6(long number, long a, long b, long c, long d, long e, long f) {
+FFH_SYSCALL_PLAIN static inline long ffh_syscall6(long number, long a, long b, long c, long d, long e, long f) {
     register long x8 __asm__("x8") = number;
     register long x0 __asm__("x0") = a;
     register long x1 __asm__("x1") = b;
@@ -47,7 +58,7 @@ static inline long ffh_syscall6(long number, long a, long b, long c, long d, lon
 #include <unistd.h>
 
 /// A system call through libc, where the library has no instruction sequence for it.
-static inline long ffh_syscall6(long number, long a, long b, long c, long d, long e, long f) {
+FFH_SYSCALL_PLAIN static inline long ffh_syscall6(long number, long a, long b, long c, long d, long e, long f) {
     long result = syscall(number, a, b, c, d, e, f);
     return result == -1 ? -(long)errno : result;
 }
@@ -56,8 +67,8 @@ static inline long ffh_syscall6(long number, long a, long b, long c, long d, lon
 
 /// A system call with fewer arguments (the rest are passed as zero, which the kernel
 /// ignores for calls that take fewer).
-static inline long ffh_syscall0(long number) { return ffh_syscall6(number, 0, 0, 0, 0, 0, 0); }
-static inline long ffh_syscall3(long number, long a, long b, long c) {
+FFH_SYSCALL_PLAIN static inline long ffh_syscall0(long number) { return ffh_syscall6(number, 0, 0, 0, 0, 0, 0); }
+FFH_SYSCALL_PLAIN static inline long ffh_syscall3(long number, long a, long b, long c) {
     return ffh_syscall6(number, a, b, c, 0, 0, 0);
 }
 
