@@ -95,6 +95,7 @@ let package = Package(
                 "CMallocCounter",
                 "CObjCForward",
                 .product(name: "FFIHook", package: "swift-ffi-hook"),
+                .product(name: "FFIHookInline", package: "swift-ffi-hook"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ],

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # hookbench --peers: frida-gum's Interceptor (attach with empty C listeners, replace and
 # replaceFast with a C replacement that calls the original) beside this library's hooks and
-# the floors, on one function, in one process. Makes a Python virtual environment with PyPI's
-# frida package under Benchmarks/.build/ on first use (that needs the network), then runs
-# Scripts/bench.sh with --peers and the given options (--json, --markdown, --quick, --samples N).
+# the floors, on one function, in one process: its slot hooks on the function called through
+# a slot, its inline hooks and frida's patches on the same function called directly. Makes a
+# Python virtual environment with PyPI's frida package under Benchmarks/.build/ on first use
+# (that needs the network), then runs Scripts/bench.sh with --peers and the given options
+# (--json, --markdown, --quick, --samples N).
 # frida attaches through ptrace: Yama's ptrace_scope 2 asks for root (or CAP_SYS_PTRACE), 3
 # forbids it; hookbench lifts mode 1's restriction for its own process.
 # Not part of CI.

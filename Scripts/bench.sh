@@ -7,7 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(libffi-dev pkg-config gcc gobjc libgnustep-base-dev)
+# libzydis-dev: the inline rows link FFIHookInline, whose relocator decodes with Zydis.
+packages=(libffi-dev pkg-config gcc gobjc libgnustep-base-dev libzydis-dev)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

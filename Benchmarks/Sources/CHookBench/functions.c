@@ -32,6 +32,21 @@ __attribute__((noinline)) int hb_add_padded(int a, int b) {
     return (int)((unsigned)a + (unsigned)b);
 }
 
+void *hb_direct_function(void) { return (void *)hb_add_padded; }
+
+// Read with a relaxed load on every call: the original is stored once the replacement is
+// installed (the replacement's token gives it), and a plain load is what a user's C
+// replacement that keeps its original in a global does.
+static void *hb_replacement_original;
+
+__attribute__((noinline)) int hb_add_replacement(int a, int b) {
+    return ((int (*)(int, int))__atomic_load_n(&hb_replacement_original, __ATOMIC_RELAXED))(a, b);
+}
+
+void hb_set_replacement_original(void *original) {
+    __atomic_store_n(&hb_replacement_original, original, __ATOMIC_RELEASE);
+}
+
 static void *hb_slots[HB_SIGNATURE_COUNT] = {
     (void *)hb_add, (void *)hb_tick, (void *)hb_mix, (void *)hb_sum6, (void *)hb_point_sum, (void *)hb_record_next,
 };

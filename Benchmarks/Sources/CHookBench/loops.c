@@ -154,3 +154,83 @@ uint64_t hb_time_threaded_calls(hb_signature signature, int threads, int64_t ite
     }
     return last - first;
 }
+
+// MARK: - Direct calls
+
+// hb_add_padded lives in another file and is not inlined: each iteration is a `call rel32`
+// to its first byte, which only a patch of the function itself can redirect.
+uint64_t hb_time_direct_calls(int64_t iterations) {
+    uint64_t start = hb_now_ns();
+    unsigned sum = 0;
+    for (int64_t i = 0; i < iterations; i++) {
+        sum += (unsigned)hb_add_padded((int)i, 7);
+    }
+    hb_sink += sum;
+    return hb_now_ns() - start;
+}
+
+int hb_check_direct(void) { return hb_add_padded(40, 2) == 42; }
+
+enum { hb_max_callers = 16 };
+
+/// One background caller: its thread and what it counted.
+typedef struct hb_caller {
+    pthread_t handle;
+    int64_t calls;
+    int64_t wrong;
+} hb_caller;
+
+static hb_caller hb_callers[hb_max_callers];
+static int hb_caller_count;
+static int hb_callers_ready;
+static int hb_callers_stop;
+
+static void *hb_caller_main(void *argument) {
+    hb_caller *caller = argument;
+    int64_t calls = 0;
+    int64_t wrong = 0;
+    __atomic_fetch_add(&hb_callers_ready, 1, __ATOMIC_ACQ_REL);
+    // The stop flag is read every 64 calls so that the loop is almost only calls; a result
+    // is checked on every call, since a thread caught mid-patch must still get the sum.
+    while (!__atomic_load_n(&hb_callers_stop, __ATOMIC_ACQUIRE)) {
+        for (int i = 0; i < 64; i++) {
+            int a = (int)(calls & 0xffff);
+            if (hb_add_padded(a, i) != a + i) wrong++;
+            calls++;
+        }
+    }
+    caller->calls = calls;
+    caller->wrong = wrong;
+    return NULL;
+}
+
+int hb_direct_callers_start(int threads) {
+    if (threads < 1 || threads > hb_max_callers || hb_caller_count != 0) return -1;
+    __atomic_store_n(&hb_callers_ready, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&hb_callers_stop, 0, __ATOMIC_RELEASE);
+    for (int i = 0; i < threads; i++) {
+        hb_callers[i] = (hb_caller){ 0 };
+        if (pthread_create(&hb_callers[i].handle, NULL, hb_caller_main, &hb_callers[i]) != 0) {
+            hb_caller_count = i;
+            int64_t ignored;
+            hb_direct_callers_stop(&ignored);
+            return -1;
+        }
+    }
+    hb_caller_count = threads;
+    while (__atomic_load_n(&hb_callers_ready, __ATOMIC_ACQUIRE) < threads) sched_yield();
+    return 0;
+}
+
+int64_t hb_direct_callers_stop(int64_t *wrong) {
+    __atomic_store_n(&hb_callers_stop, 1, __ATOMIC_RELEASE);
+    int64_t calls = 0;
+    *wrong = 0;
+    for (int i = 0; i < hb_caller_count; i++) {
+        pthread_join(hb_callers[i].handle, NULL);
+        calls += hb_callers[i].calls;
+        *wrong += hb_callers[i].wrong;
+    }
+    hb_caller_count = 0;
+    return calls;
+}

@@ -7,29 +7,41 @@ import HookFixtures
 struct BenchRun {
     let plan: SamplingPlan
     let command: String
+    /// The signatures whose rows to measure (all of them by default). The inline rows, their
+    /// install cost and the thread scaling belong to `int (int, int)`.
+    var signatures = BenchSignature.allCases
 
     /// Measures everything and returns the report with ratios and targets.
     func run() throws -> Report {
         guard objcfwd_prepare() == 0 else {
             throw BenchError("Objective-C forwarding setup failed: \(String(cString: objcfwd_error()))")
         }
-        let signatures = BenchSignature.allCases
         let mechanisms = Mechanism.standard
-        var progress = Progress(total: 1 + signatures.count * mechanisms.count + 2)
+        let rowCount = signatures.map { signature in mechanisms.filter { $0.applies(to: signature) }.count }
+            .reduce(0, +)
+        // The inline rows' function and the thread scaling are of int (int, int).
+        let includesIntInt = signatures.contains(.intInt)
+        var progress = Progress(total: 1 + (includesIntInt ? 3 : 0) + rowCount)
 
         progress.step("install + remove")
         let install = try installCost()
+        var inlineInstall: Report.InlineInstallCost?
+        if includesIntInt {
+            // Before any inline row, so that the first plan of the patch is the one timed.
+            progress.step("install + remove · inline")
+            inlineInstall = try InlineInstallRun(plan: plan).run()
+        }
 
         var rows: [Report.Row] = []
         for signature in signatures {
-            for mechanism in mechanisms {
+            for mechanism in mechanisms where mechanism.applies(to: signature) {
                 progress.step("\(mechanism.title) · \(signature.title)")
                 rows.append(try mechanism.measure(signature, plan: plan))
             }
         }
 
         var threads: [Report.ThreadScaling] = []
-        for mechanism in [Mechanism.direct, .beforeAfter] {
+        for mechanism in [Mechanism.direct, .beforeAfter] where includesIntInt {
             progress.step("threads · \(mechanism.title)")
             threads.append(try threadScaling(mechanism))
         }
@@ -37,7 +49,7 @@ struct BenchRun {
 
         var report = Report(
             machine: .current(), command: command, quick: plan.samples < SamplingPlan.full.samples, rows: rows,
-            installRemove: install, threads: threads, targets: [])
+            installRemove: install, inlineInstallRemove: inlineInstall, threads: threads, targets: [])
         report.computeRatios()
         report.checkTargets()
         return report

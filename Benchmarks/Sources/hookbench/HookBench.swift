@@ -1,5 +1,6 @@
 import ArgumentParser
 import FoundationEssentials
+import HookFixtures
 
 /// Times hooked calls against a direct call, two raw libffi closures (the closure limit and
 /// the libffi floor) and Objective-C message forwarding, all in one process.
@@ -13,7 +14,9 @@ struct HookBench: ParsableCommand {
             libffi closure that calls the original through a typed pointer (the closure limit), \
             through one that forwards with ffi_call (the libffi floor), through this library's \
             hooks, and as a message to an Objective-C method: plain, hooked class-wide by this \
-            library, and hooked through message forwarding. After a warm-up, every row \
+            library, and hooked through message forwarding. The inline rows call a C function \
+            directly (a call rel32, no slot), unpatched and hooked inline in its own code. \
+            After a warm-up, every row \
             takes repeated samples (each a timed loop of many calls) and reports the median and \
             p99 of nanoseconds per call, ratios, and heap allocations per call.
             """)
@@ -45,6 +48,28 @@ struct HookBench: ParsableCommand {
     var releaseSlots = false
 
     @Option(
+        name: .customLong("signature"),
+        help: ArgumentHelp(
+            "Measure only this signature's rows (repeatable; \(BenchSignature.allCases.map { "\($0)" }.joined(separator: ", "))). "
+                + "The inline rows, their install cost and the thread scaling come with intInt.",
+            valueName: "name"))
+    var signatureNames: [String] = []
+
+    @Option(
+        name: .customLong("count-calls"),
+        help: ArgumentHelp(
+            "Instead of the report, install --mechanism on the first --signature (intInt by default), make this many "
+                + "calls from its C loop, remove it and exit: for instruction counts under callgrind.",
+            valueName: "calls"))
+    var countCalls: Int?
+
+    @Option(
+        help: ArgumentHelp(
+            "With --count-calls: the mechanism to call through.",
+            valueName: "name"))
+    var mechanism: Mechanism?
+
+    @Option(
         name: .customLong("peers"),
         help: ArgumentHelp(
             "Instead of the call rows, measure frida-gum's Interceptor beside this library on one function, "
@@ -59,11 +84,38 @@ struct HookBench: ParsableCommand {
         if peerDriver != nil && (transientSlots != nil || svgPath != nil) {
             throw ValidationError("--peers excludes --transient-slots and --svg")
         }
+        _ = try signatures()
+        if let countCalls {
+            guard countCalls > 0 else { throw ValidationError("--count-calls must be positive") }
+            guard let mechanism, !mechanism.isPeer else {
+                throw ValidationError("--count-calls needs --mechanism, one this process installs by itself")
+            }
+            guard mechanism.applies(to: try signatures().first ?? .intInt) else {
+                throw ValidationError("\(mechanism.rawValue) has no row for that signature")
+            }
+        } else if mechanism != nil {
+            throw ValidationError("--mechanism goes with --count-calls")
+        }
+    }
+
+    /// The signatures `--signature` names, all of them when none is given.
+    private func signatures() throws -> [BenchSignature] {
+        guard !signatureNames.isEmpty else { return BenchSignature.allCases }
+        return try signatureNames.map { name in
+            guard let signature = BenchSignature.allCases.first(where: { "\($0)" == name }) else {
+                throw ValidationError("unknown signature \(name)")
+            }
+            return signature
+        }
     }
 
     func run() throws {
         if let transientSlots {
             print(try TransientSlots(tables: transientSlots, releases: releaseSlots).run(), terminator: "")
+            return
+        }
+        if let countCalls, let mechanism {
+            try CallCount(mechanism: mechanism, signature: signatures().first ?? .intInt, calls: countCalls).run()
             return
         }
         var plan = quick ? SamplingPlan.quick : SamplingPlan.full
@@ -78,7 +130,7 @@ struct HookBench: ParsableCommand {
             }
             return
         }
-        let report = try BenchRun(plan: plan, command: command).run()
+        let report = try BenchRun(plan: plan, command: command, signatures: signatures()).run()
         if json {
             try printJSON(report)
         } else if markdown {

@@ -1,12 +1,15 @@
+import ArgumentParser
 import CHookBench
 import CObjCForward
 import FFIHook
+import FFIHookInline
 import HookFixtures
 
 /// A way of calling a function: directly, through a raw libffi closure, through this
-/// library's hooks, as an Objective-C message (plain, hooked by this library, or hooked
-/// through message forwarding), or through frida-gum's Interceptor (only with `--peers`).
-enum Mechanism: String, CaseIterable, Codable, Sendable {
+/// library's hooks (on the slot, or inline on a function called directly), as an
+/// Objective-C message (plain, hooked by this library, or hooked through message
+/// forwarding), or through frida-gum's Interceptor (only with `--peers`).
+enum Mechanism: String, CaseIterable, Codable, Sendable, ExpressibleByArgument {
     /// The original called through the slot: the first floor.
     case direct
     /// A raw libffi closure whose handler calls the original through a typed C function
@@ -20,6 +23,22 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
     case instead
     case eightBefore
     case typedBeforeAfter
+    /// `hb_add_padded` called directly, a `call rel32` from a C loop, with nothing patched:
+    /// the floor of the inline rows and of frida's (see ``InlineTarget``).
+    case inlineDirect
+    /// The same direct calls with the inline patch kept by ``FFIHookInline/InlineFunction/patch()``
+    /// and no hook: the entry jumps to the stub, through the jump cell to the trampoline,
+    /// which runs the moved first instructions and jumps back into the function.
+    case inlinePassThrough
+    /// The same direct calls, no-op `Invocation` before and after blocks on the function's
+    /// jump cell: an inline hook, the same blocks as ``beforeAfter``.
+    case inlineBeforeAfter
+    /// An instead block on the jump cell that calls the original (the trampoline).
+    case inlineInstead
+    /// A compiled C replacement (`hb_add_replacement`) in the jump cell through
+    /// `Hook.replace`, which calls the original through the trampoline the replacement's
+    /// token gives: what frida's `replaceFast` row does.
+    case inlineReplace
     /// A message sent to the signature's method of an Objective-C class, compiled as a send.
     case objcMessage
     /// The same message, the class's method hooked class-wide with this library's no-op
@@ -46,6 +65,9 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
     /// The mechanisms of the main run: every one this process installs by itself.
     static let standard = allCases.filter { !$0.isPeer }
 
+    /// The values `--mechanism` lists in its help: those of the main run.
+    static var allValueStrings: [String] { standard.map(\.rawValue) }
+
     /// The label in tables and charts.
     var title: String {
         switch self {
@@ -58,6 +80,11 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
         case .instead: "instead → original"
         case .eightBefore: "8 × before"
         case .typedBeforeAfter: "typed before + after"
+        case .inlineDirect: "direct call rel32 (no patch)"
+        case .inlinePassThrough: "inline: patched, no hook"
+        case .inlineBeforeAfter: "inline: before + after"
+        case .inlineInstead: "inline: instead → original"
+        case .inlineReplace: "inline: C replace → original"
         case .objcMessage: "ObjC message send"
         case .objcHookBeforeAfter: "ObjC method: before + after"
         case .objcInstanceHookBeforeAfter: "ObjC one object: before + after"
@@ -72,13 +99,31 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
     /// Whether the row measures this library's hooks.
     var isHook: Bool {
         switch self {
-        case .before, .after, .beforeAfter, .instead, .eightBefore, .typedBeforeAfter, .objcHookBeforeAfter,
-            .objcInstanceHookBeforeAfter, .objcPassThrough:
+        case .before, .after, .beforeAfter, .instead, .eightBefore, .typedBeforeAfter, .inlinePassThrough,
+            .inlineBeforeAfter, .inlineInstead, .inlineReplace, .objcHookBeforeAfter, .objcInstanceHookBeforeAfter,
+            .objcPassThrough:
             true
-        case .direct, .closureLimit, .libffi, .objcMessage, .objcForwardingHook, .fridaAttach, .fridaReplace,
-            .fridaReplaceFast:
+        case .direct, .closureLimit, .libffi, .inlineDirect, .objcMessage, .objcForwardingHook, .fridaAttach,
+            .fridaReplace, .fridaReplaceFast:
             false
         }
+    }
+
+    /// Whether the row patches (or calls unpatched) ``InlineTarget``'s function in its own code.
+    var isInline: Bool {
+        self == .inlineDirect || self == .inlinePassThrough || self == .inlineBeforeAfter || self == .inlineInstead
+            || self == .inlineReplace
+    }
+
+    /// Whether the row's loop calls the function directly, not through the slot: the inline
+    /// rows and frida's, which patch the function itself. Their "× direct" is over
+    /// ``inlineDirect``.
+    var callsDirectly: Bool { isInline || isPeer }
+
+    /// Whether the row exists for `signature`: the inline rows (and frida's) have one
+    /// function, of `int (int, int)`.
+    func applies(to signature: BenchSignature) -> Bool {
+        !callsDirectly || signature == InlineTarget.benchSignature
     }
 
     /// Whether frida installs the row, from another process (`hookbench --peers`).
@@ -91,7 +136,7 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
     }
 
     /// Makes calls of `signature` go through this mechanism; returns the hooks to remove.
-    func install(on signature: BenchSignature) throws -> [HookToken] {
+    func install(on signature: BenchSignature) throws -> [any RemovableHook] {
         let slot = signature.slot
         let types = signature.signature
         switch self {
@@ -132,12 +177,29 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
             return try (0..<8).map { _ in try Hook.before(on: slot, signature: types) { _ in } }
         case .typedBeforeAfter:
             return try TypedHooks.installBeforeAfter(on: signature)
+        case .inlineDirect:
+            return []
+        case .inlinePassThrough:
+            try InlineTarget.function().patch()
+            return []
+        case .inlineBeforeAfter:
+            let cell = try InlineTarget.function().slot
+            return [
+                try Hook.before(on: cell, signature: types) { _ in },
+                try Hook.after(on: cell, signature: types) { _ in },
+            ]
+        case .inlineInstead:
+            let cell = try InlineTarget.function().slot
+            return [try Hook.instead(on: cell, signature: types) { call in call.callOriginal() }]
+        case .inlineReplace:
+            return [try InlineTarget.replace()]
         }
     }
 
     /// Undoes ``install(on:)``.
-    func remove(_ tokens: [HookToken], from signature: BenchSignature) throws {
+    func remove(_ tokens: [any RemovableHook], from signature: BenchSignature) throws {
         for token in tokens { token.remove() }
+        if self == .inlinePassThrough { try InlineTarget.function().unpatch() }
         if self == .libffi || self == .closureLimit { hb_slot_restore(signature.c) }
         if self == .objcForwardingHook { objcfwd_remove(signature.c) }
         // The library's closure stays in a method after its hooks go: the methods get their
@@ -161,15 +223,21 @@ enum Mechanism: String, CaseIterable, Codable, Sendable {
         switch self {
         case .objcMessage, .objcHookBeforeAfter, .objcInstanceHookBeforeAfter, .objcPassThrough, .objcForwardingHook:
             objcfwd_time_calls(signature.c, Int64(iterations))
+        case _ where callsDirectly: hb_time_direct_calls(Int64(iterations))
         default: hb_time_slot_calls(signature.c, Int64(iterations))
         }
     }
 
     /// Whether one call gives the original's result, through the mechanism: a message goes to
     /// the compiled method, to this library's hook or through forwarding, which runs both its
-    /// blocks.
+    /// blocks; an inline row's function is patched exactly when the row hooks it.
     func check(_ signature: BenchSignature) -> Bool {
         switch self {
+        case _ where isInline:
+            guard let function = try? InlineTarget.function() else { return false }
+            return function.isPatched == (self != .inlineDirect) && hb_check_direct() != 0
+        case _ where isPeer:
+            return hb_check_direct() != 0
         case .objcMessage:
             return objcfwd_method_state(signature.c) == OBJCFWD_ORIGINAL && objcfwd_send_once(signature.c) != 0
         case .objcHookBeforeAfter:

@@ -14,6 +14,8 @@ struct PeerReport: Codable, Sendable {
     var rows: [Report.Row]
     /// Each row's median over the median of this library's no-op before+after hook, by mechanism.
     var timesBeforeAfter: [String: Double]
+    /// The inline rows' goals, frida's attach among them, and whether this run meets them.
+    var targets: [Report.TargetCheck]
 
     /// ``timesBeforeAfter`` of `rows`.
     static func ratiosToBeforeAfter(_ rows: [Report.Row]) -> [String: Double] {
@@ -40,7 +42,8 @@ struct PeerReport: Codable, Sendable {
         return [
             "\(machine.cpu), \(machine.processors) processors, \(machine.kernel); frida \(frida)",
             function,
-            "\(samples) samples per row, each a timed C loop of many calls; ratios are of medians, measured in this run",
+            "\(samples) samples per row, each a timed C loop of many calls; ratios are of medians, measured in this run; "
+                + "× direct of the rows that call the function directly is over the direct call rel32",
         ]
     }
 
@@ -49,6 +52,10 @@ struct PeerReport: Codable, Sendable {
         var text = "frida-gum's Interceptor beside swift-ffi-hook: nanoseconds per call\n"
         text += aboutLines.joined(separator: "\n") + "\n\n"
         text += Report.aligned([Self.headers] + lines, rightAlignedFrom: 1)
+        text += "\nTargets\n"
+        for target in targets {
+            text += "  \(target.met ? "met    " : "NOT MET") \(target.goal): \(target.measured)\n"
+        }
         return text
     }
 
@@ -56,6 +63,10 @@ struct PeerReport: Codable, Sendable {
     func markdown() -> String {
         var text = aboutLines.joined(separator: ". ") + ". Command: `\(command)`.\n\n"
         text += Report.markdownTable(Self.headers, lines, rightAlignedFrom: 1)
+        text += "\n"
+        text += Report.markdownTable(
+            ["Target", "Measured", "Met"], targets.map { [$0.goal, $0.measured, $0.met ? "yes" : "**no**"] },
+            rightAlignedFrom: 3)
         return text
     }
 }

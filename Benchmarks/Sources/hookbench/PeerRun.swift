@@ -4,9 +4,11 @@ import HookFixtures
 /// frida-gum's Interceptor beside this library's hooks and the floors, on one function, in
 /// one process: `hookbench --peers`.
 ///
-/// Every row calls `hb_add_padded`, `hb_add` with room for frida's patch, through the slot of
-/// `int (int, int)` from the same C loop as the main run. frida attaches before the first row,
-/// so that every row runs with its agent loaded.
+/// Every row calls `hb_add_padded`, `hb_add` with room for frida's patch: the slot rows
+/// through the slot of `int (int, int)` from the same C loop as the main run; the inline rows
+/// and frida's directly, a `call rel32` from another C loop, since both patch the function
+/// itself. frida attaches before the first row, so that every row runs with its agent loaded
+/// (and the inline patches stop its threads too while they write).
 struct PeerRun {
     let plan: SamplingPlan
     let command: String
@@ -15,7 +17,8 @@ struct PeerRun {
 
     /// The floors and this library's hooks, installed as in the main run.
     static let ownMechanisms: [Mechanism] = [
-        .direct, .closureLimit, .libffi, .beforeAfter, .instead, .typedBeforeAfter,
+        .direct, .closureLimit, .libffi, .beforeAfter, .instead, .typedBeforeAfter, .inlineDirect,
+        .inlinePassThrough, .inlineBeforeAfter, .inlineInstead, .inlineReplace,
     ]
 
     /// What frida installs.
@@ -40,7 +43,7 @@ struct PeerRun {
             progress.step("\(mechanism.title) · \(signature.title)")
             try frida.install(mechanism)
             let row = Result {
-                // frida patches the function itself, not the slot: its first byte becomes a jump.
+                // frida patches the function itself: its first byte becomes a jump.
                 guard function.load(as: UInt8.self) != entry else {
                     throw BenchError("\(mechanism.title) left the function's first bytes as they were")
                 }
@@ -56,7 +59,9 @@ struct PeerRun {
         return PeerReport(
             machine: .current(), command: command, quick: plan.samples < SamplingPlan.full.samples,
             function: "hb_add_padded: int(int, int), an addition after 16 bytes of no-ops that frida can move; "
-                + "called through its slot from a C loop",
-            frida: frida.version, rows: rows, timesBeforeAfter: PeerReport.ratiosToBeforeAfter(rows))
+                + "called through its slot from a C loop (the slot rows), or directly, a call rel32 from a C loop "
+                + "(the inline rows and frida's, which patch the function)",
+            frida: frida.version, rows: rows, timesBeforeAfter: PeerReport.ratiosToBeforeAfter(rows),
+            targets: Report.inlineCallTargets(rows))
     }
 }

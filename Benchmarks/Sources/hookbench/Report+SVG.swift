@@ -2,19 +2,27 @@ import Glibc
 import HookFixtures
 
 /// The report as an SVG bar chart: nanoseconds per call on a logarithmic axis, one group of
-/// bars per signature, one bar per mechanism.
+/// bars per signature, one bar per mechanism measured on it.
 extension Report {
     private static let colors: [Mechanism: String] = [
         .direct: "#7f7f7f", .closureLimit: "#8c564b", .libffi: "#bcbd22", .before: "#aec7e8", .after: "#6baed6",
         .beforeAfter: "#1f77b4", .instead: "#17becf", .eightBefore: "#9467bd", .typedBeforeAfter: "#2ca02c",
         .objcMessage: "#ff9896", .objcHookBeforeAfter: "#ff7f0e", .objcInstanceHookBeforeAfter: "#bcbd22",
-        .objcPassThrough: "#ffbb78", .objcForwardingHook: "#d62728",
+        .objcPassThrough: "#ffbb78", .objcForwardingHook: "#d62728", .inlineDirect: "#c7c7c7",
+        .inlinePassThrough: "#c5b0d5", .inlineBeforeAfter: "#393b79", .inlineInstead: "#5254a3",
+        .inlineReplace: "#8c6d31",
     ]
 
     /// The chart as a standalone SVG document.
     func svg() -> String {
-        let mechanisms = Mechanism.standard
-        let signatures = BenchSignature.allCases
+        // Each signature's group has the bars of the mechanisms measured on it (the inline
+        // rows are of one signature), so groups differ in height.
+        let groups = BenchSignature.allCases.map { signature in
+            (signature: signature, mechanisms: Mechanism.standard.filter { row(signature, $0) != nil })
+        }.filter { !$0.mechanisms.isEmpty }
+        let mechanisms = Mechanism.standard.filter { mechanism in
+            groups.contains { $0.mechanisms.contains(mechanism) }
+        }
         let barHeight = 11.0
         let barGap = 2.0
         let groupGap = 26.0
@@ -22,8 +30,8 @@ extension Report {
         let right = 860.0
         let legendHeight = Double((mechanisms.count + 1) / 2) * 16 + 10
         let top = 56.0 + legendHeight
-        let groupHeight = Double(mechanisms.count) * (barHeight + barGap)
-        let chartBottom = top + Double(signatures.count) * (groupHeight + groupGap)
+        func groupHeight(_ bars: Int) -> Double { Double(bars) * (barHeight + barGap) }
+        let chartBottom = groups.reduce(top) { $0 + groupHeight($1.mechanisms.count) + groupGap }
         let width = 960.0
         let height = chartBottom + 40
 
@@ -68,14 +76,15 @@ extension Report {
                 """
             decade += 1
         }
-        for (groupIndex, signature) in signatures.enumerated() {
-            let groupTop = top + Double(groupIndex) * (groupHeight + groupGap)
+        var groupTop = top
+        for (signature, barMechanisms) in groups {
+            defer { groupTop += groupHeight(barMechanisms.count) + groupGap }
             svg += """
                 <text x="\(Self.number(left - 8))" y="\(Self.number(groupTop - 5))" text-anchor="end" \
                 font-weight="bold">\(Self.escaped(signature.title))</text>
 
                 """
-            for (barIndex, mechanism) in mechanisms.enumerated() {
+            for (barIndex, mechanism) in barMechanisms.enumerated() {
                 guard let row = row(signature, mechanism) else { continue }
                 let barTop = groupTop + Double(barIndex) * (barHeight + barGap)
                 let median = row.nanosecondsPerCall.median

@@ -52,6 +52,27 @@ extension Report {
             + "the first on a slot, which makes its closure: \(Format.microseconds(installRemove.firstNanoseconds)) µs"
     }
 
+    /// The inline hook's install and removal, one sentence each, when measured.
+    private var inlineInstallLines: [String] {
+        guard let inline = inlineInstallRemove else { return [] }
+        func figure(_ pairs: Distribution) -> String {
+            "median \(Format.microseconds(pairs.median)) µs, p99 \(Format.microseconds(pairs.p99)) µs "
+                + "(\(pairs.samples) samples of \(pairs.callsPerSample))"
+        }
+        let callers = "with \(inline.callerThreads) threads calling the function"
+        return [
+            "install + remove of one before hook inline (on \(InlineTarget.name)'s jump cell), each install writing "
+                + "the jump and each removal taking it out: \(figure(inline.cold)); \(callers): "
+                + "\(figure(inline.coldWithCallers))",
+            "the same with the jump kept (InlineFunction.patch(): only the cell changes): \(figure(inline.kept)); "
+                + "\(callers): \(figure(inline.keptWithCallers)); the callers made "
+                + "\(Format.fixed(Double(inline.callerCalls), 0)) calls, every one with the right sum",
+            "planning the patch: \(Format.microseconds(inline.planNanoseconds)) µs; the first hook, which makes the "
+                + "cell's closure and writes the jump: \(Format.microseconds(inline.firstInstallNanoseconds)) µs; "
+                + "its removal: \(Format.microseconds(inline.firstRemoveNanoseconds)) µs",
+        ]
+    }
+
     private var machineLine: String {
         "\(machine.cpu), \(machine.processors) processors, \(machine.kernel)"
     }
@@ -68,7 +89,9 @@ extension Report {
     func table() -> String {
         var text = "swift-ffi-hook: nanoseconds per call\n\(machineLine)\n\(samplingLine)\n\n"
         text += Self.aligned([Self.headers] + mainTable, rightAlignedFrom: 2, separatorsBefore: groupStarts)
-        text += "\n" + installLine + "\n\n"
+        text += "\n" + installLine + "\n"
+        for line in inlineInstallLines { text += line + "\n" }
+        text += "\n"
         text += Self.aligned([["Threads", "1 thread", "2 threads", "scaling"]] + threadTable, rightAlignedFrom: 1)
         text += "\nTargets\n"
         for target in targets {
@@ -109,7 +132,10 @@ extension Report {
     func markdown() -> String {
         var text = "Machine: \(machineLine). Command: `\(command)`. \(samplingLine).\n\n"
         text += Self.markdownTable(Self.headers, mainTable, rightAlignedFrom: 2)
-        text += "\n" + installLine.prefix(1).uppercased() + installLine.dropFirst() + ".\n\n"
+        for line in [installLine] + inlineInstallLines {
+            text += "\n" + line.prefix(1).uppercased() + line.dropFirst() + ".\n"
+        }
+        text += "\n"
         text += Self.markdownTable(["Threads", "1 thread", "2 threads", "scaling"], threadTable, rightAlignedFrom: 1)
         text += "\n"
         text += Self.markdownTable(

@@ -7,6 +7,8 @@ struct Report: Codable, Sendable {
     var quick: Bool
     var rows: [Row]
     var installRemove: InstallCost
+    /// Install and removal of an inline hook; nil when the run left out `int (int, int)`.
+    var inlineInstallRemove: InlineInstallCost?
     var threads: [ThreadScaling]
     var targets: [TargetCheck]
 
@@ -16,7 +18,9 @@ struct Report: Codable, Sendable {
         var mechanism: Mechanism
         var nanosecondsPerCall: Distribution
         var mallocsPerCall: Double
-        /// Median over the direct call's median, same signature.
+        /// Median over the direct call's median, same signature: the call through the slot
+        /// for the rows that call through it, the direct `call` of the unpatched function
+        /// (``Mechanism/inlineDirect``) for the inline rows and frida's.
         var timesDirect: Double = 0
         /// Median over the closure limit's median (a raw libffi closure calling the original
         /// through a typed pointer), same signature.
@@ -37,6 +41,33 @@ struct Report: Codable, Sendable {
         var firstNanoseconds: Double
         /// Nanoseconds per install-and-remove pair once the slot's closure exists.
         var nanosecondsPerPair: Distribution
+    }
+
+    /// The cost of installing one no-op before hook on an inline function's jump cell and
+    /// removing it: each pair writing the jump in and taking it out (the function was not
+    /// patched), or with the jump kept by ``FFIHookInline/InlineFunction/patch()`` (only the
+    /// cell changes); each alone, and with threads calling the function directly all along.
+    struct InlineInstallCost: Codable, Sendable {
+        /// Planning the patch, the first `InlineFunction` of the function in the process:
+        /// decoding and relocating its first instructions, mapping the stub and trampoline.
+        var planNanoseconds: Double
+        /// The first hook on the cell, which makes its closure and writes the jump.
+        var firstInstallNanoseconds: Double
+        /// Removing that hook, which takes the jump out.
+        var firstRemoveNanoseconds: Double
+        /// Nanoseconds per pair; each install writes the jump and each removal takes it out,
+        /// both with the process's other threads stopped.
+        var cold: Distribution
+        /// The same while ``callerThreads`` threads call the function directly.
+        var coldWithCallers: Distribution
+        /// Nanoseconds per pair with the jump kept: only the jump cell changes.
+        var kept: Distribution
+        /// The same while ``callerThreads`` threads call the function directly.
+        var keptWithCallers: Distribution
+        /// How many threads called the function in the runs with callers.
+        var callerThreads: Int
+        /// The calls they made, every one of which returned the right sum.
+        var callerCalls: Int64
     }
 
     /// Calls per second of one function from one thread and from two.
@@ -73,7 +104,7 @@ struct Report: Codable, Sendable {
         return rows.map { row in
             var row = row
             let median = row.nanosecondsPerCall.median
-            if let direct = medianOf(row.signature, .direct) {
+            if let direct = medianOf(row.signature, row.mechanism.callsDirectly ? .inlineDirect : .direct) {
                 row.timesDirect = median / direct
             }
             if let limit = medianOf(row.signature, .closureLimit) {
@@ -90,6 +121,44 @@ struct Report: Codable, Sendable {
             }
             return row
         }
+    }
+
+    /// The inline rows' goals that their calls meet or not: an inline no-op before+after hook
+    /// within 1.2 × the slot's, an inline compiled replacement within 3 × the direct call,
+    /// and, when frida's rows are there (`--peers`), the inline hook at least 6 × cheaper
+    /// than frida's attach.
+    static func inlineCallTargets(_ rows: [Row]) -> [TargetCheck] {
+        let signature = InlineTarget.benchSignature
+        func median(_ mechanism: Mechanism) -> Double? {
+            rows.first { $0.signature == signature && $0.mechanism == mechanism }?.nanosecondsPerCall.median
+        }
+        func versus(_ mine: Double, _ other: Double) -> String {
+            "\(Format.nanoseconds(mine)) vs \(Format.nanoseconds(other)) ns"
+        }
+        var targets: [TargetCheck] = []
+        if let inline = median(.inlineBeforeAfter), let slot = median(.beforeAfter) {
+            let ratio = inline / slot
+            targets.append(
+                TargetCheck(
+                    goal: "inline no-op before+after on a directly called \(signature.title) ≤ 1.2 × the slot's "
+                        + "before+after",
+                    measured: "\(Format.ratio(ratio)) (\(versus(inline, slot)))", met: ratio <= 1.2))
+        }
+        if let replace = median(.inlineReplace), let direct = median(.inlineDirect) {
+            let ratio = replace / direct
+            targets.append(
+                TargetCheck(
+                    goal: "inline C replacement calling the original ≤ 3 × the direct call",
+                    measured: "\(Format.ratio(ratio)) (\(versus(replace, direct)))", met: ratio <= 3))
+        }
+        if let inline = median(.inlineBeforeAfter), let frida = median(.fridaAttach) {
+            let speedup = frida / inline
+            targets.append(
+                TargetCheck(
+                    goal: "inline no-op before+after ≥ 6 × cheaper than frida's attach with empty C listeners",
+                    measured: "\(Format.ratio(speedup)) cheaper (\(versus(inline, frida)))", met: speedup >= 6))
+        }
+        return targets
     }
 
     /// Checks the run against the library's performance goals.
@@ -139,6 +208,7 @@ struct Report: Codable, Sendable {
                         + "vs \(Format.nanoseconds(classWide.nanosecondsPerCall.median)) ns)",
                     met: ratio <= 1.5))
         }
+        targets += Self.inlineCallTargets(rows)
         let hookRows = rows.filter(\.mechanism.isHook)
         let invocationRows = hookRows.filter { $0.mechanism != .typedBeforeAfter }
         let typedRows = hookRows.filter { $0.mechanism == .typedBeforeAfter }
@@ -164,6 +234,16 @@ struct Report: Codable, Sendable {
                 measured: "\(Format.microseconds(install)) µs (first on a slot: "
                     + "\(Format.microseconds(installRemove.firstNanoseconds)) µs)",
                 met: install < 10_000))
+        if let inline = inlineInstallRemove {
+            let median = inline.coldWithCallers.median
+            targets.append(
+                TargetCheck(
+                    goal: "install + remove of an inline hook < 100 µs with \(inline.callerThreads) threads calling "
+                        + "the function",
+                    measured: "\(Format.microseconds(median)) µs, each pair writing the jump in and out "
+                        + "(jump kept: \(Format.microseconds(inline.keptWithCallers.median)) µs)",
+                    met: median < 100_000))
+        }
         if let hooked = threads.first(where: { $0.mechanism == .beforeAfter }) {
             targets.append(
                 TargetCheck(

@@ -40,13 +40,26 @@ double hb_point_sum(hb_point point);
 hb_record hb_record_next(hb_record record);
 
 /// `hb_add` with 16 bytes of no-ops ahead of its addition: long enough for frida-gum's
-/// Interceptor, which patches a function's first 16 bytes and refuses a shorter one.
+/// Interceptor, which patches a function's first 16 bytes and refuses a shorter one. It is
+/// also the function the inline rows patch, called directly from a C loop (a `call rel32`,
+/// no slot, no pointer), and given to frida by its address.
 int hb_add_padded(int a, int b);
 
 /// Makes `hb_add_padded` the original of `HB_INT_INT` and puts it in its slot, so that every
 /// mechanism of the peer comparison calls the one function frida can patch. Call it before
 /// anything is installed on `HB_INT_INT`: a raw closure keeps the original it was made with.
 void hb_use_padded_int_int(void);
+
+/// The address of `hb_add_padded`, the function the inline rows patch in its own code.
+void *hb_direct_function(void);
+
+/// A compiled replacement for `hb_add_padded`, as a user of `Hook.replace` writes one: it
+/// calls the original through the pointer ``hb_set_replacement_original`` stored (for an
+/// inline hook, the trampoline that `ReplacementToken.original` gives).
+int hb_add_replacement(int a, int b);
+
+/// Stores the function ``hb_add_replacement`` calls as the original.
+void hb_set_replacement_original(void *original);
 
 /// How many times `hb_tick` has run (wrapping), so that a check can see that a call of
 /// `void (void)` reached the original.
@@ -92,6 +105,27 @@ void hb_slot_restore(hb_signature signature);
 /// `signature`, released together; returns the nanoseconds from the first thread's first
 /// call to the last thread's last, or 0 when a thread cannot be started.
 uint64_t hb_time_threaded_calls(hb_signature signature, int threads, int64_t iterations);
+
+// MARK: - Direct calls (inline hooks)
+
+/// Calls `hb_add_padded` `iterations` times with a direct `call` from a C loop, with
+/// arguments that change every call; returns the elapsed nanoseconds. Nothing in the loop
+/// can be redirected but the function's own first bytes: an inline hook, or frida's patch.
+uint64_t hb_time_direct_calls(int64_t iterations);
+
+/// Calls `hb_add_padded(40, 2)` directly and reports whether it returned 42.
+int hb_check_direct(void);
+
+/// Starts `threads` threads (at most 16) that call `hb_add_padded` directly in a loop and
+/// check every result, until ``hb_direct_callers_stop``; returns once all of them are
+/// calling. Returns 0, or -1 when a thread cannot be started (none is left running) or
+/// callers are running already.
+int hb_direct_callers_start(int threads);
+
+/// Stops the threads ``hb_direct_callers_start`` started and waits for them; returns the
+/// calls they made in all, and stores in `wrong` how many returned something other than
+/// the sum of their arguments.
+int64_t hb_direct_callers_stop(int64_t *wrong);
 
 // MARK: - Peers
 
