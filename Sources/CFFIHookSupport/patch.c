@@ -75,6 +75,17 @@ enum {
     FFH_ENTRY_DONE = 3,
 };
 
+/* The code a thread runs while it answers a stop request, in a section of its own: a thread
+   seen there (running, or in one of its system calls) is on its way to park with its real
+   place in hand, and is neither quiet nor asked again. */
+#define FFH_STOP_CODE __attribute__((section("ffh_stop_text"), noinline))
+extern const char __start_ffh_stop_text[];
+extern const char __stop_ffh_stop_text[];
+
+static int ffh_in_stop_code(uintptr_t pc) {
+    return pc >= (uintptr_t)__start_ffh_stop_text && pc < (uintptr_t)__stop_ffh_stop_text;
+}
+
 /* Entries are never unmapped: a signal that arrives late (to a thread that had it blocked)
    still points at one, and finds it idle or belonging to a later stop. */
 #define FFH_CHUNK_ENTRIES 1024
@@ -109,14 +120,14 @@ static int ffh_stop_signal;
    that makes no call that could wait on another thread. */
 static int ffh_stop_lock;
 
-static long ffh_futex(uint32_t *word, int op, uint32_t value, const struct timespec *timeout) {
+FFH_STOP_CODE static long ffh_futex(uint32_t *word, int op, uint32_t value, const struct timespec *timeout) {
     return ffh_syscall6(SYS_futex, (long)word, op, value, (long)timeout, 0, 0);
 }
 
-static long ffh_gettid(void) { return ffh_syscall0(SYS_gettid); }
+FFH_STOP_CODE static long ffh_gettid(void) { return ffh_syscall0(SYS_gettid); }
 
 /* Whether `entry` is one of the entries (a signal's value is only trusted when it is). */
-static int ffh_is_entry(const void *entry) {
+FFH_STOP_CODE static int ffh_is_entry(const void *entry) {
     for (size_t chunk = 0; chunk < FFH_CHUNKS; chunk++) {
         ffh_stop_entry *entries = __atomic_load_n(&ffh_chunks[chunk], __ATOMIC_ACQUIRE);
         if (entries == NULL) return 0;
@@ -131,7 +142,7 @@ static int ffh_is_entry(const void *entry) {
 
 /* Parks the thread if the signal is a stop request of the stop in progress for it: 1 when
    it was a request of this writer's (current or late), 0 when it is someone else's signal. */
-__attribute__((no_sanitize("address", "thread"))) static int ffh_stop_park(siginfo_t *info, void *context) {
+FFH_STOP_CODE static int ffh_stop_park(siginfo_t *info, void *context) {
     if (info->si_code != SI_QUEUE) return 0;
     ffh_stop_entry *entry = info->si_value.sival_ptr;
     if (entry == NULL || !ffh_is_entry(entry)) return 0;
@@ -165,13 +176,12 @@ __attribute__((no_sanitize("address", "thread"))) static int ffh_stop_park(sigin
     return 1;
 }
 
-__attribute__((no_sanitize("address", "thread"))) static void ffh_stop_handler(
-    int signal, siginfo_t *info, void *context) {
+FFH_STOP_CODE static void ffh_stop_handler(int signal, siginfo_t *info, void *context) {
     (void)signal;
     ffh_stop_park(info, context);
 }
 
-int ffh_patch_claim_signal(siginfo_t *info, void *context) { return ffh_stop_park(info, context); }
+FFH_STOP_CODE int ffh_patch_claim_signal(siginfo_t *info, void *context) { return ffh_stop_park(info, context); }
 
 /* Installs the handler on a real-time signal nobody handles, once; keeps it while it is
    still installed, and picks another if someone replaced it. 0 when ready. */
@@ -307,6 +317,8 @@ static ffh_quiet ffh_inspect(int32_t thread, int signal, uintptr_t *pc, int *blo
     }
     if (last[0] != '0' || last[1] != 'x') return blocks ? FFH_QUIET_BLOCKED : FFH_QUIET_UNKNOWN;
     *pc = (uintptr_t)ffh_parse_hex(last + 2);
+    /* In a system call of the stop handler: about to park. */
+    if (ffh_in_stop_code(*pc)) return FFH_QUIET_UNKNOWN;
     return FFH_QUIET_SYSCALL;
 }
 

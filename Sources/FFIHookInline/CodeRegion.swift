@@ -4,14 +4,13 @@
     import Musl
 #endif
 
-/// One mapping of `/proc/self/maps`.
+/// One mapping of `/proc/self/maps`: its range and protection.
 struct MemoryMapping: Equatable, Sendable {
     let start: UInt
     let end: UInt
     let readable: Bool
     let writable: Bool
     let executable: Bool
-    let path: String
 
     /// The mapping's protection as `PROT_*` bits.
     var protection: Int32 {
@@ -19,43 +18,67 @@ struct MemoryMapping: Equatable, Sendable {
     }
 
     /// The process's mappings now, in address order (empty when the file cannot be read).
+    /// Parsed from the bytes, without strings: a process with thousands of mappings (one
+    /// pair more per inline-hooked function) reads it once per plan.
     static func all() -> [MemoryMapping] {
         let descriptor = open("/proc/self/maps", O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return [] }
         defer { close(descriptor) }
         var text: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
+        var buffer = [UInt8](repeating: 0, count: 1 << 18)
         while true {
             let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
             if count <= 0 { break }
-            text += buffer[0..<count]
+            text.append(contentsOf: buffer[0..<count])
         }
-        return text.split(separator: UInt8(ascii: "\n")).compactMap { parse(Array($0)) }
+        var mappings: [MemoryMapping] = []
+        text.withUnsafeBufferPointer { bytes in
+            var index = 0
+            while index < bytes.count {
+                if let mapping = parse(bytes, &index) { mappings.append(mapping) }
+                // The rest of the line.
+                while index < bytes.count && bytes[index] != UInt8(ascii: "\n") { index += 1 }
+                index += 1
+            }
+        }
+        return mappings
     }
 
-    /// The mapping that holds `address`, if any.
-    static func containing(_ address: UInt) -> MemoryMapping? {
-        all().first { $0.start <= address && address < $0.end }
+    /// The mapping that holds `address` among `mappings`, if any.
+    static func containing(_ address: UInt, in mappings: [MemoryMapping]) -> MemoryMapping? {
+        mappings.first { $0.start <= address && address < $0.end }
     }
 
-    /// One line: `start-end perms offset dev inode path`.
-    private static func parse(_ line: [UInt8]) -> MemoryMapping? {
-        let fields = line.split(separator: UInt8(ascii: " "), maxSplits: 5, omittingEmptySubsequences: true)
-        guard fields.count >= 5 else { return nil }
-        let range = fields[0].split(separator: UInt8(ascii: "-"))
-        guard range.count == 2,
-            let start = UInt(String(decoding: range[0], as: UTF8.self), radix: 16),
-            let end = UInt(String(decoding: range[1], as: UTF8.self), radix: 16)
-        else { return nil }
-        let permissions = Array(fields[1])
-        guard permissions.count >= 3 else { return nil }
-        var path = ""
-        if fields.count == 6 {
-            path = String(decoding: fields[5].drop { $0 == UInt8(ascii: " ") }, as: UTF8.self)
+    /// `start-end perms` at `index`, which it leaves after the permissions.
+    private static func parse(_ bytes: UnsafeBufferPointer<UInt8>, _ index: inout Int) -> MemoryMapping? {
+        func hex(_ terminator: UInt8) -> UInt? {
+            var value: UInt = 0
+            var digits = 0
+            while index < bytes.count {
+                let byte = bytes[index]
+                let digit: UInt
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt(byte - UInt8(ascii: "0"))
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt(byte - UInt8(ascii: "a") + 10)
+                default:
+                    guard byte == terminator, digits > 0 else { return nil }
+                    index += 1
+                    return value
+                }
+                value = value << 4 | digit
+                digits += 1
+                index += 1
+            }
+            return nil
         }
-        return MemoryMapping(
-            start: start, end: end, readable: permissions[0] == UInt8(ascii: "r"),
-            writable: permissions[1] == UInt8(ascii: "w"), executable: permissions[2] == UInt8(ascii: "x"), path: path)
+        guard let start = hex(UInt8(ascii: "-")), let end = hex(UInt8(ascii: " ")), index + 3 <= bytes.count else {
+            return nil
+        }
+        let mapping = MemoryMapping(
+            start: start, end: end, readable: bytes[index] == UInt8(ascii: "r"),
+            writable: bytes[index + 1] == UInt8(ascii: "w"), executable: bytes[index + 2] == UInt8(ascii: "x"))
+        index += 3
+        return mapping
     }
 }
 
@@ -81,18 +104,16 @@ struct CodeRegion: Sendable {
 
     /// Maps the two pages as close to `function` as the free address space allows; nil when
     /// nothing can be mapped at all.
-    static func allocate(near function: UInt) -> CodeRegion? {
+    static func allocate(near function: UInt, mappings: [MemoryMapping]) -> CodeRegion? {
         let size = 2 * pageSize
         let low = function > reach ? function - reach : pageSize
         let high = function < UInt.max - reach ? function + reach : UInt.max - size
         // Free gaps between mappings, nearest first.
         var candidates: [UInt] = []
         var previousEnd = pageSize * 16
-        for mapping in MemoryMapping.all() + [
-            MemoryMapping(
-                start: 0x7FFF_FFFF_F000, end: 0x7FFF_FFFF_F000, readable: false, writable: false, executable: false,
-                path: "")
-        ] {
+        let top = MemoryMapping(
+            start: 0x7FFF_FFFF_F000, end: 0x7FFF_FFFF_F000, readable: false, writable: false, executable: false)
+        for mapping in mappings + [top] {
             if mapping.start >= previousEnd + size {
                 // The gap's end nearest the function, and its start.
                 let gapStart = previousEnd

@@ -47,7 +47,9 @@ enum InlinePlanner {
             HookError(code: .unhookableFunction, message: message, symbol: name)
         }
         guard address != 0 else { throw refuse("the function's address is NULL") }
-        guard let mapping = MemoryMapping.containing(address), mapping.executable, mapping.readable else {
+        let mappings = MemoryMapping.all()
+        guard let mapping = MemoryMapping.containing(address, in: mappings), mapping.executable, mapping.readable
+        else {
             throw refuse("\(hex(address)) is not in readable, executable memory: it is not the address of a function")
         }
         // The symbol tables' view: the function's size, and the IFUNC resolver trap.
@@ -67,7 +69,7 @@ enum InlinePlanner {
         let mappedAfter = Int(mapping.end - address)
         if let known = size { size = min(known, mappedAfter) }
 
-        guard let region = CodeRegion.allocate(near: address) else {
+        guard let region = CodeRegion.allocate(near: address, mappings: mappings) else {
             throw HookError(
                 code: .patchFailed, message: "no memory could be mapped for the function's trampoline", symbol: name)
         }
@@ -156,11 +158,11 @@ extension InlinePatch {
     /// Whether the function's bytes are still the ones this patch was planned for (or its
     /// jump): false once its object was unloaded and something else mapped there.
     var isCurrent: Bool {
-        guard let mapping = MemoryMapping.containing(patchStart), mapping.readable,
-            mapping.end >= patchStart + UInt(originalBytes.count)
+        let count = originalBytes.count
+        guard ffh_is_mapped(UnsafeRawPointer(bitPattern: patchStart)) != 0,
+            ffh_is_mapped(UnsafeRawPointer(bitPattern: patchStart + UInt(count) - 1)) != 0
         else { return false }
-        let now = Array(
-            UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: patchStart), count: originalBytes.count))
+        let now = Array(UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: patchStart), count: count))
         return now == (isPatched.load(ordering: .acquiring) ? patchBytes : originalBytes)
     }
 }
