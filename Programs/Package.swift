@@ -8,7 +8,8 @@ import PackageDescription
 // - ffi-hook-trace: the example, a live trace of what SQLite asks of its file system.
 //   `swift run ffi-hook-trace` from this directory.
 // - ffi-hook-soak: callers, hook mutators and reclamation at once, then checks of the end
-//   state. `Scripts/soak.sh` builds it with AddressSanitizer and runs it.
+//   state; `--inline`, callers of a C function while its inline hook is installed and
+//   removed. `Scripts/soak.sh` builds it with AddressSanitizer and runs it.
 // - ffi-hook-lifecycle: an Objective-C application's delegate messages fanned out to
 //   components (FFIHookObjC). `swift run ffi-hook-lifecycle` from this directory.
 
@@ -62,13 +63,15 @@ let package = Package(
             dependencies: ["CSQLite", .product(name: "FFIHook", package: "swift-ffi-hook")],
             swiftSettings: strictSettings
         ),
-        // The soak: callers, hook mutators and reclamation at once, then checks of the end state.
+        // The soak: callers, hook mutators and reclamation at once, then checks of the end state;
+        // with --inline, callers of a C function while its inline hook comes and goes.
         .executableTarget(
             name: "ffi-hook-soak",
             dependencies: [
                 "CSoakSupport",
                 .product(name: "FFIHook", package: "swift-ffi-hook"),
                 .product(name: "FFIHookCore", package: "swift-ffi-hook"),
+                .product(name: "FFIHookInline", package: "swift-ffi-hook"),
             ],
             swiftSettings: strictSettings
         ),

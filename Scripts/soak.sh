@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Builds the soak program (ffi-hook-soak, in the Programs/ package) with AddressSanitizer and
 # runs it with LeakSanitizer on, for SECONDS (default 60). Further arguments go to the
-# program (see --help).
+# program (see --help). Arguments that start with an option instead run the program with
+# those alone: the inline soak counts cycles, not seconds.
 #
 #     Scripts/soak.sh 600 --callers 4 --mutators 2
+#     Scripts/soak.sh --inline --cycles 1000
 #
 # Set SOAK_DEBUG=1 to build in debug mode instead of release (quicker to build, as CI does),
 # and SOAK_SCRATCH_PATH to build in another scratch path, relative to the repository's root
@@ -12,8 +14,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-seconds="${1:-60}"
-shift || true
+if [[ "${1:-}" == --* ]]; then
+    arguments=("$@")
+    what="ffi-hook-soak $*"
+else
+    seconds="${1:-60}"
+    shift || true
+    arguments=(--seconds "$seconds" "$@")
+    what="for $seconds s"
+fi
 configuration=release
 if [ "${SOAK_DEBUG:-0}" = 1 ]; then configuration=debug; fi
 scratch="${SOAK_SCRATCH_PATH:-Programs/.build-asan}"
@@ -23,5 +32,5 @@ echo "== building ffi-hook-soak ($configuration, address sanitizer)"
 "${build[@]}" --product ffi-hook-soak
 binary="$("${build[@]}" --show-bin-path)/ffi-hook-soak"
 
-echo "== running for $seconds s"
-ASAN_OPTIONS="detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}" "$binary" --seconds "$seconds" "$@"
+echo "== running $what"
+ASAN_OPTIONS="detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}" "$binary" "${arguments[@]}"

@@ -18,6 +18,14 @@ struct SoakOptions: Sendable {
     var seed: UInt64 = 0x5eed
     /// A deliberate fault that the checks must catch (a self-test of the checker).
     var fault: Fault?
+    /// The inline soak instead (InlineSoak.swift): callers call a C function directly while
+    /// its inline hook is installed and removed `cycles` times, cold then kept patched.
+    var inline = false
+    /// Install-and-remove cycles of the inline soak's cold phase (the patch written and taken
+    /// out each time).
+    var cycles = 10_000
+    /// Install-and-remove cycles of its kept-patched phase (only the jump cell written).
+    var keptCycles = 10_000
 
     /// A fault planted on purpose, to show that the checks can fail.
     enum Fault: String, Sendable {
@@ -29,11 +37,20 @@ struct SoakOptions: Sendable {
 
     static let usage = """
         usage: ffi-hook-soak [--seconds N] [--callers N] [--mutators N] [--progress N] [--seed N]
+               ffi-hook-soak --inline [--cycles N] [--kept-cycles N] [--callers N] [--progress N]
           --seconds N   how long to run (default 60)
           --callers N   threads calling through the hooked table (default 4)
           --mutators N  threads installing and removing hooks (default 2)
           --progress N  seconds between progress lines, 0 for none (default 30)
           --seed N      seed of the threads' random choices (default 24301)
+          --inline      the inline soak: callers call a C function directly while its inline
+                        hook is installed and removed, first with the patch written and taken
+                        out each time, then with the function kept patched
+          --cycles N    install-and-remove cycles with the patch written each time
+                        (default 10000)
+          --kept-cycles N
+                        install-and-remove cycles with the function kept patched
+                        (default 10000)
         """
 
     /// Parses `arguments` (without the program name); returns a message on bad input.
@@ -62,6 +79,11 @@ struct SoakOptions: Sendable {
             case "--mutators": parsed = number(argument, 1).map { options.mutators = $0 }
             case "--progress": parsed = number(argument, 0.0).map { options.progressInterval = $0 }
             case "--seed": parsed = number(argument, UInt64(0)).map { options.seed = $0 }
+            case "--inline":
+                options.inline = true
+                parsed = .success(())
+            case "--cycles": parsed = number(argument, 1).map { options.cycles = $0 }
+            case "--kept-cycles": parsed = number(argument, 1).map { options.keptCycles = $0 }
             case "--inject-fault":
                 parsed = value(argument).flatMap { text in
                     guard let fault = Fault(rawValue: text) else {

@@ -6,7 +6,8 @@
 //
 //     swift run -c release ffi-hook-soak --seconds 60 --callers 4 --mutators 2
 //
-// from Programs/; Scripts/soak.sh builds and runs it with AddressSanitizer.
+// from Programs/; Scripts/soak.sh builds and runs it with AddressSanitizer. With --inline it
+// runs the inline soak instead (InlineSoak.swift).
 
 internal import CSoakSupport
 import FFIHook
@@ -32,6 +33,8 @@ case .failure(let error):
     printLine(SoakOptions.usage)
     exit(0)
 }
+
+if options.inline { exit(runInlineSoak(options)) }
 
 let signatures: [Signature]
 do {

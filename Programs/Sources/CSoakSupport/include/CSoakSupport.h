@@ -63,6 +63,22 @@ soak_pair soak_call_mix(soak_pair pair, int32_t k);
 soak_triple soak_call_shift(soak_triple triple, int32_t k);
 int64_t soak_call_wide(int64_t a, int64_t b, int64_t c, int64_t d, int64_t e, int64_t f, int64_t g, float h);
 
+// The inline soak (ffi-hook-soak --inline): a C function called directly, hooked in its code.
+
+/// What the inline soak's hook adds to a result, so that a caller tells hooked calls apart.
+#define SOAK_INLINE_MARK 1000000
+
+/// a + b, counting its runs; never inlined (inline_target.c).
+int64_t soak_inline_add(int64_t a, int64_t b);
+
+/// How many times soak_inline_add ran.
+uint64_t soak_inline_runs(void);
+
+/// Calls soak_inline_add(base + i, 1) directly for i in 0..<count and counts in *hooked the
+/// results that carry SOAK_INLINE_MARK; returns count, or -1 - i for the first result that is
+/// neither the sum nor the marked sum.
+int64_t soak_inline_loop(int64_t count, int64_t base, int64_t *hooked);
+
 /// The resident set size in bytes, from /proc/self/statm (0 when unreadable).
 uint64_t soak_resident_bytes(void);
 
