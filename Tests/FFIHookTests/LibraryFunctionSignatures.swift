@@ -17,6 +17,7 @@ extension LibraryFunctionHookTests {
         "clock_gettime": "ii^v",
         "dl_iterate_phdr": "i^?^v",
         "dladdr": "i^v^v",
+        "dladdr1": "i^v^v^^vi",
         "dlclose": "i^v",
         "dlerror": "*",
         "dlinfo": "i^vi^v",
