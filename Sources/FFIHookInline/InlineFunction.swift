@@ -47,7 +47,9 @@ public struct InlineFunction: Sendable, Hashable, CustomStringConvertible {
 
     /// Plans the patch of the function `symbol` names, found as the dynamic linker binds a
     /// call to it: in the global scope, or in the loaded object `object` (a soname such as
-    /// `"libsqlite3.so.0"`, a file name or a path; nothing is loaded). An IFUNC symbol
+    /// `"libsqlite3.so.0"`, a file name or a path; nothing is loaded). Only exported symbols
+    /// are found by name (the dynamic symbol tables); a `static` function, or one the main
+    /// program does not export, is given by address (``init(_:)`` or ``init(address:)``). An IFUNC symbol
     /// (`memset`, `strlen`) resolves to the implementation its resolver picks for this
     /// machine, which is the code that runs.
     ///
@@ -157,7 +159,7 @@ public struct InlineFunction: Sendable, Hashable, CustomStringConvertible {
 
 extension FunctionSlot {
     /// The jump cell of the function `symbol` names, to hook it inline (see
-    /// ``InlineFunction``): `try Hook.before(on: .inline("getpid"), signature: "i") { … }`.
+    /// ``InlineFunction``): `try Hook.before(on: .inline("getpid"), signature: Signature("i")) { … }`.
     public static func inline(_ symbol: String, in object: String? = nil) throws(HookError) -> FunctionSlot {
         try InlineFunction(symbol: symbol, in: object).slot
     }

@@ -62,9 +62,12 @@ enum InlinePlanner {
         }
         var size: Int? = nil
         if let extent, extent.start == address, let known = extent.size { size = known }
-        if let extent, extent.start < address, let known = extent.size {
-            // Inside a function: the rest of it.
-            size = Int(extent.start + UInt(known) - address)
+        if let extent, extent.start < address, let known = extent.size, address < extent.start + UInt(known) {
+            // Inside a function: no function's entry (a hook there would run mid-function, and
+            // the address may not even start an instruction).
+            let owner = extent.symbol.map { "`\($0)`" } ?? "a function"
+            throw refuse(
+                "\(hex(address)) is inside \(owner) at offset \(address - extent.start), not at a function's start")
         }
         let mappedAfter = Int(mapping.end - address)
         if let known = size { size = min(known, mappedAfter) }

@@ -15,7 +15,8 @@ import CZydis
 // - `call rel32`: `call rel32` when in range, else `call [rip+2]; jmp +8; dq target`. Either way
 //   the call returns into the trampoline (never into the original bytes, which the patch
 //   overwrites), so the callee sees a return address inside the trampoline. A `call` into the
-//   copied bytes (the `call $+5; pop` thunk, which reads its own address) is refused;
+//   copied bytes or to their end (the `call $+5; pop` thunk, which reads its own address) is
+//   refused;
 // - `loop`, `loope`, `loopne`, `jecxz`, `jrcxz` (rel8 only): the instruction is kept, with any
 //   prefix, but aimed 2 bytes ahead at a near or absolute jump to the real target, and a
 //   `jmp +5`/`jmp +14` skips that jump when the branch is not taken; flags and rcx behave as in
@@ -274,7 +275,9 @@ enum Relocator {
             return [0x70 | (condition ^ 1), 14] + absoluteJump(to: target)
         case .call(let target):
             let relative = Int(bitPattern: target &- base)
-            if relative >= 0 && relative < copiedLength { throw refuse(.unsupportedInstruction) }
+            // Into the copied bytes or to their end: the callee would read a return address
+            // in the trampoline, as the `call $+5; pop` position thunk does.
+            if relative >= 0 && relative <= copiedLength { throw refuse(.unsupportedInstruction) }
             if let rel = fitsRel32(target, from: place &+ 5) { return [0xE8] + littleEndian(rel) }
             return [0xFF, 0x15, 2, 0, 0, 0, 0xEB, 8] + littleEndian(UInt64(target))
         case .counterBranch(let target):

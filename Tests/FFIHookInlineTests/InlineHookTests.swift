@@ -146,6 +146,24 @@ extension InlineSuites {
             }
         }
 
+        @Test func thePositionThunkIsRefused() throws {
+            #expect(ct_inline_thunk() == 0)
+            let thunk = unsafeBitCast(ct_inline_thunk as @convention(c) () -> Int64, to: UnsafeRawPointer.self)
+            let error = #expect(throws: HookError.self) { try InlineFunction(address: thunk) }
+            #expect(error?.code == .unhookableFunction)
+            #expect(error?.message.contains("`call") == true, Comment(rawValue: error?.message ?? ""))
+            #expect(error?.message.contains("at offset 0") == true, Comment(rawValue: error?.message ?? ""))
+        }
+
+        @Test func anAddressInsideAFunctionIsRefused() throws {
+            let inside = address(of: ct_inline_plain) + 1
+            let error = #expect(throws: HookError.self) { try InlineFunction(address: inside) }
+            #expect(error?.code == .unhookableFunction)
+            #expect(
+                error?.message.contains("inside `ct_inline_plain` at offset 1") == true,
+                Comment(rawValue: error?.message ?? ""))
+        }
+
         @Test func anIFUNCResolverByAddressIsRefusedAndItsSymbolHooksTheImplementation() throws {
             var resolver: UInt = 0
             var size: UInt64 = 0

@@ -123,6 +123,16 @@ FUNCTION(ct_inline_callreg)
         ret
 END(ct_inline_callreg)
 
+// () -> its own address's distance from the label after the call, 0: call $+5 (5); pop rax
+// (1); lea rcx, [rip - 6] (7, the label); sub rax, rcx (3); ret. The position thunk.
+FUNCTION(ct_inline_thunk)
+        call 1f
+1:      pop rax
+        lea rcx, [rip + 1b]
+        sub rax, rcx
+        ret
+END(ct_inline_thunk)
+
         .data
         .p2align 3
         .globl ct_inline_global
