@@ -7,9 +7,9 @@ public import FFIHook
 /// Making one plans the patch and changes nothing yet: it decodes the function's first
 /// instructions, copies them into a *trampoline* near the function (which then acts as the
 /// original), and sets up a *jump cell*, an 8-byte word the patch will jump through. The
-/// cell is an ordinary ``FFIHook/FunctionSlot``: every verb of ``FFIHook/Hook`` works on
+/// cell is an ordinary ``/FFIHook/FunctionSlot``: every verb of ``/FFIHook/Hook`` works on
 /// ``slot`` (before, instead, after, typed blocks, `replace`, `.once`, caller limits, tokens,
-/// statistics, ``FFIHook/Hook/scoped(_:during:)``).
+/// statistics, ``/FFIHook/Hook/scoped(_:during:)``).
 ///
 /// ```swift
 /// let getpid = try InlineFunction(symbol: "getpid")
@@ -26,7 +26,7 @@ public import FFIHook
 /// to the matching instruction of the trampoline. Two `InlineFunction`s of one address share
 /// one patch and one slot.
 ///
-/// What is refused, with ``FFIHook/HookError/Code-swift.struct/unhookableFunction`` and a
+/// What is refused, with ``/FFIHook/HookError/Code-swift.struct/unhookableFunction`` and a
 /// message that names the instruction and its offset: a function shorter than the patch
 /// (unless alignment padding follows it), an instruction the relocator cannot move, a
 /// RIP-relative operand the trampoline cannot reach, a `call` whose return address the patch
@@ -37,10 +37,10 @@ public struct InlineFunction: Sendable, Hashable, CustomStringConvertible {
 
     /// Plans the patch of the function at `address`.
     ///
-    /// - Throws: ``FFIHook/HookError`` with
-    ///   ``FFIHook/HookError/Code-swift.struct/unhookableFunction`` when the address is not
+    /// - Throws: ``/FFIHook/HookError`` with
+    ///   ``/FFIHook/HookError/Code-swift.struct/unhookableFunction`` when the address is not
     ///   in executable memory, is an IFUNC resolver, or its first instructions cannot be
-    ///   moved; ``FFIHook/HookError/Code-swift.struct/unsupportedPlatform`` off Linux x86-64.
+    ///   moved; ``/FFIHook/HookError/Code-swift.struct/unsupportedPlatform`` off Linux x86-64.
     public init(address: UnsafeRawPointer) throws(HookError) {
         inline = try InlinePlanner.patch(for: UInt(bitPattern: address), name: nil)
     }
@@ -53,10 +53,10 @@ public struct InlineFunction: Sendable, Hashable, CustomStringConvertible {
     /// (`memset`, `strlen`) resolves to the implementation its resolver picks for this
     /// machine, which is the code that runs.
     ///
-    /// - Throws: ``FFIHook/HookError`` with
-    ///   ``FFIHook/HookError/Code-swift.struct/symbolNotFound`` when no loaded object (or not
+    /// - Throws: ``/FFIHook/HookError`` with
+    ///   ``/FFIHook/HookError/Code-swift.struct/symbolNotFound`` when no loaded object (or not
     ///   `object`) defines it as a function,
-    ///   ``FFIHook/HookError/Code-swift.struct/objectNotFound`` when `object` is not loaded,
+    ///   ``/FFIHook/HookError/Code-swift.struct/objectNotFound`` when `object` is not loaded,
     ///   and the errors of ``init(address:)``.
     public init(symbol: String, in object: String? = nil) throws(HookError) {
         let address: UInt
@@ -88,7 +88,7 @@ public struct InlineFunction: Sendable, Hashable, CustomStringConvertible {
     /// The function's symbol, or its address in hexadecimal when no symbol starts there.
     public var name: String { inline.name }
 
-    /// The jump cell as a slot: install hooks and replacements on it with ``FFIHook/Hook``.
+    /// The jump cell as a slot: install hooks and replacements on it with ``/FFIHook/Hook``.
     public var slot: FunctionSlot { inline.slot }
 
     /// The trampoline, callable as the original function whether or not the function is
@@ -112,9 +112,9 @@ public struct InlineFunction: Sendable, Hashable, CustomStringConvertible {
     /// time. For functions hooked and unhooked often, and to check early that the patch can
     /// be written. Does nothing when the jump is kept already.
     ///
-    /// - Throws: ``FFIHook/HookError`` with ``FFIHook/HookError/Code-swift.struct/patchFailed``
+    /// - Throws: ``/FFIHook/HookError`` with ``/FFIHook/HookError/Code-swift.struct/patchFailed``
     ///   when the jump cannot be written, or
-    ///   ``FFIHook/HookError/Code-swift.struct/calledFromHookBlock`` from a block that runs
+    ///   ``/FFIHook/HookError/Code-swift.struct/calledFromHookBlock`` from a block that runs
     ///   within the library's own install or removal on this thread.
     public func patch() throws(HookError) {
         try SlotRegistry.shared.withLock { () throws(HookError) in
@@ -126,7 +126,7 @@ public struct InlineFunction: Sendable, Hashable, CustomStringConvertible {
     /// Stops keeping the jump that ``patch()`` wrote: it is taken out now if no hook or
     /// replacement is installed, else when the last one is removed.
     ///
-    /// - Throws: ``FFIHook/HookError/Code-swift.struct/calledFromHookBlock`` from a block
+    /// - Throws: ``/FFIHook/HookError/Code-swift.struct/calledFromHookBlock`` from a block
     ///   that runs within the library's own install or removal on this thread.
     public func unpatch() throws(HookError) {
         try SlotRegistry.shared.withLock { () throws(HookError) in
