@@ -1,4 +1,4 @@
-internal import CFFIHookSupport
+package import CFFIHookSupport
 
 #if canImport(Glibc)
     import Glibc
@@ -6,22 +6,23 @@ internal import CFFIHookSupport
     import Musl
 #endif
 
-/// One loaded object, kept loaded for the length of a walk.
-struct LoadedObject {
+/// One loaded object, kept loaded for the length of a walk (inline hooks find functions in
+/// the same walk).
+package struct LoadedObject {
     /// The object as the C walk describes it (in the walk's snapshot).
-    let object: UnsafePointer<ffh_elf_object>
+    package let object: UnsafePointer<ffh_elf_object>
     /// The path the loader knows it by; the executable's path for the main program.
-    let path: String
+    package let path: String
     /// Its DT_SONAME, when it has one.
-    let soname: String?
+    package let soname: String?
     /// Whether it is the main program (the loader lists it first).
-    let isMainProgram: Bool
+    package let isMainProgram: Bool
     /// The dlopen handle that keeps it loaded.
-    let handle: UnsafeMutableRawPointer
+    package let handle: UnsafeMutableRawPointer
 }
 
 /// The walk over the import tables of the loaded objects.
-enum ImportWalk {
+package enum ImportWalk {
     /// One import-table entry of a symbol in a loaded object, as the walk finds it.
     struct Entry {
         /// The entry's address.
@@ -36,7 +37,7 @@ enum ImportWalk {
     ///
     /// The thread is marked as walking meanwhile: pinning an object calls `dlopen`, which a
     /// group that follows later loads has hooked, and that hook must not start another walk.
-    static func withLoadedObjects<Result, Failure: Error>(
+    package static func withLoadedObjects<Result, Failure: Error>(
         _ body: ([LoadedObject]) throws(Failure) -> Result
     ) throws(Failure) -> Result {
         ffh_elf_begin_walk()
@@ -64,7 +65,7 @@ enum ImportWalk {
     }
 
     /// The main program's file.
-    private static let executablePath: String = {
+    package static let executablePath: String = {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         let length = readlink("/proc/self/exe", &buffer, Int(PATH_MAX))
         guard length > 0 else { return "" }

@@ -1,4 +1,5 @@
 internal import CFFIHookSupport
+internal import FFIHook
 
 #if canImport(Glibc)
     import Glibc
@@ -6,26 +7,36 @@ internal import CFFIHookSupport
     import Musl
 #endif
 
-/// One object the dynamic loader has loaded, kept loaded while the snapshot that lists it lasts.
-struct LoadedObject {
-    /// The object as the C walk describes it (in the snapshot's memory).
-    let object: UnsafePointer<ffh_elf_object>
-    /// The path the loader knows it by; the executable's real path for the main program.
-    let path: String
-    /// Whether it is the main program (the loader lists it first).
-    let isMainProgram: Bool
+/// What symbol lookups need of a loaded object of FFIHook's walk
+/// (``ImportWalk/withLoadedObjects(_:)``), read from its program headers.
+extension LoadedObject {
     /// Its load bias (`l_addr`, `dlpi_addr`): run-time address less link-time address.
-    let bias: UInt
-    /// Its `PT_LOAD` program headers, as mapped.
-    let loadSegments: [LoadSegment]
-    /// The run-time address of its dynamic section (`PT_DYNAMIC`), nil when it has none.
-    let dynamicAddress: UInt?
-    /// The `dlopen(RTLD_NOLOAD)` handle that keeps it loaded; dlsym on it searches the object
-    /// first, then its dependencies (the global scope, for the main program's).
-    let handle: UnsafeMutableRawPointer
+    var bias: UInt { UInt(object.pointee.base) }
 
-    /// Its DT_SONAME, when it has one.
-    var soname: String? { ffh_elf_soname(object).map { String(cString: $0) } }
+    /// Its program headers, as mapped.
+    private var programHeaders: UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(
+            start: object.pointee.program_headers,
+            count: Int(object.pointee.program_header_count) * ELFLayout.programHeaderSize)
+    }
+
+    /// Its `PT_LOAD` program headers, as mapped.
+    var loadSegments: [LoadSegment] {
+        LoadSegment.loads(
+            in: programHeaders, count: Int(object.pointee.program_header_count),
+            entrySize: ELFLayout.programHeaderSize)
+    }
+
+    /// The run-time address of its dynamic section (`PT_DYNAMIC`), nil when it has none.
+    var dynamicAddress: UInt? {
+        let headers = programHeaders
+        let dynamic = (0..<Int(object.pointee.program_header_count)).first {
+            headers.littleEndian(UInt32.self, at: $0 * ELFLayout.programHeaderSize) == 2
+        }
+        return dynamic.map {
+            bias &+ UInt(headers.littleEndian(UInt64.self, at: $0 * ELFLayout.programHeaderSize + 16))
+        }
+    }
 
     /// The file to read its full symbol table from: `/proc/self/exe` for the main program
     /// (which names the running file even when its path was replaced), its path when that has
@@ -108,52 +119,8 @@ struct DynamicSymbol {
     }
 }
 
-/// The loaded objects at one moment.
+/// Loaded objects found by name.
 enum LoadedObjects {
-    /// Runs `body` with the objects loaded now, in the loader's order (the main program first),
-    /// each kept loaded until `body` returns; an object unloaded meanwhile is left out.
-    ///
-    /// The thread is marked as walking meanwhile (`ffh_elf_begin_walk`): keeping an object
-    /// loaded calls `dlopen`, which a hook that follows later loads may have hooked, and that
-    /// hook must not start a walk of its own.
-    static func withSnapshot<Result, Failure: Error>(
-        _ body: ([LoadedObject]) throws(Failure) -> Result
-    ) throws(Failure) -> Result {
-        ffh_elf_begin_walk()
-        defer { ffh_elf_end_walk() }
-        var count = 0
-        let objects = ffh_elf_objects(&count)
-        defer { ffh_elf_free_objects(objects, count) }
-        var handles: [UnsafeMutableRawPointer] = []
-        defer {
-            for handle in handles { ffh_elf_unpin(handle) }
-        }
-        guard let objects else { return try body([]) }
-        var loaded: [LoadedObject] = []
-        for index in 0..<count {
-            let object = UnsafePointer(objects + index)
-            // Pinned before its program headers, which lie in its own mapping, are read.
-            guard let handle = ffh_elf_pin(object) else { continue }
-            handles.append(handle)
-            let count = Int(object.pointee.program_header_count)
-            let headers = UnsafeRawBufferPointer(
-                start: object.pointee.program_headers, count: count * ELFLayout.programHeaderSize)
-            let bias = UInt(object.pointee.base)
-            let dynamic = (0..<count).first {
-                headers.littleEndian(UInt32.self, at: $0 * ELFLayout.programHeaderSize) == 2
-            }
-            loaded.append(
-                LoadedObject(
-                    object: object, path: index == 0 ? executablePath : String(cString: object.pointee.path),
-                    isMainProgram: index == 0, bias: bias,
-                    loadSegments: LoadSegment.loads(in: headers, count: count, entrySize: ELFLayout.programHeaderSize),
-                    dynamicAddress: dynamic.map {
-                        bias &+ UInt(headers.littleEndian(UInt64.self, at: $0 * ELFLayout.programHeaderSize + 16))
-                    }, handle: handle))
-        }
-        return try body(loaded)
-    }
-
     /// The object of `objects` that `name` names (see ``LoadedObject/isNamed(_:)``), else the
     /// one `dlopen(name, RTLD_NOLOAD)` finds (a name the loader's search resolves to a loaded
     /// file); nil when none is loaded.
@@ -165,12 +132,4 @@ enum LoadedObjects {
         guard ffh_elf_identify_loaded(name, &base, &dynamic) != 0 else { return nil }
         return objects.first { $0.bias == base && $0.dynamicAddress == dynamic }
     }
-
-    /// The main program's file, as `/proc/self/exe` links to it.
-    static let executablePath: String = {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let length = readlink("/proc/self/exe", &buffer, Int(PATH_MAX))
-        guard length > 0 else { return "" }
-        return String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }()
 }

@@ -1,4 +1,5 @@
 internal import CFFIHookSupport
+internal import FFIHook
 
 #if canImport(Glibc)
     import Glibc
@@ -81,13 +82,13 @@ enum SymbolResolver {
         guard let object else {
             // RTLD_DEFAULT is a null handle.
             guard let address = bound(symbol, in: nil) else { throw failure(.symbolNotFound) }
-            let kind = LoadedObjects.withSnapshot { objects in
+            let kind = ImportWalk.withLoadedObjects { objects in
                 classify(symbol, boundTo: address, holder: objects.first { $0.contains(address) })
             }
             guard kind != .data else { throw failure(.notAFunction) }
             return address
         }
-        return try LoadedObjects.withSnapshot { objects throws(SymbolLookupError) in
+        return try ImportWalk.withLoadedObjects { objects throws(SymbolLookupError) in
             guard let loaded = LoadedObjects.object(named: object, in: objects) else {
                 throw failure(.objectNotLoaded)
             }
@@ -109,7 +110,7 @@ enum SymbolResolver {
     /// longer matches the mapped object is not used). With neither, the extent starts at
     /// `address` and has no size or name. Safe from any thread.
     static func extent(of address: UInt) -> FunctionExtent? {
-        LoadedObjects.withSnapshot { objects -> FunctionExtent? in
+        ImportWalk.withLoadedObjects { objects -> FunctionExtent? in
             guard let object = objects.first(where: { $0.contains(address) }) else { return nil }
             var start = address
             var size: UInt64 = 0
