@@ -1,86 +1,10 @@
+internal import FFIHook
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
     import Musl
 #endif
-
-/// One mapping of `/proc/self/maps`: its range and protection.
-struct MemoryMapping: Equatable, Sendable {
-    let start: UInt
-    let end: UInt
-    let readable: Bool
-    let writable: Bool
-    let executable: Bool
-
-    /// The mapping's protection as `PROT_*` bits.
-    var protection: Int32 {
-        (readable ? PROT_READ : 0) | (writable ? PROT_WRITE : 0) | (executable ? PROT_EXEC : 0)
-    }
-
-    /// The process's mappings now, in address order (empty when the file cannot be read).
-    /// Parsed from the bytes, without strings: a process with thousands of mappings (one
-    /// pair more per inline-hooked function) reads it once per plan.
-    static func all() -> [MemoryMapping] {
-        let descriptor = open("/proc/self/maps", O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return [] }
-        defer { close(descriptor) }
-        var text: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 1 << 18)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-            if count <= 0 { break }
-            text.append(contentsOf: buffer[0..<count])
-        }
-        var mappings: [MemoryMapping] = []
-        text.withUnsafeBufferPointer { bytes in
-            var index = 0
-            while index < bytes.count {
-                if let mapping = parse(bytes, &index) { mappings.append(mapping) }
-                // The rest of the line.
-                while index < bytes.count && bytes[index] != UInt8(ascii: "\n") { index += 1 }
-                index += 1
-            }
-        }
-        return mappings
-    }
-
-    /// The mapping that holds `address` among `mappings`, if any.
-    static func containing(_ address: UInt, in mappings: [MemoryMapping]) -> MemoryMapping? {
-        mappings.first { $0.start <= address && address < $0.end }
-    }
-
-    /// `start-end perms` at `index`, which it leaves after the permissions.
-    private static func parse(_ bytes: UnsafeBufferPointer<UInt8>, _ index: inout Int) -> MemoryMapping? {
-        func hex(_ terminator: UInt8) -> UInt? {
-            var value: UInt = 0
-            var digits = 0
-            while index < bytes.count {
-                let byte = bytes[index]
-                let digit: UInt
-                switch byte {
-                case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt(byte - UInt8(ascii: "0"))
-                case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt(byte - UInt8(ascii: "a") + 10)
-                default:
-                    guard byte == terminator, digits > 0 else { return nil }
-                    index += 1
-                    return value
-                }
-                value = value << 4 | digit
-                digits += 1
-                index += 1
-            }
-            return nil
-        }
-        guard let start = hex(UInt8(ascii: "-")), let end = hex(UInt8(ascii: " ")), index + 3 <= bytes.count else {
-            return nil
-        }
-        let mapping = MemoryMapping(
-            start: start, end: end, readable: bytes[index] == UInt8(ascii: "r"),
-            writable: bytes[index + 1] == UInt8(ascii: "w"), executable: bytes[index + 2] == UInt8(ascii: "x"))
-        index += 3
-        return mapping
-    }
-}
 
 /// The two pages an inline hook keeps for one function, mapped within ±2 GB of it when there
 /// is room: a code page with the stub the function's patch jumps to (`jmp [rip+cell]`) and

@@ -30,27 +30,9 @@ enum SlotMemory {
 
     /// The protection of the mapping that contains `address`, or `nil` when none does.
     static func protection(of address: UInt) -> Protection? {
-        guard let file = fopen("/proc/self/maps", "r") else { return nil }
-        defer { fclose(file) }
-        var line: UnsafeMutablePointer<CChar>?
-        var capacity = 0
-        defer { free(line) }
-        while getline(&line, &capacity, file) > 0, let line {
-            // "start-end perms offset device inode path"
-            let text = String(cString: line)
-            let fields = text.split(separator: " ", maxSplits: 2)
-            guard fields.count >= 2 else { continue }
-            let range = fields[0].split(separator: "-")
-            guard range.count == 2, let start = UInt(range[0], radix: 16), let end = UInt(range[1], radix: 16)
-            else { continue }
-            guard address >= start && address < end else { continue }
-            let permissions = Array(fields[1].utf8)
-            guard permissions.count >= 3 else { return nil }
-            return Protection(
-                readable: permissions[0] == UInt8(ascii: "r"), writable: permissions[1] == UInt8(ascii: "w"),
-                executable: permissions[2] == UInt8(ascii: "x"))
+        MemoryMapping.containing(address).map {
+            Protection(readable: $0.readable, writable: $0.writable, executable: $0.executable)
         }
-        return nil
     }
 
     /// Whether the word at `address` can be read: a read that cannot fault (see ``load(_:)``).

@@ -1,0 +1,105 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// One mapping of `/proc/self/maps`: its range and protection.
+///
+/// Lines are parsed from their bytes, without strings: a process with thousands of mappings
+/// (inline hooks add two per planned function) reads the file at every plan.
+package struct MemoryMapping: Equatable, Sendable {
+    package let start: UInt
+    package let end: UInt
+    package let readable: Bool
+    package let writable: Bool
+    package let executable: Bool
+
+    /// A mapping (for a sentinel past the last one, say).
+    package init(start: UInt, end: UInt, readable: Bool, writable: Bool, executable: Bool) {
+        self.start = start
+        self.end = end
+        self.readable = readable
+        self.writable = writable
+        self.executable = executable
+    }
+
+    /// The mapping's protection as `PROT_*` bits.
+    package var protection: Int32 {
+        (readable ? PROT_READ : 0) | (writable ? PROT_WRITE : 0) | (executable ? PROT_EXEC : 0)
+    }
+
+    /// The process's mappings now, in address order (empty when the file cannot be read).
+    package static func all() -> [MemoryMapping] {
+        var mappings: [MemoryMapping] = []
+        forEachLine { mapping in
+            mappings.append(mapping)
+            return true
+        }
+        return mappings
+    }
+
+    /// The mapping that holds `address` now, if any (reads the file up to its line).
+    package static func containing(_ address: UInt) -> MemoryMapping? {
+        var found: MemoryMapping?
+        forEachLine { mapping in
+            guard mapping.start <= address && address < mapping.end else { return true }
+            found = mapping
+            return false
+        }
+        return found
+    }
+
+    /// The mapping that holds `address` among `mappings`, if any.
+    package static func containing(_ address: UInt, in mappings: [MemoryMapping]) -> MemoryMapping? {
+        mappings.first { $0.start <= address && address < $0.end }
+    }
+
+    /// Calls `body` with each mapping in order while it returns true.
+    private static func forEachLine(_ body: (MemoryMapping) -> Bool) {
+        guard let file = fopen("/proc/self/maps", "r") else { return }
+        defer { fclose(file) }
+        var line: UnsafeMutablePointer<CChar>?
+        var capacity = 0
+        defer { free(line) }
+        while true {
+            let length = getline(&line, &capacity, file)
+            guard length > 0, let line else { return }
+            let mapping = line.withMemoryRebound(to: UInt8.self, capacity: length) {
+                parse(UnsafeBufferPointer(start: $0, count: length))
+            }
+            if let mapping, !body(mapping) { return }
+        }
+    }
+
+    /// `start-end perms …`.
+    private static func parse(_ bytes: UnsafeBufferPointer<UInt8>) -> MemoryMapping? {
+        var index = 0
+        func hex(_ terminator: UInt8) -> UInt? {
+            var value: UInt = 0
+            var digits = 0
+            while index < bytes.count {
+                let byte = bytes[index]
+                let digit: UInt
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt(byte - UInt8(ascii: "0"))
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt(byte - UInt8(ascii: "a") + 10)
+                default:
+                    guard byte == terminator, digits > 0 else { return nil }
+                    index += 1
+                    return value
+                }
+                value = value << 4 | digit
+                digits += 1
+                index += 1
+            }
+            return nil
+        }
+        guard let start = hex(UInt8(ascii: "-")), let end = hex(UInt8(ascii: " ")), index + 3 <= bytes.count else {
+            return nil
+        }
+        return MemoryMapping(
+            start: start, end: end, readable: bytes[index] == UInt8(ascii: "r"),
+            writable: bytes[index + 1] == UInt8(ascii: "w"), executable: bytes[index + 2] == UInt8(ascii: "x"))
+    }
+}
