@@ -423,7 +423,7 @@ static int ffh_settled(const ffh_stop *stop, int signal, int inspect, ffh_stop_e
         int32_t state = __atomic_load_n(&entry->state, __ATOMIC_ACQUIRE);
         if (state != FFH_ENTRY_SIGNALLED) continue;
         if (entry->quiet) continue;
-        if (!inspect && !(inspect == 0 && ffh_was_quiet(entry->thread) && !entry->segv_sent)) {
+        if (!inspect && !(ffh_was_quiet(entry->thread) && !entry->segv_sent)) {
             settled = 0;
             *unknown = entry;
             continue;
@@ -608,22 +608,14 @@ ffh_patch_status ffh_patch_write(
                 ffh_syscall3(SYS_mprotect, (long)first, (long)(end - first), protection);
             }
         }
+    }
+    /* Moves are set only once the stop succeeded; nobody moves when nothing was written. */
+    for (size_t index = 0; index < stop.count; index++) {
+        ffh_stop_entry *entry = ffh_entry(index);
         if (status != FFH_PATCH_DONE) {
-            /* Nobody moves when nothing was written. */
-            for (size_t index = 0; index < stop.count; index++) {
-                __atomic_store_n(&ffh_entry(index)->new_pc, 0, __ATOMIC_RELEASE);
-            }
-        } else {
-            for (size_t index = 0; index < stop.count; index++) {
-                ffh_stop_entry *entry = ffh_entry(index);
-                if (__atomic_load_n(&entry->state, __ATOMIC_ACQUIRE) == FFH_ENTRY_PARKED && entry->new_pc != 0) {
-                    result->moved++;
-                }
-            }
-        }
-    } else {
-        for (size_t index = 0; index < stop.count; index++) {
-            __atomic_store_n(&ffh_entry(index)->new_pc, 0, __ATOMIC_RELEASE);
+            __atomic_store_n(&entry->new_pc, 0, __ATOMIC_RELEASE);
+        } else if (__atomic_load_n(&entry->state, __ATOMIC_ACQUIRE) == FFH_ENTRY_PARKED && entry->new_pc != 0) {
+            result->moved++;
         }
     }
     ffh_release_all(&stop);
@@ -646,8 +638,6 @@ int ffh_patch_sample(uintptr_t *pcs, size_t capacity, ffh_patch_result *result) 
             if ((size_t)count < capacity) pcs[count] = entry->pc;
             count++;
         }
-    } else {
-        for (size_t index = 0; index < stop.count; index++) ffh_entry(index)->new_pc = 0;
     }
     ffh_release_all(&stop);
     ffh_unlock();
