@@ -153,7 +153,7 @@ public struct InlineFunction: Sendable, Hashable, CustomStringConvertible {
 
     /// The name, address and whether it is patched.
     public var description: String {
-        "InlineFunction(\(name) at 0x\(String(inline.function, radix: 16)), \(isPatched ? "patched" : "not patched"))"
+        "InlineFunction(\(name) at \(InlinePlanner.hex(inline.function)), \(isPatched ? "patched" : "not patched"))"
     }
 }
 
