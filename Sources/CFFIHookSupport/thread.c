@@ -98,7 +98,11 @@ int ffh_thread_is_alive(const ffh_thread *thread) {
     return ffh_syscall3(SYS_tgkill, ffh_getpid(), tid, 0) != -ESRCH;
 }
 
+/* attach.c: a released record's side stack starts empty for its next thread. */
+void ffh_attach_thread_released(ffh_thread *thread);
+
 void ffh_thread_release(ffh_thread *thread) {
+    ffh_attach_thread_released(thread);
     for (uintptr_t index = 0; index < FFH_MARKS; index++) thread->marks[index] = 0;
     thread->mark_count = 0;
     thread->busy = 0;
@@ -114,6 +118,7 @@ int ffh_thread_release_vanished(ffh_thread *thread, uintptr_t generation) {
             &thread->generation, &expected, generation + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
         return 0;
     }
+    ffh_attach_thread_released(thread);
     for (uintptr_t index = 0; index < FFH_MARKS; index++) thread->marks[index] = 0;
     thread->mark_count = 0;
     thread->busy = 0;
@@ -252,7 +257,7 @@ int ffh_identity(int value) { return value; }
 static ffh_dispatch ffh_dispatch_function;
 
 uintptr_t ffh_recordless_readers;
-static int ffh_readers_fence;
+__attribute__((visibility("hidden"))) int ffh_readers_fence;
 
 void ffh_handler_setup(ffh_dispatch dispatch, int readersFence, int marksCallPath) {
     ffh_readers_fence = readersFence;

@@ -1,3 +1,5 @@
+internal import CFFIHookSupport
+
 /// What the library holds for hooks at one moment: hooked slots, memory of removed hooks not
 /// yet freed, and slot closures.
 ///
@@ -13,7 +15,7 @@
 /// assert(statistics.pendingReclamationCount == 0)
 /// ```
 ///
-/// The four figures are read together under the library's lock, so they agree with each
+/// The first four figures are read together under the library's lock, so they agree with each
 /// other; other threads may change them as soon as the value is returned.
 public struct HookStatistics: Sendable, Hashable, CustomStringConvertible {
     /// How many slots have at least one hook installed.
@@ -49,16 +51,29 @@ public struct HookStatistics: Sendable, Hashable, CustomStringConvertible {
     /// inside it.
     public let idleClosureCount: Int
 
+    /// How many leave blocks of attaches (``Hook/attach(on:options:onEnter:onLeave:)``) were
+    /// skipped because the calling thread was already 512 attached calls deep: such a call
+    /// runs, with its enter block, and returns without one. Only grows.
+    public let skippedLeaveCount: Int
+
+    /// How many attached calls were found to have left without returning (a `longjmp` or an
+    /// exception past them) and dropped from their thread's side stack; their leave blocks
+    /// never ran. Only grows. A call found so at its thread's exit is not counted.
+    public let abandonedFrameCount: Int
+
     init(hookedSlotCount: Int, pendingReclamationCount: Int, closureCount: Int, idleClosureCount: Int) {
         self.hookedSlotCount = hookedSlotCount
         self.pendingReclamationCount = pendingReclamationCount
         self.closureCount = closureCount
         self.idleClosureCount = idleClosureCount
+        self.skippedLeaveCount = Int(ffh_attach_skipped_leaves())
+        self.abandonedFrameCount = Int(ffh_attach_abandoned_frames())
     }
 
-    /// The four figures on one line.
+    /// The figures on one line.
     public var description: String {
         "HookStatistics(hooked slots: \(hookedSlotCount), pending reclamation: \(pendingReclamationCount), "
-            + "closures: \(closureCount), idle: \(idleClosureCount))"
+            + "closures: \(closureCount), idle: \(idleClosureCount), skipped leaves: \(skippedLeaveCount), "
+            + "abandoned frames: \(abandonedFrameCount))"
     }
 }

@@ -203,7 +203,10 @@ public enum ImportTable {
 /// What one import-table hook asks for.
 struct ImportRequest: Sendable {
     let symbol: String
-    let signature: Signature
+    /// The signature of a hook; nil for an attach.
+    let signature: Signature?
+    /// For an attach (no signature, no block), the attachment every entry gets.
+    var attachment: Attachment?
     let position: HookPosition
     let options: HookOptions
     /// The calls the hooks take part in, taken where the hook was asked for (entries hooked
@@ -231,8 +234,14 @@ struct ImportRequest: Sendable {
         }
     }
 
+    /// A request that attaches `attachment` to each entry.
+    init(symbol: String, attachment: Attachment) {
+        self.init(symbol: symbol, signature: nil, position: .before, options: .liftsPageProtection) { _ in { _ in } }
+        self.attachment = attachment
+    }
+
     private init(
-        symbol: String, signature: Signature, position: HookPosition, options: HookOptions,
+        symbol: String, signature: Signature?, position: HookPosition, options: HookOptions,
         makeBlock: @escaping @Sendable (ImportEntry) -> HookRecord.Block
     ) {
         self.symbol = symbol

@@ -151,13 +151,20 @@ package enum ImportWalk {
     }
 
     /// Hooks one entry of `object` through the slot registry, lifting the page protection of
-    /// full RELRO; the hook's block is the one the request makes for the entry.
+    /// full RELRO; the hook's block is the one the request makes for the entry (or, for an
+    /// attach request, attaches to the entry).
     static func install(_ request: ImportRequest, at entry: Entry, in object: LoadedObject) throws(HookError)
         -> HookToken
     {
+        guard let signature = request.signature else {
+            let attachment = request.attachment!
+            let handle = try AttachEngine.attach(
+                slot: UnsafeMutableRawPointer(bitPattern: entry.slot), attachment: attachment, liftsProtection: true)
+            return HookToken(handle: handle)
+        }
         let block = request.makeBlock(ImportEntry(symbol: request.symbol, entry: entry, object: object))
         let record = try SlotRegistry.shared.install(
-            slot: UnsafeMutableRawPointer(bitPattern: entry.slot), signature: request.signature,
+            slot: UnsafeMutableRawPointer(bitPattern: entry.slot), signature: signature,
             position: request.position, options: request.options, liftsProtection: true,
             reentryByFunction: true, limit: request.limit, block: block)
         return HookToken(record)

@@ -43,6 +43,9 @@ typedef struct ffh_thread {
     int32_t entry_busy;
     /// The next record of the process (the list only grows; records are reused, never freed).
     struct ffh_thread *next;
+    /// The side stack of attached calls (see ffh_attach.h), mapped on the thread's first
+    /// attached call and kept with the record.
+    struct ffh_side *side;
 } ffh_thread;
 
 /// A byte of every thread's own, whose address names the thread without a call (locks

@@ -18,10 +18,18 @@ package final class Replacement: @unchecked Sendable {
     /// went in, or, after a replacement made before this one came out, what that one's was.
     private let originalFunction = Atomic<UInt>(0)
 
-    init(slot: UnsafeMutableRawPointer, function: UInt, protection: SlotMemory.Protection?) {
+    /// A word that gets every value ``original`` takes, for code that reads its original
+    /// outside Swift (an attach stub's record), or nil.
+    let mirror: UnsafeMutablePointer<UInt>?
+
+    init(
+        slot: UnsafeMutableRawPointer, function: UInt, protection: SlotMemory.Protection?,
+        mirror: UnsafeMutablePointer<UInt>? = nil
+    ) {
         self.slot = slot
         self.function = function
         self.protection = protection
+        self.mirror = mirror
     }
 
     /// The function the replacement stands in for (0 when the slot held NULL).
@@ -30,5 +38,9 @@ package final class Replacement: @unchecked Sendable {
     /// Sets what ``original`` returns, under the registry's lock.
     func setOriginal(_ function: UInt) {
         originalFunction.store(function, ordering: .releasing)
+        if let mirror {
+            UnsafeMutableRawPointer(mirror).assumingMemoryBound(to: Atomic<UInt>.self).pointee.store(
+                function, ordering: .releasing)
+        }
     }
 }

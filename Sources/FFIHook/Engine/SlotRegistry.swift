@@ -431,7 +431,7 @@ package final class SlotRegistry: Sendable {
     /// the slot led to before.
     package func replace(
         slot: UnsafeMutableRawPointer?, with function: UnsafeRawPointer?, signature: Signature?,
-        liftsProtection: Bool
+        liftsProtection: Bool, mirror: UnsafeMutablePointer<UInt>? = nil
     ) throws(HookError) -> Replacement {
         let slot = try Self.checkedSlot(slot, signature: signature)
         let address = UInt(bitPattern: slot)
@@ -444,7 +444,8 @@ package final class SlotRegistry: Sendable {
         }
         guard !holdsLock else { throw failure(.calledFromHookBlock) }
         let protection = try Self.protectionToLift(at: address, liftsProtection: liftsProtection, failure: failure)
-        let replacement = Replacement(slot: slot, function: UInt(bitPattern: function), protection: protection)
+        let replacement = Replacement(
+            slot: slot, function: UInt(bitPattern: function), protection: protection, mirror: mirror)
         let cell = slot.assumingMemoryBound(to: Atomic<UInt>.self)
         return try write { (state: inout State) throws(HookError) -> Replacement in
             if let entry = state.entries[address], SlotMemory.load(address) == entry.code {
@@ -490,6 +491,17 @@ package final class SlotRegistry: Sendable {
             }
         }
         return true
+    }
+
+    /// Runs `body` under the lock, then hands `object` to reclamation: it is released once no
+    /// call that may have read it before `body` ran can still be inside the library's call
+    /// path (an attachment whose stub `body` switched to passing calls through).
+    package func retire(_ object: AnyObject, after body: () -> Void) {
+        write { state in
+            body()
+            state.retired.append(object)
+            Self.reclaim(&state)
+        }
     }
 
     // MARK: - Observers

@@ -3,6 +3,7 @@
 
 #include <stddef.h>
 
+#include "CTestAttachFixtures.h"
 #include "CTestErrnoFixtures.h"
 #include "CTestFaultFixtures.h"
 #include "CTestHookFixtures.h"

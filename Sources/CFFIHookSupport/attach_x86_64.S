@@ -1,0 +1,120 @@
+/* Attach without a signature (attach.c, ffh_attach.h).
+
+   ffh_attach_entry: where an attach stub jumps, with the attachment's record in %r10 and the
+   call exactly as the caller made it. Saves the argument registers in an enter frame,
+
+        0  rdi rsi rdx rcx r8 r9
+       48  rax (%al: vector registers used by a variadic call)
+       56  the stack pointer at entry (the address of the return address)
+       64  xmm0 .. xmm7, 16 bytes each
+      192  scratch, function, thread (filled by ffh_attach_enter), 2 words spare
+      232  the return address
+
+   lets ffh_attach_enter run the enter block (which may change the saved registers, and may
+   swap the return address for a thunk), restores the registers and jumps to the function it
+   returned, with the stack as it came.
+
+   ffh_attach_return: where a thread's return thunk jumps, with the frame's index in %r11, once
+   the original has returned (the stack pointer is the caller's again). Saves the result
+   registers in a leave frame,
+
+        0  rax rdx
+       16  xmm0, xmm1 (16 bytes each)
+       48  the index, then the real return address (filled by ffh_attach_leave)
+       64  stack pointer at entry, scratch, function, thread
+
+   lets ffh_attach_leave run the leave block, restores the result registers (the x87 stack is
+   left as the original left it) and jumps to the real return address. */
+
+#if defined(__x86_64__) && defined(__ELF__)
+
+        .text
+        .p2align 4
+        .globl  ffh_attach_entry
+        .hidden ffh_attach_entry
+        .type   ffh_attach_entry, @function
+ffh_attach_entry:
+        .cfi_startproc
+        subq    $232, %rsp
+        .cfi_def_cfa_offset 240
+        movq    %rdi, 0(%rsp)
+        movq    %rsi, 8(%rsp)
+        movq    %rdx, 16(%rsp)
+        movq    %rcx, 24(%rsp)
+        movq    %r8, 32(%rsp)
+        movq    %r9, 40(%rsp)
+        movq    %rax, 48(%rsp)
+        leaq    232(%rsp), %r11
+        movq    %r11, 56(%rsp)
+        movdqu  %xmm0, 64(%rsp)
+        movdqu  %xmm1, 80(%rsp)
+        movdqu  %xmm2, 96(%rsp)
+        movdqu  %xmm3, 112(%rsp)
+        movdqu  %xmm4, 128(%rsp)
+        movdqu  %xmm5, 144(%rsp)
+        movdqu  %xmm6, 160(%rsp)
+        movdqu  %xmm7, 176(%rsp)
+        movq    %r10, %rdi
+        movq    %rsp, %rsi
+        call    ffh_attach_enter@PLT
+        movq    %rax, %r11
+        movq    0(%rsp), %rdi
+        movq    8(%rsp), %rsi
+        movq    16(%rsp), %rdx
+        movq    24(%rsp), %rcx
+        movq    32(%rsp), %r8
+        movq    40(%rsp), %r9
+        movq    48(%rsp), %rax
+        movdqu  64(%rsp), %xmm0
+        movdqu  80(%rsp), %xmm1
+        movdqu  96(%rsp), %xmm2
+        movdqu  112(%rsp), %xmm3
+        movdqu  128(%rsp), %xmm4
+        movdqu  144(%rsp), %xmm5
+        movdqu  160(%rsp), %xmm6
+        movdqu  176(%rsp), %xmm7
+        addq    $232, %rsp
+        .cfi_def_cfa_offset 8
+        jmp     *%r11
+        .cfi_endproc
+        .size   ffh_attach_entry, .-ffh_attach_entry
+
+        /* Until ffh_attach_leave has stored the real return address in the frame, the unwind
+           information says the return address is unknown (a backtrace ends here); from then
+           on it is the frame's word at 56. */
+        .p2align 4
+        .globl  ffh_attach_return
+        .hidden ffh_attach_return
+        .type   ffh_attach_return, @function
+ffh_attach_return:
+        .cfi_startproc
+        .cfi_def_cfa %rsp, 0
+        .cfi_undefined %rip
+        subq    $96, %rsp
+        .cfi_def_cfa_offset 96
+        movq    %rax, 0(%rsp)
+        movq    %rdx, 8(%rsp)
+        movdqu  %xmm0, 16(%rsp)
+        movdqu  %xmm1, 32(%rsp)
+        movq    %r11, 48(%rsp)
+        movq    $0, 56(%rsp)
+        .cfi_offset %rip, -40
+        movq    %rsp, %rdi
+        call    ffh_attach_leave@PLT
+        movq    %rax, %r11
+        movq    0(%rsp), %rax
+        movq    8(%rsp), %rdx
+        movdqu  16(%rsp), %xmm0
+        movdqu  32(%rsp), %xmm1
+        addq    $96, %rsp
+        .cfi_def_cfa_offset 0
+        .cfi_undefined %rip
+        jmp     *%r11
+        .cfi_endproc
+        .size   ffh_attach_return, .-ffh_attach_return
+
+#endif
+
+#if defined(__ELF__)
+        .section .note.GNU-stack,"",@progbits
+#endif

@@ -1,0 +1,100 @@
+#ifndef FFH_ATTACH_H
+#define FFH_ATTACH_H
+// Attaching to a function without its signature (x86-64 System V): a stub per attached slot
+// enters ffh_attach_entry with the attachment's record in %r10; the entry saves the argument
+// registers, runs the enter block, and jumps to the original with the caller's registers and
+// stack as they came. To run a leave block, the call's return address is swapped for a
+// thunk of the calling thread's own, and the real one kept on the thread's side stack: the
+// original returns into the thunk, which runs the leave block and jumps to the real return
+// address. Each thread's thunks have unwind information (registered with the unwinder) that
+// names the real return address, so exceptions and backtrace() find the caller.
+#include <stdint.h>
+
+/// How many calls deep one thread's side stack reaches; deeper calls still run, with their
+/// enter blocks, but their leave blocks are skipped (and counted).
+#define FFH_ATTACH_DEPTH 512
+
+/// What an attach stub's `%r10` points at: the part of an attachment that lives as long as its
+/// stub (a caller may have read the stub's address and call it at any later time).
+typedef struct ffh_attach {
+    /// The function calls go on to (read atomically: a replacement may change it).
+    uintptr_t original;
+    /// The attachment while one is installed (an unretained Swift object), 0 while the stub
+    /// only passes calls through.
+    uintptr_t state;
+    /// Changes whenever `state` does (writers: the registry's lock), so that a call that
+    /// entered under one attachment never runs the leave block of another.
+    uintptr_t epoch;
+    /// FFH_ATTACH_ENTERS and FFH_ATTACH_LEAVES: which blocks the attachment has.
+    uintptr_t flags;
+} ffh_attach;
+
+enum {
+    FFH_ATTACH_ENTERS = 1,
+    FFH_ATTACH_LEAVES = 2,
+};
+
+/// What the entry saves, and the enter block reads and writes: the argument registers as they
+/// arrived (the original gets them back from here).
+typedef struct {
+    /// rdi, rsi, rdx, rcx, r8, r9.
+    uint64_t general[6];
+    /// rax: in a call of a variadic function, the number of vector registers used (in %al).
+    uint64_t rax;
+    /// The stack pointer at entry: the address of the return address.
+    uint64_t sp;
+    /// xmm0 to xmm7, whole (16 bytes each).
+    uint64_t vector[16];
+    /// The per-call value handed to the leave block.
+    uint64_t scratch;
+    /// The function the call goes on to.
+    uint64_t function;
+    /// The caller's kernel thread id.
+    uint64_t thread;
+    uint64_t reserved[2];
+} ffh_attach_enter_frame;
+
+/// What the return thunk saves, and the leave block reads and writes.
+typedef struct {
+    /// rax and rdx, then xmm0 and xmm1 whole, as the original returned them.
+    uint64_t rax;
+    uint64_t rdx;
+    uint64_t xmm0[2];
+    uint64_t xmm1[2];
+    /// Which frame of the thread's side stack the call has (from the thunk).
+    uint64_t index;
+    /// The real return address (where the unwind information of the thunk's common code
+    /// finds it while the leave block runs).
+    uint64_t returnAddress;
+    /// The stack pointer at the call's entry, the scratch value, the function.
+    uint64_t sp;
+    uint64_t scratch;
+    uint64_t function;
+    uint64_t thread;
+} ffh_attach_leave_frame;
+
+/// What runs an attachment's blocks (the Swift side): `state` is the record's state, `frame`
+/// an ffh_attach_enter_frame (`leaving` 0) or an ffh_attach_leave_frame (`leaving` 1).
+typedef void (*ffh_attach_dispatch)(uintptr_t state, void *frame, int leaving);
+
+/// Sets the function that runs blocks; once, before the first stub is written.
+void ffh_attach_setup(ffh_attach_dispatch dispatch);
+
+/// The bytes of a stub.
+#define FFH_ATTACH_STUB_SIZE 32
+
+/// Writes an attach stub for `record` at `stub` (writable memory that is also executable, or
+/// whose code alias is executed): `%r10` = `record`, then a jump to the entry.
+void ffh_attach_write_stub(void *stub, ffh_attach *record);
+
+/// How many leave blocks were skipped because a thread's side stack was full.
+uint64_t ffh_attach_skipped_leaves(void);
+/// How many side-stack frames were found abandoned (a longjmp or an exception left the call
+/// without returning) and dropped; their leave blocks never ran.
+uint64_t ffh_attach_abandoned_frames(void);
+/// How many frames the calling thread's side stack holds now (0 without one).
+uint64_t ffh_attach_depth(void);
+/// Whether this platform has attach (x86-64 ELF).
+int ffh_attach_available(void);
+
+#endif

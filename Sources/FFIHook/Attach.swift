@@ -1,0 +1,240 @@
+internal import CFFIHookSupport
+
+/// A block that runs as an attached function is entered, with its argument registers.
+public typealias EnterBlock = @Sendable (borrowing EnterContext) -> Void
+/// A block that runs as an attached function returns, with its result registers.
+public typealias LeaveBlock = @Sendable (borrowing LeaveContext) -> Void
+
+/// An attached call as it enters the function: its argument registers, which the block may
+/// change (the function gets them as the block leaves them), and the call's place.
+///
+/// Valid only during the block. Registers follow the System V x86-64 convention: the first
+/// six integer or pointer arguments in ``integerArgument(_:)`` 0 to 5, the first eight
+/// floating-point or vector arguments in ``floatingArgument(_:)`` or
+/// ``vectorArgument(_:)`` 0 to 7, the rest on the stack (``stackArgument(_:)``). Which
+/// registers hold arguments depends on the function's signature, which attach does not know:
+/// the block reads what the function's prototype says is there.
+public struct EnterContext: ~Copyable {
+    let frame: UnsafeMutableRawPointer
+
+    init(frame: UnsafeMutableRawPointer) {
+        self.frame = frame
+    }
+
+    private var registers: UnsafeMutablePointer<ffh_attach_enter_frame> {
+        frame.assumingMemoryBound(to: ffh_attach_enter_frame.self)
+    }
+
+    /// The integer argument register `index` (0 to 5: `rdi`, `rsi`, `rdx`, `rcx`, `r8`, `r9`),
+    /// all 64 bits (a narrower argument's upper bits are whatever the caller left).
+    public func integerArgument(_ index: Int) -> UInt64 {
+        precondition((0..<6).contains(index), "integer argument registers are 0 to 5, not \(index)")
+        return withUnsafeBytes(of: registers.pointee.general) { $0.load(fromByteOffset: index * 8, as: UInt64.self) }
+    }
+
+    /// Sets the integer argument register `index` (0 to 5) that the function gets.
+    public func setIntegerArgument(_ index: Int, to value: UInt64) {
+        precondition((0..<6).contains(index), "integer argument registers are 0 to 5, not \(index)")
+        withUnsafeMutableBytes(of: &registers.pointee.general) {
+            $0.storeBytes(of: value, toByteOffset: index * 8, as: UInt64.self)
+        }
+    }
+
+    /// The low 8 bytes of vector argument register `index` (0 to 7: `xmm0` to `xmm7`) as a
+    /// `Double` (a `float` argument is in the low 4 bytes: read ``vectorArgument(_:)``).
+    public func floatingArgument(_ index: Int) -> Double {
+        Double(bitPattern: vectorArgument(index)[0])
+    }
+
+    /// Sets the low 8 bytes of vector argument register `index` (0 to 7) to `value`.
+    public func setFloatingArgument(_ index: Int, to value: Double) {
+        var vector = vectorArgument(index)
+        vector[0] = value.bitPattern
+        setVectorArgument(index, to: vector)
+    }
+
+    /// The whole vector argument register `index` (0 to 7), low 8 bytes first.
+    public func vectorArgument(_ index: Int) -> SIMD2<UInt64> {
+        precondition((0..<8).contains(index), "vector argument registers are 0 to 7, not \(index)")
+        return withUnsafeBytes(of: registers.pointee.vector) {
+            SIMD2(
+                $0.load(fromByteOffset: index * 16, as: UInt64.self),
+                $0.load(fromByteOffset: index * 16 + 8, as: UInt64.self))
+        }
+    }
+
+    /// Sets the whole vector argument register `index` (0 to 7).
+    public func setVectorArgument(_ index: Int, to value: SIMD2<UInt64>) {
+        precondition((0..<8).contains(index), "vector argument registers are 0 to 7, not \(index)")
+        withUnsafeMutableBytes(of: &registers.pointee.vector) {
+            $0.storeBytes(of: value[0], toByteOffset: index * 16, as: UInt64.self)
+            $0.storeBytes(of: value[1], toByteOffset: index * 16 + 8, as: UInt64.self)
+        }
+    }
+
+    /// `%al` as the call arrived: in a call of a variadic function, an upper bound on the
+    /// number of vector registers that carry arguments; otherwise whatever the caller left.
+    public var vectorArgumentCount: UInt8 { UInt8(truncatingIfNeeded: registers.pointee.rax) }
+
+    /// The stack argument word `index` (0 is the first word above the return address), read
+    /// from the caller's stack; only as many exist as the function's prototype says.
+    public func stackArgument(_ index: Int) -> UInt64 {
+        precondition(index >= 0, "stack argument words start at 0, not \(index)")
+        return UnsafeRawPointer(bitPattern: UInt(registers.pointee.sp) + 8 + UInt(index) * 8)!.load(as: UInt64.self)
+    }
+
+    /// The stack pointer as the function was entered: the address of the return address.
+    public var stackPointer: UInt { UInt(registers.pointee.sp) }
+
+    /// Where the call returns to (the caller's code).
+    public var returnAddress: UInt { UnsafeRawPointer(bitPattern: stackPointer)!.load(as: UInt.self) }
+
+    /// The function the call goes on to: the attached function (or a replacement or hook
+    /// closure that stood in the slot before the attach).
+    public var function: UInt { UInt(registers.pointee.function) }
+
+    /// A value of the block's choosing that the call's leave block reads as
+    /// ``LeaveContext/scratch`` (a clock reading, to time the call); 0 until set.
+    public var scratch: UInt64 {
+        get { registers.pointee.scratch }
+        nonmutating set { registers.pointee.scratch = newValue }
+    }
+
+    /// The calling thread's kernel id.
+    public var threadID: Int32 { Int32(truncatingIfNeeded: registers.pointee.thread) }
+}
+
+/// An attached call as it returns: its result registers, which the block may change (the
+/// caller gets them as the block leaves them), and what its enter block left.
+///
+/// Valid only during the block. Which registers hold the result depends on the function's
+/// return type (System V x86-64): integers and pointers in ``returnValue``, a second word
+/// in ``secondReturnValue``, `double` and `float` in ``floatingReturnValue`` (or
+/// ``vectorReturnValue(_:)``), small structures across them. A `long double` result is on
+/// the x87 stack, which the library leaves alone (a block must not use `Float80` either).
+public struct LeaveContext: ~Copyable {
+    let frame: UnsafeMutableRawPointer
+
+    init(frame: UnsafeMutableRawPointer) {
+        self.frame = frame
+    }
+
+    private var registers: UnsafeMutablePointer<ffh_attach_leave_frame> {
+        frame.assumingMemoryBound(to: ffh_attach_leave_frame.self)
+    }
+
+    /// `rax`: an integer or pointer result.
+    public var returnValue: UInt64 {
+        get { registers.pointee.rax }
+        nonmutating set { registers.pointee.rax = newValue }
+    }
+
+    /// `rdx`: the second word of a 16-byte integer result.
+    public var secondReturnValue: UInt64 {
+        get { registers.pointee.rdx }
+        nonmutating set { registers.pointee.rdx = newValue }
+    }
+
+    /// The low 8 bytes of `xmm0` as a `Double`: a `double` result.
+    public var floatingReturnValue: Double {
+        get { Double(bitPattern: vectorReturnValue(0)[0]) }
+        nonmutating set {
+            var vector = vectorReturnValue(0)
+            vector[0] = newValue.bitPattern
+            setVectorReturnValue(0, to: vector)
+        }
+    }
+
+    /// The whole vector result register `index` (0: `xmm0`, 1: `xmm1`), low 8 bytes first.
+    public func vectorReturnValue(_ index: Int) -> SIMD2<UInt64> {
+        precondition((0..<2).contains(index), "vector result registers are 0 and 1, not \(index)")
+        let words = index == 0 ? registers.pointee.xmm0 : registers.pointee.xmm1
+        return SIMD2(words.0, words.1)
+    }
+
+    /// Sets the whole vector result register `index` (0 or 1).
+    public func setVectorReturnValue(_ index: Int, to value: SIMD2<UInt64>) {
+        precondition((0..<2).contains(index), "vector result registers are 0 and 1, not \(index)")
+        if index == 0 {
+            registers.pointee.xmm0 = (value[0], value[1])
+        } else {
+            registers.pointee.xmm1 = (value[0], value[1])
+        }
+    }
+
+    /// What the call's enter block stored in ``EnterContext/scratch`` (0 if it stored
+    /// nothing, or there is no enter block).
+    public var scratch: UInt64 { registers.pointee.scratch }
+
+    /// The stack pointer as the function was entered (``EnterContext/stackPointer``).
+    public var stackPointer: UInt { UInt(registers.pointee.sp) }
+
+    /// Where the call returns to: the caller's code.
+    public var returnAddress: UInt { UInt(registers.pointee.returnAddress) }
+
+    /// The function the call went on to (``EnterContext/function``).
+    public var function: UInt { UInt(registers.pointee.function) }
+
+    /// The calling thread's kernel id.
+    public var threadID: Int32 { Int32(truncatingIfNeeded: registers.pointee.thread) }
+}
+
+extension Hook {
+    /// Runs `onEnter` as the function `slot` leads to is entered and `onLeave` as it returns,
+    /// without knowing its signature: the blocks read and write registers, the function gets
+    /// the caller's registers and stack exactly as they came (any shape, variadic functions
+    /// included), and nothing is copied or allocated per call.
+    ///
+    /// ```swift
+    /// // Count and time every call through the slot.
+    /// let token = try Hook.attach(on: slot) { call in
+    ///     call.scratch = UInt64(DispatchTime.now().uptimeNanoseconds)
+    /// } onLeave: { call in
+    ///     record(UInt64(DispatchTime.now().uptimeNanoseconds) - call.scratch)
+    /// }
+    /// token.remove()
+    /// ```
+    ///
+    /// How it works: the slot gets a small stub of the library's (written as
+    /// ``replace(on:with:options:)`` writes a function, so an attach composes with hooks and
+    /// replacements of the slot as replacements do). The stub saves the argument registers,
+    /// runs `onEnter`, and jumps to the function. For `onLeave`, the call's return address is
+    /// swapped for a return thunk of the calling thread's own and the real one kept on the
+    /// thread's side stack (512 calls deep); the function returns into the thunk, which runs
+    /// `onLeave` and returns to the caller.
+    ///
+    /// - A call deeper than the side stack still runs, with its `onEnter`; its `onLeave` is
+    ///   skipped and counted (``HookStatistics/skippedLeaveCount``).
+    /// - A call that `longjmp`, an exception, or a thread's exit takes past its caller never
+    ///   runs its `onLeave`; its frame is dropped from the side stack when a later attached
+    ///   call or return finds it abandoned (``HookStatistics/abandonedFrameCount``). Unwinders
+    ///   that use the registered unwind information (exceptions, `backtrace()`) find the real
+    ///   caller through the thunk; a debugger that reads only the files' unwind tables (gdb)
+    ///   shows the thunk as the caller's frame, at an address outside any object.
+    /// - Calls the blocks make themselves are not attached to (they go straight to their
+    ///   functions), and neither are calls the library makes.
+    /// - Removing the attach stops new calls from running its blocks; a call that is inside
+    ///   the function at that moment returns normally and does not run `onLeave`.
+    ///
+    /// - Parameters:
+    ///   - slot: an aligned, pointer-sized slot holding a function pointer.
+    ///   - options: ``HookOptions/liftsPageProtection`` for a slot in read-only memory; the
+    ///     other options do not apply.
+    ///   - onEnter: runs as the function is entered, on the calling thread.
+    ///   - onLeave: runs as it returns, on the calling thread.
+    /// - Returns: the token that removes the attach.
+    /// - Throws: ``HookError`` for a null, misaligned, unmapped or read-only slot, a slot in
+    ///   executable memory, a slot that holds NULL, or
+    ///   ``HookError/Code-swift.struct/unsupportedPlatform`` off Linux x86-64.
+    public static func attach(
+        on slot: FunctionSlot, options: HookOptions = [], onEnter: EnterBlock? = nil, onLeave: LeaveBlock? = nil
+    ) throws(HookError) -> HookToken {
+        if let problem = slot.problem {
+            throw HookError(slot: slot.address, signature: nil, problem: .invalidSlot(problem))
+        }
+        let handle = try AttachEngine.attach(
+            slot: slot.pointer, attachment: Attachment(onEnter: onEnter, onLeave: onLeave),
+            liftsProtection: options.contains(.liftsPageProtection))
+        return HookToken(handle: handle)
+    }
+}

@@ -1,0 +1,193 @@
+internal import CFFI
+internal import CFFIHookSupport
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// The blocks of one attach, which an attach stub's record points at while it is installed.
+final class Attachment: Sendable {
+    let onEnter: EnterBlock?
+    let onLeave: LeaveBlock?
+
+    init(onEnter: EnterBlock?, onLeave: LeaveBlock?) {
+        self.onEnter = onEnter
+        self.onLeave = onLeave
+    }
+
+    /// The record's flags for these blocks.
+    var flags: UInt {
+        (onEnter == nil ? 0 : UInt(FFH_ATTACH_ENTERS)) | (onLeave == nil ? 0 : UInt(FFH_ATTACH_LEAVES))
+    }
+}
+
+/// The attach stubs of the process: code that enters the attach entry with its record, cut from
+/// blocks of libffi's closure memory (writable and executable, or a code alias of writable
+/// memory). A stub is never freed: a caller may have read its address from a slot and call it
+/// at any later time, and then reaches the original through it. A stub whose attach was
+/// removed serves the next attach of the same slot.
+struct AttachStubs {
+    /// One stub: its code address and its record (in writable memory).
+    struct Stub {
+        let code: UInt
+        let record: UnsafeMutablePointer<ffh_attach>
+    }
+
+    /// The bytes of a stub and its record.
+    private static let stride = 64
+    private static let perBlock = 64
+    private var lastBlock: (writable: UnsafeMutableRawPointer, code: UnsafeRawPointer)?
+    private var usedInLastBlock = perBlock
+    /// Stubs whose attach was removed, by slot address.
+    private var free: [UInt: [Stub]] = [:]
+    /// How many stubs exist.
+    private(set) var count = 0
+
+    /// A stub for `slot`: one that served it before, else a new one (nil when memory for code
+    /// cannot be had). Its record passes calls through until an attachment is published.
+    mutating func take(for slot: UInt) -> Stub? {
+        if let stub = free[slot]?.popLast() {
+            if free[slot]?.isEmpty == true { free[slot] = nil }
+            return stub
+        }
+        if usedInLastBlock == Self.perBlock {
+            var code: UnsafeMutableRawPointer?
+            guard let writable = ffi_closure_alloc(Self.stride * Self.perBlock, &code), let code else { return nil }
+            lastBlock = (writable, UnsafeRawPointer(code))
+            usedInLastBlock = 0
+        }
+        let block = lastBlock!
+        let offset = usedInLastBlock * Self.stride
+        usedInLastBlock += 1
+        count += 1
+        let record = (block.writable + offset + Int(FFH_ATTACH_STUB_SIZE)).bindMemory(to: ffh_attach.self, capacity: 1)
+        record.initialize(to: ffh_attach(original: 0, state: 0, epoch: 0, flags: 0))
+        ffh_attach_write_stub(block.writable + offset, record)
+        return Stub(code: UInt(bitPattern: block.code + offset), record: record)
+    }
+
+    /// Gives back the stub of an attach of `slot` that was removed.
+    mutating func give(_ stub: Stub, for slot: UInt) {
+        free[slot, default: []].append(stub)
+    }
+}
+
+/// One installed attach: its stub, the replacement that put the stub in the slot, and the
+/// attachment, which removal hands to reclamation.
+final class AttachHandle: HookHandle, @unchecked Sendable {
+    // Sendable: `stub` and `slot` are constants; `replacement` is set once, before the handle
+    // is shared; `attachment` is behind its lock.
+    let stub: AttachStubs.Stub
+    let slot: UInt
+    var replacement: Replacement!
+    private let attachment: Locked<Attachment?>
+
+    init(stub: AttachStubs.Stub, slot: UInt, attachment: Attachment) {
+        self.stub = stub
+        self.slot = slot
+        self.attachment = Locked(attachment)
+    }
+
+    func remove() -> Bool {
+        guard
+            let attachment = attachment.withLock({ value in
+                defer { value = nil }
+                return value
+            })
+        else { return false }
+        _ = SlotRegistry.shared.remove(replacement)
+        let stub = stub
+        let slot = slot
+        SlotRegistry.shared.retire(attachment) {
+            AttachEngine.publish(nil, in: stub.record)
+            AttachEngine.stubs.withLock { $0.give(stub, for: slot) }
+        }
+        return true
+    }
+
+    var isActive: Bool { attachment.withLock { $0 != nil } }
+
+    var summary: String {
+        "attach on 0x\(String(slot, radix: 16))"
+    }
+}
+
+enum AttachEngine {
+    /// The stubs of the process.
+    static let stubs = Locked(AttachStubs())
+
+    /// Points the C side at ``attachDispatch``, once.
+    static let ready: Void = {
+        SlotEntry.handlerReady
+        ffh_attach_setup(attachDispatch)
+    }()
+
+    /// Publishes `attachment` (nil: pass calls through) in a stub's record. Under the
+    /// registry's lock, or before the stub is reachable.
+    static func publish(_ attachment: Attachment?, in record: UnsafeMutablePointer<ffh_attach>) {
+        let raw = UnsafeMutableRawPointer(record)
+        let state = (raw + MemoryLayout<ffh_attach>.offset(of: \.state)!).assumingMemoryBound(to: Atomic<UInt>.self)
+        let epoch = (raw + MemoryLayout<ffh_attach>.offset(of: \.epoch)!).assumingMemoryBound(to: Atomic<UInt>.self)
+        let flags = (raw + MemoryLayout<ffh_attach>.offset(of: \.flags)!).assumingMemoryBound(to: Atomic<UInt>.self)
+        state.pointee.store(0, ordering: .sequentiallyConsistent)
+        epoch.pointee.wrappingAdd(1, ordering: .sequentiallyConsistent)
+        guard let attachment else { return }
+        flags.pointee.store(attachment.flags, ordering: .sequentiallyConsistent)
+        state.pointee.store(
+            UInt(bitPattern: Unmanaged.passUnretained(attachment).toOpaque()), ordering: .sequentiallyConsistent)
+    }
+
+    /// Attaches to the function `slot` leads to, through a stub written into the slot as a
+    /// replacement (so attaches compose with hooks and replacements of the slot as those do).
+    static func attach(
+        slot: UnsafeMutableRawPointer?, attachment: Attachment, liftsProtection: Bool
+    ) throws(HookError) -> AttachHandle {
+        guard ffh_attach_available() != 0 else {
+            throw HookError(
+                code: .unsupportedPlatform, message: "attaching without a signature works on Linux x86-64",
+                slot: slot.map { FunctionSlot($0) })
+        }
+        ready
+        let address = UInt(bitPattern: slot)
+        // A slot that holds NULL has no function to attach to (checked again after the write).
+        if address != 0 && address % UInt(MemoryLayout<UInt>.alignment) == 0 && SlotMemory.load(address) == 0 {
+            throw HookError(slot: address, signature: nil, problem: .emptySlot)
+        }
+        guard let stub = stubs.withLock({ $0.take(for: address) }) else {
+            throw HookError(slot: address, signature: nil, problem: .closureAllocationFailed)
+        }
+        let handle = AttachHandle(stub: stub, slot: address, attachment: attachment)
+        let original = UnsafeMutableRawPointer(stub.record).assumingMemoryBound(to: UInt.self)
+        // Published before the stub is reachable through the slot: no call through it is missed.
+        publish(attachment, in: stub.record)
+        do {
+            handle.replacement = try SlotRegistry.shared.replace(
+                slot: slot, with: UnsafeRawPointer(bitPattern: stub.code), signature: nil,
+                liftsProtection: liftsProtection, mirror: original)
+        } catch {
+            publish(nil, in: stub.record)
+            stubs.withLock { $0.give(stub, for: address) }
+            throw error
+        }
+        if handle.replacement.original == 0 {
+            _ = handle.remove()
+            throw HookError(slot: address, signature: nil, problem: .emptySlot)
+        }
+        return handle
+    }
+}
+
+/// What the C side calls to run an attachment's blocks.
+let attachDispatch: ffh_attach_dispatch = { state, frame, leaving in
+    let attachment = Unmanaged<Attachment>.fromOpaque(UnsafeRawPointer(bitPattern: state)!)
+    attachment._withUnsafeGuaranteedRef { attachment in
+        if leaving != 0 {
+            attachment.onLeave?(LeaveContext(frame: frame!))
+        } else {
+            attachment.onEnter?(EnterContext(frame: frame!))
+        }
+    }
+}

@@ -1,0 +1,91 @@
+extension ImportTable {
+    /// Attaches `onEnter` and `onLeave` to `symbol` as the objects of `scope` call it, without
+    /// its signature (see ``Hook/attach(on:options:onEnter:onLeave:)``): every import-table
+    /// entry of the symbol in those objects gets an attach stub.
+    ///
+    /// ```swift
+    /// // How long each write(2) of libz takes, whatever its arguments.
+    /// let group = try ImportTable.attach(symbol: "write", in: .object("libz.so.1")) { call in
+    ///     call.scratch = UInt64(DispatchTime.now().uptimeNanoseconds)
+    /// } onLeave: { call in
+    ///     print(UInt64(DispatchTime.now().uptimeNanoseconds) - call.scratch, "ns")
+    /// }
+    /// ```
+    ///
+    /// Entries are found, bound and written as for
+    /// ``hook(symbol:in:signature:position:options:_:)``, whose notes hold here too, with
+    /// ``ImportScope/allIncludingLaterLoads`` following `dlopen`. Safe to call from any thread.
+    ///
+    /// - Throws: ``HookError`` as ``hook(symbol:in:signature:position:options:_:)`` does;
+    ///   the attach is all or nothing.
+    public static func attach(
+        symbol: String, in scope: ImportScope, onEnter: EnterBlock? = nil, onLeave: LeaveBlock? = nil
+    ) throws(HookError) -> HookGroupToken {
+        let request = ImportRequest(symbol: symbol, attachment: Attachment(onEnter: onEnter, onLeave: onLeave))
+        do throws(HookError) {
+            if scope == .allIncludingLaterLoads {
+                return try LoadFollower.start(request)
+            }
+            let tokens = try ImportWalk.withLoadedObjects { objects throws(HookError) in
+                let chosen = try ImportWalk.chosen(from: objects, in: scope, signature: nil)
+                return try ImportWalk.install(request, in: chosen) { _ in true }
+            }
+            guard !tokens.isEmpty else {
+                throw notImported(symbol, in: scope, signature: nil)
+            }
+            return HookGroupToken(tokens: tokens, skippedFields: [])
+        } catch {
+            throw error.naming(symbol: symbol)
+        }
+    }
+
+    /// Attaches to each of `symbols` as the objects of `scope` call them, in one group: what a
+    /// tracer does. `blocks` is asked once per symbol for that symbol's blocks (so each can
+    /// count into its own place); a symbol listed twice is attached once.
+    ///
+    /// Unlike ``attach(symbol:in:onEnter:onLeave:)``, a symbol that no object of the scope
+    /// imports is skipped, not an error (a tracer names every function a library exports,
+    /// and a program calls a few): ``HookGroupToken/tokens`` holds the entries attached. With
+    /// ``ImportScope/allIncludingLaterLoads`` one `dlopen` hook follows later loads for all
+    /// of them.
+    ///
+    /// - Throws: ``HookError`` when an entry cannot be attached (the group is then removed),
+    ///   ``HookError/Code-swift.struct/objectNotFound`` for an object scope that matches no
+    ///   loaded object, or ``HookError/Code-swift.struct/symbolNotImported`` when no symbol of
+    ///   the list has an entry in the scope (not for ``ImportScope/allIncludingLaterLoads``).
+    public static func attach(
+        symbols: [String], in scope: ImportScope,
+        blocks: (String) -> (onEnter: EnterBlock?, onLeave: LeaveBlock?)
+    ) throws(HookError) -> HookGroupToken {
+        var seen: Set<String> = []
+        var requests: [ImportRequest] = []
+        for symbol in symbols where seen.insert(symbol).inserted {
+            let (onEnter, onLeave) = blocks(symbol)
+            requests.append(ImportRequest(symbol: symbol, attachment: Attachment(onEnter: onEnter, onLeave: onLeave)))
+        }
+        if scope == .allIncludingLaterLoads {
+            return try LoadFollower.start(requests)
+        }
+        let tokens = try ImportWalk.withLoadedObjects { objects throws(HookError) in
+            let chosen = try ImportWalk.chosen(from: objects, in: scope, signature: nil)
+            var tokens: [HookToken] = []
+            do throws(HookError) {
+                for request in requests {
+                    do throws(HookError) {
+                        tokens += try ImportWalk.install(request, in: chosen) { _ in true }
+                    } catch {
+                        throw error.naming(symbol: request.symbol)
+                    }
+                }
+            } catch {
+                for token in tokens { token.remove() }
+                throw error
+            }
+            return tokens
+        }
+        guard !tokens.isEmpty || symbols.isEmpty else {
+            throw notImported(symbols.count == 1 ? symbols[0] : "\(symbols.count) symbols", in: scope, signature: nil)
+        }
+        return HookGroupToken(tokens: tokens, skippedFields: [])
+    }
+}

@@ -1,0 +1,417 @@
+import CTestSupport
+import FFIHook
+import FFIHookCore
+import Foundation
+import Synchronization
+import Testing
+
+/// Attach without a signature: registers read and written by enter and leave blocks of calls
+/// that compiled C code makes through a slot, every shape of argument and result, and what
+/// meets a swapped return address (longjmp, unwinding, backtraces, thread exit, signals, fork,
+/// recursion deeper than the side stack, removal during a call).
+@Suite(.serialized) struct AttachTests {
+    init() { at_reset() }
+
+    static func slot<Function>(_ field: KeyPath<at_slots, Function?>) -> FunctionSlot {
+        FunctionSlot.field(field, of: at_slots_get())
+    }
+
+    /// A counter the blocks can share.
+    final class Counter: Sendable {
+        let value = Atomic<Int>(0)
+        func add() { value.add(1, ordering: .relaxed) }
+        var count: Int { value.load(ordering: .relaxed) }
+    }
+
+    // MARK: - Registers
+
+    @Test func enterAndLeaveSeeAndChangeIntegerRegisters() throws {
+        let original = UInt(bitPattern: unsafeBitCast(at_slots_get().pointee.add, to: UnsafeRawPointer?.self))
+        let seen = Mutex<[UInt64]>([])
+        let token = try Hook.attach(on: Self.slot(\.add)) { call in
+            seen.withLock { $0 += [call.integerArgument(0), call.integerArgument(1), UInt64(call.function)] }
+            call.setIntegerArgument(1, to: call.integerArgument(1) + 100)
+            call.scratch = 77
+            #expect(call.threadID == at_gettid())
+            #expect(call.returnAddress != 0 && call.stackPointer != 0)
+        } onLeave: { call in
+            #expect(call.scratch == 77)
+            #expect(call.threadID == at_gettid())
+            call.returnValue = call.returnValue * 2
+        }
+        #expect(at_call_add(3, 4) == (3 + 104) * 2)
+        #expect(seen.withLock { $0 } == [3, 4, UInt64(original)])
+        #expect(token.remove())
+        #expect(!token.remove())
+        #expect(at_call_add(3, 4) == 7)
+        #expect(UInt(bitPattern: unsafeBitCast(at_slots_get().pointee.add, to: UnsafeRawPointer?.self)) == original)
+    }
+
+    @Test func floatingRegistersAndStackArgumentsReachTheOriginalUnchanged() throws {
+        let enters = Counter()
+        let leaves = Counter()
+        let expectedMix = at_call_mix_direct()
+        let mixToken = try Hook.attach(on: Self.slot(\.mix)) { call in
+            // Integers in rdi, rsi, ...; doubles and the float in xmm0, xmm1, ... in order.
+            #expect(call.integerArgument(0) == 1)
+            #expect(call.floatingArgument(0) == 2.5)
+            #expect(call.floatingArgument(4) == 10.5)
+            #expect(Float(bitPattern: UInt32(truncatingIfNeeded: call.vectorArgument(5)[0])) == 11.5)
+            #expect(call.integerArgument(5) == 12)
+            enters.add()
+        } onLeave: { call in
+            #expect(call.floatingReturnValue == expectedMix)
+            leaves.add()
+        }
+        defer { mixToken.remove() }
+        #expect(at_call_mix() == expectedMix)
+
+        let expectedMany = at_call_many_direct()
+        let manyToken = try Hook.attach(on: Self.slot(\.many)) { call in
+            // Eight longs: six in registers, two on the stack; ten doubles: eight in registers,
+            // two on the stack; then the 24-byte structure on the stack.
+            #expect(call.stackArgument(0) == 7 && call.stackArgument(1) == 8)
+            #expect(Double(bitPattern: call.stackArgument(2)) == 9.5)
+            #expect(Double(bitPattern: call.stackArgument(3)) == 10.5)
+            #expect(call.stackArgument(4) == 11 && call.stackArgument(5) == 12 && call.stackArgument(6) == 13)
+            enters.add()
+        } onLeave: { call in
+            #expect(Int(truncatingIfNeeded: call.returnValue) == expectedMany)
+            leaves.add()
+        }
+        defer { manyToken.remove() }
+        #expect(at_call_many() == expectedMany)
+        #expect(enters.count == 2 && leaves.count == 2)
+    }
+
+    @Test func variadicCallsKeepTheirVectorCount() throws {
+        let expected: Double = 1.0 + 2.5 * 2.0 + 9.0 + 4.5 * 4.0 + 25.0 + 6.5 * 6.0
+        let counts = Mutex<[UInt8]>([])
+        let token = try Hook.attach(on: Self.slot(\.vsum)) { call in
+            counts.withLock { $0.append(call.vectorArgumentCount) }
+        } onLeave: { call in
+            call.floatingReturnValue += 1000
+        }
+        #expect(at_call_vsum() == expected + 1000)
+        #expect(counts.withLock { $0 } == [3])
+        token.remove()
+        #expect(at_call_vsum() == expected)
+    }
+
+    @Test func resultsInEveryRegisterAndInMemory() throws {
+        let tokens = [
+            try Hook.attach(
+                on: Self.slot(\.pair),
+                onLeave: { call in
+                    #expect(call.returnValue == 3 * 3 && call.secondReturnValue == 4 * 5)
+                    call.secondReturnValue = 1
+                }),
+            try Hook.attach(
+                on: Self.slot(\.point),
+                onLeave: { call in
+                    #expect(call.vectorReturnValue(0)[0] == (1.5 * 3).bitPattern)
+                    #expect(call.vectorReturnValue(1)[0] == (2.5 * 5).bitPattern)
+                    call.setVectorReturnValue(1, to: SIMD2((-1.0).bitPattern, 0))
+                }),
+            // A 24-byte structure comes back in memory; rax holds its address.
+            try Hook.attach(
+                on: Self.slot(\.triple),
+                onLeave: { call in
+                    let result = UnsafePointer<at_triple>(bitPattern: UInt(call.returnValue))!
+                    #expect(result.pointee.a == 2 && result.pointee.b == 4 && result.pointee.c == 6)
+                }),
+            // long double travels on the x87 stack, which the library leaves alone.
+            try Hook.attach(on: Self.slot(\.extended), onEnter: { _ in }, onLeave: { _ in }),
+        ]
+        defer { for token in tokens { token.remove() } }
+        let pair = at_call_pair(3, 4)
+        #expect(pair.a == 9 && pair.b == 1)
+        let point = at_call_point(1.5, 2.5)
+        #expect(point.x == 4.5 && point.y == -1)
+        let triple = at_call_triple(1, 2, 3)
+        #expect(triple.a == 2 && triple.b == 4 && triple.c == 6)
+        #expect(at_call_extended(3, 4) == 12.25)
+    }
+
+    // MARK: - Errors
+
+    @Test func badSlotsAreRefused() throws {
+        #expect(throws: HookError.self) { try Hook.attach(on: FunctionSlot(address: 0), onEnter: { _ in }) }
+        #expect(throws: HookError.self) { try Hook.attach(on: FunctionSlot(address: 0x1003), onEnter: { _ in }) }
+        let empty = UnsafeMutablePointer<UnsafeRawPointer?>.allocate(capacity: 1)
+        defer { empty.deallocate() }
+        empty.initialize(to: nil)
+        do {
+            _ = try Hook.attach(on: FunctionSlot(empty), onEnter: { _ in })
+            Issue.record("a slot holding NULL was attached to")
+        } catch {
+            #expect(error.code == .emptySlot)
+        }
+        #expect(empty.pointee == nil)
+    }
+
+    // MARK: - Composition
+
+    @Test func attachComposesWithHooksAndReplacements() throws {
+        let order = Mutex<[String]>([])
+        let signature = try Signature("qqq")
+        let hook = try Hook.before(on: Self.slot(\.add), signature: signature) { _ in
+            order.withLock { $0.append("hook") }
+        }
+        let attach = try Hook.attach(on: Self.slot(\.add)) { _ in
+            order.withLock { $0.append("enter") }
+        } onLeave: { _ in
+            order.withLock { $0.append("leave") }
+        }
+        #expect(at_call_add(1, 2) == 3)
+        // The attach went in under the hook, as a replacement does: the hook's original is
+        // the attach stub.
+        #expect(order.withLock { $0 } == ["hook", "enter", "leave"])
+        hook.remove()
+        order.withLock { $0 = [] }
+        #expect(at_call_add(1, 2) == 3)
+        #expect(order.withLock { $0 } == ["enter", "leave"])
+        attach.remove()
+        #expect(at_call_add(1, 2) == 3)
+        at_reset()
+        // In the other order of removal, a hook installed over the attach.
+        let attach2 = try Hook.attach(on: Self.slot(\.add), onLeave: { call in call.returnValue += 1 })
+        let hook2 = try Hook.after(on: Self.slot(\.add), signature: signature) { call in
+            call.setReturnValue(call.returnValue(as: Int64.self) * 10)
+        }
+        // The hook wraps the stub: (3 + 1) * 10.
+        #expect(at_call_add(1, 2) == 40)
+        attach2.remove()
+        #expect(at_call_add(1, 2) == 30)
+        hook2.remove()
+        #expect(at_call_add(1, 2) == 3)
+    }
+
+    // MARK: - Frames that do not return normally
+
+    @Test func longjmpPastAnAttachedCallDropsItsFrame() throws {
+        let enters = Counter()
+        let leaves = Counter()
+        let token = try Hook.attach(on: Self.slot(\.jumper)) { _ in
+            enters.add()
+        } onLeave: { _ in
+            leaves.add()
+        }
+        defer { token.remove() }
+        let abandoned = (try Hook.statistics).abandonedFrameCount
+        for round in 0..<2000 {
+            let value = Int(round)
+            #expect(at_call_jumper(value) == (value % 2 == 1 ? -1 : value * 10))
+        }
+        #expect(enters.count == 2000)
+        #expect(leaves.count == 1000)
+        // Each jump leaves a frame behind, dropped by the next call at the same depth: the
+        // side stack never fills.
+        #expect(try Hook.statistics.abandonedFrameCount - abandoned >= 999)
+    }
+
+    @Test func unwindersFindTheCallerThroughTheThunk() throws {
+        let leaves = Counter()
+        let token = try Hook.attach(on: Self.slot(\.tracer), onLeave: { _ in leaves.add() })
+        defer { token.remove() }
+        let result = at_call_tracer()
+        let frames = (unwinder: at_tracer_report(0), backtrace: at_tracer_report(1))
+        #expect(result == 1, "unwind frames \(frames.unwinder), backtrace frames \(frames.backtrace)")
+        #expect(at_tracer_report(2) == 1 && at_tracer_report(3) == 1)
+        #expect(leaves.count == 1)
+    }
+
+    /// An exception no frame catches: phase one walks the whole stack, through the attached
+    /// call's thunk, and reports the end of the stack (5), not an error (3). In a child: were
+    /// the thunk's unwind information wrong, the unwinder could crash.
+    @Test func anExceptionSearchWalksPastTheThunk() async {
+        await #expect(processExitsWith: .success) {
+            at_reset()
+            let token = try Hook.attach(on: AttachTests.slot(\.unwinder), onLeave: { _ in })
+            let code = at_call_unwinder()
+            token.remove()
+            exit(code == 5 ? 0 : 1)
+        }
+    }
+
+    /// pthread_exit inside an attached call: glibc unwinds the thread's stack (forced
+    /// unwinding, through the thunk) to run the cleanup the caller registered. In a child.
+    @Test func aThreadExitingInsideAnAttachedCall() async {
+        await #expect(processExitsWith: .success) {
+            at_reset()
+            let leaves = AttachTests.Counter()
+            let token = try Hook.attach(
+                on: AttachTests.slot(\.exiter), onEnter: { _ in }, onLeave: { _ in leaves.add() })
+            for value in 0..<20 where at_exit_in_thread(value) != 1 { exit(1) }
+            token.remove()
+            exit(leaves.count == 0 ? 0 : 2)
+        }
+    }
+
+    @Test func aSignalHandlerCallsAnAttachedFunctionInsideAnotherAttachedCall() throws {
+        at_install_signal_handler()
+        let events = Mutex<[String]>([])
+        let add = try Hook.attach(on: Self.slot(\.add)) { _ in
+            events.withLock { $0.append("enter add") }
+        } onLeave: { call in
+            events.withLock { $0.append("leave add") }
+            call.returnValue += 1
+        }
+        let signaller = try Hook.attach(on: Self.slot(\.signaller)) { _ in
+            events.withLock { $0.append("enter signaller") }
+        } onLeave: { _ in
+            events.withLock { $0.append("leave signaller") }
+        }
+        defer {
+            add.remove()
+            signaller.remove()
+        }
+        #expect(at_call_signaller(9) == 9)
+        #expect(at_signal_result() == 43)
+        #expect(events.withLock { $0 } == ["enter signaller", "enter add", "leave add", "leave signaller"])
+    }
+
+    @Test func recursionDeeperThanTheSideStackSkipsAndCountsLeaves() throws {
+        let enters = Counter()
+        let leaves = Counter()
+        let token = try Hook.attach(on: Self.slot(\.recurse)) { _ in
+            enters.add()
+        } onLeave: { _ in
+            leaves.add()
+        }
+        defer { token.remove() }
+        let skipped = (try Hook.statistics).skippedLeaveCount
+        #expect(at_call_recurse(600) == 600)
+        #expect(enters.count == 601)
+        #expect(leaves.count == 512)
+        #expect((try Hook.statistics).skippedLeaveCount - skipped == 601 - 512)
+        // And the thread's side stack is empty again: the next calls all leave.
+        #expect(at_call_recurse(10) == 10)
+        #expect(leaves.count == 512 + 11)
+    }
+
+    @Test func aForkedChildRunsTheBlocksOfItsOwnCalls() async {
+        await #expect(processExitsWith: .success) {
+            at_reset()
+            let leaves = AttachTests.Counter()
+            let token = try Hook.attach(
+                on: AttachTests.slot(\.add),
+                onLeave: { call in
+                    leaves.add()
+                    call.returnValue += 1
+                })
+            let child = fork()
+            if child == 0 {
+                let ok = at_call_add(1, 1) == 3 && leaves.count == 1 && token.remove() && at_call_add(1, 1) == 2
+                _exit(ok ? 0 : 1)
+            }
+            var status: Int32 = 0
+            waitpid(child, &status, 0)
+            guard status == 0, at_call_add(2, 2) == 5, leaves.count == 1 else { exit(1) }
+            token.remove()
+            exit(0)
+        }
+    }
+
+    @Test func removalWhileACallIsInsideTheOriginal() async throws {
+        at_block_set_hold(1)
+        let leaves = Counter()
+        let token = try Hook.attach(on: Self.slot(\.block), onEnter: { _ in }, onLeave: { _ in leaves.add() })
+        let result = Mutex<Int>(0)
+        let thread = Thread { result.withLock { $0 = at_call_block(21) } }
+        thread.start()
+        while at_block_inside_count() == 0 { usleep(100) }
+        #expect(token.remove())
+        at_block_set_hold(0)
+        while result.withLock({ $0 }) == 0 { usleep(100) }
+        #expect(result.withLock { $0 } == 42)
+        // The attach was gone when the call returned: its leave block did not run.
+        #expect(leaves.count == 0)
+        try Hook.waitForReclamation()
+        #expect((try Hook.statistics).pendingReclamationCount == 0)
+    }
+
+    @Test func callsTheBlocksMakeAreNotAttached() throws {
+        let enters = Counter()
+        let token = try Hook.attach(on: Self.slot(\.add)) { _ in
+            enters.add()
+            _ = at_call_add(5, 5)  // through the same slot: straight to the function
+        }
+        defer { token.remove() }
+        #expect(at_call_add(1, 2) == 3)
+        #expect(enters.count == 1)
+    }
+
+    // MARK: - Threads
+
+    @Test func fourThreadsCallWhileAttachesComeAndGo() throws {
+        let stop = Atomic<Bool>(false)
+        let enters = Counter()
+        let leaves = Counter()
+        let wrong = Counter()
+        let threads = (0..<4).map { index in
+            Thread {
+                var calls = 0
+                while !stop.load(ordering: .relaxed) {
+                    let value = at_call_add(index, calls)
+                    if value != index + calls && value != index + calls + 1000 { wrong.add() }
+                    calls += 1
+                }
+            }
+        }
+        for thread in threads { thread.start() }
+        defer { stop.store(true, ordering: .relaxed) }
+        for _ in 0..<500 {
+            let token = try Hook.attach(on: Self.slot(\.add)) { _ in
+                enters.add()
+            } onLeave: { call in
+                leaves.add()
+                call.returnValue += 1000
+            }
+            token.remove()
+        }
+        stop.store(true, ordering: .relaxed)
+        usleep(50_000)
+        #expect(wrong.count == 0)
+        #expect(leaves.count <= enters.count)
+        try Hook.waitForReclamation()
+        #expect((try Hook.statistics).pendingReclamationCount == 0)
+        #expect(at_call_add(1, 2) == 3)
+    }
+
+    // MARK: - Import tables
+
+    @Test func importTableAttachCountsCallsOfAnImportedFunction() throws {
+        let enters = Counter()
+        let leaves = Counter()
+        let group = try ImportTable.attach(symbol: "atol", in: .all) { call in
+            let text = UnsafePointer<CChar>(bitPattern: UInt(call.integerArgument(0)))!
+            if String(cString: text) == "4242" { enters.add() }
+        } onLeave: { call in
+            if call.returnValue == 4242 {
+                leaves.add()
+                call.returnValue = 7
+            }
+        }
+        #expect(atol("4242") == 7)
+        #expect(enters.count == 1 && leaves.count == 1)
+        group.remove()
+        #expect(atol("4242") == 4242)
+    }
+
+    @Test func importTableAttachOfManySymbolsSkipsThoseNotImported() throws {
+        let names = Mutex<[String]>([])
+        let group = try ImportTable.attach(symbols: ["atol", "atoi", "no_such_function_anywhere"], in: .all) { name in
+            (onEnter: { _ in names.withLock { $0.append(name) } }, onLeave: nil)
+        }
+        defer { group.remove() }
+        #expect(!group.tokens.isEmpty)
+        _ = atol("1")
+        _ = atoi("2")
+        #expect(names.withLock { $0 }.contains("atol"))
+        #expect(names.withLock { $0 }.contains("atoi"))
+        #expect(throws: HookError.self) {
+            try ImportTable.attach(symbols: ["no_such_function_anywhere"], in: .all) { _ in (nil, nil) }
+        }
+    }
+}

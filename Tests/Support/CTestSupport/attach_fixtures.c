@@ -1,0 +1,236 @@
+#define _GNU_SOURCE
+#include "CTestAttachFixtures.h"
+
+#include <execinfo.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <string.h>
+#include <unistd.h>
+#include <unwind.h>
+
+static long at_add(long a, long b) { return a + b; }
+
+static double at_mix(long a, double b, long c, double d, long e, double f, long g, double h, long i, double j, float k,
+                     long l, double m) {
+    return (double)a + b * 2 + (double)c * 3 + d * 4 + (double)e * 5 + f * 6 + (double)g * 7 + h * 8 + (double)i * 9 +
+           j * 10 + (double)k * 11 + (double)l * 12 + m * 13;
+}
+
+static long at_many(long a, long b, long c, long d, long e, long f, long g, long h, double x1, double x2, double x3,
+                    double x4, double x5, double x6, double x7, double x8, double x9, double x10, at_triple t) {
+    return a + 2 * b + 3 * c + 4 * d + 5 * e + 6 * f + 7 * g + 8 * h +
+           (long)(x1 + 2 * x2 + 3 * x3 + 4 * x4 + 5 * x5 + 6 * x6 + 7 * x7 + 8 * x8 + 9 * x9 + 10 * x10) +
+           100 * t.a + 1000 * t.b + 10000 * t.c;
+}
+
+static double at_vsum(int count, ...) {
+    va_list list;
+    va_start(list, count);
+    double sum = 0;
+    for (int index = 0; index < count; index++) {
+        if (index % 2) {
+            sum += va_arg(list, double) * (index + 1);
+        } else {
+            sum += (double)va_arg(list, long) * (index + 1);
+        }
+    }
+    va_end(list);
+    return sum;
+}
+
+static at_pair at_pair_of(long a, long b) { return (at_pair){a * 3, b * 5}; }
+static at_point at_point_of(double x, double y) { return (at_point){x * 3, y * 5}; }
+static at_triple at_triple_of(long a, long b, long c) { return (at_triple){a + 1, b + 2, c + 3}; }
+static long double at_extended(long double a, long double b) { return a * b + 0.25L; }
+
+static long at_recurse(long depth) {
+    if (depth <= 0) return 0;
+    return at_table.recurse(depth - 1) + 1;
+}
+
+static jmp_buf at_jump;
+static long at_jumper(long value) {
+    if (value & 1) longjmp(at_jump, 1);
+    return value * 10;
+}
+
+static int at_unwind_frames, at_backtrace_frames, at_unwind_found, at_backtrace_found;
+int at_tracer_report(int which) {
+    switch (which) {
+    case 0: return at_unwind_frames;
+    case 1: return at_backtrace_frames;
+    case 2: return at_unwind_found;
+    default: return at_backtrace_found;
+    }
+}
+static uintptr_t at_caller_start, at_caller_end;
+
+static _Unwind_Reason_Code at_count_frame(struct _Unwind_Context *context, void *unused) {
+    (void)unused;
+    uintptr_t pc = _Unwind_GetIP(context);
+    at_unwind_frames++;
+    if (pc > at_caller_start && pc <= at_caller_end) at_unwind_found = 1;
+    return _URC_NO_REASON;
+}
+
+static __attribute__((noinline)) long at_tracer(long value) {
+    at_unwind_frames = 0;
+    at_unwind_found = 0;
+    _Unwind_Backtrace(at_count_frame, NULL);
+    void *frames[128];
+    at_backtrace_frames = backtrace(frames, 128);
+    at_backtrace_found = 0;
+    for (int index = 0; index < at_backtrace_frames; index++) {
+        uintptr_t pc = (uintptr_t)frames[index];
+        if (pc > at_caller_start && pc <= at_caller_end) at_backtrace_found = 1;
+    }
+    return value + 1;
+}
+
+static void at_exception_cleanup(_Unwind_Reason_Code code, struct _Unwind_Exception *exception) {
+    (void)code;
+    (void)exception;
+}
+
+static __attribute__((noinline)) long at_unwinder(long value) {
+    static struct _Unwind_Exception exception;
+    memset(&exception, 0, sizeof exception);
+    exception.exception_class = 0x4154544348000000ull; /* "ATTCH" */
+    exception.exception_cleanup = at_exception_cleanup;
+    return (long)_Unwind_RaiseException(&exception) + value;
+}
+
+static volatile int at_block_hold, at_block_inside;
+void at_block_set_hold(int hold) { __atomic_store_n(&at_block_hold, hold, __ATOMIC_RELEASE); }
+int at_block_inside_count(void) { return __atomic_load_n(&at_block_inside, __ATOMIC_ACQUIRE); }
+static long at_block(long value) {
+    __atomic_add_fetch(&at_block_inside, 1, __ATOMIC_SEQ_CST);
+    while (__atomic_load_n(&at_block_hold, __ATOMIC_ACQUIRE)) sched_yield();
+    __atomic_sub_fetch(&at_block_inside, 1, __ATOMIC_SEQ_CST);
+    return value * 2;
+}
+
+static long at_exiter(long value) {
+    pthread_exit((void *)(value + 1));
+    return 0;
+}
+
+static volatile long at_signal_value;
+long at_signal_result(void) { return at_signal_value; }
+int at_gettid(void) { return (int)gettid(); }
+static void at_signal_handler(int signal) {
+    (void)signal;
+    at_signal_value = at_table.add(20, 22);
+}
+
+static long at_signaller(long value) {
+    raise(SIGUSR1);
+    return value;
+}
+
+at_slots at_table;
+at_slots *at_slots_get(void) { return &at_table; }
+
+void at_reset(void) {
+    at_table.add = at_add;
+    at_table.mix = at_mix;
+    at_table.many = at_many;
+    at_table.vsum = at_vsum;
+    at_table.pair = at_pair_of;
+    at_table.point = at_point_of;
+    at_table.triple = at_triple_of;
+    at_table.extended = at_extended;
+    at_table.recurse = at_recurse;
+    at_table.jumper = at_jumper;
+    at_table.tracer = at_tracer;
+    at_table.block = at_block;
+    at_table.exiter = at_exiter;
+    at_table.unwinder = at_unwinder;
+    at_table.signaller = at_signaller;
+}
+
+long at_call_add(long a, long b) { return at_table.add(a, b); }
+
+double at_call_mix(void) { return at_table.mix(1, 2.5, 3, 4.5, 5, 6.5, 7, 8.5, 9, 10.5, 11.5f, 12, 13.5); }
+double at_call_mix_direct(void) { return at_mix(1, 2.5, 3, 4.5, 5, 6.5, 7, 8.5, 9, 10.5, 11.5f, 12, 13.5); }
+
+long at_call_many(void) {
+    return at_table.many(1, 2, 3, 4, 5, 6, 7, 8, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.5, 8.5, 9.5, 10.5,
+                         (at_triple){11, 12, 13});
+}
+long at_call_many_direct(void) {
+    return at_many(1, 2, 3, 4, 5, 6, 7, 8, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.5, 8.5, 9.5, 10.5, (at_triple){11, 12, 13});
+}
+
+double at_call_vsum(void) { return at_table.vsum(6, 1L, 2.5, 3L, 4.5, 5L, 6.5); }
+
+at_pair at_call_pair(long a, long b) { return at_table.pair(a, b); }
+at_point at_call_point(double x, double y) { return at_table.point(x, y); }
+at_triple at_call_triple(long a, long b, long c) { return at_table.triple(a, b, c); }
+long double at_call_extended(long double a, long double b) { return at_table.extended(a, b); }
+long at_call_recurse(long depth) { return at_table.recurse(depth); }
+
+long at_call_jumper(long value) {
+    if (setjmp(at_jump)) return -1;
+    return at_table.jumper(value);
+}
+
+__attribute__((noinline)) long at_call_tracer(void) {
+    at_caller_start = (uintptr_t)&at_call_tracer;
+    at_caller_end = at_caller_start + 256;
+    long result = at_table.tracer(0);
+    __asm__ __volatile__("" ::: "memory");
+    return at_unwind_found && at_backtrace_found ? result : 0;
+}
+
+__attribute__((noinline)) long at_call_unwinder(void) {
+    long result = at_table.unwinder(0);
+    __asm__ __volatile__("" ::: "memory");
+    return result;
+}
+
+long at_call_block(long value) { return at_table.block(value); }
+
+static volatile int at_cleanup_ran;
+static void at_cleanup(void *unused) {
+    (void)unused;
+    at_cleanup_ran = 1;
+}
+
+static void *at_exit_thread(void *argument) {
+    long value = (long)(intptr_t)argument;
+    long result = 0;
+    pthread_cleanup_push(at_cleanup, NULL);
+    result = at_table.exiter(value);
+    pthread_cleanup_pop(0);
+    return (void *)(intptr_t)result;
+}
+
+int at_exit_in_thread(long value) {
+    at_cleanup_ran = 0;
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, at_exit_thread, (void *)(intptr_t)value) != 0) return 0;
+    void *result = NULL;
+    if (pthread_join(thread, &result) != 0) return 0;
+    return at_cleanup_ran && (long)(intptr_t)result == value + 1;
+}
+
+void at_install_signal_handler(void) {
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = at_signal_handler;
+    sigaction(SIGUSR1, &action, NULL);
+}
+
+long at_call_signaller(long value) {
+    /* The test may run on a thread that blocks the signal (a dispatch worker). */
+    sigset_t unblock, previous;
+    sigemptyset(&unblock);
+    sigaddset(&unblock, SIGUSR1);
+    pthread_sigmask(SIG_UNBLOCK, &unblock, &previous);
+    long result = at_table.signaller(value);
+    pthread_sigmask(SIG_SETMASK, &previous, NULL);
+    return result;
+}

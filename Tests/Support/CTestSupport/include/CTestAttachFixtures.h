@@ -1,0 +1,96 @@
+#ifndef CTESTATTACHFIXTURES_H
+#define CTESTATTACHFIXTURES_H
+
+// C functions and callers for the attach tests: shapes whose arguments and results travel in
+// every kind of register and on the stack, a variadic function, callers that reach a
+// function through a slot (so the compiler made the call), and originals that recurse,
+// longjmp, unwind, take backtraces, block, and end their thread.
+
+#include <stdint.h>
+
+typedef struct {
+    long a, b;
+} at_pair;
+typedef struct {
+    double x, y;
+} at_point;
+typedef struct {
+    long a, b, c;
+} at_triple;
+
+/// What every function below leads to through these slots (set by at_reset).
+typedef struct {
+    long (*add)(long, long);
+    double (*mix)(long, double, long, double, long, double, long, double, long, double, float, long, double);
+    long (*many)(long, long, long, long, long, long, long, long, double, double, double, double, double, double,
+                 double, double, double, double, at_triple);
+    double (*vsum)(int count, ...);
+    at_pair (*pair)(long, long);
+    at_point (*point)(double, double);
+    at_triple (*triple)(long, long, long);
+    long double (*extended)(long double, long double);
+    long (*recurse)(long depth);
+    long (*jumper)(long value);
+    long (*tracer)(long value);
+    long (*block)(long value);
+    long (*exiter)(long value);
+    long (*unwinder)(long value);
+    long (*signaller)(long value);
+} at_slots;
+
+/// The slots, and a reset that points each at its function.
+extern at_slots at_table;
+void at_reset(void);
+at_slots *at_slots_get(void);
+
+/// Calls through the slots, as compiled code would (the compiler lays out every argument).
+long at_call_add(long a, long b);
+double at_call_mix(void);
+double at_call_mix_direct(void);
+long at_call_many(void);
+long at_call_many_direct(void);
+double at_call_vsum(void);
+at_pair at_call_pair(long a, long b);
+at_point at_call_point(double x, double y);
+at_triple at_call_triple(long a, long b, long c);
+long double at_call_extended(long double a, long double b);
+long at_call_recurse(long depth);
+
+/// Calls at_table.jumper(value) under setjmp: the original longjmps back when value is odd.
+/// Returns the jumper's result, or -1 when it jumped.
+long at_call_jumper(long value);
+
+/// Calls at_table.tracer(0): the original counts with _Unwind_Backtrace the frames from inside
+/// it, and records whether the address of the return in this caller is among them; glibc's
+/// backtrace() likewise. Returns 1 when both found the caller and reached at least `minimum`
+/// frames.
+long at_call_tracer(void);
+/// What the last at_call_tracer saw: frames from _Unwind_Backtrace (`which` 0) and backtrace()
+/// (1), and whether each found the caller (2 and 3).
+int at_tracer_report(int which);
+
+/// Calls at_table.unwinder(0): the original raises an exception that nothing catches
+/// (_Unwind_RaiseException), and returns the unwinder's code: 5 (_URC_END_OF_STACK) when phase
+/// one walked the whole stack, through the attached frame, without finding a handler.
+long at_call_unwinder(void);
+
+/// at_table.block(value): waits while the hold is set, then returns value * 2; the count of
+/// calls inside it.
+void at_block_set_hold(int hold);
+int at_block_inside_count(void);
+long at_call_block(long value);
+
+/// Starts a thread that calls at_table.exiter(value); the original calls pthread_exit, which
+/// unwinds the thread's stack (forced unwinding, through the attached frame) and runs a
+/// cleanup registered in the caller's frame. Returns 1 when the thread ended and the cleanup ran.
+int at_exit_in_thread(long value);
+
+/// Installs a SIGUSR1 handler that calls at_table.add(20, 22) and keeps the result (read with
+/// at_signal_result); at_table.signaller(value) raises SIGUSR1 from inside, then returns value.
+long at_signal_result(void);
+/// The calling thread's kernel id.
+int at_gettid(void);
+void at_install_signal_handler(void);
+long at_call_signaller(long value);
+
+#endif
