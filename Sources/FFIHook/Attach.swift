@@ -218,19 +218,29 @@ extension Hook {
     ///
     /// - Parameters:
     ///   - slot: an aligned, pointer-sized slot holding a function pointer.
-    ///   - options: ``HookOptions/liftsPageProtection`` for a slot in read-only memory; the
-    ///     other options do not apply.
+    ///   - options: ``HookOptions/liftsPageProtection`` for a slot in read-only memory;
+    ///     ``HookOptions/once`` and ``HookOptions/allowsReentry`` do not apply to an attach
+    ///     and are ignored; caller limits are refused.
     ///   - onEnter: runs as the function is entered, on the calling thread.
     ///   - onLeave: runs as it returns, on the calling thread.
     /// - Returns: the token that removes the attach.
     /// - Throws: ``HookError`` for a null, misaligned, unmapped or read-only slot, a slot in
-    ///   executable memory, a slot that holds NULL, or
+    ///   executable memory, a slot that holds NULL,
+    ///   ``HookError/Code-swift.struct/unsupportedCallerLimit`` for
+    ///   ``HookOptions/onInstallingThreadOnly`` or ``HookOptions/inCurrentTaskOnly``, or
     ///   ``HookError/Code-swift.struct/unsupportedPlatform`` off Linux x86-64.
     public static func attach(
         on slot: FunctionSlot, options: HookOptions = [], onEnter: EnterBlock? = nil, onLeave: LeaveBlock? = nil
     ) throws(HookError) -> HookToken {
         if let problem = slot.problem {
             throw HookError(slot: slot.address, signature: nil, problem: .invalidSlot(problem))
+        }
+        guard options.isDisjoint(with: HookOptions.callerLimits) else {
+            throw HookError(
+                slot: slot.address, signature: nil,
+                problem: .unsupportedCallerLimit(
+                    "an attach cannot be limited to a thread or a task (.onInstallingThreadOnly, .inCurrentTaskOnly): test `threadID` in its blocks instead"
+                ))
         }
         let handle = try AttachEngine.attach(
             slot: slot.pointer, attachment: Attachment(onEnter: onEnter, onLeave: onLeave),

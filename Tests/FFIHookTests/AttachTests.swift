@@ -148,6 +148,13 @@ import Testing
             #expect(error.code == .emptySlot)
         }
         #expect(empty.pointee == nil)
+        do {
+            _ = try Hook.attach(on: Self.slot(\.add), options: .onInstallingThreadOnly, onEnter: { _ in })
+            Issue.record("a caller limit was accepted")
+        } catch {
+            #expect(error.code == .unsupportedCallerLimit)
+        }
+        #expect(at_call_add(1, 2) == 3)
     }
 
     // MARK: - Composition

@@ -9,6 +9,7 @@ extension LibraryFunctionHookTests {
         "_Unwind_Resume": "v^v",
         "__errno_location": "^i",
         "__gcc_personality_v0": "iiiQ^v^v",
+        "__register_frame_info": "v^v^v",
         "__stack_chk_fail": "v",
         "__tls_get_addr": "^v^v",
         "_pthread_cleanup_pop": "v^vi",
