@@ -78,26 +78,23 @@ struct AttachStubs {
 /// One installed attach: its stub, the replacement that put the stub in the slot, and the
 /// attachment, which removal hands to reclamation.
 final class AttachHandle: HookHandle, @unchecked Sendable {
-    // Sendable: `stub` and `slot` are constants; `replacement` is set once, before the handle
-    // is shared; `attachment` is behind its lock.
+    // Sendable: `stub`, `slot` and `attachment` are constants; `replacement` is set once,
+    // before the handle is shared.
     let stub: AttachStubs.Stub
     let slot: UInt
+    let attachment: Attachment
     var replacement: Replacement!
-    private let attachment: Locked<Attachment?>
+    /// Whether the attach was removed (an atomic, not a lock: a child after fork may remove it).
+    private let removed = Atomic<Bool>(false)
 
     init(stub: AttachStubs.Stub, slot: UInt, attachment: Attachment) {
         self.stub = stub
         self.slot = slot
-        self.attachment = Locked(attachment)
+        self.attachment = attachment
     }
 
     func remove() -> Bool {
-        guard
-            let attachment = attachment.withLock({ value in
-                defer { value = nil }
-                return value
-            })
-        else { return false }
+        guard !removed.exchange(true, ordering: .acquiringAndReleasing) else { return false }
         _ = SlotRegistry.shared.remove(replacement)
         let stub = stub
         let slot = slot
@@ -108,7 +105,7 @@ final class AttachHandle: HookHandle, @unchecked Sendable {
         return true
     }
 
-    var isActive: Bool { attachment.withLock { $0 != nil } }
+    var isActive: Bool { !removed.load(ordering: .acquiring) }
 
     var summary: String {
         "attach on 0x\(String(slot, radix: 16))"
@@ -122,6 +119,8 @@ enum AttachEngine {
     /// Points the C side at ``attachDispatch``, once.
     static let ready: Void = {
         SlotEntry.handlerReady
+        // Taken inside the registry's lock (a removal gives its stub back under it).
+        stubs.protectAcrossFork(rank: SlotRegistry.forkRank + 2)
         ffh_attach_setup(attachDispatch)
     }()
 
