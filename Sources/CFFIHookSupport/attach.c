@@ -19,6 +19,11 @@ void ffh_attach_return(void);
 /* libgcc's registration of unwind information (the package links gcc_s). */
 extern void __register_frame_info(const void *begin, void *object);
 
+/* LeakSanitizer's, when the process runs under it: the unwinder keeps memory it allocates for
+   a registration (its sorted table of the thunks' FDEs) in the registration's object, which
+   lives in the side stack's mapping; the leak checker must scan that mapping to see it held. */
+extern void __lsan_register_root_region(const void *begin, size_t size) __attribute__((weak));
+
 /* Set in thread.c by ffh_handler_setup: whether readers need a fence of their own. */
 extern int ffh_readers_fence __attribute__((visibility("hidden")));
 
@@ -165,6 +170,7 @@ static ffh_side *ffh_side_make(ffh_thread *thread) {
     }
     ffh_syscall3(SYS_mprotect, code, (long)FFH_THUNK_BYTES, PROT_READ | PROT_EXEC);
     ffh_side_write_unwind(side);
+    if (__lsan_register_root_region) __lsan_register_root_region(side, sizeof(ffh_side));
     __register_frame_info(side->eh, side->object);
     __atomic_store_n(&thread->side, side, __ATOMIC_RELEASE);
     return side;

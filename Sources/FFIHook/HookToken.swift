@@ -52,6 +52,13 @@ public final class HookToken: Sendable, Hashable, CustomStringConvertible {
         return true
     }
 
+    /// The address of the slot the hook is on: its record's, or an attach's; nil for other
+    /// handles.
+    var slotAddress: UInt? {
+        if let record { return UInt(bitPattern: record.entry.slot) }
+        return (handle as? AttachHandle)?.slot
+    }
+
     /// Whether the hook is still installed (a `once` hook removes itself after its run).
     public var isActive: Bool { handle?.isActive ?? record?.isActive ?? false }
 

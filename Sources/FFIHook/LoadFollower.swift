@@ -130,7 +130,7 @@ final class LoadFollower: Sendable {
         func covering(_ tokens: [HookToken]) -> [UInt: Covered] {
             var covered: [UInt: Covered] = [:]
             for token in tokens {
-                let slot = UInt(bitPattern: token.record!.entry.slot)
+                guard let slot = token.slotAddress else { continue }
                 covered[slot] = Covered(value: ImportWalk.value(at: slot), token: token)
             }
             return covered

@@ -23,13 +23,14 @@ extension InlineSuites {
                 calls.add(1, ordering: .relaxed)
                 nanoseconds.add(UInt64(DispatchTime.now().uptimeNanoseconds) - call.scratch, ordering: .relaxed)
             }
-            let descriptor = open("/dev/null", O_WRONLY)
-            #expect(descriptor >= 0)
-            #expect(write(descriptor, "four", 4) == 4)
-            #expect(write(descriptor, "more", 4) == 4)
-            close(descriptor)
+            // zlib's gzclose writes the compressed file through its import of write (the test
+            // program's own calls may reach a sanitizer's write, defined in the executable).
+            let file = gzopen("/dev/null", "wb")
+            #expect(file != nil)
+            #expect(gzwrite(file, "four", 4) == 4)
+            #expect(gzclose(file) == Z_OK)
             timing.remove()
-            #expect(calls.load(ordering: .relaxed) == 2)
+            #expect(calls.load(ordering: .relaxed) >= 1)
             #expect(nanoseconds.load(ordering: .relaxed) > 0)
 
             let seen = Mutex<[(UInt64, UInt64)]>([])
