@@ -178,21 +178,24 @@ static ffh_side *ffh_side_make(ffh_thread *thread) {
 
 /* Drops frames of calls that left without returning (a longjmp or an exception past them):
    the top frame while a call enters at or above its stack pointer and its return-address slot
-   no longer holds its thunk (read under the fault guard: the slot may be on a stack that is
-   gone). A frame on another stack (a signal handler's alternate stack, say) that still holds
-   its thunk is kept. */
+   no longer holds its thunk (read under the fault guard, unless it is the entering call's own
+   slot: the slot may be on a stack that is gone). A frame whose slot still holds its thunk is
+   kept: on another stack (a signal handler's alternate stack, say), or, at the entering call's
+   own stack pointer, the frame of an attach the call has just passed through (two attaches of
+   one slot, or a function that tail-calls another attached one), whose thunk is now the
+   entering call's return address. */
 static void ffh_side_drop_abandoned(ffh_side *side, uint64_t sp) {
     uint64_t depth = side->depth;
     while (depth > 0) {
         const ffh_side_frame *top = &side->frames[depth - 1];
         if (top->sp > sp) break;
-        if (top->sp != sp) {
-            uintptr_t value = 0;
-            if (ffh_guarded_load((const void *)(uintptr_t)top->sp, &value) == 0 &&
-                value == ffh_thunk(side, depth - 1)) {
-                break;
-            }
+        uintptr_t value = 0;
+        if (top->sp == sp) {
+            value = *(const uint64_t *)(uintptr_t)sp;
+        } else if (ffh_guarded_load((const void *)(uintptr_t)top->sp, &value) != 0) {
+            value = 0;
         }
+        if (value == ffh_thunk(side, depth - 1)) break;
         depth--;
         __atomic_fetch_add(&ffh_attach_abandoned, 1, __ATOMIC_RELAXED);
     }

@@ -51,6 +51,11 @@ public struct HookStatistics: Sendable, Hashable, CustomStringConvertible {
     /// inside it.
     public let idleClosureCount: Int
 
+    /// How many attaches (``Hook/attach(on:options:onEnter:onLeave:)``, one per import-table
+    /// entry for ``ImportTable/attach(symbol:in:onEnter:onLeave:)``) are installed. Attaches
+    /// are not hooks of ``hookedSlotCount``: the slot holds the attach's stub, not a closure.
+    public let attachCount: Int
+
     /// How many leave blocks of attaches (``Hook/attach(on:options:onEnter:onLeave:)``) were
     /// skipped because the calling thread was already 512 attached calls deep: such a call
     /// runs, with its enter block, and returns without one. Only grows.
@@ -66,6 +71,7 @@ public struct HookStatistics: Sendable, Hashable, CustomStringConvertible {
         self.pendingReclamationCount = pendingReclamationCount
         self.closureCount = closureCount
         self.idleClosureCount = idleClosureCount
+        self.attachCount = AttachEngine.installed.load(ordering: .relaxed)
         self.skippedLeaveCount = Int(ffh_attach_skipped_leaves())
         self.abandonedFrameCount = Int(ffh_attach_abandoned_frames())
     }
@@ -73,7 +79,7 @@ public struct HookStatistics: Sendable, Hashable, CustomStringConvertible {
     /// The figures on one line.
     public var description: String {
         "HookStatistics(hooked slots: \(hookedSlotCount), pending reclamation: \(pendingReclamationCount), "
-            + "closures: \(closureCount), idle: \(idleClosureCount), skipped leaves: \(skippedLeaveCount), "
+            + "closures: \(closureCount), idle: \(idleClosureCount), attaches: \(attachCount), skipped leaves: \(skippedLeaveCount), "
             + "abandoned frames: \(abandonedFrameCount))"
     }
 }

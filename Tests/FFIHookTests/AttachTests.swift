@@ -194,6 +194,64 @@ import Testing
         #expect(at_call_add(1, 2) == 3)
     }
 
+    /// Two attaches of one slot: the second stub enters at the stack pointer of the frame the
+    /// first pushed (its thunk is the call's return address by then); both leave blocks run,
+    /// innermost first, and the call returns to its caller. Removed in either order.
+    @Test func twoAttachesOfOneSlotBothLeave() throws {
+        for removeFirstFirst in [true, false] {
+            let events = Mutex<[String]>([])
+            let first = try Hook.attach(on: Self.slot(\.add)) { _ in
+                events.withLock { $0.append("enter 1") }
+            } onLeave: { call in
+                events.withLock { $0.append("leave 1") }
+                call.returnValue += 10
+            }
+            let second = try Hook.attach(on: Self.slot(\.add)) { _ in
+                events.withLock { $0.append("enter 2") }
+            } onLeave: { call in
+                events.withLock { $0.append("leave 2") }
+                call.returnValue *= 2
+            }
+            #expect(at_call_add(1, 2) == (3 + 10) * 2)
+            #expect(events.withLock { $0 } == ["enter 2", "enter 1", "leave 1", "leave 2"])
+            #expect(try Hook.statistics.attachCount >= 2)
+            if removeFirstFirst {
+                first.remove()
+                #expect(at_call_add(1, 2) == 6)
+                second.remove()
+            } else {
+                second.remove()
+                #expect(at_call_add(1, 2) == 13)
+                first.remove()
+            }
+            #expect(at_call_add(1, 2) == 3)
+        }
+        #expect(at_call_add(1, 2) == 3)
+    }
+
+    /// A function that tail-calls another attached function: the second attach's stub is
+    /// entered at the first one's stack pointer, with the first one's thunk as return address.
+    @Test func aTailCallBetweenAttachedFunctions() throws {
+        let events = Mutex<[String]>([])
+        let tail = try Hook.attach(on: Self.slot(\.tail)) { _ in
+            events.withLock { $0.append("enter tail") }
+        } onLeave: { _ in
+            events.withLock { $0.append("leave tail") }
+        }
+        let add = try Hook.attach(on: Self.slot(\.add)) { _ in
+            events.withLock { $0.append("enter add") }
+        } onLeave: { call in
+            events.withLock { $0.append("leave add") }
+            call.returnValue += 100
+        }
+        defer {
+            tail.remove()
+            add.remove()
+        }
+        #expect(at_call_tail(1, 2) == 103)
+        #expect(events.withLock { $0 } == ["enter tail", "enter add", "leave add", "leave tail"])
+    }
+
     // MARK: - Frames that do not return normally
 
     @Test func longjmpPastAnAttachedCallDropsItsFrame() throws {

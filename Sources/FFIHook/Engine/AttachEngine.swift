@@ -95,6 +95,7 @@ final class AttachHandle: HookHandle, @unchecked Sendable {
 
     func remove() -> Bool {
         guard !removed.exchange(true, ordering: .acquiringAndReleasing) else { return false }
+        AttachEngine.installed.subtract(1, ordering: .relaxed)
         _ = SlotRegistry.shared.remove(replacement)
         let stub = stub
         let slot = slot
@@ -115,6 +116,8 @@ final class AttachHandle: HookHandle, @unchecked Sendable {
 enum AttachEngine {
     /// The stubs of the process.
     static let stubs = Locked(AttachStubs())
+    /// How many attaches are installed.
+    static let installed = Atomic<Int>(0)
 
     /// Points the C side at ``attachDispatch``, once.
     static let ready: Void = {
@@ -171,6 +174,7 @@ enum AttachEngine {
             stubs.withLock { $0.give(stub, for: address) }
             throw error
         }
+        installed.add(1, ordering: .relaxed)
         if handle.replacement.original == 0 {
             _ = handle.remove()
             throw HookError(slot: address, signature: nil, problem: .emptySlot)

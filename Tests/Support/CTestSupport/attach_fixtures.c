@@ -45,6 +45,10 @@ static at_point at_point_of(double x, double y) { return (at_point){x * 3, y * 5
 static at_triple at_triple_of(long a, long b, long c) { return (at_triple){a + 1, b + 2, c + 3}; }
 static long double at_extended(long double a, long double b) { return a * b + 0.25L; }
 
+static long at_tail(long a, long b) {
+    __attribute__((musttail)) return at_table.add(a, b);
+}
+
 static long at_recurse(long depth) {
     if (depth <= 0) return 0;
     return at_table.recurse(depth - 1) + 1;
@@ -149,6 +153,7 @@ void at_reset(void) {
     at_table.exiter = at_exiter;
     at_table.unwinder = at_unwinder;
     at_table.signaller = at_signaller;
+    at_table.tail = at_tail;
 }
 
 long at_call_add(long a, long b) { return at_table.add(a, b); }
@@ -171,6 +176,11 @@ at_point at_call_point(double x, double y) { return at_table.point(x, y); }
 at_triple at_call_triple(long a, long b, long c) { return at_table.triple(a, b, c); }
 long double at_call_extended(long double a, long double b) { return at_table.extended(a, b); }
 long at_call_recurse(long depth) { return at_table.recurse(depth); }
+long at_call_tail(long a, long b) {
+    long result = at_table.tail(a, b);
+    __asm__ __volatile__("" ::: "memory");
+    return result;
+}
 
 long at_call_jumper(long value) {
     if (setjmp(at_jump)) return -1;

@@ -36,6 +36,7 @@ typedef struct {
     long (*exiter)(long value);
     long (*unwinder)(long value);
     long (*signaller)(long value);
+    long (*tail)(long, long);
 } at_slots;
 
 /// The slots, and a reset that points each at its function.
@@ -55,6 +56,9 @@ at_point at_call_point(double x, double y);
 at_triple at_call_triple(long a, long b, long c);
 long double at_call_extended(long double a, long double b);
 long at_call_recurse(long depth);
+/// Calls at_table.tail(a, b), whose function tail-calls at_table.add(a, b) (a jump through the
+/// slot, which enters the add slot's attach at the same stack pointer).
+long at_call_tail(long a, long b);
 
 /// Calls at_table.jumper(value) under setjmp: the original longjmps back when value is odd.
 /// Returns the jumper's result, or -1 when it jumped.
