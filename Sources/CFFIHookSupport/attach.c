@@ -12,6 +12,8 @@
 
 #if defined(__x86_64__) && defined(__ELF__)
 
+#include <elf.h>
+
 /* ffh_attach_entry and ffh_attach_return: attach_x86_64.S. */
 void ffh_attach_entry(void);
 void ffh_attach_return(void);
@@ -30,10 +32,6 @@ extern int ffh_readers_fence __attribute__((visibility("hidden")));
 static ffh_attach_dispatch ffh_attach_dispatch_function;
 static uint64_t ffh_attach_skipped;
 static uint64_t ffh_attach_abandoned;
-
-void ffh_attach_setup(ffh_attach_dispatch dispatch) {
-    __atomic_store_n(&ffh_attach_dispatch_function, dispatch, __ATOMIC_RELEASE);
-}
 
 int ffh_attach_available(void) { return 1; }
 
@@ -62,13 +60,118 @@ enum {
     FFH_THUNK_BYTES = FFH_THUNK_HEADER + FFH_THUNK_CELL * FFH_ATTACH_DEPTH,
     /* Per cell: DW_CFA_expression (1), register (1), length (1), DW_OP_addr and its 8 bytes,
        then DW_CFA_advance_loc (1). */
-    FFH_EH_ROW = 12,
+    FFH_EH_ROW = 13,
     FFH_EH_BYTES = 64 + FFH_EH_ROW * FFH_ATTACH_DEPTH + 64,
 };
 
+/* What ffh_side_write_unwind writes at most: the CIE (24 bytes, padded), the FDE's header
+   (25), its rows (the last without an advance), its padding (7 at most), the end (4). */
+_Static_assert(24 + 25 + FFH_EH_ROW * FFH_ATTACH_DEPTH - 1 + 7 + 4 <= FFH_EH_BYTES,
+               "the unwind information outgrows its buffer");
+
+// MARK: - gdb's JIT interface
+
+/* gdb reads neither libgcc's registered unwind information nor memory that no file maps: to
+   unwind through a thunk it needs an object file that describes the thunks. Its JIT
+   compilation interface (the gdb manual, "JIT Compilation Interface") takes one from memory:
+   the program links an entry for the object into a list that starts at the symbol
+   __jit_debug_descriptor, then calls __jit_debug_register_code, where gdb keeps a breakpoint
+   and reads the new object (a gdb that attaches later reads the whole list).
+
+   Each thread's side stack carries such an object, an ELF relocatable file whose sections
+   have their run-time addresses: a .text without contents over the thunks, the thunks' CIE
+   and FDE as .eh_frame (libgcc is handed the same bytes, in place), and a function symbol
+   that names the thunks. Entries are linked once and never taken out: side stacks are never
+   freed.
+
+   The two symbols are the library's own and local (static, named through asm labels), not
+   those of another JIT in the process, which a process with LLVM's JIT, say, defines. gdb
+   (since version 10) looks the pair up in each loaded object and reads each object's list on
+   its own, so two JITs coexist; sharing another's list would race with its writers, whose
+   lock (LLVM's is a C++ mutex of its own) is not for us to take. Local symbols also never
+   clash with another definition at link time nor bind another JIT's references to ours. gdb
+   finds them in the symbol table of the file that links the library (a stripped file has
+   none); where that same file also defines the pair as global symbols, gdb reads that other
+   list and not this one. */
+
+enum { FFH_JIT_REGISTER = 1 };
+
+/* An entry of the list, and the list (the layouts the gdb manual gives). */
+typedef struct ffh_jit_entry {
+    struct ffh_jit_entry *next;
+    struct ffh_jit_entry *prev;
+    const void *symfile_addr;
+    uint64_t symfile_size;
+} ffh_jit_entry;
+
+typedef struct {
+    uint32_t version;
+    uint32_t action_flag;
+    ffh_jit_entry *relevant_entry;
+    ffh_jit_entry *first_entry;
+} ffh_jit_descriptor;
+
+__attribute__((used)) static ffh_jit_descriptor ffh_jit_list __asm__("__jit_debug_descriptor") = {1, 0, NULL, NULL};
+
+/* Where gdb's breakpoint waits. Empty, but kept as a call: the barrier tells the compiler
+   that the call reads the list. */
+__attribute__((used, noinline)) static void ffh_jit_notify(void) __asm__("__jit_debug_register_code");
+static void ffh_jit_notify(void) { __asm__ __volatile__("" ::: "memory"); }
+
+/* Held while an entry is linked: a spin lock, which needs neither memory nor a libc call (the
+   call path), taken across fork (ffh_attach_setup). Never held while its holder could need it
+   again: a thread inside the library, as ffh_side_make runs, passes attached calls straight
+   through, signal handlers' included. */
+static int ffh_jit_lock;
+
+static void ffh_jit_take(void *lock) {
+    while (__atomic_exchange_n((int *)lock, 1, __ATOMIC_ACQUIRE)) ffh_syscall0(SYS_sched_yield);
+}
+
+static void ffh_jit_give(void *lock) { __atomic_store_n((int *)lock, 0, __ATOMIC_RELEASE); }
+
+/* The rank of the lock among those taken across fork (ffh_fork_protect_with): a leaf, taken
+   last. */
+enum { FFH_JIT_FORK_RANK = 1000 };
+
+/* Also has the lock of gdb's list taken across fork. */
+void ffh_attach_setup(ffh_attach_dispatch dispatch) {
+    (void)ffh_fork_protect_with(ffh_jit_take, ffh_jit_give, &ffh_jit_lock, FFH_JIT_FORK_RANK);
+    __atomic_store_n(&ffh_attach_dispatch_function, dispatch, __ATOMIC_RELEASE);
+}
+
+/* The object's sections, in order after the null one, and their names. */
+enum {
+    FFH_JIT_TEXT = 1,
+    FFH_JIT_EH_FRAME,
+    FFH_JIT_SYMTAB,
+    FFH_JIT_STRTAB,
+    FFH_JIT_SHSTRTAB,
+    FFH_JIT_SECTIONS,
+};
+
+static const char ffh_jit_section_names[] = "\0.text\0.eh_frame\0.symtab\0.strtab\0.shstrtab";
+/* Offsets of the names above. */
+static const uint32_t ffh_jit_section_name_at[FFH_JIT_SECTIONS] = {0, 1, 7, 17, 25, 33};
+static const char ffh_jit_symbol_names[] = "\0swift_ffi_hook_return_thunk";
+
+/* A thread's object, laid out as its file: the header, the section headers, then the
+   sections' contents (the unwind information first, 8-byte aligned as libgcc reads it). */
+typedef struct {
+    Elf64_Ehdr header;
+    Elf64_Shdr sections[FFH_JIT_SECTIONS];
+    unsigned char eh[FFH_EH_BYTES];
+    /* The null symbol, then the thunks' function symbol. */
+    Elf64_Sym symbols[2];
+    char symbol_names[sizeof ffh_jit_symbol_names];
+    char section_names[sizeof ffh_jit_section_names];
+} ffh_jit_image;
+
+// MARK: - Side stacks
+
 /* A thread record's side stack, mapped on its first attached call and kept with the record
    (records are reused, never freed; so are side stacks, their thunks and their unwind
-   information). */
+   information, and the entries that hand those to gdb). */
 typedef struct ffh_side {
     /* How many frames are in use. */
     uint64_t depth;
@@ -76,7 +179,10 @@ typedef struct ffh_side {
     ffh_side_frame frames[FFH_ATTACH_DEPTH];
     /* libgcc's `struct object` for the registration (opaque; it needs less than this). */
     uint64_t object[32];
-    unsigned char eh[FFH_EH_BYTES];
+    /* gdb's entry for `image`. */
+    ffh_jit_entry jit;
+    /* The thunks' unwind information (image.eh) in an object file for gdb. */
+    ffh_jit_image image;
 } ffh_side;
 
 static inline uint64_t ffh_thunk(const ffh_side *side, uint64_t index) {
@@ -95,9 +201,10 @@ static unsigned char *ffh_put64(unsigned char *at, uint64_t value) {
 
 /* Writes the side stack's unwind information: one CIE and one FDE covering the thunks, whose
    row for cell i says the return address is saved at frames[i].ret and the frame's CFA is the
-   stack pointer (the caller's, once the original has returned into the thunk). */
-static void ffh_side_write_unwind(ffh_side *side) {
-    unsigned char *start = side->eh;
+   stack pointer (the caller's, once the original has returned into the thunk). Returns its
+   length, the zero word that ends it included. */
+static uint64_t ffh_side_write_unwind(ffh_side *side) {
+    unsigned char *start = side->image.eh;
     unsigned char *at = start;
     /* CIE */
     unsigned char *cie = at;
@@ -134,11 +241,87 @@ static void ffh_side_write_unwind(ffh_side *side) {
     }
     while ((at - fde) % 8 != 0) *at++ = 0;
     ffh_put32(fde, (uint32_t)(at - fde - 4));
-    ffh_put32(at, 0); /* the end */
+    at = ffh_put32(at, 0); /* the end */
+    return (uint64_t)(at - start);
+}
+
+/* Fills in one section header of `image`: `offset` is in the image, `address` at run time. */
+static void ffh_jit_section(ffh_jit_image *image, unsigned index, uint32_t type, uint64_t flags, uint64_t address,
+                            uint64_t offset, uint64_t size, uint64_t alignment) {
+    Elf64_Shdr *section = &image->sections[index];
+    section->sh_name = ffh_jit_section_name_at[index];
+    section->sh_type = type;
+    section->sh_flags = flags;
+    section->sh_addr = address;
+    section->sh_offset = offset;
+    section->sh_size = size;
+    section->sh_addralign = alignment;
+}
+
+/* Writes the rest of the side stack's object around its unwind information (`eh_length`
+   bytes, written): the ELF header, the section headers, the symbol table and the names. */
+static void ffh_jit_write_image(ffh_side *side, uint64_t eh_length) {
+    ffh_jit_image *image = &side->image;
+    Elf64_Ehdr *header = &image->header;
+    memcpy(header->e_ident, ELFMAG, SELFMAG);
+    header->e_ident[EI_CLASS] = ELFCLASS64;
+    header->e_ident[EI_DATA] = ELFDATA2LSB;
+    header->e_ident[EI_VERSION] = EV_CURRENT;
+    header->e_ident[EI_OSABI] = ELFOSABI_SYSV;
+    header->e_type = ET_REL;
+    header->e_machine = EM_X86_64;
+    header->e_version = EV_CURRENT;
+    header->e_shoff = offsetof(ffh_jit_image, sections);
+    header->e_ehsize = sizeof(Elf64_Ehdr);
+    header->e_shentsize = sizeof(Elf64_Shdr);
+    header->e_shnum = FFH_JIT_SECTIONS;
+    header->e_shstrndx = FFH_JIT_SHSTRTAB;
+    /* The section headers; section 0 stays null. */
+    ffh_jit_section(image, FFH_JIT_TEXT, SHT_NOBITS, SHF_ALLOC | SHF_EXECINSTR, (uint64_t)(uintptr_t)side->thunks,
+                    offsetof(ffh_jit_image, eh), FFH_THUNK_BYTES, 16);
+    ffh_jit_section(image, FFH_JIT_EH_FRAME, SHT_PROGBITS, SHF_ALLOC, (uint64_t)(uintptr_t)image->eh,
+                    offsetof(ffh_jit_image, eh), eh_length, 8);
+    ffh_jit_section(image, FFH_JIT_SYMTAB, SHT_SYMTAB, 0, 0, offsetof(ffh_jit_image, symbols), sizeof image->symbols,
+                    8);
+    image->sections[FFH_JIT_SYMTAB].sh_link = FFH_JIT_STRTAB;
+    image->sections[FFH_JIT_SYMTAB].sh_info = 1; /* the first global symbol */
+    image->sections[FFH_JIT_SYMTAB].sh_entsize = sizeof(Elf64_Sym);
+    ffh_jit_section(image, FFH_JIT_STRTAB, SHT_STRTAB, 0, 0, offsetof(ffh_jit_image, symbol_names),
+                    sizeof image->symbol_names, 1);
+    ffh_jit_section(image, FFH_JIT_SHSTRTAB, SHT_STRTAB, 0, 0, offsetof(ffh_jit_image, section_names),
+                    sizeof image->section_names, 1);
+    /* The thunks' symbol: every cell (an offset in .text, as in any relocatable file). */
+    Elf64_Sym *thunk = &image->symbols[1];
+    thunk->st_name = 1;
+    thunk->st_info = ELF64_ST_INFO(STB_GLOBAL, STT_FUNC);
+    thunk->st_other = STV_DEFAULT;
+    thunk->st_shndx = FFH_JIT_TEXT;
+    thunk->st_value = FFH_THUNK_HEADER;
+    thunk->st_size = (uint64_t)FFH_THUNK_CELL * FFH_ATTACH_DEPTH;
+    memcpy(image->symbol_names, ffh_jit_symbol_names, sizeof ffh_jit_symbol_names);
+    memcpy(image->section_names, ffh_jit_section_names, sizeof ffh_jit_section_names);
+}
+
+/* Links the side stack's object into gdb's list, and tells gdb (which, if it runs the
+   process, reads it before the call returns). */
+static void ffh_jit_register(ffh_side *side) {
+    ffh_jit_entry *entry = &side->jit;
+    entry->symfile_addr = &side->image;
+    entry->symfile_size = sizeof side->image;
+    ffh_jit_take(&ffh_jit_lock);
+    entry->prev = NULL;
+    entry->next = ffh_jit_list.first_entry;
+    if (entry->next) entry->next->prev = entry;
+    ffh_jit_list.first_entry = entry;
+    ffh_jit_list.relevant_entry = entry;
+    ffh_jit_list.action_flag = FFH_JIT_REGISTER;
+    ffh_jit_notify();
+    ffh_jit_give(&ffh_jit_lock);
 }
 
 /* Maps a side stack and its thunks for `thread`, writes and registers their unwind
-   information. NULL when the kernel refuses memory. System calls by instruction: this runs
+   information with libgcc and, in an object file, with gdb. NULL when the kernel refuses
+   memory. System calls by instruction: this runs
    on the call path, where the program may have hooked mmap. */
 static ffh_side *ffh_side_make(ffh_thread *thread) {
     long memory = ffh_syscall6(SYS_mmap, 0, (long)sizeof(ffh_side), PROT_READ | PROT_WRITE,
@@ -169,9 +352,11 @@ static ffh_side *ffh_side_make(ffh_thread *thread) {
         memcpy(at, &displacement, 4);
     }
     ffh_syscall3(SYS_mprotect, code, (long)FFH_THUNK_BYTES, PROT_READ | PROT_EXEC);
-    ffh_side_write_unwind(side);
+    uint64_t eh_length = ffh_side_write_unwind(side);
     if (__lsan_register_root_region) __lsan_register_root_region(side, sizeof(ffh_side));
-    __register_frame_info(side->eh, side->object);
+    __register_frame_info(side->image.eh, side->object);
+    ffh_jit_write_image(side, eh_length);
+    ffh_jit_register(side);
     __atomic_store_n(&thread->side, side, __ATOMIC_RELEASE);
     return side;
 }

@@ -207,10 +207,15 @@ extension Hook {
     ///   skipped and counted (``HookStatistics/skippedLeaveCount``).
     /// - A call that `longjmp`, an exception, or a thread's exit takes past its caller never
     ///   runs its `onLeave`; its frame is dropped from the side stack when a later attached
-    ///   call or return finds it abandoned (``HookStatistics/abandonedFrameCount``). Unwinders
-    ///   that use the registered unwind information (exceptions, `backtrace()`) find the real
-    ///   caller through the thunk; a debugger that reads only the files' unwind tables (gdb)
-    ///   shows the thunk as the caller's frame, at an address outside any object.
+    ///   call or return finds it abandoned (``HookStatistics/abandonedFrameCount``).
+    /// - Unwinders find the real caller through the thunk: exceptions, `backtrace()` and
+    ///   `_Unwind_Backtrace` through the unwind information registered with the unwinder, gdb
+    ///   through the same information in a small object file that each thread's side stack
+    ///   hands to gdb's JIT interface. gdb's backtrace lists the thunk as a frame named
+    ///   `swift_ffi_hook_return_thunk`, then the caller. gdb finds that interface in the symbol
+    ///   table of the binary that links the library: with the binary stripped and no debug
+    ///   file, or in a debugger that does not read the interface, the thunk is an unnamed
+    ///   address outside any object and the backtrace ends there.
     /// - Calls the blocks make themselves are not attached to (they go straight to their
     ///   functions), and neither are calls the library makes.
     /// - Removing the attach stops new calls from running its blocks; a call that is inside

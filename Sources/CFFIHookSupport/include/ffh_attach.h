@@ -7,7 +7,8 @@
 // thunk of the calling thread's own, and the real one kept on the thread's side stack: the
 // original returns into the thunk, which runs the leave block and jumps to the real return
 // address. Each thread's thunks have unwind information (registered with the unwinder) that
-// names the real return address, so exceptions and backtrace() find the caller.
+// names the real return address, so exceptions and backtrace() find the caller; gdb finds it
+// too, in an object file in memory handed to its JIT interface (attach.c).
 #include <stdint.h>
 
 /// How many calls deep one thread's side stack reaches; deeper calls still run, with their

@@ -134,6 +134,11 @@ static long at_signaller(long value) {
     return value;
 }
 
+static __attribute__((noinline)) long at_trapper(long value) {
+    raise(SIGTRAP);
+    return value + 1;
+}
+
 at_slots at_table;
 at_slots *at_slots_get(void) { return &at_table; }
 
@@ -154,6 +159,7 @@ void at_reset(void) {
     at_table.unwinder = at_unwinder;
     at_table.signaller = at_signaller;
     at_table.tail = at_tail;
+    at_table.trapper = at_trapper;
 }
 
 long at_call_add(long a, long b) { return at_table.add(a, b); }
@@ -242,5 +248,11 @@ long at_call_signaller(long value) {
     pthread_sigmask(SIG_UNBLOCK, &unblock, &previous);
     long result = at_table.signaller(value);
     pthread_sigmask(SIG_SETMASK, &previous, NULL);
+    return result;
+}
+
+__attribute__((noinline)) long at_call_trapper(long value) {
+    long result = at_table.trapper(value);
+    __asm__ __volatile__("" ::: "memory");
     return result;
 }

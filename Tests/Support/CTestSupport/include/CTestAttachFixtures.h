@@ -37,6 +37,7 @@ typedef struct {
     long (*unwinder)(long value);
     long (*signaller)(long value);
     long (*tail)(long, long);
+    long (*trapper)(long value);
 } at_slots;
 
 /// The slots, and a reset that points each at its function.
@@ -96,5 +97,10 @@ long at_signal_result(void);
 int at_gettid(void);
 void at_install_signal_handler(void);
 long at_call_signaller(long value);
+
+/// Calls at_table.trapper(value) (never inlined, so that a debugger's backtrace names this
+/// caller): the original raises SIGTRAP, where a debugger running the process stops (a process
+/// without one ends), then returns value + 1.
+long at_call_trapper(long value);
 
 #endif
