@@ -10,7 +10,7 @@ import Synchronization
 // hooked slot, or sends 1,000 messages to a hooked Objective-C method, so a count of 1,000
 // means one allocation per call.
 //
-// Every kind of block is held to zero, Invocation and typed blocks alike.
+// Every kind of block is held to zero: Invocation, typed and attach blocks alike.
 
 let benchmarks: @Sendable () -> Void = {
     let configuration = Benchmark.Configuration(
@@ -45,6 +45,11 @@ enum Hooks: String, CaseIterable, Sendable {
     case typed = "TypedBeforeAfter"
     /// A typed instead block that calls the original.
     case typedInstead = "TypedInstead"
+    /// An attach with an empty enter block and an empty leave block, no signature: the leave
+    /// runs through a swapped return address.
+    case attachEnterLeave = "AttachEnterLeave"
+    /// An attach with an empty enter block only.
+    case attachEnter = "AttachEnter"
     /// An Invocation before block and an Invocation after block on the signature's
     /// Objective-C method, class-wide; the messages are sent from a compiled loop that drains
     /// an autorelease pool every 256 messages.
@@ -75,6 +80,10 @@ final class Installed: Sendable {
             installed = try TypedHooks.installBeforeAfter(on: signature)
         case .typedInstead:
             installed = [try TypedHooks.installInstead(on: signature)]
+        case .attachEnterLeave:
+            installed = [try Hook.attach(on: slot, onEnter: { _ in }, onLeave: { _ in })]
+        case .attachEnter:
+            installed = [try Hook.attach(on: slot, onEnter: { _ in })]
         case .objcBeforeAfter:
             guard objcfwd_prepare() == 0 else { throw ObjCSetupError(message: String(cString: objcfwd_error())) }
             installed = try ObjCHooks.installBeforeAfter(on: signature)

@@ -13,12 +13,13 @@ struct HookBench: ParsableCommand {
             Each row calls a C function through a slot from a C loop: directly, through a raw \
             libffi closure that calls the original through a typed pointer (the closure limit), \
             through one that forwards with ffi_call (the libffi floor), through this library's \
-            hooks, and as a message to an Objective-C method: plain, hooked class-wide by this \
-            library, and hooked through message forwarding. The inline rows call a C function \
-            directly (a call rel32, no slot), unpatched and hooked inline in its own code. \
-            After a warm-up, every row \
-            takes repeated samples (each a timed loop of many calls) and reports the median and \
-            p99 of nanoseconds per call, ratios, and heap allocations per call.
+            hooks and its signature-free attach (empty enter and leave blocks), and as a message \
+            to an Objective-C method: plain, hooked class-wide by this library, and hooked \
+            through message forwarding. The inline rows call a C function directly (a call \
+            rel32, no slot), unpatched and hooked or attached inline in its own code. After a \
+            warm-up, every row takes repeated samples (each a timed loop of many calls) and \
+            reports the median and p99 of nanoseconds per call, ratios, and heap allocations per \
+            call.
             """)
 
     @Flag(help: "Measure a few thousand calls per row, for CI.")

@@ -6,9 +6,9 @@ import FFIHookInline
 import HookFixtures
 
 /// A way of calling a function: directly, through a raw libffi closure, through this
-/// library's hooks (on the slot, or inline on a function called directly), as an
-/// Objective-C message (plain, hooked by this library, or hooked through message
-/// forwarding), or through frida-gum's Interceptor (only with `--peers`).
+/// library's hooks and its signature-free attach (on the slot, or inline on a function
+/// called directly), as an Objective-C message (plain, hooked by this library, or hooked
+/// through message forwarding), or through frida-gum's Interceptor (only with `--peers`).
 enum Mechanism: String, CaseIterable, Codable, Sendable, ExpressibleByArgument {
     /// The original called through the slot: the first floor.
     case direct
@@ -23,6 +23,11 @@ enum Mechanism: String, CaseIterable, Codable, Sendable, ExpressibleByArgument {
     case instead
     case eightBefore
     case typedBeforeAfter
+    /// `Hook.attach` on the slot with an empty enter block and an empty leave block: no
+    /// signature, the registers as they came; the leave runs through a swapped return address.
+    case attachEnterLeave
+    /// `Hook.attach` on the slot with an empty enter block only: no return address is swapped.
+    case attachEnter
     /// `hb_add_padded` called directly, a `call rel32` from a C loop, with nothing patched:
     /// the floor of the inline rows and of frida's (see ``InlineTarget``).
     case inlineDirect
@@ -33,6 +38,9 @@ enum Mechanism: String, CaseIterable, Codable, Sendable, ExpressibleByArgument {
     /// The same direct calls, no-op `Invocation` before and after blocks on the function's
     /// jump cell: an inline hook, the same blocks as ``beforeAfter``.
     case inlineBeforeAfter
+    /// The same direct calls, `Hook.attach` on the function's jump cell with an empty enter
+    /// block and an empty leave block: the same attach as ``attachEnterLeave``, inline.
+    case inlineAttachEnterLeave
     /// An instead block on the jump cell that calls the original (the trampoline).
     case inlineInstead
     /// A compiled C replacement (`hb_add_replacement`) in the jump cell through
@@ -80,9 +88,12 @@ enum Mechanism: String, CaseIterable, Codable, Sendable, ExpressibleByArgument {
         case .instead: "instead → original"
         case .eightBefore: "8 × before"
         case .typedBeforeAfter: "typed before + after"
+        case .attachEnterLeave: "attach: enter + leave"
+        case .attachEnter: "attach: enter"
         case .inlineDirect: "direct call rel32 (no patch)"
         case .inlinePassThrough: "inline: patched, no hook"
         case .inlineBeforeAfter: "inline: before + after"
+        case .inlineAttachEnterLeave: "inline: attach enter + leave"
         case .inlineInstead: "inline: instead → original"
         case .inlineReplace: "inline: C replace → original"
         case .objcMessage: "ObjC message send"
@@ -99,9 +110,9 @@ enum Mechanism: String, CaseIterable, Codable, Sendable, ExpressibleByArgument {
     /// Whether the row measures this library's hooks.
     var isHook: Bool {
         switch self {
-        case .before, .after, .beforeAfter, .instead, .eightBefore, .typedBeforeAfter, .inlinePassThrough,
-            .inlineBeforeAfter, .inlineInstead, .inlineReplace, .objcHookBeforeAfter, .objcInstanceHookBeforeAfter,
-            .objcPassThrough:
+        case .before, .after, .beforeAfter, .instead, .eightBefore, .typedBeforeAfter, .attachEnterLeave,
+            .attachEnter, .inlinePassThrough, .inlineBeforeAfter, .inlineAttachEnterLeave, .inlineInstead,
+            .inlineReplace, .objcHookBeforeAfter, .objcInstanceHookBeforeAfter, .objcPassThrough:
             true
         case .direct, .closureLimit, .libffi, .inlineDirect, .objcMessage, .objcForwardingHook, .fridaAttach,
             .fridaReplace, .fridaReplaceFast:
@@ -111,8 +122,8 @@ enum Mechanism: String, CaseIterable, Codable, Sendable, ExpressibleByArgument {
 
     /// Whether the row patches (or calls unpatched) ``InlineTarget``'s function in its own code.
     var isInline: Bool {
-        self == .inlineDirect || self == .inlinePassThrough || self == .inlineBeforeAfter || self == .inlineInstead
-            || self == .inlineReplace
+        self == .inlineDirect || self == .inlinePassThrough || self == .inlineBeforeAfter
+            || self == .inlineAttachEnterLeave || self == .inlineInstead || self == .inlineReplace
     }
 
     /// Whether the row's loop calls the function directly, not through the slot: the inline
@@ -177,6 +188,10 @@ enum Mechanism: String, CaseIterable, Codable, Sendable, ExpressibleByArgument {
             return try (0..<8).map { _ in try Hook.before(on: slot, signature: types) { _ in } }
         case .typedBeforeAfter:
             return try TypedHooks.installBeforeAfter(on: signature)
+        case .attachEnterLeave:
+            return [try Hook.attach(on: slot, onEnter: { _ in }, onLeave: { _ in })]
+        case .attachEnter:
+            return [try Hook.attach(on: slot, onEnter: { _ in })]
         case .inlineDirect:
             return []
         case .inlinePassThrough:
@@ -188,6 +203,9 @@ enum Mechanism: String, CaseIterable, Codable, Sendable, ExpressibleByArgument {
                 try Hook.before(on: cell, signature: types) { _ in },
                 try Hook.after(on: cell, signature: types) { _ in },
             ]
+        case .inlineAttachEnterLeave:
+            let cell = try InlineTarget.function().slot
+            return [try Hook.attach(on: cell, onEnter: { _ in }, onLeave: { _ in })]
         case .inlineInstead:
             let cell = try InlineTarget.function().slot
             return [try Hook.instead(on: cell, signature: types) { call in call.callOriginal() }]

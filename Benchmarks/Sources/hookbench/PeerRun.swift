@@ -15,10 +15,12 @@ struct PeerRun {
     /// The program that attaches frida to this process (`Benchmarks/Peers/frida-peer.py`).
     let driver: String
 
-    /// The floors and this library's hooks, installed as in the main run.
+    /// The floors and this library's hooks, installed as in the main run; the inline attach
+    /// last, so that it sits beside frida's attach, the first of ``peerMechanisms``.
     static let ownMechanisms: [Mechanism] = [
-        .direct, .closureLimit, .libffi, .beforeAfter, .instead, .typedBeforeAfter, .inlineDirect,
-        .inlinePassThrough, .inlineBeforeAfter, .inlineInstead, .inlineReplace,
+        .direct, .closureLimit, .libffi, .beforeAfter, .instead, .typedBeforeAfter, .attachEnterLeave,
+        .inlineDirect, .inlinePassThrough, .inlineBeforeAfter, .inlineInstead, .inlineReplace,
+        .inlineAttachEnterLeave,
     ]
 
     /// What frida installs.

@@ -10,7 +10,8 @@ extension Report {
         .objcMessage: "#ff9896", .objcHookBeforeAfter: "#ff7f0e", .objcInstanceHookBeforeAfter: "#bcbd22",
         .objcPassThrough: "#ffbb78", .objcForwardingHook: "#d62728", .inlineDirect: "#c7c7c7",
         .inlinePassThrough: "#c5b0d5", .inlineBeforeAfter: "#393b79", .inlineInstead: "#5254a3",
-        .inlineReplace: "#8c6d31",
+        .inlineReplace: "#8c6d31", .attachEnterLeave: "#e377c2", .attachEnter: "#f7b6d2",
+        .inlineAttachEnterLeave: "#7b4173",
     ]
 
     /// The chart as a standalone SVG document.

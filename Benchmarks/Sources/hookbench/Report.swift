@@ -126,7 +126,7 @@ struct Report: Codable, Sendable {
     /// The inline rows' goals that their calls meet or not: an inline no-op before+after hook
     /// within 1.2 × the slot's, an inline compiled replacement within 3 × the direct call,
     /// and, when frida's rows are there (`--peers`), the inline hook at least 6 × cheaper
-    /// than frida's attach.
+    /// than frida's attach and this library's attach (inline and on the slot) at least 10 ×.
     static func inlineCallTargets(_ rows: [Row]) -> [TargetCheck] {
         let signature = InlineTarget.benchSignature
         func median(_ mechanism: Mechanism) -> Double? {
@@ -157,6 +157,24 @@ struct Report: Codable, Sendable {
                 TargetCheck(
                     goal: "inline no-op before+after ≥ 6 × cheaper than frida's attach with empty C listeners",
                     measured: "\(Format.ratio(speedup)) cheaper (\(versus(inline, frida)))", met: speedup >= 6))
+        }
+        // Both attach with empty enter and leave code and swap the return address, on the
+        // same function called by the same loop.
+        if let attach = median(.inlineAttachEnterLeave), let frida = median(.fridaAttach) {
+            let speedup = frida / attach
+            targets.append(
+                TargetCheck(
+                    goal: "inline attach with empty enter and leave blocks ≥ 10 × cheaper than frida's attach with "
+                        + "empty C listeners",
+                    measured: "\(Format.ratio(speedup)) cheaper (\(versus(attach, frida)))", met: speedup >= 10))
+        }
+        if let attach = median(.attachEnterLeave), let frida = median(.fridaAttach) {
+            let speedup = frida / attach
+            targets.append(
+                TargetCheck(
+                    goal: "attach on the slot with empty enter and leave blocks ≥ 10 × cheaper than frida's attach "
+                        + "with empty C listeners",
+                    measured: "\(Format.ratio(speedup)) cheaper (\(versus(attach, frida)))", met: speedup >= 10))
         }
         return targets
     }
@@ -214,7 +232,8 @@ struct Report: Codable, Sendable {
         let typedRows = hookRows.filter { $0.mechanism == .typedBeforeAfter }
         let invocationMost = invocationRows.map(\.mallocsPerCall).max() ?? 0
         let typedAllocating = typedRows.filter { $0.mallocsPerCall > 0 }
-        var measured = "Invocation blocks: \(Format.mallocs(invocationMost)) at most (\(invocationRows.count) rows)"
+        var measured =
+            "Invocation and attach blocks: \(Format.mallocs(invocationMost)) at most (\(invocationRows.count) rows)"
         if typedAllocating.isEmpty {
             measured += "; typed blocks: 0"
         } else {
