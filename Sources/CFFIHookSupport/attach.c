@@ -51,9 +51,15 @@ typedef struct {
     uint64_t function;
 } ffh_side_frame;
 
-/* The thunks: a header word (the address of ffh_attach_return) and a 16-byte cell per frame;
-   thunk i enters at byte 1 of cell i, so that the unwinder, which looks a return address up
-   at the byte before it, finds cell i's row of the unwind information. */
+/* The thunks: a header word (the address of ffh_attach_return) and a 16-byte cell per frame.
+   An attached call whose leave block is to run is made from cell i of its thread: the entry
+   takes the caller's return address off the stack (into frame i) and jumps to the cell, whose
+   `call *%r11` puts the cell's own return address exactly where the caller's was (the stack
+   arguments stay where they are) and calls the function. A real call, so the processor
+   predicts the function's return; the cell then enters ffh_attach_return with its index, and
+   the return to the caller is a `ret` the processor predicts too (the caller's call pushed
+   it). The unwinder looks a return address up at the byte before it, inside the cell's call:
+   cell i's row of the unwind information. */
 enum {
     FFH_THUNK_HEADER = 16,
     FFH_THUNK_CELL = 16,
@@ -185,9 +191,13 @@ typedef struct ffh_side {
     ffh_jit_image image;
 } ffh_side;
 
-static inline uint64_t ffh_thunk(const ffh_side *side, uint64_t index) {
-    return (uint64_t)(uintptr_t)side->thunks + FFH_THUNK_HEADER + FFH_THUNK_CELL * index + 1;
+/* Where cell `index` of a side stack begins. */
+static inline uint64_t ffh_cell(const ffh_side *side, uint64_t index) {
+    return (uint64_t)(uintptr_t)side->thunks + FFH_THUNK_HEADER + FFH_THUNK_CELL * index;
 }
+
+/* The return address a call made from cell `index` has: right after the cell's call. */
+static inline uint64_t ffh_thunk(const ffh_side *side, uint64_t index) { return ffh_cell(side, index) + 3; }
 
 static unsigned char *ffh_put32(unsigned char *at, uint32_t value) {
     memcpy(at, &value, 4);
@@ -341,7 +351,10 @@ static ffh_side *ffh_side_make(ffh_thread *thread) {
     memcpy(thunks, &common, 8);
     for (uint32_t index = 0; index < FFH_ATTACH_DEPTH; index++) {
         unsigned char *cell = thunks + FFH_THUNK_HEADER + FFH_THUNK_CELL * index;
-        unsigned char *at = cell + 1;
+        unsigned char *at = cell;
+        *at++ = 0x41; /* call *%r11 */
+        *at++ = 0xff;
+        *at++ = 0xd3;
         *at++ = 0x41; /* mov $index, %r11d */
         *at++ = 0xbb;
         memcpy(at, &index, 4);
@@ -407,11 +420,20 @@ static inline void ffh_attach_end(ffh_thread *thread, int outermost) {
     }
 }
 
-/* Called by ffh_attach_entry; returns the function to jump to. */
-__attribute__((visibility("hidden"))) uintptr_t ffh_attach_enter(ffh_attach *record, ffh_attach_enter_frame *frame) {
+/* What ffh_attach_enter returns to the entry (in rax and rdx): the function, and the cell to
+   call it from (0: jump to it, the caller's return address left in place). */
+typedef struct {
+    uintptr_t function;
+    uintptr_t cell;
+} ffh_attach_target;
+
+/* Called by ffh_attach_entry; returns where the call goes on. */
+__attribute__((visibility("hidden"))) ffh_attach_target ffh_attach_enter(ffh_attach *record,
+                                                                         ffh_attach_enter_frame *frame) {
     uintptr_t original = __atomic_load_n(&record->original, __ATOMIC_ACQUIRE);
+    ffh_attach_target target = {original, 0};
     ffh_thread *thread = ffh_thread_current();
-    if (!thread || thread->busy) return original;
+    if (!thread || thread->busy) return target;
     ffh_side *side = thread->side;
     if (__builtin_expect(!side, 0)) {
         /* Registering the unwind information calls into libgcc (a lock, perhaps memory): as
@@ -419,7 +441,7 @@ __attribute__((visibility("hidden"))) uintptr_t ffh_attach_enter(ffh_attach *rec
         thread->busy = 1;
         side = ffh_side_make(thread);
         thread->busy = 0;
-        if (!side) return original;
+        if (!side) return target;
     }
     thread->busy = 1;
     int outermost;
@@ -448,8 +470,7 @@ __attribute__((visibility("hidden"))) uintptr_t ffh_attach_enter(ffh_attach *rec
                 /* A signal handler that interrupts from here on sees the frame in place. */
                 __asm__ __volatile__("" ::: "memory");
                 side->depth = depth + 1;
-                __asm__ __volatile__("" ::: "memory");
-                *(uint64_t *)(uintptr_t)sp = ffh_thunk(side, depth);
+                target.cell = ffh_cell(side, depth);
             } else {
                 __atomic_fetch_add(&ffh_attach_skipped, 1, __ATOMIC_RELAXED);
             }
@@ -457,7 +478,7 @@ __attribute__((visibility("hidden"))) uintptr_t ffh_attach_enter(ffh_attach *rec
     }
     ffh_attach_end(thread, outermost);
     thread->busy = 0;
-    return original;
+    return target;
 }
 
 /* Ends the process with a message when a return thunk finds no frame of its own: the real

@@ -10,12 +10,14 @@
       192  scratch, function, thread (filled by ffh_attach_enter), 2 words spare
       232  the return address
 
-   lets ffh_attach_enter run the enter block (which may change the saved registers, and may
-   swap the return address for a thunk), restores the registers and jumps to the function it
-   returned, with the stack as it came.
+   lets ffh_attach_enter run the enter block (which may change the saved registers), restores
+   the registers and jumps to the function it returned, with the stack as it came; or, when a
+   leave block is to run, takes the return address off the stack (ffh_attach_enter kept it in
+   the thread's side stack) and jumps to the thread's cell, whose call puts its own return
+   address in the same place and calls the function.
 
-   ffh_attach_return: where a thread's return thunk jumps, with the frame's index in %r11, once
-   the original has returned (the stack pointer is the caller's again). Saves the result
+   ffh_attach_return: where a thread's cell jumps, with the frame's index in %r11, once the
+   function has returned into the cell (the stack pointer is the caller's again). Saves the result
    registers in a leave frame,
 
         0  rax rdx
@@ -24,7 +26,7 @@
        64  stack pointer at entry, scratch, function, thread
 
    lets ffh_attach_leave run the leave block, restores the result registers (the x87 stack is
-   left as the original left it) and jumps to the real return address. */
+   left as the original left it) and returns to the real return address. */
 
 #if defined(__x86_64__) && defined(__ELF__)
 
@@ -58,6 +60,7 @@ ffh_attach_entry:
         movq    %rsp, %rsi
         call    ffh_attach_enter@PLT
         movq    %rax, %r11
+        movq    %rdx, %r10
         movq    0(%rsp), %rdi
         movq    8(%rsp), %rsi
         movq    16(%rsp), %rdx
@@ -73,9 +76,20 @@ ffh_attach_entry:
         movdqu  144(%rsp), %xmm5
         movdqu  160(%rsp), %xmm6
         movdqu  176(%rsp), %xmm7
+        testq   %r10, %r10
+        jnz     1f
         addq    $232, %rsp
+        .cfi_remember_state
         .cfi_def_cfa_offset 8
         jmp     *%r11
+        .cfi_restore_state
+1:
+        /* The leave block is to run: the return address, kept in the side stack, comes off
+           the stack, and the thread's cell calls the function from there. */
+        addq    $240, %rsp
+        .cfi_def_cfa_offset 0
+        .cfi_undefined %rip
+        jmp     *%r10
         .cfi_endproc
         .size   ffh_attach_entry, .-ffh_attach_entry
 
@@ -109,7 +123,10 @@ ffh_attach_return:
         addq    $96, %rsp
         .cfi_def_cfa_offset 0
         .cfi_undefined %rip
-        jmp     *%r11
+        /* Back where the caller's call put its return address, and a ret, which the
+           processor predicts: the caller's call is the one this return matches. */
+        pushq   %r11
+        ret
         .cfi_endproc
         .size   ffh_attach_return, .-ffh_attach_return
 

@@ -199,9 +199,10 @@ extension Hook {
     /// ``replace(on:with:options:)`` writes a function, so an attach composes with hooks and
     /// replacements of the slot as replacements do). The stub saves the argument registers,
     /// runs `onEnter`, and jumps to the function. For `onLeave`, the call's return address is
-    /// swapped for a return thunk of the calling thread's own and the real one kept on the
-    /// thread's side stack (512 calls deep); the function returns into the thunk, which runs
-    /// `onLeave` and returns to the caller.
+    /// kept on the thread's side stack (512 calls deep) and the function is called from a
+    /// return thunk of the thread's own, whose return address takes the caller's place on the
+    /// stack (the stack arguments stay where they are); the function returns into the thunk,
+    /// which runs `onLeave` and returns to the caller.
     ///
     /// - A call deeper than the side stack still runs, with its `onEnter`; its `onLeave` is
     ///   skipped and counted (``HookStatistics/skippedLeaveCount``).

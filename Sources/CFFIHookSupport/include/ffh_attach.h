@@ -3,10 +3,10 @@
 // Attaching to a function without its signature (x86-64 System V): a stub per attached slot
 // enters ffh_attach_entry with the attachment's record in %r10; the entry saves the argument
 // registers, runs the enter block, and jumps to the original with the caller's registers and
-// stack as they came. To run a leave block, the call's return address is swapped for a
-// thunk of the calling thread's own, and the real one kept on the thread's side stack: the
-// original returns into the thunk, which runs the leave block and jumps to the real return
-// address. Each thread's thunks have unwind information (registered with the unwinder) that
+// stack as they came. To run a leave block, the call's return address is kept on the thread's
+// side stack and the original is called from a thunk of the calling thread's own, whose return
+// address takes the caller's place on the stack: the original returns into the thunk, which
+// runs the leave block and returns to the real return address. Each thread's thunks have unwind information (registered with the unwinder) that
 // names the real return address, so exceptions and backtrace() find the caller; gdb finds it
 // too, in an object file in memory handed to its JIT interface (attach.c).
 #include <stdint.h>
