@@ -26,6 +26,13 @@ public final class HookToken: Sendable, Hashable, CustomStringConvertible {
         self.handle = nil
     }
 
+    /// The address of the slot the hook is on: its record's, or an attach's; nil for a hook
+    /// managed elsewhere that is not on one slot.
+    var slotAddress: UInt? {
+        if let record { return UInt(bitPattern: record.entry.slot) }
+        return (handle as? AttachHandle)?.slot
+    }
+
     /// A token whose removal, state and description are `handle`'s.
     package init(handle: any HookHandle) {
         self.record = nil

@@ -130,7 +130,8 @@ final class LoadFollower: Sendable {
         func covering(_ tokens: [HookToken]) -> [UInt: Covered] {
             var covered: [UInt: Covered] = [:]
             for token in tokens {
-                let slot = UInt(bitPattern: token.record!.entry.slot)
+                // A hook's record, or an attach's handle, knows the slot.
+                guard let slot = token.slotAddress else { continue }
                 covered[slot] = Covered(value: ImportWalk.value(at: slot), token: token)
             }
             return covered
