@@ -180,12 +180,12 @@ static void ffh_side_drop_abandoned(ffh_side *side, uint64_t sp) {
     while (depth > 0) {
         const ffh_side_frame *top = &side->frames[depth - 1];
         if (top->sp > sp) break;
-        if (top->sp != sp) {
-            uintptr_t value = 0;
-            if (ffh_guarded_load((const void *)(uintptr_t)top->sp, &value) == 0 &&
-                value == ffh_thunk(side, depth - 1)) {
-                break;
-            }
+        /* A frame whose thunk is still in place is alive, also at the same stack pointer: the
+           new call is then a tail call (a jump) from the frame's function, which returns
+           through its own thunk after the new one's. */
+        uintptr_t value = 0;
+        if (ffh_guarded_load((const void *)(uintptr_t)top->sp, &value) == 0 && value == ffh_thunk(side, depth - 1)) {
+            break;
         }
         depth--;
         __atomic_fetch_add(&ffh_attach_abandoned, 1, __ATOMIC_RELAXED);
