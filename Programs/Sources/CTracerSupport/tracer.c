@@ -78,7 +78,14 @@ void fht_reset_counters(void) {
 
 // MARK: - Process
 
-static void fht_exit(void) { ffi_hook_tracer_finish(); }
+/* The report: when the loader runs the library's finalizer at exit (after the program's own
+   exit handlers and finalizers, before those of the Swift runtime the library needs). An
+   atexit handler registered at load would run after the finalizers, since the program's
+   start registers the loader's finalizer run later. */
+static int fht_started;
+__attribute__((destructor)) static void fht_unload(void) {
+    if (fht_started) ffi_hook_tracer_finish();
+}
 
 static void fht_forked(void) {
     fht_reset_counters();
@@ -86,7 +93,7 @@ static void fht_forked(void) {
 }
 
 void fht_install_process_handlers(void) {
-    atexit(fht_exit);
+    fht_started = 1;
     pthread_atfork(NULL, NULL, fht_forked);
 }
 

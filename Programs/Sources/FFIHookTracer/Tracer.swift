@@ -14,7 +14,7 @@ public func ffiHookTracerStart() {
     Tracer.shared.start()
 }
 
-/// Prints the report: called by the exit handler the start registered.
+/// Prints the report: called by the library's finalizer at exit, once the start has run.
 @_cdecl("ffi_hook_tracer_finish")
 public func ffiHookTracerFinish() {
     Tracer.shared.finish()

@@ -114,8 +114,8 @@ int fht_object_path(const void *address, char *buffer, size_t size);
 
 // MARK: - Process
 
-/// Registers the exit handler (which calls the Swift side's report) and the fork handler
-/// (which zeroes the counters in the child).
+/// Arms the report at exit (the library's finalizer calls the Swift side's) and registers the
+/// fork handler (which zeroes the counters in the child).
 void fht_install_process_handlers(void);
 
 #pragma clang assume_nonnull end
