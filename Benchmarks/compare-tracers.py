@@ -157,7 +157,8 @@ def main():
                 ["sqlite3", ":memory:"], sql, idle_sql,
                 (
                     ["--library", "libsqlite3.so.0", "--symbols", "sqlite3_*", "--scope", "main"],
-                    ["-e", "sqlite3_*"], ["--match", "glob", "-F", "sqlite3_*"],
+                    # @MAIN: the shell's calls, not libsqlite3's calls of its own functions.
+                    ["-e", "sqlite3_*@MAIN"], ["--match", "glob", "-F", "sqlite3_*"],
                 ),
             ),
             (
@@ -189,14 +190,17 @@ def main():
             say("|---|---|---:|---:|---:|---:|---:|---:|")
             tracer_added = medians["ffi-hook-tracer"] - plain
             for tool, seconds in medians.items():
-                shown = " ".join(a if not a.startswith(work) else "…" + a[len(work):] for a in tools[tool])
+                shown = " ".join(
+                    "ffi-hook-tracer" if a == options.tracer else "…" + a[len(work):] if a.startswith(work) else a
+                    for a in tools[tool])
                 if tool == "plain":
                     say(f"| {tool} | `{shown}` | {milliseconds(seconds)} | 1.00 | | | | |")
                     continue
                 added = seconds - plain
                 idle_added = idle[tool] - idle["plain"]
                 calls = sum(counts[tool].values())
-                per_call = f"{(added - idle_added) / calls * 1e9:.0f} ns" if calls else ""
+                # Left out where the difference is within the noise of the run.
+                per_call = f"{(added - idle_added) / calls * 1e9:.0f} ns" if calls and added > idle_added else ""
                 ratio = f"{added / tracer_added:.1f}" if tracer_added > 0 else ""
                 say(
                     f"| {tool} | `{shown}` | {milliseconds(seconds)} | {seconds / plain:.2f} | {milliseconds(added)} | "
