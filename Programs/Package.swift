@@ -12,6 +12,9 @@ import PackageDescription
 //   removed. `Scripts/soak.sh` builds it with AddressSanitizer and runs it.
 // - ffi-hook-lifecycle: an Objective-C application's delegate messages fanned out to
 //   components (FFIHookObjC). `swift run ffi-hook-lifecycle` from this directory.
+// - ffi-hook-tracer and the FFIHookTracer library: calls and time per function of the
+//   libraries a user names, in any program started with the library preloaded.
+//   `swift build -c release`, then `.build/release/ffi-hook-tracer --library libc.so.6 -- ls`.
 
 /// The trimmed standard output of a command found on `PATH`, or nil when it cannot run.
 func commandOutput(_ arguments: [String]) -> String? {
@@ -51,6 +54,10 @@ let strictSettings: [SwiftSetting] = [
 
 let package = Package(
     name: "swift-ffi-hook-programs",
+    products: [
+        // The tracer's preloadable library (LD_PRELOAD); ffi-hook-tracer finds it beside itself.
+        .library(name: "FFIHookTracer", type: .dynamic, targets: ["FFIHookTracer"])
+    ],
     dependencies: [
         .package(name: "swift-ffi-hook", path: "../")
     ],
@@ -83,10 +90,21 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
+        // The tracer: a library that attaches to the exported functions of the libraries a user
+        // names when it is preloaded, and the wrapper that starts a program with it preloaded.
+        .target(
+            name: "FFIHookTracer",
+            dependencies: ["CTracerSupport", .product(name: "FFIHook", package: "swift-ffi-hook")],
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(name: "ffi-hook-tracer", swiftSettings: strictSettings),
+
         // MARK: - C support
 
         // The soak's C shapes and tables.
         .target(name: "CSoakSupport"),
+        // The tracer's constructor, exit and fork handlers, loaded-object walk and counters.
+        .target(name: "CTracerSupport"),
         // The lifecycle example's application, delegate and components (Objective-C).
         .target(
             name: "CLifecycleApp",

@@ -35,6 +35,10 @@ swift format lint --strict --recursive Package.swift Sources Tests Fuzz/Package.
 echo "== swift test"
 swift test -Xswiftc -warnings-as-errors
 
+# The tracer (Programs/) on a C program whose calls it must count exactly.
+echo "== the tracer's counts"
+Scripts/tracer-test.sh
+
 # Again in an optimised build, where the code is what ships: the fault guard, which turns faults
 # at its own instructions into errors, and every function the library imports hooked in
 # every object (an optimised call path must call none of them; an unoptimised one marks its

@@ -1,0 +1,123 @@
+#ifndef CTRACERSUPPORT_H
+#define CTRACERSUPPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#pragma clang assume_nonnull begin
+
+// The C side of the tracer library (prefix fht_): the constructor that starts it when the
+// library is preloaded, the exit and fork handlers, a walk over the loaded objects' dynamic
+// sections (Swift cannot import <link.h> or <elf.h>), and the per-function counters that
+// the call path updates with atomics.
+
+// MARK: - Clock
+
+/// The time-stamp counter: the call path's clock, read without a libc call or a system call
+/// (converted to nanoseconds at exit, against CLOCK_MONOTONIC).
+static inline uint64_t fht_ticks(void) {
+    uint32_t low, high;
+    __asm__ volatile("rdtsc" : "=a"(low), "=d"(high));
+    return ((uint64_t)high << 32) | low;
+}
+
+/// CLOCK_MONOTONIC in nanoseconds.
+uint64_t fht_monotonic_nanoseconds(void);
+
+// MARK: - Counters
+
+/// What the tracer keeps for one function; one cache line each, so that threads calling
+/// different functions do not share lines.
+typedef struct {
+    /// Calls that entered the function.
+    uint64_t calls;
+    /// Calls that returned (a call left by longjmp, or running at exit, never does).
+    uint64_t completed;
+    /// Ticks spent in the calls that returned.
+    uint64_t total;
+    /// The shortest call that returned, in ticks (UINT64_MAX before the first).
+    uint64_t shortest;
+    /// The longest call that returned, in ticks.
+    uint64_t longest;
+    uint64_t padding[3];
+} fht_counter;
+
+/// The counters of `count` functions, in memory that is never freed or moved; NULL when
+/// the memory cannot be had. Counters made earlier stay where they are.
+fht_counter *_Nullable fht_counters(size_t count);
+
+/// Counts a call entering.
+static inline void fht_enter(fht_counter *counter) {
+    __atomic_fetch_add(&counter->calls, 1, __ATOMIC_RELAXED);
+}
+
+/// Counts a call of `ticks` returning.
+static inline void fht_leave(fht_counter *counter, uint64_t ticks) {
+    __atomic_fetch_add(&counter->completed, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&counter->total, ticks, __ATOMIC_RELAXED);
+    uint64_t seen = __atomic_load_n(&counter->shortest, __ATOMIC_RELAXED);
+    while (ticks < seen
+        && !__atomic_compare_exchange_n(&counter->shortest, &seen, ticks, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+    seen = __atomic_load_n(&counter->longest, __ATOMIC_RELAXED);
+    while (ticks > seen
+        && !__atomic_compare_exchange_n(&counter->longest, &seen, ticks, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
+
+/// A copy of a counter, read field by field with atomic loads.
+fht_counter fht_read(const fht_counter *counter);
+
+/// Zeroes every counter made so far (at the end of the start, and in a forked child).
+void fht_reset_counters(void);
+
+// MARK: - Loaded objects
+
+/// What fht_walk reports about a loaded object.
+typedef enum {
+    /// A new object starts: its path ("" for the main program), then its load bias.
+    FHT_OBJECT = 1,
+    /// Its DT_SONAME.
+    FHT_SONAME = 2,
+    /// A DT_NEEDED name.
+    FHT_NEEDED = 3,
+    /// A function it defines and exports: STT_FUNC or STT_GNU_IFUNC, global, weak or
+    /// unique, of its default version or unversioned.
+    FHT_EXPORT = 4,
+    /// A symbol named by one of its JUMP_SLOT or GLOB_DAT relocations (an import-table entry).
+    FHT_IMPORT = 5,
+    /// Its names are all reported: the visitor's result says what else to report
+    /// (FHT_WANTS_EXPORTS, FHT_WANTS_IMPORTS); `text` is empty.
+    FHT_NAMED = 6,
+} fht_item;
+
+/// What the visitor asks of an object when it receives FHT_NAMED.
+enum {
+    /// Report its exported functions.
+    FHT_WANTS_EXPORTS = 1,
+    /// Report its import-table entries' symbols.
+    FHT_WANTS_IMPORTS = 2,
+};
+
+/// Receives one item of the walk: `text` is valid only during the call; `base` is the
+/// object's load bias. The result counts for FHT_NAMED only.
+typedef int (*fht_visitor)(void *_Nullable context, fht_item item, const char *text, uintptr_t base);
+
+/// Reports every loaded object, in the loader's order (the main program first): its path,
+/// soname and needed names, then, as the visitor asks at FHT_NAMED, its exports and
+/// imports. Runs with the loader's list locked: the visitor must not load or unload objects.
+void fht_walk(fht_visitor visit, void *_Nullable context);
+
+/// The path of the object that holds `address` (this library's file for one of its own
+/// functions), copied into `buffer`; 0 when unknown.
+int fht_object_path(const void *address, char *buffer, size_t size);
+
+// MARK: - Process
+
+/// Arms the report at exit (the library's finalizer calls the Swift side's) and registers the
+/// fork handler (which zeroes the counters in the child).
+void fht_install_process_handlers(void);
+
+#pragma clang assume_nonnull end
+
+#endif

@@ -1,0 +1,226 @@
+#define _GNU_SOURCE
+#include "CTracerSupport.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+// The Swift side (FFIHookTracer), exported with @_cdecl.
+extern void ffi_hook_tracer_start(void);
+extern void ffi_hook_tracer_finish(void);
+
+// MARK: - Start
+
+/* Runs when the loader maps the library (LD_PRELOAD): after the objects it needs (the Swift
+   runtime) are initialized, before the program's main. */
+__attribute__((constructor)) static void fht_load(void) { ffi_hook_tracer_start(); }
+
+uint64_t fht_monotonic_nanoseconds(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+// MARK: - Counters
+
+/* Reserved once, never moved or freed: blocks hold pointers into it. Pages are touched
+   only as counters are handed out. */
+enum { FHT_CAPACITY = 1 << 16 };
+static fht_counter *fht_arena;
+static size_t fht_used;
+static pthread_mutex_t fht_arena_lock = PTHREAD_MUTEX_INITIALIZER;
+
+fht_counter *fht_counters(size_t count) {
+    pthread_mutex_lock(&fht_arena_lock);
+    fht_counter *made = NULL;
+    if (!fht_arena) {
+        void *memory = mmap(
+            NULL, FHT_CAPACITY * sizeof(fht_counter), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+            -1, 0);
+        if (memory != MAP_FAILED) fht_arena = memory;
+    }
+    if (fht_arena && count <= FHT_CAPACITY - fht_used) {
+        made = fht_arena + fht_used;
+        for (size_t index = 0; index < count; index++) made[index].shortest = UINT64_MAX;
+        __atomic_store_n(&fht_used, fht_used + count, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&fht_arena_lock);
+    return made;
+}
+
+fht_counter fht_read(const fht_counter *counter) {
+    return (fht_counter){
+        .calls = __atomic_load_n(&counter->calls, __ATOMIC_RELAXED),
+        .completed = __atomic_load_n(&counter->completed, __ATOMIC_RELAXED),
+        .total = __atomic_load_n(&counter->total, __ATOMIC_RELAXED),
+        .shortest = __atomic_load_n(&counter->shortest, __ATOMIC_RELAXED),
+        .longest = __atomic_load_n(&counter->longest, __ATOMIC_RELAXED),
+    };
+}
+
+/* No lock: it runs in a forked child, where another thread of the parent may have held one. */
+void fht_reset_counters(void) {
+    size_t used = __atomic_load_n(&fht_used, __ATOMIC_ACQUIRE);
+    for (size_t index = 0; index < used; index++) {
+        fht_counter *counter = &fht_arena[index];
+        __atomic_store_n(&counter->calls, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&counter->completed, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&counter->total, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&counter->shortest, UINT64_MAX, __ATOMIC_RELAXED);
+        __atomic_store_n(&counter->longest, 0, __ATOMIC_RELAXED);
+    }
+}
+
+// MARK: - Process
+
+/* The report: when the loader runs the library's finalizer at exit (after the program's own
+   exit handlers and finalizers, before those of the Swift runtime the library needs). An
+   atexit handler registered at load would run after the finalizers, since the program's
+   start registers the loader's finalizer run later. */
+static int fht_started;
+__attribute__((destructor)) static void fht_unload(void) {
+    if (fht_started) ffi_hook_tracer_finish();
+}
+
+static void fht_forked(void) {
+    fht_reset_counters();
+    pthread_mutex_init(&fht_arena_lock, NULL);
+}
+
+void fht_install_process_handlers(void) {
+    fht_started = 1;
+    pthread_atfork(NULL, NULL, fht_forked);
+}
+
+// MARK: - Loaded objects
+
+/* The loader rewrites the address entries of a writable dynamic section to run-time
+   addresses; a read-only one (the vDSO's) keeps link-time ones. */
+static uintptr_t fht_address(uintptr_t base, uintptr_t value) { return value < base ? value + base : value; }
+
+typedef struct {
+    const ElfW(Sym) *symbols;
+    const char *strings;
+    const ElfW(Half) *versions;
+    const uint32_t *gnu_hash;
+    const uint32_t *sysv_hash;
+    const ElfW(Rela) *plt;
+    size_t plt_size;
+    const ElfW(Rela) *rela;
+    size_t rela_size;
+    size_t rela_entry;
+} fht_dynamic;
+
+/* The number of dynamic symbols: DT_HASH's chain count, else past the last chain of the
+   GNU hash table. */
+static size_t fht_symbol_count(const fht_dynamic *dynamic) {
+    if (dynamic->sysv_hash) return dynamic->sysv_hash[1];
+    const uint32_t *table = dynamic->gnu_hash;
+    if (!table) return 0;
+    uint32_t buckets = table[0], offset = table[1], bloom = table[2];
+    const uint32_t *bucket = table + 4 + bloom * (sizeof(ElfW(Addr)) / 4);
+    const uint32_t *chain = bucket + buckets;
+    uint32_t last = 0;
+    for (uint32_t index = 0; index < buckets; index++) {
+        if (bucket[index] > last) last = bucket[index];
+    }
+    if (last < offset) return offset;
+    while (!(chain[last - offset] & 1)) last++;
+    return (size_t)last + 1;
+}
+
+static void fht_report_relocations(
+    const fht_dynamic *dynamic, const ElfW(Rela) *table, size_t size, size_t entry_size, fht_visitor visit,
+    void *context, uintptr_t base) {
+    if (!table || entry_size == 0) return;
+    for (size_t offset = 0; offset + entry_size <= size; offset += entry_size) {
+        const ElfW(Rela) *relocation = (const ElfW(Rela) *)((const char *)table + offset);
+        unsigned long type = ELF64_R_TYPE(relocation->r_info);
+        size_t index = ELF64_R_SYM(relocation->r_info);
+        if ((type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT) || index == 0) continue;
+        const ElfW(Sym) *symbol = &dynamic->symbols[index];
+        unsigned char kind = ELF64_ST_TYPE(symbol->st_info);
+        if (kind != STT_FUNC && kind != STT_GNU_IFUNC && kind != STT_NOTYPE) continue;
+        visit(context, FHT_IMPORT, dynamic->strings + symbol->st_name, base);
+    }
+}
+
+typedef struct {
+    fht_visitor visit;
+    void *context;
+} fht_walk_context;
+
+static int fht_visit_object(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    fht_walk_context *walk = data;
+    uintptr_t base = (uintptr_t)info->dlpi_addr;
+    walk->visit(walk->context, FHT_OBJECT, info->dlpi_name ? info->dlpi_name : "", base);
+    const ElfW(Dyn) *entry = NULL;
+    for (ElfW(Half) index = 0; index < info->dlpi_phnum; index++) {
+        if (info->dlpi_phdr[index].p_type == PT_DYNAMIC) {
+            entry = (const ElfW(Dyn) *)(base + info->dlpi_phdr[index].p_vaddr);
+        }
+    }
+    if (!entry) return 0;
+    fht_dynamic dynamic = {.rela_entry = sizeof(ElfW(Rela))};
+    const ElfW(Dyn) *first = entry;
+    int plt_is_rela = 1;
+    for (; entry->d_tag != DT_NULL; entry++) {
+        uintptr_t value = entry->d_un.d_ptr;
+        switch (entry->d_tag) {
+        case DT_SYMTAB: dynamic.symbols = (const ElfW(Sym) *)fht_address(base, value); break;
+        case DT_STRTAB: dynamic.strings = (const char *)fht_address(base, value); break;
+        case DT_VERSYM: dynamic.versions = (const ElfW(Half) *)fht_address(base, value); break;
+        case DT_GNU_HASH: dynamic.gnu_hash = (const uint32_t *)fht_address(base, value); break;
+        case DT_HASH: dynamic.sysv_hash = (const uint32_t *)fht_address(base, value); break;
+        case DT_JMPREL: dynamic.plt = (const ElfW(Rela) *)fht_address(base, value); break;
+        case DT_PLTRELSZ: dynamic.plt_size = entry->d_un.d_val; break;
+        case DT_PLTREL: plt_is_rela = entry->d_un.d_val == DT_RELA; break;
+        case DT_RELA: dynamic.rela = (const ElfW(Rela) *)fht_address(base, value); break;
+        case DT_RELASZ: dynamic.rela_size = entry->d_un.d_val; break;
+        case DT_RELAENT: dynamic.rela_entry = entry->d_un.d_val; break;
+        default: break;
+        }
+    }
+    if (!dynamic.symbols || !dynamic.strings) return 0;
+    for (entry = first; entry->d_tag != DT_NULL; entry++) {
+        if (entry->d_tag == DT_SONAME) walk->visit(walk->context, FHT_SONAME, dynamic.strings + entry->d_un.d_val, base);
+        if (entry->d_tag == DT_NEEDED) walk->visit(walk->context, FHT_NEEDED, dynamic.strings + entry->d_un.d_val, base);
+    }
+    int wants = walk->visit(walk->context, FHT_NAMED, "", base);
+    size_t count = wants & FHT_WANTS_EXPORTS ? fht_symbol_count(&dynamic) : 0;
+    for (size_t index = 1; index < count; index++) {
+        const ElfW(Sym) *symbol = &dynamic.symbols[index];
+        unsigned char kind = ELF64_ST_TYPE(symbol->st_info);
+        unsigned char binding = ELF64_ST_BIND(symbol->st_info);
+        if (symbol->st_shndx == SHN_UNDEF || (kind != STT_FUNC && kind != STT_GNU_IFUNC)) continue;
+        if (binding != STB_GLOBAL && binding != STB_WEAK && binding != STB_GNU_UNIQUE) continue;
+        if (dynamic.versions && (dynamic.versions[index] & 0x8000)) continue; /* a hidden, older version */
+        if (dynamic.strings[symbol->st_name] == 0) continue;
+        walk->visit(walk->context, FHT_EXPORT, dynamic.strings + symbol->st_name, base);
+    }
+    if (!(wants & FHT_WANTS_IMPORTS)) return 0;
+    if (plt_is_rela) {
+        fht_report_relocations(&dynamic, dynamic.plt, dynamic.plt_size, sizeof(ElfW(Rela)), walk->visit, walk->context, base);
+    }
+    fht_report_relocations(&dynamic, dynamic.rela, dynamic.rela_size, dynamic.rela_entry, walk->visit, walk->context, base);
+    return 0;
+}
+
+void fht_walk(fht_visitor visit, void *context) {
+    fht_walk_context walk = {visit, context};
+    dl_iterate_phdr(fht_visit_object, &walk);
+}
+
+int fht_object_path(const void *address, char *buffer, size_t size) {
+    Dl_info info;
+    if (!dladdr(address, &info) || !info.dli_fname || size == 0) return 0;
+    strncpy(buffer, info.dli_fname, size - 1);
+    buffer[size - 1] = 0;
+    return 1;
+}

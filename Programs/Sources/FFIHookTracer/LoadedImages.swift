@@ -1,0 +1,97 @@
+internal import CTracerSupport
+
+/// One loaded object as the tracer sees it: its names and, when asked for, the functions it
+/// exports and the symbols of its import-table entries.
+struct LoadedImage: Sendable {
+    /// What a walk reports of an object beyond its names.
+    struct Details: OptionSet, Sendable {
+        let rawValue: Int32
+        /// Its exported functions.
+        static let exports = Details(rawValue: Int32(FHT_WANTS_EXPORTS))
+        /// The symbols of its import-table entries.
+        static let imports = Details(rawValue: Int32(FHT_WANTS_IMPORTS))
+    }
+
+    /// The path the loader knows it by; empty for the main program.
+    var path: String
+    /// Its load bias, which tells it from an object loaded later at the same path.
+    var base: UInt
+    /// Its DT_SONAME.
+    var soname: String?
+    /// Its DT_NEEDED names.
+    var needed: [String] = []
+    /// Its exported functions, when asked for.
+    var exports: [String] = []
+    /// The symbols its import-table entries are for, when asked for.
+    var imports: Set<String> = []
+    /// Whether it is the main program (the loader lists it first).
+    var isMainProgram = false
+
+    /// What identifies it across walks.
+    var key: String { "\(path)@\(base)" }
+    /// Its soname or file name, for messages.
+    var name: String {
+        if isMainProgram { return "the main program" }
+        return soname ?? path.split(separator: "/").last.map(String.init) ?? path
+    }
+
+    /// The loaded objects now, in the loader's order, each with the details `details` asks
+    /// for once its names are known.
+    static func current(details: (LoadedImage) -> Details) -> [LoadedImage] {
+        final class Collector {
+            var images: [LoadedImage] = []
+            let details: (LoadedImage) -> Details
+            init(_ details: @escaping (LoadedImage) -> Details) { self.details = details }
+        }
+        return withoutActuallyEscaping(details) { details in
+            let collector = Collector(details)
+            withExtendedLifetime(collector) {
+                fht_walk(
+                    { context, item, text, base in
+                        let collector = Unmanaged<Collector>.fromOpaque(context!).takeUnretainedValue()
+                        if item == FHT_OBJECT {
+                            var image = LoadedImage(path: String(cString: text), base: base)
+                            image.isMainProgram = collector.images.isEmpty
+                            collector.images.append(image)
+                            return 0
+                        }
+                        let last = collector.images.count - 1
+                        switch item {
+                        case FHT_SONAME: collector.images[last].soname = String(cString: text)
+                        case FHT_NEEDED: collector.images[last].needed.append(String(cString: text))
+                        case FHT_NAMED: return collector.details(collector.images[last]).rawValue
+                        case FHT_EXPORT: collector.images[last].exports.append(String(cString: text))
+                        case FHT_IMPORT: collector.images[last].imports.insert(String(cString: text))
+                        default: break
+                        }
+                        return 0
+                    }, Unmanaged.passUnretained(collector).toOpaque())
+            }
+            return collector.images
+        }
+    }
+
+    /// The objects of `images` that the program brought: those reachable through DT_NEEDED
+    /// from the main program and from every object nothing needs (other preloaded objects,
+    /// the vDSO), except from `tracer` (this library, which only the tracer brought).
+    static func broughtByProgram(_ images: [LoadedImage], tracer: String) -> Set<String> {
+        var byName: [String: Int] = [:]
+        for (index, image) in images.enumerated() {
+            if let soname = image.soname { byName[soname] = index }
+            if let fileName = image.path.split(separator: "/").last.map(String.init), byName[fileName] == nil {
+                byName[fileName] = index
+            }
+        }
+        let neededByOthers = Set(images.flatMap(\.needed).compactMap { byName[$0] })
+        var queue = images.indices.filter { index in
+            images[index].isMainProgram || (!neededByOthers.contains(index) && images[index].path != tracer)
+        }
+        var reached = Set(queue)
+        while let index = queue.popLast() {
+            for name in images[index].needed {
+                if let next = byName[name], reached.insert(next).inserted { queue.append(next) }
+            }
+        }
+        return Set(reached.map { images[$0].key })
+    }
+}

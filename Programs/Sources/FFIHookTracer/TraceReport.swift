@@ -1,0 +1,131 @@
+internal import CTracerSupport
+
+/// The counts of one run, as a table for people and as JSON.
+struct TraceReport {
+    /// One function's figures, in nanoseconds.
+    struct Row {
+        let name: String
+        let calls: UInt64
+        let completed: UInt64
+        let total: Double
+        let shortest: Double
+        let longest: Double
+
+        /// The mean time of the calls that returned.
+        var mean: Double { completed == 0 ? 0 : total / Double(completed) }
+    }
+
+    /// The functions called at least once, by total time, longest first (then by name).
+    let rows: [Row]
+    /// The sum of the rows' totals (a traced function that calls another counts both).
+    let total: Double
+
+    /// Rows from the counters, converting ticks with `nanosecondsPerTick`.
+    init(counts: [(String, fht_counter)], nanosecondsPerTick: Double) {
+        rows = counts.filter { $0.1.calls > 0 }.map { name, counter in
+            Row(
+                name: name, calls: counter.calls, completed: counter.completed,
+                total: Double(counter.total) * nanosecondsPerTick,
+                shortest: counter.completed == 0 ? 0 : Double(counter.shortest) * nanosecondsPerTick,
+                longest: Double(counter.longest) * nanosecondsPerTick)
+        }.sorted { ($1.total, $0.name) < ($0.total, $1.name) }
+        total = rows.reduce(0) { $0 + $1.total }
+    }
+
+    /// The table: a heading line, then function, calls, total, mean and share of the total.
+    func table(process: String) -> String {
+        let calls = rows.reduce(0) { $0 + $1.calls }
+        var lines = [
+            "ffi-hook-tracer: \(process): \(grouped(calls)) calls of \(rows.count) functions, "
+                + "\(duration(total)) in them"
+        ]
+        let header = ["function", "calls", "total", "mean", "share"]
+        let cells = rows.map { row in
+            [
+                row.name, grouped(row.calls), duration(row.total), duration(row.mean),
+                total > 0 ? percent(row.total / total) : "-",
+            ]
+        }
+        let widths = header.indices.map { column in
+            ([header] + cells).map { $0[column].count }.max() ?? 0
+        }
+        for line in [header] + cells {
+            let padded = line.indices.map { column in
+                let cell = line[column]
+                let padding = String(repeating: " ", count: widths[column] - cell.count)
+                return column == 0 ? cell + padding : padding + cell
+            }
+            lines.append(padded.joined(separator: "  "))
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// The counts as a JSON object: the process, then one object per function (times in
+    /// nanoseconds).
+    func json(program: String, pid: Int32, scope: String) -> String {
+        let functions = rows.map { row in
+            "    {\"name\": \(quoted(row.name)), \"calls\": \(row.calls), \"completed\": \(row.completed), "
+                + "\"total_ns\": \(Int(row.total)), \"mean_ns\": \(Int(row.mean)), "
+                + "\"min_ns\": \(Int(row.shortest)), \"max_ns\": \(Int(row.longest))}"
+        }
+        return """
+            {
+              "program": \(quoted(program)),
+              "pid": \(pid),
+              "scope": \(quoted(scope)),
+              "total_ns": \(Int(total)),
+              "functions": [
+            \(functions.joined(separator: ",\n"))
+              ]
+            }
+
+            """
+    }
+
+    // MARK: - Formatting
+
+    private func grouped(_ value: UInt64) -> String {
+        let digits = Array(String(value))
+        var result = ""
+        for (index, digit) in digits.enumerated() {
+            if index > 0, (digits.count - index) % 3 == 0 { result.append(",") }
+            result.append(digit)
+        }
+        return result
+    }
+
+    /// A duration with three significant digits in ns, µs, ms or s.
+    private func duration(_ nanoseconds: Double) -> String {
+        let units: [(Double, String)] = [(1e9, "s"), (1e6, "ms"), (1e3, "µs")]
+        for (scale, unit) in units where nanoseconds >= scale {
+            return fixed(nanoseconds / scale) + " " + unit
+        }
+        return "\(Int(nanoseconds.rounded())) ns"
+    }
+
+    private func fixed(_ value: Double) -> String {
+        let decimals = value >= 100 ? 0 : value >= 10 ? 1 : 2
+        var scale = 1.0
+        for _ in 0..<decimals { scale *= 10 }
+        let scaled = Int((value * scale).rounded())
+        guard decimals > 0 else { return "\(scaled)" }
+        let fraction = String(scaled % Int(scale))
+        return "\(scaled / Int(scale))." + String(repeating: "0", count: decimals - fraction.count) + fraction
+    }
+
+    private func percent(_ share: Double) -> String { fixed(share * 100) + "%" }
+
+    private func quoted(_ text: String) -> String {
+        var result = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": result += "\\\""
+            case "\\": result += "\\\\"
+            case _ where scalar.value < 0x20:
+                result += "\\u00" + (scalar.value < 0x10 ? "0" : "") + String(scalar.value, radix: 16)
+            default: result.unicodeScalars.append(scalar)
+            }
+        }
+        return result + "\""
+    }
+}

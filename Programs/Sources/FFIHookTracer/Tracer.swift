@@ -1,0 +1,292 @@
+internal import CTracerSupport
+internal import FFIHook
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// Starts the tracer: called by the library's constructor when the loader maps it.
+@_cdecl("ffi_hook_tracer_start")
+public func ffiHookTracerStart() {
+    Tracer.shared.start()
+}
+
+/// Prints the report: called by the library's finalizer at exit, once the start has run.
+@_cdecl("ffi_hook_tracer_finish")
+public func ffiHookTracerFinish() {
+    Tracer.shared.finish()
+}
+
+/// A counter's address, handed to the blocks of every entry of its function.
+struct CounterAddress: @unchecked Sendable {
+    /// The counter, in memory that is never freed.
+    let pointer: UnsafeMutablePointer<fht_counter>
+}
+
+/// The tracer of this process: what it attached to and the counters the blocks update.
+final class Tracer: Sendable {
+    /// The process's tracer.
+    static let shared = Tracer()
+
+    private struct State {
+        var configuration = TracerConfiguration()
+        /// The functions chosen so far (exported by a traced library, selected by a pattern).
+        var functions: Set<String> = []
+        /// Each function's counter.
+        var counters: [String: CounterAddress] = [:]
+        /// The functions attached to in each object (by ``LoadedImage/key``), for
+        /// ``TracerConfiguration/Scope/program`` and ``TracerConfiguration/Scope/main``.
+        var attached: [String: Set<String>] = [:]
+        /// The objects seen by a walk.
+        var seen: Set<String> = []
+        /// The import-table symbols of each object in scope seen so far.
+        var imports: [String: Set<String>] = [:]
+        /// The objects whose calls are not counted (``TracerConfiguration/Scope/program``).
+        var excluded: Set<String> = []
+        /// The groups: kept for the life of the process (dropping one would not remove it).
+        var groups: [HookGroupToken] = []
+        /// Problems already reported, so that each is said once.
+        var reported: Set<String> = []
+        /// The clock at the start, for converting ticks to nanoseconds.
+        var startTicks: UInt64 = 0
+        var startNanoseconds: UInt64 = 0
+        var started = false
+        var finished = false
+    }
+
+    private let state = Mutex(State())
+
+    // MARK: - Start
+
+    /// Reads the configuration, attaches to the chosen functions of the objects loaded now,
+    /// and follows later loads (except in the main-program scope).
+    func start() {
+        let (configuration, problems) = TracerConfiguration.fromEnvironment()
+        for problem in problems { say(problem) }
+        state.withLock { state in
+            guard !state.started else { return }
+            state.started = true
+            state.configuration = configuration
+            state.startTicks = fht_ticks()
+            state.startNanoseconds = fht_monotonic_nanoseconds()
+        }
+        fht_install_process_handlers()
+        guard !configuration.libraries.isEmpty else { return }
+        let tracer = Self.libraryPath()
+        state.withLock { state in
+            if configuration.scope == .program {
+                let images = LoadedImage.current { _ in [] }
+                let brought = LoadedImage.broughtByProgram(images, tracer: tracer)
+                state.excluded = Set(images.map(\.key)).subtracting(brought)
+            }
+            update(&state)
+        }
+        if configuration.scope != .main {
+            do {
+                let follower = try ImportTable.attach(
+                    symbol: "dlopen", in: .allIncludingLaterLoads,
+                    onLeave: { _ in Tracer.shared.objectsLoaded() })
+                state.withLock { $0.groups.append(follower) }
+            } catch {
+                say("cannot follow dlopen: \(error)")
+            }
+        }
+        // What the start itself made libc and the loader do is not the program's.
+        fht_reset_counters()
+    }
+
+    /// Called after each `dlopen` returns (inside a block, so the tracer's own calls are not
+    /// counted): attaches in the objects loaded since and to the functions of traced
+    /// libraries loaded since.
+    private func objectsLoaded() {
+        state.withLock { state in
+            guard !state.finished else { return }
+            update(&state)
+        }
+    }
+
+    /// Walks the loaded objects, reads the exports of traced libraries and the imports of
+    /// objects in scope not seen before, and attaches to what is not attached yet.
+    private func update(_ state: inout State) {
+        let configuration = state.configuration
+        let seen = state.seen
+        let excluded = state.excluded
+        let isInScope = { (image: LoadedImage) -> Bool in
+            switch configuration.scope {
+            case .main: image.isMainProgram
+            case .program: !excluded.contains(image.key)
+            case .all: true
+            }
+        }
+        let images = LoadedImage.current { image in
+            guard !seen.contains(image.key) else { return [] }
+            var details: LoadedImage.Details = []
+            if configuration.names(library: image.path, soname: image.soname) { details.insert(.exports) }
+            if isInScope(image) { details.insert(.imports) }
+            return details
+        }
+        for image in images where !seen.contains(image.key) {
+            state.seen.insert(image.key)
+            if isInScope(image) { state.imports[image.key] = image.imports }
+            guard configuration.names(library: image.path, soname: image.soname) else { continue }
+            let chosen = image.exports.filter(configuration.selects(symbol:))
+            if chosen.isEmpty {
+                report("\(image.name) exports no function that --symbols selects", &state)
+            }
+            state.functions.formUnion(chosen)
+        }
+        switch configuration.scope {
+        case .all:
+            let imported = images.reduce(into: Set<String>()) { $0.formUnion(state.imports[$1.key] ?? []) }
+            let wanted = state.functions.intersection(imported).subtracting(state.attached["", default: []])
+            guard !wanted.isEmpty else { return }
+            attach(wanted.sorted(), in: .allIncludingLaterLoads, named: "all objects", &state)
+            state.attached["", default: []].formUnion(wanted)
+        case .main, .program:
+            for image in images where isInScope(image) {
+                let wanted = state.functions.intersection(state.imports[image.key] ?? [])
+                    .subtracting(state.attached[image.key, default: []])
+                guard !wanted.isEmpty else { continue }
+                attach(
+                    wanted.sorted(), in: image.isMainProgram ? .mainProgram : .object(image.path), named: image.name,
+                    &state)
+                state.attached[image.key, default: []].formUnion(wanted)
+            }
+        }
+    }
+
+    /// Attaches to `symbols` in `scope` as one group; when the group cannot be made, one
+    /// symbol at a time, reporting those that fail.
+    private func attach(_ symbols: [String], in scope: ImportScope, named name: String, _ state: inout State) {
+        for symbol in symbols where state.counters[symbol] == nil {
+            guard let counter = fht_counters(1) else {
+                report("out of counters; \(symbol) and later functions are not traced", &state)
+                return
+            }
+            state.counters[symbol] = CounterAddress(pointer: counter)
+        }
+        let counters = state.counters
+        let blocks: (String) -> (onEnter: EnterBlock?, onLeave: LeaveBlock?) = { symbol in
+            guard let counter = counters[symbol] else { return (nil, nil) }
+            return (
+                { context in
+                    fht_enter(counter.pointer)
+                    context.scratch = fht_ticks()
+                },
+                { context in
+                    fht_leave(counter.pointer, fht_ticks() &- context.scratch)
+                }
+            )
+        }
+        let counted = symbols.filter { counters[$0] != nil }
+        do {
+            state.groups.append(try ImportTable.attach(symbols: counted, in: scope, blocks: blocks))
+        } catch {
+            for symbol in counted {
+                do {
+                    state.groups.append(try ImportTable.attach(symbols: [symbol], in: scope, blocks: blocks))
+                } catch {
+                    report("\(symbol) in \(name): \(error)", &state)
+                }
+            }
+        }
+    }
+
+    // MARK: - Finish
+
+    /// Prints the table to standard error and writes the JSON file when asked; runs once.
+    func finish() {
+        let snapshot: (TracerConfiguration, [(String, fht_counter)], UInt64, UInt64)? = state.withLock { state in
+            guard state.started, !state.finished, !state.configuration.libraries.isEmpty else { return nil }
+            state.finished = true
+            let counts = state.counters.map { ($0.key, fht_read($0.value.pointer)) }
+            return (state.configuration, counts, state.startTicks, state.startNanoseconds)
+        }
+        guard let (configuration, counts, startTicks, startNanoseconds) = snapshot else { return }
+        let report = TraceReport(
+            counts: counts, nanosecondsPerTick: Self.nanosecondsPerTick(since: startTicks, startNanoseconds))
+        let pid = getpid()
+        write(report.table(process: "\(Self.programName) (pid \(pid))"), to: 2)
+        if var path = configuration.jsonPath {
+            let named = path.contains("%p")
+            path = path.split(separator: "%p", omittingEmptySubsequences: false).joined(separator: "\(pid)")
+            guard named || configuration.jsonWriter.map({ $0 == pid }) ?? !isForkedChild else { return }
+            let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            guard descriptor >= 0 else {
+                say("cannot write \(path): \(String(cString: strerror(errno)))")
+                return
+            }
+            write(report.json(program: Self.programName, pid: pid, scope: configuration.scope.rawValue), to: descriptor)
+            close(descriptor)
+        }
+    }
+
+    // MARK: - Support
+
+    /// The process that loaded the library, to tell forked children, which inherit the tracer.
+    private let loadingProcess = getpid()
+
+    /// Whether this process is a child forked from the one that loaded the library.
+    private var isForkedChild: Bool { getpid() != loadingProcess }
+
+    /// Nanoseconds per tick of the time-stamp counter, measured over the whole run (and over
+    /// at least a millisecond, waiting out the rest for a shorter run).
+    private static func nanosecondsPerTick(since startTicks: UInt64, _ startNanoseconds: UInt64) -> Double {
+        var ticks = fht_ticks()
+        var nanoseconds = fht_monotonic_nanoseconds()
+        while nanoseconds &- startNanoseconds < 1_000_000 {
+            ticks = fht_ticks()
+            nanoseconds = fht_monotonic_nanoseconds()
+        }
+        guard ticks > startTicks else { return 1 }
+        return Double(nanoseconds &- startNanoseconds) / Double(ticks &- startTicks)
+    }
+
+    /// This library's file, to leave it out of the program's objects.
+    private static func libraryPath() -> String {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let address = unsafeBitCast(
+            fht_walk as @convention(c) (fht_visitor, UnsafeMutableRawPointer?) -> Void, to: UnsafeRawPointer.self)
+        guard fht_object_path(address, &buffer, buffer.count) != 0 else { return "" }
+        return buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+    }
+
+    /// The program's file name.
+    private static var programName: String {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let length = readlink("/proc/self/exe", &buffer, Int(PATH_MAX))
+        guard length > 0 else { return "?" }
+        let path = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return path.split(separator: "/").last.map(String.init) ?? path
+    }
+
+    /// Says a problem once.
+    private func report(_ problem: String, _ state: inout State) {
+        if state.reported.insert(problem).inserted { say(problem) }
+    }
+}
+
+/// The C library's `write`, which the function below shadows.
+private let systemWrite: @Sendable (Int32, UnsafeRawPointer?, Int) -> Int = { write($0, $1, $2) }
+
+/// Writes a line to standard error, prefixed with the tracer's name.
+func say(_ message: String) {
+    write("ffi-hook-tracer: \(message)\n", to: 2)
+}
+
+/// Writes all of `text` to `descriptor`.
+func write(_ text: String, to descriptor: Int32) {
+    var text = text
+    text.withUTF8 { bytes in
+        var done = 0
+        while done < bytes.count {
+            let written = systemWrite(descriptor, bytes.baseAddress! + done, bytes.count - done)
+            if written < 0, errno == EINTR { continue }
+            guard written > 0 else { return }
+            done += written
+        }
+    }
+}

@@ -1,0 +1,104 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// What the tracer traces and where it reports, read from the environment when the library
+/// is loaded (`ffi-hook-tracer` sets these variables from its options).
+///
+/// - `FFI_HOOK_TRACER_LIBRARIES`: the libraries whose exported functions are traced,
+///   separated by commas: a soname (`libsqlite3.so.0`), a file name, a path, or a shell
+///   pattern matched against the soname and the file name (`libsqlite3*`). A library that
+///   is not loaded yet is traced from the moment the program loads it with `dlopen`.
+/// - `FFI_HOOK_TRACER_SYMBOLS`: shell patterns (`fnmatch`) separated by commas; only the
+///   exported functions whose name matches one are traced. Unset or empty: all of them.
+/// - `FFI_HOOK_TRACER_SCOPE`: whose calls are counted. `program` (the default): the calls
+///   of every object the program itself brings (the main program, what it needs, other
+///   preloaded objects, what it loads later), not those of the tracer and of the objects
+///   only the tracer needs (the Swift runtime, libffi). `main`: the main program's calls
+///   only. `all`: the calls of every loaded object, the tracer's and the Swift runtime's
+///   included (their calls made while the tracer counts a call are still not seen).
+/// - `FFI_HOOK_TRACER_JSON`: a file to write the counts to as JSON at exit; `%p` in it
+///   becomes the process ID.
+/// - `FFI_HOOK_TRACER_PID`: the process that writes the JSON file when its name has no
+///   `%p` (`ffi-hook-tracer` sets its own, which the program it executes keeps); unset,
+///   the process in which the library was loaded, not its forked children.
+struct TracerConfiguration: Sendable {
+    /// Whose calls are counted.
+    enum Scope: String, Sendable {
+        case program
+        case main
+        case all
+    }
+
+    /// Names or shell patterns of the libraries whose exports are traced.
+    var libraries: [String] = []
+    /// Shell patterns of the function names traced; empty for every exported function.
+    var symbolPatterns: [String] = []
+    /// Whose calls are counted.
+    var scope: Scope = .program
+    /// Where the JSON report goes, if anywhere.
+    var jsonPath: String?
+    /// The process that writes the JSON report when its path has no `%p`.
+    var jsonWriter: Int32?
+
+    /// The configuration in the environment, with a message for each value it could not use.
+    static func fromEnvironment() -> (TracerConfiguration, problems: [String]) {
+        var configuration = TracerConfiguration()
+        var problems: [String] = []
+        configuration.libraries = list(environment("FFI_HOOK_TRACER_LIBRARIES"))
+        configuration.symbolPatterns = list(environment("FFI_HOOK_TRACER_SYMBOLS"))
+        if let scope = environment("FFI_HOOK_TRACER_SCOPE"), !scope.isEmpty {
+            if let known = Scope(rawValue: scope) {
+                configuration.scope = known
+            } else {
+                problems.append("FFI_HOOK_TRACER_SCOPE=\(scope) is not main, program or all; tracing the program")
+            }
+        }
+        if let path = environment("FFI_HOOK_TRACER_JSON"), !path.isEmpty { configuration.jsonPath = path }
+        if let writer = environment("FFI_HOOK_TRACER_PID"), !writer.isEmpty {
+            if let pid = Int32(writer) {
+                configuration.jsonWriter = pid
+            } else {
+                problems.append("FFI_HOOK_TRACER_PID=\(writer) is not a process ID")
+            }
+        }
+        if configuration.libraries.isEmpty {
+            problems.append("FFI_HOOK_TRACER_LIBRARIES names no library; nothing is traced")
+        }
+        return (configuration, problems)
+    }
+
+    /// Whether `name` (a function's) is one to trace.
+    func selects(symbol name: String) -> Bool {
+        symbolPatterns.isEmpty || symbolPatterns.contains { fnmatch($0, name, 0) == 0 }
+    }
+
+    /// Whether the object with this path and soname is one of the named libraries.
+    func names(library path: String, soname: String?) -> Bool {
+        let fileName = path.split(separator: "/").last.map(String.init) ?? path
+        return libraries.contains { name in
+            name == path || name == fileName || name == soname || fnmatch(name, fileName, 0) == 0
+                || soname.map { fnmatch(name, $0, 0) == 0 } ?? false
+        }
+    }
+
+    private static func environment(_ name: String) -> String? {
+        getenv(name).map { String(cString: $0) }
+    }
+
+    private static func list(_ value: String?) -> [String] {
+        (value ?? "").split(separator: ",").map { String($0).trimmingSpaces }.filter { !$0.isEmpty }
+    }
+}
+
+extension String {
+    /// The string without leading and trailing spaces.
+    fileprivate var trimmingSpaces: String {
+        var characters = Substring(self)
+        while characters.first == " " { characters.removeFirst() }
+        while characters.last == " " { characters.removeLast() }
+        return String(characters)
+    }
+}

@@ -1,0 +1,115 @@
+// ffi-hook-tracer: runs a program with the FFIHookTracer library preloaded, which counts the
+// calls and time of the functions the options select and prints a table at exit.
+//
+//     ffi-hook-tracer [--library NAME]... [--symbols PATTERN]... [--json FILE]
+//                     [--scope program|main|all] -- PROGRAM [ARGUMENT]...
+//
+// The options become the environment variables the library reads (see its
+// TracerConfiguration); the library is found beside this executable.
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+let usage = """
+    usage: ffi-hook-tracer [--library NAME]... [--symbols PATTERN]... [--json FILE]
+                           [--scope program|main|all] -- PROGRAM [ARGUMENT]...
+
+    Runs PROGRAM with the tracer library preloaded. At exit the program prints, to standard
+    error, the calls and time of each traced function, by total time.
+
+      --library NAME     a library whose exported functions are traced: a soname
+                         (libsqlite3.so.0), a file name, a path or a shell pattern; repeatable
+      --symbols PATTERN  only functions whose name matches this shell pattern (or one of
+                         several given, comma-separated or repeated); default: all
+      --json FILE        also write the counts as JSON to FILE (%p: the process ID)
+      --scope SCOPE      whose calls count: program (default; the program's objects, not the
+                         tracer's or the Swift runtime's), main (the executable only) or all
+
+    """
+
+/// Writes `text` to a file descriptor (stdio's globals are not concurrency-safe in Swift 6).
+func put(_ text: String, to descriptor: Int32) {
+    var text = text
+    text.withUTF8 { bytes in _ = write(descriptor, bytes.baseAddress, bytes.count) }
+}
+
+/// Prints `message` and the usage to standard error and exits with status 64.
+func fail(_ message: String) -> Never {
+    put("ffi-hook-tracer: \(message)\n\(usage)", to: 2)
+    exit(64)
+}
+
+/// The options, parsed by hand (the package has no argument-parsing dependency).
+struct Options {
+    var libraries: [String] = []
+    var symbols: [String] = []
+    var json: String?
+    var scope: String?
+    var command: [String] = []
+
+    init(_ arguments: ArraySlice<String>) {
+        var arguments = arguments
+        while let argument = arguments.popFirst() {
+            if argument == "--" {
+                command = Array(arguments)
+                break
+            }
+            if argument == "-h" || argument == "--help" {
+                put(usage, to: 1)
+                exit(0)
+            }
+            // --name VALUE and --name=VALUE.
+            let parts = argument.split(separator: "=", maxSplits: 1).map(String.init)
+            let name = parts[0]
+            guard ["--library", "--symbols", "--json", "--scope"].contains(name) else {
+                if argument.hasPrefix("-") { fail("unknown option \(argument)") }
+                command = [argument] + Array(arguments)
+                break
+            }
+            guard let value = parts.count == 2 ? parts[1] : arguments.popFirst() else {
+                fail("\(name) needs a value")
+            }
+            switch name {
+            case "--library": libraries.append(value)
+            case "--symbols": symbols.append(value)
+            case "--json": json = value
+            default:
+                guard ["program", "main", "all"].contains(value) else { fail("--scope is program, main or all") }
+                scope = value
+            }
+        }
+        if command.isEmpty { fail("no program to run") }
+        if libraries.isEmpty { fail("no --library: name at least one library to trace") }
+        if libraries.contains(where: { $0.contains(",") }) { fail("a library name cannot hold a comma") }
+    }
+}
+
+/// The directory this executable is in.
+func executableDirectory() -> String {
+    var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+    let length = readlink("/proc/self/exe", &buffer, Int(PATH_MAX))
+    guard length > 0 else { fail("cannot read /proc/self/exe") }
+    let path = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    return String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
+}
+
+let options = Options(CommandLine.arguments.dropFirst())
+let library = executableDirectory() + "/libFFIHookTracer.so"
+guard access(library, R_OK) == 0 else { fail("\(library) is missing: build the FFIHookTracer product") }
+
+let preload = getenv("LD_PRELOAD").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
+setenv("LD_PRELOAD", preload.map { library + ":" + $0 } ?? library, 1)
+setenv("FFI_HOOK_TRACER_LIBRARIES", options.libraries.joined(separator: ","), 1)
+setenv("FFI_HOOK_TRACER_SYMBOLS", options.symbols.joined(separator: ","), 1)
+setenv("FFI_HOOK_TRACER_PID", "\(getpid())", 1)
+if let json = options.json { setenv("FFI_HOOK_TRACER_JSON", json, 1) } else { unsetenv("FFI_HOOK_TRACER_JSON") }
+if let scope = options.scope { setenv("FFI_HOOK_TRACER_SCOPE", scope, 1) } else { unsetenv("FFI_HOOK_TRACER_SCOPE") }
+
+// execvp keeps this process (and its ID, which FFI_HOOK_TRACER_PID names).
+var arguments = options.command.map { strdup($0) } + [nil]
+execvp(options.command[0], &arguments)
+put("ffi-hook-tracer: cannot run \(options.command[0]): \(String(cString: strerror(errno)))\n", to: 2)
+exit(127)

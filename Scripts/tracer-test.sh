@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The tracer (Programs: ffi-hook-tracer and its preloaded FFIHookTracer library) on a C
+# program that makes known numbers of calls: from the main program, from threads, through a
+# variadic function, through recursion, from a library it loads with dlopen (which brings a
+# traced library that was not loaded before), in a forked child, of libc's strlen (an
+# IFUNC), and a tail call from one traced function into another. The counts in the tracer's JSON must equal the program's, in each scope.
+#
+#     Scripts/tracer-test.sh [debug|release]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+configuration=${1:-debug}
+
+(cd Programs && swift build -c "$configuration" -Xswiftc -warnings-as-errors --product FFIHookTracer &&
+    swift build -c "$configuration" -Xswiftc -warnings-as-errors --product ffi-hook-tracer)
+bin=$(cd Programs && swift build -c "$configuration" --show-bin-path)
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fixture=Tests/Fixtures/TracerFixture
+# tracee.c at -O0: the recursion stays a call through the library's own PLT entry; tail.c at
+# -O2: its call becomes a tail jump.
+gcc -O0 -fPIC -c -o "$work/tracee.o" "$fixture/tracee.c"
+gcc -O2 -fPIC -c -o "$work/tail.o" "$fixture/tail.c"
+gcc -shared -o "$work/libtracee.so" "$work/tracee.o" "$work/tail.o"
+gcc -O0 -fPIC -shared -o "$work/liblate.so" "$fixture/late.c"
+gcc -O0 -fPIC -shared -o "$work/plugin.so" "$fixture/plugin.c" -L"$work" -llate -ltracee -Wl,-rpath,"$work"
+gcc -O0 -fno-builtin -o "$work/program" "$fixture/program.c" -L"$work" -ltracee -Wl,-rpath,"$work" -lpthread -ldl
+
+export TRACEE_PLUGIN="$work/plugin.so"
+trace() {
+    local scope=$1
+    "$bin/ffi-hook-tracer" --library libtracee.so --library liblate.so --library libc.so.6 \
+        --library libnothere.so.9 --symbols 'tracee_*,late_*' --symbols strlen --scope "$scope" \
+        --json "$work/$scope-%p.json" -- "$work/program" >"$work/$scope.out" 2>"$work/$scope.err"
+    cat "$work/$scope.err"
+}
+
+for scope in program main all; do
+    echo "== tracer test: scope $scope"
+    trace "$scope"
+    python3 - "$work" "$scope" <<'PYTHON'
+import json, sys
+
+work, scope = sys.argv[1], sys.argv[2]
+parent, child = open(f"{work}/{scope}.out").read().split()
+# The program's constants (program.c).
+adds, nothings, sums, depth, depths, threads, thread_adds = 1000, 777, 300, 100, 5, 4, 2500
+plugin_runs, child_adds, strlens, tails = 250, 42, 123, 64
+main_only = scope == "main"
+expected = {
+    # tracee_tail's tail call of tracee_add goes through libtracee's own entry.
+    "tracee_add": adds + threads * thread_adds + (0 if main_only else plugin_runs + tails),
+    "tracee_tail": tails,
+    "tracee_nothing": nothings,
+    "tracee_sum": sums,
+    "tracee_depth": depths * (1 if main_only else depth + 1),
+    "tracee_deeper": 0 if main_only else depths * depth,
+    "late_square": 0 if main_only else plugin_runs,
+    "strlen": strlens,
+}
+expected_child = {"tracee_add": child_adds}
+
+def counts(pid):
+    report = json.load(open(f"{work}/{scope}-{pid}.json"))
+    assert report["pid"] == int(pid), report["pid"]
+    return {row["name"]: row for row in report["functions"]}
+
+failures = []
+for pid, wanted in ((parent, expected), (child, expected_child)):
+    seen = counts(pid)
+    for name in sorted(set(wanted) | set(seen)):
+        row = seen.get(name, {"calls": 0, "completed": 0})
+        want = wanted.get(name, 0)
+        # strlen in scope all: the Swift runtime's calls count too.
+        if scope == "all" and name == "strlen":
+            if row["calls"] < want:
+                failures.append(f"pid {pid} {name}: {row['calls']} calls, expected at least {want}")
+            continue
+        if row["calls"] != want or row["completed"] != want:
+            failures.append(f"pid {pid} {name}: {row['calls']} calls, {row['completed']} returned, expected {want}")
+if failures:
+    print("\n".join(failures))
+    sys.exit(1)
+print(f"scope {scope}: counts right in the parent ({sum(expected.values())} calls) and the forked child")
+PYTHON
+done
