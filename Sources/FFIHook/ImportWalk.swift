@@ -50,6 +50,20 @@ package enum ImportWalk {
             for object in pinned { ffh_elf_unpin(object.handle) }
         }
         guard let objects else { return try body([]) }
+        // Every entry's install looks up its page's protection and reads and writes under the
+        // fault guard: one reading of the memory map and one check of the guard serve the walk.
+        return try MemoryMapping.withSnapshot { () throws(Failure) -> Result in
+            try SlotMemory.guardingFaults { () throws(Failure) -> Result in
+                try walk(objects, count, &pinned, body)
+            }
+        }
+    }
+
+    /// Pins the objects of a snapshot and runs `body` with them (see ``withLoadedObjects(_:)``).
+    private static func walk<Result, Failure: Error>(
+        _ objects: UnsafeMutablePointer<ffh_elf_object>, _ count: Int, _ pinned: inout [LoadedObject],
+        _ body: ([LoadedObject]) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
         for index in 0..<count {
             let object = UnsafePointer(objects + index)
             // An object unloaded since the snapshot is skipped; one being loaded by another

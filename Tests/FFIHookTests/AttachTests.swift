@@ -447,44 +447,51 @@ import Testing
 }
 
 extension FixtureTableTests {
-    /// Attach through import tables: the atol entries of a fixture library (the test
-    /// program's own calls of atol may not go through an import table: a sanitizer's runtime
-    /// defines atol in the executable).
+    /// Attach through import tables: the strlen entries of a fixture library bound at load
+    /// (full RELRO; the test program's own calls may not go through an import table: a
+    /// sanitizer's runtime defines strlen in the executable). Blocks count only this thread's
+    /// calls: other threads call strlen too.
     @Suite struct ImportAttachTests {
-        static let library = FixtureTableTests.ImportTableTests.lazy
+        static let library = FixtureTableTests.ImportTableTests.fullRELRO
+
+        static func length() throws -> ImportFixtures.Length {
+            let handle = try ImportFixtures.open(library)
+            return try ImportFixtures.function("cimportfixture_length", in: handle, as: ImportFixtures.Length.self)
+        }
 
         @Test func importTableAttachCountsCallsOfAnImportedFunction() throws {
-            let handle = try ImportFixtures.open(Self.library)
-            let parse = try ImportFixtures.function("cimportlazy_parse", in: handle, as: ImportFixtures.ParseLong.self)
+            let length = try Self.length()
+            let me = at_gettid()
             let enters = AttachTests.Counter()
             let leaves = AttachTests.Counter()
-            let group = try ImportTable.attach(symbol: "atol", in: .object(Self.library)) { call in
+            let group = try ImportTable.attach(symbol: "strlen", in: .object(Self.library)) { call in
+                guard call.threadID == me else { return }
                 let text = UnsafePointer<CChar>(bitPattern: UInt(call.integerArgument(0)))!
-                if String(cString: text) == "4242" { enters.add() }
+                if String(cString: text) == "attached" { enters.add() }
             } onLeave: { call in
-                if call.returnValue == 4242 {
-                    leaves.add()
-                    call.returnValue = 7
-                }
+                guard call.threadID == me else { return }
+                leaves.add()
+                call.returnValue = 7
             }
-            #expect(parse("4242") == 7)
+            #expect(length("attached") == 7)
             #expect(enters.count == 1 && leaves.count == 1)
             group.remove()
-            #expect(parse("4242") == 4242)
+            #expect(length("attached") == 8)
+            #expect(leaves.count == 1)
         }
 
         @Test func importTableAttachOfManySymbolsSkipsThoseNotImported() throws {
-            let handle = try ImportFixtures.open(Self.library)
-            let parse = try ImportFixtures.function("cimportlazy_parse", in: handle, as: ImportFixtures.ParseLong.self)
+            let length = try Self.length()
+            let me = at_gettid()
             let names = Mutex<[String]>([])
             let group = try ImportTable.attach(
-                symbols: ["atol", "no_such_function_anywhere", "atol"], in: .object(Self.library)
+                symbols: ["strlen", "no_such_function_anywhere", "strlen"], in: .object(Self.library)
             ) { name in
-                (onEnter: { _ in names.withLock { $0.append(name) } }, onLeave: nil)
+                (onEnter: { call in if call.threadID == me { names.withLock { $0.append(name) } } }, onLeave: nil)
             }
-            #expect(group.tokens.count == ImportFixtures.entries(of: "atol", in: .object(Self.library)).count)
-            #expect(parse("1") == 1)
-            #expect(names.withLock { $0 } == ["atol"])
+            #expect(group.tokens.count == ImportFixtures.entries(of: "strlen", in: .object(Self.library)).count)
+            #expect(length("one") == 3)
+            #expect(names.withLock { $0 } == ["strlen"])
             group.remove()
             #expect(throws: HookError.self) {
                 try ImportTable.attach(symbols: ["no_such_function_anywhere"], in: .all) { _ in (nil, nil) }
@@ -492,15 +499,22 @@ extension FixtureTableTests {
         }
 
         @Test func laterLoadsAreFollowed() throws {
+            let me = at_gettid()
             let names = Mutex<[String]>([])
-            let group = try ImportTable.attach(symbols: ["atol"], in: .allIncludingLaterLoads) { name in
-                (onEnter: nil, onLeave: { call in if call.returnValue == 999 { names.withLock { $0.append(name) } } })
+            let group = try ImportTable.attach(symbols: ["strlen"], in: .allIncludingLaterLoads) { name in
+                (
+                    onEnter: nil,
+                    onLeave: { call in
+                        if call.threadID == me && call.returnValue == 11 { names.withLock { $0.append(name) } }
+                    }
+                )
             }
             defer { group.remove() }
-            let handle = try ImportFixtures.open(Self.library)
-            let parse = try ImportFixtures.function("cimportlazy_parse", in: handle, as: ImportFixtures.ParseLong.self)
-            #expect(parse("999") == 999)
-            #expect(names.withLock { $0 } == ["atol"])
+            let length = try Self.length()
+            let before = names.withLock { $0.count }
+            #expect(length("eleven char") == 11)
+            // Other objects' calls on this thread count too (the scope is every object).
+            #expect(names.withLock { $0.count } > before)
         }
     }
 }

@@ -168,7 +168,7 @@ enum AttachEngine {
         do {
             handle.replacement = try SlotRegistry.shared.replace(
                 slot: slot, with: UnsafeRawPointer(bitPattern: stub.code), signature: nil,
-                liftsProtection: liftsProtection, mirror: original)
+                liftsProtection: liftsProtection, mirror: original, isLibraryCode: true)
         } catch {
             publish(nil, in: stub.record)
             stubs.withLock { $0.give(stub, for: address) }

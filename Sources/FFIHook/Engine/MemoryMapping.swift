@@ -1,3 +1,5 @@
+import Synchronization
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -41,6 +43,7 @@ package struct MemoryMapping: Equatable, Sendable {
 
     /// The mapping that holds `address` now, if any (reads the file up to its line).
     package static func containing(_ address: UInt) -> MemoryMapping? {
+        if let snapshot = snapshotOfThisThread(), let found = containing(address, in: snapshot) { return found }
         var found: MemoryMapping?
         forEachLine { mapping in
             guard mapping.start <= address && address < mapping.end else { return true }
@@ -51,6 +54,44 @@ package struct MemoryMapping: Equatable, Sendable {
     }
 
     /// The mapping that holds `address` among `mappings`, if any.
+    /// The snapshot a thread answers from while it runs ``withSnapshot(_:)``: the thread
+    /// (`pthread_self`) and the mappings.
+    private static let snapshot = Mutex<(thread: UInt, mappings: [MemoryMapping])?>(nil)
+
+    /// The mappings of the snapshot this thread runs under, if any.
+    private static func snapshotOfThisThread() -> [MemoryMapping]? {
+        let thread = UInt(pthread_self())
+        return snapshot.withLock { $0?.thread == thread ? $0?.mappings : nil }
+    }
+
+    /// Runs `body` with the memory map read once: ``containing(_:)`` answers from that
+    /// snapshot on this thread while `body` runs (from the file for an address the snapshot
+    /// does not cover, mapped since). For a walk that looks up many addresses of objects it
+    /// keeps loaded, whose protections only the walk itself changes (and restores). One
+    /// thread at a time has a snapshot; another thread, or a nested call, reads the file as
+    /// usual.
+    package static func withSnapshot<Result, Failure: Error>(
+        _ body: () throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        let thread = UInt(pthread_self())
+        let taken = snapshot.withLock { current -> Bool in
+            guard current == nil else { return false }
+            current = (thread, [])
+            return true
+        }
+        guard taken else { return try body() }
+        let mappings = all()
+        snapshot.withLock { $0 = (thread, mappings) }
+        defer { snapshot.withLock { $0 = nil } }
+        return try body()
+    }
+
+    /// Whether this thread runs under a snapshot, and what it says of `address`: nil when
+    /// there is none or it does not cover the address.
+    package static func snapshotted(_ address: UInt) -> MemoryMapping? {
+        snapshotOfThisThread().flatMap { containing(address, in: $0) }
+    }
+
     package static func containing(_ address: UInt, in mappings: [MemoryMapping]) -> MemoryMapping? {
         mappings.first { $0.start <= address && address < $0.end }
     }

@@ -84,6 +84,9 @@ enum SlotMemory {
     /// has written nothing, and proves the page writable too). False for memory that is
     /// unmapped or not writable.
     static func isWritable(_ address: UInt) -> Bool {
+        // Under a snapshot of the memory map (a walk over import tables), a page the snapshot
+        // says is read-only is not probed: the probe would fault.
+        if let mapping = MemoryMapping.snapshotted(address), !mapping.writable { return false }
         guard let value = load(address) else { return false }
         return exchange(address, expected: value, desired: value) != .unwritable
     }

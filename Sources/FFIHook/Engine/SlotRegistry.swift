@@ -431,7 +431,7 @@ package final class SlotRegistry: Sendable {
     /// the slot led to before.
     package func replace(
         slot: UnsafeMutableRawPointer?, with function: UnsafeRawPointer?, signature: Signature?,
-        liftsProtection: Bool, mirror: UnsafeMutablePointer<UInt>? = nil
+        liftsProtection: Bool, mirror: UnsafeMutablePointer<UInt>? = nil, isLibraryCode: Bool = false
     ) throws(HookError) -> Replacement {
         let slot = try Self.checkedSlot(slot, signature: signature)
         let address = UInt(bitPattern: slot)
@@ -439,7 +439,8 @@ package final class SlotRegistry: Sendable {
             HookError(slot: address, signature: signature, problem: problem)
         }
         guard let function else { throw failure(.invalidSlot("the replacement function is NULL")) }
-        guard SlotMemory.protection(of: UInt(bitPattern: function))?.executable == true else {
+        // The library's own code (an attach stub) needs no look at the memory map.
+        guard isLibraryCode || SlotMemory.protection(of: UInt(bitPattern: function))?.executable == true else {
             throw failure(.invalidSlot("the replacement is not the address of a function (not in executable memory)"))
         }
         guard !holdsLock else { throw failure(.calledFromHookBlock) }
