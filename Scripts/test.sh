@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(libffi-dev pkg-config gcc gobjc libgnustep-base-dev python3 libsqlite3-dev zlib1g-dev libzydis-dev gdb)
+packages=(libffi-dev pkg-config gcc gobjc libgnustep-base-dev python3 libsqlite3-dev zlib1g-dev libzydis-dev gdb g++)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -229,9 +229,17 @@ static uint64_t ffh_side_write_unwind(ffh_side *side) {
     *at++ = 16;                    /* return address column: rip */
     *at++ = 1;                     /* augmentation data length */
     *at++ = 0x00;                  /* FDE pointers: DW_EH_PE_absptr */
-    *at++ = 0x0c;                  /* DW_CFA_def_cfa rsp, 0 */
+    /* The thunk's frame: its CFA is the caller's stack pointer plus 8, and the caller's stack
+       pointer is given outright (CFA - 8). A CFA equal to the caller's stack pointer would
+       equal the CFA of the function that returns into the thunk, and an unwinder that tells
+       frames apart by CFA (libgcc's, which then aborts a C++ exception caught in the caller)
+       would take the thunk's frame for the handler's. */
+    *at++ = 0x0c;                  /* DW_CFA_def_cfa rsp, 8 */
     *at++ = 7;
-    *at++ = 0;
+    *at++ = 8;
+    *at++ = 0x14;                  /* DW_CFA_val_offset rsp, 1 (factored: CFA - 8) */
+    *at++ = 7;
+    *at++ = 1;
     while ((at - cie) % 8 != 0) *at++ = 0; /* DW_CFA_nop */
     ffh_put32(cie, (uint32_t)(at - cie - 4));
     /* FDE */

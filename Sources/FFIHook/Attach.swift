@@ -26,7 +26,12 @@ public struct EnterContext: ~Copyable {
     }
 
     /// The integer argument register `index` (0 to 5: `rdi`, `rsi`, `rdx`, `rcx`, `r8`, `r9`),
-    /// all 64 bits (a narrower argument's upper bits are whatever the caller left).
+    /// all 64 bits (a narrower argument's upper bits are whatever the caller left). Any other
+    /// index stops the program with a precondition failure, as do the other register
+    /// accessors out of their range.
+    ///
+    /// A function that returns a structure larger than 16 bytes gets the address of the
+    /// caller's buffer for it in `rdi`: its declared arguments then start at index 1.
     public func integerArgument(_ index: Int) -> UInt64 {
         precondition((0..<6).contains(index), "integer argument registers are 0 to 5, not \(index)")
         return withUnsafeBytes(of: registers.pointee.general) { $0.load(fromByteOffset: index * 8, as: UInt64.self) }
@@ -77,7 +82,9 @@ public struct EnterContext: ~Copyable {
     public var vectorArgumentCount: UInt8 { UInt8(truncatingIfNeeded: registers.pointee.rax) }
 
     /// The stack argument word `index` (0 is the first word above the return address), read
-    /// from the caller's stack; only as many exist as the function's prototype says.
+    /// from the caller's stack; only as many exist as the function's prototype says. Nothing
+    /// checks the upper end: a word past the caller's stack may fault. (To change a stack
+    /// argument, write the word at `stackPointer + 8 * (index + 1)`.)
     public func stackArgument(_ index: Int) -> UInt64 {
         precondition(index >= 0, "stack argument words start at 0, not \(index)")
         return UnsafeRawPointer(bitPattern: UInt(registers.pointee.sp) + 8 + UInt(index) * 8)!.load(as: UInt64.self)
@@ -109,9 +116,13 @@ public struct EnterContext: ~Copyable {
 ///
 /// Valid only during the block. Which registers hold the result depends on the function's
 /// return type (System V x86-64): integers and pointers in ``returnValue``, a second word
-/// in ``secondReturnValue``, `double` and `float` in ``floatingReturnValue`` (or
-/// ``vectorReturnValue(_:)``), small structures across them. A `long double` result is on
-/// the x87 stack, which the library leaves alone (a block must not use `Float80` either).
+/// in ``secondReturnValue``, a `double` in ``floatingReturnValue``, a `float` in the low 4
+/// bytes of ``vectorReturnValue(_:)`` 0
+/// (`Float(bitPattern: UInt32(truncatingIfNeeded: call.vectorReturnValue(0)[0]))`), small
+/// structures across them. A structure larger than 16 bytes is returned in memory: the
+/// function returns the caller's buffer's address in ``returnValue``, where the block can
+/// read or change it. A `long double` result is on the x87 stack, which the library leaves
+/// alone (a block must not use `Float80` either).
 public struct LeaveContext: ~Copyable {
     let frame: UnsafeMutableRawPointer
 
@@ -226,7 +237,8 @@ extension Hook {
     ///   - slot: an aligned, pointer-sized slot holding a function pointer.
     ///   - options: ``HookOptions/liftsPageProtection`` for a slot in read-only memory;
     ///     ``HookOptions/once`` and ``HookOptions/allowsReentry`` do not apply to an attach
-    ///     and are ignored; caller limits are refused.
+    ///     and are accepted and ignored (the token stays active, every call runs the blocks);
+    ///     caller limits are refused.
     ///   - onEnter: runs as the function is entered, on the calling thread.
     ///   - onLeave: runs as it returns, on the calling thread.
     /// - Returns: the token that removes the attach.

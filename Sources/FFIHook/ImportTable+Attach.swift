@@ -51,12 +51,16 @@ extension ImportTable {
     ///
     /// - Throws: ``HookError`` when an entry cannot be attached (the group is then removed),
     ///   ``HookError/Code-swift.struct/objectNotFound`` for an object scope that matches no
-    ///   loaded object, or ``HookError/Code-swift.struct/symbolNotImported`` when no symbol of
-    ///   the list has an entry in the scope (not for ``ImportScope/allIncludingLaterLoads``).
+    ///   loaded object, or ``HookError/Code-swift.struct/symbolNotImported`` when the list is
+    ///   empty or no symbol of it has an entry in the scope (not for
+    ///   ``ImportScope/allIncludingLaterLoads``, which waits for objects that import them).
     public static func attach(
         symbols: [String], in scope: ImportScope,
         blocks: (String) -> (onEnter: EnterBlock?, onLeave: LeaveBlock?)
     ) throws(HookError) -> HookGroupToken {
+        guard !symbols.isEmpty else {
+            throw HookError(code: .symbolNotImported, message: "the list of symbols to attach to is empty")
+        }
         var seen: Set<String> = []
         var requests: [ImportRequest] = []
         for symbol in symbols where seen.insert(symbol).inserted {
@@ -83,8 +87,15 @@ extension ImportTable {
             }
             return tokens
         }
-        guard !tokens.isEmpty || symbols.isEmpty else {
-            throw notImported(symbols.count == 1 ? symbols[0] : "\(symbols.count) symbols", in: scope, signature: nil)
+        guard !tokens.isEmpty else {
+            let names = requests.map(\.symbol)
+            guard names.count > 1 else { throw notImported(names[0], in: scope, signature: nil) }
+            let listed = names.prefix(5).map { "\"\($0)\"" }.joined(separator: ", ")
+            let more = names.count > 5 ? " and \(names.count - 5) more" : ""
+            throw HookError(
+                code: .symbolNotImported,
+                message: "none of the \(names.count) symbols (\(listed)\(more)) has an import-table entry in \(scope)",
+                symbol: names[0])
         }
         return HookGroupToken(tokens: tokens, skippedFields: [])
     }

@@ -146,6 +146,7 @@ import Testing
             Issue.record("a slot holding NULL was attached to")
         } catch {
             #expect(error.code == .emptySlot)
+            #expect(error.message.contains("no function to attach to"))
         }
         #expect(empty.pointee == nil)
         do {
@@ -297,6 +298,29 @@ import Testing
             token.remove()
             // Exit code 10 + the unwinder's code when it is not the end of the stack.
             exit(code == 5 ? 0 : Int32(10 + code))
+        }
+    }
+
+    /// A C++ exception thrown inside an attached function and caught by its caller: the
+    /// unwinder walks through the thunk to the caller's handler and lands there; the call's
+    /// leave block does not run, and its frame is dropped as abandoned by the next call. In a
+    /// child: libgcc aborts when it takes the thunk's frame for the handler's.
+    @Test func aCppExceptionCaughtByTheCaller() async {
+        await #expect(processExitsWith: .success) {
+            at_reset()
+            let leaves = AttachTests.Counter()
+            guard
+                let token = try? Hook.attach(
+                    on: AttachTests.slot(\.thrower), onEnter: { _ in }, onLeave: { _ in leaves.add() })
+            else { exit(2) }
+            for round in 1...100 {
+                guard at_call_catching(round) == 1000 + round else { exit(3) }
+                guard at_call_catching(0) == -1 else { exit(4) }
+            }
+            guard leaves.count == 100 else { exit(5) }
+            guard let abandoned = try? Hook.statistics.abandonedFrameCount, abandoned >= 99 else { exit(6) }
+            token.remove()
+            exit(0)
         }
     }
 
@@ -495,6 +519,20 @@ extension FixtureTableTests {
             group.remove()
             #expect(throws: HookError.self) {
                 try ImportTable.attach(symbols: ["no_such_function_anywhere"], in: .all) { _ in (nil, nil) }
+            }
+            // An empty list, and a list of which nothing is imported, name what they are.
+            do {
+                _ = try ImportTable.attach(symbols: [], in: .all) { _ in (nil, nil) }
+                Issue.record("an empty list was attached to")
+            } catch {
+                #expect(error.code == .symbolNotImported && error.message.contains("empty"))
+            }
+            do {
+                _ = try ImportTable.attach(symbols: ["no_such_a", "no_such_b"], in: .all) { _ in (nil, nil) }
+                Issue.record("a list of symbols nothing imports was attached to")
+            } catch {
+                #expect(error.code == .symbolNotImported)
+                #expect(error.message.contains("\"no_such_a\", \"no_such_b\""), "\(error.message)")
             }
         }
 

@@ -156,7 +156,9 @@ enum AttachEngine {
         let address = UInt(bitPattern: slot)
         // A slot that holds NULL has no function to attach to (checked again after the write).
         if address != 0 && address % UInt(MemoryLayout<UInt>.alignment) == 0 && SlotMemory.load(address) == 0 {
-            throw HookError(slot: address, signature: nil, problem: .emptySlot)
+            throw HookError(
+                code: .emptySlot, message: "it holds NULL: there is no function to attach to",
+                slot: FunctionSlot(address: address))
         }
         guard let stub = stubs.withLock({ $0.take(for: address) }) else {
             throw HookError(slot: address, signature: nil, problem: .closureAllocationFailed)
@@ -177,7 +179,9 @@ enum AttachEngine {
         installed.add(1, ordering: .relaxed)
         if handle.replacement.original == 0 {
             _ = handle.remove()
-            throw HookError(slot: address, signature: nil, problem: .emptySlot)
+            throw HookError(
+                code: .emptySlot, message: "it holds NULL: there is no function to attach to",
+                slot: FunctionSlot(address: address))
         }
         return handle
     }

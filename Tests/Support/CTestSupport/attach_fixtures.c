@@ -159,6 +159,7 @@ void at_reset(void) {
     at_table.unwinder = at_unwinder;
     at_table.signaller = at_signaller;
     at_table.tail = at_tail;
+    at_table.thrower = at_throw;
     at_table.trapper = at_trapper;
 }
 

@@ -8,6 +8,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct {
     long a, b;
 } at_pair;
@@ -37,6 +41,7 @@ typedef struct {
     long (*unwinder)(long value);
     long (*signaller)(long value);
     long (*tail)(long, long);
+    void (*thrower)(long value);
     long (*trapper)(long value);
 } at_slots;
 
@@ -102,5 +107,16 @@ long at_call_signaller(long value);
 /// caller): the original raises SIGTRAP, where a debugger running the process stops (a process
 /// without one ends), then returns value + 1.
 long at_call_trapper(long value);
+
+/// at_table.thrower(value): throws `value` as a C++ exception (a `long`) when it is not 0
+/// (attach_exceptions.cpp).
+void at_throw(long value);
+/// Calls at_table.thrower(value) in a C++ `try` that catches a `long`: returns what was caught
+/// plus 1000, or -1 when nothing was thrown.
+long at_call_catching(long value);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,0 +1,17 @@
+// A C++ exception thrown inside an attached function and caught by its caller: the unwinder
+// goes through the attach's return thunk in both of its phases (the search for the handler,
+// then the unwinding to it).
+#include "CTestAttachFixtures.h"
+
+extern "C" void at_throw(long value) {
+    if (value != 0) throw value;
+}
+
+extern "C" long at_call_catching(long value) {
+    try {
+        at_table.thrower(value);
+    } catch (long caught) {
+        return caught + 1000;
+    }
+    return -1;
+}
