@@ -159,5 +159,6 @@ try runZlibExample()
 try runImportExamples()
 try runReadmeImportExample()
 try runInlineExamples()
+try runAttachExamples()
 
 print("consumer: every README example ran")
