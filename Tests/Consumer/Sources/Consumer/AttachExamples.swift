@@ -43,7 +43,9 @@ func runAttachExamples() throws {
     let bytes: [UInt8] = [1, 2, 3]
     let sum = bytes.withUnsafeBufferPointer { crc32(0, $0.baseAddress, 3) }
     watched.remove()
-    check(seen.withLock { $0 } == ["crc32 of 3 bytes", "= \(sum)"], "the inline attach saw crc32: \(seen.withLock { $0 })")
+    check(
+        seen.withLock { $0 } == ["crc32 of 3 bytes", "= \(sum)"], "the inline attach saw crc32: \(seen.withLock { $0 })"
+    )
     check(bytes.withUnsafeBufferPointer { crc32(0, $0.baseAddress, 3) } == sum, "crc32 after the removal")
 
     // The table's add, with an argument and the result changed in registers, under a
@@ -62,7 +64,9 @@ func runAttachExamples() throws {
         call.returnValue += 1  // the caller gets the sum + 1
     }
     check(consumer_add(2, 3) == 14, "add with a changed argument and result")
-    check(order.withLock { $0 } == ["before 2", "enter 2", "leave 13"], "the hook runs around the attach: \(order.withLock { $0 })")
+    check(
+        order.withLock { $0 } == ["before 2", "enter 2", "leave 13"],
+        "the hook runs around the attach: \(order.withLock { $0 })")
     check(try Hook.statistics.attachCount == 1, "one attach installed")
     check(changed.remove(), "the attach comes out first")
     check(consumer_add(2, 3) == 5, "the hook alone")
@@ -84,7 +88,9 @@ func runAttachExamples() throws {
     var destination = [UInt8](repeating: 0, count: 8192)
     var destinationLength = uLongf(destination.count)
     let result = destination.withUnsafeMutableBufferPointer { out in
-        source.withUnsafeBufferPointer { compress(out.baseAddress, &destinationLength, $0.baseAddress, uLong($0.count)) }
+        source.withUnsafeBufferPointer {
+            compress(out.baseAddress, &destinationLength, $0.baseAddress, uLong($0.count))
+        }
     }
     compressions.remove()
     check(result == Z_OK && destinationLength < 100, "compress through the attach")
