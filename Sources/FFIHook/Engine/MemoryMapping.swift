@@ -1,5 +1,3 @@
-import Synchronization
-
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -56,7 +54,13 @@ package struct MemoryMapping: Equatable, Sendable {
     /// The mapping that holds `address` among `mappings`, if any.
     /// The snapshot a thread answers from while it runs ``withSnapshot(_:)``: the thread
     /// (`pthread_self`) and the mappings.
-    private static let snapshot = Mutex<(thread: UInt, mappings: [MemoryMapping])?>(nil)
+    /// Taken inside the registry's lock (a protection looked up during an install), so it is
+    /// taken across fork after it.
+    private static let snapshot: Locked<(thread: UInt, mappings: [MemoryMapping])?> = {
+        let lock = Locked<(thread: UInt, mappings: [MemoryMapping])?>(nil)
+        lock.protectAcrossFork(rank: SlotRegistry.forkRank + 3)
+        return lock
+    }()
 
     /// The mappings of the snapshot this thread runs under, if any.
     private static func snapshotOfThisThread() -> [MemoryMapping]? {
