@@ -29,22 +29,34 @@ uint64_t fht_monotonic_nanoseconds(void) {
 // MARK: - Counters
 
 /* Reserved once, never moved or freed: blocks hold pointers into it. Pages are touched
-   only as counters are handed out. */
+   only as counters are handed out. Its counters name the functions (and hold the shortest
+   call's initial value); the counting happens in each thread's own arena of the same shape. */
 enum { FHT_CAPACITY = 1 << 16 };
-static fht_counter *fht_arena;
+fht_counter *fht_arena;
 static size_t fht_used;
 static pthread_mutex_t fht_arena_lock = PTHREAD_MUTEX_INITIALIZER;
+
+__thread fht_counter *fht_mine __attribute__((tls_model("initial-exec")));
+
+/* Every thread's arena, newest first (arenas of threads that ended stay, with their counts). */
+typedef struct fht_arena_node {
+    fht_counter *counters;
+    struct fht_arena_node *next;
+} fht_arena_node;
+static fht_arena_node *fht_arenas;
+
+static fht_counter *fht_map(void) {
+    void *memory = mmap(NULL, FHT_CAPACITY * sizeof(fht_counter), PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return memory == MAP_FAILED ? NULL : memory;
+}
 
 fht_counter *fht_counters(size_t count) {
     pthread_mutex_lock(&fht_arena_lock);
     fht_counter *made = NULL;
-    if (!fht_arena) {
-        void *memory = mmap(
-            NULL, FHT_CAPACITY * sizeof(fht_counter), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-            -1, 0);
-        if (memory != MAP_FAILED) fht_arena = memory;
-    }
-    if (fht_arena && count <= FHT_CAPACITY - fht_used) {
+    if (!fht_arena) fht_arena = fht_map();
+    /* The last counter of every thread's arena holds the arena's list node. */
+    if (fht_arena && count <= FHT_CAPACITY - 1 - fht_used) {
         made = fht_arena + fht_used;
         for (size_t index = 0; index < count; index++) made[index].shortest = UINT64_MAX;
         __atomic_store_n(&fht_used, fht_used + count, __ATOMIC_RELEASE);
@@ -53,26 +65,49 @@ fht_counter *fht_counters(size_t count) {
     return made;
 }
 
+/* A thread's first call: its arena (zero-filled, untouched pages unmapped; a shortest call of
+   0 means none yet), linked in without a lock. */
+fht_counter *fht_local_slow(const fht_counter *counter) {
+    fht_counter *mine = fht_map();
+    if (!mine) return NULL;
+    fht_arena_node *node = (fht_arena_node *)(void *)&mine[FHT_CAPACITY - 1];
+    node->counters = mine;
+    node->next = __atomic_load_n(&fht_arenas, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(&fht_arenas, &node->next, node, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+    }
+    fht_mine = mine;
+    return mine + (counter - fht_arena);
+}
+
 fht_counter fht_read(const fht_counter *counter) {
-    return (fht_counter){
-        .calls = __atomic_load_n(&counter->calls, __ATOMIC_RELAXED),
-        .completed = __atomic_load_n(&counter->completed, __ATOMIC_RELAXED),
-        .total = __atomic_load_n(&counter->total, __ATOMIC_RELAXED),
-        .shortest = __atomic_load_n(&counter->shortest, __ATOMIC_RELAXED),
-        .longest = __atomic_load_n(&counter->longest, __ATOMIC_RELAXED),
-    };
+    size_t index = (size_t)(counter - fht_arena);
+    fht_counter sum = {.shortest = UINT64_MAX};
+    for (fht_arena_node *node = __atomic_load_n(&fht_arenas, __ATOMIC_ACQUIRE); node; node = node->next) {
+        const fht_counter *copy = &node->counters[index];
+        uint64_t completed = __atomic_load_n(&copy->completed, __ATOMIC_RELAXED);
+        sum.calls += __atomic_load_n(&copy->calls, __ATOMIC_RELAXED);
+        sum.completed += __atomic_load_n(&copy->completed, __ATOMIC_RELAXED);
+        sum.total += __atomic_load_n(&copy->total, __ATOMIC_RELAXED);
+        uint64_t shortest = __atomic_load_n(&copy->shortest, __ATOMIC_RELAXED);
+        uint64_t longest = __atomic_load_n(&copy->longest, __ATOMIC_RELAXED);
+        if (completed > 0 && shortest < sum.shortest) sum.shortest = shortest;
+        if (longest > sum.longest) sum.longest = longest;
+    }
+    return sum;
 }
 
 /* No lock: it runs in a forked child, where another thread of the parent may have held one. */
 void fht_reset_counters(void) {
     size_t used = __atomic_load_n(&fht_used, __ATOMIC_ACQUIRE);
-    for (size_t index = 0; index < used; index++) {
-        fht_counter *counter = &fht_arena[index];
-        __atomic_store_n(&counter->calls, 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&counter->completed, 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&counter->total, 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&counter->shortest, UINT64_MAX, __ATOMIC_RELAXED);
-        __atomic_store_n(&counter->longest, 0, __ATOMIC_RELAXED);
+    for (fht_arena_node *node = __atomic_load_n(&fht_arenas, __ATOMIC_ACQUIRE); node; node = node->next) {
+        for (size_t index = 0; index < used; index++) {
+            fht_counter *counter = &node->counters[index];
+            __atomic_store_n(&counter->calls, 0, __ATOMIC_RELAXED);
+            __atomic_store_n(&counter->completed, 0, __ATOMIC_RELAXED);
+            __atomic_store_n(&counter->total, 0, __ATOMIC_RELAXED);
+            __atomic_store_n(&counter->shortest, 0, __ATOMIC_RELAXED);
+            __atomic_store_n(&counter->longest, 0, __ATOMIC_RELAXED);
+        }
     }
 }
 

@@ -8,8 +8,8 @@
 
 // The C side of the tracer library (prefix fht_): the constructor that starts it when the
 // library is preloaded, the exit and fork handlers, a walk over the loaded objects' dynamic
-// sections (Swift cannot import <link.h> or <elf.h>), and the per-function counters that
-// the call path updates with atomics.
+// sections (Swift cannot import <link.h> or <elf.h>), and the per-function counters, which
+// each thread keeps its own copy of (no atomic read-modify-write on the call path).
 
 // MARK: - Clock
 
@@ -43,31 +43,50 @@ typedef struct {
 } fht_counter;
 
 /// The counters of `count` functions, in memory that is never freed or moved; NULL when
-/// the memory cannot be had. Counters made earlier stay where they are.
+/// the memory cannot be had. Counters made earlier stay where they are. A counter names its
+/// function: each thread counts into its own copy of it (see ``fht_local``), and
+/// ``fht_read`` sums the copies.
 fht_counter *_Nullable fht_counters(size_t count);
+
+/// The calling thread's copy of `counter`, mapped on the thread's first call (NULL when the
+/// memory cannot be had: the call is not counted).
+fht_counter *_Nullable fht_local_slow(const fht_counter *counter);
+/// The calling thread's counters (NULL before its first call), and the first counter of all.
+extern __thread fht_counter *_Nullable fht_mine __attribute__((tls_model("initial-exec")));
+extern fht_counter *_Nullable fht_arena;
+
+/// The calling thread's copy of `counter`.
+static inline fht_counter *_Nullable fht_local(const fht_counter *counter) {
+    fht_counter *mine = fht_mine;
+    if (__builtin_expect(mine != NULL, 1)) return mine + (counter - fht_arena);
+    return fht_local_slow(counter);
+}
+
+/// Adds `amount` to a word of the calling thread's own with one instruction: no other thread
+/// writes it, and a signal handler that counts on this thread cannot split the addition.
+static inline void fht_add(uint64_t *word, uint64_t amount) {
+    __asm__ volatile("addq %1, %0" : "+m"(*word) : "r"(amount));
+}
 
 /// Counts a call entering.
 static inline void fht_enter(fht_counter *counter) {
-    __atomic_fetch_add(&counter->calls, 1, __ATOMIC_RELAXED);
+    fht_counter *mine = fht_local(counter);
+    if (mine) fht_add(&mine->calls, 1);
 }
 
 /// Counts a call of `ticks` returning.
 static inline void fht_leave(fht_counter *counter, uint64_t ticks) {
-    __atomic_fetch_add(&counter->completed, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&counter->total, ticks, __ATOMIC_RELAXED);
-    uint64_t seen = __atomic_load_n(&counter->shortest, __ATOMIC_RELAXED);
-    while (ticks < seen
-        && !__atomic_compare_exchange_n(&counter->shortest, &seen, ticks, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-    }
-    seen = __atomic_load_n(&counter->longest, __ATOMIC_RELAXED);
-    while (ticks > seen
-        && !__atomic_compare_exchange_n(&counter->longest, &seen, ticks, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-    }
+    fht_counter *mine = fht_local(counter);
+    if (!mine) return;
+    fht_add(&mine->completed, 1);
+    fht_add(&mine->total, ticks);
+    if (mine->shortest == 0 || ticks < mine->shortest) mine->shortest = ticks; /* 0: none yet */
+    if (ticks > mine->longest) mine->longest = ticks;
 }
 
-/// A copy of a counter, read field by field with atomic loads.
+/// The sum of every thread's copy of a counter (shortest and longest: the least and the
+/// greatest), read field by field with atomic loads.
 fht_counter fht_read(const fht_counter *counter);
-
 /// Zeroes every counter made so far (at the end of the start, and in a forked child).
 void fht_reset_counters(void);
 
