@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "ffh_attach.h"
+#include "call_internal.h"
 #include "ffh_call.h"
 #include "ffh_guard.h"
 #include "ffh_syscall.h"
@@ -26,8 +27,6 @@ extern void __register_frame_info(const void *begin, void *object);
    lives in the side stack's mapping; the leak checker must scan that mapping to see it held. */
 extern void __lsan_register_root_region(const void *begin, size_t size) __attribute__((weak));
 
-/* Set in thread.c by ffh_handler_setup: whether readers need a fence of their own. */
-extern int ffh_readers_fence __attribute__((visibility("hidden")));
 
 static ffh_attach_dispatch ffh_attach_dispatch_function;
 static uint64_t ffh_attach_skipped;
@@ -408,24 +407,13 @@ static void ffh_side_drop_abandoned(ffh_side *side, uint64_t sp) {
     side->depth = depth;
 }
 
-static inline void ffh_attach_begin(ffh_thread *thread, int *outermost) {
+/* Marks the thread inside a call when it is not already (see ffh_call_enter); returns whether
+   it did. */
+static inline int ffh_attach_begin(ffh_thread *thread) {
     uintptr_t generation = thread->generation;
-    *outermost = !(generation & 1);
-    if (*outermost) {
-        __atomic_store_n(&thread->generation, generation + 1, __ATOMIC_RELAXED);
-        if (ffh_readers_fence) {
-            __atomic_thread_fence(__ATOMIC_SEQ_CST);
-        } else {
-            __asm__ __volatile__("" ::: "memory");
-        }
-    }
-}
-
-static inline void ffh_attach_end(ffh_thread *thread, int outermost) {
-    if (outermost) {
-        uintptr_t inside = thread->generation;
-        if (inside & 1) __atomic_store_n(&thread->generation, inside + 1, __ATOMIC_RELEASE);
-    }
+    int outermost = !(generation & 1);
+    if (outermost) ffh_call_enter(thread, generation);
+    return outermost;
 }
 
 /* What ffh_attach_enter returns to the entry (in rax and rdx): the function, and the cell to
@@ -452,8 +440,7 @@ __attribute__((visibility("hidden"))) ffh_attach_target ffh_attach_enter(ffh_att
         if (!side) return target;
     }
     thread->busy = 1;
-    int outermost;
-    ffh_attach_begin(thread, &outermost);
+    int outermost = ffh_attach_begin(thread);
     uintptr_t epoch = __atomic_load_n(&record->epoch, __ATOMIC_ACQUIRE);
     uintptr_t state = __atomic_load_n(&record->state, __ATOMIC_ACQUIRE);
     uintptr_t flags = __atomic_load_n(&record->flags, __ATOMIC_ACQUIRE);
@@ -484,7 +471,7 @@ __attribute__((visibility("hidden"))) ffh_attach_target ffh_attach_enter(ffh_att
             }
         }
     }
-    ffh_attach_end(thread, outermost);
+    if (outermost) ffh_call_leave(thread);
     thread->busy = 0;
     return target;
 }
@@ -521,12 +508,11 @@ __attribute__((visibility("hidden"))) uintptr_t ffh_attach_leave(ffh_attach_leav
     __asm__ __volatile__("" ::: "memory");
     if (thread->busy) return ret;
     thread->busy = 1;
-    int outermost;
-    ffh_attach_begin(thread, &outermost);
+    int outermost = ffh_attach_begin(thread);
     uintptr_t state = __atomic_load_n(&record->state, __ATOMIC_ACQUIRE);
     ffh_attach_dispatch dispatch = __atomic_load_n(&ffh_attach_dispatch_function, __ATOMIC_ACQUIRE);
     if (state && dispatch && __atomic_load_n(&record->epoch, __ATOMIC_ACQUIRE) == epoch) dispatch(state, frame, 1);
-    ffh_attach_end(thread, outermost);
+    if (outermost) ffh_call_leave(thread);
     thread->busy = 0;
     return ret;
 }

@@ -142,4 +142,31 @@ static inline uint64_t *entry_stack(entry_frame_t *frame) {
 
 #endif
 
+// MARK: - A call marked inside, for reclamation
+
+#include "ffh_thread.h"
+
+/* Whether readers need a fence of their own (set by ffh_handler_setup: no membarrier). */
+extern int ffh_readers_fence __attribute__((visibility("hidden")));
+
+/* Marks `thread` inside a call, the thread's outermost (its generation, read before as
+   `generation`, is even): the generation becomes odd, ordered before the reads of what
+   reclamation frees. A signal handler that runs between that read and this store makes and
+   ends its own outermost call; storing from the stale value then only repeats an odd value,
+   which makes reclamation wait longer, never shorter. */
+static inline __attribute__((always_inline)) void ffh_call_enter(ffh_thread *thread, uintptr_t generation) {
+    __atomic_store_n(&thread->generation, generation + 1, __ATOMIC_RELAXED);
+    if (ffh_readers_fence) {
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    } else {
+        __asm__ __volatile__("" ::: "memory");
+    }
+}
+
+/* Ends what ffh_call_enter marked (unless something ended it meanwhile). */
+static inline __attribute__((always_inline)) void ffh_call_leave(ffh_thread *thread) {
+    uintptr_t inside = thread->generation;
+    if (inside & 1) __atomic_store_n(&thread->generation, inside + 1, __ATOMIC_RELEASE);
+}
+
 #endif

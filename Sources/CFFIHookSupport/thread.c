@@ -257,7 +257,7 @@ int ffh_identity(int value) { return value; }
 static ffh_dispatch ffh_dispatch_function;
 
 uintptr_t ffh_recordless_readers;
-__attribute__((visibility("hidden"))) int ffh_readers_fence;
+int ffh_readers_fence;
 
 void ffh_handler_setup(ffh_dispatch dispatch, int readersFence, int marksCallPath) {
     ffh_readers_fence = readersFence;
@@ -467,22 +467,9 @@ static inline __attribute__((always_inline)) void ffh_run(void *returnValue, voi
     }
 #endif
     if (unwind) unwind[1] = (uint64_t)abandonedArgument << 1 | 1;
-    if (outermost) {
-        /* A signal handler that runs between the load above and this store makes and ends
-           its own outermost call; storing from the stale value then only repeats an odd
-           value, which makes reclamation wait longer, never shorter. */
-        __atomic_store_n(&thread->generation, generation + 1, __ATOMIC_RELAXED);
-        if (ffh_readers_fence) {
-            __atomic_thread_fence(__ATOMIC_SEQ_CST);
-        } else {
-            __asm__ __volatile__("" ::: "memory");
-        }
-    }
+    if (outermost) ffh_call_enter(thread, generation);
     dispatch(returnValue, arguments, userData, thread);
-    if (outermost) {
-        uintptr_t inside = thread->generation;
-        if (inside & 1) __atomic_store_n(&thread->generation, inside + 1, __ATOMIC_RELEASE);
-    }
+    if (outermost) ffh_call_leave(thread);
 #if FFH_CLEANUP
     if (__builtin_expect(offset != 0, 1)) {
         ffh_fs_store(offset, (uintptr_t)previous);
