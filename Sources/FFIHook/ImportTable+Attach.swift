@@ -21,19 +21,10 @@ extension ImportTable {
     public static func attach(
         symbol: String, in scope: ImportScope, onEnter: EnterBlock? = nil, onLeave: LeaveBlock? = nil
     ) throws(HookError) -> HookGroupToken {
-        let request = ImportRequest(symbol: symbol, attachment: Attachment(onEnter: onEnter, onLeave: onLeave))
+        // One symbol is a list of one: the same walk, and the same error when nothing
+        // imports it.
         do throws(HookError) {
-            if scope == .allIncludingLaterLoads {
-                return try LoadFollower.start(request)
-            }
-            let tokens = try ImportWalk.withLoadedObjects { objects throws(HookError) in
-                let chosen = try ImportWalk.chosen(from: objects, in: scope, signature: nil)
-                return try ImportWalk.install(request, in: chosen) { _ in true }
-            }
-            guard !tokens.isEmpty else {
-                throw notImported(symbol, in: scope, signature: nil)
-            }
-            return HookGroupToken(tokens: tokens, skippedFields: [])
+            return try attach(symbols: [symbol], in: scope) { _ in (onEnter, onLeave) }
         } catch {
             throw error.naming(symbol: symbol)
         }
