@@ -52,7 +52,7 @@ let package = Package(
         // hooks as a slot. A product of its own, so that users of FFIHook alone need no Zydis.
         .target(
             name: "FFIHookInline",
-            dependencies: ["FFIHook", "FFIHookCore", "CFFIHookSupport", "CZydis"],
+            dependencies: ["FFIHook", "FFIHookCore", "CFFIHookSupport", "CFFIHookPatch", "CZydis"],
             swiftSettings: strictSettings
         ),
 
@@ -70,6 +70,10 @@ let package = Package(
         // fault-free reads, the walk over loaded objects' import tables (prefix ffh_).
         // gcc_s: the unwinder and the C personality of the closure entry's landing pad.
         .target(name: "CFFIHookSupport", linkerSettings: [.linkedLibrary("gcc_s")]),
+        // Writing code that other threads may be running, for inline hooks: the other threads
+        // stopped once per batch of writes, and moved out of the bytes being replaced (prefix
+        // ffh_patch_). Built on CFFIHookSupport's system calls and fault guard.
+        .target(name: "CFFIHookPatch", dependencies: ["CFFIHookSupport"]),
         // The GNU Objective-C runtime's functions, looked up by name in the process (prefix
         // ffh_objc_): nothing links the runtime.
         .target(

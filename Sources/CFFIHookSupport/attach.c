@@ -140,8 +140,12 @@ static void ffh_jit_give(void *lock) { __atomic_store_n((int *)lock, 0, __ATOMIC
 enum { FFH_JIT_FORK_RANK = 1000 };
 
 /* Also has the lock of gdb's list taken across fork. */
+static void ffh_attach_thread_released(ffh_thread *thread);
+
 void ffh_attach_setup(ffh_attach_dispatch dispatch) {
     (void)ffh_fork_protect_with(ffh_jit_take, ffh_jit_give, &ffh_jit_lock, FFH_JIT_FORK_RANK);
+    /* A released record's side stack starts empty for its next thread. */
+    ffh_thread_set_release_hook(ffh_attach_thread_released);
     __atomic_store_n(&ffh_attach_dispatch_function, dispatch, __ATOMIC_RELEASE);
 }
 
@@ -527,7 +531,7 @@ uint64_t ffh_attach_depth(void) {
     return side ? side->depth : 0;
 }
 
-void ffh_attach_thread_released(ffh_thread *thread) {
+static void ffh_attach_thread_released(ffh_thread *thread) {
     ffh_side *side = thread->side;
     if (side) side->depth = 0;
 }
@@ -543,6 +547,5 @@ void ffh_attach_write_stub(void *stub, ffh_attach *record) {
     (void)stub;
     (void)record;
 }
-void ffh_attach_thread_released(ffh_thread *thread) { (void)thread; }
 
 #endif

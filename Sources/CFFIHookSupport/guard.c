@@ -49,7 +49,6 @@ int ffh_guard_load(const void *address, uintptr_t *value);
 extern const char ffh_guard_cas_access[];
 extern const char ffh_guard_load_access[];
 extern const char ffh_guard_recover[];
-void ffh_guard_restorer(void);
 
 // MARK: - The kernel's signal actions
 
@@ -115,9 +114,11 @@ static void ffh_guard_default(int signal, const siginfo_t *info) {
     }
 }
 
-/* The code writer's stop request (patch.c), sent as SIGSEGV to a thread that blocks its
-   real-time signal: 1 when the signal was that, and the thread has parked and been released. */
-int ffh_patch_claim_signal(siginfo_t *info, void *context);
+/* The code writer's stop requests, sent as SIGSEGV to a thread that blocks its real-time
+   signal: the function that takes them (see ffh_guard_set_claimer), NULL until one is set. */
+static ffh_guard_claimer ffh_guard_claim;
+
+void ffh_guard_set_claimer(ffh_guard_claimer claimer) { __atomic_store_n(&ffh_guard_claim, claimer, __ATOMIC_RELEASE); }
 
 /* The handler runs at any instruction of any thread (the code writer's stop requests come
    asynchronously): no sanitizer hook may run in it, not even at its entry. */
@@ -128,7 +129,10 @@ int ffh_patch_claim_signal(siginfo_t *info, void *context);
 #endif
 
 FFH_GUARD_UNINSTRUMENTED static void ffh_guard_handler(int signal, siginfo_t *info, void *context) {
-    if (info->si_code == SI_QUEUE && ffh_patch_claim_signal(info, context)) return;
+    if (info->si_code == SI_QUEUE) {
+        ffh_guard_claimer claim = __atomic_load_n(&ffh_guard_claim, __ATOMIC_ACQUIRE);
+        if (claim != NULL && claim(info, context)) return;
+    }
     ucontext_t *interrupted = context;
     uintptr_t ip = (uintptr_t)interrupted->uc_mcontext.gregs[REG_RIP];
     /* A fault the kernel raised (si_code > 0: not a signal sent by kill or tgkill) at one of
@@ -299,6 +303,8 @@ int ffh_guard_install(void) { return -1; }
 void ffh_guard_block_during(int signal) { (void)signal; }
 
 int ffh_guard_is_installed(void) { return 0; }
+
+void ffh_guard_set_claimer(ffh_guard_claimer claimer) { (void)claimer; }
 
 void ffh_guard_session_begin(void) {}
 

@@ -98,11 +98,21 @@ int ffh_thread_is_alive(const ffh_thread *thread) {
     return ffh_syscall3(SYS_tgkill, ffh_getpid(), tid, 0) != -ESRCH;
 }
 
-/* attach.c: a released record's side stack starts empty for its next thread. */
-void ffh_attach_thread_released(ffh_thread *thread);
+/* What else a record holds that must start afresh for its next thread (attach.c's side
+   stack), set by ffh_thread_set_release_hook; NULL until then. */
+static void (*ffh_release_hook)(ffh_thread *thread);
+
+void ffh_thread_set_release_hook(void (*hook)(ffh_thread *thread)) {
+    __atomic_store_n(&ffh_release_hook, hook, __ATOMIC_RELEASE);
+}
+
+static void ffh_thread_run_release_hook(ffh_thread *thread) {
+    void (*hook)(ffh_thread *) = __atomic_load_n(&ffh_release_hook, __ATOMIC_ACQUIRE);
+    if (hook != NULL) hook(thread);
+}
 
 void ffh_thread_release(ffh_thread *thread) {
-    ffh_attach_thread_released(thread);
+    ffh_thread_run_release_hook(thread);
     for (uintptr_t index = 0; index < FFH_MARKS; index++) thread->marks[index] = 0;
     thread->mark_count = 0;
     thread->busy = 0;
@@ -118,7 +128,7 @@ int ffh_thread_release_vanished(ffh_thread *thread, uintptr_t generation) {
             &thread->generation, &expected, generation + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
         return 0;
     }
-    ffh_attach_thread_released(thread);
+    ffh_thread_run_release_hook(thread);
     for (uintptr_t index = 0; index < FFH_MARKS; index++) thread->marks[index] = 0;
     thread->mark_count = 0;
     thread->busy = 0;

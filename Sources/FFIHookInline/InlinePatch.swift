@@ -1,3 +1,4 @@
+internal import CFFIHookPatch
 internal import CFFIHookSupport
 internal import FFIHook
 import Synchronization

@@ -29,6 +29,7 @@
 // fails on memory that is unmapped or read-only) right before the exchange: a window
 // remains in which an unmap can make the exchange fault.
 
+#include <signal.h>
 #include <stdint.h>
 
 /// Replaces the aligned machine word at `address` with `desired` if it holds `expected`,
@@ -48,6 +49,18 @@ int ffh_guard_install(void);
 /// Blocks `signal` while the guard's handler runs, from now on (the code writer's stop
 /// signal: a thread parked through SIGSEGV must not take it inside the handler).
 void ffh_guard_block_during(int signal);
+
+/// A function that may take a SIGSEGV sent with `sigqueue` (si_code SI_QUEUE) before the guard
+/// treats it as a fault: 1 when it took it (the handler then returns), 0 when it is not its.
+typedef int (*ffh_guard_claimer)(siginfo_t *info, void *context);
+
+/// Sets the function that takes queued SIGSEGVs first: the code writer's (CFFIHookPatch), whose
+/// stop requests go again as SIGSEGV to a thread that blocks its real-time signal.
+void ffh_guard_set_claimer(ffh_guard_claimer claimer);
+
+/// The restorer the guard installs its handler with (the kernel's `sa_restorer`, which returns
+/// from a handler through `rt_sigreturn`), for the library's other handlers.
+void ffh_guard_restorer(void);
 
 /// Whether the guard is the handler the kernel runs for SIGSEGV and for SIGBUS right now.
 int ffh_guard_is_installed(void);

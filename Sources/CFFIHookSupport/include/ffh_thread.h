@@ -95,6 +95,11 @@ int ffh_thread_is_alive(const ffh_thread *thread);
 /// Frees a record whose thread is gone, ending any call it was inside.
 void ffh_thread_release(ffh_thread *thread);
 
+/// Sets what else must start afresh when a record is freed, for its next thread (the attach
+/// engine's side stack): `hook` runs with the record each time one is freed, from the thread
+/// that frees it (possibly in a destructor at thread exit), so it must not allocate or lock.
+void ffh_thread_set_release_hook(void (*hook)(ffh_thread *thread));
+
 /// Frees the record of a thread that is gone while it still holds `generation`, the odd
 /// value it had when reclamation began waiting for it; returns whether it did. A thread that
 /// freed its own record as it exited has changed its generation since, so a reclamation

@@ -3,7 +3,8 @@
 
 // Writing machine code that other threads may be executing (inline hooks): the process's
 // other threads are stopped with a signal while the bytes change, and a thread stopped inside
-// the bytes being replaced is moved to the matching instruction elsewhere.
+// the bytes being replaced is moved to the matching instruction elsewhere. One stop writes a
+// whole batch.
 //
 // Between stopping the threads and releasing them the library makes system calls with the
 // processor's instruction only: a stopped thread may hold any lock (the allocator's, the
@@ -29,7 +30,7 @@ typedef enum {
     FFH_PATCH_THREAD_UNRESPONSIVE = 3,
     /// A thread was inside the bytes to replace at a place no move names.
     FFH_PATCH_THREAD_INSIDE = 4,
-    /// The code's page could not be made writable (`mprotect` failed with `error`).
+    /// The code could not be written: `mprotect` failed with `error`.
     FFH_PATCH_PROTECTION = 5,
     /// The bytes found at the address are not the ones expected.
     FFH_PATCH_CHANGED = 6,
@@ -39,7 +40,7 @@ typedef enum {
     FFH_PATCH_UNMAPPED = 8,
 } ffh_patch_status;
 
-/// What a write did.
+/// What a stop did.
 typedef struct {
     ffh_patch_status status;
     /// The thread concerned by a failure (its kernel thread id), 0 for none.
@@ -54,13 +55,47 @@ typedef struct {
     int32_t moved;
 } ffh_patch_result;
 
-/// Replaces the `length` bytes at `address`, which must hold `expected`, with `bytes`, while
-/// every other thread of the process is stopped. A stopped thread whose instruction pointer
-/// lies in [`watch_start`, `watch_end`) is moved by the entry of `moves` whose `from` it
-/// equals; one that no entry names fails the write with FFH_PATCH_THREAD_INSIDE (and so does
-/// a thread blocked in a system call there, which cannot be moved). `protection` is the
-/// page's protection to restore afterwards (PROT_* bits). Nothing is written on failure.
-/// Returns the status, which `result` details.
+/// One write of a batch: the `length` bytes at `address`, which must hold `expected`, become
+/// `bytes`. A stopped thread whose instruction pointer lies in [`watch_start`, `watch_end`)
+/// is moved by the entry of `moves` whose `from` it equals; one that no entry names (or that
+/// sleeps in a system call there, and cannot be moved) keeps this write from happening.
+/// `protection` is the page's protection (PROT_* bits), restored where the page's protection
+/// had to change for the write. The `status` and the fields after it are the write's outcome.
+typedef struct {
+    void *address;
+    const uint8_t *expected;
+    const uint8_t *bytes;
+    size_t length;
+    int protection;
+    uintptr_t watch_start;
+    uintptr_t watch_end;
+    const ffh_patch_move *moves;
+    size_t move_count;
+    /// Out: FFH_PATCH_DONE, THREAD_INSIDE, PROTECTION, CHANGED or UNMAPPED; or, when the stop
+    /// itself failed, the stop's status.
+    ffh_patch_status status;
+    /// Out: the thread that kept the write from happening, and its instruction pointer.
+    int32_t thread;
+    uintptr_t pc;
+    /// Out: the errno of a failed system call.
+    int32_t error;
+    /// Out: how many stopped threads this write moved.
+    int32_t moved;
+} ffh_patch_request;
+
+/// Writes every request of `requests` while every other thread of the process is stopped,
+/// once for the whole batch. Each request succeeds or fails on its own (its `status`); a
+/// request that fails is not written at all. The bytes go through `/proc/self/mem`, which
+/// writes read-only code without changing any mapping's protection; where the kernel forbids
+/// that, the page is made writable for the moment of the write. Returns FFH_PATCH_DONE when
+/// the threads were stopped (then each request says how it went), or why they could not be
+/// (then nothing was written, and each request has that status); `result` says how many
+/// threads were stopped and moved.
+ffh_patch_status ffh_patch_write_batch(ffh_patch_request *requests, size_t count, ffh_patch_result *result);
+
+/// One write as a batch of one: replaces the `length` bytes at `address`, which must hold
+/// `expected`, with `bytes`, with every other thread stopped (see ffh_patch_request for the
+/// other arguments). Nothing is written on failure. Returns the status, which `result` details.
 ffh_patch_status ffh_patch_write(
     void *address, const uint8_t *expected, const uint8_t *bytes, size_t length, int protection,
     uintptr_t watch_start, uintptr_t watch_end, const ffh_patch_move *moves, size_t move_count,

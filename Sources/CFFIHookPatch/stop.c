@@ -1,5 +1,5 @@
 #define _GNU_SOURCE
-#include "ffh_patch.h"
+#include "stop.h"
 
 #if defined(__linux__) && defined(__x86_64__)
 
@@ -23,7 +23,7 @@
 #define FFH_PATCH_PRAGMA_PUSHED 1
 #endif
 
-// Nothing here calls libc between stopping the threads and releasing them (see the header):
+// Nothing here calls libc between stopping the threads and releasing them (see stop.h):
 // system calls go through ffh_syscall6, memory is copied by loops over volatile bytes (a
 // compiler may turn a plain loop into a call of memcpy or memset), and the handler that
 // parks each thread does the same.
@@ -37,8 +37,6 @@ typedef struct {
     void (*restorer)(void);
     uint64_t mask;
 } ffh_patch_action;
-
-void ffh_guard_restorer(void);
 
 #define FFH_PATCH_SA_RESTORER 0x04000000UL
 
@@ -71,7 +69,7 @@ enum {
     FFH_ENTRY_SIGNALLED = 1,
     /// Parked in the handler, `pc` reported.
     FFH_ENTRY_PARKED = 2,
-    /// Released and back from the handler (its move applied).
+    /// Released and back from the handler (its move applied): free for a later stop.
     FFH_ENTRY_DONE = 3,
 };
 
@@ -87,7 +85,9 @@ static int ffh_in_stop_code(uintptr_t pc) {
 }
 
 /* Entries are never unmapped: a signal that arrives late (to a thread that had it blocked)
-   still points at one, and finds it idle or belonging to a later stop. */
+   still points at one, and finds it idle or belonging to a later stop. A stop takes the free
+   entries from the first on; one whose thread is still parked from an earlier stop (released,
+   but not yet back on a processor to read its move) is skipped until that thread is done. */
 #define FFH_CHUNK_ENTRIES 1024
 #define FFH_CHUNKS 64
 static ffh_stop_entry *ffh_chunks[FFH_CHUNKS];
@@ -108,11 +108,10 @@ static ffh_stop_entry *ffh_entry(size_t index) {
 }
 
 /* The stop in progress (0 when none), the last stop released (the futex the parked threads
-   wait on, its low 32 bits), and how many threads have parked or finished in this stop. */
+   wait on, its low 32 bits), and how many threads have parked in this stop. */
 static uint64_t ffh_active_stop;
 static uint32_t ffh_released_stop;
 static uint32_t ffh_parked_count;
-static uint32_t ffh_done_count;
 static uint64_t ffh_stop_number;
 static int ffh_stop_signal;
 
@@ -163,16 +162,17 @@ FFH_STOP_CODE static int ffh_stop_park(siginfo_t *info, void *context) {
     }
     __atomic_add_fetch(&ffh_parked_count, 1, __ATOMIC_ACQ_REL);
     ffh_futex(&ffh_parked_count, FUTEX_WAKE_PRIVATE, 1, NULL);
+    /* Released once the last stop released is this one or a later one (stops may follow each
+       other before this thread is back on a processor). */
     for (;;) {
         uint32_t released = __atomic_load_n(&ffh_released_stop, __ATOMIC_ACQUIRE);
-        if (released == (uint32_t)stop) break;
+        if ((int32_t)(released - (uint32_t)stop) >= 0) break;
         ffh_futex(&ffh_released_stop, FUTEX_WAIT_PRIVATE, released, NULL);
     }
     uintptr_t destination = __atomic_load_n(&entry->new_pc, __ATOMIC_ACQUIRE);
     if (destination != 0) interrupted->uc_mcontext.gregs[REG_RIP] = (greg_t)destination;
+    /* The entry is free for a later stop from here on: nothing reads it after this store. */
     __atomic_store_n(&entry->state, FFH_ENTRY_DONE, __ATOMIC_RELEASE);
-    __atomic_add_fetch(&ffh_done_count, 1, __ATOMIC_ACQ_REL);
-    ffh_futex(&ffh_done_count, FUTEX_WAKE_PRIVATE, 1, NULL);
     return 1;
 }
 
@@ -181,7 +181,8 @@ FFH_STOP_CODE static void ffh_stop_handler(int signal, siginfo_t *info, void *co
     ffh_stop_park(info, context);
 }
 
-FFH_STOP_CODE int ffh_patch_claim_signal(siginfo_t *info, void *context) { return ffh_stop_park(info, context); }
+/* The fault guard's handler passes on the stop requests sent as SIGSEGV. */
+FFH_STOP_CODE static int ffh_stop_claim(siginfo_t *info, void *context) { return ffh_stop_park(info, context); }
 
 /* Installs the handler on a real-time signal nobody handles, once; keeps it while it is
    still installed, and picks another if someone replaced it. 0 when ready. */
@@ -204,6 +205,7 @@ static int ffh_ensure_signal(void) {
         if (ffh_patch_sigaction(signal, &action, NULL) != 0) continue;
         __atomic_store_n(&ffh_stop_signal, signal, __ATOMIC_RELEASE);
         ffh_guard_block_during(signal);
+        ffh_guard_set_claimer(ffh_stop_claim);
         return 0;
     }
     return -1;
@@ -324,13 +326,6 @@ static ffh_quiet ffh_inspect(int32_t thread, int signal, uintptr_t *pc, int *blo
 
 // MARK: - Stopping and releasing
 
-typedef struct {
-    uint64_t stop;
-    size_t count;      // entries used
-    int32_t stopped;   // parked
-    uint64_t saved_mask;
-} ffh_stop;
-
 static int ffh_signal_thread(long process, ffh_stop_entry *entry, int signal) {
     siginfo_t info;
     ffh_zero(&info, sizeof info);
@@ -342,13 +337,31 @@ static int ffh_signal_thread(long process, ffh_stop_entry *entry, int signal) {
     return (int)ffh_syscall6(SYS_rt_tgsigqueueinfo, process, entry->thread, signal, (long)&info, 0, 0);
 }
 
+/* The entry of this stop at `index`, or NULL when the entry belongs to none of its threads. */
+static ffh_stop_entry *ffh_stop_entry_at(const ffh_stop *stop, size_t index) {
+    ffh_stop_entry *entry = ffh_entry(index);
+    if (entry == NULL || __atomic_load_n(&entry->stop, __ATOMIC_ACQUIRE) != stop->number) return NULL;
+    return entry;
+}
+
 /* Whether `thread` already has an entry in this stop. */
 static int ffh_known(const ffh_stop *stop, int32_t thread) {
-    for (size_t index = 0; index < stop->count; index++) {
-        ffh_stop_entry *entry = ffh_entry(index);
-        if (entry->thread == thread) return 1;
+    for (size_t index = 0; index < stop->limit; index++) {
+        ffh_stop_entry *entry = ffh_stop_entry_at(stop, index);
+        if (entry != NULL && entry->thread == thread) return 1;
     }
     return 0;
+}
+
+/* A free entry for this stop (at `stop->limit` or after it: one still parked from an earlier
+   stop is passed over), or NULL when no more can be mapped. */
+static ffh_stop_entry *ffh_take_entry(ffh_stop *stop) {
+    for (;;) {
+        ffh_stop_entry *entry = ffh_entry(stop->limit);
+        if (entry == NULL) return NULL;
+        stop->limit++;
+        if (__atomic_load_n(&entry->state, __ATOMIC_ACQUIRE) != FFH_ENTRY_PARKED) return entry;
+    }
 }
 
 /* Signals every thread of /proc/self/task that has no entry yet; how many were signalled,
@@ -373,7 +386,7 @@ static long ffh_signal_new_threads(ffh_stop *stop, long process, long self, int 
                 thread = thread * 10 + (*digit - '0');
             }
             if (thread == self || ffh_known(stop, thread)) continue;
-            ffh_stop_entry *entry = ffh_entry(stop->count);
+            ffh_stop_entry *entry = ffh_take_entry(stop);
             if (entry == NULL) {
                 ffh_syscall6(SYS_close, directory, 0, 0, 0, 0, 0);
                 return -1;
@@ -385,12 +398,12 @@ static long ffh_signal_new_threads(ffh_stop *stop, long process, long self, int 
             entry->quiet_pc = 0;
             entry->segv_sent = 0;
             __atomic_store_n(&entry->new_pc, 0, __ATOMIC_RELEASE);
-            __atomic_store_n(&entry->stop, stop->stop, __ATOMIC_RELEASE);
+            __atomic_store_n(&entry->stop, stop->number, __ATOMIC_RELEASE);
             __atomic_store_n(&entry->state, FFH_ENTRY_SIGNALLED, __ATOMIC_RELEASE);
-            stop->count++;
             if (ffh_signal_thread(process, entry, signal) != 0) {
                 /* Gone already. */
                 __atomic_store_n(&entry->state, FFH_ENTRY_IDLE, __ATOMIC_RELEASE);
+                __atomic_store_n(&entry->stop, 0, __ATOMIC_RELEASE);
                 continue;
             }
             signalled++;
@@ -400,9 +413,6 @@ static long ffh_signal_new_threads(ffh_stop *stop, long process, long self, int 
     return signalled;
 }
 
-/* The entries that have not parked, checked for good reasons not to: gone, or blocking the
-   signal (then in a system call at a known place, or unknowable). Returns whether every
-   entry is settled: parked, gone or known; sets `*unknown` to an entry that is not. */
 /* The threads found quiet (blocking the signal) in the last stop: looked at without waiting
    in the next one, since they are likely to be quiet again. */
 #define FFH_QUIET_CACHE 64
@@ -416,10 +426,14 @@ static int ffh_was_quiet(int32_t thread) {
     return 0;
 }
 
+/* The entries that have not parked, checked for good reasons not to: gone, or blocking the
+   signal (then in a system call at a known place, or unknowable). Returns whether every
+   entry is settled: parked, gone or known; sets `*unknown` to an entry that is not. */
 static int ffh_settled(const ffh_stop *stop, int signal, int inspect, ffh_stop_entry **unknown) {
     int settled = 1;
-    for (size_t index = 0; index < stop->count; index++) {
-        ffh_stop_entry *entry = ffh_entry(index);
+    for (size_t index = 0; index < stop->limit; index++) {
+        ffh_stop_entry *entry = ffh_stop_entry_at(stop, index);
+        if (entry == NULL) continue;
         int32_t state = __atomic_load_n(&entry->state, __ATOMIC_ACQUIRE);
         if (state != FFH_ENTRY_SIGNALLED) continue;
         if (entry->quiet) continue;
@@ -441,8 +455,9 @@ static int ffh_settled(const ffh_stop *stop, int signal, int inspect, ffh_stop_e
             break;
         case FFH_QUIET_BLOCKED:
             /* Running with the signal blocked, as libdispatch's worker threads (those that
-               run Swift's tasks) do for every signal but the synchronous ones: ask again with
-               SIGSEGV, which the fault guard's handler passes to the stop's (once). */
+               run Swift's tasks) do for every signal but the synchronous ones, or still in the
+               handler of an earlier stop: ask again with SIGSEGV, which the fault guard's
+               handler passes to the stop's (once). */
             if (!entry->segv_sent && !blocks_segv && ffh_guard_install() == 0) {
                 entry->segv_sent = 1;
                 ffh_signal_thread(ffh_syscall0(SYS_getpid), entry, SIGSEGV);
@@ -459,28 +474,31 @@ static int ffh_settled(const ffh_stop *stop, int signal, int inspect, ffh_stop_e
     return settled;
 }
 
-/* Stops every other thread; 0, or a status with `result` filled. The stop lock is held. */
-static ffh_patch_status ffh_stop_all(ffh_stop *stop, ffh_patch_result *result) {
+static void ffh_lock(void) {
+    while (__atomic_exchange_n(&ffh_stop_lock, 1, __ATOMIC_ACQUIRE) != 0) ffh_syscall0(SYS_sched_yield);
+}
+
+static void ffh_unlock(void) { __atomic_store_n(&ffh_stop_lock, 0, __ATOMIC_RELEASE); }
+
+ffh_patch_status ffh_stop_world(ffh_stop *stop, ffh_patch_result *result) {
+    ffh_lock();
     /* Block every signal here: a handler of this thread must not run the bytes mid-write. */
     uint64_t all = ~0ull;
     ffh_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&stop->saved_mask, 8, 0, 0);
-    stop->stop = ++ffh_stop_number;
-    stop->count = 0;
+    stop->number = ++ffh_stop_number;
+    stop->limit = 0;
     stop->stopped = 0;
     if (ffh_ensure_signal() != 0) return FFH_PATCH_NO_SIGNAL;
     int signal = ffh_stop_signal;
     long process = ffh_syscall0(SYS_getpid);
     long self = ffh_gettid();
     __atomic_store_n(&ffh_parked_count, 0, __ATOMIC_RELEASE);
-    __atomic_store_n(&ffh_done_count, 0, __ATOMIC_RELEASE);
-    __atomic_store_n(&ffh_active_stop, stop->stop, __ATOMIC_RELEASE);
+    __atomic_store_n(&ffh_active_stop, stop->number, __ATOMIC_RELEASE);
     uint64_t deadline = ffh_now_ns() + 2000000000ull;
-    long pending = 0;
     for (int round = 0;; round++) {
         long signalled = ffh_signal_new_threads(stop, process, self, signal);
         if (signalled < 0) return FFH_PATCH_NO_MEMORY;
         if (signalled == 0 && round > 0) break;
-        pending += signalled;
         /* Wait for them. A thread that blocks the signal never parks: after a short wait,
            the quiet ones are looked at (a thread asleep in a system call with the signal
            blocked is common: a signal-handling thread in sigwait, a runtime's helper), and
@@ -502,171 +520,59 @@ static ffh_patch_status ffh_stop_all(ffh_stop *stop, ffh_patch_result *result) {
             }
         }
     }
-    (void)pending;
     stop->stopped = (int32_t)__atomic_load_n(&ffh_parked_count, __ATOMIC_ACQUIRE);
     return FFH_PATCH_DONE;
 }
 
-/* Ends the stop: entries that never parked are left idle (a late signal finds them so), the
-   parked ones are released and waited for until their handlers have applied their moves. */
-static void ffh_release_all(ffh_stop *stop) {
+ffh_stopped_kind ffh_stop_thread(const ffh_stop *stop, size_t index, int32_t *thread, uintptr_t *pc) {
+    ffh_stop_entry *entry = ffh_stop_entry_at(stop, index);
+    if (entry == NULL) return FFH_STOPPED_NONE;
+    int32_t state = __atomic_load_n(&entry->state, __ATOMIC_ACQUIRE);
+    *thread = entry->thread;
+    if (state == FFH_ENTRY_PARKED) {
+        *pc = entry->pc;
+        return FFH_STOPPED_PARKED;
+    }
+    if (state == FFH_ENTRY_SIGNALLED && entry->quiet == 2) {
+        /* If it parks after all, it parks where it sits, at this address. */
+        *pc = entry->quiet_pc;
+        return FFH_STOPPED_IN_SYSCALL;
+    }
+    return FFH_STOPPED_NONE;
+}
+
+void ffh_stop_move(const ffh_stop *stop, size_t index, uintptr_t destination) {
+    ffh_stop_entry *entry = ffh_stop_entry_at(stop, index);
+    if (entry != NULL) __atomic_store_n(&entry->new_pc, destination, __ATOMIC_RELEASE);
+}
+
+/* Entries that never parked are left idle (a late signal finds them so); the parked ones are
+   released, and each frees its entry once it has read its move. Nobody waits for them: a
+   released thread may need a processor others hold, and the next stop passes its entry over. */
+void ffh_release_world(ffh_stop *stop) {
     __atomic_store_n(&ffh_active_stop, 0, __ATOMIC_RELEASE);
-    uint32_t parked = 0;
-    for (size_t index = 0; index < stop->count; index++) {
-        ffh_stop_entry *entry = ffh_entry(index);
-        int32_t expected = FFH_ENTRY_SIGNALLED;
-        if (__atomic_compare_exchange_n(
-                &entry->state, &expected, FFH_ENTRY_IDLE, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-            continue;
-        }
-        if (expected == FFH_ENTRY_PARKED || expected == FFH_ENTRY_DONE) parked++;
-    }
-    __atomic_store_n(&ffh_released_stop, (uint32_t)stop->stop, __ATOMIC_RELEASE);
-    ffh_futex(&ffh_released_stop, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL);
-    for (;;) {
-        uint32_t done = __atomic_load_n(&ffh_done_count, __ATOMIC_ACQUIRE);
-        if (done >= parked) break;
-        struct timespec pause = {0, 10000000};
-        ffh_futex(&ffh_done_count, FUTEX_WAIT_PRIVATE, done, &pause);
-    }
     ffh_quiet_cache_count = 0;
-    for (size_t index = 0; index < stop->count; index++) {
-        ffh_stop_entry *entry = ffh_entry(index);
+    for (size_t index = 0; index < stop->limit; index++) {
+        ffh_stop_entry *entry = ffh_stop_entry_at(stop, index);
+        if (entry == NULL) continue;
         if ((entry->quiet == 2 || entry->segv_sent) && ffh_quiet_cache_count < FFH_QUIET_CACHE) {
             ffh_quiet_cache[ffh_quiet_cache_count++] = entry->thread;
         }
-        __atomic_store_n(&entry->state, FFH_ENTRY_IDLE, __ATOMIC_RELEASE);
+        int32_t expected = FFH_ENTRY_SIGNALLED;
+        __atomic_compare_exchange_n(&entry->state, &expected, FFH_ENTRY_IDLE, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
     }
+    __atomic_store_n(&ffh_released_stop, (uint32_t)stop->number, __ATOMIC_RELEASE);
+    ffh_futex(&ffh_released_stop, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL);
     ffh_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&stop->saved_mask, 0, 8, 0, 0);
-}
-
-static void ffh_lock(void) {
-    while (__atomic_exchange_n(&ffh_stop_lock, 1, __ATOMIC_ACQUIRE) != 0) ffh_syscall0(SYS_sched_yield);
-}
-
-static void ffh_unlock(void) { __atomic_store_n(&ffh_stop_lock, 0, __ATOMIC_RELEASE); }
-
-// MARK: - Writing
-
-ffh_patch_status ffh_patch_write(
-    void *address, const uint8_t *expected, const uint8_t *bytes, size_t length, int protection,
-    uintptr_t watch_start, uintptr_t watch_end, const ffh_patch_move *moves, size_t move_count,
-    ffh_patch_result *result) {
-    ffh_zero(result, sizeof *result);
-    ffh_lock();
-    ffh_stop stop;
-    ffh_patch_status status = ffh_stop_all(&stop, result);
-    result->stopped = stop.stopped;
-    if (status == FFH_PATCH_DONE) {
-        /* Where each thread is: inside the watched bytes only at a place a move names. */
-        for (size_t index = 0; index < stop.count && status == FFH_PATCH_DONE; index++) {
-            ffh_stop_entry *entry = ffh_entry(index);
-            int32_t state = __atomic_load_n(&entry->state, __ATOMIC_ACQUIRE);
-            uintptr_t pc = entry->pc;
-            if (state == FFH_ENTRY_SIGNALLED && entry->quiet == 2) {
-                /* Quiet in a system call: it cannot be moved (and if it parks after all,
-                   it parks where it sits, at this address). */
-                pc = entry->quiet_pc;
-                if (pc >= watch_start && pc < watch_end) {
-                    status = FFH_PATCH_THREAD_INSIDE;
-                    result->thread = entry->thread;
-                    result->pc = pc;
-                }
-                continue;
-            }
-            if (state != FFH_ENTRY_PARKED) continue;
-            if (pc < watch_start || pc >= watch_end) continue;
-            size_t move = 0;
-            while (move < move_count && moves[move].from != pc) move++;
-            if (move == move_count) {
-                status = FFH_PATCH_THREAD_INSIDE;
-                result->thread = entry->thread;
-                result->pc = pc;
-            } else {
-                __atomic_store_n(&entry->new_pc, moves[move].to, __ATOMIC_RELEASE);
-            }
-        }
-        uintptr_t page = 4096;
-        uintptr_t first = (uintptr_t)address & ~(page - 1);
-        uintptr_t end = ((uintptr_t)address + length + page - 1) & ~(page - 1);
-        if (status == FFH_PATCH_DONE) {
-            long changed =
-                ffh_syscall3(SYS_mprotect, (long)first, (long)(end - first), PROT_READ | PROT_WRITE | PROT_EXEC);
-            if (changed == -ENOMEM) {
-                status = FFH_PATCH_UNMAPPED;
-            } else if (changed != 0) {
-                status = FFH_PATCH_PROTECTION;
-                result->error = (int32_t)-changed;
-            } else {
-                volatile uint8_t *code = address;
-                for (size_t index = 0; index < length; index++) {
-                    if (code[index] != expected[index]) status = FFH_PATCH_CHANGED;
-                }
-                if (status == FFH_PATCH_DONE) {
-                    for (size_t index = 0; index < length; index++) code[index] = bytes[index];
-                }
-                ffh_syscall3(SYS_mprotect, (long)first, (long)(end - first), protection);
-            }
-        }
-    }
-    /* Moves are set only once the stop succeeded; nobody moves when nothing was written. */
-    for (size_t index = 0; index < stop.count; index++) {
-        ffh_stop_entry *entry = ffh_entry(index);
-        if (status != FFH_PATCH_DONE) {
-            __atomic_store_n(&entry->new_pc, 0, __ATOMIC_RELEASE);
-        } else if (__atomic_load_n(&entry->state, __ATOMIC_ACQUIRE) == FFH_ENTRY_PARKED && entry->new_pc != 0) {
-            result->moved++;
-        }
-    }
-    ffh_release_all(&stop);
     ffh_unlock();
-    result->status = status;
-    return status;
 }
 
-int ffh_patch_sample(uintptr_t *pcs, size_t capacity, ffh_patch_result *result) {
-    ffh_zero(result, sizeof *result);
-    ffh_lock();
-    ffh_stop stop;
-    ffh_patch_status status = ffh_stop_all(&stop, result);
-    int count = 0;
-    if (status == FFH_PATCH_DONE) {
-        for (size_t index = 0; index < stop.count; index++) {
-            ffh_stop_entry *entry = ffh_entry(index);
-            int32_t state = __atomic_load_n(&entry->state, __ATOMIC_ACQUIRE);
-            if (state != FFH_ENTRY_PARKED) continue;
-            if ((size_t)count < capacity) pcs[count] = entry->pc;
-            count++;
-        }
-    }
-    ffh_release_all(&stop);
-    ffh_unlock();
-    result->status = status;
-    result->stopped = count;
-    return status == FFH_PATCH_DONE ? count : -1;
-}
 
 #ifdef FFH_PATCH_PRAGMA_PUSHED
 #pragma clang attribute pop
 #endif
 
 #else
-
-ffh_patch_status ffh_patch_write(
-    void *address, const uint8_t *expected, const uint8_t *bytes, size_t length, int protection,
-    uintptr_t watch_start, uintptr_t watch_end, const ffh_patch_move *moves, size_t move_count,
-    ffh_patch_result *result) {
-    (void)address, (void)expected, (void)bytes, (void)length, (void)protection, (void)watch_start;
-    (void)watch_end, (void)moves, (void)move_count;
-    result->status = FFH_PATCH_UNSUPPORTED;
-    return FFH_PATCH_UNSUPPORTED;
-}
-
-int ffh_patch_sample(uintptr_t *pcs, size_t capacity, ffh_patch_result *result) {
-    (void)pcs, (void)capacity;
-    result->status = FFH_PATCH_UNSUPPORTED;
-    return -1;
-}
 
 int ffh_patch_signal(void) { return 0; }
 
