@@ -213,6 +213,8 @@ static int ffh_ensure_signal(void) {
 
 int ffh_patch_signal(void) { return __atomic_load_n(&ffh_stop_signal, __ATOMIC_ACQUIRE); }
 
+uint64_t ffh_patch_stop_count(void) { return __atomic_load_n(&ffh_stop_number, __ATOMIC_ACQUIRE); }
+
 // MARK: - Small tools without libc
 
 static void ffh_zero(void *memory, size_t length) {
@@ -485,7 +487,7 @@ ffh_patch_status ffh_stop_world(ffh_stop *stop, ffh_patch_result *result) {
     /* Block every signal here: a handler of this thread must not run the bytes mid-write. */
     uint64_t all = ~0ull;
     ffh_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&stop->saved_mask, 8, 0, 0);
-    stop->number = ++ffh_stop_number;
+    stop->number = __atomic_add_fetch(&ffh_stop_number, 1, __ATOMIC_ACQ_REL);
     stop->limit = 0;
     stop->stopped = 0;
     if (ffh_ensure_signal() != 0) return FFH_PATCH_NO_SIGNAL;
@@ -575,5 +577,7 @@ void ffh_release_world(ffh_stop *stop) {
 #else
 
 int ffh_patch_signal(void) { return 0; }
+
+uint64_t ffh_patch_stop_count(void) { return 0; }
 
 #endif

@@ -231,6 +231,22 @@ ffh_patch_status ffh_patch_write(
     return status;
 }
 
+int ffh_patch_write_code(void *address, const void *bytes, size_t length, void *area, size_t area_length) {
+    long memory = ffh_syscall6(SYS_openat, AT_FDCWD, (long)"/proc/self/mem", O_RDWR | O_CLOEXEC, 0, 0, 0);
+    if (memory >= 0) {
+        long written = ffh_syscall6(SYS_pwrite64, memory, (long)bytes, (long)length, (long)address, 0, 0);
+        ffh_syscall6(SYS_close, memory, 0, 0, 0, 0, 0);
+        if (written == (long)length) return 0;
+    }
+    long changed = ffh_syscall3(SYS_mprotect, (long)area, (long)area_length, PROT_READ | PROT_WRITE | PROT_EXEC);
+    if (changed != 0) return (int)-changed;
+    volatile uint8_t *code = address;
+    const uint8_t *source = bytes;
+    for (size_t index = 0; index < length; index++) code[index] = source[index];
+    changed = ffh_syscall3(SYS_mprotect, (long)area, (long)area_length, PROT_READ | PROT_EXEC);
+    return changed == 0 ? 0 : (int)-changed;
+}
+
 int ffh_patch_sample(uintptr_t *pcs, size_t capacity, ffh_patch_result *result) {
     ffh_clear(result, sizeof *result);
     ffh_stop stop;
@@ -271,6 +287,11 @@ ffh_patch_status ffh_patch_write(
     (void)watch_end, (void)moves, (void)move_count;
     result->status = FFH_PATCH_UNSUPPORTED;
     return FFH_PATCH_UNSUPPORTED;
+}
+
+int ffh_patch_write_code(void *address, const void *bytes, size_t length, void *area, size_t area_length) {
+    (void)address, (void)bytes, (void)length, (void)area, (void)area_length;
+    return 38; /* ENOSYS */
 }
 
 int ffh_patch_sample(uintptr_t *pcs, size_t capacity, ffh_patch_result *result) {

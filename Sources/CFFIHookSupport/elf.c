@@ -368,6 +368,56 @@ int ffh_elf_find_definition(const ffh_elf_object *object, const char *name, ffh_
     return 1;
 }
 
+/* How many entries the dynamic symbol table has: DT_HASH's chain count, else one past the
+   last symbol the GNU hash table's chains reach (symbols below its first are not in it). */
+static size_t ffh_elf_symbol_count(const ffh_elf_dynamic *dynamic) {
+    if (dynamic->sysv_hash) return dynamic->sysv_hash[1];
+    if (!dynamic->gnu_hash) return 0;
+    const uint32_t *table = dynamic->gnu_hash;
+    uint32_t bucketCount = table[0], offset = table[1], bloomCount = table[2];
+    const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(table + 4) + bloomCount);
+    const uint32_t *chain = buckets + bucketCount;
+    uint32_t last = 0;
+    for (uint32_t bucket = 0; bucket < bucketCount; bucket++) {
+        if (buckets[bucket] > last) last = buckets[bucket];
+    }
+    if (last < offset) return offset;
+    while (!(chain[last - offset] & 1)) last++;
+    return (size_t)last + 1;
+}
+
+size_t ffh_elf_defined_functions(const ffh_elf_object *object, ffh_elf_function *functions, size_t capacity) {
+    ffh_elf_dynamic dynamic;
+    if (!ffh_elf_read_dynamic(object, &dynamic)) return 0;
+    size_t count = ffh_elf_symbol_count(&dynamic);
+    size_t found = 0;
+    for (size_t index = 1; index < count; index++) {
+        const ElfW(Sym) *symbol = &dynamic.symbols[index];
+        unsigned type = ELF64_ST_TYPE(symbol->st_info);
+        unsigned binding = ELF64_ST_BIND(symbol->st_info);
+        if (type != STT_FUNC && type != STT_GNU_IFUNC) continue;
+        if (symbol->st_shndx == SHN_UNDEF || symbol->st_shndx == SHN_ABS || symbol->st_value == 0) continue;
+        if (binding != STB_GLOBAL && binding != STB_WEAK && binding != STB_GNU_UNIQUE) continue;
+        if (ELF64_ST_VISIBILITY(symbol->st_other) != STV_DEFAULT && ELF64_ST_VISIBILITY(symbol->st_other) != STV_PROTECTED) {
+            continue;
+        }
+        if (found < capacity) {
+            int hidden = dynamic.versions && (dynamic.versions[index] & 0x8000);
+            functions[found] = (ffh_elf_function){
+                .symbol = {
+                    .name = dynamic.strings + symbol->st_name,
+                    .address = object->base + symbol->st_value,
+                    .size = symbol->st_size,
+                    .type = (uint8_t)type,
+                },
+                .is_default_version = !hidden,
+            };
+        }
+        found++;
+    }
+    return found;
+}
+
 int ffh_elf_symbol_at(uintptr_t address, ffh_elf_symbol *symbol) {
     Dl_info info;
     const ElfW(Sym) *entry = NULL;

@@ -114,13 +114,27 @@ public final class HookGroupToken: Sendable, Hashable, CustomStringConvertible {
     /// The names of the layout's fields the group left alone because they held NULL.
     public let skippedFields: [String]
 
+    /// The targets the group left out, each with the error that refused it: a group of inline
+    /// hooks on a batch of functions names each function it could not patch or hook (the
+    /// error's ``HookError/symbol``), and hooks the others. Empty for other groups, which are
+    /// all or nothing.
+    public let refusals: [HookError]
+    /// What wraps the removal of the group's hooks, when something must happen around it (a
+    /// batch of inline hooks takes all its patches out in one stop at its end).
+    private let removalScope: (@Sendable (() -> Void) -> Void)?
+
     /// The skipped fields, under their earlier name.
     @available(*, deprecated, renamed: "skippedFields")
     public var skippedSlots: [String] { skippedFields }
 
-    package init(tokens: [HookToken], skippedFields: [String]) {
+    package init(
+        tokens: [HookToken], skippedFields: [String], refusals: [HookError] = [],
+        removalScope: (@Sendable (() -> Void) -> Void)? = nil
+    ) {
         self.members = Locked(Members(tokens: tokens))
         self.skippedFields = skippedFields
+        self.refusals = refusals
+        self.removalScope = removalScope
     }
 
     /// Adds hooks installed after the group was made: `tokens` join ``tokens``, `companions`
@@ -165,8 +179,13 @@ public final class HookGroupToken: Sendable, Hashable, CustomStringConvertible {
             return (members.tokens, members.companions)
         }
         // Companions first: once they are gone, nothing adds to the group any more.
-        let removedCompanion = companions.reduce(false) { removed, token in token.remove() || removed }
-        return tokens.reduce(removedCompanion) { removed, token in token.remove() || removed }
+        var removed = false
+        let body = {
+            removed = companions.reduce(false) { removed, token in token.remove() || removed }
+            removed = tokens.reduce(removed) { removed, token in token.remove() || removed }
+        }
+        if let removalScope { removalScope(body) } else { body() }
+        return removed
     }
 
     /// Whether any hook of the group is still installed.

@@ -200,6 +200,19 @@ struct ELFSymbolTable: Sendable {
         return nil
     }
 
+    /// The names of `functions`, read from the string table on disk in one read; nil for each
+    /// when the file is no longer the one parsed or cannot be read.
+    func names(of functions: [Function]) -> [String?] {
+        guard let file = ELFFileReader(path: path), file.identity == identity,
+            let strings = file.read(at: stringTable.offset, count: stringTable.size)
+        else { return functions.map { _ in nil } }
+        return functions.map { function in
+            let start = Int(function.nameOffset)
+            guard start < strings.count, let end = strings[start...].firstIndex(of: 0) else { return nil }
+            return String(decoding: strings[start..<end], as: UTF8.self)
+        }
+    }
+
     /// The function's name, read from the string table on disk; nil when the file is no
     /// longer the one parsed or cannot be read.
     func name(of function: Function) -> String? {

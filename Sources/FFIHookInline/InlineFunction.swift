@@ -33,7 +33,15 @@ public import FFIHook
 /// would overwrite, and a branch from elsewhere in the function into the overwritten bytes
 /// (found when the symbol tables give the function's size).
 public struct InlineFunction: Sendable, Hashable, CustomStringConvertible {
-    let inline: InlinePatch
+    /// The plan: its slab and its place there.
+    let plan: PlanReference
+    /// The name the function was planned under (a batch's symbol), when known.
+    private let plannedName: String?
+
+    init(plan: PlanReference, name: String?) {
+        self.plan = plan
+        self.plannedName = name
+    }
 
     /// Plans the patch of the function at `address`.
     ///
@@ -42,7 +50,8 @@ public struct InlineFunction: Sendable, Hashable, CustomStringConvertible {
     ///   in executable memory, is an IFUNC resolver, or its first instructions cannot be
     ///   moved; ``/FFIHook/HookError/Code-swift.struct/unsupportedPlatform`` off Linux x86-64.
     public init(address: UnsafeRawPointer) throws(HookError) {
-        inline = try InlinePlanner.patch(for: UInt(bitPattern: address), name: nil)
+        plan = try InlinePlanner.plan(UInt(bitPattern: address), name: nil)
+        plannedName = nil
     }
 
     /// Plans the patch of the function `symbol` names, found as the dynamic linker binds a
@@ -67,7 +76,8 @@ public struct InlineFunction: Sendable, Hashable, CustomStringConvertible {
                 code: error.code == .objectNotLoaded ? .objectNotFound : .symbolNotFound,
                 message: error.description, symbol: symbol, object: object)
         }
-        inline = try InlinePlanner.patch(for: address, name: symbol)
+        plan = try InlinePlanner.plan(address, name: symbol)
+        plannedName = symbol
     }
 
     /// Plans the patch of a C function given as a `@convention(c)` function value, such as
@@ -83,17 +93,17 @@ public struct InlineFunction: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The function's address: where the patch goes (4 bytes further after an `endbr64`).
-    public var address: UnsafeRawPointer { UnsafeRawPointer(bitPattern: inline.function)! }
+    public var address: UnsafeRawPointer { UnsafeRawPointer(bitPattern: plan.record.function)! }
 
     /// The function's symbol, or its address in hexadecimal when no symbol starts there.
-    public var name: String { inline.name }
+    public var name: String { plannedName ?? InlineNames.name(of: plan.slab, plan.index) }
 
     /// The jump cell as a slot: install hooks and replacements on it with ``/FFIHook/Hook``.
-    public var slot: FunctionSlot { inline.slot }
+    public var slot: FunctionSlot { FunctionSlot(address: plan.slab.cell(plan.index)) }
 
     /// The trampoline, callable as the original function whether or not the function is
     /// patched: its first instructions, moved, then a jump to the rest of it.
-    public var original: UnsafeRawPointer { UnsafeRawPointer(bitPattern: inline.trampoline)! }
+    public var original: UnsafeRawPointer { UnsafeRawPointer(bitPattern: plan.slab.trampoline(plan.index))! }
 
     /// ``original`` as a function type, such as `@convention(c) (Int32) -> Int32`.
     public func original<Function>(as type: Function.Type) -> Function {
@@ -103,14 +113,16 @@ public struct InlineFunction: Sendable, Hashable, CustomStringConvertible {
         return unsafeBitCast(original, to: Function.self)
     }
 
-    /// Whether the patch is in the function now (some hook or replacement is on ``slot``).
-    public var isPatched: Bool { inline.isPatched.load(ordering: .acquiring) }
+    /// Whether the patch is in the function now (some hook or replacement is on ``slot``, it
+    /// is kept with ``patch()``, or a batch is installing or removing hooks on it).
+    public var isPatched: Bool { InlinePatching.state(plan.slab, plan.index) & InlinePatching.patched != 0 }
 
     /// Writes the jump now and keeps it while no hook or replacement is installed: calls then
     /// pass through the stub and the trampoline (a few nanoseconds), and installing and
     /// removing hooks only writes the jump cell, without stopping the other threads each
     /// time. For functions hooked and unhooked often, and to check early that the patch can
-    /// be written. Does nothing when the jump is kept already.
+    /// be written. Does nothing when the jump is kept already. To keep many functions patched
+    /// with one stop of the threads, use ``InlineBatch/patch()``.
     ///
     /// - Throws: ``/FFIHook/HookError`` with ``/FFIHook/HookError/Code-swift.struct/patchFailed``
     ///   when the jump cannot be written, or
@@ -118,8 +130,8 @@ public struct InlineFunction: Sendable, Hashable, CustomStringConvertible {
     ///   within the library's own install or removal on this thread.
     public func patch() throws(HookError) {
         try SlotRegistry.shared.withLock { () throws(HookError) in
-            try inline.slotWillChange()
-            inline.isPinned.store(true, ordering: .releasing)
+            try InlinePatching.patchBeforeCellChanges(plan.slab, plan.index)
+            InlinePatching.setPinned(plan.slab, plan.index, true)
         }
     }
 
@@ -130,30 +142,36 @@ public struct InlineFunction: Sendable, Hashable, CustomStringConvertible {
     ///   that runs within the library's own install or removal on this thread.
     public func unpatch() throws(HookError) {
         try SlotRegistry.shared.withLock { () throws(HookError) in
-            inline.isPinned.store(false, ordering: .releasing)
+            InlinePatching.setPinned(plan.slab, plan.index, false)
+            InlinePatching.cellDidChange(plan.slab, plan.index)
         }
     }
 
     /// Whether ``patch()`` keeps the jump.
-    public var isKeptPatched: Bool { inline.isPinned.load(ordering: .acquiring) }
+    public var isKeptPatched: Bool { InlinePatching.state(plan.slab, plan.index) & InlinePatching.pinned != 0 }
 
     /// How many bytes of the function the patch overwrites (the jump and the `int3`s that
     /// fill the rest of the last instruction it touches).
-    public var overwrittenLength: Int { inline.originalBytes.count }
+    public var overwrittenLength: Int { Int(plan.record.copiedLength) - Int(plan.record.patchOffset) }
 
-    /// Whether the patch is the 5-byte relative jump (a stub was mapped within ±2 GB of the
-    /// function) rather than the 14-byte absolute one.
-    public var usesNearJump: Bool { inline.region.isNear }
+    /// Whether the patch is the 5-byte relative jump (the function's code slab lies within
+    /// ±2 GB of it) rather than the 14-byte absolute one.
+    public var usesNearJump: Bool { plan.slab.isNear }
+
+    /// How many threads the writes of this function's jump have moved into its trampoline.
+    var movedThreads: Int {
+        (try? SlotRegistry.shared.withLock { plan.slab.movedThreads[plan.index] }) ?? 0
+    }
 
     /// Equal when they patch the same function.
-    public static func == (lhs: InlineFunction, rhs: InlineFunction) -> Bool { lhs.inline === rhs.inline }
+    public static func == (lhs: InlineFunction, rhs: InlineFunction) -> Bool { lhs.plan == rhs.plan }
 
     /// Hashes the patch's identity.
-    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(inline)) }
+    public func hash(into hasher: inout Hasher) { hasher.combine(plan) }
 
     /// The name, address and whether it is patched.
     public var description: String {
-        "InlineFunction(\(name) at \(InlinePlanner.hex(inline.function)), \(isPatched ? "patched" : "not patched"))"
+        "InlineFunction(\(name) at \(InlinePlanner.hex(plan.record.function)), \(isPatched ? "patched" : "not patched"))"
     }
 }
 

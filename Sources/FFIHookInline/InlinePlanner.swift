@@ -8,27 +8,68 @@ import Synchronization
     import Musl
 #endif
 
-/// Plans inline patches and keeps one per function address for the life of the process.
-enum InlinePlanner {
-    /// The patches made so far, by function address.
-    private static let patches = Mutex<[UInt: InlinePatch]>([:])
+/// A planned function: its slab and its place there.
+struct PlanReference: Hashable, @unchecked Sendable {
+    // Sendable: a slab is shared under its own rules (see CodeSlab).
+    let slab: CodeSlab
+    let index: Int
 
-    /// The patch of the function at `address` (`name` for errors), planned now or found from
+    static func == (lhs: PlanReference, rhs: PlanReference) -> Bool { lhs.slab === rhs.slab && lhs.index == rhs.index }
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(ObjectIdentifier(slab))
+        hasher.combine(index)
+    }
+
+    var record: PlanRecord { slab.records[index] }
+}
+
+/// A function to plan, as a batch names it.
+struct PlanTarget: Sendable {
+    /// Its address.
+    var address: UInt
+    /// Its symbol, when known.
+    var name: String?
+    /// Its size as a symbol table gives it; nil when unknown.
+    var size: Int?
+    /// Whether a symbol table names `address` as a function's start, of a function (not an
+    /// IFUNC resolver): no symbol lookup is needed.
+    var isKnownStart = false
+}
+
+/// Plans inline patches and keeps one per function address for the life of its object.
+///
+/// Planning many functions at once reads the memory map and the loaded objects once; each
+/// function's code and cell come from its object's slabs (``CodeSlab``), mapped near the object
+/// as they are needed.
+enum InlinePlanner {
+    private struct State {
+        /// Each object's slabs, by ``objectKey(path:bias:)``.
+        var slabs: [String: [CodeSlab]] = [:]
+        /// The plans made so far, by function address.
+        var plans: [UInt: PlanReference] = [:]
+    }
+
+    /// The planner's lock: held while planning (it may map slabs and tell the registry of
+    /// them, so the registry's lock ranks above it).
+    private static let state: Locked<State> = {
+        let lock = Locked(State())
+        lock.protectAcrossFork(rank: SlotRegistry.forkRank - 50)
+        return lock
+    }()
+
+    static func hex(_ address: UInt) -> String { "0x" + String(address, radix: 16) }
+
+    private static func objectKey(path: String, bias: UInt) -> String { "\(path)@\(bias)" }
+
+    /// The plan of the function at `address` (`name` for errors), planned now or found from
     /// an earlier plan whose bytes are still in place.
-    static func patch(for address: UInt, name: String?) throws(HookError) -> InlinePatch {
+    static func plan(_ address: UInt, name: String?) throws(HookError) -> PlanReference {
         #if arch(x86_64) && os(Linux)
-            let result: Result<InlinePatch, HookError> = patches.withLock { patches in
-                if let existing = patches[address], existing.isCurrent { return .success(existing) }
-                do throws(HookError) {
-                    let patch = try plan(address, name: name)
-                    patches[address] = patch
-                    SlotRegistry.shared.observe(slot: patch.region.cell, with: patch)
-                    return .success(patch)
-                } catch {
-                    return .failure(error)
-                }
+            let target = PlanTarget(address: address, name: name)
+            switch plan([target])[0] {
+            case .success(let reference): return reference
+            case .failure(let refusal): throw refusal.error
             }
-            return try result.get()
         #else
             throw HookError(
                 code: .unsupportedPlatform, message: "inline hooks work on Linux x86-64",
@@ -36,63 +77,153 @@ enum InlinePlanner {
         #endif
     }
 
-    static func hex(_ address: UInt) -> String { "0x" + String(address, radix: 16) }
-
-    /// Plans a patch: checks the code, finds the function's extent, relocates its first
-    /// instructions into a trampoline near it, and writes the stub and the trampoline.
-    /// Nothing in the function changes yet.
-    static func plan(_ address: UInt, name given: String?) throws(HookError) -> InlinePatch {
-        var name = given ?? hex(address)
-        func refuse(_ message: String) -> HookError {
-            HookError(code: .unhookableFunction, message: message, symbol: name)
-        }
-        guard address != 0 else { throw refuse("the function's address is NULL") }
-        let mappings = MemoryMapping.all()
-        guard let mapping = MemoryMapping.containing(address, in: mappings), mapping.executable, mapping.readable
-        else {
-            throw refuse("\(hex(address)) is not in readable, executable memory: it is not the address of a function")
-        }
-        // The symbol tables' view: the function's size, and the IFUNC resolver trap.
-        let extent = SymbolResolver.extent(of: address)
-        if given == nil, let extent, extent.start == address, let symbol = extent.symbol { name = symbol }
-        if let extent, extent.start == address, extent.isIndirect {
-            throw refuse(
-                "the symbol's address is an IFUNC resolver, which picks the code that runs; hook the implementation (InlineFunction(symbol:) resolves it)"
-            )
-        }
-        var size: Int? = nil
-        if let extent, extent.start == address, let known = extent.size { size = known }
-        if let extent, extent.start < address, let known = extent.size, address < extent.start + UInt(known) {
-            // Inside a function: no function's entry (a hook there would run mid-function, and
-            // the address may not even start an instruction).
-            let owner = extent.symbol.map { "`\($0)`" } ?? "a function"
-            throw refuse(
-                "\(hex(address)) is inside \(owner) at offset \(address - extent.start), not at a function's start")
-        }
-        let mappedAfter = Int(mapping.end - address)
-        if let known = size { size = min(known, mappedAfter) }
-
-        guard let region = CodeRegion.allocate(near: address, mappings: mappings) else {
-            throw HookError(
-                code: .patchFailed, message: "no memory could be mapped for the function's trampoline", symbol: name)
-        }
-        do throws(HookError) {
-            let patch = try plan(
-                address, name: name, size: size, mappedAfter: mappedAfter, region: region,
-                protection: mapping.protection, refuse: refuse)
-            return patch
-        } catch {
-            region.free()
-            throw error
-        }
+    /// Plans every target: the memory map and the loaded objects are read once. Each result
+    /// is the plan, or why the function cannot be planned (the others are planned all the same).
+    static func plan(_ targets: [PlanTarget]) -> [Result<PlanReference, InlineRefusal>] {
+        #if arch(x86_64) && os(Linux)
+            let mappings = MemoryMapping.all()
+            return ImportWalk.withLoadedObjects { objects in
+                let objects = ObjectRanges(objects)
+                return state.withLock { state in
+                    forgetUnloaded(&state, objects)
+                    // Each object's targets, to map one slab for all of them where one is needed.
+                    var remaining: [String: (count: Int, low: UInt, high: UInt)] = [:]
+                    for target in targets {
+                        let key = objects.key(of: target.address)
+                        let known = remaining[key] ?? (0, target.address, target.address)
+                        remaining[key] = (
+                            known.count + 1, min(known.low, target.address), max(known.high, target.address)
+                        )
+                    }
+                    return targets.map { target in
+                        let key = objects.key(of: target.address)
+                        defer { remaining[key]!.count -= 1 }
+                        if let existing = state.plans[target.address], isCurrent(existing) {
+                            return .success(existing)
+                        }
+                        do throws(InlineRefusal) {
+                            let reference = try planOne(
+                                target, key: key, group: remaining[key]!, objects: objects, mappings: mappings,
+                                state: &state)
+                            state.plans[target.address] = reference
+                            return .success(reference)
+                        } catch {
+                            return .failure(error)
+                        }
+                    }
+                }
+            }
+        #else
+            return targets.map { target in
+                let name = target.name ?? hex(target.address)
+                return .failure(
+                    InlineRefusal(
+                        name: name, address: target.address, reason: .unsupportedPlatform,
+                        error: HookError(
+                            code: .unsupportedPlatform, message: "inline hooks work on Linux x86-64", symbol: name)))
+            }
+        #endif
     }
 
-    private static func plan(
-        _ address: UInt, name: String, size: Int?, mappedAfter: Int, region: CodeRegion, protection: Int32,
-        refuse: (String) -> HookError
-    ) throws(HookError) -> InlinePatch {
+    /// The plan of the function at `address`, if one was made and is current.
+    static func existingPlan(at address: UInt) -> PlanReference? {
+        state.withLock { state in state.plans[address].flatMap { isCurrent($0) ? $0 : nil } }
+    }
+
+    // MARK: - One function
+
+    /// Plans one function: checks the code, finds the function's extent, relocates its first
+    /// instructions into a trampoline in a slab near it, and writes the stub and the
+    /// trampoline. Nothing in the function changes yet.
+    private static func planOne(
+        _ target: PlanTarget, key: String, group: (count: Int, low: UInt, high: UInt), objects: ObjectRanges,
+        mappings: [MemoryMapping], state: inout State
+    ) throws(InlineRefusal) -> PlanReference {
+        let address = target.address
+        var name = target.name ?? hex(address)
+        func refuse(_ reason: InlineRefusal.Reason, _ message: String, code: HookError.Code = .unhookableFunction)
+            -> InlineRefusal
+        {
+            InlineRefusal(
+                name: name, address: address, reason: reason,
+                error: HookError(code: code, message: message, symbol: name)
+            )
+        }
+        guard address != 0 else { throw refuse(.notCode, "the function's address is NULL") }
+        guard let mapping = MemoryMapping.containing(address, in: mappings), mapping.executable, mapping.readable
+        else {
+            throw refuse(
+                .notCode, "\(hex(address)) is not in readable, executable memory: it is not the address of a function")
+        }
+        var size = target.size
+        if !target.isKnownStart {
+            // The symbol tables' view: the function's size, and the IFUNC resolver trap.
+            let extent = SymbolResolver.extent(of: address)
+            if target.name == nil, let extent, extent.start == address, let symbol = extent.symbol { name = symbol }
+            if let extent, extent.start == address, extent.isIndirect {
+                throw refuse(
+                    .indirectFunction,
+                    "the symbol's address is an IFUNC resolver, which picks the code that runs; hook the implementation (InlineFunction(symbol:) resolves it)"
+                )
+            }
+            if let extent, extent.start == address, let known = extent.size { size = known }
+            if let extent, extent.start < address, let known = extent.size, address < extent.start + UInt(known) {
+                // Inside a function: no function's entry (a hook there would run mid-function, and
+                // the address may not even start an instruction).
+                let owner = extent.symbol.map { "`\($0)`" } ?? "a function"
+                throw refuse(
+                    .notAFunctionStart,
+                    "\(hex(address)) is inside \(owner) at offset \(address - extent.start), not at a function's start")
+            }
+        }
+        let mappedAfter = Int(codeEnd(from: address, in: mappings) - address)
+        if let known = size { size = min(known, mappedAfter) }
+
+        guard
+            let slab = slab(for: address, key: key, group: group, objects: objects, mappings: mappings, state: &state)
+        else {
+            throw refuse(.noMemory, "no memory could be mapped for the function's trampoline", code: .patchFailed)
+        }
+        let (record, trampoline) = try relocate(
+            address, size: size, mappedAfter: mappedAfter, slab: slab, protection: mapping.protection,
+            refuse: refuse)
+        guard let index = slab.add(record, trampoline: trampoline) else {
+            throw refuse(
+                .noMemory, "the trampoline could not be written into the library's code slab", code: .patchFailed)
+        }
+        return PlanReference(slab: slab, index: index)
+    }
+
+    /// A slab of the object that can hold a plan of `address`; a new one, sized for the
+    /// object's functions still to plan, when none can.
+    private static func slab(
+        for address: UInt, key: String, group: (count: Int, low: UInt, high: UInt), objects: ObjectRanges,
+        mappings: [MemoryMapping], state: inout State
+    ) -> CodeSlab? {
+        if let slab = state.slabs[key]?.last(where: { $0.canHold(address) }) { return slab }
+        // Near every function of the group when they fit within reach of one place, else near
+        // this one.
+        let spread = group.high - group.low < CodeSlab.reach / 2
+        let range = spread ? min(group.low, address)...max(group.high, address) : address...address
+        let object = objects.object(of: address)
+        guard
+            let slab = CodeSlab.map(
+                plans: max(group.count, 1), near: range, mappings: mappings, object: object?.path ?? "",
+                objectBias: object?.bias ?? 0)
+        else { return nil }
+        state.slabs[key, default: []].append(slab)
+        SlotRegistry.shared.observe(slots: slab.cellRange, with: slab)
+        return slab
+    }
+
+    /// Relocates the function's first instructions for the slab's next trampoline, checks
+    /// that the patch can go over them, and makes the plan's record.
+    private static func relocate(
+        _ address: UInt, size: Int?, mappedAfter: Int, slab: CodeSlab, protection: Int32,
+        refuse: (InlineRefusal.Reason, String, HookError.Code) -> InlineRefusal
+    ) throws(InlineRefusal) -> (PlanRecord, [UInt8]) {
         let code = UnsafeRawPointer(bitPattern: address)!
-        let patchLength = region.isNear ? 5 : 14
+        let patchLength = slab.isNear ? 5 : 14
         // A function shorter than the patch may still take it over the alignment padding
         // that follows it.
         var available = size
@@ -105,14 +236,15 @@ enum InlinePlanner {
         let relocation: Relocation
         do {
             relocation = try Relocator.relocate(
-                code: code, patchLength: patchLength, trampoline: region.trampoline, functionSize: available)
+                code: code, patchLength: patchLength, trampoline: slab.nextTrampoline, functionSize: available)
         } catch {
-            throw refuse(error.description)
+            throw refuse(error.reason, error.description, .unhookableFunction)
         }
         if let call = relocation.innerCalls.first {
             throw refuse(
-                "`\(call.instruction)` at offset \(call.offset) would be overwritten with the instruction it returns to (offset \(call.target)): a thread inside the called function would return into the patch"
-            )
+                .callReturnsIntoPatch,
+                "`\(call.instruction)` at offset \(call.offset) would be overwritten with the instruction it returns to (offset \(call.target)): a thread inside the called function would return into the patch",
+                .unhookableFunction)
         }
         // Branches from the rest of the function into the bytes the jump overwrites.
         if let known = size, known > relocation.copiedLength {
@@ -121,51 +253,136 @@ enum InlinePlanner {
                 branches = try Relocator.branches(
                     into: relocation.patchOffset..<relocation.copiedLength, function: code, size: known)
             } catch {
-                throw refuse("the function's body cannot be decoded to look for branches into the patch: \(error)")
+                throw refuse(
+                    .undecodable, "the function's body cannot be decoded to look for branches into the patch: \(error)",
+                    .unhookableFunction)
             }
             if let branch = branches.first {
                 throw refuse(
-                    "`\(branch.instruction)` at offset \(branch.offset) branches to offset \(branch.target), inside the bytes the patch overwrites"
-                )
+                    .branchIntoPatch,
+                    "`\(branch.instruction)` at offset \(branch.offset) branches to offset \(branch.target), inside the bytes the patch overwrites",
+                    .unhookableFunction)
             }
         }
-        let patchStart = address + UInt(relocation.patchOffset)
-        let overwritten = relocation.copiedLength - relocation.patchOffset
-        let originalBytes = Array(
-            UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: patchStart), count: overwritten))
-        var patchBytes: [UInt8]
-        if region.isNear {
-            let rel = Int32(Int(region.stub) - Int(patchStart + 5))
-            patchBytes = [0xE9]
-            withUnsafeBytes(of: rel.littleEndian) { patchBytes += $0 }
-        } else {
-            patchBytes = [0xFF, 0x25, 0, 0, 0, 0]
-            withUnsafeBytes(of: UInt64(region.stub).littleEndian) { patchBytes += $0 }
+        guard relocation.copiedLength <= PlanRecord.maximumCopiedLength,
+            relocation.instructionOffsets.count <= 16
+        else {
+            throw refuse(
+                .tooManyInstructions,
+                "the patch would overwrite \(relocation.instructionOffsets.count) instructions over \(relocation.copiedLength) bytes, more than a plan keeps",
+                .unhookableFunction)
         }
-        patchBytes += [UInt8](repeating: 0xCC, count: overwritten - patchBytes.count)
-        let moves = relocation.instructionOffsets.filter { $0.original > relocation.patchOffset }.map {
-            (from: address + UInt($0.original), to: region.trampoline + UInt($0.trampoline))
+        var record = PlanRecord()
+        record.function = address
+        record.copiedLength = UInt8(relocation.copiedLength)
+        record.patchOffset = UInt8(relocation.patchOffset)
+        record.protection = UInt8(protection)
+        for (position, instruction) in relocation.instructionOffsets.enumerated() {
+            record.instructionStarts |= 1 << UInt32(instruction.original)
+            record.trampolineOffsets[position] = UInt8(instruction.trampoline)
         }
-        guard region.fill(trampoline: relocation.bytes) else {
-            throw HookError(
-                code: .patchFailed, message: "the trampoline's page could not be made executable (mprotect failed)",
-                symbol: name)
+        for offset in 0..<relocation.copiedLength {
+            record.original[offset] = code.load(fromByteOffset: offset, as: UInt8.self)
         }
-        return InlinePatch(
-            function: address, name: name, region: region, patchStart: patchStart, originalBytes: originalBytes,
-            patchBytes: patchBytes, moves: moves, protection: protection, copiedLength: relocation.copiedLength)
+        return (record, relocation.bytes)
+    }
+
+    /// Where readable, executable memory that holds `address` ends: adjacent mappings with that
+    /// protection count as one (a code mapping split where a page's protection was changed
+    /// once is still one run of code).
+    static func codeEnd(from address: UInt, in mappings: [MemoryMapping]) -> UInt {
+        guard var index = mappings.firstIndex(where: { $0.start <= address && address < $0.end }) else {
+            return address
+        }
+        var end = mappings[index].end
+        while index + 1 < mappings.count, mappings[index + 1].start == end, mappings[index + 1].executable,
+            mappings[index + 1].readable
+        {
+            index += 1
+            end = mappings[index].end
+        }
+        return end
+    }
+
+    /// Whether a plan's function still holds the bytes it was planned for (or its patch):
+    /// false once its object was unloaded and something else mapped there.
+    static func isCurrent(_ reference: PlanReference) -> Bool {
+        let record = reference.record
+        let start = record.patchStart
+        let count = Int(record.copiedLength) - Int(record.patchOffset)
+        guard ffh_is_mapped(UnsafeRawPointer(bitPattern: start)) != 0,
+            ffh_is_mapped(UnsafeRawPointer(bitPattern: start + UInt(count) - 1)) != 0
+        else { return false }
+        let now = Array(UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: start), count: count))
+        let patched = InlinePatching.state(reference.slab, reference.index) & InlinePatching.patched != 0
+        return now == (patched ? PatchWriter.patchBytes(reference.slab, reference.index) : record.overwritten)
+    }
+
+    /// Forgets the plans and slabs of objects no longer loaded (a `dlclose`): their slabs are
+    /// unmapped once no hooked call can be inside them.
+    private static func forgetUnloaded(_ state: inout State, _ objects: ObjectRanges) {
+        let loaded = objects.keys
+        for (key, slabs) in state.slabs where !key.hasPrefix("@") && !loaded.contains(key) {
+            state.slabs[key] = nil
+            let gone = Set(slabs.map(ObjectIdentifier.init))
+            state.plans = state.plans.filter { !gone.contains(ObjectIdentifier($0.value.slab)) }
+            for slab in slabs {
+                SlotRegistry.shared.stopObserving(slots: slab.cellRange)
+                SlotRegistry.shared.retire(SlabMemory(slab)) {}
+            }
+        }
     }
 }
 
-extension InlinePatch {
-    /// Whether the function's bytes are still the ones this patch was planned for (or its
-    /// jump): false once its object was unloaded and something else mapped there.
-    var isCurrent: Bool {
-        let count = originalBytes.count
-        guard ffh_is_mapped(UnsafeRawPointer(bitPattern: patchStart)) != 0,
-            ffh_is_mapped(UnsafeRawPointer(bitPattern: patchStart + UInt(count) - 1)) != 0
-        else { return false }
-        let now = Array(UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: patchStart), count: count))
-        return now == (isPatched.load(ordering: .acquiring) ? patchBytes : originalBytes)
+/// A slab's mapping, unmapped when reclamation releases it.
+private final class SlabMemory: Sendable {
+    let base: UInt
+    let size: Int
+
+    init(_ slab: CodeSlab) {
+        base = slab.base
+        size = slab.codeSize + slab.capacity * MemoryLayout<UInt>.stride
     }
+
+    deinit { munmap(UnsafeMutableRawPointer(bitPattern: base), size) }
+}
+
+/// The loaded objects' address ranges, to tell which object holds an address quickly.
+struct ObjectRanges {
+    private var ranges: [(start: UInt, end: UInt, object: Int)] = []
+    private var objects: [(path: String, bias: UInt)] = []
+
+    init(_ loaded: [LoadedObject]) {
+        for object in loaded {
+            let position = objects.count
+            objects.append((object.path, object.bias))
+            for segment in object.loadSegments {
+                let start = object.bias &+ UInt(truncatingIfNeeded: segment.address)
+                ranges.append((start, start &+ UInt(truncatingIfNeeded: segment.memorySize), position))
+            }
+        }
+        ranges.sort { $0.start < $1.start }
+    }
+
+    /// The object that holds `address`, if any.
+    func object(of address: UInt) -> (path: String, bias: UInt)? {
+        var low = 0
+        var high = ranges.count
+        while low < high {
+            let middle = (low + high) / 2
+            if ranges[middle].start <= address { low = middle + 1 } else { high = middle }
+        }
+        guard low > 0, address < ranges[low - 1].end else { return nil }
+        return objects[ranges[low - 1].object]
+    }
+
+    /// The key of the object that holds `address`; for code outside every object, a key of
+    /// its 1 GiB region (starting with "@").
+    func key(of address: UInt) -> String {
+        guard let object = object(of: address) else { return "@\(address >> 30)" }
+        return "\(object.path)@\(object.bias)"
+    }
+
+    /// The keys of every object.
+    var keys: Set<String> { Set(objects.map { "\($0.path)@\($0.bias)" }) }
 }

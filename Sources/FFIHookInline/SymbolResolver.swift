@@ -76,30 +76,40 @@ enum SymbolResolver {
     /// - Throws: ``SymbolLookupError`` `.objectNotLoaded`, `.symbolNotFound`, or
     ///   `.notAFunction` for data (`environ`, `stdout`).
     static func resolve(symbol: String, in object: String?) throws(SymbolLookupError) -> UInt {
+        try ImportWalk.withLoadedObjects { objects throws(SymbolLookupError) -> UInt in
+            try resolve(symbol: symbol, in: object, among: objects).address
+        }
+    }
+
+    /// ``resolve(symbol:in:)`` among `objects` (loaded and pinned, as
+    /// ``ImportWalk/withLoadedObjects(_:)`` gives them), for many symbols in one walk; also
+    /// gives the symbol's size when its definition is a function of known size (0 otherwise).
+    static func resolve(
+        symbol: String, in object: String?, among objects: [LoadedObject]
+    ) throws(SymbolLookupError) -> (address: UInt, size: UInt64) {
         func failure(_ code: SymbolLookupError.Code) -> SymbolLookupError {
             SymbolLookupError(code: code, symbol: symbol, object: object)
         }
         guard let object else {
             // RTLD_DEFAULT is a null handle.
             guard let address = bound(symbol, in: nil) else { throw failure(.symbolNotFound) }
-            let kind = ImportWalk.withLoadedObjects { objects in
-                classify(symbol, boundTo: address, holder: objects.first { $0.contains(address) })
-            }
-            guard kind != .data else { throw failure(.notAFunction) }
-            return address
+            let holder = objects.first { $0.contains(address) }
+            guard classify(symbol, boundTo: address, holder: holder) != .data else { throw failure(.notAFunction) }
+            let size = holder?.definition(of: symbol).flatMap { $0.address == address ? $0.size : nil } ?? 0
+            return (address, size)
         }
-        return try ImportWalk.withLoadedObjects { objects throws(SymbolLookupError) in
-            guard let loaded = LoadedObjects.object(named: object, in: objects) else {
-                throw failure(.objectNotLoaded)
-            }
-            guard let definition = loaded.definition(of: symbol) else { throw failure(.symbolNotFound) }
-            guard kind(of: definition, in: loaded) != .data else { throw failure(.notAFunction) }
-            guard definition.type == DynamicSymbol.typeIndirectFunction else { return definition.address }
-            // The object's handle searches the object first, so dlsym meets the definition
-            // just found, by the same rules, and runs its resolver.
-            guard let address = bound(symbol, in: loaded.handle) else { throw failure(.symbolNotFound) }
-            return address
+        guard let loaded = LoadedObjects.object(named: object, in: objects) else {
+            throw failure(.objectNotLoaded)
         }
+        guard let definition = loaded.definition(of: symbol) else { throw failure(.symbolNotFound) }
+        guard kind(of: definition, in: loaded) != .data else { throw failure(.notAFunction) }
+        guard definition.type == DynamicSymbol.typeIndirectFunction else {
+            return (definition.address, definition.size)
+        }
+        // The object's handle searches the object first, so dlsym meets the definition
+        // just found, by the same rules, and runs its resolver.
+        guard let address = bound(symbol, in: loaded.handle) else { throw failure(.symbolNotFound) }
+        return (address, 0)
     }
 
     /// The function containing `address`; nil when the address is in no loaded object.
@@ -142,7 +152,7 @@ enum SymbolResolver {
 
     /// What `dlsym(handle, symbol)` gives; on failure, the thread's `dlerror` message is
     /// cleared, so that a caller's later `dlerror` does not report this lookup.
-    private static func bound(_ symbol: String, in handle: UnsafeMutableRawPointer?) -> UInt? {
+    static func bound(_ symbol: String, in handle: UnsafeMutableRawPointer?) -> UInt? {
         guard let address = dlsym(handle, symbol) else {
             _ = dlerror()
             return nil

@@ -217,17 +217,17 @@ extension InlineSuites {
         /// from the rest of the function lands inside them.
         static func overlooked(_ function: InlineFunction, _ export: ExportedFunctions.Function) -> String? {
             guard export.size > 0 else { return nil }
-            let patch = function.inline
-            let start = Int(patch.patchStart - patch.function)
+            let patch = function.plan.record
+            let start = Int(patch.patchOffset)
             let code = UnsafeRawPointer(bitPattern: export.address)!
             let available = export.size + Relocator.paddingLength(after: code, size: export.size)
-            if patch.copiedLength > available {
+            if Int(patch.copiedLength) > available {
                 return "\(export.name): \(export.size) bytes (\(available) with padding), "
                     + "the patch overwrites \(start)..<\(patch.copiedLength)"
             }
             do {
                 let branches = try Relocator.branches(
-                    into: start..<patch.copiedLength, function: code, size: export.size)
+                    into: start..<Int(patch.copiedLength), function: code, size: export.size)
                 if let branch = branches.first {
                     return "\(export.name): `\(branch.instruction)` at offset \(branch.offset) branches to offset "
                         + "\(branch.target), inside \(start)..<\(patch.copiedLength) (\(branches.count) such)"

@@ -101,6 +101,13 @@ ffh_patch_status ffh_patch_write(
     uintptr_t watch_start, uintptr_t watch_end, const ffh_patch_move *moves, size_t move_count,
     ffh_patch_result *result);
 
+/// Writes `length` bytes into code that no thread runs yet (a fresh trampoline in memory the
+/// library mapped executable): through `/proc/self/mem`, else by making the whole area
+/// [`area`, `area` + `area_length`) writable and executable for the moment of the write (so
+/// that its mapping does not split) and read-and-execute again. No thread is stopped. Returns
+/// 0, or the errno of the failure.
+int ffh_patch_write_code(void *address, const void *bytes, size_t length, void *area, size_t area_length);
+
 /// Stops the other threads and reports each one's instruction pointer into `pcs` (up to
 /// `capacity`, returning how many threads were stopped, or -1 with `result` saying why),
 /// then releases them: for tests, and to see where threads are.
@@ -108,5 +115,9 @@ int ffh_patch_sample(uintptr_t *pcs, size_t capacity, ffh_patch_result *result);
 
 /// The signal used to stop threads, 0 before the first stop.
 int ffh_patch_signal(void);
+
+/// How many times the process's threads have been stopped (every batch of writes, and every
+/// sample, stops them once): for tests and benchmarks.
+uint64_t ffh_patch_stop_count(void);
 
 #endif

@@ -98,6 +98,20 @@ int ffh_elf_find_definition(const ffh_elf_object *object, const char *name, ffh_
 /// `symbol`, else 0. Swift cannot see dladdr1, a GNU extension.
 int ffh_elf_symbol_at(uintptr_t address, ffh_elf_symbol *symbol);
 
+/// A function an object exports: a defined `STT_FUNC` or `STT_GNU_IFUNC` entry of its dynamic
+/// symbol table, global, weak or unique, of default or protected visibility.
+typedef struct {
+    ffh_elf_symbol symbol;
+    /// 0 for a hidden version (`name@VERSION`, an older one kept for old binaries), which the
+    /// loader binds only to callers that ask for that version; 1 otherwise.
+    uint8_t is_default_version;
+} ffh_elf_function;
+
+/// Writes up to `capacity` of the functions the object exports into `functions`, in the order
+/// of its dynamic symbol table (aliases and versions of one function each have an entry), and
+/// returns how many there are in all. Reads the object's mapped dynamic symbol table: no file.
+size_t ffh_elf_defined_functions(const ffh_elf_object *object, ffh_elf_function *functions, size_t capacity);
+
 /// The load bias (`l_addr`) and dynamic section address (`l_ld`) of the loaded object that
 /// dlopen(`name`, RTLD_NOLOAD) names: a soname, a path, or a file the loader's search finds
 /// to be a loaded one. Returns 1, or 0 when none is loaded; never loads one.

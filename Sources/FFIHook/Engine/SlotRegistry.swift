@@ -56,9 +56,12 @@ package final class SlotRegistry: Sendable {
         var waiting: [WaitingGroup] = []
         /// The number the next waiting group gets; numbers only grow.
         var nextGroup: UInt64 = 0
-        /// What watches slots that stand for something else (an inline hook's jump cell), by
-        /// slot address.
-        var observers: [UInt: any SlotObserver] = [:]
+        /// What watches slots that stand for something else (inline hooks' jump cells): ranges
+        /// of slot addresses, each with its observer, in address order.
+        var observers: [(slots: Range<UInt>, observer: any SlotObserver)] = []
+        /// The slots the writer holding the lock has written (or meant to), whose observers
+        /// it tells as it releases the lock.
+        var touched: [UInt] = []
     }
 
     /// What was replaced or released when one grace period began.
@@ -179,7 +182,7 @@ package final class SlotRegistry: Sendable {
             }
             let entry = target!
             if !holdsClosure {
-                try state.observers[address]?.slotWillChange()
+                try Self.observer(of: address, in: state)?.slotWillChange(address)
                 try Self.takeOver(
                     cell, for: entry, allowEmpty: position == .instead, fallback: fallback, failure: failure)
             }
@@ -192,6 +195,7 @@ package final class SlotRegistry: Sendable {
             if !isNew { state.retired.append(replaced) }
             ffh_slot_set_state(entry.record, entry.publishedState)
             state.entries[address] = entry
+            state.touched.append(address)
             Self.reclaim(&state)
             return record
         }
@@ -454,12 +458,13 @@ package final class SlotRegistry: Sendable {
                 replacement.setOriginal(entry.original)
                 entry.setOriginal(replacement.function)
             } else {
-                try state.observers[address]?.slotWillChange()
+                try Self.observer(of: address, in: state)?.slotWillChange(address)
                 try Self.swap(cell, to: replacement.function, protection: protection, failure: failure) { value in
                     replacement.setOriginal(value)
                 }
             }
             state.replacements[address, default: []].append(replacement)
+            state.touched.append(address)
             return replacement
         }
     }
@@ -481,6 +486,7 @@ package final class SlotRegistry: Sendable {
             let above = later.first { $0.original == replacement.function }
             list.removeAll { $0 === replacement }
             state.replacements[address] = list.isEmpty ? nil : list
+            state.touched.append(address)
             let original = replacement.original
             if let above {
                 above.setOriginal(original)
@@ -507,24 +513,50 @@ package final class SlotRegistry: Sendable {
 
     // MARK: - Observers
 
-    /// Has `observer` told before the first write to the slot at `address` that replaces
-    /// what it holds when nothing hooks or replaces it, and after every write of the
-    /// registry (see ``SlotObserver``). One observer per slot, for the life of the process;
-    /// a later one replaces it.
-    package func observe(slot address: UInt, with observer: any SlotObserver) {
-        write { state in state.observers[address] = observer }
+    /// Has `observer` told before the first write to a slot of `slots` that replaces what it
+    /// holds when nothing hooks or replaces it, and after every write of the registry to one
+    /// of them (see ``SlotObserver``). Ranges do not overlap; one that does replaces those it
+    /// overlaps.
+    package func observe(slots: Range<UInt>, with observer: any SlotObserver) {
+        write { state in
+            state.observers.removeAll { $0.slots.overlaps(slots) }
+            let place = state.observers.firstIndex { $0.slots.lowerBound > slots.lowerBound } ?? state.observers.count
+            state.observers.insert((slots, observer), at: place)
+        }
     }
 
-    /// Runs `body` under the registry's lock, then tells the observers (as after a write):
-    /// for an observer's own changes, which must not interleave with installs and removals.
-    package func withLock(_ body: () throws(HookError) -> Void) throws(HookError) {
+    /// Stops telling the observer of `slots` (its memory is gone).
+    package func stopObserving(slots: Range<UInt>) {
+        write { state in state.observers.removeAll { $0.slots == slots } }
+    }
+
+    /// The observer of the slot at `address`, if one watches it.
+    private static func observer(of address: UInt, in state: State) -> (any SlotObserver)? {
+        var low = 0
+        var high = state.observers.count
+        while low < high {
+            let middle = (low + high) / 2
+            if state.observers[middle].slots.lowerBound <= address { low = middle + 1 } else { high = middle }
+        }
+        guard low > 0, state.observers[low - 1].slots.contains(address) else { return nil }
+        return state.observers[low - 1].observer
+    }
+
+    /// Runs `body` under the registry's lock: for an observer's own changes, which must not
+    /// interleave with installs and removals.
+    package func withLock<Result>(_ body: () throws(HookError) -> Result) throws(HookError) -> Result {
         guard !holdsLock else { throw HookError(slot: nil, signature: nil, problem: .calledFromHookBlock) }
-        try write { (_: inout State) throws(HookError) in try body() }
+        return try write { (_: inout State) throws(HookError) -> Result in try body() }
     }
 
-    /// Tells every observer that the registry has written (it checks its own slot).
-    private static func notifyObservers(_ state: State) {
-        for observer in state.observers.values { observer.slotDidChange() }
+    /// Tells the observers of the slots written that the registry has written them (each
+    /// checks what its slot holds now).
+    private static func notifyObservers(_ state: inout State) {
+        guard !state.touched.isEmpty else { return }
+        let touched = state.touched
+        state.touched.removeAll(keepingCapacity: true)
+        guard !state.observers.isEmpty else { return }
+        for address in touched { observer(of: address, in: state)?.slotDidChange(address) }
     }
 
     // MARK: - Removing
@@ -590,7 +622,7 @@ package final class SlotRegistry: Sendable {
             defer { lockOwner.store(0, ordering: .relaxed) }
             return try SlotMemory.guardingFaults { () throws(Failure) -> Result in
                 removeDeferred(&state)
-                defer { Self.notifyObservers(state) }
+                defer { Self.notifyObservers(&state) }
                 return try body(&state)
             }
         }
@@ -609,7 +641,7 @@ package final class SlotRegistry: Sendable {
                 SlotMemory.guardingFaults {
                     removeDeferred(&state)
                     Self.reclaim(&state)
-                    Self.notifyObservers(state)
+                    Self.notifyObservers(&state)
                 }
             }
             guard done != nil else { return }
@@ -639,6 +671,7 @@ package final class SlotRegistry: Sendable {
         ffh_slot_set_state(entry.record, entry.original)
         state.retired.append(entry)
         let address = UInt(bitPattern: entry.slot)
+        state.touched.append(address)
         let isCurrent = state.entries[address] === entry
         if isCurrent {
             state.entries[address] = nil

@@ -1,0 +1,116 @@
+internal import CFFIHookSupport
+internal import FFIHook
+
+/// The functions a batch names: a library's exports (and its local functions), or a list of
+/// symbols, found in one walk over the loaded objects and one read of each symbol table.
+enum BatchTargets {
+    /// The functions to plan, and those refused before planning.
+    struct Found {
+        var targets: [PlanTarget] = []
+        var refused: [InlineRefusal] = []
+    }
+
+    /// Every function `library` exports; with `locals`, also those only its `.symtab` names.
+    static func exports(of library: String, locals: Bool) throws(HookError) -> Found {
+        try ImportWalk.withLoadedObjects { objects throws(HookError) -> Found in
+            guard let object = LoadedObjects.object(named: library, in: objects) else {
+                throw HookError(
+                    code: .objectNotFound, message: "no loaded object has the soname, file name or path \(library)",
+                    object: library)
+            }
+            var found = Found()
+            // One target per address: the name its library exports by default, the first
+            // such in the table.
+            var byAddress: [UInt: (target: PlanTarget, isDefault: Bool)] = [:]
+            func add(_ target: PlanTarget, isDefault: Bool) {
+                if let known = byAddress[target.address], known.isDefault || !isDefault { return }
+                byAddress[target.address] = (target, isDefault)
+            }
+            for function in definedFunctions(of: object) {
+                let name = String(cString: function.symbol.name)
+                let isDefault = function.is_default_version != 0
+                if function.symbol.type == DynamicSymbol.typeIndirectFunction {
+                    // Its address is a resolver: the implementation is what runs. Only the
+                    // default version can be asked for by name.
+                    guard isDefault, let address = SymbolResolver.bound(name, in: object.handle) else {
+                        found.refused.append(
+                            InlineRefusal(
+                                name: name, address: UInt(function.symbol.address), reason: .indirectFunction,
+                                error: HookError(
+                                    code: .unhookableFunction,
+                                    message:
+                                        "an older version of an IFUNC symbol, whose implementation cannot be asked for by name",
+                                    symbol: name, object: library)))
+                        continue
+                    }
+                    add(PlanTarget(address: address, name: name), isDefault: true)
+                } else {
+                    let size = function.symbol.size
+                    add(
+                        PlanTarget(
+                            address: UInt(function.symbol.address), name: name,
+                            size: size > 0 && size <= UInt64(Int.max) ? Int(size) : nil, isKnownStart: true),
+                        isDefault: isDefault)
+                }
+            }
+            if locals, let path = object.filePath, let table = ELFSymbolTable(path: path),
+                table.loadSegments == object.loadSegments
+            {
+                let local = table.functions.filter { !$0.isIndirect }
+                for (function, name) in zip(local, table.names(of: local)) {
+                    let address = object.bias &+ UInt(truncatingIfNeeded: function.value)
+                    guard byAddress[address] == nil, object.isInCode(address) else { continue }
+                    add(
+                        PlanTarget(
+                            address: address, name: name,
+                            size: function.size > 0 && function.size <= UInt64(Int.max) ? Int(function.size) : nil,
+                            isKnownStart: true),
+                        isDefault: false)
+                }
+            }
+            found.targets = byAddress.values.map(\.target)
+            return found
+        }
+    }
+
+    /// The functions `symbols` name in `object` (the global scope when nil).
+    static func symbols(_ symbols: [String], in object: String?) throws(HookError) -> Found {
+        try ImportWalk.withLoadedObjects { objects throws(HookError) -> Found in
+            if let object, LoadedObjects.object(named: object, in: objects) == nil {
+                throw HookError(
+                    code: .objectNotFound, message: "no loaded object has the soname, file name or path \(object)",
+                    object: object)
+            }
+            var found = Found()
+            var seen = Set<String>()
+            for symbol in symbols where seen.insert(symbol).inserted {
+                do throws(SymbolLookupError) {
+                    let (address, size) = try SymbolResolver.resolve(symbol: symbol, in: object, among: objects)
+                    // A definition of known size starts a function; otherwise the planner asks
+                    // the symbol tables (an IFUNC's implementation, a symbol of size 0).
+                    found.targets.append(
+                        PlanTarget(
+                            address: address, name: symbol, size: size > 0 ? Int(size) : nil, isKnownStart: size > 0))
+                } catch {
+                    found.refused.append(
+                        InlineRefusal(
+                            name: symbol, address: 0, reason: .symbolNotFound,
+                            error: HookError(
+                                code: .symbolNotFound, message: error.description, symbol: symbol, object: object)))
+                }
+            }
+            return found
+        }
+    }
+
+    /// The functions the object's dynamic symbol table defines.
+    private static func definedFunctions(of object: LoadedObject) -> [ffh_elf_function] {
+        let count = ffh_elf_defined_functions(object.object, nil, 0)
+        guard count > 0 else { return [] }
+        var functions = [ffh_elf_function](repeating: ffh_elf_function(), count: count)
+        let written = functions.withUnsafeMutableBufferPointer {
+            ffh_elf_defined_functions(object.object, $0.baseAddress, $0.count)
+        }
+        return Array(functions.prefix(min(written, count)))
+    }
+}

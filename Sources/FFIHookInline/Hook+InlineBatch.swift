@@ -1,0 +1,183 @@
+public import FFIHook
+
+/// The verbs of ``/FFIHook/Hook`` on a whole batch of inline functions: one group token, every
+/// patch written in one stop of the other threads, and every patch taken out in one stop when
+/// the group is removed.
+///
+/// A function of the batch that cannot be patched or hooked is left out and named in the
+/// group's ``/FFIHook/HookGroupToken/refusals`` (its error's ``/FFIHook/HookError/symbol`` is the
+/// function's name); the others are hooked. A batch made with
+/// ``InlineBatch/Options/allOrNothing`` refuses the whole install instead: the verb throws the
+/// first function's error and installs nothing.
+extension Hook {
+    /// Installs `block` at `position` around every function of `batch` for which `signature`
+    /// gives a signature (functions it gives `nil` for are left alone, and not refused).
+    ///
+    /// ```swift
+    /// let zlib = try InlineBatch(symbols: ["crc32", "adler32"], in: "libz.so.1")
+    /// let checksums = try Hook.install(on: zlib, signature: { _ in try? Signature("QQ^CI") }, position: .after) {
+    ///     call, function in
+    ///     print(function.name, "of", call.argument(2, as: UInt32.self), "bytes")
+    /// }
+    /// defer { checksums.remove() }
+    /// ```
+    ///
+    /// Each function's hook is the one ``install(on:signature:position:options:_:)`` makes on
+    /// its ``InlineFunction/slot``, with the block given the function: a call pays nothing more
+    /// to learn which function it is in.
+    ///
+    /// - Throws: ``HookError/Code-swift.struct/calledFromHookBlock`` from a block that runs
+    ///   within the library's own install or removal on this thread; with
+    ///   ``InlineBatch/Options/allOrNothing``, the first function's error (nothing is installed).
+    public static func install(
+        on batch: InlineBatch, signature: (InlineFunction) -> Signature?, position: HookPosition,
+        options: HookOptions = [], _ block: @escaping @Sendable (borrowing Invocation, InlineFunction) -> Void
+    ) throws(HookError) -> HookGroupToken {
+        try installEach(on: batch) { (function: InlineFunction) throws(HookError) -> HookToken? in
+            guard let signature = signature(function) else { return nil }
+            return try install(on: function.slot, signature: signature, position: position, options: options) { call in
+                block(call, function)
+            }
+        }
+    }
+
+    /// Installs a block that runs before each function of `batch`, every one of `signature`
+    /// (see ``install(on:signature:position:options:_:)-(InlineBatch,_,_,_,_)``).
+    public static func before(
+        on batch: InlineBatch, signature: Signature, options: HookOptions = [],
+        _ block: @escaping @Sendable (borrowing Invocation, InlineFunction) -> Void
+    ) throws(HookError) -> HookGroupToken {
+        try install(on: batch, signature: { _ in signature }, position: .before, options: options, block)
+    }
+
+    /// Installs a block that runs instead of each function of `batch`, every one of `signature`
+    /// (see ``install(on:signature:position:options:_:)-(InlineBatch,_,_,_,_)``).
+    public static func instead(
+        on batch: InlineBatch, signature: Signature, options: HookOptions = [],
+        _ block: @escaping @Sendable (borrowing Invocation, InlineFunction) -> Void
+    ) throws(HookError) -> HookGroupToken {
+        try install(on: batch, signature: { _ in signature }, position: .instead, options: options, block)
+    }
+
+    /// Installs a block that runs after each function of `batch`, every one of `signature`
+    /// (see ``install(on:signature:position:options:_:)-(InlineBatch,_,_,_,_)``).
+    public static func after(
+        on batch: InlineBatch, signature: Signature, options: HookOptions = [],
+        _ block: @escaping @Sendable (borrowing Invocation, InlineFunction) -> Void
+    ) throws(HookError) -> HookGroupToken {
+        try install(on: batch, signature: { _ in signature }, position: .after, options: options, block)
+    }
+
+    /// Attaches to every function of `batch` without their signatures, with the blocks
+    /// `blocks` gives for each (so that each can count into its own place, as a tracer does);
+    /// a function it gives no block for is left alone, and not refused.
+    ///
+    /// ```swift
+    /// let library = try InlineBatch(library: "libz.so.1")
+    /// let counters = Dictionary(uniqueKeysWithValues: library.functions.map { ($0, Counter()) })
+    /// let calls = try Hook.attach(on: library) { function in
+    ///     let counter = counters[function]!
+    ///     return ({ _ in counter.increment() }, nil)
+    /// }
+    /// defer { calls.remove() }
+    /// ```
+    ///
+    /// Each function's attach is the one ``attach(on:options:onEnter:onLeave:)`` makes on its
+    /// ``InlineFunction/slot``.
+    ///
+    /// - Throws: as ``install(on:signature:position:options:_:)-(InlineBatch,_,_,_,_)``.
+    public static func attach(
+        on batch: InlineBatch, options: HookOptions = [],
+        blocks: (InlineFunction) -> (onEnter: EnterBlock?, onLeave: LeaveBlock?)
+    ) throws(HookError) -> HookGroupToken {
+        try installEach(on: batch) { (function: InlineFunction) throws(HookError) -> HookToken? in
+            let (onEnter, onLeave) = blocks(function)
+            guard onEnter != nil || onLeave != nil else { return nil }
+            return try attach(on: function.slot, options: options, onEnter: onEnter, onLeave: onLeave)
+        }
+    }
+
+    /// Attaches the same blocks to every function of `batch` (see
+    /// ``attach(on:options:blocks:)``, whose blocks can capture their function).
+    /// ``/FFIHook/EnterContext/function`` is the function's ``InlineFunction/original``, its
+    /// trampoline.
+    public static func attach(
+        on batch: InlineBatch, options: HookOptions = [], onEnter: EnterBlock? = nil, onLeave: LeaveBlock? = nil
+    ) throws(HookError) -> HookGroupToken {
+        try attach(on: batch, options: options) { _ in (onEnter, onLeave) }
+    }
+
+    /// Writes the compiled function `replacement` gives into each function's jump cell, with
+    /// no closure (see ``replace(on:with:options:)``); a function it gives `nil` for is left
+    /// alone, and not refused. Each replacement calls its function's ``InlineFunction/original``.
+    ///
+    /// - Throws: as ``install(on:signature:position:options:_:)-(InlineBatch,_,_,_,_)``.
+    public static func replace(
+        on batch: InlineBatch, options: HookOptions = [], with replacement: (InlineFunction) -> UnsafeRawPointer?
+    ) throws(HookError) -> HookGroupToken {
+        try installEach(on: batch) { (function: InlineFunction) throws(HookError) -> HookToken? in
+            guard let pointer = replacement(function) else { return nil }
+            let token = try replace(on: function.slot, with: pointer, options: options)
+            return HookToken(handle: ReplacementHandle(token, function: function))
+        }
+    }
+
+    /// Holds every function of the batch patched (one stop writes the patches not in yet),
+    /// installs on each, then drops the holds; a refused install's patch comes out with the
+    /// others in one stop.
+    private static func installEach(
+        on batch: InlineBatch, _ install: (InlineFunction) throws(HookError) -> HookToken?
+    ) throws(HookError) -> HookGroupToken {
+        let allOrNothing = batch.options.contains(.allOrNothing)
+        return try InlinePatching.withDeferredRemovals { () throws(HookError) -> HookGroupToken in
+            let refused = try BatchPatching.hold(batch.functions, allOrNothing: allOrNothing)
+            if allOrNothing, let first = refused.values.first { throw first.error }
+            let held = batch.functions.filter { refused[$0] == nil }
+            var tokens: [HookToken] = []
+            var refusals = refused.values.map(\.error)
+            do throws(HookError) {
+                for function in held {
+                    do throws(HookError) {
+                        if let token = try install(function) { tokens.append(token) }
+                    } catch {
+                        var error = error
+                        error.symbol = function.name
+                        if allOrNothing { throw error }
+                        refusals.append(error)
+                    }
+                }
+            } catch {
+                for token in tokens { token.remove() }
+                try? BatchPatching.release(held)
+                throw error
+            }
+            try BatchPatching.release(held)
+            return HookGroupToken(
+                tokens: tokens, skippedFields: [], refusals: refusals.sorted { ($0.symbol ?? "") < ($1.symbol ?? "") },
+                removalScope: { body in
+                    do {
+                        try InlinePatching.withDeferredRemovals { () throws(HookError) in body() }
+                    } catch {
+                        // From a block within the library's own install on this thread: one
+                        // by one.
+                        body()
+                    }
+                })
+        }
+    }
+}
+
+/// A replacement as one hook of a group.
+private final class ReplacementHandle: HookHandle {
+    let token: ReplacementToken
+    let function: InlineFunction
+
+    init(_ token: ReplacementToken, function: InlineFunction) {
+        self.token = token
+        self.function = function
+    }
+
+    func remove() -> Bool { token.remove() }
+    var isActive: Bool { token.isActive }
+    var summary: String { "replacement of \(function.name)" }
+}

@@ -1,0 +1,236 @@
+internal import CFFIHookSupport
+public import FFIHook
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// Many functions planned as inline hooks at once: every function a library exports, a list of
+/// symbols, or a list of addresses.
+///
+/// ```swift
+/// // Every function SQLite exports, planned, then attached to in one stop of the threads.
+/// let sqlite = try InlineBatch(library: "libsqlite3.so.0")
+/// print(sqlite.functions.count, "planned,", sqlite.refusals.count, "refused")
+/// let calls = try Hook.attach(on: sqlite) { function in
+///     let counter = Counter(function.name)
+///     return ({ _ in counter.add() }, nil)
+/// }
+/// defer { calls.remove() }  // one stop takes every patch out
+/// ```
+///
+/// Planning a batch reads the memory map, the loaded objects and the symbol tables once, and
+/// puts every function's trampoline and jump cell in slabs shared by the library's functions
+/// (a few mappings for the whole library, and a few dozen bytes per function besides its
+/// relocated instructions). A function that cannot be planned is left out with an
+/// ``InlineRefusal`` saying why, and the others are planned all the same, unless the batch is
+/// made with ``Options/allOrNothing``.
+///
+/// Every verb of ``/FFIHook/Hook`` has a form that takes a batch (`before`, `instead`, `after`
+/// with a signature per function, `replace`, and the signature-free `attach`), and returns one
+/// ``/FFIHook/HookGroupToken`` for all the functions. Installing writes every function's patch
+/// in one stop of the process's other threads, and removing the group takes them all out in one
+/// stop. ``patch()`` and ``unpatch()`` keep the whole batch patched, or stop keeping it, the same
+/// way.
+///
+/// A function's plan is shared with every ``InlineFunction`` of the same address, made before
+/// or after. Plans last as long as their library is loaded.
+public final class InlineBatch: Sendable, CustomStringConvertible {
+    /// How a batch is planned and hooked.
+    public struct Options: OptionSet, Sendable, Hashable {
+        /// The options' bits.
+        public let rawValue: Int
+        /// Creates options from their raw bits.
+        public init(rawValue: Int) { self.rawValue = rawValue }
+
+        /// Also plan the functions only the library file's full symbol table (`.symtab`) names:
+        /// `static` functions and those a version script keeps out of the dynamic symbol
+        /// table. A file without one (a stripped library, as Debian ships them) adds nothing.
+        /// For ``InlineBatch/init(library:options:)`` only.
+        public static let localFunctions = Options(rawValue: 1)
+        /// Refuse the whole batch when one function cannot be planned (the initializer throws
+        /// its refusal's error), and refuse a hook on the batch when one function cannot be
+        /// patched or hooked (the verb throws, and installs nothing).
+        public static let allOrNothing = Options(rawValue: 2)
+    }
+
+    /// The functions planned, in address order, one per address (a function exported under
+    /// several names or versions appears once, under the name its library exports by default).
+    public let functions: [InlineFunction]
+    /// The functions that could not be planned, each with why, in address order.
+    public let refusals: [InlineRefusal]
+    /// How the batch was made.
+    public let options: Options
+
+    /// Plans every function that the loaded object `library` exports (and, with
+    /// ``Options/localFunctions``, those only its file's `.symtab` names).
+    ///
+    /// `library` is a soname (`"libsqlite3.so.0"`), a file name or a path, as for
+    /// ``InlineFunction/init(symbol:in:)``; nothing is loaded. An exported IFUNC symbol
+    /// (`memcpy`) is planned at the implementation its resolver picks for this machine; an
+    /// older version of one is refused (``InlineRefusal/Reason/indirectFunction``).
+    ///
+    /// - Throws: ``/FFIHook/HookError`` with ``/FFIHook/HookError/Code-swift.struct/objectNotFound``
+    ///   when no loaded object has that name, or, with ``Options/allOrNothing``, the error of the
+    ///   first function refused.
+    public convenience init(library: String, options: Options = []) throws(HookError) {
+        let targets = try BatchTargets.exports(of: library, locals: options.contains(.localFunctions))
+        try self.init(targets: targets.targets, refused: targets.refused, options: options)
+    }
+
+    /// Plans the functions `symbols` name, each found as ``InlineFunction/init(symbol:in:)``
+    /// finds it: in the global scope, or in the loaded object `object`. A symbol that names no
+    /// function is refused (``InlineRefusal/Reason/symbolNotFound``); symbols that name one
+    /// function (aliases) plan it once.
+    ///
+    /// - Throws: ``/FFIHook/HookError`` with ``/FFIHook/HookError/Code-swift.struct/objectNotFound``
+    ///   when `object` is not loaded, or, with ``Options/allOrNothing``, the error of the first
+    ///   function refused.
+    public convenience init(symbols: [String], in object: String? = nil, options: Options = []) throws(HookError) {
+        let targets = try BatchTargets.symbols(symbols, in: object)
+        try self.init(targets: targets.targets, refused: targets.refused, options: options)
+    }
+
+    /// Plans the functions at `addresses`, each as ``InlineFunction/init(address:)`` does (an
+    /// address inside a function, or an IFUNC resolver, is refused).
+    ///
+    /// - Throws: with ``Options/allOrNothing``, the error of the first function refused.
+    public convenience init(addresses: [UnsafeRawPointer], options: Options = []) throws(HookError) {
+        let targets = addresses.map { PlanTarget(address: UInt(bitPattern: $0)) }
+        try self.init(targets: targets, refused: [], options: options)
+    }
+
+    /// A batch of functions planned already, to hook or patch them together.
+    public init(_ functions: [InlineFunction], options: Options = []) {
+        var seen = Set<InlineFunction>()
+        self.functions = functions.filter { seen.insert($0).inserted }.sorted {
+            UInt(bitPattern: $0.address) < UInt(bitPattern: $1.address)
+        }
+        self.refusals = []
+        self.options = options
+    }
+
+    private init(targets: [PlanTarget], refused: [InlineRefusal], options: Options) throws(HookError) {
+        if options.contains(.allOrNothing), let first = refused.first { throw first.error }
+        // In address order: neighbours share slabs and pages.
+        var unique: [UInt: PlanTarget] = [:]
+        for target in targets where unique[target.address] == nil { unique[target.address] = target }
+        let ordered = unique.values.sorted { $0.address < $1.address }
+        let results = InlinePlanner.plan(ordered)
+        var functions: [InlineFunction] = []
+        var refusals = refused
+        functions.reserveCapacity(ordered.count)
+        for (target, result) in zip(ordered, results) {
+            switch result {
+            case .success(let plan): functions.append(InlineFunction(plan: plan, name: target.name))
+            case .failure(let refusal):
+                if options.contains(.allOrNothing) { throw refusal.error }
+                refusals.append(refusal)
+            }
+        }
+        var seen = Set<InlineFunction>()
+        self.functions = functions.filter { seen.insert($0).inserted }
+        self.refusals = refusals.sorted { UInt(bitPattern: $0.address) < UInt(bitPattern: $1.address) }
+        self.options = options
+    }
+
+    // MARK: - Keeping the batch patched
+
+    /// Writes every function's patch that is not in yet, in one stop of the other threads, and
+    /// keeps it while nothing is installed (as ``InlineFunction/patch()`` does for one).
+    ///
+    /// - Returns: the functions whose patch could not be written, each with why
+    ///   (``InlineRefusal/Reason/patchFailed``); the others are patched.
+    /// - Throws: ``/FFIHook/HookError/Code-swift.struct/calledFromHookBlock`` from a block that
+    ///   runs within the library's own install or removal on this thread; with
+    ///   ``Options/allOrNothing``, ``/FFIHook/HookError/Code-swift.struct/patchFailed`` when one
+    ///   patch could not be written (none is then kept).
+    @discardableResult
+    public func patch() throws(HookError) -> [InlineRefusal] {
+        let refused = try BatchPatching.hold(functions, allOrNothing: options.contains(.allOrNothing))
+        // With allOrNothing a refusal has released every hold already.
+        if options.contains(.allOrNothing), let first = refused.values.first { throw first.error }
+        let held = functions.filter { refused[$0] == nil }
+        try BatchPatching.release(held, pinning: held)
+        return refused.values.sorted { UInt(bitPattern: $0.address) < UInt(bitPattern: $1.address) }
+    }
+
+    /// Stops keeping the batch patched: every function with nothing installed gets its bytes
+    /// back, in one stop of the other threads; the others when their last hook goes.
+    ///
+    /// - Throws: ``/FFIHook/HookError/Code-swift.struct/calledFromHookBlock`` from a block that
+    ///   runs within the library's own install or removal on this thread.
+    public func unpatch() throws(HookError) {
+        try InlinePatching.withDeferredRemovals { () throws(HookError) in
+            try SlotRegistry.shared.withLock { () throws(HookError) in
+                for function in functions {
+                    InlinePatching.setPinned(function.plan.slab, function.plan.index, false)
+                    InlinePatching.cellDidChange(function.plan.slab, function.plan.index)
+                }
+            }
+        }
+    }
+
+    /// How many functions are planned and refused.
+    public var description: String {
+        "InlineBatch(\(functions.count) function\(functions.count == 1 ? "" : "s") planned, \(refusals.count) refused)"
+    }
+}
+
+/// Holding a batch's functions patched while hooks go onto their cells, with one stop.
+enum BatchPatching {
+    /// Holds every function (so that nothing takes its patch out meanwhile) and writes the
+    /// patches not in yet, in one stop. Returns the functions whose patch could not be written
+    /// (they are not held). With `allOrNothing`, a failure releases every hold (the written
+    /// patches come out again in one stop) before returning.
+    static func hold(_ functions: [InlineFunction], allOrNothing: Bool) throws(HookError) -> [InlineFunction:
+        InlineRefusal]
+    {
+        try InlinePatching.withDeferredRemovals { () throws(HookError) -> [InlineFunction: InlineRefusal] in
+            try SlotRegistry.shared.withLock { () throws(HookError) -> [InlineFunction: InlineRefusal] in
+                var items: [PatchWriter.Item] = []
+                var pending: [InlineFunction] = []
+                for function in functions {
+                    InlinePatching.addHold(function.plan.slab, function.plan.index)
+                    if InlinePatching.state(function.plan.slab, function.plan.index) & InlinePatching.patched == 0 {
+                        items.append(
+                            PatchWriter.Item(slab: function.plan.slab, index: function.plan.index, patching: true))
+                        pending.append(function)
+                    }
+                }
+                let outcome = PatchWriter.write(items)
+                var refused: [InlineFunction: InlineRefusal] = [:]
+                for (function, item) in zip(pending, outcome.items) {
+                    guard let failure = outcome.failure ?? item.failure else { continue }
+                    refused[function] = InlineRefusal(
+                        name: function.name, address: function.plan.record.function, reason: .patchFailed,
+                        error: HookError(code: .patchFailed, message: failure, symbol: function.name))
+                    InlinePatching.dropHold(function.plan.slab, function.plan.index)
+                }
+                if allOrNothing && !refused.isEmpty {
+                    for function in functions where refused[function] == nil {
+                        InlinePatching.dropHold(function.plan.slab, function.plan.index)
+                        InlinePatching.cellDidChange(function.plan.slab, function.plan.index)
+                    }
+                }
+                return refused
+            }
+        }
+    }
+
+    /// Drops the holds on `held` that ``hold(_:allOrNothing:)`` took, pinning `pinning` first;
+    /// the patches no longer needed come out in one stop.
+    static func release(_ held: [InlineFunction], pinning: [InlineFunction] = []) throws(HookError) {
+        try InlinePatching.withDeferredRemovals { () throws(HookError) in
+            try SlotRegistry.shared.withLock { () throws(HookError) in
+                for function in pinning { InlinePatching.setPinned(function.plan.slab, function.plan.index, true) }
+                for function in held {
+                    InlinePatching.dropHold(function.plan.slab, function.plan.index)
+                    InlinePatching.cellDidChange(function.plan.slab, function.plan.index)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,238 @@
+internal import CFFIHookPatch
+internal import FFIHook
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// Memory for the inline plans of one loaded object: one mapping of code (each plan's stub
+/// and trampoline, packed one after the other) followed by one of cells (each plan's 8-byte
+/// jump cell, which the hook engine hooks as a slot), mapped within ±2 GB of the object when
+/// there is room there. Many plans share a slab, so a library of thousands of functions costs
+/// a few mappings in all rather than two per function.
+///
+/// A plan's code is `jmp [rip + cell]` (the stub the function's patch jumps to; 8 bytes with
+/// its padding), then the trampoline: the function's first instructions relocated, and a jump
+/// back to the rest of the function. The code is written once, before the plan is published,
+/// and the code mapping stays read-and-execute: new code goes in through the code writer
+/// (``ffh_patch_write_code``), which never takes the execute permission away from code another
+/// thread may be running.
+///
+/// The slab is also the observer of its cells (see ``SlotObserver``): the registry tells it
+/// when a cell starts leading elsewhere than its trampoline, and it writes the function's
+/// patch (see ``InlinePatching``).
+final class CodeSlab: SlotObserver, @unchecked Sendable {
+    // Sendable: the geometry is constant; `codeUsed`, `count` and the records below `count`
+    // are written under the planner's lock, the records only before their plan is published
+    // (read-only afterwards); `states` are atomics changed under the registry's lock.
+
+    static let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
+    /// A stub (`jmp [rip + disp32]`, 6 bytes) and its padding; the trampoline follows it.
+    static let stubSize = 8
+    /// The most code one plan can need (stub, relocated instructions, the jump back): a plan
+    /// is only placed in a slab with this much room left.
+    static let largestPlan = 512
+    /// How far a `rel32` reaches, with room for the slab itself.
+    static let reach: UInt = 0x7FFF_0000
+
+    /// The code mapping's address.
+    let base: UInt
+    /// Its size in bytes.
+    let codeSize: Int
+    /// The first cell: right after the code.
+    let cellBase: UInt
+    /// How many plans (and cells) the slab holds at most.
+    let capacity: Int
+    /// Whether the slab lies within ±2 GB of the functions it was mapped for: their patches are
+    /// then the 5-byte `jmp rel32`, else the 14-byte absolute jump.
+    let isNear: Bool
+    /// The loaded object the slab serves (its path), or "" for code outside any object.
+    let object: String
+    /// The object's load bias when mapped, to tell the object from a later one at its place.
+    let objectBias: UInt
+
+    /// Bytes of code in use (planner's lock).
+    private(set) var codeUsed = 0
+    /// Plans in use (planner's lock); published through ``publishedCount``.
+    private(set) var count = 0
+    /// How many plans a reader without the planner's lock may read.
+    let publishedCount = Atomic<Int>(0)
+    /// The plans' records, `capacity` of them.
+    let records: UnsafeMutablePointer<PlanRecord>
+    /// Each plan's patch state (see ``InlinePatching``).
+    let states: UnsafeMutablePointer<Atomic<UInt32>>
+    /// How many threads each plan's writes have moved into its trampoline (registry's lock).
+    let movedThreads: UnsafeMutablePointer<Int>
+
+    private init(base: UInt, codeSize: Int, cellSize: Int, isNear: Bool, object: String, objectBias: UInt) {
+        self.base = base
+        self.codeSize = codeSize
+        self.cellBase = base + UInt(codeSize)
+        self.capacity = cellSize / MemoryLayout<UInt>.stride
+        self.isNear = isNear
+        self.object = object
+        self.objectBias = objectBias
+        records = .allocate(capacity: capacity)
+        states = .allocate(capacity: capacity)
+        movedThreads = .allocate(capacity: capacity)
+    }
+
+    /// The geometry of a slab for about `plans` plans: at least 64 KiB of code, and a cell for
+    /// every 24 bytes of it (the least code a plan takes).
+    private static func sizes(for plans: Int) -> (code: Int, cells: Int) {
+        var code = 64 * 1024
+        while code < plans * 64 + largestPlan { code *= 2 }
+        let cells = (code / 24 * MemoryLayout<UInt>.stride + pageSize - 1) / pageSize * pageSize
+        return (code, cells)
+    }
+
+    /// Maps a slab for about `plans` plans of the functions in `range`, as near them as the
+    /// free address space allows (see ``CodeSpace``); nil when nothing can be mapped.
+    static func map(
+        plans: Int, near range: ClosedRange<UInt>, mappings: [MemoryMapping], object: String, objectBias: UInt
+    ) -> CodeSlab? {
+        let (codeSize, cellSize) = sizes(for: plans)
+        guard let (base, isNear) = CodeSpace.map(size: codeSize + cellSize, near: range, mappings: mappings) else {
+            return nil
+        }
+        // The code part is read-and-execute from the start; the cells stay writable.
+        guard mprotect(UnsafeMutableRawPointer(bitPattern: base), codeSize, PROT_READ | PROT_EXEC) == 0 else {
+            munmap(UnsafeMutableRawPointer(bitPattern: base), codeSize + cellSize)
+            return nil
+        }
+        return CodeSlab(
+            base: base, codeSize: codeSize, cellSize: cellSize, isNear: isNear, object: object, objectBias: objectBias)
+    }
+
+    // MARK: - Places
+
+    /// Plan `index`'s stub: where its function's patch jumps.
+    func stub(_ index: Int) -> UInt { base + UInt(records[index].stubOffset) }
+    /// Plan `index`'s trampoline, which acts as its function's original.
+    func trampoline(_ index: Int) -> UInt { stub(index) + UInt(Self.stubSize) }
+    /// Plan `index`'s jump cell.
+    func cell(_ index: Int) -> UInt { cellBase + UInt(index * MemoryLayout<UInt>.stride) }
+    /// The plan whose cell is at `address`, if it is one of this slab's published cells.
+    func index(ofCell address: UInt) -> Int? {
+        guard address >= cellBase, (address - cellBase) % UInt(MemoryLayout<UInt>.stride) == 0 else { return nil }
+        let index = Int((address - cellBase) / UInt(MemoryLayout<UInt>.stride))
+        return index < publishedCount.load(ordering: .acquiring) ? index : nil
+    }
+    /// The addresses of the slab's cells, for the registry's observers.
+    var cellRange: Range<UInt> { cellBase..<(cellBase + UInt(capacity * MemoryLayout<UInt>.stride)) }
+
+    /// Whether a function at `address` can be planned here: the slab has room, and lies within
+    /// reach of it when it is near (a far slab serves any function, with the absolute jump).
+    func canHold(_ address: UInt) -> Bool {
+        guard count < capacity, codeUsed + Self.largestPlan <= codeSize else { return false }
+        guard isNear else { return true }
+        let end = cellBase + UInt(capacity * MemoryLayout<UInt>.stride)
+        return CodeSpace.distance(base, address) < Self.reach && CodeSpace.distance(end, address) < Self.reach
+    }
+
+    /// Where the next plan's trampoline would go.
+    var nextTrampoline: UInt { base + UInt(codeUsed) + UInt(Self.stubSize) }
+
+    // MARK: - Adding plans (planner's lock)
+
+    /// Adds a plan whose trampoline (`trampoline`, relocated for ``nextTrampoline``) and record
+    /// are given: writes its stub and trampoline, points its cell at the trampoline, and
+    /// publishes it. Returns its index, or nil when the code could not be written.
+    func add(_ record: PlanRecord, trampoline bytes: [UInt8]) -> Int? {
+        let index = count
+        let stubOffset = codeUsed
+        let stub = base + UInt(stubOffset)
+        // jmp [rip + disp32], disp32 from the end of the 6-byte instruction to the cell.
+        let displacement = Int32(Int(cell(index)) - Int(stub + 6))
+        var code: [UInt8] = [0xFF, 0x25]
+        withUnsafeBytes(of: displacement.littleEndian) { code += $0 }
+        code += [0xCC, 0xCC]
+        code += bytes
+        let written = code.withUnsafeBytes { bytes in
+            ffh_patch_write_code(
+                UnsafeMutableRawPointer(bitPattern: stub), bytes.baseAddress, bytes.count,
+                UnsafeMutableRawPointer(bitPattern: base), codeSize)
+        }
+        guard written == 0 else { return nil }
+        var record = record
+        record.stubOffset = UInt32(stubOffset)
+        record.trampolineLength = UInt16(bytes.count)
+        (records + index).initialize(to: record)
+        (states + index).initialize(to: Atomic(0))
+        (movedThreads + index).initialize(to: 0)
+        UnsafeMutablePointer<UInt>(bitPattern: cell(index))!.pointee = stub + UInt(Self.stubSize)
+        codeUsed = (stubOffset + code.count + 7) & ~7
+        count = index + 1
+        publishedCount.store(count, ordering: .releasing)
+        return index
+    }
+
+    // MARK: - Observing the cells (registry's lock)
+
+    func slotWillChange(_ slot: UInt) throws(HookError) {
+        guard let index = index(ofCell: slot) else { return }
+        try InlinePatching.patchBeforeCellChanges(self, index)
+    }
+
+    func slotDidChange(_ slot: UInt) {
+        guard let index = index(ofCell: slot) else { return }
+        InlinePatching.cellDidChange(self, index)
+    }
+}
+
+/// Finding room for slabs in the address space.
+enum CodeSpace {
+    static func distance(_ a: UInt, _ b: UInt) -> UInt { a > b ? a - b : b - a }
+
+    /// Maps `size` bytes, readable and writable, as close to `range` as the free address space
+    /// allows: within ±2 GB of all of it when there is room (`isNear`), else anywhere. Nil
+    /// when nothing can be mapped at all.
+    static func map(size: Int, near range: ClosedRange<UInt>, mappings: [MemoryMapping]) -> (UInt, isNear: Bool)? {
+        let page = UInt(CodeSlab.pageSize)
+        let size = UInt(size)
+        let reach = CodeSlab.reach
+        // Where the whole mapping is within reach of both ends of the range.
+        let low = ((range.upperBound > reach ? range.upperBound - reach : page) + page - 1) & ~(page - 1)
+        let high =
+            (range.lowerBound < UInt.max - reach ? range.lowerBound + reach - size : UInt.max - size) & ~(page - 1)
+        var candidates: [UInt] = []
+        if low <= high {
+            var previousEnd = page * 16
+            let top = MemoryMapping(
+                start: 0x7FFF_FFFF_F000, end: 0x7FFF_FFFF_F000, readable: false, writable: false, executable: false)
+            for mapping in mappings + [top] {
+                if mapping.start >= previousEnd + size {
+                    let first = max(previousEnd, low)
+                    let last = min(mapping.start - size, high)
+                    if first <= last {
+                        // The place in the gap nearest the range (the gap's ends are page-aligned).
+                        candidates.append(min(max(range.lowerBound & ~(page - 1), first), last))
+                    }
+                }
+                previousEnd = max(previousEnd, mapping.end)
+            }
+        }
+        candidates.sort { distance($0, range.lowerBound) < distance($1, range.lowerBound) }
+        // MAP_FIXED_NOREPLACE (Linux 4.17): the hint or nothing, never over a mapping.
+        let fixedNoReplace: Int32 = 0x10_0000
+        for hint in candidates.prefix(16) {
+            let mapped = mmap(
+                UnsafeMutableRawPointer(bitPattern: hint), Int(size), PROT_READ | PROT_WRITE,
+                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | fixedNoReplace, -1, 0)
+            guard let mapped, mapped != MAP_FAILED else { continue }
+            let base = UInt(bitPattern: mapped)
+            if base == hint && distance(base, range.upperBound) < reach
+                && distance(base + size, range.lowerBound) < reach
+            {
+                return (base, true)
+            }
+            munmap(mapped, Int(size))
+        }
+        let mapped = mmap(nil, Int(size), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+        guard let mapped, mapped != MAP_FAILED else { return nil }
+        return (UInt(bitPattern: mapped), false)
+    }
+}

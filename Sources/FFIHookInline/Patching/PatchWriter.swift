@@ -1,0 +1,205 @@
+internal import CFFIHookPatch
+internal import FFIHook
+
+/// Writes and takes out the patches of planned functions, any number of them in one stop of
+/// the other threads (``ffh_patch_write_batch``), and records what each write did in its plan's
+/// state. Called with the registry's lock held.
+enum PatchWriter {
+    /// One function to patch (`patching`) or unpatch.
+    struct Item {
+        let slab: CodeSlab
+        let index: Int
+        let patching: Bool
+    }
+
+    /// What a batch of writes did.
+    struct Outcome {
+        /// Why the threads could not be stopped (nothing was written), nil when they were.
+        var failure: String?
+        /// Each item's outcome, in the order given.
+        var items: [ItemOutcome]
+        /// How many threads the stop stopped.
+        var stopped: Int
+    }
+
+    /// One item's outcome.
+    struct ItemOutcome {
+        /// Why it was not written, nil when it was (or when nothing was written at all).
+        var failure: String?
+        /// The write's status.
+        var status: ffh_patch_status
+    }
+
+    /// How many times the process's threads have been stopped to write code.
+    static var stopCount: UInt64 { ffh_patch_stop_count() }
+
+    /// The bytes of plan `index`'s patch: a `jmp rel32` to its stub, or the 14-byte absolute
+    /// jump from a far slab, then `int3` over the rest of the last instruction it touches.
+    static func patchBytes(_ slab: CodeSlab, _ index: Int) -> [UInt8] {
+        let record = slab.records[index]
+        let stub = slab.stub(index)
+        var bytes: [UInt8]
+        if slab.isNear {
+            let rel = Int32(Int(stub) - Int(record.patchStart + 5))
+            bytes = [0xE9]
+            withUnsafeBytes(of: rel.littleEndian) { bytes += $0 }
+        } else {
+            bytes = [0xFF, 0x25, 0, 0, 0, 0]
+            withUnsafeBytes(of: UInt64(stub).littleEndian) { bytes += $0 }
+        }
+        let overwritten = Int(record.copiedLength) - Int(record.patchOffset)
+        return bytes + [UInt8](repeating: 0xCC, count: overwritten - bytes.count)
+    }
+
+    /// Where a thread stopped inside plan `index`'s overwritten bytes goes: the copy of its
+    /// instruction in the trampoline.
+    static func moves(_ slab: CodeSlab, _ index: Int) -> [ffh_patch_move] {
+        let record = slab.records[index]
+        let trampoline = slab.trampoline(index)
+        return record.instructions.filter { $0.original > Int(record.patchOffset) }.map {
+            ffh_patch_move(from: record.function + UInt($0.original), to: trampoline + UInt($0.trampoline))
+        }
+    }
+
+    /// Writes `items` in one stop; marks each written plan patched or not, and counts the
+    /// threads moved.
+    static func write(_ items: [Item]) -> Outcome {
+        guard !items.isEmpty else { return Outcome(failure: nil, items: [], stopped: 0) }
+        // Every byte the requests point at, in buffers that live through the write.
+        var expected: [[UInt8]] = []
+        var bytes: [[UInt8]] = []
+        var moves: [[ffh_patch_move]] = []
+        for item in items {
+            let original = item.slab.records[item.index].overwritten
+            let patch = patchBytes(item.slab, item.index)
+            expected.append(item.patching ? original : patch)
+            bytes.append(item.patching ? patch : original)
+            moves.append(item.patching ? Self.moves(item.slab, item.index) : [])
+        }
+        let flat = Flattened(expected: expected, bytes: bytes, moves: moves)
+        defer { flat.deallocate() }
+        var requests: [ffh_patch_request] = []
+        requests.reserveCapacity(items.count)
+        for (position, item) in items.enumerated() {
+            let record = item.slab.records[item.index]
+            var request = ffh_patch_request()
+            request.address = UnsafeMutableRawPointer(bitPattern: record.patchStart)
+            request.expected = flat.expected(position)
+            request.bytes = flat.bytes(position)
+            request.length = expected[position].count
+            request.protection = Int32(record.protection)
+            if item.patching {
+                // A thread at the patch's first byte is about to run the jump: only the bytes
+                // after it are watched.
+                request.watch_start = record.patchStart + 1
+                request.watch_end = record.function + UInt(record.copiedLength)
+            }
+            request.moves = flat.moves(position)
+            request.move_count = moves[position].count
+            requests.append(request)
+        }
+        // The writer searches the requests by halves when they are in address order.
+        let order = requests.indices.sorted { requests[$0].watch_start < requests[$1].watch_start }
+        var sorted = order.map { requests[$0] }
+        var result = ffh_patch_result()
+        let status = sorted.withUnsafeMutableBufferPointer {
+            ffh_patch_write_batch($0.baseAddress, $0.count, &result)
+        }
+        var outcomes = [ItemOutcome](repeating: ItemOutcome(failure: nil, status: FFH_PATCH_DONE), count: items.count)
+        for (sortedPosition, position) in order.enumerated() {
+            let request = sorted[sortedPosition]
+            let item = items[position]
+            outcomes[position] = ItemOutcome(failure: describe(request), status: request.status)
+            guard request.status == FFH_PATCH_DONE else {
+                // Taken out already, or its object is gone: there is nothing to take out.
+                if !item.patching && (request.status == FFH_PATCH_CHANGED || request.status == FFH_PATCH_UNMAPPED) {
+                    InlinePatching.setPatched(item.slab, item.index, false)
+                }
+                continue
+            }
+            InlinePatching.setPatched(item.slab, item.index, item.patching)
+            item.slab.movedThreads[item.index] += Int(request.moved)
+        }
+        let stopFailure =
+            status == FFH_PATCH_DONE ? nil : describe(status: status, thread: result.thread, pc: 0, error: 0)
+        return Outcome(failure: stopFailure, items: outcomes, stopped: Int(result.stopped))
+    }
+
+    /// Why a request was not written, in words; nil for one that was.
+    static func describe(_ request: ffh_patch_request) -> String? {
+        describe(status: request.status, thread: request.thread, pc: request.pc, error: request.error)
+    }
+
+    static func describe(status: ffh_patch_status, thread: Int32, pc: UInt, error: Int32) -> String? {
+        let thread = "thread \(thread)"
+        let pc = "0x" + String(pc, radix: 16)
+        switch status {
+        case FFH_PATCH_DONE: return nil
+        case FFH_PATCH_UNSUPPORTED: return "this platform has no code writer (inline hooks work on Linux x86-64)"
+        case FFH_PATCH_NO_SIGNAL:
+            return "no real-time signal is free to stop the other threads while the code changes"
+        case FFH_PATCH_THREAD_UNRESPONSIVE:
+            return "\(thread) did not stop within 2 s (it blocks signals and runs outside a system call)"
+        case FFH_PATCH_THREAD_INSIDE:
+            return "\(thread) is at \(pc), inside the bytes to overwrite, where it cannot be moved"
+        case FFH_PATCH_PROTECTION:
+            return "the code's page could not be made writable (mprotect failed with errno \(error))"
+        case FFH_PATCH_CHANGED:
+            return
+                "the function's bytes are no longer the ones planned for (its object was unloaded or its code rewritten)"
+        case FFH_PATCH_NO_MEMORY: return "memory for stopping the threads could not be mapped"
+        case FFH_PATCH_UNMAPPED: return "the function's code is no longer mapped"
+        default: return "the code writer failed (status \(status.rawValue))"
+        }
+    }
+}
+
+/// The bytes of a batch's requests in three buffers that stay put while the writer reads them.
+private struct Flattened {
+    let expectedBuffer: UnsafeMutableBufferPointer<UInt8>
+    let bytesBuffer: UnsafeMutableBufferPointer<UInt8>
+    let movesBuffer: UnsafeMutableBufferPointer<ffh_patch_move>
+    let byteOffsets: [Int]
+    let moveOffsets: [Int]
+
+    init(expected: [[UInt8]], bytes: [[UInt8]], moves: [[ffh_patch_move]]) {
+        var byteOffsets: [Int] = []
+        var offset = 0
+        for item in expected {
+            byteOffsets.append(offset)
+            offset += item.count
+        }
+        expectedBuffer = .allocate(capacity: max(offset, 1))
+        bytesBuffer = .allocate(capacity: max(offset, 1))
+        for (index, item) in expected.enumerated() {
+            _ = UnsafeMutableBufferPointer(rebasing: expectedBuffer[byteOffsets[index]...]).initialize(from: item)
+            _ = UnsafeMutableBufferPointer(rebasing: bytesBuffer[byteOffsets[index]...]).initialize(from: bytes[index])
+        }
+        var moveOffsets: [Int] = []
+        var moveCount = 0
+        for item in moves {
+            moveOffsets.append(moveCount)
+            moveCount += item.count
+        }
+        movesBuffer = .allocate(capacity: max(moveCount, 1))
+        for (index, item) in moves.enumerated() {
+            _ = UnsafeMutableBufferPointer(rebasing: movesBuffer[moveOffsets[index]...]).initialize(from: item)
+        }
+        self.byteOffsets = byteOffsets
+        self.moveOffsets = moveOffsets
+    }
+
+    func expected(_ index: Int) -> UnsafePointer<UInt8> {
+        UnsafePointer(expectedBuffer.baseAddress! + byteOffsets[index])
+    }
+    func bytes(_ index: Int) -> UnsafePointer<UInt8> { UnsafePointer(bytesBuffer.baseAddress! + byteOffsets[index]) }
+    func moves(_ index: Int) -> UnsafePointer<ffh_patch_move> {
+        UnsafePointer(movesBuffer.baseAddress! + moveOffsets[index])
+    }
+
+    func deallocate() {
+        expectedBuffer.deallocate()
+        bytesBuffer.deallocate()
+        movesBuffer.deallocate()
+    }
+}

@@ -1,0 +1,152 @@
+import CTestSupport
+import CZlib
+import FFIHook
+import FFIHookCore
+import Foundation
+import Synchronization
+import Testing
+
+@testable import FFIHookInline
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+extension InlineSuites {
+    /// Batches: many functions planned at once, hooked with one group token, every patch
+    /// written in one stop of the threads and taken out in one.
+    @Suite struct InlineBatchTests {
+        /// The first bytes of every function of `batch`.
+        static func bytes(of batch: InlineBatch) -> [[UInt8]] {
+            batch.functions.map { codeBytes($0.address, 16) }
+        }
+
+        @Test func everyZlibExportIsPlannedAndOneStopPatchesAndOneUnpatchesThemAll() throws {
+            let input = zlibInput()
+            let expected = try zlibRoundTrip(input)
+            let zlib = try InlineBatch(library: "libz.so.1")
+            #expect(zlib.refusals.isEmpty, "\(zlib.refusals)")
+            #expect(zlib.functions.count >= 80)
+            #expect(zlib.functions.contains { $0.name == "crc32" })
+            let original = Self.bytes(of: zlib)
+            let stops = PatchWriter.stopCount
+            let refused = try zlib.patch()
+            #expect(refused.isEmpty)
+            #expect(PatchWriter.stopCount == stops + 1)
+            #expect(zlib.functions.allSatisfy { $0.isPatched })
+            #expect(zip(zlib.functions, original).allSatisfy { codeBytes($0.address, 16) != $1 })
+            #expect(try zlibRoundTrip(input) == expected)
+            try zlib.unpatch()
+            #expect(PatchWriter.stopCount == stops + 2)
+            #expect(!zlib.functions.contains { $0.isPatched })
+            #expect(Self.bytes(of: zlib) == original)
+        }
+
+        @Test func anAttachOnEveryFunctionCountsEachOneAndOneStopRemovesThem() throws {
+            let input = zlibInput()
+            let expected = try zlibRoundTrip(input)
+            let zlib = try InlineBatch(library: "libz.so.1")
+            let original = Self.bytes(of: zlib)
+            let counts = Dictionary(uniqueKeysWithValues: zlib.functions.map { ($0.name, Count()) })
+            let left = Count()
+            let stops = PatchWriter.stopCount
+            let group = try Hook.attach(on: zlib) { function in
+                let count = counts[function.name]!
+                return ({ _ in count.add() }, { _ in left.add() })
+            }
+            #expect(PatchWriter.stopCount == stops + 1)
+            #expect(group.tokens.count == zlib.functions.count)
+            #expect(group.refusals.isEmpty)
+            let outcome = try zlibRoundTrip(input)
+            #expect(outcome == expected)
+            // The round trip's own calls, and zlib's calls of its own exports inside them.
+            #expect(counts["deflate"]!.current > 0)
+            #expect(counts["inflate"]!.current > 0)
+            #expect(counts["crc32"]!.current > 0)
+            #expect(counts["deflateInit_"]!.current == 1 || counts["deflateInit2_"]!.current >= 1)
+            let entered = counts.values.reduce(0) { $0 + $1.current }
+            #expect(left.current == entered)
+            #expect(group.remove())
+            #expect(PatchWriter.stopCount == stops + 2)
+            #expect(Self.bytes(of: zlib) == original)
+            let after = entered
+            _ = try zlibRoundTrip(input)
+            #expect(counts.values.reduce(0) { $0 + $1.current } == after)
+        }
+
+        @Test func signatureHooksOnAListOfSymbolsLearnTheirFunction() throws {
+            let batch = try InlineBatch(symbols: ["crc32", "adler32", "no_such_function_here"], in: "libz.so.1")
+            #expect(batch.functions.map(\.name).sorted() == ["adler32", "crc32"])
+            #expect(batch.refusals.map(\.reason) == [.symbolNotFound])
+            #expect(batch.refusals.first?.name == "no_such_function_here")
+            let seen = Mutex<[String: Int]>([:])
+            let group = try Hook.after(on: batch, signature: Signature("QQ^CI")) { call, function in
+                let length = Int(call.argument(2, as: UInt32.self))
+                seen.withLock { $0[function.name, default: 0] += length }
+            }
+            let data: [UInt8] = Array("hello, batch".utf8)
+            let crc = data.withUnsafeBufferPointer { crc32(0, $0.baseAddress, UInt32($0.count)) }
+            let adler = data.withUnsafeBufferPointer { adler32(1, $0.baseAddress, UInt32($0.count)) }
+            #expect(crc == 0x4fd5_a4b5 || crc != 0)
+            #expect(adler != 0)
+            #expect(seen.withLock { $0 } == ["crc32": data.count, "adler32": data.count])
+            group.remove()
+            #expect(!batch.functions.contains { $0.isPatched })
+        }
+
+        @Test func refusalsNameEachFunctionAndWhyAndAllOrNothingThrowsTheFirst() throws {
+            let plain = address(of: ct_inline_plain)
+            let inside = plain + 1
+            var data: Int64 = 0
+            let notCode = withUnsafeMutablePointer(to: &data) { UnsafeRawPointer($0) }
+            let batch = try InlineBatch(addresses: [plain, inside, notCode])
+            #expect(batch.functions.map(\.address) == [plain])
+            let reasons = Dictionary(uniqueKeysWithValues: batch.refusals.map { ($0.address!, $0.reason) })
+            #expect(reasons[notCode] == .notCode)
+            #expect(reasons[inside] == .notAFunctionStart)
+            #expect(throws: HookError.self) {
+                try InlineBatch(addresses: [plain, notCode], options: .allOrNothing)
+            }
+            #expect(throws: HookError.self) { try InlineBatch(library: "libno-such-library.so.7") }
+        }
+
+        @Test func fourThreadsCallingWhileABatchIsHookedAndUnhookedSeeExactCounts() throws {
+            let batch = try InlineBatch(addresses: [address(of: ct_inline_plain), address(of: ct_inline_rip)])
+            let stop = Atomic<Bool>(false)
+            let failures = Count()
+            let hookedResults = Count()
+            let finished = Count()
+            for _ in 0..<4 {
+                Thread {
+                    while !stop.load(ordering: .relaxed) {
+                        var hooked: Int64 = 0
+                        if ct_inline_plain_loop(1000, &hooked) != 1000 { failures.add() }
+                        hookedResults.add(Int(hooked))
+                    }
+                    finished.add()
+                }.start()
+            }
+            let blocks = Count()
+            let entered = Count()
+            let stops = PatchWriter.stopCount
+            for _ in 0..<50 {
+                let attached = try Hook.attach(on: batch) { _ in entered.add() }
+                let group = try Hook.instead(on: batch, signature: Signature("qqq")) { call, function in
+                    call.callOriginal()
+                    guard function.name == "ct_inline_plain" else { return }
+                    call.setReturnValue(call.returnValue(as: Int64.self) + 1000)
+                    blocks.add()
+                }
+                group.remove()
+                attached.remove()
+            }
+            stop.store(true, ordering: .relaxed)
+            while finished.current < 4 { usleep(1000) }
+            // One stop to patch the two functions and one to take them out, per cycle.
+            #expect(PatchWriter.stopCount - stops == 100)
+            #expect(failures.current == 0)
+            #expect(blocks.current == hookedResults.current)
+            #expect(!batch.functions.contains { $0.isPatched })
+        }
+    }
+}
