@@ -64,6 +64,13 @@ int ffh_is_writable(void *address) {
 }
 #endif
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+void ffh_release_free_memory(void) { (void)malloc_trim(0); }
+#else
+void ffh_release_free_memory(void) {}
+#endif
+
 /* Under the fault guard where there is one (ffh_guard.h), else copied by the kernel. */
 int ffh_read_word(const void *address, uintptr_t *value) { return ffh_guarded_load(address, value); }
 

@@ -76,8 +76,9 @@ public final class InlineBatch: Sendable, CustomStringConvertible {
     ///   when no loaded object has that name, or, with ``Options/allOrNothing``, the error of the
     ///   first function refused.
     public convenience init(library: String, options: Options = []) throws(HookError) {
-        let targets = try BatchTargets.exports(of: library, locals: options.contains(.localFunctions))
-        try self.init(targets: targets.targets, refused: targets.refused, options: options)
+        try self.init(options: options) { () throws(HookError) in
+            try BatchTargets.exports(of: library, locals: options.contains(.localFunctions))
+        }
     }
 
     /// Plans the functions `symbols` name, each found as ``InlineFunction/init(symbol:in:)``
@@ -89,8 +90,7 @@ public final class InlineBatch: Sendable, CustomStringConvertible {
     ///   when `object` is not loaded, or, with ``Options/allOrNothing``, the error of the first
     ///   function refused.
     public convenience init(symbols: [String], in object: String? = nil, options: Options = []) throws(HookError) {
-        let targets = try BatchTargets.symbols(symbols, in: object)
-        try self.init(targets: targets.targets, refused: targets.refused, options: options)
+        try self.init(options: options) { () throws(HookError) in try BatchTargets.symbols(symbols, in: object) }
     }
 
     /// Plans the functions at `addresses`, each as ``InlineFunction/init(address:)`` does (an
@@ -98,8 +98,9 @@ public final class InlineBatch: Sendable, CustomStringConvertible {
     ///
     /// - Throws: with ``Options/allOrNothing``, the error of the first function refused.
     public convenience init(addresses: [UnsafeRawPointer], options: Options = []) throws(HookError) {
-        let targets = addresses.map { PlanTarget(address: UInt(bitPattern: $0)) }
-        try self.init(targets: targets, refused: [], options: options)
+        try self.init(options: options) { () throws(HookError) in
+            BatchTargets.Found(targets: addresses.map { PlanTarget(address: UInt(bitPattern: $0)) })
+        }
     }
 
     /// A batch of functions planned already, to hook or patch them together.
@@ -112,7 +113,27 @@ public final class InlineBatch: Sendable, CustomStringConvertible {
         self.options = options
     }
 
-    private init(targets: [PlanTarget], refused: [InlineRefusal], options: Options) throws(HookError) {
+    private init(options: Options, targets: () throws(HookError) -> BatchTargets.Found) throws(HookError) {
+        let (functions, refusals) = try Self.plan(options: options, targets: targets)
+        self.functions = functions
+        self.refusals = refusals
+        self.options = options
+        // Planning a library allocates and frees a few hundred bytes per function (decoding,
+        // symbol names), all freed by now: give the peak back rather than keep it resident.
+        if functions.count + refusals.count >= Self.trimmedBatchSize { ffh_release_free_memory() }
+    }
+
+    /// How many functions a batch plans at least for the allocator's free memory to be given
+    /// back afterwards.
+    static let trimmedBatchSize = 256
+
+    /// Finds the targets and plans them: the functions planned and those refused.
+    private static func plan(
+        options: Options, targets find: () throws(HookError) -> BatchTargets.Found
+    ) throws(HookError) -> ([InlineFunction], [InlineRefusal]) {
+        let found = try find()
+        let targets = found.targets
+        let refused = found.refused
         if options.contains(.allOrNothing), let first = refused.first { throw first.error }
         // In address order: neighbours share slabs and pages.
         var unique: [UInt: PlanTarget] = [:]
@@ -122,18 +143,20 @@ public final class InlineBatch: Sendable, CustomStringConvertible {
         var functions: [InlineFunction] = []
         var refusals = refused
         functions.reserveCapacity(ordered.count)
-        for (target, result) in zip(ordered, results) {
+        let names = FunctionNames(ordered.map(\.name))
+        for (index, result) in results.enumerated() {
             switch result {
-            case .success(let plan): functions.append(InlineFunction(plan: plan, name: target.name))
+            case .success(let plan): functions.append(InlineFunction(plan: plan, names: names, index: index))
             case .failure(let refusal):
                 if options.contains(.allOrNothing) { throw refusal.error }
                 refusals.append(refusal)
             }
         }
         var seen = Set<InlineFunction>()
-        self.functions = functions.filter { seen.insert($0).inserted }
-        self.refusals = refusals.sorted { UInt(bitPattern: $0.address) < UInt(bitPattern: $1.address) }
-        self.options = options
+        return (
+            functions.filter { seen.insert($0).inserted },
+            refusals.sorted { UInt(bitPattern: $0.address) < UInt(bitPattern: $1.address) }
+        )
     }
 
     // MARK: - Keeping the batch patched

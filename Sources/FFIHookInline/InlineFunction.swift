@@ -35,12 +35,15 @@ public import FFIHook
 public struct InlineFunction: Sendable, Hashable, CustomStringConvertible {
     /// The plan: its slab and its place there.
     let plan: PlanReference
-    /// The name the function was planned under (a batch's symbol), when known.
-    private let plannedName: String?
+    /// The names the function was planned under (a batch's symbols), when known, and which of
+    /// them is its.
+    private let names: FunctionNames?
+    private let nameIndex: Int32
 
-    init(plan: PlanReference, name: String?) {
+    init(plan: PlanReference, names: FunctionNames?, index: Int) {
         self.plan = plan
-        self.plannedName = name
+        self.names = names
+        self.nameIndex = Int32(index)
     }
 
     /// Plans the patch of the function at `address`.
@@ -51,7 +54,8 @@ public struct InlineFunction: Sendable, Hashable, CustomStringConvertible {
     ///   moved; ``/FFIHook/HookError/Code-swift.struct/unsupportedPlatform`` off Linux x86-64.
     public init(address: UnsafeRawPointer) throws(HookError) {
         plan = try InlinePlanner.plan(UInt(bitPattern: address), name: nil)
-        plannedName = nil
+        names = nil
+        nameIndex = 0
     }
 
     /// Plans the patch of the function `symbol` names, found as the dynamic linker binds a
@@ -77,7 +81,8 @@ public struct InlineFunction: Sendable, Hashable, CustomStringConvertible {
                 message: error.description, symbol: symbol, object: object)
         }
         plan = try InlinePlanner.plan(address, name: symbol)
-        plannedName = symbol
+        names = FunctionNames([symbol])
+        nameIndex = 0
     }
 
     /// Plans the patch of a C function given as a `@convention(c)` function value, such as
@@ -96,7 +101,7 @@ public struct InlineFunction: Sendable, Hashable, CustomStringConvertible {
     public var address: UnsafeRawPointer { UnsafeRawPointer(bitPattern: plan.record.function)! }
 
     /// The function's symbol, or its address in hexadecimal when no symbol starts there.
-    public var name: String { plannedName ?? InlineNames.name(of: plan.slab, plan.index) }
+    public var name: String { names?[Int(nameIndex)] ?? InlineNames.name(of: plan.slab, plan.index) }
 
     /// The jump cell as a slot: install hooks and replacements on it with ``/FFIHook/Hook``.
     public var slot: FunctionSlot { FunctionSlot(address: plan.slab.cell(plan.index)) }
@@ -160,7 +165,7 @@ public struct InlineFunction: Sendable, Hashable, CustomStringConvertible {
 
     /// How many threads the writes of this function's jump have moved into its trampoline.
     var movedThreads: Int {
-        (try? SlotRegistry.shared.withLock { plan.slab.movedThreads[plan.index] }) ?? 0
+        (try? SlotRegistry.shared.withLock { plan.slab.movedThreads[plan.index] ?? 0 }) ?? 0
     }
 
     /// Equal when they patch the same function.
@@ -185,5 +190,33 @@ extension FunctionSlot {
     /// The jump cell of the function at `address`, to hook it inline (see ``InlineFunction``).
     public static func inline(at address: UnsafeRawPointer) throws(HookError) -> FunctionSlot {
         try InlineFunction(address: address).slot
+    }
+}
+
+/// Names of functions packed in one buffer: a batch of thousands of functions keeps them
+/// without a string of its own for each.
+final class FunctionNames: Sendable {
+    private let bytes: [UInt8]
+    /// Where each name ends in `bytes`; an empty name is no name.
+    private let ends: [UInt32]
+
+    init(_ names: [String?]) {
+        var bytes: [UInt8] = []
+        var ends: [UInt32] = []
+        ends.reserveCapacity(names.count)
+        for name in names {
+            bytes += name?.utf8 ?? "".utf8
+            ends.append(UInt32(bytes.count))
+        }
+        self.bytes = bytes
+        self.ends = ends
+    }
+
+    /// The name at `index`, nil when none was given.
+    subscript(index: Int) -> String? {
+        let start = index == 0 ? 0 : Int(ends[index - 1])
+        let end = Int(ends[index])
+        guard end > start else { return nil }
+        return String(decoding: bytes[start..<end], as: UTF8.self)
     }
 }

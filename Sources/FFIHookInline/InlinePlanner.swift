@@ -12,7 +12,14 @@ import Synchronization
 struct PlanReference: Hashable, @unchecked Sendable {
     // Sendable: a slab is shared under its own rules (see CodeSlab).
     let slab: CodeSlab
-    let index: Int
+    private let position: Int32
+
+    init(slab: CodeSlab, index: Int) {
+        self.slab = slab
+        self.position = Int32(index)
+    }
+
+    var index: Int { Int(position) }
 
     static func == (lhs: PlanReference, rhs: PlanReference) -> Bool { lhs.slab === rhs.slab && lhs.index == rhs.index }
     func hash(into hasher: inout Hasher) {
@@ -43,10 +50,21 @@ struct PlanTarget: Sendable {
 /// as they are needed.
 enum InlinePlanner {
     private struct State {
-        /// Each object's slabs, by ``objectKey(path:bias:)``.
+        /// Each object's slabs, by ``ObjectRanges/key(of:)``.
         var slabs: [String: [CodeSlab]] = [:]
-        /// The plans made so far, by function address.
-        var plans: [UInt: PlanReference] = [:]
+        /// Every slab mapped, by number (nil once its object was unloaded).
+        var slabList: [CodeSlab?] = []
+        /// The plans made so far, by function address: the slab's number in the high 32 bits,
+        /// the plan's index in the low (a few bytes a plan, for libraries of thousands).
+        var plans: [UInt: UInt64] = [:]
+
+        func reference(_ packed: UInt64) -> PlanReference? {
+            slabList[Int(packed >> 32)].map { PlanReference(slab: $0, index: Int(packed & 0xFFFF_FFFF)) }
+        }
+
+        mutating func record(_ reference: PlanReference, at address: UInt) {
+            plans[address] = UInt64(reference.slab.number) << 32 | UInt64(reference.index)
+        }
     }
 
     /// The planner's lock: held while planning (it may map slabs and tell the registry of
@@ -98,14 +116,16 @@ enum InlinePlanner {
                     return targets.map { target in
                         let key = objects.key(of: target.address)
                         defer { remaining[key]!.count -= 1 }
-                        if let existing = state.plans[target.address], isCurrent(existing) {
+                        if let packed = state.plans[target.address], let existing = state.reference(packed),
+                            isCurrent(existing)
+                        {
                             return .success(existing)
                         }
                         do throws(InlineRefusal) {
                             let reference = try planOne(
                                 target, key: key, group: remaining[key]!, objects: objects, mappings: mappings,
                                 state: &state)
-                            state.plans[target.address] = reference
+                            state.record(reference, at: target.address)
                             return .success(reference)
                         } catch {
                             return .failure(error)
@@ -127,7 +147,9 @@ enum InlinePlanner {
 
     /// The plan of the function at `address`, if one was made and is current.
     static func existingPlan(at address: UInt) -> PlanReference? {
-        state.withLock { state in state.plans[address].flatMap { isCurrent($0) ? $0 : nil } }
+        state.withLock { state in
+            state.plans[address].flatMap(state.reference).flatMap { isCurrent($0) ? $0 : nil }
+        }
     }
 
     // MARK: - One function
@@ -209,9 +231,10 @@ enum InlinePlanner {
         guard
             let slab = CodeSlab.map(
                 plans: max(group.count, 1), near: range, mappings: mappings, object: object?.path ?? "",
-                objectBias: object?.bias ?? 0)
+                objectBias: object?.bias ?? 0, number: state.slabList.count)
         else { return nil }
         state.slabs[key, default: []].append(slab)
+        state.slabList.append(slab)
         SlotRegistry.shared.observe(slots: slab.cellRange, with: slab)
         return slab
     }
@@ -265,7 +288,8 @@ enum InlinePlanner {
             }
         }
         guard relocation.copiedLength <= PlanRecord.maximumCopiedLength,
-            relocation.instructionOffsets.count <= 16
+            relocation.copiedLength - relocation.patchOffset <= 28,
+            relocation.instructionOffsets.count <= PlanRecord.maximumInstructions
         else {
             throw refuse(
                 .tooManyInstructions,
@@ -281,8 +305,8 @@ enum InlinePlanner {
             record.instructionStarts |= 1 << UInt32(instruction.original)
             record.trampolineOffsets[position] = UInt8(instruction.trampoline)
         }
-        for offset in 0..<relocation.copiedLength {
-            record.original[offset] = code.load(fromByteOffset: offset, as: UInt8.self)
+        for offset in relocation.patchOffset..<relocation.copiedLength {
+            record.original[offset - relocation.patchOffset] = code.load(fromByteOffset: offset, as: UInt8.self)
         }
         return (record, relocation.bytes)
     }
@@ -324,9 +348,10 @@ enum InlinePlanner {
         let loaded = objects.keys
         for (key, slabs) in state.slabs where !key.hasPrefix("@") && !loaded.contains(key) {
             state.slabs[key] = nil
-            let gone = Set(slabs.map(ObjectIdentifier.init))
-            state.plans = state.plans.filter { !gone.contains(ObjectIdentifier($0.value.slab)) }
+            let gone = Set(slabs.map { UInt64($0.number) })
+            state.plans = state.plans.filter { !gone.contains($0.value >> 32) }
             for slab in slabs {
+                state.slabList[slab.number] = nil
                 SlotRegistry.shared.stopObserving(slots: slab.cellRange)
                 SlotRegistry.shared.retire(SlabMemory(slab)) {}
             }

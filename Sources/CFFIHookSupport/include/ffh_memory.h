@@ -20,6 +20,11 @@ int ffh_membarrier(void);
 /// ffh_membarrier still needs this one.
 static inline void ffh_compiler_barrier(void) { __asm__ __volatile__("" ::: "memory"); }
 
+/// Gives the allocator's free memory back to the system where it can (glibc's `malloc_trim`):
+/// after work that allocated and freed a lot at once (planning thousands of functions), so
+/// that its peak does not stay in the process's resident memory. Does nothing elsewhere.
+void ffh_release_free_memory(void);
+
 // MARK: - Safe memory access
 
 /// Reads the machine word at `address` into `value` without faulting: returns 0 on success,

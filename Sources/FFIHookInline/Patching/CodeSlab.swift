@@ -27,7 +27,8 @@ import Synchronization
 final class CodeSlab: SlotObserver, @unchecked Sendable {
     // Sendable: the geometry is constant; `codeUsed`, `count` and the records below `count`
     // are written under the planner's lock, the records only before their plan is published
-    // (read-only afterwards); `states` are atomics changed under the registry's lock.
+    // (read-only afterwards); `states` are atomics changed, and `movedThreads` changed and
+    // read, under the registry's lock.
 
     static let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
     /// A stub (`jmp [rip + disp32]`, 6 bytes) and its padding; the trampoline follows it.
@@ -53,6 +54,8 @@ final class CodeSlab: SlotObserver, @unchecked Sendable {
     let object: String
     /// The object's load bias when mapped, to tell the object from a later one at its place.
     let objectBias: UInt
+    /// The slab's number among the planner's.
+    let number: Int
 
     /// Bytes of code in use (planner's lock).
     private(set) var codeUsed = 0
@@ -64,10 +67,14 @@ final class CodeSlab: SlotObserver, @unchecked Sendable {
     let records: UnsafeMutablePointer<PlanRecord>
     /// Each plan's patch state (see ``InlinePatching``).
     let states: UnsafeMutablePointer<Atomic<UInt32>>
-    /// How many threads each plan's writes have moved into its trampoline (registry's lock).
-    let movedThreads: UnsafeMutablePointer<Int>
+    /// How many threads the writes of each plan have moved into its trampoline, for the plans
+    /// that moved any (registry's lock).
+    var movedThreads: [Int: Int] = [:]
 
-    private init(base: UInt, codeSize: Int, cellSize: Int, isNear: Bool, object: String, objectBias: UInt) {
+    private init(
+        base: UInt, codeSize: Int, cellSize: Int, isNear: Bool, object: String, objectBias: UInt, number: Int
+    ) {
+        self.number = number
         self.base = base
         self.codeSize = codeSize
         self.cellBase = base + UInt(codeSize)
@@ -77,14 +84,14 @@ final class CodeSlab: SlotObserver, @unchecked Sendable {
         self.objectBias = objectBias
         records = .allocate(capacity: capacity)
         states = .allocate(capacity: capacity)
-        movedThreads = .allocate(capacity: capacity)
     }
 
-    /// The geometry of a slab for about `plans` plans: at least 64 KiB of code, and a cell for
-    /// every 24 bytes of it (the least code a plan takes).
+    /// The geometry of a slab for about `plans` plans: 48 bytes of code for each (a stub, a
+    /// few relocated instructions and the jump back take about 35) in steps of 64 KiB, and a
+    /// cell for every 24 bytes of it (the least code a plan takes).
     private static func sizes(for plans: Int) -> (code: Int, cells: Int) {
-        var code = 64 * 1024
-        while code < plans * 64 + largestPlan { code *= 2 }
+        let step = 64 * 1024
+        let code = (plans * 48 + largestPlan + step - 1) / step * step
         let cells = (code / 24 * MemoryLayout<UInt>.stride + pageSize - 1) / pageSize * pageSize
         return (code, cells)
     }
@@ -92,7 +99,8 @@ final class CodeSlab: SlotObserver, @unchecked Sendable {
     /// Maps a slab for about `plans` plans of the functions in `range`, as near them as the
     /// free address space allows (see ``CodeSpace``); nil when nothing can be mapped.
     static func map(
-        plans: Int, near range: ClosedRange<UInt>, mappings: [MemoryMapping], object: String, objectBias: UInt
+        plans: Int, near range: ClosedRange<UInt>, mappings: [MemoryMapping], object: String, objectBias: UInt,
+        number: Int
     ) -> CodeSlab? {
         let (codeSize, cellSize) = sizes(for: plans)
         guard let (base, isNear) = CodeSpace.map(size: codeSize + cellSize, near: range, mappings: mappings) else {
@@ -104,7 +112,8 @@ final class CodeSlab: SlotObserver, @unchecked Sendable {
             return nil
         }
         return CodeSlab(
-            base: base, codeSize: codeSize, cellSize: cellSize, isNear: isNear, object: object, objectBias: objectBias)
+            base: base, codeSize: codeSize, cellSize: cellSize, isNear: isNear, object: object, objectBias: objectBias,
+            number: number)
     }
 
     // MARK: - Places
@@ -162,7 +171,6 @@ final class CodeSlab: SlotObserver, @unchecked Sendable {
         record.trampolineLength = UInt16(bytes.count)
         (records + index).initialize(to: record)
         (states + index).initialize(to: Atomic(0))
-        (movedThreads + index).initialize(to: 0)
         UnsafeMutablePointer<UInt>(bitPattern: cell(index))!.pointee = stub + UInt(Self.stubSize)
         codeUsed = (stubOffset + code.count + 7) & ~7
         count = index + 1

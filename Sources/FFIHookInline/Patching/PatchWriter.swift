@@ -1,4 +1,5 @@
 internal import CFFIHookPatch
+internal import CFFIHookSupport
 internal import FFIHook
 
 /// Writes and takes out the patches of planned functions, any number of them in one stop of
@@ -65,6 +66,13 @@ enum PatchWriter {
     /// threads moved.
     static func write(_ items: [Item]) -> Outcome {
         guard !items.isEmpty else { return Outcome(failure: nil, items: [], stopped: 0) }
+        let outcome = writeItems(items)
+        // The requests of a large batch take a few hundred bytes a function, all freed by now.
+        if items.count >= InlineBatch.trimmedBatchSize { ffh_release_free_memory() }
+        return outcome
+    }
+
+    private static func writeItems(_ items: [Item]) -> Outcome {
         // Every byte the requests point at, in buffers that live through the write.
         var expected: [[UInt8]] = []
         var bytes: [[UInt8]] = []
@@ -118,7 +126,7 @@ enum PatchWriter {
                 continue
             }
             InlinePatching.setPatched(item.slab, item.index, item.patching)
-            item.slab.movedThreads[item.index] += Int(request.moved)
+            if request.moved > 0 { item.slab.movedThreads[item.index, default: 0] += Int(request.moved) }
         }
         let stopFailure =
             status == FFH_PATCH_DONE ? nil : describe(status: status, thread: result.thread, pc: 0, error: 0)

@@ -18,16 +18,19 @@ struct PlanRecord {
     /// Bit `k` set: an instruction starts `k` bytes into the function (k < copiedLength).
     var instructionStarts: UInt32 = 0
     /// The trampoline offset of each instruction that ``instructionStarts`` marks, in order.
-    var trampolineOffsets: InlineArray<16, UInt8> = .init(repeating: 0)
-    /// The function's first ``copiedLength`` bytes as they were planned.
-    var original: InlineArray<32, UInt8> = .init(repeating: 0)
+    var trampolineOffsets: InlineArray<12, UInt8> = .init(repeating: 0)
+    /// The bytes the patch overwrites as they were planned: the function's bytes from
+    /// ``patchOffset`` to ``copiedLength``.
+    var original: InlineArray<28, UInt8> = .init(repeating: 0)
 
-    /// The longest run of bytes a plan may copy.
+    /// The longest run of bytes a plan may copy (an `endbr64`, then what the patch overwrites).
     static let maximumCopiedLength = 32
+    /// The most instructions a plan may copy.
+    static let maximumInstructions = 12
 
     /// The bytes the patch overwrites: from ``patchOffset`` to ``copiedLength``.
     var overwritten: [UInt8] {
-        (Int(patchOffset)..<Int(copiedLength)).map { original[$0] }
+        (0..<(Int(copiedLength) - Int(patchOffset))).map { original[$0] }
     }
 
     /// Where the patch starts.
