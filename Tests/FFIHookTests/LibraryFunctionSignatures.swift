@@ -29,6 +29,7 @@ extension LibraryFunctionHookTests {
         "free": "v^v",
         "getline": "q^*^Q^v",
         "malloc": "^vQ",
+        "malloc_trim": "iQ",
         "malloc_usable_size": "Q^v",
         "memcmp": "i^v^vQ",
         "memcpy": "^v^v^vQ",
