@@ -196,6 +196,11 @@ public final class InlineBatch: Sendable, CustomStringConvertible {
         }
     }
 
+    /// How many times inline hooks have stopped the process's other threads to write code since
+    /// the process started: once per batch written (``patch()``, an install on a batch, a
+    /// group's removal), once per single function's patch written or taken out.
+    public static var threadStopCount: Int { Int(PatchWriter.stopCount) }
+
     /// How many functions are planned and refused.
     public var description: String {
         "InlineBatch(\(functions.count) function\(functions.count == 1 ? "" : "s") planned, \(refusals.count) refused)"

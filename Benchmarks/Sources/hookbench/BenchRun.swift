@@ -21,7 +21,7 @@ struct BenchRun {
             .reduce(0, +)
         // The inline rows' function and the thread scaling are of int (int, int).
         let includesIntInt = signatures.contains(.intInt)
-        var progress = Progress(total: 1 + (includesIntInt ? 3 : 0) + rowCount)
+        var progress = Progress(total: 1 + (includesIntInt ? 5 : 0) + rowCount)
 
         progress.step("install + remove")
         let install = try installCost()
@@ -30,6 +30,14 @@ struct BenchRun {
             // Before any inline row, so that the first plan of the patch is the one timed.
             progress.step("install + remove · inline")
             inlineInstall = try InlineInstallRun(plan: plan).run()
+        }
+        var inlineBatch: Report.InlineBatchCost?
+        var library: Report.LibraryCost?
+        if includesIntInt {
+            progress.step("a batch of \(HB_BATCH_COUNT) inline hooks")
+            inlineBatch = try InlineBatchRun(plan: plan).run()
+            progress.step("\(LibraryRun.library), whole")
+            library = try LibraryRun.run()
         }
 
         var rows: [Report.Row] = []
@@ -49,7 +57,8 @@ struct BenchRun {
 
         var report = Report(
             machine: .current(), command: command, quick: plan.samples < SamplingPlan.full.samples, rows: rows,
-            installRemove: install, inlineInstallRemove: inlineInstall, threads: threads, targets: [])
+            installRemove: install, inlineInstallRemove: inlineInstall, inlineBatch: inlineBatch, library: library,
+            threads: threads, targets: [])
         report.computeRatios()
         report.checkTargets()
         return report

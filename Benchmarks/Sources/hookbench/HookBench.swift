@@ -78,6 +78,14 @@ struct HookBench: ParsableCommand {
             valueName: "driver"))
     var peerDriver: String?
 
+    @Option(
+        name: .customLong("library-child"),
+        help: ArgumentHelp(
+            "Internal: plan and patch \(LibraryRun.library) (batch: as one batch; single: one function at a time) "
+                + "and print the figures as one line of JSON.",
+            valueName: "mode", visibility: .hidden))
+    var libraryChild: String?
+
     func validate() throws {
         if json && markdown { throw ValidationError("--json and --markdown exclude each other") }
         if let samples, samples < 3 { throw ValidationError("--samples must be at least 3") }
@@ -111,6 +119,10 @@ struct HookBench: ParsableCommand {
     }
 
     func run() throws {
+        if let libraryChild {
+            try LibraryRun.childMain(mode: libraryChild)
+            return
+        }
         if let transientSlots {
             print(try TransientSlots(tables: transientSlots, releases: releaseSlots).run(), terminator: "")
             return

@@ -90,7 +90,7 @@ extension Report {
         var text = "swift-ffi-hook: nanoseconds per call\n\(machineLine)\n\(samplingLine)\n\n"
         text += Self.aligned([Self.headers] + mainTable, rightAlignedFrom: 2, separatorsBefore: groupStarts)
         text += "\n" + installLine + "\n"
-        for line in inlineInstallLines { text += line + "\n" }
+        for line in inlineInstallLines + batchLines { text += line + "\n" }
         text += "\n"
         text += Self.aligned([["Threads", "1 thread", "2 threads", "scaling"]] + threadTable, rightAlignedFrom: 1)
         text += "\nTargets\n"
@@ -132,7 +132,7 @@ extension Report {
     func markdown() -> String {
         var text = "Machine: \(machineLine). Command: `\(command)`. \(samplingLine).\n\n"
         text += Self.markdownTable(Self.headers, mainTable, rightAlignedFrom: 2)
-        for line in [installLine] + inlineInstallLines {
+        for line in [installLine] + inlineInstallLines + batchLines {
             text += "\n" + line.prefix(1).uppercased() + line.dropFirst() + ".\n"
         }
         text += "\n"

@@ -152,4 +152,8 @@ long hb_peer_exchange(hb_peer *peer, const char *line, char *answer, long capaci
 /// Returns its exit status, or -1 when it did not exit normally.
 int hb_peer_finish(hb_peer *peer);
 
+// The inline batch rows and the library rows.
+#include "hb_batch.h"
+#include "hb_library.h"
+
 #endif
