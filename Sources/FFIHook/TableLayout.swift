@@ -184,7 +184,10 @@ public final class HookGroupToken: Sendable, Hashable, CustomStringConvertible {
             removed = companions.reduce(false) { removed, token in token.remove() || removed }
             removed = tokens.reduce(removed) { removed, token in token.remove() || removed }
         }
-        if let removalScope { removalScope(body) } else { body() }
+        // One grace period for the whole group.
+        SlotRegistry.shared.withBatchedReclamation {
+            if let removalScope { removalScope(body) } else { body() }
+        }
         return removed
     }
 

@@ -103,6 +103,53 @@ enum BatchTargets {
         }
     }
 
+    /// The functions at `addresses`: each looked up in its object's symbol tables (the dynamic
+    /// one, then the file's `.symtab`), each table read once for the whole list. An address
+    /// inside a function, or an IFUNC resolver, is refused; one no symbol names is planned with
+    /// no known size.
+    static func addresses(_ addresses: [UInt]) -> Found {
+        ImportWalk.withLoadedObjects { objects -> Found in
+            var found = Found()
+            var tables: [Int: ObjectFunctions] = [:]
+            for address in addresses {
+                guard let position = objects.firstIndex(where: { $0.contains(address) }) else {
+                    found.targets.append(PlanTarget(address: address, isKnownStart: true))
+                    continue
+                }
+                if tables[position] == nil { tables[position] = ObjectFunctions(objects[position]) }
+                let name = InlinePlanner.hex(address)
+                switch tables[position]!.lookup(address) {
+                case .start(let symbol, let size, let isIndirect):
+                    guard !isIndirect else {
+                        found.refused.append(
+                            InlineRefusal(
+                                name: symbol ?? name, address: address, reason: .indirectFunction,
+                                error: HookError(
+                                    code: .unhookableFunction,
+                                    message:
+                                        "the symbol's address is an IFUNC resolver, which picks the code that runs; hook the implementation (InlineFunction(symbol:) resolves it)",
+                                    symbol: symbol ?? name)))
+                        continue
+                    }
+                    found.targets.append(PlanTarget(address: address, name: symbol, size: size, isKnownStart: true))
+                case .inside(let symbol, let start):
+                    let owner = symbol.map { "`\($0)`" } ?? "a function"
+                    found.refused.append(
+                        InlineRefusal(
+                            name: name, address: address, reason: .notAFunctionStart,
+                            error: HookError(
+                                code: .unhookableFunction,
+                                message:
+                                    "\(name) is inside \(owner) at offset \(address - start), not at a function's start",
+                                symbol: name)))
+                case .unknown:
+                    found.targets.append(PlanTarget(address: address, isKnownStart: true))
+                }
+            }
+            return found
+        }
+    }
+
     /// The functions the object's dynamic symbol table defines.
     private static func definedFunctions(of object: LoadedObject) -> [ffh_elf_function] {
         let count = ffh_elf_defined_functions(object.object, nil, 0)
@@ -112,5 +159,85 @@ enum BatchTargets {
             ffh_elf_defined_functions(object.object, $0.baseAddress, $0.count)
         }
         return Array(functions.prefix(min(written, count)))
+    }
+}
+
+/// One loaded object's functions from both its symbol tables, read once, for looking up many
+/// addresses.
+private struct ObjectFunctions {
+    /// What a table says of an address.
+    enum Lookup {
+        case start(name: String?, size: Int?, isIndirect: Bool)
+        case inside(name: String?, start: UInt)
+        case unknown
+    }
+
+    /// The dynamic symbol table's functions, by address (run-time addresses).
+    private var exported: [(address: UInt, size: UInt64, name: String, isIndirect: Bool)] = []
+    /// The `.symtab`'s, when the file has one and is the one mapped, and its string table.
+    private var table: ELFSymbolTable?
+    private var strings: [UInt8]?
+    private var bias: UInt = 0
+
+    init(_ object: LoadedObject) {
+        let count = ffh_elf_defined_functions(object.object, nil, 0)
+        if count > 0 {
+            var functions = [ffh_elf_function](repeating: ffh_elf_function(), count: count)
+            let written = functions.withUnsafeMutableBufferPointer {
+                ffh_elf_defined_functions(object.object, $0.baseAddress, $0.count)
+            }
+            exported = functions.prefix(min(written, count)).map {
+                (
+                    UInt($0.symbol.address), $0.symbol.size, String(cString: $0.symbol.name),
+                    $0.symbol.type == DynamicSymbol.typeIndirectFunction
+                )
+            }
+            exported.sort { $0.address < $1.address }
+        }
+        bias = object.bias
+        if let path = object.filePath, let table = ELFSymbolTable(path: path),
+            table.loadSegments == object.loadSegments,
+            !table.functions.isEmpty
+        {
+            self.table = table
+            strings = table.stringTableBytes()
+        }
+    }
+
+    /// What the tables say of `address`.
+    func lookup(_ address: UInt) -> Lookup {
+        // The exported function of greatest address at or below it.
+        var low = 0
+        var high = exported.count
+        while low < high {
+            let middle = (low + high) / 2
+            if exported[middle].address <= address { low = middle + 1 } else { high = middle }
+        }
+        if low > 0 {
+            let function = exported[low - 1]
+            if function.address == address {
+                let size = function.size > 0 ? Int(exact: function.size) : nil
+                if size != nil || table == nil {
+                    return .start(name: function.name, size: size, isIndirect: function.isIndirect)
+                }
+            } else if function.size > 0, UInt64(address - function.address) < function.size {
+                return .inside(name: function.name, start: function.address)
+            }
+        }
+        guard let table, let function = table.function(containing: UInt64(address &- bias)) else { return .unknown }
+        let start = bias &+ UInt(truncatingIfNeeded: function.value)
+        let name = strings.flatMap { ELFSymbolTable.name(of: function, in: $0) }
+        if start == address {
+            return .start(
+                name: name, size: function.size > 0 ? Int(exact: function.size) : nil, isIndirect: function.isIndirect)
+        }
+        return function.size > 0 ? .inside(name: name, start: start) : .unknown
+    }
+}
+
+extension Int {
+    fileprivate init?(exact value: UInt64) {
+        guard value <= UInt64(Int.max) else { return nil }
+        self.init(value)
     }
 }

@@ -203,14 +203,22 @@ struct ELFSymbolTable: Sendable {
     /// The names of `functions`, read from the string table on disk in one read; nil for each
     /// when the file is no longer the one parsed or cannot be read.
     func names(of functions: [Function]) -> [String?] {
-        guard let file = ELFFileReader(path: path), file.identity == identity,
-            let strings = file.read(at: stringTable.offset, count: stringTable.size)
-        else { return functions.map { _ in nil } }
-        return functions.map { function in
-            let start = Int(function.nameOffset)
-            guard start < strings.count, let end = strings[start...].firstIndex(of: 0) else { return nil }
-            return String(decoding: strings[start..<end], as: UTF8.self)
-        }
+        let strings = stringTableBytes()
+        return functions.map { function in strings.flatMap { Self.name(of: function, in: $0) } }
+    }
+
+    /// The whole string table, read from disk; nil when the file is no longer the one parsed or
+    /// cannot be read. For looking up many names with ``name(of:in:)``.
+    func stringTableBytes() -> [UInt8]? {
+        guard let file = ELFFileReader(path: path), file.identity == identity else { return nil }
+        return file.read(at: stringTable.offset, count: stringTable.size)
+    }
+
+    /// The name of `function` in `strings`, the table ``stringTableBytes()`` read.
+    static func name(of function: Function, in strings: [UInt8]) -> String? {
+        let start = Int(function.nameOffset)
+        guard start < strings.count, let end = strings[start...].firstIndex(of: 0) else { return nil }
+        return String(decoding: strings[start..<end], as: UTF8.self)
     }
 
     /// The function's name, read from the string table on disk; nil when the file is no

@@ -129,7 +129,15 @@ extension Hook {
         on batch: InlineBatch, _ install: (InlineFunction) throws(HookError) -> HookToken?
     ) throws(HookError) -> HookGroupToken {
         let allOrNothing = batch.options.contains(.allOrNothing)
-        return try InlinePatching.withDeferredRemovals { () throws(HookError) -> HookGroupToken in
+        return try SlotRegistry.shared.withBatchedReclamation { () throws(HookError) -> HookGroupToken in
+            try installEach(on: batch, allOrNothing: allOrNothing, install)
+        }
+    }
+
+    private static func installEach(
+        on batch: InlineBatch, allOrNothing: Bool, _ install: (InlineFunction) throws(HookError) -> HookToken?
+    ) throws(HookError) -> HookGroupToken {
+        try InlinePatching.withDeferredRemovals { () throws(HookError) -> HookGroupToken in
             let refused = try BatchPatching.hold(batch.functions, allOrNothing: allOrNothing)
             if allOrNothing, let first = refused.values.first { throw first.error }
             let held = batch.functions.filter { refused[$0] == nil }

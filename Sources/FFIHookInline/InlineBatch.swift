@@ -99,7 +99,7 @@ public final class InlineBatch: Sendable, CustomStringConvertible {
     /// - Throws: with ``Options/allOrNothing``, the error of the first function refused.
     public convenience init(addresses: [UnsafeRawPointer], options: Options = []) throws(HookError) {
         try self.init(options: options) { () throws(HookError) in
-            BatchTargets.Found(targets: addresses.map { PlanTarget(address: UInt(bitPattern: $0)) })
+            BatchTargets.addresses(addresses.map { UInt(bitPattern: $0) })
         }
     }
 
