@@ -104,15 +104,19 @@ ffh_attach_return:
         .cfi_startproc
         .cfi_def_cfa %rsp, 0
         .cfi_undefined %rip
-        subq    $96, %rsp
-        .cfi_def_cfa_offset 96
+        subq    $144, %rsp
+        .cfi_def_cfa_offset 144
         movq    %rax, 0(%rsp)
         movq    %rdx, 8(%rsp)
         movdqu  %xmm0, 16(%rsp)
         movdqu  %xmm1, 32(%rsp)
         movq    %r11, 48(%rsp)
         movq    $0, 56(%rsp)
-        .cfi_offset %rip, -40
+        .cfi_offset %rip, -88
+        movq    %rcx, 96(%rsp)
+        movq    %r8, 104(%rsp)
+        movdqu  %xmm2, 112(%rsp)
+        movdqu  %xmm3, 128(%rsp)
         movq    %rsp, %rdi
         call    ffh_attach_leave@PLT
         movq    %rax, %r11
@@ -120,7 +124,11 @@ ffh_attach_return:
         movq    8(%rsp), %rdx
         movdqu  16(%rsp), %xmm0
         movdqu  32(%rsp), %xmm1
-        addq    $96, %rsp
+        movq    96(%rsp), %rcx
+        movq    104(%rsp), %r8
+        movdqu  112(%rsp), %xmm2
+        movdqu  128(%rsp), %xmm3
+        addq    $144, %rsp
         .cfi_def_cfa_offset 0
         .cfi_undefined %rip
         /* Back where the caller's call put its return address, and a ret, which the

@@ -150,6 +150,11 @@ enum BatchTargets {
         }
     }
 
+    /// Where the functions the object's dynamic symbol table defines start.
+    static func functionStarts(of object: LoadedObject) -> [UInt] {
+        definedFunctions(of: object).map { UInt($0.symbol.address) }
+    }
+
     /// The functions the object's dynamic symbol table defines.
     private static func definedFunctions(of object: LoadedObject) -> [ffh_elf_function] {
         let count = ffh_elf_defined_functions(object.object, nil, 0)

@@ -84,7 +84,7 @@ enum InlinePlanner {
     static func plan(_ address: UInt, name: String?) throws(HookError) -> PlanReference {
         #if arch(x86_64) && os(Linux)
             let target = PlanTarget(address: address, name: name)
-            switch plan([target])[0] {
+            switch plan([target], sweepsObjects: false)[0] {
             case .success(let reference): return reference
             case .failure(let refusal): throw refusal.error
             }
@@ -97,11 +97,16 @@ enum InlinePlanner {
 
     /// Plans every target: the memory map and the loaded objects are read once. Each result
     /// is the plan, or why the function cannot be planned (the others are planned all the same).
-    static func plan(_ targets: [PlanTarget]) -> [Result<PlanReference, InlineRefusal>] {
+    ///
+    /// With `sweepsObjects`, the whole code of each object that holds targets is decoded once
+    /// for branches into their first bytes (``BranchSweep``), which replaces each function's
+    /// scan of its own body; without, each function of known size scans its body.
+    static func plan(_ targets: [PlanTarget], sweepsObjects: Bool = true) -> [Result<PlanReference, InlineRefusal>] {
         #if arch(x86_64) && os(Linux)
             let mappings = MemoryMapping.all()
-            return ImportWalk.withLoadedObjects { objects in
-                let objects = ObjectRanges(objects)
+            return ImportWalk.withLoadedObjects { loaded in
+                let objects = ObjectRanges(loaded)
+                let sweeps = sweepsObjects ? sweep(targets, in: loaded, objects) : [:]
                 return state.withLock { state in
                     forgetUnloaded(&state, objects)
                     // Each object's targets, to map one slab for all of them where one is needed.
@@ -124,7 +129,7 @@ enum InlinePlanner {
                         do throws(InlineRefusal) {
                             let reference = try planOne(
                                 target, key: key, group: remaining[key]!, objects: objects, mappings: mappings,
-                                state: &state)
+                                sweep: sweeps[key], state: &state)
                             state.record(reference, at: target.address)
                             return .success(reference)
                         } catch {
@@ -159,7 +164,7 @@ enum InlinePlanner {
     /// trampoline. Nothing in the function changes yet.
     private static func planOne(
         _ target: PlanTarget, key: String, group: (count: Int, low: UInt, high: UInt), objects: ObjectRanges,
-        mappings: [MemoryMapping], state: inout State
+        mappings: [MemoryMapping], sweep: BranchSweep?, state: inout State
     ) throws(InlineRefusal) -> PlanReference {
         let address = target.address
         var name = target.name ?? hex(address)
@@ -208,7 +213,7 @@ enum InlinePlanner {
         }
         let (record, trampoline) = try relocate(
             address, size: size, mappedAfter: mappedAfter, slab: slab, protection: mapping.protection,
-            refuse: refuse)
+            incoming: sweep.map { $0.branches(into: address) }, refuse: refuse)
         guard let index = slab.add(record, trampoline: trampoline) else {
             throw refuse(
                 .noMemory, "the trampoline could not be written into the library's code slab", code: .patchFailed)
@@ -243,7 +248,7 @@ enum InlinePlanner {
     /// that the patch can go over them, and makes the plan's record.
     private static func relocate(
         _ address: UInt, size: Int?, mappedAfter: Int, slab: CodeSlab, protection: Int32,
-        refuse: (InlineRefusal.Reason, String, HookError.Code) -> InlineRefusal
+        incoming: [BranchSweep.Branch]?, refuse: (InlineRefusal.Reason, String, HookError.Code) -> InlineRefusal
     ) throws(InlineRefusal) -> (PlanRecord, [UInt8]) {
         let code = UnsafeRawPointer(bitPattern: address)!
         let patchLength = slab.isNear ? 5 : 14
@@ -269,8 +274,22 @@ enum InlinePlanner {
                 "`\(call.instruction)` at offset \(call.offset) would be overwritten with the instruction it returns to (offset \(call.target)): a thread inside the called function would return into the patch",
                 .unhookableFunction)
         }
-        // Branches from the rest of the function into the bytes the jump overwrites.
-        if let known = size, known > relocation.copiedLength {
+        // Branches from the rest of the object's code (a sweep) or of the function into the
+        // bytes the jump overwrites; the copied instructions' own branches are relocated.
+        if let incoming {
+            let copied = address..<(address + UInt(relocation.copiedLength))
+            if let branch = incoming.first(where: {
+                $0.offset > relocation.patchOffset && $0.offset < relocation.copiedLength && !copied.contains($0.from)
+            }) {
+                let place =
+                    branch.from > address && size.map { branch.from < address + UInt($0) } == true
+                    ? "at offset \(branch.from - address)" : "at \(hex(branch.from)), outside the function,"
+                throw refuse(
+                    .branchIntoPatch,
+                    "a branch \(place) goes to offset \(branch.offset), inside the bytes the patch overwrites",
+                    .unhookableFunction)
+            }
+        } else if let known = size, known > relocation.copiedLength {
             let branches: [IncomingBranch]
             do {
                 branches = try Relocator.branches(
@@ -309,6 +328,28 @@ enum InlinePlanner {
             record.original[offset - relocation.patchOffset] = code.load(fromByteOffset: offset, as: UInt8.self)
         }
         return (record, relocation.bytes)
+    }
+
+    /// One sweep per object that holds targets, by the object's key: its executable segments
+    /// decoded, starting again at every function its dynamic symbol table names and at every
+    /// target.
+    private static func sweep(
+        _ targets: [PlanTarget], in loaded: [LoadedObject], _ objects: ObjectRanges
+    ) -> [String: BranchSweep] {
+        var byObject: [String: [UInt]] = [:]
+        for target in targets { byObject[objects.key(of: target.address), default: []].append(target.address) }
+        var sweeps: [String: BranchSweep] = [:]
+        for object in loaded {
+            let key = ObjectRanges.key(of: object)
+            guard let functions = byObject[key] else { continue }
+            let ranges = object.loadSegments.filter { $0.flags & 1 != 0 }.map { segment in
+                let start = object.bias &+ UInt(truncatingIfNeeded: segment.address)
+                return start..<(start &+ UInt(truncatingIfNeeded: segment.fileSize))
+            }
+            let starts = Set(BatchTargets.functionStarts(of: object) + functions).sorted()
+            sweeps[key] = BranchSweep(ranges: ranges, starts: starts, functions: Array(Set(functions)).sorted())
+        }
+        return sweeps
     }
 
     /// Where readable, executable memory that holds `address` ends: adjacent mappings with that
@@ -410,4 +451,7 @@ struct ObjectRanges {
 
     /// The keys of every object.
     var keys: Set<String> { Set(objects.map { "\($0.path)@\($0.bias)" }) }
+
+    /// The key of `object`, as ``key(of:)`` gives it for an address in it.
+    static func key(of object: LoadedObject) -> String { "\(object.path)@\(object.bias)" }
 }

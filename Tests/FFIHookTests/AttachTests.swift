@@ -133,6 +133,26 @@ import Testing
         #expect(at_call_extended(3, 4) == 12.25)
     }
 
+    /// A Swift function returns in rcx, r8, xmm2 and xmm3 as well (up to four words and four
+    /// vectors): the leave path keeps them while its block runs code that overwrites them.
+    @Test func resultsInEveryRegisterASwiftFunctionReturnsIn() throws {
+        ct_all_returns_reset()
+        let slot = FunctionSlot(UnsafeMutableRawPointer(ct_all_returns_slot_address()))
+        var direct = [UInt64](repeating: 0, count: 8)
+        ct_call_all_returns(&direct)
+        let expected: [UInt64] = [0x11, 0x21, 0x31, 0x41, 0x51, 0x61, 0x71, 0x81].map {
+            UInt64($0) * 0x0101_0101_0101_0101
+        }
+        #expect(direct == expected)
+        let token = try Hook.attach(on: slot, onEnter: { _ in ct_clobber_return_registers() }) { _ in
+            ct_clobber_return_registers()
+        }
+        defer { token.remove() }
+        var attached = [UInt64](repeating: 0, count: 8)
+        ct_call_all_returns(&attached)
+        #expect(attached == expected)
+    }
+
     // MARK: - Errors
 
     @Test func badSlotsAreRefused() throws {

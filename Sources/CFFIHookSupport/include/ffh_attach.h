@@ -55,7 +55,9 @@ typedef struct {
     uint64_t reserved[2];
 } ffh_attach_enter_frame;
 
-/// What the return thunk saves, and the leave block reads and writes.
+/// What the return thunk saves, and the leave block reads and writes: every register a C or
+/// Swift function returns a value in (C: rax, rdx, xmm0, xmm1; Swift: rax, rdx, rcx, r8 and
+/// xmm0 to xmm3; r12, Swift's error register, is one the leave code keeps as C does).
 typedef struct {
     /// rax and rdx, then xmm0 and xmm1 whole, as the original returned them.
     uint64_t rax;
@@ -72,6 +74,11 @@ typedef struct {
     uint64_t scratch;
     uint64_t function;
     uint64_t thread;
+    /// rcx and r8, then xmm2 and xmm3 whole: the rest of a Swift function's result.
+    uint64_t rcx;
+    uint64_t r8;
+    uint64_t xmm2[2];
+    uint64_t xmm3[2];
 } ffh_attach_leave_frame;
 
 /// What runs an attachment's blocks (the Swift side): `state` is the record's state, `frame`

@@ -119,4 +119,15 @@ long at_call_catching(long value);
 }
 #endif
 
+/// A slot holding a function that returns 0x1111…, 0x2121…, 0x3131…, 0x4141… in rax, rdx, rcx
+/// and r8 and 0x5151…, 0x6161…, 0x7171…, 0x8181… in xmm0 to xmm3 (every register a Swift
+/// function returns in), and the caller that stores the eight values in `out` (after
+/// ct_all_returns_reset has put the function in the slot).
+void **ct_all_returns_slot_address(void);
+void ct_all_returns_reset(void);
+void ct_call_all_returns(uint64_t out[8]);
+/// Overwrites rax, rdx, rcx, r8 and xmm0 to xmm3 with all ones bits, as any code a leave block
+/// runs may.
+void ct_clobber_return_registers(void);
+
 #endif
