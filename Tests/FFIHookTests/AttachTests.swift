@@ -144,9 +144,8 @@ import Testing
             UInt64($0) * 0x0101_0101_0101_0101
         }
         #expect(direct == expected)
-        let token = try Hook.attach(on: slot, onEnter: { _ in ct_clobber_return_registers() }) { _ in
-            ct_clobber_return_registers()
-        }
+        let token = try Hook.attach(
+            on: slot, onEnter: { _ in ct_clobber_return_registers() }, onLeave: { _ in ct_clobber_return_registers() })
         defer { token.remove() }
         var attached = [UInt64](repeating: 0, count: 8)
         ct_call_all_returns(&attached)
