@@ -255,6 +255,10 @@ static int ffh_elf_in_segment(const ffh_elf_object *object, uintptr_t address, i
     return 0;
 }
 
+int ffh_elf_contains(const ffh_elf_object *object, uintptr_t address) {
+    return ffh_elf_in_segment(object, address, PT_LOAD, 0);
+}
+
 int ffh_elf_is_in_code(const ffh_elf_object *object, uintptr_t address) {
     return ffh_elf_in_segment(object, address, PT_LOAD, PF_X);
 }
@@ -430,6 +434,15 @@ int ffh_elf_symbol_at(uintptr_t address, ffh_elf_symbol *symbol) {
         .size = entry->st_size,
         .type = (uint8_t)ELF64_ST_TYPE(entry->st_info),
     };
+    return 1;
+}
+
+int ffh_elf_object_at(uintptr_t address, uintptr_t *base, uintptr_t *dynamic) {
+    Dl_info info;
+    struct link_map *map = NULL;
+    if (!dladdr1((const void *)address, &info, (void **)&map, RTLD_DL_LINKMAP) || !map) return 0;
+    *base = (uintptr_t)map->l_addr;
+    *dynamic = (uintptr_t)map->l_ld;
     return 1;
 }
 

@@ -59,6 +59,32 @@ package enum ImportWalk {
         }
     }
 
+    /// Runs `body` with the loaded object whose segments hold `address` (nil when none does),
+    /// kept loaded until `body` returns: one object pinned, where ``withLoadedObjects(_:)`` pins
+    /// them all and reads the memory map, for looking up one address.
+    package static func withLoadedObject<Result>(
+        containing address: UInt, _ body: (LoadedObject?) -> Result
+    ) -> Result {
+        ffh_elf_begin_walk()
+        defer { ffh_elf_end_walk() }
+        var count = 0
+        let objects = ffh_elf_objects(&count)
+        defer { ffh_elf_free_objects(objects, count) }
+        guard let objects else { return body(nil) }
+        for index in 0..<count {
+            let object = UnsafePointer(objects + index)
+            guard ffh_elf_contains(object, address) != 0 else { continue }
+            guard let handle = ffh_elf_pin(object) else { return body(nil) }
+            defer { ffh_elf_unpin(handle) }
+            let isMainProgram = index == 0
+            let path = isMainProgram ? executablePath : String(cString: object.pointee.path)
+            let soname = ffh_elf_soname(object).map { String(cString: $0) }
+            return body(
+                LoadedObject(object: object, path: path, soname: soname, isMainProgram: isMainProgram, handle: handle))
+        }
+        return body(nil)
+    }
+
     /// Pins the objects of a snapshot and runs `body` with them (see ``withLoadedObjects(_:)``).
     private static func walk<Result, Failure: Error>(
         _ objects: UnsafeMutablePointer<ffh_elf_object>, _ count: Int, _ pinned: inout [LoadedObject],

@@ -33,15 +33,19 @@ public import FFIHook
 /// would overwrite, and a branch from elsewhere in the function into the overwritten bytes
 /// (found when the symbol tables give the function's size).
 public struct InlineFunction: Sendable, Hashable, CustomStringConvertible {
-    /// The plan: its slab and its place there.
-    let plan: PlanReference
-    /// The names the function was planned under (a batch's symbols), when known, and which of
-    /// them is its.
+    // The plan's slab and place there, and the names it was planned under (a batch's symbols)
+    // with which of them is its: in this order, 24 bytes (a batch of thousands keeps one each).
+    private let slab: CodeSlab
     private let names: FunctionNames?
+    private let position: Int32
     private let nameIndex: Int32
 
+    /// The plan: its slab and its place there.
+    var plan: PlanReference { PlanReference(slab: slab, index: Int(position)) }
+
     init(plan: PlanReference, names: FunctionNames?, index: Int) {
-        self.plan = plan
+        self.slab = plan.slab
+        self.position = Int32(plan.index)
         self.names = names
         self.nameIndex = Int32(index)
     }
@@ -53,9 +57,8 @@ public struct InlineFunction: Sendable, Hashable, CustomStringConvertible {
     ///   in executable memory, is an IFUNC resolver, or its first instructions cannot be
     ///   moved; ``/FFIHook/HookError/Code-swift.struct/unsupportedPlatform`` off Linux x86-64.
     public init(address: UnsafeRawPointer) throws(HookError) {
-        plan = try InlinePlanner.plan(UInt(bitPattern: address), name: nil)
-        names = nil
-        nameIndex = 0
+        let plan = try InlinePlanner.plan(UInt(bitPattern: address), name: nil)
+        self.init(plan: plan, names: nil, index: 0)
     }
 
     /// Plans the patch of the function `symbol` names, found as the dynamic linker binds a
@@ -80,9 +83,8 @@ public struct InlineFunction: Sendable, Hashable, CustomStringConvertible {
                 code: error.code == .objectNotLoaded ? .objectNotFound : .symbolNotFound,
                 message: error.description, symbol: symbol, object: object)
         }
-        plan = try InlinePlanner.plan(address, name: symbol)
-        names = FunctionNames([symbol])
-        nameIndex = 0
+        let plan = try InlinePlanner.plan(address, name: symbol)
+        self.init(plan: plan, names: FunctionNames([symbol]), index: 0)
     }
 
     /// Plans the patch of a C function given as a `@convention(c)` function value, such as

@@ -77,8 +77,6 @@ enum InlinePlanner {
 
     static func hex(_ address: UInt) -> String { "0x" + String(address, radix: 16) }
 
-    private static func objectKey(path: String, bias: UInt) -> String { "\(path)@\(bias)" }
-
     /// The plan of the function at `address` (`name` for errors), planned now or found from
     /// an earlier plan whose bytes are still in place.
     static func plan(_ address: UInt, name: String?) throws(HookError) -> PlanReference {
@@ -104,9 +102,21 @@ enum InlinePlanner {
     static func plan(_ targets: [PlanTarget], sweepsObjects: Bool = true) -> [Result<PlanReference, InlineRefusal>] {
         #if arch(x86_64) && os(Linux)
             let mappings = MemoryMapping.all()
+            guard sweepsObjects else {
+                // Functions planned one by one: each one's object from dladdr, with no walk over
+                // every loaded object (which pins each with dlopen).
+                return state.withLock { state in
+                    targets.map { target in
+                        let key = ObjectRanges.key(containing: target.address)
+                        return planCached(
+                            target, key: key, group: (1, target.address, target.address), mappings: mappings,
+                            sweep: nil, state: &state)
+                    }
+                }
+            }
             return ImportWalk.withLoadedObjects { loaded in
                 let objects = ObjectRanges(loaded)
-                let sweeps = sweepsObjects ? sweep(targets, in: loaded, objects) : [:]
+                let sweeps = sweep(targets, in: loaded, objects)
                 return state.withLock { state in
                     forgetUnloaded(&state, objects)
                     // Each object's targets, to map one slab for all of them where one is needed.
@@ -121,20 +131,9 @@ enum InlinePlanner {
                     return targets.map { target in
                         let key = objects.key(of: target.address)
                         defer { remaining[key]!.count -= 1 }
-                        if let packed = state.plans[target.address], let existing = state.reference(packed),
-                            isCurrent(existing)
-                        {
-                            return .success(existing)
-                        }
-                        do throws(InlineRefusal) {
-                            let reference = try planOne(
-                                target, key: key, group: remaining[key]!, objects: objects, mappings: mappings,
-                                sweep: sweeps[key], state: &state)
-                            state.record(reference, at: target.address)
-                            return .success(reference)
-                        } catch {
-                            return .failure(error)
-                        }
+                        return planCached(
+                            target, key: key, group: remaining[key]!, mappings: mappings, sweep: sweeps[key],
+                            state: &state)
                     }
                 }
             }
@@ -150,6 +149,24 @@ enum InlinePlanner {
         #endif
     }
 
+    /// The plan of `target`: an earlier one whose bytes are still in place, or a new one.
+    private static func planCached(
+        _ target: PlanTarget, key: String, group: (count: Int, low: UInt, high: UInt), mappings: [MemoryMapping],
+        sweep: BranchSweep?, state: inout State
+    ) -> Result<PlanReference, InlineRefusal> {
+        if let packed = state.plans[target.address], let existing = state.reference(packed), isCurrent(existing) {
+            return .success(existing)
+        }
+        do throws(InlineRefusal) {
+            let reference = try planOne(
+                target, key: key, group: group, mappings: mappings, sweep: sweep, state: &state)
+            state.record(reference, at: target.address)
+            return .success(reference)
+        } catch {
+            return .failure(error)
+        }
+    }
+
     /// The plan of the function at `address`, if one was made and is current.
     static func existingPlan(at address: UInt) -> PlanReference? {
         state.withLock { state in
@@ -163,8 +180,8 @@ enum InlinePlanner {
     /// instructions into a trampoline in a slab near it, and writes the stub and the
     /// trampoline. Nothing in the function changes yet.
     private static func planOne(
-        _ target: PlanTarget, key: String, group: (count: Int, low: UInt, high: UInt), objects: ObjectRanges,
-        mappings: [MemoryMapping], sweep: BranchSweep?, state: inout State
+        _ target: PlanTarget, key: String, group: (count: Int, low: UInt, high: UInt), mappings: [MemoryMapping],
+        sweep: BranchSweep?, state: inout State
     ) throws(InlineRefusal) -> PlanReference {
         let address = target.address
         var name = target.name ?? hex(address)
@@ -207,7 +224,7 @@ enum InlinePlanner {
         if let known = size { size = min(known, mappedAfter) }
 
         guard
-            let slab = slab(for: address, key: key, group: group, objects: objects, mappings: mappings, state: &state)
+            let slab = slab(for: address, key: key, group: group, mappings: mappings, state: &state)
         else {
             throw refuse(.noMemory, "no memory could be mapped for the function's trampoline", code: .patchFailed)
         }
@@ -224,19 +241,17 @@ enum InlinePlanner {
     /// A slab of the object that can hold a plan of `address`; a new one, sized for the
     /// object's functions still to plan, when none can.
     private static func slab(
-        for address: UInt, key: String, group: (count: Int, low: UInt, high: UInt), objects: ObjectRanges,
-        mappings: [MemoryMapping], state: inout State
+        for address: UInt, key: String, group: (count: Int, low: UInt, high: UInt), mappings: [MemoryMapping],
+        state: inout State
     ) -> CodeSlab? {
         if let slab = state.slabs[key]?.last(where: { $0.canHold(address) }) { return slab }
         // Near every function of the group when they fit within reach of one place, else near
         // this one.
         let spread = group.high - group.low < CodeSlab.reach / 2
         let range = spread ? min(group.low, address)...max(group.high, address) : address...address
-        let object = objects.object(of: address)
         guard
             let slab = CodeSlab.map(
-                plans: max(group.count, 1), near: range, mappings: mappings, object: object?.path ?? "",
-                objectBias: object?.bias ?? 0, number: state.slabList.count)
+                plans: max(group.count, 1), near: range, mappings: mappings, number: state.slabList.count)
         else { return nil }
         state.slabs[key, default: []].append(slab)
         state.slabList.append(slab)
@@ -413,15 +428,17 @@ private final class SlabMemory: Sendable {
     deinit { munmap(UnsafeMutableRawPointer(bitPattern: base), size) }
 }
 
-/// The loaded objects' address ranges, to tell which object holds an address quickly.
+/// The loaded objects' address ranges, to tell which object holds an address quickly, and each
+/// object's key: its load bias and the address of its dynamic section, which tell it from any
+/// other object, and from one loaded later at its place.
 struct ObjectRanges {
     private var ranges: [(start: UInt, end: UInt, object: Int)] = []
-    private var objects: [(path: String, bias: UInt)] = []
+    private var objectKeys: [String] = []
 
     init(_ loaded: [LoadedObject]) {
         for object in loaded {
-            let position = objects.count
-            objects.append((object.path, object.bias))
+            let position = objectKeys.count
+            objectKeys.append(Self.key(of: object))
             for segment in object.loadSegments {
                 let start = object.bias &+ UInt(truncatingIfNeeded: segment.address)
                 ranges.append((start, start &+ UInt(truncatingIfNeeded: segment.memorySize), position))
@@ -430,28 +447,37 @@ struct ObjectRanges {
         ranges.sort { $0.start < $1.start }
     }
 
-    /// The object that holds `address`, if any.
-    func object(of address: UInt) -> (path: String, bias: UInt)? {
+    /// The key of the object that holds `address`; for code outside every object, a key of
+    /// its 1 GiB region (starting with "@").
+    func key(of address: UInt) -> String {
         var low = 0
         var high = ranges.count
         while low < high {
             let middle = (low + high) / 2
             if ranges[middle].start <= address { low = middle + 1 } else { high = middle }
         }
-        guard low > 0, address < ranges[low - 1].end else { return nil }
-        return objects[ranges[low - 1].object]
-    }
-
-    /// The key of the object that holds `address`; for code outside every object, a key of
-    /// its 1 GiB region (starting with "@").
-    func key(of address: UInt) -> String {
-        guard let object = object(of: address) else { return "@\(address >> 30)" }
-        return "\(object.path)@\(object.bias)"
+        guard low > 0, address < ranges[low - 1].end else { return Self.anonymousKey(address) }
+        return objectKeys[ranges[low - 1].object]
     }
 
     /// The keys of every object.
-    var keys: Set<String> { Set(objects.map { "\($0.path)@\($0.bias)" }) }
+    var keys: Set<String> { Set(objectKeys) }
 
     /// The key of `object`, as ``key(of:)`` gives it for an address in it.
-    static func key(of object: LoadedObject) -> String { "\(object.path)@\(object.bias)" }
+    static func key(of object: LoadedObject) -> String { key(bias: object.bias, dynamic: object.dynamicAddress ?? 0) }
+
+    /// The key of the object that holds `address`, found with `dladdr` (no walk over every
+    /// loaded object).
+    static func key(containing address: UInt) -> String {
+        var bias: UInt = 0
+        var dynamic: UInt = 0
+        guard ffh_elf_object_at(address, &bias, &dynamic) != 0 else { return anonymousKey(address) }
+        return key(bias: bias, dynamic: dynamic)
+    }
+
+    private static func key(bias: UInt, dynamic: UInt) -> String {
+        String(bias, radix: 16) + ":" + String(dynamic, radix: 16)
+    }
+
+    private static func anonymousKey(_ address: UInt) -> String { "@\(address >> 30)" }
 }

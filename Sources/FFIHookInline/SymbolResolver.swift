@@ -120,8 +120,8 @@ enum SymbolResolver {
     /// longer matches the mapped object is not used). With neither, the extent starts at
     /// `address` and has no size or name. Safe from any thread.
     static func extent(of address: UInt) -> FunctionExtent? {
-        ImportWalk.withLoadedObjects { objects -> FunctionExtent? in
-            guard let object = objects.first(where: { $0.contains(address) }) else { return nil }
+        ImportWalk.withLoadedObject(containing: address) { object -> FunctionExtent? in
+            guard let object else { return nil }
             var start = address
             var size: UInt64 = 0
             var name: String?

@@ -66,6 +66,9 @@ const char *ffh_elf_soname(const ffh_elf_object *object);
 size_t ffh_elf_find_entries(
     const ffh_elf_object *object, const char *symbol, ffh_elf_entry *entries, size_t capacity);
 
+/// Whether `address` lies in one of the object's loaded segments (`PT_LOAD`).
+int ffh_elf_contains(const ffh_elf_object *object, uintptr_t address);
+
 /// Whether `address` lies in one of the object's executable segments (its own code, PLT
 /// stubs included).
 int ffh_elf_is_in_code(const ffh_elf_object *object, uintptr_t address);
@@ -111,6 +114,10 @@ typedef struct {
 /// of its dynamic symbol table (aliases and versions of one function each have an entry), and
 /// returns how many there are in all. Reads the object's mapped dynamic symbol table: no file.
 size_t ffh_elf_defined_functions(const ffh_elf_object *object, ffh_elf_function *functions, size_t capacity);
+
+/// The load bias (`l_addr`) and dynamic section address (`l_ld`) of the loaded object whose
+/// mappings hold `address` (dladdr1's link map). Returns 1, or 0 when no loaded object does.
+int ffh_elf_object_at(uintptr_t address, uintptr_t *base, uintptr_t *dynamic);
 
 /// The load bias (`l_addr`) and dynamic section address (`l_ld`) of the loaded object that
 /// dlopen(`name`, RTLD_NOLOAD) names: a soname, a path, or a file the loader's search finds

@@ -50,10 +50,6 @@ final class CodeSlab: SlotObserver, @unchecked Sendable {
     /// Whether the slab lies within ±2 GB of the functions it was mapped for: their patches are
     /// then the 5-byte `jmp rel32`, else the 14-byte absolute jump.
     let isNear: Bool
-    /// The loaded object the slab serves (its path), or "" for code outside any object.
-    let object: String
-    /// The object's load bias when mapped, to tell the object from a later one at its place.
-    let objectBias: UInt
     /// The slab's number among the planner's.
     let number: Int
 
@@ -72,7 +68,7 @@ final class CodeSlab: SlotObserver, @unchecked Sendable {
     var movedThreads: [Int: Int] = [:]
 
     private init(
-        base: UInt, codeSize: Int, cellSize: Int, isNear: Bool, object: String, objectBias: UInt, number: Int
+        base: UInt, codeSize: Int, cellSize: Int, isNear: Bool, number: Int
     ) {
         self.number = number
         self.base = base
@@ -80,8 +76,6 @@ final class CodeSlab: SlotObserver, @unchecked Sendable {
         self.cellBase = base + UInt(codeSize)
         self.capacity = cellSize / MemoryLayout<UInt>.stride
         self.isNear = isNear
-        self.object = object
-        self.objectBias = objectBias
         records = .allocate(capacity: capacity)
         states = .allocate(capacity: capacity)
     }
@@ -99,8 +93,7 @@ final class CodeSlab: SlotObserver, @unchecked Sendable {
     /// Maps a slab for about `plans` plans of the functions in `range`, as near them as the
     /// free address space allows (see ``CodeSpace``); nil when nothing can be mapped.
     static func map(
-        plans: Int, near range: ClosedRange<UInt>, mappings: [MemoryMapping], object: String, objectBias: UInt,
-        number: Int
+        plans: Int, near range: ClosedRange<UInt>, mappings: [MemoryMapping], number: Int
     ) -> CodeSlab? {
         let (codeSize, cellSize) = sizes(for: plans)
         guard let (base, isNear) = CodeSpace.map(size: codeSize + cellSize, near: range, mappings: mappings) else {
@@ -111,9 +104,7 @@ final class CodeSlab: SlotObserver, @unchecked Sendable {
             munmap(UnsafeMutableRawPointer(bitPattern: base), codeSize + cellSize)
             return nil
         }
-        return CodeSlab(
-            base: base, codeSize: codeSize, cellSize: cellSize, isNear: isNear, object: object, objectBias: objectBias,
-            number: number)
+        return CodeSlab(base: base, codeSize: codeSize, cellSize: cellSize, isNear: isNear, number: number)
     }
 
     // MARK: - Places
