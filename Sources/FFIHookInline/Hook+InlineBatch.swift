@@ -22,11 +22,11 @@ extension Hook {
     /// defer { checksums.remove() }
     /// ```
     ///
-    /// Each function's hook is the one ``install(on:signature:position:options:_:)`` makes on
-    /// its ``InlineFunction/slot``, with the block given the function: a call pays nothing more
+    /// Each function's hook is the one ``/FFIHook/Hook/install(on:signature:position:options:_:)``
+    /// makes on its ``InlineFunction/slot``, with the block given the function: a call pays nothing more
     /// to learn which function it is in.
     ///
-    /// - Throws: ``HookError/Code-swift.struct/calledFromHookBlock`` from a block that runs
+    /// - Throws: ``/FFIHook/HookError/Code-swift.struct/calledFromHookBlock`` from a block that runs
     ///   within the library's own install or removal on this thread; with
     ///   ``InlineBatch/Options/allOrNothing``, the first function's error (nothing is installed).
     public static func install(
@@ -42,7 +42,7 @@ extension Hook {
     }
 
     /// Installs a block that runs before each function of `batch`, every one of `signature`
-    /// (see ``install(on:signature:position:options:_:)-(InlineBatch,_,_,_,_)``).
+    /// (see the batch form of `install(on:signature:position:options:_:)`).
     public static func before(
         on batch: InlineBatch, signature: Signature, options: HookOptions = [],
         _ block: @escaping @Sendable (borrowing Invocation, InlineFunction) -> Void
@@ -51,7 +51,7 @@ extension Hook {
     }
 
     /// Installs a block that runs instead of each function of `batch`, every one of `signature`
-    /// (see ``install(on:signature:position:options:_:)-(InlineBatch,_,_,_,_)``).
+    /// (see the batch form of `install(on:signature:position:options:_:)`).
     public static func instead(
         on batch: InlineBatch, signature: Signature, options: HookOptions = [],
         _ block: @escaping @Sendable (borrowing Invocation, InlineFunction) -> Void
@@ -60,7 +60,7 @@ extension Hook {
     }
 
     /// Installs a block that runs after each function of `batch`, every one of `signature`
-    /// (see ``install(on:signature:position:options:_:)-(InlineBatch,_,_,_,_)``).
+    /// (see the batch form of `install(on:signature:position:options:_:)`).
     public static func after(
         on batch: InlineBatch, signature: Signature, options: HookOptions = [],
         _ block: @escaping @Sendable (borrowing Invocation, InlineFunction) -> Void
@@ -82,10 +82,10 @@ extension Hook {
     /// defer { calls.remove() }
     /// ```
     ///
-    /// Each function's attach is the one ``attach(on:options:onEnter:onLeave:)`` makes on its
-    /// ``InlineFunction/slot``.
+    /// Each function's attach is the one ``/FFIHook/Hook/attach(on:options:onEnter:onLeave:)``
+    /// makes on its ``InlineFunction/slot``.
     ///
-    /// - Throws: as ``install(on:signature:position:options:_:)-(InlineBatch,_,_,_,_)``.
+    /// - Throws: as the batch form of `install(on:signature:position:options:_:)`.
     public static func attach(
         on batch: InlineBatch, options: HookOptions = [],
         blocks: (InlineFunction) -> (onEnter: EnterBlock?, onLeave: LeaveBlock?)
@@ -97,8 +97,8 @@ extension Hook {
         }
     }
 
-    /// Attaches the same blocks to every function of `batch` (see
-    /// ``attach(on:options:blocks:)``, whose blocks can capture their function).
+    /// Attaches the same blocks to every function of `batch` (see the form with `blocks:`, whose
+    /// blocks can capture their function).
     /// ``/FFIHook/EnterContext/function`` is the function's ``InlineFunction/original``, its
     /// trampoline.
     public static func attach(
@@ -108,10 +108,10 @@ extension Hook {
     }
 
     /// Writes the compiled function `replacement` gives into each function's jump cell, with
-    /// no closure (see ``replace(on:with:options:)``); a function it gives `nil` for is left
+    /// no closure (see ``/FFIHook/Hook/replace(on:with:options:)``); a function it gives `nil` for is left
     /// alone, and not refused. Each replacement calls its function's ``InlineFunction/original``.
     ///
-    /// - Throws: as ``install(on:signature:position:options:_:)-(InlineBatch,_,_,_,_)``.
+    /// - Throws: as the batch form of `install(on:signature:position:options:_:)`.
     public static func replace(
         on batch: InlineBatch, options: HookOptions = [], with replacement: (InlineFunction) -> UnsafeRawPointer?
     ) throws(HookError) -> HookGroupToken {
