@@ -35,5 +35,23 @@ extension InlineSuites {
             srand(7)
             #expect(rand() == first)
         }
+
+        @Test func theReadmeBatchExample() throws {
+            let zlib = try InlineBatch(library: "libz.so.1")
+            #expect(zlib.functions.count == 88 && zlib.refusals.isEmpty)
+            let counts = Mutex<[String: Int]>([:])
+            let group = try Hook.attach(on: zlib) { function in
+                ({ _ in counts.withLock { $0[function.name, default: 0] += 1 } }, nil)
+            }
+            let input = [UInt8](repeating: 7, count: 1000)
+            var output = [UInt8](repeating: 0, count: 2000)
+            var length = UInt(output.count)
+            #expect(compress2(&output, &length, input, UInt(input.count), 6) == Z_OK)
+            group.remove()
+            let counted = counts.withLock { $0 }
+            #expect(counted["compress2"] == 1)
+            #expect(counted["deflateInit_"] == 1 && counted["deflate"] == 1 && counted["deflateEnd"] == 1)
+            #expect(!zlib.functions.contains { $0.isPatched })
+        }
     }
 }

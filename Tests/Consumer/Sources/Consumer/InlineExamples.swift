@@ -39,4 +39,19 @@ func runInlineExamples() throws {
     check(consumer_scale_sum(2, 3) == 52, "the direct calls reached the inline hook")
     raised.remove()
     check(consumer_scale_sum(2, 3) == 50, "the direct calls after the removal")
+
+    // A whole library at once: every zlib export attached to in one stop.
+    let zlib = try InlineBatch(library: "libz.so.1")
+    check(zlib.functions.count > 80 && zlib.refusals.isEmpty, "every zlib export planned")
+    let counts = Mutex<[String: Int]>([:])
+    let group = try Hook.attach(on: zlib) { function in
+        ({ _ in counts.withLock { $0[function.name, default: 0] += 1 } }, nil)
+    }
+    let input = [UInt8](repeating: 7, count: 1000)
+    var output = [UInt8](repeating: 0, count: 2000)
+    var length = UInt(output.count)
+    check(compress2(&output, &length, input, UInt(input.count), 6) == Z_OK, "compress2 with zlib attached")
+    group.remove()
+    check(counts.withLock { $0["deflate"] } == 1, "compress2's own call of deflate counted")
+    check(!zlib.functions.contains { $0.isPatched }, "every zlib function's bytes back")
 }
