@@ -52,18 +52,12 @@ enum InlinePlanner {
     private struct State {
         /// Each object's slabs, by ``ObjectRanges/key(of:)``.
         var slabs: [String: [CodeSlab]] = [:]
-        /// Every slab mapped, by number (nil once its object was unloaded).
-        var slabList: [CodeSlab?] = []
-        /// The plans made so far, by function address: the slab's number in the high 32 bits,
-        /// the plan's index in the low (a few bytes a plan, for libraries of thousands).
-        var plans: [UInt: UInt64] = [:]
-
-        func reference(_ packed: UInt64) -> PlanReference? {
-            slabList[Int(packed >> 32)].map { PlanReference(slab: $0, index: Int(packed & 0xFFFF_FFFF)) }
-        }
-
-        mutating func record(_ reference: PlanReference, at address: UInt) {
-            plans[address] = UInt64(reference.slab.number) << 32 | UInt64(reference.index)
+        /// The plan of the function at `address` in the object `key`, if one was made.
+        func plan(of address: UInt, key: String) -> PlanReference? {
+            for slab in slabs[key] ?? [] {
+                if let index = slab.plan(of: address) { return PlanReference(slab: slab, index: index) }
+            }
+            return nil
         }
     }
 
@@ -154,23 +148,14 @@ enum InlinePlanner {
         _ target: PlanTarget, key: String, group: (count: Int, low: UInt, high: UInt), mappings: [MemoryMapping],
         sweep: BranchSweep?, state: inout State
     ) -> Result<PlanReference, InlineRefusal> {
-        if let packed = state.plans[target.address], let existing = state.reference(packed), isCurrent(existing) {
+        if let existing = state.plan(of: target.address, key: key), isCurrent(existing) {
             return .success(existing)
         }
         do throws(InlineRefusal) {
-            let reference = try planOne(
-                target, key: key, group: group, mappings: mappings, sweep: sweep, state: &state)
-            state.record(reference, at: target.address)
-            return .success(reference)
+            return .success(
+                try planOne(target, key: key, group: group, mappings: mappings, sweep: sweep, state: &state))
         } catch {
             return .failure(error)
-        }
-    }
-
-    /// The plan of the function at `address`, if one was made and is current.
-    static func existingPlan(at address: UInt) -> PlanReference? {
-        state.withLock { state in
-            state.plans[address].flatMap(state.reference).flatMap { isCurrent($0) ? $0 : nil }
         }
     }
 
@@ -251,10 +236,9 @@ enum InlinePlanner {
         let range = spread ? min(group.low, address)...max(group.high, address) : address...address
         guard
             let slab = CodeSlab.map(
-                plans: max(group.count, 1), near: range, mappings: mappings, number: state.slabList.count)
+                plans: max(group.count, 1), near: range, mappings: mappings)
         else { return nil }
         state.slabs[key, default: []].append(slab)
-        state.slabList.append(slab)
         SlotRegistry.shared.observe(slots: slab.cellRange, with: slab)
         return slab
     }
@@ -404,10 +388,7 @@ enum InlinePlanner {
         let loaded = objects.keys
         for (key, slabs) in state.slabs where !key.hasPrefix("@") && !loaded.contains(key) {
             state.slabs[key] = nil
-            let gone = Set(slabs.map { UInt64($0.number) })
-            state.plans = state.plans.filter { !gone.contains($0.value >> 32) }
             for slab in slabs {
-                state.slabList[slab.number] = nil
                 SlotRegistry.shared.stopObserving(slots: slab.cellRange)
                 SlotRegistry.shared.retire(SlabMemory(slab)) {}
             }

@@ -50,13 +50,16 @@ final class CodeSlab: SlotObserver, @unchecked Sendable {
     /// Whether the slab lies within ±2 GB of the functions it was mapped for: their patches are
     /// then the 5-byte `jmp rel32`, else the 14-byte absolute jump.
     let isNear: Bool
-    /// The slab's number among the planner's.
-    let number: Int
 
     /// Bytes of code in use (planner's lock).
     private(set) var codeUsed = 0
     /// Plans in use (planner's lock); published through ``publishedCount``.
     private(set) var count = 0
+    /// Plans `0..<sortedCount` are in ascending order of their functions' addresses (a batch
+    /// plans in that order), found by halves; later ones are found in `unsorted` (planner's
+    /// lock). No table of every plan by address: a library of thousands costs nothing more.
+    private(set) var sortedCount = 0
+    private var unsorted: [UInt: Int32] = [:]
     /// How many plans a reader without the planner's lock may read.
     let publishedCount = Atomic<Int>(0)
     /// The plans' records, `capacity` of them.
@@ -68,9 +71,8 @@ final class CodeSlab: SlotObserver, @unchecked Sendable {
     var movedThreads: [Int: Int] = [:]
 
     private init(
-        base: UInt, codeSize: Int, cellSize: Int, isNear: Bool, number: Int
+        base: UInt, codeSize: Int, cellSize: Int, isNear: Bool
     ) {
-        self.number = number
         self.base = base
         self.codeSize = codeSize
         self.cellBase = base + UInt(codeSize)
@@ -93,7 +95,7 @@ final class CodeSlab: SlotObserver, @unchecked Sendable {
     /// Maps a slab for about `plans` plans of the functions in `range`, as near them as the
     /// free address space allows (see ``CodeSpace``); nil when nothing can be mapped.
     static func map(
-        plans: Int, near range: ClosedRange<UInt>, mappings: [MemoryMapping], number: Int
+        plans: Int, near range: ClosedRange<UInt>, mappings: [MemoryMapping]
     ) -> CodeSlab? {
         let (codeSize, cellSize) = sizes(for: plans)
         guard let (base, isNear) = CodeSpace.map(size: codeSize + cellSize, near: range, mappings: mappings) else {
@@ -104,7 +106,7 @@ final class CodeSlab: SlotObserver, @unchecked Sendable {
             munmap(UnsafeMutableRawPointer(bitPattern: base), codeSize + cellSize)
             return nil
         }
-        return CodeSlab(base: base, codeSize: codeSize, cellSize: cellSize, isNear: isNear, number: number)
+        return CodeSlab(base: base, codeSize: codeSize, cellSize: cellSize, isNear: isNear)
     }
 
     // MARK: - Places
@@ -164,9 +166,26 @@ final class CodeSlab: SlotObserver, @unchecked Sendable {
         (states + index).initialize(to: Atomic(0))
         UnsafeMutablePointer<UInt>(bitPattern: cell(index))!.pointee = stub + UInt(Self.stubSize)
         codeUsed = (stubOffset + code.count + 7) & ~7
+        if sortedCount == index && (index == 0 || records[index - 1].function < record.function) {
+            sortedCount = index + 1
+        } else {
+            unsorted[record.function] = Int32(index)
+        }
         count = index + 1
         publishedCount.store(count, ordering: .releasing)
         return index
+    }
+
+    /// The plan of the function at `function`, if this slab has one (planner's lock).
+    func plan(of function: UInt) -> Int? {
+        var low = 0
+        var high = sortedCount
+        while low < high {
+            let middle = (low + high) / 2
+            if records[middle].function < function { low = middle + 1 } else { high = middle }
+        }
+        if low < sortedCount && records[low].function == function { return low }
+        return unsorted[function].map(Int.init)
     }
 
     // MARK: - Observing the cells (registry's lock)
