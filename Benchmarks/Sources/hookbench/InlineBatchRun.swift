@@ -122,12 +122,47 @@ struct LibraryRun {
         _ = hb_library_touch(library)
         hb_trim()
         let json: Data
-        if mode == "batch" {
-            json = try JSONEncoder().encode(batch())
-        } else {
-            json = try JSONEncoder().encode(oneByOne())
+        switch mode {
+        case "batch": json = try JSONEncoder().encode(batch())
+        case "single": json = try JSONEncoder().encode(oneByOne())
+        case "attach": json = try JSONEncoder().encode(attach())
+        case "host":
+            // For a peer that attaches to this process: its id, then wait until standard input
+            // closes.
+            print("ready \(getpid())")
+            fflush(nil)
+            while getchar() != EOF {}
+            return
+        default: throw BenchError("unknown --library-child mode \(mode)")
         }
         print(String(decoding: json, as: UTF8.self))
+    }
+
+    /// What frida's Interceptor is measured doing to the same library (Benchmarks/Peers/
+    /// frida-library.py): every exported function attached with empty enter and leave code,
+    /// here as one batch planned and attached with empty blocks.
+    struct Attach: Codable {
+        var functions: Int
+        var attached: Int
+        var refused: Int
+        var milliseconds: Double
+        var residentKiB: Int
+    }
+
+    private static func attach() throws -> Attach {
+        let memory = hb_memory_now()
+        let start = hb_now_ns()
+        let batch = try InlineBatch(library: library)
+        let group = try Hook.attach(on: batch, onEnter: { _ in }, onLeave: { _ in })
+        let elapsed = hb_now_ns() - start
+        hb_trim()
+        let after = hb_memory_now()
+        let result = Attach(
+            functions: batch.functions.count + batch.refusals.count, attached: group.tokens.count,
+            refused: batch.refusals.count + group.refusals.count, milliseconds: Double(elapsed) / 1e6,
+            residentKiB: after.resident - memory.resident)
+        group.remove()
+        return result
     }
 
     /// The library as one batch: planned, patched (one stop), unpatched (one stop).
