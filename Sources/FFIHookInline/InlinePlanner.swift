@@ -69,7 +69,7 @@ enum InlinePlanner {
             throw refuse(
                 "\(hex(address)) is inside \(owner) at offset \(address - extent.start), not at a function's start")
         }
-        let mappedAfter = Int(mapping.end - address)
+        let mappedAfter = MemoryMapping.executableRun(from: address, in: mappings)
         if let known = size { size = min(known, mappedAfter) }
 
         guard let region = CodeRegion.allocate(near: address, mappings: mappings) else {

@@ -133,6 +133,23 @@ FUNCTION(ct_inline_thunk)
         ret
 END(ct_inline_thunk)
 
+// a -> a + 3 + 0x1122334455667788, starting 16 bytes before a page boundary, so that its
+// 10-byte movabs at offset 13 straddles the boundary: mov rax, rdi (3); add rax, 1 (4);
+// xor ecx, ecx (2); add rcx, 2 (4); movabs rdx, imm64 (10, offsets 13 ..< 23, the page ends
+// at 16); add rax, rdx; add rax, rcx; ret. A test splits the mapping at the boundary.
+        .p2align 12
+        .skip 4096 - 16, 0xCC
+FUNCTION(ct_inline_straddle)
+        mov rax, rdi
+        add rax, 1
+        xor ecx, ecx
+        add rcx, 2
+        movabs rdx, 0x1122334455667788
+        add rax, rdx
+        add rax, rcx
+        ret
+END(ct_inline_straddle)
+
         .data
         .p2align 3
         .globl ct_inline_global
