@@ -105,7 +105,8 @@ enum InlinePlanner {
         let relocation: Relocation
         do {
             relocation = try Relocator.relocate(
-                code: code, patchLength: patchLength, trampoline: region.trampoline, functionSize: available)
+                code: code, patchLength: patchLength, trampoline: region.trampoline, functionSize: available,
+                mappedSize: mappedAfter)
         } catch {
             throw refuse(error.description)
         }
@@ -119,9 +120,10 @@ enum InlinePlanner {
             let branches: [IncomingBranch]
             do {
                 branches = try Relocator.branches(
-                    into: relocation.patchOffset..<relocation.copiedLength, function: code, size: known)
+                    into: relocation.patchOffset..<relocation.copiedLength, function: code, size: known,
+                    mappedSize: mappedAfter)
             } catch {
-                throw refuse("the function's body cannot be decoded to look for branches into the patch: \(error)")
+                throw refuse(error.description)
             }
             if let branch = branches.first {
                 throw refuse(

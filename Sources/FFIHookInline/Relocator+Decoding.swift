@@ -1,0 +1,195 @@
+import CZydis
+
+// MARK: - Decoded instructions
+
+/// One decoded instruction and what relocating it involves.
+struct Instruction {
+    enum Kind {
+        /// Nothing relative: copied as is.
+        case plain
+        /// A RIP-relative memory operand: its address, and where its disp32 is.
+        case ripRelative(target: UInt, displacementOffset: Int)
+        /// `jmp rel8/rel32`.
+        case jump(target: UInt)
+        /// `jcc rel8/rel32` with its condition code (the low nibble of the opcode).
+        case conditional(condition: UInt8, target: UInt)
+        /// `call rel32`.
+        case call(target: UInt)
+        /// `loop`, `loope`, `loopne`, `jecxz`, `jrcxz`.
+        case counterBranch(target: UInt)
+        /// Something relative the relocator cannot move, with its target when it has one and
+        /// why, in words.
+        case unsupported(target: UInt?, reason: String)
+
+        /// The target of a relative branch.
+        var target: UInt? {
+            switch self {
+            case .jump(let target), .conditional(_, let target), .call(let target), .counterBranch(let target):
+                target
+            case .unsupported(let target, _): target
+            case .plain, .ripRelative: nil
+            }
+        }
+    }
+
+    /// Its offset from the start of the code decoded.
+    let offset: Int
+    /// Its length in bytes.
+    let length: Int
+    /// Its bytes.
+    let bytes: [UInt8]
+    /// As Zydis formats it (Intel syntax, absolute targets).
+    let text: String
+    /// What relocating it involves.
+    let kind: Kind
+    /// An `endbr64`.
+    let isEndbr64: Bool
+    /// Any `call`, direct or indirect.
+    var isCall = false
+    /// A `ret`, a relative `jmp` or one through a register, `int3`, `ud2` or `hlt`: what
+    /// follows may not be this code.
+    var endsFlow = false
+    /// A `nop` of any length or an `int3`: what aligns functions.
+    var isPadding = false
+}
+
+/// Why Zydis decoded no instruction: bytes it rejects, or too few bytes for the instruction
+/// they begin.
+struct DecodeFailure: Error {
+    /// Where the bytes are, from the start of the code decoded.
+    let offset: Int
+    /// The bytes there: at most 4 when they are rejected, else all that were available.
+    let bytes: [UInt8]
+    /// The bytes begin an instruction longer than what was available.
+    let isCut: Bool
+    /// Zydis's reason, in words.
+    let reason: String
+
+    /// The bytes in hex, `48 8b 05`.
+    var hex: String { bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined(separator: " ") }
+}
+
+// MARK: - Decoder
+
+/// Zydis's 64-bit decoder and Intel formatter.
+struct Decoder {
+    private var decoder = ZydisDecoder()
+    private var formatter = ZydisFormatter()
+
+    /// A decoder for 64-bit code and a formatter for Intel syntax.
+    init() {
+        ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)
+        ZydisFormatterInit(&formatter, ZYDIS_FORMATTER_STYLE_INTEL)
+    }
+
+    private static func succeeded(_ status: ZyanStatus) -> Bool { status & 0x8000_0000 == 0 }
+
+    /// Zydis's decoding statuses (module 2, codes 0 ... 12) in words.
+    private static func reason(of status: ZyanStatus) -> String {
+        guard (status >> 20) & 0x7FF == 2 else { return "Zydis fails with status 0x\(String(status, radix: 16))" }
+        return switch status & 0xFFFFF {
+        case 0x00: "the bytes end before the instruction does"
+        case 0x02: "the instruction would be longer than 15 bytes"
+        case 0x03: "it names a register that does not exist"
+        case 0x04: "it has a LOCK prefix it cannot take"
+        case 0x05: "it has a legacy prefix it cannot take"
+        case 0x06: "it has a REX prefix it cannot take"
+        case 0x07: "its VEX, EVEX or XOP prefix names an opcode map that does not exist"
+        case 0x08: "its EVEX prefix is malformed"
+        case 0x0A: "it has a mask register it cannot take"
+        case 0x0C: "its operands cannot go together"
+        default: "Zydis knows no valid instruction beginning with them"
+        }
+    }
+
+    /// Decodes the instruction at `code + offset` from at most `available` bytes.
+    func decode(_ code: UnsafeRawPointer, offset: Int, available: Int) throws(DecodeFailure) -> Instruction {
+        var decoder = decoder
+        var formatter = formatter
+        let address = code + offset
+        var instruction = ZydisDecodedInstruction()
+        var operands = [ZydisDecodedOperand](repeating: ZydisDecodedOperand(), count: 10)
+        let status = operands.withUnsafeMutableBufferPointer {
+            ZydisDecoderDecodeFull(&decoder, address, available, &instruction, $0.baseAddress)
+        }
+        guard Self.succeeded(status) else {
+            // ZYDIS_STATUS_NO_MORE_DATA: the instruction needs bytes past `available`.
+            let isCut = status == 0x8020_0000 && available < 15
+            let shown = Array(UnsafeRawBufferPointer(start: address, count: max(available, 0)).prefix(isCut ? 15 : 4))
+            throw DecodeFailure(offset: offset, bytes: shown, isCut: isCut, reason: Self.reason(of: status))
+        }
+        let runtime = UInt(bitPattern: address)
+        var buffer = [CChar](repeating: 0, count: 256)
+        _ = operands.withUnsafeBufferPointer { operands in
+            ZydisFormatterFormatInstruction(
+                &formatter, &instruction, operands.baseAddress, instruction.operand_count_visible,
+                &buffer, buffer.count, UInt64(runtime), nil)
+        }
+        let text = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let length = Int(instruction.length)
+        let bytes = Array(UnsafeRawBufferPointer(start: address, count: length))
+
+        func absolute(_ operand: ZydisDecodedOperand) -> UInt? {
+            var result: UInt64 = 0
+            var operand = operand
+            guard Self.succeeded(ZydisCalcAbsoluteAddress(&instruction, &operand, UInt64(runtime), &result)) else {
+                return nil
+            }
+            return UInt(result)
+        }
+        let all = Array(operands.prefix(Int(instruction.operand_count)))
+        let relativeImmediate = all.first { $0.type == ZYDIS_OPERAND_TYPE_IMMEDIATE && $0.imm.is_relative != 0 }
+        let ripMemory = all.first { $0.type == ZYDIS_OPERAND_TYPE_MEMORY && $0.mem.base == ZYDIS_REGISTER_RIP }
+        let mnemonic = instruction.mnemonic
+
+        let kind: Instruction.Kind
+        let opcode = instruction.opcode
+        if let immediate = relativeImmediate {
+            let target = absolute(immediate)
+            let legacy = instruction.encoding == ZYDIS_INSTRUCTION_ENCODING_LEGACY
+            if let target, legacy, instruction.operand_width == 64 {
+                if instruction.opcode_map == ZYDIS_OPCODE_MAP_DEFAULT {
+                    switch opcode {
+                    case 0xEB, 0xE9: kind = .jump(target: target)
+                    case 0xE8: kind = .call(target: target)
+                    case 0x70...0x7F: kind = .conditional(condition: opcode & 0xF, target: target)
+                    case 0xE0...0xE3: kind = .counterBranch(target: target)
+                    default:
+                        kind = .unsupported(
+                            target: target, reason: "the relocator does not know this relative instruction")
+                    }
+                } else if instruction.opcode_map == ZYDIS_OPCODE_MAP_0F && (0x80...0x8F).contains(opcode) {
+                    kind = .conditional(condition: opcode & 0xF, target: target)
+                } else {
+                    kind = .unsupported(target: target, reason: "the relocator does not know this relative instruction")
+                }
+            } else if instruction.operand_width == 16 {
+                kind = .unsupported(
+                    target: target,
+                    reason:
+                        "a branch with a 16-bit operand size, whose target Intel and AMD processors compute differently"
+                )
+            } else {
+                kind = .unsupported(target: target, reason: "the relocator does not know this relative instruction")
+            }
+        } else if let operand = ripMemory, let target = absolute(operand), instruction.raw.disp.size == 32 {
+            kind = .ripRelative(target: target, displacementOffset: Int(instruction.raw.disp.offset))
+        } else if ripMemory != nil {
+            kind = .unsupported(target: nil, reason: "Zydis cannot compute the address of its RIP-relative operand")
+        } else {
+            kind = .plain
+        }
+        var isRIPRelative = false
+        if case .ripRelative = kind { isRIPRelative = true }
+        return Instruction(
+            offset: offset, length: length, bytes: bytes, text: text, kind: kind,
+            isEndbr64: mnemonic == ZYDIS_MNEMONIC_ENDBR64,
+            isCall: mnemonic == ZYDIS_MNEMONIC_CALL,
+            endsFlow: !isRIPRelative
+                && [
+                    ZYDIS_MNEMONIC_RET, ZYDIS_MNEMONIC_JMP, ZYDIS_MNEMONIC_INT3, ZYDIS_MNEMONIC_UD2, ZYDIS_MNEMONIC_HLT,
+                ]
+                .contains(mnemonic),
+            isPadding: mnemonic == ZYDIS_MNEMONIC_NOP || mnemonic == ZYDIS_MNEMONIC_INT3)
+    }
+}
