@@ -46,8 +46,8 @@ struct Instruction {
     let isEndbr64: Bool
     /// Any `call`, direct or indirect.
     var isCall = false
-    /// A `ret`, a relative `jmp` or one through a register, `int3`, `ud2` or `hlt`: what
-    /// follows may not be this code.
+    /// A `ret`, any `jmp` (relative, through a register or through memory), `int3`, `ud2` or
+    /// `hlt`: what follows may not be this code.
     var endsFlow = false
     /// A `nop` of any length or an `int3`: what aligns functions.
     var isPadding = false
@@ -140,6 +140,7 @@ struct Decoder {
         let all = Array(operands.prefix(Int(instruction.operand_count)))
         let relativeImmediate = all.first { $0.type == ZYDIS_OPERAND_TYPE_IMMEDIATE && $0.imm.is_relative != 0 }
         let ripMemory = all.first { $0.type == ZYDIS_OPERAND_TYPE_MEMORY && $0.mem.base == ZYDIS_REGISTER_RIP }
+        let eipMemory = all.first { $0.type == ZYDIS_OPERAND_TYPE_MEMORY && $0.mem.base == ZYDIS_REGISTER_EIP }
         let mnemonic = instruction.mnemonic
 
         let kind: Instruction.Kind
@@ -176,20 +177,21 @@ struct Decoder {
             kind = .ripRelative(target: target, displacementOffset: Int(instruction.raw.disp.offset))
         } else if ripMemory != nil {
             kind = .unsupported(target: nil, reason: "Zydis cannot compute the address of its RIP-relative operand")
+        } else if eipMemory != nil {
+            kind = .unsupported(
+                target: nil, reason: "its memory operand is relative to eip (a 32-bit address size), which it truncates"
+            )
         } else {
             kind = .plain
         }
-        var isRIPRelative = false
-        if case .ripRelative = kind { isRIPRelative = true }
         return Instruction(
             offset: offset, length: length, bytes: bytes, text: text, kind: kind,
             isEndbr64: mnemonic == ZYDIS_MNEMONIC_ENDBR64,
             isCall: mnemonic == ZYDIS_MNEMONIC_CALL,
-            endsFlow: !isRIPRelative
-                && [
-                    ZYDIS_MNEMONIC_RET, ZYDIS_MNEMONIC_JMP, ZYDIS_MNEMONIC_INT3, ZYDIS_MNEMONIC_UD2, ZYDIS_MNEMONIC_HLT,
-                ]
-                .contains(mnemonic),
+            endsFlow: [
+                ZYDIS_MNEMONIC_RET, ZYDIS_MNEMONIC_JMP, ZYDIS_MNEMONIC_INT3, ZYDIS_MNEMONIC_UD2, ZYDIS_MNEMONIC_HLT,
+            ]
+            .contains(mnemonic),
             isPadding: mnemonic == ZYDIS_MNEMONIC_NOP || mnemonic == ZYDIS_MNEMONIC_INT3)
     }
 }

@@ -23,7 +23,8 @@ import CZydis
 //   the original;
 // - a branch whose target lies in the copied bytes: aimed at that instruction's copy (always a
 //   rel32 form); a target inside an instruction is refused;
-// - a 16-bit operand-size branch or any other relative instruction (`xbegin`): refused.
+// - a 16-bit operand-size branch, an EIP-relative operand or any other relative instruction
+//   (`xbegin`): refused.
 // The copied bytes are followed by a jump back to the first instruction not copied: `jmp rel32`
 // when in range, else `jmp [rip+0]; dq target`.
 //

@@ -339,6 +339,22 @@ func uint64(_ bytes: [UInt8], at offset: Int) -> UInt64 {
         #expect(error?.instruction.hasPrefix("xbegin") == true)
     }
 
+    @Test func operandRelativeToEIP() {
+        // mov eax, [eip + 0]: the 67 prefix makes the address 32 bits wide.
+        let error = refusal([0x67, 0x8B, 0x05, 0, 0, 0, 0])
+        #expect(error?.code == .unsupportedInstruction)
+        #expect(error?.reason.contains("relative to eip") == true)
+    }
+
+    /// A `jmp` through memory ends the flow as a `jmp` to a register does: without a size, what
+    /// follows it is not taken as the function's.
+    @Test func jumpThroughMemoryEndsTheFunction() {
+        let error = refusal([0xFF, 0x25, 0, 0, 0, 0], patchLength: 14)
+        #expect(error?.code == .functionTooShort)
+        #expect(error?.offset == 0)
+        #expect(error?.instruction.hasPrefix("jmp ") == true)
+    }
+
     @Test func retBeforeTheBytesToOverwrite() {
         let ret = refusal([0x31, 0xC0, 0xC3])
         #expect(ret?.code == .functionTooShort && ret?.offset == 2 && ret?.instruction == "ret")
