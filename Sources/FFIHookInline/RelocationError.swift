@@ -22,7 +22,8 @@ struct RelocationError: Error, Equatable, CustomStringConvertible {
         /// A branch into the middle of a copied instruction.
         case branchIntoInstruction
         /// A relative instruction the relocator cannot move (`reason` says why: `xbegin`, a
-        /// 16-bit branch, a `call` into the copied bytes, an EIP-relative operand).
+        /// 16-bit branch, a `call` into the copied bytes other than `call $+5`, an EIP-relative
+        /// operand).
         case unsupportedInstruction
     }
 

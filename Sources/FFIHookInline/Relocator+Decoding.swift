@@ -46,6 +46,9 @@ struct Instruction {
     let isEndbr64: Bool
     /// Any `call`, direct or indirect.
     var isCall = false
+    /// A direct `call` whose target is the next instruction (`call $+5`, the position thunk's
+    /// first half): it pushes its own end and goes on.
+    var callsNext = false
     /// A `ret`, any `jmp` (relative, through a register or through memory), `int3`, `ud2` or
     /// `hlt`: what follows may not be this code.
     var endsFlow = false
@@ -184,10 +187,12 @@ struct Decoder {
         } else {
             kind = .plain
         }
+        var callsNext = false
+        if case .call(let target) = kind { callsNext = target == runtime + UInt(length) }
         return Instruction(
             offset: offset, length: length, bytes: bytes, text: text, kind: kind,
             isEndbr64: mnemonic == ZYDIS_MNEMONIC_ENDBR64,
-            isCall: mnemonic == ZYDIS_MNEMONIC_CALL,
+            isCall: mnemonic == ZYDIS_MNEMONIC_CALL, callsNext: callsNext,
             endsFlow: [
                 ZYDIS_MNEMONIC_RET, ZYDIS_MNEMONIC_JMP, ZYDIS_MNEMONIC_INT3, ZYDIS_MNEMONIC_UD2, ZYDIS_MNEMONIC_HLT,
             ]

@@ -14,9 +14,15 @@ import CZydis
 //   (`j!cc +14; jmp [rip+0]; dq target`);
 // - `call rel32`: `call rel32` when in range, else `call [rip+2]; jmp +8; dq target`. Either way
 //   the call returns into the trampoline (never into the original bytes, which the patch
-//   overwrites), so the callee sees a return address inside the trampoline. A `call` into the
-//   copied bytes or to their end (the `call $+5; pop` thunk, which reads its own address) is
-//   refused;
+//   overwrites), so the callee sees a return address inside the trampoline;
+// - `call $+5` (a call to the next instruction: the position thunk `call $+5; pop reg`, which
+//   reads its own address): `push imm32; mov dword [rsp+4], imm32`, which pushes the
+//   original's return address, as the call does, and goes on. A `pop` after it, copied or not,
+//   reads the original address. (Not `mov reg, imm64` for the pair: a thread the patch finds
+//   between the call and the pop is moved to the pop's copy and must find the address pushed.)
+//   Any other `call` into the copied bytes or to their end is refused: it would push a
+//   return address in the trampoline, and the code it calls may read it (a call over inline
+//   data);
 // - `loop`, `loope`, `loopne`, `jecxz`, `jrcxz` (rel8 only): the instruction is kept, with any
 //   prefix, but aimed 2 bytes ahead at a near or absolute jump to the real target, and a
 //   `jmp +5`/`jmp +14` skips that jump when the branch is not taken; flags and rcx behave as in
@@ -134,7 +140,8 @@ enum Relocator {
         }
         let copiedLength = offset
         let base = UInt(bitPattern: code)
-        let innerCalls = instructions.filter { $0.isCall && $0.offset + $0.length < copiedLength }
+        // `call $+5` returns nowhere: the instruction after it runs on, whether copied or not.
+        let innerCalls = instructions.filter { $0.isCall && !$0.callsNext && $0.offset + $0.length < copiedLength }
             .map { IncomingBranch(offset: $0.offset, target: $0.offset + $0.length, instruction: $0.text) }
 
         // Pass 1 fixes each copy's size and place: sizes only depend on where a copy starts
@@ -299,11 +306,17 @@ enum Relocator {
             if let rel = fitsRel32(target, from: place &+ 6) { return [0x0F, 0x80 | condition] + littleEndian(rel) }
             return [0x70 | (condition ^ 1), 14] + absoluteJump(to: target)
         case .call(let target):
+            if instruction.callsNext {
+                // push imm32 (sign-extended); mov dword [rsp+4], imm32: the original's return address.
+                let returnAddress = UInt64(base) + UInt64(instruction.offset + instruction.length)
+                return [0x68] + littleEndian(UInt32(truncatingIfNeeded: returnAddress))
+                    + [0xC7, 0x44, 0x24, 0x04] + littleEndian(UInt32(truncatingIfNeeded: returnAddress >> 32))
+            }
             let relative = Int(bitPattern: target &- base)
             if relative >= 0 && relative <= copiedLength {
                 throw refuse(
                     .unsupportedInstruction,
-                    "it calls offset \(relative), \(relative == copiedLength ? "the end of" : "inside") the bytes the patch overwrites: it would push a return address in the trampoline, which the code it calls may read (as the `call $+5; pop` position thunk does)"
+                    "it calls offset \(relative), \(relative == copiedLength ? "the end of" : "inside") the bytes the patch overwrites: only `call $+5` is moved there, as any other call would push a return address in the trampoline that the code it calls may read"
                 )
             }
             if let rel = fitsRel32(target, from: place &+ 5) { return [0xE8] + littleEndian(rel) }

@@ -323,13 +323,18 @@ func uint64(_ bytes: [UInt8], at offset: Int) -> UInt64 {
         #expect(error?.offset == 0)
     }
 
-    @Test func callIntoTheCopiedBytes() {
-        // call $+5; pop rax: the thunk reads its own address.
-        let error = refusal([0xE8, 0, 0, 0, 0, 0x58, 0xC3], patchLength: 6)
-        #expect(error?.code == .unsupportedInstruction)
-        #expect(error?.offset == 0)
-        #expect(error?.instruction.hasPrefix("call 0x") == true)
-        #expect(error?.reason.hasPrefix("it calls offset 5, inside the bytes the patch overwrites") == true)
+    @Test func callIntoTheCopiedBytesOtherThanToTheNextInstruction() {
+        // nop; call back to offset 0: inside the bytes the patch overwrites.
+        let back = refusal([0x90, 0xE8, 0xFA, 0xFF, 0xFF, 0xFF, 0xC3])
+        #expect(back?.code == .unsupportedInstruction)
+        #expect(back?.offset == 1)
+        #expect(back?.instruction.hasPrefix("call 0x") == true)
+        #expect(back?.reason.hasPrefix("it calls offset 0, inside the bytes the patch overwrites") == true)
+        // call +1 over a nop (inline data) to the end of the copied bytes: its return address is
+        // inside them.
+        let over = refusal([0xE8, 0x01, 0, 0, 0, 0x90, 0xC3], patchLength: 6)
+        #expect(over?.code == .unsupportedInstruction)
+        #expect(over?.reason.hasPrefix("it calls offset 6, the end of the bytes the patch overwrites") == true)
     }
 
     @Test func transactionBegin() {

@@ -133,6 +133,17 @@ FUNCTION(ct_inline_thunk)
         ret
 END(ct_inline_thunk)
 
+// () -> 0: call $+5 (5); mov rax, [rsp] (4); add rsp, 8 (4); lea rcx, [rip + label after the
+// call] (7); sub rax, rcx (3); ret. The call pushes its own end without a pop after it.
+FUNCTION(ct_inline_callnext)
+        call 1f
+1:      mov rax, qword ptr [rsp]
+        add rsp, 8
+        lea rcx, [rip + 1b]
+        sub rax, rcx
+        ret
+END(ct_inline_callnext)
+
 // a -> a + 3 + 0x1122334455667788, starting 16 bytes before a page boundary, so that its
 // 10-byte movabs at offset 13 straddles the boundary: mov rax, rdi (3); add rax, 1 (4);
 // xor ecx, ecx (2); add rcx, 2 (4); movabs rdx, imm64 (10, offsets 13 ..< 23, the page ends

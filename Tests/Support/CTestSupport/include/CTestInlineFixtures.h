@@ -38,6 +38,9 @@ int64_t ct_inline_callreg(int64_t (*f)(void));
 /// 0: the address its `call $+5` pushed, minus the address of the instruction after it.
 int64_t ct_inline_thunk(void);
 
+/// 0: the address its `call $+5` pushed, read from the stack, minus the address after the call.
+int64_t ct_inline_callnext(void);
+
 /// a + 3 + 0x1122334455667788; it starts 16 bytes before a page boundary and an instruction at
 /// offset 13 straddles the boundary.
 int64_t ct_inline_straddle(int64_t a);
@@ -49,7 +52,7 @@ extern int64_t ct_inline_global;
 extern const int64_t ct_inline_plain_size, ct_inline_rip_size, ct_inline_jmp8_size, ct_inline_jcc8_size,
     ct_inline_call_size, ct_inline_loop_size, ct_inline_jrcxz_size, ct_inline_endbr_size, ct_inline_backward_size,
     ct_inline_tiny_size, ct_inline_spin_size, ct_inline_callreg_size, ct_inline_thunk_size,
-    ct_inline_straddle_size;
+    ct_inline_straddle_size, ct_inline_callnext_size;
 
 /// Calls fixture `which` (0 plain(a, b), 1 rip, 2 jmp8, 3 jcc8, 4 call, 5 loop, 6 jrcxz,
 /// 7 endbr, 8 backward, 9 tiny) with a direct `call`, as code inside one object does.
