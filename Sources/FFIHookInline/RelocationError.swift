@@ -21,8 +21,8 @@ struct RelocationError: Error, Equatable, CustomStringConvertible {
         case ripRelativeOutOfRange
         /// A branch into the middle of a copied instruction.
         case branchIntoInstruction
-        /// A relative instruction the relocator cannot move (`reason` says why: `xbegin`, a
-        /// 16-bit branch, a `call` into the copied bytes other than `call $+5`, an EIP-relative
+        /// A relative instruction the relocator cannot move (`reason` says why: a 16-bit
+        /// branch, a `call` into the copied bytes other than `call $+5`, an EIP-relative
         /// operand).
         case unsupportedInstruction
     }

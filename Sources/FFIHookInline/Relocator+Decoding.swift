@@ -17,14 +17,17 @@ struct Instruction {
         case call(target: UInt)
         /// `loop`, `loope`, `loopne`, `jecxz`, `jrcxz`.
         case counterBranch(target: UInt)
+        /// `xbegin rel16/rel32`, with its abort target.
+        case transactionBegin(target: UInt)
         /// Something relative the relocator cannot move, with its target when it has one and
         /// why, in words.
         case unsupported(target: UInt?, reason: String)
 
-        /// The target of a relative branch.
+        /// The target of a relative branch (or of `xbegin`'s abort).
         var target: UInt? {
             switch self {
-            case .jump(let target), .conditional(_, let target), .call(let target), .counterBranch(let target):
+            case .jump(let target), .conditional(_, let target), .call(let target), .counterBranch(let target),
+                .transactionBegin(let target):
                 target
             case .unsupported(let target, _): target
             case .plain, .ripRelative: nil
@@ -151,7 +154,10 @@ struct Decoder {
         if let immediate = relativeImmediate {
             let target = absolute(immediate)
             let legacy = instruction.encoding == ZYDIS_INSTRUCTION_ENCODING_LEGACY
-            if let target, legacy, instruction.operand_width == 64 {
+            if let target, mnemonic == ZYDIS_MNEMONIC_XBEGIN {
+                // rel16 too: in 64-bit mode its abort address is not truncated to 16 bits.
+                kind = .transactionBegin(target: target)
+            } else if let target, legacy, instruction.operand_width == 64 {
                 if instruction.opcode_map == ZYDIS_OPCODE_MAP_DEFAULT {
                     switch opcode {
                     case 0xEB, 0xE9: kind = .jump(target: target)

@@ -27,10 +27,12 @@ import CZydis
 //   prefix, but aimed 2 bytes ahead at a near or absolute jump to the real target, and a
 //   `jmp +5`/`jmp +14` skips that jump when the branch is not taken; flags and rcx behave as in
 //   the original;
-// - a branch whose target lies in the copied bytes: aimed at that instruction's copy (always a
-//   rel32 form); a target inside an instruction is refused;
-// - a 16-bit operand-size branch, an EIP-relative operand or any other relative instruction
-//   (`xbegin`): refused.
+// - `xbegin rel16/rel32`: `xbegin rel32` aimed at the same abort address when in range, else
+//   `xbegin +2; jmp +14; jmp [rip+0]; dq target` (the abort lands on the absolute jump);
+// - a branch (or an abort address) in the copied bytes: aimed at that instruction's copy
+//   (always a rel32 form); a target inside an instruction is refused;
+// - a 16-bit operand-size branch, an EIP-relative operand or any other relative instruction:
+//   refused.
 // The copied bytes are followed by a jump back to the first instruction not copied: `jmp rel32`
 // when in range, else `jmp [rip+0]; dq target`.
 //
@@ -172,7 +174,7 @@ enum Relocator {
     }
 
     /// Decodes the `size` bytes of the function at `code` linearly and lists the relative
-    /// branches from outside `range` to inside it, its start
+    /// branches (and `xbegin` abort addresses) from outside `range` to inside it, its start
     /// excluded. Indirect branches (jump tables) are not seen. Reads nothing at or past
     /// `mappedSize` bytes from `code` when that is given. A refusal says it came from this
     /// scan (``RelocationError/Phase/scanningForBranches``).
@@ -327,6 +329,11 @@ enum Relocator {
             bytes[bytes.count - 1] = 2
             let far = jump(from: place &+ UInt(bytes.count + 2), to: target)
             return bytes + [0xEB, UInt8(far.count)] + far
+        case .transactionBegin(let target):
+            let target = try resolve(target)
+            if let rel = fitsRel32(target, from: place &+ 6) { return [0xC7, 0xF8] + littleEndian(rel) }
+            // The abort lands on the absolute jump; the transaction starts past it.
+            return [0xC7, 0xF8, 2, 0, 0, 0, 0xEB, 14] + absoluteJump(to: target)
         case .unsupported(_, let reason):
             throw refuse(.unsupportedInstruction, reason)
         }

@@ -337,13 +337,6 @@ func uint64(_ bytes: [UInt8], at offset: Int) -> UInt64 {
         #expect(over?.reason.hasPrefix("it calls offset 6, the end of the bytes the patch overwrites") == true)
     }
 
-    @Test func transactionBegin() {
-        // xbegin rel32.
-        let error = refusal([0xC7, 0xF8, 0, 0, 0, 0])
-        #expect(error?.code == .unsupportedInstruction)
-        #expect(error?.instruction.hasPrefix("xbegin") == true)
-    }
-
     @Test func operandRelativeToEIP() {
         // mov eax, [eip + 0]: the 67 prefix makes the address 32 bits wide.
         let error = refusal([0x67, 0x8B, 0x05, 0, 0, 0, 0])
