@@ -17,7 +17,9 @@ struct RelocationError: Error, Equatable, CustomStringConvertible {
         /// The function ends (its size, the end of mapped executable memory, or a `ret`, `jmp`,
         /// `int3`, `ud2`, `hlt` when the size is unknown) before the bytes to overwrite do.
         case functionTooShort
-        /// A RIP-relative memory operand whose address is beyond ±2 GB of the trampoline.
+        /// A RIP-relative memory operand whose address is beyond ±2 GB of the trampoline, in an
+        /// instruction that cannot reach it through a scratch register either (`reason` says
+        /// why).
         case ripRelativeOutOfRange
         /// A branch into the middle of a copied instruction.
         case branchIntoInstruction

@@ -7,8 +7,8 @@ struct Instruction {
     enum Kind {
         /// Nothing relative: copied as is.
         case plain
-        /// A RIP-relative memory operand: its address, and where its disp32 is.
-        case ripRelative(target: UInt, displacementOffset: Int)
+        /// A RIP-relative memory operand.
+        case ripRelative(RIPRelativeOperand)
         /// `jmp rel8/rel32`.
         case jump(target: UInt)
         /// `jcc rel8/rel32` with its condition code (the low nibble of the opcode).
@@ -57,6 +57,46 @@ struct Instruction {
     var endsFlow = false
     /// A `nop` of any length or an `int3`: what aligns functions.
     var isPadding = false
+}
+
+/// What rewriting an instruction's RIP-relative memory operand takes, when its address is
+/// beyond ±2 GB of the copy (see ``Relocator/farMemoryAccess(_:_:)``).
+struct RIPRelativeOperand {
+    /// What the instruction does with the operand, for the rewrites that depend on it.
+    enum Form: Equatable {
+        /// Anything else: the operand becomes `[scratch]`.
+        case general
+        /// `lea r64, [rip+disp]` (register 0 ... 15): the address itself.
+        case address64(register: Int)
+        /// `lea r32, [rip+disp]`: the address's low 32 bits, zero-extended.
+        case address32(register: Int)
+        /// `jmp qword [rip+disp]`.
+        case jump
+        /// `call qword [rip+disp]`.
+        case call
+        /// `push qword [rip+disp]`.
+        case push
+        /// An instruction no rewrite here moves, and why.
+        case refused(String)
+    }
+
+    /// The address the operand reaches.
+    let target: UInt
+    /// Where the 4-byte displacement is in the instruction.
+    let displacementOffset: Int
+    /// Where the ModRM byte is.
+    let modRMOffset: Int
+    /// The byte whose bit extends ModRM.rm to r8 ... r15, if any: a REX prefix (bit 0, set
+    /// means extended) or a 3-byte VEX, XOP or EVEX prefix's second byte (bit 5, clear means
+    /// extended).
+    let baseExtension: (offset: Int, isInverted: Bool)?
+    /// The general-purpose registers the instruction reads or writes, explicitly or not, as
+    /// bits 0 (rax) ... 15 (r15).
+    let registers: UInt16
+    /// The `fs` or `gs` override (0x64, 0x65), if any.
+    let segmentPrefix: UInt8?
+    /// What the instruction does with the operand.
+    let form: Form
 }
 
 /// Why Zydis decoded no instruction: bytes it rejects, or too few bytes for the instruction
@@ -183,7 +223,7 @@ struct Decoder {
                 kind = .unsupported(target: target, reason: "the relocator does not know this relative instruction")
             }
         } else if let operand = ripMemory, let target = absolute(operand), instruction.raw.disp.size == 32 {
-            kind = .ripRelative(target: target, displacementOffset: Int(instruction.raw.disp.offset))
+            kind = .ripRelative(Self.ripRelative(instruction, all, bytes: bytes, target: target))
         } else if ripMemory != nil {
             kind = .unsupported(target: nil, reason: "Zydis cannot compute the address of its RIP-relative operand")
         } else if eipMemory != nil {
@@ -204,5 +244,75 @@ struct Decoder {
             ]
             .contains(mnemonic),
             isPadding: mnemonic == ZYDIS_MNEMONIC_NOP || mnemonic == ZYDIS_MNEMONIC_INT3)
+    }
+
+    /// What the far rewrite of a RIP-relative operand needs of `instruction`.
+    private static func ripRelative(
+        _ instruction: ZydisDecodedInstruction, _ operands: [ZydisDecodedOperand], bytes: [UInt8], target: UInt
+    ) -> RIPRelativeOperand {
+        // The general-purpose registers it touches, its memory operands' bases and indexes
+        // included (a hidden `[rsp]` for push and call).
+        var registers: UInt16 = 0
+        func note(_ register: ZydisRegister) {
+            guard register != ZYDIS_REGISTER_NONE else { return }
+            let enclosing = ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64, register)
+            guard ZydisRegisterGetClass(enclosing) == ZYDIS_REGCLASS_GPR64 else { return }
+            registers |= 1 << UInt16(ZydisRegisterGetId(enclosing))
+        }
+        for operand in operands {
+            if operand.type == ZYDIS_OPERAND_TYPE_REGISTER { note(operand.reg.value) }
+            if operand.type == ZYDIS_OPERAND_TYPE_MEMORY {
+                note(operand.mem.base)
+                note(operand.mem.index)
+            }
+        }
+        let usesStack = registers & (1 << 4) != 0
+        let modRMReg = instruction.raw.modrm.reg
+        let form: RIPRelativeOperand.Form
+        switch instruction.mnemonic {
+        case ZYDIS_MNEMONIC_JMP:
+            form = modRMReg == 4 ? .jump : .refused("a far jump through memory")
+        case ZYDIS_MNEMONIC_CALL:
+            form = modRMReg == 2 ? .call : .refused("a far call through memory")
+        case ZYDIS_MNEMONIC_PUSH:
+            form = instruction.operand_width == 64 ? .push : .refused("a push of 16 bits")
+        case ZYDIS_MNEMONIC_LEA where operands.first?.type == ZYDIS_OPERAND_TYPE_REGISTER:
+            let destination = operands[0].reg.value
+            let id = Int(ZydisRegisterGetId(destination))
+            switch ZydisRegisterGetClass(destination) {
+            case ZYDIS_REGCLASS_GPR64: form = .address64(register: id)
+            case ZYDIS_REGCLASS_GPR32: form = .address32(register: id)
+            default: form = .general
+            }
+        default:
+            form =
+                usesStack
+                ? .refused("it reads or writes rsp, which the rewrite through a scratch register moves") : .general
+        }
+        let attributes = instruction.attributes
+        var baseExtension: (offset: Int, isInverted: Bool)? = nil
+        switch instruction.encoding {
+        case ZYDIS_INSTRUCTION_ENCODING_LEGACY, ZYDIS_INSTRUCTION_ENCODING_3DNOW:
+            if attributes & UInt64(ZYDIS_ATTRIB_HAS_REX) != 0 {
+                baseExtension = (Int(instruction.raw.rex.offset), false)
+            }
+        case ZYDIS_INSTRUCTION_ENCODING_VEX:
+            if bytes[Int(instruction.raw.vex.offset)] == 0xC4 {
+                baseExtension = (Int(instruction.raw.vex.offset) + 1, true)
+            }
+        case ZYDIS_INSTRUCTION_ENCODING_XOP:
+            baseExtension = (Int(instruction.raw.xop.offset) + 1, true)
+        case ZYDIS_INSTRUCTION_ENCODING_EVEX:
+            baseExtension = (Int(instruction.raw.evex.offset) + 1, true)
+        default:
+            break
+        }
+        let segmentPrefix: UInt8? =
+            attributes & UInt64(ZYDIS_ATTRIB_HAS_SEGMENT_FS) != 0
+            ? 0x64 : attributes & UInt64(ZYDIS_ATTRIB_HAS_SEGMENT_GS) != 0 ? 0x65 : nil
+        return RIPRelativeOperand(
+            target: target, displacementOffset: Int(instruction.raw.disp.offset),
+            modRMOffset: Int(instruction.raw.modrm.offset), baseExtension: baseExtension, registers: registers,
+            segmentPrefix: segmentPrefix, form: form)
     }
 }

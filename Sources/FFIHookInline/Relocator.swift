@@ -7,7 +7,8 @@ import CZydis
 // What each instruction becomes in the trampoline (t is where its copy starts):
 // - an instruction without anything relative: copied as is;
 // - a RIP-relative memory operand: copied with a new disp32 that reaches the same address
-//   from t; refused (`.ripRelativeOutOfRange`) when that address is beyond ±2 GB of t;
+//   from t; when that address is beyond ±2 GB of t, reached through a register instead
+//   (Relocator+FarMemory.swift);
 // - `jmp rel8/rel32`: `jmp rel32` when the target is within ±2 GB of t, else the 14-byte
 //   `jmp [rip+0]; dq target`;
 // - `jcc rel8/rel32`: `jcc rel32` when in range, else the inverted `jcc` over 14 bytes
@@ -34,7 +35,8 @@ import CZydis
 // - a 16-bit operand-size branch, an EIP-relative operand or any other relative instruction:
 //   refused.
 // The copied bytes are followed by a jump back to the first instruction not copied: `jmp rel32`
-// when in range, else `jmp [rip+0]; dq target`.
+// when in range, else `jmp [rip+0]; dq target`. One copied instruction takes at most
+// `maximumCopyLength` (40) bytes, the jump back 14.
 //
 // `endbr64` first: it is copied too (the trampoline starts with it, as it may be called
 // indirectly) but the patch goes after it: `patchOffset` is 4, and the bytes to overwrite are
@@ -294,12 +296,13 @@ enum Relocator {
         switch instruction.kind {
         case .plain:
             return instruction.bytes
-        case .ripRelative(let target, let displacementOffset):
-            guard let disp = fitsRel32(target, from: place &+ UInt(instruction.length)) else {
-                throw refuse(.ripRelativeOutOfRange, "its RIP-relative address is beyond ±2 GB of the trampoline")
+        case .ripRelative(let operand):
+            guard let disp = fitsRel32(operand.target, from: place &+ UInt(instruction.length)) else {
+                return try farMemoryAccess(instruction, operand)
             }
             var bytes = instruction.bytes
-            bytes.replaceSubrange(displacementOffset..<displacementOffset + 4, with: littleEndian(disp))
+            bytes.replaceSubrange(
+                operand.displacementOffset..<operand.displacementOffset + 4, with: littleEndian(disp))
             return bytes
         case .jump(let target):
             return jump(from: place, to: try resolve(target))
