@@ -21,9 +21,13 @@ import CZydis
 //   original's return address, as the call does, and goes on. A `pop` after it, copied or not,
 //   reads the original address. (Not `mov reg, imm64` for the pair: a thread the patch finds
 //   between the call and the pop is moved to the pop's copy and must find the address pushed.)
-//   Any other `call` into the copied bytes or to their end is refused: it would push a
-//   return address in the trampoline, and the code it calls may read it (a call over inline
-//   data);
+//   Any other `call` into the copied bytes is refused: its target is in bytes the patch
+//   replaces, and a call aimed at their copy would push a return address in the trampoline
+//   that the code it calls may read (a call over inline data). A `call` to their end (a short
+//   function, copied whole with its padding, calling the next one) is an ordinary call: its
+//   target is code the patch leaves alone. (Its return address lies in the copied bytes, so
+//   `innerCalls` lists it and the planner refuses it, as a thread inside the callee would
+//   return into the patch; a call over inline data to a target further on is no different.)
 // - `loop`, `loope`, `loopne`, `jecxz`, `jrcxz` (rel8 only): the instruction is kept, with any
 //   prefix, but aimed 2 bytes ahead at a near or absolute jump to the real target, and a
 //   `jmp +5`/`jmp +14` skips that jump when the branch is not taken; flags and rcx behave as in
@@ -318,10 +322,10 @@ enum Relocator {
                     + [0xC7, 0x44, 0x24, 0x04] + littleEndian(UInt32(truncatingIfNeeded: returnAddress >> 32))
             }
             let relative = Int(bitPattern: target &- base)
-            if relative >= 0 && relative <= copiedLength {
+            if relative >= 0 && relative < copiedLength {
                 throw refuse(
                     .unsupportedInstruction,
-                    "it calls offset \(relative), \(relative == copiedLength ? "the end of" : "inside") the bytes the patch overwrites: only `call $+5` is moved there, as any other call would push a return address in the trampoline that the code it calls may read"
+                    "it calls offset \(relative), inside the bytes the patch overwrites: only `call $+5` is moved there, as a call aimed at the copy would push a return address in the trampoline that the code it calls may read"
                 )
             }
             if let rel = fitsRel32(target, from: place &+ 5) { return [0xE8] + littleEndian(rel) }

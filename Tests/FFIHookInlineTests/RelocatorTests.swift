@@ -319,11 +319,20 @@ func uint64(_ bytes: [UInt8], at offset: Int) -> UInt64 {
         #expect(back?.offset == 1)
         #expect(back?.instruction.hasPrefix("call 0x") == true)
         #expect(back?.reason.hasPrefix("it calls offset 0, inside the bytes the patch overwrites") == true)
-        // call +1 over a nop (inline data) to the end of the copied bytes: its return address is
-        // inside them.
-        let over = refusal([0xE8, 0x01, 0, 0, 0, 0x90, 0xC3], patchLength: 6)
-        #expect(over?.code == .unsupportedInstruction)
-        #expect(over?.reason.hasPrefix("it calls offset 6, the end of the bytes the patch overwrites") == true)
+    }
+
+    /// A short function copied whole with its padding, whose call goes to the next function:
+    /// an ordinary call, listed as inner (its return address is in the copied bytes).
+    @Test func callToTheEndOfTheCopiedBytes() throws {
+        // push rbp; call +2 (offset 8); pop rbp; ret; nop; nop (padding); the next function.
+        try withRelocation(of: [0x55, 0xE8, 0x02, 0, 0, 0, 0x5D, 0xC3, 0x90, 0x90], patchLength: 8) {
+            relocation, code in
+            #expect(relocation.copiedLength == 8)
+            #expect(relocation.bytes[1] == 0xE8)
+            #expect(UInt(bitPattern: Int(int32(relocation.bytes, at: 2))) &+ code + 0x1000 + 6 == code + 8)
+            #expect(relocation.innerCalls.map(\.offset) == [1])
+            #expect(relocation.innerCalls.map(\.target) == [6])
+        }
     }
 
     @Test func operandRelativeToEIP() {
