@@ -18,12 +18,12 @@ struct RelocationError: Error, Equatable, CustomStringConvertible {
         /// `int3`, `ud2`, `hlt` when the size is unknown) before the bytes to overwrite do.
         case functionTooShort
         /// A RIP-relative memory operand whose address is beyond ±2 GB of the trampoline, in an
-        /// instruction that cannot reach it through a scratch register either (`reason` says
+        /// instruction that cannot reach it through a scratch register either (`explanation` says
         /// why).
         case ripRelativeOutOfRange
         /// A branch into the middle of a copied instruction.
         case branchIntoInstruction
-        /// A relative instruction the relocator cannot move (`reason` says why: a 16-bit
+        /// A relative instruction the relocator cannot move (`explanation` says why: a 16-bit
         /// branch, a `call` into the copied bytes other than `call $+5`, an EIP-relative
         /// operand).
         case unsupportedInstruction
@@ -48,7 +48,7 @@ struct RelocationError: Error, Equatable, CustomStringConvertible {
     let instruction: String
     /// Why, in words, with the numbers that matter (Zydis's reason, where the function ends,
     /// the bytes the patch needs).
-    var reason: String = ""
+    var explanation: String = ""
     /// While doing what.
     var phase: Phase = .relocating
 
@@ -64,18 +64,18 @@ struct RelocationError: Error, Equatable, CustomStringConvertible {
     var description: String {
         switch (code, phase) {
         case (.patchTooShort, _), (.functionTooShort, _):
-            return reason
+            return explanation
         case (.undecodable, .relocating):
-            return "cannot decode the instruction at offset \(offset) (bytes \(instruction)): \(reason)"
+            return "cannot decode the instruction at offset \(offset) (bytes \(instruction)): \(explanation)"
         case (.undecodable, .scanningForBranches):
             return
-                "the function's body cannot be decoded at offset \(offset) (bytes \(instruction)) to look for branches into the patch: \(reason)"
+                "the function's body cannot be decoded at offset \(offset) (bytes \(instruction)) to look for branches into the patch: \(explanation)"
         case (.crossesFunctionEnd, .relocating), (.crossesMappedEnd, .relocating):
-            return reason
+            return explanation
         case (.crossesFunctionEnd, .scanningForBranches), (.crossesMappedEnd, .scanningForBranches):
-            return "the function's body cannot be decoded to look for branches into the patch: \(reason)"
+            return "the function's body cannot be decoded to look for branches into the patch: \(explanation)"
         case (.ripRelativeOutOfRange, _), (.branchIntoInstruction, _), (.unsupportedInstruction, _):
-            return "cannot relocate `\(instruction)` at offset \(offset): \(reason)"
+            return "cannot relocate `\(instruction)` at offset \(offset): \(explanation)"
         }
     }
 }

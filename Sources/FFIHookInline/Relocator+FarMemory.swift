@@ -42,7 +42,7 @@ extension Relocator {
         func refuse(_ why: String) -> RelocationError {
             RelocationError(
                 code: .ripRelativeOutOfRange, offset: instruction.offset, instruction: instruction.text,
-                reason: "its RIP-relative address is beyond ±2 GB of the trampoline, and \(why)")
+                explanation: "its RIP-relative address is beyond ±2 GB of the trampoline, and \(why)")
         }
         let address = littleEndian(UInt64(operand.target))
         let load = (operand.segmentPrefix.map { [$0] } ?? []) + [0x48, 0x8B, 0x00]  // mov rax, [rax]

@@ -106,7 +106,7 @@ enum Relocator {
         guard patchLength >= minimumPatchLength else {
             throw RelocationError(
                 code: .patchTooShort, offset: 0, instruction: "",
-                reason: "a patch needs at least \(minimumPatchLength) bytes; \(patchLength) were asked")
+                explanation: "a patch needs at least \(minimumPatchLength) bytes; \(patchLength) were asked")
         }
         // Decode whole instructions until they cover the patch.
         var instructions: [Instruction] = []
@@ -117,7 +117,7 @@ enum Relocator {
             let last = instructions.last
             return RelocationError(
                 code: .functionTooShort, offset: last?.offset ?? 0, instruction: last?.text ?? "",
-                reason:
+                explanation:
                     "\(why), before the bytes the patch overwrites end (\(patchOffset) ..< \(patchOffset + patchLength))"
             )
         }
@@ -141,7 +141,7 @@ enum Relocator {
             if functionSize == nil && instruction.endsFlow && offset < patchOffset + patchLength {
                 throw RelocationError(
                     code: .functionTooShort, offset: instruction.offset, instruction: instruction.text,
-                    reason:
+                    explanation:
                         "`\(instruction.text)` at offset \(instruction.offset) ends the function before the bytes the patch overwrites end (\(patchOffset) ..< \(patchOffset + patchLength))"
                 )
             }
@@ -217,7 +217,7 @@ enum Relocator {
         let left = failure.bytes.count
         guard failure.isCut else {
             return RelocationError(
-                code: .undecodable, offset: failure.offset, instruction: failure.hex, reason: failure.reason)
+                code: .undecodable, offset: failure.offset, instruction: failure.hex, explanation: failure.reason)
         }
         let limit = failure.offset + left
         let cut =
@@ -225,12 +225,14 @@ enum Relocator {
         if let mappedSize, limit >= mappedSize {
             return RelocationError(
                 code: .crossesMappedEnd, offset: failure.offset, instruction: failure.hex,
-                reason: "the function's code ends at the end of mapped executable memory (offset \(mappedSize)): \(cut)"
+                explanation:
+                    "the function's code ends at the end of mapped executable memory (offset \(mappedSize)): \(cut)"
             )
         }
         return RelocationError(
             code: .crossesFunctionEnd, offset: failure.offset, instruction: failure.hex,
-            reason: "the function ends at offset \(functionSize ?? limit) (its size) inside an instruction: \(cut)")
+            explanation: "the function ends at offset \(functionSize ?? limit) (its size) inside an instruction: \(cut)"
+        )
     }
 
     /// How many bytes of alignment padding follow a function of `size` bytes at `code`: the
@@ -282,8 +284,9 @@ enum Relocator {
         _ instruction: Instruction, at place: UInt, base: UInt, copiedLength: Int,
         inside: (Int) -> UInt?
     ) throws(RelocationError) -> [UInt8] {
-        func refuse(_ code: RelocationError.Code, _ reason: String) -> RelocationError {
-            RelocationError(code: code, offset: instruction.offset, instruction: instruction.text, reason: reason)
+        func refuse(_ code: RelocationError.Code, _ explanation: String) -> RelocationError {
+            RelocationError(
+                code: code, offset: instruction.offset, instruction: instruction.text, explanation: explanation)
         }
         // A branch target: the copy's address when inside the copied bytes.
         func resolve(_ target: UInt) throws(RelocationError) -> UInt {

@@ -134,8 +134,8 @@ struct RIPFixture: CustomStringConvertible, Sendable {
         let far = refusal(bytes, patchLength: 5, trampolineOffset: 0x2_0000_0000)
         #expect(far?.code == .ripRelativeOutOfRange)
         #expect(far?.offset == 0)
-        #expect(far?.reason.hasPrefix("its RIP-relative address is beyond ±2 GB of the trampoline") == true)
-        #expect(far?.reason.contains(why) == true, Comment(rawValue: far?.reason ?? ""))
+        #expect(far?.explanation.hasPrefix("its RIP-relative address is beyond ±2 GB of the trampoline") == true)
+        #expect(far?.explanation.contains(why) == true, Comment(rawValue: far?.explanation ?? ""))
         #expect(refusal(bytes, patchLength: 5, trampolineOffset: 0x1000) == nil)
     }
 }

@@ -302,7 +302,7 @@ func uint64(_ bytes: [UInt8], at offset: Int) -> UInt64 {
         let second = refusal([0x90, 0x06])
         #expect(second?.code == .undecodable && second?.offset == 1 && second?.instruction == "06 cc cc cc")
         // F0 (lock) before a mov to a register.
-        #expect(refusal([0xF0, 0x48, 0x89, 0xF8])?.reason == "it has a LOCK prefix it cannot take")
+        #expect(refusal([0xF0, 0x48, 0x89, 0xF8])?.explanation == "it has a LOCK prefix it cannot take")
     }
 
     @Test func branchIntoACopiedInstruction() {
@@ -318,7 +318,7 @@ func uint64(_ bytes: [UInt8], at offset: Int) -> UInt64 {
         #expect(back?.code == .unsupportedInstruction)
         #expect(back?.offset == 1)
         #expect(back?.instruction.hasPrefix("call 0x") == true)
-        #expect(back?.reason.hasPrefix("it calls offset 0, inside the bytes the patch overwrites") == true)
+        #expect(back?.explanation.hasPrefix("it calls offset 0, inside the bytes the patch overwrites") == true)
     }
 
     /// A short function copied whole with its padding, whose call goes to the next function:
@@ -339,7 +339,7 @@ func uint64(_ bytes: [UInt8], at offset: Int) -> UInt64 {
         // mov eax, [eip + 0]: the 67 prefix makes the address 32 bits wide.
         let error = refusal([0x67, 0x8B, 0x05, 0, 0, 0, 0])
         #expect(error?.code == .unsupportedInstruction)
-        #expect(error?.reason.contains("relative to eip") == true)
+        #expect(error?.explanation.contains("relative to eip") == true)
     }
 
     /// A `jmp` through memory ends the flow as a `jmp` to a register does: without a size, what
