@@ -205,7 +205,7 @@ enum InlinePlanner {
                     "\(hex(address)) is inside \(owner) at offset \(address - extent.start), not at a function's start")
             }
         }
-        let mappedAfter = Int(codeEnd(from: address, in: mappings) - address)
+        let mappedAfter = MemoryMapping.executableRun(from: address, in: mappings)
         if let known = size { size = min(known, mappedAfter) }
 
         guard
@@ -263,7 +263,8 @@ enum InlinePlanner {
         let relocation: Relocation
         do {
             relocation = try Relocator.relocate(
-                code: code, patchLength: patchLength, trampoline: slab.nextTrampoline, functionSize: available)
+                code: code, patchLength: patchLength, trampoline: slab.nextTrampoline, functionSize: available,
+                mappedSize: mappedAfter)
         } catch {
             throw refuse(error.reason, error.description, .unhookableFunction)
         }
@@ -292,11 +293,10 @@ enum InlinePlanner {
             let branches: [IncomingBranch]
             do {
                 branches = try Relocator.branches(
-                    into: relocation.patchOffset..<relocation.copiedLength, function: code, size: known)
+                    into: relocation.patchOffset..<relocation.copiedLength, function: code, size: known,
+                    mappedSize: mappedAfter)
             } catch {
-                throw refuse(
-                    .undecodable, "the function's body cannot be decoded to look for branches into the patch: \(error)",
-                    .unhookableFunction)
+                throw refuse(error.reason, error.description, .unhookableFunction)
             }
             if let branch = branches.first {
                 throw refuse(
@@ -307,7 +307,8 @@ enum InlinePlanner {
         }
         guard relocation.copiedLength <= PlanRecord.maximumCopiedLength,
             relocation.copiedLength - relocation.patchOffset <= 28,
-            relocation.instructionOffsets.count <= PlanRecord.maximumInstructions
+            relocation.instructionOffsets.count <= PlanRecord.maximumInstructions,
+            relocation.instructionOffsets.allSatisfy({ $0.trampoline <= Int(UInt8.max) })
         else {
             throw refuse(
                 .tooManyInstructions,
@@ -349,23 +350,6 @@ enum InlinePlanner {
             sweeps[key] = BranchSweep(ranges: ranges, starts: starts, functions: Array(Set(functions)).sorted())
         }
         return sweeps
-    }
-
-    /// Where readable, executable memory that holds `address` ends: adjacent mappings with that
-    /// protection count as one (a code mapping split where a page's protection was changed
-    /// once is still one run of code).
-    static func codeEnd(from address: UInt, in mappings: [MemoryMapping]) -> UInt {
-        guard var index = mappings.firstIndex(where: { $0.start <= address && address < $0.end }) else {
-            return address
-        }
-        var end = mappings[index].end
-        while index + 1 < mappings.count, mappings[index + 1].start == end, mappings[index + 1].executable,
-            mappings[index + 1].readable
-        {
-            index += 1
-            end = mappings[index].end
-        }
-        return end
     }
 
     /// Whether a plan's function still holds the bytes it was planned for (or its patch):

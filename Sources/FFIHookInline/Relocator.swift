@@ -7,69 +7,48 @@ import CZydis
 // What each instruction becomes in the trampoline (t is where its copy starts):
 // - an instruction without anything relative: copied as is;
 // - a RIP-relative memory operand: copied with a new disp32 that reaches the same address
-//   from t; refused (`.ripRelativeOutOfRange`) when that address is beyond ±2 GB of t;
+//   from t; when that address is beyond ±2 GB of t, reached through a register instead
+//   (Relocator+FarMemory.swift);
 // - `jmp rel8/rel32`: `jmp rel32` when the target is within ±2 GB of t, else the 14-byte
 //   `jmp [rip+0]; dq target`;
 // - `jcc rel8/rel32`: `jcc rel32` when in range, else the inverted `jcc` over 14 bytes
 //   (`j!cc +14; jmp [rip+0]; dq target`);
 // - `call rel32`: `call rel32` when in range, else `call [rip+2]; jmp +8; dq target`. Either way
 //   the call returns into the trampoline (never into the original bytes, which the patch
-//   overwrites), so the callee sees a return address inside the trampoline. A `call` into the
-//   copied bytes or to their end (the `call $+5; pop` thunk, which reads its own address) is
-//   refused;
+//   overwrites), so the callee sees a return address inside the trampoline;
+// - `call $+5` (a call to the next instruction: the position thunk `call $+5; pop reg`, which
+//   reads its own address): `push imm32; mov dword [rsp+4], imm32`, which pushes the
+//   original's return address, as the call does, and goes on. A `pop` after it, copied or not,
+//   reads the original address. (Not `mov reg, imm64` for the pair: a thread the patch finds
+//   between the call and the pop is moved to the pop's copy and must find the address pushed.)
+//   Any other `call` into the copied bytes is refused: its target is in bytes the patch
+//   replaces, and a call aimed at their copy would push a return address in the trampoline
+//   that the code it calls may read (a call over inline data). A `call` to their end (a short
+//   function, copied whole with its padding, calling the next one) is an ordinary call: its
+//   target is code the patch leaves alone. (Its return address lies in the copied bytes, so
+//   `innerCalls` lists it and the planner refuses it, as a thread inside the callee would
+//   return into the patch; a call over inline data to a target further on is no different.)
 // - `loop`, `loope`, `loopne`, `jecxz`, `jrcxz` (rel8 only): the instruction is kept, with any
 //   prefix, but aimed 2 bytes ahead at a near or absolute jump to the real target, and a
 //   `jmp +5`/`jmp +14` skips that jump when the branch is not taken; flags and rcx behave as in
 //   the original;
-// - a branch whose target lies in the copied bytes: aimed at that instruction's copy (always a
-//   rel32 form); a target inside an instruction is refused;
-// - a 16-bit operand-size branch or any other relative instruction (`xbegin`): refused.
+// - `xbegin rel16/rel32`: `xbegin rel32` aimed at the same abort address when in range, else
+//   `xbegin +2; jmp +14; jmp [rip+0]; dq target` (the abort lands on the absolute jump);
+// - a branch (or an abort address) in the copied bytes: aimed at that instruction's copy
+//   (always a rel32 form); a target inside an instruction is refused;
+// - a 16-bit operand-size branch, an EIP-relative operand or any other relative instruction:
+//   refused.
 // The copied bytes are followed by a jump back to the first instruction not copied: `jmp rel32`
-// when in range, else `jmp [rip+0]; dq target`.
+// when in range, else `jmp [rip+0]; dq target`. One copied instruction takes at most
+// `maximumCopyLength` (40) bytes, the jump back 14.
 //
 // `endbr64` first: it is copied too (the trampoline starts with it, as it may be called
 // indirectly) but the patch goes after it: `patchOffset` is 4, and the bytes to overwrite are
 // counted from there.
-
-/// Why the relocator refused a function.
-struct RelocationError: Error, Equatable, CustomStringConvertible {
-    enum Code: Equatable, Sendable {
-        /// Fewer than 5 bytes asked to overwrite.
-        case patchTooShort
-        /// Zydis cannot decode the bytes at `offset` (`instruction` is their hex), also when an
-        /// instruction would cross the function's given size.
-        case undecodable
-        /// The function ends (its size, or a `ret`, `jmp`, `int3`, `ud2`, `hlt` when the size is
-        /// unknown) before the bytes to overwrite do.
-        case functionTooShort
-        /// A RIP-relative memory operand whose address is beyond ±2 GB of the trampoline.
-        case ripRelativeOutOfRange
-        /// A branch into the middle of a copied instruction.
-        case branchIntoInstruction
-        /// A relative instruction the relocator cannot move (`xbegin`, 16-bit branches, a
-        /// `call` into the copied bytes).
-        case unsupportedInstruction
-    }
-
-    let code: Code
-    /// The offset of the instruction from the function's start.
-    let offset: Int
-    /// The instruction as Zydis formats it (Intel syntax), or its bytes in hex when undecodable.
-    let instruction: String
-
-    var description: String {
-        let reason: String
-        switch code {
-        case .patchTooShort: reason = "a patch needs at least 5 bytes"
-        case .undecodable: reason = "cannot decode the instruction"
-        case .functionTooShort: reason = "the function ends before the bytes to overwrite"
-        case .ripRelativeOutOfRange: reason = "its RIP-relative address is beyond ±2 GB of the trampoline"
-        case .branchIntoInstruction: reason = "it branches into the middle of a copied instruction"
-        case .unsupportedInstruction: reason = "the relocator cannot move this instruction"
-        }
-        return "cannot relocate `\(instruction)` at offset \(offset): \(reason)"
-    }
-}
+//
+// Reading stops at the function's size when it is given, and at `mappedSize` (how far mapped
+// executable memory runs) when that is: an instruction cut by either is refused as such, not
+// as bytes Zydis cannot decode.
 
 /// The trampoline for a function's first instructions, and where each went.
 struct Relocation: Equatable {
@@ -117,39 +96,61 @@ enum Relocator {
     /// covering at least `patchLength` bytes from the patch offset) for a trampoline at
     /// `trampoline`. With `functionSize`, the function must hold them; without it, the bytes after
     /// a `ret`, `jmp`, `int3`, `ud2` or `hlt` are taken as not the function's. Reads up to 15 bytes
-    /// past the last copied instruction's start when the size is unknown.
+    /// past the last copied instruction's start when the size is unknown, and never at or past
+    /// `mappedSize` bytes from `code` when that is given (how far readable, executable memory
+    /// runs: ``/FFIHook/MemoryMapping/executableRun(from:in:)``).
     static func relocate(
-        code: UnsafeRawPointer, patchLength: Int, trampoline: UInt, functionSize: Int? = nil
+        code: UnsafeRawPointer, patchLength: Int, trampoline: UInt, functionSize: Int? = nil, mappedSize: Int? = nil
     ) throws(RelocationError) -> Relocation {
         let decoder = Decoder()
         guard patchLength >= minimumPatchLength else {
-            throw RelocationError(code: .patchTooShort, offset: 0, instruction: "")
+            throw RelocationError(
+                code: .patchTooShort, offset: 0, instruction: "",
+                explanation: "a patch needs at least \(minimumPatchLength) bytes; \(patchLength) were asked")
         }
         // Decode whole instructions until they cover the patch.
         var instructions: [Instruction] = []
         var offset = 0
         var patchOffset = 0
+        let end = min(functionSize ?? .max, mappedSize ?? .max)
+        func tooShort(_ why: String) -> RelocationError {
+            let last = instructions.last
+            return RelocationError(
+                code: .functionTooShort, offset: last?.offset ?? 0, instruction: last?.text ?? "",
+                explanation:
+                    "\(why), before the bytes the patch overwrites end (\(patchOffset) ..< \(patchOffset + patchLength))"
+            )
+        }
         while offset < patchOffset + patchLength {
-            let available = functionSize.map { $0 - offset } ?? 15
-            if available <= 0 {
-                let last = instructions.last
-                throw RelocationError(
-                    code: .functionTooShort, offset: last?.offset ?? 0, instruction: last?.text ?? "")
+            if offset >= end {
+                if let mappedSize, offset >= mappedSize {
+                    throw tooShort(
+                        "the function's code ends at the end of mapped executable memory (offset \(mappedSize))")
+                }
+                throw tooShort("the function ends at offset \(end) (its size)")
             }
-            let instruction = try decoder.decode(code, offset: offset, available: min(available, 15))
+            let instruction: Instruction
+            do throws(DecodeFailure) {
+                instruction = try decoder.decode(code, offset: offset, available: min(end - offset, 15))
+            } catch {
+                throw relocationError(error, functionSize: functionSize, mappedSize: mappedSize)
+            }
             if offset == 0 && instruction.isEndbr64 { patchOffset = 4 }
             instructions.append(instruction)
             offset += instruction.length
-            if functionSize == nil && instruction.kind.endsFlow && offset < patchOffset + patchLength {
+            if functionSize == nil && instruction.endsFlow && offset < patchOffset + patchLength {
                 throw RelocationError(
-                    code: .functionTooShort, offset: instruction.offset, instruction: instruction.text)
+                    code: .functionTooShort, offset: instruction.offset, instruction: instruction.text,
+                    explanation:
+                        "`\(instruction.text)` at offset \(instruction.offset) ends the function before the bytes the patch overwrites end (\(patchOffset) ..< \(patchOffset + patchLength))"
+                )
             }
         }
         let copiedLength = offset
         let base = UInt(bitPattern: code)
-        let innerCalls = instructions.filter { $0.isCall && $0.offset + $0.length < copiedLength }.map {
-            IncomingBranch(offset: $0.offset, target: $0.offset + $0.length, instruction: $0.text)
-        }
+        // `call $+5` returns nowhere: the instruction after it runs on, whether copied or not.
+        let innerCalls = instructions.filter { $0.isCall && !$0.callsNext && $0.offset + $0.length < copiedLength }
+            .map { IncomingBranch(offset: $0.offset, target: $0.offset + $0.length, instruction: $0.text) }
 
         // Pass 1 fixes each copy's size and place: sizes only depend on where a copy starts
         // (targets inside the copied bytes always take rel32 forms). Pass 2 writes them.
@@ -179,16 +180,24 @@ enum Relocator {
     }
 
     /// Decodes the `size` bytes of the function at `code` linearly and lists the relative
-    /// branches from outside `range` to inside it, its start excluded. Indirect branches (jump
-    /// tables) are not seen.
+    /// branches (and `xbegin` abort addresses) from outside `range` to inside it, its start
+    /// excluded. Indirect branches (jump tables) are not seen. Reads nothing at or past
+    /// `mappedSize` bytes from `code` when that is given. A refusal says it came from this
+    /// scan (``RelocationError/Phase/scanningForBranches``).
     static func branches(
-        into range: Range<Int>, function code: UnsafeRawPointer, size: Int
+        into range: Range<Int>, function code: UnsafeRawPointer, size: Int, mappedSize: Int? = nil
     ) throws(RelocationError) -> [IncomingBranch] {
         let decoder = Decoder()
         var found: [IncomingBranch] = []
         var offset = 0
-        while offset < size {
-            let instruction = try decoder.decode(code, offset: offset, available: min(size - offset, 15))
+        let end = min(size, mappedSize ?? .max)
+        while offset < end {
+            let instruction: Instruction
+            do throws(DecodeFailure) {
+                instruction = try decoder.decode(code, offset: offset, available: min(end - offset, 15))
+            } catch {
+                throw relocationError(error, functionSize: size, mappedSize: mappedSize).whileScanning()
+            }
             if let target = instruction.kind.target, !range.contains(offset) {
                 let relative = Int(bitPattern: target &- UInt(bitPattern: code))
                 if relative > range.lowerBound && relative < range.upperBound {
@@ -198,6 +207,32 @@ enum Relocator {
             offset += instruction.length
         }
         return found
+    }
+
+    /// The refusal for bytes that decode to no instruction: cut by the function's size, cut
+    /// by the end of mapped executable memory, or rejected by Zydis.
+    private static func relocationError(
+        _ failure: DecodeFailure, functionSize: Int?, mappedSize: Int?
+    ) -> RelocationError {
+        let left = failure.bytes.count
+        guard failure.isCut else {
+            return RelocationError(
+                code: .undecodable, offset: failure.offset, instruction: failure.hex, explanation: failure.reason)
+        }
+        let limit = failure.offset + left
+        let cut =
+            "the \(left) bytes left at offset \(failure.offset) (\(failure.hex)) begin an instruction but do not hold it"
+        if let mappedSize, limit >= mappedSize {
+            return RelocationError(
+                code: .crossesMappedEnd, offset: failure.offset, instruction: failure.hex,
+                explanation:
+                    "the function's code ends at the end of mapped executable memory (offset \(mappedSize)): \(cut)"
+            )
+        }
+        return RelocationError(
+            code: .crossesFunctionEnd, offset: failure.offset, instruction: failure.hex,
+            explanation: "the function ends at offset \(functionSize ?? limit) (its size) inside an instruction: \(cut)"
+        )
     }
 
     /// How many bytes of alignment padding follow a function of `size` bytes at `code`: the
@@ -222,11 +257,13 @@ enum Relocator {
 
     // MARK: - Emitting
 
-    private static func fitsRel32(_ target: UInt, from next: UInt) -> Int32? {
+    /// The rel32 from `next` (the end of the instruction holding it) to `target`, if in range.
+    static func fitsRel32(_ target: UInt, from next: UInt) -> Int32? {
         Int32(exactly: Int(bitPattern: target &- next))
     }
 
-    private static func littleEndian<T: FixedWidthInteger>(_ value: T) -> [UInt8] {
+    /// The bytes of `value`, least significant first.
+    static func littleEndian<T: FixedWidthInteger>(_ value: T) -> [UInt8] {
         withUnsafeBytes(of: value.littleEndian) { Array($0) }
     }
 
@@ -247,25 +284,32 @@ enum Relocator {
         _ instruction: Instruction, at place: UInt, base: UInt, copiedLength: Int,
         inside: (Int) -> UInt?
     ) throws(RelocationError) -> [UInt8] {
-        func refuse(_ code: RelocationError.Code) -> RelocationError {
-            RelocationError(code: code, offset: instruction.offset, instruction: instruction.text)
+        func refuse(_ code: RelocationError.Code, _ explanation: String) -> RelocationError {
+            RelocationError(
+                code: code, offset: instruction.offset, instruction: instruction.text, explanation: explanation)
         }
         // A branch target: the copy's address when inside the copied bytes.
         func resolve(_ target: UInt) throws(RelocationError) -> UInt {
             let relative = Int(bitPattern: target &- base)
             guard relative >= 0 && relative < copiedLength else { return target }
-            guard let copy = inside(relative) else { throw refuse(.branchIntoInstruction) }
+            guard let copy = inside(relative) else {
+                throw refuse(
+                    .branchIntoInstruction,
+                    "it branches to offset \(relative), inside a copied instruction, which the trampoline cannot aim at"
+                )
+            }
             return copy
         }
         switch instruction.kind {
-        case .plain, .endsFlow:
+        case .plain:
             return instruction.bytes
-        case .ripRelative(let target, let displacementOffset):
-            guard let disp = fitsRel32(target, from: place &+ UInt(instruction.length)) else {
-                throw refuse(.ripRelativeOutOfRange)
+        case .ripRelative(let operand):
+            guard let disp = fitsRel32(operand.target, from: place &+ UInt(instruction.length)) else {
+                return try farMemoryAccess(instruction, operand)
             }
             var bytes = instruction.bytes
-            bytes.replaceSubrange(displacementOffset..<displacementOffset + 4, with: littleEndian(disp))
+            bytes.replaceSubrange(
+                operand.displacementOffset..<operand.displacementOffset + 4, with: littleEndian(disp))
             return bytes
         case .jump(let target):
             return jump(from: place, to: try resolve(target))
@@ -274,10 +318,19 @@ enum Relocator {
             if let rel = fitsRel32(target, from: place &+ 6) { return [0x0F, 0x80 | condition] + littleEndian(rel) }
             return [0x70 | (condition ^ 1), 14] + absoluteJump(to: target)
         case .call(let target):
+            if instruction.callsNext {
+                // push imm32 (sign-extended); mov dword [rsp+4], imm32: the original's return address.
+                let returnAddress = UInt64(base) + UInt64(instruction.offset + instruction.length)
+                return [0x68] + littleEndian(UInt32(truncatingIfNeeded: returnAddress))
+                    + [0xC7, 0x44, 0x24, 0x04] + littleEndian(UInt32(truncatingIfNeeded: returnAddress >> 32))
+            }
             let relative = Int(bitPattern: target &- base)
-            // Into the copied bytes or to their end: the callee would read a return address
-            // in the trampoline, as the `call $+5; pop` position thunk does.
-            if relative >= 0 && relative <= copiedLength { throw refuse(.unsupportedInstruction) }
+            if relative >= 0 && relative < copiedLength {
+                throw refuse(
+                    .unsupportedInstruction,
+                    "it calls offset \(relative), inside the bytes the patch overwrites: only `call $+5` is moved there, as a call aimed at the copy would push a return address in the trampoline that the code it calls may read"
+                )
+            }
             if let rel = fitsRel32(target, from: place &+ 5) { return [0xE8] + littleEndian(rel) }
             return [0xFF, 0x15, 2, 0, 0, 0, 0xEB, 8] + littleEndian(UInt64(target))
         case .counterBranch(let target):
@@ -286,148 +339,13 @@ enum Relocator {
             bytes[bytes.count - 1] = 2
             let far = jump(from: place &+ UInt(bytes.count + 2), to: target)
             return bytes + [0xEB, UInt8(far.count)] + far
-        case .unsupported:
-            throw refuse(.unsupportedInstruction)
+        case .transactionBegin(let target):
+            let target = try resolve(target)
+            if let rel = fitsRel32(target, from: place &+ 6) { return [0xC7, 0xF8] + littleEndian(rel) }
+            // The abort lands on the absolute jump; the transaction starts past it.
+            return [0xC7, 0xF8, 2, 0, 0, 0, 0xEB, 14] + absoluteJump(to: target)
+        case .unsupported(_, let reason):
+            throw refuse(.unsupportedInstruction, reason)
         }
-    }
-}
-
-// MARK: - Decoding
-
-/// One decoded instruction and what relocating it involves.
-struct Instruction {
-    enum Kind {
-        case plain
-        /// A `ret`, indirect `jmp`, `int3`, `ud2` or `hlt`: what follows may not be this code.
-        case endsFlow
-        case ripRelative(target: UInt, displacementOffset: Int)
-        /// `jmp rel8/rel32` (also ends the flow).
-        case jump(target: UInt)
-        /// `jcc rel8/rel32` with its condition code (the low nibble of the opcode).
-        case conditional(condition: UInt8, target: UInt)
-        case call(target: UInt)
-        /// `loop`, `loope`, `loopne`, `jecxz`, `jrcxz`.
-        case counterBranch(target: UInt)
-        case unsupported(target: UInt?)
-
-        var endsFlow: Bool {
-            switch self {
-            case .endsFlow, .jump: true
-            default: false
-            }
-        }
-
-        /// The target of a relative branch.
-        var target: UInt? {
-            switch self {
-            case .jump(let target), .conditional(_, let target), .call(let target), .counterBranch(let target):
-                target
-            case .unsupported(let target): target
-            default: nil
-            }
-        }
-    }
-
-    let offset: Int
-    let length: Int
-    let bytes: [UInt8]
-    let text: String
-    let kind: Kind
-    let isEndbr64: Bool
-    /// Any `call`, direct or indirect.
-    var isCall = false
-    /// A `nop` of any length or an `int3`: what aligns functions.
-    var isPadding = false
-}
-
-/// Zydis's 64-bit decoder and Intel formatter.
-private struct Decoder {
-    private var decoder = ZydisDecoder()
-    private var formatter = ZydisFormatter()
-
-    init() {
-        ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)
-        ZydisFormatterInit(&formatter, ZYDIS_FORMATTER_STYLE_INTEL)
-    }
-
-    private static func succeeded(_ status: ZyanStatus) -> Bool { status & 0x8000_0000 == 0 }
-
-    func decode(_ code: UnsafeRawPointer, offset: Int, available: Int) throws(RelocationError) -> Instruction {
-        var decoder = decoder
-        var formatter = formatter
-        let address = code + offset
-        var instruction = ZydisDecodedInstruction()
-        var operands = [ZydisDecodedOperand](repeating: ZydisDecodedOperand(), count: 10)
-        let status = operands.withUnsafeMutableBufferPointer {
-            ZydisDecoderDecodeFull(&decoder, address, available, &instruction, $0.baseAddress)
-        }
-        guard Self.succeeded(status) else {
-            let shown = UnsafeRawBufferPointer(start: address, count: max(available, 0)).prefix(4)
-            let hex = shown.map {
-                String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16)
-            }
-            throw RelocationError(code: .undecodable, offset: offset, instruction: hex.joined(separator: " "))
-        }
-        let runtime = UInt(bitPattern: address)
-        var buffer = [CChar](repeating: 0, count: 256)
-        _ = operands.withUnsafeBufferPointer { operands in
-            ZydisFormatterFormatInstruction(
-                &formatter, &instruction, operands.baseAddress, instruction.operand_count_visible,
-                &buffer, buffer.count, UInt64(runtime), nil)
-        }
-        let text = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        let length = Int(instruction.length)
-        let bytes = Array(UnsafeRawBufferPointer(start: address, count: length))
-
-        func absolute(_ operand: ZydisDecodedOperand) -> UInt? {
-            var result: UInt64 = 0
-            var operand = operand
-            guard Self.succeeded(ZydisCalcAbsoluteAddress(&instruction, &operand, UInt64(runtime), &result)) else {
-                return nil
-            }
-            return UInt(result)
-        }
-        let visible = operands.prefix(Int(instruction.operand_count))
-        let relativeImmediate = visible.first { $0.type == ZYDIS_OPERAND_TYPE_IMMEDIATE && $0.imm.is_relative != 0 }
-        let ripMemory = visible.first { $0.type == ZYDIS_OPERAND_TYPE_MEMORY && $0.mem.base == ZYDIS_REGISTER_RIP }
-
-        let kind: Instruction.Kind
-        let opcode = instruction.opcode
-        if let immediate = relativeImmediate {
-            let target = absolute(immediate)
-            let legacy = instruction.encoding == ZYDIS_INSTRUCTION_ENCODING_LEGACY
-            if let target, legacy, instruction.operand_width == 64 {
-                if instruction.opcode_map == ZYDIS_OPCODE_MAP_DEFAULT {
-                    switch opcode {
-                    case 0xEB, 0xE9: kind = .jump(target: target)
-                    case 0xE8: kind = .call(target: target)
-                    case 0x70...0x7F: kind = .conditional(condition: opcode & 0xF, target: target)
-                    case 0xE0...0xE3: kind = .counterBranch(target: target)
-                    default: kind = .unsupported(target: target)
-                    }
-                } else if instruction.opcode_map == ZYDIS_OPCODE_MAP_0F && (0x80...0x8F).contains(opcode) {
-                    kind = .conditional(condition: opcode & 0xF, target: target)
-                } else {
-                    kind = .unsupported(target: target)
-                }
-            } else {
-                kind = .unsupported(target: target)
-            }
-        } else if let memory = ripMemory, let target = absolute(memory), instruction.raw.disp.size == 32 {
-            kind = .ripRelative(target: target, displacementOffset: Int(instruction.raw.disp.offset))
-        } else if ripMemory != nil {
-            kind = .unsupported(target: nil)
-        } else if [ZYDIS_MNEMONIC_RET, ZYDIS_MNEMONIC_JMP, ZYDIS_MNEMONIC_INT3, ZYDIS_MNEMONIC_UD2, ZYDIS_MNEMONIC_HLT]
-            .contains(instruction.mnemonic)
-        {
-            kind = .endsFlow
-        } else {
-            kind = .plain
-        }
-        return Instruction(
-            offset: offset, length: length, bytes: bytes, text: text, kind: kind,
-            isEndbr64: instruction.mnemonic == ZYDIS_MNEMONIC_ENDBR64,
-            isCall: instruction.mnemonic == ZYDIS_MNEMONIC_CALL,
-            isPadding: instruction.mnemonic == ZYDIS_MNEMONIC_NOP || instruction.mnemonic == ZYDIS_MNEMONIC_INT3)
     }
 }

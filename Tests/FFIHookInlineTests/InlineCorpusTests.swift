@@ -162,12 +162,16 @@ extension InlineSuites {
 
         @Test func refusalsAreGroupedByWhatFollowsTheInstruction() {
             let ends = Self.reason(
-                of: "cannot relocate `ret` at offset 3: the function ends before the bytes to overwrite")
-            #expect(ends.reason == "the function ends before the bytes to overwrite" && ends.instruction == "ret")
+                of: "`ret` at offset 3 ends the function before the bytes the patch overwrites end (0 ..< 5)")
+            #expect(ends.reason == "ends the function before the bytes the patch overwrites end (N ..< N)")
+            #expect(ends.instruction == "ret")
             let call = Self.reason(
                 of: "`call 0x7f0012345678` at offset 2 would be overwritten with the instruction it returns to "
                     + "(offset 7): a thread inside the called function would return into the patch")
-            #expect(call.reason == "would be overwritten with the instruction it returns to (offset N)")
+            #expect(
+                call.reason
+                    == "would be overwritten with the instruction it returns to (offset N): a thread inside the called "
+                    + "function would return into the patch")
             #expect(call.instruction == "call X")
             let branch = Self.reason(
                 of: "`jnz 0x55aa00001002` at offset 8 branches to offset 2, inside the bytes the patch overwrites")
@@ -175,9 +179,27 @@ extension InlineSuites {
             #expect(branch.instruction == "jnz X")
             let far = Self.reason(
                 of: "cannot relocate `mov rax, [0x1234]` at offset 0: its RIP-relative address is beyond ±2 GB of "
-                    + "the trampoline")
-            #expect(far.reason == "cannot relocate: its RIP-relative address is beyond ±N GB of the trampoline")
+                    + "the trampoline, and it uses every register that could hold the address")
+            #expect(
+                far.reason
+                    == "cannot relocate: its RIP-relative address is beyond ±N GB of the trampoline, and it uses every "
+                    + "register that could hold the address")
             #expect(far.instruction == "mov rax, [X]")
+            let scan = Self.reason(
+                of: "the function's body cannot be decoded at offset 40 (bytes 06 0f 1f 44) to look for branches into "
+                    + "the patch: Zydis knows no valid instruction beginning with them")
+            #expect(
+                scan.reason
+                    == "the function's body cannot be decoded at offset N (bytes X) to look for branches into the patch: "
+                    + "Zydis knows no valid instruction beginning with them")
+            #expect(scan.instruction == "")
+            let cut = Self.reason(
+                of: "the function's code ends at the end of mapped executable memory (offset 4): the 3 bytes left at "
+                    + "offset 1 (48 b8 01) begin an instruction but do not hold it")
+            #expect(
+                cut.reason
+                    == "the function's code ends at the end of mapped executable memory (offset N): the N bytes left at "
+                    + "offset N (X) begin an instruction but do not hold it")
         }
 
         // MARK: - Planning
@@ -238,28 +260,42 @@ extension InlineSuites {
             return nil
         }
 
-        /// A refusal's reason (the message after the instruction and its offset, numbers as `N`)
-        /// and its instruction with constants as `X`: "cannot relocate `ret` at offset 2: the
-        /// function ends before the bytes to overwrite" gives "the function ends before the
-        /// bytes to overwrite" and "ret".
+        /// A refusal's reason (the message without its instruction and the instruction's offset,
+        /// bytes in hex as `X`, numbers as `N`) and its instruction (the first one in backquotes)
+        /// with constants as `X`: "cannot relocate `jmp 0x7f…` at offset 2: …" gives "cannot
+        /// relocate: …" and "jmp X".
         static func reason(of message: String) -> (reason: String, instruction: String) {
             let parts = message.split(separator: "`", maxSplits: 2, omittingEmptySubsequences: false)
-            guard parts.count == 3 else { return (numbersReplaced(message), "") }
-            let lead = String(parts[0].reversed().drop { $0 == " " }.reversed()).drop { $0 == " " }
+            guard parts.count == 3 else { return (numbersReplaced(bytesReplaced(message)), "") }
+            let lead = String(parts[0].reversed().drop { $0 == " " }.reversed())
             var rest = Substring(parts[2])
             if rest.hasPrefix(" at offset ") {
                 rest = rest.dropFirst(" at offset ".count).drop { $0.isNumber }
             }
-            rest = rest.drop { $0 == ":" || $0 == " " }
-            var reason: String
-            if lead.isEmpty {
-                // "`call …` at offset 3 would be overwritten with … (offset 8): a thread …"
-                reason = String(rest.prefix { $0 != ":" })
-            } else {
-                reason = lead + ": " + rest
+            rest = rest.drop { $0 == " " }
+            let reason = lead.isEmpty ? String(rest) : rest.hasPrefix(":") ? lead + rest : lead + " " + rest
+            return (numbersReplaced(bytesReplaced(reason)), constantsReplaced(String(parts[1])))
+        }
+
+        /// Each parenthesized run of bytes in hex as `X`: `(bytes 06 cc)` as `(bytes X)`, `(48 b8)`
+        /// as `(X)`.
+        static func bytesReplaced(_ text: String) -> String {
+            var result = ""
+            var rest = Substring(text)
+            while let open = rest.firstIndex(of: "(") {
+                result += rest[..<open]
+                guard let close = rest[open...].firstIndex(of: ")") else {
+                    rest = rest[open...]
+                    break
+                }
+                let inside = rest[rest.index(after: open)..<close]
+                let lead = inside.hasPrefix("bytes ") ? "bytes " : ""
+                let words = inside.dropFirst(lead.count).split(separator: " ")
+                let isHex = !words.isEmpty && words.allSatisfy { $0.count == 2 && $0.allSatisfy(\.isHexDigit) }
+                result += isHex ? "(" + lead + "X)" : "(" + inside + ")"
+                rest = rest[rest.index(after: close)...]
             }
-            if rest.hasPrefix("the function ends before the bytes to overwrite") { reason = String(rest) }
-            return (numbersReplaced(reason), constantsReplaced(String(parts[1])))
+            return result + rest
         }
 
         static func numbersReplaced(_ text: String) -> String {

@@ -146,13 +146,23 @@ extension InlineSuites {
             }
         }
 
-        @Test func thePositionThunkIsRefused() throws {
+        /// `call $+5; pop rax`: the trampoline pushes the original's return address, so the
+        /// function computes the same through the patch.
+        @Test func thePositionThunkIsHooked() throws {
+            typealias Nullary = @convention(c) () -> Int64
             #expect(ct_inline_thunk() == 0)
-            let thunk = unsafeBitCast(ct_inline_thunk as @convention(c) () -> Int64, to: UnsafeRawPointer.self)
-            let error = #expect(throws: HookError.self) { try InlineFunction(address: thunk) }
-            #expect(error?.code == .unhookableFunction)
-            #expect(error?.message.contains("`call") == true, Comment(rawValue: error?.message ?? ""))
-            #expect(error?.message.contains("at offset 0") == true, Comment(rawValue: error?.message ?? ""))
+            let thunk = unsafeBitCast(ct_inline_thunk as Nullary, to: UnsafeRawPointer.self)
+            let function = try InlineFunction(address: thunk)
+            let calls = Count()
+            let token = try Hook.after(on: function.slot, signature: Signature("q"), options: .onInstallingThreadOnly) {
+                _ in calls.add()
+            }
+            #expect(function.isPatched)
+            #expect(ct_inline_thunk() == 0)
+            #expect(function.original(as: Nullary.self)() == 0)
+            token.remove()
+            #expect(calls.current == 1)
+            #expect(!function.isPatched)
         }
 
         @Test func anAddressInsideAFunctionIsRefused() throws {

@@ -223,25 +223,54 @@ struct UnaryFixture: CustomStringConvertible, Sendable {
     }
 }
 
-/// What the relocator refuses, with its error's code, offset and instruction.
-@Suite struct RelocatorRefusalTests {
-    func refusal(
-        _ bytes: [UInt8], patchLength: Int = 5, trampoline: UInt? = nil, functionSize: Int? = nil
-    ) -> RelocationError? {
-        var padded = bytes + [UInt8](repeating: 0xCC, count: 16)
-        return padded.withUnsafeMutableBytes { buffer -> RelocationError? in
-            let code = UnsafeRawPointer(buffer.baseAddress!)
-            do throws(RelocationError) {
-                _ = try Relocator.relocate(
-                    code: code, patchLength: patchLength, trampoline: trampoline ?? UInt(bitPattern: code) + 0x1000,
-                    functionSize: functionSize)
-                return nil
-            } catch {
-                return error
-            }
+/// The relocator's refusal of `bytes` (followed by 16 `int3`s), nil when it relocates them, for
+/// a trampoline `trampolineOffset` bytes after them (or at `trampoline`).
+func refusal(
+    _ bytes: [UInt8], patchLength: Int = 5, trampoline: UInt? = nil, trampolineOffset: UInt = 0x1000,
+    functionSize: Int? = nil, mappedSize: Int? = nil
+) -> RelocationError? {
+    var padded = bytes + [UInt8](repeating: 0xCC, count: 16)
+    return padded.withUnsafeMutableBytes { buffer -> RelocationError? in
+        let code = UnsafeRawPointer(buffer.baseAddress!)
+        do throws(RelocationError) {
+            _ = try Relocator.relocate(
+                code: code, patchLength: patchLength,
+                trampoline: trampoline ?? UInt(bitPattern: code) &+ trampolineOffset,
+                functionSize: functionSize, mappedSize: mappedSize)
+            return nil
+        } catch {
+            return error
         }
     }
+}
 
+/// Relocates `bytes` (followed by 16 `int3`s) for a trampoline `trampolineOffset` bytes after
+/// them and gives `body` the relocation and the bytes' address.
+func withRelocation(
+    of bytes: [UInt8], patchLength: Int = 5, trampolineOffset: UInt = 0x1000,
+    _ body: (Relocation, _ code: UInt) throws -> Void
+) throws {
+    var padded = bytes + [UInt8](repeating: 0xCC, count: 16)
+    try padded.withUnsafeMutableBytes { buffer in
+        let code = UnsafeRawPointer(buffer.baseAddress!)
+        let relocation = try Relocator.relocate(
+            code: code, patchLength: patchLength, trampoline: UInt(bitPattern: code) &+ trampolineOffset)
+        try body(relocation, UInt(bitPattern: code))
+    }
+}
+
+/// The 4 bytes at `offset` of `bytes` as a signed 32-bit integer.
+func int32(_ bytes: [UInt8], at offset: Int) -> Int32 {
+    Int32(bitPattern: bytes[offset..<offset + 4].reversed().reduce(0) { $0 << 8 | UInt32($1) })
+}
+
+/// The 8 bytes at `offset` of `bytes` as an unsigned 64-bit integer.
+func uint64(_ bytes: [UInt8], at offset: Int) -> UInt64 {
+    bytes[offset..<offset + 8].reversed().reduce(0) { $0 << 8 | UInt64($1) }
+}
+
+/// What the relocator refuses, with its error's code, offset and instruction.
+@Suite struct RelocatorRefusalTests {
     @Test func threeByteFunction() throws {
         let code = unsafeBitCast(ct_inline_tiny as @convention(c) (Int32) -> Int32, to: UnsafeRawPointer.self)
         for size in [nil, Int(ct_inline_tiny_size)] {
@@ -249,30 +278,31 @@ struct UnaryFixture: CustomStringConvertible, Sendable {
                 try Relocator.relocate(
                     code: code, patchLength: 5, trampoline: UInt(bitPattern: code), functionSize: size)
             }
-            #expect(error == RelocationError(code: .functionTooShort, offset: 2, instruction: "ret"))
+            #expect(error?.code == .functionTooShort)
+            #expect(error?.offset == 2)
+            #expect(error?.instruction == "ret")
         }
         #expect(ct_inline_tiny_size == 3)
     }
 
     @Test func patchShorterThanAJump() {
-        #expect(refusal([0x90, 0x90, 0x90, 0x90, 0x90], patchLength: 4)?.code == .patchTooShort)
+        let error = refusal([0x90, 0x90, 0x90, 0x90, 0x90], patchLength: 4)
+        #expect(error?.code == .patchTooShort)
+        #expect(error?.description == "a patch needs at least 5 bytes; 4 were asked")
     }
 
     @Test func undecodableBytes() {
         // 06 (push es) does not exist in 64-bit mode.
-        #expect(refusal([0x06, 0x90]) == RelocationError(code: .undecodable, offset: 0, instruction: "06 90 cc cc"))
-        #expect(refusal([0x90, 0x06]) == RelocationError(code: .undecodable, offset: 1, instruction: "06 cc cc cc"))
-    }
-
-    @Test func ripRelativeOutOfRange() throws {
-        let code = codeAddress(ct_inline_rip)
-        let error = #expect(throws: RelocationError.self) {
-            try Relocator.relocate(code: code, patchLength: 5, trampoline: UInt(bitPattern: code) + 0x2_0000_0000)
-        }
-        #expect(error?.code == .ripRelativeOutOfRange)
-        #expect(error?.offset == 0)
-        #expect(error?.instruction.hasPrefix("mov rax, [0x") == true)
-        #expect(error?.description.contains("beyond ±2 GB of the trampoline") == true)
+        let first = refusal([0x06, 0x90])
+        #expect(first?.code == .undecodable && first?.offset == 0 && first?.instruction == "06 90 cc cc")
+        #expect(
+            first?.description
+                == "cannot decode the instruction at offset 0 (bytes 06 90 cc cc): Zydis knows no valid instruction beginning with them"
+        )
+        let second = refusal([0x90, 0x06])
+        #expect(second?.code == .undecodable && second?.offset == 1 && second?.instruction == "06 cc cc cc")
+        // F0 (lock) before a mov to a register.
+        #expect(refusal([0xF0, 0x48, 0x89, 0xF8])?.explanation == "it has a LOCK prefix it cannot take")
     }
 
     @Test func branchIntoACopiedInstruction() {
@@ -282,24 +312,56 @@ struct UnaryFixture: CustomStringConvertible, Sendable {
         #expect(error?.offset == 0)
     }
 
-    @Test func callIntoTheCopiedBytes() {
-        // call $+5; pop rax: the thunk reads its own address.
-        let error = refusal([0xE8, 0, 0, 0, 0, 0x58, 0xC3], patchLength: 6)
-        #expect(error?.code == .unsupportedInstruction)
-        #expect(error?.offset == 0)
-        #expect(error?.instruction.hasPrefix("call 0x") == true)
+    @Test func callIntoTheCopiedBytesOtherThanToTheNextInstruction() {
+        // nop; call back to offset 0: inside the bytes the patch overwrites.
+        let back = refusal([0x90, 0xE8, 0xFA, 0xFF, 0xFF, 0xFF, 0xC3])
+        #expect(back?.code == .unsupportedInstruction)
+        #expect(back?.offset == 1)
+        #expect(back?.instruction.hasPrefix("call 0x") == true)
+        #expect(back?.explanation.hasPrefix("it calls offset 0, inside the bytes the patch overwrites") == true)
     }
 
-    @Test func transactionBegin() {
-        // xbegin rel32.
-        let error = refusal([0xC7, 0xF8, 0, 0, 0, 0])
+    /// A short function copied whole with its padding, whose call goes to the next function:
+    /// an ordinary call, listed as inner (its return address is in the copied bytes).
+    @Test func callToTheEndOfTheCopiedBytes() throws {
+        // push rbp; call +2 (offset 8); pop rbp; ret; nop; nop (padding); the next function.
+        try withRelocation(of: [0x55, 0xE8, 0x02, 0, 0, 0, 0x5D, 0xC3, 0x90, 0x90], patchLength: 8) {
+            relocation, code in
+            #expect(relocation.copiedLength == 8)
+            #expect(relocation.bytes[1] == 0xE8)
+            #expect(UInt(bitPattern: Int(int32(relocation.bytes, at: 2))) &+ code + 0x1000 + 6 == code + 8)
+            #expect(relocation.innerCalls.map(\.offset) == [1])
+            #expect(relocation.innerCalls.map(\.target) == [6])
+        }
+    }
+
+    @Test func operandRelativeToEIP() {
+        // mov eax, [eip + 0]: the 67 prefix makes the address 32 bits wide.
+        let error = refusal([0x67, 0x8B, 0x05, 0, 0, 0, 0])
         #expect(error?.code == .unsupportedInstruction)
-        #expect(error?.instruction.hasPrefix("xbegin") == true)
+        #expect(error?.explanation.contains("relative to eip") == true)
+    }
+
+    /// A `jmp` through memory ends the flow as a `jmp` to a register does: without a size, what
+    /// follows it is not taken as the function's.
+    @Test func jumpThroughMemoryEndsTheFunction() {
+        let error = refusal([0xFF, 0x25, 0, 0, 0, 0], patchLength: 14)
+        #expect(error?.code == .functionTooShort)
+        #expect(error?.offset == 0)
+        #expect(error?.instruction.hasPrefix("jmp ") == true)
     }
 
     @Test func retBeforeTheBytesToOverwrite() {
-        #expect(refusal([0x31, 0xC0, 0xC3]) == RelocationError(code: .functionTooShort, offset: 2, instruction: "ret"))
+        let ret = refusal([0x31, 0xC0, 0xC3])
+        #expect(ret?.code == .functionTooShort && ret?.offset == 2 && ret?.instruction == "ret")
+        #expect(
+            ret?.description
+                == "`ret` at offset 2 ends the function before the bytes the patch overwrites end (0 ..< 5)")
         // With a size, the size decides.
-        #expect(refusal([0x31, 0xC0, 0x90, 0x90], functionSize: 4)?.code == .functionTooShort)
+        let sized = refusal([0x31, 0xC0, 0x90, 0x90], functionSize: 4)
+        #expect(sized?.code == .functionTooShort)
+        #expect(
+            sized?.description
+                == "the function ends at offset 4 (its size), before the bytes the patch overwrites end (0 ..< 5)")
     }
 }

@@ -33,9 +33,9 @@ final class CodeSlab: SlotObserver, @unchecked Sendable {
     static let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
     /// A stub (`jmp [rip + disp32]`, 6 bytes) and its padding; the trampoline follows it.
     static let stubSize = 8
-    /// The most code one plan can need (stub, relocated instructions, the jump back): a plan
-    /// is only placed in a slab with this much room left.
-    static let largestPlan = 512
+    /// The most code one plan can need (stub, relocated instructions, the 14-byte jump back):
+    /// a plan is only placed in a slab with this much room left.
+    static let largestPlan = stubSize + PlanRecord.maximumInstructions * Relocator.maximumCopyLength + 14
     /// How far a `rel32` reaches, with room for the slab itself.
     static let reach: UInt = 0x7FFF_0000
 

@@ -32,3 +32,11 @@ int64_t ct_inline_plain_loop(int64_t count, int64_t *hooked) {
     *hooked = seen;
     return count;
 }
+
+int ct_cpu_has_avx2(void) { return __builtin_cpu_supports("avx2"); }
+
+int ct_cpu_has_avx512vl(void) { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl"); }
+
+extern int64_t ct_inline_cell;
+
+int64_t ct_inline_cell_value(void) { return ct_inline_cell; }

@@ -133,11 +133,157 @@ FUNCTION(ct_inline_thunk)
         ret
 END(ct_inline_thunk)
 
+// () -> 0: call $+5 (5); mov rax, [rsp] (4); add rsp, 8 (4); lea rcx, [rip + label after the
+// call] (7); sub rax, rcx (3); ret. The call pushes its own end without a pop after it.
+FUNCTION(ct_inline_callnext)
+        call 1f
+1:      mov rax, qword ptr [rsp]
+        add rsp, 8
+        lea rcx, [rip + 1b]
+        sub rax, rcx
+        ret
+END(ct_inline_callnext)
+
+// Functions whose RIP-relative operands the relocator must reach from a trampoline beyond
+// ±2 GB (tests copy them whole).
+
+// a -> a + 41 + 41 + 26 + 1 = a + 109: add rax, [rip + global] with rcx, rdx, rbx, rsi live;
+// lea rdi, [rip + global]; cmp qword [rip + global], 41 (an immediate after the displacement).
+FUNCTION(ct_inline_ripmix)
+        push rbx
+        mov rax, rdi
+        mov ecx, 3
+        mov edx, 5
+        mov ebx, 7
+        mov esi, 11
+        add rax, qword ptr [rip + ct_inline_global]
+        lea rdi, [rip + ct_inline_global]
+        add rax, qword ptr [rdi]
+        add rax, rcx
+        add rax, rdx
+        add rax, rbx
+        add rax, rsi
+        cmp qword ptr [rip + ct_inline_global], 41
+        sete cl
+        movzx ecx, cl
+        add rax, rcx
+        pop rbx
+        ret
+END(ct_inline_ripmix)
+
+// a -> a < 0 ? 43 : 41: the flags of cmp rdi, 0 live across mov rax, [rip + global].
+FUNCTION(ct_inline_ripflags)
+        cmp rdi, 0
+        mov rax, qword ptr [rip + ct_inline_global]
+        mov ecx, 0
+        setl cl
+        lea rax, [rax + rcx * 2]
+        ret
+END(ct_inline_ripflags)
+
+// a -> a + 41: a kept in the red zone at [rsp - 8] and [rsp - 128] across a RIP-relative load.
+FUNCTION(ct_inline_ripredzone)
+        mov qword ptr [rsp - 8], rdi
+        mov qword ptr [rsp - 128], rdi
+        mov rax, qword ptr [rip + ct_inline_global]
+        add rax, qword ptr [rsp - 8]
+        add rax, qword ptr [rsp - 128]
+        sub rax, rdi
+        ret
+END(ct_inline_ripredzone)
+
+// a -> a + 1, through writable memory: mov [rip + cell], rdi; mov rax, [rip + cell]; inc.
+FUNCTION(ct_inline_ripstore)
+        mov qword ptr [rip + ct_inline_cell], rdi
+        mov rax, qword ptr [rip + ct_inline_cell]
+        add rax, 1
+        ret
+END(ct_inline_ripstore)
+
+// a -> a + 82: mov rax, [rip + global] with a REX.B that RIP-relative addressing ignores
+// (49 8B 05), then vpbroadcastq xmm0, [rip + global] with its VEX.B set likewise (C4 C2 79 59
+// 05): the rewrite through a register must clear both. AVX2.
+FUNCTION(ct_inline_ripvex)
+        .byte 0x49, 0x8B, 0x05
+        .long ct_inline_global - (. + 4)
+        .byte 0xC4, 0xC2, 0x79, 0x59, 0x05
+        .long ct_inline_global - (. + 4)
+        vmovq rcx, xmm0
+        add rax, rcx
+        add rax, rdi
+        ret
+END(ct_inline_ripvex)
+
+// a -> a + 41: vpbroadcastq xmm1, [rip + global] in EVEX with its B set (62 D2 FD 08 59 0D).
+// AVX-512F and VL.
+FUNCTION(ct_inline_ripevex)
+        .byte 0x62, 0xD2, 0xFD, 0x08, 0x59, 0x0D
+        .long ct_inline_global - (. + 4)
+        vmovq rax, xmm1
+        add rax, rdi
+        ret
+END(ct_inline_ripevex)
+
+// a -> a + 41: push qword [rip + global]; pop rax, with a kept at [rsp - 16] across them.
+FUNCTION(ct_inline_rippush)
+        mov qword ptr [rsp - 16], rdi
+        push qword ptr [rip + ct_inline_global]
+        pop rax
+        add rax, qword ptr [rsp - 16]
+        ret
+END(ct_inline_rippush)
+
+// a -> 2a: a kept at [rsp - 8], then jmp qword [rip + ct_inline_jump_cell] to
+// ct_inline_redzone_double, which reads it there.
+FUNCTION(ct_inline_ripjmp)
+        mov qword ptr [rsp - 8], rdi
+        jmp qword ptr [rip + ct_inline_jump_cell]
+END(ct_inline_ripjmp)
+
+FUNCTION(ct_inline_redzone_double)
+        mov rax, qword ptr [rsp - 8]
+        add rax, rax
+        ret
+END(ct_inline_redzone_double)
+
+// a -> a + 100: call qword [rip + ct_inline_call_cell] (ct_inline_helper); add rax, rdi.
+FUNCTION(ct_inline_ripcall)
+        sub rsp, 8
+        call qword ptr [rip + ct_inline_call_cell]
+        add rsp, 8
+        add rax, rdi
+        ret
+END(ct_inline_ripcall)
+
+// a -> a + 3 + 0x1122334455667788, starting 16 bytes before a page boundary, so that its
+// 10-byte movabs at offset 13 straddles the boundary: mov rax, rdi (3); add rax, 1 (4);
+// xor ecx, ecx (2); add rcx, 2 (4); movabs rdx, imm64 (10, offsets 13 ..< 23, the page ends
+// at 16); add rax, rdx; add rax, rcx; ret. A test splits the mapping at the boundary.
+        .p2align 12
+        .skip 4096 - 16, 0xCC
+FUNCTION(ct_inline_straddle)
+        mov rax, rdi
+        add rax, 1
+        xor ecx, ecx
+        add rcx, 2
+        movabs rdx, 0x1122334455667788
+        add rax, rdx
+        add rax, rcx
+        ret
+END(ct_inline_straddle)
+
         .data
         .p2align 3
         .globl ct_inline_global
 ct_inline_global:
         .quad 41
+        .globl ct_inline_cell
+ct_inline_cell:
+        .quad 0
+ct_inline_jump_cell:
+        .quad ct_inline_redzone_double
+ct_inline_call_cell:
+        .quad ct_inline_helper
 
         .section .note.GNU-stack, "", @progbits
 #endif

@@ -38,13 +38,49 @@ int64_t ct_inline_callreg(int64_t (*f)(void));
 /// 0: the address its `call $+5` pushed, minus the address of the instruction after it.
 int64_t ct_inline_thunk(void);
 
+/// 0: the address its `call $+5` pushed, read from the stack, minus the address after the call.
+int64_t ct_inline_callnext(void);
+
+/// a + 109, with RIP-relative operands among live registers (add, lea, cmp with an immediate).
+int64_t ct_inline_ripmix(int64_t a);
+/// a < 0 ? 43 : 41, with flags live across a RIP-relative load.
+int64_t ct_inline_ripflags(int64_t a);
+/// a + 41, with a kept in the red zone across a RIP-relative load.
+int64_t ct_inline_ripredzone(int64_t a);
+/// a + 1, stored to and loaded from ct_inline_cell RIP-relative.
+int64_t ct_inline_ripstore(int64_t a);
+/// a + 82: RIP-relative loads with a REX.B and a VEX.B that the operand ignores (AVX2).
+int64_t ct_inline_ripvex(int64_t a);
+/// a + 41: an EVEX RIP-relative load with an EVEX.B the operand ignores (AVX-512F, VL).
+int64_t ct_inline_ripevex(int64_t a);
+/// a + 41, through push qword [rip + ct_inline_global].
+int64_t ct_inline_rippush(int64_t a);
+/// 2a, through jmp qword [rip + cell] to a function that reads a from the red zone.
+int64_t ct_inline_ripjmp(int64_t a);
+/// a + 100, through call qword [rip + cell] to ct_inline_helper.
+int64_t ct_inline_ripcall(int64_t a);
+
+/// What ct_inline_ripstore last stored.
+int64_t ct_inline_cell_value(void);
+
+/// Whether this processor runs AVX2, and AVX-512F with VL.
+int ct_cpu_has_avx2(void);
+int ct_cpu_has_avx512vl(void);
+
+/// a + 3 + 0x1122334455667788; it starts 16 bytes before a page boundary and an instruction at
+/// offset 13 straddles the boundary.
+int64_t ct_inline_straddle(int64_t a);
+
 /// 41.
 extern int64_t ct_inline_global;
 
 /// The functions' sizes in bytes.
 extern const int64_t ct_inline_plain_size, ct_inline_rip_size, ct_inline_jmp8_size, ct_inline_jcc8_size,
     ct_inline_call_size, ct_inline_loop_size, ct_inline_jrcxz_size, ct_inline_endbr_size, ct_inline_backward_size,
-    ct_inline_tiny_size, ct_inline_spin_size, ct_inline_callreg_size, ct_inline_thunk_size;
+    ct_inline_tiny_size, ct_inline_spin_size, ct_inline_callreg_size, ct_inline_thunk_size,
+    ct_inline_straddle_size, ct_inline_callnext_size, ct_inline_ripmix_size, ct_inline_ripflags_size,
+    ct_inline_ripredzone_size, ct_inline_ripstore_size, ct_inline_ripvex_size, ct_inline_ripevex_size,
+    ct_inline_rippush_size, ct_inline_ripjmp_size, ct_inline_ripcall_size;
 
 /// Calls fixture `which` (0 plain(a, b), 1 rip, 2 jmp8, 3 jcc8, 4 call, 5 loop, 6 jrcxz,
 /// 7 endbr, 8 backward, 9 tiny) with a direct `call`, as code inside one object does.
