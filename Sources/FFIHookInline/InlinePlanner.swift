@@ -381,16 +381,21 @@ enum InlinePlanner {
 }
 
 /// A slab's mapping, unmapped when reclamation releases it.
-private final class SlabMemory: Sendable {
+final class SlabMemory: Sendable {
     let base: UInt
     let size: Int
+    /// How many slabs have been unmapped in all.
+    static let unmapped = Atomic<Int>(0)
 
     init(_ slab: CodeSlab) {
         base = slab.base
         size = slab.codeSize + slab.capacity * MemoryLayout<UInt>.stride
     }
 
-    deinit { munmap(UnsafeMutableRawPointer(bitPattern: base), size) }
+    deinit {
+        munmap(UnsafeMutableRawPointer(bitPattern: base), size)
+        Self.unmapped.add(1, ordering: .relaxed)
+    }
 }
 
 /// The loaded objects' address ranges, to tell which object holds an address quickly, and each

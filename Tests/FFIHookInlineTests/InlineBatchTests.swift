@@ -1,3 +1,4 @@
+import CFFIHookSupport
 import CTestSupport
 import CZlib
 import FFIHook
@@ -108,6 +109,40 @@ extension InlineSuites {
                 try InlineBatch(addresses: [plain, notCode], options: .allOrNothing)
             }
             #expect(throws: HookError.self) { try InlineBatch(library: "libno-such-library.so.7") }
+        }
+
+        /// A library's slab goes with the library: the next batch planned after `dlclose` forgets
+        /// its plans, and its memory is unmapped once no hooked call can be inside it.
+        @Test func anUnloadedLibrarysSlabIsUnmapped() throws {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("inline-slab-\(getpid())")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let source = directory.appendingPathComponent("slab.c")
+            let library = directory.appendingPathComponent("libinlineslab.so")
+            let functions = (0..<20).map { "long slab_\($0)(long value) { return value * \($0 + 2) + \($0); }" }
+            try functions.joined(separator: "\n").write(to: source, atomically: true, encoding: .utf8)
+            try #require(system("cc -O1 -shared -fPIC -o '\(library.path)' '\(source.path)'") == 0)
+            let handle = try #require(dlopen(library.path, RTLD_NOW | RTLD_LOCAL))
+            var base: UInt = 0
+            do {
+                let batch = try InlineBatch(library: library.path)
+                #expect(batch.functions.count == 20 && batch.refusals.isEmpty)
+                try batch.patch()
+                let slab = try #require(batch.functions.first?.plan.slab)
+                #expect(batch.functions.allSatisfy { $0.plan.slab === slab })
+                base = slab.base
+                let three = unsafeBitCast(
+                    try #require(dlsym(handle, "slab_3")), to: (@convention(c) (Int) -> Int).self)
+                #expect(three(10) == 53)
+                try batch.unpatch()
+            }
+            #expect(ffh_is_mapped(UnsafeRawPointer(bitPattern: base)) != 0)
+            let unmapped = SlabMemory.unmapped.load(ordering: .relaxed)
+            #expect(dlclose(handle) == 0)
+            // The next batch notices the library is gone.
+            _ = try InlineBatch(symbols: ["crc32"], in: "libz.so.1")
+            try Hook.waitForReclamation()
+            #expect(SlabMemory.unmapped.load(ordering: .relaxed) == unmapped + 1)
         }
 
         @Test func fourThreadsCallingWhileABatchIsHookedAndUnhookedSeeExactCounts() throws {

@@ -82,6 +82,13 @@ final class CodeSlab: SlotObserver, @unchecked Sendable {
         states = .allocate(capacity: capacity)
     }
 
+    deinit {
+        records.deinitialize(count: count)
+        records.deallocate()
+        states.deinitialize(count: count)
+        states.deallocate()
+    }
+
     /// The geometry of a slab for about `plans` plans: 48 bytes of code for each (a stub, a
     /// few relocated instructions and the jump back take about 35) in steps of 64 KiB, and a
     /// cell for every 24 bytes of it (the least code a plan takes).
