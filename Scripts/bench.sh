@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # libzydis-dev: the inline rows link FFIHookInline, whose relocator decodes with Zydis.
-packages=(libffi-dev pkg-config gcc gobjc libgnustep-base-dev libzydis-dev)
+# libssl3: libcrypto.so.3, the library the library rows plan and patch whole.
+packages=(libffi-dev pkg-config gcc gobjc libgnustep-base-dev libzydis-dev libssl3)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
