@@ -262,7 +262,7 @@ extension Hook {
         }
         let handle = try AttachEngine.attach(
             slot: slot.pointer, attachment: Attachment(onEnter: onEnter, onLeave: onLeave),
-            liftsProtection: options.contains(.liftsPageProtection))
+            liftsProtection: options.contains(.liftsPageProtection), owner: slot.owner)
         return HookToken(handle: handle)
     }
 }

@@ -12,6 +12,29 @@ public struct FunctionSlot: Sendable, Hashable, CustomStringConvertible {
     var problem: String?
     /// The function calls get while the slot holds NULL (0 for none); see ``withFallback(_:)``.
     var fallbackAddress: UInt = 0
+    /// What must stay alive while the slot is used, kept by every hook, replacement and attach
+    /// installed on it until it is removed: the plan of an inline function's jump cell, whose
+    /// memory goes once nothing refers to it. Not part of the slot's identity.
+    package var owner: (any AnyObject & Sendable)?
+
+    /// A slot at `address` whose memory `owner` keeps (see ``owner``).
+    package init(address: UInt, owner: any AnyObject & Sendable) {
+        self.address = address
+        self.problem = nil
+        self.owner = owner
+    }
+
+    /// Equal when they are the same slot: the same address, problem and fallback.
+    public static func == (lhs: FunctionSlot, rhs: FunctionSlot) -> Bool {
+        lhs.address == rhs.address && lhs.problem == rhs.problem && lhs.fallbackAddress == rhs.fallbackAddress
+    }
+
+    /// Hashes the slot's address, problem and fallback.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(address)
+        hasher.combine(problem)
+        hasher.combine(fallbackAddress)
+    }
 
     /// A slot at `address`, which must be aligned to a pointer and hold a C function pointer.
     ///

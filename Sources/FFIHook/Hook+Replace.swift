@@ -56,7 +56,8 @@ extension Hook {
         }
         let pointer = unsafeBitCast(function, to: UnsafeRawPointer?.self)
         let replacement = try SlotRegistry.shared.replace(
-            slot: slot.pointer, with: pointer, signature: nil, liftsProtection: options.contains(.liftsPageProtection))
+            slot: slot.pointer, with: pointer, signature: nil, liftsProtection: options.contains(.liftsPageProtection),
+            owner: slot.owner)
         return ReplacementToken(replacement)
     }
 }

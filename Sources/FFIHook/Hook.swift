@@ -42,7 +42,7 @@ public enum Hook {
         }
         let record = try SlotRegistry.shared.install(
             slot: slot.pointer, signature: signature, position: position, options: options,
-            fallback: slot.fallbackAddress, block: block)
+            fallback: slot.fallbackAddress, owner: slot.owner, block: block)
         return HookToken(record)
     }
 

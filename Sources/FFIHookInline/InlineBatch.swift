@@ -36,7 +36,9 @@ public import FFIHook
 /// way.
 ///
 /// A function's plan is shared with every ``InlineFunction`` of the same address, made before
-/// or after. Plans last as long as their library is loaded.
+/// or after. The batch, its functions, their slots and the hooks installed on them keep the
+/// plans; once nothing does and none is patched, their memory goes at a later planning (see
+/// <doc:InlineHooks>).
 public final class InlineBatch: Sendable, CustomStringConvertible {
     /// How a batch is planned and hooked.
     public struct Options: OptionSet, Sendable, Hashable {
@@ -139,14 +141,13 @@ public final class InlineBatch: Sendable, CustomStringConvertible {
         var unique: [UInt: PlanTarget] = [:]
         for target in targets where unique[target.address] == nil { unique[target.address] = target }
         let ordered = unique.values.sorted { $0.address < $1.address }
-        let results = InlinePlanner.plan(ordered)
+        let (results, group) = InlinePlanner.plan(ordered)
         var functions: [InlineFunction] = []
         var refusals = refused
         functions.reserveCapacity(ordered.count)
-        let names = FunctionNames(ordered.map(\.name))
         for (index, result) in results.enumerated() {
             switch result {
-            case .success(let plan): functions.append(InlineFunction(plan: plan, names: names, index: index))
+            case .success(let plan): functions.append(InlineFunction(plan: plan, group: group, index: index))
             case .failure(let refusal):
                 if options.contains(.allOrNothing) { throw refusal.error }
                 refusals.append(refusal)

@@ -33,20 +33,21 @@ public import FFIHook
 /// would overwrite, and a branch from elsewhere in the function into the overwritten bytes
 /// (found when the symbol tables give the function's size).
 public struct InlineFunction: Sendable, Hashable, CustomStringConvertible {
-    // The plan's slab and place there, and the names it was planned under (a batch's symbols)
-    // with which of them is its: in this order, 24 bytes (a batch of thousands keeps one each).
+    // The plan's slab and place there, and the group that planned it (which keeps the slab)
+    // with the function's place among its names: in this order, 24 bytes (a batch of thousands
+    // keeps one each).
     private let slab: CodeSlab
-    private let names: FunctionNames?
+    private let group: PlanGroup
     private let position: Int32
     private let nameIndex: Int32
 
     /// The plan: its slab and its place there.
     var plan: PlanReference { PlanReference(slab: slab, index: Int(position)) }
 
-    init(plan: PlanReference, names: FunctionNames?, index: Int) {
+    init(plan: PlanReference, group: PlanGroup, index: Int) {
         self.slab = plan.slab
         self.position = Int32(plan.index)
-        self.names = names
+        self.group = group
         self.nameIndex = Int32(index)
     }
 
@@ -57,8 +58,8 @@ public struct InlineFunction: Sendable, Hashable, CustomStringConvertible {
     ///   in executable memory, is an IFUNC resolver, or its first instructions cannot be
     ///   moved; ``/FFIHook/HookError/Code-swift.struct/unsupportedPlatform`` off Linux x86-64.
     public init(address: UnsafeRawPointer) throws(HookError) {
-        let plan = try InlinePlanner.plan(UInt(bitPattern: address), name: nil)
-        self.init(plan: plan, names: nil, index: 0)
+        let (plan, group) = try InlinePlanner.plan(UInt(bitPattern: address), name: nil)
+        self.init(plan: plan, group: group, index: 0)
     }
 
     /// Plans the patch of the function `symbol` names, found as the dynamic linker binds a
@@ -83,8 +84,8 @@ public struct InlineFunction: Sendable, Hashable, CustomStringConvertible {
                 code: error.code == .objectNotLoaded ? .objectNotFound : .symbolNotFound,
                 message: error.description, symbol: symbol, object: object)
         }
-        let plan = try InlinePlanner.plan(address, name: symbol)
-        self.init(plan: plan, names: FunctionNames([symbol]), index: 0)
+        let (plan, group) = try InlinePlanner.plan(address, name: symbol)
+        self.init(plan: plan, group: group, index: 0)
     }
 
     /// Plans the patch of a C function given as a `@convention(c)` function value, such as
@@ -103,10 +104,10 @@ public struct InlineFunction: Sendable, Hashable, CustomStringConvertible {
     public var address: UnsafeRawPointer { UnsafeRawPointer(bitPattern: plan.record.function)! }
 
     /// The function's symbol, or its address in hexadecimal when no symbol starts there.
-    public var name: String { names?[Int(nameIndex)] ?? InlineNames.name(of: plan.slab, plan.index) }
+    public var name: String { group[Int(nameIndex)] ?? InlineNames.name(of: plan.slab, plan.index) }
 
     /// The jump cell as a slot: install hooks and replacements on it with ``/FFIHook/Hook``.
-    public var slot: FunctionSlot { FunctionSlot(address: plan.slab.cell(plan.index)) }
+    public var slot: FunctionSlot { FunctionSlot(address: plan.slab.cell(plan.index), owner: group) }
 
     /// The trampoline, callable as the original function whether or not the function is
     /// patched: its first instructions, moved, then a jump to the rest of it.
@@ -195,14 +196,22 @@ extension FunctionSlot {
     }
 }
 
-/// Names of functions packed in one buffer: a batch of thousands of functions keeps them
-/// without a string of its own for each.
-final class FunctionNames: Sendable {
+/// What a batch, or one ``InlineFunction``, planned: the names it planned its functions under
+/// (packed in one buffer, so that thousands of functions need no string each), and the slabs
+/// their plans are in, which it keeps. A slab that no group keeps goes, once none of its
+/// functions is patched, at a later planning (see ``InlinePlanner``). Every ``InlineFunction``,
+/// every slot it gives and every hook, replacement or attach installed on that slot keeps its
+/// group.
+final class PlanGroup: Sendable {
     private let bytes: [UInt8]
     /// Where each name ends in `bytes`; an empty name is no name.
     private let ends: [UInt32]
+    /// The slabs the group keeps (each counted once in its ``CodeSlab/groups``).
+    private let slabs: [CodeSlab]
 
-    init(_ names: [String?]) {
+    /// A group of `names` that adopts one count of each of `slabs`, taken under the planner's
+    /// lock.
+    init(names: [String?], adopting slabs: [CodeSlab]) {
         var bytes: [UInt8] = []
         var ends: [UInt32] = []
         ends.reserveCapacity(names.count)
@@ -212,6 +221,13 @@ final class FunctionNames: Sendable {
         }
         self.bytes = bytes
         self.ends = ends
+        self.slabs = slabs
+    }
+
+    /// Drops the group's counts: without a lock (a group may go anywhere, even inside the
+    /// registry's lock, when a hook record that kept it is freed); the planner acts on it later.
+    deinit {
+        for slab in slabs { slab.groups.subtract(1, ordering: .releasing) }
     }
 
     /// The name at `index`, nil when none was given.

@@ -1,3 +1,4 @@
+internal import CFFIHookPatch
 internal import CFFIHookSupport
 internal import FFIHook
 import Synchronization
@@ -73,11 +74,12 @@ enum InlinePlanner {
 
     /// The plan of the function at `address` (`name` for errors), planned now or found from
     /// an earlier plan whose bytes are still in place.
-    static func plan(_ address: UInt, name: String?) throws(HookError) -> PlanReference {
+    static func plan(_ address: UInt, name: String?) throws(HookError) -> (PlanReference, PlanGroup) {
         #if arch(x86_64) && os(Linux)
             let target = PlanTarget(address: address, name: name)
-            switch plan([target], sweepsObjects: false)[0] {
-            case .success(let reference): return reference
+            let (results, group) = plan([target], sweepsObjects: false)
+            switch results[0] {
+            case .success(let reference): return (reference, group)
             case .failure(let refusal): throw refusal.error
             }
         #else
@@ -93,19 +95,35 @@ enum InlinePlanner {
     /// With `sweepsObjects`, the whole code of each object that holds targets is decoded once
     /// for branches into their first bytes (``BranchSweep``), which replaces each function's
     /// scan of its own body; without, each function of known size scans its body.
-    static func plan(_ targets: [PlanTarget], sweepsObjects: Bool = true) -> [Result<PlanReference, InlineRefusal>] {
+    ///
+    /// The group that comes back keeps the slabs of the plans made or found (see ``PlanGroup``),
+    /// its names those of `targets`, in order.
+    static func plan(
+        _ targets: [PlanTarget], sweepsObjects: Bool = true
+    ) -> ([Result<PlanReference, InlineRefusal>], PlanGroup) {
+        let results = planResults(targets, sweepsObjects: sweepsObjects)
+        return (results.plans, PlanGroup(names: targets.map(\.name), adopting: results.kept))
+    }
+
+    /// The plans of `targets`, and the slabs they are in, each counted once more in its
+    /// ``CodeSlab/groups`` for the group that adopts them.
+    private static func planResults(
+        _ targets: [PlanTarget], sweepsObjects: Bool
+    ) -> (plans: [Result<PlanReference, InlineRefusal>], kept: [CodeSlab]) {
         #if arch(x86_64) && os(Linux)
             let mappings = MemoryMapping.all()
             guard sweepsObjects else {
                 // Functions planned one by one: each one's object from dladdr, with no walk over
                 // every loaded object (which pins each with dlopen).
                 return state.withLock { state in
-                    targets.map { target in
+                    retireUnused(&state)
+                    let plans = targets.map { target in
                         let key = ObjectRanges.key(containing: target.address)
                         return planCached(
                             target, key: key, group: (1, target.address, target.address), mappings: mappings,
                             sweep: nil, state: &state)
                     }
+                    return (plans, keep(plans))
                 }
             }
             return ImportWalk.withLoadedObjects { loaded in
@@ -113,6 +131,7 @@ enum InlinePlanner {
                 let sweeps = sweep(targets, in: loaded, objects)
                 return state.withLock { state in
                     forgetUnloaded(&state, objects)
+                    retireUnused(&state)
                     // Each object's targets, to map one slab for all of them where one is needed.
                     var remaining: [String: (count: Int, low: UInt, high: UInt)] = [:]
                     for target in targets {
@@ -122,17 +141,18 @@ enum InlinePlanner {
                             known.count + 1, min(known.low, target.address), max(known.high, target.address)
                         )
                     }
-                    return targets.map { target in
+                    let plans = targets.map { target in
                         let key = objects.key(of: target.address)
                         defer { remaining[key]!.count -= 1 }
                         return planCached(
                             target, key: key, group: remaining[key]!, mappings: mappings, sweep: sweeps[key],
                             state: &state)
                     }
+                    return (plans, keep(plans))
                 }
             }
         #else
-            return targets.map { target in
+            let plans: [Result<PlanReference, InlineRefusal>] = targets.map { target in
                 let name = target.name ?? hex(target.address)
                 return .failure(
                     InlineRefusal(
@@ -140,7 +160,61 @@ enum InlinePlanner {
                         error: HookError(
                             code: .unsupportedPlatform, message: "inline hooks work on Linux x86-64", symbol: name)))
             }
+            return (plans, [])
         #endif
+    }
+
+    /// The slabs of `plans`, each counted once more (under the planner's lock, so that no slab
+    /// is retired between its plans being found and the count).
+    private static func keep(_ plans: [Result<PlanReference, InlineRefusal>]) -> [CodeSlab] {
+        var kept: [CodeSlab] = []
+        for case .success(let plan) in plans where !kept.contains(where: { $0 === plan.slab }) {
+            plan.slab.groups.add(1, ordering: .relaxed)
+            kept.append(plan.slab)
+        }
+        return kept
+    }
+
+    /// Retires the slabs no group keeps whose functions are none of them patched: they are
+    /// forgotten (a later plan of one of their functions makes a new plan), and unmapped once a
+    /// stop of the threads finds none inside their code and no hooked call can be inside them.
+    /// A slab whose trampolines call a function stays mapped (a thread may be inside the
+    /// callee, with a return address in the slab). Runs at each planning, with the planner's
+    /// lock held (a group is dropped without a lock, anywhere).
+    private static func retireUnused(_ state: inout State) {
+        for (key, slabs) in state.slabs {
+            for slab in slabs where slab.groups.load(ordering: .acquiring) == 0 && !slab.hasCalls {
+                guard isIdle(slab), noThreadRuns(in: slab) else { continue }
+                state.slabs[key]?.removeAll { $0 === slab }
+                if state.slabs[key]?.isEmpty == true { state.slabs[key] = nil }
+                SlotRegistry.shared.stopObserving(slots: slab.cellRange)
+                SlotRegistry.shared.retire(SlabMemory(slab)) {}
+            }
+        }
+    }
+
+    /// Whether none of the slab's functions is patched, pinned or held, and every cell leads to
+    /// its trampoline (read under the registry's lock, at one moment).
+    private static func isIdle(_ slab: CodeSlab) -> Bool {
+        let idle = try? SlotRegistry.shared.withLock { () -> Bool in
+            (0..<slab.publishedCount.load(ordering: .acquiring)).allSatisfy { index in
+                InlinePatching.state(slab, index) == 0
+                    && UnsafeMutablePointer<Atomic<UInt>>(bitPattern: slab.cell(index))!.pointee.load(
+                        ordering: .acquiring) == slab.trampoline(index)
+            }
+        }
+        return idle == true
+    }
+
+    /// Whether a stop of the other threads finds none of them in the slab's code (a thread
+    /// preempted in a trampoline it entered while its function was patched).
+    private static func noThreadRuns(in slab: CodeSlab) -> Bool {
+        var places = [UInt](repeating: 0, count: 256)
+        var result = ffh_patch_result()
+        let count = ffh_patch_sample(&places, places.count, &result)
+        guard count >= 0, count <= places.count else { return false }
+        let code = slab.base..<(slab.base + UInt(slab.codeSize))
+        return !places.prefix(Int(count)).contains { code.contains($0) }
     }
 
     /// The plan of `target`: an earlier one whose bytes are still in place, or a new one.
@@ -216,10 +290,12 @@ enum InlinePlanner {
         let (record, trampoline) = try relocate(
             address, size: size, mappedAfter: mappedAfter, slab: slab, protection: mapping.protection,
             incoming: sweep.map { $0.branches(into: address) }, refuse: refuse)
-        guard let index = slab.add(record, trampoline: trampoline) else {
+        guard let index = slab.add(record, trampoline: trampoline.bytes) else {
+            // (The slab keeps room for the largest trampoline: only a failed write gets here.)
             throw refuse(
                 .noMemory, "the trampoline could not be written into the library's code slab", code: .patchFailed)
         }
+        if trampoline.copiesCall { slab.hasCalls = true }
         return PlanReference(slab: slab, index: index)
     }
 
@@ -248,7 +324,7 @@ enum InlinePlanner {
     private static func relocate(
         _ address: UInt, size: Int?, mappedAfter: Int, slab: CodeSlab, protection: Int32,
         incoming: [BranchSweep.Branch]?, refuse: (InlineRefusal.Reason, String, HookError.Code) -> InlineRefusal
-    ) throws(InlineRefusal) -> (PlanRecord, [UInt8]) {
+    ) throws(InlineRefusal) -> (PlanRecord, Relocation) {
         let code = UnsafeRawPointer(bitPattern: address)!
         let patchLength = slab.isNear ? 5 : 14
         // A function shorter than the patch may still take it over the alignment padding
@@ -327,7 +403,7 @@ enum InlinePlanner {
         for offset in relocation.patchOffset..<relocation.copiedLength {
             record.original[offset - relocation.patchOffset] = code.load(fromByteOffset: offset, as: UInt8.self)
         }
-        return (record, relocation.bytes)
+        return (record, relocation)
     }
 
     /// One sweep per object that holds targets, by the object's key: its executable segments
@@ -382,19 +458,14 @@ enum InlinePlanner {
 
 /// A slab's mapping, unmapped when reclamation releases it.
 final class SlabMemory: Sendable {
-    let base: UInt
-    let size: Int
-    /// How many slabs have been unmapped in all.
-    static let unmapped = Atomic<Int>(0)
+    let slab: CodeSlab
 
-    init(_ slab: CodeSlab) {
-        base = slab.base
-        size = slab.codeSize + slab.capacity * MemoryLayout<UInt>.stride
-    }
+    init(_ slab: CodeSlab) { self.slab = slab }
 
     deinit {
-        munmap(UnsafeMutableRawPointer(bitPattern: base), size)
-        Self.unmapped.add(1, ordering: .relaxed)
+        munmap(
+            UnsafeMutableRawPointer(bitPattern: slab.base), slab.codeSize + slab.capacity * MemoryLayout<UInt>.stride)
+        slab.isUnmapped.store(true, ordering: .releasing)
     }
 }
 

@@ -70,6 +70,9 @@ struct Relocation: Equatable {
     /// The copied calls (direct or not) whose return address lies inside the copied bytes: a
     /// thread inside the called function when the patch goes in would return into them.
     var innerCalls: [IncomingBranch] = []
+    /// Whether a `call` is among the copied instructions: its copy in the trampoline returns
+    /// into the trampoline, which must then stay mapped while a thread may be inside the callee.
+    var copiesCall = false
 
     /// The trampoline offset of the copy of the instruction at `original`, if one was copied.
     func trampolineOffset(ofOriginal original: Int) -> Int? {
@@ -176,7 +179,7 @@ enum Relocator {
         return Relocation(
             patchOffset: patchOffset, copiedLength: copiedLength, bytes: bytes,
             instructionOffsets: zip(instructions, places).map { .init(original: $0.offset, trampoline: $1) },
-            innerCalls: innerCalls)
+            innerCalls: innerCalls, copiesCall: instructions.contains { $0.isCall })
     }
 
     /// Decodes the `size` bytes of the function at `code` linearly and lists the relative

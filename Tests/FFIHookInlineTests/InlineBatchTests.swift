@@ -124,25 +124,79 @@ extension InlineSuites {
             try #require(system("cc -O1 -shared -fPIC -o '\(library.path)' '\(source.path)'") == 0)
             let handle = try #require(dlopen(library.path, RTLD_NOW | RTLD_LOCAL))
             var base: UInt = 0
+            var slab: CodeSlab?
             do {
                 let batch = try InlineBatch(library: library.path)
                 #expect(batch.functions.count == 20 && batch.refusals.isEmpty)
                 try batch.patch()
-                let slab = try #require(batch.functions.first?.plan.slab)
+                slab = try #require(batch.functions.first?.plan.slab)
                 #expect(batch.functions.allSatisfy { $0.plan.slab === slab })
-                base = slab.base
+                base = slab!.base
                 let three = unsafeBitCast(
                     try #require(dlsym(handle, "slab_3")), to: (@convention(c) (Int) -> Int).self)
                 #expect(three(10) == 53)
                 try batch.unpatch()
             }
             #expect(ffh_is_mapped(UnsafeRawPointer(bitPattern: base)) != 0)
-            let unmapped = SlabMemory.unmapped.load(ordering: .relaxed)
             #expect(dlclose(handle) == 0)
             // The next batch notices the library is gone.
             _ = try InlineBatch(symbols: ["crc32"], in: "libz.so.1")
             try Hook.waitForReclamation()
-            #expect(SlabMemory.unmapped.load(ordering: .relaxed) == unmapped + 1)
+            #expect(slab?.wasUnmapped == true)
+        }
+
+        /// A slab that no batch, function, slot or hook refers to any more, with none of its
+        /// functions patched, is unmapped at a later planning; one whose functions are still
+        /// hooked or kept patched is not.
+        @Test func aSlabNothingReferstoGoesAtTheNextPlanning() throws {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("inline-drop-\(getpid())")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let source = directory.appendingPathComponent("drop.c")
+            let library = directory.appendingPathComponent("libinlinedrop.so")
+            let functions = (0..<8).map { "long drop_\($0)(long value) { return value * \($0 + 2) + \($0); }" }
+            try functions.joined(separator: "\n").write(to: source, atomically: true, encoding: .utf8)
+            try #require(system("cc -O1 -shared -fPIC -o '\(library.path)' '\(source.path)'") == 0)
+            let handle = try #require(dlopen(library.path, RTLD_NOW | RTLD_LOCAL))
+            defer { dlclose(handle) }
+            let five = unsafeBitCast(try #require(dlsym(handle, "drop_5")), to: (@convention(c) (Int) -> Int).self)
+            func planSomethingElse() throws { _ = try InlineBatch(symbols: ["crc32"], in: "libz.so.1") }
+
+            // Hooked: the group's hooks keep the slab after the batch is gone.
+            let count = Count()
+            var slab: CodeSlab?
+            var group: HookGroupToken? = try {
+                let batch = try InlineBatch(library: library.path)
+                slab = batch.functions.first?.plan.slab
+                return try Hook.attach(on: batch) { _ in ({ _ in count.add() }, nil) }
+            }()
+            let hooked = try #require(slab)
+            try planSomethingElse()
+            try Hook.waitForReclamation()
+            #expect(!hooked.wasUnmapped)
+            #expect(five(10) == 75 && count.current == 1)
+            group?.remove()
+            group = nil
+            try Hook.waitForReclamation()
+            try planSomethingElse()
+            try Hook.waitForReclamation()
+            #expect(hooked.wasUnmapped)
+            #expect(five(10) == 75 && count.current == 1)
+
+            // Kept patched: the slab stays, and the function keeps working.
+            let pinned = try {
+                let batch = try InlineBatch(library: library.path)
+                try batch.patch()
+                return try #require(batch.functions.first?.plan.slab)
+            }()
+            #expect(pinned !== hooked)
+            try planSomethingElse()
+            try Hook.waitForReclamation()
+            #expect(!pinned.wasUnmapped)
+            #expect(five(10) == 75)
+            let again = try InlineBatch(library: library.path)
+            #expect(again.functions.allSatisfy { $0.isPatched && $0.isKeptPatched })
+            try again.unpatch()
         }
 
         @Test func fourThreadsCallingWhileABatchIsHookedAndUnhookedSeeExactCounts() throws {

@@ -21,7 +21,7 @@ final class Count: Sendable {
 /// The suites that hook the fixtures, getpid, malloc, memset and crc32 inline, one test at a
 /// time: several tests hook the same functions, and every hook of a function is seen by
 /// every caller in the process.
-@Suite(.serialized) enum InlineSuites {}
+@Suite(.serialized, .sharedProcessHooks) enum InlineSuites {}
 
 /// The bytes at `address`.
 func codeBytes(_ address: UnsafeRawPointer, _ count: Int) -> [UInt8] {

@@ -9,7 +9,7 @@ import Testing
 /// that compiled C code makes through a slot, every shape of argument and result, and what
 /// meets a swapped return address (longjmp, unwinding, backtraces, thread exit, signals, fork,
 /// recursion deeper than the side stack, removal during a call).
-@Suite(.serialized) struct AttachTests {
+@Suite(.serialized, .exclusiveProcessHooks) struct AttachTests {
     init() { at_reset() }
 
     static func slot<Function>(_ field: KeyPath<at_slots, Function?>) -> FunctionSlot {

@@ -5,7 +5,7 @@ import Testing
 /// The figures of `Hook.statistics` as hooks are installed, removed, reclaimed and their
 /// slots released.
 extension FixtureTableTests {
-    @Suite struct HookStatisticsTests {
+    @Suite(.exclusiveProcessHooks) struct HookStatisticsTests {
         /// Closures that serve a slot, with hooks or as a pass-through.
         static func serving(_ statistics: HookStatistics) -> Int {
             statistics.closureCount - statistics.idleClosureCount

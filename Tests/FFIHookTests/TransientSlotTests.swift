@@ -10,7 +10,7 @@ import Testing
 /// Slots that come and go: what the library keeps for a slot whose hooks are gone, reuse of
 /// its closure, releasing it, and slots whose memory is unmapped under their hooks.
 extension FixtureTableTests {
-    @Suite struct TransientSlotTests {
+    @Suite(.exclusiveProcessHooks) struct TransientSlotTests {
         /// Hooking one address again and again reuses its closure: memory is bounded by the
         /// distinct addresses hooked, not by the number of hooks.
         @Test func hookingTheSameAddressAgainReusesItsClosure() throws {

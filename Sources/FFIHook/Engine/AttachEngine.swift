@@ -145,7 +145,8 @@ enum AttachEngine {
     /// Attaches to the function `slot` leads to, through a stub written into the slot as a
     /// replacement (so attaches compose with hooks and replacements of the slot as those do).
     static func attach(
-        slot: UnsafeMutableRawPointer?, attachment: Attachment, liftsProtection: Bool
+        slot: UnsafeMutableRawPointer?, attachment: Attachment, liftsProtection: Bool,
+        owner: (any AnyObject & Sendable)? = nil
     ) throws(HookError) -> AttachHandle {
         guard ffh_attach_available() != 0 else {
             throw HookError(
@@ -170,7 +171,7 @@ enum AttachEngine {
         do {
             handle.replacement = try SlotRegistry.shared.replace(
                 slot: slot, with: UnsafeRawPointer(bitPattern: stub.code), signature: nil,
-                liftsProtection: liftsProtection, mirror: original, isLibraryCode: true)
+                liftsProtection: liftsProtection, mirror: original, isLibraryCode: true, owner: owner)
         } catch {
             publish(nil, in: stub.record)
             stubs.withLock { $0.give(stub, for: address) }

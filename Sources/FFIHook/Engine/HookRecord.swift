@@ -27,11 +27,14 @@ package final class HookRecord: Sendable {
     /// read first, so a hook without one pays a test of a flag.
     package let limit: CallerLimit
     let isLimited: Bool
+    /// What the slot's memory needs kept while the hook lives (see ``FunctionSlot/owner``).
+    let owner: (any AnyObject & Sendable)?
 
     init(
         block: @escaping Block, position: HookPosition, options: HookOptions, priority: Int, receiver: UInt = 0,
-        limit: CallerLimit = .none, entry: SlotEntry
+        limit: CallerLimit = .none, entry: SlotEntry, owner: (any AnyObject & Sendable)? = nil
     ) {
+        self.owner = owner
         self.limit = limit
         self.isLimited = !limit.isNone
         self.block = block

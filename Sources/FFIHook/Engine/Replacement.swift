@@ -21,11 +21,14 @@ package final class Replacement: @unchecked Sendable {
     /// A word that gets every value ``original`` takes, for code that reads its original
     /// outside Swift (an attach stub's record), or nil.
     let mirror: UnsafeMutablePointer<UInt>?
+    /// What the slot's memory needs kept while the replacement lives (see ``FunctionSlot/owner``).
+    let owner: (any AnyObject & Sendable)?
 
     init(
         slot: UnsafeMutableRawPointer, function: UInt, protection: SlotMemory.Protection?,
-        mirror: UnsafeMutablePointer<UInt>? = nil
+        mirror: UnsafeMutablePointer<UInt>? = nil, owner: (any AnyObject & Sendable)? = nil
     ) {
+        self.owner = owner
         self.slot = slot
         self.function = function
         self.protection = protection

@@ -121,7 +121,8 @@ package final class SlotRegistry: Sendable {
     package func install(
         slot: UnsafeMutableRawPointer?, signature: Signature, position: HookPosition, options: HookOptions,
         priority: Int = 0, liftsProtection: Bool = false, reentryByFunction: Bool = false, warmsUp: Bool = true,
-        receiver: UInt = 0, fallback: UInt = 0, limit: CallerLimit? = nil, block: @escaping HookRecord.Block
+        receiver: UInt = 0, fallback: UInt = 0, limit: CallerLimit? = nil, owner: (any AnyObject & Sendable)? = nil,
+        block: @escaping HookRecord.Block
     ) throws(HookError) -> HookRecord {
         let slot = try Self.checkedSlot(slot, signature: signature)
         let limit = if let limit { limit } else { try CallerLimit(options: options, signature: signature) }
@@ -191,7 +192,7 @@ package final class SlotRegistry: Sendable {
             }
             let record = HookRecord(
                 block: block, position: position, options: options, priority: priority, receiver: receiver,
-                limit: limit, entry: entry)
+                limit: limit, entry: entry, owner: owner)
             let replaced = entry.publish(entry.snapshot.adding(record))
             // A new entry's first snapshot was never published in the slot record, so no
             // call can have read it: it goes now, without a grace period.
@@ -438,7 +439,8 @@ package final class SlotRegistry: Sendable {
     /// the slot led to before.
     package func replace(
         slot: UnsafeMutableRawPointer?, with function: UnsafeRawPointer?, signature: Signature?,
-        liftsProtection: Bool, mirror: UnsafeMutablePointer<UInt>? = nil, isLibraryCode: Bool = false
+        liftsProtection: Bool, mirror: UnsafeMutablePointer<UInt>? = nil, isLibraryCode: Bool = false,
+        owner: (any AnyObject & Sendable)? = nil
     ) throws(HookError) -> Replacement {
         let slot = try Self.checkedSlot(slot, signature: signature)
         let address = UInt(bitPattern: slot)
@@ -453,7 +455,7 @@ package final class SlotRegistry: Sendable {
         guard !holdsLock else { throw failure(.calledFromHookBlock) }
         let protection = try Self.protectionToLift(at: address, liftsProtection: liftsProtection, failure: failure)
         let replacement = Replacement(
-            slot: slot, function: UInt(bitPattern: function), protection: protection, mirror: mirror)
+            slot: slot, function: UInt(bitPattern: function), protection: protection, mirror: mirror, owner: owner)
         let cell = slot.assumingMemoryBound(to: Atomic<UInt>.self)
         return try write { (state: inout State) throws(HookError) -> Replacement in
             if let entry = state.entries[address], SlotMemory.load(address) == entry.code {

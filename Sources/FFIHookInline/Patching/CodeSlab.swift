@@ -55,6 +55,17 @@ final class CodeSlab: SlotObserver, @unchecked Sendable {
     private(set) var codeUsed = 0
     /// Plans in use (planner's lock); published through ``publishedCount``.
     private(set) var count = 0
+    /// How many ``PlanGroup``s (batches, planned functions and what their slots were given to)
+    /// keep this slab: counted up under the planner's lock, down anywhere; at 0, the slab goes
+    /// once no function of it is patched.
+    let groups = Atomic<Int>(0)
+    /// Set once the slab's memory is gone (its library unloaded, or nothing kept it).
+    let isUnmapped = Atomic<Bool>(false)
+    /// Whether the slab's memory is gone.
+    var wasUnmapped: Bool { isUnmapped.load(ordering: .acquiring) }
+    /// Whether a trampoline of the slab calls a function (a copied `call`): a thread may then
+    /// be inside the callee with a return address in the slab, which therefore stays mapped.
+    var hasCalls = false
     /// Plans `0..<sortedCount` are in ascending order of their functions' addresses (a batch
     /// plans in that order), found by halves; later ones are found in `unsorted` (planner's
     /// lock). No table of every plan by address: a library of thousands costs nothing more.

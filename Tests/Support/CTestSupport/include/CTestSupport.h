@@ -7,6 +7,7 @@
 #include "CTestErrnoFixtures.h"
 #include "CTestFaultFixtures.h"
 #include "CTestHookFixtures.h"
+#include "CTestHookLock.h"
 #include "CTestInlineFixtures.h"
 #include "CTestProcessFixtures.h"
 #include "CTestSymbolFixtures.h"
