@@ -121,7 +121,7 @@ enum InlinePlanner {
                         let key = ObjectRanges.key(containing: target.address)
                         return planCached(
                             target, key: key, group: (1, target.address, target.address), mappings: mappings,
-                            sweep: nil, state: &state)
+                            check: branchCheck(around: target.address), state: &state)
                     }
                     return (plans, keep(plans))
                 }
@@ -145,8 +145,8 @@ enum InlinePlanner {
                         let key = objects.key(of: target.address)
                         defer { remaining[key]!.count -= 1 }
                         return planCached(
-                            target, key: key, group: remaining[key]!, mappings: mappings, sweep: sweeps[key],
-                            state: &state)
+                            target, key: key, group: remaining[key]!, mappings: mappings,
+                            check: sweeps[key].map(BranchCheck.sweep) ?? .ownBody, state: &state)
                     }
                     return (plans, keep(plans))
                 }
@@ -217,20 +217,95 @@ enum InlinePlanner {
         return !places.prefix(Int(count)).contains { code.contains($0) }
     }
 
-    /// The plan of `target`: an earlier one whose bytes are still in place, or a new one.
+    /// How a plan is checked for branches into the bytes its patch overwrites.
+    enum BranchCheck {
+        /// A sweep of the function's object (a batch's), or of the code around the function (a
+        /// function planned alone).
+        case sweep(BranchSweep)
+        /// The function's own body, when the symbol tables give its size (code outside every
+        /// object).
+        case ownBody
+
+        /// The branch into the patch of a plan of `function`, from the object's code.
+        func intoPatch(function: UInt, patchOffset: Int, copiedLength: Int) -> BranchSweep.Branch? {
+            switch self {
+            case .sweep(let sweep):
+                BranchSweep.intoPatch(
+                    sweep.branches(into: function), function: function, patchOffset: patchOffset,
+                    copiedLength: copiedLength)
+            case .ownBody: nil
+            }
+        }
+    }
+
+    /// How far around a function planned alone its object's code is decoded for branches into
+    /// it, on each side: hand-written code jumps between neighbouring functions of one source
+    /// file (glibc's string functions), which this covers; a batch decodes its libraries whole.
+    static let neighbourhood: UInt = 16 * 1024
+
+    /// The check for a function planned alone: its object's code within ``neighbourhood`` of
+    /// it (pinning that object only), starting at a known function start, or its own body for
+    /// code outside every object.
+    private static func branchCheck(around address: UInt) -> BranchCheck {
+        let sweep = ImportWalk.withLoadedObject(containing: address) { object -> BranchSweep? in
+            guard let object else { return nil }
+            let starts = (BatchTargets.functionStarts(of: object) + [address]).sorted()
+            let low = address > neighbourhood ? address - neighbourhood : 0
+            let ranges = codeRanges(of: object).compactMap { range -> Range<UInt>? in
+                guard range.upperBound > low, range.lowerBound < address + neighbourhood else { return nil }
+                // From the last known start at or below the window's start, where decoding is in
+                // step with the instructions.
+                let index = BranchSweep.firstIndex(in: starts, above: low) - 1
+                let start = max(range.lowerBound, index >= 0 ? min(starts[index], low) : range.lowerBound)
+                return start..<min(range.upperBound, address + neighbourhood)
+            }
+            return BranchSweep(ranges: ranges, starts: starts, functions: [address])
+        }
+        return sweep.map(BranchCheck.sweep) ?? .ownBody
+    }
+
+    /// The plan of `target`: an earlier one whose bytes are still in place, or a new one. An
+    /// earlier plan is checked again for branches into its patch (one made alone before its
+    /// object's code was decoded whole, say).
     private static func planCached(
         _ target: PlanTarget, key: String, group: (count: Int, low: UInt, high: UInt), mappings: [MemoryMapping],
-        sweep: BranchSweep?, state: inout State
+        check: BranchCheck, state: inout State
     ) -> Result<PlanReference, InlineRefusal> {
         if let existing = state.plan(of: target.address, key: key), isCurrent(existing) {
+            let record = existing.record
+            if let branch = check.intoPatch(
+                function: target.address, patchOffset: Int(record.patchOffset),
+                copiedLength: Int(record.copiedLength))
+            {
+                let name = target.name ?? hex(target.address)
+                return .failure(
+                    InlineRefusal(
+                        name: name, address: target.address, reason: .branchIntoPatch,
+                        error: HookError(
+                            code: .unhookableFunction,
+                            message: branchMessage(branch, function: target.address, size: target.size),
+                            symbol: name)))
+            }
             return .success(existing)
         }
         do throws(InlineRefusal) {
             return .success(
-                try planOne(target, key: key, group: group, mappings: mappings, sweep: sweep, state: &state))
+                try planOne(target, key: key, group: group, mappings: mappings, check: check, state: &state))
         } catch {
             return .failure(error)
         }
+    }
+
+    /// What a refusal for `branch` says: the branch as Zydis formats it, where it is (in the
+    /// function, or elsewhere in its object) and where it lands.
+    private static func branchMessage(_ branch: BranchSweep.Branch, function: UInt, size: Int?) -> String {
+        let text =
+            (try? Decoder().decode(UnsafeRawPointer(bitPattern: branch.from)!, offset: 0, available: 15))
+            .map { "`\($0.text)`" } ?? "a branch"
+        let place =
+            branch.from > function && size.map { branch.from < function + UInt($0) } == true
+            ? "at offset \(branch.from - function)" : "at \(hex(branch.from)), outside the function,"
+        return "\(text) \(place) branches to offset \(branch.offset), inside the bytes the patch overwrites"
     }
 
     // MARK: - One function
@@ -240,7 +315,7 @@ enum InlinePlanner {
     /// trampoline. Nothing in the function changes yet.
     private static func planOne(
         _ target: PlanTarget, key: String, group: (count: Int, low: UInt, high: UInt), mappings: [MemoryMapping],
-        sweep: BranchSweep?, state: inout State
+        check: BranchCheck, state: inout State
     ) throws(InlineRefusal) -> PlanReference {
         let address = target.address
         var name = target.name ?? hex(address)
@@ -289,7 +364,7 @@ enum InlinePlanner {
         }
         let (record, trampoline) = try relocate(
             address, size: size, mappedAfter: mappedAfter, slab: slab, protection: mapping.protection,
-            incoming: sweep.map { $0.branches(into: address) }, refuse: refuse)
+            check: check, refuse: refuse)
         guard let index = slab.add(record, trampoline: trampoline.bytes) else {
             // (The slab keeps room for the largest trampoline: only a failed write gets here.)
             throw refuse(
@@ -323,7 +398,7 @@ enum InlinePlanner {
     /// that the patch can go over them, and makes the plan's record.
     private static func relocate(
         _ address: UInt, size: Int?, mappedAfter: Int, slab: CodeSlab, protection: Int32,
-        incoming: [BranchSweep.Branch]?, refuse: (InlineRefusal.Reason, String, HookError.Code) -> InlineRefusal
+        check: BranchCheck, refuse: (InlineRefusal.Reason, String, HookError.Code) -> InlineRefusal
     ) throws(InlineRefusal) -> (PlanRecord, Relocation) {
         let code = UnsafeRawPointer(bitPattern: address)!
         let patchLength = slab.isNear ? 5 : 14
@@ -350,22 +425,16 @@ enum InlinePlanner {
                 "`\(call.instruction)` at offset \(call.offset) would be overwritten with the instruction it returns to (offset \(call.target)): a thread inside the called function would return into the patch",
                 .unhookableFunction)
         }
-        // Branches from the rest of the object's code (a sweep) or of the function into the
-        // bytes the jump overwrites; the copied instructions' own branches are relocated.
-        if let incoming {
-            let copied = address..<(address + UInt(relocation.copiedLength))
-            if let branch = incoming.first(where: {
-                $0.offset > relocation.patchOffset && $0.offset < relocation.copiedLength && !copied.contains($0.from)
-            }) {
-                let place =
-                    branch.from > address && size.map { branch.from < address + UInt($0) } == true
-                    ? "at offset \(branch.from - address)" : "at \(hex(branch.from)), outside the function,"
-                throw refuse(
-                    .branchIntoPatch,
-                    "a branch \(place) goes to offset \(branch.offset), inside the bytes the patch overwrites",
-                    .unhookableFunction)
-            }
-        } else if let known = size, known > relocation.copiedLength {
+        // Branches from the rest of the object's code or of the function into the bytes the
+        // jump overwrites; the copied instructions' own branches are relocated.
+        if case .ownBody = check {
+            // Below.
+        } else if let branch = check.intoPatch(
+            function: address, patchOffset: relocation.patchOffset, copiedLength: relocation.copiedLength)
+        {
+            throw refuse(.branchIntoPatch, branchMessage(branch, function: address, size: size), .unhookableFunction)
+        }
+        if case .ownBody = check, let known = size, known > relocation.copiedLength {
             let branches: [IncomingBranch]
             do {
                 branches = try Relocator.branches(
@@ -418,19 +487,32 @@ enum InlinePlanner {
         for object in loaded {
             let key = ObjectRanges.key(of: object)
             guard let functions = byObject[key] else { continue }
-            let ranges = object.loadSegments.filter { $0.flags & 1 != 0 }.map { segment in
-                let start = object.bias &+ UInt(truncatingIfNeeded: segment.address)
-                return start..<(start &+ UInt(truncatingIfNeeded: segment.fileSize))
-            }
             let starts = Set(BatchTargets.functionStarts(of: object) + functions).sorted()
-            sweeps[key] = BranchSweep(ranges: ranges, starts: starts, functions: Array(Set(functions)).sorted())
+            sweeps[key] = BranchSweep(
+                ranges: codeRanges(of: object), starts: starts, functions: Array(Set(functions)).sorted())
         }
         return sweeps
+    }
+
+    /// The object's executable segments, as mapped.
+    private static func codeRanges(of object: LoadedObject) -> [Range<UInt>] {
+        object.loadSegments.filter { $0.flags & 1 != 0 }.map { segment in
+            let start = object.bias &+ UInt(truncatingIfNeeded: segment.address)
+            return start..<(start &+ UInt(truncatingIfNeeded: segment.fileSize))
+        }
     }
 
     /// Whether a plan's function still holds the bytes it was planned for (or its patch):
     /// false once its object was unloaded and something else mapped there.
     static func isCurrent(_ reference: PlanReference) -> Bool {
+        // Under the registry's lock, under which every patch is written and its bit set: the
+        // bytes and the bit are then of one moment (between a write and its bit, a plan would
+        // look stale, and a new one be made from the jump). A thread that holds the lock already
+        // (a block run by its own install) sees no write in progress.
+        (try? SlotRegistry.shared.withLock { () -> Bool in holdsItsBytes(reference) }) ?? holdsItsBytes(reference)
+    }
+
+    private static func holdsItsBytes(_ reference: PlanReference) -> Bool {
         let record = reference.record
         let start = record.patchStart
         let count = Int(record.copiedLength) - Int(record.patchOffset)

@@ -199,6 +199,28 @@ extension InlineSuites {
             try again.unpatch()
         }
 
+        /// A function the batch of its library refuses for a branch from elsewhere in the library
+        /// into its first bytes (glibc's memmove, which mempcpy jumps three bytes into) is refused
+        /// when planned alone too, before and after the batch, and so is its alias.
+        @Test func aFunctionPlannedAloneIsCheckedForBranchesFromItsNeighbours() throws {
+            let libc = try InlineBatch(library: "libc.so.6")
+            let outside = libc.refusals.filter { $0.reason == .branchIntoPatch && $0.error.message.contains("outside") }
+            for refusal in outside {
+                let address = try #require(refusal.address)
+                #expect(throws: HookError.self, "\(refusal.name)") { try InlineFunction(address: address) }
+                #expect(throws: HookError.self, "\(refusal.name)") {
+                    try InlineFunction(symbol: refusal.name, in: "libc.so.6")
+                }
+                let again = try InlineBatch(addresses: [address])
+                #expect(again.functions.isEmpty && again.refusals.first?.reason == .branchIntoPatch)
+            }
+            // The ones accepted alone are accepted by the batch again, and the other way round.
+            for function in libc.functions.prefix(50) {
+                let alone = try InlineFunction(address: function.address)
+                #expect(alone == function)
+            }
+        }
+
         @Test func fourThreadsCallingWhileABatchIsHookedAndUnhookedSeeExactCounts() throws {
             let batch = try InlineBatch(addresses: [address(of: ct_inline_plain), address(of: ct_inline_rip)])
             let stop = Atomic<Bool>(false)

@@ -2,6 +2,12 @@ internal import CFFIHookPatch
 internal import FFIHook
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
 /// When planned functions are patched and unpatched, and the writes that do it.
 ///
 /// A function is patched (its entry jumps to its stub, the stub through its cell) while its
@@ -23,13 +29,16 @@ enum InlinePatching {
     /// One hold of a batch (the state's bits from 8 up count them).
     static let hold: UInt32 = 1 << 8
 
-    /// Deferred removals (registry's lock).
+    /// Deferred removals, per thread: a thread inside ``withDeferredRemovals(_:)`` collects the
+    /// patches its own removals free, and takes them out as it leaves; other threads' removals
+    /// are not held up by it (registry's lock).
     private final class Deferral: @unchecked Sendable {
         // Sendable: only touched under the registry's lock.
-        var depth = 0
-        var pending: [(slab: CodeSlab, index: Int)] = []
+        var scopes: [UInt: (depth: Int, pending: [(slab: CodeSlab, index: Int)])] = [:]
     }
     private static let deferral = Deferral()
+
+    private static var thread: UInt { UInt(pthread_self()) }
 
     static func state(_ slab: CodeSlab, _ index: Int) -> UInt32 {
         slab.states[index].load(ordering: .acquiring)
@@ -66,8 +75,8 @@ enum InlinePatching {
     /// nothing pins or holds it. Deferred while ``withDeferredRemovals(_:)`` runs.
     static func cellDidChange(_ slab: CodeSlab, _ index: Int) {
         guard isRemovable(slab, index) else { return }
-        if deferral.depth > 0 {
-            deferral.pending.append((slab, index))
+        if deferral.scopes[thread] != nil {
+            deferral.scopes[thread]!.pending.append((slab, index))
         } else {
             _ = PatchWriter.write([PatchWriter.Item(slab: slab, index: index, patching: false)])
         }
@@ -82,23 +91,26 @@ enum InlinePatching {
 
     // MARK: - Batches
 
-    /// Runs `body` (which takes the registry's lock as it needs) with removals of patches
-    /// collected, then takes out in one stop those that are still not needed.
+    /// Runs `body` (which takes the registry's lock as it needs) with the removals of patches it
+    /// makes on this thread collected, then takes out in one stop those that are still not needed.
     static func withDeferredRemovals<Result>(_ body: () throws(HookError) -> Result) throws(HookError) -> Result {
-        try SlotRegistry.shared.withLock { () throws(HookError) in deferral.depth += 1 }
+        try SlotRegistry.shared.withLock { () throws(HookError) in
+            deferral.scopes[thread, default: (0, [])].depth += 1
+        }
         defer {
             try? SlotRegistry.shared.withLock { () throws(HookError) in
-                deferral.depth -= 1
-                if deferral.depth == 0 { flushDeferredRemovals() }
+                deferral.scopes[thread]!.depth -= 1
+                if deferral.scopes[thread]!.depth == 0 {
+                    let pending = deferral.scopes.removeValue(forKey: thread)!.pending
+                    flush(pending)
+                }
             }
         }
         return try body()
     }
 
     /// Unpatches, in one stop, the collected plans that are still removable (registry's lock).
-    static func flushDeferredRemovals() {
-        let pending = deferral.pending
-        deferral.pending = []
+    private static func flush(_ pending: [(slab: CodeSlab, index: Int)]) {
         var seen = Set<UInt>()
         let items = pending.filter { seen.insert($0.slab.cell($0.index)).inserted && isRemovable($0.slab, $0.index) }
             .map { PatchWriter.Item(slab: $0.slab, index: $0.index, patching: false) }
