@@ -7,7 +7,11 @@
        48  rax (%al: vector registers used by a variadic call)
        56  the stack pointer at entry (the address of the return address)
        64  xmm0 .. xmm7, 16 bytes each
-      192  scratch, function, thread (filled by ffh_attach_enter), 2 words spare
+      192  scratch, function, thread (filled by ffh_attach_enter)
+      216  rbx, which holds the frame's address while the stack pointer is rounded down to 16
+           bytes for the call (a compiler may call a function of its own file with the stack less
+           aligned than the ABI says: gcc does, for a static function it knows needs no more),
+           then a spare word
       232  the return address
 
    lets ffh_attach_enter run the enter block (which may change the saved registers), restores
@@ -24,6 +28,8 @@
        16  xmm0, xmm1 (16 bytes each)
        48  the index, then the real return address (filled by ffh_attach_leave)
        64  stack pointer at entry, scratch, function, thread
+       96  rcx r8, then xmm2, xmm3 (16 bytes each): the rest of a Swift function's result
+      144  rbx, which holds the frame's address while the stack is rounded down for the call
 
    lets ffh_attach_leave run the leave block, restores the result registers (the x87 stack is
    left as the original left it) and returns to the real return address. */
@@ -58,7 +64,16 @@ ffh_attach_entry:
         movdqu  %xmm7, 176(%rsp)
         movq    %r10, %rdi
         movq    %rsp, %rsi
+        movq    %rbx, 216(%rsp)
+        .cfi_offset %rbx, -24
+        movq    %rsp, %rbx
+        .cfi_def_cfa_register %rbx
+        andq    $-16, %rsp
         call    ffh_attach_enter@PLT
+        movq    %rbx, %rsp
+        .cfi_def_cfa_register %rsp
+        movq    216(%rsp), %rbx
+        .cfi_restore %rbx
         movq    %rax, %r11
         movq    %rdx, %r10
         movq    0(%rsp), %rdi
@@ -104,21 +119,30 @@ ffh_attach_return:
         .cfi_startproc
         .cfi_def_cfa %rsp, 0
         .cfi_undefined %rip
-        subq    $144, %rsp
-        .cfi_def_cfa_offset 144
+        subq    $160, %rsp
+        .cfi_def_cfa_offset 160
         movq    %rax, 0(%rsp)
         movq    %rdx, 8(%rsp)
         movdqu  %xmm0, 16(%rsp)
         movdqu  %xmm1, 32(%rsp)
         movq    %r11, 48(%rsp)
         movq    $0, 56(%rsp)
-        .cfi_offset %rip, -88
+        .cfi_offset %rip, -104
         movq    %rcx, 96(%rsp)
         movq    %r8, 104(%rsp)
         movdqu  %xmm2, 112(%rsp)
         movdqu  %xmm3, 128(%rsp)
+        movq    %rbx, 144(%rsp)
+        .cfi_offset %rbx, -16
         movq    %rsp, %rdi
+        movq    %rsp, %rbx
+        .cfi_def_cfa_register %rbx
+        andq    $-16, %rsp
         call    ffh_attach_leave@PLT
+        movq    %rbx, %rsp
+        .cfi_def_cfa_register %rsp
+        movq    144(%rsp), %rbx
+        .cfi_restore %rbx
         movq    %rax, %r11
         movq    0(%rsp), %rax
         movq    8(%rsp), %rdx
@@ -128,7 +152,7 @@ ffh_attach_return:
         movq    104(%rsp), %r8
         movdqu  112(%rsp), %xmm2
         movdqu  128(%rsp), %xmm3
-        addq    $144, %rsp
+        addq    $160, %rsp
         .cfi_def_cfa_offset 0
         .cfi_undefined %rip
         /* Back where the caller's call put its return address, and a ret, which the

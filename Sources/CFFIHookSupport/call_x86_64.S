@@ -104,7 +104,13 @@ ffh_sysv_invoke:
    An exception that unwinds through the call (an Objective-C or C++ exception thrown by the
    original or a block) lands at .Lentry_unwound, through the cleanup-only personality of C
    (__gcc_personality_v0), which gives the thread back the state the call took, then goes on
-   unwinding. */
+   unwinding.
+
+   The frame keeps its place relative to the caller's stack arguments, so its offsets hold
+   whatever the stack's alignment at entry; calls out of the entry are made with the stack
+   pointer rounded down to 16 bytes, since a compiler may call a function of its own file with
+   the stack less aligned than the ABI says (gcc does, for a static function it knows needs
+   no more). */
         .text
         .p2align 4
         .globl  ffh_closure_entry
@@ -138,9 +144,11 @@ ffh_closure_entry:
         movq    %xmm7, 104(%rsp)
         movq    %r10, %rdi
         movq    %rsp, %rsi
+        andq    $-16, %rsp
 .Lentry_call_begin:
         call    ffh_closure_dispatch@PLT
 .Lentry_call_end:
+        leaq    -352(%rbp), %rsp
         testl   %eax, %eax
         jz      2f
         cmpl    $1, %eax
@@ -158,13 +166,16 @@ ffh_closure_entry:
         .cfi_def_cfa %rsp, 8
         .cfi_restore %rbp
         ret
-        /* The landing pad: rsp and rbp are the entry's again, rax holds the exception. */
+        /* The landing pad: rbp is the entry's again (rsp is the call's), rax holds the
+           exception. */
         .cfi_restore_state
 .Lentry_unwound:
+        leaq    -352(%rbp), %rsp
         movq    %rax, 144(%rsp)
         movq    %rsp, %rdi
+        andq    $-16, %rsp
         call    ffh_closure_unwound@PLT
-        movq    144(%rsp), %rdi
+        movq    -208(%rbp), %rdi
         call    _Unwind_Resume@PLT
         ud2
         .cfi_endproc

@@ -152,6 +152,27 @@ import Testing
         #expect(attached == expected)
     }
 
+    /// A function called with the stack 8 bytes off the ABI's alignment (gcc calls a static
+    /// function of its own file so when it knows the function needs no more): the hook's and
+    /// the attach's entries call their blocks with the stack aligned again.
+    @Test func aCallWithTheStackOffTheABIsAlignment() throws {
+        let slot = Self.slot(\.add)
+        let seen = Atomic<Int>(0)
+        let hook = try Hook.before(on: slot, signature: Signature("qqq")) { _ in
+            seen.add(Int(ct_needs_aligned_stack(1.5)), ordering: .relaxed)
+        }
+        let attach = try Hook.attach(
+            on: slot, onEnter: { _ in seen.add(Int(ct_needs_aligned_stack(2.5)), ordering: .relaxed) },
+            onLeave: { _ in seen.add(Int(ct_needs_aligned_stack(0.5)), ordering: .relaxed) })
+        defer {
+            attach.remove()
+            hook.remove()
+        }
+        let function = at_slots_get().pointee.add!
+        #expect(ct_call_misaligned(function, 20, 22) == 42)
+        #expect(seen.load(ordering: .relaxed) == 3 + 5 + 1)
+    }
+
     // MARK: - Errors
 
     @Test func badSlotsAreRefused() throws {

@@ -79,6 +79,8 @@ typedef struct {
     uint64_t r8;
     uint64_t xmm2[2];
     uint64_t xmm3[2];
+    /// Where the return path keeps rbx while it calls with the stack rounded down to 16 bytes.
+    uint64_t reserved[2];
 } ffh_attach_leave_frame;
 
 /// What runs an attachment's blocks (the Swift side): `state` is the record's state, `frame`

@@ -61,3 +61,33 @@ void ct_all_returns_reset(void) { ct_all_returns_slot = (void *)ct_all_returns; 
 void **ct_all_returns_slot_address(void) { return &ct_all_returns_slot; }
 
 #endif
+
+// A caller that calls a function with the stack 8 bytes off the ABI's alignment, as gcc may
+// call a static function of its own file, and a function that needs the ABI's alignment (its
+// vector local is stored with an aligned move).
+
+#if defined(__x86_64__) && defined(__linux__)
+
+#include <emmintrin.h>
+
+__asm__(
+    ".text\n"
+    ".p2align 4\n"
+    ".globl ct_call_misaligned\n"
+    ".type ct_call_misaligned, @function\n"
+    "ct_call_misaligned:\n"
+    "    movq %rdi, %rax\n"
+    "    movq %rsi, %rdi\n"
+    "    movq %rdx, %rsi\n"
+    "    call *%rax\n"
+    "    ret\n"
+    ".size ct_call_misaligned, .-ct_call_misaligned\n");
+
+__attribute__((noinline)) double ct_needs_aligned_stack(double value) {
+    volatile __m128d vector = _mm_set1_pd(value);
+    double lanes[2];
+    _mm_storeu_pd(lanes, vector);
+    return lanes[0] + lanes[1];
+}
+
+#endif

@@ -130,4 +130,11 @@ void ct_call_all_returns(uint64_t out[8]);
 /// runs may.
 void ct_clobber_return_registers(void);
 
+/// Calls `function(a, b)` with the stack 8 bytes off the ABI's 16-byte alignment at the call,
+/// as gcc may call a static function of its own file; returns its result.
+long ct_call_misaligned(long (*function)(long, long), long a, long b);
+/// Returns `value * 2`, through a vector local stored with an aligned move: it faults when
+/// called with the stack off the ABI's alignment.
+double ct_needs_aligned_stack(double value);
+
 #endif
