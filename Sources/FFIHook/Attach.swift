@@ -228,6 +228,10 @@ extension Hook {
     ///   table of the binary that links the library: with the binary stripped and no debug
     ///   file, or in a debugger that does not read the interface, the thunk is an unnamed
     ///   address outside any object and the backtrace ends there.
+    /// - A function that returns twice (`setjmp`, `_setjmp`, `__sigsetjmp`, `getcontext`,
+    ///   `swapcontext`, `vfork` and their aliases in the C library) runs `onEnter` only: its
+    ///   second return, by `longjmp`, `setcontext` or a `vfork` child's end, comes back to the
+    ///   return address saved with its context, where `onLeave` would have put the thunk.
     /// - Calls the blocks make themselves are not attached to (they go straight to their
     ///   functions), and neither are calls the library makes.
     /// - Removing the attach stops new calls from running its blocks; a call that is inside
@@ -262,7 +266,8 @@ extension Hook {
         }
         let handle = try AttachEngine.attach(
             slot: slot.pointer, attachment: Attachment(onEnter: onEnter, onLeave: onLeave),
-            liftsProtection: options.contains(.liftsPageProtection), owner: slot.owner)
+            liftsProtection: options.contains(.liftsPageProtection), owner: slot.owner,
+            function: slot.function)
         return HookToken(handle: handle)
     }
 }

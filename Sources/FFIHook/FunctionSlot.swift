@@ -16,12 +16,17 @@ public struct FunctionSlot: Sendable, Hashable, CustomStringConvertible {
     /// installed on it until it is removed: the plan of an inline function's jump cell, whose
     /// memory goes once nothing refers to it. Not part of the slot's identity.
     package var owner: (any AnyObject & Sendable)?
+    /// The function the slot stands for when what it holds is not that function (an inline
+    /// function's jump cell holds its trampoline), or 0. Not part of the slot's identity.
+    package var function: UInt = 0
 
-    /// A slot at `address` whose memory `owner` keeps (see ``owner``).
-    package init(address: UInt, owner: any AnyObject & Sendable) {
+    /// A slot at `address` whose memory `owner` keeps (see ``owner``), standing for
+    /// `function` (see ``function``).
+    package init(address: UInt, owner: any AnyObject & Sendable, function: UInt = 0) {
         self.address = address
         self.problem = nil
         self.owner = owner
+        self.function = function
     }
 
     /// Equal when they are the same slot: the same address, problem and fallback.

@@ -199,7 +199,8 @@ package enum ImportWalk {
         guard let signature = request.signature else {
             let attachment = request.attachment!
             let handle = try AttachEngine.attach(
-                slot: UnsafeMutableRawPointer(bitPattern: entry.slot), attachment: attachment, liftsProtection: true)
+                slot: UnsafeMutableRawPointer(bitPattern: entry.slot), attachment: attachment, liftsProtection: true,
+                symbol: request.symbol)
             return HookToken(handle: handle)
         }
         let block = request.makeBlock(ImportEntry(symbol: request.symbol, entry: entry, object: object))

@@ -107,7 +107,9 @@ public struct InlineFunction: Sendable, Hashable, CustomStringConvertible {
     public var name: String { group[Int(nameIndex)] ?? InlineNames.name(of: plan.slab, plan.index) }
 
     /// The jump cell as a slot: install hooks and replacements on it with ``/FFIHook/Hook``.
-    public var slot: FunctionSlot { FunctionSlot(address: plan.slab.cell(plan.index), owner: group) }
+    public var slot: FunctionSlot {
+        FunctionSlot(address: plan.slab.cell(plan.index), owner: group, function: UInt(plan.record.function))
+    }
 
     /// The trampoline, callable as the original function whether or not the function is
     /// patched: its first instructions, moved, then a jump to the rest of it.

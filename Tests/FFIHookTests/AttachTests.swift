@@ -316,6 +316,27 @@ import Testing
         #expect(try Hook.statistics.abandonedFrameCount - abandoned >= 999)
     }
 
+    /// `_setjmp` returns a second time when `longjmp` resumes the context it saved, to the
+    /// return address saved with it: an attach with `onLeave` would have put the return thunk
+    /// there, its frame gone with the first return. The attach runs `onEnter` only.
+    @Test func aFunctionThatReturnsTwiceIsAttachedOnEntryOnly() throws {
+        let enters = Counter()
+        let leaves = Counter()
+        let function = Mutex<UInt>(0)
+        let token = try Hook.attach(on: Self.slot(\.setjmper)) { call in
+            enters.add()
+            function.withLock { $0 = call.function }
+        } onLeave: { _ in
+            leaves.add()
+        }
+        defer { token.remove() }
+        for _ in 0..<3 {
+            #expect(at_call_setjmp_twice() == 207)
+        }
+        #expect(enters.count == 3 && leaves.count == 0)
+        #expect(function.withLock { $0 } == UInt(bitPattern: at_setjmp_address()))
+    }
+
     @Test func unwindersFindTheCallerThroughTheThunk() throws {
         let leaves = Counter()
         let token = try Hook.attach(on: Self.slot(\.tracer), onLeave: { _ in leaves.add() })
@@ -542,6 +563,28 @@ extension FixtureTableTests {
             group.remove()
             #expect(length("attached") == 8)
             #expect(leaves.count == 1)
+        }
+
+        /// setjmp through a lazily bound import entry: attached with both blocks, it runs
+        /// `onEnter` only, and its second return (by `longjmp`) reaches the caller.
+        @Test func importTableAttachOfSetjmpRunsOnEnterOnly() throws {
+            typealias Twice = @convention(c) () -> Int32
+            let name = FixtureTableTests.ImportTableTests.lazy
+            let library = try ImportFixtures.open(name, flags: RTLD_LAZY)
+            let twice = try ImportFixtures.function("cimportlazy_setjmp_twice", in: library, as: Twice.self)
+            let me = at_gettid()
+            let enters = AttachTests.Counter()
+            let leaves = AttachTests.Counter()
+            let group = try ImportTable.attach(symbol: "_setjmp", in: .object(name)) { call in
+                if call.threadID == me { enters.add() }
+            } onLeave: { call in
+                if call.threadID == me { leaves.add() }
+            }
+            defer { group.remove() }
+            #expect(!group.tokens.isEmpty)
+            #expect(twice() == 207)
+            #expect(twice() == 207)
+            #expect(enters.count == 2 && leaves.count == 0)
         }
 
         @Test func importTableAttachOfManySymbolsSkipsThoseNotImported() throws {

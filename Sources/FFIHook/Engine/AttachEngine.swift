@@ -144,9 +144,12 @@ enum AttachEngine {
 
     /// Attaches to the function `slot` leads to, through a stub written into the slot as a
     /// replacement (so attaches compose with hooks and replacements of the slot as those do).
+    /// `function` (the function an inline cell stands for) or `symbol` (an import entry's)
+    /// name the function when the slot's word does not; a function that returns twice is
+    /// attached without its `onLeave` (``ReturnsTwice``).
     static func attach(
         slot: UnsafeMutableRawPointer?, attachment: Attachment, liftsProtection: Bool,
-        owner: (any AnyObject & Sendable)? = nil
+        owner: (any AnyObject & Sendable)? = nil, function: UInt = 0, symbol: String? = nil
     ) throws(HookError) -> AttachHandle {
         guard ffh_attach_available() != 0 else {
             throw HookError(
@@ -160,6 +163,14 @@ enum AttachEngine {
             throw HookError(
                 code: .emptySlot, message: "it holds NULL: there is no function to attach to",
                 slot: FunctionSlot(address: address))
+        }
+        var attachment = attachment
+        if attachment.onLeave != nil {
+            let aligned = address != 0 && address % UInt(MemoryLayout<UInt>.alignment) == 0
+            let target = function != 0 ? function : aligned ? SlotMemory.load(address) ?? 0 : 0
+            if ReturnsTwice.contains(function: target) || symbol.map(ReturnsTwice.contains(name:)) == true {
+                attachment = Attachment(onEnter: attachment.onEnter, onLeave: nil)
+            }
         }
         guard let stub = stubs.withLock({ $0.take(for: address) }) else {
             throw HookError(slot: address, signature: nil, problem: .closureAllocationFailed)

@@ -1,5 +1,15 @@
 #include "CLazyImportFixture.h"
 
+#include <setjmp.h>
 #include <stdlib.h>
 
 long cimportlazy_parse(const char *text) { return atol(text); }
+
+static jmp_buf cimportlazy_buffer;
+int cimportlazy_setjmp_twice(void) {
+    volatile int returns = 0;
+    int value = setjmp(cimportlazy_buffer);
+    returns = returns + 1;
+    if (value == 0) longjmp(cimportlazy_buffer, 7);
+    return returns * 100 + value;
+}

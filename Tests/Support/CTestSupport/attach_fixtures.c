@@ -161,6 +161,7 @@ void at_reset(void) {
     at_table.tail = at_tail;
     at_table.thrower = at_throw;
     at_table.trapper = at_trapper;
+    at_table.setjmper = (int (*)(void *))_setjmp;
 }
 
 long at_call_add(long a, long b) { return at_table.add(a, b); }
@@ -193,6 +194,26 @@ long at_call_jumper(long value) {
     if (setjmp(at_jump)) return -1;
     return at_table.jumper(value);
 }
+
+static jmp_buf at_twice;
+__attribute__((noinline)) int at_call_setjmp_twice(void) {
+    volatile int returns = 0;
+    int (*volatile setjmper)(void *) = at_table.setjmper;
+    int value = setjmper(at_twice);
+    returns = returns + 1;
+    if (value == 0) longjmp(at_twice, 7);
+    return returns * 100 + value;
+}
+
+__attribute__((noinline)) int at_call_setjmp_twice_direct(void) {
+    volatile int returns = 0;
+    int value = _setjmp(at_twice);
+    returns = returns + 1;
+    if (value == 0) longjmp(at_twice, 7);
+    return returns * 100 + value;
+}
+
+void *at_setjmp_address(void) { return (void *)_setjmp; }
 
 __attribute__((noinline)) long at_call_tracer(void) {
     at_caller_start = (uintptr_t)&at_call_tracer;

@@ -8,4 +8,8 @@
 /// atol(text), called through the PLT: a JUMP_SLOT entry, bound at the first call.
 long cimportlazy_parse(const char *text);
 
+/// Calls setjmp (the C library's _setjmp, through the PLT) and, on its first return, longjmps
+/// back to it: 100 times the number of returns plus the second return's value (207).
+int cimportlazy_setjmp_twice(void);
+
 #endif

@@ -43,6 +43,7 @@ typedef struct {
     long (*tail)(long, long);
     void (*thrower)(long value);
     long (*trapper)(long value);
+    int (*setjmper)(void *buffer);
 } at_slots;
 
 /// The slots, and a reset that points each at its function.
@@ -69,6 +70,15 @@ long at_call_tail(long a, long b);
 /// Calls at_table.jumper(value) under setjmp: the original longjmps back when value is odd.
 /// Returns the jumper's result, or -1 when it jumped.
 long at_call_jumper(long value);
+
+/// Calls at_table.setjmper (the C library's _setjmp) and, on its first return, longjmps back to
+/// it: 100 times the number of times the call returned plus the second return's value (207
+/// when both returns reach this caller).
+int at_call_setjmp_twice(void);
+/// The same through a direct call of _setjmp.
+int at_call_setjmp_twice_direct(void);
+/// The address of the C library's _setjmp.
+void *at_setjmp_address(void);
 
 /// Calls at_table.tracer(0): the original counts with _Unwind_Backtrace the frames from inside
 /// it, and records whether the address of the return in this caller is among them; glibc's

@@ -1,0 +1,39 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The C library's functions that return twice: once as called, and again later when a
+/// `longjmp`, `setcontext` or the end of a `vfork` child resumes the context they saved. The
+/// second return comes back to the return address saved with the context. An attach's
+/// `onLeave` replaces that address with the thread's return thunk, whose side-stack frame the
+/// first return already used, so an attach to one of these runs `onEnter` only.
+enum ReturnsTwice {
+    /// The names, as the C library exports them (and `sigsetjmp`, a macro for `__sigsetjmp`
+    /// in C, under its own name for tables that list it).
+    static let names: Set<String> = [
+        "setjmp", "_setjmp", "__setjmp", "sigsetjmp", "__sigsetjmp", "savectx",
+        "getcontext", "swapcontext", "vfork", "__vfork",
+    ]
+
+    /// Their addresses in this process, resolved once.
+    private static let addresses: Set<UInt> = {
+        var found = Set<UInt>()
+        for name in names {
+            if let address = dlsym(nil, name) {
+                found.insert(UInt(bitPattern: address))
+            }
+        }
+        return found
+    }()
+
+    /// Whether `function` is one of them: its start, or the instruction after its `endbr64`
+    /// (where an inline plan of it begins).
+    static func contains(function: UInt) -> Bool {
+        function != 0 && (addresses.contains(function) || addresses.contains(function &- 4))
+    }
+
+    /// Whether a symbol of this name is one of them.
+    static func contains(name: String) -> Bool {
+        names.contains(name)
+    }
+}
