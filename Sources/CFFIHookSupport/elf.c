@@ -390,7 +390,9 @@ static size_t ffh_elf_symbol_count(const ffh_elf_dynamic *dynamic) {
     return (size_t)last + 1;
 }
 
-size_t ffh_elf_defined_functions(const ffh_elf_object *object, ffh_elf_function *functions, size_t capacity) {
+/* The defined functions of ffh_elf_defined_functions, only those at `only` when it is not 0. */
+static size_t ffh_elf_defined_functions_at(const ffh_elf_object *object, uintptr_t only, ffh_elf_function *functions,
+                                           size_t capacity) {
     ffh_elf_dynamic dynamic;
     if (!ffh_elf_read_dynamic(object, &dynamic)) return 0;
     size_t count = ffh_elf_symbol_count(&dynamic);
@@ -401,6 +403,7 @@ size_t ffh_elf_defined_functions(const ffh_elf_object *object, ffh_elf_function 
         unsigned binding = ELF64_ST_BIND(symbol->st_info);
         if (type != STT_FUNC && type != STT_GNU_IFUNC) continue;
         if (symbol->st_shndx == SHN_UNDEF || symbol->st_shndx == SHN_ABS || symbol->st_value == 0) continue;
+        if (only && object->base + symbol->st_value != only) continue;
         if (binding != STB_GLOBAL && binding != STB_WEAK && binding != STB_GNU_UNIQUE) continue;
         if (ELF64_ST_VISIBILITY(symbol->st_other) != STV_DEFAULT && ELF64_ST_VISIBILITY(symbol->st_other) != STV_PROTECTED) {
             continue;
@@ -415,11 +418,21 @@ size_t ffh_elf_defined_functions(const ffh_elf_object *object, ffh_elf_function 
                     .type = (uint8_t)type,
                 },
                 .is_default_version = !hidden,
+                .is_weak = binding == STB_WEAK,
             };
         }
         found++;
     }
     return found;
+}
+
+size_t ffh_elf_defined_functions(const ffh_elf_object *object, ffh_elf_function *functions, size_t capacity) {
+    return ffh_elf_defined_functions_at(object, 0, functions, capacity);
+}
+
+size_t ffh_elf_functions_at(const ffh_elf_object *object, uintptr_t address, ffh_elf_function *functions,
+                            size_t capacity) {
+    return address ? ffh_elf_defined_functions_at(object, address, functions, capacity) : 0;
 }
 
 int ffh_elf_symbol_at(uintptr_t address, ffh_elf_symbol *symbol) {

@@ -167,11 +167,14 @@ public final class HookGroupToken: Sendable, Hashable, CustomStringConvertible {
     /// Removes every hook of the group; true when at least one was still installed.
     ///
     /// Safe to call from any thread, including from inside one of the group's blocks, and
-    /// more than once: later calls return false and change nothing. Each slot gets its
+    /// more than once: later calls, and calls that race the first, return false and change
+    /// nothing (the first call's removal may still be under way when they return). Each slot gets its
     /// original back as ``HookToken/remove()`` describes.
     @discardableResult
     public func remove() -> Bool {
-        let (tokens, companions) = members.withLock { members in
+        let (tokens, companions) = members.withLock { members -> ([HookToken], [HookToken]) in
+            // A second call, even one that races the first, finds the group taken.
+            guard !members.removed else { return ([], []) }
             members.removed = true
             // Companions' blocks may refer back to the group (the dlopen follower does):
             // dropping them breaks that cycle.

@@ -19,16 +19,17 @@ enum BatchTargets {
                     object: library)
             }
             var found = Found()
-            // One target per address: the name its library exports by default, the first
-            // such in the table.
-            var byAddress: [UInt: (target: PlanTarget, isDefault: Bool)] = [:]
-            func add(_ target: PlanTarget, isDefault: Bool) {
-                if let known = byAddress[target.address], known.isDefault || !isDefault { return }
-                byAddress[target.address] = (target, isDefault)
+            // One target per address, named by the alias a program most likely calls it by
+            // (``AliasRank``).
+            var byAddress: [UInt: (target: PlanTarget, rank: AliasRank)] = [:]
+            func add(_ target: PlanTarget, rank: AliasRank) {
+                if let known = byAddress[target.address], !(rank < known.rank) { return }
+                byAddress[target.address] = (target, rank)
             }
             for function in definedFunctions(of: object) {
                 let name = String(cString: function.symbol.name)
                 let isDefault = function.is_default_version != 0
+                let rank = AliasRank(name: name, isDefault: isDefault, isWeak: function.is_weak != 0)
                 if function.symbol.type == DynamicSymbol.typeIndirectFunction {
                     // Its address is a resolver: the implementation is what runs. Only the
                     // default version can be asked for by name.
@@ -43,14 +44,14 @@ enum BatchTargets {
                                     symbol: name, object: library)))
                         continue
                     }
-                    add(PlanTarget(address: address, name: name), isDefault: true)
+                    add(PlanTarget(address: address, name: name), rank: rank)
                 } else {
                     let size = function.symbol.size
                     add(
                         PlanTarget(
                             address: UInt(function.symbol.address), name: name,
                             size: size > 0 && size <= UInt64(Int.max) ? Int(size) : nil, isKnownStart: true),
-                        isDefault: isDefault)
+                        rank: rank)
                 }
             }
             if locals, let path = object.filePath, let table = ELFSymbolTable(path: path),
@@ -65,11 +66,36 @@ enum BatchTargets {
                             address: address, name: name,
                             size: function.size > 0 && function.size <= UInt64(Int.max) ? Int(function.size) : nil,
                             isKnownStart: true),
-                        isDefault: false)
+                        rank: AliasRank(name: name ?? "", isDefault: false, isWeak: false))
                 }
             }
             found.targets = byAddress.values.map(\.target)
             return found
+        }
+    }
+
+    /// How well a name suits a function with several: an exported default version first, then
+    /// the name with the fewest leading underscores (`malloc` before `__libc_malloc`,
+    /// `memcpy` before `__memcpy`), then a global before a weak one, then the shorter; ties
+    /// keep the first in the table.
+    struct AliasRank: Comparable {
+        let isDefault: Bool
+        let underscores: Int
+        let isWeak: Bool
+        let length: Int
+
+        init(name: String, isDefault: Bool, isWeak: Bool) {
+            self.isDefault = isDefault
+            self.underscores = name.utf8.prefix { $0 == UInt8(ascii: "_") }.count
+            self.isWeak = isWeak
+            self.length = name.utf8.count
+        }
+
+        static func < (lhs: Self, rhs: Self) -> Bool {
+            if lhs.isDefault != rhs.isDefault { return lhs.isDefault }
+            if lhs.underscores != rhs.underscores { return lhs.underscores < rhs.underscores }
+            if lhs.isWeak != rhs.isWeak { return !lhs.isWeak }
+            return lhs.length < rhs.length
         }
     }
 
@@ -155,6 +181,22 @@ enum BatchTargets {
         definedFunctions(of: object).map { UInt($0.symbol.address) }
     }
 
+    /// The best of the names the object exports for the function at `address` (``AliasRank``),
+    /// or nil when it exports none there.
+    static func plainestName(at address: UInt, in object: LoadedObject) -> String? {
+        withUnsafeTemporaryAllocation(of: ffh_elf_function.self, capacity: 32) { buffer -> String? in
+            let count = min(
+                ffh_elf_functions_at(object.object, address, buffer.baseAddress, buffer.count), buffer.count)
+            return buffer.prefix(count).map { function in
+                let name = String(cString: function.symbol.name)
+                return (
+                    name,
+                    AliasRank(name: name, isDefault: function.is_default_version != 0, isWeak: function.is_weak != 0)
+                )
+            }.min { $0.1 < $1.1 }?.0
+        }
+    }
+
     /// The functions the object's dynamic symbol table defines.
     private static func definedFunctions(of object: LoadedObject) -> [ffh_elf_function] {
         let count = ffh_elf_defined_functions(object.object, nil, 0)
@@ -191,13 +233,24 @@ private struct ObjectFunctions {
             let written = functions.withUnsafeMutableBufferPointer {
                 ffh_elf_defined_functions(object.object, $0.baseAddress, $0.count)
             }
-            exported = functions.prefix(min(written, count)).map {
-                (
-                    UInt($0.symbol.address), $0.symbol.size, String(cString: $0.symbol.name),
-                    $0.symbol.type == DynamicSymbol.typeIndirectFunction
+            var ranked = functions.prefix(min(written, count)).map { function in
+                let name = String(cString: function.symbol.name)
+                return (
+                    function: (
+                        address: UInt(function.symbol.address), size: function.symbol.size, name: name,
+                        isIndirect: function.symbol.type == DynamicSymbol.typeIndirectFunction
+                    ),
+                    rank: BatchTargets.AliasRank(
+                        name: name, isDefault: function.is_default_version != 0, isWeak: function.is_weak != 0)
                 )
             }
-            exported.sort { $0.address < $1.address }
+            // By address, and the aliases of one address with the best name last: the lookup
+            // finds the last entry at or below an address.
+            ranked.sort {
+                $0.function.address != $1.function.address
+                    ? $0.function.address < $1.function.address : $1.rank < $0.rank
+            }
+            exported = ranked.map(\.function)
         }
         bias = object.bias
         if let path = object.filePath, let table = ELFSymbolTable(path: path),

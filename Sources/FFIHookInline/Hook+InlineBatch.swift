@@ -8,7 +8,9 @@ public import FFIHook
 /// group's ``/FFIHook/HookGroupToken/refusals`` (its error's ``/FFIHook/HookError/symbol`` is the
 /// function's name); the others are hooked. A batch made with
 /// ``InlineBatch/Options/allOrNothing`` refuses the whole install instead: the verb throws the
-/// first function's error and installs nothing.
+/// first function's error and installs nothing. When every function's install fails, all with
+/// the same error code (options an attach refuses, a signature the library refuses), the verb
+/// throws the first of them rather than return an empty group.
 extension Hook {
     /// Installs `block` at `position` around every function of `batch` for which `signature`
     /// gives a signature (functions it gives `nil` for are left alone, and not refused).
@@ -28,7 +30,8 @@ extension Hook {
     ///
     /// - Throws: ``/FFIHook/HookError/Code-swift.struct/calledFromHookBlock`` from a block that runs
     ///   within the library's own install or removal on this thread; with
-    ///   ``InlineBatch/Options/allOrNothing``, the first function's error (nothing is installed).
+    ///   ``InlineBatch/Options/allOrNothing``, the first function's error (nothing is installed);
+    ///   the first function's error when every install failed with the same code.
     public static func install(
         on batch: InlineBatch, signature: (InlineFunction) -> Signature?, position: HookPosition,
         options: HookOptions = [], _ block: @escaping @Sendable (borrowing Invocation, InlineFunction) -> Void
@@ -143,6 +146,7 @@ extension Hook {
             let held = batch.functions.filter { refused[$0] == nil }
             var tokens: [HookToken] = []
             var refusals = refused.values.map(\.error)
+            var failures: [HookError] = []
             do throws(HookError) {
                 for function in held {
                     do throws(HookError) {
@@ -151,8 +155,13 @@ extension Hook {
                         var error = error
                         error.symbol = function.name
                         if allOrNothing { throw error }
-                        refusals.append(error)
+                        failures.append(error)
                     }
+                }
+                // Every install failed, and for one reason: the options or the signature were
+                // wrong for all of them, which an empty group would hide.
+                if tokens.isEmpty, let first = failures.first, failures.allSatisfy({ $0.code == first.code }) {
+                    throw first
                 }
             } catch {
                 for token in tokens { token.remove() }
@@ -160,6 +169,7 @@ extension Hook {
                 throw error
             }
             try BatchPatching.release(held)
+            refusals += failures
             return HookGroupToken(
                 tokens: tokens, skippedFields: [], refusals: refusals.sorted { ($0.symbol ?? "") < ($1.symbol ?? "") },
                 removalScope: { body in

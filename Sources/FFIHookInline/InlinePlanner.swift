@@ -354,6 +354,15 @@ enum InlinePlanner {
                     "\(hex(address)) is inside \(owner) at offset \(address - extent.start), not at a function's start")
             }
         }
+        if let reason = LibraryCode.reason(name: target.name ?? (name.hasPrefix("0x") ? nil : name)) {
+            throw refuse(.libraryCode, reason)
+        }
+        if let slab = state.slabs.values.joined().first(where: { $0.base <= address && address < $0.cellBase }) {
+            throw refuse(
+                .libraryCode,
+                "\(hex(address)) is in the library's own code, at offset \(address - slab.base) of a slab of trampolines"
+            )
+        }
         let mappedAfter = MemoryMapping.executableRun(from: address, in: mappings)
         if let known = size { size = min(known, mappedAfter) }
 

@@ -1,7 +1,10 @@
 public import FFIHook
 
 /// A function a batch left out, and why: an ``InlineBatch`` reports one per function it could
-/// not plan, and a hook installed on a batch one per function it could not patch or hook.
+/// not plan (``InlineBatch/refusals``), and ``InlineBatch/patch()`` one per function whose
+/// patch it could not write. A hook installed on a batch names the functions it could not
+/// patch or hook in ``/FFIHook/HookGroupToken/refusals``, as ``/FFIHook/HookError``s whose
+/// ``/FFIHook/HookError/symbol`` is the function's name.
 ///
 /// ```swift
 /// let zlib = try InlineBatch(library: "libz.so.1")
@@ -18,7 +21,7 @@ public struct InlineRefusal: Error, Sendable, Hashable, CustomStringConvertible 
         private enum Value: String, Sendable {
             case notCode, indirectFunction, notAFunctionStart, tooShort, undecodable, unrelocatable
             case ripRelativeOutOfRange, callReturnsIntoPatch, branchIntoPatch, tooManyInstructions
-            case noMemory, symbolNotFound, patchFailed, hookFailed, unsupportedPlatform
+            case noMemory, symbolNotFound, patchFailed, unsupportedPlatform, libraryCode
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -53,9 +56,11 @@ public struct InlineRefusal: Error, Sendable, Hashable, CustomStringConvertible 
         /// The patch could not be written (a thread sat where it could not be moved, the code
         /// changed, the threads did not stop).
         public static var patchFailed: Self { Self(.patchFailed) }
-        /// The hook could not be installed on the function's jump cell (its signature is
-        /// refused, another hook of other types is there).
-        public static var hookFailed: Self { Self(.hookFailed) }
+        /// The function is the library's own: its C and Swift code (symbols `ffh_…`,
+        /// `swift_ffi_hook_…`, and those of the modules `FFIHook`, `FFIHookCore`,
+        /// `FFIHookInline` and `FFIHookObjC`), which every hooked call runs before it can tell
+        /// a call of its own from a caller's, or a trampoline or stub in one of its code slabs.
+        public static var libraryCode: Self { Self(.libraryCode) }
         /// Inline hooks do not work on this platform.
         public static var unsupportedPlatform: Self { Self(.unsupportedPlatform) }
 

@@ -130,6 +130,8 @@ enum SymbolResolver {
                 object.contains(symbol.address)
             {
                 (start, size, name, isIndirect) = (symbol.address, symbol.size, symbol.name, symbol.isIndirect)
+                // dladdr names one of a function's aliases; the batch's choice is the plainest.
+                if start == address, let plainest = BatchTargets.plainestName(at: start, in: object) { name = plainest }
             }
             // The full table covers what the dynamic one does not, and gives a size to an
             // exported symbol without one when a sized symbol starts at the same place.

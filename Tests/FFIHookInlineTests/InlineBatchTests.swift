@@ -111,6 +111,54 @@ extension InlineSuites {
             #expect(throws: HookError.self) { try InlineBatch(library: "libno-such-library.so.7") }
         }
 
+        /// The library's own functions, and the trampolines in its slabs, are refused: a hook on
+        /// one would run inside every hooked call before the call could be told apart.
+        /// Options no function of the batch accepts throw, as for one function, rather than give
+        /// an empty group; and no patch stays.
+        @Test func anInstallEveryFunctionRefusesForOneReasonThrowsIt() throws {
+            let batch = try InlineBatch(addresses: [address(of: ct_inline_rip), address(of: ct_inline_call)])
+            let error = try #require(throws: HookError.self) {
+                try Hook.attach(on: batch, options: .onInstallingThreadOnly, onEnter: { _ in })
+            }
+            #expect(error.code == .unsupportedCallerLimit)
+            #expect(batch.functions.allSatisfy { !$0.isPatched })
+            // A batch with nothing to hook gives an empty group.
+            let empty = try Hook.attach(on: batch) { _ in (nil, nil) }
+            #expect(empty.tokens.isEmpty && empty.refusals.isEmpty)
+        }
+
+        /// A group removed by several threads at once is removed once: one call returns true.
+        @Test func aGroupRemovedByManyThreadsAtOnceSaysSoOnce() throws {
+            let batch = try InlineBatch(addresses: [
+                address(of: ct_inline_rip), address(of: ct_inline_call), address(of: ct_inline_jmp8),
+                address(of: ct_inline_jcc8),
+            ])
+            for _ in 0..<20 {
+                let group = try Hook.attach(on: batch, onEnter: { _ in })
+                #expect(group.tokens.count == 4)
+                let removals = Atomic<Int>(0)
+                DispatchQueue.concurrentPerform(iterations: 4) { _ in
+                    if group.remove() { removals.add(1, ordering: .relaxed) }
+                }
+                #expect(removals.load(ordering: .relaxed) == 1)
+                #expect(!group.isActive && batch.functions.allSatisfy { !$0.isPatched })
+            }
+        }
+
+        @Test func theLibrarysOwnCodeIsRefused() throws {
+            let available = unsafeBitCast(
+                ffh_attach_available as @convention(c) () -> Int32, to: UnsafeRawPointer.self)
+            let release = unsafeBitCast(ffh_release_free_memory as @convention(c) () -> Void, to: UnsafeRawPointer.self)
+            let plain = try InlineFunction(address: address(of: ct_inline_plain))
+            let batch = try InlineBatch(addresses: [available, release, plain.original])
+            #expect(batch.functions.isEmpty)
+            #expect(batch.refusals.map(\.reason) == [.libraryCode, .libraryCode, .libraryCode])
+            #expect(batch.refusals.first { $0.address == available }?.name == "ffh_attach_available")
+            let error = try #require(throws: HookError.self) { try InlineFunction(address: available) }
+            #expect(error.message.contains("library's own code"))
+            #expect(throws: HookError.self) { try InlineFunction(address: plain.original) }
+        }
+
         /// A library's slab goes with the library: the next batch planned after `dlclose` forgets
         /// its plans, and its memory is unmapped once no hooked call can be inside it.
         @Test func anUnloadedLibrarysSlabIsUnmapped() throws {
@@ -197,6 +245,23 @@ extension InlineSuites {
             let again = try InlineBatch(library: library.path)
             #expect(again.functions.allSatisfy { $0.isPatched && $0.isKeptPatched })
             try again.unpatch()
+        }
+
+        /// A function exported under several names is named by the one a program calls: glibc
+        /// exports malloc also as `__libc_malloc`, fopen as `_IO_fopen` and the weak `fopen64`,
+        /// getpid as the global `__getpid` beside the weak `getpid`.
+        @Test func aFunctionWithAliasesIsNamedByItsPlainestName() throws {
+            let libc = try InlineBatch(library: "libc.so.6")
+            let names = Dictionary(libc.functions.map { (UInt(bitPattern: $0.address), $0.name) }) { first, _ in first }
+            for name in ["malloc", "fopen", "getpid", "free", "open"] {
+                let address = try #require(dlsym(UnsafeMutableRawPointer(bitPattern: 0), name))
+                // (A function that starts with `endbr64` is patched after it.)
+                #expect((names[UInt(bitPattern: address)] ?? names[UInt(bitPattern: address) + 4]) == name)
+                // A batch of addresses names them the same way.
+                let alone = try InlineBatch(addresses: [UnsafeRawPointer(address)])
+                #expect(alone.functions.map(\.name) == [name])
+                #expect(try InlineFunction(address: UnsafeRawPointer(address)).name == name)
+            }
         }
 
         /// A function the batch of its library refuses for a branch from elsewhere in the library

@@ -108,12 +108,20 @@ typedef struct {
     /// 0 for a hidden version (`name@VERSION`, an older one kept for old binaries), which the
     /// loader binds only to callers that ask for that version; 1 otherwise.
     uint8_t is_default_version;
+    /// 1 for a weak symbol (`STB_WEAK`), often the public alias of a function whose global
+    /// name is the library's own (`__libc_malloc`); 0 for a global or unique one.
+    uint8_t is_weak;
 } ffh_elf_function;
 
 /// Writes up to `capacity` of the functions the object exports into `functions`, in the order
 /// of its dynamic symbol table (aliases and versions of one function each have an entry), and
 /// returns how many there are in all. Reads the object's mapped dynamic symbol table: no file.
 size_t ffh_elf_defined_functions(const ffh_elf_object *object, ffh_elf_function *functions, size_t capacity);
+
+/// The functions of ffh_elf_defined_functions that start at `address` (a function's aliases
+/// and versions), written as it writes them; returns how many there are in all.
+size_t ffh_elf_functions_at(const ffh_elf_object *object, uintptr_t address, ffh_elf_function *functions,
+                            size_t capacity);
 
 /// The load bias (`l_addr`) and dynamic section address (`l_ld`) of the loaded object whose
 /// mappings hold `address` (dladdr1's link map). Returns 1, or 0 when no loaded object does.
