@@ -411,13 +411,24 @@ static void ffh_side_drop_abandoned(ffh_side *side, uint64_t sp) {
     side->depth = depth;
 }
 
-/* Marks the thread inside a call when it is not already (see ffh_call_enter); returns whether
-   it did. */
-static inline int ffh_attach_begin(ffh_thread *thread) {
+/* Opens the library's window of work on the thread around an attachment's blocks: registers
+   `window` (a block, or a signal handler that interrupts it, may jump out with longjmp; its
+   cleanup then ends the window), sets the thread busy, and marks it inside a call when it is
+   not already (see ffh_call_enter); returns whether it did. */
+static inline int ffh_attach_begin(ffh_thread *thread, ffh_window *window) {
     uintptr_t generation = thread->generation;
     int outermost = !(generation & 1);
+    ffh_window_open(window, thread, outermost);
+    thread->busy = 1;
     if (outermost) ffh_call_enter(thread, generation);
     return outermost;
+}
+
+/* Ends what ffh_attach_begin began. */
+static inline void ffh_attach_end(ffh_thread *thread, ffh_window *window, int outermost) {
+    if (outermost) ffh_call_leave(thread);
+    thread->busy = 0;
+    ffh_window_close(window);
 }
 
 /* What ffh_attach_enter returns to the entry (in rax and rdx): the function, and the cell to
@@ -443,8 +454,8 @@ __attribute__((visibility("hidden"))) ffh_attach_target ffh_attach_enter(ffh_att
         thread->busy = 0;
         if (!side) return target;
     }
-    thread->busy = 1;
-    int outermost = ffh_attach_begin(thread);
+    ffh_window window;
+    int outermost = ffh_attach_begin(thread, &window);
     uintptr_t epoch = __atomic_load_n(&record->epoch, __ATOMIC_ACQUIRE);
     uintptr_t state = __atomic_load_n(&record->state, __ATOMIC_ACQUIRE);
     uintptr_t flags = __atomic_load_n(&record->flags, __ATOMIC_ACQUIRE);
@@ -475,8 +486,7 @@ __attribute__((visibility("hidden"))) ffh_attach_target ffh_attach_enter(ffh_att
             }
         }
     }
-    if (outermost) ffh_call_leave(thread);
-    thread->busy = 0;
+    ffh_attach_end(thread, &window, outermost);
     return target;
 }
 
@@ -511,13 +521,12 @@ __attribute__((visibility("hidden"))) uintptr_t ffh_attach_leave(ffh_attach_leav
     side->depth = index;
     __asm__ __volatile__("" ::: "memory");
     if (thread->busy) return ret;
-    thread->busy = 1;
-    int outermost = ffh_attach_begin(thread);
+    ffh_window window;
+    int outermost = ffh_attach_begin(thread, &window);
     uintptr_t state = __atomic_load_n(&record->state, __ATOMIC_ACQUIRE);
     ffh_attach_dispatch dispatch = __atomic_load_n(&ffh_attach_dispatch_function, __ATOMIC_ACQUIRE);
     if (state && dispatch && __atomic_load_n(&record->epoch, __ATOMIC_ACQUIRE) == epoch) dispatch(state, frame, 1);
-    if (outermost) ffh_call_leave(thread);
-    thread->busy = 0;
+    ffh_attach_end(thread, &window, outermost);
     return ret;
 }
 

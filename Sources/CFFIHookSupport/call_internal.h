@@ -163,6 +163,23 @@ static inline __attribute__((always_inline)) void ffh_call_enter(ffh_thread *thr
     }
 }
 
+/* A window of the library's own work on a thread (its busy flag set, perhaps its call
+   marked): a glibc cleanup buffer that ends it if a longjmp (a signal handler's siglongjmp
+   included), a thread's exit or its cancellation leaves it without closing it. */
+#include <pthread.h>
+typedef struct {
+    struct _pthread_cleanup_buffer buffer;
+    /* The thread's cleanup list before the buffer; the buffer's own address when it was not
+       registered. */
+    struct _pthread_cleanup_buffer *previous;
+} ffh_window;
+
+/* Registers `window` for `thread`, whose marks it keeps and whose call it ends if left, when
+   `outermost` (see ffh_call_enter). */
+void ffh_window_open(ffh_window *window, ffh_thread *thread, int outermost) __attribute__((visibility("hidden")));
+/* Takes `window` off the thread's list, running nothing. */
+void ffh_window_close(ffh_window *window) __attribute__((visibility("hidden")));
+
 /* Ends what ffh_call_enter marked (unless something ended it meanwhile). */
 static inline __attribute__((always_inline)) void ffh_call_leave(ffh_thread *thread) {
     uintptr_t inside = thread->generation;

@@ -416,6 +416,50 @@ int ffh_cleanup_set_inline(int on) {
 }
 #endif
 
+#if FFH_CLEANUP
+/* Registers `window`'s buffer as glibc's _pthread_cleanup_push does, with ffh_abandoned and
+   `argument`: inline where the list's place in the thread's descriptor is known, else
+   through glibc; keeps the list's previous head (or the buffer's own address, when nothing
+   was registered). */
+static inline __attribute__((always_inline)) void ffh_window_register(ffh_window *window, uintptr_t argument) {
+#if defined(__x86_64__)
+    const long offset = __atomic_load_n(&ffh_cleanup_offset, __ATOMIC_RELAXED);
+#else
+    const long offset = 0;
+#endif
+    if (__builtin_expect(offset != 0, 1)) {
+        window->buffer.__routine = ffh_abandoned;
+        window->buffer.__arg = (void *)argument;
+        window->previous = (struct _pthread_cleanup_buffer *)ffh_fs_load(offset);
+        window->buffer.__prev = window->previous;
+        ffh_fs_store(offset, (uintptr_t)&window->buffer);
+    } else if (ffh_cleanup_register(&window->buffer, (void *)argument)) {
+        window->previous = window->buffer.__prev;
+    } else {
+        window->previous = &window->buffer;
+    }
+}
+
+/* Takes `window`'s buffer off the list again, running nothing. */
+static inline __attribute__((always_inline)) void ffh_window_unregister(ffh_window *window) {
+    if (window->previous != &window->buffer) ffh_cleanup_unregister(&window->buffer);
+}
+
+void ffh_window_open(ffh_window *window, ffh_thread *thread, int outermost) {
+    ffh_window_register(window, thread->mark_count << 1 | (uintptr_t)(outermost != 0));
+}
+
+void ffh_window_close(ffh_window *window) { ffh_window_unregister(window); }
+#else
+void ffh_window_open(ffh_window *window, ffh_thread *thread, int outermost) {
+    (void)window;
+    (void)thread;
+    (void)outermost;
+}
+
+void ffh_window_close(ffh_window *window) { (void)window; }
+#endif
+
 /* A call the library made itself, through a function the program hooked: straight to the
    function the slot's hooks wrap, in C, where the closure entered through the library's own
    entry (no Swift, whose runtime calls may be the hooked function). Otherwise through the
@@ -453,39 +497,16 @@ static inline __attribute__((always_inline)) void ffh_run(void *returnValue, voi
     int outermost = !(generation & 1);
     uintptr_t abandonedArgument = thread->mark_count << 1 | (uintptr_t)outermost;
 #if FFH_CLEANUP
-    /* Registered as glibc's _pthread_cleanup_push does, inline where the list's place in the
-       thread's descriptor is known; the list's previous head is kept for the pop. */
-    struct _pthread_cleanup_buffer buffer;
-#if defined(__x86_64__)
-    const long offset = __atomic_load_n(&ffh_cleanup_offset, __ATOMIC_RELAXED);
-#else
-    const long offset = 0;
-#endif
-    struct _pthread_cleanup_buffer *previous;
-    if (__builtin_expect(offset != 0, 1)) {
-        buffer.__routine = ffh_abandoned;
-        buffer.__arg = (void *)abandonedArgument;
-        previous = (struct _pthread_cleanup_buffer *)ffh_fs_load(offset);
-        buffer.__prev = previous;
-        ffh_fs_store(offset, (uintptr_t)&buffer);
-        if (unwind) unwind[0] = (uint64_t)(uintptr_t)previous;
-    } else if (ffh_cleanup_register(&buffer, (void *)abandonedArgument)) {
-        previous = buffer.__prev;
-        if (unwind) unwind[0] = (uint64_t)(uintptr_t)previous;
-    } else {
-        previous = &buffer; /* not registered: nothing to take off */
-    }
+    ffh_window window;
+    ffh_window_register(&window, abandonedArgument);
+    if (unwind && window.previous != &window.buffer) unwind[0] = (uint64_t)(uintptr_t)window.previous;
 #endif
     if (unwind) unwind[1] = (uint64_t)abandonedArgument << 1 | 1;
     if (outermost) ffh_call_enter(thread, generation);
     dispatch(returnValue, arguments, userData, thread);
     if (outermost) ffh_call_leave(thread);
 #if FFH_CLEANUP
-    if (__builtin_expect(offset != 0, 1)) {
-        ffh_fs_store(offset, (uintptr_t)previous);
-    } else if (previous != &buffer) {
-        ffh_cleanup_unregister(&buffer);
-    }
+    ffh_window_unregister(&window);
 #endif
     thread->busy = 0;
 }

@@ -260,9 +260,7 @@ extension Hook {
         guard options.isDisjoint(with: HookOptions.callerLimits) else {
             throw HookError(
                 slot: slot.address, signature: nil,
-                problem: .unsupportedCallerLimit(
-                    "an attach cannot be limited to a thread or a task (.onInstallingThreadOnly, .inCurrentTaskOnly): test `threadID` in its blocks instead"
-                ))
+                problem: .unsupportedCallerLimit(HookError.Problem.limitedAttachReason))
         }
         let handle = try AttachEngine.attach(
             slot: slot.pointer, attachment: Attachment(onEnter: onEnter, onLeave: onLeave),

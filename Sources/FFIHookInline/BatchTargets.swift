@@ -76,8 +76,9 @@ enum BatchTargets {
 
     /// How well a name suits a function with several: an exported default version first, then
     /// the name with the fewest leading underscores (`malloc` before `__libc_malloc`,
-    /// `memcpy` before `__memcpy`), then a global before a weak one, then the shorter; ties
-    /// keep the first in the table.
+    /// `getpid` before `__getpid`), then the shorter (`fopen` before `fopen64`, `fallocate`
+    /// before `fallocate64`), then a global before a weak one; ties keep the first in the
+    /// table.
     struct AliasRank: Comparable {
         let isDefault: Bool
         let underscores: Int
@@ -94,8 +95,8 @@ enum BatchTargets {
         static func < (lhs: Self, rhs: Self) -> Bool {
             if lhs.isDefault != rhs.isDefault { return lhs.isDefault }
             if lhs.underscores != rhs.underscores { return lhs.underscores < rhs.underscores }
-            if lhs.isWeak != rhs.isWeak { return !lhs.isWeak }
-            return lhs.length < rhs.length
+            if lhs.length != rhs.length { return lhs.length < rhs.length }
+            return !lhs.isWeak && rhs.isWeak
         }
     }
 

@@ -93,7 +93,10 @@ extension Hook {
         on batch: InlineBatch, options: HookOptions = [],
         blocks: (InlineFunction) -> (onEnter: EnterBlock?, onLeave: LeaveBlock?)
     ) throws(HookError) -> HookGroupToken {
-        try installEach(on: batch) { (function: InlineFunction) throws(HookError) -> HookToken? in
+        guard options.isDisjoint(with: HookOptions.callerLimits) else {
+            throw HookError(code: .unsupportedCallerLimit, message: HookError.Problem.limitedAttachReason)
+        }
+        return try installEach(on: batch) { (function: InlineFunction) throws(HookError) -> HookToken? in
             let (onEnter, onLeave) = blocks(function)
             guard onEnter != nil || onLeave != nil else { return nil }
             return try attach(on: function.slot, options: options, onEnter: onEnter, onLeave: onLeave)

@@ -182,7 +182,9 @@ public final class InlineBatch: Sendable, CustomStringConvertible {
     }
 
     /// Stops keeping the batch patched: every function with nothing installed gets its bytes
-    /// back, in one stop of the other threads; the others when their last hook goes.
+    /// back, in one stop of the other threads; the others when their last hook goes. As for
+    /// ``InlineFunction/unpatch()``, this ends the keeping of each function however it began
+    /// (through this batch, another, or an ``InlineFunction``).
     ///
     /// - Throws: ``/FFIHook/HookError/Code-swift.struct/calledFromHookBlock`` from a block that
     ///   runs within the library's own install or removal on this thread.

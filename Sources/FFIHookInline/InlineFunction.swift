@@ -134,6 +134,11 @@ public struct InlineFunction: Sendable, Hashable, CustomStringConvertible {
     /// be written. Does nothing when the jump is kept already. To keep many functions patched
     /// with one stop of the threads, use ``InlineBatch/patch()``.
     ///
+    /// Being kept patched is the function's, not this value's: every ``InlineFunction`` and
+    /// batch of the same function shares it (the function has one patch), so an ``unpatch()``
+    /// through any of them ends it; two parts of a program that each keep a function patched
+    /// must agree on when it stops.
+    ///
     /// - Throws: ``/FFIHook/HookError`` with ``/FFIHook/HookError/Code-swift.struct/patchFailed``
     ///   when the jump cannot be written, or
     ///   ``/FFIHook/HookError/Code-swift.struct/calledFromHookBlock`` from a block that runs

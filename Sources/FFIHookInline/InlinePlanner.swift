@@ -357,6 +357,10 @@ enum InlinePlanner {
         if let reason = LibraryCode.reason(name: target.name ?? (name.hasPrefix("0x") ? nil : name)) {
             throw refuse(.libraryCode, reason)
         }
+        if target.name == nil, name.hasPrefix("0x"), SlotRegistry.shared.isEngineCode(address) {
+            throw refuse(
+                .libraryCode, "\(hex(address)) is in the library's own code: a hook's closure or an attach's stub")
+        }
         if let slab = state.slabs.values.joined().first(where: { $0.base <= address && address < $0.cellBase }) {
             throw refuse(
                 .libraryCode,

@@ -57,9 +57,12 @@ public struct InlineRefusal: Error, Sendable, Hashable, CustomStringConvertible 
         /// changed, the threads did not stop).
         public static var patchFailed: Self { Self(.patchFailed) }
         /// The function is the library's own: its C and Swift code (symbols `ffh_…`,
-        /// `swift_ffi_hook_…`, and those of the modules `FFIHook`, `FFIHookCore`,
-        /// `FFIHookInline` and `FFIHookObjC`), which every hooked call runs before it can tell
-        /// a call of its own from a caller's, or a trampoline or stub in one of its code slabs.
+        /// `swift_ffi_hook_…`, and Swift functions whose mangled names involve the modules
+        /// `FFIHook`, `FFIHookCore`, `FFIHookInline` and `FFIHookObjC` or its C types,
+        /// specializations and thunks included, wherever the compiler put them), which every
+        /// hooked call runs before it can tell a call of its own from a caller's; or, given by
+        /// address, a trampoline or stub in one of its code slabs, a hook's closure or an
+        /// attach's stub.
         public static var libraryCode: Self { Self(.libraryCode) }
         /// Inline hooks do not work on this platform.
         public static var unsupportedPlatform: Self { Self(.unsupportedPlatform) }

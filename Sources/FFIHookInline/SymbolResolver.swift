@@ -90,6 +90,8 @@ enum SymbolResolver {
         func failure(_ code: SymbolLookupError.Code) -> SymbolLookupError {
             SymbolLookupError(code: code, symbol: symbol, object: object)
         }
+        // C would read a name with a NUL byte only up to it: no symbol has such a name.
+        guard !symbol.utf8.contains(0) else { throw failure(.symbolNotFound) }
         guard let object else {
             // RTLD_DEFAULT is a null handle.
             guard let address = bound(symbol, in: nil) else { throw failure(.symbolNotFound) }

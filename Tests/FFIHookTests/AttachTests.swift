@@ -316,6 +316,56 @@ import Testing
         #expect(try Hook.statistics.abandonedFrameCount - abandoned >= 999)
     }
 
+    /// A block that leaves by `siglongjmp` (as a signal handler that interrupts it may) leaves
+    /// the thread's window of library work with it: later calls run their blocks again.
+    @Test func aBlockLeftBySiglongjmpDoesNotSwitchTheThreadOff() throws {
+        let enters = Counter()
+        let leaves = Counter()
+        let escape = Mutex(true)
+        let token = try Hook.attach(on: Self.slot(\.add)) { _ in
+            enters.add()
+            if escape.withLock({ $0 }) { at_escape_now() }
+        } onLeave: { _ in
+            leaves.add()
+        }
+        defer { token.remove() }
+        #expect(at_call_escaping(2) == -1)
+        escape.withLock { $0 = false }
+        #expect(at_call_escaping(2) == 3)
+        #expect(at_call_add(4, 5) == 9)
+        #expect(enters.count == 3 && leaves.count == 2)
+        // Its call was ended too: reclamation does not wait for it.
+        try Hook.waitForReclamation()
+    }
+
+    /// An attach whose token is dropped stays, with its blocks: what they capture lives on
+    /// (the attach stays for the life of the process, so the slot is memory never freed).
+    @Test func anAttachWhoseTokenIsDroppedKeepsItsBlocks() throws {
+        final class Canary: Sendable {
+            let calls = Counter()
+            let freed: Counter
+            init(freed: Counter) { self.freed = freed }
+            deinit { freed.add() }
+        }
+        typealias Add = @convention(c) (Int, Int) -> Int
+        let slot = UnsafeMutablePointer<Add>.allocate(capacity: 1)
+        slot.initialize(to: { $0 + $1 })
+        let freed = Counter()
+        weak var watched: Canary?
+        do {
+            let canary = Canary(freed: freed)
+            watched = canary
+            _ = try Hook.attach(on: FunctionSlot(slot)) { _ in
+                canary.calls.add()
+            } onLeave: { _ in
+                canary.calls.add()
+            }
+        }
+        #expect(freed.count == 0 && watched != nil)
+        #expect(slot.pointee(2, 3) == 5)
+        #expect(watched?.calls.count == 2)
+    }
+
     /// `_setjmp` returns a second time when `longjmp` resumes the context it saved, to the
     /// return address saved with it: an attach with `onLeave` would have put the return thunk
     /// there, its frame gone with the first return. The attach runs `onEnter` only.
@@ -335,6 +385,22 @@ import Testing
         }
         #expect(enters.count == 3 && leaves.count == 0)
         #expect(function.withLock { $0 } == UInt(bitPattern: at_setjmp_address()))
+    }
+
+    /// The function that returns twice is found behind what is in front of it: a second attach
+    /// on the slot meets the first one's stub; a slot may hold a PLT entry that jumps to it.
+    @Test func aFunctionThatReturnsTwiceIsFoundBehindStubsAndJumps() throws {
+        let leaves = Counter()
+        let first = try Hook.attach(on: Self.slot(\.setjmper), onEnter: { _ in })
+        let second = try Hook.attach(on: Self.slot(\.setjmper), onEnter: { _ in }, onLeave: { _ in leaves.add() })
+        #expect(at_call_setjmp_twice() == 207)
+        second.remove()
+        first.remove()
+        at_slots_get().pointee.setjmper = at_setjmp_plt
+        let behindAJump = try Hook.attach(on: Self.slot(\.setjmper), onEnter: { _ in }, onLeave: { _ in leaves.add() })
+        #expect(at_call_setjmp_twice() == 207)
+        behindAJump.remove()
+        #expect(leaves.count == 0)
     }
 
     @Test func unwindersFindTheCallerThroughTheThunk() throws {

@@ -45,6 +45,22 @@ struct AttachStubs {
     private var free: [UInt: [Stub]] = [:]
     /// How many stubs exist.
     private(set) var count = 0
+    /// Every stub's record, by the stub's code address.
+    private var records: [UInt: UnsafeMutablePointer<ffh_attach>] = [:]
+
+    /// Whether `address` is in the code of a block of stubs.
+    func contains(code address: UInt) -> Bool {
+        codeBlocks.contains { address >= $0 && address - $0 < UInt(Self.stride * Self.perBlock) }
+    }
+    /// Where each block's code starts.
+    private var codeBlocks: [UInt] = []
+
+    /// The function the stub at `code` calls, or nil when `code` is not a stub's.
+    func original(ofStubAt code: UInt) -> UInt? {
+        guard let record = records[code] else { return nil }
+        let raw = UnsafeMutableRawPointer(record) + MemoryLayout<ffh_attach>.offset(of: \.original)!
+        return raw.assumingMemoryBound(to: Atomic<UInt>.self).pointee.load(ordering: .acquiring)
+    }
 
     /// A stub for `slot`: one that served it before, else a new one (nil when memory for code
     /// cannot be had). Its record passes calls through until an attachment is published.
@@ -57,6 +73,7 @@ struct AttachStubs {
             var code: UnsafeMutableRawPointer?
             guard let writable = ffi_closure_alloc(Self.stride * Self.perBlock, &code), let code else { return nil }
             lastBlock = (writable, UnsafeRawPointer(code))
+            codeBlocks.append(UInt(bitPattern: code))
             usedInLastBlock = 0
         }
         let block = lastBlock!
@@ -66,7 +83,9 @@ struct AttachStubs {
         let record = (block.writable + offset + Int(FFH_ATTACH_STUB_SIZE)).bindMemory(to: ffh_attach.self, capacity: 1)
         record.initialize(to: ffh_attach(original: 0, state: 0, epoch: 0, flags: 0))
         ffh_attach_write_stub(block.writable + offset, record)
-        return Stub(code: UInt(bitPattern: block.code + offset), record: record)
+        let code = UInt(bitPattern: block.code + offset)
+        records[code] = record
+        return Stub(code: code, record: record)
     }
 
     /// Gives back the stub of an attach of `slot` that was removed.
@@ -103,6 +122,8 @@ final class AttachHandle: HookHandle, @unchecked Sendable {
             AttachEngine.publish(nil, in: stub.record)
             AttachEngine.stubs.withLock { $0.give(stub, for: slot) }
         }
+        // The reference the installed attach held (reclamation holds one now).
+        Unmanaged.passUnretained(attachment).release()
         return true
     }
 
@@ -168,7 +189,7 @@ enum AttachEngine {
         if attachment.onLeave != nil {
             let aligned = address != 0 && address % UInt(MemoryLayout<UInt>.alignment) == 0
             let target = function != 0 ? function : aligned ? SlotMemory.load(address) ?? 0 : 0
-            if ReturnsTwice.contains(function: target) || symbol.map(ReturnsTwice.contains(name:)) == true {
+            if symbol.map(ReturnsTwice.contains(name:)) == true || returnsTwice(target, slot: address) {
                 attachment = Attachment(onEnter: attachment.onEnter, onLeave: nil)
             }
         }
@@ -189,6 +210,9 @@ enum AttachEngine {
             throw error
         }
         installed.add(1, ordering: .relaxed)
+        // The installed attach keeps its blocks, token or no token (a dropped token leaves the
+        // attach in place, as it leaves a hook); its removal lets them go.
+        _ = Unmanaged.passRetained(handle.attachment)
         if handle.replacement.original == 0 {
             _ = handle.remove()
             throw HookError(
@@ -196,6 +220,57 @@ enum AttachEngine {
                 slot: FunctionSlot(address: address))
         }
         return handle
+    }
+}
+
+extension AttachEngine {
+    /// Whether `word`, which the slot at `slot` holds, leads to a function that returns twice:
+    /// looked for through what the library put in front of it (the closure of the slot's
+    /// hooks, attach stubs) and through jumps a linker puts in front of a function (a PLT
+    /// entry's `jmp [rip + x]`, a `jmp rel32`), a few steps deep.
+    static func returnsTwice(_ word: UInt, slot: UInt) -> Bool {
+        var word = word
+        if let hooked = SlotRegistry.shared.hookedFunction(at: slot, holding: word), hooked.isHooked {
+            word = hooked.original
+        }
+        for _ in 0..<8 {
+            guard word != 0 else { return false }
+            if ReturnsTwice.contains(function: word) { return true }
+            if let next = stubs.withLock({ $0.original(ofStubAt: word) }) {
+                word = next
+            } else if let next = jumpTarget(at: word) {
+                word = next
+            } else {
+                return false
+            }
+        }
+        return false
+    }
+
+    /// Where the code at `address` jumps straight away, when it starts (after an `endbr64`)
+    /// with `jmp [rip + disp32]` (with or without a `bnd` prefix: where the word it reads
+    /// points) or `jmp rel32`; nil otherwise, or when the memory cannot be read.
+    private static func jumpTarget(at address: UInt) -> UInt? {
+        guard var bytes = SlotMemory.load(address) else { return nil }
+        var at = address
+        if bytes & 0xFFFF_FFFF == 0xFA1E_0FF3 {  // endbr64
+            at += 4
+            guard let next = SlotMemory.load(at) else { return nil }
+            bytes = next
+        }
+        if bytes & 0xFF == 0xF2 {  // bnd
+            at += 1
+            bytes >>= 8
+        }
+        if bytes & 0xFFFF == 0x25FF {  // jmp [rip + disp32]
+            let displacement = Int32(truncatingIfNeeded: bytes >> 16)
+            return SlotMemory.load(at &+ 6 &+ UInt(bitPattern: Int(displacement)))
+        }
+        if bytes & 0xFF == 0xE9 {  // jmp rel32
+            let displacement = Int32(truncatingIfNeeded: bytes >> 8)
+            return at &+ 5 &+ UInt(bitPattern: Int(displacement))
+        }
+        return nil
     }
 }
 

@@ -98,6 +98,15 @@ struct ClosurePool {
         return UInt(bitPattern: blocks[index / Self.cellsPerBlock].code + (index % Self.cellsPerBlock) * Self.stride)
     }
 
+    /// Whether `address` is in the code of a cell, made or still to be handed out.
+    func contains(code address: UInt) -> Bool {
+        blocks.contains { block in
+            let start = UInt(bitPattern: block.code)
+            return Self.libffiHasStaticTrampolines
+                ? address == start : address >= start && address - start < UInt(Self.stride * Self.cellsPerBlock)
+        }
+    }
+
     /// A cell's slot record.
     func slot(_ cell: Cell) -> UnsafeMutablePointer<ffh_slot> {
         (closure(cell) + ffh_closure_size()).assumingMemoryBound(to: ffh_slot.self)

@@ -177,6 +177,9 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
         package static let taskLimitOutsideScope = Problem.unsupportedCallerLimit(
             "a hook limited to the current task (.inCurrentTaskOnly) must be installed inside Hook.scoped(_:during:), which names the task's calls; this install runs in no scope"
         )
+        /// ``unsupportedCallerLimit(_:)``'s reason for a limited attach.
+        package static let limitedAttachReason =
+            "an attach cannot be limited to a thread or a task (.onInstallingThreadOnly, .inCurrentTaskOnly): test `threadID` in its blocks instead"
         /// ``unsupportedCallerLimit(_:)``'s reason for a limited replacement.
         package static let limitedReplacement = Problem.unsupportedCallerLimit(
             "a replacement cannot be limited to a thread or a task (.onInstallingThreadOnly, .inCurrentTaskOnly): it runs no block that could tell calls apart"

@@ -74,5 +74,5 @@ public struct HookOptions: OptionSet, Sendable, Hashable {
     public static let inCurrentTaskOnly = HookOptions(rawValue: 1 << 4)
 
     /// The options that limit a hook to some of its slot's calls.
-    static let callerLimits: HookOptions = [.onInstallingThreadOnly, .inCurrentTaskOnly]
+    package static let callerLimits: HookOptions = [.onInstallingThreadOnly, .inCurrentTaskOnly]
 }

@@ -873,6 +873,14 @@ package final class SlotRegistry: Sendable {
         }
     }
 
+    /// Whether `address` is in code the engine made: a hook's closure or an attach stub.
+    /// (False when this thread holds the registry's lock.)
+    package func isEngineCode(_ address: UInt) -> Bool {
+        guard !holdsLock else { return false }
+        return state.withLock { $0.pool.contains(code: address) }
+            || AttachEngine.stubs.withLock { $0.contains(code: address) }
+    }
+
     /// How many slots have hooks (detached ones included).
     package var entryCount: Int {
         state.withLock { $0.entries.count + $0.detached.count }

@@ -215,6 +215,23 @@ __attribute__((noinline)) int at_call_setjmp_twice_direct(void) {
 
 void *at_setjmp_address(void) { return (void *)_setjmp; }
 
+void *at_setjmp_plt_target = (void *)_setjmp;
+__asm__(".text\n"
+        ".globl at_setjmp_plt\n"
+        ".type at_setjmp_plt, @function\n"
+        "at_setjmp_plt:\n"
+        "    endbr64\n"
+        "    .byte 0xf2\n" /* bnd */
+        "    jmp *at_setjmp_plt_target(%rip)\n"
+        ".size at_setjmp_plt, . - at_setjmp_plt\n");
+
+static sigjmp_buf at_escape;
+__attribute__((noinline)) long at_call_escaping(long value) {
+    if (sigsetjmp(at_escape, 1)) return -1;
+    return at_table.add(value, 1);
+}
+void at_escape_now(void) { siglongjmp(at_escape, 1); }
+
 __attribute__((noinline)) long at_call_tracer(void) {
     at_caller_start = (uintptr_t)&at_call_tracer;
     at_caller_end = at_caller_start + 256;

@@ -77,6 +77,16 @@ long at_call_jumper(long value);
 int at_call_setjmp_twice(void);
 /// The same through a direct call of _setjmp.
 int at_call_setjmp_twice_direct(void);
+/// Calls at_table.add(value, 1) after a sigsetjmp that at_escape_now jumps back to: -1 when
+/// the call was left that way (from a block), else the call's result.
+long at_call_escaping(long value);
+/// siglongjmp back into at_call_escaping, as a signal handler that leaves would.
+void at_escape_now(void);
+
+/// A stub in front of _setjmp as a PLT entry is: `endbr64; bnd jmp *[rip + x]`, the word at x
+/// holding _setjmp's address.
+int at_setjmp_plt(void *buffer);
+
 /// The address of the C library's _setjmp.
 void *at_setjmp_address(void);
 
