@@ -53,24 +53,40 @@ static ffh_thread *ffh_take_free(void) {
     return NULL;
 }
 
+/* The distance between records in a block (which the kernel maps page-aligned): a record's
+   size rounded up to FFH_THREAD_ALIGNMENT, so that no two records share a cache line. Packed
+   at their size (568 bytes), one record's `busy` shared a line with the next one's
+   `generation` and marks, and two threads calling hooks at once made each other miss in the
+   cache on every call. */
+#define FFH_RECORD_STRIDE \
+    ((sizeof(ffh_thread) + FFH_THREAD_ALIGNMENT - 1) / FFH_THREAD_ALIGNMENT * FFH_THREAD_ALIGNMENT)
+
+/* Record `index` of a block. */
+static inline ffh_thread *ffh_block_record(long memory, size_t index) {
+    return (ffh_thread *)(uintptr_t)(memory + (long)(index * FFH_RECORD_STRIDE));
+}
+
 /* Maps a block's worth of records, claims the first and publishes them all. The size is a
    multiple of every page size the kernel uses, so no call asks for the page size; the
    mapping is a system call by instruction (a program may hook mmap in the library's own
    import table, and this runs before the thread has a record to mark such a call with). */
 static ffh_thread *ffh_map_records(void) {
     size_t size = 16 * 1024;
-    size_t count = size / sizeof(ffh_thread);
+    size_t count = size / FFH_RECORD_STRIDE;
     long memory = ffh_syscall6(SYS_mmap, 0, (long)size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (memory < 0 && memory > -4096) return NULL;
-    ffh_thread *records = (ffh_thread *)memory; /* zero-filled: free, generation 0 */
-    for (size_t index = 0; index + 1 < count; index++) records[index].next = &records[index + 1];
-    records[0].claimed = 1;
+    /* Zero-filled: free, generation 0. */
+    for (size_t index = 0; index + 1 < count; index++) {
+        ffh_block_record(memory, index)->next = ffh_block_record(memory, index + 1);
+    }
+    ffh_thread *first = ffh_block_record(memory, 0);
+    ffh_thread *last = ffh_block_record(memory, count - 1);
+    first->claimed = 1;
     ffh_thread *head = __atomic_load_n(&ffh_records, __ATOMIC_RELAXED);
     do {
-        records[count - 1].next = head;
-    } while (!__atomic_compare_exchange_n(
-        &ffh_records, &head, &records[0], 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
-    return &records[0];
+        last->next = head;
+    } while (!__atomic_compare_exchange_n(&ffh_records, &head, first, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+    return first;
 }
 
 ffh_thread *ffh_thread_claim(void) {

@@ -95,5 +95,31 @@ extension FixtureTableTests {
             }
             try Hook.waitForReclamation()
         }
+
+        /// Threads calling hooks at once write each one's own record only, and no two records
+        /// share a cache line (or the pair of lines the processor fetches together): records
+        /// packed at their size put one record's `busy` in the line of the next one's
+        /// generation and marks, and two threads then missed in the cache on every call.
+        @Test func threadRecordsShareNoCacheLine() throws {
+            let slot = makeAddSlot()
+            defer { slot.deallocate() }
+            let token = try Hook.before(on: FunctionSlot(slot), signature: FixtureSignature.add) { _ in }
+            let slotAddress = UInt(bitPattern: slot)
+            DispatchQueue.concurrentPerform(iterations: 4) { _ in
+                let slot = UnsafeMutablePointer<AddFunction?>(bitPattern: slotAddress)
+                _ = ct_fix_call_add_through(slot, 100)
+            }
+            token.remove()
+            try Hook.waitForReclamation()
+
+            let addresses = ThreadState.recordAddresses.sorted()
+            #expect(addresses.count >= 2)
+            for address in addresses {
+                #expect(address % ThreadState.recordAlignment == 0, "record at 0x\(String(address, radix: 16))")
+            }
+            for (lower, upper) in zip(addresses, addresses.dropFirst()) {
+                #expect(upper - lower >= ThreadState.recordSize, "records at 0x\(String(lower, radix: 16)) overlap")
+            }
+        }
     }
 }

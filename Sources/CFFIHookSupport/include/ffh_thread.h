@@ -15,8 +15,15 @@
 /// How many slots one thread tracks as "its blocks are running here" (for re-entry).
 #define FFH_MARKS 64
 
+/// Where records start: at multiples of this many bytes, each in lines of its own. Every
+/// hooked call writes its thread's record (`generation`, the marks, `busy`), so records that
+/// shared a cache line (or the pair of lines the processor fetches together) would make
+/// threads that call hooks at once miss in the cache on every call.
+#define FFH_THREAD_ALIGNMENT 128
+
 /// One thread's record. Only its thread writes `generation` and the marks (besides release,
-/// below); reclamation reads `generation` from other threads.
+/// below); reclamation reads `generation` from other threads. Records share no cache line
+/// (``FFH_THREAD_ALIGNMENT``).
 typedef struct ffh_thread {
     /// Odd while the thread is inside a hooked call (outermost one counted), even outside.
     /// Only grows, across owners too, so a reader that saw an odd value sees a change once

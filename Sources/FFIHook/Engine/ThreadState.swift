@@ -56,6 +56,12 @@ package enum ThreadState {
     /// Whether this thread is inside a hooked call (in a block, or in an original a hook called).
     static var isInsideHookedCall: Bool { ffh_thread_is_inside() != 0 }
 
+    /// For tests: the address of every record of the process, claimed or free, and the
+    /// boundary records start at (no two share a cache line).
+    package static var recordAddresses: [UInt] { allRecords.map { UInt(bitPattern: $0) } }
+    package static let recordAlignment = UInt(FFH_THREAD_ALIGNMENT)
+    package static let recordSize = UInt(MemoryLayout<ffh_thread>.size)
+
     /// Every record of the process, claimed or free.
     static var allRecords: some Sequence<UnsafeMutablePointer<ffh_thread>> {
         let first: UnsafeMutablePointer<ffh_thread>? = ffh_thread_first()
