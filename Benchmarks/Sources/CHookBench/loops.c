@@ -65,7 +65,7 @@ static void hb_loop_struct40(int64_t iterations) {
     hb_sink += (uint64_t)(record.a + record.e);
 }
 
-static void hb_loop(hb_signature signature, int64_t iterations) {
+void hb_slot_loop(hb_signature signature, int64_t iterations) {
     switch (signature) {
     case HB_INT_INT: hb_loop_int_int(iterations); break;
     case HB_VOID: hb_loop_void(iterations); break;
@@ -79,7 +79,7 @@ static void hb_loop(hb_signature signature, int64_t iterations) {
 
 uint64_t hb_time_slot_calls(hb_signature signature, int64_t iterations) {
     uint64_t start = hb_now_ns();
-    hb_loop(signature, iterations);
+    hb_slot_loop(signature, iterations);
     return hb_now_ns() - start;
 }
 
@@ -109,10 +109,13 @@ int hb_check_slot(hb_signature signature) {
 // MARK: - Threads
 
 typedef struct hb_thread_work {
+    hb_call_loop loop;
     hb_signature signature;
     int64_t iterations;
+    int threads;
     int *ready;
     const int *go;
+    int *running;
     uint64_t start;
     uint64_t end;
 } hb_thread_work;
@@ -122,30 +125,38 @@ static void *hb_thread_main(void *argument) {
     // Spin rather than block, so that all threads start calling within a few nanoseconds.
     __atomic_fetch_add(work->ready, 1, __ATOMIC_ACQ_REL);
     while (!__atomic_load_n(work->go, __ATOMIC_ACQUIRE)) {}
+    // Then wait until every thread runs: on a machine with as many cores as threads, the
+    // thread that released them still holds a core until it blocks in pthread_join, and a
+    // thread that only gets one then would start late.
+    __atomic_fetch_add(work->running, 1, __ATOMIC_ACQ_REL);
+    while (__atomic_load_n(work->running, __ATOMIC_ACQUIRE) < work->threads) {}
     work->start = hb_now_ns();
-    hb_loop(work->signature, work->iterations);
+    work->loop(work->signature, work->iterations);
     work->end = hb_now_ns();
     return NULL;
 }
 
-uint64_t hb_time_threaded_calls(hb_signature signature, int threads, int64_t iterations) {
+uint64_t hb_time_threaded_calls(hb_call_loop loop, hb_signature signature, int threads, int64_t iterations) {
     enum { hb_max_threads = 64 };
-    if (threads < 1 || threads > hb_max_threads) return 0;
+    if (loop == NULL || threads < 1 || threads > hb_max_threads) return 0;
     pthread_t handles[hb_max_threads];
     hb_thread_work work[hb_max_threads];
     int ready = 0;
     int go = 0;
+    int running = 0;
     int started = 0;
     for (; started < threads; started++) {
-        work[started] = (hb_thread_work){ signature, iterations, &ready, &go, 0, 0 };
+        work[started] = (hb_thread_work){ loop, signature, iterations, threads, &ready, &go, &running, 0, 0 };
         if (pthread_create(&handles[started], NULL, hb_thread_main, &work[started]) != 0) break;
     }
     while (__atomic_load_n(&ready, __ATOMIC_ACQUIRE) < started) sched_yield();
+    // A thread that failed to start never runs: the others are released without waiting for it.
+    if (started < threads) __atomic_store_n(&running, threads - started, __ATOMIC_RELAXED);
     __atomic_store_n(&go, 1, __ATOMIC_RELEASE);
     for (int i = 0; i < started; i++) pthread_join(handles[i], NULL);
     if (started < threads) return 0;
     // From the first thread's first call to the last thread's last: thread creation and
-    // joining stay out, any lag between the threads' starts stays in.
+    // joining stay out, and the threads start calling together.
     uint64_t first = work[0].start;
     uint64_t last = work[0].end;
     for (int i = 1; i < threads; i++) {
@@ -159,13 +170,18 @@ uint64_t hb_time_threaded_calls(hb_signature signature, int threads, int64_t ite
 
 // hb_add_padded lives in another file and is not inlined: each iteration is a `call rel32`
 // to its first byte, which only a patch of the function itself can redirect.
-uint64_t hb_time_direct_calls(int64_t iterations) {
-    uint64_t start = hb_now_ns();
+void hb_direct_loop(hb_signature signature, int64_t iterations) {
+    (void)signature;
     unsigned sum = 0;
     for (int64_t i = 0; i < iterations; i++) {
         sum += (unsigned)hb_add_padded((int)i, 7);
     }
     hb_sink += sum;
+}
+
+uint64_t hb_time_direct_calls(int64_t iterations) {
+    uint64_t start = hb_now_ns();
+    hb_direct_loop(HB_INT_INT, iterations);
     return hb_now_ns() - start;
 }
 

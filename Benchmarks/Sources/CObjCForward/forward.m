@@ -225,11 +225,14 @@ const char *objcfwd_error(void) { return objcfwd_message; }
 
 static volatile uint64_t objcfwd_sink;
 
-/// Sends `iterations` messages of `signature` to `target`, draining a pool every 256.
-static void objcfwd_send(HBTarget *target, hb_signature signature, int64_t iterations) {
+/// Sends `iterations` messages of `signature` to `target`, draining a pool every 256 when
+/// `pooled` (no pool otherwise). Inlined into each caller, whose constant `pooled` leaves
+/// no test in the loop that does not use it.
+static inline __attribute__((always_inline)) void objcfwd_send(HBTarget *target, hb_signature signature,
+                                                                int64_t iterations, int pooled) {
     uint64_t sum = 0;
     hb_record record = { 1, 2, 3, 4, 5 };
-    NSAutoreleasePool *pool = [NSAutoreleasePool new];
+    NSAutoreleasePool *pool = pooled ? [NSAutoreleasePool new] : nil;
     for (int64_t i = 0; i < iterations; i++) {
         int x = (int)i;
         switch (signature) {
@@ -241,20 +244,25 @@ static void objcfwd_send(HBTarget *target, hb_signature signature, int64_t itera
         case HB_STRUCT40: record = [target next:record]; break;
         default: break;
         }
-        if ((i & 255) == 255) {
+        if (pooled && (i & 255) == 255) {
             [pool drain];
             pool = [NSAutoreleasePool new];
         }
     }
-    [pool drain];
+    if (pooled) [pool drain];
     objcfwd_sink += sum + (uint64_t)(record.a + record.e);
 }
 
 uint64_t objcfwd_time_calls(hb_signature signature, int64_t iterations) {
     if (objcfwd_target == nil) return 0;
     uint64_t start = hb_now_ns();
-    objcfwd_send(objcfwd_target, signature, iterations);
+    objcfwd_send(objcfwd_target, signature, iterations, 1);
     return hb_now_ns() - start;
+}
+
+void objcfwd_thread_loop(hb_signature signature, int64_t iterations) {
+    if (objcfwd_target == nil) return;
+    objcfwd_send(objcfwd_target, signature, iterations, 0);
 }
 
 uint64_t objcfwd_block_runs(void) { return objcfwd_before_runs + objcfwd_after_runs; }

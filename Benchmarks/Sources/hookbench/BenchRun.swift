@@ -21,7 +21,7 @@ struct BenchRun {
             .reduce(0, +)
         // The inline rows' function and the thread scaling are of int (int, int).
         let includesIntInt = signatures.contains(.intInt)
-        var progress = Progress(total: 1 + (includesIntInt ? 5 : 0) + rowCount)
+        var progress = Progress(total: 1 + (includesIntInt ? 3 + Mechanism.threadScaled.count : 0) + rowCount)
 
         progress.step("install + remove")
         let install = try installCost()
@@ -49,9 +49,10 @@ struct BenchRun {
         }
 
         var threads: [Report.ThreadScaling] = []
-        for mechanism in [Mechanism.direct, .beforeAfter] where includesIntInt {
+        let threadRun = ThreadScalingRun(calls: plan.threadCalls, runs: plan.threadRuns)
+        for mechanism in Mechanism.threadScaled where includesIntInt {
             progress.step("threads · \(mechanism.title)")
-            threads.append(try threadScaling(mechanism))
+            threads.append(try threadRun.measure(mechanism))
         }
         progress.finish()
 
@@ -93,34 +94,5 @@ struct BenchRun {
         if let failure { throw failure }
         try Hook.waitForReclamation()
         return Report.InstallCost(firstNanoseconds: first, nanosecondsPerPair: perPair)
-    }
-
-    // MARK: - Threads
-
-    private func threadScaling(_ mechanism: Mechanism) throws -> Report.ThreadScaling {
-        let signature = BenchSignature.intInt
-        let tokens = try mechanism.install(on: signature)
-        defer { try? mechanism.remove(tokens, from: signature) }
-        _ = hb_time_threaded_calls(signature.c, 2, Int64(plan.threadCalls / 10))
-        var one: [Double] = []
-        var two: [Double] = []
-        // Alternate, so that a slow phase of the machine affects both alike.
-        for _ in 0..<plan.threadRuns {
-            one.append(try callsPerSecond(signature, threads: 1))
-            two.append(try callsPerSecond(signature, threads: 2))
-        }
-        return Report.ThreadScaling(
-            mechanism: mechanism, signature: signature, oneThread: median(one), twoThreads: median(two))
-    }
-
-    private func callsPerSecond(_ signature: BenchSignature, threads: Int) throws -> Double {
-        let nanoseconds = hb_time_threaded_calls(signature.c, Int32(threads), Int64(plan.threadCalls))
-        guard nanoseconds > 0 else { throw BenchError("cannot start \(threads) threads") }
-        return Double(threads * plan.threadCalls) / Double(nanoseconds) * 1e9
-    }
-
-    private func median(_ values: [Double]) -> Double {
-        let sorted = values.sorted()
-        return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
     }
 }

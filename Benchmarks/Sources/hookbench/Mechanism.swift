@@ -73,6 +73,21 @@ enum Mechanism: String, CaseIterable, Codable, Sendable, ExpressibleByArgument {
     /// The mechanisms of the main run: every one this process installs by itself.
     static let standard = allCases.filter { !$0.isPeer }
 
+    /// The rows of the thread-scaling section, each measured from one thread and from two:
+    /// the four kinds of hook whose scaling is a target (``scalingTargets``), each after the
+    /// plain call its loop makes without a hook.
+    static let threadScaled: [Mechanism] = [
+        .direct, .beforeAfter, .attachEnterLeave, .inlineDirect, .inlineBeforeAfter, .objcMessage,
+        .objcHookBeforeAfter,
+    ]
+
+    /// The kinds of hook that two threads must call at least ``Report/ThreadScaling/target`` times
+    /// as often as one: before and after blocks on a slot, a signature-free attach on a slot,
+    /// before and after blocks inline, and a class-wide hook of an Objective-C method.
+    static let scalingTargets: [Mechanism] = [
+        .beforeAfter, .attachEnterLeave, .inlineBeforeAfter, .objcHookBeforeAfter,
+    ]
+
     /// The values `--mechanism` lists in its help: those of the main run.
     static var allValueStrings: [String] { standard.map(\.rawValue) }
 
@@ -244,6 +259,14 @@ enum Mechanism: String, CaseIterable, Codable, Sendable, ExpressibleByArgument {
         case _ where callsDirectly: hb_time_direct_calls(Int64(iterations))
         default: hb_time_slot_calls(signature.c, Int64(iterations))
         }
+    }
+
+    /// The C loop that makes this mechanism's calls, untimed, for the thread-scaling rows: as
+    /// messages, as direct calls of the inline rows' function, or through the slot.
+    var callLoop: hb_call_loop {
+        if isObjectiveC { return objcfwd_thread_loop }
+        if callsDirectly { return hb_direct_loop }
+        return hb_slot_loop
     }
 
     /// Whether one call gives the original's result, through the mechanism: a message goes to

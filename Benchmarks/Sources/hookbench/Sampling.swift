@@ -29,7 +29,7 @@ struct SamplingPlan: Sendable {
     /// For CI: a few thousand calls per row.
     static let quick = SamplingPlan(
         warmUpNanoseconds: 0, warmUpCalls: 500, samples: 10, sampleNanoseconds: 1_000_000,
-        maximumCallsPerSample: 300, threadCalls: 200_000, threadRuns: 3, installPairs: 20, installSamples: 10)
+        maximumCallsPerSample: 300, threadCalls: 1_000_000, threadRuns: 3, installPairs: 20, installSamples: 10)
 }
 
 /// Nanoseconds per call over the samples of one row.

@@ -101,10 +101,17 @@ int hb_closure_limit_install(hb_signature signature);
 /// Writes the original back into the slot of `signature`.
 void hb_slot_restore(hb_signature signature);
 
-/// Starts `threads` threads that each make `iterations` calls through the slot of
-/// `signature`, released together; returns the nanoseconds from the first thread's first
-/// call to the last thread's last, or 0 when a thread cannot be started.
-uint64_t hb_time_threaded_calls(hb_signature signature, int threads, int64_t iterations);
+/// A loop that makes `iterations` calls of `signature` a certain way (through its slot, directly,
+/// as Objective-C messages).
+typedef void (*hb_call_loop)(hb_signature signature, int64_t iterations);
+
+/// The loop of ``hb_time_slot_calls``, untimed: calls through the slot of `signature`.
+void hb_slot_loop(hb_signature signature, int64_t iterations);
+
+/// Starts `threads` threads that each run `loop` for `iterations` calls of `signature`,
+/// released together once every one of them runs; returns the nanoseconds from the first
+/// thread's first call to the last thread's last, or 0 when a thread cannot be started.
+uint64_t hb_time_threaded_calls(hb_call_loop loop, hb_signature signature, int threads, int64_t iterations);
 
 // MARK: - Direct calls (inline hooks)
 
@@ -112,6 +119,10 @@ uint64_t hb_time_threaded_calls(hb_signature signature, int threads, int64_t ite
 /// arguments that change every call; returns the elapsed nanoseconds. Nothing in the loop
 /// can be redirected but the function's own first bytes: an inline hook, or frida's patch.
 uint64_t hb_time_direct_calls(int64_t iterations);
+
+/// The loop of ``hb_time_direct_calls``, untimed, as an ``hb_call_loop`` (`signature` is
+/// ignored: the function is `int (int, int)`).
+void hb_direct_loop(hb_signature signature, int64_t iterations);
 
 /// Calls `hb_add_padded(40, 2)` directly and reports whether it returned 42.
 int hb_check_direct(void);

@@ -58,6 +58,11 @@ objcfwd_state objcfwd_method_state(hb_signature signature);
 /// as a run loop would.
 uint64_t objcfwd_time_calls(hb_signature signature, int64_t iterations);
 
+/// Sends the message of `signature` `iterations` times to the same instance as
+/// ``objcfwd_time_calls``, untimed and without an autorelease pool (the messages autorelease
+/// nothing): an ``hb_call_loop`` for threads that GNUstep did not start.
+void objcfwd_thread_loop(hb_signature signature, int64_t iterations);
+
 /// Sends the message of `signature` once and reports whether the result is the original's.
 int objcfwd_send_once(hb_signature signature);
 

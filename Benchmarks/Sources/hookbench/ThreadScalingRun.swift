@@ -1,0 +1,43 @@
+import CHookBench
+import HookFixtures
+
+/// Calls per second of one mechanism on `int (int, int)` from one thread and from two, each
+/// thread running the mechanism's C loop (``Mechanism/callLoop``) on its own.
+struct ThreadScalingRun {
+    /// Calls each thread makes in one run.
+    let calls: Int
+    /// Runs of one thread and of two, alternated; the medians are reported.
+    let runs: Int
+
+    /// Installs `mechanism`, checks a call, warms up with two threads, measures, removes it.
+    func measure(_ mechanism: Mechanism) throws -> Report.ThreadScaling {
+        let signature = BenchSignature.intInt
+        let tokens = try mechanism.install(on: signature)
+        defer { try? mechanism.remove(tokens, from: signature) }
+        guard mechanism.check(signature) else {
+            throw BenchError("\(mechanism.title) on \(signature.title) changed the function's result")
+        }
+        let loop = mechanism.callLoop
+        _ = hb_time_threaded_calls(loop, signature.c, 2, Int64(max(calls / 10, 1)))
+        var one: [Double] = []
+        var two: [Double] = []
+        // Alternate, so that a slow phase of the machine affects both alike.
+        for _ in 0..<runs {
+            one.append(try callsPerSecond(loop, signature, threads: 1))
+            two.append(try callsPerSecond(loop, signature, threads: 2))
+        }
+        return Report.ThreadScaling(
+            mechanism: mechanism, signature: signature, oneThread: Self.median(one), twoThreads: Self.median(two))
+    }
+
+    private func callsPerSecond(_ loop: hb_call_loop, _ signature: BenchSignature, threads: Int) throws -> Double {
+        let nanoseconds = hb_time_threaded_calls(loop, signature.c, Int32(threads), Int64(calls))
+        guard nanoseconds > 0 else { throw BenchError("cannot start \(threads) threads") }
+        return Double(threads * calls) / Double(nanoseconds) * 1e9
+    }
+
+    private static func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
+    }
+}
