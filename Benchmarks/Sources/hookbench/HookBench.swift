@@ -86,6 +86,18 @@ struct HookBench: ParsableCommand {
             valueName: "mode", visibility: .hidden))
     var libraryChild: String?
 
+    @Flag(
+        name: .customLong("check-scaling"),
+        help: ArgumentHelp(
+            "Instead of the report, check that two threads make at least \(Format.ratio(Report.ThreadScaling.target)) "
+                + "the calls of one for each kind of hook (before + after on a slot, attach on a slot, before + after "
+                + "inline, a class-wide Objective-C hook) and exit non-zero when one does not. A kind gets up to "
+                + "--attempts attempts and keeps its best, since a shared machine slows some runs down."))
+    var checkScaling = false
+
+    @Option(help: "With --check-scaling: attempts per kind at most (default: 5).")
+    var attempts: Int?
+
     func validate() throws {
         if json && markdown { throw ValidationError("--json and --markdown exclude each other") }
         if let samples, samples < 3 { throw ValidationError("--samples must be at least 3") }
@@ -94,6 +106,15 @@ struct HookBench: ParsableCommand {
             throw ValidationError("--peers excludes --transient-slots and --svg")
         }
         _ = try signatures()
+        if checkScaling {
+            if transientSlots != nil || countCalls != nil || peerDriver != nil || svgPath != nil || markdown {
+                throw ValidationError(
+                    "--check-scaling excludes --transient-slots, --count-calls, --peers, --svg and --markdown")
+            }
+            if let attempts, attempts < 1 { throw ValidationError("--attempts must be at least 1") }
+        } else if attempts != nil {
+            throw ValidationError("--attempts goes with --check-scaling")
+        }
         if let countCalls {
             guard countCalls > 0 else { throw ValidationError("--count-calls must be positive") }
             guard let mechanism, !mechanism.isPeer else {
@@ -121,6 +142,16 @@ struct HookBench: ParsableCommand {
     func run() throws {
         if let libraryChild {
             try LibraryRun.childMain(mode: libraryChild)
+            return
+        }
+        if checkScaling {
+            let result = try ScalingCheck(attempts: attempts ?? 5).run()
+            if json {
+                try printJSON(result)
+            } else {
+                print(result.text(), terminator: "")
+            }
+            if !result.passed { throw ExitCode.failure }
             return
         }
         if let transientSlots {
