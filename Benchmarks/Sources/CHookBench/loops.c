@@ -1,5 +1,6 @@
 #include "CHookBench.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <time.h>
@@ -8,6 +9,11 @@ uint64_t hb_now_ns(void) {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+void hb_sleep_ns(uint64_t nanoseconds) {
+    struct timespec duration = { (time_t)(nanoseconds / 1000000000u), (long)(nanoseconds % 1000000000u) };
+    while (nanosleep(&duration, &duration) != 0 && errno == EINTR) {}
 }
 
 // Read anew for every call (a hook may be installed from another thread), so the compiler

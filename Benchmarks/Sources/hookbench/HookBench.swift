@@ -92,7 +92,8 @@ struct HookBench: ParsableCommand {
             "Instead of the report, check that two threads make at least \(Format.ratio(Report.ThreadScaling.target)) "
                 + "the calls of one for each kind of hook (before + after on a slot, attach on a slot, before + after "
                 + "inline, a class-wide Objective-C hook) and exit non-zero when one does not. A kind gets up to "
-                + "--attempts attempts and keeps its best, since a shared machine slows some runs down."))
+                + "--attempts attempts and is judged by its fastest runs, since a shared machine slows some runs "
+                + "down; the check is meant for a machine where nothing else runs."))
     var checkScaling = false
 
     @Option(help: "With --check-scaling: attempts per kind at most (default: 5).")

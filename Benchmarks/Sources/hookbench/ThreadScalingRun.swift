@@ -9,8 +9,22 @@ struct ThreadScalingRun {
     /// Runs of one thread and of two, alternated; the medians are reported.
     let runs: Int
 
-    /// Installs `mechanism`, checks a call, warms up with two threads, measures, removes it.
+    /// Calls per second of every run: one thread's, and two threads' together.
+    struct Rates {
+        var one: [Double]
+        var two: [Double]
+    }
+
+    /// The medians of ``rates(_:)``, as the report's thread rows give them.
     func measure(_ mechanism: Mechanism) throws -> Report.ThreadScaling {
+        let rates = try rates(mechanism)
+        return Report.ThreadScaling(
+            mechanism: mechanism, signature: .intInt, oneThread: Self.median(rates.one),
+            twoThreads: Self.median(rates.two))
+    }
+
+    /// Installs `mechanism`, checks a call, warms up with two threads, measures, removes it.
+    func rates(_ mechanism: Mechanism) throws -> Rates {
         let signature = BenchSignature.intInt
         let tokens = try mechanism.install(on: signature)
         defer { try? mechanism.remove(tokens, from: signature) }
@@ -19,15 +33,13 @@ struct ThreadScalingRun {
         }
         let loop = mechanism.callLoop
         _ = hb_time_threaded_calls(loop, signature.c, 2, Int64(max(calls / 10, 1)))
-        var one: [Double] = []
-        var two: [Double] = []
+        var rates = Rates(one: [], two: [])
         // Alternate, so that a slow phase of the machine affects both alike.
         for _ in 0..<runs {
-            one.append(try callsPerSecond(loop, signature, threads: 1))
-            two.append(try callsPerSecond(loop, signature, threads: 2))
+            rates.one.append(try callsPerSecond(loop, signature, threads: 1))
+            rates.two.append(try callsPerSecond(loop, signature, threads: 2))
         }
-        return Report.ThreadScaling(
-            mechanism: mechanism, signature: signature, oneThread: Self.median(one), twoThreads: Self.median(two))
+        return rates
     }
 
     private func callsPerSecond(_ loop: hb_call_loop, _ signature: BenchSignature, threads: Int) throws -> Double {

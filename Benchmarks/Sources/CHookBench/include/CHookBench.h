@@ -77,6 +77,9 @@ void *hb_original(hb_signature signature);
 /// Nanoseconds on the monotonic clock.
 uint64_t hb_now_ns(void);
 
+/// Sleeps for `nanoseconds` (resumed after a signal).
+void hb_sleep_ns(uint64_t nanoseconds);
+
 /// Calls the function in the slot of `signature` `iterations` times, reading the slot anew
 /// for each call, with arguments that change every call; returns the elapsed nanoseconds.
 uint64_t hb_time_slot_calls(hb_signature signature, int64_t iterations);
