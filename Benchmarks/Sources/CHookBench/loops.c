@@ -172,6 +172,28 @@ uint64_t hb_time_threaded_calls(hb_call_loop loop, hb_signature signature, int t
     return last - first;
 }
 
+// MARK: - Arithmetic
+
+// Four independent chains of multiplies, shifts and adds, about as many instructions a
+// round as a hooked call runs in a few nanoseconds, and no memory: two threads make twice the
+// rounds of one when each has a core of its own, and fewer when the host runs both on the
+// halves of one core.
+void hb_alu_loop(hb_signature signature, int64_t iterations) {
+    (void)signature;
+    uint64_t a = 1, b = 2, c = 3, d = 4;
+    for (int64_t i = 0; i < iterations; i++) {
+        for (int round = 0; round < 16; round++) {
+            a = a * 6364136223846793005u + 1442695040888963407u;
+            b ^= b << 13;
+            b ^= b >> 7;
+            c += a ^ (c >> 3);
+            d = (d << 1) + (b & 1) + (c >> 61);
+        }
+        __asm__ volatile("" : "+r"(a), "+r"(b), "+r"(c), "+r"(d));
+    }
+    hb_sink += (unsigned)(a + b + c + d);
+}
+
 // MARK: - Direct calls
 
 // hb_add_padded lives in another file and is not inlined: each iteration is a `call rel32`

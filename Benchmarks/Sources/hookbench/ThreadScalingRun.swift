@@ -9,7 +9,8 @@ struct ThreadScalingRun {
     /// Runs of one thread and of two, alternated; the medians are reported.
     let runs: Int
 
-    /// Calls per second of every run: one thread's, and two threads' together.
+    /// Calls per second of every run: one thread's, and two threads' together, alternated
+    /// starting and ending with one thread (`one` has a run more than `two`).
     struct Rates {
         var one: [Double]
         var two: [Double]
@@ -31,7 +32,12 @@ struct ThreadScalingRun {
         guard mechanism.check(signature) else {
             throw BenchError("\(mechanism.title) on \(signature.title) changed the function's result")
         }
-        let loop = mechanism.callLoop
+        return try rates(of: mechanism.callLoop)
+    }
+
+    /// Calls per second of `loop` (on `int (int, int)`), warmed up with two threads.
+    func rates(of loop: hb_call_loop) throws -> Rates {
+        let signature = BenchSignature.intInt
         _ = hb_time_threaded_calls(loop, signature.c, 2, Int64(max(calls / 10, 1)))
         var rates = Rates(one: [], two: [])
         // Alternate, so that a slow phase of the machine affects both alike.
@@ -39,6 +45,8 @@ struct ThreadScalingRun {
             rates.one.append(try callsPerSecond(loop, signature, threads: 1))
             rates.two.append(try callsPerSecond(loop, signature, threads: 2))
         }
+        // And one thread last, so that every run of two has a run of one on either side.
+        rates.one.append(try callsPerSecond(loop, signature, threads: 1))
         return rates
     }
 

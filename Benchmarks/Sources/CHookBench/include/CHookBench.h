@@ -111,6 +111,11 @@ typedef void (*hb_call_loop)(hb_signature signature, int64_t iterations);
 /// The loop of ``hb_time_slot_calls``, untimed: calls through the slot of `signature`.
 void hb_slot_loop(hb_signature signature, int64_t iterations);
 
+/// Arithmetic without memory or calls, `iterations` rounds of it, as an ``hb_call_loop``
+/// (`signature` is ignored): a floor for thread scaling that shows whether the two threads
+/// got a core each.
+void hb_alu_loop(hb_signature signature, int64_t iterations);
+
 /// Starts `threads` threads that each run `loop` for `iterations` calls of `signature`,
 /// released together once every one of them runs; returns the nanoseconds from the first
 /// thread's first call to the last thread's last, or 0 when a thread cannot be started.
