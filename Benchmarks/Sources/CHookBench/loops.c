@@ -174,24 +174,28 @@ uint64_t hb_time_threaded_calls(hb_call_loop loop, hb_signature signature, int t
 
 // MARK: - Arithmetic
 
-// Four independent chains of multiplies, shifts and adds, about as many instructions a
-// round as a hooked call runs in a few nanoseconds, and no memory: two threads make twice the
-// rounds of one when each has a core of its own, and fewer when the host runs both on the
-// halves of one core.
+// Eight independent chains of adds and exclusive ors, no memory and no calls: enough
+// independent work in each round to fill a core's issue width, as the many short
+// instructions of a hooked call do. Two threads make twice the rounds of one when each has a
+// core of its own, and little more than one when the host runs both on the two halves of one
+// core, which a chain of calls and returns (the direct call) hardly shows.
 void hb_alu_loop(hb_signature signature, int64_t iterations) {
     (void)signature;
-    uint64_t a = 1, b = 2, c = 3, d = 4;
+    uint64_t a = 1, b = 2, c = 3, d = 4, e = 5, f = 6, g = 7, h = 8;
     for (int64_t i = 0; i < iterations; i++) {
-        for (int round = 0; round < 16; round++) {
-            a = a * 6364136223846793005u + 1442695040888963407u;
-            b ^= b << 13;
-            b ^= b >> 7;
-            c += a ^ (c >> 3);
-            d = (d << 1) + (b & 1) + (c >> 61);
+        for (int round = 0; round < 8; round++) {
+            a += b ^ 0x9e37;
+            b ^= c + 0x7f4a;
+            c += d ^ 0x3c6e;
+            d ^= e + 0x1b87;
+            e += f ^ 0x5a41;
+            f ^= g + 0x2d3b;
+            g += h ^ 0x6c05;
+            h ^= a + 0x4f1d;
         }
-        __asm__ volatile("" : "+r"(a), "+r"(b), "+r"(c), "+r"(d));
+        __asm__ volatile("" : "+r"(a), "+r"(b), "+r"(c), "+r"(d), "+r"(e), "+r"(f), "+r"(g), "+r"(h));
     }
-    hb_sink += (unsigned)(a + b + c + d);
+    hb_sink += (unsigned)(a + b + c + d + e + f + g + h);
 }
 
 // MARK: - Direct calls

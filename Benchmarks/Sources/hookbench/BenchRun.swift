@@ -52,7 +52,12 @@ struct BenchRun {
         let threadRun = ThreadScalingRun(calls: plan.threadCalls, runs: plan.threadRuns)
         for mechanism in Mechanism.threadScaled where includesIntInt {
             progress.step("threads · \(mechanism.title)")
-            threads.append(try threadRun.measure(mechanism))
+            var row = try threadRun.measure(mechanism)
+            if row.isTarget {
+                let floor = try threadRun.measure(of: hb_alu_loop)
+                row.floor = floor.two / max(floor.one, 1)
+            }
+            threads.append(row)
         }
         progress.finish()
 

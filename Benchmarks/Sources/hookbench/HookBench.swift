@@ -86,6 +86,13 @@ struct HookBench: ParsableCommand {
             valueName: "mode", visibility: .hidden))
     var libraryChild: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "Instead of the report, plan, patch and unpatch every function of each of these libraries (names or "
+                + "paths, comma-separated) as one batch, each in a process of its own, and print the figures.",
+            valueName: "libraries"))
+    var libraries: String?
+
     @Flag(
         name: .customLong("check-scaling"),
         help: ArgumentHelp(
@@ -148,6 +155,15 @@ struct HookBench: ParsableCommand {
             try LibraryRun.childMain(mode: libraryChild)
             return
         }
+        if let libraries {
+            let batches = try LibraryRun.batches(of: libraries.split(separator: ",").map(String.init))
+            if json {
+                try printJSON(batches.map { LibraryBatchFigures(library: $0.library, batch: $0.batch) })
+            } else {
+                print(LibraryRun.text(batches), terminator: "")
+            }
+            return
+        }
         if checkScaling {
             let result = try ScalingCheck(attempts: attempts ?? 5).run()
             if json {
@@ -197,4 +213,10 @@ struct HookBench: ParsableCommand {
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         print(String(decoding: try encoder.encode(value), as: UTF8.self))
     }
+}
+
+/// One library's figures for `hookbench --libraries --json`.
+struct LibraryBatchFigures: Encodable {
+    var library: String
+    var batch: Report.LibraryCost.Batch
 }

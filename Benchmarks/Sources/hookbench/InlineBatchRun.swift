@@ -89,6 +89,39 @@ struct LibraryRun {
         return Report.LibraryCost(library: library, batch: batch, oneByOne: single)
     }
 
+    /// Each of `libraries` (names or paths `dlopen` takes) as one batch, each in a child
+    /// process of its own: `hookbench --libraries`.
+    static func batches(of libraries: [String]) throws -> [(library: String, batch: Report.LibraryCost.Batch)] {
+        try libraries.map { library in
+            // Loaded to see that it exists, and kept: a Swift library (libFoundation.so) that
+            // is unloaded leaves its conformances in the Swift runtime's tables.
+            guard dlopen(library, RTLD_NOW | RTLD_LOCAL) != nil else {
+                throw BenchError("cannot load \(library): \(String(cString: dlerror()))")
+            }
+            return (library, try child(mode: "batch:\(library)"))
+        }
+    }
+
+    /// The figures of ``batches(of:)`` as a table.
+    static func text(_ batches: [(library: String, batch: Report.LibraryCost.Batch)]) -> String {
+        let rows = batches.map { library, batch in
+            [
+                library, Format.fixed(Double(batch.functions), 0),
+                batch.refused.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "),
+                Format.fixed(batch.planMilliseconds, 1), Format.fixed(batch.patchMilliseconds, 1),
+                Format.fixed(batch.unpatchMilliseconds, 1), Format.fixed(Double(batch.residentKiBAfterPatch), 0),
+                Format.fixed(batch.bytesPerFunctionPlanned, 0), "\(batch.mappingsAdded)",
+            ]
+        }
+        return Report.aligned(
+            [
+                [
+                    "Library", "planned", "refused", "plan ms", "patch ms", "unpatch ms", "KiB added",
+                    "bytes/function", "mappings",
+                ]
+            ] + rows, rightAlignedFrom: 1)
+    }
+
     /// Runs `hookbench --library-child MODE` and decodes the line it prints.
     private static func child<Result: Decodable>(mode: String) throws -> Result {
         let strings = ["/proc/self/exe", "--library-child", mode]
@@ -114,7 +147,15 @@ struct LibraryRun {
     /// reads the library's pages once (so that its code is resident before memory is measured:
     /// a patch then turns a page of the file into a private copy of it, which leaves the
     /// resident size as it was), measures, and prints one line of JSON.
+    /// `mode` is `batch`, `single`, `attach` or `host` for ``library``, or `batch:LIBRARY` for
+    /// another one.
     static func childMain(mode: String) throws {
+        var mode = mode
+        var library = Self.library
+        if let colon = mode.firstIndex(of: ":") {
+            library = String(mode[mode.index(after: colon)...])
+            mode = String(mode[..<colon])
+        }
         guard dlopen(library, RTLD_NOW | RTLD_LOCAL) != nil else { throw BenchError("cannot load \(library)") }
         let warm = try InlineBatch(addresses: (0..<50).map { UnsafeRawPointer(hb_batch_function(Int32($0))!) })
         try warm.patch()
@@ -123,7 +164,7 @@ struct LibraryRun {
         hb_trim()
         let json: Data
         switch mode {
-        case "batch": json = try JSONEncoder().encode(batch())
+        case "batch": json = try JSONEncoder().encode(batch(library))
         case "single": json = try JSONEncoder().encode(oneByOne())
         case "attach": json = try JSONEncoder().encode(attach())
         case "host":
@@ -166,16 +207,19 @@ struct LibraryRun {
     }
 
     /// The library as one batch: planned, patched (one stop), unpatched (one stop).
-    private static func batch() throws -> Report.LibraryCost.Batch {
+    private static func batch(_ library: String) throws -> Report.LibraryCost.Batch {
         let memory = hb_memory_now()
         let mappings = hb_mapping_count()
         var start = hb_now_ns()
         let batch = try InlineBatch(library: library)
         let planned = hb_now_ns() - start
+        // What the plan keeps: memory the planning used and freed goes back first.
+        hb_trim()
         let afterPlan = hb_memory_now()
         start = hb_now_ns()
         let notPatched = try batch.patch()
         let patched = hb_now_ns() - start
+        hb_trim()
         let afterPatch = hb_memory_now()
         let mappingsAfter = hb_mapping_count()
         start = hb_now_ns()

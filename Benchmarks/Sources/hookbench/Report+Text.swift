@@ -40,7 +40,8 @@ extension Report {
         threads.map {
             [
                 "\($0.mechanism.title) · \($0.signature.title)", Format.millionsPerSecond($0.oneThread),
-                Format.millionsPerSecond($0.twoThreads), Format.ratio($0.scaling),
+                Format.millionsPerSecond($0.twoThreads),
+                Format.ratio($0.scaling) + ($0.floor.map { " (floor \(Format.ratio($0)))" } ?? ""),
             ]
         }
     }

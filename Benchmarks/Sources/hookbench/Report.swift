@@ -87,6 +87,10 @@ struct Report: Codable, Sendable {
         var twoThreads: Double
         /// Calls per second of two threads over those of one.
         var scaling: Double
+        /// For a kind of hook: the scaling of a loop of arithmetic (`hb_alu_loop`) measured
+        /// right after the row. A host that runs the two processors on the halves of one core
+        /// holds it near 1× and the hooked rows with it; two cores of their own make it 2×.
+        var floor: Double?
 
         init(mechanism: Mechanism, signature: BenchSignature, oneThread: Double, twoThreads: Double) {
             self.mechanism = mechanism
@@ -107,8 +111,15 @@ struct Report: Codable, Sendable {
             TargetCheck(
                 goal: "two threads make ≥ \(Format.ratio(Self.target)) the calls of one: \(mechanism.title)",
                 measured: "\(Format.ratio(scaling)) (\(Format.millionsPerSecond(twoThreads)) vs "
-                    + "\(Format.millionsPerSecond(oneThread)))",
+                    + "\(Format.millionsPerSecond(oneThread)))" + busyNote,
                 met: meetsTarget)
+        }
+
+        /// For a row below the target while the floor was below ``ScalingCheck/quietFloor``:
+        /// the machine, not the call path (run `--check-scaling` to tell them apart).
+        private var busyNote: String {
+            guard !meetsTarget, let floor, floor < ScalingCheck.quietFloor else { return "" }
+            return "; the machine was busy: arithmetic without calls made \(Format.ratio(floor)) right after"
         }
     }
 

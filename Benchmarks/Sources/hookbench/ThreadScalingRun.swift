@@ -24,6 +24,12 @@ struct ThreadScalingRun {
             twoThreads: Self.median(rates.two))
     }
 
+    /// The medians of ``rates(of:)``: one thread's calls per second, and two threads'.
+    func measure(of loop: hb_call_loop) throws -> (one: Double, two: Double) {
+        let rates = try rates(of: loop)
+        return (Self.median(rates.one), Self.median(rates.two))
+    }
+
     /// Installs `mechanism`, checks a call, warms up with two threads, measures, removes it.
     func rates(_ mechanism: Mechanism) throws -> Rates {
         let signature = BenchSignature.intInt
