@@ -3,6 +3,7 @@
 #include "call_internal.h"
 #include "ffh_call.h"
 #include "ffh_guard.h"
+#include "ffh_memory.h"
 #include "ffh_syscall.h"
 #include "ffh_thread.h"
 
@@ -401,7 +402,7 @@ static void ffh_side_drop_abandoned(ffh_side *side, uint64_t sp) {
         uintptr_t value = 0;
         if (top->sp == sp) {
             value = *(const uint64_t *)(uintptr_t)sp;
-        } else if (ffh_guarded_load((const void *)(uintptr_t)top->sp, &value) != 0) {
+        } else if (ffh_read_word((const void *)(uintptr_t)top->sp, &value) != 0) {
             value = 0;
         }
         if (value == ffh_thunk(side, depth - 1)) break;

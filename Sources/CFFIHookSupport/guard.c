@@ -1,8 +1,6 @@
 #define _GNU_SOURCE
 #include "ffh_guard.h"
 
-#include "ffh_memory.h"
-
 #if defined(__has_feature)
 #if __has_feature(thread_sanitizer)
 #define FFH_GUARD_TSAN 1
@@ -23,15 +21,6 @@ void __tsan_release(void *address);
 #define FFH_GUARD_RELEASE(address) ((void)0)
 #define FFH_GUARD_ACQUIRE(address) ((void)0)
 #endif
-
-/* Today's check where there is no guard: the kernel is asked whether the word can be written,
-   and the exchange follows at once (an unmap between the two still faults). */
-static int ffh_probed_exchange(void *address, uintptr_t expected, uintptr_t desired) {
-    if (!ffh_is_writable(address)) return -1;
-    return __atomic_compare_exchange_n((uintptr_t *)address, &expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
-               ? 1
-               : 0;
-}
 
 #if defined(__linux__) && defined(__x86_64__)
 
@@ -274,7 +263,7 @@ static int ffh_guard_ready(void) {
 }
 
 int ffh_guarded_exchange(void *address, uintptr_t expected, uintptr_t desired) {
-    if (!ffh_guard_ready()) return ffh_probed_exchange(address, expected, desired);
+    if (!ffh_guard_ready()) return FFH_GUARD_UNAVAILABLE;
     int result = ffh_guard_cas(address, expected, desired);
     /* Annotated only where the access worked: ThreadSanitizer's bookkeeping for an address
        that faulted (a non-canonical one) does not return. */
@@ -284,7 +273,7 @@ int ffh_guarded_exchange(void *address, uintptr_t expected, uintptr_t desired) {
 }
 
 int ffh_guarded_load(const void *address, uintptr_t *value) {
-    if (!ffh_guard_ready()) return ffh_copy_word(address, value);
+    if (!ffh_guard_ready()) return FFH_GUARD_UNAVAILABLE;
     int result = ffh_guard_load(address, value);
     if (result == 0) FFH_GUARD_ACQUIRE((void *)address);
     return result;
@@ -293,10 +282,17 @@ int ffh_guarded_load(const void *address, uintptr_t *value) {
 #else
 
 int ffh_guarded_exchange(void *address, uintptr_t expected, uintptr_t desired) {
-    return ffh_probed_exchange(address, expected, desired);
+    (void)address;
+    (void)expected;
+    (void)desired;
+    return FFH_GUARD_UNAVAILABLE;
 }
 
-int ffh_guarded_load(const void *address, uintptr_t *value) { return ffh_copy_word(address, value); }
+int ffh_guarded_load(const void *address, uintptr_t *value) {
+    (void)address;
+    (void)value;
+    return FFH_GUARD_UNAVAILABLE;
+}
 
 int ffh_guard_install(void) { return -1; }
 

@@ -72,9 +72,19 @@ void ffh_release_free_memory(void) {}
 #endif
 
 /* Under the fault guard where there is one (ffh_guard.h), else copied by the kernel. */
-int ffh_read_word(const void *address, uintptr_t *value) { return ffh_guarded_load(address, value); }
+int ffh_read_word(const void *address, uintptr_t *value) {
+    int result = ffh_guarded_load(address, value);
+    return result == FFH_GUARD_UNAVAILABLE ? ffh_copy_word(address, value) : result;
+}
 
-/* Under the fault guard where there is one (ffh_guard.h), else probed right before. */
+/* Under the fault guard where there is one (ffh_guard.h), else the kernel is asked whether the
+   word can be written and the exchange follows at once (an unmap between the two still
+   faults). */
 int ffh_exchange_if_writable(void *address, uintptr_t expected, uintptr_t desired) {
-    return ffh_guarded_exchange(address, expected, desired);
+    int result = ffh_guarded_exchange(address, expected, desired);
+    if (result != FFH_GUARD_UNAVAILABLE) return result;
+    if (!ffh_is_writable(address)) return -1;
+    return __atomic_compare_exchange_n((uintptr_t *)address, &expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
+               ? 1
+               : 0;
 }

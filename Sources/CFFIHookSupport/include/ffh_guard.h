@@ -25,20 +25,26 @@
 // for a moment and then replaced by the action it saved (the guard) stays covered, and gets
 // the faults that are not the guard's, if a guarded access covered it in that moment.
 //
-// Elsewhere the kernel is asked whether the memory can be written (a futex operation that
-// fails on memory that is unmapped or read-only) right before the exchange: a window
-// remains in which an unmap can make the exchange fault.
+// Elsewhere the accesses say the guard is unavailable, and ffh_memory.h's callers ask the
+// kernel instead: whether the memory can be written (a futex operation that fails on memory
+// that is unmapped or read-only) right before the exchange, where a window remains in which
+// an unmap can make the exchange fault, or for a copy of the word.
 
 #include <signal.h>
 #include <stdint.h>
 
+/// What ``ffh_guarded_exchange`` and ``ffh_guarded_load`` return when the guard is not in
+/// place (another platform, or it could not be installed): the caller chooses another way
+/// (ffh_memory.h's ``ffh_read_word`` and ``ffh_exchange_if_writable`` ask the kernel).
+#define FFH_GUARD_UNAVAILABLE (-2)
+
 /// Replaces the aligned machine word at `address` with `desired` if it holds `expected`,
 /// without faulting: 1 when replaced, 0 when it held something else, -1 when it cannot be
-/// written (unmapped, read-only, or a bus error).
+/// written (unmapped, read-only, or a bus error), ``FFH_GUARD_UNAVAILABLE`` without the guard.
 int ffh_guarded_exchange(void *address, uintptr_t expected, uintptr_t desired);
 
 /// Reads the machine word at `address` into `value` without faulting: 0 on success, -1
-/// when it cannot be read.
+/// when it cannot be read, ``FFH_GUARD_UNAVAILABLE`` without the guard.
 int ffh_guarded_load(const void *address, uintptr_t *value);
 
 /// Installs the fault guard, or puts it back on top of a handler installed since: 0 when it

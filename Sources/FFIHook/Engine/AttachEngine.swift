@@ -123,7 +123,7 @@ final class AttachHandle: HookHandle, @unchecked Sendable {
             AttachEngine.stubs.withLock { $0.give(stub, for: slot) }
         }
         // The reference the installed attach held (reclamation holds one now).
-        Unmanaged.passUnretained(attachment).release()
+        _ = AttachEngine.live.withLock { $0.removeValue(forKey: ObjectIdentifier(attachment)) }
         return true
     }
 
@@ -137,6 +137,9 @@ final class AttachHandle: HookHandle, @unchecked Sendable {
 enum AttachEngine {
     /// The stubs of the process.
     static let stubs = Locked(AttachStubs())
+    /// The installed attaches' blocks, held here (not only by a token, which may be dropped,
+    /// nor only through the stubs' records, which a leak checker does not read) until removal.
+    static let live = Locked([ObjectIdentifier: Attachment]())
     /// How many attaches are installed.
     static let installed = Atomic<Int>(0)
 
@@ -212,7 +215,7 @@ enum AttachEngine {
         installed.add(1, ordering: .relaxed)
         // The installed attach keeps its blocks, token or no token (a dropped token leaves the
         // attach in place, as it leaves a hook); its removal lets them go.
-        _ = Unmanaged.passRetained(handle.attachment)
+        live.withLock { $0[ObjectIdentifier(handle.attachment)] = handle.attachment }
         if handle.replacement.original == 0 {
             _ = handle.remove()
             throw HookError(
