@@ -48,9 +48,13 @@ swift test -c release -Xswiftc -enable-testing --filter "FaultGuardTests|Library
 
 # The sanitizer passes skip the exit tests whose child processes stop on purpose, and the
 # XCTest runner (the package has no XCTest tests; XCTest itself leaks a few objects at exit).
+# The inline corpora are the longest suites there and run one after another: the one-by-one
+# corpus (every export of SQLite and zlib, each planned alone) is left to the debug pass, and
+# the whole-library corpus takes the three C libraries (the batch path on the same code).
 echo "== address sanitizer and leak check: every test"
-ASAN_OPTIONS=detect_leaks=1 swift test --sanitize=address --scratch-path .build-asan --disable-xctest \
-    --skip InvocationPreconditionTests --skip ObjCMethodHookTests
+FFH_CORPUS_LIBRARIES=libz.so.1,libsqlite3.so.0,libc.so.6 ASAN_OPTIONS=detect_leaks=1 \
+    swift test --sanitize=address --scratch-path .build-asan --disable-xctest \
+    --skip InvocationPreconditionTests --skip ObjCMethodHookTests --skip InlineCorpusTests
 # The Objective-C suites on their own: the GNU runtime keeps what class_addMethod allocates
 # where the leak checker cannot follow it (GNUstep's own classes show it too), so those
 # allocations are suppressed by name, which takes full stack traces (slower, hence apart).
@@ -60,8 +64,9 @@ ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 LSAN_OPTIONS=suppressions="$
 
 # The inline corpora (every export of SQLite and zlib planned and patched one by one; every
 # export of libswiftCore, libFoundation, libc, SQLite and zlib as one batch each, attached in
-# child processes) run in the two passes above; under ThreadSanitizer they take minutes and add
-# nothing the other inline suites do not exercise there.
+# child processes) run in the debug pass, the C libraries' batches under AddressSanitizer too;
+# under ThreadSanitizer they take minutes and add nothing the other inline suites do not
+# exercise there.
 echo "== thread sanitizer: the hook engine, inline hooks, the call interfaces and the ABI suites"
 swift test --sanitize=thread --scratch-path .build-tsan --disable-xctest \
     --filter "FFIHookTests|FFIHookInlineTests|CallInterfaceTests|CompiledFunctionCallTests|VariadicCallTests|ABIClassificationTests" \
