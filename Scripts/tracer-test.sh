@@ -4,6 +4,7 @@
 # variadic function, through recursion, from a library it loads with dlopen (which brings a
 # traced library that was not loaded before), in a forked child, of libc's strlen (an
 # IFUNC), and a tail call from one traced function into another. The counts in the tracer's JSON must equal the program's, in each scope.
+# A misspelt library name is reported with the loaded objects closest to it.
 #
 #     Scripts/tracer-test.sh [debug|release]
 set -euo pipefail
@@ -38,6 +39,13 @@ trace() {
 for scope in program main all; do
     echo "== tracer test: scope $scope"
     trace "$scope"
+    # A --library that names no loaded object is reported, with the closest loaded ones; the
+    # ones loaded (liblate.so by dlopen, after the start) are not.
+    grep -q -- "--library libnothere.so.9 names none of the objects" "$work/$scope.err"
+    if grep -q -- "--library liblate.so names none" "$work/$scope.err"; then
+        echo "liblate.so, loaded with dlopen, was reported as loaded by no object" >&2
+        exit 1
+    fi
     python3 - "$work" "$scope" <<'PYTHON'
 import json, sys
 
@@ -84,3 +92,8 @@ if failures:
 print(f"scope {scope}: counts right in the parent ({sum(expected.values())} calls) and the forked child")
 PYTHON
 done
+
+echo "== tracer test: a misspelt --library"
+"$bin/ffi-hook-tracer" --library libtrace.so -- "$work/program" >"$work/typo.out" 2>"$work/typo.err"
+cat "$work/typo.err" | grep -- "--library" || true
+grep -q -- "--library libtrace.so names none of the objects this process loaded, so none of its calls were traced; the closest loaded: libtracee.so" "$work/typo.err"

@@ -42,6 +42,10 @@ final class Tracer: Sendable {
         var attached: [String: Set<String>] = [:]
         /// The objects seen by a walk.
         var seen: Set<String> = []
+        /// Their sonames or file names, for a `--library` that names none of them.
+        var seenNames: Set<String> = []
+        /// The `--library` names some object answered to.
+        var matchedNames: Set<String> = []
         /// The import-table symbols of each object in scope seen so far.
         var imports: [String: Set<String>] = [:]
         /// The objects whose calls are not counted (``TracerConfiguration/Scope/program``).
@@ -130,8 +134,11 @@ final class Tracer: Sendable {
         }
         for image in images where !seen.contains(image.key) {
             state.seen.insert(image.key)
+            if !image.isMainProgram { state.seenNames.insert(image.name) }
             if isInScope(image) { state.imports[image.key] = image.imports }
-            guard configuration.names(library: image.path, soname: image.soname) else { continue }
+            let naming = configuration.libraries(naming: image.path, soname: image.soname)
+            state.matchedNames.formUnion(naming)
+            guard !naming.isEmpty else { continue }
             let chosen = image.exports.filter(configuration.selects(symbol:))
             if chosen.isEmpty {
                 report("\(image.name) exports no function that --symbols selects", &state)
@@ -202,6 +209,14 @@ final class Tracer: Sendable {
         let snapshot: (TracerConfiguration, [(String, fht_counter)], UInt64, UInt64)? = state.withLock { state in
             guard state.started, !state.finished, !state.configuration.libraries.isEmpty else { return nil }
             state.finished = true
+            // The objects loaded now too (the main-program scope does not follow later loads).
+            for image in LoadedImage.current(details: { _ in [] }) where !image.isMainProgram {
+                state.seenNames.insert(image.name)
+                state.matchedNames.formUnion(state.configuration.libraries(naming: image.path, soname: image.soname))
+            }
+            for name in state.configuration.libraries where !state.matchedNames.contains(name) {
+                say(Self.unmatched(name, loaded: state.seenNames))
+            }
             let counts = state.counters.map { ($0.key, fht_read($0.value.pointer)) }
             return (state.configuration, counts, state.startTicks, state.startNanoseconds)
         }
@@ -225,6 +240,31 @@ final class Tracer: Sendable {
     }
 
     // MARK: - Support
+
+    /// What to say of a `--library` name that none of the process's objects answered to: the
+    /// three loaded objects whose names are closest to it (fewest characters to change).
+    static func unmatched(_ name: String, loaded: Set<String>) -> String {
+        let wanted = Array(name.utf8)
+        let closest = loaded.map { (distance(wanted, Array($0.utf8)), $0) }.sorted { $0 < $1 }.prefix(3).map(\.1)
+        return "error: --library \(name) names none of the objects this process loaded, so none of its calls "
+            + "were traced" + (closest.isEmpty ? "" : "; the closest loaded: \(closest.joined(separator: ", "))")
+    }
+
+    /// The edit distance between two names: characters inserted, deleted or replaced.
+    private static func distance(_ one: [UInt8], _ other: [UInt8]) -> Int {
+        var previous = Array(0...other.count)
+        for (index, character) in one.enumerated() {
+            var current = [index + 1]
+            for (otherIndex, otherCharacter) in other.enumerated() {
+                current.append(
+                    min(
+                        previous[otherIndex + 1] + 1, current[otherIndex] + 1,
+                        previous[otherIndex] + (character == otherCharacter ? 0 : 1)))
+            }
+            previous = current
+        }
+        return previous[other.count]
+    }
 
     /// The process that loaded the library, to tell forked children, which inherit the tracer.
     private let loadingProcess = getpid()

@@ -77,8 +77,13 @@ struct TracerConfiguration: Sendable {
 
     /// Whether the object with this path and soname is one of the named libraries.
     func names(library path: String, soname: String?) -> Bool {
+        !libraries(naming: path, soname: soname).isEmpty
+    }
+
+    /// The `--library` names that the object with this path and soname answers to.
+    func libraries(naming path: String, soname: String?) -> [String] {
         let fileName = path.split(separator: "/").last.map(String.init) ?? path
-        return libraries.contains { name in
+        return libraries.filter { name in
             name == path || name == fileName || name == soname || fnmatch(name, fileName, 0) == 0
                 || soname.map { fnmatch(name, $0, 0) == 0 } ?? false
         }

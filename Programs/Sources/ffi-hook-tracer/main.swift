@@ -21,12 +21,26 @@ let usage = """
     error, the calls and time of each traced function, by total time.
 
       --library NAME     a library whose exported functions are traced: a soname
-                         (libsqlite3.so.0), a file name, a path or a shell pattern; repeatable
+                         (libsqlite3.so.0), a file name, a path or a shell pattern; repeatable.
+                         A name that no object of the process answers to is reported at exit,
+                         with the loaded objects whose names are closest to it
       --symbols PATTERN  only functions whose name matches this shell pattern (or one of
                          several given, comma-separated or repeated); default: all
       --json FILE        also write the counts as JSON to FILE (%p: the process ID)
-      --scope SCOPE      whose calls count: program (default; the program's objects, not the
-                         tracer's or the Swift runtime's), main (the executable only) or all
+      --scope SCOPE      whose calls count. A call is seen where it goes through an object's
+                         import table (its PLT and GOT entries), so the scope says which
+                         objects' tables are watched:
+                           program  (default) every object of the program: the executable
+                                    and the libraries it loads, now or later with dlopen, the
+                                    traced libraries included; what only the tracer brought
+                                    (its library, and the Swift runtime unless the program
+                                    needs it too) is left out
+                           main     the executable only: calls the program makes itself
+                           all      every object, the tracer's and the Swift runtime's too
+                         A traced library's calls to its own functions count (under program
+                         or all) only when they go through its own import table, as a call of
+                         an exported function through its PLT does; calls the compiler made
+                         direct, and calls of functions it does not export, are not seen
 
     """
 
