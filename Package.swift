@@ -85,6 +85,11 @@ let package = Package(
         // Compiler-built C functions and layouts that the tests check the library against.
         // (The import-table fixture libraries in Tests/Fixtures are built by the tests.)
         .target(name: "CTestSupport", dependencies: ["CFFI"], path: "Tests/Support/CTestSupport"),
+        // The test trait that keeps hook-installing tests of one target from running while
+        // another target's test compares the process's hook figures.
+        .target(
+            name: "TestHookLock", dependencies: ["CTestSupport"], path: "Tests/Support/TestHookLock",
+            swiftSettings: strictSettings),
         // Real C libraries from Debian that the tests hook.
         .systemLibrary(
             name: "CSQLite", path: "Tests/Support/CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
@@ -100,13 +105,16 @@ let package = Package(
         ),
         .testTarget(
             name: "FFIHookTests",
-            dependencies: ["FFIHook", "FFIHookCore", "FFIHookObjC", "CTestSupport", "CSQLite", "CZlib"],
+            dependencies: [
+                "FFIHook", "FFIHookCore", "FFIHookObjC", "CTestSupport", "CSQLite", "CZlib", "TestHookLock",
+            ],
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "FFIHookInlineTests",
             dependencies: [
                 "FFIHookInline", "FFIHook", "FFIHookCore", "CFFIHookSupport", "CTestSupport", "CZlib", "CSQLite",
+                "TestHookLock",
             ],
             swiftSettings: strictSettings
         ),

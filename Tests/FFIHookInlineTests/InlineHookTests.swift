@@ -3,6 +3,7 @@ import FFIHook
 import FFIHookCore
 import Foundation
 import Synchronization
+import TestHookLock
 import Testing
 
 @testable import FFIHookInline

@@ -3,6 +3,7 @@ import FFIHook
 import FFIHookCore
 import Foundation
 import Synchronization
+import TestHookLock
 import Testing
 
 /// Attach without a signature: registers read and written by enter and leave blocks of calls

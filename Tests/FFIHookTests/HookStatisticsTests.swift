@@ -1,5 +1,6 @@
 import CTestSupport
 import FFIHook
+import TestHookLock
 import Testing
 
 /// The figures of `Hook.statistics` as hooks are installed, removed, reclaimed and their

@@ -1,6 +1,7 @@
 import CTestSupport
 import FFIHook
 import FFIHookCore
+import TestHookLock
 import Testing
 
 #if canImport(Glibc)
