@@ -84,7 +84,7 @@ let package = Package(
 
         // Compiler-built C functions and layouts that the tests check the library against.
         // (The import-table fixture libraries in Tests/Fixtures are built by the tests.)
-        .target(name: "CTestSupport", dependencies: ["CFFI"], path: "Tests/Support/CTestSupport"),
+        .target(name: "CTestSupport", dependencies: ["CFFI", "CFFIHookSupport"], path: "Tests/Support/CTestSupport"),
         // The test trait that keeps hook-installing tests of one target from running while
         // another target's test compares the process's hook figures.
         .target(

@@ -18,5 +18,6 @@ swift build --package-path "$work/consumer"
 bin="$(swift build --package-path "$work/consumer" --show-bin-path)"
 "$bin/Consumer"
 "$bin/ConsumerObjC"
+"$bin/ConsumerSwift5"
 echo "== consumer: its tests (Swift Testing, in parallel)"
 swift test --package-path "$work/consumer" --disable-xctest

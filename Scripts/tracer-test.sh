@@ -4,6 +4,8 @@
 # variadic function, through recursion, from a library it loads with dlopen (which brings a
 # traced library that was not loaded before), in a forked child, of libc's strlen (an
 # IFUNC), and a tail call from one traced function into another. The counts in the tracer's JSON must equal the program's, in each scope.
+# A program whose signal handler makes traced calls while a timer interrupts a loop of them:
+# each is counted, or reported as not counted when it interrupted the tracer's own block.
 # A misspelt library name is reported with the loaded objects closest to it.
 #
 #     Scripts/tracer-test.sh [debug|release]
@@ -92,6 +94,31 @@ if failures:
 print(f"scope {scope}: counts right in the parent ({sum(expected.values())} calls) and the forked child")
 PYTHON
 done
+
+echo "== tracer test: calls from a signal handler"
+gcc -O0 -o "$work/signals" "$fixture/signals.c" -L"$work" -ltracee -Wl,-rpath,"$work"
+"$bin/ffi-hook-tracer" --library libtracee.so --json "$work/signals.json" -- "$work/signals" \
+    >"$work/signals.out" 2>"$work/signals.err"
+python3 - "$work" "$configuration" <<'PYTHON'
+import json, sys
+
+work, configuration = sys.argv[1], sys.argv[2]
+calls, handler_calls = map(int, open(f"{work}/signals.out").read().split())
+report = json.load(open(f"{work}/signals.json"))
+counted = {row["name"]: row["calls"] for row in report["functions"]}
+missed = report["missed_calls"]
+# Every loop call is counted; every handler call is counted or reported as missed (it
+# interrupted one of the tracer's blocks).
+if counted.get("tracee_add") != calls or counted.get("tracee_nothing", 0) + missed != handler_calls:
+    print(f"loop {calls}, handler {handler_calls}; counted {counted}, missed {missed}")
+    sys.exit(1)
+# An optimised tracer's blocks run with nothing of the library's around them that a handler
+# could interrupt unseen (its blocks allow re-entry); an unoptimised one's Swift runtime calls do.
+if configuration == "release" and missed != 0:
+    print(f"release: {missed} handler calls not counted")
+    sys.exit(1)
+print(f"signals: {calls} loop calls and {handler_calls} handler calls: {missed} reported as not counted")
+PYTHON
 
 echo "== tracer test: a misspelt --library"
 "$bin/ffi-hook-tracer" --library libtrace.so -- "$work/program" >"$work/typo.out" 2>"$work/typo.err"

@@ -32,12 +32,15 @@ extern void __lsan_register_root_region(const void *begin, size_t size) __attrib
 static ffh_attach_dispatch ffh_attach_dispatch_function;
 static uint64_t ffh_attach_skipped;
 static uint64_t ffh_attach_abandoned;
+static uint64_t ffh_attach_passed;
 
 int ffh_attach_available(void) { return 1; }
 
 uint64_t ffh_attach_skipped_leaves(void) { return __atomic_load_n(&ffh_attach_skipped, __ATOMIC_RELAXED); }
 
 uint64_t ffh_attach_abandoned_frames(void) { return __atomic_load_n(&ffh_attach_abandoned, __ATOMIC_RELAXED); }
+
+uint64_t ffh_attach_passed_calls(void) { return __atomic_load_n(&ffh_attach_passed, __ATOMIC_RELAXED); }
 
 /* One call on a thread's side stack. */
 typedef struct {
@@ -49,7 +52,16 @@ typedef struct {
     uintptr_t epoch;
     uint64_t scratch;
     uint64_t function;
+    /* Whether the frame below was still being written when this one was pushed (a signal
+       handler interrupted that push): FFH_SIDE_FILLING or 0, given back to the side stack's
+       depth as this frame leaves. */
+    uint64_t below;
 } ffh_side_frame;
+
+/* A side stack's depth word: the number of frames, and this bit while the top frame is being
+   written. A signal handler's attached call that interrupts the push of a frame takes the next
+   slot and leaves the one being written alone (see ffh_attach_enter). */
+#define FFH_SIDE_FILLING ((uint64_t)1 << 63)
 
 /* The thunks: a header word (the address of ffh_attach_return) and a 16-byte cell per frame.
    An attached call whose leave block is to run is made from cell i of its thread: the entry
@@ -183,7 +195,7 @@ typedef struct {
    (records are reused, never freed; so are side stacks, their thunks and their unwind
    information, and the entries that hand those to gdb). */
 typedef struct ffh_side {
-    /* How many frames are in use. */
+    /* How many frames are in use, with FFH_SIDE_FILLING while the top one is being written. */
     uint64_t depth;
     unsigned char *thunks;
     ffh_side_frame frames[FFH_ATTACH_DEPTH];
@@ -414,13 +426,14 @@ static void ffh_side_drop_abandoned(ffh_side *side, uint64_t sp) {
 
 /* Opens the library's window of work on the thread around an attachment's blocks: registers
    `window` (a block, or a signal handler that interrupts it, may jump out with longjmp; its
-   cleanup then ends the window), sets the thread busy, and marks it inside a call when it is
-   not already (see ffh_call_enter); returns whether it did. */
+   cleanup then ends the window) and marks the thread inside a call when it is not already (see
+   ffh_call_enter); returns whether it did. The thread is not marked busy: the attach path's C
+   code calls no function a program can hook or attach to, so a signal handler that interrupts
+   it and calls an attached function runs that function's blocks (see ffh_attach_run). */
 static inline int ffh_attach_begin(ffh_thread *thread, ffh_window *window) {
     uintptr_t generation = thread->generation;
     int outermost = !(generation & 1);
     ffh_window_open(window, thread, outermost);
-    thread->busy = 1;
     if (outermost) ffh_call_enter(thread, generation);
     return outermost;
 }
@@ -428,8 +441,28 @@ static inline int ffh_attach_begin(ffh_thread *thread, ffh_window *window) {
 /* Ends what ffh_attach_begin began. */
 static inline void ffh_attach_end(ffh_thread *thread, ffh_window *window, int outermost) {
     if (outermost) ffh_call_leave(thread);
-    thread->busy = 0;
     ffh_window_close(window);
+}
+
+/* Runs a block through the Swift side with the thread marked as running one: attached calls
+   the block makes (and those of a signal handler that interrupts it, and the Swift runtime's
+   calls around it) go straight to their functions. Where the call path marks its own code
+   (an unoptimised build, `entry_busy`), the Swift side's code around the block is marked too,
+   so that hooks of the runtime's functions see none of its calls; the Swift side clears the
+   mark for the block itself (a block's calls of hooked functions run their hooks, as any
+   code's do). A longjmp out of the block ends both marks with the window's cleanup
+   (ffh_window_open's, through ffh_abandoned). */
+static inline void ffh_attach_run(ffh_thread *thread, ffh_attach_dispatch dispatch, uintptr_t state, void *frame,
+                                  int leaving) {
+    /* Inside another block, for an attach that allows re-entry. */
+    int32_t was = thread->attach_block;
+    thread->attach_block = 1;
+    thread->busy = thread->entry_busy;
+    __asm__ __volatile__("" ::: "memory");
+    dispatch(state, frame, leaving);
+    __asm__ __volatile__("" ::: "memory");
+    thread->busy = 0;
+    thread->attach_block = was;
 }
 
 /* What ffh_attach_enter returns to the entry (in rax and rdx): the function, and the cell to
@@ -439,19 +472,68 @@ typedef struct {
     uintptr_t cell;
 } ffh_attach_target;
 
+/* Pushes a frame for the call at `sp` onto the side stack; returns its slot, or
+   FFH_ATTACH_DEPTH when the stack is full. Safe against a signal handler that interrupts it
+   anywhere and makes attached calls of its own, which push and pop frames above it (handlers
+   nest, so each is done before the interrupted push resumes):
+   - before the depth word is written (the slot reserved), a handler's call takes the same
+     slot and gives it back; the push then writes the slot as if nothing happened;
+   - after, the word carries FFH_SIDE_FILLING: a handler's call leaves the slot being written
+     alone (it drops no abandoned frames under it, since the frame's fields are not all there)
+     and pushes above it; its frame records the bit, and its leave gives it back to the word.
+   A handler left by siglongjmp while it interrupted a push leaves the bit on that slot for
+   good: the slot and those under it are then never dropped as abandoned, only reset when the
+   thread record is released (a slot or a few of the thread's 512, not a wrong frame). */
+static inline uint64_t ffh_side_push(ffh_side *side, uint64_t sp, ffh_attach *record, uintptr_t epoch,
+                                     uint64_t scratch, uintptr_t original) {
+    uint64_t word = side->depth;
+    uint64_t depth = word & ~FFH_SIDE_FILLING;
+    if (!(word & FFH_SIDE_FILLING) && depth > 0 && side->frames[depth - 1].sp <= sp) {
+        ffh_side_drop_abandoned(side, sp);
+        depth = word = side->depth;
+    }
+    if (depth >= FFH_ATTACH_DEPTH) return FFH_ATTACH_DEPTH;
+    __atomic_store_n(&side->depth, (depth + 1) | FFH_SIDE_FILLING, __ATOMIC_RELAXED);
+    __asm__ __volatile__("" ::: "memory");
+    ffh_side_frame *top = &side->frames[depth];
+    top->ret = *(const uint64_t *)(uintptr_t)sp;
+    top->sp = sp;
+    top->record = record;
+    top->epoch = epoch;
+    top->scratch = scratch;
+    top->function = original;
+    top->below = word & FFH_SIDE_FILLING;
+    /* A signal handler that interrupts from here on sees the frame in place. */
+    __asm__ __volatile__("" ::: "memory");
+    __atomic_store_n(&side->depth, depth + 1, __ATOMIC_RELAXED);
+    return depth;
+}
+
+/* The attach path's C code (ffh_attach_enter and ffh_attach_leave, with what they inline)
+   lies in a section of its own, whose bounds the linker names (__start_ffh_attach_text and
+   __stop_ffh_attach_text): a test that interrupts every instruction of an attached call tells
+   by them which interruptions landed in this code. */
+#define FFH_ATTACH_TEXT __attribute__((section("ffh_attach_text")))
+
 /* Called by ffh_attach_entry; returns where the call goes on. */
-__attribute__((visibility("hidden"))) ffh_attach_target ffh_attach_enter(ffh_attach *record,
+FFH_ATTACH_TEXT __attribute__((visibility("hidden"))) ffh_attach_target ffh_attach_enter(ffh_attach *record,
                                                                          ffh_attach_enter_frame *frame) {
     uintptr_t original = __atomic_load_n(&record->original, __ATOMIC_ACQUIRE);
     ffh_attach_target target = {original, 0};
     ffh_thread *thread = ffh_thread_current();
-    if (!thread || thread->busy) return target;
+    if (!thread) return target;
+    uintptr_t flags = __atomic_load_n(&record->flags, __ATOMIC_ACQUIRE);
+    if (__builtin_expect(thread->busy | (thread->attach_block & !(flags & FFH_ATTACH_REENTERS)), 0)) {
+        __atomic_fetch_add(&ffh_attach_passed, 1, __ATOMIC_RELAXED);
+        return target;
+    }
     ffh_side *side = thread->side;
     if (__builtin_expect(!side, 0)) {
         /* Registering the unwind information calls into libgcc (a lock, perhaps memory): as
-           the library's own work, which attached or hooked functions pass through. */
+           the library's own work, which attached or hooked functions pass through. A signal
+           handler may have made the side stack since it was read. */
         thread->busy = 1;
-        side = ffh_side_make(thread);
+        side = thread->side ? thread->side : ffh_side_make(thread);
         thread->busy = 0;
         if (!side) return target;
     }
@@ -459,29 +541,17 @@ __attribute__((visibility("hidden"))) ffh_attach_target ffh_attach_enter(ffh_att
     int outermost = ffh_attach_begin(thread, &window);
     uintptr_t epoch = __atomic_load_n(&record->epoch, __ATOMIC_ACQUIRE);
     uintptr_t state = __atomic_load_n(&record->state, __ATOMIC_ACQUIRE);
-    uintptr_t flags = __atomic_load_n(&record->flags, __ATOMIC_ACQUIRE);
+    flags = __atomic_load_n(&record->flags, __ATOMIC_ACQUIRE);
     ffh_attach_dispatch dispatch = __atomic_load_n(&ffh_attach_dispatch_function, __ATOMIC_ACQUIRE);
     if (state && dispatch && __atomic_load_n(&record->epoch, __ATOMIC_ACQUIRE) == epoch) {
         frame->scratch = 0;
         frame->function = original;
         frame->thread = (uint64_t)(uint32_t)thread->tid;
-        if (flags & FFH_ATTACH_ENTERS) dispatch(state, frame, 0);
+        if (flags & FFH_ATTACH_ENTERS) ffh_attach_run(thread, dispatch, state, frame, 0);
         if (flags & FFH_ATTACH_LEAVES) {
-            uint64_t sp = frame->sp;
-            if (side->depth > 0 && side->frames[side->depth - 1].sp <= sp) ffh_side_drop_abandoned(side, sp);
-            uint64_t depth = side->depth;
-            if (depth < FFH_ATTACH_DEPTH) {
-                ffh_side_frame *top = &side->frames[depth];
-                top->ret = *(const uint64_t *)(uintptr_t)sp;
-                top->sp = sp;
-                top->record = record;
-                top->epoch = epoch;
-                top->scratch = frame->scratch;
-                top->function = original;
-                /* A signal handler that interrupts from here on sees the frame in place. */
-                __asm__ __volatile__("" ::: "memory");
-                side->depth = depth + 1;
-                target.cell = ffh_cell(side, depth);
+            uint64_t slot = ffh_side_push(side, frame->sp, record, epoch, frame->scratch, original);
+            if (slot < FFH_ATTACH_DEPTH) {
+                target.cell = ffh_cell(side, slot);
             } else {
                 __atomic_fetch_add(&ffh_attach_skipped, 1, __ATOMIC_RELAXED);
             }
@@ -501,7 +571,7 @@ static __attribute__((noreturn, noinline)) void ffh_attach_lost(void) {
 }
 
 /* Called by ffh_attach_return; returns the real return address. */
-__attribute__((visibility("hidden"))) uintptr_t ffh_attach_leave(ffh_attach_leave_frame *frame) {
+FFH_ATTACH_TEXT __attribute__((visibility("hidden"))) uintptr_t ffh_attach_leave(ffh_attach_leave_frame *frame) {
     ffh_thread *thread = ffh_current_thread;
     ffh_side *side = thread ? thread->side : NULL;
     uint64_t index = frame->index;
@@ -517,16 +587,20 @@ __attribute__((visibility("hidden"))) uintptr_t ffh_attach_leave(ffh_attach_leav
     ffh_attach *record = own->record;
     uintptr_t epoch = own->epoch;
     /* Frames above this one belong to calls a longjmp left: they go with it. */
-    if (side->depth > index + 1) __atomic_fetch_add(&ffh_attach_abandoned, side->depth - index - 1, __ATOMIC_RELAXED);
+    uint64_t depth = side->depth & ~FFH_SIDE_FILLING;
+    if (depth > index + 1) __atomic_fetch_add(&ffh_attach_abandoned, depth - index - 1, __ATOMIC_RELAXED);
     __asm__ __volatile__("" ::: "memory");
-    side->depth = index;
+    side->depth = index | own->below;
     __asm__ __volatile__("" ::: "memory");
-    if (thread->busy) return ret;
+    uintptr_t flags = __atomic_load_n(&record->flags, __ATOMIC_ACQUIRE);
+    if (thread->busy | (thread->attach_block & !(flags & FFH_ATTACH_REENTERS))) return ret;
     ffh_window window;
     int outermost = ffh_attach_begin(thread, &window);
     uintptr_t state = __atomic_load_n(&record->state, __ATOMIC_ACQUIRE);
     ffh_attach_dispatch dispatch = __atomic_load_n(&ffh_attach_dispatch_function, __ATOMIC_ACQUIRE);
-    if (state && dispatch && __atomic_load_n(&record->epoch, __ATOMIC_ACQUIRE) == epoch) dispatch(state, frame, 1);
+    if (state && dispatch && __atomic_load_n(&record->epoch, __ATOMIC_ACQUIRE) == epoch) {
+        ffh_attach_run(thread, dispatch, state, frame, 1);
+    }
     ffh_attach_end(thread, &window, outermost);
     return ret;
 }
@@ -538,7 +612,7 @@ void ffh_attach_write_stub(void *stub, ffh_attach *record) {
 uint64_t ffh_attach_depth(void) {
     ffh_thread *thread = ffh_current_thread;
     ffh_side *side = thread ? thread->side : NULL;
-    return side ? side->depth : 0;
+    return side ? side->depth & ~FFH_SIDE_FILLING : 0;
 }
 
 static void ffh_attach_thread_released(ffh_thread *thread) {
@@ -552,6 +626,7 @@ void ffh_attach_setup(ffh_attach_dispatch dispatch) { (void)dispatch; }
 int ffh_attach_available(void) { return 0; }
 uint64_t ffh_attach_skipped_leaves(void) { return 0; }
 uint64_t ffh_attach_abandoned_frames(void) { return 0; }
+uint64_t ffh_attach_passed_calls(void) { return 0; }
 uint64_t ffh_attach_depth(void) { return 0; }
 void ffh_attach_write_stub(void *stub, ffh_attach *record) {
     (void)stub;

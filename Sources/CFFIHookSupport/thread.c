@@ -132,6 +132,7 @@ void ffh_thread_release(ffh_thread *thread) {
     for (uintptr_t index = 0; index < FFH_MARKS; index++) thread->marks[index] = 0;
     thread->mark_count = 0;
     thread->busy = 0;
+    thread->attach_block = 0;
     uintptr_t generation = __atomic_load_n(&thread->generation, __ATOMIC_RELAXED);
     if (generation & 1) __atomic_store_n(&thread->generation, generation + 1, __ATOMIC_RELEASE);
     if (ffh_current_thread == thread) ffh_current_thread = NULL;
@@ -148,6 +149,7 @@ int ffh_thread_release_vanished(ffh_thread *thread, uintptr_t generation) {
     for (uintptr_t index = 0; index < FFH_MARKS; index++) thread->marks[index] = 0;
     thread->mark_count = 0;
     thread->busy = 0;
+    thread->attach_block = 0;
     __atomic_store_n(&thread->claimed, 0, __ATOMIC_RELEASE);
     return 1;
 }
@@ -295,13 +297,21 @@ void ffh_handler_setup(ffh_dispatch dispatch, int readersFence, int marksCallPat
     __atomic_store_n(&ffh_dispatch_function, dispatch, __ATOMIC_RELEASE);
 }
 
+/* What ffh_abandoned needs to know of a call that may leave without returning. */
+static inline __attribute__((always_inline)) uintptr_t ffh_abandoned_argument(const ffh_thread *thread,
+                                                                               int outermost) {
+    return thread->mark_count << 2 | (uintptr_t)(thread->attach_block != 0) << 1 | (uintptr_t)(outermost != 0);
+}
+
 /* Ends the marks of a hooked call whose frame is gone without returning. The argument packs
-   the mark count at the call's entry and whether the call was the thread's outermost. */
+   the mark count at the call's entry, whether an attach block was running then (the thread's
+   `attach_block`, given back) and whether the call was the thread's outermost. */
 static void ffh_abandoned(void *packed) {
     ffh_thread *thread = ffh_current_thread;
     if (!thread) return;
     uintptr_t value = (uintptr_t)packed;
-    uintptr_t marks = value >> 1;
+    uintptr_t marks = value >> 2;
+    thread->attach_block = (int32_t)((value >> 1) & 1);
     /* The call began in the program's code (a call made from the library's own passes
        through without a frame like this). */
     thread->busy = 0;
@@ -462,7 +472,7 @@ static inline __attribute__((always_inline)) void ffh_window_unregister(ffh_wind
 }
 
 void ffh_window_open(ffh_window *window, ffh_thread *thread, int outermost) {
-    ffh_window_register(window, thread->mark_count << 1 | (uintptr_t)(outermost != 0));
+    ffh_window_register(window, ffh_abandoned_argument(thread, outermost));
 }
 
 void ffh_window_close(ffh_window *window) { ffh_window_unregister(window); }
@@ -511,7 +521,7 @@ static inline __attribute__((always_inline)) void ffh_run(void *returnValue, voi
     thread->busy = thread->entry_busy;
     uintptr_t generation = thread->generation;
     int outermost = !(generation & 1);
-    uintptr_t abandonedArgument = thread->mark_count << 1 | (uintptr_t)outermost;
+    uintptr_t abandonedArgument = ffh_abandoned_argument(thread, outermost);
 #if FFH_CLEANUP
     ffh_window window;
     ffh_window_register(&window, abandonedArgument);

@@ -233,16 +233,22 @@ extension Hook {
     ///   second return, by `longjmp`, `setcontext` or a `vfork` child's end, comes back to the
     ///   return address saved with its context, where `onLeave` would have put the thunk.
     /// - Calls the blocks make themselves are not attached to (they go straight to their
-    ///   functions), and neither are calls the library makes.
+    ///   functions), and neither are calls the library makes; both are counted
+    ///   (``HookStatistics/passedThroughCallCount``). A signal handler's calls are attached
+    ///   to unless the handler interrupted a block, whose calls they then count as; with
+    ///   ``HookOptions/allowsReentry`` both run this attach's blocks.
     /// - Removing the attach stops new calls from running its blocks; a call that is inside
     ///   the function at that moment returns normally and does not run `onLeave`.
     ///
     /// - Parameters:
     ///   - slot: an aligned, pointer-sized slot holding a function pointer.
     ///   - options: ``HookOptions/liftsPageProtection`` for a slot in read-only memory;
-    ///     ``HookOptions/once`` and ``HookOptions/allowsReentry`` do not apply to an attach
-    ///     and are accepted and ignored (the token stays active, every call runs the blocks);
-    ///     caller limits are refused.
+    ///     ``HookOptions/allowsReentry`` to run the blocks also for calls made while a block
+    ///     runs on the thread: those of a signal handler that interrupts a block, and the
+    ///     blocks' own (which then recurse if a block calls a function it is attached to: use
+    ///     it for blocks that call none, such as a tracer's). ``HookOptions/once`` does not
+    ///     apply to an attach and is accepted and ignored (the token stays active, every call
+    ///     runs the blocks); caller limits are refused.
     ///   - onEnter: runs as the function is entered, on the calling thread.
     ///   - onLeave: runs as it returns, on the calling thread.
     /// - Returns: the token that removes the attach.
@@ -252,7 +258,7 @@ extension Hook {
     ///   ``HookOptions/onInstallingThreadOnly`` or ``HookOptions/inCurrentTaskOnly``, or
     ///   ``HookError/Code-swift.struct/unsupportedPlatform`` off Linux x86-64.
     public static func attach(
-        on slot: FunctionSlot, options: HookOptions = [], onEnter: EnterBlock? = nil, onLeave: LeaveBlock? = nil
+        on slot: FunctionSlot, options: HookOptions = [], onEnter: EnterBlock?, onLeave: LeaveBlock?
     ) throws(HookError) -> HookToken {
         if let problem = slot.problem {
             throw HookError(slot: slot.address, signature: nil, problem: .invalidSlot(problem))
@@ -263,9 +269,38 @@ extension Hook {
                 problem: .unsupportedCallerLimit(HookError.Problem.limitedAttachReason))
         }
         let handle = try AttachEngine.attach(
-            slot: slot.pointer, attachment: Attachment(onEnter: onEnter, onLeave: onLeave),
+            slot: slot.pointer,
+            attachment: Attachment(
+                onEnter: onEnter, onLeave: onLeave, reenters: options.contains(.allowsReentry)),
             liftsProtection: options.contains(.liftsPageProtection), owner: slot.owner,
             function: slot.function)
         return HookToken(handle: handle)
+    }
+
+    /// Runs `onEnter` as the function `slot` leads to is entered, without knowing its
+    /// signature: ``attach(on:options:onEnter:onLeave:)`` without a leave block, so the call's
+    /// return address is left alone (the cheapest attach).
+    ///
+    /// ```swift
+    /// // Count the calls through the slot.
+    /// let calls = Atomic<Int>(0)
+    /// let token = try Hook.attach(on: slot) { _ in
+    ///     calls.add(1, ordering: .relaxed)
+    /// }
+    /// ```
+    ///
+    /// A lone trailing closure is this `onEnter`, in every language mode. For a leave block
+    /// alone, name both: `attach(on: slot, onEnter: nil) { call in … }`.
+    ///
+    /// - Parameters:
+    ///   - slot: an aligned, pointer-sized slot holding a function pointer.
+    ///   - options: as for ``attach(on:options:onEnter:onLeave:)``.
+    ///   - onEnter: runs as the function is entered, on the calling thread.
+    /// - Returns: the token that removes the attach.
+    /// - Throws: as ``attach(on:options:onEnter:onLeave:)``.
+    public static func attach(
+        on slot: FunctionSlot, options: HookOptions = [], onEnter: @escaping EnterBlock
+    ) throws(HookError) -> HookToken {
+        try attach(on: slot, options: options, onEnter: onEnter, onLeave: nil)
     }
 }

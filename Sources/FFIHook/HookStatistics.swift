@@ -66,6 +66,15 @@ public struct HookStatistics: Sendable, Hashable, CustomStringConvertible {
     /// never ran. Only grows. A call found so at its thread's exit is not counted.
     public let abandonedFrameCount: Int
 
+    /// How many attached calls went straight to their function without running their blocks
+    /// because the calling thread was running an attach's block: calls a block makes itself,
+    /// and calls made by a signal handler that interrupted a block (or the few instructions
+    /// that call one). Also those the library's own code makes while it works on a thread
+    /// (its first call's set-up, an unoptimised build's calls of the Swift runtime). Only
+    /// grows. A signal handler that interrupts the rest of an attached call, between its
+    /// blocks, runs the blocks of what it calls and is not counted here.
+    public let passedThroughCallCount: Int
+
     init(hookedSlotCount: Int, pendingReclamationCount: Int, closureCount: Int, idleClosureCount: Int) {
         self.hookedSlotCount = hookedSlotCount
         self.pendingReclamationCount = pendingReclamationCount
@@ -74,12 +83,13 @@ public struct HookStatistics: Sendable, Hashable, CustomStringConvertible {
         self.attachCount = AttachEngine.installed.load(ordering: .relaxed)
         self.skippedLeaveCount = Int(ffh_attach_skipped_leaves())
         self.abandonedFrameCount = Int(ffh_attach_abandoned_frames())
+        self.passedThroughCallCount = Int(ffh_attach_passed_calls())
     }
 
     /// The figures on one line.
     public var description: String {
         "HookStatistics(hooked slots: \(hookedSlotCount), pending reclamation: \(pendingReclamationCount), "
             + "closures: \(closureCount), idle: \(idleClosureCount), attaches: \(attachCount), skipped leaves: \(skippedLeaveCount), "
-            + "abandoned frames: \(abandonedFrameCount))"
+            + "abandoned frames: \(abandonedFrameCount), passed through: \(passedThroughCallCount))"
     }
 }

@@ -19,7 +19,7 @@ extension ImportTable {
     /// - Throws: ``HookError`` as ``hook(symbol:in:signature:position:options:_:)`` does;
     ///   the attach is all or nothing.
     public static func attach(
-        symbol: String, in scope: ImportScope, onEnter: EnterBlock? = nil, onLeave: LeaveBlock? = nil
+        symbol: String, in scope: ImportScope, onEnter: EnterBlock?, onLeave: LeaveBlock?
     ) throws(HookError) -> HookGroupToken {
         // One symbol is a list of one: the same walk, and the same error when nothing
         // imports it.
@@ -28,6 +28,18 @@ extension ImportTable {
         } catch {
             throw error.naming(symbol: symbol)
         }
+    }
+
+    /// Attaches `onEnter` alone to `symbol` as the objects of `scope` call it: see
+    /// ``attach(symbol:in:onEnter:onLeave:)``. A lone trailing closure is this `onEnter`, in
+    /// every language mode; for a leave block alone, name both
+    /// (`attach(symbol: "write", in: scope, onEnter: nil) { call in … }`).
+    ///
+    /// - Throws: as ``attach(symbol:in:onEnter:onLeave:)``.
+    public static func attach(
+        symbol: String, in scope: ImportScope, onEnter: @escaping EnterBlock
+    ) throws(HookError) -> HookGroupToken {
+        try attach(symbol: symbol, in: scope, onEnter: onEnter, onLeave: nil)
     }
 
     /// Attaches to each of `symbols` as the objects of `scope` call them, in one group: what a
@@ -45,10 +57,21 @@ extension ImportTable {
     ///   loaded object, or ``HookError/Code-swift.struct/symbolNotImported`` when the list is
     ///   empty or no symbol of it has an entry in the scope (not for
     ///   ``ImportScope/allIncludingLaterLoads``, which waits for objects that import them).
+    ///
+    /// - Parameters:
+    ///   - symbols: the functions' names.
+    ///   - scope: the objects whose calls are attached to.
+    ///   - options: ``HookOptions/allowsReentry`` to run the blocks also for calls made while a
+    ///     block runs on the thread (see ``Hook/attach(on:options:onEnter:onLeave:)``); other
+    ///     options are refused as there, or ignored.
+    ///   - blocks: each symbol's blocks.
     public static func attach(
-        symbols: [String], in scope: ImportScope,
+        symbols: [String], in scope: ImportScope, options: HookOptions = [],
         blocks: (String) -> (onEnter: EnterBlock?, onLeave: LeaveBlock?)
     ) throws(HookError) -> HookGroupToken {
+        guard options.isDisjoint(with: HookOptions.callerLimits) else {
+            throw HookError(code: .unsupportedCallerLimit, message: HookError.Problem.limitedAttachReason)
+        }
         guard !symbols.isEmpty else {
             throw HookError(code: .symbolNotImported, message: "the list of symbols to attach to is empty")
         }
@@ -56,7 +79,9 @@ extension ImportTable {
         var requests: [ImportRequest] = []
         for symbol in symbols where seen.insert(symbol).inserted {
             let (onEnter, onLeave) = blocks(symbol)
-            requests.append(ImportRequest(symbol: symbol, attachment: Attachment(onEnter: onEnter, onLeave: onLeave)))
+            let attachment = Attachment(
+                onEnter: onEnter, onLeave: onLeave, reenters: options.contains(.allowsReentry))
+            requests.append(ImportRequest(symbol: symbol, attachment: attachment))
         }
         if scope == .allIncludingLaterLoads {
             return try LoadFollower.start(requests)

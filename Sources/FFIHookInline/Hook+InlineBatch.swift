@@ -108,9 +108,18 @@ extension Hook {
     /// ``/FFIHook/EnterContext/function`` is the function's ``InlineFunction/original``, its
     /// trampoline.
     public static func attach(
-        on batch: InlineBatch, options: HookOptions = [], onEnter: EnterBlock? = nil, onLeave: LeaveBlock? = nil
+        on batch: InlineBatch, options: HookOptions = [], onEnter: EnterBlock?, onLeave: LeaveBlock?
     ) throws(HookError) -> HookGroupToken {
         try attach(on: batch, options: options) { _ in (onEnter, onLeave) }
+    }
+
+    /// Attaches the same `onEnter` alone to every function of `batch`: see
+    /// ``attach(on:options:onEnter:onLeave:)``. For a leave block alone, name both
+    /// (`onEnter: nil, onLeave: …`).
+    public static func attach(
+        on batch: InlineBatch, options: HookOptions = [], onEnter: @escaping EnterBlock
+    ) throws(HookError) -> HookGroupToken {
+        try attach(on: batch, options: options, onEnter: onEnter, onLeave: nil)
     }
 
     /// Writes the compiled function `replacement` gives into each function's jump cell, with

@@ -59,6 +59,13 @@ let package = Package(
             dependencies: ["CConsumerGreeter", .product(name: "FFIHookObjC", package: "swift-ffi-hook")]
         ),
 
+        // Attach in Swift 5 language mode: a lone trailing closure is the enter block there too.
+        .executableTarget(
+            name: "ConsumerSwift5",
+            dependencies: [.product(name: "FFIHook", package: "swift-ffi-hook")],
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+
         // The fault-injection task as the package's own tests, which Swift Testing runs in
         // parallel.
         .testTarget(

@@ -73,6 +73,7 @@ extension InlineSuites {
             let function = try InlineFunction(symbol: "getpid")
             let events = Mutex<[String]>([])
             let me = UInt(pthread_self())
+            let pid = getpid()
             let hook = try Hook.after(on: function.slot, signature: Signature("i")) { _ in
                 if UInt(pthread_self()) == me { events.withLock { $0.append("hook") } }
             }
@@ -80,7 +81,7 @@ extension InlineSuites {
                 if UInt(pthread_self()) == me { events.withLock { $0.append("enter") } }
             } onLeave: { call in
                 if UInt(pthread_self()) == me {
-                    #expect(Int32(truncatingIfNeeded: call.returnValue) == getpid())
+                    #expect(Int32(truncatingIfNeeded: call.returnValue) == pid)
                     events.withLock { $0.append("leave") }
                 }
             }

@@ -103,12 +103,14 @@ import Testing
         let tokens = [
             try Hook.attach(
                 on: Self.slot(\.pair),
+                onEnter: nil,
                 onLeave: { call in
                     #expect(call.returnValue == 3 * 3 && call.secondReturnValue == 4 * 5)
                     call.secondReturnValue = 1
                 }),
             try Hook.attach(
                 on: Self.slot(\.point),
+                onEnter: nil,
                 onLeave: { call in
                     #expect(call.vectorReturnValue(0)[0] == (1.5 * 3).bitPattern)
                     #expect(call.vectorReturnValue(1)[0] == (2.5 * 5).bitPattern)
@@ -117,6 +119,7 @@ import Testing
             // A 24-byte structure comes back in memory; rax holds its address.
             try Hook.attach(
                 on: Self.slot(\.triple),
+                onEnter: nil,
                 onLeave: { call in
                     let result = UnsafePointer<at_triple>(bitPattern: UInt(call.returnValue))!
                     #expect(result.pointee.a == 2 && result.pointee.b == 4 && result.pointee.c == 6)
@@ -224,7 +227,7 @@ import Testing
         #expect(at_call_add(1, 2) == 3)
         at_reset()
         // In the other order of removal, a hook installed over the attach.
-        let attach2 = try Hook.attach(on: Self.slot(\.add), onLeave: { call in call.returnValue += 1 })
+        let attach2 = try Hook.attach(on: Self.slot(\.add), onEnter: nil, onLeave: { call in call.returnValue += 1 })
         let hook2 = try Hook.after(on: Self.slot(\.add), signature: signature) { call in
             call.setReturnValue(call.returnValue(as: Int64.self) * 10)
         }
@@ -343,6 +346,44 @@ import Testing
         try Hook.waitForReclamation()
     }
 
+    /// A signal handler that calls an attached function runs its blocks wherever it interrupted
+    /// the library's part of another attached call (the entry, the push of a frame onto the
+    /// side stack, the return thunk), and skips them, counted, only while a block runs; with
+    /// ``HookOptions/allowsReentry``, inside a block too (all but the Swift runtime's calls
+    /// around a block in an unoptimised build, the library's own code). Checked at every
+    /// instruction: the trap flag raises SIGTRAP after each one the calls execute, and the
+    /// handler calls the attached function each time.
+    @Test(.enabled(if: at_step_available() != 0), arguments: [false, true])
+    func aSignalHandlerRunsTheBlocksUnlessItInterruptedOne(reentry: Bool) throws {
+        let token = try Hook.attach(on: Self.slot(\.add), options: reentry ? .allowsReentry : []) { _ in
+            at_step_block(0)
+        } onLeave: { _ in
+            at_step_block(1)
+        }
+        defer { token.remove() }
+        // The thread's first attached call sets up its side stack (not stepped through).
+        #expect(at_call_add(1, 2) == 3)
+        let passed = try Hook.statistics.passedThroughCallCount
+        let calls = 20
+        let tally = at_step_calls(calls, reentry ? 1 : 0)
+        let passedNow = try Hook.statistics.passedThroughCallCount
+        #expect(tally.wrong == 0)
+        #expect(tally.main_enters == calls && tally.main_leaves == calls)
+        // Every handler call outside a block ran both blocks; those inside one ran none and
+        // were counted.
+        #expect(tally.handler_enters == tally.handler_calls - tally.in_block)
+        #expect(tally.handler_leaves == tally.handler_enters)
+        #expect(passedNow - passed == Int(tally.in_block))
+        // The handler interrupted the attach path's C code many times and ran the blocks each
+        // time; only the few instructions around each block's call (two blocks per call)
+        // count as inside one.
+        #expect(tally.in_code > 40 * UInt64(calls))
+        #expect(tally.in_block_in_code <= 8 * UInt64(calls), "\(tally.in_block_in_code) steps marked")
+        #if !DEBUG
+            if reentry { #expect(tally.in_block == 0) }
+        #endif
+    }
+
     /// An attach whose token is dropped stays, with its blocks: what they capture lives on
     /// (the attach stays for the life of the process, so the slot is memory never freed).
     @Test func anAttachWhoseTokenIsDroppedKeepsItsBlocks() throws {
@@ -414,7 +455,7 @@ import Testing
 
     @Test func unwindersFindTheCallerThroughTheThunk() throws {
         let leaves = Counter()
-        let token = try Hook.attach(on: Self.slot(\.tracer), onLeave: { _ in leaves.add() })
+        let token = try Hook.attach(on: Self.slot(\.tracer), onEnter: nil, onLeave: { _ in leaves.add() })
         defer { token.remove() }
         let result = at_call_tracer()
         let frames = (unwinder: at_tracer_report(0), backtrace: at_tracer_report(1))
@@ -429,7 +470,9 @@ import Testing
     @Test func anExceptionSearchWalksPastTheThunk() async {
         await #expect(processExitsWith: .success) {
             at_reset()
-            guard let token = try? Hook.attach(on: AttachTests.slot(\.unwinder), onLeave: { _ in }) else { exit(2) }
+            guard let token = try? Hook.attach(on: AttachTests.slot(\.unwinder), onEnter: nil, onLeave: { _ in }) else {
+                exit(2)
+            }
             let code = at_call_unwinder()
             token.remove()
             // Exit code 10 + the unwinder's code when it is not the end of the stack.
@@ -522,6 +565,7 @@ import Testing
             let leaves = AttachTests.Counter()
             let token = try Hook.attach(
                 on: AttachTests.slot(\.add),
+                onEnter: nil,
                 onLeave: { call in
                     leaves.add()
                     call.returnValue += 1

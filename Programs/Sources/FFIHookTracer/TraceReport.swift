@@ -19,9 +19,14 @@ struct TraceReport {
     let rows: [Row]
     /// The sum of the rows' totals (a traced function that calls another counts both).
     let total: Double
+    /// Calls of traced functions that were not counted because they were made while one of
+    /// the tracer's blocks ran on their thread: by a signal handler that interrupted the
+    /// block (the tracer's own blocks call no traced function).
+    let missedCalls: Int
 
     /// Rows from the counters, converting ticks with `nanosecondsPerTick`.
-    init(counts: [(String, fht_counter)], nanosecondsPerTick: Double) {
+    init(counts: [(String, fht_counter)], nanosecondsPerTick: Double, missedCalls: Int = 0) {
+        self.missedCalls = missedCalls
         rows = counts.filter { $0.1.calls > 0 }.map { name, counter in
             Row(
                 name: name, calls: counter.calls, completed: counter.completed,
@@ -39,6 +44,11 @@ struct TraceReport {
             "ffi-hook-tracer: \(process): \(grouped(calls)) calls of \(rows.count) functions, "
                 + "\(duration(total)) in them"
         ]
+        if missedCalls > 0 {
+            lines.append(
+                "ffi-hook-tracer: \(grouped(UInt64(missedCalls))) calls not counted: made by signal handlers that "
+                    + "interrupted the tracer's own code for another call")
+        }
         let header = ["function", "calls", "total", "mean", "share"]
         let cells = rows.map { row in
             [
@@ -74,6 +84,7 @@ struct TraceReport {
               "pid": \(pid),
               "scope": \(quoted(scope)),
               "total_ns": \(Int(total)),
+              "missed_calls": \(missedCalls),
               "functions": [
             \(functions.joined(separator: ",\n"))
               ]

@@ -57,6 +57,12 @@ final class Tracer: Sendable {
         /// The clock at the start, for converting ticks to nanoseconds.
         var startTicks: UInt64 = 0
         var startNanoseconds: UInt64 = 0
+        /// The attached calls that had gone straight through when the start was done (see
+        /// ``missedCalls``).
+        var passedAtStart = 0
+        /// Those of them the tracer's own work after a `dlopen` made (its walk calls functions
+        /// it may trace).
+        var passedInUpdates = 0
         var started = false
         var finished = false
     }
@@ -91,7 +97,7 @@ final class Tracer: Sendable {
         if configuration.scope != .main {
             do {
                 let follower = try ImportTable.attach(
-                    symbol: "dlopen", in: .allIncludingLaterLoads,
+                    symbol: "dlopen", in: .allIncludingLaterLoads, onEnter: nil,
                     onLeave: { _ in Tracer.shared.objectsLoaded() })
                 state.withLock { $0.groups.append(follower) }
             } catch {
@@ -100,16 +106,28 @@ final class Tracer: Sendable {
         }
         // What the start itself made libc and the loader do is not the program's.
         fht_reset_counters()
+        let passed = Self.passedThroughCalls
+        state.withLock { $0.passedAtStart = passed }
+    }
+
+    /// The attached calls that went straight to their function so far: those made while a
+    /// block of the tracer ran on their thread (by a signal handler that interrupted the
+    /// block, or by the block itself).
+    private static var passedThroughCalls: Int {
+        (try? Hook.statistics.passedThroughCallCount) ?? 0
     }
 
     /// Called after each `dlopen` returns (inside a block, so the tracer's own calls are not
     /// counted): attaches in the objects loaded since and to the functions of traced
     /// libraries loaded since.
     private func objectsLoaded() {
+        let before = Self.passedThroughCalls
         state.withLock { state in
             guard !state.finished else { return }
             update(&state)
         }
+        let passed = Self.passedThroughCalls - before
+        state.withLock { $0.passedInUpdates += passed }
     }
 
     /// Walks the loaded objects, reads the exports of traced libraries and the imports of
@@ -190,11 +208,13 @@ final class Tracer: Sendable {
         }
         let counted = symbols.filter { counters[$0] != nil }
         do {
-            state.groups.append(try ImportTable.attach(symbols: counted, in: scope, blocks: blocks))
+            state.groups.append(
+                try ImportTable.attach(symbols: counted, in: scope, options: .allowsReentry, blocks: blocks))
         } catch {
             for symbol in counted {
                 do {
-                    state.groups.append(try ImportTable.attach(symbols: [symbol], in: scope, blocks: blocks))
+                    state.groups.append(
+                        try ImportTable.attach(symbols: [symbol], in: scope, options: .allowsReentry, blocks: blocks))
                 } catch {
                     report("\(symbol) in \(name): \(error)", &state)
                 }
@@ -206,7 +226,8 @@ final class Tracer: Sendable {
 
     /// Prints the table to standard error and writes the JSON file when asked; runs once.
     func finish() {
-        let snapshot: (TracerConfiguration, [(String, fht_counter)], UInt64, UInt64)? = state.withLock { state in
+        let passed = Self.passedThroughCalls
+        let snapshot: (TracerConfiguration, [(String, fht_counter)], UInt64, UInt64, Int)? = state.withLock { state in
             guard state.started, !state.finished, !state.configuration.libraries.isEmpty else { return nil }
             state.finished = true
             // The objects loaded now too (the main-program scope does not follow later loads).
@@ -218,11 +239,13 @@ final class Tracer: Sendable {
                 say(Self.unmatched(name, loaded: state.seenNames))
             }
             let counts = state.counters.map { ($0.key, fht_read($0.value.pointer)) }
-            return (state.configuration, counts, state.startTicks, state.startNanoseconds)
+            let missed = passed - state.passedAtStart - state.passedInUpdates
+            return (state.configuration, counts, state.startTicks, state.startNanoseconds, missed)
         }
-        guard let (configuration, counts, startTicks, startNanoseconds) = snapshot else { return }
+        guard let (configuration, counts, startTicks, startNanoseconds, missed) = snapshot else { return }
         let report = TraceReport(
-            counts: counts, nanosecondsPerTick: Self.nanosecondsPerTick(since: startTicks, startNanoseconds))
+            counts: counts, nanosecondsPerTick: Self.nanosecondsPerTick(since: startTicks, startNanoseconds),
+            missedCalls: max(missed, 0))
         let pid = getpid()
         write(report.table(process: "\(Self.programName) (pid \(pid))"), to: 2)
         if var path = configuration.jsonPath {

@@ -26,13 +26,16 @@ typedef struct ffh_attach {
     /// Changes whenever `state` does (writers: the registry's lock), so that a call that
     /// entered under one attachment never runs the leave block of another.
     uintptr_t epoch;
-    /// FFH_ATTACH_ENTERS and FFH_ATTACH_LEAVES: which blocks the attachment has.
+    /// FFH_ATTACH_ENTERS and FFH_ATTACH_LEAVES: which blocks the attachment has;
+    /// FFH_ATTACH_REENTERS.
     uintptr_t flags;
 } ffh_attach;
 
 enum {
     FFH_ATTACH_ENTERS = 1,
     FFH_ATTACH_LEAVES = 2,
+    /// The blocks run also for calls made while an attach block runs on the thread.
+    FFH_ATTACH_REENTERS = 4,
 };
 
 /// What the entry saves, and the enter block reads and writes: the argument registers as they
@@ -102,6 +105,10 @@ uint64_t ffh_attach_skipped_leaves(void);
 /// How many side-stack frames were found abandoned (a longjmp or an exception left the call
 /// without returning) and dropped; their leave blocks never ran.
 uint64_t ffh_attach_abandoned_frames(void);
+/// How many attached calls went straight to their functions, without blocks, because their
+/// thread was running an attach block (calls the blocks make, and calls of a signal handler
+/// that interrupted one) or the library's own code.
+uint64_t ffh_attach_passed_calls(void);
 /// How many frames the calling thread's side stack holds now (0 without one).
 uint64_t ffh_attach_depth(void);
 /// Whether this platform has attach (x86-64 ELF).

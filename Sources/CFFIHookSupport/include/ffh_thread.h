@@ -48,6 +48,9 @@ typedef struct ffh_thread {
     /// What the call path sets `busy` to as a call enters: 1 where the call path marks its
     /// own code (see ``ffh_handler_setup``), 0 where it does not.
     int32_t entry_busy;
+    /// 1 while an attach block runs on the thread (see ffh_attach.h): attached calls then go
+    /// straight to their functions. Only the thread touches it.
+    int32_t attach_block;
     /// The next record of the process (the list only grows; records are reused, never freed).
     struct ffh_thread *next;
     /// The side stack of attached calls (see ffh_attach.h), mapped on the thread's first

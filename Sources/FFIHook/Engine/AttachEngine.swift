@@ -12,15 +12,20 @@ import Synchronization
 final class Attachment: Sendable {
     let onEnter: EnterBlock?
     let onLeave: LeaveBlock?
+    /// Whether the blocks run for calls made while a block runs on the same thread
+    /// (``HookOptions/allowsReentry``).
+    let reenters: Bool
 
-    init(onEnter: EnterBlock?, onLeave: LeaveBlock?) {
+    init(onEnter: EnterBlock?, onLeave: LeaveBlock?, reenters: Bool = false) {
         self.onEnter = onEnter
         self.onLeave = onLeave
+        self.reenters = reenters
     }
 
     /// The record's flags for these blocks.
     var flags: UInt {
         (onEnter == nil ? 0 : UInt(FFH_ATTACH_ENTERS)) | (onLeave == nil ? 0 : UInt(FFH_ATTACH_LEAVES))
+            | (reenters ? UInt(FFH_ATTACH_REENTERS) : 0)
     }
 }
 
@@ -193,7 +198,7 @@ enum AttachEngine {
             let aligned = address != 0 && address % UInt(MemoryLayout<UInt>.alignment) == 0
             let target = function != 0 ? function : aligned ? SlotMemory.load(address) ?? 0 : 0
             if symbol.map(ReturnsTwice.contains(name:)) == true || returnsTwice(target, slot: address) {
-                attachment = Attachment(onEnter: attachment.onEnter, onLeave: nil)
+                attachment = Attachment(onEnter: attachment.onEnter, onLeave: nil, reenters: attachment.reenters)
             }
         }
         guard let stub = stubs.withLock({ $0.take(for: address) }) else {
@@ -277,14 +282,18 @@ extension AttachEngine {
     }
 }
 
-/// What the C side calls to run an attachment's blocks.
+/// What the C side calls to run an attachment's blocks. Where the call path marks its own code
+/// (``ThreadState/marksCallPath``), the thread arrives marked, and the mark is lifted for the
+/// block itself: the Swift runtime's calls around it are the library's, the block's are not.
 let attachDispatch: ffh_attach_dispatch = { state, frame, leaving in
     let attachment = Unmanaged<Attachment>.fromOpaque(UnsafeRawPointer(bitPattern: state)!)
     attachment._withUnsafeGuaranteedRef { attachment in
+        let marked = ThreadState.marksCallPath ? ffh_library_enter(0) : 0
         if leaving != 0 {
             attachment.onLeave?(LeaveContext(frame: frame!))
         } else {
             attachment.onEnter?(EnterContext(frame: frame!))
         }
+        if marked != 0 { ffh_library_enter(marked) }
     }
 }

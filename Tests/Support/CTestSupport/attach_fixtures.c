@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "CTestAttachFixtures.h"
+#include "ffh_thread.h"
 
 #include <execinfo.h>
 #include <pthread.h>
@@ -7,6 +8,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <string.h>
+#include <ucontext.h>
 #include <unistd.h>
 #include <unwind.h>
 
@@ -294,4 +296,91 @@ __attribute__((noinline)) long at_call_trapper(long value) {
     long result = at_table.trapper(value);
     __asm__ __volatile__("" ::: "memory");
     return result;
+}
+
+// MARK: - Every instruction of an attached call interrupted
+
+/* The bounds of the attach path's C code (attach.c puts it in this section). */
+extern const char __start_ffh_attach_text[] __attribute__((weak));
+extern const char __stop_ffh_attach_text[] __attribute__((weak));
+
+static volatile int at_step_on;
+static int at_step_reentry;
+static volatile int at_step_in_handler;
+static at_step_tally at_step_counts;
+
+void at_step_block(int leaving) {
+    if (at_step_in_handler) {
+        if (leaving) {
+            at_step_counts.handler_leaves++;
+        } else {
+            at_step_counts.handler_enters++;
+        }
+    } else if (leaving) {
+        at_step_counts.main_leaves++;
+    } else {
+        at_step_counts.main_enters++;
+    }
+}
+
+/* Runs after each instruction the main thread executes while its trap flag is set: calls
+   through the attached slot and notes whether the blocks ran, against what the thread was
+   doing (an attach block or the library's own work, by its record; the attach path's C code,
+   by the interrupted instruction's address). */
+static void at_step_handler(int signal, siginfo_t *info, void *context) {
+    (void)signal;
+    (void)info;
+    if (!at_step_on) return;
+    const ucontext_t *interrupted = context;
+    uintptr_t rip = (uintptr_t)interrupted->uc_mcontext.gregs[REG_RIP];
+    int in_code = rip >= (uintptr_t)__start_ffh_attach_text && rip < (uintptr_t)__stop_ffh_attach_text;
+    ffh_thread *thread = ffh_current_thread;
+    int in_block = thread && ((thread->attach_block && !at_step_reentry) || thread->busy);
+    uint64_t enters = at_step_counts.handler_enters, leaves = at_step_counts.handler_leaves;
+    at_step_in_handler = 1;
+    long result = at_table.add(40, 2);
+    at_step_in_handler = 0;
+    int ran = at_step_counts.handler_enters == enters + 1 && at_step_counts.handler_leaves == leaves + 1;
+    int skipped = at_step_counts.handler_enters == enters && at_step_counts.handler_leaves == leaves;
+    at_step_counts.handler_calls++;
+    if (result != 42 || !(in_block ? skipped : ran)) at_step_counts.wrong++;
+    if (in_block) {
+        at_step_counts.in_block++;
+        if (in_code) at_step_counts.in_block_in_code++;
+    } else if (in_code) {
+        at_step_counts.in_code++;
+    }
+}
+
+int at_step_available(void) {
+#if defined(__SANITIZE_THREAD__)
+    return 0; /* ThreadSanitizer delivers signals at points of its own choosing */
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+    return 0;
+#endif
+#endif
+    return __start_ffh_attach_text != NULL && __stop_ffh_attach_text != NULL;
+}
+
+at_step_tally at_step_calls(long count, int reentry) {
+    memset(&at_step_counts, 0, sizeof at_step_counts);
+    at_step_reentry = reentry;
+    struct sigaction action = {0}, previous;
+    action.sa_sigaction = at_step_handler;
+    action.sa_flags = SA_SIGINFO;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGTRAP, &action, &previous);
+    for (long index = 0; index < count; index++) {
+        at_step_on = 1;
+        /* The trap flag: a SIGTRAP after every instruction until it is cleared (the kernel
+           clears it for the handler and restores it after). */
+        __asm__ __volatile__("pushfq\n\torq $0x100, (%%rsp)\n\tpopfq" ::: "memory", "cc");
+        long result = at_table.add(index, 1);
+        __asm__ __volatile__("pushfq\n\tandq $~0x100, (%%rsp)\n\tpopfq" ::: "memory", "cc");
+        at_step_on = 0;
+        if (result != index + 1) at_step_counts.wrong++;
+    }
+    sigaction(SIGTRAP, &previous, NULL);
+    return at_step_counts;
 }

@@ -135,6 +135,31 @@ void at_throw(long value);
 /// plus 1000, or -1 when nothing was thrown.
 long at_call_catching(long value);
 
+/// What at_step_calls saw: the attached calls of a signal handler run after every instruction
+/// of calls through `add`.
+typedef struct {
+    /// The main thread's calls' blocks.
+    uint64_t main_enters, main_leaves;
+    /// The handler's calls, and their blocks.
+    uint64_t handler_calls, handler_enters, handler_leaves;
+    /// Handler calls made while the thread ran an attach block (or the library's own work),
+    /// those of them whose interrupted instruction was in the attach path's C code, and
+    /// the handler calls outside a block that interrupted that code.
+    uint64_t in_block, in_block_in_code, in_code;
+    /// Calls whose result was wrong, and handler calls that ran their blocks inside a block or
+    /// skipped them outside one.
+    uint64_t wrong;
+} at_step_tally;
+
+/// Calls `add` through its slot `count` times with the trap flag set: after every instruction
+/// a SIGTRAP handler calls `add` too. The blocks of an attach on `add` must call
+/// at_step_block; `reentry`: the attach allows re-entry (its blocks run inside a block too). Whether this can run here (not under ThreadSanitizer, the section's bounds
+/// known).
+at_step_tally at_step_calls(long count, int reentry);
+int at_step_available(void);
+/// Called by the test's enter (0) and leave (1) blocks.
+void at_step_block(int leaving);
+
 #ifdef __cplusplus
 }
 #endif
