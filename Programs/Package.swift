@@ -94,7 +94,10 @@ let package = Package(
         // names when it is preloaded, and the wrapper that starts a program with it preloaded.
         .target(
             name: "FFIHookTracer",
-            dependencies: ["CTracerSupport", .product(name: "FFIHook", package: "swift-ffi-hook")],
+            dependencies: [
+                "CTracerSupport", .product(name: "FFIHook", package: "swift-ffi-hook"),
+                .product(name: "FFIHookInline", package: "swift-ffi-hook"),
+            ],
             swiftSettings: strictSettings
         ),
         .executableTarget(name: "ffi-hook-tracer", swiftSettings: strictSettings),

@@ -6,7 +6,9 @@
 # IFUNC), and a tail call from one traced function into another. The counts in the tracer's JSON must equal the program's, in each scope.
 # A program whose signal handler makes traced calls while a timer interrupts a loop of them:
 # each is counted, or reported as not counted when it interrupted the tracer's own block.
-# A misspelt library name is reported with the loaded objects closest to it.
+# With --inline, the same program traced in the libraries' own code: calls libtracee makes
+# directly to a hidden and a local function counted too, self times below totals, recursion
+# counted once. A misspelt library name is reported with the loaded objects closest to it.
 #
 #     Scripts/tracer-test.sh [debug|release]
 set -euo pipefail
@@ -31,14 +33,17 @@ gcc -O0 -fno-builtin -o "$work/program" "$fixture/program.c" -L"$work" -ltracee 
 
 export TRACEE_PLUGIN="$work/plugin.so"
 trace() {
-    local scope=$1
+    local scope=$1 mode=(--scope "$1")
+    if [ "$scope" = inline ]; then mode=(--inline); fi
     "$bin/ffi-hook-tracer" --library libtracee.so --library liblate.so --library libc.so.6 \
-        --library libnothere.so.9 --symbols 'tracee_*,late_*' --symbols strlen --scope "$scope" \
+        --library libnothere.so.9 --symbols 'tracee_*,late_*' --symbols strlen "${mode[@]}" \
         --json "$work/$scope-%p.json" -- "$work/program" >"$work/$scope.out" 2>"$work/$scope.err"
     cat "$work/$scope.err"
 }
 
-for scope in program main all; do
+# The three scopes of import-table tracing, then inline tracing (every call in the libraries'
+# own code: the calls libtracee makes directly to a hidden and a local function too).
+for scope in program main all inline; do
     echo "== tracer test: scope $scope"
     trace "$scope"
     # A --library that names no loaded object is reported, with the closest loaded ones; the
@@ -55,8 +60,9 @@ work, scope = sys.argv[1], sys.argv[2]
 parent, child = open(f"{work}/{scope}.out").read().split()
 # The program's constants (program.c).
 adds, nothings, sums, depth, depths, threads, thread_adds = 1000, 777, 300, 100, 5, 4, 2500
-plugin_runs, child_adds, strlens, tails = 250, 42, 123, 64
+plugin_runs, child_adds, strlens, tails, inners = 250, 42, 123, 64, 200
 main_only = scope == "main"
+inline = scope == "inline"
 expected = {
     # tracee_tail's tail call of tracee_add goes through libtracee's own entry.
     "tracee_add": adds + threads * thread_adds + (0 if main_only else plugin_runs + tails),
@@ -67,6 +73,10 @@ expected = {
     "tracee_deeper": 0 if main_only else depths * depth,
     "late_square": 0 if main_only else plugin_runs,
     "strlen": strlens,
+    "tracee_inner": inners,
+    # Called directly inside libtracee: seen in its own code only.
+    "tracee_hidden": inners if inline else 0,
+    "tracee_square": 2 * inners if inline else 0,
 }
 expected_child = {"tracee_add": child_adds}
 
@@ -81,13 +91,33 @@ for pid, wanted in ((parent, expected), (child, expected_child)):
     for name in sorted(set(wanted) | set(seen)):
         row = seen.get(name, {"calls": 0, "completed": 0})
         want = wanted.get(name, 0)
-        # strlen in scope all: the Swift runtime's calls count too.
-        if scope == "all" and name == "strlen":
+        # strlen in scope all: the Swift runtime's calls count too; inline, the C library's own.
+        if scope in ("all", "inline") and name == "strlen":
             if row["calls"] < want:
                 failures.append(f"pid {pid} {name}: {row['calls']} calls, expected at least {want}")
             continue
         if row["calls"] != want or row["completed"] != want:
             failures.append(f"pid {pid} {name}: {row['calls']} calls, {row['completed']} returned, expected {want}")
+# Times: a function's self time is its total less the traced calls inside it, and a recursive
+# call's time is counted once, in the outermost call.
+rows = counts(parent)
+def check(condition, message):
+    if not condition:
+        failures.append(message)
+for name in ("tracee_add", "tracee_nothing") + (("tracee_square",) if inline else ()):
+    row = rows[name]
+    check(row["self_ns"] == row["total_ns"], f"{name} calls nothing traced: self {row['self_ns']} != total {row['total_ns']}")
+for name, row in rows.items():
+    check(row["self_ns"] <= row["total_ns"], f"{name}: self {row['self_ns']} > total {row['total_ns']}")
+if not main_only:
+    for name in ("tracee_depth", "tracee_deeper"):
+        row = rows[name]
+        # 5 outermost calls of about 100 nested ones each: the total is far below the sum of
+        # every call's time (the mean times the calls).
+        check(row["total_ns"] * 10 < row["mean_ns"] * row["completed"], f"{name}: recursion counted more than once: {row}")
+    check(rows["tracee_tail"]["self_ns"] < rows["tracee_tail"]["total_ns"], "tracee_tail's tail call is not its child")
+if inline:
+    check(rows["tracee_inner"]["self_ns"] < rows["tracee_inner"]["total_ns"], "tracee_inner's calls are not its children")
 if failures:
     print("\n".join(failures))
     sys.exit(1)

@@ -37,6 +37,11 @@ static size_t fht_used;
 static pthread_mutex_t fht_arena_lock = PTHREAD_MUTEX_INITIALIZER;
 
 __thread fht_counter *fht_mine __attribute__((tls_model("initial-exec")));
+__thread fht_calls *fht_in_flight __attribute__((tls_model("initial-exec")));
+__thread int fht_own_work __attribute__((tls_model("initial-exec")));
+/* 1 while the thread maps its counters: a traced function the mapping calls (mmap, traced in
+   the C library's own code) is not counted, rather than mapping again. */
+static __thread int fht_mapping __attribute__((tls_model("initial-exec")));
 
 /* Every thread's arena, newest first (arenas of threads that ended stay, with their counts). */
 typedef struct fht_arena_node {
@@ -68,8 +73,14 @@ fht_counter *fht_counters(size_t count) {
 /* A thread's first call: its arena (zero-filled, untouched pages unmapped; a shortest call of
    0 means none yet), linked in without a lock. */
 fht_counter *fht_local_slow(const fht_counter *counter) {
+    if (fht_mapping) return NULL;
+    fht_mapping = 1;
     fht_counter *mine = fht_map();
+    void *calls = mmap(NULL, sizeof(fht_calls), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                       -1, 0);
+    fht_mapping = 0;
     if (!mine) return NULL;
+    if (calls != MAP_FAILED) fht_in_flight = calls;
     fht_arena_node *node = (fht_arena_node *)(void *)&mine[FHT_CAPACITY - 1];
     node->counters = mine;
     node->next = __atomic_load_n(&fht_arenas, __ATOMIC_RELAXED);
@@ -88,9 +99,11 @@ fht_counter fht_read(const fht_counter *counter) {
         sum.calls += __atomic_load_n(&copy->calls, __ATOMIC_RELAXED);
         sum.completed += __atomic_load_n(&copy->completed, __ATOMIC_RELAXED);
         sum.total += __atomic_load_n(&copy->total, __ATOMIC_RELAXED);
+        sum.own += __atomic_load_n(&copy->own, __ATOMIC_RELAXED);
+        sum.every += __atomic_load_n(&copy->every, __ATOMIC_RELAXED);
         uint64_t shortest = __atomic_load_n(&copy->shortest, __ATOMIC_RELAXED);
         uint64_t longest = __atomic_load_n(&copy->longest, __ATOMIC_RELAXED);
-        if (completed > 0 && shortest < sum.shortest) sum.shortest = shortest;
+        if (completed > 0 && shortest != 0 && shortest < sum.shortest) sum.shortest = shortest;
         if (longest > sum.longest) sum.longest = longest;
     }
     return sum;
@@ -107,6 +120,8 @@ void fht_reset_counters(void) {
             __atomic_store_n(&counter->total, 0, __ATOMIC_RELAXED);
             __atomic_store_n(&counter->shortest, 0, __ATOMIC_RELAXED);
             __atomic_store_n(&counter->longest, 0, __ATOMIC_RELAXED);
+            __atomic_store_n(&counter->own, 0, __ATOMIC_RELAXED);
+            __atomic_store_n(&counter->every, 0, __ATOMIC_RELAXED);
         }
     }
 }

@@ -7,17 +7,22 @@ struct TraceReport {
         let name: String
         let calls: UInt64
         let completed: UInt64
+        /// The time in its calls (a recursive call's once, in the outermost).
         let total: Double
+        /// The time in the function itself: less the traced calls made inside it.
+        let selfTime: Double
+        /// The time of every call that returned, each recursive call on its own.
+        let every: Double
         let shortest: Double
         let longest: Double
 
         /// The mean time of the calls that returned.
-        var mean: Double { completed == 0 ? 0 : total / Double(completed) }
+        var mean: Double { completed == 0 ? 0 : every / Double(completed) }
     }
 
     /// The functions called at least once, by total time, longest first (then by name).
     let rows: [Row]
-    /// The sum of the rows' totals (a traced function that calls another counts both).
+    /// The sum of the rows' self times: the time spent in traced functions.
     let total: Double
     /// Calls of traced functions that were not counted because they were made while one of
     /// the tracer's blocks ran on their thread: by a signal handler that interrupted the
@@ -31,13 +36,16 @@ struct TraceReport {
             Row(
                 name: name, calls: counter.calls, completed: counter.completed,
                 total: Double(counter.total) * nanosecondsPerTick,
+                selfTime: Double(counter.own) * nanosecondsPerTick,
+                every: Double(counter.every) * nanosecondsPerTick,
                 shortest: counter.completed == 0 ? 0 : Double(counter.shortest) * nanosecondsPerTick,
                 longest: Double(counter.longest) * nanosecondsPerTick)
         }.sorted { ($1.total, $0.name) < ($0.total, $1.name) }
-        total = rows.reduce(0) { $0 + $1.total }
+        total = rows.reduce(0) { $0 + $1.selfTime }
     }
 
-    /// The table: a heading line, then function, calls, total, mean and share of the total.
+    /// The table: a heading line, then function, calls, total time, self time (less the traced
+    /// calls inside), mean, and share of the time in traced functions (by self time).
     func table(process: String) -> String {
         let calls = rows.reduce(0) { $0 + $1.calls }
         var lines = [
@@ -49,11 +57,11 @@ struct TraceReport {
                 "ffi-hook-tracer: \(grouped(UInt64(missedCalls))) calls not counted: made by signal handlers that "
                     + "interrupted the tracer's own code for another call")
         }
-        let header = ["function", "calls", "total", "mean", "share"]
+        let header = ["function", "calls", "total", "self", "mean", "share"]
         let cells = rows.map { row in
             [
-                row.name, grouped(row.calls), duration(row.total), duration(row.mean),
-                total > 0 ? percent(row.total / total) : "-",
+                row.name, grouped(row.calls), duration(row.total), duration(row.selfTime), duration(row.mean),
+                total > 0 ? percent(row.selfTime / total) : "-",
             ]
         }
         let widths = header.indices.map { column in
@@ -75,7 +83,7 @@ struct TraceReport {
     func json(program: String, pid: Int32, scope: String) -> String {
         let functions = rows.map { row in
             "    {\"name\": \(quoted(row.name)), \"calls\": \(row.calls), \"completed\": \(row.completed), "
-                + "\"total_ns\": \(Int(row.total)), \"mean_ns\": \(Int(row.mean)), "
+                + "\"total_ns\": \(Int(row.total)), \"self_ns\": \(Int(row.selfTime)), \"mean_ns\": \(Int(row.mean)), "
                 + "\"min_ns\": \(Int(row.shortest)), \"max_ns\": \(Int(row.longest))}"
         }
         return """

@@ -1,5 +1,6 @@
 internal import CTracerSupport
 internal import FFIHook
+internal import FFIHookInline
 import Synchronization
 
 #if canImport(Glibc)
@@ -52,6 +53,12 @@ final class Tracer: Sendable {
         var excluded: Set<String> = []
         /// The groups: kept for the life of the process (dropping one would not remove it).
         var groups: [HookGroupToken] = []
+        /// Inline mode: the batch of each library traced in its own code (by
+        /// ``LoadedImage/key``), kept with its hooks.
+        var batches: [String: InlineBatch] = [:]
+        /// Inline mode: the address each counter's name was given to, so that two functions
+        /// of one name (local functions of two files) get counters of their own.
+        var counterAddresses: [String: UInt] = [:]
         /// Problems already reported, so that each is said once.
         var reported: Set<String> = []
         /// The clock at the start, for converting ticks to nanoseconds.
@@ -94,7 +101,7 @@ final class Tracer: Sendable {
             }
             update(&state)
         }
-        if configuration.scope != .main {
+        if configuration.scope != .main || configuration.inline {
             do {
                 let follower = try ImportTable.attach(
                     symbol: "dlopen", in: .allIncludingLaterLoads, onEnter: nil,
@@ -122,6 +129,9 @@ final class Tracer: Sendable {
     /// libraries loaded since.
     private func objectsLoaded() {
         let before = Self.passedThroughCalls
+        // Calls the walk and the planning make of traced functions are the tracer's own.
+        fht_set_own_work(1)
+        defer { fht_set_own_work(0) }
         state.withLock { state in
             guard !state.finished else { return }
             update(&state)
@@ -146,7 +156,9 @@ final class Tracer: Sendable {
         let images = LoadedImage.current { image in
             guard !seen.contains(image.key) else { return [] }
             var details: LoadedImage.Details = []
-            if configuration.names(library: image.path, soname: image.soname) { details.insert(.exports) }
+            if !configuration.inline, configuration.names(library: image.path, soname: image.soname) {
+                details.insert(.exports)
+            }
             if isInScope(image) { details.insert(.imports) }
             return details
         }
@@ -157,6 +169,10 @@ final class Tracer: Sendable {
             let naming = configuration.libraries(naming: image.path, soname: image.soname)
             state.matchedNames.formUnion(naming)
             guard !naming.isEmpty else { continue }
+            if configuration.inline {
+                traceInline(image, &state)
+                continue
+            }
             let chosen = image.exports.filter(configuration.selects(symbol:))
             if chosen.isEmpty {
                 report("\(image.name) exports no function that --symbols selects", &state)
@@ -196,15 +212,7 @@ final class Tracer: Sendable {
         let counters = state.counters
         let blocks: (String) -> (onEnter: EnterBlock?, onLeave: LeaveBlock?) = { symbol in
             guard let counter = counters[symbol] else { return (nil, nil) }
-            return (
-                { context in
-                    fht_enter(counter.pointer)
-                    context.scratch = fht_ticks()
-                },
-                { context in
-                    fht_leave(counter.pointer, fht_ticks() &- context.scratch)
-                }
-            )
+            return Self.blocks(counting: counter)
         }
         let counted = symbols.filter { counters[$0] != nil }
         do {
@@ -222,10 +230,82 @@ final class Tracer: Sendable {
         }
     }
 
+    /// The blocks that count a function's calls into `counter`: its calls, their times, and
+    /// its calls in flight on each thread (by the stack pointer at entry, which tells a
+    /// recursive or tail call from an abandoned one).
+    private static func blocks(counting counter: CounterAddress) -> (onEnter: EnterBlock, onLeave: LeaveBlock) {
+        (
+            { context in fht_enter(counter.pointer, UInt64(context.stackPointer)) },
+            { context in fht_leave(counter.pointer, UInt64(context.stackPointer)) }
+        )
+    }
+
+    // MARK: - Inline
+
+    /// Traces every function of `image` in its own code: plans the library as one batch
+    /// (exports, and local functions its `.symtab` names), keeps those `--symbols` selects,
+    /// and attaches to them in one stop of the other threads.
+    private func traceInline(_ image: LoadedImage, _ state: inout State) {
+        let batch: InlineBatch
+        do {
+            batch = try InlineBatch(library: image.path, options: .localFunctions)
+        } catch {
+            report("\(image.name): cannot trace in its own code: \(error)", &state)
+            return
+        }
+        let chosen = batch.functions.filter { state.configuration.selects(symbol: $0.name) }
+        if !batch.refusals.isEmpty {
+            let reasons = Dictionary(grouping: batch.refusals, by: { $0.reason.description })
+                .map { "\($0.value.count) \($0.key)" }.sorted().joined(separator: ", ")
+            let first = batch.refusals.prefix(3).map(\.name).joined(separator: ", ")
+            report(
+                "\(image.name): \(batch.refusals.count) of \(batch.refusals.count + batch.functions.count) functions "
+                    + "cannot be patched safely and are not traced (\(reasons); \(first)…)", &state)
+        }
+        guard !chosen.isEmpty else {
+            report("\(image.name) has no function that --symbols selects", &state)
+            return
+        }
+        var counters: [UInt: CounterAddress] = [:]
+        for function in chosen {
+            let address = UInt(bitPattern: function.address)
+            var name = function.name
+            if let owner = state.counterAddresses[name], owner != address {
+                name += " (\(image.name)+0x\(String(address &- image.base, radix: 16)))"
+            }
+            state.counterAddresses[name] = address
+            if state.counters[name] == nil {
+                guard let counter = fht_counters(1) else {
+                    report("out of counters; \(name) and later functions are not traced", &state)
+                    break
+                }
+                state.counters[name] = CounterAddress(pointer: counter)
+            }
+            counters[address] = state.counters[name]
+        }
+        let traced = InlineBatch(chosen.filter { counters[UInt(bitPattern: $0.address)] != nil })
+        do {
+            let group = try Hook.attach(on: traced, options: .allowsReentry) { function in
+                guard let counter = counters[UInt(bitPattern: function.address)] else { return (nil, nil) }
+                return Self.blocks(counting: counter)
+            }
+            state.groups.append(group)
+            state.batches[image.key] = traced
+            let skipped = traced.functions.count - group.tokens.count
+            if skipped > 0 {
+                report("\(image.name): \(skipped) functions could not be attached to and are not traced", &state)
+            }
+        } catch {
+            report("\(image.name): cannot trace in its own code: \(error)", &state)
+        }
+    }
+
     // MARK: - Finish
 
     /// Prints the table to standard error and writes the JSON file when asked; runs once.
     func finish() {
+        // What the report's own work calls is not the program's (inline, it could be traced).
+        fht_set_own_work(1)
         let passed = Self.passedThroughCalls
         let snapshot: (TracerConfiguration, [(String, fht_counter)], UInt64, UInt64, Int)? = state.withLock { state in
             guard state.started, !state.finished, !state.configuration.libraries.isEmpty else { return nil }

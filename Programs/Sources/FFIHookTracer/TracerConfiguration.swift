@@ -19,6 +19,9 @@
 ///   only the tracer needs (the Swift runtime, libffi). `main`: the main program's calls
 ///   only. `all`: the calls of every loaded object, the tracer's and the Swift runtime's
 ///   included (their calls made while the tracer counts a call are still not seen).
+/// - `FFI_HOOK_TRACER_INLINE`: `1` to trace the libraries' functions in their own code (inline
+///   hooks on every exported function and every local one the file's `.symtab` names), which
+///   sees every call, whoever makes it; the scope then does not apply.
 /// - `FFI_HOOK_TRACER_JSON`: a file to write the counts to as JSON at exit; `%p` in it
 ///   becomes the process ID.
 /// - `FFI_HOOK_TRACER_PID`: the process that writes the JSON file when its name has no
@@ -38,6 +41,8 @@ struct TracerConfiguration: Sendable {
     var symbolPatterns: [String] = []
     /// Whose calls are counted.
     var scope: Scope = .program
+    /// Whether the libraries' functions are traced in their own code (inline hooks).
+    var inline = false
     /// Where the JSON report goes, if anywhere.
     var jsonPath: String?
     /// The process that writes the JSON report when its path has no `%p`.
@@ -57,6 +62,13 @@ struct TracerConfiguration: Sendable {
             }
         }
         if let path = environment("FFI_HOOK_TRACER_JSON"), !path.isEmpty { configuration.jsonPath = path }
+        if let inline = environment("FFI_HOOK_TRACER_INLINE"), !inline.isEmpty {
+            if inline == "1" || inline == "0" {
+                configuration.inline = inline == "1"
+            } else {
+                problems.append("FFI_HOOK_TRACER_INLINE=\(inline) is not 1 or 0; tracing through import tables")
+            }
+        }
         if let writer = environment("FFI_HOOK_TRACER_PID"), !writer.isEmpty {
             if let pid = Int32(writer) {
                 configuration.jsonWriter = pid

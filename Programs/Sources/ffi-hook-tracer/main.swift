@@ -2,7 +2,7 @@
 // calls and time of the functions the options select and prints a table at exit.
 //
 //     ffi-hook-tracer [--library NAME]... [--symbols PATTERN]... [--json FILE]
-//                     [--scope program|main|all] -- PROGRAM [ARGUMENT]...
+//                     [--scope program|main|all] [--inline] -- PROGRAM [ARGUMENT]...
 //
 // The options become the environment variables the library reads (see its
 // TracerConfiguration); the library is found beside this executable.
@@ -15,10 +15,12 @@
 
 let usage = """
     usage: ffi-hook-tracer [--library NAME]... [--symbols PATTERN]... [--json FILE]
-                           [--scope program|main|all] -- PROGRAM [ARGUMENT]...
+                           [--scope program|main|all] [--inline] -- PROGRAM [ARGUMENT]...
 
     Runs PROGRAM with the tracer library preloaded. At exit the program prints, to standard
-    error, the calls and time of each traced function, by total time.
+    error, the calls and time of each traced function, by total time: its calls, their total
+    time (a recursive call's once), its self time (less the traced calls made inside it), the
+    mean call, and its share of the time spent in traced functions.
 
       --library NAME     a library whose exported functions are traced: a soname
                          (libsqlite3.so.0), a file name, a path or a shell pattern; repeatable.
@@ -41,6 +43,12 @@ let usage = """
                          or all) only when they go through its own import table, as a call of
                          an exported function through its PLT does; calls the compiler made
                          direct, and calls of functions it does not export, are not seen
+      --inline           trace the libraries' functions in their own code instead: every
+                         exported function, and every local one the file's symbol table
+                         (.symtab) names, patched where it starts, so that every call is seen
+                         whoever makes it (the library's calls to itself and the program's,
+                         through the import table or not); --scope does not apply. Functions
+                         that cannot be patched safely are reported and left out
 
     """
 
@@ -62,6 +70,7 @@ struct Options {
     var symbols: [String] = []
     var json: String?
     var scope: String?
+    var inline = false
     var command: [String] = []
 
     init(_ arguments: ArraySlice<String>) {
@@ -74,6 +83,10 @@ struct Options {
             if argument == "-h" || argument == "--help" {
                 put(usage, to: 1)
                 exit(0)
+            }
+            if argument == "--inline" {
+                inline = true
+                continue
             }
             // --name VALUE and --name=VALUE.
             let parts = argument.split(separator: "=", maxSplits: 1).map(String.init)
@@ -121,6 +134,7 @@ setenv("FFI_HOOK_TRACER_SYMBOLS", options.symbols.joined(separator: ","), 1)
 setenv("FFI_HOOK_TRACER_PID", "\(getpid())", 1)
 if let json = options.json { setenv("FFI_HOOK_TRACER_JSON", json, 1) } else { unsetenv("FFI_HOOK_TRACER_JSON") }
 if let scope = options.scope { setenv("FFI_HOOK_TRACER_SCOPE", scope, 1) } else { unsetenv("FFI_HOOK_TRACER_SCOPE") }
+if options.inline { setenv("FFI_HOOK_TRACER_INLINE", "1", 1) } else { unsetenv("FFI_HOOK_TRACER_INLINE") }
 
 // execvp keeps this process (and its ID, which FFI_HOOK_TRACER_PID names).
 var arguments = options.command.map { strdup($0) } + [nil]

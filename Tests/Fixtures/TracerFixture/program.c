@@ -14,9 +14,10 @@ void tracee_nothing(void);
 double tracee_sum(int count, ...);
 long tracee_depth(long depth);
 int tracee_tail(int value);
+int tracee_inner(int value);
 
 enum { ADDS = 1000, NOTHINGS = 777, SUMS = 300, DEPTH = 100, DEPTHS = 5, THREADS = 4, THREAD_ADDS = 2500,
-    PLUGIN_RUNS = 250, CHILD_ADDS = 42, STRLENS = 123, TAILS = 64 };
+    PLUGIN_RUNS = 250, CHILD_ADDS = 42, STRLENS = 123, TAILS = 64, INNERS = 200 };
 
 static void check(int good, const char *what) {
     if (!good) {
@@ -39,6 +40,7 @@ int main(int argc, char **argv) {
     for (int index = 0; index < DEPTHS; index++) check(tracee_depth(DEPTH) == DEPTH, "depth");
     for (int index = 0; index < STRLENS; index++) check(strlen(argv[0]) > 0, "strlen");
     for (int index = 0; index < TAILS; index++) check(tracee_tail(index) == index + 1, "tail");
+    for (int index = 0; index < INNERS; index++) check(tracee_inner(index) == 2 * index * index + 1, "inner");
 
     pthread_t threads[THREADS];
     for (int index = 0; index < THREADS; index++) pthread_create(&threads[index], NULL, thread_main, NULL);

@@ -21,3 +21,11 @@ long tracee_deeper(long depth);
 // Recursion through the library's own PLT entries: tracee_depth and tracee_deeper (tail.c)
 // call each other, each level a traced call.
 long tracee_depth(long depth) { return depth <= 0 ? 0 : tracee_deeper(depth); }
+
+// Calls the tracer sees only in the library's own code: a local function (only the symbol
+// table names it) and a hidden one, both called directly, never through an import table.
+static int tracee_square(int value) { return value * value; }
+
+__attribute__((visibility("hidden"))) int tracee_hidden(int value) { return tracee_square(value) + 1; }
+
+int tracee_inner(int value) { return tracee_hidden(value) + tracee_square(value); }

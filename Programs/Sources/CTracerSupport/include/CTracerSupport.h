@@ -33,13 +33,21 @@ typedef struct {
     uint64_t calls;
     /// Calls that returned (a call left by longjmp, or running at exit, never does).
     uint64_t completed;
-    /// Ticks spent in the calls that returned.
+    /// Ticks spent in the calls that returned, counted once for recursive calls: a call's time
+    /// is added when it is not inside another call of the same function on its thread.
     uint64_t total;
     /// The shortest call that returned, in ticks (UINT64_MAX before the first).
     uint64_t shortest;
     /// The longest call that returned, in ticks.
     uint64_t longest;
-    uint64_t padding[3];
+    /// Ticks spent in the function itself: its calls' time less that of the traced calls made
+    /// inside them.
+    uint64_t own;
+    /// A thread's copy: how many calls of the function are in flight on the thread (recursion).
+    uint64_t active;
+    /// Ticks of every call that returned, nested recursive calls each on their own (for the
+    /// mean call).
+    uint64_t every;
 } fht_counter;
 
 /// The counters of `count` functions, in memory that is never freed or moved; NULL when
@@ -68,18 +76,103 @@ static inline void fht_add(uint64_t *word, uint64_t amount) {
     __asm__ volatile("addq %1, %0" : "+m"(*word) : "r"(amount));
 }
 
-/// Counts a call entering.
-static inline void fht_enter(fht_counter *counter) {
-    fht_counter *mine = fht_local(counter);
-    if (mine) fht_add(&mine->calls, 1);
+// MARK: - Calls in flight
+
+/// One traced call in flight on a thread: its function's counter (the thread's copy), when it
+/// began, the time of the traced calls made inside it so far, and its stack pointer at entry.
+typedef struct {
+    fht_counter *_Nullable counter;
+    uint64_t start;
+    uint64_t children;
+    uint64_t sp;
+} fht_frame;
+
+/// How deep a thread's calls in flight are kept; deeper calls are counted, not timed.
+#define FHT_FRAMES 1024
+
+/// A thread's calls in flight (mapped with its counters).
+typedef struct {
+    uint64_t depth;
+    fht_frame frames[FHT_FRAMES];
+} fht_calls;
+
+/// The calling thread's calls in flight (NULL before its first call).
+extern __thread fht_calls *_Nullable fht_in_flight __attribute__((tls_model("initial-exec")));
+
+/// 1 while the tracer's own work runs on the thread (the walk after a `dlopen`): traced calls
+/// it makes are not counted.
+extern __thread int fht_own_work __attribute__((tls_model("initial-exec")));
+
+/// Marks the tracer's own work on the calling thread (1) or its end (0).
+static inline void fht_set_own_work(int on) { fht_own_work = on; }
+
+/// Drops the calls in flight that a longjmp or an exception left without returning: those
+/// deeper on the stack than a call at `sp` (a call made by a tail jump has the stack pointer
+/// of the call it replaced, and stays).
+static inline void fht_drop_abandoned(fht_calls *calls, uint64_t sp) {
+    uint64_t depth = calls->depth;
+    while (depth > 0 && calls->frames[depth - 1].sp < sp) {
+        fht_counter *counter = calls->frames[depth - 1].counter;
+        if (counter && counter->active > 0) fht_add(&counter->active, (uint64_t)-1);
+        depth--;
+    }
+    calls->depth = depth;
 }
 
-/// Counts a call of `ticks` returning.
-static inline void fht_leave(fht_counter *counter, uint64_t ticks) {
+/// Counts a call entering at stack pointer `sp`, and keeps it in flight. A signal handler that
+/// interrupts this and makes traced calls of its own pushes and pops them above the frame
+/// being written (the depth is taken before the frame is written; a handler that interrupts
+/// before that uses the slot and gives it back).
+static inline void fht_enter(fht_counter *counter, uint64_t sp) {
+    if (fht_own_work) return;
+    fht_counter *mine = fht_local(counter);
+    if (!mine) return;
+    fht_add(&mine->calls, 1);
+    fht_calls *calls = fht_in_flight;
+    if (!calls) return;
+    fht_drop_abandoned(calls, sp);
+    uint64_t depth = calls->depth;
+    if (depth >= FHT_FRAMES) return;
+    fht_frame *frame = &calls->frames[depth];
+    frame->sp = UINT64_MAX; /* never dropped while it is written */
+    __asm__ volatile("" ::: "memory");
+    calls->depth = depth + 1;
+    __asm__ volatile("" ::: "memory");
+    frame->sp = UINT64_MAX;
+    frame->counter = mine;
+    frame->children = 0;
+    fht_add(&mine->active, 1);
+    frame->start = fht_ticks();
+    __asm__ volatile("" ::: "memory");
+    frame->sp = sp;
+}
+
+/// Counts a call returning at stack pointer `sp`: its time, its own time (less the traced calls
+/// inside it), and its time in its caller's frame. A call with no frame (deeper than
+/// FHT_FRAMES, or entered before the thread's calls could be kept) is counted as returned,
+/// without times.
+static inline void fht_leave(fht_counter *counter, uint64_t sp) {
+    if (fht_own_work) return;
+    uint64_t now = fht_ticks();
     fht_counter *mine = fht_local(counter);
     if (!mine) return;
     fht_add(&mine->completed, 1);
-    fht_add(&mine->total, ticks);
+    fht_calls *calls = fht_in_flight;
+    if (!calls) return;
+    fht_drop_abandoned(calls, sp);
+    uint64_t depth = calls->depth;
+    if (depth == 0 || calls->frames[depth - 1].counter != mine || calls->frames[depth - 1].sp != sp) return;
+    fht_frame *frame = &calls->frames[depth - 1];
+    uint64_t ticks = now - frame->start;
+    uint64_t children = frame->children;
+    __asm__ volatile("" ::: "memory");
+    calls->depth = depth - 1;
+    __asm__ volatile("" ::: "memory");
+    fht_add(&mine->active, (uint64_t)-1);
+    if (mine->active == 0) fht_add(&mine->total, ticks);
+    fht_add(&mine->every, ticks);
+    fht_add(&mine->own, ticks > children ? ticks - children : 0);
+    if (depth >= 2) fht_add(&calls->frames[depth - 2].children, ticks);
     if (mine->shortest == 0 || ticks < mine->shortest) mine->shortest = ticks; /* 0: none yet */
     if (ticks > mine->longest) mine->longest = ticks;
 }
