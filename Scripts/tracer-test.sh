@@ -5,6 +5,9 @@
 # traced library that was not loaded before), in a forked child, of libc's strlen (an
 # IFUNC), and a tail call from one traced function into another. The counts in the tracer's JSON must equal the program's, in each scope.
 # A misspelt library name is reported with the loaded objects closest to it.
+# The event outputs (--chrome-trace, --folded, --flamegraph, --timeline) of the same program,
+# with the default buffers and with buffers that fill up: Scripts/tracer-outputs-check.py
+# says what it checks.
 #
 #     Scripts/tracer-test.sh [debug|release]
 set -euo pipefail
@@ -97,3 +100,26 @@ echo "== tracer test: a misspelt --library"
 "$bin/ffi-hook-tracer" --library libtrace.so -- "$work/program" >"$work/typo.out" 2>"$work/typo.err"
 cat "$work/typo.err" | grep -- "--library" || true
 grep -q -- "--library libtrace.so names none of the objects this process loaded, so none of its calls were traced; the closest loaded: libtracee.so" "$work/typo.err"
+
+echo "== tracer test: timelines and flame graphs"
+outputs() {
+    "$bin/ffi-hook-tracer" --library libtracee.so --library liblate.so --library libc.so.6 \
+        --symbols 'tracee_*,late_*' --symbols strlen --json "$work/counts-%p.json" \
+        --chrome-trace "$work/trace-%p.json" "$@" -- "$work/program"
+}
+outputs --folded "$work/folded-%p.txt" --flamegraph "$work/flame-%p.svg" --timeline "$work/timeline-%p.svg" \
+    >"$work/outputs.out" 2>"$work/outputs.err"
+if grep -q "events dropped" "$work/outputs.err"; then
+    echo "events dropped with the default buffers" >&2
+    exit 1
+fi
+read -r parent child <"$work/outputs.out"
+python3 Scripts/tracer-outputs-check.py full "$work" "$parent" "$child"
+# The main thread's buffer fills 50 calls deep into the first tracee_depth recursion, after its
+# 1,000 + 777 + 300 calls (two events each); the worker threads' fill before their end.
+capacity=$(((1000 + 777 + 300 + 50) * 2))
+rm -f "$work"/trace-*.json
+outputs --events "$capacity" >"$work/small.out" 2>"$work/small.err"
+grep "events dropped" "$work/small.err"
+read -r parent child <"$work/small.out"
+python3 Scripts/tracer-outputs-check.py small "$work" "$parent" "$capacity"

@@ -79,6 +79,7 @@ final class Tracer: Sendable {
         }
         fht_install_process_handlers()
         guard !configuration.libraries.isEmpty else { return }
+        configuration.events.arm()
         let tracer = Self.libraryPath()
         state.withLock { state in
             if configuration.scope == .program {
@@ -176,8 +177,10 @@ final class Tracer: Sendable {
             state.counters[symbol] = CounterAddress(pointer: counter)
         }
         let counters = state.counters
+        let records = state.configuration.events.isEnabled
         let blocks: (String) -> (onEnter: EnterBlock?, onLeave: LeaveBlock?) = { symbol in
             guard let counter = counters[symbol] else { return (nil, nil) }
+            if records { return EventOutputs.recordingBlocks(counter) }
             return (
                 { context in
                     fht_enter(counter.pointer)
@@ -221,10 +224,14 @@ final class Tracer: Sendable {
             return (state.configuration, counts, state.startTicks, state.startNanoseconds)
         }
         guard let (configuration, counts, startTicks, startNanoseconds) = snapshot else { return }
-        let report = TraceReport(
-            counts: counts, nanosecondsPerTick: Self.nanosecondsPerTick(since: startTicks, startNanoseconds))
+        let nanosecondsPerTick = Self.nanosecondsPerTick(since: startTicks, startNanoseconds)
+        let report = TraceReport(counts: counts, nanosecondsPerTick: nanosecondsPerTick)
         let pid = getpid()
         write(report.table(process: "\(Self.programName) (pid \(pid))"), to: 2)
+        configuration.events.write(
+            functions: state.withLock { $0.counters },
+            clock: EventClock(startTicks: startTicks, nanosecondsPerTick: nanosecondsPerTick),
+            program: Self.programName, pid: pid, isWriter: configuration.jsonWriter.map { $0 == pid } ?? !isForkedChild)
         if var path = configuration.jsonPath {
             let named = path.contains("%p")
             path = path.split(separator: "%p", omittingEmptySubsequences: false).joined(separator: "\(pid)")

@@ -15,7 +15,9 @@
 
 let usage = """
     usage: ffi-hook-tracer [--library NAME]... [--symbols PATTERN]... [--json FILE]
-                           [--scope program|main|all] -- PROGRAM [ARGUMENT]...
+                           [--scope program|main|all] [--chrome-trace FILE] [--folded FILE]
+                           [--flamegraph FILE] [--timeline FILE] [--events N]
+                           -- PROGRAM [ARGUMENT]...
 
     Runs PROGRAM with the tracer library preloaded. At exit the program prints, to standard
     error, the calls and time of each traced function, by total time.
@@ -41,6 +43,7 @@ let usage = """
                          or all) only when they go through its own import table, as a call of
                          an exported function through its PLT does; calls the compiler made
                          direct, and calls of functions it does not export, are not seen
+    \(eventUsage)
 
     """
 
@@ -63,6 +66,8 @@ struct Options {
     var json: String?
     var scope: String?
     var command: [String] = []
+    /// The output options' variables and values.
+    var events: [(String, String)] = []
 
     init(_ arguments: ArraySlice<String>) {
         var arguments = arguments
@@ -78,6 +83,10 @@ struct Options {
             // --name VALUE and --name=VALUE.
             let parts = argument.split(separator: "=", maxSplits: 1).map(String.init)
             let name = parts[0]
+            if let event = eventOption(name, inline: parts.count == 2 ? parts[1] : nil, &arguments) {
+                events.append(event)
+                continue
+            }
             guard ["--library", "--symbols", "--json", "--scope"].contains(name) else {
                 if argument.hasPrefix("-") { fail("unknown option \(argument)") }
                 command = [argument] + Array(arguments)
@@ -121,6 +130,8 @@ setenv("FFI_HOOK_TRACER_SYMBOLS", options.symbols.joined(separator: ","), 1)
 setenv("FFI_HOOK_TRACER_PID", "\(getpid())", 1)
 if let json = options.json { setenv("FFI_HOOK_TRACER_JSON", json, 1) } else { unsetenv("FFI_HOOK_TRACER_JSON") }
 if let scope = options.scope { setenv("FFI_HOOK_TRACER_SCOPE", scope, 1) } else { unsetenv("FFI_HOOK_TRACER_SCOPE") }
+for (_, variable) in eventOptions { unsetenv(variable) }
+for (variable, value) in options.events { setenv(variable, value, 1) }
 
 // execvp keeps this process (and its ID, which FFI_HOOK_TRACER_PID names).
 var arguments = options.command.map { strdup($0) } + [nil]
