@@ -43,6 +43,12 @@ fht_event_buffer *fht_events_slow(void) {
         munmap(memory, size);
         return fht_my_events;
     }
+    /* Past its first 2 MB (131,000 events), a busy thread's buffer takes huge pages where the
+       kernel offers them: a page fault per 2 MB of events, not per 4 KB (about a third of the
+       cost of recording a call otherwise). A quiet thread's small pages cost less memory. */
+    size_t huge = (size_t)2 << 20;
+    uintptr_t from = ((uintptr_t)memory + 2 * huge - 1) & ~(uintptr_t)(huge - 1);
+    if (from < (uintptr_t)memory + size) madvise((void *)from, (uintptr_t)memory + size - from, MADV_HUGEPAGE);
     fht_event_buffer *buffer = memory;
     buffer->capacity = capacity;
     buffer->thread = (int32_t)fht_syscall(SYS_gettid, 0, 0);

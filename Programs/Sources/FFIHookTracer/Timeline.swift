@@ -1,9 +1,11 @@
 /// The recorded calls as an SVG timeline: a lane per thread, time from left to right, a call
 /// as a bar under the call it was made in.
 ///
-/// Calls too short to see at the picture's scale are drawn merged with their neighbours at
-/// the same depth (the bar's tooltip says how many calls it stands for); lanes show at most
-/// ``deepest`` levels of calls.
+/// Each level of a lane is drawn a pixel column at a time: a column shows the function that
+/// took most of its time at that level, and neighbouring columns of the same function make
+/// one bar, whose tooltip says how many calls it stands for and how long they took (so calls
+/// shorter than a pixel stay visible, and the picture's size does not grow with the calls).
+/// Lanes show at most ``deepest`` levels of calls.
 struct Timeline {
     /// The calls.
     let recording: Recording
@@ -17,22 +19,28 @@ struct Timeline {
     /// The most levels of calls a lane shows.
     static let deepest = 24
 
-    /// A bar: one call, or calls merged.
+    /// One function's part of a pixel column at one level.
+    private struct Share {
+        /// The time of its calls in the column, in nanoseconds.
+        var time = 0.0
+        /// Its calls that begin in the column.
+        var calls = 0
+    }
+
+    /// A bar: neighbouring columns whose most time went to one function.
     private struct Bar {
-        /// Its left edge, in pixels.
-        var start: Double
-        /// Its right edge, in pixels.
-        var end: Double
-        /// The calls it stands for.
-        var calls: Int
-        /// The function of its first call.
+        /// Its first column.
+        var first: Int
+        /// Its last column.
+        var last: Int
+        /// The function.
         var function: Int32
-        /// Whether its calls are of more than one function.
-        var mixed: Bool
-        /// The time of its calls, in nanoseconds.
-        var busy: Double
-        /// Its first call.
-        var first: Recording.Call
+        /// The function's calls that begin in it.
+        var calls = 0
+        /// The function's time in it, in nanoseconds.
+        var time = 0.0
+        /// Whether other functions took time in its columns too.
+        var mixed = false
     }
 
     /// Writes the SVG.
@@ -41,7 +49,8 @@ struct Timeline {
         let begin = threads.compactMap { $0.calls.first?.begin }.min() ?? 0
         let end = threads.flatMap { $0.calls.map(\.end) }.max() ?? begin
         let span = max(end - begin, 1)
-        let scale = (Self.width - Self.gutter - 20) / span
+        let columns = Int(Self.width - Self.gutter - 20)
+        let scale = Double(columns) / span
         let top = 70.0
         let levels = threads.map { thread in min(Self.deepest, Int(thread.calls.map(\.depth).max() ?? 0) + 1) }
         let height = top + levels.reduce(0) { $0 + Double($1) * Self.rowHeight + 22 } + 10
@@ -64,57 +73,65 @@ struct Timeline {
                     + "</text>\n"
                     + "<line x1=\"0\" x2=\"\(Int(Self.width))\" y1=\"\(FlameGraph.coordinate(y))\" "
                     + "y2=\"\(FlameGraph.coordinate(y))\" stroke=\"#ccc\"/>\n")
-            var pending: [Bar?] = Array(repeating: nil, count: levels)
+            var cells = [[[Int32: Share]]](
+                repeating: [[Int32: Share]](repeating: [:], count: columns), count: levels)
             for call in thread.calls where Int(call.depth) < levels {
-                let level = Int(call.depth)
-                let start = Self.gutter + (call.begin - begin) * scale
-                let stop = Self.gutter + (call.end - begin) * scale
-                if var bar = pending[level], start <= bar.end + 1, stop - start < 2 || bar.end - bar.start < 2 {
-                    bar.end = max(bar.end, stop)
-                    bar.calls += 1
-                    bar.mixed = bar.mixed || bar.function != call.function
-                    bar.busy += call.duration
-                    pending[level] = bar
-                    continue
+                let left = (call.begin - begin) * scale
+                let right = max((call.end - begin) * scale, left)
+                let firstColumn = min(Int(left), columns - 1)
+                cells[Int(call.depth)][firstColumn][call.function, default: Share()].calls += 1
+                for column in firstColumn...min(Int(right), columns - 1) {
+                    let covered = min(right, Double(column + 1)) - max(left, Double(column))
+                    cells[Int(call.depth)][column][call.function, default: Share()].time += max(covered, 0) / scale
                 }
-                if let bar = pending[level] { draw(bar, &output, y: y + 4 + Double(level) * Self.rowHeight) }
-                pending[level] = Bar(
-                    start: start, end: stop, calls: 1, function: call.function, mixed: false, busy: call.duration,
-                    first: call)
             }
-            for (level, bar) in pending.enumerated() {
-                if let bar { draw(bar, &output, y: y + 4 + Double(level) * Self.rowHeight) }
+            for (level, row) in cells.enumerated() {
+                for bar in bars(row) { draw(bar, &output, y: y + 4 + Double(level) * Self.rowHeight) }
             }
             y += Double(levels) * Self.rowHeight + 22
         }
         output.append("</svg>\n")
     }
 
+    /// The bars of one level's columns.
+    private func bars(_ row: [[Int32: Share]]) -> [Bar] {
+        var bars: [Bar] = []
+        for (column, shares) in row.enumerated() {
+            guard let (function, share) = shares.max(by: { ($0.value.time, $1.key) < ($1.value.time, $0.key) }) else {
+                continue
+            }
+            if var bar = bars.last, bar.last == column - 1, bar.function == function {
+                bar.last = column
+                bar.calls += share.calls
+                bar.time += share.time
+                bar.mixed = bar.mixed || shares.count > 1
+                bars[bars.count - 1] = bar
+            } else {
+                bars.append(
+                    Bar(
+                        first: column, last: column, function: function, calls: share.calls, time: share.time,
+                        mixed: shares.count > 1))
+            }
+        }
+        return bars
+    }
+
     /// Draws one bar at height `y`.
     private func draw(_ bar: Bar, _ output: inout FileOutput, y: Double) {
         let name = recording.functions[Int(bar.function)]
-        let title: String
-        if bar.calls == 1 {
-            title =
-                "\(name): \(EventFormatting.duration(bar.first.duration)) from "
-                + "\(EventFormatting.duration(bar.first.begin)), self \(EventFormatting.duration(bar.first.selfTime))"
-                + (bar.first.ending == .returned
-                    ? "" : bar.first.ending == .abandoned ? " (no return seen)" : " (running at exit)")
-        } else {
-            title =
-                "\(bar.calls) calls (\(bar.mixed ? "\(name) and others" : name)) "
-                + "taking \(EventFormatting.duration(bar.busy))"
-        }
-        let width = max(bar.end - bar.start, 0.5)
-        let label = bar.calls == 1 || !bar.mixed ? EventFormatting.label(name, width: width) : ""
+        let title =
+            "\(name): \(bar.calls == 1 ? "1 call" : "\(bar.calls) calls"), \(EventFormatting.duration(bar.time))"
+            + (bar.mixed ? " (other functions too)" : "")
+        let x = Self.gutter + Double(bar.first)
+        let width = Double(bar.last - bar.first + 1)
+        let label = EventFormatting.label(name, width: width)
         output.append(
-            "<g><title>\(EventFormatting.xml(title))</title><rect x=\"\(FlameGraph.coordinate(bar.start))\" "
+            "<g><title>\(EventFormatting.xml(title))</title><rect x=\"\(FlameGraph.coordinate(x))\" "
                 + "y=\"\(FlameGraph.coordinate(y))\" width=\"\(FlameGraph.coordinate(width))\" "
-                + "height=\"\(FlameGraph.coordinate(Self.rowHeight - 1))\" "
-                + "fill=\"\(bar.mixed ? "rgb(170,170,170)" : EventFormatting.color(name))\"/>"
+                + "height=\"\(FlameGraph.coordinate(Self.rowHeight - 1))\" fill=\"\(EventFormatting.color(name))\"/>"
                 + (label.isEmpty
                     ? ""
-                    : "<text x=\"\(FlameGraph.coordinate(bar.start + 3))\" y=\"\(FlameGraph.coordinate(y + 10))\">"
+                    : "<text x=\"\(FlameGraph.coordinate(x + 3))\" y=\"\(FlameGraph.coordinate(y + 10))\">"
                         + "\(EventFormatting.xml(label))</text>")
                 + "</g>\n")
     }
