@@ -155,10 +155,15 @@ def check_full(work, parent, child):
         traced = sum(call["end"] - call["begin"] for call in everything if call["name"] == name) * 1000
         total = report[name]["total_ns"]
         check(abs(traced - total) <= 2 * want + total / 1000, f"{name}: {traced:.0f} ns in the trace, {total} counted")
-    # The forked child.
-    child_threads, _ = calls_of(f"{work}/trace-{child}.json")
-    child_counts = [call["name"] for calls in child_threads.values() for call in calls]
-    check(child_counts == ["tracee_add"] * CHILD_ADDS, f"the child's trace: {len(child_counts)} calls")
+    # The forked child: its own calls, the last its call of exit, running when the files were
+    # written (so ended then, and marked).
+    child_threads, child_trace = calls_of(f"{work}/trace-{child}.json")
+    child_calls = [call for calls in child_threads.values() for call in calls]
+    check([call["name"] for call in child_calls] == ["tracee_add"] * CHILD_ADDS + ["exit"],
+          f"the child's trace: {len(child_calls)} calls")
+    check(all(not call["args"] for call in child_calls[:-1]), "a child call ended without a return")
+    check(child_calls[-1]["args"] == {"ended": "running at exit"}, f"the child's exit: {child_calls[-1]['args']}")
+    check(child_trace["otherData"]["calls_running_at_exit"] == 1, "the child's calls running at exit")
 
     # Folded stacks.
     folded = {}
