@@ -28,33 +28,39 @@ struct ChromeTrace {
                     + ",\n{\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": \(pid), \"tid\": \(thread.id), "
                     + "\"args\": {\"sort_index\": \(order)}}")
         }
-        let names = recording.functions.map(EventFormatting.json)
+        let names = recording.functions.map { Array(EventFormatting.json($0).utf8) }
+        let time = Array(", \"ts\": ".utf8)
+        let close = Array("}".utf8)
+        let ended: [Recording.Ending: [UInt8]] = [
+            .returned: close,
+            .abandoned: Array(", \"args\": {\"ended\": \"no return seen\"}}".utf8),
+            .unfinished: Array(", \"args\": {\"ended\": \"running at exit\"}}".utf8),
+        ]
         for thread in recording.threads {
-            let prefix = ",\n{\"pid\": \(pid), \"tid\": \(thread.id), "
+            let begin = Array(",\n{\"pid\": \(pid), \"tid\": \(thread.id), \"ph\": \"B\", \"name\": ".utf8)
+            let end = Array(",\n{\"pid\": \(pid), \"tid\": \(thread.id), \"ph\": \"E\", \"name\": ".utf8)
             var open: [Int] = []
-            func end(_ index: Int) {
+            func finish(_ index: Int) {
                 let call = thread.calls[index]
-                let ended =
-                    switch call.ending {
-                    case .returned: ""
-                    case .abandoned: ", \"args\": {\"ended\": \"no return seen\"}"
-                    case .unfinished: ", \"args\": {\"ended\": \"running at exit\"}"
-                    }
-                output.append(
-                    prefix + "\"ph\": \"E\", \"name\": \(names[Int(call.function)]), "
-                        + "\"ts\": \(EventFormatting.microseconds(call.end))\(ended)}")
+                output.append(bytes: end)
+                output.append(bytes: names[Int(call.function)])
+                output.append(bytes: time)
+                output.append(microsecondsOf: call.end)
+                output.append(bytes: ended[call.ending]!)
             }
             for (index, call) in thread.calls.enumerated() {
                 while let top = open.last, thread.calls[top].depth >= call.depth {
-                    end(top)
+                    finish(top)
                     open.removeLast()
                 }
-                output.append(
-                    prefix + "\"ph\": \"B\", \"name\": \(names[Int(call.function)]), "
-                        + "\"ts\": \(EventFormatting.microseconds(call.begin))}")
+                output.append(bytes: begin)
+                output.append(bytes: names[Int(call.function)])
+                output.append(bytes: time)
+                output.append(microsecondsOf: call.begin)
+                output.append(bytes: close)
                 open.append(index)
             }
-            while let top = open.popLast() { end(top) }
+            while let top = open.popLast() { finish(top) }
         }
         let threads = recording.threads.map { thread in
             "{\"tid\": \(thread.id), \"name\": \(EventFormatting.json(thread.name)), \"calls\": \(thread.calls.count), "

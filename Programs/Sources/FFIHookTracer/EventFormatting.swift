@@ -32,13 +32,6 @@ enum EventFormatting {
         return result
     }
 
-    /// Nanoseconds as microseconds with three decimals (the Chrome trace's unit).
-    static func microseconds(_ nanoseconds: Double) -> String {
-        let whole = Int64(max(0, nanoseconds).rounded())
-        let fraction = String(whole % 1000)
-        return "\(whole / 1000)." + String(repeating: "0", count: 3 - fraction.count) + fraction
-    }
-
     /// A duration with three significant digits in ns, µs, ms or s.
     static func duration(_ nanoseconds: Double) -> String {
         for (scale, unit) in [(1e9, "s"), (1e6, "ms"), (1e3, "µs")] where nanoseconds >= scale {
