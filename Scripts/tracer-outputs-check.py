@@ -4,6 +4,7 @@ runs of the tracer fixture (Tests/Fixtures/TracerFixture/program.c) in scope `pr
 
     tracer-outputs-check.py full WORK PARENT_PID CHILD_PID
     tracer-outputs-check.py small WORK PARENT_PID CAPACITY
+    tracer-outputs-check.py signals WORK PID HANDLED
 
 `full`: the files of a run with the default buffers, named NAME-PID.EXT in WORK:
 - trace-PID.json, Chrome trace event JSON: valid JSON; every event has the fields the trace
@@ -30,6 +31,12 @@ the main thread fills its buffer 50 calls deep in the first tracee_depth recursi
 is still balanced and nested; each thread's recorded calls and dropped events account for
 all its calls (2 per call); the main thread recorded every call before the recursion and a
 chain of exactly 50 nested calls, each with its real end (no call closed without a return).
+
+`signals`: signals-PID.json and signals-counts-PID.json of signals.c, whose SIGALRM handler
+calls tracee_add (HANDLED times) while the main thread calls tracee_nothing 200,000 times:
+balanced and nested (a handler's call at the top or inside tracee_nothing, never holding a
+call), every tracee_nothing call recorded, and as many tracee_add calls as were counted (at
+most HANDLED: a signal that lands in the attach code's own instructions runs no block).
 """
 import json
 import sys
@@ -243,10 +250,36 @@ def check_small(work, parent, capacity):
           f"the recursion cut at {depth} calls deep with the ends of all of them")
 
 
+def check_signals(work, pid, handled):
+    """signals.c: tracee_nothing called in a loop, tracee_add from a SIGALRM handler."""
+    threads, trace = calls_of(f"{work}/signals-{pid}.json")
+    calls = [call for thread in threads.values() for call in thread]
+    report = {row["name"]: row["calls"] for row in json.load(open(f"{work}/signals-counts-{pid}.json"))["functions"]}
+    nothings = [call for call in calls if call["name"] == "tracee_nothing"]
+    adds = [call for call in calls if call["name"] == "tracee_add"]
+    check(len(nothings) == 200000, f"{len(nothings)} tracee_nothing calls in the trace, expected 200000")
+    check(len(adds) == report.get("tracee_add", 0), f"{len(adds)} tracee_add calls in the trace, "
+          f"{report.get('tracee_add', 0)} counted")
+    check(0 < len(adds) <= handled, f"{len(adds)} tracee_add calls in the trace, {handled} made by the handler")
+    check(len(nothings) + len(adds) == len(calls), "calls of other functions")
+    for call in calls:
+        check(not call["args"], f"{call['name']} ended without a return")
+        if call["name"] == "tracee_add":
+            check(not call["children"], "a call in tracee_add")
+            check(call["parent"] is None or call["parent"]["name"] == "tracee_nothing",
+                  f"tracee_add in {call['parent'] and call['parent']['name']}")
+    nested = sum(1 for call in adds if call["parent"] is not None)
+    check(trace["otherData"]["dropped_events"] == 0, "dropped events")
+    print(f"signals: {len(nothings)} tracee_nothing calls and {len(adds)} handler calls of tracee_add "
+          f"({nested} inside tracee_nothing) recorded, balanced and nested; the handler made {handled}")
+
+
 if __name__ == "__main__":
     mode, work, parent, last = sys.argv[1:5]
     if mode == "full":
         check_full(work, parent, last)
+    elif mode == "signals":
+        check_signals(work, parent, int(last))
     else:
         check_small(work, parent, int(last))
     if failures:

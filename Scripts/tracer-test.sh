@@ -6,8 +6,8 @@
 # IFUNC), and a tail call from one traced function into another. The counts in the tracer's JSON must equal the program's, in each scope.
 # A misspelt library name is reported with the loaded objects closest to it.
 # The event outputs (--chrome-trace, --folded, --flamegraph, --timeline) of the same program,
-# with the default buffers and with buffers that fill up: Scripts/tracer-outputs-check.py
-# says what it checks.
+# with the default buffers and with buffers that fill up, and of a program whose signal handler
+# calls a traced function (signals.c): Scripts/tracer-outputs-check.py says what it checks.
 #
 #     Scripts/tracer-test.sh [debug|release]
 set -euo pipefail
@@ -29,6 +29,7 @@ gcc -shared -o "$work/libtracee.so" "$work/tracee.o" "$work/tail.o"
 gcc -O0 -fPIC -shared -o "$work/liblate.so" "$fixture/late.c"
 gcc -O0 -fPIC -shared -o "$work/plugin.so" "$fixture/plugin.c" -L"$work" -llate -ltracee -Wl,-rpath,"$work"
 gcc -O0 -fno-builtin -o "$work/program" "$fixture/program.c" -L"$work" -ltracee -Wl,-rpath,"$work" -lpthread -ldl
+gcc -O0 -o "$work/signals" "$fixture/signals.c" -L"$work" -ltracee -Wl,-rpath,"$work"
 
 export TRACEE_PLUGIN="$work/plugin.so"
 trace() {
@@ -124,3 +125,9 @@ outputs --events "$capacity" >"$work/small.out" 2>"$work/small.err"
 grep "events dropped" "$work/small.err"
 read -r parent child <"$work/small.out"
 python3 Scripts/tracer-outputs-check.py small "$work" "$parent" "$capacity"
+# Events recorded from a signal handler while the interrupted thread records its own.
+"$bin/ffi-hook-tracer" --library libtracee.so --json "$work/signals-counts-%p.json" \
+    --chrome-trace "$work/signals-%p.json" -- "$work/signals" >"$work/signals.out" 2>"$work/signals.err"
+read -r calls handled <"$work/signals.out"
+pid=$(sed -n 's/.*signals (pid \([0-9]*\)).*/\1/p' "$work/signals.err")
+python3 Scripts/tracer-outputs-check.py signals "$work" "$pid" "$handled"
