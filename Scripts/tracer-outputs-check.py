@@ -5,6 +5,7 @@ runs of the tracer fixture (Tests/Fixtures/TracerFixture/program.c) in scope `pr
     tracer-outputs-check.py full WORK PARENT_PID CHILD_PID
     tracer-outputs-check.py small WORK PARENT_PID CAPACITY
     tracer-outputs-check.py signals WORK PID HANDLED
+    tracer-outputs-check.py jumps WORK PID
 
 `full`: the files of a run with the default buffers, named NAME-PID.EXT in WORK:
 - trace-PID.json, Chrome trace event JSON: valid JSON; every event has the fields the trace
@@ -37,6 +38,10 @@ calls tracee_add (HANDLED times) while the main thread calls tracee_nothing 200,
 balanced and nested (a handler's call at the top or inside tracee_nothing, never holding a
 call), every tracee_nothing call recorded, and as many tracee_add calls as were counted (at
 most HANDLED: a signal that lands in the attach code's own instructions runs no block).
+
+`jumps`: jumps-PID.json of jumps.c (libjump.so traced), whose 10 jump_call calls are left by
+longjmp and each followed by a jump_return called from a frame above: each jump_call ends
+where jump_return begins, marked "no return seen", and neither holds the other.
 """
 import json
 import sys
@@ -274,10 +279,26 @@ def check_signals(work, pid, handled):
           f"({nested} inside tracee_nothing) recorded, balanced and nested; the handler made {handled}")
 
 
+def check_jumps(work, pid):
+    """jumps.c: 10 jump_call calls left by longjmp, each followed by a jump_return from above."""
+    threads, trace = calls_of(f"{work}/jumps-{pid}.json")
+    calls = [call for thread in threads.values() for call in thread]
+    check([call["name"] for call in calls] == ["jump_call", "jump_return"] * 10,
+          f"the calls: {[call['name'] for call in calls][:6]}...")
+    for call in calls:
+        check(call["parent"] is None and not call["children"], f"{call['name']} nested")
+        ended = {"ended": "no return seen"} if call["name"] == "jump_call" else {}
+        check(call["args"] == ended, f"{call['name']} ended {call['args']}")
+    check(trace["otherData"]["calls_without_return"] == 10, "calls without return in otherData")
+    print("longjmp: the 10 calls left by longjmp end where the next call shows their frames gone, marked so")
+
+
 if __name__ == "__main__":
-    mode, work, parent, last = sys.argv[1:5]
+    mode, work, parent, last = (sys.argv[1:] + [""])[:4]
     if mode == "full":
         check_full(work, parent, last)
+    elif mode == "jumps":
+        check_jumps(work, parent)
     elif mode == "signals":
         check_signals(work, parent, int(last))
     else:

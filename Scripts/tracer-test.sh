@@ -7,7 +7,8 @@
 # A misspelt library name is reported with the loaded objects closest to it.
 # The event outputs (--chrome-trace, --folded, --flamegraph, --timeline) of the same program,
 # with the default buffers and with buffers that fill up, and of a program whose signal handler
-# calls a traced function (signals.c): Scripts/tracer-outputs-check.py says what it checks.
+# calls a traced function (signals.c) and of one whose traced calls are left by longjmp
+# (jumps.c): Scripts/tracer-outputs-check.py says what it checks.
 #
 #     Scripts/tracer-test.sh [debug|release]
 set -euo pipefail
@@ -30,6 +31,8 @@ gcc -O0 -fPIC -shared -o "$work/liblate.so" "$fixture/late.c"
 gcc -O0 -fPIC -shared -o "$work/plugin.so" "$fixture/plugin.c" -L"$work" -llate -ltracee -Wl,-rpath,"$work"
 gcc -O0 -fno-builtin -o "$work/program" "$fixture/program.c" -L"$work" -ltracee -Wl,-rpath,"$work" -lpthread -ldl
 gcc -O0 -o "$work/signals" "$fixture/signals.c" -L"$work" -ltracee -Wl,-rpath,"$work"
+gcc -O0 -fPIC -shared -o "$work/libjump.so" "$fixture/jump.c"
+gcc -O0 -o "$work/jumps" "$fixture/jumps.c" -L"$work" -ljump -Wl,-rpath,"$work"
 
 export TRACEE_PLUGIN="$work/plugin.so"
 trace() {
@@ -131,3 +134,8 @@ python3 Scripts/tracer-outputs-check.py small "$work" "$parent" "$capacity"
 read -r calls handled <"$work/signals.out"
 pid=$(sed -n 's/.*signals (pid \([0-9]*\)).*/\1/p' "$work/signals.err")
 python3 Scripts/tracer-outputs-check.py signals "$work" "$pid" "$handled"
+# Calls left by longjmp.
+"$bin/ffi-hook-tracer" --library libjump.so --chrome-trace "$work/jumps-%p.json" -- "$work/jumps" \
+    >"$work/jumps.out" 2>"$work/jumps.err"
+pid=$(sed -n 's/.*jumps (pid \([0-9]*\)).*/\1/p' "$work/jumps.err")
+python3 Scripts/tracer-outputs-check.py jumps "$work" "$pid"

@@ -6,7 +6,9 @@ internal import CTracerSupport
 /// open. An end closes the open call it belongs to (same function, same stack pointer at entry)
 /// and, above it, calls that never returned (left by `longjmp`, or whose end the attach could
 /// not see); a begin whose stack pointer lies above the innermost open call's closes that call
-/// too (its frame is gone). Calls still open when the events run out were running when the
+/// too (its frame is gone; a call at the same stack level is taken for a call made in it, as a
+/// tail call is, so a call left by `longjmp` and followed by a call from the same frame holds
+/// that call until the frame's caller moves on). Calls still open when the events run out were running when the
 /// report was written: they end then. An end that matches no open call (a call that began
 /// before the events, or before a fork) is left out. So every call has a begin and an end,
 /// nested within its caller, and times never run backwards on a thread.
