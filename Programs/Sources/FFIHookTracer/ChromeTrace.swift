@@ -40,6 +40,7 @@ struct ChromeTrace {
             let begin = Array(",\n{\"pid\": \(pid), \"tid\": \(thread.id), \"ph\": \"B\", \"name\": ".utf8)
             let end = Array(",\n{\"pid\": \(pid), \"tid\": \(thread.id), \"ph\": \"E\", \"name\": ".utf8)
             var open: [Int] = []
+            // Writes the "E" event of call `index`.
             func finish(_ index: Int) {
                 let call = thread.calls[index]
                 output.append(bytes: end)

@@ -66,6 +66,7 @@ struct FlameGraph {
     /// stacks of no self time left out).
     func writeFolded(to output: inout FileOutput) {
         var path: [String] = []
+        // Writes the line of `node`'s stack, then those of the stacks above it.
         func visit(_ node: Int) {
             path.append(functions[Int(nodes[node].function)])
             let value = Int(nodes[node].selfTime.rounded())

@@ -109,6 +109,7 @@ struct Recording {
     ) {
         var open: [Int] = []
         var last = 0.0
+        // Ends the innermost open call at `time` and adds its duration to its caller's inner time.
         func close(at time: Double, _ ending: Ending) {
             let index = open.removeLast()
             thread.calls[index].end = time
