@@ -15,6 +15,12 @@ static uint64_t fht_event_capacity;
 static fht_event_buffer *fht_buffers;
 static uint64_t fht_unbuffered;
 
+/* The most threads that get a buffer: a program that starts thread after thread keeps a
+   bounded amount of memory (buffers outlive their threads, for the report); the calls of later
+   threads are counted as dropped. */
+enum { FHT_MOST_BUFFERS = 4096 };
+static uint32_t fht_buffer_count;
+
 __thread fht_event_buffer *fht_my_events __attribute__((tls_model("initial-exec")));
 
 void fht_set_event_capacity(uint64_t capacity) { __atomic_store_n(&fht_event_capacity, capacity, __ATOMIC_RELEASE); }
@@ -33,6 +39,10 @@ static long fht_syscall(long number, long first, long second) {
 fht_event_buffer *fht_events_slow(void) {
     uint64_t capacity = __atomic_load_n(&fht_event_capacity, __ATOMIC_ACQUIRE);
     if (capacity == 0) return NULL;
+    if (__atomic_load_n(&fht_buffer_count, __ATOMIC_RELAXED) >= FHT_MOST_BUFFERS) {
+        __atomic_fetch_add(&fht_unbuffered, 2, __ATOMIC_RELAXED);
+        return NULL;
+    }
     size_t size = FHT_EVENTS_OFFSET + capacity * sizeof(fht_event);
     void *memory = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (memory == MAP_FAILED) {
@@ -43,6 +53,7 @@ fht_event_buffer *fht_events_slow(void) {
         munmap(memory, size);
         return fht_my_events;
     }
+    __atomic_fetch_add(&fht_buffer_count, 1, __ATOMIC_RELAXED);
     /* Past its first 2 MB (131,000 events), a busy thread's buffer takes huge pages where the
        kernel offers them: a page fault per 2 MB of events, not per 4 KB (about a third of the
        cost of recording a call otherwise). A quiet thread's small pages cost less memory. */

@@ -78,6 +78,7 @@ struct ChromeTrace {
               "clock": "time-stamp counter; ts in microseconds since the tracer started",
               "events_per_thread": \(recording.capacity),
               "dropped_events": \(recording.droppedEvents),
+              "dropped_events_without_buffer": \(recording.unbufferedEvents),
               "calls": \(recording.callCount),
               "calls_without_return": \(recording.count(.abandoned)),
               "calls_running_at_exit": \(recording.count(.unfinished)),

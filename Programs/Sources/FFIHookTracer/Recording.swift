@@ -66,8 +66,11 @@ struct Recording {
     let functions: [String]
     /// The threads that recorded or dropped events, by thread ID.
     let threads: [Thread]
-    /// Events not recorded: dropped on full buffers or lost to a buffer that could not be mapped.
+    /// Events not recorded: dropped on full buffers, or on threads that got no buffer.
     let droppedEvents: UInt64
+    /// The events of ``droppedEvents`` dropped on threads that got no buffer (past 4,096 threads,
+    /// or when the memory could not be had).
+    let unbufferedEvents: UInt64
     /// The events each thread's buffer holds.
     let capacity: Int
 
@@ -82,7 +85,8 @@ struct Recording {
             functions.append(name)
         }
         var threads: [Thread] = []
-        var dropped = fht_unbuffered_events()
+        let unbuffered = fht_unbuffered_events()
+        var dropped = unbuffered
         var buffer = fht_event_buffers()
         while let current = buffer {
             let written = fht_buffer_recorded(current)
@@ -99,7 +103,8 @@ struct Recording {
             threads.append(thread)
         }
         return Recording(
-            functions: functions, threads: threads.sorted { $0.id < $1.id }, droppedEvents: dropped, capacity: capacity)
+            functions: functions, threads: threads.sorted { $0.id < $1.id }, droppedEvents: dropped,
+            unbufferedEvents: unbuffered, capacity: capacity)
     }
 
     /// Rebuilds a thread's calls from its `count` events.

@@ -5,7 +5,7 @@
 /// took most of its time at that level, and neighbouring columns of the same function make
 /// one bar, whose tooltip says how many calls it stands for and how long they took (so calls
 /// shorter than a pixel stay visible, and the picture's size does not grow with the calls).
-/// Lanes show at most ``deepest`` levels of calls.
+/// Lanes show at most ``deepest`` levels of calls; at most ``mostLanes`` threads are drawn.
 struct Timeline {
     /// The calls.
     let recording: Recording
@@ -18,6 +18,8 @@ struct Timeline {
     static let rowHeight = 14.0
     /// The most levels of calls a lane shows.
     static let deepest = 24
+    /// The most lanes drawn: the threads with the most calls, in thread ID order.
+    static let mostLanes = 64
 
     /// One function's part of a pixel column at one level.
     private struct Share {
@@ -45,7 +47,12 @@ struct Timeline {
 
     /// Writes the SVG.
     func writeSVG(to output: inout FileOutput, program: String, pid: Int32) {
-        let threads = recording.threads.filter { !$0.calls.isEmpty }
+        let busy = recording.threads.filter { !$0.calls.isEmpty }
+        let threads =
+            busy.count <= Self.mostLanes
+            ? busy
+            : Array(busy.sorted { ($0.calls.count, $1.id) > ($1.calls.count, $0.id) }.prefix(Self.mostLanes))
+                .sorted { $0.id < $1.id }
         let begin = threads.compactMap { $0.calls.first?.begin }.min() ?? 0
         let end = threads.flatMap { $0.calls.map(\.end) }.max() ?? begin
         let span = max(end - begin, 1)
@@ -61,7 +68,8 @@ struct Timeline {
             viewBox="0 0 \(Int(Self.width)) \(Int(height))" font-family="monospace" font-size="11">
             <rect x="0" y="0" width="100%" height="100%" fill="#fdfbf3"/>
             <text x="\(Int(Self.width / 2))" y="22" text-anchor="middle" font-size="16">\
-            Timeline: \(EventFormatting.xml(program)) (pid \(pid)), \(recording.callCount) traced calls</text>
+            Timeline: \(EventFormatting.xml(program)) (pid \(pid)), \(recording.callCount) traced calls\
+            \(busy.count > threads.count ? "; the \(threads.count) busiest of \(busy.count) threads" : "")</text>
 
             """)
         axis(&output, begin: begin, span: span, scale: scale, top: top, bottom: height - 10)

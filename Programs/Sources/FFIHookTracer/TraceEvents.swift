@@ -95,10 +95,19 @@ struct EventOutputs: Sendable {
         let recording = Recording.read(names: names, clock: clock, capacity: capacity)
         if recording.droppedEvents > 0 {
             let threads = recording.threads.filter { $0.droppedEvents > 0 }.count
+            let full = recording.droppedEvents - recording.unbufferedEvents
+            var places: [String] = []
+            if full > 0 {
+                places.append(
+                    "\(full) on \(threads) thread\(threads == 1 ? "" : "s") whose \(capacity)-event buffer filled")
+            }
+            if recording.unbufferedEvents > 0 {
+                places.append("\(recording.unbufferedEvents) on threads that got no buffer (past 4,096 threads)")
+            }
             say(
-                "\(recording.droppedEvents) events dropped (\(threads) thread\(threads == 1 ? "" : "s") "
-                    + "filled \(capacity)-event buffer\(threads == 1 ? "" : "s")); the outputs hold the calls "
-                    + "recorded before; --events N (FFI_HOOK_TRACER_EVENTS) raises the limit")
+                "\(recording.droppedEvents) events dropped (\(places.joined(separator: ", "))); the files hold the "
+                    + "calls recorded"
+                    + (full > 0 ? " before; --events N (FFI_HOOK_TRACER_EVENTS) raises the limit" : ""))
         }
         let outputs: [(String?, (inout FileOutput) -> Void)] = [
             (chromeTracePath, { ChromeTrace(recording: recording, program: program, pid: pid).write(to: &$0) }),

@@ -65,8 +65,9 @@ void fht_set_event_capacity(uint64_t capacity);
 /// The calling thread's buffer (NULL before its first event).
 extern __thread fht_event_buffer *_Nullable fht_my_events __attribute__((tls_model("initial-exec")));
 
-/// The calling thread's buffer, mapped on its first event; NULL when the capacity is 0 or the
-/// memory cannot be had (the call is then counted in ``fht_unbuffered_events``).
+/// The calling thread's buffer, mapped on its first event; NULL when the capacity is 0, when
+/// 4,096 threads have buffers already, or when the memory cannot be had (in the last two cases
+/// the call is counted in ``fht_unbuffered_events``).
 fht_event_buffer *_Nullable fht_events_slow(void);
 
 /// The bytes before a buffer's first event: its header, rounded up to a cache line.
