@@ -9,6 +9,10 @@
 # With --inline, the same program traced in the libraries' own code: calls libtracee makes
 # directly to a hidden and a local function counted too, self times below totals, recursion
 # counted once. A misspelt library name is reported with the loaded objects closest to it.
+# The event outputs (--chrome-trace, --folded, --flamegraph, --timeline) of the same program,
+# with the default buffers and with buffers that fill up, and of a program whose signal handler
+# calls a traced function (event-signals.c) and of one whose traced calls are left by longjmp
+# (jumps.c): Scripts/tracer-outputs-check.py says what it checks.
 #
 #     Scripts/tracer-test.sh [debug|release]
 set -euo pipefail
@@ -30,6 +34,9 @@ gcc -shared -o "$work/libtracee.so" "$work/tracee.o" "$work/tail.o"
 gcc -O0 -fPIC -shared -o "$work/liblate.so" "$fixture/late.c"
 gcc -O0 -fPIC -shared -o "$work/plugin.so" "$fixture/plugin.c" -L"$work" -llate -ltracee -Wl,-rpath,"$work"
 gcc -O0 -fno-builtin -o "$work/program" "$fixture/program.c" -L"$work" -ltracee -Wl,-rpath,"$work" -lpthread -ldl
+gcc -O0 -o "$work/event-signals" "$fixture/event-signals.c" -L"$work" -ltracee -Wl,-rpath,"$work"
+gcc -O0 -fPIC -shared -o "$work/libjump.so" "$fixture/jump.c"
+gcc -O0 -o "$work/jumps" "$fixture/jumps.c" -L"$work" -ljump -Wl,-rpath,"$work"
 
 export TRACEE_PLUGIN="$work/plugin.so"
 trace() {
@@ -154,3 +161,38 @@ echo "== tracer test: a misspelt --library"
 "$bin/ffi-hook-tracer" --library libtrace.so -- "$work/program" >"$work/typo.out" 2>"$work/typo.err"
 cat "$work/typo.err" | grep -- "--library" || true
 grep -q -- "--library libtrace.so names none of the objects this process loaded, so none of its calls were traced; the closest loaded: libtracee.so" "$work/typo.err"
+
+echo "== tracer test: timelines and flame graphs"
+# libc's exit too: the forked child calls it, and it is still running when the files are written.
+outputs() {
+    "$bin/ffi-hook-tracer" --library libtracee.so --library liblate.so --library libc.so.6 \
+        --symbols 'tracee_*,late_*,exit' --symbols strlen --json "$work/counts-%p.json" \
+        --chrome-trace "$work/trace-%p.json" "$@" -- "$work/program"
+}
+outputs --folded "$work/folded-%p.txt" --flamegraph "$work/flame-%p.svg" --timeline "$work/timeline-%p.svg" \
+    >"$work/outputs.out" 2>"$work/outputs.err"
+if grep -q "events dropped" "$work/outputs.err"; then
+    echo "events dropped with the default buffers" >&2
+    exit 1
+fi
+read -r parent child <"$work/outputs.out"
+python3 Scripts/tracer-outputs-check.py full "$work" "$parent" "$child"
+# The main thread's buffer fills 50 calls deep into the first tracee_depth recursion, after its
+# 1,000 + 777 + 300 calls (two events each); the worker threads' fill before their end.
+capacity=$(((1000 + 777 + 300 + 50) * 2))
+rm -f "$work"/trace-*.json
+outputs --events "$capacity" >"$work/small.out" 2>"$work/small.err"
+grep "events dropped" "$work/small.err"
+read -r parent child <"$work/small.out"
+python3 Scripts/tracer-outputs-check.py small "$work" "$parent" "$capacity"
+# Events recorded from a signal handler while the interrupted thread records its own.
+"$bin/ffi-hook-tracer" --library libtracee.so --json "$work/signals-counts-%p.json" \
+    --chrome-trace "$work/signals-%p.json" -- "$work/event-signals" >"$work/event-signals.out" 2>"$work/event-signals.err"
+read -r calls handled <"$work/event-signals.out"
+pid=$(sed -n 's/.*event-signals (pid \([0-9]*\)).*/\1/p' "$work/event-signals.err")
+python3 Scripts/tracer-outputs-check.py signals "$work" "$pid" "$handled"
+# Calls left by longjmp.
+"$bin/ffi-hook-tracer" --library libjump.so --chrome-trace "$work/jumps-%p.json" -- "$work/jumps" \
+    >"$work/jumps.out" 2>"$work/jumps.err"
+pid=$(sed -n 's/.*jumps (pid \([0-9]*\)).*/\1/p' "$work/jumps.err")
+python3 Scripts/tracer-outputs-check.py jumps "$work" "$pid"

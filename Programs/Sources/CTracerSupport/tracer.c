@@ -139,6 +139,7 @@ __attribute__((destructor)) static void fht_unload(void) {
 
 static void fht_forked(void) {
     fht_reset_counters();
+    fht_reset_events();
     pthread_mutex_init(&fht_arena_lock, NULL);
 }
 

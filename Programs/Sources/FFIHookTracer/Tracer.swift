@@ -92,6 +92,7 @@ final class Tracer: Sendable {
         }
         fht_install_process_handlers()
         guard !configuration.libraries.isEmpty else { return }
+        configuration.events.arm()
         let tracer = Self.libraryPath()
         state.withLock { state in
             if configuration.scope == .program {
@@ -210,9 +211,10 @@ final class Tracer: Sendable {
             state.counters[symbol] = CounterAddress(pointer: counter)
         }
         let counters = state.counters
+        let records = state.configuration.events.isEnabled
         let blocks: (String) -> (onEnter: EnterBlock?, onLeave: LeaveBlock?) = { symbol in
             guard let counter = counters[symbol] else { return (nil, nil) }
-            return Self.blocks(counting: counter)
+            return Self.blocks(counting: counter, recording: records)
         }
         let counted = symbols.filter { counters[$0] != nil }
         do {
@@ -233,8 +235,13 @@ final class Tracer: Sendable {
     /// The blocks that count a function's calls into `counter`: its calls, their times, and
     /// its calls in flight on each thread (by the stack pointer at entry, which tells a
     /// recursive or tail call from an abandoned one).
-    private static func blocks(counting counter: CounterAddress) -> (onEnter: EnterBlock, onLeave: LeaveBlock) {
-        (
+    /// With `recording`, they also record each call's begin and end for the event outputs
+    /// (``EventOutputs``).
+    private static func blocks(
+        counting counter: CounterAddress, recording: Bool
+    ) -> (onEnter: EnterBlock?, onLeave: LeaveBlock?) {
+        if recording { return EventOutputs.recordingBlocks(counter) }
+        return (
             { context in fht_enter(counter.pointer, UInt64(context.stackPointer)) },
             { context in fht_leave(counter.pointer, UInt64(context.stackPointer)) }
         )
@@ -284,10 +291,11 @@ final class Tracer: Sendable {
             counters[address] = state.counters[name]
         }
         let traced = InlineBatch(chosen.filter { counters[UInt(bitPattern: $0.address)] != nil })
+        let records = state.configuration.events.isEnabled
         do {
             let group = try Hook.attach(on: traced, options: .allowsReentry) { function in
                 guard let counter = counters[UInt(bitPattern: function.address)] else { return (nil, nil) }
-                return Self.blocks(counting: counter)
+                return Self.blocks(counting: counter, recording: records)
             }
             state.groups.append(group)
             state.batches[image.key] = traced
@@ -323,11 +331,14 @@ final class Tracer: Sendable {
             return (state.configuration, counts, state.startTicks, state.startNanoseconds, missed)
         }
         guard let (configuration, counts, startTicks, startNanoseconds, missed) = snapshot else { return }
-        let report = TraceReport(
-            counts: counts, nanosecondsPerTick: Self.nanosecondsPerTick(since: startTicks, startNanoseconds),
-            missedCalls: max(missed, 0))
+        let nanosecondsPerTick = Self.nanosecondsPerTick(since: startTicks, startNanoseconds)
+        let report = TraceReport(counts: counts, nanosecondsPerTick: nanosecondsPerTick, missedCalls: max(missed, 0))
         let pid = getpid()
         write(report.table(process: "\(Self.programName) (pid \(pid))"), to: 2)
+        configuration.events.write(
+            functions: state.withLock { $0.counters },
+            clock: EventClock(startTicks: startTicks, nanosecondsPerTick: nanosecondsPerTick),
+            program: Self.programName, pid: pid, isWriter: configuration.jsonWriter.map { $0 == pid } ?? !isForkedChild)
         if var path = configuration.jsonPath {
             let named = path.contains("%p")
             path = path.split(separator: "%p", omittingEmptySubsequences: false).joined(separator: "\(pid)")

@@ -27,6 +27,8 @@
 /// - `FFI_HOOK_TRACER_PID`: the process that writes the JSON file when its name has no
 ///   `%p` (`ffi-hook-tracer` sets its own, which the program it executes keeps); unset,
 ///   the process in which the library was loaded, not its forked children.
+/// - `FFI_HOOK_TRACER_CHROME_TRACE`, `FFI_HOOK_TRACER_FOLDED`, `FFI_HOOK_TRACER_FLAMEGRAPH`,
+///   `FFI_HOOK_TRACER_TIMELINE`, `FFI_HOOK_TRACER_EVENTS`: see ``EventOutputs``.
 struct TracerConfiguration: Sendable {
     /// Whose calls are counted.
     enum Scope: String, Sendable {
@@ -47,6 +49,8 @@ struct TracerConfiguration: Sendable {
     var jsonPath: String?
     /// The process that writes the JSON report when its path has no `%p`.
     var jsonWriter: Int32?
+    /// The timeline and flame graph outputs, and the events each thread records for them.
+    var events = EventOutputs()
 
     /// The configuration in the environment, with a message for each value it could not use.
     static func fromEnvironment() -> (TracerConfiguration, problems: [String]) {
@@ -76,6 +80,7 @@ struct TracerConfiguration: Sendable {
                 problems.append("FFI_HOOK_TRACER_PID=\(writer) is not a process ID")
             }
         }
+        configuration.events = EventOutputs.fromEnvironment(&problems)
         if configuration.libraries.isEmpty {
             problems.append("FFI_HOOK_TRACER_LIBRARIES names no library; nothing is traced")
         }

@@ -15,7 +15,9 @@
 
 let usage = """
     usage: ffi-hook-tracer [--library NAME]... [--symbols PATTERN]... [--json FILE]
-                           [--scope program|main|all] [--inline] -- PROGRAM [ARGUMENT]...
+                           [--scope program|main|all] [--inline] [--chrome-trace FILE]
+                           [--folded FILE] [--flamegraph FILE] [--timeline FILE] [--events N]
+                           -- PROGRAM [ARGUMENT]...
 
     Runs PROGRAM with the tracer library preloaded. At exit the program prints, to standard
     error, the calls and time of each traced function, by total time: its calls, their total
@@ -49,6 +51,7 @@ let usage = """
                          whoever makes it (the library's calls to itself and the program's,
                          through the import table or not); --scope does not apply. Functions
                          that cannot be patched safely are reported and left out
+    \(eventUsage)
 
     """
 
@@ -72,6 +75,8 @@ struct Options {
     var scope: String?
     var inline = false
     var command: [String] = []
+    /// The output options' variables and values.
+    var events: [(String, String)] = []
 
     init(_ arguments: ArraySlice<String>) {
         var arguments = arguments
@@ -91,6 +96,10 @@ struct Options {
             // --name VALUE and --name=VALUE.
             let parts = argument.split(separator: "=", maxSplits: 1).map(String.init)
             let name = parts[0]
+            if let event = eventOption(name, inline: parts.count == 2 ? parts[1] : nil, &arguments) {
+                events.append(event)
+                continue
+            }
             guard ["--library", "--symbols", "--json", "--scope"].contains(name) else {
                 if argument.hasPrefix("-") { fail("unknown option \(argument)") }
                 command = [argument] + Array(arguments)
@@ -135,6 +144,8 @@ setenv("FFI_HOOK_TRACER_PID", "\(getpid())", 1)
 if let json = options.json { setenv("FFI_HOOK_TRACER_JSON", json, 1) } else { unsetenv("FFI_HOOK_TRACER_JSON") }
 if let scope = options.scope { setenv("FFI_HOOK_TRACER_SCOPE", scope, 1) } else { unsetenv("FFI_HOOK_TRACER_SCOPE") }
 if options.inline { setenv("FFI_HOOK_TRACER_INLINE", "1", 1) } else { unsetenv("FFI_HOOK_TRACER_INLINE") }
+for (_, variable) in eventOptions { unsetenv(variable) }
+for (variable, value) in options.events { setenv(variable, value, 1) }
 
 // execvp keeps this process (and its ID, which FFI_HOOK_TRACER_PID names).
 var arguments = options.command.map { strdup($0) } + [nil]

@@ -123,7 +123,14 @@ static inline void fht_drop_abandoned(fht_calls *calls, uint64_t sp) {
 /// interrupts this and makes traced calls of its own pushes and pops them above the frame
 /// being written (the depth is taken before the frame is written; a handler that interrupts
 /// before that uses the slot and gives it back).
-static inline void fht_enter(fht_counter *counter, uint64_t sp) {
+static inline void fht_enter_at(fht_counter *counter, uint64_t sp, uint64_t ticks);
+
+/// Counts a call entering at stack pointer `sp` (see fht_enter_at), now.
+static inline void fht_enter(fht_counter *counter, uint64_t sp) { fht_enter_at(counter, sp, 0); }
+
+/// Counts a call entering at stack pointer `sp` at time `ticks` (0: read the clock last), and
+/// keeps it in flight.
+static inline void fht_enter_at(fht_counter *counter, uint64_t sp, uint64_t ticks) {
     if (fht_own_work) return;
     fht_counter *mine = fht_local(counter);
     if (!mine) return;
@@ -142,7 +149,7 @@ static inline void fht_enter(fht_counter *counter, uint64_t sp) {
     frame->counter = mine;
     frame->children = 0;
     fht_add(&mine->active, 1);
-    frame->start = fht_ticks();
+    frame->start = ticks ? ticks : fht_ticks();
     __asm__ volatile("" ::: "memory");
     frame->sp = sp;
 }
@@ -151,9 +158,14 @@ static inline void fht_enter(fht_counter *counter, uint64_t sp) {
 /// inside it), and its time in its caller's frame. A call with no frame (deeper than
 /// FHT_FRAMES, or entered before the thread's calls could be kept) is counted as returned,
 /// without times.
-static inline void fht_leave(fht_counter *counter, uint64_t sp) {
+static inline void fht_leave_at(fht_counter *counter, uint64_t sp, uint64_t now);
+
+/// Counts a call returning at stack pointer `sp` (see fht_leave_at), now.
+static inline void fht_leave(fht_counter *counter, uint64_t sp) { fht_leave_at(counter, sp, fht_ticks()); }
+
+/// Counts a call returning at stack pointer `sp` at time `now`.
+static inline void fht_leave_at(fht_counter *counter, uint64_t sp, uint64_t now) {
     if (fht_own_work) return;
-    uint64_t now = fht_ticks();
     fht_counter *mine = fht_local(counter);
     if (!mine) return;
     fht_add(&mine->completed, 1);
@@ -231,5 +243,7 @@ int fht_object_path(const void *address, char *buffer, size_t size);
 void fht_install_process_handlers(void);
 
 #pragma clang assume_nonnull end
+
+#include "CTracerEvents.h"
 
 #endif
