@@ -55,8 +55,10 @@ let strictSettings: [SwiftSetting] = [
 let package = Package(
     name: "swift-ffi-hook-programs",
     products: [
-        // The tracer's preloadable library (LD_PRELOAD); ffi-hook-tracer finds it beside itself.
-        .library(name: "FFIHookTracer", type: .dynamic, targets: ["FFIHookTracer"])
+        // The tracer's library, and the small one ffi-hook-tracer preloads (LD_PRELOAD), which
+        // loads the tracer once a library to trace is loaded; the wrapper finds both beside itself.
+        .library(name: "FFIHookTracer", type: .dynamic, targets: ["FFIHookTracer"]),
+        .library(name: "FFIHookTracerStart", type: .dynamic, targets: ["CTracerStart"]),
     ],
     dependencies: [
         .package(name: "swift-ffi-hook", path: "../")
@@ -108,6 +110,8 @@ let package = Package(
         .target(name: "CSoakSupport"),
         // The tracer's constructor, exit and fork handlers, loaded-object walk and counters.
         .target(name: "CTracerSupport"),
+        // The start library: plain C (no Swift of its own), which loads the tracer when needed.
+        .target(name: "CTracerStart", linkerSettings: [.linkedLibrary("dl")]),
         // The lifecycle example's application, delegate and components (Objective-C).
         .target(
             name: "CLifecycleApp",

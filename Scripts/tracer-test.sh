@@ -20,6 +20,7 @@ cd "$(dirname "$0")/.."
 configuration=${1:-debug}
 
 (cd Programs && swift build -c "$configuration" -Xswiftc -warnings-as-errors --product FFIHookTracer &&
+    swift build -c "$configuration" -Xswiftc -warnings-as-errors --product FFIHookTracerStart &&
     swift build -c "$configuration" -Xswiftc -warnings-as-errors --product ffi-hook-tracer)
 bin=$(cd Programs && swift build -c "$configuration" --show-bin-path)
 
@@ -156,6 +157,19 @@ if configuration == "release" and missed != 0:
     sys.exit(1)
 print(f"signals: {calls} loop calls and {handler_calls} handler calls: {missed} reported as not counted")
 PYTHON
+
+echo "== tracer test: processes the program starts load the tracer once a traced library is there"
+# sh is the program the tracer starts; cat, its child, loads no traced library and maps only the
+# small start library; the fixture program, which sh runs next (executing it in its own process
+# or a child), brings libtracee and is traced.
+TRACEE_PLUGIN="$work/plugin.so" "$bin/ffi-hook-tracer" --library libtracee.so -- \
+    sh -c 'cat /proc/self/maps; "$0" > /dev/null' "$work/program" >"$work/start.out" 2>"$work/start.err"
+grep -q "libFFIHookTracerStart.so" "$work/start.out"
+if grep -q "libFFIHookTracer.so" "$work/start.out"; then
+    echo "a process without a traced library loaded the tracer" >&2
+    exit 1
+fi
+grep -Eq "ffi-hook-tracer: program \(pid [0-9]+\): [1-9][0-9,]* calls" "$work/start.err"
 
 echo "== tracer test: a misspelt --library"
 "$bin/ffi-hook-tracer" --library libtrace.so -- "$work/program" >"$work/typo.out" 2>"$work/typo.err"

@@ -219,10 +219,12 @@ static size_t ffh_elf_scan(
         size_t index = ELF64_R_SYM(relocation->r_info);
         if (index == 0) continue;
         const char *name = dynamic->strings + dynamic->symbols[index].st_name;
-        if (strcmp(name, symbol) != 0) continue;
+        if (symbol && strcmp(name, symbol) != 0) continue;
         if (found < capacity) {
-            entries[found] = (ffh_elf_entry){
-                .slot = object->base + relocation->r_offset, .kind = kind, .version = ffh_elf_version(dynamic, index)};
+            entries[found] = (ffh_elf_entry){.slot = object->base + relocation->r_offset,
+                                             .kind = kind,
+                                             .version = ffh_elf_version(dynamic, index),
+                                             .name = name};
         }
         found++;
     }

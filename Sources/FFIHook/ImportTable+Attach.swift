@@ -89,19 +89,22 @@ extension ImportTable {
         let tokens = try ImportWalk.withLoadedObjects { objects throws(HookError) in
             let chosen = try ImportWalk.chosen(from: objects, in: scope, signature: nil)
             var tokens: [HookToken] = []
-            do throws(HookError) {
-                for request in requests {
-                    do throws(HookError) {
-                        tokens += try ImportWalk.install(request, in: chosen) { _ in true }
-                    } catch {
-                        throw error.naming(symbol: request.symbol)
+            let index = requests.count >= ImportWalk.EntryIndex.worthwhile ? ImportWalk.EntryIndex() : nil
+            return try SlotMemory.keepingPagesWritable { () throws(HookError) -> [HookToken] in
+                do throws(HookError) {
+                    for request in requests {
+                        do throws(HookError) {
+                            tokens += try ImportWalk.install(request, in: chosen, index: index) { _ in true }
+                        } catch {
+                            throw error.naming(symbol: request.symbol)
+                        }
                     }
+                } catch {
+                    for token in tokens { token.remove() }
+                    throw error
                 }
-            } catch {
-                for token in tokens { token.remove() }
-                throw error
+                return tokens
             }
-            return tokens
         }
         guard !tokens.isEmpty else {
             let names = requests.map(\.symbol)

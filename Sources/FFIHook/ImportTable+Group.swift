@@ -197,9 +197,11 @@ enum ImportGroup {
         return try ImportWalk.withLoadedObjects { objects throws(HookError) in
             let chosen = try ImportWalk.chosen(from: objects, in: scope, signature: nil)
             var found: [[(object: LoadedObject, entry: ImportWalk.Entry)]] = []
+            let entryIndex = names.count >= ImportWalk.EntryIndex.worthwhile ? ImportWalk.EntryIndex() : nil
             for name in names {
                 let entries = chosen.flatMap { object in
-                    ImportWalk.entries(of: name, in: object).map { (object: object, entry: $0) }
+                    (entryIndex?.entries(of: name, in: object) ?? ImportWalk.entries(of: name, in: object))
+                        .map { (object: object, entry: $0) }
                 }
                 guard !entries.isEmpty else {
                     throw ImportTable.notImported(

@@ -126,7 +126,18 @@ package enum ImportWalk {
 
     /// The object's JUMP_SLOT and GLOB_DAT entries for `symbol`, each address once.
     static func entries(of symbol: String, in object: LoadedObject) -> [Entry] {
-        var capacity = 8
+        found(in: object, symbol: symbol).map(\.entry)
+    }
+
+    /// Every JUMP_SLOT and GLOB_DAT entry of the object, by symbol, each address once: one
+    /// read of its relocations for many symbols.
+    static func allEntries(in object: LoadedObject) -> [String: [Entry]] {
+        Dictionary(grouping: found(in: object, symbol: nil), by: \.name).mapValues { $0.map(\.entry) }
+    }
+
+    /// The object's entries for `symbol` (every symbol's when nil), with their symbols' names.
+    private static func found(in object: LoadedObject, symbol: String?) -> [(name: String, entry: Entry)] {
+        var capacity = symbol == nil ? 256 : 8
         while true {
             var found = [ffh_elf_entry](repeating: ffh_elf_entry(), count: capacity)
             let total = ffh_elf_find_entries(object.object, symbol, &found, capacity)
@@ -137,19 +148,46 @@ package enum ImportWalk {
             var seen = Set<UInt>()
             return found[..<total].compactMap { entry in
                 guard seen.insert(UInt(entry.slot)).inserted else { return nil }
-                return Entry(
-                    slot: UInt(entry.slot), kind: entry.kind == FFH_ELF_JUMP_SLOT ? .jumpSlot : .globalData,
-                    version: entry.version.map { String(cString: $0) })
+                let name = symbol ?? entry.name.map { String(cString: $0) } ?? ""
+                return (
+                    name,
+                    Entry(
+                        slot: UInt(entry.slot), kind: entry.kind == FFH_ELF_JUMP_SLOT ? .jumpSlot : .globalData,
+                        version: entry.version.map { String(cString: $0) })
+                )
             }
+        }
+    }
+
+    /// The entries of the objects of one walk by symbol, each object's relocations read once,
+    /// at its first question: for work on many symbols at once (a group, a tracer's list of a
+    /// library's functions), which would otherwise read every object's relocations once per
+    /// symbol.
+    final class EntryIndex {
+        /// How many symbols make an index worth its read of every relocation of the objects
+        /// asked about (a large object has tens of thousands): below it, each symbol is looked
+        /// for on its own.
+        static let worthwhile = 8
+
+        private var byObject: [UnsafePointer<ffh_elf_object>: [String: [Entry]]] = [:]
+
+        /// The object's entries for `symbol`, as ``ImportWalk/entries(of:in:)`` finds them.
+        func entries(of symbol: String, in object: LoadedObject) -> [Entry] {
+            if let known = byObject[object.object] { return known[symbol] ?? [] }
+            let all = ImportWalk.allEntries(in: object)
+            byObject[object.object] = all
+            return all[symbol] ?? []
         }
     }
 
     /// Hooks `request.symbol`'s entries in `objects` for which `isWanted` says yes, all or
     /// nothing: when one cannot be hooked, those already hooked are removed again.
     static func install(
-        _ request: ImportRequest, in objects: [LoadedObject], where isWanted: (Entry) -> Bool
+        _ request: ImportRequest, in objects: [LoadedObject], index: EntryIndex? = nil,
+        where isWanted: (Entry) -> Bool
     ) throws(HookError) -> [HookToken] {
-        try forEachEntry(of: request.symbol, in: objects, where: isWanted) { entry, object throws(HookError) in
+        try forEachEntry(of: request.symbol, in: objects, index: index, where: isWanted) {
+            entry, object throws(HookError) in
             try install(request, at: entry, in: object)
         } undo: { token in
             token.remove()
@@ -160,13 +198,15 @@ package enum ImportWalk {
     /// binding a lazy entry first (see ``bindLazyEntry(_:of:in:)``), all or nothing: when
     /// `make` throws, `undo` takes back what it made before.
     static func forEachEntry<Made>(
-        of symbol: String, in objects: [LoadedObject], where isWanted: (Entry) -> Bool = { _ in true },
+        of symbol: String, in objects: [LoadedObject], index: EntryIndex? = nil,
+        where isWanted: (Entry) -> Bool = { _ in true },
         make: (Entry, LoadedObject) throws(HookError) -> Made, undo: (Made) -> Void
     ) throws(HookError) -> [Made] {
         var made: [Made] = []
         do throws(HookError) {
             for object in objects {
-                for entry in entries(of: symbol, in: object) where isWanted(entry) {
+                let found = index?.entries(of: symbol, in: object) ?? entries(of: symbol, in: object)
+                for entry in found where isWanted(entry) {
                     guard bindLazyEntry(entry, of: symbol, in: object) else { continue }
                     made.append(try make(entry, object))
                 }

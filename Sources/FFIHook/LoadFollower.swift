@@ -142,31 +142,38 @@ final class LoadFollower: Sendable {
         do throws(HookError) {
             (tokens, companions, newSymbolEntries, newLoaderEntries) = try ImportWalk.withLoadedObjects {
                 objects throws(HookError) in
-                var tokens: [HookToken] = []
-                do throws(HookError) {
-                    for request in requests {
-                        do throws(HookError) {
-                            tokens += try ImportWalk.install(request, in: objects) { claims($0, \.symbolEntries) }
-                        } catch {
-                            throw error.naming(symbol: request.symbol)
+                try SlotMemory.keepingPagesWritable { () throws(HookError) in
+                    var tokens: [HookToken] = []
+                    let index = requests.count >= ImportWalk.EntryIndex.worthwhile ? ImportWalk.EntryIndex() : nil
+                    do throws(HookError) {
+                        for request in requests {
+                            do throws(HookError) {
+                                tokens += try ImportWalk.install(request, in: objects, index: index) {
+                                    claims($0, \.symbolEntries)
+                                }
+                            } catch {
+                                throw error.naming(symbol: request.symbol)
+                            }
                         }
+                    } catch {
+                        for token in tokens { token.remove() }
+                        throw error
                     }
-                } catch {
-                    for token in tokens { token.remove() }
-                    throw error
+                    let companions: [HookToken]
+                    do throws(HookError) {
+                        companions = try ImportWalk.install(loaderRequest, in: objects, index: index) {
+                            claims($0, \.loaderEntries)
+                        }
+                    } catch {
+                        for token in tokens { token.remove() }
+                        // About dlopen's entry, not the symbol's: say so.
+                        var named = error.naming(symbol: "dlopen")
+                        let symbols = requests.map { "\"\($0.symbol)\"" }.joined(separator: ", ")
+                        named.message += " (following later loads for \(symbols) hooks dlopen in every object)"
+                        throw named
+                    }
+                    return (tokens, companions, covering(tokens), covering(companions))
                 }
-                let companions: [HookToken]
-                do throws(HookError) {
-                    companions = try ImportWalk.install(loaderRequest, in: objects) { claims($0, \.loaderEntries) }
-                } catch {
-                    for token in tokens { token.remove() }
-                    // About dlopen's entry, not the symbol's: say so.
-                    var named = error.naming(symbol: "dlopen")
-                    let symbols = requests.map { "\"\($0.symbol)\"" }.joined(separator: ", ")
-                    named.message += " (following later loads for \(symbols) hooks dlopen in every object)"
-                    throw named
-                }
-                return (tokens, companions, covering(tokens), covering(companions))
             }
         } catch {
             state.withLock { state in

@@ -187,9 +187,11 @@ public final class HookGroupToken: Sendable, Hashable, CustomStringConvertible {
             removed = companions.reduce(false) { removed, token in token.remove() || removed }
             removed = tokens.reduce(removed) { removed, token in token.remove() || removed }
         }
-        // One grace period for the whole group.
-        SlotRegistry.shared.withBatchedReclamation {
-            if let removalScope { removalScope(body) } else { body() }
+        // One grace period for the whole group, and one change of protection per page.
+        SlotMemory.keepingPagesWritable {
+            SlotRegistry.shared.withBatchedReclamation {
+                if let removalScope { removalScope(body) } else { body() }
+            }
         }
         return removed
     }

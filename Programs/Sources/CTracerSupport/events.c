@@ -36,7 +36,25 @@ static long fht_syscall(long number, long first, long second) {
 /* A thread's first event: its buffer, zero-filled (pages are touched only as events are
    written), linked in without a lock. A signal handler that records on this thread while the
    buffer is being made may make its own; the one it made is then used and this one given back. */
+/* 1 while the thread makes its buffer: a signal handler that interrupts that and records a
+   call of its own (the tracer's blocks allow re-entry) does not make a second buffer for the
+   same thread; its events go uncounted among those without a buffer. */
+static __thread int fht_events_making __attribute__((tls_model("initial-exec")));
+
+static fht_event_buffer *fht_events_make(void);
+
 fht_event_buffer *fht_events_slow(void) {
+    if (fht_events_making) {
+        __atomic_fetch_add(&fht_unbuffered, 2, __ATOMIC_RELAXED);
+        return NULL;
+    }
+    fht_events_making = 1;
+    fht_event_buffer *buffer = fht_events_make();
+    fht_events_making = 0;
+    return buffer;
+}
+
+static fht_event_buffer *fht_events_make(void) {
     uint64_t capacity = __atomic_load_n(&fht_event_capacity, __ATOMIC_ACQUIRE);
     if (capacity == 0) return NULL;
     if (__atomic_load_n(&fht_buffer_count, __ATOMIC_RELAXED) >= FHT_MOST_BUFFERS) {

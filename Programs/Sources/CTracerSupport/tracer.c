@@ -268,6 +268,11 @@ void fht_walk(fht_visitor visit, void *context) {
     dl_iterate_phdr(fht_visit_object, &walk);
 }
 
+int fht_start_library_path(char *buffer, size_t size) {
+    const void *marker = dlsym(RTLD_DEFAULT, "ffi_hook_tracer_preloaded");
+    return marker ? fht_object_path(marker, buffer, size) : 0;
+}
+
 int fht_object_path(const void *address, char *buffer, size_t size) {
     Dl_info info;
     if (!dladdr(address, &info) || !info.dli_fname || size == 0) return 0;

@@ -73,8 +73,9 @@ struct LoadedImage: Sendable {
 
     /// The objects of `images` that the program brought: those reachable through DT_NEEDED
     /// from the main program and from every object nothing needs (other preloaded objects,
-    /// the vDSO), except from `tracer` (this library, which only the tracer brought).
-    static func broughtByProgram(_ images: [LoadedImage], tracer: String) -> Set<String> {
+    /// the vDSO), except from the objects of `tracer` (this library and the start library, which
+    /// only the tracer brought).
+    static func broughtByProgram(_ images: [LoadedImage], tracer: Set<String>) -> Set<String> {
         var byName: [String: Int] = [:]
         for (index, image) in images.enumerated() {
             if let soname = image.soname { byName[soname] = index }
@@ -84,7 +85,7 @@ struct LoadedImage: Sendable {
         }
         let neededByOthers = Set(images.flatMap(\.needed).compactMap { byName[$0] })
         var queue = images.indices.filter { index in
-            images[index].isMainProgram || (!neededByOthers.contains(index) && images[index].path != tracer)
+            images[index].isMainProgram || (!neededByOthers.contains(index) && !tracer.contains(images[index].path))
         }
         var reached = Set(queue)
         while let index = queue.popLast() {

@@ -93,7 +93,7 @@ final class Tracer: Sendable {
         fht_install_process_handlers()
         guard !configuration.libraries.isEmpty else { return }
         configuration.events.arm()
-        let tracer = Self.libraryPath()
+        let tracer = Self.tracerPaths()
         state.withLock { state in
             if configuration.scope == .program {
                 let images = LoadedImage.current { _ in [] }
@@ -399,13 +399,20 @@ final class Tracer: Sendable {
         return Double(nanoseconds &- startNanoseconds) / Double(ticks &- startTicks)
     }
 
-    /// This library's file, to leave it out of the program's objects.
-    private static func libraryPath() -> String {
+    /// This library's file and the start library's (which loaded it), to leave them out of the
+    /// program's objects.
+    private static func tracerPaths() -> Set<String> {
+        var paths: Set<String> = []
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         let address = unsafeBitCast(
             fht_walk as @convention(c) (fht_visitor, UnsafeMutableRawPointer?) -> Void, to: UnsafeRawPointer.self)
-        guard fht_object_path(address, &buffer, buffer.count) != 0 else { return "" }
-        return buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        if fht_object_path(address, &buffer, buffer.count) != 0 {
+            paths.insert(buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
+        }
+        if fht_start_library_path(&buffer, buffer.count) != 0 {
+            paths.insert(buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
+        }
+        return paths
     }
 
     /// The program's file name.

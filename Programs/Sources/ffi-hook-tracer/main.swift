@@ -135,9 +135,13 @@ func executableDirectory() -> String {
 let options = Options(CommandLine.arguments.dropFirst())
 let library = executableDirectory() + "/libFFIHookTracer.so"
 guard access(library, R_OK) == 0 else { fail("\(library) is missing: build the FFIHookTracer product") }
+// The small start library is what is preloaded: it loads the tracer (beside it) in the program
+// at once, and in the processes the program starts only once a traced library is loaded there.
+let start = executableDirectory() + "/libFFIHookTracerStart.so"
+guard access(start, R_OK) == 0 else { fail("\(start) is missing: build the FFIHookTracerStart product") }
 
 let preload = getenv("LD_PRELOAD").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
-setenv("LD_PRELOAD", preload.map { library + ":" + $0 } ?? library, 1)
+setenv("LD_PRELOAD", preload.map { start + ":" + $0 } ?? start, 1)
 setenv("FFI_HOOK_TRACER_LIBRARIES", options.libraries.joined(separator: ","), 1)
 setenv("FFI_HOOK_TRACER_SYMBOLS", options.symbols.joined(separator: ","), 1)
 setenv("FFI_HOOK_TRACER_PID", "\(getpid())", 1)

@@ -40,6 +40,8 @@ typedef struct {
     /// The symbol version the entry asks for (`GLIBC_2.2.5`), or NULL when unversioned;
     /// points into the object's string table (valid while it stays loaded).
     const char *version;
+    /// The symbol's name, in the object's string table.
+    const char *name;
 } ffh_elf_entry;
 
 /// A snapshot of the loaded objects, in the loader's order (the main program first), taken
@@ -62,7 +64,8 @@ void ffh_elf_unpin(void *handle);
 const char *ffh_elf_soname(const ffh_elf_object *object);
 
 /// Writes up to `capacity` of the object's JUMP_SLOT and GLOB_DAT entries for `symbol`
-/// (any version) into `entries` and returns how many there are in all.
+/// (any version; every symbol's when `symbol` is NULL) into `entries` and returns how many
+/// there are in all.
 size_t ffh_elf_find_entries(
     const ffh_elf_object *object, const char *symbol, ffh_elf_entry *entries, size_t capacity);
 

@@ -101,18 +101,68 @@ enum SlotMemory {
     }
 
     /// Runs `body` with the page of `address` made writable, then restores `protection`.
-    /// Returns `nil` without running `body` when the protection cannot be changed.
+    /// Returns `nil` without running `body` when the protection cannot be changed. Inside
+    /// ``keepingPagesWritable(_:)``, a page stays writable until that ends: one change of
+    /// protection each way per page, however many of its slots are written.
     static func withWritablePage<Result>(
         _ address: UInt, restoring protection: Protection, _ body: () -> Result
     ) -> Result? {
         let pageSize = UInt(sysconf(Int32(_SC_PAGESIZE)))
-        let page = UnsafeMutableRawPointer(bitPattern: address & ~(pageSize - 1))
+        let pageAddress = address & ~(pageSize - 1)
+        let page = UnsafeMutableRawPointer(bitPattern: pageAddress)
         var writable = protection
         writable.writable = true
         writable.readable = true
+        let kept: Bool? = writablePages.withLock { session in
+            guard session.depth > 0 else { return nil }
+            if session.pages[pageAddress] == nil {
+                guard mprotect(page, Int(pageSize), writable.flags) == 0 else { return false }
+                session.pages[pageAddress] = protection
+            }
+            return true
+        }
+        switch kept {
+        case true?: return body()
+        case false?: return nil
+        case nil: break
+        }
         guard mprotect(page, Int(pageSize), writable.flags) == 0 else { return nil }
         let result = body()
         mprotect(page, Int(pageSize), protection.flags)
         return result
+    }
+
+    /// The pages made writable for slots written during ``keepingPagesWritable(_:)``, with the
+    /// protection each gets back at its end.
+    private struct WritablePages {
+        /// How many of those are running (they nest; the outermost restores).
+        var depth = 0
+        var pages: [UInt: Protection] = [:]
+    }
+
+    private static let writablePages = Mutex(WritablePages())
+
+    /// Runs `body` keeping every read-only page that a slot write in it lifts writable until it
+    /// returns, then gives each its protection back: for work that writes many slots of the
+    /// same pages (a group's import-table entries), which would otherwise change a page's
+    /// protection twice per slot. Writes of other threads meanwhile share the session (their
+    /// pages are restored with the rest); the pages are writable for its length only.
+    static func keepingPagesWritable<Result, Failure: Error>(
+        _ body: () throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        writablePages.withLock { $0.depth += 1 }
+        defer {
+            let restore = writablePages.withLock { session -> [UInt: Protection] in
+                session.depth -= 1
+                guard session.depth == 0 else { return [:] }
+                defer { session.pages = [:] }
+                return session.pages
+            }
+            let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
+            for (page, protection) in restore {
+                mprotect(UnsafeMutableRawPointer(bitPattern: page), pageSize, protection.flags)
+            }
+        }
+        return try body()
     }
 }

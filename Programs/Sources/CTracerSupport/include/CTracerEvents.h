@@ -96,10 +96,9 @@ static inline void fht_store_event(fht_event *event, uint64_t ticks, uintptr_t s
 /// recorded (so its end must be): bit 63, which the time-stamp counter does not reach.
 #define FHT_RECORDED (UINT64_C(1) << 63)
 
-/// Records a call of function `function` beginning, with the stack pointer at its entry;
-/// returns the ticks to keep for its end, with FHT_RECORDED set when it was recorded.
-static inline uint64_t fht_record_begin(uint32_t function, uintptr_t stack) {
-    uint64_t ticks = fht_ticks();
+/// Records a call of function `function` beginning at `ticks`, with the stack pointer at its
+/// entry; returns the ticks to keep for its end, with FHT_RECORDED set when it was recorded.
+static inline uint64_t fht_record_begin_at(uint32_t function, uintptr_t stack, uint64_t ticks) {
     fht_event_buffer *buffer = fht_my_events;
     if (__builtin_expect(buffer == NULL, 0)) buffer = fht_events_slow();
     if (buffer == NULL) return ticks;
@@ -115,6 +114,11 @@ static inline uint64_t fht_record_begin(uint32_t function, uintptr_t stack) {
     }
     fht_store_event(&fht_buffer_events(buffer)[index], ticks, stack, function, FHT_BEGIN);
     return ticks | FHT_RECORDED;
+}
+
+/// Records a call of function `function` beginning now (see fht_record_begin_at).
+static inline uint64_t fht_record_begin(uint32_t function, uintptr_t stack) {
+    return fht_record_begin_at(function, stack, fht_ticks());
 }
 
 /// Records the end of a call whose begin returned `begin`, and returns the call's ticks.
@@ -140,10 +144,9 @@ uint32_t fht_counter_index(const fht_counter *counter);
 /// Counts a call entering and records its begin; returns what its end needs. The tracer's own
 /// work is neither counted nor recorded.
 static inline uint64_t fht_enter_recording(fht_counter *counter, uint32_t function, uintptr_t stack) {
-    if (fht_own_work) return 0;
-    uint64_t begin = fht_record_begin(function, stack);
-    fht_enter_at(counter, stack, begin & ~FHT_RECORDED);
-    return begin;
+    uint64_t ticks = fht_ticks();
+    if (!fht_enter_at(counter, stack, ticks)) return 0; /* a call not counted is not recorded */
+    return fht_record_begin_at(function, stack, ticks);
 }
 
 /// Records a call's end and counts it returning, at the same time.

@@ -123,23 +123,24 @@ static inline void fht_drop_abandoned(fht_calls *calls, uint64_t sp) {
 /// interrupts this and makes traced calls of its own pushes and pops them above the frame
 /// being written (the depth is taken before the frame is written; a handler that interrupts
 /// before that uses the slot and gives it back).
-static inline void fht_enter_at(fht_counter *counter, uint64_t sp, uint64_t ticks);
+static inline int fht_enter_at(fht_counter *counter, uint64_t sp, uint64_t ticks);
 
 /// Counts a call entering at stack pointer `sp` (see fht_enter_at), now.
-static inline void fht_enter(fht_counter *counter, uint64_t sp) { fht_enter_at(counter, sp, 0); }
+static inline void fht_enter(fht_counter *counter, uint64_t sp) { (void)fht_enter_at(counter, sp, 0); }
 
 /// Counts a call entering at stack pointer `sp` at time `ticks` (0: read the clock last), and
-/// keeps it in flight.
-static inline void fht_enter_at(fht_counter *counter, uint64_t sp, uint64_t ticks) {
-    if (fht_own_work) return;
+/// keeps it in flight; returns whether it was counted (not during the tracer's own work, nor
+/// when the thread's counters cannot be had).
+static inline int fht_enter_at(fht_counter *counter, uint64_t sp, uint64_t ticks) {
+    if (fht_own_work) return 0;
     fht_counter *mine = fht_local(counter);
-    if (!mine) return;
+    if (!mine) return 0;
     fht_add(&mine->calls, 1);
     fht_calls *calls = fht_in_flight;
-    if (!calls) return;
+    if (!calls) return 1;
     fht_drop_abandoned(calls, sp);
     uint64_t depth = calls->depth;
-    if (depth >= FHT_FRAMES) return;
+    if (depth >= FHT_FRAMES) return 1;
     fht_frame *frame = &calls->frames[depth];
     frame->sp = UINT64_MAX; /* never dropped while it is written */
     __asm__ volatile("" ::: "memory");
@@ -152,6 +153,7 @@ static inline void fht_enter_at(fht_counter *counter, uint64_t sp, uint64_t tick
     frame->start = ticks ? ticks : fht_ticks();
     __asm__ volatile("" ::: "memory");
     frame->sp = sp;
+    return 1;
 }
 
 /// Counts a call returning at stack pointer `sp`: its time, its own time (less the traced calls
@@ -235,6 +237,10 @@ void fht_walk(fht_visitor visit, void *_Nullable context);
 /// The path of the object that holds `address` (this library's file for one of its own
 /// functions), copied into `buffer`; 0 when unknown.
 int fht_object_path(const void *address, char *buffer, size_t size);
+
+/// The path of the start library (libFFIHookTracerStart.so, which loaded this one), copied
+/// into `buffer`; 0 when it is not loaded.
+int fht_start_library_path(char *buffer, size_t size);
 
 // MARK: - Process
 

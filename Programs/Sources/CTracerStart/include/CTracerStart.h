@@ -1,0 +1,19 @@
+#ifndef CTRACERSTART_H
+#define CTRACERSTART_H
+
+// The tracer's start library (prefix fhs_), what ffi-hook-tracer preloads: a few kilobytes of
+// C that load the tracer itself (libFFIHookTracer.so, beside it, with the Swift runtime it
+// needs) only once a library it is to trace is loaded, so that a process in which none ever
+// is (a shell, a version manager's shim) pays for little more than this library.
+//
+// It loads the tracer at once in the process the wrapper started (FFI_HOOK_TRACER_PID), which
+// always reports, and in any process where a traced library (FFI_HOOK_TRACER_LIBRARIES: names
+// or shell patterns, compared with each loaded object's soname and file name) is loaded at
+// start; otherwise after the `dlopen` that brings one: the library defines `dlopen`, which
+// the program's calls reach first (it is preloaded), and looks at the loaded objects after each.
+
+/// A symbol the tracer looks up to find this library's file (to leave it out of the program's
+/// objects). Always 1.
+extern const int ffi_hook_tracer_preloaded;
+
+#endif

@@ -1,0 +1,140 @@
+#define _GNU_SOURCE
+#include "CTracerStart.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <fnmatch.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const int ffi_hook_tracer_preloaded = 1;
+
+/* 1 once the tracer is loaded (or could not be): nothing more to look for. */
+static int fhs_loaded;
+static pthread_mutex_t fhs_lock = PTHREAD_MUTEX_INITIALIZER;
+/* 1 on the thread that is loading the tracer: the loader's and the tracer's own calls of
+   dlopen meanwhile (it pins objects with dlopen) go straight to the C library's. */
+static __thread int fhs_loading;
+
+/* The C library's dlopen, which this library's own shadows. */
+typedef void *(*fhs_dlopen_function)(const char *, int);
+static fhs_dlopen_function fhs_real_dlopen;
+
+/* Whether `name` (an entry of FFI_HOOK_TRACER_LIBRARIES) names the object with this path and
+   soname: the tracer's own rule (TracerConfiguration.libraries(naming:soname:)). */
+static int fhs_names(const char *name, const char *path, const char *soname) {
+    const char *slash = strrchr(path, '/');
+    const char *file = slash ? slash + 1 : path;
+    if (!*path) return 0; /* the main program */
+    if (strcmp(name, path) == 0 || strcmp(name, file) == 0 || fnmatch(name, file, 0) == 0) return 1;
+    return soname && (strcmp(name, soname) == 0 || fnmatch(name, soname, 0) == 0);
+}
+
+/* The object's DT_SONAME, or NULL. */
+static const char *fhs_soname(const struct dl_phdr_info *info) {
+    const ElfW(Dyn) *dynamic = NULL;
+    for (ElfW(Half) index = 0; index < info->dlpi_phnum; index++) {
+        if (info->dlpi_phdr[index].p_type == PT_DYNAMIC) {
+            dynamic = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[index].p_vaddr);
+        }
+    }
+    if (!dynamic) return NULL;
+    uintptr_t strings = 0, soname = 0;
+    int has_soname = 0;
+    for (const ElfW(Dyn) *entry = dynamic; entry->d_tag != DT_NULL; entry++) {
+        if (entry->d_tag == DT_STRTAB) strings = entry->d_un.d_ptr;
+        if (entry->d_tag == DT_SONAME) {
+            soname = entry->d_un.d_val;
+            has_soname = 1;
+        }
+    }
+    if (!strings || !has_soname) return NULL;
+    /* The loader rewrites a writable dynamic section's addresses to run-time ones; the vDSO's
+       keeps link-time ones. */
+    if (strings < info->dlpi_addr) strings += info->dlpi_addr;
+    return (const char *)strings + soname;
+}
+
+/* Walks the loaded objects for one that an entry of the list names. */
+static int fhs_visit(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    const char *list = data;
+    const char *path = info->dlpi_name ? info->dlpi_name : "";
+    if (!*path) return 0;
+    const char *soname = fhs_soname(info);
+    char name[1024];
+    for (const char *at = list; *at;) {
+        size_t length = strcspn(at, ",");
+        while (length > 0 && *at == ' ') {
+            at++;
+            length--;
+        }
+        size_t kept = length;
+        while (kept > 0 && at[kept - 1] == ' ') kept--;
+        if (kept > 0 && kept < sizeof name) {
+            memcpy(name, at, kept);
+            name[kept] = 0;
+            if (fhs_names(name, path, soname)) return 1;
+        }
+        at += length;
+        if (*at == ',') at++;
+    }
+    return 0;
+}
+
+/* Loads the tracer from this library's directory; its constructor starts it. */
+static void fhs_load_tracer(void) {
+    Dl_info info;
+    if (!dladdr(&ffi_hook_tracer_preloaded, &info) || !info.dli_fname) return;
+    const char *slash = strrchr(info.dli_fname, '/');
+    size_t directory = slash ? (size_t)(slash - info.dli_fname) : 0;
+    static const char file[] = "libFFIHookTracer.so";
+    char path[4096];
+    if (directory + 1 + sizeof file > sizeof path) return;
+    memcpy(path, info.dli_fname, directory);
+    path[directory] = '/';
+    memcpy(path + directory + 1, file, sizeof file);
+    if (!fhs_real_dlopen(slash ? path : file, RTLD_NOW | RTLD_GLOBAL)) {
+        static const char message[] = "ffi-hook-tracer: cannot load libFFIHookTracer.so beside libFFIHookTracerStart.so\n";
+        (void)!write(2, message, sizeof message - 1);
+    }
+}
+
+/* Loads the tracer if it is not yet and `now` or a traced library is loaded. */
+static void fhs_check(int now) {
+    if (fhs_loading || __atomic_load_n(&fhs_loaded, __ATOMIC_ACQUIRE)) return;
+    const char *list = getenv("FFI_HOOK_TRACER_LIBRARIES");
+    if (!now && (!list || !*list || !dl_iterate_phdr(fhs_visit, (void *)list))) return;
+    pthread_mutex_lock(&fhs_lock);
+    if (!fhs_loaded) {
+        fhs_loading = 1;
+        fhs_load_tracer();
+        fhs_loading = 0;
+        __atomic_store_n(&fhs_loaded, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&fhs_lock);
+}
+
+void *dlopen(const char *file, int mode) {
+    fhs_dlopen_function real = __atomic_load_n(&fhs_real_dlopen, __ATOMIC_ACQUIRE);
+    if (!real) {
+        real = (fhs_dlopen_function)dlsym(RTLD_NEXT, "dlopen");
+        if (!real) return NULL;
+        __atomic_store_n(&fhs_real_dlopen, real, __ATOMIC_RELEASE);
+    }
+    void *handle = real(file, mode);
+    if (handle) fhs_check(0);
+    return handle;
+}
+
+__attribute__((constructor)) static void fhs_start(void) {
+    fhs_real_dlopen = (fhs_dlopen_function)dlsym(RTLD_NEXT, "dlopen");
+    if (!fhs_real_dlopen) return;
+    /* The program the wrapper started always reports, traced libraries or not. */
+    const char *started = getenv("FFI_HOOK_TRACER_PID");
+    int isStarted = started && atol(started) == (long)getpid();
+    fhs_check(isStarted);
+}
