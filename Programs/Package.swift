@@ -97,7 +97,7 @@ let package = Package(
             dependencies: ["CTracerSupport", .product(name: "FFIHook", package: "swift-ffi-hook")],
             swiftSettings: strictSettings
         ),
-        .executableTarget(name: "ffi-hook-tracer", swiftSettings: strictSettings),
+        .executableTarget(name: "ffi-hook-tracer", dependencies: ["CTracerJoin"], swiftSettings: strictSettings),
 
         // MARK: - C support
 
@@ -105,6 +105,8 @@ let package = Package(
         .target(name: "CSoakSupport"),
         // The tracer's constructor, exit and fork handlers, loaded-object walk and counters.
         .target(name: "CTracerSupport"),
+        // The tracer's --pid: calls made in a running process with ptrace (dlopen, the join).
+        .target(name: "CTracerJoin"),
         // The lifecycle example's application, delegate and components (Objective-C).
         .target(
             name: "CLifecycleApp",

@@ -31,7 +31,7 @@ final class Tracer: Sendable {
     /// The process's tracer.
     static let shared = Tracer()
 
-    private struct State {
+    struct State {
         var configuration = TracerConfiguration()
         /// The functions chosen so far (exported by a traced library, selected by a pattern).
         var functions: Set<String> = []
@@ -61,7 +61,7 @@ final class Tracer: Sendable {
         var finished = false
     }
 
-    private let state = Mutex(State())
+    let state = Mutex(State())
 
     // MARK: - Start
 
@@ -69,6 +69,13 @@ final class Tracer: Sendable {
     /// and follows later loads (except in the main-program scope).
     func start() {
         let (configuration, problems) = TracerConfiguration.fromEnvironment()
+        start(configuration, problems: problems)
+    }
+
+    /// Starts with `configuration` (from the environment, or given to a joined process),
+    /// saying `problems` first; does nothing once started.
+    func start(_ configuration: TracerConfiguration, problems: [String]) {
+        if let path = configuration.outputPath { TracerOutput.redirect(to: path) }
         for problem in problems { say(problem) }
         state.withLock { state in
             guard !state.started else { return }
@@ -224,7 +231,7 @@ final class Tracer: Sendable {
         let report = TraceReport(
             counts: counts, nanosecondsPerTick: Self.nanosecondsPerTick(since: startTicks, startNanoseconds))
         let pid = getpid()
-        write(report.table(process: "\(Self.programName) (pid \(pid))"), to: 2)
+        write(report.table(process: "\(Self.programName) (pid \(pid))"), to: TracerOutput.descriptor)
         if var path = configuration.jsonPath {
             let named = path.contains("%p")
             path = path.split(separator: "%p", omittingEmptySubsequences: false).joined(separator: "\(pid)")
@@ -312,9 +319,9 @@ final class Tracer: Sendable {
 /// The C library's `write`, which the function below shadows.
 private let systemWrite: @Sendable (Int32, UnsafeRawPointer?, Int) -> Int = { write($0, $1, $2) }
 
-/// Writes a line to standard error, prefixed with the tracer's name.
+/// Writes a line to standard error (or to ``TracerOutput``'s file), prefixed with the tracer's name.
 func say(_ message: String) {
-    write("ffi-hook-tracer: \(message)\n", to: 2)
+    write("ffi-hook-tracer: \(message)\n", to: TracerOutput.descriptor)
 }
 
 /// Writes all of `text` to `descriptor`.

@@ -134,7 +134,7 @@ int fht_object_path(const void *address, char *buffer, size_t size);
 // MARK: - Process
 
 /// Arms the report at exit (the library's finalizer calls the Swift side's) and registers the
-/// fork handler (which zeroes the counters in the child).
+/// fork handler (which zeroes the counters in the child); once, later calls do nothing.
 void fht_install_process_handlers(void);
 
 #pragma clang assume_nonnull end
