@@ -8,7 +8,7 @@
 // go on with 0, and makes the process exit with 2. A SIGALRM timer ticks every millisecond
 // meanwhile, so that signals arrive while the tracer stops a thread (they must reach the
 // handler, not kill the process). With `traced`, a child process traces this one (PTRACE_SEIZE)
-// and sleeps, for the test of a process traced already.
+// and sleeps, for the test of a process traced already (and there is no timer).
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -70,6 +70,7 @@ int main(int argc, char **argv) {
     if (argc > 2 && strcmp(argv[2], "traced") == 0) {
         pid_t parent = getpid();
         if (fork() == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0); /* ends with the process it traces */
             if (ptrace(PTRACE_SEIZE, parent, NULL, NULL) != 0) {
                 perror("joined: PTRACE_SEIZE");
                 _exit(1);
@@ -77,13 +78,15 @@ int main(int argc, char **argv) {
             for (;;) pause();
         }
     }
+    // A process traced by a tracer that never resumes it would stop at the first signal.
+    int traced = argc > 2 && strcmp(argv[2], "traced") == 0;
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_handler = tick;
     action.sa_flags = SA_RESTART;
     sigaction(SIGALRM, &action, NULL);
     struct itimerval timer = {{0, 1000}, {0, 1000}};
-    setitimer(ITIMER_REAL, &timer, NULL);
+    if (!traced) setitimer(ITIMER_REAL, &timer, NULL);
 
     shared->pid = (uint32_t)getpid();
     for (uint64_t index = 0;; index++) {
