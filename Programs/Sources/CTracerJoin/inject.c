@@ -32,7 +32,9 @@ enum { FHJ_KEPT = 32 };
 /* The largest XSAVE area asked for (AVX-512 needs about 2.7 KB, AMX about 11 KB). */
 enum { FHJ_XSTATE = 16384 };
 
+/* One call session: the stopped thread and everything that must be put back. */
 typedef struct {
+    /* The process, and the thread that runs the calls. */
     pid_t pid, tid;
     /* Whether the thread is seized, and whether its registers are saved. */
     int seized, stopped;
@@ -59,10 +61,12 @@ typedef struct {
 
 // MARK: - Memory
 
+/* Reads `size` bytes at `address` of the process; 0 when it cannot. */
 static int fhj_read(fhj_session *session, uint64_t address, void *bytes, size_t size) {
     return pread(session->memory, bytes, size, (off_t)address) == (ssize_t)size;
 }
 
+/* Writes `size` bytes at `address` of the process; 0 when it cannot. */
 static int fhj_write(fhj_session *session, uint64_t address, const void *bytes, size_t size) {
     return pwrite(session->memory, bytes, size, (off_t)address) == (ssize_t)size;
 }

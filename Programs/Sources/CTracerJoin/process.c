@@ -152,8 +152,10 @@ int fhj_alive(pid_t pid) {
 
 // MARK: - Waiting
 
+/* The signals that end a wait: an interrupt from the terminal, a termination request, a hang-up. */
 static const int fhj_interrupts[] = {SIGINT, SIGTERM, SIGHUP};
 
+/* The set of ``fhj_interrupts``. */
 static sigset_t fhj_interrupt_set(void) {
     sigset_t set;
     sigemptyset(&set);
@@ -168,6 +170,7 @@ void fhj_block_interrupts(void) {
     pthread_sigmask(SIG_BLOCK, &set, NULL);
 }
 
+/* CLOCK_MONOTONIC in milliseconds. */
 static int64_t fhj_now_milliseconds(void) {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);

@@ -1,4 +1,6 @@
+internal import CTracerSupport
 internal import FFIHook
+import Synchronization
 
 /// Starts tracing in a process that is running already: `ffi-hook-tracer --pid` loads the
 /// library into the process with `dlopen` (its constructor then does nothing, the library not
@@ -51,6 +53,7 @@ extension Tracer {
             return true
         }
         guard free else { return .busy }
+        LazyEntries.shared.record()
         guard !configuration.libraries.isEmpty else {
             if let path = configuration.outputPath { TracerOutput.redirect(to: path) }
             for problem in problems { say(problem) }
@@ -62,7 +65,8 @@ extension Tracer {
     }
 
     /// Reports, then removes every hook group (each entry gets back what it held before the
-    /// join) and writes to standard error again.
+    /// join: an entry that was not bound yet is made lazy again, see ``LazyEntries``) and
+    /// writes to standard error again.
     ///
     /// It does not wait for the removed hooks' memory to be reclaimed: a call blocked inside a
     /// traced function (the very thread this runs on may be in one) would keep it waiting, and
@@ -76,7 +80,60 @@ extension Tracer {
             return state.groups
         }
         for group in groups { group.remove() }
+        // What the attaches bound, lazy again: the traced functions' entries and dlopen's.
+        let functions = state.withLock { $0.functions }.union(["dlopen"])
+        LazyEntries.shared.restore(functions)
         TracerOutput.restore()
         return .done
+    }
+}
+
+/// The import entries not bound yet when a process was joined (each still leads into its
+/// object's PLT, for the loader to bind at the first call).
+///
+/// An attach binds such an entry to its function before hooking it (the loader's resolver
+/// would otherwise overwrite the hook at the first call), and the hook's removal leaves it
+/// bound. The leave makes those of the traced functions lazy again, so that the process's
+/// import tables hold what they held before the join. An entry of a traced function that the
+/// program itself bound meanwhile (one no hook covered, outside the scope) is made lazy again
+/// too, which only means that the loader binds it once more.
+final class LazyEntries: Sendable {
+    /// One entry: its symbol, its address and the PLT address it held.
+    struct Entry: Sendable {
+        let symbol: String
+        let slot: UInt
+        let value: UInt
+    }
+
+    /// The process's entries, recorded at the last join.
+    static let shared = LazyEntries()
+
+    private let entries = Mutex<[Entry]>([])
+
+    /// Records the lazy entries of the objects loaded now.
+    func record() {
+        final class Collector {
+            var entries: [Entry] = []
+        }
+        let collector = Collector()
+        withExtendedLifetime(collector) {
+            fht_lazy_entries(
+                { context, symbol, slot, value in
+                    let collector = Unmanaged<Collector>.fromOpaque(context!).takeUnretainedValue()
+                    collector.entries.append(Entry(symbol: String(cString: symbol), slot: slot, value: value))
+                }, Unmanaged.passUnretained(collector).toOpaque())
+        }
+        let recorded = collector.entries
+        entries.withLock { $0 = recorded }
+    }
+
+    /// Makes the recorded entries of `symbols` that are bound now lazy again.
+    func restore(_ symbols: Set<String>) {
+        let chosen = entries.withLock { entries in
+            defer { entries = [] }
+            return entries.filter { symbols.contains($0.symbol) }.sorted { $0.slot < $1.slot }
+        }
+        guard !chosen.isEmpty else { return }
+        _ = fht_restore_lazy_entries(chosen.map(\.slot), chosen.map(\.value), chosen.count)
     }
 }
