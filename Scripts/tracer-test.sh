@@ -110,12 +110,13 @@ if [ "$scope" = 3 ] || { [ "$scope" = 2 ] && [ "$(id -u)" != 0 ]; }; then
     exit 0
 fi
 python3 - "$bin/ffi-hook-tracer" "$work" <<'PYTHON'
-import json, mmap, os, re, shutil, struct, subprocess, sys, time
+import json, mmap, os, re, shutil, signal, struct, subprocess, sys, threading, time
 
 tracer, work = sys.argv[1], sys.argv[2]
 
 class Joined:
-    """A running joined.c and its shared counters: calls, ticks, request, paused, pid."""
+    """A running joined.c and its shared counters: calls, ticks, request, paused, pid, (padding),
+    real-time signals handled."""
     def __init__(self, name, *extra, program="joined"):
         self.path = f"{work}/{name}.shared"
         # Lazily bound (the default): the import entries of functions not called yet lead into
@@ -125,7 +126,7 @@ class Joined:
         self.pid = self.process.pid
     def field(self, index):
         with open(self.path, "rb") as file:
-            return struct.unpack("QQIII", file.read(28))[index]
+            return struct.unpack("QQIIIIQ", file.read(40))[index]
     def request(self, value):
         with open(self.path, "r+b") as file:
             shared = mmap.mmap(file.fileno(), 4096)
@@ -183,6 +184,17 @@ joined = Joined("window")
 objects = {"joined", "libtracee.so"}
 before = mappings(joined.pid, objects)
 start = joined.pause()
+# Real-time signals sent all along (the kernel queues each one): those that arrive while the
+# tracer runs a call in the process must be delivered after it, none lost.
+sent, sending = 0, True
+def send():
+    global sent
+    while sending:
+        os.kill(joined.pid, signal.SIGRTMIN)
+        sent += 1
+        time.sleep(0.0002)
+sender = threading.Thread(target=send)
+sender.start()
 process, log = run_tracer(joined.pid, "--duration", "3", "--json", f"{work}/pid-%p.json")
 during = mappings(joined.pid, objects)
 check(during != before, "no mapping of the program or libtracee changed while traced (no import entry hooked?)")
@@ -192,9 +204,15 @@ joined.resume()
 time.sleep(1)
 end = joined.pause()
 status = process.wait(timeout=60)
+sending = False
+sender.join()
 report = open(log).read()
 print(report, end="")
 check(status == 0, f"the tracer exited with {status}")
+deadline = time.time() + 10
+while joined.field(6) != sent and time.time() < deadline:
+    time.sleep(0.01)
+check(joined.field(6) == sent, f"{joined.field(6)} of the {sent} real-time signals sent reached the handler")
 rows = {row["name"]: row for row in json.load(open(f"{work}/pid-{joined.pid}.json"))["functions"]}
 traced = rows.get("tracee_add", {"calls": 0, "completed": 0})
 check(end - start > 0, "the process made no call in the window")
@@ -215,7 +233,8 @@ joined.wait(lambda: joined.field(1) > ticks)
 check(joined.process.poll() is None, "the process ended after the leave")
 if not failures:
     print(f"--pid: {end - start} calls in the window, counted exactly; code and import tables restored; "
-          f"the process runs on ({joined.field(0)} calls, {joined.field(1)} timer signals handled)")
+          f"the process runs on ({joined.field(0)} calls, {joined.field(1)} timer signals and all {sent} "
+          "real-time signals handled)")
 
 # 2. Joined again (the library is loaded and idle): a second window counts from zero, and the
 #    process exits while traced: its report at exit is printed.

@@ -27,8 +27,6 @@
 enum { FHJ_RETURN = 0 };
 /* The bytes below the stack pointer the ABI lets a function use without moving it. */
 enum { FHJ_RED_ZONE = 128 };
-/* Signals kept while the thread runs a call, delivered after the detach. */
-enum { FHJ_KEPT = 32 };
 /* The largest XSAVE area asked for (AVX-512 needs about 2.7 KB, AMX about 11 KB). */
 enum { FHJ_XSTATE = 16384 };
 
@@ -55,8 +53,8 @@ typedef struct {
     /* Whether the thread is in a signal-delivery-stop now (else in a PTRACE_EVENT_STOP). */
     int in_signal_stop;
     /* Signals the thread received while stopped or running a call, in order. */
-    siginfo_t kept[FHJ_KEPT];
-    int kept_count;
+    siginfo_t *kept;
+    int kept_count, kept_capacity;
 } fhj_session;
 
 // MARK: - Memory
@@ -81,12 +79,20 @@ static int fhj_is_fault(const siginfo_t *information) {
            information->si_code > 0;
 }
 
-/* Keeps a signal to deliver after the detach (a standard signal once: the kernel merges them). */
+/* Keeps a signal to deliver after the detach (a standard signal once: the kernel merges them;
+   each real-time one, which the kernel queues). */
 static void fhj_keep(fhj_session *session, const siginfo_t *information) {
     for (int index = 0; index < session->kept_count; index++) {
         if (information->si_signo < SIGRTMIN && session->kept[index].si_signo == information->si_signo) return;
     }
-    if (session->kept_count < FHJ_KEPT) session->kept[session->kept_count++] = *information;
+    if (session->kept_count == session->kept_capacity) {
+        int capacity = session->kept_capacity ? 2 * session->kept_capacity : 16;
+        siginfo_t *grown = realloc(session->kept, (size_t)capacity * sizeof *grown);
+        if (!grown) return; /* out of memory: the signal is lost, as the kernel loses one it cannot queue */
+        session->kept = grown;
+        session->kept_capacity = capacity;
+    }
+    session->kept[session->kept_count++] = *information;
 }
 
 /* Whether the process handles `signal` (SigCgt in its status). */
@@ -240,7 +246,14 @@ static void fhj_restore(fhj_session *session) {
         first = session->kept[0].si_signo;
     }
     for (int index = first ? 1 : 0; index < session->kept_count; index++) {
-        syscall(SYS_tgkill, session->pid, session->tid, session->kept[index].si_signo);
+        siginfo_t *information = &session->kept[index];
+        /* Queued with its information (sigqueue's value) when the kernel lets a process say it
+           sent it (a negative code but SI_TKILL's); else as tgkill sends it. */
+        if (information->si_code < 0 && information->si_code != SI_TKILL &&
+            syscall(SYS_rt_tgsigqueueinfo, session->pid, session->tid, information->si_signo, information) == 0) {
+            continue;
+        }
+        syscall(SYS_tgkill, session->pid, session->tid, information->si_signo);
     }
     ptrace(PTRACE_DETACH, session->tid, NULL, (void *)(intptr_t)first);
 }
@@ -399,5 +412,6 @@ fhj_status fhj_call(pid_t pid, const char *library, int load, const char *entry,
     if (session.memory >= 0) close(session.memory);
     free(session.scratch_saved);
     free(session.xstate.iov_base);
+    free(session.kept);
     return status;
 }

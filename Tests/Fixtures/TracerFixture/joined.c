@@ -7,7 +7,7 @@
 // `request` (the loop stops between two calls, publishes `calls` and sets `paused`), lets it
 // go on with 0, and makes the process exit with 2. A SIGALRM timer ticks every millisecond
 // meanwhile, so that signals arrive while the tracer stops a thread (they must reach the
-// handler, not kill the process). With `traced`, a child process traces this one (PTRACE_SEIZE)
+// handler, not kill the process); the SIGRTMIN signals the test sends are counted. With `traced`, a child process traces this one (PTRACE_SEIZE)
 // and sleeps, for the test of a process traced already (and there is no timer).
 #include <signal.h>
 #include <stdint.h>
@@ -36,6 +36,9 @@ struct shared {
     volatile uint32_t paused;
     /// The process ID, 0 until the loop runs.
     volatile uint32_t pid;
+    uint32_t padding;
+    /// The real-time signals (SIGRTMIN) handled: each one sent must arrive, the kernel queues them.
+    volatile uint64_t realtime;
 };
 
 static struct shared *shared;
@@ -43,6 +46,11 @@ static struct shared *shared;
 static void tick(int signal) {
     (void)signal;
     shared->ticks++;
+}
+
+static void count_realtime(int signal) {
+    (void)signal;
+    shared->realtime++;
 }
 
 static void nap(long nanoseconds) {
@@ -85,6 +93,8 @@ int main(int argc, char **argv) {
     action.sa_handler = tick;
     action.sa_flags = SA_RESTART;
     sigaction(SIGALRM, &action, NULL);
+    action.sa_handler = count_realtime;
+    sigaction(SIGRTMIN, &action, NULL);
     struct itimerval timer = {{0, 1000}, {0, 1000}};
     if (!traced) setitimer(ITIMER_REAL, &timer, NULL);
 
