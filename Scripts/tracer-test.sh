@@ -276,6 +276,38 @@ if os.getuid() == 0 and shutil.which("setpriv"):
           and "belongs to user ID 0" in open(log).read(), f"another user's process: {open(log).read()}")
     refused.end()
 traced_already.end()
+# A process started with the tracer: joining it is refused, it has its tracer.
+started_log = open(f"{work}/pid-started.err", "w")
+started = subprocess.Popen([tracer, "--library", "libtracee.so", "--", f"{work}/joined", f"{work}/started.shared"],
+                           stderr=started_log)
+deadline = time.time() + 30
+while not (os.path.exists(f"{work}/started.shared") and os.path.getsize(f"{work}/started.shared") == 4096
+           and struct.unpack("QQIII", open(f"{work}/started.shared", "rb").read(28))[4] != 0):
+    check(time.time() < deadline, "the started process did not start")
+    time.sleep(0.01)
+process, log = run_tracer(started.pid, wait_for_join=False)
+check(process.wait(timeout=60) == 2 and "is traced by ffi-hook-tracer already" in open(log).read(),
+      f"a process started with the tracer: {open(log).read()}")
+started.kill()
+started.wait()
+# A process killed while the tracer stops it or runs the join in it (TracerPid says when), or
+# just after: the tracer says it ended and exits with 3.
+victim = Joined("victim")
+process, log = run_tracer(victim.pid, wait_for_join=False)
+deadline = time.time() + 30
+def tracer_pid():
+    try:
+        return int(re.search(r"TracerPid:\s+(\d+)", open(f"/proc/{victim.pid}/status").read()).group(1))
+    except (OSError, AttributeError):
+        return 0
+while tracer_pid() == 0 and "joined process" not in open(log).read() and time.time() < deadline:
+    time.sleep(0.0002)
+victim.end()
+status = process.wait(timeout=60)
+text = open(log).read()
+check(status == 3 and re.search(r"(was killed by signal 9|exited|ended while traced)", text) is not None,
+      f"a process killed while being joined: status {status}: {text}")
+print("--pid: a process killed while being joined: " + text.strip().splitlines()[-1])
 if os.path.exists(f"{work}/static"):
     static = Joined("static", program="static")
     process, log = run_tracer(static.pid, wait_for_join=False)
@@ -286,5 +318,6 @@ if os.path.exists(f"{work}/static"):
 if failures:
     print("\n".join(failures))
     sys.exit(1)
-print("--pid: errors named for a process that is gone, one traced already, another user's, a static one")
+print("--pid: errors named for a process that is gone, one traced already (by another tracer, by this one), "
+      "another user's, one killed meanwhile, a static one")
 PYTHON

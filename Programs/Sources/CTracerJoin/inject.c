@@ -61,12 +61,16 @@ typedef struct {
 
 /* Reads `size` bytes at `address` of the process; 0 when it cannot. */
 static int fhj_read(fhj_session *session, uint64_t address, void *bytes, size_t size) {
-    return pread(session->memory, bytes, size, (off_t)address) == (ssize_t)size;
+    ssize_t done = pread(session->memory, bytes, size, (off_t)address);
+    if (done >= 0 && done != (ssize_t)size) errno = EIO; /* short: the memory is gone */
+    return done == (ssize_t)size;
 }
 
 /* Writes `size` bytes at `address` of the process; 0 when it cannot. */
 static int fhj_write(fhj_session *session, uint64_t address, const void *bytes, size_t size) {
-    return pwrite(session->memory, bytes, size, (off_t)address) == (ssize_t)size;
+    ssize_t done = pwrite(session->memory, bytes, size, (off_t)address);
+    if (done >= 0 && done != (ssize_t)size) errno = EIO;
+    return done == (ssize_t)size;
 }
 
 // MARK: - Stops
@@ -144,6 +148,26 @@ static fhj_status fhj_gone(fhj_session *session, int status, const char *during,
     return FHJ_EXITED;
 }
 
+/* After a ptrace request or a memory access failed: FHJ_EXITED, with the sentence, when the
+   thread is gone (killed meanwhile: its memory and registers went first), else FHJ_FAILED with
+   the sentence written already. Waits up to a second for an exit to be reported (a process
+   killed meanwhile may not look dead yet in /proc). */
+static fhj_status fhj_failed(fhj_session *session, char *message, size_t size) {
+    for (int attempt = 0; attempt < 1000; attempt++) {
+        int status;
+        pid_t waited = waitpid(session->tid, &status, WNOHANG | __WALL);
+        if (waited == session->tid && (WIFEXITED(status) || WIFSIGNALED(status))) {
+            return fhj_gone(session, status, "while it was being joined", message, size);
+        }
+        if (waited < 0 && errno == ECHILD) {
+            fhj_say(message, size, "process %d ended while it was being joined", (int)session->pid);
+            return FHJ_EXITED;
+        }
+        usleep(1000);
+    }
+    return FHJ_FAILED;
+}
+
 // MARK: - Stopping and restoring
 
 /* The thread to use: the main thread, unless it has exited (a zombie while others run). */
@@ -188,7 +212,7 @@ static fhj_status fhj_stop_thread(fhj_session *session, char *message, size_t si
             if (stop == FHJ_STOP_GONE) return fhj_gone(session, status, "as it was being stopped", message, size);
             if (stop == FHJ_STOP_ERROR) {
                 fhj_say(message, size, "waiting for process %d: %s", (int)session->pid, strerror(errno));
-                return FHJ_FAILED;
+                return fhj_failed(session, message, size);
             }
             if (stop == FHJ_STOP_EVENT) break;
             /* A signal that came first: its own fault goes on to it, any other waits for the detach. */
@@ -198,7 +222,7 @@ static fhj_status fhj_stop_thread(fhj_session *session, char *message, size_t si
         }
         if (ptrace(PTRACE_GETREGS, session->tid, NULL, &session->saved) != 0) {
             fhj_say(message, size, "reading the registers of process %d: %s", (int)session->pid, strerror(errno));
-            return FHJ_FAILED;
+            return fhj_failed(session, message, size);
         }
         session->stopped = 1;
         if ((int64_t)session->saved.orig_rax >= 0 || attempt == ATTEMPTS - 1) break;
@@ -215,14 +239,14 @@ static fhj_status fhj_stop_thread(fhj_session *session, char *message, size_t si
     } else {
         fhj_say(message, size, "reading the floating-point registers of process %d: %s", (int)session->pid,
                 strerror(errno));
-        return FHJ_FAILED;
+        return fhj_failed(session, message, size);
     }
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/mem", (int)session->pid);
     session->memory = open(path, O_RDWR | O_CLOEXEC);
     if (session->memory < 0) {
         fhj_say(message, size, "opening %s: %s", path, strerror(errno));
-        return FHJ_FAILED;
+        return fhj_failed(session, message, size);
     }
     return FHJ_OK;
 }
@@ -276,7 +300,7 @@ static fhj_status fhj_remote(fhj_session *session, const char *name, uint64_t fu
         ptrace(PTRACE_CONT, session->tid, NULL, NULL) != 0) {
         fhj_say(message, size, "starting the call of %s in process %d: %s", name, (int)session->pid,
                 strerror(errno));
-        return FHJ_FAILED;
+        return fhj_failed(session, message, size);
     }
     char during[128];
     snprintf(during, sizeof during, "while one of its threads ran %s for the tracer", name);
@@ -287,14 +311,14 @@ static fhj_status fhj_remote(fhj_session *session, const char *name, uint64_t fu
         if (stop == FHJ_STOP_GONE) return fhj_gone(session, status, during, message, size);
         if (stop == FHJ_STOP_ERROR) {
             fhj_say(message, size, "waiting for process %d: %s", (int)session->pid, strerror(errno));
-            return FHJ_FAILED;
+            return fhj_failed(session, message, size);
         }
         int deliver = 0;
         if (stop == FHJ_STOP_SIGNAL) {
             if (ptrace(PTRACE_GETREGS, session->tid, NULL, &registers) != 0) {
                 fhj_say(message, size, "reading the registers of process %d: %s", (int)session->pid,
                         strerror(errno));
-                return FHJ_FAILED;
+                return fhj_failed(session, message, size);
             }
             if (information.si_signo == SIGSEGV && registers.rip == FHJ_RETURN) {
                 *result = registers.rax;
@@ -342,7 +366,7 @@ static fhj_status fhj_place(fhj_session *session, const char *const *strings, ui
         session->scratch_saved = NULL;
         fhj_say(message, size, "reading the stack of process %d at %#" PRIx64 ": %s", (int)session->pid,
                 session->scratch, strerror(errno));
-        return FHJ_FAILED;
+        return fhj_failed(session, message, size);
     }
     uint64_t return_address = FHJ_RETURN;
     int written = fhj_write(session, session->call_stack, &return_address, sizeof return_address);
@@ -351,7 +375,7 @@ static fhj_status fhj_place(fhj_session *session, const char *const *strings, ui
     }
     if (!written) {
         fhj_say(message, size, "writing the stack of process %d: %s", (int)session->pid, strerror(errno));
-        return FHJ_FAILED;
+        return fhj_failed(session, message, size);
     }
     return FHJ_OK;
 }
