@@ -388,25 +388,31 @@ static void fhj_read_string(fhj_session *session, uint64_t address, char *text, 
     text[got > 0 ? (size_t)got : 0] = 0;
 }
 
-fhj_status fhj_call(pid_t pid, const char *library, int load, const char *entry, const char *argument,
-                    int32_t *result, char *message, size_t size) {
+/* One session: stops a thread, then (with a library) loads it and finds `entry` and `later`
+   in it, or (without) checks that `address` is still in the library's code, and calls the
+   function as `int f(const char *argument)`; puts everything back. */
+static fhj_status fhj_run(pid_t pid, const char *library, int load, const char *entry, uint64_t address,
+                          const char *argument, const char *later, uint64_t *later_address, int32_t *result,
+                          char *message, size_t size) {
     fhj_status status = fhj_check(pid, message, size);
     if (status != FHJ_OK) return status;
     fhj_session session = {.pid = pid, .memory = -1};
     status = fhj_stop_thread(&session, message, size);
     fhj_loader loader = {0};
-    if (status == FHJ_OK) status = fhj_find_loader(pid, &loader, message, size);
-    const char *strings[] = {library, entry, argument};
-    uint64_t addresses[3] = {0};
-    if (status == FHJ_OK) status = fhj_place(&session, strings, addresses, 3, message, size);
-    uint64_t handle = 0, function = 0, value = 0;
-    if (status == FHJ_OK) {
-        int flags = RTLD_NOW | (load ? RTLD_NODELETE : RTLD_NOLOAD);
+    if (status == FHJ_OK && load) status = fhj_find_loader(pid, &loader, message, size);
+    if (status == FHJ_OK && !load && !fhj_maps_code(pid, address, library)) {
+        fhj_say(message, size, "%s is not loaded in process %d any more (did it execute another program?)", library,
+                (int)pid);
+        status = FHJ_LOAD_FAILED;
+    }
+    const char *strings[] = {library, entry, argument, later ? later : ""};
+    uint64_t addresses[4] = {0};
+    if (status == FHJ_OK) status = fhj_place(&session, strings, addresses, 4, message, size);
+    uint64_t handle = 0, function = address, value = 0;
+    if (status == FHJ_OK && load) {
+        int flags = RTLD_NOW | RTLD_NODELETE;
         status = fhj_remote(&session, "dlopen", loader.dlopen, addresses[0], (uint64_t)flags, &handle, message, size);
-        if (status == FHJ_OK && handle == 0 && !load) {
-            fhj_say(message, size, "%s is not loaded in process %d", library, (int)pid);
-            status = FHJ_LOAD_FAILED;
-        } else if (status == FHJ_OK && handle == 0) {
+        if (status == FHJ_OK && handle == 0) {
             uint64_t error = 0;
             char text[512];
             status = fhj_remote(&session, "dlerror", loader.dlerror, 0, 0, &error, message, size);
@@ -417,12 +423,18 @@ fhj_status fhj_call(pid_t pid, const char *library, int load, const char *entry,
                 status = FHJ_LOAD_FAILED;
             }
         }
-    }
-    if (status == FHJ_OK) {
-        status = fhj_remote(&session, "dlsym", loader.dlsym, handle, addresses[1], &function, message, size);
-        if (status == FHJ_OK && function == 0) {
-            fhj_say(message, size, "%s, loaded in process %d, has no function %s", library, (int)pid, entry);
-            status = FHJ_LOAD_FAILED;
+        for (int index = 0; index < 2 && status == FHJ_OK; index++) {
+            const char *name = index == 0 ? entry : later;
+            if (!name) continue;
+            uint64_t found = 0;
+            status = fhj_remote(&session, "dlsym", loader.dlsym, handle, addresses[index == 0 ? 1 : 3], &found,
+                                message, size);
+            if (status == FHJ_OK && found == 0) {
+                fhj_say(message, size, "%s, loaded in process %d, has no function %s", library, (int)pid, name);
+                status = FHJ_LOAD_FAILED;
+            }
+            if (index == 0) function = found;
+            if (index == 1 && later_address) *later_address = found;
         }
     }
     if (status == FHJ_OK) {
@@ -438,4 +450,15 @@ fhj_status fhj_call(pid_t pid, const char *library, int load, const char *entry,
     free(session.xstate.iov_base);
     free(session.kept);
     return status;
+}
+
+fhj_status fhj_load_and_call(pid_t pid, const char *library, const char *entry, const char *argument,
+                             const char *later, uint64_t *later_address, int32_t *result, char *message,
+                             size_t size) {
+    return fhj_run(pid, library, 1, entry, 0, argument, later, later_address, result, message, size);
+}
+
+fhj_status fhj_call(pid_t pid, const char *library, const char *entry, uint64_t address, const char *argument,
+                    int32_t *result, char *message, size_t size) {
+    return fhj_run(pid, library, 0, entry, address, argument, NULL, NULL, result, message, size);
 }

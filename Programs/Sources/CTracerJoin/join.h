@@ -43,4 +43,7 @@ typedef struct {
 /// the object's file (the very file mapped, checked by device and inode).
 fhj_status fhj_find_loader(pid_t pid, fhj_loader *loader, char *message, size_t size);
 
+/// Whether `address` is in an executable mapping of the file at `path` in the process.
+int fhj_maps_code(pid_t pid, uint64_t address, const char *path);
+
 #endif

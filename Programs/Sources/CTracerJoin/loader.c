@@ -171,3 +171,25 @@ fhj_status fhj_find_loader(pid_t pid, fhj_loader *loader, char *message, size_t 
     }
     return FHJ_NO_LOADER;
 }
+
+int fhj_maps_code(pid_t pid, uint64_t address, const char *path) {
+    char name[64];
+    snprintf(name, sizeof name, "/proc/%d/maps", (int)pid);
+    FILE *maps = fopen(name, "re");
+    if (!maps) return 0;
+    char line[1024];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, maps)) {
+        uint64_t start, end;
+        char permissions[8];
+        int consumed = 0;
+        if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %*x %*x:%*x %*u %n", &start, &end, permissions, &consumed) < 3 ||
+            consumed == 0) {
+            continue;
+        }
+        line[strcspn(line, "\n")] = 0;
+        found = address >= start && address < end && permissions[2] == 'x' && strcmp(line + consumed, path) == 0;
+    }
+    fclose(maps);
+    return found;
+}

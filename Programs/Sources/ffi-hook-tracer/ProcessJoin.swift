@@ -49,7 +49,10 @@ func joinProcess(_ pid: Int32, duration: Double?, library: String) -> Never {
     let name = processName(pid)
 
     var printed = 0
-    let (joined, joinResult) = call(pid, library: library, load: true, entry: "ffi_hook_tracer_join", configuration)
+    // The leave's address is found now, so that the leave calls no loader function in the
+    // traced window (its calls would be counted as the program's).
+    var leave: UInt64 = 0
+    let (joined, joinResult) = call(pid, library: library, entry: "ffi_hook_tracer_join", configuration, leave: &leave)
     printed = printOutput(output, from: printed)
     switch joined {
     case FHJ_OK:
@@ -88,7 +91,7 @@ func joinProcess(_ pid: Int32, duration: Double?, library: String) -> Never {
         say("process \(pid) (\(name)) exited while traced; the report above is the one it wrote at exit")
         finish(.traced, nil, directory: directory)
     }
-    let (left, leaveResult) = call(pid, library: library, load: false, entry: "ffi_hook_tracer_leave", nil)
+    let (left, leaveResult) = call(pid, library: library, entry: "ffi_hook_tracer_leave", "", at: leave)
     printed = printOutput(output, from: printed)
     copyJSON(jsonCopy, to: json, pid: pid)
     switch left {
@@ -122,15 +125,22 @@ private func joinConfiguration(pid: Int32, output: String, json: String?) -> Str
     return lines.joined(separator: "\n")
 }
 
-/// Calls `entry` of the library in process `pid` (see `fhj_call`), saying the message of
-/// any status but FHJ_OK; returns the status and the entry's result.
-private func call(_ pid: Int32, library: String, load: Bool, entry: String, _ argument: String?) -> (
-    fhj_status, Int32
-) {
+/// Calls `entry` of the library in process `pid` with `argument`, saying the message of any
+/// status but FHJ_OK; returns the status and the entry's result. Loads the library and stores
+/// the address of `ffi_hook_tracer_leave` in `leave` (`fhj_load_and_call`), or, given an
+/// address, calls the function there (`fhj_call`).
+private func call(
+    _ pid: Int32, library: String, entry: String, _ argument: String, leave: UnsafeMutablePointer<UInt64>? = nil,
+    at address: UInt64? = nil
+) -> (fhj_status, Int32) {
     var result: Int32 = -1
     var message = [CChar](repeating: 0, count: 2048)
     let status = message.withUnsafeMutableBufferPointer { buffer in
-        fhj_call(pid, library, load ? 1 : 0, entry, argument ?? "", &result, buffer.baseAddress!, buffer.count)
+        if let address {
+            return fhj_call(pid, library, entry, address, argument, &result, buffer.baseAddress!, buffer.count)
+        }
+        return fhj_load_and_call(
+            pid, library, entry, argument, "ffi_hook_tracer_leave", leave, &result, buffer.baseAddress!, buffer.count)
     }
     if status != FHJ_OK { say(message.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }) }
     return (status, result)

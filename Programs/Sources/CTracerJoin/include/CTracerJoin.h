@@ -39,19 +39,28 @@ typedef enum {
 } fhj_status;
 
 /// Stops a thread of process `pid` (its main thread, or another when the main thread has
-/// exited), loads `library` there with `dlopen` (RTLD_NOW | RTLD_NODELETE, or with
-/// RTLD_NOLOAD when `load` is 0: then the library must be loaded already), finds `entry` with
+/// exited), loads `library` there with `dlopen` (RTLD_NOW | RTLD_NODELETE), finds `entry` with
 /// `dlsym`, and calls it as `int entry(const char *argument)`, the argument copied onto the
-/// thread's stack (below its red zone). Then puts back the thread's registers (general,
-/// x87/SSE/AVX state) and the stack bytes it wrote, and detaches; a signal the thread received
-/// meanwhile is delivered to it after the detach (with its original information for the
-/// first one). Blocks until that is done, however long the call takes.
+/// thread's stack (below its red zone); `later`, when given, is looked up too (before the
+/// call) and its address stored in `later_address`, for ``fhj_call``. Then puts back the
+/// thread's registers (general, x87/SSE/AVX state) and the stack bytes it wrote, and detaches;
+/// the signals the thread received meanwhile are delivered to it after the detach (the first
+/// one with its original information, real-time ones each). Blocks until that is done,
+/// however long the call takes.
 ///
 /// The thread is chosen, when it can be, while it waits in a system call (not while it runs
 /// code that may hold a lock the loader needs). `message` receives a sentence explaining any
 /// status but FHJ_OK (and is empty for FHJ_OK); `result` the entry's return value.
+fhj_status fhj_load_and_call(
+    pid_t pid, const char *library, const char *entry, const char *argument, const char *_Nullable later,
+    uint64_t *_Nullable later_address, int32_t *result, char *message, size_t message_size);
+
+/// Calls the function at `address` (named `entry` in messages), which ``fhj_load_and_call``
+/// found in `library`, as ``fhj_load_and_call`` calls its entry, without calling the loader
+/// (so that nothing but the function runs in the process); FHJ_LOAD_FAILED when `address` is
+/// not in `library`'s code in the process any more.
 fhj_status fhj_call(
-    pid_t pid, const char *library, int load, const char *entry, const char *argument, int32_t *result,
+    pid_t pid, const char *library, const char *entry, uint64_t address, const char *argument, int32_t *result,
     char *message, size_t message_size);
 
 /// Why the process cannot be traced at all, checked before stopping it: FHJ_OK when nothing
