@@ -5,6 +5,10 @@
 # traced library that was not loaded before), in a forked child, of libc's strlen (an
 # IFUNC), and a tail call from one traced function into another. The counts in the tracer's JSON must equal the program's, in each scope.
 # A misspelt library name is reported with the loaded objects closest to it.
+# --pid: a running process (joined.c) joined and left, its traced window counted exactly, its
+# code and import tables as before, every signal sent meanwhile delivered; and the errors for a
+# process the tracer cannot join (gone, traced already, another user's, killed meanwhile,
+# static). The --pid part is skipped where Yama's ptrace_scope forbids ptrace.
 #
 #     Scripts/tracer-test.sh [debug|release]
 set -euo pipefail
