@@ -29,7 +29,7 @@ let usage = """
     until the tracer is interrupted (Ctrl-C, SIGTERM) or the process exits, then removes
     every hook, leaves the process running and prints the same report for that window. The
     library stays loaded in the process, idle (a Swift library cannot be unloaded safely); the
-    process's code is not changed, only its import tables while traced. Tracing needs the
+    process's own code is not changed, only its import tables while traced. Tracing needs the
     permission to ptrace the process: the same user and, where Yama's ptrace_scope is 1 or
     more, root (CAP_SYS_PTRACE) or the process's consent (prctl PR_SET_PTRACER); the process
     must be able to read the library and to write in /tmp, where its report passes. Exit status:
@@ -81,8 +81,9 @@ struct Options {
     var json: String?
     var scope: String?
     var command: [String] = []
-    /// The process to join (--pid), and for how long (--duration).
+    /// The process to join (--pid).
     var pid: Int32?
+    /// How long to trace a joined process, in seconds (--duration); nil until interrupted.
     var duration: Double?
 
     init(_ arguments: ArraySlice<String>) {
