@@ -113,6 +113,29 @@ if [ "$scope" = 3 ] || { [ "$scope" = 2 ] && [ "$(id -u)" != 0 ]; }; then
     echo "Yama's ptrace_scope is $scope here, which forbids ptrace for this user: --pid is not tested"
     exit 0
 fi
+# A container's seccomp profile or a security module may forbid ptrace whatever Yama says:
+# a process tracing its own child tells.
+gcc -o "$work/ptrace-probe" -x c - <<'C'
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(void) {
+    pid_t child = fork();
+    if (child == 0) {
+        pause();
+        _exit(0);
+    }
+    int allowed = ptrace(PTRACE_SEIZE, child, 0, 0) == 0;
+    kill(child, SIGKILL);
+    waitpid(child, 0, 0);
+    return allowed ? 0 : 1;
+}
+C
+if ! "$work/ptrace-probe"; then
+    echo "ptrace is not permitted here (a seccomp profile or a security module): --pid is not tested"
+    exit 0
+fi
 python3 - "$bin/ffi-hook-tracer" "$work" <<'PYTHON'
 import json, mmap, os, re, shutil, signal, struct, subprocess, sys, threading, time
 
