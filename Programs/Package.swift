@@ -102,7 +102,7 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
-        .executableTarget(name: "ffi-hook-tracer", swiftSettings: strictSettings),
+        .executableTarget(name: "ffi-hook-tracer", dependencies: ["CTracerJoin"], swiftSettings: strictSettings),
 
         // MARK: - C support
 
@@ -112,6 +112,8 @@ let package = Package(
         .target(name: "CTracerSupport"),
         // The start library: plain C (no Swift of its own), which loads the tracer when needed.
         .target(name: "CTracerStart", linkerSettings: [.linkedLibrary("dl")]),
+        // The tracer's --pid: calls made in a running process with ptrace (dlopen, the join).
+        .target(name: "CTracerJoin"),
         // The lifecycle example's application, delegate and components (Objective-C).
         .target(
             name: "CLifecycleApp",

@@ -13,6 +13,10 @@
 # with the default buffers and with buffers that fill up, and of a program whose signal handler
 # calls a traced function (event-signals.c) and of one whose traced calls are left by longjmp
 # (jumps.c): Scripts/tracer-outputs-check.py says what it checks.
+# --pid: a running process (joined.c) joined and left, its traced window counted exactly, its
+# code and import tables as before, every signal sent meanwhile delivered; and the errors for a
+# process the tracer cannot join (gone, traced already, another user's, killed meanwhile,
+# static). The --pid part is skipped where Yama's ptrace_scope forbids ptrace.
 #
 #     Scripts/tracer-test.sh [debug|release]
 set -euo pipefail
@@ -210,3 +214,253 @@ python3 Scripts/tracer-outputs-check.py signals "$work" "$pid" "$handled"
     >"$work/jumps.out" 2>"$work/jumps.err"
 pid=$(sed -n 's/.*jumps (pid \([0-9]*\)).*/\1/p' "$work/jumps.err")
 python3 Scripts/tracer-outputs-check.py jumps "$work" "$pid"
+
+echo "== tracer test: --pid, a running process joined and left"
+# joined.c counts its own calls of tracee_add in a shared file and pauses between two calls
+# when asked: the traced window's count must equal the calls it made while the tracer was in.
+gcc -O0 -o "$work/joined" "$fixture/joined.c" -L"$work" -ltracee -Wl,-rpath,"$work"
+gcc -O0 -static -o "$work/static" "$fixture/joined.c" "$work/tracee.o" "$work/tail.o" 2>/dev/null ||
+    echo "(no static libc: the check of a process without libc.so.6 is skipped)"
+scope=$(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo none)
+if [ "$scope" = 3 ] || { [ "$scope" = 2 ] && [ "$(id -u)" != 0 ]; }; then
+    echo "Yama's ptrace_scope is $scope here, which forbids ptrace for this user: --pid is not tested"
+    exit 0
+fi
+# A container's seccomp profile or a security module may forbid ptrace whatever Yama says:
+# a process tracing its own child tells.
+gcc -o "$work/ptrace-probe" -x c - <<'C'
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(void) {
+    pid_t child = fork();
+    if (child == 0) {
+        pause();
+        _exit(0);
+    }
+    int allowed = ptrace(PTRACE_SEIZE, child, 0, 0) == 0;
+    kill(child, SIGKILL);
+    waitpid(child, 0, 0);
+    return allowed ? 0 : 1;
+}
+C
+if ! "$work/ptrace-probe"; then
+    echo "ptrace is not permitted here (a seccomp profile or a security module): --pid is not tested"
+    exit 0
+fi
+python3 - "$bin/ffi-hook-tracer" "$work" <<'PYTHON'
+import json, mmap, os, re, shutil, signal, struct, subprocess, sys, threading, time
+
+tracer, work = sys.argv[1], sys.argv[2]
+
+class Joined:
+    """A running joined.c and its shared counters: calls, ticks, request, paused, pid, (padding),
+    real-time signals handled."""
+    def __init__(self, name, *extra, program="joined"):
+        self.path = f"{work}/{name}.shared"
+        # Lazily bound (the default): the import entries of functions not called yet lead into
+        # the PLT, and must do so again after the leave (an attach binds them first).
+        self.process = subprocess.Popen([f"{work}/{program}", self.path, *extra])
+        self.wait(lambda: os.path.exists(self.path) and os.path.getsize(self.path) == 4096 and self.field(4) != 0)
+        self.pid = self.process.pid
+    def field(self, index):
+        with open(self.path, "rb") as file:
+            return struct.unpack("QQIIIIQ", file.read(40))[index]
+    def request(self, value):
+        with open(self.path, "r+b") as file:
+            shared = mmap.mmap(file.fileno(), 4096)
+            shared[16:20] = struct.pack("I", value)
+            shared.close()
+    def pause(self):
+        self.request(1)
+        self.wait(lambda: self.field(3) == 1)
+        return self.field(0)
+    def resume(self):
+        self.request(0)
+        self.wait(lambda: self.field(3) == 0)
+    def wait(self, condition, seconds=20):
+        deadline = time.time() + seconds
+        while not condition():
+            if time.time() > deadline:
+                sys.exit(f"{self.path}: timed out")
+            time.sleep(0.005)
+    def end(self):
+        self.process.kill()
+        self.process.wait()
+
+def mappings(pid, names):
+    """The bytes of every mapping of the files named (code, read-only data, GOT, data)."""
+    found = {}
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb") as memory:
+        for line in maps:
+            fields = line.split()
+            if len(fields) < 6 or os.path.basename(fields[5]) not in names or "r" not in fields[1]:
+                continue
+            start, end = (int(value, 16) for value in fields[0].split("-"))
+            memory.seek(start)
+            found[f"{os.path.basename(fields[5])} {fields[1]} {fields[2]}"] = memory.read(end - start)
+    return found
+
+def run_tracer(pid, *options, wait_for_join=True):
+    log = open(f"{work}/pid-{pid}.err", "w+")
+    process = subprocess.Popen([tracer, "--library", "libtracee.so", "--symbols", "tracee_*", *options,
+                                "--pid", str(pid)], stderr=log)
+    if wait_for_join:
+        deadline = time.time() + 60
+        while "joined process" not in open(log.name).read():
+            if process.poll() is not None or time.time() > deadline:
+                sys.exit(f"the tracer did not join process {pid}:\n{open(log.name).read()}")
+            time.sleep(0.01)
+    return process, log.name
+
+failures = []
+def check(good, what):
+    if not good:
+        failures.append(what)
+
+# 1. A window of calls, exact: the loop is paused when the tracer joins and when it leaves.
+joined = Joined("window")
+objects = {"joined", "libtracee.so"}
+before = mappings(joined.pid, objects)
+start = joined.pause()
+# Real-time signals sent all along (the kernel queues each one): those that arrive while the
+# tracer runs a call in the process must be delivered after it, none lost.
+sent, sending = 0, True
+def send():
+    global sent
+    while sending:
+        os.kill(joined.pid, signal.SIGRTMIN)
+        sent += 1
+        time.sleep(0.0002)
+sender = threading.Thread(target=send)
+sender.start()
+# The loader's functions are traced too: the tracer's own calls of them in the process (to load
+# the library, to find its functions) must not be counted in the window.
+process, log = run_tracer(joined.pid, "--library", "libc.so.6", "--symbols", "dl*,_dl*", "--duration", "3",
+                          "--json", f"{work}/pid-%p.json")
+during = mappings(joined.pid, objects)
+check(during != before, "no mapping of the program or libtracee changed while traced (no import entry hooked?)")
+check(all(during[key] == before[key] for key in before if "x" in key.split()[1]),
+      "code changed while traced")
+joined.resume()
+time.sleep(1)
+end = joined.pause()
+status = process.wait(timeout=60)
+sending = False
+sender.join()
+report = open(log).read()
+print(report, end="")
+check(status == 0, f"the tracer exited with {status}")
+deadline = time.time() + 10
+while joined.field(6) != sent and time.time() < deadline:
+    time.sleep(0.01)
+check(joined.field(6) == sent, f"{joined.field(6)} of the {sent} real-time signals sent reached the handler")
+rows = {row["name"]: row for row in json.load(open(f"{work}/pid-{joined.pid}.json"))["functions"]}
+traced = rows.get("tracee_add", {"calls": 0, "completed": 0})
+check(end - start > 0, "the process made no call in the window")
+check(traced["calls"] == end - start and traced["completed"] == end - start,
+      f"traced {traced['calls']} calls ({traced['completed']} returned); the process made {end - start}")
+check(set(rows) == {"tracee_add"}, f"functions traced: {sorted(rows)}")
+check(re.search(rf"joined \(pid {joined.pid}\): {end - start:,} calls of 1 functions", report) is not None,
+      "the table's heading does not give the window's calls")
+# Left: code and import tables as before, the library loaded and idle, the process running on.
+after = mappings(joined.pid, objects)
+check(after == before, "after the leave, the program's or libtracee's mappings differ from before the join: "
+      + ", ".join(key for key in before if after.get(key) != before[key]))
+check("libFFIHookTracer.so" in open(f"/proc/{joined.pid}/maps").read(), "the library is not loaded any more")
+joined.resume()
+joined.wait(lambda: joined.field(0) > end + 1000)
+ticks = joined.field(1)
+joined.wait(lambda: joined.field(1) > ticks)
+check(joined.process.poll() is None, "the process ended after the leave")
+if not failures:
+    print(f"--pid: {end - start} calls in the window, counted exactly; code and import tables restored; "
+          f"the process runs on ({joined.field(0)} calls, {joined.field(1)} timer signals and all {sent} "
+          "real-time signals handled)")
+
+# 2. Joined again (the library is loaded and idle): a second window counts from zero, and the
+#    process exits while traced: its report at exit is printed.
+start = joined.pause()
+process, log = run_tracer(joined.pid)
+joined.resume()
+time.sleep(0.5)
+joined.request(2)
+final = None
+status = process.wait(timeout=60)
+joined.process.wait()
+final = joined.field(0)
+report = open(log).read()
+print(report, end="")
+check(status == 0, f"the tracer exited with {status} when the process exited while traced")
+check("exited while traced" in report, "the tracer did not say that the process exited")
+check(re.search(rf"joined \(pid {joined.pid}\): {final - start:,} calls of 1 functions", report) is not None,
+      f"the report at exit does not give the {final - start} calls made since the second join")
+
+# 3. Errors: no such process, a process traced already, not permitted, no libc.so.6.
+gone = subprocess.Popen(["true"])
+gone.wait()
+process, log = run_tracer(gone.pid, wait_for_join=False)
+check(process.wait(timeout=60) == 3 and f"no process with ID {gone.pid}" in open(log).read(),
+      f"a process that is gone: {open(log).read()}")
+traced_already = Joined("traced", "traced")
+time.sleep(0.2)
+process, log = run_tracer(traced_already.pid, wait_for_join=False)
+check(process.wait(timeout=60) == 2 and "is already traced by process" in open(log).read(),
+      f"a process traced already: {open(log).read()}")
+if os.getuid() == 0 and shutil.which("setpriv"):
+    # The tracer run as nobody on a process of root's.
+    refused = Joined("refused")
+    log = f"{work}/pid-refused.err"
+    with open(log, "w") as error:
+        status = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", tracer,
+                                 "--library", "libtracee.so", "--pid", str(refused.pid)], stderr=error).returncode
+    check(status == 2 and "not permitted to trace process" in open(log).read()
+          and "belongs to user ID 0" in open(log).read(), f"another user's process: {open(log).read()}")
+    refused.end()
+traced_already.end()
+# A process started with the tracer: joining it is refused, it has its tracer.
+started_log = open(f"{work}/pid-started.err", "w")
+started = subprocess.Popen([tracer, "--library", "libtracee.so", "--", f"{work}/joined", f"{work}/started.shared"],
+                           stderr=started_log)
+deadline = time.time() + 30
+while not (os.path.exists(f"{work}/started.shared") and os.path.getsize(f"{work}/started.shared") == 4096
+           and struct.unpack("QQIII", open(f"{work}/started.shared", "rb").read(28))[4] != 0):
+    check(time.time() < deadline, "the started process did not start")
+    time.sleep(0.01)
+process, log = run_tracer(started.pid, wait_for_join=False)
+check(process.wait(timeout=60) == 2 and "is traced by ffi-hook-tracer already" in open(log).read(),
+      f"a process started with the tracer: {open(log).read()}")
+started.kill()
+started.wait()
+# A process killed while the tracer stops it or runs the join in it (TracerPid says when), or
+# just after: the tracer says it ended and exits with 3.
+victim = Joined("victim")
+process, log = run_tracer(victim.pid, wait_for_join=False)
+deadline = time.time() + 30
+def tracer_pid():
+    try:
+        return int(re.search(r"TracerPid:\s+(\d+)", open(f"/proc/{victim.pid}/status").read()).group(1))
+    except (OSError, AttributeError):
+        return 0
+while tracer_pid() == 0 and "joined process" not in open(log).read() and time.time() < deadline:
+    time.sleep(0.0002)
+victim.end()
+status = process.wait(timeout=60)
+text = open(log).read()
+check(status == 3 and re.search(r"(was killed by signal 9|exited|ended while traced)", text) is not None,
+      f"a process killed while being joined: status {status}: {text}")
+print("--pid: a process killed while being joined: " + text.strip().splitlines()[-1])
+if os.path.exists(f"{work}/static"):
+    static = Joined("static", program="static")
+    process, log = run_tracer(static.pid, wait_for_join=False)
+    check(process.wait(timeout=60) == 4 and "has no libc.so.6 mapped" in open(log).read(),
+          f"a static program: {open(log).read()}")
+    check(static.process.poll() is None, "the static program ended")
+    static.end()
+if failures:
+    print("\n".join(failures))
+    sys.exit(1)
+print("--pid: errors named for a process that is gone, one traced already (by another tracer, by this one), "
+      "another user's, one killed meanwhile, a static one")
+PYTHON

@@ -85,7 +85,8 @@ static int fhs_visit(struct dl_phdr_info *info, size_t size, void *data) {
     return 0;
 }
 
-/* Loads the tracer from this library's directory; its constructor starts it. */
+/* Loads the tracer from this library's directory and starts it (its constructor starts it only
+   when LD_PRELOAD names it). */
 static void fhs_load_tracer(void) {
     Dl_info info;
     if (!dladdr(&ffi_hook_tracer_preloaded, &info) || !info.dli_fname) return;
@@ -97,10 +98,14 @@ static void fhs_load_tracer(void) {
     memcpy(path, info.dli_fname, directory);
     path[directory] = '/';
     memcpy(path + directory + 1, file, sizeof file);
-    if (!fhs_real_dlopen(slash ? path : file, RTLD_NOW | RTLD_GLOBAL)) {
+    void *tracer = fhs_real_dlopen(slash ? path : file, RTLD_NOW | RTLD_GLOBAL);
+    void (*start)(void) = tracer ? (void (*)(void))dlsym(tracer, "ffi_hook_tracer_start") : NULL;
+    if (!start) {
         static const char message[] = "ffi-hook-tracer: cannot load libFFIHookTracer.so beside libFFIHookTracerStart.so\n";
         (void)!write(2, message, sizeof message - 1);
+        return;
     }
+    start();
 }
 
 /* Loads the tracer if it is not yet and `now` or a traced library is loaded. */

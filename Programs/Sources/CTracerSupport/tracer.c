@@ -16,9 +16,35 @@ extern void ffi_hook_tracer_finish(void);
 
 // MARK: - Start
 
+/* Whether LD_PRELOAD names this library (by its file name): ffi-hook-tracer preloads it so.
+   Loaded otherwise (ffi-hook-tracer --pid loads it with dlopen and calls the join), the
+   library waits to be told what to trace. */
+static int fht_preloaded(void) {
+    const char *preload = getenv("LD_PRELOAD");
+    Dl_info information;
+    if (!preload || !dladdr((const void *)fht_preloaded, &information) || !information.dli_fname) return 0;
+    const char *slash = strrchr(information.dli_fname, '/');
+    const char *name = slash ? slash + 1 : information.dli_fname;
+    size_t length = strlen(name);
+    /* Items are separated by colons or spaces; compare each item's file name. */
+    for (const char *item = preload; *item;) {
+        size_t size = strcspn(item, ": ");
+        const char *end = item + size;
+        const char *start = item;
+        for (const char *cursor = item; cursor < end; cursor++) {
+            if (*cursor == '/') start = cursor + 1;
+        }
+        if ((size_t)(end - start) == length && memcmp(start, name, length) == 0) return 1;
+        item = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
 /* Runs when the loader maps the library (LD_PRELOAD): after the objects it needs (the Swift
    runtime) are initialized, before the program's main. */
-__attribute__((constructor)) static void fht_load(void) { ffi_hook_tracer_start(); }
+__attribute__((constructor)) static void fht_load(void) {
+    if (fht_preloaded()) ffi_hook_tracer_start();
+}
 
 uint64_t fht_monotonic_nanoseconds(void) {
     struct timespec now;
@@ -144,7 +170,8 @@ static void fht_forked(void) {
 }
 
 void fht_install_process_handlers(void) {
-    fht_started = 1;
+    /* Once: a process joined again after a leave registers nothing twice. */
+    if (__atomic_exchange_n(&fht_started, 1, __ATOMIC_ACQ_REL)) return;
     pthread_atfork(NULL, NULL, fht_forked);
 }
 

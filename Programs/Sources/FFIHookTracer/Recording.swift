@@ -68,8 +68,8 @@ struct Recording {
     let threads: [Thread]
     /// Events not recorded: dropped on full buffers, or on threads that got no buffer.
     let droppedEvents: UInt64
-    /// The events of ``droppedEvents`` dropped on threads that got no buffer (past 4,096 threads,
-    /// or when the memory could not be had).
+    /// The events of ``droppedEvents`` dropped without a buffer: on threads past 4,096, when the
+    /// memory could not be had, or by a signal handler while its thread made its buffer.
     let unbufferedEvents: UInt64
     /// The events each thread's buffer holds.
     let capacity: Int

@@ -39,10 +39,11 @@ struct EventOutputs: Sendable {
     /// Whether calls are recorded: one of the outputs is asked for.
     var isEnabled: Bool { [chromeTracePath, foldedPath, flameGraphPath, timelinePath].contains { $0 != nil } }
 
-    /// The outputs the environment asks for; what it gets wrong is added to `problems`.
-    static func fromEnvironment(_ problems: inout [String]) -> EventOutputs {
+    /// The outputs `source` (the environment's variables, or a joined process's) asks for; what
+    /// it gets wrong is added to `problems`.
+    static func from(_ source: (String) -> String?, _ problems: inout [String]) -> EventOutputs {
         func value(_ name: String) -> String? {
-            guard let text = getenv(name).map({ String(cString: $0) }), !text.isEmpty else { return nil }
+            guard let text = source(name), !text.isEmpty else { return nil }
             return text
         }
         var outputs = EventOutputs()
@@ -102,7 +103,9 @@ struct EventOutputs: Sendable {
                     "\(full) on \(threads) thread\(threads == 1 ? "" : "s") whose \(capacity)-event buffer filled")
             }
             if recording.unbufferedEvents > 0 {
-                places.append("\(recording.unbufferedEvents) on threads that got no buffer (past 4,096 threads)")
+                places.append(
+                    "\(recording.unbufferedEvents) without a buffer (threads past 4,096, or a signal handler's calls while its thread made its buffer)"
+                )
             }
             say(
                 "\(recording.droppedEvents) events dropped (\(places.joined(separator: ", "))); the files hold the "

@@ -32,7 +32,7 @@ final class Tracer: Sendable {
     /// The process's tracer.
     static let shared = Tracer()
 
-    private struct State {
+    struct State {
         var configuration = TracerConfiguration()
         /// The functions chosen so far (exported by a traced library, selected by a pattern).
         var functions: Set<String> = []
@@ -74,7 +74,7 @@ final class Tracer: Sendable {
         var finished = false
     }
 
-    private let state = Mutex(State())
+    let state = Mutex(State())
 
     // MARK: - Start
 
@@ -82,6 +82,13 @@ final class Tracer: Sendable {
     /// and follows later loads (except in the main-program scope).
     func start() {
         let (configuration, problems) = TracerConfiguration.fromEnvironment()
+        start(configuration, problems: problems)
+    }
+
+    /// Starts with `configuration` (from the environment, or given to a joined process),
+    /// saying `problems` first; does nothing once started.
+    func start(_ configuration: TracerConfiguration, problems: [String]) {
+        if let path = configuration.outputPath { TracerOutput.redirect(to: path) }
         for problem in problems { say(problem) }
         state.withLock { state in
             guard !state.started else { return }
@@ -314,6 +321,7 @@ final class Tracer: Sendable {
     func finish() {
         // What the report's own work calls is not the program's (inline, it could be traced).
         fht_set_own_work(1)
+        defer { fht_set_own_work(0) }
         let passed = Self.passedThroughCalls
         let snapshot: (TracerConfiguration, [(String, fht_counter)], UInt64, UInt64, Int)? = state.withLock { state in
             guard state.started, !state.finished, !state.configuration.libraries.isEmpty else { return nil }
@@ -334,7 +342,7 @@ final class Tracer: Sendable {
         let nanosecondsPerTick = Self.nanosecondsPerTick(since: startTicks, startNanoseconds)
         let report = TraceReport(counts: counts, nanosecondsPerTick: nanosecondsPerTick, missedCalls: max(missed, 0))
         let pid = getpid()
-        write(report.table(process: "\(Self.programName) (pid \(pid))"), to: 2)
+        write(report.table(process: "\(Self.programName) (pid \(pid))"), to: TracerOutput.descriptor)
         configuration.events.write(
             functions: state.withLock { $0.counters },
             clock: EventClock(startTicks: startTicks, nanosecondsPerTick: nanosecondsPerTick),
@@ -433,9 +441,9 @@ final class Tracer: Sendable {
 /// The C library's `write`, which the function below shadows.
 private let systemWrite: @Sendable (Int32, UnsafeRawPointer?, Int) -> Int = { write($0, $1, $2) }
 
-/// Writes a line to standard error, prefixed with the tracer's name.
+/// Writes a line to standard error (or to ``TracerOutput``'s file), prefixed with the tracer's name.
 func say(_ message: String) {
-    write("ffi-hook-tracer: \(message)\n", to: 2)
+    write("ffi-hook-tracer: \(message)\n", to: TracerOutput.descriptor)
 }
 
 /// Writes all of `text` to `descriptor`.

@@ -29,6 +29,11 @@
 ///   the process in which the library was loaded, not its forked children.
 /// - `FFI_HOOK_TRACER_CHROME_TRACE`, `FFI_HOOK_TRACER_FOLDED`, `FFI_HOOK_TRACER_FLAMEGRAPH`,
 ///   `FFI_HOOK_TRACER_TIMELINE`, `FFI_HOOK_TRACER_EVENTS`: see ``EventOutputs``.
+/// - `FFI_HOOK_TRACER_OUTPUT`: a file the tracer's messages and its table are appended to
+///   instead of standard error (`ffi-hook-tracer --pid` reads it back and prints it).
+///
+/// A process joined with `ffi-hook-tracer --pid` receives the same variables as text
+/// (``from(text:)``), not in its environment.
 struct TracerConfiguration: Sendable {
     /// Whose calls are counted.
     enum Scope: String, Sendable {
@@ -51,36 +56,57 @@ struct TracerConfiguration: Sendable {
     var jsonWriter: Int32?
     /// The timeline and flame graph outputs, and the events each thread records for them.
     var events = EventOutputs()
+    /// A file the messages and the table are appended to instead of standard error.
+    var outputPath: String?
 
     /// The configuration in the environment, with a message for each value it could not use.
     static func fromEnvironment() -> (TracerConfiguration, problems: [String]) {
+        parse { name in getenv(name).map { String(cString: $0) } }
+    }
+
+    /// The configuration in `text`, which holds the same variables as the environment, one
+    /// `NAME=VALUE` a line (how ``ffi_hook_tracer_join`` receives it); lines without `=` are
+    /// ignored, and a later line for a name replaces an earlier one.
+    static func from(text: String) -> (TracerConfiguration, problems: [String]) {
+        var values: [String: String] = [:]
+        for line in text.split(separator: "\n") {
+            guard let equals = line.firstIndex(of: "=") else { continue }
+            values[String(line[..<equals])] = String(line[line.index(after: equals)...])
+        }
+        return parse { values[$0] }
+    }
+
+    /// The configuration whose variables `source` gives by name (nil for one that is unset),
+    /// with a message for each value it could not use.
+    static func parse(_ source: (String) -> String?) -> (TracerConfiguration, problems: [String]) {
         var configuration = TracerConfiguration()
         var problems: [String] = []
-        configuration.libraries = list(environment("FFI_HOOK_TRACER_LIBRARIES"))
-        configuration.symbolPatterns = list(environment("FFI_HOOK_TRACER_SYMBOLS"))
-        if let scope = environment("FFI_HOOK_TRACER_SCOPE"), !scope.isEmpty {
+        configuration.libraries = list(source("FFI_HOOK_TRACER_LIBRARIES"))
+        configuration.symbolPatterns = list(source("FFI_HOOK_TRACER_SYMBOLS"))
+        if let scope = source("FFI_HOOK_TRACER_SCOPE"), !scope.isEmpty {
             if let known = Scope(rawValue: scope) {
                 configuration.scope = known
             } else {
                 problems.append("FFI_HOOK_TRACER_SCOPE=\(scope) is not main, program or all; tracing the program")
             }
         }
-        if let path = environment("FFI_HOOK_TRACER_JSON"), !path.isEmpty { configuration.jsonPath = path }
-        if let inline = environment("FFI_HOOK_TRACER_INLINE"), !inline.isEmpty {
+        if let path = source("FFI_HOOK_TRACER_JSON"), !path.isEmpty { configuration.jsonPath = path }
+        if let inline = source("FFI_HOOK_TRACER_INLINE"), !inline.isEmpty {
             if inline == "1" || inline == "0" {
                 configuration.inline = inline == "1"
             } else {
                 problems.append("FFI_HOOK_TRACER_INLINE=\(inline) is not 1 or 0; tracing through import tables")
             }
         }
-        if let writer = environment("FFI_HOOK_TRACER_PID"), !writer.isEmpty {
+        if let writer = source("FFI_HOOK_TRACER_PID"), !writer.isEmpty {
             if let pid = Int32(writer) {
                 configuration.jsonWriter = pid
             } else {
                 problems.append("FFI_HOOK_TRACER_PID=\(writer) is not a process ID")
             }
         }
-        configuration.events = EventOutputs.fromEnvironment(&problems)
+        configuration.events = EventOutputs.from(source, &problems)
+        if let path = source("FFI_HOOK_TRACER_OUTPUT"), !path.isEmpty { configuration.outputPath = path }
         if configuration.libraries.isEmpty {
             problems.append("FFI_HOOK_TRACER_LIBRARIES names no library; nothing is traced")
         }
@@ -106,10 +132,7 @@ struct TracerConfiguration: Sendable {
         }
     }
 
-    private static func environment(_ name: String) -> String? {
-        getenv(name).map { String(cString: $0) }
-    }
-
+    /// The non-empty items of a comma-separated list, without surrounding spaces.
     private static func list(_ value: String?) -> [String] {
         (value ?? "").split(separator: ",").map { String($0).trimmingSpaces }.filter { !$0.isEmpty }
     }

@@ -3,6 +3,9 @@
 //
 //     ffi-hook-tracer [--library NAME]... [--symbols PATTERN]... [--json FILE]
 //                     [--scope program|main|all] [--inline] -- PROGRAM [ARGUMENT]...
+//     ffi-hook-tracer [options] --pid PID [--duration SECONDS]
+//
+// With --pid it joins a running process instead (ProcessJoin.swift).
 //
 // The options become the environment variables the library reads (see its
 // TracerConfiguration); the library is found beside this executable.
@@ -18,11 +21,24 @@ let usage = """
                            [--scope program|main|all] [--inline] [--chrome-trace FILE]
                            [--folded FILE] [--flamegraph FILE] [--timeline FILE] [--events N]
                            -- PROGRAM [ARGUMENT]...
+           ffi-hook-tracer [the same options] --pid PID [--duration SECONDS]
 
     Runs PROGRAM with the tracer library preloaded. At exit the program prints, to standard
     error, the calls and time of each traced function, by total time: its calls, their total
     time (a recursive call's once), its self time (less the traced calls made inside it), the
     mean call, and its share of the time spent in traced functions.
+
+    With --pid, joins the running process PID instead: loads the tracer library into it
+    (through ptrace, which stops one of its threads for a moment), traces for SECONDS or
+    until the tracer is interrupted (Ctrl-C, SIGTERM) or the process exits, then removes
+    every hook, leaves the process running and prints the same report for that window. The
+    library stays loaded in the process, idle (a Swift library cannot be unloaded safely); the
+    process's own code is not changed, only its import tables while traced. Tracing needs the
+    permission to ptrace the process: the same user and, where Yama's ptrace_scope is 1 or
+    more, root (CAP_SYS_PTRACE) or the process's consent (prctl PR_SET_PTRACER); the process
+    must be able to read the library and to write in /tmp, where its report passes. Exit status:
+    0 traced, 1 failed, 2 not permitted or traced already, 3 no such process or it exited
+    before reporting, 4 not a glibc x86-64 process.
 
       --library NAME     a library whose exported functions are traced: a soname
                          (libsqlite3.so.0), a file name, a path or a shell pattern; repeatable.
@@ -52,6 +68,8 @@ let usage = """
                          through the import table or not); --scope does not apply. Functions
                          that cannot be patched safely are reported and left out
     \(eventUsage)
+      --pid PID          join the running process PID instead of starting a program
+      --duration SECONDS with --pid: trace for this long (default: until interrupted)
 
     """
 
@@ -77,6 +95,10 @@ struct Options {
     var command: [String] = []
     /// The output options' variables and values.
     var events: [(String, String)] = []
+    /// The process to join (--pid).
+    var pid: Int32?
+    /// How long to trace a joined process, in seconds (--duration); nil until interrupted.
+    var duration: Double?
 
     init(_ arguments: ArraySlice<String>) {
         var arguments = arguments
@@ -100,7 +122,7 @@ struct Options {
                 events.append(event)
                 continue
             }
-            guard ["--library", "--symbols", "--json", "--scope"].contains(name) else {
+            guard ["--library", "--symbols", "--json", "--scope", "--pid", "--duration"].contains(name) else {
                 if argument.hasPrefix("-") { fail("unknown option \(argument)") }
                 command = [argument] + Array(arguments)
                 break
@@ -112,12 +134,22 @@ struct Options {
             case "--library": libraries.append(value)
             case "--symbols": symbols.append(value)
             case "--json": json = value
+            case "--pid":
+                guard let number = Int32(value), number > 0 else { fail("--pid needs a process ID") }
+                pid = number
+            case "--duration":
+                guard let seconds = Double(value), seconds > 0, seconds < 1e9 else {
+                    fail("--duration needs a number of seconds above 0")
+                }
+                duration = seconds
             default:
                 guard ["program", "main", "all"].contains(value) else { fail("--scope is program, main or all") }
                 scope = value
             }
         }
-        if command.isEmpty { fail("no program to run") }
+        if pid != nil, !command.isEmpty { fail("--pid joins a running process: give no program to run") }
+        if duration != nil, pid == nil { fail("--duration goes with --pid") }
+        if command.isEmpty, pid == nil { fail("no program to run") }
         if libraries.isEmpty { fail("no --library: name at least one library to trace") }
         if libraries.contains(where: { $0.contains(",") }) { fail("a library name cannot hold a comma") }
     }
@@ -150,6 +182,8 @@ if let scope = options.scope { setenv("FFI_HOOK_TRACER_SCOPE", scope, 1) } else 
 if options.inline { setenv("FFI_HOOK_TRACER_INLINE", "1", 1) } else { unsetenv("FFI_HOOK_TRACER_INLINE") }
 for (_, variable) in eventOptions { unsetenv(variable) }
 for (variable, value) in options.events { setenv(variable, value, 1) }
+
+if let pid = options.pid { joinProcess(pid, duration: options.duration, library: library) }
 
 // execvp keeps this process (and its ID, which FFI_HOOK_TRACER_PID names).
 var arguments = options.command.map { strdup($0) } + [nil]

@@ -241,11 +241,27 @@ int fht_object_path(const void *address, char *buffer, size_t size);
 /// The path of the start library (libFFIHookTracerStart.so, which loaded this one), copied
 /// into `buffer`; 0 when it is not loaded.
 int fht_start_library_path(char *buffer, size_t size);
+// MARK: - Lazy import entries
+
+/// Receives one lazily bound import entry: its symbol (valid during the call only), the
+/// entry's address and the value it holds (an address in its object's PLT).
+typedef void (*fht_lazy_visitor)(void *_Nullable context, const char *symbol, uintptr_t slot, uintptr_t value);
+
+/// Reports every JUMP_SLOT entry of the loaded objects that is not bound yet (it leads into
+/// its own object's code), in writable memory outside RELRO. Runs with the loader's list
+/// locked: the visitor must not load or unload objects.
+void fht_lazy_entries(fht_lazy_visitor visit, void *_Nullable context);
+
+/// Puts lazy values back: for each JUMP_SLOT entry at `slots[i]` (sorted ascending) that holds
+/// another value leading into a loaded object's code (bound to a function; not a hook's
+/// closure), writes `values[i]` there when that value still leads into the code of the object
+/// that holds the entry (the object was not replaced since). Returns how many were written.
+size_t fht_restore_lazy_entries(const uintptr_t *slots, const uintptr_t *values, size_t count);
 
 // MARK: - Process
 
 /// Arms the report at exit (the library's finalizer calls the Swift side's) and registers the
-/// fork handler (which zeroes the counters in the child).
+/// fork handler (which zeroes the counters in the child); once, later calls do nothing.
 void fht_install_process_handlers(void);
 
 #pragma clang assume_nonnull end

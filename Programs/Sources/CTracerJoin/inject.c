@@ -1,0 +1,464 @@
+#define _GNU_SOURCE
+#include "join.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+// A call made in another process, as a debugger makes one: the thread's registers are set as
+// the ABI wants them at a function's entry, with a return address of 0, so that the return
+// faults at a known place; the tracer sees that fault (a signal-delivery-stop for SIGSEGV at
+// address 0), reads %rax and suppresses the signal.
+
+/* The return address of every call made: returning there faults, deterministically. */
+enum { FHJ_RETURN = 0 };
+/* The bytes below the stack pointer the ABI lets a function use without moving it. */
+enum { FHJ_RED_ZONE = 128 };
+/* The largest XSAVE area asked for (AVX-512 needs about 2.7 KB, AMX about 11 KB). */
+enum { FHJ_XSTATE = 16384 };
+
+/* One call session: the stopped thread and everything that must be put back. */
+typedef struct {
+    /* The process, and the thread that runs the calls. */
+    pid_t pid, tid;
+    /* Whether the thread is seized, and whether its registers are saved. */
+    int seized, stopped;
+    /* /proc/PID/mem, to read and write the process's memory. */
+    int memory;
+    /* The thread's registers when it was stopped. */
+    struct user_regs_struct saved;
+    /* Its x87/SSE/AVX state: an XSAVE area (kind 1) or the FXSAVE one (kind 2). */
+    int fpu_kind;
+    struct iovec xstate;
+    struct user_fpregs_struct fpregs;
+    /* The stack bytes the calls' strings and return address went into, and what they held. */
+    uint64_t scratch;
+    size_t scratch_size;
+    unsigned char *scratch_saved;
+    /* The stack pointer of each call (its return address is there). */
+    uint64_t call_stack;
+    /* Whether the thread is in a signal-delivery-stop now (else in a PTRACE_EVENT_STOP). */
+    int in_signal_stop;
+    /* Signals the thread received while stopped or running a call, in order. */
+    siginfo_t *kept;
+    int kept_count, kept_capacity;
+} fhj_session;
+
+// MARK: - Memory
+
+/* Reads `size` bytes at `address` of the process; 0 when it cannot. */
+static int fhj_read(fhj_session *session, uint64_t address, void *bytes, size_t size) {
+    ssize_t done = pread(session->memory, bytes, size, (off_t)address);
+    if (done >= 0 && done != (ssize_t)size) errno = EIO; /* short: the memory is gone */
+    return done == (ssize_t)size;
+}
+
+/* Writes `size` bytes at `address` of the process; 0 when it cannot. */
+static int fhj_write(fhj_session *session, uint64_t address, const void *bytes, size_t size) {
+    ssize_t done = pwrite(session->memory, bytes, size, (off_t)address);
+    if (done >= 0 && done != (ssize_t)size) errno = EIO;
+    return done == (ssize_t)size;
+}
+
+// MARK: - Stops
+
+/* Whether a signal is the thread's own fault, raised by the instruction it ran (it cannot wait:
+   the instruction would fault again), rather than one sent to it. */
+static int fhj_is_fault(const siginfo_t *information) {
+    int signal = information->si_signo;
+    return (signal == SIGSEGV || signal == SIGBUS || signal == SIGILL || signal == SIGFPE || signal == SIGTRAP) &&
+           information->si_code > 0;
+}
+
+/* Keeps a signal to deliver after the detach (a standard signal once: the kernel merges them;
+   each real-time one, which the kernel queues). */
+static void fhj_keep(fhj_session *session, const siginfo_t *information) {
+    for (int index = 0; index < session->kept_count; index++) {
+        if (information->si_signo < SIGRTMIN && session->kept[index].si_signo == information->si_signo) return;
+    }
+    if (session->kept_count == session->kept_capacity) {
+        int capacity = session->kept_capacity ? 2 * session->kept_capacity : 16;
+        siginfo_t *grown = realloc(session->kept, (size_t)capacity * sizeof *grown);
+        if (!grown) return; /* out of memory: the signal is lost, as the kernel loses one it cannot queue */
+        session->kept = grown;
+        session->kept_capacity = capacity;
+    }
+    session->kept[session->kept_count++] = *information;
+}
+
+/* Whether the process handles `signal` (SigCgt in its status). */
+static int fhj_catches(pid_t pid, int signal) {
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *file = fopen(path, "re");
+    if (!file) return 0;
+    unsigned long long caught = 0;
+    while (fgets(line, sizeof line, file)) {
+        if (strncmp(line, "SigCgt:\t", 8) == 0) caught = strtoull(line + 8, NULL, 16);
+    }
+    fclose(file);
+    return (caught >> (signal - 1)) & 1;
+}
+
+/* What a wait found. */
+typedef enum { FHJ_STOP_EVENT, FHJ_STOP_SIGNAL, FHJ_STOP_GONE, FHJ_STOP_ERROR } fhj_stop;
+
+/* Waits for the thread's next stop. A signal-delivery-stop fills `information`. */
+static fhj_stop fhj_next_stop(fhj_session *session, siginfo_t *information, int *status) {
+    for (;;) {
+        pid_t waited = waitpid(session->tid, status, __WALL);
+        if (waited < 0 && errno == EINTR) continue;
+        if (waited < 0) return errno == ECHILD ? FHJ_STOP_GONE : FHJ_STOP_ERROR;
+        if (WIFEXITED(*status) || WIFSIGNALED(*status)) return FHJ_STOP_GONE;
+        if (!WIFSTOPPED(*status)) continue;
+        if ((*status >> 16) != 0) {
+            session->in_signal_stop = 0;
+            return FHJ_STOP_EVENT;
+        }
+        session->in_signal_stop = 1;
+        if (ptrace(PTRACE_GETSIGINFO, session->tid, NULL, information) != 0) {
+            memset(information, 0, sizeof *information);
+            information->si_signo = WSTOPSIG(*status);
+        }
+        return FHJ_STOP_SIGNAL;
+    }
+}
+
+/* The sentence for a thread that is gone. */
+static fhj_status fhj_gone(fhj_session *session, int status, const char *during, char *message, size_t size) {
+    if (WIFSIGNALED(status)) {
+        fhj_say(message, size, "process %d was killed by signal %d (%s) %s", (int)session->pid, WTERMSIG(status),
+                strsignal(WTERMSIG(status)), during);
+    } else {
+        fhj_say(message, size, "process %d exited %s", (int)session->pid, during);
+    }
+    return FHJ_EXITED;
+}
+
+/* After a ptrace request or a memory access failed: FHJ_EXITED, with the sentence, when the
+   thread is gone (killed meanwhile: its memory and registers went first), else FHJ_FAILED with
+   the sentence written already. Waits up to a second for an exit to be reported (a process
+   killed meanwhile may not look dead yet in /proc). */
+static fhj_status fhj_failed(fhj_session *session, char *message, size_t size) {
+    for (int attempt = 0; attempt < 1000; attempt++) {
+        int status;
+        pid_t waited = waitpid(session->tid, &status, WNOHANG | __WALL);
+        if (waited == session->tid && (WIFEXITED(status) || WIFSIGNALED(status))) {
+            return fhj_gone(session, status, "while it was being joined", message, size);
+        }
+        if (waited < 0 && errno == ECHILD) {
+            fhj_say(message, size, "process %d ended while it was being joined", (int)session->pid);
+            return FHJ_EXITED;
+        }
+        usleep(1000);
+    }
+    return FHJ_FAILED;
+}
+
+// MARK: - Stopping and restoring
+
+/* The thread to use: the main thread, unless it has exited (a zombie while others run). */
+static pid_t fhj_choose_thread(pid_t pid) {
+    fhj_process thread;
+    if (fhj_read_process(pid, pid, &thread) && thread.state != 'Z' && thread.state != 'X') return pid;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *tasks = opendir(path);
+    if (!tasks) return pid;
+    pid_t chosen = pid;
+    struct dirent *entry;
+    while ((entry = readdir(tasks))) {
+        pid_t tid = (pid_t)atoi(entry->d_name);
+        if (tid > 0 && tid != pid && fhj_read_process(pid, tid, &thread) && thread.state != 'Z') {
+            chosen = tid;
+            break;
+        }
+    }
+    closedir(tasks);
+    return chosen;
+}
+
+/* Seizes and stops the thread, preferring a stop inside a system call (a thread stopped in
+   its own code may hold a lock, of the allocator's or the loader's, that the call would
+   need); saves its registers. */
+static fhj_status fhj_stop_thread(fhj_session *session, char *message, size_t size) {
+    session->tid = fhj_choose_thread(session->pid);
+    if (ptrace(PTRACE_SEIZE, session->tid, NULL, NULL) != 0) {
+        return fhj_explain_refusal(session->pid, errno, message, size);
+    }
+    session->seized = 1;
+    enum { ATTEMPTS = 50 };
+    for (int attempt = 0;; attempt++) {
+        if (ptrace(PTRACE_INTERRUPT, session->tid, NULL, NULL) != 0) {
+            return fhj_explain_refusal(session->pid, errno, message, size);
+        }
+        int status;
+        siginfo_t information;
+        for (;;) {
+            fhj_stop stop = fhj_next_stop(session, &information, &status);
+            if (stop == FHJ_STOP_GONE) return fhj_gone(session, status, "as it was being stopped", message, size);
+            if (stop == FHJ_STOP_ERROR) {
+                fhj_say(message, size, "waiting for process %d: %s", (int)session->pid, strerror(errno));
+                return fhj_failed(session, message, size);
+            }
+            if (stop == FHJ_STOP_EVENT) break;
+            /* A signal that came first: its own fault goes on to it, any other waits for the detach. */
+            int deliver = fhj_is_fault(&information) ? information.si_signo : 0;
+            if (!deliver) fhj_keep(session, &information);
+            ptrace(PTRACE_CONT, session->tid, NULL, (void *)(intptr_t)deliver);
+        }
+        if (ptrace(PTRACE_GETREGS, session->tid, NULL, &session->saved) != 0) {
+            fhj_say(message, size, "reading the registers of process %d: %s", (int)session->pid, strerror(errno));
+            return fhj_failed(session, message, size);
+        }
+        session->stopped = 1;
+        if ((int64_t)session->saved.orig_rax >= 0 || attempt == ATTEMPTS - 1) break;
+        ptrace(PTRACE_CONT, session->tid, NULL, NULL);
+        usleep(1000);
+    }
+    session->xstate.iov_base = malloc(FHJ_XSTATE);
+    session->xstate.iov_len = FHJ_XSTATE;
+    if (session->xstate.iov_base &&
+        ptrace(PTRACE_GETREGSET, session->tid, (void *)(uintptr_t)NT_X86_XSTATE, &session->xstate) == 0) {
+        session->fpu_kind = 1;
+    } else if (ptrace(PTRACE_GETFPREGS, session->tid, NULL, &session->fpregs) == 0) {
+        session->fpu_kind = 2;
+    } else {
+        fhj_say(message, size, "reading the floating-point registers of process %d: %s", (int)session->pid,
+                strerror(errno));
+        return fhj_failed(session, message, size);
+    }
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/mem", (int)session->pid);
+    session->memory = open(path, O_RDWR | O_CLOEXEC);
+    if (session->memory < 0) {
+        fhj_say(message, size, "opening %s: %s", path, strerror(errno));
+        return fhj_failed(session, message, size);
+    }
+    return FHJ_OK;
+}
+
+/* Puts the registers and stack bytes back and detaches, delivering the kept signals. */
+static void fhj_restore(fhj_session *session) {
+    if (session->scratch_saved) {
+        fhj_write(session, session->scratch, session->scratch_saved, session->scratch_size);
+    }
+    if (session->stopped) ptrace(PTRACE_SETREGS, session->tid, NULL, &session->saved);
+    if (session->fpu_kind == 1) {
+        ptrace(PTRACE_SETREGSET, session->tid, (void *)(uintptr_t)NT_X86_XSTATE, &session->xstate);
+    } else if (session->fpu_kind == 2) {
+        ptrace(PTRACE_SETFPREGS, session->tid, NULL, &session->fpregs);
+    }
+    int first = 0;
+    /* From a signal-delivery-stop the first kept signal goes with the detach, its information
+       intact; the others (and all of them from another stop) are sent again. */
+    if (session->in_signal_stop && session->kept_count > 0 &&
+        ptrace(PTRACE_SETSIGINFO, session->tid, NULL, &session->kept[0]) == 0) {
+        first = session->kept[0].si_signo;
+    }
+    for (int index = first ? 1 : 0; index < session->kept_count; index++) {
+        siginfo_t *information = &session->kept[index];
+        /* Queued with its information (sigqueue's value) when the kernel lets a process say it
+           sent it (a negative code but SI_TKILL's); else as tgkill sends it. */
+        if (information->si_code < 0 && information->si_code != SI_TKILL &&
+            syscall(SYS_rt_tgsigqueueinfo, session->pid, session->tid, information->si_signo, information) == 0) {
+            continue;
+        }
+        syscall(SYS_tgkill, session->pid, session->tid, information->si_signo);
+    }
+    ptrace(PTRACE_DETACH, session->tid, NULL, (void *)(intptr_t)first);
+}
+
+// MARK: - Calls
+
+/* Calls `function(first, second)` on the stopped thread; its %rax in `result`. */
+static fhj_status fhj_remote(fhj_session *session, const char *name, uint64_t function, uint64_t first,
+                             uint64_t second, uint64_t *result, char *message, size_t size) {
+    struct user_regs_struct registers = session->saved;
+    registers.rip = function;
+    registers.rdi = first;
+    registers.rsi = second;
+    registers.rax = 0;
+    registers.rsp = session->call_stack;
+    /* No system call to restart when the thread goes on, and the direction flag clear. */
+    registers.orig_rax = (unsigned long long)-1;
+    registers.eflags &= ~(unsigned long long)0x400;
+    if (ptrace(PTRACE_SETREGS, session->tid, NULL, &registers) != 0 ||
+        ptrace(PTRACE_CONT, session->tid, NULL, NULL) != 0) {
+        fhj_say(message, size, "starting the call of %s in process %d: %s", name, (int)session->pid,
+                strerror(errno));
+        return fhj_failed(session, message, size);
+    }
+    char during[128];
+    snprintf(during, sizeof during, "while one of its threads ran %s for the tracer", name);
+    for (;;) {
+        int status;
+        siginfo_t information;
+        fhj_stop stop = fhj_next_stop(session, &information, &status);
+        if (stop == FHJ_STOP_GONE) return fhj_gone(session, status, during, message, size);
+        if (stop == FHJ_STOP_ERROR) {
+            fhj_say(message, size, "waiting for process %d: %s", (int)session->pid, strerror(errno));
+            return fhj_failed(session, message, size);
+        }
+        int deliver = 0;
+        if (stop == FHJ_STOP_SIGNAL) {
+            if (ptrace(PTRACE_GETREGS, session->tid, NULL, &registers) != 0) {
+                fhj_say(message, size, "reading the registers of process %d: %s", (int)session->pid,
+                        strerror(errno));
+                return fhj_failed(session, message, size);
+            }
+            if (information.si_signo == SIGSEGV && registers.rip == FHJ_RETURN) {
+                *result = registers.rax;
+                return FHJ_OK;
+            }
+            if (fhj_is_fault(&information)) {
+                /* Its own fault: the process's handler sees it, as it would without the tracer;
+                   one it does not handle would kill the process, which is spared instead. */
+                if (!fhj_catches(session->pid, information.si_signo)) {
+                    fhj_say(message, size,
+                            "%s faulted in process %d with %s at %#llx (address %p); the thread's registers and "
+                            "stack were put back, but what the call did until then stays done",
+                            name, (int)session->pid, strsignal(information.si_signo), registers.rip,
+                            information.si_addr);
+                    return FHJ_FAULTED;
+                }
+                deliver = information.si_signo;
+            } else {
+                fhj_keep(session, &information);
+            }
+        }
+        if (ptrace(PTRACE_CONT, session->tid, NULL, (void *)(intptr_t)deliver) != 0 && errno == ESRCH) {
+            continue; /* the next wait says how it ended */
+        }
+    }
+}
+
+/* Copies the strings the calls need below the red zone, keeping the bytes they cover, and
+   places the return address under them; `addresses` receive the strings' addresses. */
+static fhj_status fhj_place(fhj_session *session, const char *const *strings, uint64_t *addresses, size_t count,
+                            char *message, size_t size) {
+    uint64_t top = (session->saved.rsp - FHJ_RED_ZONE) & ~(uint64_t)15;
+    uint64_t next = top;
+    for (size_t index = 0; index < count; index++) {
+        next = (next - (strlen(strings[index]) + 1)) & ~(uint64_t)15;
+        addresses[index] = next;
+    }
+    /* At a function's entry the stack pointer is 8 below a multiple of 16: the return address. */
+    session->call_stack = next - 8;
+    session->scratch = session->call_stack;
+    session->scratch_size = (size_t)(top - session->scratch);
+    session->scratch_saved = malloc(session->scratch_size);
+    if (!session->scratch_saved || !fhj_read(session, session->scratch, session->scratch_saved, session->scratch_size)) {
+        free(session->scratch_saved);
+        session->scratch_saved = NULL;
+        fhj_say(message, size, "reading the stack of process %d at %#" PRIx64 ": %s", (int)session->pid,
+                session->scratch, strerror(errno));
+        return fhj_failed(session, message, size);
+    }
+    uint64_t return_address = FHJ_RETURN;
+    int written = fhj_write(session, session->call_stack, &return_address, sizeof return_address);
+    for (size_t index = 0; index < count && written; index++) {
+        written = fhj_write(session, addresses[index], strings[index], strlen(strings[index]) + 1);
+    }
+    if (!written) {
+        fhj_say(message, size, "writing the stack of process %d: %s", (int)session->pid, strerror(errno));
+        return fhj_failed(session, message, size);
+    }
+    return FHJ_OK;
+}
+
+/* The string at `address` in the process (at most size - 1 bytes). */
+static void fhj_read_string(fhj_session *session, uint64_t address, char *text, size_t size) {
+    text[0] = 0;
+    if (!address || size == 0) return;
+    ssize_t got = pread(session->memory, text, size - 1, (off_t)address);
+    text[got > 0 ? (size_t)got : 0] = 0;
+}
+
+/* One session: stops a thread, then (with a library) loads it and finds `entry` and `later`
+   in it, or (without) checks that `address` is still in the library's code, and calls the
+   function as `int f(const char *argument)`; puts everything back. */
+static fhj_status fhj_run(pid_t pid, const char *library, int load, const char *entry, uint64_t address,
+                          const char *argument, const char *later, uint64_t *later_address, int32_t *result,
+                          char *message, size_t size) {
+    fhj_status status = fhj_check(pid, message, size);
+    if (status != FHJ_OK) return status;
+    fhj_session session = {.pid = pid, .memory = -1};
+    status = fhj_stop_thread(&session, message, size);
+    fhj_loader loader = {0};
+    if (status == FHJ_OK && load) status = fhj_find_loader(pid, &loader, message, size);
+    if (status == FHJ_OK && !load && !fhj_maps_code(pid, address, library)) {
+        fhj_say(message, size, "%s is not loaded in process %d any more (did it execute another program?)", library,
+                (int)pid);
+        status = FHJ_LOAD_FAILED;
+    }
+    const char *strings[] = {library, entry, argument, later ? later : ""};
+    uint64_t addresses[4] = {0};
+    if (status == FHJ_OK) status = fhj_place(&session, strings, addresses, 4, message, size);
+    uint64_t handle = 0, function = address, value = 0;
+    if (status == FHJ_OK && load) {
+        int flags = RTLD_NOW | RTLD_NODELETE;
+        status = fhj_remote(&session, "dlopen", loader.dlopen, addresses[0], (uint64_t)flags, &handle, message, size);
+        if (status == FHJ_OK && handle == 0) {
+            uint64_t error = 0;
+            char text[512];
+            status = fhj_remote(&session, "dlerror", loader.dlerror, 0, 0, &error, message, size);
+            if (status == FHJ_OK) {
+                fhj_read_string(&session, error, text, sizeof text);
+                fhj_say(message, size, "process %d cannot load %s: %s", (int)pid, library,
+                        text[0] ? text : "dlopen failed");
+                status = FHJ_LOAD_FAILED;
+            }
+        }
+        for (int index = 0; index < 2 && status == FHJ_OK; index++) {
+            const char *name = index == 0 ? entry : later;
+            if (!name) continue;
+            uint64_t found = 0;
+            status = fhj_remote(&session, "dlsym", loader.dlsym, handle, addresses[index == 0 ? 1 : 3], &found,
+                                message, size);
+            if (status == FHJ_OK && found == 0) {
+                fhj_say(message, size, "%s, loaded in process %d, has no function %s", library, (int)pid, name);
+                status = FHJ_LOAD_FAILED;
+            }
+            if (index == 0) function = found;
+            if (index == 1 && later_address) *later_address = found;
+        }
+    }
+    if (status == FHJ_OK) {
+        status = fhj_remote(&session, entry, function, addresses[2], 0, &value, message, size);
+        if (status == FHJ_OK) {
+            *result = (int32_t)value;
+            fhj_say(message, size, "%s", "");
+        }
+    }
+    if (status != FHJ_EXITED && session.seized) fhj_restore(&session);
+    if (session.memory >= 0) close(session.memory);
+    free(session.scratch_saved);
+    free(session.xstate.iov_base);
+    free(session.kept);
+    return status;
+}
+
+fhj_status fhj_load_and_call(pid_t pid, const char *library, const char *entry, const char *argument,
+                             const char *later, uint64_t *later_address, int32_t *result, char *message,
+                             size_t size) {
+    return fhj_run(pid, library, 1, entry, 0, argument, later, later_address, result, message, size);
+}
+
+fhj_status fhj_call(pid_t pid, const char *library, const char *entry, uint64_t address, const char *argument,
+                    int32_t *result, char *message, size_t size) {
+    return fhj_run(pid, library, 0, entry, address, argument, NULL, NULL, result, message, size);
+}

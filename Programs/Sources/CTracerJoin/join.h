@@ -1,0 +1,49 @@
+#ifndef FHJ_JOIN_H
+#define FHJ_JOIN_H
+
+// What the files of CTracerJoin share: the process's description read from /proc, the
+// explanation of a refusal, and the loader's functions found in its memory.
+
+#include "CTracerJoin.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+
+/// What /proc/PID/status says of a process.
+typedef struct {
+    /// Its command name (`comm`).
+    char name[64];
+    /// Its state letter (R, S, D, T, t, Z, X).
+    char state;
+    /// Its real, effective, saved and file-system user IDs.
+    uid_t uids[4];
+    /// The process tracing it, 0 for none.
+    pid_t tracer;
+} fhj_process;
+
+/// Reads /proc/PID/status (for a thread, /proc/PID/task/TID/status); 0 when it cannot.
+int fhj_read_process(pid_t pid, pid_t tid, fhj_process *process);
+
+/// Writes a sentence to `message` as snprintf does.
+void fhj_say(char *message, size_t size, const char *format, ...) __attribute__((format(printf, 3, 4)));
+
+/// Explains why ptrace refused process `pid` with `error` (EPERM or another errno): the
+/// users, Yama's ptrace_scope and what its value means, a non-dumpable process.
+fhj_status fhj_explain_refusal(pid_t pid, int error, char *message, size_t size);
+
+/// The loader's functions in the process's memory.
+typedef struct {
+    uint64_t dlopen;
+    uint64_t dlsym;
+    uint64_t dlerror;
+} fhj_loader;
+
+/// Finds dlopen, dlsym and dlerror in the process: in its libc.so.6 (glibc 2.34 and later),
+/// else in its libdl.so.2, each at the object's load address plus the symbol's value read from
+/// the object's file (the very file mapped, checked by device and inode).
+fhj_status fhj_find_loader(pid_t pid, fhj_loader *loader, char *message, size_t size);
+
+/// Whether `address` is in an executable mapping of the file at `path` in the process.
+int fhj_maps_code(pid_t pid, uint64_t address, const char *path);
+
+#endif

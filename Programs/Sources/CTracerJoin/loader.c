@@ -1,0 +1,195 @@
+#define _GNU_SOURCE
+#include "join.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+/* One object mapped in the process, as /proc/PID/maps lists it: its lowest mapping at file
+   offset 0, the range of that mapping, and the file's device and inode. */
+typedef struct {
+    uint64_t start, end;
+    unsigned major, minor;
+    uint64_t inode;
+    char path[512];
+} fhj_mapping;
+
+/* The object whose path's file name is `name` (libc.so.6, libdl.so.2); 0 when none is mapped. */
+static int fhj_find_mapping(pid_t pid, const char *name, fhj_mapping *found) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+    FILE *maps = fopen(path, "re");
+    if (!maps) return 0;
+    char line[1024];
+    int seen = 0;
+    while (fgets(line, sizeof line, maps)) {
+        fhj_mapping mapping = {0};
+        uint64_t offset = 0;
+        char permissions[8];
+        int consumed = 0;
+        if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %x:%x %" SCNu64 " %n", &mapping.start,
+                   &mapping.end, permissions, &offset, &mapping.major, &mapping.minor, &mapping.inode,
+                   &consumed) < 7 ||
+            consumed == 0 || offset != 0 || mapping.inode == 0) {
+            continue;
+        }
+        snprintf(mapping.path, sizeof mapping.path, "%s", line + consumed);
+        mapping.path[strcspn(mapping.path, "\n")] = 0;
+        const char *slash = strrchr(mapping.path, '/');
+        const char *file = slash ? slash + 1 : mapping.path;
+        size_t length = strlen(name);
+        /* "libc.so.6" or "libc.so.6 (deleted)" (the file was replaced since it was mapped). */
+        if (strncmp(file, name, length) != 0 || (file[length] != 0 && file[length] != ' ')) continue;
+        if (!seen || mapping.start < found->start) *found = mapping;
+        seen = 1;
+    }
+    fclose(maps);
+    return seen;
+}
+
+/* The mapped file itself: by its path when that still names the same device and inode, else
+   through /proc/PID/map_files. */
+static int fhj_open_mapped(pid_t pid, const fhj_mapping *mapping) {
+    char path[600];
+    snprintf(path, sizeof path, "%s", mapping->path);
+    char *deleted = strstr(path, " (deleted)");
+    if (deleted) *deleted = 0;
+    int descriptor = deleted ? -1 : open(path, O_RDONLY | O_CLOEXEC);
+    struct stat status;
+    if (descriptor >= 0 && fstat(descriptor, &status) == 0 && status.st_ino == mapping->inode &&
+        major(status.st_dev) == mapping->major && minor(status.st_dev) == mapping->minor) {
+        return descriptor;
+    }
+    if (descriptor >= 0) close(descriptor);
+    snprintf(path, sizeof path, "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, mapping->start, mapping->end);
+    return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+/* The values of `names` (count of them) among the file's dynamic symbols, defined and of the
+   default version; each 0 when absent. Also the first loadable segment's address, which the
+   load bias is counted from. Returns 0 when the file is not a 64-bit x86 ELF object. */
+static int fhj_read_symbols(int descriptor, const char *const *names, uint64_t *values, size_t count,
+                            uint64_t *first_segment) {
+    struct stat status;
+    if (fstat(descriptor, &status) != 0 || (size_t)status.st_size < sizeof(Elf64_Ehdr)) return 0;
+    size_t size = (size_t)status.st_size;
+    const unsigned char *file = mmap(NULL, size, PROT_READ, MAP_PRIVATE, descriptor, 0);
+    if (file == MAP_FAILED) return 0;
+    int good = 0;
+    const Elf64_Ehdr *header = (const Elf64_Ehdr *)file;
+    if (memcmp(header->e_ident, ELFMAG, SELFMAG) != 0 || header->e_ident[EI_CLASS] != ELFCLASS64 ||
+        header->e_machine != EM_X86_64 || header->e_shoff == 0 || header->e_shentsize != sizeof(Elf64_Shdr) ||
+        header->e_shoff + (uint64_t)header->e_shnum * sizeof(Elf64_Shdr) > size ||
+        header->e_phoff + (uint64_t)header->e_phnum * sizeof(Elf64_Phdr) > size) {
+        goto done;
+    }
+    *first_segment = 0;
+    const Elf64_Phdr *segments = (const Elf64_Phdr *)(file + header->e_phoff);
+    for (size_t index = 0; index < header->e_phnum; index++) {
+        if (segments[index].p_type == PT_LOAD) {
+            *first_segment = segments[index].p_vaddr & ~(uint64_t)0xfff;
+            break;
+        }
+    }
+    const Elf64_Shdr *sections = (const Elf64_Shdr *)(file + header->e_shoff);
+    const Elf64_Shdr *symbols = NULL, *versions = NULL;
+    for (size_t index = 0; index < header->e_shnum; index++) {
+        if (sections[index].sh_type == SHT_DYNSYM) symbols = &sections[index];
+        if (sections[index].sh_type == SHT_GNU_versym) versions = &sections[index];
+    }
+    if (!symbols || symbols->sh_link >= header->e_shnum || symbols->sh_entsize != sizeof(Elf64_Sym)) goto done;
+    const Elf64_Shdr *strings = &sections[symbols->sh_link];
+    if (symbols->sh_offset + symbols->sh_size > size || strings->sh_offset + strings->sh_size > size) goto done;
+    size_t symbol_count = symbols->sh_size / sizeof(Elf64_Sym);
+    if (versions && (versions->sh_offset + symbol_count * sizeof(Elf64_Half) > size)) versions = NULL;
+    const Elf64_Sym *table = (const Elf64_Sym *)(file + symbols->sh_offset);
+    const char *names_table = (const char *)(file + strings->sh_offset);
+    const Elf64_Half *version = versions ? (const Elf64_Half *)(file + versions->sh_offset) : NULL;
+    for (size_t wanted = 0; wanted < count; wanted++) values[wanted] = 0;
+    for (size_t index = 1; index < symbol_count; index++) {
+        const Elf64_Sym *symbol = &table[index];
+        if (symbol->st_shndx == SHN_UNDEF || symbol->st_name >= strings->sh_size) continue;
+        if (version && (version[index] & 0x8000)) continue; /* a hidden, older version */
+        const char *name = names_table + symbol->st_name;
+        for (size_t wanted = 0; wanted < count; wanted++) {
+            if (strcmp(name, names[wanted]) == 0) values[wanted] = symbol->st_value;
+        }
+    }
+    good = 1;
+done:
+    munmap((void *)file, size);
+    return good;
+}
+
+fhj_status fhj_find_loader(pid_t pid, fhj_loader *loader, char *message, size_t size) {
+    static const char *const objects[] = {"libc.so.6", "libdl.so.2"};
+    static const char *const names[] = {"dlopen", "dlsym", "dlerror"};
+    int has_libc = 0;
+    for (size_t object = 0; object < sizeof objects / sizeof objects[0]; object++) {
+        fhj_mapping mapping;
+        if (!fhj_find_mapping(pid, objects[object], &mapping)) continue;
+        if (object == 0) has_libc = 1;
+        int descriptor = fhj_open_mapped(pid, &mapping);
+        if (descriptor < 0) {
+            fhj_say(message, size, "cannot read %s, which process %d maps: %s", mapping.path, (int)pid,
+                    strerror(errno));
+            return FHJ_FAILED;
+        }
+        uint64_t values[3], first_segment = 0;
+        int good = fhj_read_symbols(descriptor, names, values, 3, &first_segment);
+        close(descriptor);
+        if (!good) {
+            fhj_say(message, size, "process %d's %s is not a 64-bit x86 ELF object; only x86-64 processes can be joined",
+                    (int)pid, mapping.path);
+            return FHJ_NO_LOADER;
+        }
+        if (!values[0] || !values[1] || !values[2]) continue;
+        uint64_t bias = mapping.start - first_segment;
+        loader->dlopen = bias + values[0];
+        loader->dlsym = bias + values[1];
+        loader->dlerror = bias + values[2];
+        return FHJ_OK;
+    }
+    if (!has_libc) {
+        fhj_say(message, size,
+                "process %d has no libc.so.6 mapped (a static program, or one built on another C library than "
+                "glibc); the tracer library can only be loaded into a process that uses glibc",
+                (int)pid);
+    } else {
+        fhj_say(message, size,
+                "process %d's libc.so.6 has no dlopen (glibc before 2.34 keeps it in libdl.so.2, which the process "
+                "has not loaded); the tracer library cannot be loaded into it",
+                (int)pid);
+    }
+    return FHJ_NO_LOADER;
+}
+
+int fhj_maps_code(pid_t pid, uint64_t address, const char *path) {
+    char name[64];
+    snprintf(name, sizeof name, "/proc/%d/maps", (int)pid);
+    FILE *maps = fopen(name, "re");
+    if (!maps) return 0;
+    char line[1024];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, maps)) {
+        uint64_t start, end;
+        char permissions[8];
+        int consumed = 0;
+        if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %*x %*x:%*x %*u %n", &start, &end, permissions, &consumed) < 3 ||
+            consumed == 0) {
+            continue;
+        }
+        line[strcspn(line, "\n")] = 0;
+        found = address >= start && address < end && permissions[2] == 'x' && strcmp(line + consumed, path) == 0;
+    }
+    fclose(maps);
+    return found;
+}

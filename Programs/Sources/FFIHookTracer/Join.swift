@@ -1,0 +1,139 @@
+internal import CTracerSupport
+internal import FFIHook
+import Synchronization
+
+/// Starts tracing in a process that is running already: `ffi-hook-tracer --pid` loads the
+/// library into the process with `dlopen` (its constructor then does nothing, the library not
+/// being preloaded) and calls this function on one of its threads.
+///
+/// `configuration` holds the variables a started program reads from its environment, one
+/// `NAME=VALUE` a line (see ``TracerConfiguration``); `FFI_HOOK_TRACER_OUTPUT` names the file
+/// the messages and the table go to. Returns a ``JoinResult`` raw value: 0 when tracing,
+/// 1 when the process is traced already, 2 when the configuration names no library.
+///
+/// A process that was joined and left may be joined again; each join counts from zero.
+@_cdecl("ffi_hook_tracer_join")
+public func ffiHookTracerJoin(_ configuration: UnsafePointer<CChar>?) -> Int32 {
+    Tracer.shared.join(configuration.map { String(cString: $0) } ?? "").rawValue
+}
+
+/// Stops tracing in a process that ``ffiHookTracerJoin(_:)`` joined: writes the report (the
+/// table, and the JSON file when one was asked for) for the calls since the join, removes every
+/// hook, and leaves the library loaded but idle (a Swift library cannot be unloaded safely:
+/// its runtime's metadata and the hooks' reclaimed memory outlive it).
+///
+/// Returns a ``JoinResult`` raw value: 0 when it left, 3 when no join was tracing.
+@_cdecl("ffi_hook_tracer_leave")
+public func ffiHookTracerLeave() -> Int32 {
+    Tracer.shared.leave().rawValue
+}
+
+/// What ``ffiHookTracerJoin(_:)`` and ``ffiHookTracerLeave()`` return; `ffi-hook-tracer`
+/// reads the same values.
+enum JoinResult: Int32 {
+    /// Joined, or left.
+    case done = 0
+    /// The process is traced already: the library was preloaded with libraries to trace, or a
+    /// join has not left yet.
+    case busy = 1
+    /// The configuration names no library: nothing would be traced.
+    case nothingToTrace = 2
+    /// A leave found no join tracing.
+    case notJoined = 3
+}
+
+extension Tracer {
+    /// Starts with the configuration in `text` unless tracing already (a tracer that has left,
+    /// or a preloaded one with nothing to trace, starts afresh).
+    func join(_ text: String) -> JoinResult {
+        let (configuration, problems) = TracerConfiguration.from(text: text)
+        let free = state.withLock { state -> Bool in
+            guard !state.started || state.finished || state.configuration.libraries.isEmpty else { return false }
+            state = State()
+            return true
+        }
+        guard free else { return .busy }
+        LazyEntries.shared.record()
+        guard !configuration.libraries.isEmpty else {
+            if let path = configuration.outputPath { TracerOutput.redirect(to: path) }
+            for problem in problems { say(problem) }
+            TracerOutput.restore()
+            return .nothingToTrace
+        }
+        start(configuration, problems: problems)
+        return .done
+    }
+
+    /// Reports, then removes every hook group (each entry gets back what it held before the
+    /// join: an entry that was not bound yet is made lazy again, see ``LazyEntries``) and
+    /// writes to standard error again.
+    ///
+    /// It does not wait for the removed hooks' memory to be reclaimed: a call blocked inside a
+    /// traced function (the very thread this runs on may be in one) would keep it waiting, and
+    /// the memory of the hooks of one join is small.
+    func leave() -> JoinResult {
+        let tracing = state.withLock { $0.started && !$0.finished }
+        guard tracing else { return .notJoined }
+        finish()
+        let groups = state.withLock { state in
+            defer { state.groups = [] }
+            return state.groups
+        }
+        for group in groups { group.remove() }
+        // What the attaches bound, lazy again: the traced functions' entries and dlopen's.
+        let functions = state.withLock { $0.functions }.union(["dlopen"])
+        LazyEntries.shared.restore(functions)
+        TracerOutput.restore()
+        return .done
+    }
+}
+
+/// The import entries not bound yet when a process was joined (each still leads into its
+/// object's PLT, for the loader to bind at the first call).
+///
+/// An attach binds such an entry to its function before hooking it (the loader's resolver
+/// would otherwise overwrite the hook at the first call), and the hook's removal leaves it
+/// bound. The leave makes those of the traced functions lazy again, so that the process's
+/// import tables hold what they held before the join. An entry of a traced function that the
+/// program itself bound meanwhile (one no hook covered, outside the scope) is made lazy again
+/// too, which only means that the loader binds it once more.
+final class LazyEntries: Sendable {
+    /// One entry: its symbol, its address and the PLT address it held.
+    struct Entry: Sendable {
+        let symbol: String
+        let slot: UInt
+        let value: UInt
+    }
+
+    /// The process's entries, recorded at the last join.
+    static let shared = LazyEntries()
+
+    private let entries = Mutex<[Entry]>([])
+
+    /// Records the lazy entries of the objects loaded now.
+    func record() {
+        final class Collector {
+            var entries: [Entry] = []
+        }
+        let collector = Collector()
+        withExtendedLifetime(collector) {
+            fht_lazy_entries(
+                { context, symbol, slot, value in
+                    let collector = Unmanaged<Collector>.fromOpaque(context!).takeUnretainedValue()
+                    collector.entries.append(Entry(symbol: String(cString: symbol), slot: slot, value: value))
+                }, Unmanaged.passUnretained(collector).toOpaque())
+        }
+        let recorded = collector.entries
+        entries.withLock { $0 = recorded }
+    }
+
+    /// Makes the recorded entries of `symbols` that are bound now lazy again.
+    func restore(_ symbols: Set<String>) {
+        let chosen = entries.withLock { entries in
+            defer { entries = [] }
+            return entries.filter { symbols.contains($0.symbol) }.sorted { $0.slot < $1.slot }
+        }
+        guard !chosen.isEmpty else { return }
+        _ = fht_restore_lazy_entries(chosen.map(\.slot), chosen.map(\.value), chosen.count)
+    }
+}

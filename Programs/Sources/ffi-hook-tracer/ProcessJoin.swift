@@ -1,0 +1,238 @@
+internal import CTracerJoin
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// The exit statuses of `--pid` (64, a usage error, is the wrapper's own).
+enum JoinExit: Int32 {
+    /// Traced, left, and the report printed (also when the process exited while traced and
+    /// wrote its report at exit).
+    case traced = 0
+    /// Something else failed: the process could not load the library, a call in it faulted, a
+    /// system call of the tracer's failed.
+    case failed = 1
+    /// Tracing the process is not permitted (another user's, Yama's ptrace_scope, not
+    /// dumpable), or it is traced already (by a debugger, or by ffi-hook-tracer).
+    case refused = 2
+    /// No such process, or it exited before the report could be had.
+    case gone = 3
+    /// The process cannot take the library: not a glibc process, no dlopen, not x86-64.
+    case unsupported = 4
+}
+
+/// `ffi-hook-tracer --pid`: joins process `pid` with the tracer library at `library`, traces
+/// for `duration` seconds (or until SIGINT, SIGTERM or SIGHUP, or until the process exits),
+/// leaves it, prints the report on standard error and exits.
+///
+/// The library writes its messages and table to a file in a private directory, which is
+/// printed here (so the report looks as it does for a started program); a JSON report is
+/// written there too and copied to `json` (`%p` becoming the process ID).
+func joinProcess(_ pid: Int32, duration: Double?, library: String) -> Never {
+    fhj_block_interrupts()
+    var template = Array("/tmp/ffi-hook-tracer.XXXXXX".utf8CString)
+    guard let made = mkdtemp(&template) else {
+        finish(.failed, "cannot make a directory for the report: \(String(cString: strerror(errno)))", directory: nil)
+    }
+    let directory = String(cString: made)
+    var owner = stat()
+    // Run as root on another user's process, the process must still write the report there.
+    if geteuid() == 0, stat("/proc/\(pid)", &owner) == 0, owner.st_uid != 0 {
+        _ = chown(directory, owner.st_uid, owner.st_gid)
+    }
+    let output = directory + "/output"
+    let jsonCopy = directory + "/report.json"
+    let json = getenv("FFI_HOOK_TRACER_JSON").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
+    let configuration = joinConfiguration(pid: pid, output: output, json: json == nil ? nil : jsonCopy)
+    let name = processName(pid)
+
+    var printed = 0
+    // The leave's address is found now, so that the leave calls no loader function in the
+    // traced window (its calls would be counted as the program's).
+    var leave: UInt64 = 0
+    let (joined, joinResult) = call(pid, library: library, entry: "ffi_hook_tracer_join", configuration, leave: &leave)
+    printed = printOutput(output, from: printed)
+    switch joined {
+    case FHJ_OK:
+        break
+    case FHJ_EXITED:
+        // It may have exited after the join had started tracing: its report at exit is printed.
+        finish(printed > 0 ? .traced : .gone, nil, directory: directory)
+    default:
+        finish(exit(for: joined), nil, directory: directory)
+    }
+    switch joinResult {
+    case 0: break
+    case 1:
+        finish(
+            .refused,
+            "process \(pid) (\(name)) is traced by ffi-hook-tracer already (started with it, or joined by another "
+                + "ffi-hook-tracer that has not left)", directory: directory)
+    default:
+        finish(
+            .failed, "process \(pid) (\(name)) did not start tracing (the join returned \(joinResult))",
+            directory: directory)
+    }
+    say(
+        "joined process \(pid) (\(name)); tracing "
+            + (duration.map { "for \($0.formatted) s, or " } ?? "") + "until interrupted (Ctrl-C)")
+
+    let reason = fhj_wait(pid, duration.map { Int64(($0 * 1000).rounded()) } ?? -1)
+    if reason == FHJ_WAIT_EXITED {
+        printed = printOutput(output, from: printed)
+        copyJSON(jsonCopy, to: json, pid: pid)
+        guard printed > 0 else {
+            finish(
+                .gone, "process \(pid) (\(name)) ended while traced, without a report (killed by a signal?)",
+                directory: directory)
+        }
+        say("process \(pid) (\(name)) exited while traced; the report above is the one it wrote at exit")
+        finish(.traced, nil, directory: directory)
+    }
+    let (left, leaveResult) = call(pid, library: library, entry: "ffi_hook_tracer_leave", "", at: leave)
+    printed = printOutput(output, from: printed)
+    copyJSON(jsonCopy, to: json, pid: pid)
+    switch left {
+    case FHJ_OK where leaveResult == 0:
+        finish(.traced, nil, directory: directory)
+    case FHJ_OK:
+        finish(.failed, "process \(pid) (\(name)) was not traced any more when the tracer left", directory: directory)
+    case FHJ_EXITED, FHJ_NO_PROCESS:
+        finish(printed > 0 ? .traced : .gone, nil, directory: directory)
+    default:
+        say("the hooks stay in process \(pid) (\(name)) until it exits")
+        finish(exit(for: left), nil, directory: directory)
+    }
+}
+
+/// The text given to the join: every `FFI_HOOK_TRACER_` variable the options set, with the
+/// process that writes the JSON, the JSON's file and the output file of this join.
+private func joinConfiguration(pid: Int32, output: String, json: String?) -> String {
+    var lines: [String] = []
+    var entry = environ
+    let replaced = ["FFI_HOOK_TRACER_PID=", "FFI_HOOK_TRACER_JSON=", "FFI_HOOK_TRACER_OUTPUT="]
+    while let variable = entry.pointee {
+        let line = String(cString: variable)
+        if line.hasPrefix("FFI_HOOK_TRACER_"), !replaced.contains(where: line.hasPrefix) { lines.append(line) }
+        entry += 1
+    }
+    lines.append("FFI_HOOK_TRACER_PID=\(pid)")
+    lines.append("FFI_HOOK_TRACER_OUTPUT=\(output)")
+    if let json { lines.append("FFI_HOOK_TRACER_JSON=\(json)") }
+    if lines.contains(where: { $0.contains("\n") }) { fail("an option's value cannot hold a line break with --pid") }
+    return lines.joined(separator: "\n")
+}
+
+/// Calls `entry` of the library in process `pid` with `argument`, saying the message of any
+/// status but FHJ_OK; returns the status and the entry's result. Loads the library and stores
+/// the address of `ffi_hook_tracer_leave` in `leave` (`fhj_load_and_call`), or, given an
+/// address, calls the function there (`fhj_call`).
+private func call(
+    _ pid: Int32, library: String, entry: String, _ argument: String, leave: UnsafeMutablePointer<UInt64>? = nil,
+    at address: UInt64? = nil
+) -> (fhj_status, Int32) {
+    var result: Int32 = -1
+    var message = [CChar](repeating: 0, count: 2048)
+    let status = message.withUnsafeMutableBufferPointer { buffer in
+        if let address {
+            return fhj_call(pid, library, entry, address, argument, &result, buffer.baseAddress!, buffer.count)
+        }
+        return fhj_load_and_call(
+            pid, library, entry, argument, "ffi_hook_tracer_leave", leave, &result, buffer.baseAddress!, buffer.count)
+    }
+    if status != FHJ_OK { say(message.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }) }
+    return (status, result)
+}
+
+/// The exit status for a status of `fhj_call`.
+private func exit(for status: fhj_status) -> JoinExit {
+    switch status {
+    case FHJ_NOT_PERMITTED, FHJ_ALREADY_TRACED: .refused
+    case FHJ_NO_PROCESS, FHJ_EXITED: .gone
+    case FHJ_NO_LOADER: .unsupported
+    default: .failed
+    }
+}
+
+/// Prints what the joined process wrote to `path` past `offset` on standard error; returns
+/// the new offset.
+private func printOutput(_ path: String, from offset: Int) -> Int {
+    let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+    guard descriptor >= 0 else { return offset }
+    defer { close(descriptor) }
+    var position = offset
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let count = pread(descriptor, &buffer, buffer.count, off_t(position))
+        guard count > 0 else { break }
+        buffer.withUnsafeBytes { _ = write(2, $0.baseAddress, count) }
+        position += count
+    }
+    return position
+}
+
+/// Copies the JSON report the process wrote at `source` to `destination` (`%p`: the process
+/// ID), saying why when it cannot.
+private func copyJSON(_ source: String, to destination: String?, pid: Int32) {
+    guard let destination else { return }
+    let path = destination.split(separator: "%p", omittingEmptySubsequences: false).joined(separator: "\(pid)")
+    let input = open(source, O_RDONLY | O_CLOEXEC)
+    guard input >= 0 else { return }
+    defer { close(input) }
+    let output = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+    guard output >= 0 else {
+        say("cannot write \(path): \(String(cString: strerror(errno)))")
+        return
+    }
+    defer { close(output) }
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let count = read(input, &buffer, buffer.count)
+        guard count > 0 else { break }
+        buffer.withUnsafeBytes { _ = write(output, $0.baseAddress, count) }
+    }
+}
+
+/// The command name of process `pid`, "?" when unknown.
+private func processName(_ pid: Int32) -> String {
+    let descriptor = open("/proc/\(pid)/comm", O_RDONLY | O_CLOEXEC)
+    guard descriptor >= 0 else { return "?" }
+    defer { close(descriptor) }
+    var buffer = [UInt8](repeating: 0, count: 64)
+    let count = read(descriptor, &buffer, buffer.count)
+    guard count > 0 else { return "?" }
+    return String(decoding: buffer[..<count], as: UTF8.self).trimmingCharacters(in: ["\n"])
+}
+
+/// Says `message` (when there is one), removes the report's directory and exits with `status`.
+private func finish(_ status: JoinExit, _ message: String?, directory: String?) -> Never {
+    if let message { say(message) }
+    if let directory {
+        for file in ["output", "report.json"] { unlink(directory + "/" + file) }
+        rmdir(directory)
+    }
+    exit(status.rawValue)
+}
+
+/// Writes a line to standard error, prefixed with the tracer's name.
+private func say(_ message: String) {
+    put("ffi-hook-tracer: \(message)\n", to: 2)
+}
+
+extension Double {
+    /// The number as a person writes it: without ".0" when whole.
+    fileprivate var formatted: String {
+        self == rounded() && abs(self) < 1e15 ? String(Int(self)) : String(self)
+    }
+}
+
+extension String {
+    /// The string without the given characters at its end.
+    fileprivate func trimmingCharacters(in characters: Set<Character>) -> String {
+        var text = Substring(self)
+        while let last = text.last, characters.contains(last) { text.removeLast() }
+        return String(text)
+    }
+}
