@@ -464,3 +464,36 @@ if failures:
 print("--pid: errors named for a process that is gone, one traced already (by another tracer, by this one), "
       "another user's, one killed meanwhile, a static one")
 PYTHON
+
+echo "== tracer test: --pid with --inline: a running process's code patched while traced, as it was after"
+# joined.c again, traced in libtracee's own code: its calls are counted and the library's code
+# pages hold the file's bytes again after the leave.
+"$work/joined" "$work/inline-joined.count" >/dev/null 2>&1 &
+inline_pid=$!
+sleep 0.3
+code_pages() {
+    python3 - "$1" <<'PYTHON'
+import hashlib, sys
+pid = int(sys.argv[1])
+digest = hashlib.sha256()
+for line in open(f"/proc/{pid}/maps"):
+    fields = line.split()
+    if len(fields) > 5 and fields[5].endswith("/libtracee.so") and "x" in fields[1]:
+        start, end = (int(value, 16) for value in fields[0].split("-"))
+        with open(f"/proc/{pid}/mem", "rb") as memory:
+            memory.seek(start)
+            digest.update(memory.read(end - start))
+print(digest.hexdigest())
+PYTHON
+}
+before=$(code_pages "$inline_pid")
+"$bin/ffi-hook-tracer" --inline --library libtracee.so --pid "$inline_pid" --duration 0.5 2>"$work/inline-joined.err"
+after=$(code_pages "$inline_pid")
+kill "$inline_pid"
+cat "$work/inline-joined.err"
+grep -Eq "tracee_add +[1-9]" "$work/inline-joined.err"
+if [ "$before" != "$after" ]; then
+    echo "libtracee's code differs after the leave of an inline trace" >&2
+    exit 1
+fi
+echo "--pid --inline: calls counted in the library's own code, its code as before after the leave"
