@@ -214,7 +214,7 @@ final class Tracer: Sendable {
         let records = state.configuration.events.isEnabled
         let blocks: (String) -> (onEnter: EnterBlock?, onLeave: LeaveBlock?) = { symbol in
             guard let counter = counters[symbol] else { return (nil, nil) }
-            return Self.blocks(counting: counter, recording: records)
+            return Self.blocks(counting: counter, named: symbol, recording: records)
         }
         let counted = symbols.filter { counters[$0] != nil }
         do {
@@ -236,15 +236,18 @@ final class Tracer: Sendable {
     /// its calls in flight on each thread (by the stack pointer at entry, which tells a
     /// recursive or tail call from an abandoned one).
     /// With `recording`, they also record each call's begin and end for the event outputs
-    /// (``EventOutputs``).
+    /// (``EventOutputs``); with a log, they also log each call of `name` (``CallLog``).
     private static func blocks(
-        counting counter: CounterAddress, recording: Bool
+        counting counter: CounterAddress, named name: String, recording: Bool
     ) -> (onEnter: EnterBlock?, onLeave: LeaveBlock?) {
-        if recording { return EventOutputs.recordingBlocks(counter) }
-        return (
-            { context in fht_enter(counter.pointer, UInt64(context.stackPointer)) },
-            { context in fht_leave(counter.pointer, UInt64(context.stackPointer)) }
-        )
+        let blocks: (onEnter: EnterBlock?, onLeave: LeaveBlock?) =
+            recording
+            ? EventOutputs.recordingBlocks(counter)
+            : (
+                { context in fht_enter(counter.pointer, UInt64(context.stackPointer)) },
+                { context in fht_leave(counter.pointer, UInt64(context.stackPointer)) }
+            )
+        return CallLog.shared?.blocks(wrapping: blocks, function: name) ?? blocks
     }
 
     // MARK: - Inline
@@ -295,7 +298,7 @@ final class Tracer: Sendable {
         do {
             let group = try Hook.attach(on: traced, options: .allowsReentry) { function in
                 guard let counter = counters[UInt(bitPattern: function.address)] else { return (nil, nil) }
-                return Self.blocks(counting: counter, recording: records)
+                return Self.blocks(counting: counter, named: function.name, recording: records)
             }
             state.groups.append(group)
             state.batches[image.key] = traced
@@ -333,6 +336,7 @@ final class Tracer: Sendable {
         guard let (configuration, counts, startTicks, startNanoseconds, missed) = snapshot else { return }
         let nanosecondsPerTick = Self.nanosecondsPerTick(since: startTicks, startNanoseconds)
         let report = TraceReport(counts: counts, nanosecondsPerTick: nanosecondsPerTick, missedCalls: max(missed, 0))
+        CallLog.shared?.finish()
         let pid = getpid()
         write(report.table(process: "\(Self.programName) (pid \(pid))"), to: 2)
         configuration.events.write(

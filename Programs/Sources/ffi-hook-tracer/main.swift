@@ -17,6 +17,7 @@ let usage = """
     usage: ffi-hook-tracer [--library NAME]... [--symbols PATTERN]... [--json FILE]
                            [--scope program|main|all] [--inline] [--chrome-trace FILE]
                            [--folded FILE] [--flamegraph FILE] [--timeline FILE] [--events N]
+                           [--log FILE] [--signature NAME=ENCODING]... [--signatures FILE]
                            -- PROGRAM [ARGUMENT]...
 
     Runs PROGRAM with the tracer library preloaded. At exit the program prints, to standard
@@ -52,6 +53,7 @@ let usage = """
                          through the import table or not); --scope does not apply. Functions
                          that cannot be patched safely are reported and left out
     \(eventUsage)
+    \(logUsage)
 
     """
 
@@ -77,6 +79,8 @@ struct Options {
     var command: [String] = []
     /// The output options' variables and values.
     var events: [(String, String)] = []
+    /// The log options' variables and values.
+    var log: [(String, String)] = []
 
     init(_ arguments: ArraySlice<String>) {
         var arguments = arguments
@@ -98,6 +102,10 @@ struct Options {
             let name = parts[0]
             if let event = eventOption(name, inline: parts.count == 2 ? parts[1] : nil, &arguments) {
                 events.append(event)
+                continue
+            }
+            if let entry = logOption(name, inline: parts.count == 2 ? parts[1] : nil, &arguments) {
+                log.append(entry)
                 continue
             }
             guard ["--library", "--symbols", "--json", "--scope"].contains(name) else {
@@ -146,6 +154,7 @@ if let scope = options.scope { setenv("FFI_HOOK_TRACER_SCOPE", scope, 1) } else 
 if options.inline { setenv("FFI_HOOK_TRACER_INLINE", "1", 1) } else { unsetenv("FFI_HOOK_TRACER_INLINE") }
 for (_, variable) in eventOptions { unsetenv(variable) }
 for (variable, value) in options.events { setenv(variable, value, 1) }
+setLogEnvironment(options.log)
 
 // execvp keeps this process (and its ID, which FFI_HOOK_TRACER_PID names).
 var arguments = options.command.map { strdup($0) } + [nil]
