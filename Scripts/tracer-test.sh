@@ -13,6 +13,8 @@
 # with the default buffers and with buffers that fill up, and of a program whose signal handler
 # calls a traced function (event-signals.c) and of one whose traced calls are left by longjmp
 # (jumps.c): Scripts/tracer-outputs-check.py says what it checks.
+# The call log (--log) of a program whose calls have known arguments and results, with and
+# without signatures, through import tables and inline: Scripts/tracer-log-check.py.
 #
 #     Scripts/tracer-test.sh [debug|release]
 set -euo pipefail
@@ -196,3 +198,27 @@ python3 Scripts/tracer-outputs-check.py signals "$work" "$pid" "$handled"
     >"$work/jumps.out" 2>"$work/jumps.err"
 pid=$(sed -n 's/.*jumps (pid \([0-9]*\)).*/\1/p' "$work/jumps.err")
 python3 Scripts/tracer-outputs-check.py jumps "$work" "$pid"
+
+echo "== tracer test: the call log"
+# Calls with known arguments and results (log-program.c): decoded by signatures given on the
+# command line and in a file, and libc's write, strlen and exit by the built-in ones; the same
+# traced inline; and without signatures, raw. Scripts/tracer-log-check.py says what it checks.
+gcc -O0 -fPIC -shared -o "$work/liblogged.so" "$fixture/logged.c"
+gcc -O0 -fno-builtin -o "$work/log-program" "$fixture/log-program.c" -L"$work" -llogged -Wl,-rpath,"$work" -lpthread
+printf '# the rest of liblogged.so\nlogged_many=iiiiiiiii\n\nlogged_outer = qi\nlogged_half=ff\n' >"$work/signatures.txt"
+signatures=(--signature 'logged_call=qi*dq' --signature logged_scale=ddi --signatures "$work/signatures.txt")
+for mode in decoded inline raw; do
+    case $mode in
+    decoded) options=(--library liblogged.so --library libc.so.6 --symbols 'logged_*,write,strlen,exit' "${signatures[@]}") ;;
+    inline) options=(--inline --library liblogged.so "${signatures[@]}") ;;
+    raw) options=(--library liblogged.so) ;;
+    esac
+    "$bin/ffi-hook-tracer" "${options[@]}" --log "$work/log-$mode-%p.txt" -- "$work/log-program" \
+        >"$work/log-$mode.out" 2>"$work/log-$mode.err"
+    if grep -q "log.*misses calls\|signature" "$work/log-$mode.err"; then
+        cat "$work/log-$mode.err" >&2
+        exit 1
+    fi
+    read -r pid worker < <(tail -n 1 "$work/log-$mode.out")
+    python3 Scripts/tracer-log-check.py "$mode" "$work/log-$mode-$pid.txt" "$pid" "$worker"
+done

@@ -1,11 +1,12 @@
 // The tracer's log test: calls of liblogged.so with known arguments (a string with a newline
 // and quotes, NULL, an address that cannot be read, a string cut by the end of its memory, a
 // long one with an escape character, doubles, a float, stack arguments, a nested call, a call
-// on another thread) and of the C library's write and strlen. Prints its process ID and the
-// other thread's ID.
+// on another thread) and of the C library's write, strlen and exit (which does not return).
+// Prints its process ID and the other thread's ID.
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -48,5 +49,6 @@ int main(void) {
     volatile size_t length = strlen("twelve chars");
     (void)length;
     printf("%d %d\n", (int)getpid(), (int)worker);
-    return 0;
+    fflush(stdout);
+    exit(0);
 }
