@@ -222,3 +222,30 @@ for mode in decoded inline raw; do
     read -r pid worker < <(tail -n 1 "$work/log-$mode.out")
     python3 Scripts/tracer-log-check.py "$mode" "$work/log-$mode-$pid.txt" "$pid" "$worker"
 done
+# Calls from a signal handler (signals.c) are logged like the others, each on a line of its own
+# inside the call it interrupted: as many lines as counted calls, tracee_add's decoded.
+"$bin/ffi-hook-tracer" --library libtracee.so --signature tracee_add=iii --json "$work/log-signals.json" \
+    --log "$work/log-signals.txt" -- "$work/signals" >"$work/log-signals.out" 2>"$work/log-signals.err"
+python3 - "$work" <<'PYTHON'
+import json, re, sys
+
+work = sys.argv[1]
+calls, handler_calls = map(int, open(f"{work}/log-signals.out").read().split())
+counted = {row["name"]: row["calls"] for row in json.load(open(f"{work}/log-signals.json"))["functions"]}
+adds = nothings = nested = 0
+for line in open(f"{work}/log-signals.txt").read().splitlines():
+    add = re.fullmatch(r"\d+ \d+\.\d{6} \+\d+\.\d{6} tracee_add\((-?\d+), 1\) = (-?\d+)", line)
+    nothing = re.fullmatch(r"\d+ \d+\.\d{6} \+\d+\.\d{6} ( *)tracee_nothing\((0x[0-9a-f]+, ){5}0x[0-9a-f]+\) = 0x[0-9a-f]+", line)
+    if add and int(add.group(2)) == int(add.group(1)) + 1:
+        adds += 1
+    elif nothing:
+        nothings += 1
+        nested += len(nothing.group(1)) == 2
+    else:
+        print(f"log with signals: unexpected line {line!r}")
+        sys.exit(1)
+if adds != calls or adds != counted.get("tracee_add") or nothings != counted.get("tracee_nothing", 0) or nothings == 0:
+    print(f"log with signals: {adds} tracee_add and {nothings} tracee_nothing lines; counted {counted}, loop {calls}")
+    sys.exit(1)
+print(f"log with signals: {adds} loop calls and {nothings} handler calls logged ({nested} inside the call they interrupted)")
+PYTHON

@@ -96,10 +96,11 @@ FHT_PLAIN static void fht_put(fht_text *text, char byte) {
 }
 
 FHT_PLAIN static void fht_put_bytes(fht_text *text, const char *bytes, size_t count) {
-    for (size_t index = 0; index < count; index++) {
-        fht_put(text, bytes[index]);
-        __asm__ volatile("" ::: "memory");
-    }
+    size_t room = text->capacity - text->used;
+    if (count > room) count = room;
+    char *to = text->bytes + text->used;
+    for (size_t index = 0; index < count; index++) to[index] = bytes[index];
+    text->used += count;
 }
 
 FHT_PLAIN static void fht_put_string(fht_text *text, const char *string) {
@@ -197,6 +198,8 @@ FHT_PLAIN static void fht_put_double(fht_text *text, double value) {
 // MARK: - Memory
 
 size_t fht_read_memory(uint64_t address, char *buffer, size_t size) {
+    /* The first page and the kernel's half are never the process's: no system call for them. */
+    if (address < 4096 || address >= (UINT64_C(1) << 63)) return 0;
     size_t done = 0;
     /* A page at a time: a read stops at the first page it cannot read. */
     while (done < size) {
