@@ -66,7 +66,12 @@ done
 head -n 2 "$work/log.txt"
 
 if command -v valgrind >/dev/null; then
-    small=100000
+    # Valgrind cannot read the Swift library's debug information: a stripped copy.
+    mkdir "$work/stripped"
+    cp "$tracer" "$(dirname "$tracer")/libFFIHookTracer.so" "$work/stripped/"
+    strip --strip-debug "$work/stripped/ffi-hook-tracer" "$work/stripped/libFFIHookTracer.so"
+    trace=("$work/stripped/ffi-hook-tracer" "${trace[@]:1}")
+    small=20000
     instructions() {
         valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" --toggle-collect=main \
             "$@" >/dev/null 2>&1
@@ -78,7 +83,16 @@ if command -v valgrind >/dev/null; then
         options=("${trace[@]}" --)
         [ "$label" = logging ] && options=("${trace[@]}" --log "$work/log.txt" --)
         # The tracer execs the program: valgrind follows it (--trace-children).
-        total=$(LD_BIND_NOW=1 instructions --trace-children=yes "${options[@]}" "$work/loop" "$small")
-        echo "$label: $(((total - base) / small)) instructions a call more than the untraced loop"
+        for mode in decoded raw; do
+            [ "$label" = counting ] && [ "$mode" = raw ] && continue
+            arguments=("$small")
+            [ "$mode" = raw ] && arguments+=(raw)
+            # The difference between two loop lengths: the start and exit cancel out.
+            short=$(instructions --trace-children=yes "${options[@]}" "$work/loop" "$((small / 2))" "${arguments[@]:1}")
+            long=$(instructions --trace-children=yes "${options[@]}" "$work/loop" "${arguments[@]}")
+            name=$label
+            [ "$label" = logging ] && name="logging ($mode)"
+            echo "$name: $(((long - short) / (small / 2))) instructions a call (untraced: $base for $small calls)"
+        done
     done
 fi
