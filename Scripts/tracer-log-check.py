@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks the tracer's call log (--log) of Tests/Fixtures/TracerFixture/log-program.c.
 
-    tracer-log-check.py decoded LOG PID WORKER   signatures given, libc's write, strlen, exit
+    tracer-log-check.py decoded LOG PID WORKER   signatures given, libc's write, read, strlen, exit
     tracer-log-check.py inline LOG PID WORKER    signatures given, liblogged.so traced inline
     tracer-log-check.py raw LOG PID WORKER       no signature: the registers raw
 
@@ -33,6 +33,9 @@ EXPECTED = [
     (0, re.compile(r"logged_raw\(0x11, 0x22, (0x[0-9a-f]+, ){3}0x[0-9a-f]+\) = 0x33")),
 ]
 LIBC = [
+    (0, 'write(21, "ab\\ncd", 5) = 5'),
+    (0, 'read(20, "ab\\ncd", 64) = 5'),
+    (0, re.compile(r"read\(-1, 0x[0-9a-f]+, 10\) = -1")),
     (0, 'write(1, "hello\\n", 6) = 6'),
     (0, 'strlen("twelve chars") = 12'),
     (0, "exit(0) <no return>"),

@@ -201,7 +201,7 @@ python3 Scripts/tracer-outputs-check.py jumps "$work" "$pid"
 
 echo "== tracer test: the call log"
 # Calls with known arguments and results (log-program.c): decoded by signatures given on the
-# command line and in a file, and libc's write, strlen and exit by the built-in ones; the same
+# command line and in a file, and libc's write, read, strlen and exit by the built-in ones; the same
 # traced inline; and without signatures, raw. Scripts/tracer-log-check.py says what it checks.
 gcc -O0 -fPIC -shared -o "$work/liblogged.so" "$fixture/logged.c"
 gcc -O0 -fno-builtin -o "$work/log-program" "$fixture/log-program.c" -L"$work" -llogged -Wl,-rpath,"$work" -lpthread
@@ -209,7 +209,7 @@ printf '# the rest of liblogged.so\nlogged_many=iiiiiiiii\n\nlogged_outer = qi\n
 signatures=(--signature 'logged_call=qi*dq' --signature logged_scale=ddi --signatures "$work/signatures.txt")
 for mode in decoded inline raw; do
     case $mode in
-    decoded) options=(--library liblogged.so --library libc.so.6 --symbols 'logged_*,write,strlen,exit' "${signatures[@]}") ;;
+    decoded) options=(--library liblogged.so --library libc.so.6 --symbols 'logged_*,write,read,strlen,exit' "${signatures[@]}") ;;
     inline) options=(--inline --library liblogged.so "${signatures[@]}") ;;
     raw) options=(--library liblogged.so) ;;
     esac

@@ -61,6 +61,10 @@ typedef struct {
     const fht_log_function *function;
     uint64_t ticks;
     uint32_t length;
+    /* Where in the text the buffer that the function fills goes (UINT32_MAX: it has none), and
+       its address. */
+    uint32_t filled_at;
+    uint64_t filled;
     char text[FHT_LOG_TEXT];
 } fht_log_frame;
 
@@ -330,10 +334,12 @@ FHT_PLAIN static uint64_t fht_argument_bits(
     return word;
 }
 
-/* `name(arguments` of a call: decoded by the description, or the six registers raw. */
+/* `name(arguments)` of a call: decoded by the description, or the six registers raw. A buffer
+   the function fills is left out: its place and address go to `frame`, for the return. */
 FHT_PLAIN static void fht_put_call(
-    fht_text *text, const fht_log_function *function, const uint64_t *integers, const uint64_t *_Nullable vectors,
-    uint64_t sp) {
+    fht_text *text, fht_log_frame *frame, const fht_log_function *function, const uint64_t *integers,
+    const uint64_t *_Nullable vectors, uint64_t sp) {
+    frame->filled_at = UINT32_MAX;
     if (function->name) fht_put_bytes(text, function->name, function->name_length);
     fht_put(text, '(');
     if (function->flags & FHT_LOG_RAW) {
@@ -345,6 +351,11 @@ FHT_PLAIN static void fht_put_call(
         for (int index = 0; index < function->count; index++) {
             const fht_log_value *argument = &function->arguments[index];
             if (index > 0) fht_put_string(text, ", ");
+            if (argument->kind == FHT_LOG_FILLED) {
+                frame->filled_at = (uint32_t)text->used;
+                frame->filled = fht_argument_bits(argument->source, integers, vectors, sp);
+                continue;
+            }
             uint64_t length = UINT64_MAX;
             if (argument->kind == FHT_LOG_STRING && argument->length < function->count) {
                 const fht_log_value *counter = &function->arguments[argument->length];
@@ -407,7 +418,7 @@ void fht_log_enter(
     frame->sp = UINT64_MAX;
     uint64_t integers[6] = {rdi, rsi, rdx, rcx, r8, r9};
     fht_text text = {frame->text, 0, FHT_LOG_TEXT};
-    fht_put_call(&text, function, integers, vectors, sp);
+    fht_put_call(&text, frame, function, integers, vectors, sp);
     frame->length = (uint32_t)text.used;
     frame->function = function;
     frame->ticks = fht_ticks();
@@ -464,7 +475,21 @@ FHT_PLAIN static void fht_log_line(
     fht_put_seconds(&text, now > frame->ticks ? fht_log_nanoseconds(fht_log_origin + (now - frame->ticks)) : 0);
     fht_put(&text, ' ');
     for (uint64_t level = 0; level < depth && level < 32; level++) fht_put_string(&text, "  ");
-    fht_put_bytes(&text, frame->text, frame->length);
+    if (frame->filled_at <= frame->length) {
+        /* The buffer the function filled: as many bytes as it returned. */
+        fht_put_bytes(&text, frame->text, frame->filled_at);
+        int64_t filled = result ? (int64_t)bits : -1;
+        if (filled > 0) {
+            fht_put_c_string(&text, frame->filled, (uint64_t)filled);
+        } else if (frame->filled) {
+            fht_put_hex(&text, frame->filled);
+        } else {
+            fht_put_string(&text, "NULL");
+        }
+        fht_put_bytes(&text, frame->text + frame->filled_at, frame->length - frame->filled_at);
+    } else {
+        fht_put_bytes(&text, frame->text, frame->length);
+    }
     if (result) {
         fht_put_string(&text, " = ");
         if (frame->function->flags & FHT_LOG_RAW) {

@@ -4,7 +4,8 @@ internal import FFIHook
 /// A function's signature as the call log decodes it: a type encoding (``Signature``: the
 /// return type, then the arguments), whether more arguments follow them (a variadic
 /// function's), and for a built-in one, which `char *` argument's length another argument
-/// gives (`write`'s buffer, whose length is its third argument: it holds bytes, not a string).
+/// gives (`write`'s buffer, whose length is its third argument: it holds bytes, not a string)
+/// and which buffer argument the function fills, returning its length (`read`'s).
 struct LogSignature: Sendable {
     /// The return type and the arguments.
     let signature: Signature
@@ -12,26 +13,35 @@ struct LogSignature: Sendable {
     let isVariadic: Bool
     /// A string argument's index and the index of the argument that gives its length.
     let stringLength: (string: Int, length: Int)?
+    /// The index of a buffer argument that the function fills, returning how many bytes it
+    /// filled: printed as the call returns.
+    let filled: Int?
 
     /// Reads `encoding`: a type encoding, followed by `...` for a variadic function.
-    init(_ encoding: String, stringLength: (string: Int, length: Int)? = nil) throws(EncodingError) {
+    init(
+        _ encoding: String, stringLength: (string: Int, length: Int)? = nil, filled: Int? = nil
+    ) throws(EncodingError) {
         isVariadic = encoding.hasSuffix("...")
         signature = try Signature(isVariadic ? String(encoding.dropLast(3)) : encoding)
         self.stringLength = stringLength
+        self.filled = filled
     }
 
     /// The signatures of common C library functions, from their prototypes (x86-64: `long` and
     /// `size_t` are `q` and `Q`, 8 bytes; `FILE *` and other structures' addresses `^v`). A
-    /// buffer the function fills (`read`'s) is printed as a pointer: its contents are only
-    /// there once the call returns, after its line's arguments were formatted.
+    /// buffer that `read`, `pread`, `recv` or `readlink` fills is printed as the call returns,
+    /// as many bytes as it returned (its address when it failed), as ltrace prints it.
     static let builtIn: [String: LogSignature] = {
         var table: [String: LogSignature] = [:]
-        // name, encoding (`...`: variadic), and the string whose length an argument gives.
+        /// A buffer argument that the function fills, returning its length (`-1` in a pair).
+        func filledAt(_ index: Int) -> (Int, Int) { (index, -1) }
+        // name, encoding (`...`: variadic), and the string whose length an argument gives, or
+        // the buffer it fills.
         let entries: [(String, String, (Int, Int)?)] = [
             // Files and descriptors.
             ("open", "i*i...", nil), ("open64", "i*i...", nil), ("openat", "ii*i...", nil),
-            ("creat", "i*I", nil), ("close", "ii", nil), ("read", "qi^vQ", nil), ("write", "qi*Q", (1, 2)),
-            ("pread", "qi^vQq", nil), ("pread64", "qi^vQq", nil), ("pwrite", "qi*Qq", (1, 2)),
+            ("creat", "i*I", nil), ("close", "ii", nil), ("read", "qi^vQ", filledAt(1)), ("write", "qi*Q", (1, 2)),
+            ("pread", "qi^vQq", filledAt(1)), ("pread64", "qi^vQq", filledAt(1)), ("pwrite", "qi*Qq", (1, 2)),
             ("pwrite64", "qi*Qq", (1, 2)), ("lseek", "qiqi", nil), ("lseek64", "qiqi", nil), ("dup", "ii", nil),
             ("dup2", "iii", nil), ("pipe", "i^i", nil), ("fsync", "ii", nil), ("unlink", "i*", nil),
             ("access", "i*i", nil), ("mkdir", "i*I", nil), ("rmdir", "i*", nil), ("chdir", "i*", nil),
@@ -69,15 +79,19 @@ struct LogSignature: Sendable {
             ("pthread_mutex_lock", "i^v", nil), ("pthread_mutex_unlock", "i^v", nil),
             // Sockets.
             ("socket", "iiii", nil), ("connect", "ii^vI", nil), ("bind", "ii^vI", nil), ("listen", "iii", nil),
-            ("accept", "ii^v^I", nil), ("send", "qi*Qi", (1, 2)), ("recv", "qi^vQi", nil),
+            ("accept", "ii^v^I", nil), ("send", "qi*Qi", (1, 2)), ("recv", "qi^vQi", filledAt(1)),
+            ("readlink", "q*^vQ", filledAt(1)),
             // The maths library.
             ("sqrt", "dd", nil), ("pow", "ddd", nil), ("sin", "dd", nil), ("cos", "dd", nil), ("exp", "dd", nil),
             ("log", "dd", nil), ("floor", "dd", nil), ("ceil", "dd", nil), ("fabs", "dd", nil),
         ]
         for (name, encoding, length) in entries {
             // The table is written here: an encoding that does not parse is a mistake in it.
-            guard let signature = try? LogSignature(encoding, stringLength: length.map { (string: $0.0, length: $0.1) })
-            else { preconditionFailure("built-in signature \(name)=\(encoding) does not parse") }
+            let fills = length.flatMap { $0.1 < 0 ? $0.0 : nil }
+            let bounded = length.flatMap { $0.1 < 0 ? nil : (string: $0.0, length: $0.1) }
+            guard let signature = try? LogSignature(encoding, stringLength: bounded, filled: fills) else {
+                preconditionFailure("built-in signature \(name)=\(encoding) does not parse")
+            }
             table[name] = signature
         }
         return table
@@ -149,6 +163,9 @@ struct LogSignature: Sendable {
         }
         if let (string, length) = stringLength, string < values.count, length < values.count {
             values[string].length = UInt8(length)
+        }
+        if let filled, filled < values.count, values[filled].kind == FHT_LOG_POINTER {
+            values[filled].kind = UInt8(FHT_LOG_FILLED)
         }
         function.count = UInt8(values.count)
         if more { function.flags |= UInt8(FHT_LOG_MORE) }

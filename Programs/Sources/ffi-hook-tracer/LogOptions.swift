@@ -16,14 +16,16 @@ let logUsage = """
                          logged call it was made in. A line is written when its call
                          returns (after the calls made inside it; sort by the second column
                          for the order calls began in), with one write, so lines of threads
-                         and processes never mix; calls in flight at exit end <no return>.
+                         and processes never mix; calls in flight on the thread that exits
+                         are written at exit, ending <no return>.
                          Arguments are decoded for functions with a known signature (built
                          in for common C library functions: open, read, write, close,
                          malloc, free, memcpy, strlen, strcmp, fopen, puts, getenv and
                          more); others show the six integer argument registers and rax in
                          hexadecimal. Strings are quoted, escaped and cut at 64 bytes; an
-                         address that cannot be read shows as <unreadable>; a buffer that
-                         the function fills (read's) shows as its address
+                         address that cannot be read shows as <unreadable>; the buffer
+                         that read, pread, recv or readlink fills shows what it got as the
+                         call returns (its address when the call failed)
       --signature NAME=ENCODING
                          the signature of function NAME for the log, as a type encoding:
                          the return type, then the arguments (i int, I unsigned, q long,

@@ -1,7 +1,8 @@
 // The tracer's log test: calls of liblogged.so with known arguments (a string with a newline
 // and quotes, NULL, an address that cannot be read, a string cut by the end of its memory, a
 // long one with an escape character, doubles, a float, stack arguments, a nested call, a call
-// on another thread) and of the C library's write, strlen and exit (which does not return).
+// on another thread) and of the C library's write, read (its buffer filled), strlen and exit
+// (which does not return).
 // Prints its process ID and the other thread's ID.
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -45,6 +46,15 @@ int main(void) {
     pthread_t thread;
     pthread_create(&thread, NULL, work, NULL);
     pthread_join(thread, NULL);
+    // read's buffer, printed as it returns: what it read, or its address when it failed.
+    int ends[2];
+    pipe(ends);
+    dup2(ends[0], 20);
+    dup2(ends[1], 21);
+    write(21, "ab\ncd", 5);
+    char buffer[64];
+    read(20, buffer, sizeof buffer);
+    read(-1, buffer, 10);
     write(1, "hello\n", 6);
     volatile size_t length = strlen("twelve chars");
     (void)length;

@@ -42,6 +42,10 @@ enum {
     FHT_LOG_VOID = 8,
     /// A value the log cannot decode (a structure, a `long double`): printed `?`.
     FHT_LOG_UNKNOWN = 9,
+    /// A buffer the function fills and whose length in bytes it returns (`read`'s): printed
+    /// as the call returns, as a string of that length (cut at 64 bytes) when the result is
+    /// positive, as its address otherwise. One such argument a function.
+    FHT_LOG_FILLED = 10,
 };
 
 /// Where an argument's value is when the function is entered (System V x86-64).
