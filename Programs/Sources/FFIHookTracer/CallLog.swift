@@ -77,10 +77,32 @@ final class CallLog: Sendable {
             nanoseconds = fht_monotonic_nanoseconds()
         }
         let rate = ticks > startTicks ? Double(nanoseconds &- startNanoseconds) / Double(ticks &- startTicks) : 1
-        if named {
-            fht_log_open(descriptor, startTicks, rate, template)
+        opening = Opening(descriptor: descriptor, ticks: startTicks, rate: rate, template: named ? template : nil)
+    }
+
+    /// What ``begin()`` hands the C side.
+    private struct Opening: Sendable {
+        /// The open file.
+        let descriptor: Int32
+        /// The time-stamp counter at time 0 of the log.
+        let ticks: UInt64
+        /// Nanoseconds per tick.
+        let rate: Double
+        /// The file's name with `%p`, for forked children; nil when it has none.
+        let template: String?
+    }
+
+    /// The file and clock, opened when the log was made and used from ``begin()`` on.
+    private let opening: Opening
+
+    /// Starts logging, once the tracer's start is done: the calls its own start work makes
+    /// (reading the loaded objects, attaching) are not the program's.
+    func begin() {
+        guard fht_log_enabled() == 0 else { return }
+        if let template = opening.template {
+            fht_log_open(opening.descriptor, opening.ticks, opening.rate, template)
         } else {
-            fht_log_open(descriptor, startTicks, rate, nil)
+            fht_log_open(opening.descriptor, opening.ticks, opening.rate, nil)
         }
     }
 

@@ -114,6 +114,7 @@ final class Tracer: Sendable {
         }
         // What the start itself made libc and the loader do is not the program's.
         fht_reset_counters()
+        CallLog.shared?.begin()
         let passed = Self.passedThroughCalls
         state.withLock { $0.passedAtStart = passed }
     }
