@@ -14,7 +14,8 @@
 # calls a traced function (event-signals.c) and of one whose traced calls are left by longjmp
 # (jumps.c): Scripts/tracer-outputs-check.py says what it checks.
 # The call log (--log) of a program whose calls have known arguments and results, with and
-# without signatures, through import tables and inline: Scripts/tracer-log-check.py.
+# without signatures, through import tables and inline (Scripts/tracer-log-check.py), of a signal
+# handler's calls, and of a forked child, to a file of its own (%p) or its parent's.
 #
 #     Scripts/tracer-test.sh [debug|release]
 set -euo pipefail
@@ -249,3 +250,39 @@ if adds != calls or adds != counted.get("tracee_add") or nothings != counted.get
     sys.exit(1)
 print(f"log with signals: {adds} loop calls and {nothings} handler calls logged ({nested} inside the call they interrupted)")
 PYTHON
+# A forked child logs to a file of its own when the name has %p, else to its parent's file,
+# each line whole: as many tracee_add lines as the counts say, in the parent and the child.
+for name in 'fork-%p.txt' 'fork.txt'; do
+    rm -f "$work"/fork*.txt
+    "$bin/ffi-hook-tracer" --library libtracee.so --library liblate.so --symbols 'tracee_*,late_*' \
+        --signature tracee_add=iii --json "$work/fork-%p.json" --log "$work/$name" -- "$work/program" \
+        >"$work/fork.out" 2>"$work/fork.err"
+    python3 - "$work" "$name" <<'PYTHON'
+import glob, json, re, sys
+
+work, name = sys.argv[1], sys.argv[2]
+parent, child = map(int, open(f"{work}/fork.out").read().split())
+adds = {}
+for path in glob.glob(f"{work}/fork*.txt"):
+    for line in open(path).read().splitlines():
+        match = re.fullmatch(r"(\d+) \d+\.\d{6} \+\d+\.\d{6} ( *)(\w+)\((.*)\) = (\S+)", line)
+        if not match:
+            print(f"fork log {name}: unexpected line {line!r}")
+            sys.exit(1)
+        thread, _, function, arguments, result = match.groups()
+        if function == "tracee_add":
+            a, b = map(int, arguments.split(", "))
+            assert int(result) == a + b, line
+            # The child's own file holds only its lines; the parent's file its threads' too.
+            process = child if int(thread) == child or (name == "fork-%p.txt" and str(child) in path) else parent
+            adds[process] = adds.get(process, 0) + 1
+files = sorted(glob.glob(f"{work}/fork*.txt"))
+expected_files = 2 if name == "fork-%p.txt" else 1
+for pid in (parent, child):
+    counted = {row["name"]: row["calls"] for row in json.load(open(f"{work}/fork-{pid}.json"))["functions"]}
+    if adds.get(pid) != counted["tracee_add"] or len(files) != expected_files:
+        print(f"fork log {name}: {adds} tracee_add lines by process in {files}; process {pid} counted {counted['tracee_add']}")
+        sys.exit(1)
+print(f"fork log {name}: {adds[parent]} tracee_add lines of the parent, {adds[child]} of the child, in {len(files)} file(s)")
+PYTHON
+done
