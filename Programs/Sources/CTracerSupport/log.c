@@ -16,6 +16,7 @@
 
 // MARK: - System calls
 
+/* A system call with up to three arguments, by instruction. */
 static long fht_log_syscall(long number, long first, long second, long third) {
     long result;
     __asm__ volatile("syscall"
@@ -25,6 +26,7 @@ static long fht_log_syscall(long number, long first, long second, long third) {
     return result;
 }
 
+/* A system call with up to six arguments, by instruction. */
 static long fht_log_syscall6(long number, long first, long second, long third, long fourth, long fifth, long sixth) {
     long result;
     register long r10 __asm__("r10") = fourth;
@@ -47,6 +49,7 @@ static uint64_t fht_log_rate;
 static long fht_log_pid;
 static char fht_log_path[4096];
 
+/* What the log lost (see fht_log_losses). */
 static uint64_t fht_log_too_deep, fht_log_unmapped, fht_log_unwritten;
 static int32_t fht_log_first_error;
 
@@ -68,11 +71,13 @@ typedef struct {
     char text[FHT_LOG_TEXT];
 } fht_log_frame;
 
+/* A thread's logged calls in flight, outermost first. */
 typedef struct {
     uint64_t depth;
     fht_log_frame frames[FHT_LOG_FRAMES];
 } fht_log_stack;
 
+/* The calling thread's frames (NULL before its first logged call). */
 static __thread fht_log_stack *fht_log_mine __attribute__((tls_model("initial-exec")));
 
 int fht_log_enabled(void) { return __atomic_load_n(&fht_log_descriptor, __ATOMIC_ACQUIRE) >= 0; }
@@ -88,17 +93,20 @@ fht_log_losses fht_log_lost(void) {
 
 // MARK: - Text
 
-/* A line being built in a fixed buffer; what does not fit is cut. */
+/* A line being built in a fixed buffer (`capacity` bytes, `used` so far); what does not fit
+   is cut. */
 typedef struct {
     char *bytes;
     size_t used;
     size_t capacity;
 } fht_text;
 
+/* Adds a byte. */
 FHT_PLAIN static void fht_put(fht_text *text, char byte) {
     if (text->used < text->capacity) text->bytes[text->used++] = byte;
 }
 
+/* Adds `count` bytes. */
 FHT_PLAIN static void fht_put_bytes(fht_text *text, const char *bytes, size_t count) {
     size_t room = text->capacity - text->used;
     if (count > room) count = room;
@@ -107,10 +115,12 @@ FHT_PLAIN static void fht_put_bytes(fht_text *text, const char *bytes, size_t co
     text->used += count;
 }
 
+/* Adds a NUL-terminated string of the tracer's own. */
 FHT_PLAIN static void fht_put_string(fht_text *text, const char *string) {
     while (*string) fht_put(text, *string++);
 }
 
+/* Adds an unsigned number in decimal. */
 FHT_PLAIN static void fht_put_unsigned(fht_text *text, uint64_t value) {
     char digits[20];
     int count = 0;
@@ -132,6 +142,7 @@ FHT_PLAIN static void fht_put_padded(fht_text *text, uint64_t value, int width) 
     while (count > 0) fht_put(text, digits[--count]);
 }
 
+/* Adds a signed number in decimal. */
 FHT_PLAIN static void fht_put_signed(fht_text *text, int64_t value) {
     if (value < 0) {
         fht_put(text, '-');
@@ -141,6 +152,7 @@ FHT_PLAIN static void fht_put_signed(fht_text *text, int64_t value) {
     }
 }
 
+/* Adds a number in hexadecimal, with 0x. */
 FHT_PLAIN static void fht_put_hex(fht_text *text, uint64_t value) {
     static const char hex[] = "0123456789abcdef";
     char digits[16];
@@ -282,6 +294,7 @@ FHT_PLAIN static uint64_t fht_unsigned_value(uint64_t bits, uint8_t size) {
     return size >= 8 ? bits : bits & ((UINT64_C(1) << (size * 8)) - 1);
 }
 
+/* The same, sign-extended. */
 FHT_PLAIN static int64_t fht_signed_value(uint64_t bits, uint8_t size) {
     if (size >= 8) return (int64_t)bits;
     unsigned shift = 64 - size * 8u;

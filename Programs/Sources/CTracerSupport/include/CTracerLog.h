@@ -11,7 +11,8 @@
 // The tracer's call log (prefix fht_log_): one line per traced call, with its thread, start
 // time, duration, depth, arguments and result. A call's arguments are formatted as it enters,
 // into a frame of the calling thread's own stack of logged calls (strings are read then, before
-// the function can change them); its line is finished as it returns and written with one
+// the function can change them; a buffer the function fills is read as it returns); its line is
+// finished as it returns and written with one
 // write(2) system call (an instruction, not libc's write, which may be traced), so lines of
 // several threads and processes appending to one file never mix. Nothing here takes a lock,
 // allocates after a thread's first call, or calls a libc function: a signal handler's traced
