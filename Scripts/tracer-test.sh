@@ -286,3 +286,16 @@ for pid in (parent, child):
 print(f"fork log {name}: {adds[parent]} tracee_add lines of the parent, {adds[child]} of the child, in {len(files)} file(s)")
 PYTHON
 done
+# 6,000 threads, more than hold log frames at once: every call logged, once, on more than 4,096
+# threads (the kernel may give a thread the ID of one that ended).
+gcc -O0 -o "$work/log-threads" "$fixture/log-threads.c" -L"$work" -llogged -Wl,-rpath,"$work" -lpthread
+"$bin/ffi-hook-tracer" --library liblogged.so --signature 'logged_call=qi*dq' --log "$work/log-threads.txt" \
+    -- "$work/log-threads" >/dev/null 2>"$work/log-threads.err"
+if grep -q "misses calls" "$work/log-threads.err" ||
+    [ "$(sed -n 's/^\([0-9]*\) .* logged_call(\([0-9]*\), "thread", 1, 2) = [0-9]*$/\1 \2/p' "$work/log-threads.txt" |
+        sort -u | awk '{ threads[$1]; numbers[$2] } END { print (length(threads) > 4096), length(numbers), NR }')" != "1 6000 6000" ]; then
+    echo "log threads: not every one of 6,000 threads' calls was logged once" >&2
+    cat "$work/log-threads.err" >&2
+    exit 1
+fi
+echo "log threads: 6,000 threads' calls logged, each once"

@@ -383,23 +383,67 @@ FHT_PLAIN static void fht_put_call(
 
 // MARK: - Frames
 
-/* The calling thread's frames, mapped on its first logged call. A signal handler that logs
-   while they are being mapped maps its own; the first one set is kept. */
+/* The most threads that hold frames at once: a program that starts thread after thread reuses
+   the frames of threads that ended (found dead by the kernel when all are taken), so their
+   memory stays bounded; past that, calls of further threads are not logged (and are counted). */
+enum { FHT_LOG_MOST_STACKS = 4096 };
+
+/* Every thread's frames, and the kernel ID of the thread that holds them (0: none). */
+typedef struct {
+    fht_log_stack *_Nullable stack;
+    int32_t owner;
+} fht_log_slot;
+static fht_log_slot fht_log_slots[FHT_LOG_MOST_STACKS];
+static uint32_t fht_log_slot_count;
+
+/* Takes the frames of `slot` for thread `me` if it holds those of no thread, or of a thread
+   that ended (`ended`: asked of the kernel). */
+FHT_PLAIN static fht_log_stack *_Nullable fht_log_claim(fht_log_slot *slot, int32_t me, int ended) {
+    fht_log_stack *stack = __atomic_load_n(&slot->stack, __ATOMIC_ACQUIRE);
+    int32_t owner = __atomic_load_n(&slot->owner, __ATOMIC_RELAXED);
+    if (!stack || owner == me) return NULL;
+    if (owner != 0 && (!ended || fht_log_syscall(SYS_tgkill, fht_log_pid, owner, 0) != -ESRCH)) return NULL;
+    if (!__atomic_compare_exchange_n(&slot->owner, &owner, me, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) return NULL;
+    return stack;
+}
+
+/* The calling thread's frames, on its first logged call: frames given back, else new ones,
+   else (4,096 threads hold frames) those of a thread that ended. A signal handler that logs
+   while they are being found finds its own; the first one set is kept, the other given back. */
 FHT_PLAIN static fht_log_stack *_Nullable fht_log_frames(void) {
     fht_log_stack *stack = fht_log_mine;
     if (__builtin_expect(stack != NULL, 1)) return stack;
-    long memory = fht_log_syscall6(SYS_mmap, 0, sizeof(fht_log_stack), PROT_READ | PROT_WRITE,
-                                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (memory < 0 && memory > -4096) {
+    int32_t me = (int32_t)fht_log_syscall(SYS_gettid, 0, 0, 0);
+    fht_log_slot *slot = NULL;
+    for (int ended = 0; ended < 2 && !stack; ended++) {
+        uint32_t count = __atomic_load_n(&fht_log_slot_count, __ATOMIC_ACQUIRE);
+        if (count > FHT_LOG_MOST_STACKS) count = FHT_LOG_MOST_STACKS;
+        for (uint32_t index = 0; index < count && !stack; index++) {
+            slot = &fht_log_slots[index];
+            stack = fht_log_claim(slot, me, ended);
+        }
+        if (stack || ended) break;
+        uint32_t index = __atomic_fetch_add(&fht_log_slot_count, 1, __ATOMIC_ACQ_REL);
+        if (index >= FHT_LOG_MOST_STACKS) continue; /* all taken: look for a thread that ended */
+        long memory = fht_log_syscall6(SYS_mmap, 0, sizeof(fht_log_stack), PROT_READ | PROT_WRITE,
+                                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (memory < 0 && memory > -4096) break;
+        slot = &fht_log_slots[index];
+        __atomic_store_n(&slot->owner, me, __ATOMIC_RELAXED);
+        __atomic_store_n(&slot->stack, (fht_log_stack *)memory, __ATOMIC_RELEASE);
+        stack = (fht_log_stack *)memory;
+    }
+    if (!stack) {
         __atomic_fetch_add(&fht_log_unmapped, 1, __ATOMIC_RELAXED);
         return NULL;
     }
     if (fht_log_mine) {
-        fht_log_syscall(SYS_munmap, memory, sizeof(fht_log_stack), 0);
+        __atomic_store_n(&slot->owner, 0, __ATOMIC_RELEASE);
         return fht_log_mine;
     }
-    fht_log_mine = (fht_log_stack *)memory;
-    return fht_log_mine;
+    stack->depth = 0;
+    fht_log_mine = stack;
+    return stack;
 }
 
 /* Forgets the frames of calls that a longjmp or an exception left: those deeper on the stack
@@ -567,6 +611,12 @@ static void fht_log_name(char *buffer, size_t size, long pid) {
 /* In a forked child: the process ID changed; a log whose name has %p gets a file of its own. */
 static void fht_log_forked(void) {
     fht_log_pid = fht_log_syscall(SYS_getpid, 0, 0, 0);
+    /* The child has one thread: every other thread's frames are free, its own are its own. */
+    uint32_t count = __atomic_load_n(&fht_log_slot_count, __ATOMIC_ACQUIRE);
+    for (uint32_t index = 0; index < count && index < FHT_LOG_MOST_STACKS; index++) {
+        fht_log_slot *slot = &fht_log_slots[index];
+        slot->owner = slot->stack && slot->stack == fht_log_mine ? (int32_t)fht_log_pid : 0;
+    }
     if (!fht_log_path[0] || fht_log_descriptor < 0) return;
     char name[sizeof fht_log_path + 32];
     fht_log_name(name, sizeof name, fht_log_pid);

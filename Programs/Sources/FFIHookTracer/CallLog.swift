@@ -177,7 +177,7 @@ final class CallLog: Sendable {
         let lost = fht_log_lost()
         var losses: [String] = []
         if lost.too_deep > 0 { losses.append("\(lost.too_deep) nested more than 256 logged calls deep") }
-        if lost.unmapped > 0 { losses.append("\(lost.unmapped) on threads whose frames could not be mapped") }
+        if lost.unmapped > 0 { losses.append("\(lost.unmapped) on threads that got no frames (past 4,096 at once)") }
         if lost.unwritten > 0 {
             let reason = lost.first_error == 0 ? "" : ": \(String(cString: strerror(lost.first_error)))"
             losses.append("\(lost.unwritten) lines not written or cut short\(reason)")

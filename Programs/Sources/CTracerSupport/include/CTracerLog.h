@@ -141,7 +141,8 @@ void fht_log_unfinished(int32_t thread);
 typedef struct {
     /// Calls not logged because they were nested deeper than the thread's frames go.
     uint64_t too_deep;
-    /// Calls not logged because their thread's frames could not be mapped.
+    /// Calls not logged because their thread got no frames: 4,096 running threads held them,
+    /// or the memory could not be had.
     uint64_t unmapped;
     /// Lines that could not be written (the write failed or was cut short).
     uint64_t unwritten;
