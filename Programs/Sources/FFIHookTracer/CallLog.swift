@@ -67,17 +67,11 @@ final class CallLog: Sendable {
             return nil
         }
         setenv(marker, "\(pid)", 1)
-        // The clock: the time-stamp counter, against CLOCK_MONOTONIC over 2 ms.
-        let startTicks = fht_ticks()
-        let startNanoseconds = fht_monotonic_nanoseconds()
-        var ticks = startTicks
-        var nanoseconds = startNanoseconds
-        while nanoseconds &- startNanoseconds < 2_000_000 {
-            ticks = fht_ticks()
-            nanoseconds = fht_monotonic_nanoseconds()
-        }
-        let rate = ticks > startTicks ? Double(nanoseconds &- startNanoseconds) / Double(ticks &- startTicks) : 1
-        opening = Opening(descriptor: descriptor, ticks: startTicks, rate: rate, template: named ? template : nil)
+        // The clock: the time-stamp counter, measured against CLOCK_MONOTONIC from here to the
+        // start of logging (the attach in between usually takes longer than the 2 ms needed).
+        opening = Opening(
+            descriptor: descriptor, ticks: fht_ticks(), nanoseconds: fht_monotonic_nanoseconds(),
+            template: named ? template : nil)
     }
 
     /// What ``begin()`` hands the C side.
@@ -86,8 +80,8 @@ final class CallLog: Sendable {
         let descriptor: Int32
         /// The time-stamp counter at time 0 of the log.
         let ticks: UInt64
-        /// Nanoseconds per tick.
-        let rate: Double
+        /// CLOCK_MONOTONIC then.
+        let nanoseconds: UInt64
         /// The file's name with `%p`, for forked children; nil when it has none.
         let template: String?
     }
@@ -99,10 +93,19 @@ final class CallLog: Sendable {
     /// (reading the loaded objects, attaching) are not the program's.
     func begin() {
         guard fht_log_enabled() == 0 else { return }
+        // Nanoseconds per tick, over 2 ms at least (waiting out what the start did not take).
+        var ticks = fht_ticks()
+        var nanoseconds = fht_monotonic_nanoseconds()
+        while nanoseconds &- opening.nanoseconds < 2_000_000 {
+            ticks = fht_ticks()
+            nanoseconds = fht_monotonic_nanoseconds()
+        }
+        let rate =
+            ticks > opening.ticks ? Double(nanoseconds &- opening.nanoseconds) / Double(ticks &- opening.ticks) : 1
         if let template = opening.template {
-            fht_log_open(opening.descriptor, opening.ticks, opening.rate, template)
+            fht_log_open(opening.descriptor, opening.ticks, rate, template)
         } else {
-            fht_log_open(opening.descriptor, opening.ticks, opening.rate, nil)
+            fht_log_open(opening.descriptor, opening.ticks, rate, nil)
         }
     }
 
