@@ -299,3 +299,14 @@ if grep -q "misses calls" "$work/log-threads.err" ||
     exit 1
 fi
 echo "log threads: 6,000 threads' calls logged, each once"
+# A log whose reader goes away (a pipe to head): the program runs on and ends as it would (a
+# write to the pipe must not raise SIGPIPE in it), and the log says why it stopped.
+status=0
+"$bin/ffi-hook-tracer" --library libtracee.so --log >(head -n 1 >/dev/null) -- "$work/program" \
+    >/dev/null 2>"$work/log-pipe.err" || status=$?
+if [ "$status" != 0 ] || ! grep -q "its reader went away" "$work/log-pipe.err"; then
+    echo "log to a pipe whose reader went away: status $status" >&2
+    cat "$work/log-pipe.err" >&2
+    exit 1
+fi
+echo "log pipe: the program ran on after the log's reader went away"

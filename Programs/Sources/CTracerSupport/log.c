@@ -4,7 +4,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 
@@ -48,6 +50,8 @@ static uint64_t fht_log_origin;
 static uint64_t fht_log_rate;
 static long fht_log_pid;
 static char fht_log_path[4096];
+/* Whether the log is a pipe or a socket, whose reader may go away. */
+static int fht_log_is_pipe;
 
 /* What the log lost (see fht_log_losses). */
 static uint64_t fht_log_too_deep, fht_log_unmapped, fht_log_unwritten;
@@ -499,12 +503,31 @@ FHT_PLAIN static void fht_put_seconds(fht_text *text, uint64_t nanoseconds) {
 
 /* Writes `count` bytes of one line with one system call (a cut-short write is finished, but
    then counted as a failure: the line may have mixed with another). */
+/* A write to a pipe or socket whose reader went away: SIGPIPE is blocked around it (it would end
+   the program) and the one it raised taken, and logging stops. */
+FHT_PLAIN static long fht_log_write_pipe(int descriptor, const char *bytes, size_t count) {
+    uint64_t pipe = UINT64_C(1) << (SIGPIPE - 1), old = 0;
+    fht_log_syscall6(SYS_rt_sigprocmask, SIG_BLOCK, (long)&pipe, (long)&old, 8, 0, 0);
+    long written = fht_log_syscall(SYS_write, descriptor, (long)bytes, (long)count);
+    if (written == -EPIPE) {
+        if (!(old & pipe)) {
+            struct timespec now = {0, 0};
+            fht_log_syscall6(SYS_rt_sigtimedwait, (long)&pipe, 0, (long)&now, 8, 0, 0);
+        }
+        __atomic_store_n(&fht_log_descriptor, -1, __ATOMIC_RELEASE);
+    }
+    if (!(old & pipe)) fht_log_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, 8, 0, 0);
+    return written;
+}
+
 FHT_PLAIN static void fht_log_write(const char *bytes, size_t count) {
     int descriptor = __atomic_load_n(&fht_log_descriptor, __ATOMIC_RELAXED);
+    if (descriptor < 0) return;
     size_t done = 0;
     int failed = 0;
     while (done < count) {
-        long written = fht_log_syscall(SYS_write, descriptor, (long)(bytes + done), (long)(count - done));
+        long written = fht_log_is_pipe ? fht_log_write_pipe(descriptor, bytes + done, count - done)
+                                       : fht_log_syscall(SYS_write, descriptor, (long)(bytes + done), (long)(count - done));
         if (written == -EINTR) continue;
         if (written <= 0) {
             int32_t none = 0;
@@ -639,6 +662,10 @@ void fht_log_open(int descriptor, uint64_t ticks, double nanoseconds_per_tick, c
             length++;
         }
         fht_log_path[length] = 0;
+    }
+    struct stat status;
+    if (fht_log_syscall(SYS_fstat, descriptor, (long)&status, 0) == 0) {
+        fht_log_is_pipe = S_ISFIFO(status.st_mode) || S_ISSOCK(status.st_mode);
     }
     pthread_atfork(NULL, NULL, fht_log_forked);
     __atomic_store_n(&fht_log_descriptor, descriptor, __ATOMIC_RELEASE);

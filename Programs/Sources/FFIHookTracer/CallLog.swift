@@ -31,7 +31,9 @@ struct LogFunctionAddress: @unchecked Sendable {
 /// A call's line is written when it returns, so the lines of the calls made inside it come
 /// first (sort by the second column for the order calls began in); a call that never returns
 /// (`exit`, or one left by `longjmp`) is written at exit, ending `<no return>`, when it was in
-/// flight on the thread that exits, and not at all otherwise.
+/// flight on the thread that exits, and not at all otherwise. A log to a pipe whose reader
+/// went away stops without raising SIGPIPE in the program. `FFI_HOOK_TRACER_LOG_OPENED` holds
+/// the process that opened the log, so that a program it executes appends to it.
 final class CallLog: Sendable {
     /// The process's log, nil when no log is asked for or its file cannot be opened.
     static let shared: CallLog? = CallLog()
@@ -181,7 +183,9 @@ final class CallLog: Sendable {
         var losses: [String] = []
         if lost.too_deep > 0 { losses.append("\(lost.too_deep) nested more than 256 logged calls deep") }
         if lost.unmapped > 0 { losses.append("\(lost.unmapped) on threads that got no frames (past 4,096 at once)") }
-        if lost.unwritten > 0 {
+        if lost.first_error == EPIPE {
+            losses.append("its reader went away (\(String(cString: strerror(EPIPE)))): later calls are not logged")
+        } else if lost.unwritten > 0 {
             let reason = lost.first_error == 0 ? "" : ": \(String(cString: strerror(lost.first_error)))"
             losses.append("\(lost.unwritten) lines not written or cut short\(reason)")
         }
