@@ -13,6 +13,9 @@
 # with the default buffers and with buffers that fill up, and of a program whose signal handler
 # calls a traced function (event-signals.c) and of one whose traced calls are left by longjmp
 # (jumps.c): Scripts/tracer-outputs-check.py says what it checks.
+# The call log (--log) of a program whose calls have known arguments and results, with and
+# without signatures, through import tables and inline (Scripts/tracer-log-check.py), of a signal
+# handler's calls, and of a forked child, to a file of its own (%p) or its parent's.
 # --pid: a running process (joined.c) joined and left, its traced window counted exactly, its
 # code and import tables as before, every signal sent meanwhile delivered; and the errors for a
 # process the tracer cannot join (gone, traced already, another user's, killed meanwhile,
@@ -214,6 +217,117 @@ python3 Scripts/tracer-outputs-check.py signals "$work" "$pid" "$handled"
     >"$work/jumps.out" 2>"$work/jumps.err"
 pid=$(sed -n 's/.*jumps (pid \([0-9]*\)).*/\1/p' "$work/jumps.err")
 python3 Scripts/tracer-outputs-check.py jumps "$work" "$pid"
+
+echo "== tracer test: the call log"
+# Calls with known arguments and results (log-program.c): decoded by signatures given on the
+# command line and in a file, and libc's write, read, strlen and exit by the built-in ones; the same
+# traced inline; and without signatures, raw. Scripts/tracer-log-check.py says what it checks.
+gcc -O0 -fPIC -shared -o "$work/liblogged.so" "$fixture/logged.c"
+gcc -O0 -fno-builtin -o "$work/log-program" "$fixture/log-program.c" -L"$work" -llogged -Wl,-rpath,"$work" -lpthread
+printf '# the rest of liblogged.so\nlogged_many=iiiiiiiii\n\nlogged_outer = qi\nlogged_half=ff\n' >"$work/signatures.txt"
+signatures=(--signature 'logged_call=qi*dq' --signature logged_scale=ddi --signatures "$work/signatures.txt")
+for mode in decoded inline raw; do
+    case $mode in
+    decoded) options=(--library liblogged.so --library libc.so.6 --symbols 'logged_*,write,read,strlen,exit' "${signatures[@]}") ;;
+    inline) options=(--inline --library liblogged.so "${signatures[@]}") ;;
+    raw) options=(--library liblogged.so) ;;
+    esac
+    "$bin/ffi-hook-tracer" "${options[@]}" --log "$work/log-$mode-%p.txt" -- "$work/log-program" \
+        >"$work/log-$mode.out" 2>"$work/log-$mode.err"
+    if grep -q "log.*misses calls\|signature" "$work/log-$mode.err"; then
+        cat "$work/log-$mode.err" >&2
+        exit 1
+    fi
+    read -r pid worker < <(tail -n 1 "$work/log-$mode.out")
+    python3 Scripts/tracer-log-check.py "$mode" "$work/log-$mode-$pid.txt" "$pid" "$worker"
+done
+# Calls from a signal handler (signals.c) are logged like the others, each on a line of its own
+# inside the call it interrupted: as many lines as counted calls, tracee_add's decoded.
+"$bin/ffi-hook-tracer" --library libtracee.so --signature tracee_add=iii --json "$work/log-signals.json" \
+    --log "$work/log-signals.txt" -- "$work/signals" >"$work/log-signals.out" 2>"$work/log-signals.err"
+python3 - "$work" <<'PYTHON'
+import json, re, sys
+
+work = sys.argv[1]
+calls, handler_calls = map(int, open(f"{work}/log-signals.out").read().split())
+counted = {row["name"]: row["calls"] for row in json.load(open(f"{work}/log-signals.json"))["functions"]}
+adds = nothings = nested = 0
+for line in open(f"{work}/log-signals.txt").read().splitlines():
+    add = re.fullmatch(r"\d+ \d+\.\d{6} \+\d+\.\d{6} tracee_add\((-?\d+), 1\) = (-?\d+)", line)
+    nothing = re.fullmatch(r"\d+ \d+\.\d{6} \+\d+\.\d{6} ( *)tracee_nothing\((0x[0-9a-f]+, ){5}0x[0-9a-f]+\) = 0x[0-9a-f]+", line)
+    if add and int(add.group(2)) == int(add.group(1)) + 1:
+        adds += 1
+    elif nothing:
+        nothings += 1
+        nested += len(nothing.group(1)) == 2
+    else:
+        print(f"log with signals: unexpected line {line!r}")
+        sys.exit(1)
+if adds != calls or adds != counted.get("tracee_add") or nothings != counted.get("tracee_nothing", 0) or nothings == 0:
+    print(f"log with signals: {adds} tracee_add and {nothings} tracee_nothing lines; counted {counted}, loop {calls}")
+    sys.exit(1)
+print(f"log with signals: {adds} loop calls and {nothings} handler calls logged ({nested} inside the call they interrupted)")
+PYTHON
+# A forked child logs to a file of its own when the name has %p, else to its parent's file,
+# each line whole: as many tracee_add lines as the counts say, in the parent and the child.
+for name in 'fork-%p.txt' 'fork.txt'; do
+    rm -f "$work"/fork*.txt
+    "$bin/ffi-hook-tracer" --library libtracee.so --library liblate.so --symbols 'tracee_*,late_*' \
+        --signature tracee_add=iii --json "$work/fork-%p.json" --log "$work/$name" -- "$work/program" \
+        >"$work/fork.out" 2>"$work/fork.err"
+    python3 - "$work" "$name" <<'PYTHON'
+import glob, json, re, sys
+
+work, name = sys.argv[1], sys.argv[2]
+parent, child = map(int, open(f"{work}/fork.out").read().split())
+adds = {}
+for path in glob.glob(f"{work}/fork*.txt"):
+    for line in open(path).read().splitlines():
+        match = re.fullmatch(r"(\d+) \d+\.\d{6} \+\d+\.\d{6} ( *)(\w+)\((.*)\) = (\S+)", line)
+        if not match:
+            print(f"fork log {name}: unexpected line {line!r}")
+            sys.exit(1)
+        thread, _, function, arguments, result = match.groups()
+        if function == "tracee_add":
+            a, b = map(int, arguments.split(", "))
+            assert int(result) == a + b, line
+            # The child's own file holds only its lines; the parent's file its threads' too.
+            process = child if int(thread) == child or (name == "fork-%p.txt" and str(child) in path) else parent
+            adds[process] = adds.get(process, 0) + 1
+files = sorted(glob.glob(f"{work}/fork*.txt"))
+expected_files = 2 if name == "fork-%p.txt" else 1
+for pid in (parent, child):
+    counted = {row["name"]: row["calls"] for row in json.load(open(f"{work}/fork-{pid}.json"))["functions"]}
+    if adds.get(pid) != counted["tracee_add"] or len(files) != expected_files:
+        print(f"fork log {name}: {adds} tracee_add lines by process in {files}; process {pid} counted {counted['tracee_add']}")
+        sys.exit(1)
+print(f"fork log {name}: {adds[parent]} tracee_add lines of the parent, {adds[child]} of the child, in {len(files)} file(s)")
+PYTHON
+done
+# 6,000 threads, more than hold log frames at once: every call logged, once, on more than 4,096
+# threads (the kernel may give a thread the ID of one that ended).
+gcc -O0 -o "$work/log-threads" "$fixture/log-threads.c" -L"$work" -llogged -Wl,-rpath,"$work" -lpthread
+"$bin/ffi-hook-tracer" --library liblogged.so --signature 'logged_call=qi*dq' --log "$work/log-threads.txt" \
+    -- "$work/log-threads" >/dev/null 2>"$work/log-threads.err"
+if grep -q "misses calls" "$work/log-threads.err" ||
+    [ "$(sed -n 's/^\([0-9]*\) .* logged_call(\([0-9]*\), "thread", 1, 2) = [0-9]*$/\1 \2/p' "$work/log-threads.txt" |
+        sort -u | awk '{ threads[$1]; numbers[$2] } END { print (length(threads) > 4096), length(numbers), NR }')" != "1 6000 6000" ]; then
+    echo "log threads: not every one of 6,000 threads' calls was logged once" >&2
+    cat "$work/log-threads.err" >&2
+    exit 1
+fi
+echo "log threads: 6,000 threads' calls logged, each once"
+# A log whose reader goes away (a pipe to head): the program runs on and ends as it would (a
+# write to the pipe must not raise SIGPIPE in it), and the log says why it stopped.
+status=0
+"$bin/ffi-hook-tracer" --library libtracee.so --log >(head -n 1 >/dev/null) -- "$work/program" \
+    >/dev/null 2>"$work/log-pipe.err" || status=$?
+if [ "$status" != 0 ] || ! grep -q "its reader went away" "$work/log-pipe.err"; then
+    echo "log to a pipe whose reader went away: status $status" >&2
+    cat "$work/log-pipe.err" >&2
+    exit 1
+fi
+echo "log pipe: the program ran on after the log's reader went away"
 
 echo "== tracer test: --pid, a running process joined and left"
 # joined.c counts its own calls of tracee_add in a shared file and pauses between two calls

@@ -84,6 +84,8 @@ extension Tracer {
         let functions = state.withLock { $0.functions }.union(["dlopen"])
         LazyEntries.shared.restore(functions)
         TracerOutput.restore()
+        // The report's mark on this thread ends: a later join counts its calls.
+        fht_set_own_work(0)
         return .done
     }
 }

@@ -121,6 +121,7 @@ final class Tracer: Sendable {
         }
         // What the start itself made libc and the loader do is not the program's.
         fht_reset_counters()
+        CallLog.shared?.begin()
         let passed = Self.passedThroughCalls
         state.withLock { $0.passedAtStart = passed }
     }
@@ -221,7 +222,7 @@ final class Tracer: Sendable {
         let records = state.configuration.events.isEnabled
         let blocks: (String) -> (onEnter: EnterBlock?, onLeave: LeaveBlock?) = { symbol in
             guard let counter = counters[symbol] else { return (nil, nil) }
-            return Self.blocks(counting: counter, recording: records)
+            return Self.blocks(counting: counter, named: symbol, recording: records)
         }
         let counted = symbols.filter { counters[$0] != nil }
         do {
@@ -243,18 +244,29 @@ final class Tracer: Sendable {
     /// its calls in flight on each thread (by the stack pointer at entry, which tells a
     /// recursive or tail call from an abandoned one).
     /// With `recording`, they also record each call's begin and end for the event outputs
-    /// (``EventOutputs``).
+    /// (``EventOutputs``); with a log, they also log each call of `name` (``CallLog``).
     private static func blocks(
-        counting counter: CounterAddress, recording: Bool
+        counting counter: CounterAddress, named name: String, recording: Bool
     ) -> (onEnter: EnterBlock?, onLeave: LeaveBlock?) {
-        if recording { return EventOutputs.recordingBlocks(counter) }
-        return (
-            { context in fht_enter(counter.pointer, UInt64(context.stackPointer)) },
-            { context in fht_leave(counter.pointer, UInt64(context.stackPointer)) }
-        )
+        let blocks: (onEnter: EnterBlock?, onLeave: LeaveBlock?) =
+            recording
+            ? EventOutputs.recordingBlocks(counter)
+            : (
+                { context in fht_enter(counter.pointer, UInt64(context.stackPointer)) },
+                { context in fht_leave(counter.pointer, UInt64(context.stackPointer)) }
+            )
+        return CallLog.shared?.blocks(wrapping: blocks, function: name) ?? blocks
     }
 
     // MARK: - Inline
+
+    /// The functions the compiler's start and end files put in every object (its constructors
+    /// and finalizers' scaffolding, which the symbol table names as local functions): not the
+    /// library's own code, and run by the loader around the program, so not traced inline.
+    static let startupCode: Set<String> = [
+        "_init", "_fini", "deregister_tm_clones", "register_tm_clones", "__do_global_dtors_aux", "frame_dummy",
+        "__do_global_ctors_aux", "call_weak_fn",
+    ]
 
     /// Traces every function of `image` in its own code: plans the library as one batch
     /// (exports, and local functions its `.symtab` names), keeps those `--symbols` selects,
@@ -267,7 +279,9 @@ final class Tracer: Sendable {
             report("\(image.name): cannot trace in its own code: \(error)", &state)
             return
         }
-        let chosen = batch.functions.filter { state.configuration.selects(symbol: $0.name) }
+        let chosen = batch.functions.filter {
+            !Self.startupCode.contains($0.name) && state.configuration.selects(symbol: $0.name)
+        }
         if !batch.refusals.isEmpty {
             let reasons = Dictionary(grouping: batch.refusals, by: { $0.reason.description })
                 .map { "\($0.value.count) \($0.key)" }.sorted().joined(separator: ", ")
@@ -302,7 +316,7 @@ final class Tracer: Sendable {
         do {
             let group = try Hook.attach(on: traced, options: .allowsReentry) { function in
                 guard let counter = counters[UInt(bitPattern: function.address)] else { return (nil, nil) }
-                return Self.blocks(counting: counter, recording: records)
+                return Self.blocks(counting: counter, named: function.name, recording: records)
             }
             state.groups.append(group)
             state.batches[image.key] = traced
@@ -319,9 +333,10 @@ final class Tracer: Sendable {
 
     /// Prints the table to standard error and writes the JSON file when asked; runs once.
     func finish() {
-        // What the report's own work calls is not the program's (inline, it could be traced).
+        // What the report's own work calls is not the program's (inline, it could be traced),
+        // nor what the thread calls after the report at exit (other libraries' finalizers): the
+        // mark stays (a leave of a joined process ends it, see ``leave()``).
         fht_set_own_work(1)
-        defer { fht_set_own_work(0) }
         let passed = Self.passedThroughCalls
         let snapshot: (TracerConfiguration, [(String, fht_counter)], UInt64, UInt64, Int)? = state.withLock { state in
             guard state.started, !state.finished, !state.configuration.libraries.isEmpty else { return nil }
@@ -341,6 +356,7 @@ final class Tracer: Sendable {
         guard let (configuration, counts, startTicks, startNanoseconds, missed) = snapshot else { return }
         let nanosecondsPerTick = Self.nanosecondsPerTick(since: startTicks, startNanoseconds)
         let report = TraceReport(counts: counts, nanosecondsPerTick: nanosecondsPerTick, missedCalls: max(missed, 0))
+        CallLog.shared?.finish()
         let pid = getpid()
         write(report.table(process: "\(Self.programName) (pid \(pid))"), to: TracerOutput.descriptor)
         configuration.events.write(

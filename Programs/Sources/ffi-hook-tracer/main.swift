@@ -20,6 +20,7 @@ let usage = """
     usage: ffi-hook-tracer [--library NAME]... [--symbols PATTERN]... [--json FILE]
                            [--scope program|main|all] [--inline] [--chrome-trace FILE]
                            [--folded FILE] [--flamegraph FILE] [--timeline FILE] [--events N]
+                           [--log FILE] [--signature NAME=ENCODING]... [--signatures FILE]
                            -- PROGRAM [ARGUMENT]...
            ffi-hook-tracer [the same options] --pid PID [--duration SECONDS]
 
@@ -68,6 +69,7 @@ let usage = """
                          through the import table or not); --scope does not apply. Functions
                          that cannot be patched safely are reported and left out
     \(eventUsage)
+    \(logUsage)
       --pid PID          join the running process PID instead of starting a program
       --duration SECONDS with --pid: trace for this long (default: until interrupted)
 
@@ -99,6 +101,8 @@ struct Options {
     var pid: Int32?
     /// How long to trace a joined process, in seconds (--duration); nil until interrupted.
     var duration: Double?
+    /// The log options' variables and values.
+    var log: [(String, String)] = []
 
     init(_ arguments: ArraySlice<String>) {
         var arguments = arguments
@@ -120,6 +124,10 @@ struct Options {
             let name = parts[0]
             if let event = eventOption(name, inline: parts.count == 2 ? parts[1] : nil, &arguments) {
                 events.append(event)
+                continue
+            }
+            if let entry = logOption(name, inline: parts.count == 2 ? parts[1] : nil, &arguments) {
+                log.append(entry)
                 continue
             }
             guard ["--library", "--symbols", "--json", "--scope", "--pid", "--duration"].contains(name) else {
@@ -182,6 +190,7 @@ if let scope = options.scope { setenv("FFI_HOOK_TRACER_SCOPE", scope, 1) } else 
 if options.inline { setenv("FFI_HOOK_TRACER_INLINE", "1", 1) } else { unsetenv("FFI_HOOK_TRACER_INLINE") }
 for (_, variable) in eventOptions { unsetenv(variable) }
 for (variable, value) in options.events { setenv(variable, value, 1) }
+setLogEnvironment(options.log)
 
 if let pid = options.pid { joinProcess(pid, duration: options.duration, library: library) }
 

@@ -267,5 +267,6 @@ void fht_install_process_handlers(void);
 #pragma clang assume_nonnull end
 
 #include "CTracerEvents.h"
+#include "CTracerLog.h"
 
 #endif

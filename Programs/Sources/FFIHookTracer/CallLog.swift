@@ -1,0 +1,195 @@
+internal import CTracerSupport
+internal import FFIHook
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// A function's log description's address, handed to the blocks of every entry of the
+/// function.
+struct LogFunctionAddress: @unchecked Sendable {
+    /// The description, in memory that is never freed.
+    let pointer: UnsafePointer<fht_log_function>
+}
+
+/// The call log: a line per traced call, with its arguments and result, read from the
+/// environment with the rest of the configuration.
+///
+/// - `FFI_HOOK_TRACER_LOG`: the file to log to; `%p` in it becomes the process ID. Without
+///   `%p`, the process the wrapper started (or, without the wrapper, the first process to
+///   log) creates or truncates the file and the processes it starts append to it.
+/// - `FFI_HOOK_TRACER_SIGNATURES`: `name=encoding` entries separated by newlines or `;`: the
+///   signatures of the functions whose arguments are decoded, besides the built-in ones
+///   (``LogSignature/builtIn``); an encoding ending in `...` is a variadic function's.
+///
+/// A line is `THREAD SECONDS +DURATION name(arguments) = result`: the kernel's thread ID, when
+/// the call began (seconds since the tracer started, to the microsecond), how long it took,
+/// then the call indented by two spaces for each logged call it was made in on its thread.
+/// A call's line is written when it returns, so the lines of the calls made inside it come
+/// first (sort by the second column for the order calls began in); a call that never returns
+/// (`exit`, or one left by `longjmp`) is written at exit, ending `<no return>`, when it was in
+/// flight on the thread that exits, and not at all otherwise. A log to a pipe whose reader
+/// went away stops without raising SIGPIPE in the program. `FFI_HOOK_TRACER_LOG_OPENED` holds
+/// the process that opened the log, so that a program it executes appends to it.
+final class CallLog: Sendable {
+    /// The process's log, nil when no log is asked for or its file cannot be opened.
+    static let shared: CallLog? = CallLog()
+
+    /// The signatures given on the command line, then the built-in ones.
+    private let signatures: [String: LogSignature]
+    /// The description made for each function's name.
+    private let descriptions = Mutex<[String: LogFunctionAddress]>([:])
+    /// The log's file name, for messages.
+    private let path: String
+
+    /// Opens the file the environment names and starts logging to it.
+    private init?() {
+        guard let template = getenv("FFI_HOOK_TRACER_LOG").map({ String(cString: $0) }), !template.isEmpty else {
+            return nil
+        }
+        var problems: [String] = []
+        let given = LogSignature.parse(
+            getenv("FFI_HOOK_TRACER_SIGNATURES").map { String(cString: $0) } ?? "", &problems)
+        for problem in problems { say(problem) }
+        signatures = LogSignature.builtIn.merging(given) { _, new in new }
+        let pid = getpid()
+        let named = template.contains("%p")
+        path = template.split(separator: "%p", omittingEmptySubsequences: false).joined(separator: "\(pid)")
+        // A program that execs another keeps its process ID and its log: the new image appends.
+        let marker = "FFI_HOOK_TRACER_LOG_OPENED"
+        let opener = getenv(marker).map { Int32(String(cString: $0)) } ?? nil
+        let writer = getenv("FFI_HOOK_TRACER_PID").flatMap { Int32(String(cString: $0)) }
+        let truncates = opener != pid && (named || (writer.map { $0 == pid } ?? (opener == nil)))
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncates ? O_TRUNC : 0), 0o644)
+        guard descriptor >= 0 else {
+            say("cannot write the log \(path): \(String(cString: strerror(errno))); calls are not logged")
+            return nil
+        }
+        setenv(marker, "\(pid)", 1)
+        // The clock: the time-stamp counter, measured against CLOCK_MONOTONIC from here to the
+        // start of logging (the attach in between usually takes longer than the 2 ms needed).
+        opening = Opening(
+            descriptor: descriptor, ticks: fht_ticks(), nanoseconds: fht_monotonic_nanoseconds(),
+            template: named ? template : nil)
+    }
+
+    /// What ``begin()`` hands the C side.
+    private struct Opening: Sendable {
+        /// The open file.
+        let descriptor: Int32
+        /// The time-stamp counter at time 0 of the log.
+        let ticks: UInt64
+        /// CLOCK_MONOTONIC then.
+        let nanoseconds: UInt64
+        /// The file's name with `%p`, for forked children; nil when it has none.
+        let template: String?
+    }
+
+    /// The file and clock, opened when the log was made and used from ``begin()`` on.
+    private let opening: Opening
+
+    /// Starts logging, once the tracer's start is done: the calls its own start work makes
+    /// (reading the loaded objects, attaching) are not the program's.
+    func begin() {
+        guard fht_log_enabled() == 0 else { return }
+        // Nanoseconds per tick, over 2 ms at least (waiting out what the start did not take).
+        var ticks = fht_ticks()
+        var nanoseconds = fht_monotonic_nanoseconds()
+        while nanoseconds &- opening.nanoseconds < 2_000_000 {
+            ticks = fht_ticks()
+            nanoseconds = fht_monotonic_nanoseconds()
+        }
+        let rate =
+            ticks > opening.ticks ? Double(nanoseconds &- opening.nanoseconds) / Double(ticks &- opening.ticks) : 1
+        if let template = opening.template {
+            fht_log_open(opening.descriptor, opening.ticks, rate, template)
+        } else {
+            fht_log_open(opening.descriptor, opening.ticks, rate, nil)
+        }
+    }
+
+    /// The description of `name`'s calls, made on its first use and kept for the life of the
+    /// process: decoded by its signature when one is known (a name made unique with its
+    /// library and offset, `f (libx.so+0x1f0)`, by the plain name's), raw otherwise.
+    private func description(of name: String) -> LogFunctionAddress {
+        descriptions.withLock { descriptions in
+            if let made = descriptions[name] { return made }
+            let plain = name.split(separator: " ", maxSplits: 1).first.map(String.init) ?? name
+            let text = strdup(name)!
+            let length = strlen(text)
+            let function = UnsafeMutablePointer<fht_log_function>.allocate(capacity: 1)
+            function.initialize(
+                to: signatures[plain]?.description(named: text, length: length)
+                    ?? LogSignature.rawDescription(named: text, length: length))
+            let made = LogFunctionAddress(pointer: UnsafePointer(function))
+            descriptions[name] = made
+            return made
+        }
+    }
+
+    /// `blocks` (the counting or recording blocks of the function `name`) with the logging of
+    /// each call around them: its arguments formatted before the counting block runs, its line
+    /// written after the counting block has read the clock.
+    func blocks(
+        wrapping blocks: (onEnter: EnterBlock?, onLeave: LeaveBlock?), function name: String
+    ) -> (onEnter: EnterBlock?, onLeave: LeaveBlock?) {
+        let function = description(of: name)
+        let (enter, leave) = blocks
+        let onLeave: LeaveBlock = { context in
+            leave?(context)
+            fht_log_leave(
+                function.pointer, UInt64(context.stackPointer), context.threadID, context.returnValue,
+                context.vectorReturnValue(0)[0])
+        }
+        guard function.pointer.pointee.flags & UInt8(FHT_LOG_VECTORS) != 0 else {
+            return (
+                { context in
+                    fht_log_enter(
+                        function.pointer, UInt64(context.stackPointer), context.integerArgument(0),
+                        context.integerArgument(1), context.integerArgument(2), context.integerArgument(3),
+                        context.integerArgument(4), context.integerArgument(5), nil)
+                    enter?(context)
+                }, onLeave
+            )
+        }
+        return (
+            { context in
+                var vectors = (
+                    context.vectorArgument(0)[0], context.vectorArgument(1)[0], context.vectorArgument(2)[0],
+                    context.vectorArgument(3)[0], context.vectorArgument(4)[0], context.vectorArgument(5)[0],
+                    context.vectorArgument(6)[0], context.vectorArgument(7)[0]
+                )
+                withUnsafePointer(to: &vectors) { words in
+                    words.withMemoryRebound(to: UInt64.self, capacity: 8) { words in
+                        fht_log_enter(
+                            function.pointer, UInt64(context.stackPointer), context.integerArgument(0),
+                            context.integerArgument(1), context.integerArgument(2), context.integerArgument(3),
+                            context.integerArgument(4), context.integerArgument(5), words)
+                    }
+                }
+                enter?(context)
+            }, onLeave
+        )
+    }
+
+    /// At exit: writes the calls in flight on the exiting thread, and says on standard error
+    /// what the log lost.
+    func finish() {
+        fht_log_unfinished(fht_log_thread())
+        let lost = fht_log_lost()
+        var losses: [String] = []
+        if lost.too_deep > 0 { losses.append("\(lost.too_deep) nested more than 256 logged calls deep") }
+        if lost.unmapped > 0 { losses.append("\(lost.unmapped) on threads that got no frames (past 4,096 at once)") }
+        if lost.first_error == EPIPE {
+            losses.append("its reader went away (\(String(cString: strerror(EPIPE)))): later calls are not logged")
+        } else if lost.unwritten > 0 {
+            let reason = lost.first_error == 0 ? "" : ": \(String(cString: strerror(lost.first_error)))"
+            losses.append("\(lost.unwritten) lines not written or cut short\(reason)")
+        }
+        guard !losses.isEmpty else { return }
+        say("the log \(path) misses calls: \(losses.joined(separator: ", "))")
+    }
+}
