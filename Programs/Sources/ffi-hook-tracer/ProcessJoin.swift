@@ -173,11 +173,28 @@ private func printOutput(_ path: String, from offset: Int) -> Int {
     return position
 }
 
+/// `path` with each `%p` replaced by `pid` (without the string processing module, which the
+/// wrapper does without).
+func replacingProcessID(in path: String, with pid: Int32) -> String {
+    var result = ""
+    var characters = path[...]
+    while let first = characters.first {
+        if characters.hasPrefix("%p") {
+            result += "\(pid)"
+            characters = characters.dropFirst(2)
+        } else {
+            result.append(first)
+            characters = characters.dropFirst()
+        }
+    }
+    return result
+}
+
 /// Copies the JSON report the process wrote at `source` to `destination` (`%p`: the process
 /// ID), saying why when it cannot.
 private func copyJSON(_ source: String, to destination: String?, pid: Int32) {
     guard let destination else { return }
-    let path = destination.split(separator: "%p", omittingEmptySubsequences: false).joined(separator: "\(pid)")
+    let path = replacingProcessID(in: destination, with: pid)
     let input = open(source, O_RDONLY | O_CLOEXEC)
     guard input >= 0 else { return }
     defer { close(input) }

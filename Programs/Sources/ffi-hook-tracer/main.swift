@@ -195,7 +195,7 @@ setLogEnvironment(options.log)
 if let pid = options.pid { joinProcess(pid, duration: options.duration, library: library) }
 
 // execvp keeps this process (and its ID, which FFI_HOOK_TRACER_PID names).
-var arguments = options.command.map { strdup($0) } + [nil]
+nonisolated(unsafe) var arguments = options.command.map { strdup($0) } + [nil]
 execvp(options.command[0], &arguments)
 put("ffi-hook-tracer: cannot run \(options.command[0]): \(String(cString: strerror(errno)))\n", to: 2)
 exit(127)
