@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 
 // The Swift side (FFIHookTracer), exported with @_cdecl.
@@ -65,9 +66,7 @@ static pthread_mutex_t fht_arena_lock = PTHREAD_MUTEX_INITIALIZER;
 __thread fht_counter *fht_mine __attribute__((tls_model("initial-exec")));
 __thread fht_calls *fht_in_flight __attribute__((tls_model("initial-exec")));
 __thread int fht_own_work __attribute__((tls_model("initial-exec")));
-/* 1 while the thread maps its counters: a traced function the mapping calls (mmap, traced in
-   the C library's own code) is not counted, rather than mapping again. */
-static __thread int fht_mapping __attribute__((tls_model("initial-exec")));
+
 
 /* Every thread's arena, newest first (arenas of threads that ended stay, with their counts). */
 typedef struct fht_arena_node {
@@ -76,11 +75,23 @@ typedef struct fht_arena_node {
 } fht_arena_node;
 static fht_arena_node *fht_arenas;
 
-static fht_counter *fht_map(void) {
-    void *memory = mmap(NULL, FHT_CAPACITY * sizeof(fht_counter), PROT_READ | PROT_WRITE,
-                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    return memory == MAP_FAILED ? NULL : memory;
+/* Anonymous memory of `size` bytes, by the system call itself (NULL when refused): the C
+   library's mmap may be traced (inline), and a call of it from here would run the tracer's
+   blocks inside its own set-up. */
+static void *fht_map_memory(size_t size) {
+    long result;
+    register long flags __asm__("r10") = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+    register long descriptor __asm__("r8") = -1;
+    register long offset __asm__("r9") = 0;
+    __asm__ volatile("syscall"
+                     : "=a"(result)
+                     : "a"((long)SYS_mmap), "D"(0L), "S"((long)size), "d"((long)(PROT_READ | PROT_WRITE)), "r"(flags),
+                       "r"(descriptor), "r"(offset)
+                     : "rcx", "r11", "memory");
+    return result < 0 && result > -4096 ? NULL : (void *)result;
 }
+
+static fht_counter *fht_map(void) { return fht_map_memory(FHT_CAPACITY * sizeof(fht_counter)); }
 
 fht_counter *fht_counters(size_t count) {
     pthread_mutex_lock(&fht_arena_lock);
@@ -98,15 +109,15 @@ fht_counter *fht_counters(size_t count) {
 
 /* A thread's first call: its arena (zero-filled, untouched pages unmapped; a shortest call of
    0 means none yet), linked in without a lock. */
+/* A signal handler that interrupts this and makes a traced call maps counters of its own for
+   the thread, linked in like any thread's (its counts are summed with the rest); the
+   interrupted call then puts its own in place. Nothing here calls a function the tracer may
+   trace. */
 fht_counter *fht_local_slow(const fht_counter *counter) {
-    if (fht_mapping) return NULL;
-    fht_mapping = 1;
     fht_counter *mine = fht_map();
-    void *calls = mmap(NULL, sizeof(fht_calls), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                       -1, 0);
-    fht_mapping = 0;
+    void *calls = fht_map_memory(sizeof(fht_calls));
     if (!mine) return NULL;
-    if (calls != MAP_FAILED) fht_in_flight = calls;
+    if (calls) fht_in_flight = calls;
     fht_arena_node *node = (fht_arena_node *)(void *)&mine[FHT_CAPACITY - 1];
     node->counters = mine;
     node->next = __atomic_load_n(&fht_arenas, __ATOMIC_RELAXED);

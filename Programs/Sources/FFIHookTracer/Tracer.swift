@@ -171,7 +171,13 @@ final class Tracer: Sendable {
             if isInScope(image) { details.insert(.imports) }
             return details
         }
+        // Only what is new is looked at: the functions of the traced libraries loaded since the
+        // last walk in every object, every function in the objects loaded since (a program that
+        // loads many objects would otherwise pay for all of them at each dlopen).
+        let known = state.functions
+        var newImages: Set<String> = []
         for image in images where !seen.contains(image.key) {
+            newImages.insert(image.key)
             state.seen.insert(image.key)
             if !image.isMainProgram { state.seenNames.insert(image.name) }
             if isInScope(image) { state.imports[image.key] = image.imports }
@@ -188,16 +194,25 @@ final class Tracer: Sendable {
             }
             state.functions.formUnion(chosen)
         }
+        let added = state.functions.subtracting(known)
         switch configuration.scope {
         case .all:
-            let imported = images.reduce(into: Set<String>()) { $0.formUnion(state.imports[$1.key] ?? []) }
-            let wanted = state.functions.intersection(imported).subtracting(state.attached["", default: []])
+            // Functions attached already follow later loads by themselves.
+            var wanted = Set<String>()
+            for image in images {
+                let candidates = newImages.contains(image.key) ? state.functions : added
+                guard !candidates.isEmpty else { continue }
+                wanted.formUnion(candidates.intersection(state.imports[image.key] ?? []))
+            }
+            wanted.subtract(state.attached["", default: []])
             guard !wanted.isEmpty else { return }
             attach(wanted.sorted(), in: .allIncludingLaterLoads, named: "all objects", &state)
             state.attached["", default: []].formUnion(wanted)
         case .main, .program:
             for image in images where isInScope(image) {
-                let wanted = state.functions.intersection(state.imports[image.key] ?? [])
+                let candidates = newImages.contains(image.key) ? state.functions : added
+                guard !candidates.isEmpty else { continue }
+                let wanted = candidates.intersection(state.imports[image.key] ?? [])
                     .subtracting(state.attached[image.key, default: []])
                 guard !wanted.isEmpty else { continue }
                 attach(
