@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 
+import CTestSupport
 @testable import FFIHook
 @testable import FFIHookCore
 
@@ -69,6 +70,38 @@ extension FixtureTableTests {
         static let fullRELRO = "libImportFixture.so"
         static let lazy = "libLazyImportFixture.so"
         static let later = "libLaterImportFixture.so"
+
+        /// A group of many symbols (each object's entries read once, into an index by symbol;
+        /// each read-only page made writable once for the whole group) attaches the entries one
+        /// symbol at a time would, and leaves the import table read-only (full RELRO) after
+        /// its install and after its removal.
+        @Test func aGroupOfManySymbolsAttachesTheirEntriesAndLeavesTheTableReadOnly() throws {
+            let library = try ImportFixtures.open(Self.fullRELRO)
+            let length = try ImportFixtures.function(
+                "cimportfixture_length", in: library, as: ImportFixtures.Length.self)
+            let me = at_gettid()
+            let entry = try #require(ImportFixtures.entries(of: "strlen", in: .object(Self.fullRELRO)).first)
+            let original = ImportWalk.value(at: entry.slot)
+            let names = ["strlen", "memcpy", "memset", "malloc", "free", "strcmp", "printf", "abort", "no_such_symbol"]
+            let calls = AttachTests.Counter()
+            let group = try ImportTable.attach(symbols: names, in: .object(Self.fullRELRO)) { name in
+                let enter: EnterBlock = { call in
+                    if name == "strlen" && call.threadID == me { calls.add() }
+                }
+                return (enter, nil)
+            }
+            #expect(ImportFixtures.isReadOnly(entry.slot))
+            #expect(ImportWalk.value(at: entry.slot) != original)
+            #expect(length("grouped") == 7)
+            #expect(calls.count == 1)
+            let oneByOne = names.reduce(0) { $0 + ImportFixtures.entries(of: $1, in: .object(Self.fullRELRO)).count }
+            #expect(group.tokens.count == oneByOne)
+            group.remove()
+            #expect(ImportFixtures.isReadOnly(entry.slot))
+            #expect(ImportWalk.value(at: entry.slot) == original)
+            #expect(length("grouped") == 7)
+            #expect(calls.count == 1)
+        }
 
         @Test func rebindsAJumpSlotUnderFullRELROAndRestoresIt() throws {
             let library = try ImportFixtures.open(Self.fullRELRO)
