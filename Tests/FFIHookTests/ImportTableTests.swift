@@ -1,8 +1,8 @@
+import CTestSupport
 import Foundation
 import Synchronization
 import Testing
 
-import CTestSupport
 @testable import FFIHook
 @testable import FFIHookCore
 
