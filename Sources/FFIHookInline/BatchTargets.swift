@@ -10,8 +10,11 @@ enum BatchTargets {
         var refused: [InlineRefusal] = []
     }
 
-    /// Every function `library` exports; with `locals`, also those only its `.symtab` names.
-    static func exports(of library: String, locals: Bool) throws(HookError) -> Found {
+    /// Every function `library` exports; with `locals`, also those only its `.symtab` names;
+    /// with `selecting`, only the functions one of whose names it chooses.
+    static func exports(
+        of library: String, locals: Bool, selecting: ((String) -> Bool)? = nil
+    ) throws(HookError) -> Found {
         try ImportWalk.withLoadedObjects { objects throws(HookError) -> Found in
             guard let object = LoadedObjects.object(named: library, in: objects) else {
                 throw HookError(
@@ -22,7 +25,10 @@ enum BatchTargets {
             // One target per address, named by the alias a program most likely calls it by
             // (``AliasRank``).
             var byAddress: [UInt: (target: PlanTarget, rank: AliasRank)] = [:]
+            // The addresses one of whose names `selecting` chose.
+            var chosen = Set<UInt>()
             func add(_ target: PlanTarget, rank: AliasRank) {
+                if let selecting, let name = target.name, selecting(name) { chosen.insert(target.address) }
                 if let known = byAddress[target.address], !(rank < known.rank) { return }
                 byAddress[target.address] = (target, rank)
             }
@@ -70,6 +76,10 @@ enum BatchTargets {
                 }
             }
             found.targets = byAddress.values.map(\.target)
+            if let selecting {
+                found.targets = found.targets.filter { chosen.contains($0.address) }
+                found.refused = found.refused.filter { selecting($0.name) }
+            }
             return found
         }
     }

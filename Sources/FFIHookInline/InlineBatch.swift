@@ -83,6 +83,29 @@ public final class InlineBatch: Sendable, CustomStringConvertible {
         }
     }
 
+    /// Plans the functions of the loaded object `library` (as ``init(library:options:)`` finds
+    /// them) that `selecting` chooses by name, and only those: a function exported under several
+    /// names (`memcmp` and `bcmp`) is chosen when one of them is, and planned once, under the
+    /// name ``init(library:options:)`` gives it. Planning is most of a batch's cost, so choosing
+    /// first makes a few functions of a large library cheap.
+    ///
+    /// ```swift
+    /// // Only SQLite's statement functions, planned and attached to in one stop.
+    /// let steps = try InlineBatch(library: "libsqlite3.so.0") { $0.hasPrefix("sqlite3_step") }
+    /// ```
+    ///
+    /// - Throws: as ``init(library:options:)``.
+    public convenience init(
+        library: String, options: Options = [], selecting: (String) -> Bool
+    ) throws(HookError) {
+        let locals = options.contains(.localFunctions)
+        let found = withoutActuallyEscaping(selecting) { selecting in
+            Result { () throws(HookError) in try BatchTargets.exports(of: library, locals: locals, selecting: selecting)
+            }
+        }
+        try self.init(options: options) { () throws(HookError) in try found.get() }
+    }
+
     /// Plans the functions `symbols` name, each found as ``InlineFunction/init(symbol:in:)``
     /// finds it: in the global scope, or in the loaded object `object`. A symbol that names no
     /// function is refused (``InlineRefusal/Reason/symbolNotFound``); symbols that name one

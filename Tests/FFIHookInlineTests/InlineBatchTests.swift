@@ -43,6 +43,25 @@ extension InlineSuites {
             #expect(Self.bytes(of: zlib) == original)
         }
 
+        /// A batch that chooses its functions by name plans those alone, a function with
+        /// several names when one of them is chosen (libc's memcmp is also bcmp), and the same
+        /// plans as a whole-library batch for them.
+        @Test func aBatchChoosingByNamePlansOnlyThoseFunctions() throws {
+            let zlib = try InlineBatch(library: "libz.so.1") { $0 == "crc32" || $0 == "adler32" }
+            #expect(zlib.functions.map(\.name).sorted() == ["adler32", "crc32"])
+            #expect(zlib.refusals.isEmpty)
+            let whole = try InlineBatch(library: "libz.so.1")
+            #expect(zlib.functions.allSatisfy { chosen in whole.functions.contains { $0.address == chosen.address } })
+            let libc = try #require(dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD))
+            defer { dlclose(libc) }
+            let memcmp = try #require(dlsym(libc, "memcmp"))
+            let compare = try InlineBatch(library: "libc.so.6") { $0 == "memcmp" }
+            #expect(compare.functions.count + compare.refusals.count == 1)
+            #expect(compare.functions.allSatisfy { $0.address == UnsafeRawPointer(memcmp) })
+            let none = try InlineBatch(library: "libz.so.1") { _ in false }
+            #expect(none.functions.isEmpty && none.refusals.isEmpty)
+        }
+
         @Test func anAttachOnEveryFunctionCountsEachOneAndOneStopRemovesThem() throws {
             let input = zlibInput()
             let expected = try zlibRoundTrip(input)

@@ -288,15 +288,19 @@ final class Tracer: Sendable {
     /// and attaches to them in one stop of the other threads.
     private func traceInline(_ image: LoadedImage, _ state: inout State) {
         let batch: InlineBatch
+        let configuration = state.configuration
         do {
-            batch = try InlineBatch(library: image.path, options: .localFunctions)
+            // Only the functions --symbols selects are planned (planning is most of the cost);
+            // a function with several names is selected by any of them.
+            batch = try InlineBatch(library: image.path, options: .localFunctions) { name in
+                !Self.startupCode.contains(name) && configuration.selects(symbol: name)
+            }
         } catch {
             report("\(image.name): cannot trace in its own code: \(error)", &state)
             return
         }
-        let chosen = batch.functions.filter {
-            !Self.startupCode.contains($0.name) && state.configuration.selects(symbol: $0.name)
-        }
+        // (A function with several names keeps the name the batch gives it.)
+        let chosen = batch.functions.filter { !Self.startupCode.contains($0.name) }
         if !batch.refusals.isEmpty {
             let reasons = Dictionary(grouping: batch.refusals, by: { $0.reason.description })
                 .map { "\($0.value.count) \($0.key)" }.sorted().joined(separator: ", ")
