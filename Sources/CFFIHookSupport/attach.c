@@ -515,6 +515,17 @@ static inline uint64_t ffh_side_push(ffh_side *side, uint64_t sp, ffh_attach *re
    by them which interruptions landed in this code. */
 #define FFH_ATTACH_TEXT __attribute__((section("ffh_attach_text")))
 
+/* The window of library work (ffh_attach_begin's cleanup buffer) must lie on the thread's
+   stack: glibc's longjmp runs the buffers it jumps over by comparing their addresses with the
+   stack's, and AddressSanitizer would otherwise move this function's locals to its heap of fake
+   frames (detect_stack_use_after_return), where a siglongjmp out of a block skips them. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#undef FFH_ATTACH_TEXT
+#define FFH_ATTACH_TEXT __attribute__((section("ffh_attach_text"), no_sanitize("address")))
+#endif
+#endif
+
 /* Called by ffh_attach_entry; returns where the call goes on. */
 FFH_ATTACH_TEXT __attribute__((visibility("hidden"))) ffh_attach_target ffh_attach_enter(ffh_attach *record,
                                                                          ffh_attach_enter_frame *frame) {
