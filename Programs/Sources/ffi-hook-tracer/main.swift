@@ -33,8 +33,9 @@ let usage = """
     (through ptrace, which stops one of its threads for a moment), traces for SECONDS or
     until the tracer is interrupted (Ctrl-C, SIGTERM) or the process exits, then removes
     every hook, leaves the process running and prints the same report for that window. The
-    library stays loaded in the process, idle (a Swift library cannot be unloaded safely); the
-    process's own code is not changed, only its import tables while traced. Tracing needs the
+    library stays loaded in the process, idle (a Swift library cannot be unloaded safely); only
+    its import tables change while traced (with --inline, the traced functions' first bytes),
+    and they hold what they held before once the tracer leaves. Tracing needs the
     permission to ptrace the process: the same user and, where Yama's ptrace_scope is 1 or
     more, root (CAP_SYS_PTRACE) or the process's consent (prctl PR_SET_PTRACER); the process
     must be able to read the library and to write in /tmp, where its report passes. Exit status:
