@@ -26,6 +26,14 @@ static inline ffi_type *ffh_type_uint64(void) { return &ffi_type_uint64; }
 static inline ffi_type *ffh_type_sint64(void) { return &ffi_type_sint64; }
 /// `ffi_type_float`, reachable from Swift 6.
 static inline ffi_type *ffh_type_float(void) { return &ffi_type_float; }
+/// A float of its own, not `ffi_type_float`: libffi's `ffi_prep_cif_var` refuses
+/// `&ffi_type_float` among variadic arguments (C promotes a float to double), which is right
+/// for a float argument but not for the lone float that ends a structure passed in pieces (the
+/// low four bytes of its vector register, where `va_arg` of the structure reads them).
+static inline ffi_type *ffh_type_float_piece(void) {
+    static ffi_type piece = {.size = 4, .alignment = 4, .type = FFI_TYPE_FLOAT, .elements = 0};
+    return &piece;
+}
 /// `ffi_type_double`, reachable from Swift 6.
 static inline ffi_type *ffh_type_double(void) { return &ffi_type_double; }
 /// `ffi_type_longdouble`, reachable from Swift 6.

@@ -197,7 +197,9 @@ public final class CallInterface: @unchecked Sendable {
                     switch piece.kind {
                     case .whole: lowered.arguments[piece.argument].type
                     case .integerWord: ffh_type_uint64()
-                    case .float: ffh_type_float()
+                    // A structure's last four bytes in a vector register: never promoted, also
+                    // among variadic arguments (see ffh_type_float_piece).
+                    case .float: ffh_type_float_piece()
                     case .double: ffh_type_double()
                     }
                 }
