@@ -50,7 +50,7 @@ struct TraceReport {
         let calls = rows.reduce(0) { $0 + $1.calls }
         var lines = [
             "ffi-hook-tracer: \(process): \(grouped(calls)) calls of \(rows.count) functions, "
-                + "\(duration(total)) in them"
+                + "\(EventFormatting.duration(total)) in them"
         ]
         if missedCalls > 0 {
             lines.append(
@@ -60,8 +60,9 @@ struct TraceReport {
         let header = ["function", "calls", "total", "self", "mean", "share"]
         let cells = rows.map { row in
             [
-                row.name, grouped(row.calls), duration(row.total), duration(row.selfTime), duration(row.mean),
-                total > 0 ? percent(row.selfTime / total) : "-",
+                row.name, grouped(row.calls), EventFormatting.duration(row.total),
+                EventFormatting.duration(row.selfTime), EventFormatting.duration(row.mean),
+                total > 0 ? EventFormatting.percent(row.selfTime / total) : "-",
             ]
         }
         let widths = header.indices.map { column in
@@ -82,15 +83,15 @@ struct TraceReport {
     /// nanoseconds).
     func json(program: String, pid: Int32, scope: String) -> String {
         let functions = rows.map { row in
-            "    {\"name\": \(quoted(row.name)), \"calls\": \(row.calls), \"completed\": \(row.completed), "
+            "    {\"name\": \(EventFormatting.json(row.name)), \"calls\": \(row.calls), \"completed\": \(row.completed), "
                 + "\"total_ns\": \(Int(row.total)), \"self_ns\": \(Int(row.selfTime)), \"mean_ns\": \(Int(row.mean)), "
                 + "\"min_ns\": \(Int(row.shortest)), \"max_ns\": \(Int(row.longest))}"
         }
         return """
             {
-              "program": \(quoted(program)),
+              "program": \(EventFormatting.json(program)),
               "pid": \(pid),
-              "scope": \(quoted(scope)),
+              "scope": \(EventFormatting.json(scope)),
               "total_ns": \(Int(total)),
               "missed_calls": \(missedCalls),
               "functions": [
@@ -111,40 +112,5 @@ struct TraceReport {
             result.append(digit)
         }
         return result
-    }
-
-    /// A duration with three significant digits in ns, µs, ms or s.
-    private func duration(_ nanoseconds: Double) -> String {
-        let units: [(Double, String)] = [(1e9, "s"), (1e6, "ms"), (1e3, "µs")]
-        for (scale, unit) in units where nanoseconds >= scale {
-            return fixed(nanoseconds / scale) + " " + unit
-        }
-        return "\(Int(nanoseconds.rounded())) ns"
-    }
-
-    private func fixed(_ value: Double) -> String {
-        let decimals = value >= 100 ? 0 : value >= 10 ? 1 : 2
-        var scale = 1.0
-        for _ in 0..<decimals { scale *= 10 }
-        let scaled = Int((value * scale).rounded())
-        guard decimals > 0 else { return "\(scaled)" }
-        let fraction = String(scaled % Int(scale))
-        return "\(scaled / Int(scale))." + String(repeating: "0", count: decimals - fraction.count) + fraction
-    }
-
-    private func percent(_ share: Double) -> String { fixed(share * 100) + "%" }
-
-    private func quoted(_ text: String) -> String {
-        var result = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": result += "\\\""
-            case "\\": result += "\\\\"
-            case _ where scalar.value < 0x20:
-                result += "\\u00" + (scalar.value < 0x10 ? "0" : "") + String(scalar.value, radix: 16)
-            default: result.unicodeScalars.append(scalar)
-            }
-        }
-        return result + "\""
     }
 }
