@@ -140,7 +140,7 @@ enum SlotMemory {
         var pages: [UInt: Protection] = [:]
     }
 
-    private static let writablePages = Mutex(WritablePages())
+    private static let writablePages = Locked(WritablePages())
 
     /// Runs `body` keeping every read-only page that a slot write in it lifts writable until it
     /// returns, then gives each its protection back: for work that writes many slots of the
