@@ -106,7 +106,8 @@ let package = Package(
         .testTarget(
             name: "FFIHookTests",
             dependencies: [
-                "FFIHook", "FFIHookCore", "FFIHookObjC", "CTestSupport", "CSQLite", "CZlib", "TestHookLock",
+                "FFIHook", "FFIHookCore", "FFIHookObjC", "CFFIHookSupport", "CTestSupport", "CSQLite", "CZlib",
+                "TestHookLock",
             ],
             swiftSettings: strictSettings
         ),

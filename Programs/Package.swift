@@ -112,7 +112,8 @@ let package = Package(
                     "-Xfrontend", "-disable-implicit-concurrency-module-import",
                     "-Xfrontend", "-disable-implicit-string-processing-module-import",
                 ])
-            ]),
+            ],
+            linkerSettings: [.unsafeFlags(["-static-stdlib"])]),
 
         // MARK: - C support
 

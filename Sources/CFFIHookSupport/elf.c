@@ -244,6 +244,145 @@ size_t ffh_elf_find_entries(
         object, &dynamic, dynamic.rela, dynamic.rela_size, dynamic.rela_entry, symbol, entries, capacity, found);
 }
 
+/* One indexed entry: the entry without its version (looked up only for the entries found), the
+   symbol's index in the dynamic symbol table, its name's hash and the next entry with the same
+   name. */
+typedef struct {
+    uintptr_t slot;
+    const char *name;
+    uint32_t hash;
+    uint32_t symbol;
+    int32_t next;
+    uint8_t kind;
+} ffh_elf_indexed;
+
+struct ffh_elf_index {
+    ffh_elf_dynamic dynamic;
+    ffh_elf_indexed *entries;
+    size_t count;
+    /* Open addressing, a power of two: the first entry of each name, or -1. */
+    int32_t *buckets;
+    size_t mask;
+};
+
+static uint32_t ffh_elf_gnu_hash(const char *name);
+
+/* Appends one RELA table's JUMP_SLOT and GLOB_DAT entries to the index's list (counting them
+   only when the list is NULL); returns the new count. */
+static size_t ffh_elf_index_scan(const ffh_elf_object *object, const ffh_elf_dynamic *dynamic, const ElfW(Rela) *table,
+                                 size_t size, size_t entry_size, ffh_elf_indexed *entries, size_t count) {
+    if (!table || entry_size == 0) return count;
+    for (size_t offset = 0; offset + entry_size <= size; offset += entry_size) {
+        const ElfW(Rela) *relocation = (const ElfW(Rela) *)((const char *)table + offset);
+        long type = (long)ELF64_R_TYPE(relocation->r_info);
+        if (type != FFH_ELF_R_JUMP_SLOT && type != FFH_ELF_R_GLOB_DAT) continue;
+        size_t index = ELF64_R_SYM(relocation->r_info);
+        if (index == 0 || index > UINT32_MAX) continue;
+        if (entries) {
+            const char *name = dynamic->strings + dynamic->symbols[index].st_name;
+            entries[count] = (ffh_elf_indexed){
+                .slot = object->base + relocation->r_offset,
+                .name = name,
+                .hash = ffh_elf_gnu_hash(name),
+                .symbol = (uint32_t)index,
+                .next = -1,
+                .kind = type == FFH_ELF_R_JUMP_SLOT ? FFH_ELF_JUMP_SLOT : FFH_ELF_GLOBAL_DATA,
+            };
+        }
+        count++;
+    }
+    return count;
+}
+
+ffh_elf_index *ffh_elf_index_make(const ffh_elf_object *object) {
+    ffh_elf_index *index = malloc(sizeof *index);
+    if (!index) return NULL;
+    memset(index, 0, sizeof *index);
+    if (!ffh_elf_read_dynamic(object, &index->dynamic)) return index;
+    const ffh_elf_dynamic *dynamic = &index->dynamic;
+    size_t count = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        count = 0;
+        if (dynamic->plt_is_rela) {
+            count = ffh_elf_index_scan(
+                object, dynamic, dynamic->plt, dynamic->plt_size, sizeof(ElfW(Rela)), index->entries, count);
+        }
+        count = ffh_elf_index_scan(
+            object, dynamic, dynamic->rela, dynamic->rela_size, dynamic->rela_entry, index->entries, count);
+        if (pass == 1 || count == 0 || count > INT32_MAX / 2) break;
+        index->entries = malloc(count * sizeof *index->entries);
+        if (!index->entries) {
+            free(index);
+            return NULL;
+        }
+    }
+    if (!index->entries) return index;
+    size_t buckets = 16;
+    while (buckets < count * 2) buckets *= 2;
+    index->buckets = malloc(buckets * sizeof *index->buckets);
+    if (!index->buckets) {
+        ffh_elf_index_free(index);
+        return NULL;
+    }
+    memset(index->buckets, 0xff, buckets * sizeof *index->buckets);
+    index->mask = buckets - 1;
+    index->count = count;
+    /* Backwards, so that each name's list ends up in the tables' order. */
+    for (size_t position = count; position-- > 0;) {
+        ffh_elf_indexed *entry = &index->entries[position];
+        for (size_t bucket = entry->hash & index->mask;; bucket = (bucket + 1) & index->mask) {
+            int32_t head = index->buckets[bucket];
+            if (head < 0) {
+                index->buckets[bucket] = (int32_t)position;
+                break;
+            }
+            const ffh_elf_indexed *first = &index->entries[head];
+            if (first->hash == entry->hash && strcmp(first->name, entry->name) == 0) {
+                entry->next = head;
+                index->buckets[bucket] = (int32_t)position;
+                break;
+            }
+        }
+    }
+    return index;
+}
+
+uint32_t ffh_elf_name_hash(const char *symbol) { return ffh_elf_gnu_hash(symbol); }
+
+size_t ffh_elf_index_find(const ffh_elf_index *index, const char *symbol, uint32_t hash, ffh_elf_entry *entries,
+                          size_t capacity) {
+    if (!index || !index->buckets || !symbol) return 0;
+    int32_t at = -1;
+    for (size_t bucket = hash & index->mask;; bucket = (bucket + 1) & index->mask) {
+        int32_t head = index->buckets[bucket];
+        if (head < 0) return 0;
+        const ffh_elf_indexed *first = &index->entries[head];
+        if (first->hash == hash && strcmp(first->name, symbol) == 0) {
+            at = head;
+            break;
+        }
+    }
+    size_t found = 0;
+    for (; at >= 0; at = index->entries[at].next) {
+        const ffh_elf_indexed *entry = &index->entries[at];
+        if (found < capacity) {
+            entries[found] = (ffh_elf_entry){.slot = entry->slot,
+                                             .kind = (ffh_elf_kind)entry->kind,
+                                             .version = ffh_elf_version(&index->dynamic, entry->symbol),
+                                             .name = entry->name};
+        }
+        found++;
+    }
+    return found;
+}
+
+void ffh_elf_index_free(ffh_elf_index *index) {
+    if (!index) return;
+    free(index->entries);
+    free(index->buckets);
+    free(index);
+}
+
 // MARK: - Segments
 
 static int ffh_elf_in_segment(const ffh_elf_object *object, uintptr_t address, int type, int flag) {

@@ -76,7 +76,9 @@ extension ImportTable {
             throw HookError(code: .symbolNotImported, message: "the list of symbols to attach to is empty")
         }
         var seen: Set<String> = []
+        seen.reserveCapacity(symbols.count)
         var requests: [ImportRequest] = []
+        requests.reserveCapacity(symbols.count)
         for symbol in symbols where seen.insert(symbol).inserted {
             let (onEnter, onLeave) = blocks(symbol)
             let attachment = Attachment(
@@ -88,22 +90,9 @@ extension ImportTable {
         }
         let tokens = try ImportWalk.withLoadedObjects { objects throws(HookError) in
             let chosen = try ImportWalk.chosen(from: objects, in: scope, signature: nil)
-            var tokens: [HookToken] = []
             let index = requests.count >= ImportWalk.EntryIndex.worthwhile ? ImportWalk.EntryIndex() : nil
             return try SlotMemory.keepingPagesWritable { () throws(HookError) -> [HookToken] in
-                do throws(HookError) {
-                    for request in requests {
-                        do throws(HookError) {
-                            tokens += try ImportWalk.install(request, in: chosen, index: index) { _ in true }
-                        } catch {
-                            throw error.naming(symbol: request.symbol)
-                        }
-                    }
-                } catch {
-                    for token in tokens { token.remove() }
-                    throw error
-                }
-                return tokens
+                try ImportWalk.attach(requests, in: chosen, index: index) { _ in true }
             }
         }
         guard !tokens.isEmpty else {

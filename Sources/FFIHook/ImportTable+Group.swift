@@ -199,9 +199,8 @@ enum ImportGroup {
             var found: [[(object: LoadedObject, entry: ImportWalk.Entry)]] = []
             let entryIndex = names.count >= ImportWalk.EntryIndex.worthwhile ? ImportWalk.EntryIndex() : nil
             for name in names {
-                let entries = chosen.flatMap { object in
-                    (entryIndex?.entries(of: name, in: object) ?? ImportWalk.entries(of: name, in: object))
-                        .map { (object: object, entry: $0) }
+                let entries = ImportWalk.entries(of: name, in: chosen, index: entryIndex).map {
+                    (object: chosen[$0.object], entry: $0.entry)
                 }
                 guard !entries.isEmpty else {
                     throw ImportTable.notImported(

@@ -19,6 +19,8 @@ package struct LoadedObject {
     package let isMainProgram: Bool
     /// The dlopen handle that keeps it loaded.
     package let handle: UnsafeMutableRawPointer
+    /// Its place in the walk's list of objects (the loader's order).
+    package let position: Int
 }
 
 /// The walk over the import tables of the loaded objects.
@@ -80,7 +82,9 @@ package enum ImportWalk {
             let path = isMainProgram ? executablePath : String(cString: object.pointee.path)
             let soname = ffh_elf_soname(object).map { String(cString: $0) }
             return body(
-                LoadedObject(object: object, path: path, soname: soname, isMainProgram: isMainProgram, handle: handle))
+                LoadedObject(
+                    object: object, path: path, soname: soname, isMainProgram: isMainProgram, handle: handle,
+                    position: index))
         }
         return body(nil)
     }
@@ -99,7 +103,9 @@ package enum ImportWalk {
             let path = isMainProgram ? executablePath : String(cString: object.pointee.path)
             let soname = ffh_elf_soname(object).map { String(cString: $0) }
             pinned.append(
-                LoadedObject(object: object, path: path, soname: soname, isMainProgram: isMainProgram, handle: handle))
+                LoadedObject(
+                    object: object, path: path, soname: soname, isMainProgram: isMainProgram, handle: handle,
+                    position: index))
         }
         return try body(pinned)
     }
@@ -126,18 +132,7 @@ package enum ImportWalk {
 
     /// The object's JUMP_SLOT and GLOB_DAT entries for `symbol`, each address once.
     static func entries(of symbol: String, in object: LoadedObject) -> [Entry] {
-        found(in: object, symbol: symbol).map(\.entry)
-    }
-
-    /// Every JUMP_SLOT and GLOB_DAT entry of the object, by symbol, each address once: one
-    /// read of its relocations for many symbols.
-    static func allEntries(in object: LoadedObject) -> [String: [Entry]] {
-        Dictionary(grouping: found(in: object, symbol: nil), by: \.name).mapValues { $0.map(\.entry) }
-    }
-
-    /// The object's entries for `symbol` (every symbol's when nil), with their symbols' names.
-    private static func found(in object: LoadedObject, symbol: String?) -> [(name: String, entry: Entry)] {
-        var capacity = symbol == nil ? 256 : 8
+        var capacity = 8
         while true {
             var found = [ffh_elf_entry](repeating: ffh_elf_entry(), count: capacity)
             let total = ffh_elf_find_entries(object.object, symbol, &found, capacity)
@@ -145,17 +140,31 @@ package enum ImportWalk {
                 capacity = total
                 continue
             }
-            var seen = Set<UInt>()
-            return found[..<total].compactMap { entry in
-                guard seen.insert(UInt(entry.slot)).inserted else { return nil }
-                let name = symbol ?? entry.name.map { String(cString: $0) } ?? ""
-                return (
-                    name,
+            return distinct(found[..<total])
+        }
+    }
+
+    /// The entries of `found` (a symbol's few), each address once.
+    private static func distinct<Found: Collection<ffh_elf_entry>>(_ found: Found) -> [Entry] {
+        var entries: [(object: Int, entry: Entry)] = []
+        appendDistinct(found, of: 0, to: &entries)
+        return entries.map(\.entry)
+    }
+
+    /// Appends the entries of `found` (a symbol's few, in the object at `place`) to `entries`,
+    /// each address once.
+    fileprivate static func appendDistinct<Found: Collection<ffh_elf_entry>>(
+        _ found: Found, of place: Int, to entries: inout [(object: Int, entry: Entry)]
+    ) {
+        let start = entries.count
+        for entry in found where !entries[start...].contains(where: { $0.entry.slot == UInt(entry.slot) }) {
+            entries.append(
+                (
+                    place,
                     Entry(
                         slot: UInt(entry.slot), kind: entry.kind == FFH_ELF_JUMP_SLOT ? .jumpSlot : .globalData,
                         version: entry.version.map { String(cString: $0) })
-                )
-            }
+                ))
         }
     }
 
@@ -169,15 +178,62 @@ package enum ImportWalk {
         /// for on its own.
         static let worthwhile = 8
 
-        private var byObject: [UnsafePointer<ffh_elf_object>: [String: [Entry]]] = [:]
+        /// Each object's index by its place in the walk, made at its first question (nil when
+        /// memory ran out: the object is then searched symbol by symbol).
+        private var byPosition: [(made: Bool, index: OpaquePointer?)] = []
 
-        /// The object's entries for `symbol`, as ``ImportWalk/entries(of:in:)`` finds them.
-        func entries(of symbol: String, in object: LoadedObject) -> [Entry] {
-            if let known = byObject[object.object] { return known[symbol] ?? [] }
-            let all = ImportWalk.allEntries(in: object)
-            byObject[object.object] = all
-            return all[symbol] ?? []
+        deinit {
+            for case (_, let index?) in byPosition { ffh_elf_index_free(index) }
         }
+
+        /// The object's index, made at its first question.
+        private func index(of object: UnsafePointer<ffh_elf_object>, at position: Int) -> OpaquePointer? {
+            if position >= byPosition.count {
+                byPosition += repeatElement((made: false, index: nil), count: position + 1 - byPosition.count)
+            }
+            if !byPosition[position].made {
+                byPosition[position] = (true, ffh_elf_index_make(object))
+            }
+            return byPosition[position].index
+        }
+
+        /// The entries for `symbol` of each of `objects`, as ``ImportWalk/entries(of:in:)``
+        /// finds them, in the order of `objects`, each with its object's place in `objects`.
+        func entries(of symbol: String, in objects: [LoadedObject]) -> [(object: Int, entry: Entry)] {
+            var result: [(object: Int, entry: Entry)] = []
+            symbol.withCString { name in
+                let hash = ffh_elf_name_hash(name)
+                withUnsafeTemporaryAllocation(of: ffh_elf_entry.self, capacity: 4) { buffer in
+                    // By place: a copy of each object (its strings retained) would cost more
+                    // than the question.
+                    for place in objects.indices {
+                        guard let index = index(of: objects[place].object, at: objects[place].position) else {
+                            result += ImportWalk.entries(of: symbol, in: objects[place]).map { (place, $0) }
+                            continue
+                        }
+                        let total = ffh_elf_index_find(index, name, hash, buffer.baseAddress, buffer.count)
+                        if total == 0 { continue }
+                        if total <= buffer.count {
+                            ImportWalk.appendDistinct(buffer[..<total], of: place, to: &result)
+                        } else {
+                            var all = [ffh_elf_entry](repeating: ffh_elf_entry(), count: total)
+                            let written = ffh_elf_index_find(index, name, hash, &all, total)
+                            ImportWalk.appendDistinct(all[..<min(written, total)], of: place, to: &result)
+                        }
+                    }
+                }
+            }
+            return result
+        }
+    }
+
+    /// The entries for `symbol` of each of `objects`, through `index` when there is one, each
+    /// with its object's place in `objects`.
+    static func entries(
+        of symbol: String, in objects: [LoadedObject], index: EntryIndex?
+    ) -> [(object: Int, entry: Entry)] {
+        if let index { return index.entries(of: symbol, in: objects) }
+        return objects.indices.flatMap { place in entries(of: symbol, in: objects[place]).map { (place, $0) } }
     }
 
     /// Hooks `request.symbol`'s entries in `objects` for which `isWanted` says yes, all or
@@ -194,6 +250,30 @@ package enum ImportWalk {
         }
     }
 
+    /// Attaches each of `requests` (attach requests, with no signature) to its entries in
+    /// `objects` for which `isWanted` says yes, as ``install(_:in:index:where:)`` does for each
+    /// request, but as one batch (``AttachEngine/attach(_:liftsProtection:)``), all or nothing;
+    /// an error names the symbol.
+    static func attach(
+        _ requests: [ImportRequest], in objects: [LoadedObject], index: EntryIndex? = nil,
+        where isWanted: (Entry) -> Bool
+    ) throws(HookError) -> [HookToken] {
+        var items: [AttachEngine.Item] = []
+        for request in requests {
+            let attachment = request.attachment!
+            do throws(HookError) {
+                items += try forEachEntry(of: request.symbol, in: objects, index: index, where: isWanted) {
+                    entry, _ throws(HookError) in
+                    AttachEngine.Item(slot: entry.slot, attachment: attachment, symbol: request.symbol)
+                } undo: { _ in
+                }
+            } catch {
+                throw error.naming(symbol: request.symbol)
+            }
+        }
+        return try AttachEngine.attach(items, liftsProtection: true).map(HookToken.init(handle:))
+    }
+
     /// Makes something of each entry of `symbol` in `objects` for which `isWanted` says yes,
     /// binding a lazy entry first (see ``bindLazyEntry(_:of:in:)``), all or nothing: when
     /// `make` throws, `undo` takes back what it made before.
@@ -204,12 +284,9 @@ package enum ImportWalk {
     ) throws(HookError) -> [Made] {
         var made: [Made] = []
         do throws(HookError) {
-            for object in objects {
-                let found = index?.entries(of: symbol, in: object) ?? entries(of: symbol, in: object)
-                for entry in found where isWanted(entry) {
-                    guard bindLazyEntry(entry, of: symbol, in: object) else { continue }
-                    made.append(try make(entry, object))
-                }
+            for (place, entry) in entries(of: symbol, in: objects, index: index) where isWanted(entry) {
+                guard bindLazyEntry(entry, of: symbol, in: objects[place]) else { continue }
+                made.append(try make(entry, objects[place]))
             }
         } catch {
             for thing in made { undo(thing) }

@@ -145,19 +145,26 @@ final class LoadFollower: Sendable {
                 try SlotMemory.keepingPagesWritable { () throws(HookError) in
                     var tokens: [HookToken] = []
                     let index = requests.count >= ImportWalk.EntryIndex.worthwhile ? ImportWalk.EntryIndex() : nil
-                    do throws(HookError) {
-                        for request in requests {
-                            do throws(HookError) {
-                                tokens += try ImportWalk.install(request, in: objects, index: index) {
-                                    claims($0, \.symbolEntries)
-                                }
-                            } catch {
-                                throw error.naming(symbol: request.symbol)
-                            }
+                    if requests.allSatisfy({ $0.signature == nil }) {
+                        // Attaches: one batch.
+                        tokens = try ImportWalk.attach(requests, in: objects, index: index) {
+                            claims($0, \.symbolEntries)
                         }
-                    } catch {
-                        for token in tokens { token.remove() }
-                        throw error
+                    } else {
+                        do throws(HookError) {
+                            for request in requests {
+                                do throws(HookError) {
+                                    tokens += try ImportWalk.install(request, in: objects, index: index) {
+                                        claims($0, \.symbolEntries)
+                                    }
+                                } catch {
+                                    throw error.naming(symbol: request.symbol)
+                                }
+                            }
+                        } catch {
+                            for token in tokens { token.remove() }
+                            throw error
+                        }
                     }
                     let companions: [HookToken]
                     do throws(HookError) {

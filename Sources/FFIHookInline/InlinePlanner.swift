@@ -92,7 +92,7 @@ enum InlinePlanner {
     /// Plans every target: the memory map and the loaded objects are read once. Each result
     /// is the plan, or why the function cannot be planned (the others are planned all the same).
     ///
-    /// With `sweepsObjects`, the whole code of each object that holds targets is decoded once
+    /// With `sweepsObjects`, the whole code of each object that holds targets is swept once
     /// for branches into their first bytes (``BranchSweep``), which replaces each function's
     /// scan of its own body; without, each function of known size scans its body.
     ///
@@ -240,7 +240,7 @@ enum InlinePlanner {
 
     /// How far around a function planned alone its object's code is decoded for branches into
     /// it, on each side: hand-written code jumps between neighbouring functions of one source
-    /// file (glibc's string functions), which this covers; a batch decodes its libraries whole.
+    /// file (glibc's string functions), which this covers; a batch sweeps its libraries whole.
     static let neighbourhood: UInt = 16 * 1024
 
     /// The check for a function planned alone: its object's code within ``neighbourhood`` of

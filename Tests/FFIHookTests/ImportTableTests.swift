@@ -1,3 +1,4 @@
+import CFFIHookSupport
 import CTestSupport
 import Foundation
 import Synchronization
@@ -101,6 +102,97 @@ extension FixtureTableTests {
             #expect(ImportWalk.value(at: entry.slot) == original)
             #expect(length("grouped") == 7)
             #expect(calls.count == 1)
+        }
+
+        /// A group is attached all or nothing: one entry that cannot be attached to (a weak
+        /// symbol nothing defines, whose entry holds NULL) fails the whole group with an error
+        /// that names its symbol, and every other entry of the group holds what it held.
+        @Test func aGroupWithAnEntryThatHoldsNothingAttachesNothing() throws {
+            let library = try ImportFixtures.open(Self.fullRELRO)
+            let length = try ImportFixtures.function(
+                "cimportfixture_length", in: library, as: ImportFixtures.Length.self)
+            let scope = ImportScope.object(Self.fullRELRO)
+            let empty = try #require(ImportFixtures.entries(of: "__gmon_start__", in: scope).first)
+            #expect(ImportWalk.value(at: empty.slot) == 0)
+            // Enough symbols for the group to read each object's relocations into an index.
+            let names = ["strlen", "fcntl", "snprintf", "ioctl", "dlopen", "open", "atoi", "__gmon_start__", "free"]
+            let entries = names.flatMap { ImportFixtures.entries(of: $0, in: scope) }
+            let before = entries.map { ImportWalk.value(at: $0.slot) }
+            let me = at_gettid()
+            let calls = AttachTests.Counter()
+            do {
+                _ = try ImportTable.attach(symbols: names, in: scope) { name in
+                    let enter: EnterBlock = { call in
+                        if name == "strlen" && call.threadID == me { calls.add() }
+                    }
+                    return (enter, nil)
+                }
+                Issue.record("a group with an entry that holds NULL was attached")
+            } catch {
+                #expect(error.code == .emptySlot)
+                #expect(error.symbol == "__gmon_start__")
+            }
+            #expect(entries.map { ImportWalk.value(at: $0.slot) } == before)
+            #expect(ImportFixtures.isReadOnly(empty.slot))
+            #expect(length("untouched") == 9)
+            #expect(calls.count == 0)
+            // The group without it attaches, and leaves as it came.
+            let group = try ImportTable.attach(symbols: names.filter { $0 != "__gmon_start__" }, in: scope) { name in
+                let enter: EnterBlock = { call in
+                    if name == "strlen" && call.threadID == me { calls.add() }
+                }
+                return (enter, nil)
+            }
+            #expect(length("attached") == 8)
+            #expect(calls.count == 1)
+            group.remove()
+            #expect(entries.map { ImportWalk.value(at: $0.slot) } == before)
+        }
+
+        /// The index a group reads each object's relocations into answers every symbol as a
+        /// scan of the object's tables for that symbol alone does: the same entries (address,
+        /// relocation, version), in the same order, for every symbol of every loaded object,
+        /// and none for names no object imports.
+        @Test func theEntryIndexAnswersAsTheScanDoes() throws {
+            // (Not the lazy fixture: opening it here would bind its entries before its own test.)
+            _ = try ImportFixtures.open(Self.fullRELRO)
+            ImportWalk.withLoadedObjects { objects in
+                let index = ImportWalk.EntryIndex()
+                var asked = 0
+                for (place, object) in objects.enumerated() {
+                    // Every symbol the object's tables name, from a scan of all of them.
+                    var capacity = 64
+                    var all: [ffh_elf_entry] = []
+                    while true {
+                        all = [ffh_elf_entry](repeating: ffh_elf_entry(), count: capacity)
+                        let total = ffh_elf_find_entries(object.object, nil, &all, capacity)
+                        if total <= capacity {
+                            all.removeSubrange(total...)
+                            break
+                        }
+                        capacity = total
+                    }
+                    let symbols = Set(all.compactMap { $0.name.map { String(cString: $0) } })
+                    for symbol in symbols.sorted() + ["no_such_symbol_anywhere", ""] {
+                        let scanned = ImportWalk.entries(of: symbol, in: object)
+                        let indexed = index.entries(of: symbol, in: [object])
+                        #expect(indexed.map(\.object) == Array(repeating: 0, count: indexed.count))
+                        #expect(
+                            indexed.map { "\($0.entry.slot) \($0.entry.kind) \($0.entry.version ?? "-")" }
+                                == scanned.map { "\($0.slot) \($0.kind) \($0.version ?? "-")" },
+                            "\(symbol) in \(object.path) (object \(place))")
+                        asked += 1
+                    }
+                }
+                // Asked of all objects at once, each answer carries its object's place.
+                let everywhere = index.entries(of: "strlen", in: objects)
+                let oneByOne = objects.indices.flatMap { place in
+                    ImportWalk.entries(of: "strlen", in: objects[place]).map { (place, $0.slot) }
+                }
+                #expect(everywhere.map(\.object) == oneByOne.map(\.0))
+                #expect(everywhere.map(\.entry.slot) == oneByOne.map(\.1))
+                #expect(!everywhere.isEmpty && asked > 100)
+            }
         }
 
         @Test func rebindsAJumpSlotUnderFullRELROAndRestoresIt() throws {

@@ -38,16 +38,16 @@ final class Tracer: Sendable {
         var functions: Set<String> = []
         /// Each function's counter.
         var counters: [String: CounterAddress] = [:]
-        /// The functions attached to in each object (by ``LoadedImage/key``), for
-        /// ``TracerConfiguration/Scope/program`` and ``TracerConfiguration/Scope/main``.
-        var attached: [String: Set<String>] = [:]
         /// The objects seen by a walk.
         var seen: Set<String> = []
         /// Their sonames or file names, for a `--library` that names none of them.
         var seenNames: Set<String> = []
         /// The `--library` names some object answered to.
         var matchedNames: Set<String> = []
-        /// The import-table symbols of each object in scope seen so far.
+        /// The import-table symbols of each object in scope seen so far (not kept with
+        /// ``TracerConfiguration/Scope/all``, whose groups look at every object themselves). Each
+        /// object is attached to once for the functions chosen when it is first seen, then for
+        /// functions chosen since, which it cannot have been attached to.
         var imports: [String: Set<String>] = [:]
         /// The objects whose calls are not counted (``TracerConfiguration/Scope/program``).
         var excluded: Set<String> = []
@@ -168,19 +168,21 @@ final class Tracer: Sendable {
             if !configuration.inline, configuration.names(library: image.path, soname: image.soname) {
                 details.insert(.exports)
             }
-            if isInScope(image) { details.insert(.imports) }
+            // Every object is in scope with `.all`, and its group follows every object by itself.
+            if configuration.scope != .all, isInScope(image) { details.insert(.imports) }
             return details
         }
         // Only what is new is looked at: the functions of the traced libraries loaded since the
         // last walk in every object, every function in the objects loaded since (a program that
         // loads many objects would otherwise pay for all of them at each dlopen).
-        let known = state.functions
+        // The functions chosen in the objects loaded since the last walk.
+        var added = Set<String>()
         var newImages: Set<String> = []
         for image in images where !seen.contains(image.key) {
             newImages.insert(image.key)
             state.seen.insert(image.key)
             if !image.isMainProgram { state.seenNames.insert(image.name) }
-            if isInScope(image) { state.imports[image.key] = image.imports }
+            if configuration.scope != .all, isInScope(image) { state.imports[image.key] = image.imports }
             let naming = configuration.libraries(naming: image.path, soname: image.soname)
             state.matchedNames.formUnion(naming)
             guard !naming.isEmpty else { continue }
@@ -192,33 +194,30 @@ final class Tracer: Sendable {
             if chosen.isEmpty {
                 report("\(image.name) exports no function that --symbols selects", &state)
             }
-            state.functions.formUnion(chosen)
+            state.functions.reserveCapacity(state.functions.count + chosen.count)
+            added.reserveCapacity(added.count + chosen.count)
+            for function in chosen where state.functions.insert(function).inserted { added.insert(function) }
         }
-        let added = state.functions.subtracting(known)
+        // The functions each object's table leads to and that are not attached to there yet: the
+        // chosen functions in the objects seen first now, those chosen now in the others.
+        func wanted(in image: LoadedImage) -> [String] {
+            let candidates = newImages.contains(image.key) ? state.functions : added
+            guard !candidates.isEmpty, let imports = state.imports[image.key], !imports.isEmpty else { return [] }
+            let (fewer, more) = candidates.count <= imports.count ? (candidates, imports) : (imports, candidates)
+            return fewer.filter(more.contains)
+        }
         switch configuration.scope {
         case .all:
-            // Functions attached already follow later loads by themselves.
-            var wanted = Set<String>()
-            for image in images {
-                let candidates = newImages.contains(image.key) ? state.functions : added
-                guard !candidates.isEmpty else { continue }
-                wanted.formUnion(candidates.intersection(state.imports[image.key] ?? []))
-            }
-            wanted.subtract(state.attached["", default: []])
-            guard !wanted.isEmpty else { return }
-            attach(wanted.sorted(), in: .allIncludingLaterLoads, named: "all objects", &state)
-            state.attached["", default: []].formUnion(wanted)
+            // One group for the functions chosen since, in every object's table and in those
+            // of objects loaded later (the group follows them: functions attached before do
+            // too, and a function no object imports yet is attached when one that does loads).
+            guard !added.isEmpty else { return }
+            attach(Array(added), in: .allIncludingLaterLoads, named: "all objects", &state)
         case .main, .program:
             for image in images where isInScope(image) {
-                let candidates = newImages.contains(image.key) ? state.functions : added
-                guard !candidates.isEmpty else { continue }
-                let wanted = candidates.intersection(state.imports[image.key] ?? [])
-                    .subtracting(state.attached[image.key, default: []])
+                let wanted = wanted(in: image)
                 guard !wanted.isEmpty else { continue }
-                attach(
-                    wanted.sorted(), in: image.isMainProgram ? .mainProgram : .object(image.path), named: image.name,
-                    &state)
-                state.attached[image.key, default: []].formUnion(wanted)
+                attach(wanted, in: image.isMainProgram ? .mainProgram : .object(image.path), named: image.name, &state)
             }
         }
     }
@@ -226,20 +225,26 @@ final class Tracer: Sendable {
     /// Attaches to `symbols` in `scope` as one group; when the group cannot be made, one
     /// symbol at a time, reporting those that fail.
     private func attach(_ symbols: [String], in scope: ImportScope, named name: String, _ state: inout State) {
-        for symbol in symbols where state.counters[symbol] == nil {
-            guard let counter = fht_counters(1) else {
-                report("out of counters; \(symbol) and later functions are not traced", &state)
-                return
+        var counted: [String] = []
+        counted.reserveCapacity(symbols.count)
+        state.counters.reserveCapacity(state.counters.count + symbols.count)
+        for symbol in symbols {
+            if state.counters[symbol] == nil {
+                guard let counter = fht_counters(1) else {
+                    report("out of counters; \(symbol) and later functions are not traced", &state)
+                    break
+                }
+                state.counters[symbol] = CounterAddress(pointer: counter)
             }
-            state.counters[symbol] = CounterAddress(pointer: counter)
+            counted.append(symbol)
         }
+        guard !counted.isEmpty else { return }
         let counters = state.counters
         let records = state.configuration.events.isEnabled
         let blocks: (String) -> (onEnter: EnterBlock?, onLeave: LeaveBlock?) = { symbol in
             guard let counter = counters[symbol] else { return (nil, nil) }
             return Self.blocks(counting: counter, named: symbol, recording: records)
         }
-        let counted = symbols.filter { counters[$0] != nil }
         do {
             state.groups.append(
                 try ImportTable.attach(symbols: counted, in: scope, options: .allowsReentry, blocks: blocks))

@@ -69,6 +69,28 @@ const char *ffh_elf_soname(const ffh_elf_object *object);
 size_t ffh_elf_find_entries(
     const ffh_elf_object *object, const char *symbol, ffh_elf_entry *entries, size_t capacity);
 
+/// One object's JUMP_SLOT and GLOB_DAT entries by symbol name: its relocations read once, for
+/// questions about many symbols (a group of a thousand symbols asks each object a thousand
+/// times).
+typedef struct ffh_elf_index ffh_elf_index;
+
+/// Reads the object's relocations into a new index (empty for an object without a dynamic
+/// symbol table); NULL when memory runs out. The object must stay loaded while it is used.
+ffh_elf_index *ffh_elf_index_make(const ffh_elf_object *object);
+
+/// The hash of a symbol's name that ffh_elf_index_find takes (computed once for a question
+/// put to many objects).
+uint32_t ffh_elf_name_hash(const char *symbol);
+
+/// Writes up to `capacity` of the indexed entries for `symbol`, whose ffh_elf_name_hash is
+/// `hash` (any version, in the order of the object's tables), into `entries`, as
+/// ffh_elf_find_entries does, and returns how many there are in all.
+size_t ffh_elf_index_find(const ffh_elf_index *index, const char *symbol, uint32_t hash, ffh_elf_entry *entries,
+                          size_t capacity);
+
+/// Frees an index from ffh_elf_index_make (NULL is ignored).
+void ffh_elf_index_free(ffh_elf_index *index);
+
 /// Whether `address` lies in one of the object's loaded segments (`PT_LOAD`).
 int ffh_elf_contains(const ffh_elf_object *object, uintptr_t address);
 

@@ -70,7 +70,7 @@ struct AttachStubs {
     /// A stub for `slot`: one that served it before, else a new one (nil when memory for code
     /// cannot be had). Its record passes calls through until an attachment is published.
     mutating func take(for slot: UInt) -> Stub? {
-        if let stub = free[slot]?.popLast() {
+        if !free.isEmpty, let stub = free[slot]?.popLast() {
             if free[slot]?.isEmpty == true { free[slot] = nil }
             return stub
         }
@@ -229,6 +229,110 @@ enum AttachEngine {
         }
         return handle
     }
+}
+
+extension AttachEngine {
+    /// One slot of a group attached at once (``attach(_:liftsProtection:)``).
+    struct Item {
+        /// The slot (an import-table entry).
+        let slot: UInt
+        let attachment: Attachment
+        /// The function's name (the entry's symbol), which errors name.
+        let symbol: String
+    }
+
+    /// Attaches to each item's slot as ``attach(slot:attachment:liftsProtection:owner:function:symbol:)``
+    /// does, all or nothing: the stubs are taken under one hold of their lock and the slots
+    /// written under one hold of the registry's, which a group of a thousand entries would
+    /// otherwise take a thousand times each. An error names the item's symbol.
+    static func attach(_ items: [Item], liftsProtection: Bool) throws(HookError) -> [AttachHandle] {
+        guard !items.isEmpty else { return [] }
+        guard ffh_attach_available() != 0 else {
+            throw HookError(
+                code: .unsupportedPlatform, message: "attaching without a signature works on Linux x86-64",
+                slot: FunctionSlot(address: items[0].slot))
+        }
+        ready
+        func failure(_ error: HookError, at slot: UInt) -> HookError {
+            error.naming(symbol: items.first { $0.slot == slot }?.symbol ?? items[0].symbol)
+        }
+        var attachments: [Attachment] = []
+        attachments.reserveCapacity(items.count)
+        for item in items {
+            let address = item.slot
+            if address != 0 && address % UInt(MemoryLayout<UInt>.alignment) == 0 && SlotMemory.load(address) == 0 {
+                let error = HookError(
+                    code: .emptySlot, message: "it holds NULL: there is no function to attach to",
+                    slot: FunctionSlot(address: address))
+                throw failure(error, at: address)
+            }
+            var attachment = item.attachment
+            if attachment.onLeave != nil {
+                let aligned = address != 0 && address % UInt(MemoryLayout<UInt>.alignment) == 0
+                let target = aligned ? SlotMemory.load(address) ?? 0 : 0
+                if ReturnsTwice.contains(name: item.symbol) || returnsTwice(target, slot: address) {
+                    attachment = Attachment(onEnter: attachment.onEnter, onLeave: nil, reenters: attachment.reenters)
+                }
+            }
+            attachments.append(attachment)
+        }
+        let taken: (stubs: [AttachStubs.Stub], failed: UInt?) = stubs.withLock { pool in
+            var taken: [AttachStubs.Stub] = []
+            taken.reserveCapacity(items.count)
+            for item in items {
+                guard let stub = pool.take(for: item.slot) else {
+                    for (stub, item) in zip(taken, items) { pool.give(stub, for: item.slot) }
+                    return ([], item.slot)
+                }
+                taken.append(stub)
+            }
+            return (taken, nil)
+        }
+        if let slot = taken.failed {
+            throw failure(HookError(slot: slot, signature: nil, problem: .closureAllocationFailed), at: slot)
+        }
+        var handles: [AttachHandle] = []
+        handles.reserveCapacity(items.count)
+        for (index, item) in items.enumerated() {
+            let stub = taken.stubs[index]
+            handles.append(AttachHandle(stub: stub, slot: item.slot, attachment: attachments[index]))
+            // Published before the stub is reachable through the slot: no call through it is missed.
+            publish(attachments[index], in: stub.record)
+        }
+        let replacements: [Replacement]
+        do throws(HookError) {
+            replacements = try SlotRegistry.shared.replace(
+                handles.map { handle in
+                    (
+                        UnsafeMutableRawPointer(bitPattern: handle.slot),
+                        UnsafeRawPointer(bitPattern: handle.stub.code)!,
+                        UnsafeMutableRawPointer(handle.stub.record).assumingMemoryBound(to: UInt.self)
+                    )
+                }, liftsProtection: liftsProtection)
+        } catch {
+            for handle in handles { publish(nil, in: handle.stub.record) }
+            stubs.withLock { pool in
+                for handle in handles { pool.give(handle.stub, for: handle.slot) }
+            }
+            let slot = error.slot?.address ?? items[0].slot
+            throw failure(error, at: slot)
+        }
+        for (handle, replacement) in zip(handles, replacements) { handle.replacement = replacement }
+        installed.add(handles.count, ordering: .relaxed)
+        // The installed attaches keep their blocks, tokens or no tokens (see the single attach).
+        live.withLock { live in
+            for handle in handles { live[ObjectIdentifier(handle.attachment)] = handle.attachment }
+        }
+        if let empty = handles.first(where: { $0.replacement.original == 0 }) {
+            for handle in handles { _ = handle.remove() }
+            let error = HookError(
+                code: .emptySlot, message: "it holds NULL: there is no function to attach to",
+                slot: FunctionSlot(address: empty.slot))
+            throw failure(error, at: empty.slot)
+        }
+        return handles
+    }
+
 }
 
 extension AttachEngine {

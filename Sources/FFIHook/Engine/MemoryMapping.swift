@@ -51,7 +51,6 @@ package struct MemoryMapping: Equatable, Sendable {
         return found
     }
 
-    /// The mapping that holds `address` among `mappings`, if any.
     /// The snapshot a thread answers from while it runs ``withSnapshot(_:)``: the thread
     /// (`pthread_self`) and the mappings.
     /// Taken inside the registry's lock (a protection looked up during an install), so it is
@@ -96,8 +95,18 @@ package struct MemoryMapping: Equatable, Sendable {
         snapshotOfThisThread().flatMap { containing(address, in: $0) }
     }
 
+    /// The mapping that holds `address` among `mappings`, if any; `mappings` are in the order
+    /// of the memory map, by address (a binary search).
     package static func containing(_ address: UInt, in mappings: [MemoryMapping]) -> MemoryMapping? {
-        mappings.first { $0.start <= address && address < $0.end }
+        var low = 0
+        var high = mappings.count
+        // The first mapping that starts above the address; the one before it may hold it.
+        while low < high {
+            let middle = (low + high) / 2
+            if mappings[middle].start <= address { low = middle + 1 } else { high = middle }
+        }
+        guard low > 0, address < mappings[low - 1].end else { return nil }
+        return mappings[low - 1]
     }
 
     /// Calls `body` with each mapping in order while it returns true.

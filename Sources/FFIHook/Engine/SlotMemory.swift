@@ -100,6 +100,9 @@ enum SlotMemory {
         return try body()
     }
 
+    /// The size of a page.
+    static let pageSize = UInt(sysconf(Int32(_SC_PAGESIZE)))
+
     /// Runs `body` with the page of `address` made writable, then restores `protection`.
     /// Returns `nil` without running `body` when the protection cannot be changed. Inside
     /// ``keepingPagesWritable(_:)``, a page stays writable until that ends: one change of
@@ -107,7 +110,6 @@ enum SlotMemory {
     static func withWritablePage<Result>(
         _ address: UInt, restoring protection: Protection, _ body: () -> Result
     ) -> Result? {
-        let pageSize = UInt(sysconf(Int32(_SC_PAGESIZE)))
         let pageAddress = address & ~(pageSize - 1)
         let page = UnsafeMutableRawPointer(bitPattern: pageAddress)
         var writable = protection

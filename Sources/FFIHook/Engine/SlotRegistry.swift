@@ -456,22 +456,85 @@ package final class SlotRegistry: Sendable {
         let protection = try Self.protectionToLift(at: address, liftsProtection: liftsProtection, failure: failure)
         let replacement = Replacement(
             slot: slot, function: UInt(bitPattern: function), protection: protection, mirror: mirror, owner: owner)
-        let cell = slot.assumingMemoryBound(to: Atomic<UInt>.self)
         return try write { (state: inout State) throws(HookError) -> Replacement in
-            if let entry = state.entries[address], SlotMemory.load(address) == entry.code {
-                // The hooks now wrap the replacement.
-                replacement.setOriginal(entry.original)
-                entry.setOriginal(replacement.function)
-            } else {
-                try Self.observer(of: address, in: state)?.slotWillChange(address)
-                try Self.swap(cell, to: replacement.function, protection: protection, failure: failure) { value in
-                    replacement.setOriginal(value)
-                }
-            }
-            state.replacements[address, default: []].append(replacement)
-            state.touched.append(address)
+            try Self.put(replacement, &state, failure: failure)
             return replacement
         }
+    }
+
+    /// Replaces each slot of `slots` with its stub, as
+    /// ``replace(slot:with:signature:liftsProtection:mirror:isLibraryCode:owner:)`` does with
+    /// `isLibraryCode` (the stubs of a group of attaches), under one hold of the lock: all or
+    /// nothing (when one cannot be replaced, those replaced before it are taken out again, and
+    /// the error names its slot).
+    package func replace(
+        _ slots: [(slot: UnsafeMutableRawPointer?, stub: UnsafeRawPointer, mirror: UnsafeMutablePointer<UInt>?)],
+        liftsProtection: Bool
+    ) throws(HookError) -> [Replacement] {
+        func failure(at address: UInt) -> (HookError.Problem) -> HookError {
+            { problem in HookError(slot: address, signature: nil, problem: problem) }
+        }
+        guard !holdsLock else { throw failure(at: UInt(bitPattern: slots.first?.slot))(.calledFromHookBlock) }
+        var prepared: [Replacement] = []
+        prepared.reserveCapacity(slots.count)
+        // Entries of one table share pages: the protection is looked up once per page (nothing
+        // is written before all are looked up).
+        var known: (page: UInt, protection: SlotMemory.Protection?)?
+        for item in slots {
+            let slot = try Self.checkedSlot(item.slot, signature: nil)
+            let address = UInt(bitPattern: slot)
+            let page = address & ~(SlotMemory.pageSize - 1)
+            let protection: SlotMemory.Protection?
+            if let known, known.page == page {
+                protection = known.protection
+            } else {
+                protection = try Self.protectionToLift(
+                    at: address, liftsProtection: liftsProtection, failure: failure(at: address))
+                known = (page, protection)
+            }
+            prepared.append(
+                Replacement(
+                    slot: slot, function: UInt(bitPattern: item.stub), protection: protection, mirror: item.mirror,
+                    owner: nil))
+        }
+        return try write { (state: inout State) throws(HookError) -> [Replacement] in
+            var done: [Replacement] = []
+            done.reserveCapacity(prepared.count)
+            do throws(HookError) {
+                for replacement in prepared {
+                    try Self.put(replacement, &state, failure: failure(at: UInt(bitPattern: replacement.slot)))
+                    done.append(replacement)
+                }
+            } catch {
+                for replacement in done.reversed() {
+                    replacement.removed.store(true, ordering: .releasing)
+                    Self.takeOut(replacement, &state)
+                }
+                throw error
+            }
+            return done
+        }
+    }
+
+    /// Puts `replacement` in its slot, under the lock: in front of the slot's hooks when it
+    /// has some, else in the slot itself.
+    private static func put(
+        _ replacement: Replacement, _ state: inout State, failure: (HookError.Problem) -> HookError
+    ) throws(HookError) {
+        let address = UInt(bitPattern: replacement.slot)
+        if let entry = state.entries[address], SlotMemory.load(address) == entry.code {
+            // The hooks now wrap the replacement.
+            replacement.setOriginal(entry.original)
+            entry.setOriginal(replacement.function)
+        } else {
+            try observer(of: address, in: state)?.slotWillChange(address)
+            let cell = replacement.slot.assumingMemoryBound(to: Atomic<UInt>.self)
+            try swap(cell, to: replacement.function, protection: replacement.protection, failure: failure) { value in
+                replacement.setOriginal(value)
+            }
+        }
+        state.replacements[address, default: []].append(replacement)
+        state.touched.append(address)
     }
 
     /// Takes a replacement out: whatever called it (the slot, the hooks' closure, or a
@@ -482,27 +545,30 @@ package final class SlotRegistry: Sendable {
             replacement.removed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing)
                 .exchanged
         else { return false }
-        let address = UInt(bitPattern: replacement.slot)
-        write { state in
-            var list = state.replacements[address] ?? []
-            // Only a replacement made after this one can have it as its original (the same
-            // function may stand at several places in the stack).
-            let later = list.firstIndex { $0 === replacement }.map { list[($0 + 1)...] } ?? []
-            let above = later.first { $0.original == replacement.function }
-            list.removeAll { $0 === replacement }
-            state.replacements[address] = list.isEmpty ? nil : list
-            state.touched.append(address)
-            let original = replacement.original
-            if let above {
-                above.setOriginal(original)
-            } else if let entry = state.entries[address], entry.original == replacement.function {
-                entry.setOriginal(original)
-            } else {
-                _ = Self.writeBack(
-                    original, over: replacement.function, at: address, wasReadOnly: replacement.protection != nil)
-            }
-        }
+        write { state in Self.takeOut(replacement, &state) }
         return true
+    }
+
+    /// Takes `replacement` out under the lock, as `remove(_:)` does.
+    private static func takeOut(_ replacement: Replacement, _ state: inout State) {
+        let address = UInt(bitPattern: replacement.slot)
+        var list = state.replacements[address] ?? []
+        // Only a replacement made after this one can have it as its original (the same
+        // function may stand at several places in the stack).
+        let later = list.firstIndex { $0 === replacement }.map { list[($0 + 1)...] } ?? []
+        let above = later.first { $0.original == replacement.function }
+        list.removeAll { $0 === replacement }
+        state.replacements[address] = list.isEmpty ? nil : list
+        state.touched.append(address)
+        let original = replacement.original
+        if let above {
+            above.setOriginal(original)
+        } else if let entry = state.entries[address], entry.original == replacement.function {
+            entry.setOriginal(original)
+        } else {
+            _ = writeBack(
+                original, over: replacement.function, at: address, wasReadOnly: replacement.protection != nil)
+        }
     }
 
     /// Runs `body` under the lock, then hands `object` to reclamation: it is released once no

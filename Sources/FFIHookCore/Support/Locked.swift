@@ -17,7 +17,9 @@ import Synchronization
 package final class Locked<Value>: @unchecked Sendable {
     // Sendable: `value` is only touched with `mutex` held.
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private var value: Value
+    // Internal, inlinable only through ``withLock(_:)``.
+    @usableFromInline
+    internal var value: Value
     /// The thread holding the lock (``ffh_this_thread()``), 0 when none does: a thread that
     /// asks for the lock again, from a hook block that runs for a call the library made while
     /// holding it (a hooked `malloc`), is told so rather than waiting for itself for ever.
@@ -40,20 +42,32 @@ package final class Locked<Value>: @unchecked Sendable {
     ///
     /// - Precondition: the calling thread does not hold the lock already (see
     ///   ``isHeldByCurrentThread``).
+    @inlinable
     package func withLock<Result, Failure: Error>(
         _ body: (inout Value) throws(Failure) -> Result
     ) throws(Failure) -> Result {
+        lock()
+        defer { unlock() }
+        return try body(&value)
+    }
+
+    /// Takes the lock (see ``withLock(_:)``): out of line, where the callers' specialized
+    /// ``withLock(_:)`` runs their bodies on the value in place.
+    @usableFromInline
+    internal func lock() {
         precondition(
             !isHeldByCurrentThread,
             "a lock of swift-ffi-hook taken again by the thread that holds it: a hook block that runs for a call the library makes while holding it called back into the library"
         )
         pthread_mutex_lock(mutex)
         owner.store(UInt(ffh_this_thread()), ordering: .relaxed)
-        defer {
-            owner.store(0, ordering: .relaxed)
-            pthread_mutex_unlock(mutex)
-        }
-        return try body(&value)
+    }
+
+    /// Releases the lock taken by ``lock()``.
+    @usableFromInline
+    internal func unlock() {
+        owner.store(0, ordering: .relaxed)
+        pthread_mutex_unlock(mutex)
     }
 
     /// Whether the calling thread holds the lock: it runs a block that the library's own

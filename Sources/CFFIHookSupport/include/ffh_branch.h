@@ -1,0 +1,23 @@
+#ifndef FFH_BRANCH_H
+#define FFH_BRANCH_H
+
+// The bytes of a stretch of code that could encode a direct branch into the first bytes of
+// given functions: a filter in front of a decoder, which then decodes only around them.
+
+#include <stddef.h>
+#include <stdint.h>
+
+/// Writes into `candidates` (up to `capacity`; returns how many there are in all) the
+/// addresses of the bytes of `code` (`size` bytes, mapped and readable, at run-time address
+/// `code`) that are the opcode of a direct branch, if an instruction starts at or before them,
+/// whose target lands more than 0 and fewer than `window` bytes past one of `functions`
+/// (`count` addresses, sorted ascending): `jmp`/`jcc`/`loop`/`jrcxz` rel8, `jmp`/`call`
+/// rel32, `jcc` rel32 (0F 8x), `xbegin` rel32 and rel16. Every such instruction a decoder finds
+/// in the code has its opcode among them: prefixes do not move the end of the instruction, from
+/// which the target counts; the decoder tells which of them are instructions. Returns
+/// `(size_t)-1` when it cannot work (no memory, or functions spread over more than 32 GB).
+size_t ffh_branch_candidates(
+    const uint8_t *code, size_t size, const uintptr_t *functions, size_t count, uintptr_t window,
+    uintptr_t *candidates, size_t capacity);
+
+#endif

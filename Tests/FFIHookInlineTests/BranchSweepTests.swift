@@ -1,0 +1,79 @@
+import CSQLite
+import CZlib
+import FFIHook
+import Testing
+
+@testable import FFIHookInline
+
+/// The sweep for branches into the first bytes of functions decodes only the stretches of code
+/// before the bytes that could encode one; decoding the whole code is the ground truth it must
+/// agree with, on the code of real libraries the compiler and the assembler wrote.
+@Suite struct BranchSweepTests {
+    /// One branch into a watched function's first bytes: where it is, where it lands.
+    struct Found: Hashable, CustomStringConvertible {
+        let function: UInt
+        let from: UInt
+        let offset: Int
+        var description: String { "0x\(String(from, radix: 16)) → 0x\(String(function, radix: 16))+\(offset)" }
+    }
+
+    /// The branches into the first bytes of `functions` (sorted) among `branches`, as the sweep
+    /// keeps them.
+    static func into(_ functions: [UInt], among branches: [(from: UInt, target: UInt)]) -> Set<Found> {
+        var found = Set<Found>()
+        for (from, target) in branches {
+            let index = BranchSweep.firstIndex(in: functions, above: target) - 1
+            guard index >= 0 else { continue }
+            let offset = target &- functions[index]
+            guard offset > 0, offset < BranchSweep.watchedLength else { continue }
+            found.insert(Found(function: functions[index], from: from, offset: Int(offset)))
+        }
+        return found
+    }
+
+    /// Every function the library's dynamic symbol table defines watched at once (a batch), a
+    /// seventh of them, and single functions: the sweep finds exactly the branches that decoding
+    /// all of the library's code finds.
+    @Test(arguments: ["libc.so.6", "libsqlite3.so.0", "libz.so.1"])
+    func findsWhatDecodingAllTheCodeFinds(library: String) throws {
+        // The libraries are linked into the tests; these keep them so.
+        #expect(sqlite3_libversion_number() > 0)
+        #expect(zlibVersion() != nil)
+        try ImportWalk.withLoadedObjects { objects in
+            let object = try #require(objects.first { $0.soname == library }, "\(library) is not loaded")
+            let starts = Array(Set(BatchTargets.functionStarts(of: object))).sorted()
+            let ranges = object.loadSegments.filter { $0.flags & 1 != 0 }.map { segment in
+                let start = object.bias &+ UInt(truncatingIfNeeded: segment.address)
+                return start..<(start &+ UInt(truncatingIfNeeded: segment.fileSize))
+            }
+            var all: [(from: UInt, target: UInt)] = []
+            BranchSweep.forEachDirectBranch(in: ranges, startingAgainAt: starts) { all.append(($0, $1)) }
+            #expect(all.count > 1000)
+            let subsets: [(String, [UInt])] = [
+                ("every function", starts),
+                ("a seventh", starts.enumerated().filter { $0.offset % 7 == 3 }.map(\.element)),
+                ("the first", [starts[0]]),
+                ("one in the middle", [starts[starts.count / 2]]),
+                ("the last", [starts[starts.count - 1]]),
+            ]
+            for (name, functions) in subsets {
+                let expected = Self.into(functions, among: all)
+                let sweep = BranchSweep(ranges: ranges, starts: starts, functions: functions)
+                var swept = Set<Found>()
+                for function in functions {
+                    for branch in sweep.branches(into: function) {
+                        swept.insert(Found(function: function, from: branch.from, offset: branch.offset))
+                    }
+                }
+                #expect(
+                    swept == expected,
+                    "\(library), \(name): missed \(expected.subtracting(swept).sorted { $0.from < $1.from }.prefix(5)), extra \(swept.subtracting(expected).sorted { $0.from < $1.from }.prefix(5))"
+                )
+                if name == "every function" {
+                    // Loops that go back to a function's first instructions, at least.
+                    #expect(!expected.isEmpty, "\(library): no branch into any function's first bytes")
+                }
+            }
+        }
+    }
+}
