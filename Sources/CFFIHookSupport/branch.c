@@ -1,6 +1,5 @@
 #include "ffh_branch.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 /* The watched targets: the functions' windows, and a bitmap of 32-byte blocks that hold part of
@@ -44,21 +43,23 @@ static int16_t ffh_branch_rel16(const uint8_t *at) {
     return value;
 }
 
+size_t ffh_branch_blocks(const uintptr_t *functions, size_t count, uintptr_t window) {
+    if (!functions || count == 0 || window == 0) return 0;
+    uintptr_t low = functions[0], high = functions[count - 1] + window;
+    if (high < low) return (size_t)-1; /* wrapped */
+    size_t blockCount = ((high - low) >> 5) + 1;
+    return (blockCount + 63) / 64;
+}
+
 size_t ffh_branch_candidates(
-    const uint8_t *code, size_t size, const uintptr_t *functions, size_t count, uintptr_t window,
-    uintptr_t *candidates, size_t capacity) {
+    const uint8_t *code, size_t size, const uintptr_t *functions, size_t count, uintptr_t window, uint64_t *blocks,
+    size_t words, uintptr_t *candidates, size_t capacity) {
     if (!code || size == 0 || !functions || count == 0 || window == 0) return 0;
+    if (!blocks || words != ffh_branch_blocks(functions, count, window)) return (size_t)-1;
     ffh_branch_watch watch = {
         .functions = functions, .count = count, .window = window, .low = functions[0],
-        .high = functions[count - 1] + window};
-    if (watch.high < watch.low) watch.high = UINTPTR_MAX; /* wrapped */
-    size_t blockCount = ((watch.high - watch.low) >> 5) + 1;
-    /* Functions of one object: its code's size in bits at most (a bitmap of 4 KB for 1 MB). */
-    if (blockCount > ((size_t)1 << 30)) return (size_t)-1;
-    size_t words = (blockCount + 63) / 64;
-    watch.blocks = malloc(words * sizeof *watch.blocks);
-    if (!watch.blocks) return (size_t)-1;
-    memset(watch.blocks, 0, words * sizeof *watch.blocks);
+        .high = functions[count - 1] + window, .blocks = blocks};
+    size_t blockCount = words * 64;
     for (size_t index = 0; index < count; index++) {
         uintptr_t first = (functions[index] + 1 - watch.low) >> 5;
         uintptr_t last = (functions[index] + window - 1 - watch.low) >> 5;
@@ -98,6 +99,5 @@ size_t ffh_branch_candidates(
     next:;
     }
 #undef FFH_BRANCH_CANDIDATE
-    free(watch.blocks);
     return found;
 }

@@ -295,9 +295,14 @@ static size_t ffh_elf_index_scan(const ffh_elf_object *object, const ffh_elf_dyn
 }
 
 ffh_elf_index *ffh_elf_index_make(const ffh_elf_object *object) {
+    /* Field by field: a compiler turns malloc and a memset of all of it into calloc, which the
+       library does not call (every function it calls is one a user may hook). */
     ffh_elf_index *index = malloc(sizeof *index);
     if (!index) return NULL;
-    memset(index, 0, sizeof *index);
+    index->entries = NULL;
+    index->count = 0;
+    index->buckets = NULL;
+    index->mask = 0;
     if (!ffh_elf_read_dynamic(object, &index->dynamic)) return index;
     const ffh_elf_dynamic *dynamic = &index->dynamic;
     size_t count = 0;

@@ -7,6 +7,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/// How many 64-bit words ffh_branch_candidates needs for its bitmap of the blocks of 32 bytes
+/// that hold part of a watched window (one bit each, from the first function's start to the last
+/// window's end); `(size_t)-1` when the windows wrap around the address space.
+size_t ffh_branch_blocks(const uintptr_t *functions, size_t count, uintptr_t window);
+
 /// Writes into `candidates` (up to `capacity`; returns how many there are in all) the
 /// addresses of the bytes of `code` (`size` bytes, mapped and readable, at run-time address
 /// `code`) that are the opcode of a direct branch, if an instruction starts at or before them,
@@ -14,10 +19,11 @@
 /// (`count` addresses, sorted ascending): `jmp`/`jcc`/`loop`/`jrcxz` rel8, `jmp`/`call`
 /// rel32, `jcc` rel32 (0F 8x), `xbegin` rel32 and rel16. Every such instruction a decoder finds
 /// in the code has its opcode among them: prefixes do not move the end of the instruction, from
-/// which the target counts; the decoder tells which of them are instructions. Returns
-/// `(size_t)-1` when it cannot work (no memory, or functions spread over more than 32 GB).
+/// which the target counts; the decoder tells which of them are instructions. `blocks` is
+/// `words` zeroed words, as many as ffh_branch_blocks says (the caller allocates them: the
+/// library calls no allocator of its own here); returns `(size_t)-1` when they are not.
 size_t ffh_branch_candidates(
-    const uint8_t *code, size_t size, const uintptr_t *functions, size_t count, uintptr_t window,
-    uintptr_t *candidates, size_t capacity);
+    const uint8_t *code, size_t size, const uintptr_t *functions, size_t count, uintptr_t window, uint64_t *blocks,
+    size_t words, uintptr_t *candidates, size_t capacity);
 
 #endif
