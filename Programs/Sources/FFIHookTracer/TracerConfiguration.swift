@@ -45,7 +45,11 @@ struct TracerConfiguration: Sendable {
     /// Names or shell patterns of the libraries whose exports are traced.
     var libraries: [String] = []
     /// Shell patterns of the function names traced; empty for every exported function.
-    var symbolPatterns: [String] = []
+    var symbolPatterns: [String] = [] {
+        didSet { symbolMatcher = SymbolMatcher(symbolPatterns) }
+    }
+    /// The patterns ready for matching many names.
+    private var symbolMatcher = SymbolMatcher([])
     /// Whose calls are counted.
     var scope: Scope = .program
     /// Whether the libraries' functions are traced in their own code (inline hooks).
@@ -115,7 +119,27 @@ struct TracerConfiguration: Sendable {
 
     /// Whether `name` (a function's) is one to trace.
     func selects(symbol name: String) -> Bool {
-        symbolPatterns.isEmpty || symbolPatterns.contains { fnmatch($0, name, 0) == 0 }
+        symbolPatterns.isEmpty || symbolMatcher.matches(name)
+    }
+
+    /// `--symbols` patterns as a matcher asks of thousands of names (every export of libc):
+    /// the plain names (no `*`, `?`, `[` or `\\`, which match only themselves) in a set, the
+    /// others as C strings for `fnmatch`, converted once.
+    private struct SymbolMatcher: Sendable {
+        let names: Set<String>
+        let patterns: [[CChar]]
+
+        init(_ patterns: [String]) {
+            let isPlain = { (pattern: String) in !pattern.contains { "*?[\\".contains($0) } }
+            names = Set(patterns.filter(isPlain))
+            self.patterns = patterns.filter { !isPlain($0) }.map { Array($0.utf8CString) }
+        }
+
+        func matches(_ name: String) -> Bool {
+            if names.contains(name) { return true }
+            guard !patterns.isEmpty else { return false }
+            return name.withCString { name in patterns.contains { fnmatch($0, name, 0) == 0 } }
+        }
     }
 
     /// Whether the object with this path and soname is one of the named libraries.
