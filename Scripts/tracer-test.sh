@@ -177,11 +177,45 @@ if grep -q "libFFIHookTracer.so" "$work/start.out"; then
     exit 1
 fi
 grep -Eq "ffi-hook-tracer: program \(pid [0-9]+\): [1-9][0-9,]* calls" "$work/start.err"
+# A subshell is a fork of the started process, which has the tracer loaded: ending without a
+# traced library, it says nothing (no empty table, no "names none of the objects"). Only the
+# started bash, which runs the program as a child, reports (its empty table, the library it
+# never loaded), and the program.
+"$bin/ffi-hook-tracer" --library libtracee.so -- bash -c '(cat /dev/null); (true); x=$(echo y); "$0" > /dev/null' \
+    "$work/program" 2>"$work/subshell.err"
+if [ "$(grep -c "ffi-hook-tracer: bash (pid" "$work/subshell.err")" -gt 1 ] ||
+    [ "$(grep -c "names none" "$work/subshell.err")" -gt 1 ] ||
+    ! grep -Eq "ffi-hook-tracer: program \(pid [0-9]+\): [1-9]" "$work/subshell.err"; then
+    echo "a subshell without a traced library reported:" >&2
+    cat "$work/subshell.err" >&2
+    exit 1
+fi
 
 echo "== tracer test: a misspelt --library"
 "$bin/ffi-hook-tracer" --library libtrace.so -- "$work/program" >"$work/typo.out" 2>"$work/typo.err"
 cat "$work/typo.err" | grep -- "--library" || true
 grep -q -- "--library libtrace.so names none of the objects this process loaded, so none of its calls were traced; the closest loaded: libtracee.so" "$work/typo.err"
+
+echo "== tracer test: a function with two names, traced inline under the one --symbols chose"
+# strchr and index are one function in glibc (one address): the batch plans it once, under one
+# name, and the report must use the name asked for, with every call of the function (where
+# they are two functions, each its own).
+gcc -O0 -fno-builtin -o "$work/aliases" "$fixture/aliases.c"
+for name in strchr index; do
+    "$bin/ffi-hook-tracer" --library libc.so.6 --symbols "$name" --inline --json "$work/alias-$name.json" \
+        -- "$work/aliases" >/dev/null 2>"$work/alias-$name.err"
+done
+python3 - "$work" <<'PY'
+import ctypes, json, sys
+work = sys.argv[1]
+libc = ctypes.CDLL("libc.so.6")
+one = ctypes.cast(libc.strchr, ctypes.c_void_p).value == ctypes.cast(libc.index, ctypes.c_void_p).value
+# Inline, a function's calls count whichever name the caller used.
+for name, calls in (("strchr", 7 if one else 5), ("index", 7 if one else 2)):
+    functions = {f["name"]: f["calls"] for f in json.load(open(f"{work}/alias-{name}.json"))["functions"]}
+    if functions != {name: calls}:
+        sys.exit(f"--symbols {name} --inline: expected {{{name!r}: {calls}}}, the report has {functions}")
+PY
 
 echo "== tracer test: timelines and flame graphs"
 # libc's exit too: the forked child calls it, and it is still running when the files are written.

@@ -288,24 +288,52 @@ final class Tracer: Sendable {
         "__do_global_ctors_aux", "call_weak_fn",
     ]
 
+    /// The name each of `functions` is reported under when the batch named it otherwise than
+    /// `--symbols` chose it: a function with several names (libc's `index` and `strchr`, one
+    /// address) is planned under one of them, and `--symbols strchr` must report `strchr`.
+    /// The selected names that are no function's name are looked up in the library (`dlsym`,
+    /// which binds an IFUNC to the code the batch plans); local functions have one name each.
+    private static func selectedNames(
+        _ selected: [String], of functions: [InlineFunction], in path: String
+    ) -> [UInt: String] {
+        let named = Set(functions.map(\.name))
+        let chosen = Set(selected)
+        let others = chosen.subtracting(named).sorted()
+        guard !others.isEmpty, let handle = dlopen(path, RTLD_NOW | RTLD_NOLOAD) else { return [:] }
+        defer { dlclose(handle) }
+        let unselected = Set(functions.filter { !chosen.contains($0.name) }.map { UInt(bitPattern: $0.address) })
+        var names: [UInt: String] = [:]
+        for name in others {
+            guard let address = dlsym(handle, name).map({ UInt(bitPattern: $0) }), unselected.contains(address),
+                names[address] == nil
+            else { continue }
+            names[address] = name
+        }
+        return names
+    }
+
     /// Traces every function of `image` in its own code: plans the library as one batch
     /// (exports, and local functions its `.symtab` names), keeps those `--symbols` selects,
     /// and attaches to them in one stop of the other threads.
     private func traceInline(_ image: LoadedImage, _ state: inout State) {
         let batch: InlineBatch
         let configuration = state.configuration
+        // The names --symbols selected, for a function with several (see `reportedName`).
+        var selected: [String] = []
         do {
             // Only the functions --symbols selects are planned (planning is most of the cost);
             // a function with several names is selected by any of them.
             batch = try InlineBatch(library: image.path, options: .localFunctions) { name in
-                !Self.startupCode.contains(name) && configuration.selects(symbol: name)
+                let chosen = !Self.startupCode.contains(name) && configuration.selects(symbol: name)
+                if chosen && !configuration.symbolPatterns.isEmpty { selected.append(name) }
+                return chosen
             }
         } catch {
             report("\(image.name): cannot trace in its own code: \(error)", &state)
             return
         }
-        // (A function with several names keeps the name the batch gives it.)
         let chosen = batch.functions.filter { !Self.startupCode.contains($0.name) }
+        let reportedName = Self.selectedNames(selected, of: chosen, in: image.path)
         if !batch.refusals.isEmpty {
             let reasons = Dictionary(grouping: batch.refusals, by: { $0.reason.description })
                 .map { "\($0.value.count) \($0.key)" }.sorted().joined(separator: ", ")
@@ -321,7 +349,7 @@ final class Tracer: Sendable {
         var counters: [UInt: CounterAddress] = [:]
         for function in chosen {
             let address = UInt(bitPattern: function.address)
-            var name = function.name
+            var name = reportedName[address] ?? function.name
             if let owner = state.counterAddresses[name], owner != address {
                 name += " (\(image.name)+0x\(String(address &- image.base, radix: 16)))"
             }
@@ -340,7 +368,8 @@ final class Tracer: Sendable {
         do {
             let group = try Hook.attach(on: traced, options: .allowsReentry) { function in
                 guard let counter = counters[UInt(bitPattern: function.address)] else { return (nil, nil) }
-                return Self.blocks(counting: counter, named: function.name, recording: records)
+                let name = reportedName[UInt(bitPattern: function.address)] ?? function.name
+                return Self.blocks(counting: counter, named: name, recording: records)
             }
             state.groups.append(group)
             state.batches[image.key] = traced
@@ -370,6 +399,11 @@ final class Tracer: Sendable {
                 state.seenNames.insert(image.name)
                 state.matchedNames.formUnion(state.configuration.libraries(naming: image.path, soname: image.soname))
             }
+            // A process other than the one started (a child it forked or ran: a shell's
+            // subshells, a version manager's shims) that never loaded a traced library says
+            // nothing: it has nothing to report, and the started process says what was missed.
+            let isWriter = state.configuration.jsonWriter.map { $0 == getpid() } ?? !isForkedChild
+            if !isWriter && state.matchedNames.isEmpty { return nil }
             for name in state.configuration.libraries where !state.matchedNames.contains(name) {
                 say(Self.unmatched(name, loaded: state.seenNames))
             }
