@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "ffh_objc.h"
 
+#include "ffh_attach.h"
 #include "ffh_call.h"
 #include "ffh_memory.h"
 #include "ffh_thread.h"
@@ -275,9 +276,14 @@ void ffh_objc_instance_dealloc_method(ffh_objc_id self, ffh_objc_SEL selector) {
 
 // MARK: - Methods that send each message on to the superclass
 
+/* A forwarder: the method's implementation is a stub of the attach entry (ffh_attach.h) that
+   only forwards, through `resolver`; hooks whose original the stub is call `resolver` themselves
+   (ffh_original_resolver). */
 typedef struct ffh_objc_forwarder {
     ffh_objc_Class super_class;
-    int returns_in_memory;
+    /* The stub's record: FFH_ATTACH_RESOLVES, `state` the resolver. */
+    ffh_attach record;
+    ffh_original_resolver resolver;
     /* Every forwarder is kept in a list: trampolines in closure memory are its only other
        reference, which leak checkers do not read. */
     struct ffh_objc_forwarder *next;
@@ -285,37 +291,43 @@ typedef struct ffh_objc_forwarder {
 
 static _Atomic(ffh_objc_forwarder *) ffh_objc_forwarders;
 
-/* Called by ffh_objc_forward_entry with the forwarder and the first three argument registers:
-   the superclass's implementation for the receiver and selector they hold. */
-__attribute__((visibility("hidden"))) ffh_objc_IMP ffh_objc_forwarder_target(const ffh_objc_forwarder *forwarder,
-                                                                            void *first, void *second, void *third) {
+#if defined(__x86_64__) && defined(__ELF__)
+/* The superclass's implementation for a call's receiver and selector, the first two entries
+   of `arguments` (after a hidden result pointer, if any). */
+static uintptr_t ffh_objc_forwarder_resolve(const void *context, void *const *arguments) {
+    const ffh_objc_forwarder *forwarder = context;
     const ffh_objc_runtime *runtime = atomic_load_explicit(&ffh_objc_found, memory_order_acquire);
     ffh_objc_super target;
-    target.receiver = (ffh_objc_id)(forwarder->returns_in_memory ? second : first);
+    memcpy(&target.receiver, arguments[0], sizeof target.receiver);
     target.super_class = forwarder->super_class;
-    ffh_objc_SEL selector = (ffh_objc_SEL)(forwarder->returns_in_memory ? third : second);
-    return runtime->objc_msg_lookup_super(&target, selector);
+    ffh_objc_SEL selector;
+    memcpy(&selector, arguments[1], sizeof selector);
+    return (uintptr_t)runtime->objc_msg_lookup_super(&target, selector);
 }
 
-#if defined(__x86_64__) && defined(__ELF__)
-void ffh_objc_forward_entry(void);
-
-void *ffh_objc_forwarder_make(ffh_objc_Class super_class, int returns_in_memory) {
+void *ffh_objc_forwarder_make(ffh_objc_Class super_class, int returns_in_memory, const void **resolver) {
     // A libffi built with static trampolines hands out code that is not ours to write.
     if (sizeof(ffi_closure) < FFH_ENTRY_TRAMPOLINE_SIZE || dlsym(RTLD_DEFAULT, "ffi_tramp_is_present") != NULL) return NULL;
     if (atomic_load_explicit(&ffh_objc_found, memory_order_acquire) == NULL) return NULL;
     ffh_objc_forwarder *forwarder = malloc(sizeof *forwarder);
     if (forwarder == NULL) return NULL;
     forwarder->super_class = super_class;
-    forwarder->returns_in_memory = returns_in_memory;
     void *code = NULL;
     void *writable = ffi_closure_alloc(sizeof(ffi_closure), &code);
     if (writable == NULL || code == NULL) {
         free(forwarder);
         return NULL;
     }
-    ffh_write_trampoline(writable, forwarder, (const void *)&ffh_objc_forward_entry);
+    forwarder->resolver.code = (uintptr_t)code;
+    forwarder->resolver.resolve = ffh_objc_forwarder_resolve;
+    forwarder->resolver.context = forwarder;
+    forwarder->record.original = 0;
+    forwarder->record.state = (uintptr_t)&forwarder->resolver;
+    forwarder->record.epoch = 0;
+    forwarder->record.flags = FFH_ATTACH_RESOLVES | (returns_in_memory ? FFH_ATTACH_RESULT_IN_MEMORY : 0);
+    ffh_attach_write_stub(writable, &forwarder->record);
     __builtin___clear_cache((char *)code, (char *)code + FFH_ENTRY_TRAMPOLINE_SIZE);
+    if (resolver) *resolver = &forwarder->resolver;
     forwarder->next = atomic_load_explicit(&ffh_objc_forwarders, memory_order_relaxed);
     while (!atomic_compare_exchange_weak_explicit(
         &ffh_objc_forwarders, &forwarder->next, forwarder, memory_order_release, memory_order_relaxed)) {
@@ -323,9 +335,10 @@ void *ffh_objc_forwarder_make(ffh_objc_Class super_class, int returns_in_memory)
     return code;
 }
 #else
-void *ffh_objc_forwarder_make(ffh_objc_Class super_class, int returns_in_memory) {
+void *ffh_objc_forwarder_make(ffh_objc_Class super_class, int returns_in_memory, const void **resolver) {
     (void)super_class;
     (void)returns_in_memory;
+    (void)resolver;
     return NULL;
 }
 #endif

@@ -433,7 +433,7 @@ static void ffh_side_drop_abandoned(ffh_side *side, uint64_t sp) {
 static inline int ffh_attach_begin(ffh_thread *thread, ffh_window *window) {
     uintptr_t generation = thread->generation;
     int outermost = !(generation & 1);
-    ffh_window_open(window, thread, outermost);
+    ffh_window_open_inline(window, thread, outermost);
     if (outermost) ffh_call_enter(thread, generation);
     return outermost;
 }
@@ -441,7 +441,7 @@ static inline int ffh_attach_begin(ffh_thread *thread, ffh_window *window) {
 /* Ends what ffh_attach_begin began. */
 static inline void ffh_attach_end(ffh_thread *thread, ffh_window *window, int outermost) {
     if (outermost) ffh_call_leave(thread);
-    ffh_window_close(window);
+    ffh_window_close_inline(window);
 }
 
 /* Runs a block through the Swift side with the thread marked as running one: attached calls
@@ -526,14 +526,26 @@ static inline uint64_t ffh_side_push(ffh_side *side, uint64_t sp, ffh_attach *re
 #endif
 #endif
 
+/* A stub that only forwards (FFH_ATTACH_RESOLVES): the function its resolver chooses for the
+   call, from the saved argument registers. */
+static __attribute__((noinline)) ffh_attach_target ffh_attach_resolve(const ffh_attach *record, uintptr_t flags,
+                                                                      ffh_attach_enter_frame *frame) {
+    const ffh_original_resolver *resolver = (const ffh_original_resolver *)record->state;
+    uint64_t *first = &frame->general[flags & FFH_ATTACH_RESULT_IN_MEMORY ? 1 : 0];
+    void *arguments[2] = {first, first + 1};
+    ffh_attach_target target = {resolver->resolve(resolver->context, arguments), 0};
+    return target;
+}
+
 /* Called by ffh_attach_entry; returns where the call goes on. */
 FFH_ATTACH_TEXT __attribute__((visibility("hidden"))) ffh_attach_target ffh_attach_enter(ffh_attach *record,
                                                                          ffh_attach_enter_frame *frame) {
+    uintptr_t flags = __atomic_load_n(&record->flags, __ATOMIC_ACQUIRE);
+    if (__builtin_expect(flags & FFH_ATTACH_RESOLVES, 0)) return ffh_attach_resolve(record, flags, frame);
     uintptr_t original = __atomic_load_n(&record->original, __ATOMIC_ACQUIRE);
     ffh_attach_target target = {original, 0};
     ffh_thread *thread = ffh_thread_current();
     if (!thread) return target;
-    uintptr_t flags = __atomic_load_n(&record->flags, __ATOMIC_ACQUIRE);
     if (__builtin_expect(thread->busy | (thread->attach_block & !(flags & FFH_ATTACH_REENTERS)), 0)) {
         __atomic_fetch_add(&ffh_attach_passed, 1, __ATOMIC_RELAXED);
         return target;

@@ -1,7 +1,13 @@
-/* Attach without a signature (attach.c, ffh_attach.h).
+/* Attach without a signature (attach.c, ffh_attach.h), and every other stub that must pass a
+   call on with the registers and stack exactly as the caller left them.
 
    ffh_attach_entry: where an attach stub jumps, with the attachment's record in %r10 and the
-   call exactly as the caller made it. Saves the argument registers in an enter frame,
+   call exactly as the caller made it. It is also the entry of the stubs that only forward
+   (FFH_ATTACH_RESOLVES: FFIHookObjC's methods that send a message on to the superclass's
+   implementation), for which ffh_attach_enter returns, before reading any thread state, the
+   function a resolver chooses from the saved receiver and selector: one register-saving
+   entry for both, where the forwarders had an assembly routine of their own with the same
+   saves and restores. Saves the argument registers in an enter frame,
 
         0  rdi rsi rdx rcx r8 r9
        48  rax (%al: vector registers used by a variadic call)

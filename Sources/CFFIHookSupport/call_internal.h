@@ -174,11 +174,56 @@ typedef struct {
     struct _pthread_cleanup_buffer *previous;
 } ffh_window;
 
+/* What ffh_abandoned needs to know of a call that may leave without returning. */
+static inline __attribute__((always_inline)) uintptr_t ffh_abandoned_argument(const ffh_thread *thread,
+                                                                               int outermost) {
+    return thread->mark_count << 2 | (uintptr_t)(thread->attach_block != 0) << 1 | (uintptr_t)(outermost != 0);
+}
+
 /* Registers `window` for `thread`, whose marks it keeps and whose call it ends if left, when
    `outermost` (see ffh_call_enter). */
 void ffh_window_open(ffh_window *window, ffh_thread *thread, int outermost) __attribute__((visibility("hidden")));
 /* Takes `window` off the thread's list, running nothing. */
 void ffh_window_close(ffh_window *window) __attribute__((visibility("hidden")));
+
+#if defined(__x86_64__) && defined(__GLIBC__)
+/* Where glibc keeps a thread's list of cleanup buffers, as an offset from the thread pointer
+   (%fs); 0 when it was not found (thread.c). */
+extern long ffh_cleanup_offset __attribute__((visibility("hidden")));
+/* The routine of every window's buffer (thread.c). */
+void ffh_abandoned(void *packed) __attribute__((visibility("hidden")));
+
+/* ffh_window_open and ffh_window_close inlined where the list's place is known: glibc's three
+   stores and one, without a call (the attach path opens and closes a window twice a call). */
+static inline __attribute__((always_inline)) void ffh_window_open_inline(ffh_window *window, ffh_thread *thread,
+                                                                         int outermost) {
+    const long offset = __atomic_load_n(&ffh_cleanup_offset, __ATOMIC_RELAXED);
+    if (__builtin_expect(offset == 0, 0)) {
+        ffh_window_open(window, thread, outermost);
+        return;
+    }
+    uintptr_t head;
+    __asm__ __volatile__("movq %%fs:(%1), %0" : "=r"(head) : "r"(offset));
+    window->buffer.__routine = ffh_abandoned;
+    window->buffer.__arg = (void *)ffh_abandoned_argument(thread, outermost);
+    window->previous = (struct _pthread_cleanup_buffer *)head;
+    window->buffer.__prev = window->previous;
+    __asm__ __volatile__("movq %0, %%fs:(%1)" : : "r"((uintptr_t)&window->buffer), "r"(offset) : "memory");
+}
+
+static inline __attribute__((always_inline)) void ffh_window_close_inline(ffh_window *window) {
+    const long offset = __atomic_load_n(&ffh_cleanup_offset, __ATOMIC_RELAXED);
+    if (__builtin_expect(offset == 0, 0)) {
+        ffh_window_close(window);
+        return;
+    }
+    if (window->previous == &window->buffer) return;
+    __asm__ __volatile__("movq %0, %%fs:(%1)" : : "r"((uintptr_t)window->buffer.__prev), "r"(offset) : "memory");
+}
+#else
+#define ffh_window_open_inline ffh_window_open
+#define ffh_window_close_inline ffh_window_close
+#endif
 
 /* Ends what ffh_call_enter marked (unless something ended it meanwhile). */
 static inline __attribute__((always_inline)) void ffh_call_leave(ffh_thread *thread) {

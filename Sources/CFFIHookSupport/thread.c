@@ -297,16 +297,10 @@ void ffh_handler_setup(ffh_dispatch dispatch, int readersFence, int marksCallPat
     __atomic_store_n(&ffh_dispatch_function, dispatch, __ATOMIC_RELEASE);
 }
 
-/* What ffh_abandoned needs to know of a call that may leave without returning. */
-static inline __attribute__((always_inline)) uintptr_t ffh_abandoned_argument(const ffh_thread *thread,
-                                                                               int outermost) {
-    return thread->mark_count << 2 | (uintptr_t)(thread->attach_block != 0) << 1 | (uintptr_t)(outermost != 0);
-}
-
 /* Ends the marks of a hooked call whose frame is gone without returning. The argument packs
    the mark count at the call's entry, whether an attach block was running then (the thread's
    `attach_block`, given back) and whether the call was the thread's outermost. */
-static void ffh_abandoned(void *packed) {
+void ffh_abandoned(void *packed) {
     ffh_thread *thread = ffh_current_thread;
     if (!thread) return;
     uintptr_t value = (uintptr_t)packed;
@@ -344,7 +338,7 @@ static ffh_cleanup_pop_function ffh_cleanup_pop;
    pointer (%fs), found when the library loads; 0 when it was not found, and the calls go
    through ffh_cleanup_push and ffh_cleanup_pop. With it, registering a hooked call's buffer
    is the three stores glibc's function makes, without the call. */
-static long ffh_cleanup_offset;
+long ffh_cleanup_offset;
 
 static inline uintptr_t ffh_fs_load(long offset) {
     uintptr_t value;

@@ -73,8 +73,8 @@ final class MethodRegistry: Sendable {
         var followsObservation = false
     }
 
-    /// A method added to a class to send messages on to its superclass: the assembly
-    /// forwarder's trampoline, or a libffi closure.
+    /// A method added to a class to send messages on to its superclass: a forwarding stub
+    /// of the attach entry (x86-64), or a libffi closure.
     enum Forwarder {
         case direct(UnsafeRawPointer)
         case closure(SuperForwarder)
@@ -302,11 +302,17 @@ final class MethodRegistry: Sendable {
         }
         let key = ForwarderKey(cls: target.cls, selector: selector)
         if state.forwarders[key] == nil {
-            // The assembly forwarder where there is one (x86-64): it jumps to the superclass's
+            // The forwarding stub where there is one (x86-64): it jumps to the superclass's
             // implementation with the registers as they came. Elsewhere a libffi closure.
             #if arch(x86_64)
                 let inMemory = SysVArgumentPlan.returnsInMemory(interface.signature.returnType)
-                let direct = ffh_objc_forwarder_make(superclass, inMemory ? 1 : 0).map { UnsafeRawPointer($0) }
+                var resolver: UnsafeRawPointer?
+                let direct = ffh_objc_forwarder_make(superclass, inMemory ? 1 : 0, &resolver).map {
+                    UnsafeRawPointer($0)
+                }
+                // Hooked calls whose original is the forwarder make its lookup themselves and
+                // call the superclass's implementation, without the forwarder's entry.
+                if let resolver { OriginalResolvers.register(resolver) }
             #else
                 let direct: UnsafeRawPointer? = nil
             #endif

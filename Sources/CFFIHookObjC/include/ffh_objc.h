@@ -99,12 +99,16 @@ int ffh_objc_class_defines(const ffh_objc_runtime *runtime, ffh_objc_Class cls, 
 
 /// The implementation of a method that sends each message on to `super_class`'s
 /// implementation of the same selector as it is at that moment (as `[super ...]` does), for
-/// any signature: a trampoline into an assembly routine that finds the implementation and
-/// jumps there with the registers and stack as they arrived. `returns_in_memory` says the
+/// any signature: a stub of the attach entry (ffh_attach.h, FFH_ATTACH_RESOLVES) that finds the
+/// implementation and jumps there with the registers and stack as they arrived, the one
+/// register-saving entry that attach uses too. `returns_in_memory` says the
 /// method returns a struct through a hidden pointer (the receiver and selector then arrive
 /// one register later). NULL where it cannot be made (not x86-64, or libffi hands out no
 /// writable closure memory); the module then uses a libffi closure instead. Never freed.
-void *ffh_objc_forwarder_make(ffh_objc_Class super_class, int returns_in_memory);
+/// `resolver`, when not NULL, receives the trampoline's `ffh_original_resolver` (ffh_thread.h):
+/// what hooked calls use in its place, the same lookup made from the call's argument list,
+/// whose first two entries point at the receiver and the selector.
+void *ffh_objc_forwarder_make(ffh_objc_Class super_class, int returns_in_memory, const void **resolver);
 
 // MARK: - Classes made for per-instance hooks
 

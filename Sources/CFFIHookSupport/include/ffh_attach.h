@@ -36,6 +36,14 @@ enum {
     FFH_ATTACH_LEAVES = 2,
     /// The blocks run also for calls made while an attach block runs on the thread.
     FFH_ATTACH_REENTERS = 4,
+    /// A stub that only forwards: `state` is an ffh_original_resolver (ffh_thread.h) whose
+    /// `resolve` chooses, for each call, the function the call goes on to, from a list of the
+    /// first two arguments (its `code` is the stub's). No block runs and no thread record is
+    /// read, so the entry is the whole cost. FFIHookObjC's forwarders to a superclass.
+    FFH_ATTACH_RESOLVES = 8,
+    /// With FFH_ATTACH_RESOLVES: the first argument register holds the address of a result
+    /// returned in memory, and the list starts at the second.
+    FFH_ATTACH_RESULT_IN_MEMORY = 16,
 };
 
 /// What the entry saves, and the enter block reads and writes: the argument registers as they

@@ -224,6 +224,17 @@ typedef struct ffh_slot {
     const void *plan;
 } ffh_slot;
 
+/// A function that another function stands for on the call path: a hook whose original is
+/// `code` (a trampoline that looks its target up for each call and jumps there, such as the
+/// forwarder FFIHookObjC adds to a subclass for an inherited method) calls what `resolve`
+/// returns for the call's argument list instead, skipping the trampoline's second entry. Made
+/// once for `code` and never freed.
+typedef struct ffh_original_resolver {
+    uintptr_t code;
+    uintptr_t (*resolve)(const void *context, void *const *arguments);
+    const void *context;
+} ffh_original_resolver;
+
 /// The bit of ``ffh_slot/state`` that says it holds an entry: no user-space
 /// address has it set, function or object.
 static const uintptr_t FFH_SLOT_HOOKED = (uintptr_t)1 << (sizeof(uintptr_t) * 8 - 1);

@@ -39,6 +39,11 @@ package final class SlotEntry: @unchecked Sendable {
     /// release store orders it for the call path; changed after only by a replacement (a
     /// function's address: a call that reads either value reaches a function that exists).
     private let originalFunction = Atomic<UInt>(0)
+    /// The resolver registered for the original (see ``OriginalResolvers``), set with it: a
+    /// call whose original is the resolver's trampoline calls what the resolver returns
+    /// instead. A call that reads an original and a resolver set at different times sees
+    /// that the resolver's code is not its original and calls the original.
+    private let originalResolver = Atomic<UnsafeRawPointer?>(nil)
     /// The protection to restore after writing the slot, when its page is read-only; set
     /// once, under the registry's lock, when the entry is made.
     var readOnlyProtection: SlotMemory.Protection?
@@ -87,6 +92,7 @@ package final class SlotEntry: @unchecked Sendable {
         let state = ffh_slot_state(record)
         if state & Self.hookedBit == 0 {
             originalFunction.store(state, ordering: .relaxed)
+            originalResolver.store(OriginalResolvers.resolver(for: state), ordering: .relaxed)
             ffh_slot_set_original(record, state)
         }
         self.interface = interface
@@ -120,8 +126,32 @@ package final class SlotEntry: @unchecked Sendable {
     /// registry's lock, when a replacement goes in under the hooks or comes out (calls in
     /// flight finish with the function they read).
     func setOriginal(_ function: UInt) {
+        originalResolver.store(OriginalResolvers.resolver(for: function), ordering: .relaxed)
         originalFunction.store(function, ordering: .relaxed)
         ffh_slot_set_original(record, function)
+    }
+
+    /// The function a call reaches for `original`, read as the call started: what the
+    /// original's resolver returns for the call's arguments, when it has one (asked as the
+    /// original is called, as the resolver's trampoline would).
+    @inline(__always)
+    func function(
+        for original: UInt, arguments: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    ) -> UInt {
+        guard let resolver = originalResolver.load(ordering: .relaxed) else { return original }
+        return Self.resolve(original, with: resolver, arguments: arguments)
+    }
+
+    /// The resolver's choice for a call, out of the call path's line (only per-instance
+    /// Objective-C hooks have resolvers).
+    @inline(never)
+    private static func resolve(
+        _ original: UInt, with raw: UnsafeRawPointer, arguments: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    ) -> UInt {
+        let resolver = raw.assumingMemoryBound(to: ffh_original_resolver.self)
+        guard resolver.pointee.code == original else { return original }
+        // Never NULL in a registered resolver.
+        return resolver.pointee.resolve.unsafelyUnwrapped(resolver.pointee.context, arguments)
     }
 
     /// The bit of a slot record's state that says it holds an entry.
@@ -175,9 +205,10 @@ package final class SlotEntry: @unchecked Sendable {
         // Read once: a replacement may change the original while the call runs.
         let original = original
         if snapshot.isEmpty {
+            let function = function(for: original, arguments: arguments)
             callPathInterface._withUnsafeGuaranteedRef { interface in
                 interface.callOriginal(
-                    original, returnValue: returnValue, arguments: arguments, entryPlan: entryPlan, thread: record)
+                    function, returnValue: returnValue, arguments: arguments, entryPlan: entryPlan, thread: record)
             }
             return
         }
@@ -251,7 +282,11 @@ struct CallFrame {
     @inline(__always)
     func claim(_ hook: HookRecord) -> Bool {
         if reentered && !hook.allowsReentry { return false }
-        if hook.receiver != 0 && arguments[0]!.load(as: UInt.self) != hook.receiver { return false }
+        // A hook for one receiver is only ever installed on a method, whose first argument
+        // is the receiver.
+        if hook.receiver != 0 && arguments[0].unsafelyUnwrapped.load(as: UInt.self) != hook.receiver {
+            return false
+        }
         if hook.isLimited && !hook.limit.matchesCaller() { return false }
         if hook.options.contains(.once) {
             return hook.fired.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing)
@@ -323,10 +358,12 @@ struct CallFrame {
     @inline(__always)
     func callOriginalUnmarked() {
         if marked { ffh_thread_unmark(threadRecord) }
-        let entryPlan = unmanagedEntry._withUnsafeGuaranteedRef { $0.entryPlan }
+        let (entryPlan, function) = unmanagedEntry._withUnsafeGuaranteedRef {
+            ($0.entryPlan, $0.function(for: original, arguments: arguments))
+        }
         interface._withUnsafeGuaranteedRef { interface in
             interface.callOriginal(
-                original, returnValue: returnValue, arguments: arguments, entryPlan: entryPlan, thread: threadRecord)
+                function, returnValue: returnValue, arguments: arguments, entryPlan: entryPlan, thread: threadRecord)
         }
         if marked { _ = ffh_thread_mark(threadRecord, mark) }
     }
@@ -361,5 +398,26 @@ let slotEntryDispatch: ffh_dispatch = { returnValue, arguments, slot, thread in
     Unmanaged<CallInterface>.fromOpaque(slot.pointee.interface!)._withUnsafeGuaranteedRef { interface in
         interface.callOriginal(
             function, returnValue: returnValue, arguments: arguments!, entryPlan: slot.pointee.plan, thread: thread)
+    }
+}
+
+/// Trampolines that look their target up on each call and jump there, each with what hooked
+/// calls use in its place (``ffh_original_resolver``): a hook whose original is such a
+/// trampoline calls the function it would have reached, without the trampoline's second
+/// entry (saving and restoring every argument register once more). FFIHookObjC's forwarders
+/// to a superclass's implementation, the original of each per-instance hook, are the ones
+/// registered. Read and written off the call path only.
+package enum OriginalResolvers {
+    private static let table = Locked<[UInt: UnsafeRawPointer]>([:])
+
+    /// Registers a resolver, which lives for the life of the process, for its trampoline.
+    package static func register(_ resolver: UnsafeRawPointer) {
+        let code = resolver.assumingMemoryBound(to: ffh_original_resolver.self).pointee.code
+        table.withLock { $0[code] = resolver }
+    }
+
+    /// The resolver registered for `function`, if any.
+    static func resolver(for function: UInt) -> UnsafeRawPointer? {
+        function == 0 ? nil : table.withLock { $0[function] }
     }
 }
