@@ -453,6 +453,20 @@ static int ffh_settled(const ffh_stop *stop, int signal, int inspect, ffh_stop_e
         case FFH_QUIET_SYSCALL:
             /* Reported apart from `pc`, which the handler writes if the thread parks yet. */
             entry->quiet_pc = pc;
+            /* Asleep in a system call with the signal blocked, the thread may still wake and run
+               any code while the bytes are written (a lock's futex, released meanwhile, and the
+               thread back in the function at once: seen under ThreadSanitizer, whose lazy
+               globals take a lock). Unless it blocks SIGSEGV too, the request goes again as
+               SIGSEGV, which wakes it to park; one the kernel cannot wake yet is delivered as
+               the call returns, before the thread's next instruction, so a thread found in its
+               call after that is settled. */
+            if (!entry->segv_sent && !blocks_segv && ffh_guard_install() == 0) {
+                entry->segv_sent = 1;
+                ffh_signal_thread(ffh_syscall0(SYS_getpid), entry, SIGSEGV);
+                settled = 0;
+                *unknown = entry;
+                break;
+            }
             entry->quiet = 2;
             break;
         case FFH_QUIET_BLOCKED:

@@ -227,7 +227,8 @@ static inline __attribute__((always_inline)) void ffh_window_close_inline(ffh_wi
 
 /* Ends what ffh_call_enter marked (unless something ended it meanwhile). */
 static inline __attribute__((always_inline)) void ffh_call_leave(ffh_thread *thread) {
-    uintptr_t inside = thread->generation;
+    /* Atomic: reclamation may end a vanished thread's call with a compare-and-swap meanwhile. */
+    uintptr_t inside = __atomic_load_n(&thread->generation, __ATOMIC_RELAXED);
     if (inside & 1) __atomic_store_n(&thread->generation, inside + 1, __ATOMIC_RELEASE);
 }
 

@@ -200,8 +200,10 @@ static int ffh_guard_cover(int signal) {
        finds it; the action actually replaced is stored again below if it changed meanwhile. */
     chain->covered[count] = current;
     __atomic_store_n(&chain->count, count + 1, __ATOMIC_RELEASE);
+    /* SA_RESTART: a stop request sent as SIGSEGV to a thread asleep in a system call (see
+       stop.c) must not make the call fail with EINTR. */
     ffh_kernel_action guard = {
-        (void *)ffh_guard_handler, SA_SIGINFO | SA_ONSTACK | FFH_SA_RESTORER, ffh_guard_restorer,
+        (void *)ffh_guard_handler, SA_SIGINFO | SA_ONSTACK | SA_RESTART | FFH_SA_RESTORER, ffh_guard_restorer,
         __atomic_load_n(&ffh_guard_mask, __ATOMIC_ACQUIRE)};
     ffh_kernel_action replaced;
     if (ffh_rt_sigaction(signal, &guard, &replaced) != 0) {
