@@ -209,12 +209,9 @@ enum InlinePlanner {
     /// Whether a stop of the other threads finds none of them in the slab's code (a thread
     /// preempted in a trampoline it entered while its function was patched).
     private static func noThreadRuns(in slab: CodeSlab) -> Bool {
-        var places = [UInt](repeating: 0, count: 256)
-        var result = ffh_patch_result()
-        let count = ffh_patch_sample(&places, places.count, &result)
-        guard count >= 0, count <= places.count else { return false }
+        guard let places = PatchWriter.parkedInstructionPointers() else { return false }
         let code = slab.base..<(slab.base + UInt(slab.codeSize))
-        return !places.prefix(Int(count)).contains { code.contains($0) }
+        return !places.contains { code.contains($0) }
     }
 
     /// How a plan is checked for branches into the bytes its patch overwrites.

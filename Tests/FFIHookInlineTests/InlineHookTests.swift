@@ -286,6 +286,47 @@ extension InlineSuites {
             #expect(!(function.isPatched))
         }
 
+        /// A thread asleep in a system call with the stop signal blocked (every signal but
+        /// SIGSEGV and SIGBUS, as a thread made by a worker of libdispatch inherits) is stopped
+        /// too: were it only passed over as asleep, the call could return while code is written
+        /// and the thread run the bytes being written. It parks where it sleeps, and its call
+        /// goes on afterwards as if nothing happened (no EINTR).
+        @Test func aThreadAsleepWithTheStopSignalBlockedIsStoppedToo() throws {
+            var pipe: [Int32] = [0, 0]
+            try #require(Glibc.pipe(&pipe) == 0)
+            defer {
+                close(pipe[0])
+                close(pipe[1])
+            }
+            let reader = pipe[0]
+            let thread = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
+            thread.initialize(to: 0)
+            defer { thread.deallocate() }
+            let threadAddress = UInt(bitPattern: thread)
+            let result = Mutex<Int?>(nil)
+            Thread {
+                let read = ct_blocked_read(reader, UnsafeMutablePointer(bitPattern: threadAddress))
+                result.withLock { $0 = read }
+            }.start()
+            // Until the thread sleeps in its read (system call 0).
+            var asleep = false
+            for _ in 0..<2000 where !asleep {
+                let id = thread.pointee
+                if id != 0, let text = try? String(contentsOfFile: "/proc/self/task/\(id)/syscall", encoding: .utf8) {
+                    asleep = text.hasPrefix("0 ")
+                }
+                if !asleep { usleep(1000) }
+            }
+            try #require(asleep)
+            let places = try #require(PatchWriter.parkedInstructionPointers())
+            let function = unsafeBitCast(
+                ct_blocked_read as @convention(c) (Int32, UnsafeMutablePointer<Int32>?) -> Int, to: UInt.self)
+            #expect(places.contains { $0 >= function && $0 < function + 256 })
+            #expect(write(pipe[1], "x", 1) == 1)
+            while result.withLock({ $0 }) == nil { usleep(1000) }
+            #expect(result.withLock { $0 } == 1)
+        }
+
         @Test func fourThreadsCallingWhileTheHookComesAndGoesSeeExactCounts() throws {
             try fourThreadsCalling(cycles: 200, keptPatched: false)
         }

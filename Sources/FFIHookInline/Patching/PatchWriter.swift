@@ -34,6 +34,22 @@ enum PatchWriter {
     /// How many times the process's threads have been stopped to write code.
     static var stopCount: UInt64 { ffh_patch_stop_count() }
 
+    /// Stops the other threads and returns where each one that parked was (its instruction
+    /// pointer), then releases them; nil when they could not be stopped.
+    static func parkedInstructionPointers() -> [UInt]? {
+        var places = [UInt](repeating: 0, count: 256)
+        var result = ffh_patch_result()
+        let count = Int(ffh_patch_sample(&places, places.count, &result))
+        guard count >= 0 else { return nil }
+        if count > places.count {
+            places = [UInt](repeating: 0, count: count + 64)
+            let again = Int(ffh_patch_sample(&places, places.count, &result))
+            guard again >= 0, again <= places.count else { return nil }
+            return Array(places.prefix(again))
+        }
+        return Array(places.prefix(count))
+    }
+
     /// The bytes of plan `index`'s patch: a `jmp rel32` to its stub, or the 14-byte absolute
     /// jump from a far slab, then `int3` over the rest of the last instruction it touches.
     static func patchBytes(_ slab: CodeSlab, _ index: Int) -> [UInt8] {

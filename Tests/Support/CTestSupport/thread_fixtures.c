@@ -3,6 +3,8 @@
 #include "CTestHookFixtures.h"
 
 #include <pthread.h>
+#include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 struct ct_threads_job {
@@ -46,4 +48,24 @@ int ct_fsync_on_new_thread(int fd) {
     if (pthread_create(&thread, NULL, ct_fsync_run, &fd) != 0) return -2;
     pthread_join(thread, NULL);
     return fd;
+}
+
+long ct_blocked_read(int fd, volatile int *thread) {
+    sigset_t blocked;
+    sigfillset(&blocked);
+    sigdelset(&blocked, SIGSEGV);
+    sigdelset(&blocked, SIGBUS);
+    pthread_sigmask(SIG_SETMASK, &blocked, NULL);
+    *thread = (int)syscall(SYS_gettid);
+    unsigned char byte = 0;
+    long result = SYS_read;
+#if defined(__x86_64__)
+    __asm__ __volatile__("syscall"
+                         : "+a"(result)
+                         : "D"((long)fd), "S"(&byte), "d"(1L)
+                         : "rcx", "r11", "memory");
+#else
+    result = read(fd, &byte, 1);
+#endif
+    return result;
 }

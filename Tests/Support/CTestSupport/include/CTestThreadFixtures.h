@@ -11,4 +11,11 @@ long long ct_threads_call_add(int (**slot)(int, int), int threads, long long cal
 /// its result.
 int ct_fsync_on_new_thread(int fd);
 
+/// Blocks every signal but SIGSEGV and SIGBUS on the calling thread (as a thread that leaves
+/// signals to another does), stores the thread's id in `*thread`, then reads one byte from
+/// `fd` with a system call made in this function (so that a thread stopped there has its
+/// instruction pointer within the function's first 256 bytes): what the system call returned,
+/// a negative errno on failure.
+long ct_blocked_read(int fd, volatile int *thread);
+
 #endif
