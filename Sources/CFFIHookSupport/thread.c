@@ -498,8 +498,51 @@ static void ffh_pass_through(ffh_dispatch dispatch, void *returnValue, void **ar
     dispatch(returnValue, arguments, slot, NULL);
 }
 
+/* The function that runs one block for the C path (ffh_fast_setup). */
+static ffh_fast_block ffh_fast_block_function;
+
+void ffh_fast_setup(ffh_fast_block block) { __atomic_store_n(&ffh_fast_block_function, block, __ATOMIC_RELEASE); }
+
+#if defined(__x86_64__) && defined(__ELF__)
+/* Runs a call that entered the library's own entry, whose slot's hooks are all before and after
+   blocks that run on every call (ffh_fast_hooks), as the Swift dispatch (SlotEntry.run) would:
+   the call marked for re-entry by the slot (or the original), the before blocks, the original
+   by the slot's register plan with the mark lifted, the after blocks. Returns 0, having done
+   nothing, where the Swift dispatch decides: no such hooks, a NULL original, or a call that
+   re-enters the slot from inside one of its blocks (which runs only the blocks that allow it).
+   `thread` is marked inside a call, so the hooks it reads stay until it returns. */
+static inline __attribute__((always_inline)) int ffh_fast_run(void *returnValue, void **arguments, ffh_slot *slot,
+                                                             ffh_thread *thread) {
+    uintptr_t state = ffh_slot_state(slot);
+    const ffh_fast_hooks *fast = __atomic_load_n(&slot->fast, __ATOMIC_ACQUIRE);
+    if (fast == NULL || !(state & FFH_SLOT_HOOKED) || fast->entry != (const void *)(state & ~FFH_SLOT_HOOKED)) {
+        return 0;
+    }
+    /* Set before any slot's hooks were published for this path. */
+    ffh_fast_block block = __atomic_load_n(&ffh_fast_block_function, __ATOMIC_RELAXED);
+    uintptr_t original = __atomic_load_n(&slot->original, __ATOMIC_ACQUIRE);
+    if (original == 0) return 0;
+    uintptr_t mark = fast->marksByFunction ? original : (uintptr_t)slot;
+    if (ffh_thread_is_marked(thread, mark)) return 0;
+    ffh_fast_call call = {fast->entry, fast->snapshot, original, mark, returnValue, arguments, thread, 0};
+    call.marked = ffh_thread_mark(thread, mark);
+    for (uint32_t index = 0; index < fast->beforeCount; index++) block(fast->before[index], &call, 0);
+    if (call.marked) ffh_thread_unmark(thread);
+    /* Where the call path marks its own code, the mark is lifted for the original alone. */
+    if (__builtin_expect(thread->entry_busy != 0, 0)) {
+        ffh_forward_original(thread, slot->plan, (const void *)original, arguments, returnValue);
+    } else {
+        ffh_forward_sysv(slot->plan, (const void *)original, arguments, returnValue);
+    }
+    if (call.marked) (void)ffh_thread_mark(thread, mark);
+    for (uint32_t index = 0; index < fast->afterCount; index++) block(fast->after[index], &call, 1);
+    if (call.marked) ffh_thread_unmark(thread);
+    return 1;
+}
+#endif
+
 /* The handler's work, shared by libffi's entry (ffh_handler) and the library's own
-   (ffh_closure_dispatch), inlined into each. */
+   (ffh_closure_dispatch), inlined into each; `unwind` is NULL for libffi's. */
 static inline __attribute__((always_inline)) void ffh_run(void *returnValue, void **arguments, void *userData,
                                                           uint64_t *unwind) {
     ffh_dispatch dispatch = __atomic_load_n(&ffh_dispatch_function, __ATOMIC_ACQUIRE);
@@ -523,7 +566,10 @@ static inline __attribute__((always_inline)) void ffh_run(void *returnValue, voi
 #endif
     if (unwind) unwind[1] = (uint64_t)abandonedArgument << 1 | 1;
     if (outermost) ffh_call_enter(thread, generation);
-    dispatch(returnValue, arguments, userData, thread);
+#if defined(__x86_64__) && defined(__ELF__)
+    if (unwind == NULL || !ffh_fast_run(returnValue, arguments, userData, thread))
+#endif
+        dispatch(returnValue, arguments, userData, thread);
     if (outermost) ffh_call_leave(thread);
 #if FFH_CLEANUP
     ffh_window_unregister(&window);

@@ -222,7 +222,52 @@ typedef struct ffh_slot {
     /// Where the arguments of a call arrive (an `ffh_sysv_plan` of the interface) when the
     /// closure enters through the library's own entry rather than libffi's; NULL otherwise.
     const void *plan;
+    /// While the slot's hooks are all before and after blocks that run on every call (see
+    /// ``ffh_fast_hooks``), what the C call path needs to run them itself; NULL otherwise.
+    /// Set before the state names a new entry, and changed before a snapshot it belongs to is
+    /// retired, so a call that starts later never reads one reclamation may free.
+    const struct ffh_fast_hooks *fast;
 } ffh_slot;
+
+/// The hooks of a slot when every one is a before or after block that runs on every call
+/// (no `once`, caller limit or receiver, and no instead block): the C call path
+/// (ffh_closure_dispatch) then marks the call, runs each block through ``ffh_fast_block``,
+/// calls the original by the slot's register plan and runs the after blocks, without the
+/// Swift dispatch. Made with the snapshot it describes and freed with it.
+typedef struct ffh_fast_hooks {
+    /// The slot's entry and the snapshot (unretained: the snapshot keeps both).
+    const void *entry;
+    const void *snapshot;
+    /// The hook records (unretained `HookRecord`s), in the order they run.
+    void *const *before;
+    void *const *after;
+    uint32_t beforeCount;
+    uint32_t afterCount;
+    /// Whether calls are marked by the original function rather than by the slot record
+    /// (the entry's `reentryByFunction`).
+    uint32_t marksByFunction;
+} ffh_fast_hooks;
+
+/// One call on the C path, as a block sees it (``ffh_fast_block``).
+typedef struct ffh_fast_call {
+    const void *entry;
+    const void *snapshot;
+    uintptr_t original;
+    uintptr_t mark;
+    void *returnValue;
+    void **arguments;
+    ffh_thread *thread;
+    int32_t marked;
+} ffh_fast_call;
+
+/// Runs one hook record's block for a call on the C path: an after block when `after`.
+typedef void (*ffh_fast_block)(void *record, const ffh_fast_call *call, int32_t after);
+
+/// Publishes a slot's hooks for the C path (NULL: the Swift dispatch runs them), with release
+/// ordering.
+static inline void ffh_slot_set_fast(ffh_slot *slot, const ffh_fast_hooks *fast) {
+    __atomic_store_n(&slot->fast, fast, __ATOMIC_RELEASE);
+}
 
 /// A function that another function stands for on the call path: a hook whose original is
 /// `code` (a trampoline that looks its target up for each call and jumps there, such as the
@@ -290,6 +335,10 @@ typedef void (*ffh_dispatch)(void *returnValue, void **arguments, ffh_slot *slot
 /// around blocks and originals. Without it the mark is set only by the thread's first call
 /// and by fork's handlers.
 void ffh_handler_setup(ffh_dispatch dispatch, int readersFence, int marksCallPath);
+
+/// Sets the function that runs one block for the C call path (see ``ffh_fast_hooks``); once,
+/// before any slot's hooks are published for it.
+void ffh_fast_setup(ffh_fast_block block);
 
 /// Does nothing: called with any signature's arguments (which a C callee may ignore), it lets
 /// the library run each call path once before a hook can reach it.

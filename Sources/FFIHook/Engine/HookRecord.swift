@@ -1,3 +1,4 @@
+internal import CFFIHookSupport
 import Synchronization
 
 /// One installed hook: its block, position and options, and whether it is still installed.
@@ -71,18 +72,45 @@ final class HookSnapshot: @unchecked Sendable {
     let after: UnsafeBufferPointer<Unmanaged<HookRecord>>
     /// Whether the snapshot has no hooks at all.
     let isEmpty: Bool
+    /// What the C call path needs to run the hooks itself, when every one is a before or
+    /// after block that runs on every call (see ``ffh_fast_hooks``); nil otherwise.
+    let fast: UnsafeMutablePointer<ffh_fast_hooks>?
 
     init(before: [HookRecord] = [], instead: [HookRecord] = [], after: [HookRecord] = []) {
         self.before = Self.retained(before)
         self.instead = Self.retained(instead)
         self.after = Self.retained(after)
         self.isEmpty = before.isEmpty && instead.isEmpty && after.isEmpty
+        // A hook that runs only once, for some callers or for one receiver needs the Swift
+        // dispatch's claim, and so does an entry that marks calls by receiver.
+        let plain = { (hook: HookRecord) in !hook.options.contains(.once) && !hook.isLimited && hook.receiver == 0 }
+        if instead.isEmpty, let entry = (before.first ?? after.first)?.entry, !entry.reentryByReceiver,
+            before.allSatisfy(plain), after.allSatisfy(plain)
+        {
+            let fast = UnsafeMutablePointer<ffh_fast_hooks>.allocate(capacity: 1)
+            fast.initialize(
+                to: ffh_fast_hooks(
+                    entry: UnsafeRawPointer(Unmanaged.passUnretained(entry).toOpaque()), snapshot: nil,
+                    before: UnsafeRawPointer(self.before.baseAddress).map {
+                        $0.assumingMemoryBound(to: UnsafeMutableRawPointer?.self)
+                    },
+                    after: UnsafeRawPointer(self.after.baseAddress).map {
+                        $0.assumingMemoryBound(to: UnsafeMutableRawPointer?.self)
+                    },
+                    beforeCount: UInt32(before.count), afterCount: UInt32(after.count),
+                    marksByFunction: entry.reentryByFunction ? 1 : 0))
+            self.fast = fast
+        } else {
+            self.fast = nil
+        }
+        fast?.pointee.snapshot = UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque())
     }
 
     deinit {
         Self.release(before)
         Self.release(instead)
         Self.release(after)
+        fast?.deallocate()
     }
 
     private static func release(_ list: UnsafeBufferPointer<Unmanaged<HookRecord>>) {

@@ -110,6 +110,7 @@ package final class SlotEntry: @unchecked Sendable {
         argumentSizes = .allocate(capacity: sizes.count)
         _ = argumentSizes.initialize(from: sizes)
         current.store(Unmanaged.passRetained(HookSnapshot()).toOpaque(), ordering: .releasing)
+        ffh_slot_set_fast(record, nil)
     }
 
     deinit {
@@ -163,9 +164,12 @@ package final class SlotEntry: @unchecked Sendable {
     /// The signature of the slot.
     var signature: Signature { interface.signature }
 
-    /// Points the C closure handler at ``slotEntryDispatch``, once, before the first closure.
-    static let handlerReady: Void = ffh_handler_setup(
-        slotEntryDispatch, ThreadState.usesMembarrier ? 0 : 1, ThreadState.marksCallPath ? 1 : 0)
+    /// Points the C closure handler at ``slotEntryDispatch``, and its own path for plain before
+    /// and after blocks at ``fastBlock``, once, before the first closure.
+    static let handlerReady: Void = {
+        ffh_fast_setup(fastBlock)
+        ffh_handler_setup(slotEntryDispatch, ThreadState.usesMembarrier ? 0 : 1, ThreadState.marksCallPath ? 1 : 0)
+    }()
 
     // MARK: - Writers (registry lock held)
 
@@ -175,7 +179,10 @@ package final class SlotEntry: @unchecked Sendable {
     }
 
     /// Publishes `snapshot`; returns the one it replaces, which calls may still be reading.
+    /// The C call path's view (``HookSnapshot/fast``) changes first: a call that starts after
+    /// the old snapshot is retired reads the new one's, or none.
     func publish(_ snapshot: HookSnapshot) -> HookSnapshot {
+        ffh_slot_set_fast(record, snapshot.fast)
         let new = Unmanaged.passRetained(snapshot).toOpaque()
         let old = current.exchange(new, ordering: .sequentiallyConsistent)!
         return Unmanaged<HookSnapshot>.fromOpaque(old).takeRetainedValue()
@@ -366,6 +373,24 @@ struct CallFrame {
                 function, returnValue: returnValue, arguments: arguments, entryPlan: entryPlan, thread: threadRecord)
         }
         if marked { _ = ffh_thread_mark(threadRecord, mark) }
+    }
+}
+
+/// Runs one block for the C call path (``ffh_fast_hooks``): the block of `record` (an
+/// unretained ``HookRecord`` of the snapshot the call read), with an invocation of the call as
+/// the Swift dispatch would make it. The hook takes part in every call, so there is nothing to
+/// claim.
+let fastBlock: ffh_fast_block = { record, call, after in
+    let call = call.unsafelyUnwrapped
+    let frame = CallFrame(
+        unmanagedEntry: Unmanaged.fromOpaque(call.pointee.entry.unsafelyUnwrapped),
+        unmanagedSnapshot: Unmanaged.fromOpaque(call.pointee.snapshot.unsafelyUnwrapped),
+        original: call.pointee.original, mark: call.pointee.mark, returnValue: call.pointee.returnValue,
+        arguments: call.pointee.arguments.unsafelyUnwrapped, reentered: false, marked: call.pointee.marked != 0,
+        threadRecord: call.pointee.thread.unsafelyUnwrapped)
+    Unmanaged<HookRecord>.fromOpaque(record.unsafelyUnwrapped)._withUnsafeGuaranteedRef { hook in
+        frame.runBlock(
+            hook.block, Invocation(frame: frame, position: after != 0 ? .after : .before, insteadIndex: -1))
     }
 }
 
