@@ -498,7 +498,7 @@ static void ffh_pass_through(ffh_dispatch dispatch, void *returnValue, void **ar
     dispatch(returnValue, arguments, slot, NULL);
 }
 
-/* The function that runs one block for the C path (ffh_fast_setup). */
+/* The function that runs blocks for the C path (ffh_fast_setup). */
 static ffh_fast_block ffh_fast_block_function;
 
 void ffh_fast_setup(ffh_fast_block block) { __atomic_store_n(&ffh_fast_block_function, block, __ATOMIC_RELEASE); }
@@ -526,7 +526,7 @@ static inline __attribute__((always_inline)) int ffh_fast_run(void *returnValue,
     if (ffh_thread_is_marked(thread, mark)) return 0;
     ffh_fast_call call = {fast->entry, fast->snapshot, original, mark, returnValue, arguments, thread, 0};
     call.marked = ffh_thread_mark(thread, mark);
-    for (uint32_t index = 0; index < fast->beforeCount; index++) block(fast->before[index], &call, 0);
+    if (fast->beforeCount > 0) block(fast->before, fast->beforeCount, &call, 0);
     if (call.marked) ffh_thread_unmark(thread);
     /* Where the call path marks its own code, the mark is lifted for the original alone. */
     if (__builtin_expect(thread->entry_busy != 0, 0)) {
@@ -535,7 +535,7 @@ static inline __attribute__((always_inline)) int ffh_fast_run(void *returnValue,
         ffh_forward_sysv(slot->plan, (const void *)original, arguments, returnValue);
     }
     if (call.marked) (void)ffh_thread_mark(thread, mark);
-    for (uint32_t index = 0; index < fast->afterCount; index++) block(fast->after[index], &call, 1);
+    if (fast->afterCount > 0) block(fast->after, fast->afterCount, &call, 1);
     if (call.marked) ffh_thread_unmark(thread);
     return 1;
 }

@@ -231,7 +231,7 @@ typedef struct ffh_slot {
 
 /// The hooks of a slot when every one is a before or after block that runs on every call
 /// (no `once`, caller limit or receiver, and no instead block): the C call path
-/// (ffh_closure_dispatch) then marks the call, runs each block through ``ffh_fast_block``,
+/// (ffh_closure_dispatch) then marks the call, runs the blocks through ``ffh_fast_block``,
 /// calls the original by the slot's register plan and runs the after blocks, without the
 /// Swift dispatch. Made with the snapshot it describes and freed with it.
 typedef struct ffh_fast_hooks {
@@ -260,8 +260,9 @@ typedef struct ffh_fast_call {
     int32_t marked;
 } ffh_fast_call;
 
-/// Runs one hook record's block for a call on the C path: an after block when `after`.
-typedef void (*ffh_fast_block)(void *record, const ffh_fast_call *call, int32_t after);
+/// Runs the blocks of `count` hook records, in order, for a call on the C path: after blocks
+/// when `after`.
+typedef void (*ffh_fast_block)(void *const *records, uint32_t count, const ffh_fast_call *call, int32_t after);
 
 /// Publishes a slot's hooks for the C path (NULL: the Swift dispatch runs them), with release
 /// ordering.
@@ -336,7 +337,7 @@ typedef void (*ffh_dispatch)(void *returnValue, void **arguments, ffh_slot *slot
 /// and by fork's handlers.
 void ffh_handler_setup(ffh_dispatch dispatch, int readersFence, int marksCallPath);
 
-/// Sets the function that runs one block for the C call path (see ``ffh_fast_hooks``); once,
+/// Sets the function that runs blocks for the C call path (see ``ffh_fast_hooks``); once,
 /// before any slot's hooks are published for it.
 void ffh_fast_setup(ffh_fast_block block);
 

@@ -376,11 +376,11 @@ struct CallFrame {
     }
 }
 
-/// Runs one block for the C call path (``ffh_fast_hooks``): the block of `record` (an
-/// unretained ``HookRecord`` of the snapshot the call read), with an invocation of the call as
-/// the Swift dispatch would make it. The hook takes part in every call, so there is nothing to
-/// claim.
-let fastBlock: ffh_fast_block = { record, call, after in
+/// Runs blocks for the C call path (``ffh_fast_hooks``): the blocks of `count` records (unretained
+/// ``HookRecord``s of the snapshot the call read), in order, each with an invocation of the call
+/// as the Swift dispatch would make it. The hooks take part in every call, so there is nothing
+/// to claim.
+let fastBlock: ffh_fast_block = { records, count, call, after in
     let call = call.unsafelyUnwrapped
     let frame = CallFrame(
         unmanagedEntry: Unmanaged.fromOpaque(call.pointee.entry.unsafelyUnwrapped),
@@ -388,9 +388,12 @@ let fastBlock: ffh_fast_block = { record, call, after in
         original: call.pointee.original, mark: call.pointee.mark, returnValue: call.pointee.returnValue,
         arguments: call.pointee.arguments.unsafelyUnwrapped, reentered: false, marked: call.pointee.marked != 0,
         threadRecord: call.pointee.thread.unsafelyUnwrapped)
-    Unmanaged<HookRecord>.fromOpaque(record.unsafelyUnwrapped)._withUnsafeGuaranteedRef { hook in
-        frame.runBlock(
-            hook.block, Invocation(frame: frame, position: after != 0 ? .after : .before, insteadIndex: -1))
+    let position: HookPosition = after != 0 ? .after : .before
+    let records = records.unsafelyUnwrapped
+    for index in 0..<Int(count) {
+        Unmanaged<HookRecord>.fromOpaque(records[index].unsafelyUnwrapped)._withUnsafeGuaranteedRef { hook in
+            frame.runBlock(hook.block, Invocation(frame: frame, position: position, insteadIndex: -1))
+        }
     }
 }
 
