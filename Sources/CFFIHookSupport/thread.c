@@ -498,10 +498,23 @@ static void ffh_pass_through(ffh_dispatch dispatch, void *returnValue, void **ar
     dispatch(returnValue, arguments, slot, NULL);
 }
 
-/* The function that runs blocks for the C path (ffh_fast_setup). */
-static ffh_fast_block ffh_fast_block_function;
+/* The functions that run blocks for the C path (ffh_fast_setup): one block, several. */
+static ffh_fast_block ffh_fast_one;
+static ffh_fast_block ffh_fast_many;
 
-void ffh_fast_setup(ffh_fast_block block) { __atomic_store_n(&ffh_fast_block_function, block, __ATOMIC_RELEASE); }
+void ffh_fast_setup(ffh_fast_block one, ffh_fast_block many) {
+    __atomic_store_n(&ffh_fast_many, many, __ATOMIC_RELEASE);
+    __atomic_store_n(&ffh_fast_one, one, __ATOMIC_RELEASE);
+}
+
+/* Runs `count` blocks (none, one or more) for the C path. */
+static inline __attribute__((always_inline)) void ffh_fast_blocks(void *const *records, uint32_t count,
+                                                                  const ffh_fast_call *call, int32_t after) {
+    if (count == 0) return;
+    /* Set before any slot's hooks were published for this path. */
+    ffh_fast_block block = __atomic_load_n(count == 1 ? &ffh_fast_one : &ffh_fast_many, __ATOMIC_RELAXED);
+    block(records, count, call, after);
+}
 
 #if defined(__x86_64__) && defined(__ELF__)
 /* Runs a call that entered the library's own entry, whose slot's hooks are all before and after
@@ -518,15 +531,13 @@ static inline __attribute__((always_inline)) int ffh_fast_run(void *returnValue,
     if (fast == NULL || !(state & FFH_SLOT_HOOKED) || fast->entry != (const void *)(state & ~FFH_SLOT_HOOKED)) {
         return 0;
     }
-    /* Set before any slot's hooks were published for this path. */
-    ffh_fast_block block = __atomic_load_n(&ffh_fast_block_function, __ATOMIC_RELAXED);
     uintptr_t original = __atomic_load_n(&slot->original, __ATOMIC_ACQUIRE);
     if (original == 0) return 0;
     uintptr_t mark = fast->marksByFunction ? original : (uintptr_t)slot;
     if (ffh_thread_is_marked(thread, mark)) return 0;
     ffh_fast_call call = {fast->entry, fast->snapshot, original, mark, returnValue, arguments, thread, 0};
     call.marked = ffh_thread_mark(thread, mark);
-    if (fast->beforeCount > 0) block(fast->before, fast->beforeCount, &call, 0);
+    ffh_fast_blocks(fast->before, fast->beforeCount, &call, 0);
     if (call.marked) ffh_thread_unmark(thread);
     /* Where the call path marks its own code, the mark is lifted for the original alone. */
     if (__builtin_expect(thread->entry_busy != 0, 0)) {
@@ -535,7 +546,7 @@ static inline __attribute__((always_inline)) int ffh_fast_run(void *returnValue,
         ffh_forward_sysv(slot->plan, (const void *)original, arguments, returnValue);
     }
     if (call.marked) (void)ffh_thread_mark(thread, mark);
-    if (fast->afterCount > 0) block(fast->after, fast->afterCount, &call, 1);
+    ffh_fast_blocks(fast->after, fast->afterCount, &call, 1);
     if (call.marked) ffh_thread_unmark(thread);
     return 1;
 }

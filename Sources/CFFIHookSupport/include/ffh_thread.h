@@ -337,9 +337,10 @@ typedef void (*ffh_dispatch)(void *returnValue, void **arguments, ffh_slot *slot
 /// and by fork's handlers.
 void ffh_handler_setup(ffh_dispatch dispatch, int readersFence, int marksCallPath);
 
-/// Sets the function that runs blocks for the C call path (see ``ffh_fast_hooks``); once,
-/// before any slot's hooks are published for it.
-void ffh_fast_setup(ffh_fast_block block);
+/// Sets the functions that run blocks for the C call path (see ``ffh_fast_hooks``): `one` for
+/// a position with one block (a function that calls one block needs no loop's frame), `many`
+/// for more; once, before any slot's hooks are published for it.
+void ffh_fast_setup(ffh_fast_block one, ffh_fast_block many);
 
 /// Does nothing: called with any signature's arguments (which a C callee may ignore), it lets
 /// the library run each call path once before a hook can reach it.

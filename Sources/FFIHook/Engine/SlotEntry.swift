@@ -167,7 +167,7 @@ package final class SlotEntry: @unchecked Sendable {
     /// Points the C closure handler at ``slotEntryDispatch``, and its own path for plain before
     /// and after blocks at ``fastBlock``, once, before the first closure.
     static let handlerReady: Void = {
-        ffh_fast_setup(fastBlock)
+        ffh_fast_setup(fastBlock, fastBlocks)
         ffh_handler_setup(slotEntryDispatch, ThreadState.usesMembarrier ? 0 : 1, ThreadState.marksCallPath ? 1 : 0)
     }()
 
@@ -379,21 +379,37 @@ struct CallFrame {
 /// Runs blocks for the C call path (``ffh_fast_hooks``): the blocks of `count` records (unretained
 /// ``HookRecord``s of the snapshot the call read), in order, each with an invocation of the call
 /// as the Swift dispatch would make it. The hooks take part in every call, so there is nothing
-/// to claim.
-let fastBlock: ffh_fast_block = { records, count, call, after in
-    let call = call.unsafelyUnwrapped
-    let frame = CallFrame(
-        unmanagedEntry: Unmanaged.fromOpaque(call.pointee.entry.unsafelyUnwrapped),
-        unmanagedSnapshot: Unmanaged.fromOpaque(call.pointee.snapshot.unsafelyUnwrapped),
-        original: call.pointee.original, mark: call.pointee.mark, returnValue: call.pointee.returnValue,
-        arguments: call.pointee.arguments.unsafelyUnwrapped, reentered: false, marked: call.pointee.marked != 0,
-        threadRecord: call.pointee.thread.unsafelyUnwrapped)
+/// to claim. ``fastBlock`` serves a position with one block, ``fastBlocks`` one with more.
+let fastBlocks: ffh_fast_block = { records, count, call, after in
+    let frame = CallFrame(fast: call.unsafelyUnwrapped)
     let position: HookPosition = after != 0 ? .after : .before
     let records = records.unsafelyUnwrapped
     for index in 0..<Int(count) {
         Unmanaged<HookRecord>.fromOpaque(records[index].unsafelyUnwrapped)._withUnsafeGuaranteedRef { hook in
             frame.runBlock(hook.block, Invocation(frame: frame, position: position, insteadIndex: -1))
         }
+    }
+}
+
+/// ``fastBlocks`` for one block.
+let fastBlock: ffh_fast_block = { records, _, call, after in
+    let frame = CallFrame(fast: call.unsafelyUnwrapped)
+    Unmanaged<HookRecord>.fromOpaque(records.unsafelyUnwrapped[0].unsafelyUnwrapped)._withUnsafeGuaranteedRef { hook in
+        frame.runBlock(
+            hook.block, Invocation(frame: frame, position: after != 0 ? .after : .before, insteadIndex: -1))
+    }
+}
+
+extension CallFrame {
+    /// The frame of a call on the C path (see ``fastBlocks``).
+    @inline(__always)
+    init(fast call: UnsafePointer<ffh_fast_call>) {
+        self.init(
+            unmanagedEntry: Unmanaged.fromOpaque(call.pointee.entry.unsafelyUnwrapped),
+            unmanagedSnapshot: Unmanaged.fromOpaque(call.pointee.snapshot.unsafelyUnwrapped),
+            original: call.pointee.original, mark: call.pointee.mark, returnValue: call.pointee.returnValue,
+            arguments: call.pointee.arguments.unsafelyUnwrapped, reentered: false, marked: call.pointee.marked != 0,
+            threadRecord: call.pointee.thread.unsafelyUnwrapped)
     }
 }
 
