@@ -431,7 +431,7 @@ static void ffh_side_drop_abandoned(ffh_side *side, uint64_t sp) {
    code calls no function a program can hook or attach to, so a signal handler that interrupts
    it and calls an attached function runs that function's blocks (see ffh_attach_run). */
 static inline int ffh_attach_begin(ffh_thread *thread, ffh_window *window) {
-    uintptr_t generation = thread->generation;
+    uintptr_t generation = __atomic_load_n(&thread->generation, __ATOMIC_RELAXED);
     int outermost = !(generation & 1);
     ffh_window_open_inline(window, thread, outermost);
     if (outermost) ffh_call_enter(thread, generation);

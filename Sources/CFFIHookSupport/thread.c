@@ -315,7 +315,7 @@ void ffh_abandoned(void *packed) {
         thread->mark_count = count;
     }
     if (value & 1) {
-        uintptr_t generation = thread->generation;
+        uintptr_t generation = __atomic_load_n(&thread->generation, __ATOMIC_RELAXED);
         if (generation & 1) __atomic_store_n(&thread->generation, generation + 1, __ATOMIC_RELEASE);
     }
 }
@@ -567,7 +567,7 @@ static inline __attribute__((always_inline)) void ffh_run(void *returnValue, voi
         return;
     }
     thread->busy = thread->entry_busy;
-    uintptr_t generation = thread->generation;
+    uintptr_t generation = __atomic_load_n(&thread->generation, __ATOMIC_RELAXED);
     int outermost = !(generation & 1);
     uintptr_t abandonedArgument = ffh_abandoned_argument(thread, outermost);
 #if FFH_CLEANUP
