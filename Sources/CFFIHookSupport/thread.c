@@ -524,8 +524,21 @@ static inline __attribute__((always_inline)) void ffh_fast_blocks(void *const *r
    nothing, where the Swift dispatch decides: no such hooks, a NULL original, or a call that
    re-enters the slot from inside one of its blocks (which runs only the blocks that allow it).
    `thread` is marked inside a call, so the hooks it reads stay until it returns. */
-static inline __attribute__((always_inline)) int ffh_fast_run(void *returnValue, void **arguments, ffh_slot *slot,
-                                                             ffh_thread *thread) {
+/* Under AddressSanitizer, a function of its own that is not instrumented: inlined, its locals
+   grow ffh_closure_dispatch's frame past the size where the sanitizer poisons and unpoisons a
+   frame's shadow through calls that end in libc's memset, which a program may hook (a test
+   hooks memset inline), and a hooked memset's call through that frame recursed without end. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FFH_FAST_RUN_ATTRIBUTES __attribute__((noinline, no_sanitize("address")))
+#endif
+#endif
+#ifndef FFH_FAST_RUN_ATTRIBUTES
+#define FFH_FAST_RUN_ATTRIBUTES __attribute__((always_inline))
+#endif
+
+static inline FFH_FAST_RUN_ATTRIBUTES int ffh_fast_run(void *returnValue, void **arguments, ffh_slot *slot,
+                                                       ffh_thread *thread) {
     uintptr_t state = ffh_slot_state(slot);
     const ffh_fast_hooks *fast = __atomic_load_n(&slot->fast, __ATOMIC_ACQUIRE);
     if (fast == NULL || !(state & FFH_SLOT_HOOKED) || fast->entry != (const void *)(state & ~FFH_SLOT_HOOKED)) {

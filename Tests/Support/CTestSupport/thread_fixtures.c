@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -50,7 +51,16 @@ int ct_fsync_on_new_thread(int fd) {
     return fd;
 }
 
-long ct_blocked_read(int fd, volatile int *thread) {
+#if defined(__x86_64__)
+/* The system call instruction of ct_blocked_read (a label in its inline assembly). */
+extern const char ct_blocked_read_syscall[];
+
+uintptr_t ct_blocked_read_syscall_address(void) { return (uintptr_t)ct_blocked_read_syscall; }
+#else
+uintptr_t ct_blocked_read_syscall_address(void) { return 0; }
+#endif
+
+__attribute__((noinline)) long ct_blocked_read(int fd, volatile int *thread) {
     sigset_t blocked;
     sigfillset(&blocked);
     sigdelset(&blocked, SIGSEGV);
@@ -60,7 +70,9 @@ long ct_blocked_read(int fd, volatile int *thread) {
     unsigned char byte = 0;
     long result = SYS_read;
 #if defined(__x86_64__)
-    __asm__ __volatile__("syscall"
+    __asm__ __volatile__(".globl ct_blocked_read_syscall\n"
+                         "ct_blocked_read_syscall:\n\t"
+                         "syscall"
                          : "+a"(result)
                          : "D"((long)fd), "S"(&byte), "d"(1L)
                          : "rcx", "r11", "memory");

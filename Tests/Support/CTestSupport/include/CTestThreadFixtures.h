@@ -1,6 +1,8 @@
 #ifndef CTESTTHREADFIXTURES_H
 #define CTESTTHREADFIXTURES_H
 
+#include <stdint.h>
+
 /// Starts `threads` C threads that each call the `int(int, int)` function held at `slot`
 /// `calls` times with arguments (i, 1), loading the slot before every call (as
 /// ct_fix_call_add_through), joins them and returns the sum of every result; -1 when a
@@ -13,9 +15,12 @@ int ct_fsync_on_new_thread(int fd);
 
 /// Blocks every signal but SIGSEGV and SIGBUS on the calling thread (as a thread that leaves
 /// signals to another does), stores the thread's id in `*thread`, then reads one byte from
-/// `fd` with a system call made in this function (so that a thread stopped there has its
-/// instruction pointer within the function's first 256 bytes): what the system call returned,
-/// a negative errno on failure.
+/// `fd` with a system call made in this function (at ct_blocked_read_syscall_address, where
+/// a thread stopped in it has its instruction pointer, or 2 bytes on): what the system call
+/// returned, a negative errno on failure.
 long ct_blocked_read(int fd, volatile int *thread);
+
+/// The address of ct_blocked_read's system call instruction.
+uintptr_t ct_blocked_read_syscall_address(void);
 
 #endif
