@@ -311,7 +311,7 @@ extension InlineSuites {
             // Until the thread sleeps in its read (system call 0).
             var asleep = false
             for _ in 0..<2000 where !asleep {
-                let id = thread.pointee
+                let id = ct_load_thread_id(thread)
                 if id != 0, let text = try? String(contentsOfFile: "/proc/self/task/\(id)/syscall", encoding: .utf8) {
                     asleep = text.hasPrefix("0 ")
                 }

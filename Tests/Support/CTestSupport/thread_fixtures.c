@@ -66,7 +66,7 @@ __attribute__((noinline)) long ct_blocked_read(int fd, volatile int *thread) {
     sigdelset(&blocked, SIGSEGV);
     sigdelset(&blocked, SIGBUS);
     pthread_sigmask(SIG_SETMASK, &blocked, NULL);
-    *thread = (int)syscall(SYS_gettid);
+    __atomic_store_n(thread, (int)syscall(SYS_gettid), __ATOMIC_RELEASE);
     unsigned char byte = 0;
     long result = SYS_read;
 #if defined(__x86_64__)
@@ -81,3 +81,5 @@ __attribute__((noinline)) long ct_blocked_read(int fd, volatile int *thread) {
 #endif
     return result;
 }
+
+int ct_load_thread_id(volatile int *thread) { return __atomic_load_n(thread, __ATOMIC_ACQUIRE); }

@@ -20,6 +20,9 @@ int ct_fsync_on_new_thread(int fd);
 /// returned, a negative errno on failure.
 long ct_blocked_read(int fd, volatile int *thread);
 
+/// Reads the thread id ct_blocked_read stores (atomically, as it is stored).
+int ct_load_thread_id(volatile int *thread);
+
 /// The address of ct_blocked_read's system call instruction.
 uintptr_t ct_blocked_read_syscall_address(void);
 
