@@ -60,6 +60,9 @@ typedef struct {
     uintptr_t quiet_pc;
     /* Whether the request went again as SIGSEGV. */
     int32_t segv_sent;
+    /* What the last look at a thread that had not parked found (FFH_UNRESPONSIVE_* bits), for
+       the error of a stop that gives up on it. */
+    int32_t seen;
 } ffh_stop_entry;
 
 enum {
@@ -399,6 +402,7 @@ static long ffh_signal_new_threads(ffh_stop *stop, long process, long self, int 
             entry->quiet = 0;
             entry->quiet_pc = 0;
             entry->segv_sent = 0;
+            entry->seen = 0;
             __atomic_store_n(&entry->new_pc, 0, __ATOMIC_RELEASE);
             __atomic_store_n(&entry->stop, stop->number, __ATOMIC_RELEASE);
             __atomic_store_n(&entry->state, FFH_ENTRY_SIGNALLED, __ATOMIC_RELEASE);
@@ -446,7 +450,11 @@ static int ffh_settled(const ffh_stop *stop, int signal, int inspect, ffh_stop_e
         }
         uintptr_t pc = 0;
         int blocks_segv = 1;
-        switch (ffh_inspect(entry->thread, signal, &pc, &blocks_segv)) {
+        ffh_quiet kind = ffh_inspect(entry->thread, signal, &pc, &blocks_segv);
+        entry->seen = (kind == FFH_QUIET_BLOCKED ? FFH_UNRESPONSIVE_BLOCKS_SIGNAL : 0) |
+                      (kind != FFH_QUIET_GONE && blocks_segv ? FFH_UNRESPONSIVE_BLOCKS_SEGV : 0) |
+                      (entry->segv_sent ? FFH_UNRESPONSIVE_ASKED_BY_SEGV : 0);
+        switch (kind) {
         case FFH_QUIET_GONE:
             entry->quiet = 1;
             break;
@@ -526,6 +534,7 @@ ffh_patch_status ffh_stop_world(ffh_stop *stop, ffh_patch_result *result) {
             if (ffh_settled(stop, signal, inspect, &unknown)) break;
             if (ffh_now_ns() > deadline) {
                 result->thread = unknown ? unknown->thread : 0;
+                result->error = unknown ? unknown->seen : 0;
                 return FFH_PATCH_THREAD_UNRESPONSIVE;
             }
             if (attempt < 200) {

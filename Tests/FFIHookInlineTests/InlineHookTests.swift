@@ -327,6 +327,30 @@ extension InlineSuites {
             #expect(result.withLock { $0 } == 1)
         }
 
+        /// A thread that blocks every signal, SIGSEGV included, and never enters a system call
+        /// cannot be stopped or placed: the hook is refused after 2 s, and the error names the
+        /// thread, its name and what was seen of it. Nothing is written.
+        @Test func aThreadNoRequestReachesIsNamedWhenTheStopGivesUp() throws {
+            let function = try InlineFunction(address: address(of: ct_inline_jcc8))
+            let before = codeBytes(function.address, 16)
+            let spinner = try #require(ct_deaf_spinner_start())
+            let thread = ct_deaf_spinner_thread(spinner)
+            var failure: (any Error)?
+            do {
+                let token = try Hook.before(on: function.slot, signature: Signature("qq")) { _ in }
+                token.remove()
+            } catch {
+                failure = error
+            }
+            ct_deaf_spinner_stop(spinner)
+            let message = String(describing: try #require(failure))
+            #expect(message.contains("thread \(thread) (ct-deaf-spin) did not stop within 2 s"), "\(message)")
+            #expect(message.contains("it blocks every signal, SIGSEGV included"), "\(message)")
+            #expect(!(function.isPatched))
+            #expect(codeBytes(function.address, 16) == before)
+            #expect(ct_inline_direct(3, 3, 0) == 2)
+        }
+
         @Test func fourThreadsCallingWhileTheHookComesAndGoesSeeExactCounts() throws {
             try fourThreadsCalling(cycles: 200, keptPatched: false)
         }
@@ -374,6 +398,12 @@ extension InlineSuites {
                     }
                     finished.add()
                 }.start()
+            }
+            // The callers stop on every way out: a hook that fails must not leave them calling
+            // the fixture through the suites that follow.
+            defer {
+                stop.store(true, ordering: .relaxed)
+                while finished.current < 4 { usleep(1000) }
             }
             let blocks = Count()
             for _ in 0..<cycles {

@@ -40,6 +40,18 @@ typedef enum {
     FFH_PATCH_UNMAPPED = 8,
 } ffh_patch_status;
 
+/// What the last look at a thread that did not stop in time found (`error` of a result whose
+/// status is FFH_PATCH_THREAD_UNRESPONSIVE); no bit: it did not block the signal, yet never
+/// answered.
+enum {
+    /// It blocked the stop signal and was running (or its system call could not be read).
+    FFH_UNRESPONSIVE_BLOCKS_SIGNAL = 1,
+    /// It blocked SIGSEGV too, so the request could not be repeated that way.
+    FFH_UNRESPONSIVE_BLOCKS_SEGV = 2,
+    /// The request had gone again as SIGSEGV.
+    FFH_UNRESPONSIVE_ASKED_BY_SEGV = 4,
+};
+
 /// What a stop did.
 typedef struct {
     ffh_patch_status status;
@@ -47,7 +59,8 @@ typedef struct {
     int32_t thread;
     /// That thread's instruction pointer, when known.
     uintptr_t pc;
-    /// The errno of a failed system call, 0 for none.
+    /// The errno of a failed system call, 0 for none; for FFH_PATCH_THREAD_UNRESPONSIVE, the
+    /// FFH_UNRESPONSIVE_* bits.
     int32_t error;
     /// How many other threads were stopped.
     int32_t stopped;

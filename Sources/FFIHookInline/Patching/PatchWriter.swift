@@ -1,6 +1,7 @@
 internal import CFFIHookPatch
 internal import CFFIHookSupport
 internal import FFIHook
+internal import Glibc
 
 /// Writes and takes out the patches of planned functions, any number of them in one stop of
 /// the other threads (``ffh_patch_write_batch``), and records what each write did in its plan's
@@ -145,7 +146,8 @@ enum PatchWriter {
             if request.moved > 0 { item.slab.movedThreads[item.index, default: 0] += Int(request.moved) }
         }
         let stopFailure =
-            status == FFH_PATCH_DONE ? nil : describe(status: status, thread: result.thread, pc: 0, error: 0)
+            status == FFH_PATCH_DONE
+            ? nil : describe(status: status, thread: result.thread, pc: 0, error: result.error)
         return Outcome(failure: stopFailure, items: outcomes, stopped: Int(result.stopped))
     }
 
@@ -154,8 +156,36 @@ enum PatchWriter {
         describe(status: request.status, thread: request.thread, pc: request.pc, error: request.error)
     }
 
-    static func describe(status: ffh_patch_status, thread: Int32, pc: UInt, error: Int32) -> String? {
-        let thread = "thread \(thread)"
+    /// What the stop last saw of a thread that never stopped, from FFH_UNRESPONSIVE_* bits.
+    static func unresponsive(_ seen: Int32) -> String {
+        let blocksSignal = seen & Int32(FFH_UNRESPONSIVE_BLOCKS_SIGNAL) != 0
+        let blocksSEGV = seen & Int32(FFH_UNRESPONSIVE_BLOCKS_SEGV) != 0
+        let asked = seen & Int32(FFH_UNRESPONSIVE_ASKED_BY_SEGV) != 0
+        switch (blocksSignal, blocksSEGV) {
+        case (true, true): return "it blocks every signal, SIGSEGV included, and runs outside a system call"
+        case (true, false):
+            return asked
+                ? "it blocks the stop signal and runs outside a system call; asked again through SIGSEGV, it did not answer"
+                : "it blocks the stop signal and runs outside a system call"
+        default: return "it takes the stop signal but did not answer it"
+        }
+    }
+
+    /// " (name)" of a thread of this process, read from /proc; empty when it is gone.
+    static func threadName(thread: Int32) -> String {
+        guard thread > 0 else { return "" }
+        let descriptor = open("/proc/self/task/\(thread)/comm", O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return "" }
+        defer { close(descriptor) }
+        var bytes = [UInt8](repeating: 0, count: 32)
+        let count = bytes.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+        guard count > 0 else { return "" }
+        let name = String(decoding: bytes[..<count].filter { $0 != 10 }, as: UTF8.self)
+        return name.isEmpty ? "" : " (\(name))"
+    }
+
+    static func describe(status: ffh_patch_status, thread threadID: Int32, pc: UInt, error: Int32) -> String? {
+        let thread = "thread \(threadID)"
         let pc = "0x" + String(pc, radix: 16)
         switch status {
         case FFH_PATCH_DONE: return nil
@@ -163,7 +193,7 @@ enum PatchWriter {
         case FFH_PATCH_NO_SIGNAL:
             return "no real-time signal is free to stop the other threads while the code changes"
         case FFH_PATCH_THREAD_UNRESPONSIVE:
-            return "\(thread) did not stop within 2 s (it blocks signals and runs outside a system call)"
+            return "\(thread)\(threadName(thread: threadID)) did not stop within 2 s (\(unresponsive(error)))"
         case FFH_PATCH_THREAD_INSIDE:
             return "\(thread) is at \(pc), inside the bytes to overwrite, where it cannot be moved"
         case FFH_PATCH_PROTECTION:

@@ -1,8 +1,10 @@
+#define _GNU_SOURCE
 #include "CTestThreadFixtures.h"
 
 #include "CTestHookFixtures.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <sys/syscall.h>
@@ -83,3 +85,41 @@ __attribute__((noinline)) long ct_blocked_read(int fd, volatile int *thread) {
 }
 
 int ct_load_thread_id(volatile int *thread) { return __atomic_load_n(thread, __ATOMIC_ACQUIRE); }
+
+struct ct_deaf_spinner {
+    pthread_t thread;
+    volatile int stop;
+    volatile int id;
+};
+
+static void *ct_deaf_spin(void *raw) {
+    struct ct_deaf_spinner *spinner = raw;
+    sigset_t every;
+    sigfillset(&every);
+    pthread_sigmask(SIG_SETMASK, &every, NULL);
+    pthread_setname_np(pthread_self(), "ct-deaf-spin");
+    __atomic_store_n(&spinner->id, (int)syscall(SYS_gettid), __ATOMIC_RELEASE);
+    while (!__atomic_load_n(&spinner->stop, __ATOMIC_ACQUIRE)) {
+    }
+    return NULL;
+}
+
+void *ct_deaf_spinner_start(void) {
+    static struct ct_deaf_spinner spinner;
+    spinner.stop = 0;
+    spinner.id = 0;
+    if (pthread_create(&spinner.thread, NULL, ct_deaf_spin, &spinner) != 0) return NULL;
+    while (__atomic_load_n(&spinner.id, __ATOMIC_ACQUIRE) == 0) sched_yield();
+    return &spinner;
+}
+
+int ct_deaf_spinner_thread(void *raw) {
+    struct ct_deaf_spinner *spinner = raw;
+    return __atomic_load_n(&spinner->id, __ATOMIC_ACQUIRE);
+}
+
+void ct_deaf_spinner_stop(void *raw) {
+    struct ct_deaf_spinner *spinner = raw;
+    __atomic_store_n(&spinner->stop, 1, __ATOMIC_RELEASE);
+    pthread_join(spinner->thread, NULL);
+}

@@ -26,4 +26,15 @@ int ct_load_thread_id(volatile int *thread);
 /// The address of ct_blocked_read's system call instruction.
 uintptr_t ct_blocked_read_syscall_address(void);
 
+/// Starts a thread named "ct-deaf-spin" that blocks every signal, SIGSEGV included, and spins
+/// outside any system call until ct_deaf_spinner_stop: one no stop request can reach. Returns
+/// the spinner (one at a time), NULL when the thread could not start.
+void *ct_deaf_spinner_start(void);
+
+/// The spinner's kernel thread id.
+int ct_deaf_spinner_thread(void *spinner);
+
+/// Stops the spinner's thread and waits for it to end.
+void ct_deaf_spinner_stop(void *spinner);
+
 #endif
