@@ -631,7 +631,9 @@ static inline __attribute__((always_inline)) unsigned ffh_enter(ffh_slot *record
     void **arguments = list + 1;
     const uint32_t count = plan->argumentCount;
     const uint32_t *locations = plan->locations;
-#pragma clang loop vectorize(disable) interleave(disable)
+    /* A plain loop: most calls have a few arguments, for which an unrolled loop's set-up
+       costs more than it saves. */
+#pragma clang loop vectorize(disable) interleave(disable) unroll(disable)
     for (uint32_t index = 0; index < count; index++) arguments[index] = base + locations[index];
     if (plan->returnsInMemory) {
         /* The caller's buffer, which rax returns. */
@@ -641,14 +643,18 @@ static inline __attribute__((always_inline)) unsigned ffh_enter(ffh_slot *record
         return 0;
     }
     ffh_run(frame->buffer, arguments, record, frame->unwind);
-    for (uint32_t index = 0; index < plan->resultCount; index++) {
+    /* Read once: the stores below may alias the plan as far as the compiler knows. */
+    const uint32_t results = plan->resultCount;
+    const unsigned x87 = plan->x87Count;
+#pragma clang loop vectorize(disable) interleave(disable) unroll(disable)
+    for (uint32_t index = 0; index < results; index++) {
         const ffh_sysv_result_piece piece = plan->result[index];
         /* Whole words: the buffer holds 32 bytes, a register result at most 16. */
         if (piece.source <= FFH_SYSV_XMM1) {
             memcpy(&frame->call.rax + piece.source, (unsigned char *)frame->buffer + piece.offset, 8);
         }
     }
-    return plan->x87Count;
+    return x87;
 }
 
 /* A call with more arguments than the entry lists inline. */
