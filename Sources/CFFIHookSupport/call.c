@@ -12,71 +12,7 @@ void ffh_set_plans_off_here(int off) { ffh_plans_off = off; }
 
 #if defined(__x86_64__) || defined(__aarch64__)
 
-#if defined(__x86_64__)
-#define GENERAL_PARAMETERS uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t
-#define GENERAL_ARGUMENTS(r) r->general[0], r->general[1], r->general[2], r->general[3], r->general[4], r->general[5]
-#else
-#define GENERAL_PARAMETERS uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t
-#define GENERAL_ARGUMENTS(r)                                                                                    \
-    r->general[0], r->general[1], r->general[2], r->general[3], r->general[4], r->general[5], r->general[6], \
-        r->general[7]
-#endif
-
-#define FLOATING_PARAMETERS double, double, double, double, double, double, double, double
-
-static inline double as_double(uint64_t bits) {
-    double value;
-    memcpy(&value, &bits, sizeof value);
-    return value;
-}
-
-#define FLOATING_ARGUMENTS(r)                                                                                  \
-    as_double(r->floating[0]), as_double(r->floating[1]), as_double(r->floating[2]), as_double(r->floating[3]), \
-        as_double(r->floating[4]), as_double(r->floating[5]), as_double(r->floating[6]), as_double(r->floating[7])
-
-typedef uint64_t (*integer_function)(GENERAL_PARAMETERS, FLOATING_PARAMETERS);
-typedef double (*floating_function)(GENERAL_PARAMETERS, FLOATING_PARAMETERS);
-typedef void (*void_function)(GENERAL_PARAMETERS, FLOATING_PARAMETERS);
-typedef uint64_t (*general_integer_function)(GENERAL_PARAMETERS);
-typedef double (*general_floating_function)(GENERAL_PARAMETERS);
-typedef void (*general_void_function)(GENERAL_PARAMETERS);
-
 int ffh_register_calls_available(void) { return 1; }
-
-/* Calls `function` with the registers `r` holds (the floating-point bank only when
-   `floating`), and stores a result of kind `result` as ffi_call does. */
-static inline __attribute__((always_inline)) void call_registers(const ffh_registers *r, int floating,
-                                                                 ffh_value_kind result, const void *function,
-                                                                 void *returnValue) {
-    uint64_t bits;
-    switch (result) {
-    case FFH_VALUE_VOID:
-        if (floating) {
-            ((void_function)function)(GENERAL_ARGUMENTS(r), FLOATING_ARGUMENTS(r));
-        } else {
-            ((general_void_function)function)(GENERAL_ARGUMENTS(r));
-        }
-        return;
-    case FFH_VALUE_FLOAT:
-    case FFH_VALUE_DOUBLE: {
-        double value = floating ? ((floating_function)function)(GENERAL_ARGUMENTS(r), FLOATING_ARGUMENTS(r))
-                                : ((general_floating_function)function)(GENERAL_ARGUMENTS(r));
-        if (returnValue == NULL) return;
-        if (result == FFH_VALUE_FLOAT) {
-            memcpy(returnValue, &value, sizeof(float));
-        } else {
-            memcpy(returnValue, &value, sizeof value);
-        }
-        return;
-    }
-    default:
-        bits = floating ? ((integer_function)function)(GENERAL_ARGUMENTS(r), FLOATING_ARGUMENTS(r))
-                        : ((general_integer_function)function)(GENERAL_ARGUMENTS(r));
-        break;
-    }
-    if (returnValue == NULL) return;
-    store_integer_result(result, bits, returnValue);
-}
 
 void ffh_call_plan(const void *opaquePlan, const void *function, void *const *arguments, void *returnValue) {
     const ffh_plan *plan = opaquePlan;
@@ -137,8 +73,7 @@ void ffh_call_sysv(const void *opaquePlan, const void *function, void *const *ar
 
 _Static_assert(sizeof(ffh_registers) == FFH_SYSV_FIRST_STACK_WORD * 8, "the call frame's words are registers");
 
-/* Redoes a plan's fixups in a forwarded call's frame (see ffh_sysv_plan.fixups). */
-static __attribute__((noinline)) void forward_fixups(const ffh_sysv_plan *plan, entry_frame_t *frame) {
+__attribute__((noinline, visibility("hidden"))) void ffh_forward_fixups(const ffh_sysv_plan *plan, entry_frame_t *frame) {
     for (uint32_t index = 0; index < plan->fixupCount; index++) {
         const ffh_sysv_move *fixup = &plan->fixups[index];
         uint64_t *target = fixup->word < FFH_SYSV_FIRST_STACK_WORD
@@ -152,39 +87,19 @@ static __attribute__((noinline)) void forward_fixups(const ffh_sysv_plan *plan, 
     }
 }
 
-/* A forwarded call that needs the assembly routine: stack arguments, an aggregate or x87
-   result, a hidden result pointer, or a variadic callee. */
-static __attribute__((noinline)) void forward_through_frame(const ffh_sysv_plan *plan, const void *function,
-                                                            entry_frame_t *frame, void *returnValue) {
+__attribute__((noinline, visibility("hidden"))) void ffh_forward_through_frame(const ffh_sysv_plan *plan,
+                                                                              const void *function,
+                                                                              entry_frame_t *frame, void *returnValue) {
     sysv_call_frame(plan, &frame->call, entry_stack(frame), function, returnValue);
 }
 
-/* A forwarded call (ffh_forward_sysv); `thread`, when not NULL, is marked running the
-   library's own code, and is not for the length of the original alone. */
-static inline __attribute__((always_inline)) void forward_sysv(ffh_thread *thread, const void *opaquePlan,
-                                                               const void *function, void *const *arguments,
-                                                               void *returnValue) {
-    const ffh_sysv_plan *plan = opaquePlan;
-    entry_frame_t *frame = entry_frame(arguments);
-    if (plan->fixupCount > 0) forward_fixups(plan, frame);
-    if (thread) ffh_thread_set_busy(thread, 0);
-    if (plan->registerResult == FFH_VALUE_BYTES) {
-        forward_through_frame(plan, function, frame, returnValue);
-    } else {
-        /* Registers only and a scalar or no result: a plain C call with the frame's words. */
-        call_registers((const ffh_registers *)(const void *)frame->call.words, plan->sseCount > 0,
-                       plan->registerResult, function, returnValue);
-    }
-    if (thread) ffh_thread_set_busy(thread, 1);
-}
-
 void ffh_forward_sysv(const void *plan, const void *function, void *const *arguments, void *returnValue) {
-    forward_sysv(NULL, plan, function, arguments, returnValue);
+    ffh_forward_sysv_inline(NULL, plan, function, arguments, returnValue);
 }
 
 void ffh_forward_original(ffh_thread *thread, const void *plan, const void *function, void *const *arguments,
                           void *returnValue) {
-    forward_sysv(thread, plan, function, arguments, returnValue);
+    ffh_forward_sysv_inline(thread, plan, function, arguments, returnValue);
 }
 
 #endif

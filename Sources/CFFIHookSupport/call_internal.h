@@ -52,7 +52,8 @@ static inline uint64_t plan_load(ffh_value_kind kind, const void *address) {
 }
 
 /* An integer result as `ffi_call` stores it: widened to 64 bits by its kind. */
-static inline void store_integer_result(ffh_value_kind kind, uint64_t bits, void *returnValue) {
+static inline __attribute__((always_inline)) void store_integer_result(ffh_value_kind kind, uint64_t bits,
+                                                                       void *returnValue) {
     uint64_t widened;
     switch (kind) {
     case FFH_VALUE_SIGNED_8: widened = (uint64_t)(int64_t)(int8_t)bits; break;
@@ -231,5 +232,102 @@ static inline __attribute__((always_inline)) void ffh_call_leave(ffh_thread *thr
     uintptr_t inside = __atomic_load_n(&thread->generation, __ATOMIC_RELAXED);
     if (inside & 1) __atomic_store_n(&thread->generation, inside + 1, __ATOMIC_RELEASE);
 }
+
+// MARK: - Calls with the argument registers as they are
+
+#if defined(__x86_64__) || defined(__aarch64__)
+#if defined(__x86_64__)
+#define GENERAL_PARAMETERS uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t
+#define GENERAL_ARGUMENTS(r) r->general[0], r->general[1], r->general[2], r->general[3], r->general[4], r->general[5]
+#else
+#define GENERAL_PARAMETERS uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t
+#define GENERAL_ARGUMENTS(r)                                                                                    \
+    r->general[0], r->general[1], r->general[2], r->general[3], r->general[4], r->general[5], r->general[6], \
+        r->general[7]
+#endif
+
+#define FLOATING_PARAMETERS double, double, double, double, double, double, double, double
+
+static inline double as_double(uint64_t bits) {
+    double value;
+    memcpy(&value, &bits, sizeof value);
+    return value;
+}
+
+#define FLOATING_ARGUMENTS(r)                                                                                  \
+    as_double(r->floating[0]), as_double(r->floating[1]), as_double(r->floating[2]), as_double(r->floating[3]), \
+        as_double(r->floating[4]), as_double(r->floating[5]), as_double(r->floating[6]), as_double(r->floating[7])
+
+typedef uint64_t (*integer_function)(GENERAL_PARAMETERS, FLOATING_PARAMETERS);
+typedef double (*floating_function)(GENERAL_PARAMETERS, FLOATING_PARAMETERS);
+typedef void (*void_function)(GENERAL_PARAMETERS, FLOATING_PARAMETERS);
+typedef uint64_t (*general_integer_function)(GENERAL_PARAMETERS);
+typedef double (*general_floating_function)(GENERAL_PARAMETERS);
+typedef void (*general_void_function)(GENERAL_PARAMETERS);
+
+/* Calls `function` with the registers `r` holds (the floating-point bank only when
+   `floating`), and stores a result of kind `result` as ffi_call does. */
+static inline __attribute__((always_inline)) void call_registers(const ffh_registers *r, int floating,
+                                                                 ffh_value_kind result, const void *function,
+                                                                 void *returnValue) {
+    uint64_t bits;
+    switch (result) {
+    case FFH_VALUE_VOID:
+        if (floating) {
+            ((void_function)function)(GENERAL_ARGUMENTS(r), FLOATING_ARGUMENTS(r));
+        } else {
+            ((general_void_function)function)(GENERAL_ARGUMENTS(r));
+        }
+        return;
+    case FFH_VALUE_FLOAT:
+    case FFH_VALUE_DOUBLE: {
+        double value = floating ? ((floating_function)function)(GENERAL_ARGUMENTS(r), FLOATING_ARGUMENTS(r))
+                                : ((general_floating_function)function)(GENERAL_ARGUMENTS(r));
+        if (returnValue == NULL) return;
+        if (result == FFH_VALUE_FLOAT) {
+            memcpy(returnValue, &value, sizeof(float));
+        } else {
+            memcpy(returnValue, &value, sizeof value);
+        }
+        return;
+    }
+    default:
+        bits = floating ? ((integer_function)function)(GENERAL_ARGUMENTS(r), FLOATING_ARGUMENTS(r))
+                        : ((general_integer_function)function)(GENERAL_ARGUMENTS(r));
+        break;
+    }
+    if (returnValue == NULL) return;
+    store_integer_result(result, bits, returnValue);
+}
+
+#if defined(__x86_64__)
+/* Redoes a plan's fixups in a forwarded call's frame (see ffh_sysv_plan.fixups). */
+void ffh_forward_fixups(const ffh_sysv_plan *plan, entry_frame_t *frame) __attribute__((visibility("hidden")));
+/* A forwarded call that needs the assembly routine: stack arguments, an aggregate or x87
+   result, a hidden result pointer, or a variadic callee. */
+void ffh_forward_through_frame(const ffh_sysv_plan *plan, const void *function, entry_frame_t *frame,
+                               void *returnValue) __attribute__((visibility("hidden")));
+
+/* A forwarded call (ffh_forward_sysv), inlined where the closure entry's dispatch calls the
+   original; `thread`, when not NULL, is marked running the
+   library's own code, and is not for the length of the original alone. */
+static inline __attribute__((always_inline)) void ffh_forward_sysv_inline(ffh_thread *thread, const void *opaquePlan,
+                                                               const void *function, void *const *arguments,
+                                                               void *returnValue) {
+    const ffh_sysv_plan *plan = opaquePlan;
+    entry_frame_t *frame = entry_frame(arguments);
+    if (plan->fixupCount > 0) ffh_forward_fixups(plan, frame);
+    if (thread) ffh_thread_set_busy(thread, 0);
+    if (plan->registerResult == FFH_VALUE_BYTES) {
+        ffh_forward_through_frame(plan, function, frame, returnValue);
+    } else {
+        /* Registers only and a scalar or no result: a plain C call with the frame's words. */
+        call_registers((const ffh_registers *)(const void *)frame->call.words, plan->sseCount > 0,
+                       plan->registerResult, function, returnValue);
+    }
+    if (thread) ffh_thread_set_busy(thread, 1);
+}
+#endif
+#endif
 
 #endif

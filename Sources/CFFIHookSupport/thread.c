@@ -499,21 +499,24 @@ static void ffh_pass_through(ffh_dispatch dispatch, void *returnValue, void **ar
 }
 
 /* The functions that run blocks for the C path (ffh_fast_setup): one block, several. */
-static ffh_fast_block ffh_fast_one;
+static ffh_fast_block_one ffh_fast_one;
 static ffh_fast_block ffh_fast_many;
 
-void ffh_fast_setup(ffh_fast_block one, ffh_fast_block many) {
+void ffh_fast_setup(ffh_fast_block_one one, ffh_fast_block many) {
     __atomic_store_n(&ffh_fast_many, many, __ATOMIC_RELEASE);
     __atomic_store_n(&ffh_fast_one, one, __ATOMIC_RELEASE);
 }
 
-/* Runs `count` blocks (none, one or more) for the C path. */
+/* Runs `count` blocks (none, one or more) for the C path. The functions were set before any
+   slot's hooks were published for this path. */
 static inline __attribute__((always_inline)) void ffh_fast_blocks(void *const *records, uint32_t count,
                                                                   const ffh_fast_call *call, int32_t after) {
     if (count == 0) return;
-    /* Set before any slot's hooks were published for this path. */
-    ffh_fast_block block = __atomic_load_n(count == 1 ? &ffh_fast_one : &ffh_fast_many, __ATOMIC_RELAXED);
-    block(records, count, call, after);
+    if (count == 1) {
+        __atomic_load_n(&ffh_fast_one, __ATOMIC_RELAXED)(records[0], call, after);
+    } else {
+        __atomic_load_n(&ffh_fast_many, __ATOMIC_RELAXED)(records, count, call, after);
+    }
 }
 
 #if defined(__x86_64__) && defined(__ELF__)
@@ -552,12 +555,10 @@ static inline FFH_FAST_RUN_ATTRIBUTES int ffh_fast_run(void *returnValue, void *
     call.marked = ffh_thread_mark(thread, mark);
     ffh_fast_blocks(fast->before, fast->beforeCount, &call, 0);
     if (call.marked) ffh_thread_unmark(thread);
-    /* Where the call path marks its own code, the mark is lifted for the original alone. */
-    if (__builtin_expect(thread->entry_busy != 0, 0)) {
-        ffh_forward_original(thread, slot->plan, (const void *)original, arguments, returnValue);
-    } else {
-        ffh_forward_sysv(slot->plan, (const void *)original, arguments, returnValue);
-    }
+    /* Inline: the original by the register plan. Where the call path marks its own code,
+       the mark is lifted for the original alone. */
+    ffh_forward_sysv_inline(__builtin_expect(thread->entry_busy != 0, 0) ? thread : NULL, slot->plan,
+                            (const void *)original, arguments, returnValue);
     if (call.marked) (void)ffh_thread_mark(thread, mark);
     ffh_fast_blocks(fast->after, fast->afterCount, &call, 1);
     if (call.marked) ffh_thread_unmark(thread);

@@ -264,6 +264,9 @@ typedef struct ffh_fast_call {
 /// when `after`.
 typedef void (*ffh_fast_block)(void *const *records, uint32_t count, const ffh_fast_call *call, int32_t after);
 
+/// Runs the block of one hook record for a call on the C path: an after block when `after`.
+typedef void (*ffh_fast_block_one)(void *record, const ffh_fast_call *call, int32_t after);
+
 /// Publishes a slot's hooks for the C path (NULL: the Swift dispatch runs them), with release
 /// ordering.
 static inline void ffh_slot_set_fast(ffh_slot *slot, const ffh_fast_hooks *fast) {
@@ -340,7 +343,7 @@ void ffh_handler_setup(ffh_dispatch dispatch, int readersFence, int marksCallPat
 /// Sets the functions that run blocks for the C call path (see ``ffh_fast_hooks``): `one` for
 /// a position with one block (a function that calls one block needs no loop's frame), `many`
 /// for more; once, before any slot's hooks are published for it.
-void ffh_fast_setup(ffh_fast_block one, ffh_fast_block many);
+void ffh_fast_setup(ffh_fast_block_one one, ffh_fast_block many);
 
 /// Does nothing: called with any signature's arguments (which a C callee may ignore), it lets
 /// the library run each call path once before a hook can reach it.

@@ -391,10 +391,11 @@ let fastBlocks: ffh_fast_block = { records, count, call, after in
     }
 }
 
-/// ``fastBlocks`` for one block.
-let fastBlock: ffh_fast_block = { records, _, call, after in
+/// ``fastBlocks`` for one block: the record itself, so that the C function the compiler makes of
+/// it uses every argument and is the function, not a thunk in front of it.
+let fastBlock: ffh_fast_block_one = { record, call, after in
     let frame = CallFrame(fast: call.unsafelyUnwrapped)
-    Unmanaged<HookRecord>.fromOpaque(records.unsafelyUnwrapped[0].unsafelyUnwrapped)._withUnsafeGuaranteedRef { hook in
+    Unmanaged<HookRecord>.fromOpaque(record.unsafelyUnwrapped)._withUnsafeGuaranteedRef { hook in
         frame.runBlock(
             hook.block, Invocation(frame: frame, position: after != 0 ? .after : .before, insteadIndex: -1))
     }
