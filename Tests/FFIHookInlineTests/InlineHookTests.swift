@@ -419,7 +419,7 @@ extension InlineSuites {
                         call.setReturnValue(call.returnValue(as: Int64.self) + 1000)
                         blocks.add()
                     }
-                } catch where Self.stopGaveUpUnderThreadSanitizer(error) {
+                } catch let error where Self.stopGaveUpUnderThreadSanitizer(error) {
                     // Under ThreadSanitizer a stop gave up on one thread once (CI, the only
                     // failure in about a dozen passes; not reproduced since). The error names
                     // the thread and what was seen of it: kept in the log as a known issue
