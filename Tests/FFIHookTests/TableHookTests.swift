@@ -162,27 +162,70 @@ extension FixtureTableTests {
             let token = try Hook.before(
                 on: FunctionSlot(page), signature: FixtureSignature.add, options: .liftsPageProtection
             ) { _ in }
+            Self.duringAnotherThreadsGroupWrite {
+                #expect(token.remove())
+                #expect(page.load(as: UInt.self) == addOriginalAddress)
+                #expect(SlotMemory.protection(of: address)?.writable == true)
+            }
+            let protection = SlotMemory.protection(of: address)
+            #expect(protection?.writable == false)
+            #expect(protection?.readable == true)
+        }
+
+        /// A read-only slot hooked while another thread writes a group of import-table entries,
+        /// whose page is unmapped and mapped again as code before the group's writes end (another
+        /// object loaded at the address): the group's end leaves the new mapping's protection
+        /// alone, and removal its bytes, even where they hold the closure's address.
+        @Test func aPageMappedAgainDuringAnotherThreadsGroupWriteKeepsItsProtection() throws {
+            let page = Self.readOnlyPage()
+            defer { munmap(page, Self.pageSize) }
+            let address = UInt(bitPattern: page)
+            var hooked: HookToken?
+            var closure: UInt = 0
+            try Self.duringAnotherThreadsGroupWrite {
+                let token = try Hook.before(
+                    on: FunctionSlot(page), signature: FixtureSignature.add, options: .liftsPageProtection
+                ) { _ in }
+                hooked = token
+                closure = page.load(as: UInt.self)
+                #expect(closure != addOriginalAddress)
+                #expect(SlotMemory.protection(of: address)?.writable == true)
+                munmap(page, Self.pageSize)
+                let again = mmap(
+                    page, Self.pageSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0)
+                try #require(again == page)
+                page.storeBytes(of: closure, as: UInt.self)
+                mprotect(page, Self.pageSize, PROT_READ | PROT_EXEC)
+            }
+            let token = try #require(hooked)
+            let afterGroup = try #require(SlotMemory.protection(of: address))
+            #expect(afterGroup.executable && afterGroup.readable && !afterGroup.writable)
+            #expect(token.remove())
+            let afterRemoval = try #require(SlotMemory.protection(of: address))
+            #expect(afterRemoval.executable && afterRemoval.readable && !afterRemoval.writable)
+            #expect(page.load(as: UInt.self) == closure)
+        }
+
+        /// Runs `body` while another thread keeps the pages its slot writes lift writable (as a
+        /// group of import-table entries does), and returns once that thread's writes ended.
+        static func duringAnotherThreadsGroupWrite(_ body: () throws -> Void) rethrows {
             let inside = DispatchSemaphore(value: 0)
-            let removed = DispatchSemaphore(value: 0)
+            let done = DispatchSemaphore(value: 0)
+            let ended = DispatchSemaphore(value: 0)
             let group = Thread {
                 SlotMemory.keepingPagesWritable {
                     inside.signal()
-                    removed.wait()
+                    done.wait()
                 }
+                ended.signal()
             }
             group.start()
             inside.wait()
-            #expect(token.remove())
-            #expect(page.load(as: UInt.self) == addOriginalAddress)
-            #expect(SlotMemory.protection(of: address)?.writable == true)
-            removed.signal()
-            var protection = SlotMemory.protection(of: address)
-            for _ in 0..<200 where protection?.writable != false {
-                usleep(5000)
-                protection = SlotMemory.protection(of: address)
+            defer {
+                done.signal()
+                ended.wait()
             }
-            #expect(protection?.writable == false)
-            #expect(protection?.readable == true)
+            try body()
         }
 
         /// A slot whose page is made read-only after its hook went in: removing the hook

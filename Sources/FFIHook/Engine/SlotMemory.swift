@@ -148,7 +148,8 @@ enum SlotMemory {
     /// returns, then gives each its protection back: for work that writes many slots of the
     /// same pages (a group's import-table entries), which would otherwise change a page's
     /// protection twice per slot. Writes of other threads meanwhile share the session (their
-    /// pages are restored with the rest); the pages are writable for its length only.
+    /// pages are restored with the rest); the pages are writable for its length only. A page
+    /// whose protection changed meanwhile (unmapped and mapped again, say) is left as it is.
     static func keepingPagesWritable<Result, Failure: Error>(
         _ body: () throws(Failure) -> Result
     ) throws(Failure) -> Result {
@@ -160,8 +161,17 @@ enum SlotMemory {
                 defer { session.pages = [:] }
                 return session.pages
             }
+            // A page unmapped meanwhile and mapped again (another object loaded at its address)
+            // is not the session's any more: only a page that still has the protection the
+            // session gave it gets its own back (the memory map read once, fresh, for all).
+            let now = restore.isEmpty ? [] : MemoryMapping.all()
             let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
             for (page, protection) in restore {
+                var lifted = protection
+                lifted.readable = true
+                lifted.writable = true
+                guard let mapping = MemoryMapping.containing(page, in: now), mapping.protection == lifted.flags
+                else { continue }
                 mprotect(UnsafeMutableRawPointer(bitPattern: page), pageSize, protection.flags)
             }
         }
