@@ -146,25 +146,22 @@ package enum ImportWalk {
 
     /// The entries of `found` (a symbol's few), each address once.
     private static func distinct<Found: Collection<ffh_elf_entry>>(_ found: Found) -> [Entry] {
-        var entries: [(object: Int, entry: Entry)] = []
-        appendDistinct(found, of: 0, to: &entries)
-        return entries.map(\.entry)
+        var entries: [Entry] = []
+        forEachDistinct(found) { entries.append($0) }
+        return entries
     }
 
-    /// Appends the entries of `found` (a symbol's few, in the object at `place`) to `entries`,
-    /// each address once.
-    fileprivate static func appendDistinct<Found: Collection<ffh_elf_entry>>(
-        _ found: Found, of place: Int, to entries: inout [(object: Int, entry: Entry)]
+    /// Calls `body` with each entry of `found` (a symbol's few, in one object), each address
+    /// once: an entry whose slot an entry before it in `found` has is left out.
+    fileprivate static func forEachDistinct<Found: Collection<ffh_elf_entry>>(
+        _ found: Found, _ body: (Entry) -> Void
     ) {
-        let start = entries.count
-        for entry in found where !entries[start...].contains(where: { $0.entry.slot == UInt(entry.slot) }) {
-            entries.append(
-                (
-                    place,
-                    Entry(
-                        slot: UInt(entry.slot), kind: entry.kind == FFH_ELF_JUMP_SLOT ? .jumpSlot : .globalData,
-                        version: entry.version.map { String(cString: $0) })
-                ))
+        for (offset, entry) in found.enumerated()
+        where !found.prefix(offset).contains(where: { $0.slot == entry.slot }) {
+            body(
+                Entry(
+                    slot: UInt(entry.slot), kind: entry.kind == FFH_ELF_JUMP_SLOT ? .jumpSlot : .globalData,
+                    version: entry.version.map { String(cString: $0) }))
         }
     }
 
@@ -180,7 +177,9 @@ package enum ImportWalk {
 
         /// Each object's index by its place in the walk, made at its first question (nil when
         /// memory ran out: the object is then searched symbol by symbol).
-        private var byPosition: [(made: Bool, index: OpaquePointer?)] = []
+        // Unchecked: a walk's index is used by the walk's thread alone, and the dynamic check of
+        // each access cost as much as the lookup it guards.
+        @exclusivity(unchecked) private var byPosition: [(made: Bool, index: OpaquePointer?)] = []
 
         deinit {
             for case (_, let index?) in byPosition { ffh_elf_index_free(index) }
@@ -197,32 +196,40 @@ package enum ImportWalk {
             return byPosition[position].index
         }
 
-        /// The entries for `symbol` of each of `objects`, as ``ImportWalk/entries(of:in:)``
-        /// finds them, in the order of `objects`, each with its object's place in `objects`.
-        func entries(of symbol: String, in objects: [LoadedObject]) -> [(object: Int, entry: Entry)] {
-            var result: [(object: Int, entry: Entry)] = []
+        /// Calls `body` with each entry for `symbol` of each of `objects`, as
+        /// ``ImportWalk/entries(of:in:)`` finds them, in the order of `objects`, with its
+        /// object's place in `objects`; without a list of them (a group asks for a thousand
+        /// symbols).
+        func forEachEntry(of symbol: String, in objects: [LoadedObject], _ body: (Int, Entry) -> Void) {
             symbol.withCString { name in
                 let hash = ffh_elf_name_hash(name)
                 withUnsafeTemporaryAllocation(of: ffh_elf_entry.self, capacity: 4) { buffer in
                     // By place: a copy of each object (its strings retained) would cost more
                     // than the question.
                     for place in objects.indices {
-                        guard let index = index(of: objects[place].object, at: objects[place].position) else {
-                            result += ImportWalk.entries(of: symbol, in: objects[place]).map { (place, $0) }
+                        let (object, position) = (objects[place].object, objects[place].position)
+                        guard let index = index(of: object, at: position) else {
+                            for entry in ImportWalk.entries(of: symbol, in: objects[place]) { body(place, entry) }
                             continue
                         }
                         let total = ffh_elf_index_find(index, name, hash, buffer.baseAddress, buffer.count)
                         if total == 0 { continue }
                         if total <= buffer.count {
-                            ImportWalk.appendDistinct(buffer[..<total], of: place, to: &result)
+                            ImportWalk.forEachDistinct(buffer[..<total]) { body(place, $0) }
                         } else {
                             var all = [ffh_elf_entry](repeating: ffh_elf_entry(), count: total)
                             let written = ffh_elf_index_find(index, name, hash, &all, total)
-                            ImportWalk.appendDistinct(all[..<min(written, total)], of: place, to: &result)
+                            ImportWalk.forEachDistinct(all[..<min(written, total)]) { body(place, $0) }
                         }
                     }
                 }
             }
+        }
+
+        /// The entries ``forEachEntry(of:in:_:)`` meets, each with its object's place.
+        func entries(of symbol: String, in objects: [LoadedObject]) -> [(object: Int, entry: Entry)] {
+            var result: [(object: Int, entry: Entry)] = []
+            forEachEntry(of: symbol, in: objects) { result.append(($0, $1)) }
             return result
         }
     }
@@ -259,16 +266,20 @@ package enum ImportWalk {
         where isWanted: (Entry) -> Bool
     ) throws(HookError) -> [HookToken] {
         var items: [AttachEngine.Item] = []
-        for request in requests {
-            let attachment = request.attachment!
-            do throws(HookError) {
-                items += try forEachEntry(of: request.symbol, in: objects, index: index, where: isWanted) {
-                    entry, _ throws(HookError) in
-                    AttachEngine.Item(slot: entry.slot, attachment: attachment, symbol: request.symbol)
-                } undo: { _ in
-                }
-            } catch {
-                throw error.naming(symbol: request.symbol)
+        items.reserveCapacity(requests.count)
+        // As forEachEntry, without a list of each request's entries.
+        for place in requests.indices {
+            let (symbol, attachment) = (requests[place].symbol, requests[place].attachment!)
+            func add(_ object: Int, _ entry: Entry) {
+                guard isWanted(entry),
+                    bindLazyEntry(entry, of: symbol, in: objects[object].object, handle: objects[object].handle)
+                else { return }
+                items.append(AttachEngine.Item(slot: entry.slot, attachment: attachment, symbol: symbol))
+            }
+            if let index {
+                index.forEachEntry(of: symbol, in: objects, add)
+            } else {
+                for (object, entry) in entries(of: symbol, in: objects, index: nil) { add(object, entry) }
             }
         }
         return try AttachEngine.attach(items, liftsProtection: true).map(HookToken.init(handle:))
@@ -350,11 +361,18 @@ package enum ImportWalk {
     /// address. An entry that points into the object's code from read-only (RELRO) memory
     /// was bound at load, to a function of the object itself, and is left as it is.
     static func bindLazyEntry(_ entry: Entry, of symbol: String, in object: LoadedObject) -> Bool {
+        bindLazyEntry(entry, of: symbol, in: object.object, handle: object.handle)
+    }
+
+    /// ``bindLazyEntry(_:of:in:)`` for the object `object`, pinned by `handle`.
+    static func bindLazyEntry(
+        _ entry: Entry, of symbol: String, in object: UnsafePointer<ffh_elf_object>, handle: UnsafeMutableRawPointer
+    ) -> Bool {
         let current = value(at: entry.slot)
-        guard current != 0, ffh_elf_is_in_code(object.object, UInt(current)) != 0,
-            ffh_elf_is_writable_data(object.object, UInt(entry.slot)) != 0
+        guard current != 0, ffh_elf_is_in_code(object, UInt(current)) != 0,
+            ffh_elf_is_writable_data(object, UInt(entry.slot)) != 0
         else { return true }
-        guard let resolved = ffh_elf_resolve(symbol, object.handle) else { return false }
+        guard let resolved = ffh_elf_resolve(symbol, handle) else { return false }
         _ = ffh_elf_replace(UInt(entry.slot), UInt(current), UInt(bitPattern: resolved))
         return true
     }

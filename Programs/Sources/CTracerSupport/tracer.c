@@ -91,6 +91,16 @@ static void *fht_map_memory(size_t size) {
     return result < 0 && result > -4096 ? NULL : (void *)result;
 }
 
+/* Unmaps what fht_map_memory mapped, by the system call. */
+static void fht_unmap_memory(void *address, size_t size) {
+    long result;
+    __asm__ volatile("syscall"
+                     : "=a"(result)
+                     : "a"((long)SYS_munmap), "D"(address), "S"((long)size)
+                     : "rcx", "r11", "memory");
+    (void)result;
+}
+
 static fht_counter *fht_map(void) { return fht_map_memory(FHT_CAPACITY * sizeof(fht_counter)); }
 
 fht_counter *fht_counters(size_t count) {
@@ -223,9 +233,12 @@ static size_t fht_symbol_count(const fht_dynamic *dynamic) {
     return (size_t)last + 1;
 }
 
+/* Reports the symbol of each JUMP_SLOT and GLOB_DAT relocation of the table, once per symbol
+   (`reported`, when not NULL, has a bit per symbol index below `count`, shared by the object's
+   tables: a function both called and taken by address has two entries). */
 static void fht_report_relocations(
     const fht_dynamic *dynamic, const ElfW(Rela) *table, size_t size, size_t entry_size, fht_visitor visit,
-    void *context, uintptr_t base) {
+    void *context, uintptr_t base, uint8_t *reported, size_t count) {
     if (!table || entry_size == 0) return;
     for (size_t offset = 0; offset + entry_size <= size; offset += entry_size) {
         const ElfW(Rela) *relocation = (const ElfW(Rela) *)((const char *)table + offset);
@@ -235,6 +248,10 @@ static void fht_report_relocations(
         const ElfW(Sym) *symbol = &dynamic->symbols[index];
         unsigned char kind = ELF64_ST_TYPE(symbol->st_info);
         if (kind != STT_FUNC && kind != STT_GNU_IFUNC && kind != STT_NOTYPE) continue;
+        if (reported && index < count) {
+            if (reported[index / 8] & (1u << (index % 8))) continue;
+            reported[index / 8] |= (uint8_t)(1u << (index % 8));
+        }
         visit(context, FHT_IMPORT, dynamic->strings + symbol->st_name, base);
     }
 }
@@ -294,10 +311,22 @@ static int fht_visit_object(struct dl_phdr_info *info, size_t size, void *data) 
         walk->visit(walk->context, FHT_EXPORT, dynamic.strings + symbol->st_name, base);
     }
     if (!(wants & FHT_WANTS_IMPORTS)) return 0;
+    /* On the stack for up to 32,768 symbols, else mapped by the system call (the C library's
+       mmap may be traced); without it, a symbol with two entries is reported twice. */
+    size_t symbols = fht_symbol_count(&dynamic);
+    size_t bytes = (symbols + 7) / 8;
+    uint8_t local[4096];
+    uint8_t *reported = bytes <= sizeof local ? local : fht_map_memory(bytes);
+    if (reported == local) memset(local, 0, bytes);
     if (plt_is_rela) {
-        fht_report_relocations(&dynamic, dynamic.plt, dynamic.plt_size, sizeof(ElfW(Rela)), walk->visit, walk->context, base);
+        fht_report_relocations(
+            &dynamic, dynamic.plt, dynamic.plt_size, sizeof(ElfW(Rela)), walk->visit, walk->context, base, reported,
+            symbols);
     }
-    fht_report_relocations(&dynamic, dynamic.rela, dynamic.rela_size, dynamic.rela_entry, walk->visit, walk->context, base);
+    fht_report_relocations(
+        &dynamic, dynamic.rela, dynamic.rela_size, dynamic.rela_entry, walk->visit, walk->context, base, reported,
+        symbols);
+    if (reported && reported != local) fht_unmap_memory(reported, bytes);
     return 0;
 }
 

@@ -22,8 +22,8 @@ struct LoadedImage: Sendable {
     var needed: [String] = []
     /// Its exported functions, when asked for.
     var exports: [String] = []
-    /// The symbols its import-table entries are for, when asked for.
-    var imports: Set<String> = []
+    /// The symbols its import-table entries are for, when asked for: each once.
+    var imports: [String] = []
     /// Whether it is the main program (the loader lists it first).
     var isMainProgram = false
 
@@ -61,7 +61,7 @@ struct LoadedImage: Sendable {
                         case FHT_NEEDED: collector.images[last].needed.append(String(cString: text))
                         case FHT_NAMED: return collector.details(collector.images[last]).rawValue
                         case FHT_EXPORT: collector.images[last].exports.append(String(cString: text))
-                        case FHT_IMPORT: collector.images[last].imports.insert(String(cString: text))
+                        case FHT_IMPORT: collector.images[last].imports.append(String(cString: text))
                         default: break
                         }
                         return 0

@@ -27,6 +27,12 @@ struct CounterAddress: @unchecked Sendable {
     let pointer: UnsafeMutablePointer<fht_counter>
 }
 
+/// A counter's address as an object: what a function's two counting blocks capture.
+private final class CounterBox: @unchecked Sendable {
+    let pointer: UnsafeMutablePointer<fht_counter>
+    init(_ pointer: UnsafeMutablePointer<fht_counter>) { self.pointer = pointer }
+}
+
 /// The tracer of this process: what it attached to and the counters the blocks update.
 final class Tracer: Sendable {
     /// The process's tracer.
@@ -48,7 +54,7 @@ final class Tracer: Sendable {
         /// ``TracerConfiguration/Scope/all``, whose groups look at every object themselves). Each
         /// object is attached to once for the functions chosen when it is first seen, then for
         /// functions chosen since, which it cannot have been attached to.
-        var imports: [String: Set<String>] = [:]
+        var imports: [String: [String]] = [:]
         /// The objects whose calls are not counted (``TracerConfiguration/Scope/program``).
         var excluded: Set<String> = []
         /// The groups: kept for the life of the process (dropping one would not remove it).
@@ -176,7 +182,9 @@ final class Tracer: Sendable {
         // last walk in every object, every function in the objects loaded since (a program that
         // loads many objects would otherwise pay for all of them at each dlopen).
         // The functions chosen in the objects loaded since the last walk.
-        var added = Set<String>()
+        // (A list: each is added once, when it first enters `state.functions`.)
+        var added: [String] = []
+        let functionsBefore = state.functions
         var newImages: Set<String> = []
         for image in images where !seen.contains(image.key) {
             newImages.insert(image.key)
@@ -196,15 +204,18 @@ final class Tracer: Sendable {
             }
             state.functions.reserveCapacity(state.functions.count + chosen.count)
             added.reserveCapacity(added.count + chosen.count)
-            for function in chosen where state.functions.insert(function).inserted { added.insert(function) }
+            for function in chosen where state.functions.insert(function).inserted { added.append(function) }
         }
         // The functions each object's table leads to and that are not attached to there yet: the
         // chosen functions in the objects seen first now, those chosen now in the others.
         func wanted(in image: LoadedImage) -> [String] {
-            let candidates = newImages.contains(image.key) ? state.functions : added
-            guard !candidates.isEmpty, let imports = state.imports[image.key], !imports.isEmpty else { return [] }
-            let (fewer, more) = candidates.count <= imports.count ? (candidates, imports) : (imports, candidates)
-            return fewer.filter(more.contains)
+            guard let imports = state.imports[image.key], !imports.isEmpty else { return [] }
+            // The walk names each import-table symbol of an object once.
+            guard newImages.contains(image.key) else {
+                guard !added.isEmpty else { return [] }
+                return imports.filter { state.functions.contains($0) && !functionsBefore.contains($0) }
+            }
+            return imports.filter(state.functions.contains)
         }
         switch configuration.scope {
         case .all:
@@ -212,7 +223,7 @@ final class Tracer: Sendable {
             // of objects loaded later (the group follows them: functions attached before do
             // too, and a function no object imports yet is attached when one that does loads).
             guard !added.isEmpty else { return }
-            attach(Array(added), in: .allIncludingLaterLoads, named: "all objects", &state)
+            attach(added, in: .allIncludingLaterLoads, named: "all objects", &state)
         case .main, .program:
             for image in images where isInScope(image) {
                 let wanted = wanted(in: image)
@@ -225,24 +236,42 @@ final class Tracer: Sendable {
     /// Attaches to `symbols` in `scope` as one group; when the group cannot be made, one
     /// symbol at a time, reporting those that fail.
     private func attach(_ symbols: [String], in scope: ImportScope, named name: String, _ state: inout State) {
+        // The symbols and their counters, in the same order.
         var counted: [String] = []
+        var counters: [CounterAddress] = []
         counted.reserveCapacity(symbols.count)
+        counters.reserveCapacity(symbols.count)
         state.counters.reserveCapacity(state.counters.count + symbols.count)
         for symbol in symbols {
-            if state.counters[symbol] == nil {
-                guard let counter = fht_counters(1) else {
+            if let counter = state.counters[symbol] {
+                counters.append(counter)
+            } else {
+                guard let made = fht_counters(1) else {
                     report("out of counters; \(symbol) and later functions are not traced", &state)
                     break
                 }
-                state.counters[symbol] = CounterAddress(pointer: counter)
+                let counter = CounterAddress(pointer: made)
+                state.counters[symbol] = counter
+                counters.append(counter)
             }
             counted.append(symbol)
         }
         guard !counted.isEmpty else { return }
-        let counters = state.counters
+        let byName = state.counters
         let records = state.configuration.events.isEnabled
+        // The group asks for each symbol's blocks in the order of the list (a name listed twice
+        // once): the next symbol's counter is looked up by name only when it asks otherwise.
+        var next = 0
         let blocks: (String) -> (onEnter: EnterBlock?, onLeave: LeaveBlock?) = { symbol in
-            guard let counter = counters[symbol] else { return (nil, nil) }
+            let counter: CounterAddress
+            if next < counted.count && counted[next] == symbol {
+                counter = counters[next]
+                next += 1
+            } else if let named = byName[symbol] {
+                counter = named
+            } else {
+                return (nil, nil)
+            }
             return Self.blocks(counting: counter, named: symbol, recording: records)
         }
         do {
@@ -268,13 +297,17 @@ final class Tracer: Sendable {
     private static func blocks(
         counting counter: CounterAddress, named name: String, recording: Bool
     ) -> (onEnter: EnterBlock?, onLeave: LeaveBlock?) {
-        let blocks: (onEnter: EnterBlock?, onLeave: LeaveBlock?) =
-            recording
-            ? EventOutputs.recordingBlocks(counter)
-            : (
-                { context in fht_enter(counter.pointer, UInt64(context.stackPointer)) },
-                { context in fht_leave(counter.pointer, UInt64(context.stackPointer)) }
-            )
+        let blocks: (onEnter: EnterBlock?, onLeave: LeaveBlock?)
+        if recording {
+            blocks = EventOutputs.recordingBlocks(counter)
+        } else {
+            // Both capture one object holding the address: three allocations for the pair, where
+            // capturing the address itself made four (a thousand functions attach at a `dlopen`).
+            let box = CounterBox(counter.pointer)
+            let onEnter: EnterBlock = { context in fht_enter(box.pointer, UInt64(context.stackPointer)) }
+            let onLeave: LeaveBlock = { context in fht_leave(box.pointer, UInt64(context.stackPointer)) }
+            blocks = (onEnter, onLeave)
+        }
         return CallLog.shared?.blocks(wrapping: blocks, function: name) ?? blocks
     }
 

@@ -22,6 +22,11 @@ final class Attachment: Sendable {
         self.reenters = reenters
     }
 
+    /// The same blocks without the leave block (for a function that returns twice).
+    var withoutLeave: Attachment {
+        Attachment(onEnter: onEnter, onLeave: nil, reenters: reenters)
+    }
+
     /// The record's flags for these blocks.
     var flags: UInt {
         (onEnter == nil ? 0 : UInt(FFH_ATTACH_ENTERS)) | (onLeave == nil ? 0 : UInt(FFH_ATTACH_LEAVES))
@@ -91,6 +96,11 @@ struct AttachStubs {
         let code = UInt(bitPattern: block.code + offset)
         records[code] = record
         return Stub(code: code, record: record)
+    }
+
+    /// Makes room for `count` more stubs' records (a group takes many at once).
+    mutating func reserve(_ count: Int) {
+        records.reserveCapacity(records.count + count)
     }
 
     /// Gives back the stub of an attach of `slot` that was removed.
@@ -198,7 +208,7 @@ enum AttachEngine {
             let aligned = address != 0 && address % UInt(MemoryLayout<UInt>.alignment) == 0
             let target = function != 0 ? function : aligned ? SlotMemory.load(address) ?? 0 : 0
             if symbol.map(ReturnsTwice.contains(name:)) == true || returnsTwice(target, slot: address) {
-                attachment = Attachment(onEnter: attachment.onEnter, onLeave: nil, reenters: attachment.reenters)
+                attachment = attachment.withoutLeave
             }
         }
         guard let stub = stubs.withLock({ $0.take(for: address) }) else {
@@ -256,33 +266,41 @@ extension AttachEngine {
         func failure(_ error: HookError, at slot: UInt) -> HookError {
             error.naming(symbol: items.first { $0.slot == slot }?.symbol ?? items[0].symbol)
         }
-        var attachments: [Attachment] = []
-        attachments.reserveCapacity(items.count)
-        for item in items {
-            let address = item.slot
-            if address != 0 && address % UInt(MemoryLayout<UInt>.alignment) == 0 && SlotMemory.load(address) == 0 {
+        // Indexed loops throughout: a group has a thousand items, and a copy of one (its
+        // attachment and symbol retained and released) costs more than the work on it.
+        // The items with a leave block whose name does not say they return twice, and what their
+        // slots hold: their functions are looked for together (two locks for the group, not
+        // two per item). Those that return twice get an attachment without the leave block.
+        var unnamed: [(place: Int, slot: UInt, word: UInt)] = []
+        var leaveless: [Int: Attachment] = [:]
+        for place in items.indices {
+            let address = items[place].slot
+            let aligned = address != 0 && address % UInt(MemoryLayout<UInt>.alignment) == 0
+            let word = aligned ? SlotMemory.load(address) : nil
+            if aligned && word == 0 {
                 let error = HookError(
                     code: .emptySlot, message: "it holds NULL: there is no function to attach to",
                     slot: FunctionSlot(address: address))
                 throw failure(error, at: address)
             }
-            var attachment = item.attachment
-            if attachment.onLeave != nil {
-                let aligned = address != 0 && address % UInt(MemoryLayout<UInt>.alignment) == 0
-                let target = aligned ? SlotMemory.load(address) ?? 0 : 0
-                if ReturnsTwice.contains(name: item.symbol) || returnsTwice(target, slot: address) {
-                    attachment = Attachment(onEnter: attachment.onEnter, onLeave: nil, reenters: attachment.reenters)
-                }
+            guard items[place].attachment.onLeave != nil else { continue }
+            if ReturnsTwice.contains(name: items[place].symbol) {
+                leaveless[place] = items[place].attachment.withoutLeave
+            } else {
+                unnamed.append((place, address, word ?? 0))
             }
-            attachments.append(attachment)
+        }
+        for (candidate, twice) in zip(unnamed, returnsTwice(unnamed.map { ($0.word, $0.slot) })) where twice {
+            leaveless[candidate.place] = items[candidate.place].attachment.withoutLeave
         }
         let taken: (stubs: [AttachStubs.Stub], failed: UInt?) = stubs.withLock { pool in
             var taken: [AttachStubs.Stub] = []
             taken.reserveCapacity(items.count)
-            for item in items {
-                guard let stub = pool.take(for: item.slot) else {
-                    for (stub, item) in zip(taken, items) { pool.give(stub, for: item.slot) }
-                    return ([], item.slot)
+            pool.reserve(items.count)
+            for place in items.indices {
+                guard let stub = pool.take(for: items[place].slot) else {
+                    for given in taken.indices { pool.give(taken[given], for: items[given].slot) }
+                    return ([], items[place].slot)
                 }
                 taken.append(stub)
             }
@@ -293,42 +311,53 @@ extension AttachEngine {
         }
         var handles: [AttachHandle] = []
         handles.reserveCapacity(items.count)
-        for (index, item) in items.enumerated() {
-            let stub = taken.stubs[index]
-            handles.append(AttachHandle(stub: stub, slot: item.slot, attachment: attachments[index]))
+        for place in items.indices {
+            let stub = taken.stubs[place]
+            let attachment = leaveless[place] ?? items[place].attachment
+            handles.append(AttachHandle(stub: stub, slot: items[place].slot, attachment: attachment))
             // Published before the stub is reachable through the slot: no call through it is missed.
-            publish(attachments[index], in: stub.record)
+            publish(attachment, in: stub.record)
         }
         let replacements: [Replacement]
         do throws(HookError) {
             replacements = try SlotRegistry.shared.replace(
-                handles.map { handle in
-                    (
-                        UnsafeMutableRawPointer(bitPattern: handle.slot),
-                        UnsafeRawPointer(bitPattern: handle.stub.code)!,
-                        UnsafeMutableRawPointer(handle.stub.record).assumingMemoryBound(to: UInt.self)
+                taken.stubs.indices.map { place in
+                    let stub = taken.stubs[place]
+                    return (
+                        UnsafeMutableRawPointer(bitPattern: items[place].slot),
+                        UnsafeRawPointer(bitPattern: stub.code)!,
+                        UnsafeMutableRawPointer(stub.record).assumingMemoryBound(to: UInt.self)
                     )
                 }, liftsProtection: liftsProtection)
         } catch {
-            for handle in handles { publish(nil, in: handle.stub.record) }
+            for stub in taken.stubs { publish(nil, in: stub.record) }
             stubs.withLock { pool in
-                for handle in handles { pool.give(handle.stub, for: handle.slot) }
+                for place in items.indices { pool.give(taken.stubs[place], for: items[place].slot) }
             }
             let slot = error.slot?.address ?? items[0].slot
             throw failure(error, at: slot)
         }
-        for (handle, replacement) in zip(handles, replacements) { handle.replacement = replacement }
+        for place in handles.indices { handles[place].replacement = replacements[place] }
         installed.add(handles.count, ordering: .relaxed)
         // The installed attaches keep their blocks, tokens or no tokens (see the single attach).
+        // Items of one symbol share their attachment: it is held once.
         live.withLock { live in
-            for handle in handles { live[ObjectIdentifier(handle.attachment)] = handle.attachment }
+            live.reserveCapacity(live.count + handles.count)
+            var last: ObjectIdentifier?
+            for place in handles.indices {
+                let attachment = handles[place].attachment
+                let key = ObjectIdentifier(attachment)
+                guard key != last else { continue }
+                last = key
+                live[key] = attachment
+            }
         }
-        if let empty = handles.first(where: { $0.replacement.original == 0 }) {
+        if let empty = replacements.firstIndex(where: { $0.original == 0 }) {
             for handle in handles { _ = handle.remove() }
             let error = HookError(
                 code: .emptySlot, message: "it holds NULL: there is no function to attach to",
-                slot: FunctionSlot(address: empty.slot))
-            throw failure(error, at: empty.slot)
+                slot: FunctionSlot(address: items[empty].slot))
+            throw failure(error, at: items[empty].slot)
         }
         return handles
     }
@@ -341,22 +370,31 @@ extension AttachEngine {
     /// hooks, attach stubs) and through jumps a linker puts in front of a function (a PLT
     /// entry's `jmp [rip + x]`, a `jmp rel32`), a few steps deep.
     static func returnsTwice(_ word: UInt, slot: UInt) -> Bool {
-        var word = word
-        if let hooked = SlotRegistry.shared.hookedFunction(at: slot, holding: word), hooked.isHooked {
-            word = hooked.original
-        }
-        for _ in 0..<8 {
-            guard word != 0 else { return false }
-            if ReturnsTwice.contains(function: word) { return true }
-            if let next = stubs.withLock({ $0.original(ofStubAt: word) }) {
-                word = next
-            } else if let next = jumpTarget(at: word) {
-                word = next
-            } else {
+        returnsTwice([(word, slot)])[0]
+    }
+
+    /// ``returnsTwice(_:slot:)`` for each pair of `slots`, with one hold of the registry's lock
+    /// and one of the stubs' for all of them.
+    static func returnsTwice(_ slots: [(word: UInt, slot: UInt)]) -> [Bool] {
+        guard !slots.isEmpty else { return [] }
+        let words = SlotRegistry.shared.hookedOriginals(of: slots)
+        return stubs.withLock { pool in
+            words.map { word in
+                var word = word
+                for _ in 0..<8 {
+                    guard word != 0 else { return false }
+                    if ReturnsTwice.contains(function: word) { return true }
+                    if let next = pool.original(ofStubAt: word) {
+                        word = next
+                    } else if let next = jumpTarget(at: word) {
+                        word = next
+                    } else {
+                        return false
+                    }
+                }
                 return false
             }
         }
-        return false
     }
 
     /// Where the code at `address` jumps straight away, when it starts (after an `endbr64`)

@@ -32,8 +32,17 @@ enum ReturnsTwice {
         function != 0 && (addresses.contains(function) || addresses.contains(function &- 4))
     }
 
+    /// The last bytes of the names, by value: a name that ends otherwise is none of them,
+    /// which tells most names apart without hashing them (a group of attaches asks for each).
+    private static let lastBytes: [Bool] = {
+        var last = [Bool](repeating: false, count: 256)
+        for name in names { last[Int(name.utf8.last!)] = true }
+        return last
+    }()
+
     /// Whether a symbol of this name is one of them.
     static func contains(name: String) -> Bool {
-        names.contains(name)
+        guard let last = name.utf8.last, lastBytes[Int(last)] else { return false }
+        return names.contains(name)
     }
 }

@@ -500,6 +500,8 @@ package final class SlotRegistry: Sendable {
         return try write { (state: inout State) throws(HookError) -> [Replacement] in
             var done: [Replacement] = []
             done.reserveCapacity(prepared.count)
+            state.replacements.reserveCapacity(state.replacements.count + prepared.count)
+            state.touched.reserveCapacity(state.touched.count + prepared.count)
             do throws(HookError) {
                 for replacement in prepared {
                     try Self.put(replacement, &state, failure: failure(at: UInt(bitPattern: replacement.slot)))
@@ -925,6 +927,19 @@ package final class SlotRegistry: Sendable {
                 closureCount: state.pool.count,
                 idleClosureCount: state.pool.freeCount + state.retiredCells.count
                     + state.waiting.reduce(0) { $0 + $1.cells.count })
+        }
+    }
+
+    /// For each slot of `slots` and the word it holds, the function its hooks wrap when the
+    /// word is the closure of its entry with hooks, else the word itself; the words as given when
+    /// this thread holds the lock (see ``statistics``).
+    package func hookedOriginals(of slots: [(word: UInt, slot: UInt)]) -> [UInt] {
+        guard !holdsLock else { return slots.map(\.word) }
+        return state.withLock { state in
+            slots.map { word, slot in
+                guard let entry = state.entries[slot], entry.code == word else { return word }
+                return entry.original
+            }
         }
     }
 
