@@ -308,7 +308,10 @@ final class Tracer: Sendable {
             let onLeave: LeaveBlock = { context in fht_leave(box.pointer, UInt64(context.stackPointer)) }
             blocks = (onEnter, onLeave)
         }
-        return CallLog.shared?.blocks(wrapping: blocks, function: name) ?? blocks
+        // Not `??`: through a generic the blocks would come back wrapped in conversion thunks,
+        // two more calls on every traced call.
+        if let log = CallLog.shared { return log.blocks(wrapping: blocks, function: name) }
+        return blocks
     }
 
     // MARK: - Inline
