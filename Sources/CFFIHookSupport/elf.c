@@ -71,6 +71,23 @@ ffh_elf_object *ffh_elf_objects(size_t *count) {
     return snapshot.objects;
 }
 
+/* Reads the loader's count of unloads (dlpi_subs) from the first object it lists. */
+static int ffh_elf_read_unloads(struct dl_phdr_info *info, size_t size, void *context) {
+    uint64_t *unloads = context;
+    if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) *unloads = info->dlpi_subs;
+    return 1;
+}
+
+uint64_t ffh_elf_unloads(void) {
+    /* A loader that does not count gets a number no other call returns: every walk then
+       looks at every object. */
+    static uint64_t uncounted = 0;
+    uint64_t unloads = UINT64_MAX;
+    dl_iterate_phdr(ffh_elf_read_unloads, &unloads);
+    if (unloads == UINT64_MAX) return (1ull << 63) | __atomic_add_fetch(&uncounted, 1, __ATOMIC_RELAXED);
+    return unloads;
+}
+
 void ffh_elf_free_objects(ffh_elf_object *objects, size_t count) {
     for (size_t index = 0; index < count; index++) free(objects[index].path);
     free(objects);

@@ -42,6 +42,15 @@ package enum ImportWalk {
     package static func withLoadedObjects<Result, Failure: Error>(
         _ body: ([LoadedObject]) throws(Failure) -> Result
     ) throws(Failure) -> Result {
+        try withLoadedObjects(including: { _, _ in true }, body)
+    }
+
+    /// ``withLoadedObjects(_:)`` for the objects `including` accepts, by path and load bias,
+    /// as the loader lists them: the others are neither pinned nor given to `body` (pinning
+    /// one asks the loader to look it up by name).
+    package static func withLoadedObjects<Result, Failure: Error>(
+        including: (String, UInt) -> Bool, _ body: ([LoadedObject]) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
         ffh_elf_begin_walk()
         defer { ffh_elf_end_walk() }
         var count = 0
@@ -56,7 +65,7 @@ package enum ImportWalk {
         // fault guard: one reading of the memory map and one check of the guard serve the walk.
         return try MemoryMapping.withSnapshot { () throws(Failure) -> Result in
             try SlotMemory.guardingFaults { () throws(Failure) -> Result in
-                try walk(objects, count, &pinned, body)
+                try walk(objects, count, including, &pinned, body)
             }
         }
     }
@@ -91,16 +100,17 @@ package enum ImportWalk {
 
     /// Pins the objects of a snapshot and runs `body` with them (see ``withLoadedObjects(_:)``).
     private static func walk<Result, Failure: Error>(
-        _ objects: UnsafeMutablePointer<ffh_elf_object>, _ count: Int, _ pinned: inout [LoadedObject],
-        _ body: ([LoadedObject]) throws(Failure) -> Result
+        _ objects: UnsafeMutablePointer<ffh_elf_object>, _ count: Int, _ including: (String, UInt) -> Bool,
+        _ pinned: inout [LoadedObject], _ body: ([LoadedObject]) throws(Failure) -> Result
     ) throws(Failure) -> Result {
         for index in 0..<count {
             let object = UnsafePointer(objects + index)
+            let isMainProgram = index == 0
+            let path = isMainProgram ? executablePath : String(cString: object.pointee.path)
+            guard including(path, UInt(object.pointee.base)) else { continue }
             // An object unloaded since the snapshot is skipped; one being loaded by another
             // thread is waited for by the pin, so it is relocated when its entries are read.
             guard let handle = ffh_elf_pin(object) else { continue }
-            let isMainProgram = index == 0
-            let path = isMainProgram ? executablePath : String(cString: object.pointee.path)
             let soname = ffh_elf_soname(object).map { String(cString: $0) }
             pinned.append(
                 LoadedObject(

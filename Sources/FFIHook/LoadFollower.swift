@@ -37,6 +37,16 @@ final class LoadFollower: Sendable {
         var claimed: [UInt: pid_t] = [:]
         /// How deep each thread is in `dlopen` calls that reached this group's hooks.
         var loadDepths: [UInt: Int] = [:]
+        /// The objects a walk that ended well has looked at, and the loader's count of unloads
+        /// (``ffh_elf_unloads``) as it listed them: while that count stays, those objects are the
+        /// same, and a later walk (at every `dlopen` in the process) looks at the others only.
+        var walked: (unloads: UInt64, objects: Set<ObjectKey>)?
+    }
+
+    /// A loaded object, by its path and load bias.
+    private struct ObjectKey: Hashable {
+        let path: String
+        let base: UInt
     }
 
     /// The hooks asked for, one per symbol (their entries are distinct slots).
@@ -139,49 +149,77 @@ final class LoadFollower: Sendable {
         let companions: [HookToken]
         let newSymbolEntries: [UInt: Covered]
         let newLoaderEntries: [UInt: Covered]
+        // Whether no object was unloaded since the last walk that ended well listed its objects
+        // (counted before and after this walk lists them), and what this walk listed.
+        var unchanged = false
+        var listed: Set<ObjectKey> = []
+        var unloads: UInt64 = 0
         do throws(HookError) {
-            (tokens, companions, newSymbolEntries, newLoaderEntries) = try ImportWalk.withLoadedObjects {
-                objects throws(HookError) in
-                try SlotMemory.keepingPagesWritable { () throws(HookError) in
-                    var tokens: [HookToken] = []
-                    let index = requests.count >= ImportWalk.EntryIndex.worthwhile ? ImportWalk.EntryIndex() : nil
-                    if requests.allSatisfy({ $0.signature == nil }) {
-                        // Attaches: one batch.
-                        tokens = try ImportWalk.attach(requests, in: objects, index: index) {
-                            claims($0, \.symbolEntries)
-                        }
-                    } else {
-                        do throws(HookError) {
-                            for request in requests {
-                                do throws(HookError) {
-                                    tokens += try ImportWalk.install(request, in: objects, index: index) {
-                                        claims($0, \.symbolEntries)
+            var skipping = true
+            var found: ([HookToken], [HookToken], [UInt: Covered], [UInt: Covered])?
+            while found == nil {
+                unloads = ffh_elf_unloads()
+                let walked = skipping ? state.withLock { $0.walked } : nil
+                // The objects that walk looked at, when none was unloaded since: their entries are
+                // covered, or have none of the symbols; only the others are looked at (and pinned).
+                let skipped = walked?.unloads == unloads ? walked?.objects : nil
+                listed = []
+                let including = { (path: String, base: UInt) -> Bool in
+                    let key = ObjectKey(path: path, base: base)
+                    listed.insert(key)
+                    return skipped?.contains(key) != true
+                }
+                found = try ImportWalk.withLoadedObjects(including: including) {
+                    objects throws(HookError) -> ([HookToken], [HookToken], [UInt: Covered], [UInt: Covered])? in
+                    if ffh_elf_unloads() != unloads {
+                        // One was unloaded as they were listed (and another may stand in its place).
+                        listed = []
+                        if skipped != nil { return nil }
+                    }
+                    unchanged = skipped != nil
+                    return try SlotMemory.keepingPagesWritable { () throws(HookError) in
+                        var tokens: [HookToken] = []
+                        let index = requests.count >= ImportWalk.EntryIndex.worthwhile ? ImportWalk.EntryIndex() : nil
+                        if requests.allSatisfy({ $0.signature == nil }) {
+                            // Attaches: one batch.
+                            tokens = try ImportWalk.attach(requests, in: objects, index: index) {
+                                claims($0, \.symbolEntries)
+                            }
+                        } else {
+                            do throws(HookError) {
+                                for request in requests {
+                                    do throws(HookError) {
+                                        tokens += try ImportWalk.install(request, in: objects, index: index) {
+                                            claims($0, \.symbolEntries)
+                                        }
+                                    } catch {
+                                        throw error.naming(symbol: request.symbol)
                                     }
-                                } catch {
-                                    throw error.naming(symbol: request.symbol)
                                 }
+                            } catch {
+                                for token in tokens { token.remove() }
+                                throw error
+                            }
+                        }
+                        let companions: [HookToken]
+                        do throws(HookError) {
+                            companions = try ImportWalk.install(loaderRequest, in: objects, index: index) {
+                                claims($0, \.loaderEntries)
                             }
                         } catch {
                             for token in tokens { token.remove() }
-                            throw error
+                            // About dlopen's entry, not the symbol's: say so.
+                            var named = error.naming(symbol: "dlopen")
+                            let symbols = requests.map { "\"\($0.symbol)\"" }.joined(separator: ", ")
+                            named.message += " (following later loads for \(symbols) hooks dlopen in every object)"
+                            throw named
                         }
+                        return (tokens, companions, covering(tokens), covering(companions))
                     }
-                    let companions: [HookToken]
-                    do throws(HookError) {
-                        companions = try ImportWalk.install(loaderRequest, in: objects, index: index) {
-                            claims($0, \.loaderEntries)
-                        }
-                    } catch {
-                        for token in tokens { token.remove() }
-                        // About dlopen's entry, not the symbol's: say so.
-                        var named = error.naming(symbol: "dlopen")
-                        let symbols = requests.map { "\"\($0.symbol)\"" }.joined(separator: ", ")
-                        named.message += " (following later loads for \(symbols) hooks dlopen in every object)"
-                        throw named
-                    }
-                    return (tokens, companions, covering(tokens), covering(companions))
                 }
+                skipping = false
             }
+            (tokens, companions, newSymbolEntries, newLoaderEntries) = found!
         } catch {
             state.withLock { state in
                 for slot in mine { state.claimed[slot] = nil }
@@ -202,7 +240,19 @@ final class LoadFollower: Sendable {
             }
             record(newSymbolEntries, in: \.symbolEntries)
             record(newLoaderEntries, in: \.loaderEntries)
-            for (slot, before) in coveredBefore where !seen.contains(slot) && state.claimed[slot] == nil {
+            // Objects whose entries another walk is hooking are not counted as looked at (that
+            // walk may fail): this one's list stands only when it claimed everything it met.
+            if !listed.isEmpty && awaited.isEmpty {
+                if let walked = state.walked, walked.unloads == unloads {
+                    state.walked = (unloads, walked.objects.union(listed))
+                } else if (state.walked?.unloads ?? 0) <= unloads {
+                    state.walked = (unloads, listed)
+                }
+            }
+            // An entry not met is of an object unloaded since: none was when the walk looked only
+            // at new objects.
+            for (slot, before) in coveredBefore
+            where !unchanged && !seen.contains(slot) && state.claimed[slot] == nil {
                 guard let token = before.token else { continue }
                 for covered in [\State.symbolEntries, \State.loaderEntries]
                 where state[keyPath: covered][slot]?.token === token {

@@ -49,6 +49,12 @@ typedef struct {
 /// NULL (and a count of 0) when memory runs out.
 ffh_elf_object *ffh_elf_objects(size_t *count);
 
+/// How many objects the loader has unloaded since the process began (its `dlpi_subs`): while
+/// it stays the same, an object listed before is the same object still (none was unloaded and
+/// another loaded in its place). Where the loader does not count, every call returns a new
+/// number.
+uint64_t ffh_elf_unloads(void);
+
 /// Frees a snapshot made by ffh_elf_objects.
 void ffh_elf_free_objects(ffh_elf_object *objects, size_t count);
 
