@@ -31,16 +31,23 @@ final class LoadFollower: Sendable {
         /// The entries the group hooked, for the symbol and for `dlopen`.
         var symbolEntries: [UInt: Covered] = [:]
         var loaderEntries: [UInt: Covered] = [:]
-        /// The entries a walk is hooking right now, with the process whose walk claimed them:
-        /// in a child after fork a claim of the parent's belongs to a thread that is not
+        /// The entries a walk is hooking right now, for the symbol or for `dlopen` (one entry
+        /// is both when `dlopen` is one of the symbols), with the process whose walk claimed
+        /// them: in a child after fork a claim of the parent's belongs to a thread that is not
         /// there, and counts as no claim.
-        var claimed: [UInt: pid_t] = [:]
+        var claimed: [Claim: pid_t] = [:]
         /// How deep each thread is in `dlopen` calls that reached this group's hooks.
         var loadDepths: [UInt: Int] = [:]
         /// The objects a walk that ended well has looked at, and the loader's count of unloads
         /// (``ffh_elf_unloads``) as it listed them: while that count stays, those objects are the
         /// same, and a later walk (at every `dlopen` in the process) looks at the others only.
         var walked: (unloads: UInt64, objects: Set<ObjectKey>)?
+    }
+
+    /// An entry hooked for the symbol, or for `dlopen` (``State/loaderEntries``).
+    private struct Claim: Hashable {
+        let slot: UInt
+        let forLoader: Bool
     }
 
     /// A loaded object, by its path and load bias.
@@ -114,25 +121,29 @@ final class LoadFollower: Sendable {
         }
         // Entries covered before the objects are listed: one of them not met in the walk
         // belongs to an object unloaded since, unless another walk hooked it anew meanwhile.
-        let coveredBefore = state.withLock { $0.symbolEntries.merging($0.loaderEntries) { first, _ in first } }
-        var seen = Set<UInt>()
-        var mine: [UInt] = []
-        var awaited: [UInt] = []
+        let coveredBefore = state.withLock { state in
+            state.symbolEntries.map { (Claim(slot: $0.key, forLoader: false), $0.value) }
+                + state.loaderEntries.map { (Claim(slot: $0.key, forLoader: true), $0.value) }
+        }
+        var seen = Set<Claim>()
+        var mine: [Claim] = []
+        var awaited: [Claim] = []
         /// Whether this walk hooks `entry`: claims it when no walk has and it is not hooked
         /// by the group (or holds another value than the group's hook left there: its object
         /// was unloaded and another mapped at its address).
         func claims(_ entry: ImportWalk.Entry, _ covered: KeyPath<State, [UInt: Covered]>) -> Bool {
-            seen.insert(entry.slot)
+            let claim = Claim(slot: entry.slot, forLoader: covered == \State.loaderEntries)
+            seen.insert(claim)
             return state.withLock { state in
-                if state.claimed[entry.slot] == process {
-                    awaited.append(entry.slot)
+                if state.claimed[claim] == process {
+                    awaited.append(claim)
                     return false
                 }
                 if let hooked = state[keyPath: covered][entry.slot], ImportWalk.value(at: entry.slot) == hooked.value {
                     return false
                 }
-                state.claimed[entry.slot] = process
-                mine.append(entry.slot)
+                state.claimed[claim] = process
+                mine.append(claim)
                 return true
             }
         }
@@ -222,7 +233,7 @@ final class LoadFollower: Sendable {
             (tokens, companions, newSymbolEntries, newLoaderEntries) = found!
         } catch {
             state.withLock { state in
-                for slot in mine { state.claimed[slot] = nil }
+                for claim in mine { state.claimed[claim] = nil }
             }
             throw error
         }
@@ -251,16 +262,16 @@ final class LoadFollower: Sendable {
             }
             // An entry not met is of an object unloaded since: none was when the walk looked only
             // at new objects.
-            for (slot, before) in coveredBefore
-            where !unchanged && !seen.contains(slot) && state.claimed[slot] == nil {
+            for (claim, before) in coveredBefore
+            where !unchanged && !seen.contains(claim) && state.claimed[claim] == nil {
                 guard let token = before.token else { continue }
-                for covered in [\State.symbolEntries, \State.loaderEntries]
-                where state[keyPath: covered][slot]?.token === token {
-                    state[keyPath: covered][slot] = nil
+                let covered = claim.forLoader ? \State.loaderEntries : \State.symbolEntries
+                if state[keyPath: covered][claim.slot]?.token === token {
+                    state[keyPath: covered][claim.slot] = nil
                     replaced.append(token)
                 }
             }
-            for slot in mine { state.claimed[slot] = nil }
+            for claim in mine { state.claimed[claim] = nil }
             return replaced
         }
         guard let taken = group.replace(removing: replaced, with: tokens, companions: companions) else {
@@ -271,10 +282,10 @@ final class LoadFollower: Sendable {
         if waits && !awaited.isEmpty { waitForClaims(awaited, of: process) }
     }
 
-    /// Waits, for a while at most, until other walks of this process finished hooking `slots`.
-    private func waitForClaims(_ slots: [UInt], of process: pid_t) {
+    /// Waits, for a while at most, until other walks of this process finished hooking `claims`.
+    private func waitForClaims(_ claims: [Claim], of process: pid_t) {
         let start = MonotonicClock.now
-        while state.withLock({ state in slots.contains { state.claimed[$0] == process } }) {
+        while state.withLock({ state in claims.contains { state.claimed[$0] == process } }) {
             guard MonotonicClock.now - start < Self.patienceNanoseconds else { return }
             usleep(50)
         }

@@ -1,4 +1,5 @@
 import CSQLite
+import CTestSupport
 import Foundation
 import Synchronization
 import Testing
@@ -310,17 +311,29 @@ extension FixtureTableTests {
             #expect(entryValues() == original)
         }
 
+        /// Runs `body` with the full-RELRO fixture's `dlopen` (called through its own import
+        /// entry) and the path of a copy of the later fixture under `name`: an object no test
+        /// has loaded yet. The copy is deleted after.
+        func withLaterFixtureCopy(
+            named name: String, _ body: (ImportFixtures.Open, String) throws -> Void
+        ) throws {
+            let library = try ImportFixtures.open(Self.fullRELRO)
+            let open = try ImportFixtures.function("cimportfixture_open", in: library, as: ImportFixtures.Open.self)
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ffihook-\(name)-\(getpid())")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let copy = directory.appendingPathComponent("\(name).so").path
+            try FileManager.default.copyItem(atPath: ImportFixtures.path("libLaterImportFixture.so"), toPath: copy)
+            try body(open, copy)
+        }
+
         /// A group that follows later loads: the entries of an object loaded after the install
         /// join the group, and its calls reach the block with that object's entry.
         @Test func aGroupFollowsLaterLoads() throws {
-            let library = try ImportFixtures.open(Self.fullRELRO)
-            let open = try ImportFixtures.function("cimportfixture_open", in: library, as: ImportFixtures.Open.self)
-            // A copy under another name: an object no test has loaded yet.
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ffihook-group-\(getpid())")
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            defer { try? FileManager.default.removeItem(at: directory) }
-            let copy = directory.appendingPathComponent("libLaterGroupCopy.so").path
-            try FileManager.default.copyItem(atPath: ImportFixtures.path("libLaterImportFixture.so"), toPath: copy)
+            try withLaterFixtureCopy(named: "libLaterGroupCopy") { open, copy in try followsLaterLoads(open, copy) }
+        }
+
+        func followsLaterLoads(_ open: ImportFixtures.Open, _ copy: String) throws {
             let missing = try ImportSymbol("cimport_nothing_imports_this", signature: Signature("v"))
 
             let seen = EventLog()
@@ -350,6 +363,39 @@ extension FixtureTableTests {
             #expect(seen.all.count == 1)
             let entry = try #require(try ImportTable.bindings(of: "atoi", in: .object(copy)).first)
             #expect(entry.state == .bound(function: ImportFixtures.resolved("atoi")))
+        }
+
+        /// A group that follows later loads with `dlopen` among its own symbols: the entries that
+        /// its blocks and the following both need are hooked for both, and an object loaded
+        /// later joins the group.
+        @Test func aGroupWithDlopenAmongItsSymbolsFollowsLaterLoads() throws {
+            try withLaterFixtureCopy(named: "libLaterDlopenCopy") { open, copy in try followsWithDlopen(open, copy) }
+        }
+
+        func followsWithDlopen(_ open: ImportFixtures.Open, _ copy: String) throws {
+            let me = at_gettid()
+            let names = Mutex<[String]>([])
+            // The group's walks pin objects with dlopen(RTLD_NOLOAD): only loads are counted.
+            let group = try ImportTable.attach(symbols: ["dlopen", "atoi"], in: .allIncludingLaterLoads) { name in
+                (
+                    onEnter: { call in
+                        guard call.threadID == me else { return }
+                        if name == "dlopen" && Int32(truncatingIfNeeded: call.integerArgument(1)) & RTLD_NOLOAD != 0 {
+                            return
+                        }
+                        names.withLock { $0.append(name) }
+                    }, onLeave: nil
+                )
+            }
+            defer { group.remove() }
+            let later = try #require(open(copy, RTLD_NOW))
+            let parse = try ImportFixtures.function("cimportlater_parse", in: later, as: ImportFixtures.Parse.self)
+            #expect(names.withLock { $0 } == ["dlopen"])
+            #expect(parse("4711") == 4712)
+            #expect(names.withLock { $0 } == ["dlopen", "atoi"])
+            #expect(group.remove())
+            #expect(parse("4711") == 4712)
+            #expect(names.withLock { $0.count } == 2)
         }
 
         @Test func anEmptyListAndAnUnknownObject() throws {
