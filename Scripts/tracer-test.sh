@@ -8,7 +8,8 @@
 # each is counted, or reported as not counted when it interrupted the tracer's own block.
 # With --inline, the same program traced in the libraries' own code: calls libtracee makes
 # directly to a hidden and a local function counted too, self times below totals, recursion
-# counted once. A misspelt library name is reported with the loaded objects closest to it.
+# counted once. A library loaded later that the executable's own (weak) import leads to, in
+# every scope; a library unloaded and loaded again, three times. A misspelt library name is reported with the loaded objects closest to it.
 # The event outputs (--chrome-trace, --folded, --flamegraph, --timeline) of the same program,
 # with the default buffers and with buffers that fill up, and of a program whose signal handler
 # calls a traced function (event-signals.c) and of one whose traced calls are left by longjmp
@@ -190,6 +191,57 @@ if [ "$(grep -c "ffi-hook-tracer: bash (pid" "$work/subshell.err")" -gt 1 ] ||
     cat "$work/subshell.err" >&2
     exit 1
 fi
+
+# Traces liblate.so in each scope and inline, running the program and arguments given: the
+# counts in $work/$1-<scope>.json, the program's output in .out.
+trace_late() {
+    local name=$1 scope mode
+    shift
+    for scope in main program all inline; do
+        mode=(--scope "$scope")
+        if [ "$scope" = inline ]; then mode=(--inline); fi
+        "$bin/ffi-hook-tracer" --library liblate.so "${mode[@]}" --json "$work/$name-$scope.json" -- "$@" \
+            >"$work/$name-$scope.out" 2>"$work/$name-$scope.err"
+    done
+}
+
+echo "== tracer test: a library loaded later that the executable's own import leads to, in every scope"
+# weak-late.c imports late_square weakly and loads liblate.so with dlopen (RTLD_GLOBAL): its own
+# PLT entry leads there from then on, so even the executable-only scope counts its calls.
+gcc -O0 -o "$work/weak-late" "$fixture/weak-late.c" -ldl
+trace_late weak "$work/weak-late" "$work/liblate.so"
+python3 - "$work" <<'PYTHON'
+import json, sys
+work = sys.argv[1]
+for scope in ("main", "program", "all", "inline"):
+    report = json.load(open(f"{work}/weak-{scope}.json"))
+    made = int(open(f"{work}/weak-{scope}.out").read())
+    counted = {row["name"]: row["calls"] for row in report["functions"]}.get("late_square", 0)
+    if counted != made:
+        sys.exit(f"scope {scope}: late_square counted {counted} times, the program made {made} calls")
+    print(f"scope {scope}: the {made} calls of late_square counted")
+PYTHON
+
+echo "== tracer test: a library unloaded and loaded again, in every scope"
+# reload.c loads plugin.so (and with it liblate.so) three times, unloading it after each run:
+# each load is a new object, often at the address of the last, and is traced as one.
+gcc -O0 -o "$work/reload" "$fixture/reload.c" -ldl
+trace_late reload "$work/reload" "$work/plugin.so" "$work/liblate.so"
+python3 - "$work" <<'PYTHON'
+import json, sys
+work = sys.argv[1]
+for scope in ("main", "program", "all", "inline"):
+    report = json.load(open(f"{work}/reload-{scope}.json"))
+    made, unloaded = (int(word) for word in open(f"{work}/reload-{scope}.out").read().split())
+    if not unloaded:
+        sys.exit("liblate.so stayed loaded after dlclose: the test tests nothing")
+    rows = {row["name"]: row["calls"] for row in report["functions"]}
+    # The plugin's calls go through its own import table: not the executable's (main).
+    want = 0 if scope == "main" else made
+    if rows.get("late_square", 0) != want or len(rows) > (1 if want else 0):
+        sys.exit(f"scope {scope}: {rows}, expected late_square {want} times in one row")
+    print(f"scope {scope}: late_square counted {want} times over three loads")
+PYTHON
 
 echo "== tracer test: a misspelt --library"
 "$bin/ffi-hook-tracer" --library libtrace.so -- "$work/program" >"$work/typo.out" 2>"$work/typo.err"

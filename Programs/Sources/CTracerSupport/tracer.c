@@ -5,6 +5,7 @@
 #include <elf.h>
 #include <link.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -333,6 +334,22 @@ static int fht_visit_object(struct dl_phdr_info *info, size_t size, void *data) 
 void fht_walk(fht_visitor visit, void *context) {
     fht_walk_context walk = {visit, context};
     dl_iterate_phdr(fht_visit_object, &walk);
+}
+
+static int fht_read_counts(struct dl_phdr_info *info, size_t size, void *data) {
+    uint64_t *counts = data;
+    if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
+        counts[0] = info->dlpi_adds;
+        counts[1] = info->dlpi_subs;
+    }
+    return 1;
+}
+
+void fht_load_counts(uint64_t *adds, uint64_t *subs) {
+    uint64_t counts[2] = {0, 0};
+    dl_iterate_phdr(fht_read_counts, counts);
+    *adds = counts[0];
+    *subs = counts[1];
 }
 
 int fht_start_library_path(char *buffer, size_t size) {

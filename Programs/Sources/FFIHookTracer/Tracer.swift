@@ -65,6 +65,11 @@ final class Tracer: Sendable {
         /// Inline mode: the address each counter's name was given to, so that two functions
         /// of one name (local functions of two files) get counters of their own.
         var counterAddresses: [String: UInt] = [:]
+        /// The loader's counts of loads and unloads (``fht_load_counts``) when the objects were
+        /// last walked after a `dlopen` and a `dlclose`: a call that changed neither (the
+        /// library's own walks pin objects with both) needs no walk.
+        var loadsWalked: UInt64 = 0
+        var unloadsWalked: UInt64 = 0
         /// Problems already reported, so that each is said once.
         var reported: Set<String> = []
         /// The clock at the start, for converting ticks to nanoseconds.
@@ -85,7 +90,7 @@ final class Tracer: Sendable {
     // MARK: - Start
 
     /// Reads the configuration, attaches to the chosen functions of the objects loaded now,
-    /// and follows later loads (except in the main-program scope).
+    /// and follows later loads.
     func start() {
         let (configuration, problems) = TracerConfiguration.fromEnvironment()
         start(configuration, problems: problems)
@@ -113,17 +118,29 @@ final class Tracer: Sendable {
                 let brought = LoadedImage.broughtByProgram(images, tracer: tracer)
                 state.excluded = Set(images.map(\.key)).subtracting(brought)
             }
+            // The counts before the first walk: a load after them is walked again at its dlopen.
+            var loads: UInt64 = 0
+            var unloads: UInt64 = 0
+            fht_load_counts(&loads, &unloads)
+            state.loadsWalked = loads
+            state.unloadsWalked = unloads
             update(&state)
         }
-        if configuration.scope != .main || configuration.inline {
-            do {
-                let follower = try ImportTable.attach(
-                    symbol: "dlopen", in: .allIncludingLaterLoads, onEnter: nil,
-                    onLeave: { _ in Tracer.shared.objectsLoaded() })
-                state.withLock { $0.groups.append(follower) }
-            } catch {
-                say("cannot follow dlopen: \(error)")
+        // Every scope follows later loads: the executable's own entries may lead to a library
+        // loaded later (a weak import that `dlopen` with RTLD_GLOBAL binds). And unloads: a
+        // library loaded again after `dlclose` is new, at the same address or not.
+        // One group for both (one walk of every object at the start).
+        do {
+            let loaded: LeaveBlock = { _ in Tracer.shared.objectsLoaded() }
+            let unloaded: LeaveBlock = { _ in Tracer.shared.objectsUnloaded() }
+            let blocks: (String) -> (onEnter: EnterBlock?, onLeave: LeaveBlock?) = { symbol in
+                (nil, symbol == "dlopen" ? loaded : unloaded)
             }
+            let follower = try ImportTable.attach(
+                symbols: ["dlopen", "dlclose"], in: .allIncludingLaterLoads, options: [], blocks: blocks)
+            state.withLock { $0.groups.append(follower) }
+        } catch {
+            say("cannot follow dlopen and dlclose: \(error)")
         }
         // What the start itself made libc and the loader do is not the program's.
         fht_reset_counters()
@@ -144,15 +161,47 @@ final class Tracer: Sendable {
     /// libraries loaded since.
     private func objectsLoaded() {
         let before = Self.passedThroughCalls
-        // Calls the walk and the planning make of traced functions are the tracer's own.
-        fht_set_own_work(1)
-        defer { fht_set_own_work(0) }
-        state.withLock { state in
-            guard !state.finished else { return }
-            update(&state)
-        }
+        afterLoader(unloading: false) { state in update(&state) }
         let passed = Self.passedThroughCalls - before
         state.withLock { $0.passedInUpdates += passed }
+    }
+
+    /// Called after each `dlclose` returns: forgets the objects no longer loaded, so that one
+    /// loaded again is attached to as new (its import tables and code are new). Inline, the
+    /// names of its functions' counters are free again: the same function loaded again counts
+    /// in the same row.
+    private func objectsUnloaded() {
+        afterLoader(unloading: true) { state in
+            let loaded = Set(LoadedImage.current { _ in [] }.map(\.key))
+            let gone = state.seen.subtracting(loaded)
+            state.seen.subtract(gone)
+            for key in gone {
+                state.imports[key] = nil
+                if let batch = state.batches.removeValue(forKey: key) {
+                    let addresses = Set(batch.functions.map { UInt(bitPattern: $0.address) })
+                    state.counterAddresses = state.counterAddresses.filter { !addresses.contains($0.value) }
+                }
+            }
+        }
+    }
+
+    /// Runs `body` after a call of the loader (as the tracer's own work: calls the walk and the
+    /// planning make of traced functions are not the program's) when the loader's count of
+    /// loads (of unloads, `unloading`) moved since the last time: not for the calls that loaded
+    /// or unloaded nothing (the library's own walks pin objects with `dlopen` and `dlclose`).
+    /// A loader that counts no load at all runs it every time.
+    private func afterLoader(unloading: Bool, _ body: (inout State) -> Void) {
+        fht_set_own_work(1)
+        defer { fht_set_own_work(0) }
+        var loads: UInt64 = 0
+        var unloads: UInt64 = 0
+        fht_load_counts(&loads, &unloads)
+        let (count, walked) = unloading ? (unloads, \State.unloadsWalked) : (loads, \State.loadsWalked)
+        state.withLock { state in
+            guard !state.finished, loads == 0 || count != state[keyPath: walked] else { return }
+            state[keyPath: walked] = count
+            body(&state)
+        }
     }
 
     /// Walks the loaded objects, reads the exports of traced libraries and the imports of
@@ -430,7 +479,7 @@ final class Tracer: Sendable {
         let snapshot: (TracerConfiguration, [(String, fht_counter)], UInt64, UInt64, Int)? = state.withLock { state in
             guard state.started, !state.finished, !state.configuration.libraries.isEmpty else { return nil }
             state.finished = true
-            // The objects loaded now too (the main-program scope does not follow later loads).
+            // The objects loaded now too (those the walks after each `dlopen` did not list).
             for image in LoadedImage.current(details: { _ in [] }) where !image.isMainProgram {
                 state.seenNames.insert(image.name)
                 state.matchedNames.formUnion(state.configuration.libraries(naming: image.path, soname: image.soname))

@@ -234,6 +234,12 @@ typedef int (*fht_visitor)(void *_Nullable context, fht_item item, const char *t
 /// imports. Runs with the loader's list locked: the visitor must not load or unload objects.
 void fht_walk(fht_visitor visit, void *_Nullable context);
 
+/// The loader's counts of objects loaded and unloaded since the process began (`dlpi_adds`,
+/// `dlpi_subs`): a `dlopen` that loaded nothing (of an object loaded already, or with
+/// RTLD_NOLOAD) leaves the first as it was, a `dlclose` that unloaded nothing the second.
+/// Both are 0 where the loader does not count (it counts the main program as a load).
+void fht_load_counts(uint64_t *adds, uint64_t *subs);
+
 /// The path of the object that holds `address` (this library's file for one of its own
 /// functions), copied into `buffer`; 0 when unknown.
 int fht_object_path(const void *address, char *buffer, size_t size);
