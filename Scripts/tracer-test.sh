@@ -9,7 +9,8 @@
 # With --inline, the same program traced in the libraries' own code: calls libtracee makes
 # directly to a hidden and a local function counted too, self times below totals, recursion
 # counted once. A library loaded later that the executable's own (weak) import leads to, in
-# every scope; a library unloaded and loaded again, three times. A misspelt library name is reported with the loaded objects closest to it.
+# every scope; a library named by another path to its file, or by the file's own name; a library
+# unloaded and loaded again, three times. A misspelt library name is reported with the loaded objects closest to it.
 # The event outputs (--chrome-trace, --folded, --flamegraph, --timeline) of the same program,
 # with the default buffers and with buffers that fill up, and of a program whose signal handler
 # calls a traced function (event-signals.c) and of one whose traced calls are left by longjmp
@@ -221,6 +222,25 @@ for scope in ("main", "program", "all", "inline"):
         sys.exit(f"scope {scope}: late_square counted {counted} times, the program made {made} calls")
     print(f"scope {scope}: the {made} calls of late_square counted")
 PYTHON
+
+echo "== tracer test: --library by another path to the file, or by the file's own name"
+# The program loads liblate.so through a symbolic link of another name: the library answers to
+# any path that leads to the same file, and to the name of the file itself.
+mkdir -p "$work/links"
+ln -sf ../liblate.so "$work/links/late-other.so"
+ln -sf ../liblate.so "$work/links/late-alias.so"
+for name in "$work/links/late-alias.so" liblate.so; do
+    "$bin/ffi-hook-tracer" --library "$name" --json "$work/named.json" -- "$work/weak-late" "$work/links/late-other.so" \
+        >"$work/named.out" 2>"$work/named.err"
+    python3 - "$work/named.json" "$(cat "$work/named.out")" "$name" <<'PYTHON'
+import json, sys
+report = json.load(open(sys.argv[1]))
+counted = {row["name"]: row["calls"] for row in report["functions"]}.get("late_square", 0)
+if counted != int(sys.argv[2]):
+    sys.exit(f"--library {sys.argv[3]}: late_square counted {counted} times, not {sys.argv[2]}")
+print(f"--library {sys.argv[3]}: the library loaded as late-other.so traced")
+PYTHON
+done
 
 echo "== tracer test: a library unloaded and loaded again, in every scope"
 # reload.c loads plugin.so (and with it liblate.so) three times, unloading it after each run:

@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <fnmatch.h>
+#include <limits.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -24,13 +25,20 @@ typedef void *(*fhs_dlopen_function)(const char *, int);
 static fhs_dlopen_function fhs_real_dlopen;
 
 /* Whether `name` (an entry of FFI_HOOK_TRACER_LIBRARIES) names the object with this path and
-   soname: the tracer's own rule (TracerConfiguration.libraries(naming:soname:)). */
+   soname: the tracer's own rule (TracerConfiguration.libraries(naming:soname:)), the file the
+   path leads to after symbolic links included (by its path, any path to it, or its name). */
 static int fhs_names(const char *name, const char *path, const char *soname) {
     const char *slash = strrchr(path, '/');
     const char *file = slash ? slash + 1 : path;
     if (!*path) return 0; /* the main program */
     if (strcmp(name, path) == 0 || strcmp(name, file) == 0 || fnmatch(name, file, 0) == 0) return 1;
-    return soname && (strcmp(name, soname) == 0 || fnmatch(name, soname, 0) == 0);
+    if (soname && (strcmp(name, soname) == 0 || fnmatch(name, soname, 0) == 0)) return 1;
+    char real[PATH_MAX], named[PATH_MAX];
+    if (!realpath(path, real)) return 0;
+    const char *real_slash = strrchr(real, '/');
+    const char *real_file = real_slash ? real_slash + 1 : real;
+    if (strcmp(name, real_file) == 0 || fnmatch(name, real_file, 0) == 0) return 1;
+    return strchr(name, '/') && realpath(name, named) && strcmp(named, real) == 0;
 }
 
 /* The object's DT_SONAME, or NULL. */

@@ -147,13 +147,37 @@ struct TracerConfiguration: Sendable {
         !libraries(naming: path, soname: soname).isEmpty
     }
 
-    /// The `--library` names that the object with this path and soname answers to.
+    /// The `--library` names that the object with this path and soname answers to: its path,
+    /// file name or soname (or a shell pattern of the last two), or the file its path leads to
+    /// after symbolic links (`/usr/lib/…` for the loader's `/lib/…`, `libsqlite3.so.0.8.6` for
+    /// `libsqlite3.so.0`), by path, by any path to it, or by file name (or pattern). The start
+    /// library applies the same rule (start.c, `fhs_names`).
     func libraries(naming path: String, soname: String?) -> [String] {
         let fileName = path.split(separator: "/").last.map(String.init) ?? path
-        return libraries.filter { name in
-            name == path || name == fileName || name == soname || fnmatch(name, fileName, 0) == 0
-                || soname.map { fnmatch(name, $0, 0) == 0 } ?? false
+        var real: (path: String, fileName: String)??
+        func resolved() -> (path: String, fileName: String)? {
+            if let real { return real }
+            let found = Self.realPath(path).map { ($0, $0.split(separator: "/").last.map(String.init) ?? $0) }
+            real = .some(found)
+            return found
         }
+        return libraries.filter { name in
+            if name == path || name == fileName || name == soname || fnmatch(name, fileName, 0) == 0
+                || soname.map({ fnmatch(name, $0, 0) == 0 }) ?? false
+            {
+                return true
+            }
+            guard !path.isEmpty, let real = resolved() else { return false }
+            return name == real.fileName || fnmatch(name, real.fileName, 0) == 0
+                || (name.contains("/") && Self.realPath(name) == real.path)
+        }
+    }
+
+    /// The path `path` leads to after symbolic links, or nil when it leads nowhere.
+    private static func realPath(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
     }
 
     /// The non-empty items of a comma-separated list, without surrounding spaces.

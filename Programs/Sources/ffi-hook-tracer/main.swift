@@ -44,6 +44,8 @@ let usage = """
 
       --library NAME     a library whose exported functions are traced: a soname
                          (libsqlite3.so.0), a file name, a path or a shell pattern; repeatable.
+                         The path and name of the file the loader's path leads to after
+                         symbolic links count too (libsqlite3.so.0.8.6).
                          A name that no object of the process answers to is reported at exit,
                          with the loaded objects whose names are closest to it
       --symbols PATTERN  only functions whose name matches this shell pattern (or one of
