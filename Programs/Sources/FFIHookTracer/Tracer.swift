@@ -350,8 +350,8 @@ final class Tracer: Sendable {
         if recording {
             blocks = EventOutputs.recordingBlocks(counter)
         } else {
-            // Both capture one object holding the address: three allocations for the pair, where
-            // capturing the address itself made four (a thousand functions attach at a `dlopen`).
+            // Both capture one object holding the address, which serves as the context of both:
+            // one allocation for the pair (a thousand functions attach at a `dlopen`).
             let box = CounterBox(counter.pointer)
             let onEnter: EnterBlock = { context in fht_enter(box.pointer, UInt64(context.stackPointer)) }
             let onLeave: LeaveBlock = { context in fht_leave(box.pointer, UInt64(context.stackPointer)) }
