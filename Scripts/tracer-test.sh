@@ -225,11 +225,12 @@ PYTHON
 
 echo "== tracer test: --library by another path to the file, or by the file's own name"
 # The program loads liblate.so through a symbolic link of another name: the library answers to
-# any path that leads to the same file, and to the name of the file itself.
+# any path that leads to the same file, and to the name of the file itself; a pattern with a
+# slash is matched against the loader's path and against the file's.
 mkdir -p "$work/links"
 ln -sf ../liblate.so "$work/links/late-other.so"
 ln -sf ../liblate.so "$work/links/late-alias.so"
-for name in "$work/links/late-alias.so" liblate.so; do
+for name in "$work/links/late-alias.so" liblate.so "$work/links/*-other.so" "$work/lib*te.so" "*/liblate.so"; do
     "$bin/ffi-hook-tracer" --library "$name" --json "$work/named.json" -- "$work/weak-late" "$work/links/late-other.so" \
         >"$work/named.out" 2>"$work/named.err"
     python3 - "$work/named.json" "$(cat "$work/named.out")" "$name" <<'PYTHON'
@@ -267,6 +268,17 @@ echo "== tracer test: a misspelt --library"
 "$bin/ffi-hook-tracer" --library libtrace.so -- "$work/program" >"$work/typo.out" 2>"$work/typo.err"
 cat "$work/typo.err" | grep -- "--library" || true
 grep -q -- "--library libtrace.so names none of the objects this process loaded, so none of its calls were traced; the closest loaded: libtracee.so" "$work/typo.err"
+
+echo "== tracer test: an empty --library or --symbols is refused, not taken for every one"
+for option in "--library=" "--symbols=" "--symbols= , " "--json=" "--chrome-trace="; do
+    status=0
+    "$bin/ffi-hook-tracer" --library libtracee.so "$option" -- "$work/program" >"$work/empty.out" 2>"$work/empty.err" || status=$?
+    if [ "$status" -ne 64 ] || ! head -1 "$work/empty.err" | grep -q "needs a"; then
+        echo "'$option': exit status $status, $(head -1 "$work/empty.err")" >&2
+        exit 1
+    fi
+    head -1 "$work/empty.err"
+done
 
 echo "== tracer test: a function with two names, traced inline under the one --symbols chose"
 # strchr and index are one function in glibc (one address): the batch plans it once, under one

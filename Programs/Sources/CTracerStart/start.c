@@ -31,14 +31,18 @@ static int fhs_names(const char *name, const char *path, const char *soname) {
     const char *slash = strrchr(path, '/');
     const char *file = slash ? slash + 1 : path;
     if (!*path) return 0; /* the main program */
+    /* A name with a slash is a path or a pattern of paths (/usr/lib/x86_64-linux-gnu/libz.so*). */
+    int is_path = strchr(name, '/') != NULL;
     if (strcmp(name, path) == 0 || strcmp(name, file) == 0 || fnmatch(name, file, 0) == 0) return 1;
+    if (is_path && fnmatch(name, path, 0) == 0) return 1;
     if (soname && (strcmp(name, soname) == 0 || fnmatch(name, soname, 0) == 0)) return 1;
     char real[PATH_MAX], named[PATH_MAX];
     if (!realpath(path, real)) return 0;
     const char *real_slash = strrchr(real, '/');
     const char *real_file = real_slash ? real_slash + 1 : real;
     if (strcmp(name, real_file) == 0 || fnmatch(name, real_file, 0) == 0) return 1;
-    return strchr(name, '/') && realpath(name, named) && strcmp(named, real) == 0;
+    if (is_path && fnmatch(name, real, 0) == 0) return 1;
+    return is_path && realpath(name, named) && strcmp(named, real) == 0;
 }
 
 /* The object's DT_SONAME, or NULL. */

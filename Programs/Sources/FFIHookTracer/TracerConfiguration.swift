@@ -148,7 +148,7 @@ struct TracerConfiguration: Sendable {
     }
 
     /// The `--library` names that the object with this path and soname answers to: its path,
-    /// file name or soname (or a shell pattern of the last two), or the file its path leads to
+    /// file name or soname (or a shell pattern of any of them), or the file its path leads to
     /// after symbolic links (`/usr/lib/…` for the loader's `/lib/…`, `libsqlite3.so.0.8.6` for
     /// `libsqlite3.so.0`), by path, by any path to it, or by file name (or pattern). The start
     /// library applies the same rule (start.c, `fhs_names`).
@@ -162,14 +162,16 @@ struct TracerConfiguration: Sendable {
             return found
         }
         return libraries.filter { name in
+            // A name with a slash is a path or a pattern of paths (/usr/lib/*/libz.so*).
+            let isPath = name.contains("/")
             if name == path || name == fileName || name == soname || fnmatch(name, fileName, 0) == 0
-                || soname.map({ fnmatch(name, $0, 0) == 0 }) ?? false
+                || soname.map({ fnmatch(name, $0, 0) == 0 }) ?? false || (isPath && fnmatch(name, path, 0) == 0)
             {
                 return true
             }
             guard !path.isEmpty, let real = resolved() else { return false }
             return name == real.fileName || fnmatch(name, real.fileName, 0) == 0
-                || (name.contains("/") && Self.realPath(name) == real.path)
+                || (isPath && (fnmatch(name, real.path, 0) == 0 || Self.realPath(name) == real.path))
         }
     }
 

@@ -33,6 +33,7 @@ let eventUsage = """
 func eventOption(_ name: String, inline: String?, _ arguments: inout ArraySlice<String>) -> (String, String)? {
     guard let variable = eventOptions.first(where: { $0.option == name })?.variable else { return nil }
     guard let value = inline ?? arguments.popFirst() else { fail("\(name) needs a value") }
+    refuseEmpty(value, of: name)
     if name == "--events", Int(value).map({ $0 < 2 }) ?? true { fail("--events takes a number of events (2 or more)") }
     return (variable, value)
 }

@@ -47,6 +47,7 @@ private let signaturesVariable = "FFI_HOOK_TRACER_SIGNATURES"
 func logOption(_ name: String, inline: String?, _ arguments: inout ArraySlice<String>) -> (String, String)? {
     guard ["--log", "--signature", "--signatures"].contains(name) else { return nil }
     guard let value = inline ?? arguments.popFirst() else { fail("\(name) needs a value") }
+    refuseEmpty(value, of: name)
     switch name {
     case "--log": return (logVariable, value)
     case "--signature":

@@ -90,6 +90,12 @@ func fail(_ message: String) -> Never {
     exit(64)
 }
 
+/// Exits with the usage when an option's value is empty (`--library ''`, `--json=`): an empty
+/// value would otherwise read as no option at all (every function, no file).
+func refuseEmpty(_ value: String, of option: String) {
+    if value.isEmpty { fail("\(option) needs a value: it was given an empty one") }
+}
+
 /// The options, parsed by hand (the package has no argument-parsing dependency).
 struct Options {
     var libraries: [String] = []
@@ -123,7 +129,7 @@ struct Options {
                 continue
             }
             // --name VALUE and --name=VALUE.
-            let parts = argument.split(separator: "=", maxSplits: 1).map(String.init)
+            let parts = argument.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
             let name = parts[0]
             if let event = eventOption(name, inline: parts.count == 2 ? parts[1] : nil, &arguments) {
                 events.append(event)
@@ -141,9 +147,15 @@ struct Options {
             guard let value = parts.count == 2 ? parts[1] : arguments.popFirst() else {
                 fail("\(name) needs a value")
             }
+            refuseEmpty(value, of: name)
             switch name {
             case "--library": libraries.append(value)
-            case "--symbols": symbols.append(value)
+            case "--symbols":
+                // An empty pattern would select every function (what leaving --symbols out does).
+                guard value.split(separator: ",").contains(where: { !$0.allSatisfy(\.isWhitespace) }) else {
+                    fail("--symbols needs a pattern: '\(value)' holds none (leave it out to trace every function)")
+                }
+                symbols.append(value)
             case "--json": json = value
             case "--pid":
                 guard let number = Int32(value), number > 0 else { fail("--pid needs a process ID") }
