@@ -1,5 +1,6 @@
 import ArgumentParser
 import FoundationEssentials
+import Glibc
 import HookFixtures
 
 /// Times hooked calls against a direct call, two raw libffi closures (the closure limit and
@@ -106,6 +107,13 @@ struct HookBench: ParsableCommand {
                 + "else runs."))
     var checkScaling = false
 
+    @Flag(
+        name: .customLong("check-allocations"),
+        help: ArgumentHelp(
+            "After the report, exit with status 1 when a hooked call allocated on the heap on some row (the count is "
+                + "exact, not a timing, so a shared machine cannot fool it); the rows that did are named."))
+    var checkAllocations = false
+
     @Option(help: "With --check-scaling: attempts per kind at most (default: 5).")
     var attempts: Int?
 
@@ -122,9 +130,15 @@ struct HookBench: ParsableCommand {
                 throw ValidationError(
                     "--check-scaling excludes --transient-slots, --count-calls, --peers, --svg and --markdown")
             }
+            if checkAllocations {
+                throw ValidationError("--check-allocations goes with the report, not with --check-scaling")
+            }
             if let attempts, attempts < 1 { throw ValidationError("--attempts must be at least 1") }
         } else if attempts != nil {
             throw ValidationError("--attempts goes with --check-scaling")
+        }
+        if checkAllocations && (transientSlots != nil || countCalls != nil || peerDriver != nil || libraries != nil) {
+            throw ValidationError("--check-allocations goes with the call rows' report only")
         }
         if let countCalls {
             guard countCalls > 0 else { throw ValidationError("--count-calls must be positive") }
@@ -205,6 +219,16 @@ struct HookBench: ParsableCommand {
         }
         if let svgPath {
             try Data(report.svg().utf8).write(to: URL(filePath: svgPath))
+        }
+        if checkAllocations {
+            let allocating = report.rows.filter { $0.mechanism.isHook && $0.mallocsPerCall > 0 }
+            for row in allocating {
+                var line =
+                    "hookbench: \(row.mechanism.title) on \(row.signature.title) allocated "
+                    + "\(Format.mallocs(row.mallocsPerCall)) times per call\n"
+                line.withUTF8 { bytes in _ = Glibc.write(2, bytes.baseAddress, bytes.count) }
+            }
+            if !allocating.isEmpty { throw ExitCode.failure }
         }
     }
 
