@@ -81,7 +81,8 @@ extension Tracer {
         }
         for group in groups { group.remove() }
         // What the attaches bound, lazy again: the traced functions' entries and dlopen's.
-        let functions = state.withLock { $0.functions }.union(["dlopen"])
+        // (Inline, the counters' names are of functions patched in their own code, not entries.)
+        let functions = state.withLock { $0.configuration.inline ? [] : Set($0.counters.keys) }.union(["dlopen"])
         LazyEntries.shared.restore(functions)
         TracerOutput.restore()
         // The report's mark on this thread ends: a later join counts its calls.

@@ -13,9 +13,11 @@ struct LoadedImage: Sendable {
     }
 
     /// The path the loader knows it by; empty for the main program.
-    var path: String
+    let path: String
     /// Its load bias, which tells it from an object loaded later at the same path.
-    var base: UInt
+    let base: UInt
+    /// What identifies it across walks: its path and load bias.
+    let key: String
     /// Its DT_SONAME.
     var soname: String?
     /// Its DT_NEEDED names.
@@ -27,8 +29,12 @@ struct LoadedImage: Sendable {
     /// Whether it is the main program (the loader lists it first).
     var isMainProgram = false
 
-    /// What identifies it across walks.
-    var key: String { "\(path)@\(base)" }
+    init(path: String, base: UInt) {
+        self.path = path
+        self.base = base
+        key = "\(path)@\(base)"
+    }
+
     /// Its soname or file name, for messages.
     var name: String {
         if isMainProgram { return "the main program" }
@@ -38,10 +44,19 @@ struct LoadedImage: Sendable {
     /// The loaded objects now, in the loader's order, each with the details `details` asks
     /// for once its names are known.
     static func current(details: (LoadedImage) -> Details) -> [LoadedImage] {
+        // The object being reported is built apart from those done (not through the list's last
+        // element), and the walk's thread alone touches the collector: a library's thousands of
+        // names each pay for their string and nothing else.
         final class Collector {
-            var images: [LoadedImage] = []
+            @exclusivity(unchecked) var images: [LoadedImage] = []
+            @exclusivity(unchecked) var current: LoadedImage?
             let details: (LoadedImage) -> Details
             init(_ details: @escaping (LoadedImage) -> Details) { self.details = details }
+
+            func finish() {
+                if let current { images.append(current) }
+                current = nil
+            }
         }
         return withoutActuallyEscaping(details) { details in
             let collector = Collector(details)
@@ -50,23 +65,24 @@ struct LoadedImage: Sendable {
                     { context, item, text, base in
                         let collector = Unmanaged<Collector>.fromOpaque(context!).takeUnretainedValue()
                         if item == FHT_OBJECT {
-                            var image = LoadedImage(path: String(cString: text), base: base)
-                            image.isMainProgram = collector.images.isEmpty
-                            collector.images.append(image)
+                            let isMainProgram = collector.images.isEmpty && collector.current == nil
+                            collector.finish()
+                            collector.current = LoadedImage(path: String(cString: text), base: base)
+                            collector.current?.isMainProgram = isMainProgram
                             return 0
                         }
-                        let last = collector.images.count - 1
                         switch item {
-                        case FHT_SONAME: collector.images[last].soname = String(cString: text)
-                        case FHT_NEEDED: collector.images[last].needed.append(String(cString: text))
-                        case FHT_NAMED: return collector.details(collector.images[last]).rawValue
-                        case FHT_EXPORT: collector.images[last].exports.append(String(cString: text))
-                        case FHT_IMPORT: collector.images[last].imports.append(String(cString: text))
+                        case FHT_SONAME: collector.current?.soname = String(cString: text)
+                        case FHT_NEEDED: collector.current?.needed.append(String(cString: text))
+                        case FHT_NAMED: return collector.current.map { collector.details($0).rawValue } ?? 0
+                        case FHT_EXPORT: collector.current?.exports.append(String(cString: text))
+                        case FHT_IMPORT: collector.current?.imports.append(String(cString: text))
                         default: break
                         }
                         return 0
                     }, Unmanaged.passUnretained(collector).toOpaque())
             }
+            collector.finish()
             return collector.images
         }
     }

@@ -40,9 +40,8 @@ final class Tracer: Sendable {
 
     struct State {
         var configuration = TracerConfiguration()
-        /// The functions chosen so far (exported by a traced library, selected by a pattern).
-        var functions: Set<String> = []
-        /// Each function's counter.
+        /// Each function's counter: in import-table mode, the functions chosen so far (exported
+        /// by a traced library, selected by a pattern), each given its counter when chosen.
         var counters: [String: CounterAddress] = [:]
         /// The objects seen by a walk.
         var seen: Set<String> = []
@@ -223,23 +222,26 @@ final class Tracer: Sendable {
             if !configuration.inline, configuration.names(library: image.path, soname: image.soname) {
                 details.insert(.exports)
             }
-            // Every object is in scope with `.all`, and its group follows every object by itself.
-            if configuration.scope != .all, isInScope(image) { details.insert(.imports) }
+            // Every object is in scope with `.all`, and its group follows every object by itself;
+            // inline, no import table is attached to.
+            if !configuration.inline, configuration.scope != .all, isInScope(image) { details.insert(.imports) }
             return details
         }
         // Only what is new is looked at: the functions of the traced libraries loaded since the
         // last walk in every object, every function in the objects loaded since (a program that
         // loads many objects would otherwise pay for all of them at each dlopen).
-        // The functions chosen in the objects loaded since the last walk.
-        // (A list: each is added once, when it first enters `state.functions`.)
-        var added: [String] = []
-        let functionsBefore = state.functions
+        // The functions chosen in the objects loaded since the last walk, with the counters they
+        // got then (each is chosen once: when it first gets its counter).
+        var added: [Chosen] = []
         var newImages: Set<String> = []
+        var exhausted = false
         for image in images where !seen.contains(image.key) {
             newImages.insert(image.key)
             state.seen.insert(image.key)
             if !image.isMainProgram { state.seenNames.insert(image.name) }
-            if configuration.scope != .all, isInScope(image) { state.imports[image.key] = image.imports }
+            if !configuration.inline, configuration.scope != .all, isInScope(image) {
+                state.imports[image.key] = image.imports
+            }
             let naming = configuration.libraries(naming: image.path, soname: image.soname)
             state.matchedNames.formUnion(naming)
             guard !naming.isEmpty else { continue }
@@ -251,21 +253,39 @@ final class Tracer: Sendable {
             if chosen.isEmpty {
                 report("\(image.name) exports no function that --symbols selects", &state)
             }
-            state.functions.reserveCapacity(state.functions.count + chosen.count)
+            state.counters.reserveCapacity(state.counters.count + chosen.count)
             added.reserveCapacity(added.count + chosen.count)
-            for function in chosen where state.functions.insert(function).inserted { added.append(function) }
+            for function in chosen where !exhausted {
+                // One lookup of the name: its place in the table is given a counter when empty.
+                if let counter = Self.newCounter(in: &state.counters[function], exhausted: &exhausted) {
+                    added.append(Chosen(name: function, counter: counter))
+                } else if exhausted {
+                    report("out of counters; \(function) and later functions are not traced", &state)
+                }
+            }
         }
+        // The counters of the functions chosen since the last walk: made for the first object
+        // seen before whose table leads to one of them (a set of addresses is cheaper to make
+        // than one of names).
+        var addedCounters: Set<UnsafeMutablePointer<fht_counter>>?
         // The functions each object's table leads to and that are not attached to there yet: the
         // chosen functions in the objects seen first now, those chosen now in the others.
-        func wanted(in image: LoadedImage) -> [String] {
+        func wanted(in image: LoadedImage) -> [Chosen] {
             guard let imports = state.imports[image.key], !imports.isEmpty else { return [] }
             // The walk names each import-table symbol of an object once.
-            guard newImages.contains(image.key) else {
-                guard !added.isEmpty else { return [] }
-                return imports.filter { state.functions.contains($0) && !functionsBefore.contains($0) }
+            let isNew = newImages.contains(image.key)
+            guard isNew || !added.isEmpty else { return [] }
+            return imports.compactMap { name in
+                guard let counter = state.counters[name] else { return nil }
+                if !isNew {
+                    if addedCounters == nil { addedCounters = Set(added.map(\.counter.pointer)) }
+                    guard addedCounters?.contains(counter.pointer) == true else { return nil }
+                }
+                return Chosen(name: name, counter: counter)
             }
-            return imports.filter(state.functions.contains)
         }
+        // Inline, the counters are those of functions patched in their own code, not imports.
+        guard !configuration.inline else { return }
         switch configuration.scope {
         case .all:
             // One group for the functions chosen since, in every object's table and in those
@@ -282,40 +302,47 @@ final class Tracer: Sendable {
         }
     }
 
-    /// Attaches to `symbols` in `scope` as one group; when the group cannot be made, one
-    /// symbol at a time, reporting those that fail.
-    private func attach(_ symbols: [String], in scope: ImportScope, named name: String, _ state: inout State) {
-        // The symbols and their counters, in the same order.
-        var counted: [String] = []
-        var counters: [CounterAddress] = []
-        counted.reserveCapacity(symbols.count)
-        counters.reserveCapacity(symbols.count)
-        state.counters.reserveCapacity(state.counters.count + symbols.count)
-        for symbol in symbols {
-            if let counter = state.counters[symbol] {
-                counters.append(counter)
-            } else {
-                guard let made = fht_counters(1) else {
-                    report("out of counters; \(symbol) and later functions are not traced", &state)
-                    break
-                }
-                let counter = CounterAddress(pointer: made)
-                state.counters[symbol] = counter
-                counters.append(counter)
-            }
-            counted.append(symbol)
+    /// A function chosen for tracing and its counter.
+    struct Chosen {
+        let name: String
+        let counter: CounterAddress
+    }
+
+    /// Gives `place` (a function's entry in ``State/counters``) a new counter when it has none:
+    /// returns that counter, or nil when the function had one already or, setting `exhausted`,
+    /// when no counter is left.
+    private static func newCounter(in place: inout CounterAddress?, exhausted: inout Bool) -> CounterAddress? {
+        guard place == nil else { return nil }
+        guard let made = fht_counters(1) else {
+            exhausted = true
+            return nil
         }
-        guard !counted.isEmpty else { return }
+        let counter = CounterAddress(pointer: made)
+        place = counter
+        return counter
+    }
+
+    /// Where a group's request for blocks is in the list of chosen functions.
+    private final class Cursor {
+        // Unchecked: used by the attaching thread alone, during the attach.
+        @exclusivity(unchecked) var next = 0
+    }
+
+    /// Attaches to the `chosen` functions in `scope` as one group; when the group cannot be
+    /// made, one function at a time, reporting those that fail.
+    private func attach(_ chosen: [Chosen], in scope: ImportScope, named name: String, _ state: inout State) {
+        guard !chosen.isEmpty else { return }
         let byName = state.counters
         let records = state.configuration.events.isEnabled
         // The group asks for each symbol's blocks in the order of the list (a name listed twice
         // once): the next symbol's counter is looked up by name only when it asks otherwise.
-        var next = 0
+        let cursor = Cursor()
         let blocks: (String) -> (onEnter: EnterBlock?, onLeave: LeaveBlock?) = { symbol in
             let counter: CounterAddress
-            if next < counted.count && counted[next] == symbol {
-                counter = counters[next]
-                next += 1
+            let next = cursor.next
+            if next < chosen.count && chosen[next].name == symbol {
+                counter = chosen[next].counter
+                cursor.next = next + 1
             } else if let named = byName[symbol] {
                 counter = named
             } else {
@@ -323,11 +350,12 @@ final class Tracer: Sendable {
             }
             return Self.blocks(counting: counter, named: symbol, recording: records)
         }
+        let symbols = chosen.map(\.name)
         do {
             state.groups.append(
-                try ImportTable.attach(symbols: counted, in: scope, options: .allowsReentry, blocks: blocks))
+                try ImportTable.attach(symbols: symbols, in: scope, options: .allowsReentry, blocks: blocks))
         } catch {
-            for symbol in counted {
+            for symbol in symbols {
                 do {
                     state.groups.append(
                         try ImportTable.attach(symbols: [symbol], in: scope, options: .allowsReentry, blocks: blocks))
