@@ -75,15 +75,15 @@ extension ImportTable {
         guard !symbols.isEmpty else {
             throw HookError(code: .symbolNotImported, message: "the list of symbols to attach to is empty")
         }
-        var seen: Set<String> = []
-        seen.reserveCapacity(symbols.count)
         var requests: [ImportRequest] = []
-        requests.reserveCapacity(symbols.count)
-        for symbol in symbols where seen.insert(symbol).inserted {
+        let distinct = ImportWalk.distinctNames(symbols)
+        requests.reserveCapacity(distinct.count)
+        for (place, hash) in distinct {
+            let symbol = symbols[place]
             let (onEnter, onLeave) = blocks(symbol)
             let attachment = Attachment(
                 onEnter: onEnter, onLeave: onLeave, reenters: options.contains(.allowsReentry))
-            requests.append(ImportRequest(symbol: symbol, attachment: attachment))
+            requests.append(ImportRequest(symbol: symbol, attachment: attachment, nameHash: hash))
         }
         if scope == .allIncludingLaterLoads {
             return try LoadFollower.start(requests)

@@ -212,6 +212,8 @@ struct ImportRequest: Sendable {
     /// The calls the hooks take part in, taken where the hook was asked for (entries hooked
     /// later, as objects load, keep it).
     var limit: CallerLimit = .none
+    /// The symbol's ELF hash (`ffh_elf_name_hash`), when the request's maker has it already.
+    var nameHash: UInt32?
     /// Makes the block of the hook of one entry, given the entry (found at install, so that
     /// a call pays nothing to know it).
     let makeBlock: @Sendable (ImportEntry) -> HookRecord.Block
@@ -234,10 +236,12 @@ struct ImportRequest: Sendable {
         }
     }
 
-    /// A request that attaches `attachment` to each entry.
-    init(symbol: String, attachment: Attachment) {
+    /// A request that attaches `attachment` to each entry (`nameHash`: the symbol's ELF hash,
+    /// when known).
+    init(symbol: String, attachment: Attachment, nameHash: UInt32? = nil) {
         self.init(symbol: symbol, signature: nil, position: .before, options: .liftsPageProtection) { _ in { _ in } }
         self.attachment = attachment
+        self.nameHash = nameHash
     }
 
     private init(

@@ -120,6 +120,35 @@ package enum ImportWalk {
         return try body(pinned)
     }
 
+    /// The place of the first of each name of `names` that differs from those before it, in
+    /// order, with the name's ELF hash (`ffh_elf_name_hash`, which the entries' index asks
+    /// for): a group of a thousand names is told apart by that hash, cheaper than a set of
+    /// strings, and two names are compared only where their hashes meet.
+    static func distinctNames(_ names: [String]) -> [(place: Int, hash: UInt32)] {
+        var distinct: [(place: Int, hash: UInt32)] = []
+        distinct.reserveCapacity(names.count)
+        // Open addressing: each cell holds the place of a name in `distinct` plus one (0: empty).
+        var cells = 16
+        while cells < names.count * 2 { cells *= 2 }
+        var table = [Int](repeating: 0, count: cells)
+        for place in names.indices {
+            let hash = names[place].withCString { ffh_elf_name_hash($0) }
+            var cell = Int(hash) & (cells - 1)
+            while true {
+                let held = table[cell]
+                if held == 0 {
+                    distinct.append((place, hash))
+                    table[cell] = distinct.count
+                    break
+                }
+                let other = distinct[held - 1]
+                if other.hash == hash && names[other.place] == names[place] { break }
+                cell = (cell + 1) & (cells - 1)
+            }
+        }
+        return distinct
+    }
+
     /// The main program's file.
     package static let executablePath: String = {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
@@ -210,9 +239,11 @@ package enum ImportWalk {
         /// ``ImportWalk/entries(of:in:)`` finds them, in the order of `objects`, with its
         /// object's place in `objects`; without a list of them (a group asks for a thousand
         /// symbols).
-        func forEachEntry(of symbol: String, in objects: [LoadedObject], _ body: (Int, Entry) -> Void) {
+        func forEachEntry(
+            of symbol: String, hash: UInt32? = nil, in objects: [LoadedObject], _ body: (Int, Entry) -> Void
+        ) {
             symbol.withCString { name in
-                let hash = ffh_elf_name_hash(name)
+                let hash = hash ?? ffh_elf_name_hash(name)
                 withUnsafeTemporaryAllocation(of: ffh_elf_entry.self, capacity: 4) { buffer in
                     // By place: a copy of each object (its strings retained) would cost more
                     // than the question.
@@ -279,7 +310,9 @@ package enum ImportWalk {
         items.reserveCapacity(requests.count)
         // As forEachEntry, without a list of each request's entries.
         for place in requests.indices {
-            let (symbol, attachment) = (requests[place].symbol, requests[place].attachment!)
+            let (symbol, attachment, hash) = (
+                requests[place].symbol, requests[place].attachment!, requests[place].nameHash
+            )
             func add(_ object: Int, _ entry: Entry) {
                 guard isWanted(entry),
                     bindLazyEntry(entry, of: symbol, in: objects[object].object, handle: objects[object].handle)
@@ -287,7 +320,7 @@ package enum ImportWalk {
                 items.append(AttachEngine.Item(slot: entry.slot, attachment: attachment, symbol: symbol))
             }
             if let index {
-                index.forEachEntry(of: symbol, in: objects, add)
+                index.forEachEntry(of: symbol, hash: hash, in: objects, add)
             } else {
                 for (object, entry) in entries(of: symbol, in: objects, index: nil) { add(object, entry) }
             }

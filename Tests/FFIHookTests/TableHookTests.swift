@@ -1,6 +1,7 @@
 import CTestSupport
 import FFIHookCore
 import Foundation
+import Synchronization
 import Testing
 
 @testable import FFIHook
@@ -152,10 +153,10 @@ extension FixtureTableTests {
             #expect(protection?.writable == false)
         }
 
-        /// A slot write made while another thread writes a group of import-table entries
-        /// shares that group's changes of protection (``HookOptions/liftsPageProtection``): the
-        /// page stays writable until the group's writes end, then gets its protection back.
-        @Test func aRemovalDuringAnotherThreadsGroupWriteIsRestoredWithIt() throws {
+        /// A slot write made while another thread writes a group of import-table entries does
+        /// not join that group's changes of protection (``HookOptions/liftsPageProtection``):
+        /// its page is read-only again as soon as its slot is written, the group still running.
+        @Test func aRemovalDuringAnotherThreadsGroupWriteRestoresItsPageAtOnce() throws {
             let page = Self.readOnlyPage()
             defer { munmap(page, Self.pageSize) }
             let address = UInt(bitPattern: page)
@@ -165,24 +166,24 @@ extension FixtureTableTests {
             Self.duringAnotherThreadsGroupWrite {
                 #expect(token.remove())
                 #expect(page.load(as: UInt.self) == addOriginalAddress)
-                #expect(SlotMemory.protection(of: address)?.writable == true)
+                #expect(SlotMemory.protection(of: address)?.writable == false)
             }
             let protection = SlotMemory.protection(of: address)
             #expect(protection?.writable == false)
             #expect(protection?.readable == true)
         }
 
-        /// A read-only slot hooked while another thread writes a group of import-table entries,
-        /// whose page is unmapped and mapped again as code before the group's writes end (another
-        /// object loaded at the address): the group's end leaves the new mapping's protection
+        /// A read-only slot hooked in a group's writes (its page kept writable until they end),
+        /// whose page is unmapped and mapped again as code before they end (another object
+        /// loaded at the address): the end of the writes leaves the new mapping's protection
         /// alone, and removal its bytes, even where they hold the closure's address.
-        @Test func aPageMappedAgainDuringAnotherThreadsGroupWriteKeepsItsProtection() throws {
+        @Test func aPageMappedAgainDuringAGroupWriteKeepsItsProtection() throws {
             let page = Self.readOnlyPage()
             defer { munmap(page, Self.pageSize) }
             let address = UInt(bitPattern: page)
             var hooked: HookToken?
             var closure: UInt = 0
-            try Self.duringAnotherThreadsGroupWrite {
+            try SlotMemory.keepingPagesWritable {
                 let token = try Hook.before(
                     on: FunctionSlot(page), signature: FixtureSignature.add, options: .liftsPageProtection
                 ) { _ in }
@@ -204,6 +205,58 @@ extension FixtureTableTests {
             let afterRemoval = try #require(SlotMemory.protection(of: address))
             #expect(afterRemoval.executable && afterRemoval.readable && !afterRemoval.writable)
             #expect(page.load(as: UInt.self) == closure)
+        }
+
+        /// Slot writes of one thread while another thread's sessions of writes to the same
+        /// read-only page begin and end: the end of a session (which gives the page its
+        /// protection back) never falls between the change of protection a write was promised and
+        /// the write, so every install and removal goes through.
+        @Test func writesWhileAnotherThreadsSessionsEndAllGoThrough() throws {
+            let page = Self.readOnlyPage()
+            defer { munmap(page, Self.pageSize) }
+            let other = page + 64
+            mprotect(page, Self.pageSize, PROT_READ | PROT_WRITE)
+            other.storeBytes(of: addOriginalAddress, as: UInt.self)
+            mprotect(page, Self.pageSize, PROT_READ)
+            let stop = Atomic<Bool>(false)
+            let sessionFailures = Atomic<Int>(0)
+            let ended = DispatchSemaphore(value: 0)
+            let first = UInt(bitPattern: page)
+            let sessions = Thread {
+                while !stop.load(ordering: .relaxed) {
+                    SlotMemory.keepingPagesWritable {
+                        do {
+                            let token = try Hook.before(
+                                on: FunctionSlot(address: first), signature: FixtureSignature.add,
+                                options: .liftsPageProtection
+                            ) { _ in }
+                            if !token.remove() { sessionFailures.add(1, ordering: .relaxed) }
+                        } catch {
+                            sessionFailures.add(1, ordering: .relaxed)
+                        }
+                    }
+                }
+                ended.signal()
+            }
+            sessions.start()
+            var failures: [String] = []
+            for _ in 0..<3000 {
+                do {
+                    let token = try Hook.before(
+                        on: FunctionSlot(other), signature: FixtureSignature.add, options: .liftsPageProtection
+                    ) { _ in }
+                    if !token.remove() { failures.append("a removal did nothing") }
+                } catch {
+                    failures.append("\(error)")
+                }
+            }
+            stop.store(true, ordering: .relaxed)
+            ended.wait()
+            #expect(failures.isEmpty, "\(failures.count) failed, the first: \(failures.first ?? "")")
+            #expect(sessionFailures.load(ordering: .relaxed) == 0)
+            #expect(other.load(as: UInt.self) == addOriginalAddress)
+            #expect(page.load(as: UInt.self) == addOriginalAddress)
+            #expect(SlotMemory.protection(of: UInt(bitPattern: page))?.writable == false)
         }
 
         /// Runs `body` while another thread keeps the pages its slot writes lift writable (as a

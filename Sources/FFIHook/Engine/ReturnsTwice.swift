@@ -15,21 +15,27 @@ enum ReturnsTwice {
         "getcontext", "swapcontext", "vfork", "__vfork",
     ]
 
-    /// Their addresses in this process, resolved once.
-    private static let addresses: Set<UInt> = {
+    /// Their addresses in this process, resolved once, in order (a few: a group of attaches
+    /// asks about a thousand words, each answered by comparisons, not hashing).
+    private static let addresses: [UInt] = {
         var found = Set<UInt>()
         for name in names {
             if let address = dlsym(nil, name) {
                 found.insert(UInt(bitPattern: address))
             }
         }
-        return found
+        return found.sorted()
     }()
+
+    /// The lowest and highest of them: most words are outside, told at once.
+    private static let lowest = addresses.first ?? .max
+    private static let highest = addresses.last ?? 0
 
     /// Whether `function` is one of them: its start, or the instruction after its `endbr64`
     /// (where an inline plan of it begins).
     static func contains(function: UInt) -> Bool {
-        function != 0 && (addresses.contains(function) || addresses.contains(function &- 4))
+        guard function != 0, function >= lowest, function <= highest &+ 4 else { return false }
+        return addresses.contains(function) || addresses.contains(function &- 4)
     }
 
     /// The last bytes of the names, by value: a name that ends otherwise is none of them,

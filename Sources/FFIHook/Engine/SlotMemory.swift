@@ -91,6 +91,26 @@ enum SlotMemory {
         return exchange(address, expected: value, desired: value) != .unwritable
     }
 
+    /// Whether the word at `address` is writable outside the sessions of
+    /// ``keepingPagesWritable(_:)``: a read-only page that a session keeps writable for now is
+    /// not. Asked under the sessions' lock, which every change of protection made here holds,
+    /// so no write of another thread shows its page writable for a moment.
+    static func isWritableAtRest(_ address: UInt) -> Bool {
+        writablePages.withLock { session in
+            if !session.pages.isEmpty, let kept = session.pages[address & ~(pageSize - 1)] { return kept.writable }
+            return isWritable(address)
+        }
+    }
+
+    /// The protection of the page of `address` outside the sessions of
+    /// ``keepingPagesWritable(_:)`` (see ``isWritableAtRest(_:)``); nil when it is not mapped.
+    static func protectionAtRest(of address: UInt) -> Protection? {
+        writablePages.withLock { session in
+            if !session.pages.isEmpty, let kept = session.pages[address & ~(pageSize - 1)] { return kept }
+            return protection(of: address)
+        }
+    }
+
     /// Runs `body` as one fault-guard session on this thread: its guarded accesses ask the
     /// kernel whether the guard is still the process's fault handler once, at the first,
     /// instead of at each. For short stretches of work (one install, one removal).
@@ -104,9 +124,15 @@ enum SlotMemory {
     static let pageSize = UInt(sysconf(Int32(_SC_PAGESIZE)))
 
     /// Runs `body` with the page of `address` made writable, then restores `protection`.
-    /// Returns `nil` without running `body` when the protection cannot be changed. Inside
-    /// ``keepingPagesWritable(_:)``, a page stays writable until that ends: one change of
-    /// protection each way per page, however many of its slots are written.
+    /// Returns `nil` without running `body` when the protection cannot be changed. On a thread
+    /// inside ``keepingPagesWritable(_:)``, a page stays writable until the sessions end: one
+    /// change of protection each way per page, however many of its slots are written. On any
+    /// other thread, a page that sessions keep writable is written as it is, and any other page
+    /// is made writable for this write only.
+    ///
+    /// `body` (a compare-and-swap) runs under the sessions' lock, as every change of protection
+    /// made here does: no write of another thread, alone or in a session, and no end of a
+    /// session can make the page read-only again between this change and this write.
     static func withWritablePage<Result>(
         _ address: UInt, restoring protection: Protection, _ body: () -> Result
     ) -> Result? {
@@ -115,64 +141,76 @@ enum SlotMemory {
         var writable = protection
         writable.writable = true
         writable.readable = true
-        let kept: Bool? = writablePages.withLock { session in
-            guard session.depth > 0 else { return nil }
-            if session.pages[pageAddress] == nil {
-                guard mprotect(page, Int(pageSize), writable.flags) == 0 else { return false }
-                session.pages[pageAddress] = protection
+        return writablePages.withLock { session -> Result? in
+            // A table's slots come in runs on one page: the last page needs no lookup.
+            if session.lastPage == pageAddress || (!session.pages.isEmpty && session.pages[pageAddress] != nil) {
+                session.lastPage = pageAddress
+                return body()
             }
-            return true
+            guard session.owners.contains(UInt(pthread_self())) else {
+                guard mprotect(page, Int(pageSize), writable.flags) == 0 else { return nil }
+                defer { mprotect(page, Int(pageSize), protection.flags) }
+                return body()
+            }
+            guard mprotect(page, Int(pageSize), writable.flags) == 0 else { return nil }
+            session.pages[pageAddress] = protection
+            session.lastPage = pageAddress
+            return body()
         }
-        switch kept {
-        case true?: return body()
-        case false?: return nil
-        case nil: break
-        }
-        guard mprotect(page, Int(pageSize), writable.flags) == 0 else { return nil }
-        let result = body()
-        mprotect(page, Int(pageSize), protection.flags)
-        return result
     }
 
     /// The pages made writable for slots written during ``keepingPagesWritable(_:)``, with the
     /// protection each gets back at its end.
     private struct WritablePages {
-        /// How many of those are running (they nest; the outermost restores).
-        var depth = 0
+        /// The threads running one (a thread once per session: they nest; the last to end
+        /// restores).
+        var owners: [UInt] = []
         var pages: [UInt: Protection] = [:]
+        /// The page of the last write, one of `pages` (0: none).
+        var lastPage: UInt = 0
     }
 
     private static let writablePages = Locked(WritablePages())
 
-    /// Runs `body` keeping every read-only page that a slot write in it lifts writable until it
-    /// returns, then gives each its protection back: for work that writes many slots of the
-    /// same pages (a group's import-table entries), which would otherwise change a page's
-    /// protection twice per slot. Writes of other threads meanwhile share the session (their
-    /// pages are restored with the rest); the pages are writable for its length only. A page
-    /// whose protection changed meanwhile (unmapped and mapped again, say) is left as it is.
+    /// Runs `body` keeping every read-only page that a slot write of this thread lifts writable
+    /// until the sessions of all threads end, then gives each its protection back: for work
+    /// that writes many slots of the same pages (a group's import-table entries), which would
+    /// otherwise change a page's protection twice per slot. Writes of other threads meanwhile
+    /// lift their own pages for their own writes only (see ``withWritablePage(_:restoring:_:)``).
+    /// A page whose protection changed meanwhile (unmapped and mapped again, say) is left as
+    /// it is.
     static func keepingPagesWritable<Result, Failure: Error>(
         _ body: () throws(Failure) -> Result
     ) throws(Failure) -> Result {
-        writablePages.withLock { $0.depth += 1 }
+        let thread = UInt(pthread_self())
+        writablePages.withLock { $0.owners.append(thread) }
         defer {
-            let restore = writablePages.withLock { session -> [UInt: Protection] in
-                session.depth -= 1
-                guard session.depth == 0 else { return [:] }
-                defer { session.pages = [:] }
-                return session.pages
-            }
             // A page unmapped meanwhile and mapped again (another object loaded at its address)
             // is not the session's any more: only a page that still has the protection the
-            // session gave it gets its own back (the memory map read once, fresh, for all).
-            let now = restore.isEmpty ? [] : MemoryMapping.all()
-            let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
-            for (page, protection) in restore {
-                var lifted = protection
-                lifted.readable = true
-                lifted.writable = true
-                guard let mapping = MemoryMapping.containing(page, in: now), mapping.protection == lifted.flags
-                else { continue }
-                mprotect(UnsafeMutableRawPointer(bitPattern: page), pageSize, protection.flags)
+            // session gave it gets its own back (the memory map read once, fresh, for all: read
+            // before the lock, which a hook on the functions reading it must not meet held).
+            let restores = writablePages.withLock { $0.owners.count == 1 && !$0.pages.isEmpty }
+            let read = restores ? MemoryMapping.all() : nil
+            // Under the lock, as every change of protection here: a write of another thread
+            // cannot find its page made read-only between its own change and its write.
+            writablePages.withLock { session in
+                if let place = session.owners.lastIndex(of: thread) { session.owners.remove(at: place) }
+                guard session.owners.isEmpty else { return }
+                defer {
+                    session.pages = [:]
+                    session.lastPage = 0
+                }
+                guard !session.pages.isEmpty else { return }
+                // (Another session may have added the first page since the look above.)
+                let now = read ?? MemoryMapping.all()
+                for (page, protection) in session.pages {
+                    var lifted = protection
+                    lifted.readable = true
+                    lifted.writable = true
+                    guard let mapping = MemoryMapping.containing(page, in: now), mapping.protection == lifted.flags
+                    else { continue }
+                    mprotect(UnsafeMutableRawPointer(bitPattern: page), Int(pageSize), protection.flags)
+                }
             }
         }
         return try body()

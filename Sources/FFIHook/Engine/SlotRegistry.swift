@@ -33,6 +33,34 @@ package final class SlotRegistry: Sendable {
     /// `ffh_fork_protect`): a lock held while the registry's is taken must rank lower.
     package static let forkRank: Int32 = 100
 
+    /// The replacements of one slot, in the order they were made: most slots have one, which is
+    /// held without an array.
+    struct SlotReplacements {
+        private let first: Replacement
+        private var rest: [Replacement] = []
+
+        init(_ replacement: Replacement) {
+            first = replacement
+        }
+
+        /// `list` as the replacements of a slot; nil when it is empty.
+        init?(_ list: [Replacement]) {
+            guard let first = list.first else { return nil }
+            self.first = first
+            rest = Array(list.dropFirst())
+        }
+
+        /// These with `replacement` after them.
+        func appending(_ replacement: Replacement) -> SlotReplacements {
+            var more = self
+            more.rest.append(replacement)
+            return more
+        }
+
+        /// All of them, in order.
+        var all: [Replacement] { [first] + rest }
+    }
+
     private struct State {
         /// The entries of the slots that have hooks, by address.
         var entries: [UInt: SlotEntry] = [:]
@@ -40,7 +68,7 @@ package final class SlotRegistry: Sendable {
         /// running for whoever chained to their closure until they are removed.
         var detached: [ObjectIdentifier: SlotEntry] = [:]
         /// The replacements in place on each slot, by address, in the order they were made.
-        var replacements: [UInt: [Replacement]] = [:]
+        var replacements: [UInt: SlotReplacements] = [:]
         /// Every slot closure ever made, and which slot each serves.
         var pool: ClosurePool
         var table = SlotTable()
@@ -374,8 +402,9 @@ package final class SlotRegistry: Sendable {
     private static func protectionToLift(
         at address: UInt, liftsProtection: Bool, failure: (HookError.Problem) -> HookError
     ) throws(HookError) -> SlotMemory.Protection? {
-        guard !SlotMemory.isWritable(address) else { return nil }
-        guard let protection = SlotMemory.protection(of: address), protection.readable else {
+        // At rest: a page another thread's group keeps writable for now is read-only.
+        guard !SlotMemory.isWritableAtRest(address) else { return nil }
+        guard let protection = SlotMemory.protectionAtRest(of: address), protection.readable else {
             throw failure(.unmappedSlot)
         }
         if protection.writable { return nil }
@@ -399,7 +428,7 @@ package final class SlotRegistry: Sendable {
             return SlotMemory.exchange(address, expected: current, desired: original) == .replaced
         }
         guard SlotMemory.load(address) == current else { return false }
-        guard let protection = SlotMemory.protection(of: address), protection.readable, !protection.executable
+        guard let protection = SlotMemory.protectionAtRest(of: address), protection.readable, !protection.executable
         else { return false }
         let cell = UnsafeMutablePointer<Atomic<UInt>>(bitPattern: address)!
         return compareExchange(
@@ -524,7 +553,8 @@ package final class SlotRegistry: Sendable {
         _ replacement: Replacement, _ state: inout State, failure: (HookError.Problem) -> HookError
     ) throws(HookError) {
         let address = UInt(bitPattern: replacement.slot)
-        if let entry = state.entries[address], SlotMemory.load(address) == entry.code {
+        // (Most processes hook no slot with a signature: no address to hash then.)
+        if !state.entries.isEmpty, let entry = state.entries[address], SlotMemory.load(address) == entry.code {
             // The hooks now wrap the replacement.
             replacement.setOriginal(entry.original)
             entry.setOriginal(replacement.function)
@@ -535,7 +565,10 @@ package final class SlotRegistry: Sendable {
                 replacement.setOriginal(value)
             }
         }
-        state.replacements[address, default: []].append(replacement)
+        // One lookup for a slot's first replacement (a group puts a thousand in their slots).
+        if let before = state.replacements.updateValue(SlotReplacements(replacement), forKey: address) {
+            state.replacements[address] = before.appending(replacement)
+        }
         state.touched.append(address)
     }
 
@@ -554,13 +587,13 @@ package final class SlotRegistry: Sendable {
     /// Takes `replacement` out under the lock, as `remove(_:)` does.
     private static func takeOut(_ replacement: Replacement, _ state: inout State) {
         let address = UInt(bitPattern: replacement.slot)
-        var list = state.replacements[address] ?? []
+        var list = state.replacements[address]?.all ?? []
         // Only a replacement made after this one can have it as its original (the same
         // function may stand at several places in the stack).
         let later = list.firstIndex { $0 === replacement }.map { list[($0 + 1)...] } ?? []
         let above = later.first { $0.original == replacement.function }
         list.removeAll { $0 === replacement }
-        state.replacements[address] = list.isEmpty ? nil : list
+        state.replacements[address] = SlotReplacements(list)
         state.touched.append(address)
         let original = replacement.original
         if let above {
