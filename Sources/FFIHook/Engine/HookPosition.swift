@@ -37,12 +37,13 @@ public struct HookOptions: OptionSet, Sendable, Hashable {
 
     /// Allow a slot in read-only memory (a `const` table the loader protected, an import
     /// table under full RELRO): its page is made writable for the moment of each write to
-    /// the slot, then given its protection back. A write made while another thread writes a
-    /// group of import-table entries shares that group's changes of protection: its page gets
-    /// its protection back with theirs, when the group's writes end (a page is never made
-    /// read-only under a writer that still needs it). Without it such a slot is refused with
-    /// ``HookError/Code-swift.struct/readOnlySlot``. Memory that is executable (a function's
-    /// code) is refused either way, with ``HookError/Code-swift.struct/invalidSlot``.
+    /// the slot, then given its protection back (a group of import-table entries keeps its
+    /// pages writable until the group's writes end). A page is never made read-only under a
+    /// writer that still needs it, and a write of another thread meanwhile lifts its own page
+    /// for its own write only (one that a group keeps writable is written as it is). Without
+    /// it such a slot is refused with ``HookError/Code-swift.struct/readOnlySlot``. Memory
+    /// that is executable (a function's code) is refused either way, with
+    /// ``HookError/Code-swift.struct/invalidSlot``.
     public static let liftsPageProtection = HookOptions(rawValue: 1 << 2)
 
     /// Run the block only for calls made on the thread that installs the hook; other
