@@ -216,10 +216,15 @@ final class Tracer: Sendable {
             case .all: true
             }
         }
+        // The `--library` names each new object answers to, found once (the match may resolve
+        // the object's symbolic links).
+        var namingByKey: [String: [String]] = [:]
         let images = LoadedImage.current { image in
             guard !seen.contains(image.key) else { return [] }
             var details: LoadedImage.Details = []
-            if !configuration.inline, configuration.names(library: image.path, soname: image.soname) {
+            let naming = namingByKey[image.key] ?? configuration.libraries(naming: image.path, soname: image.soname)
+            namingByKey[image.key] = naming
+            if !configuration.inline, !naming.isEmpty {
                 details.insert(.exports)
             }
             // Every object is in scope with `.all`, and its group follows every object by itself;
@@ -242,7 +247,7 @@ final class Tracer: Sendable {
             if !configuration.inline, configuration.scope != .all, isInScope(image) {
                 state.imports[image.key] = image.imports
             }
-            let naming = configuration.libraries(naming: image.path, soname: image.soname)
+            let naming = namingByKey[image.key] ?? configuration.libraries(naming: image.path, soname: image.soname)
             state.matchedNames.formUnion(naming)
             guard !naming.isEmpty else { continue }
             if configuration.inline {
@@ -508,9 +513,13 @@ final class Tracer: Sendable {
             guard state.started, !state.finished, !state.configuration.libraries.isEmpty else { return nil }
             state.finished = true
             // The objects loaded now too (those the walks after each `dlopen` did not list).
+            // (Only while a name is unmatched: matching may resolve each object's symbolic links.)
+            var unmatched = state.configuration.libraries.contains { !state.matchedNames.contains($0) }
             for image in LoadedImage.current(details: { _ in [] }) where !image.isMainProgram {
                 state.seenNames.insert(image.name)
+                guard unmatched else { continue }
                 state.matchedNames.formUnion(state.configuration.libraries(naming: image.path, soname: image.soname))
+                unmatched = state.configuration.libraries.contains { !state.matchedNames.contains($0) }
             }
             // A process other than the one started (a child it forked or ran: a shell's
             // subshells, a version manager's shims) that never loaded a traced library says

@@ -142,11 +142,6 @@ struct TracerConfiguration: Sendable {
         }
     }
 
-    /// Whether the object with this path and soname is one of the named libraries.
-    func names(library path: String, soname: String?) -> Bool {
-        !libraries(naming: path, soname: soname).isEmpty
-    }
-
     /// The `--library` names that the object with this path and soname answers to: its path,
     /// file name or soname (or a shell pattern of any of them), or the file its path leads to
     /// after symbolic links (`/usr/lib/…` for the loader's `/lib/…`, `libsqlite3.so.0.8.6` for

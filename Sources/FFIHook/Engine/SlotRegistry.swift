@@ -533,7 +533,11 @@ package final class SlotRegistry: Sendable {
             state.touched.reserveCapacity(state.touched.count + prepared.count)
             do throws(HookError) {
                 for replacement in prepared {
-                    try Self.put(replacement, &state, failure: failure(at: UInt(bitPattern: replacement.slot)))
+                    // A closure literal: one made by `failure(at:)` would be allocated per slot.
+                    let address = UInt(bitPattern: replacement.slot)
+                    try Self.put(replacement, &state) { problem in
+                        HookError(slot: address, signature: nil, problem: problem)
+                    }
                     done.append(replacement)
                 }
             } catch {
