@@ -43,7 +43,8 @@ let usage = """
     before reporting, 4 not a glibc x86-64 process.
 
       --library NAME     a library whose exported functions are traced: a soname
-                         (libsqlite3.so.0), a file name, a path or a shell pattern; repeatable.
+                         (libsqlite3.so.0), a file name, a path, or a shell pattern of any
+                         of them ('libsql*', '*/libz.so.1'); repeatable.
                          The path and name of the file the loader's path leads to after
                          symbolic links count too (libsqlite3.so.0.8.6).
                          A name that no object of the process answers to is reported at exit,
