@@ -103,12 +103,15 @@ enum SlotMemory {
     }
 
     /// The protection of the page of `address` outside the sessions of
-    /// ``keepingPagesWritable(_:)`` (see ``isWritableAtRest(_:)``); nil when it is not mapped.
+    /// ``keepingPagesWritable(_:)``; nil when it is not mapped. The memory map is read outside
+    /// the sessions' lock (a hook on the functions reading it must not meet the lock held), so
+    /// it may show a page that another thread lifts for one write at that moment as writable:
+    /// whether the page is writable is ``isWritableAtRest(_:)``'s to say.
     static func protectionAtRest(of address: UInt) -> Protection? {
-        writablePages.withLock { session in
-            if !session.pages.isEmpty, let kept = session.pages[address & ~(pageSize - 1)] { return kept }
-            return protection(of: address)
+        let kept = writablePages.withLock { session -> Protection? in
+            session.pages.isEmpty ? nil : session.pages[address & ~(pageSize - 1)]
         }
+        return kept ?? protection(of: address)
     }
 
     /// Runs `body` as one fault-guard session on this thread: its guarded accesses ask the

@@ -404,10 +404,11 @@ package final class SlotRegistry: Sendable {
     ) throws(HookError) -> SlotMemory.Protection? {
         // At rest: a page another thread's group keeps writable for now is read-only.
         guard !SlotMemory.isWritableAtRest(address) else { return nil }
-        guard let protection = SlotMemory.protectionAtRest(of: address), protection.readable else {
+        guard var protection = SlotMemory.protectionAtRest(of: address), protection.readable else {
             throw failure(.unmappedSlot)
         }
-        if protection.writable { return nil }
+        // Not writable at rest, whatever the memory map showed at the moment it was read.
+        protection.writable = false
         // Code is never a slot, with or without the option: saying so first keeps the error
         // from suggesting an option that would not help.
         guard !protection.executable else {
@@ -428,11 +429,14 @@ package final class SlotRegistry: Sendable {
             return SlotMemory.exchange(address, expected: current, desired: original) == .replaced
         }
         guard SlotMemory.load(address) == current else { return false }
-        guard let protection = SlotMemory.protectionAtRest(of: address), protection.readable, !protection.executable
+        guard var protection = SlotMemory.protectionAtRest(of: address), protection.readable, !protection.executable
         else { return false }
         let cell = UnsafeMutablePointer<Atomic<UInt>>(bitPattern: address)!
-        return compareExchange(
-            cell, expected: current, desired: original, protection: protection.writable ? nil : protection)
+        // Writable at rest (its owner made it so since): written as it is; else lifted for the
+        // write and read-only again after, whatever the memory map showed when it was read.
+        let isWritable = SlotMemory.isWritableAtRest(address)
+        protection.writable = false
+        return compareExchange(cell, expected: current, desired: original, protection: isWritable ? nil : protection)
             == .replaced
     }
 
