@@ -269,6 +269,27 @@ echo "== tracer test: a misspelt --library"
 cat "$work/typo.err" | grep -- "--library" || true
 grep -q -- "--library libtrace.so names none of the objects this process loaded, so none of its calls were traced; the closest loaded: libtracee.so" "$work/typo.err"
 
+echo "== tracer test: a --library pattern that matches the tracer's own objects and its Swift runtime, inline"
+# lib*.so names libFFIHookTracer.so, libswiftCore.so and the rest: they are left out with a
+# message (patching them hung the traced program), and the program's libraries are traced.
+status=0
+timeout 120 "$bin/ffi-hook-tracer" --library 'lib*.so' --inline --json "$work/own.json" -- "$work/program" \
+    >"$work/own.out" 2>"$work/own.err" || status=$?
+if [ "$status" -ne 0 ]; then
+    echo "--library 'lib*.so' --inline: exit status $status" >&2
+    tail -5 "$work/own.err" >&2
+    exit 1
+fi
+grep -q "libFFIHookTracer.so is not traced: it is part of the tracer" "$work/own.err"
+grep -q "libswiftCore.so is not traced: the tracer runs on this Swift runtime" "$work/own.err"
+python3 - "$work/own.json" <<'PYTHON'
+import json, sys
+rows = {row["name"]: row["calls"] for row in json.load(open(sys.argv[1]))["functions"]}
+if rows.get("tracee_add", 0) == 0:
+    sys.exit(f"--library 'lib*.so' --inline traced no call of tracee_add: {sorted(rows)[:10]}")
+print(f"lib*.so --inline: the tracer's own objects left out, tracee_add counted {rows['tracee_add']} times")
+PYTHON
+
 echo "== tracer test: an empty --library or --symbols is refused, not taken for every one"
 for option in "--library=" "--symbols=" "--symbols= , " "--json=" "--chrome-trace="; do
     status=0

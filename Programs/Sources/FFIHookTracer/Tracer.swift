@@ -71,6 +71,11 @@ final class Tracer: Sendable {
         var unloadsWalked: UInt64 = 0
         /// Problems already reported, so that each is said once.
         var reported: Set<String> = []
+        /// The files of this library and of the start library, never traced.
+        var tracerPaths: Set<String> = []
+        /// The directory of the Swift runtime the tracer runs on, whose objects are not traced
+        /// inline (the tracer's own calls would run into the patches).
+        var swiftRuntimeDirectory: String?
         /// The clock at the start, for converting ticks to nanoseconds.
         var startTicks: UInt64 = 0
         var startNanoseconds: UInt64 = 0
@@ -111,7 +116,10 @@ final class Tracer: Sendable {
         guard !configuration.libraries.isEmpty else { return }
         configuration.events.arm()
         let tracer = Self.tracerPaths()
+        let runtime = Self.swiftRuntimeDirectory()
         state.withLock { state in
+            state.tracerPaths = tracer
+            state.swiftRuntimeDirectory = runtime
             if configuration.scope == .program {
                 let images = LoadedImage.current { _ in [] }
                 let brought = LoadedImage.broughtByProgram(images, tracer: tracer)
@@ -250,6 +258,10 @@ final class Tracer: Sendable {
             let naming = namingByKey[image.key] ?? configuration.libraries(naming: image.path, soname: image.soname)
             state.matchedNames.formUnion(naming)
             guard !naming.isEmpty else { continue }
+            if let reason = Self.untraceable(image, inline: configuration.inline, state) {
+                report("\(image.name) is not traced: \(reason)", &state)
+                continue
+            }
             if configuration.inline {
                 traceInline(image, &state)
                 continue
@@ -601,6 +613,28 @@ final class Tracer: Sendable {
         }
         guard ticks > startTicks else { return 1 }
         return Double(nanoseconds &- startNanoseconds) / Double(ticks &- startTicks)
+    }
+
+    /// Why `image`, which a `--library` name matches, is not traced; nil when it is. The
+    /// tracer's own libraries never are (a name like `lib*.so` matches them), nor, inline, the
+    /// Swift runtime it runs on: its blocks would call the very code being patched.
+    private static func untraceable(_ image: LoadedImage, inline: Bool, _ state: State) -> String? {
+        if state.tracerPaths.contains(image.path) { return "it is part of the tracer" }
+        if inline, let runtime = state.swiftRuntimeDirectory, image.path.hasPrefix(runtime + "/") {
+            return "the tracer runs on this Swift runtime, which it cannot patch in its own code "
+                + "(trace it without --inline)"
+        }
+        return nil
+    }
+
+    /// The directory of the Swift runtime library this library runs on (where `swift_retain` is).
+    private static func swiftRuntimeDirectory() -> String? {
+        guard let retain = dlsym(nil, "swift_retain") else { return nil }
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        guard fht_object_path(retain, &buffer, buffer.count) != 0 else { return nil }
+        let path = buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        guard let slash = path.lastIndex(of: "/") else { return nil }
+        return String(path[..<slash])
     }
 
     /// This library's file and the start library's (which loaded it), to leave them out of the

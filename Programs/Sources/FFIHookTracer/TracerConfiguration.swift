@@ -148,6 +148,8 @@ struct TracerConfiguration: Sendable {
     /// `libsqlite3.so.0`), by path, by any path to it, or by file name (or pattern). The start
     /// library applies the same rule (start.c, `fhs_names`).
     func libraries(naming path: String, soname: String?) -> [String] {
+        // The main program (no path) is no library: `*` does not name it.
+        guard !path.isEmpty else { return [] }
         let fileName = path.split(separator: "/").last.map(String.init) ?? path
         var real: (path: String, fileName: String)??
         func resolved() -> (path: String, fileName: String)? {

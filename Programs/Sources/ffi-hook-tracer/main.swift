@@ -71,7 +71,9 @@ let usage = """
                          (.symtab) names, patched where it starts, so that every call is seen
                          whoever makes it (the library's calls to itself and the program's,
                          through the import table or not); --scope does not apply. Functions
-                         that cannot be patched safely are reported and left out
+                         that cannot be patched safely are reported and left out, as is the
+                         Swift runtime the tracer runs on (the tracer's own libraries are
+                         never traced)
     \(eventUsage)
     \(logUsage)
       --pid PID          join the running process PID instead of starting a program
