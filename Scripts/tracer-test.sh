@@ -301,6 +301,17 @@ for option in "--library=" "--symbols=" "--symbols= , " "--json=" "--chrome-trac
     head -1 "$work/empty.err"
 done
 
+for events in 1 268435457 99999999999999; do
+    status=0
+    "$bin/ffi-hook-tracer" --library libtracee.so --events "$events" --folded /dev/null -- "$work/program" \
+        >"$work/events.out" 2>"$work/events.err" || status=$?
+    if [ "$status" -ne 64 ] || ! head -1 "$work/events.err" | grep -q "takes a number of events from 2 to"; then
+        echo "--events $events: exit status $status, $(head -1 "$work/events.err")" >&2
+        exit 1
+    fi
+done
+echo "--events outside 2...268435456 refused"
+
 echo "== tracer test: a function with two names, traced inline under the one --symbols chose"
 # strchr and index are one function in glibc (one address): the batch plans it once, under one
 # name, and the report must use the name asked for, with every call of the function (where

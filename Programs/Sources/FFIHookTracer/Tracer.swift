@@ -230,7 +230,7 @@ final class Tracer: Sendable {
         let images = LoadedImage.current { image in
             guard !seen.contains(image.key) else { return [] }
             var details: LoadedImage.Details = []
-            let naming = namingByKey[image.key] ?? configuration.libraries(naming: image.path, soname: image.soname)
+            let naming = configuration.libraries(naming: image.path, soname: image.soname)
             namingByKey[image.key] = naming
             if !configuration.inline, !naming.isEmpty {
                 details.insert(.exports)

@@ -34,6 +34,9 @@ func eventOption(_ name: String, inline: String?, _ arguments: inout ArraySlice<
     guard let variable = eventOptions.first(where: { $0.option == name })?.variable else { return nil }
     guard let value = inline ?? arguments.popFirst() else { fail("\(name) needs a value") }
     refuseEmpty(value, of: name)
-    if name == "--events", Int(value).map({ $0 < 2 }) ?? true { fail("--events takes a number of events (2 or more)") }
+    // The bounds the library takes (TraceEvents.maximumCapacity: 1 << 28).
+    if name == "--events", Int(value).map({ $0 < 2 || $0 > 268_435_456 }) ?? true {
+        fail("--events takes a number of events from 2 to 268435456")
+    }
     return (variable, value)
 }
