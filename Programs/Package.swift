@@ -122,7 +122,13 @@ let package = Package(
         // The tracer's constructor, exit and fork handlers, loaded-object walk and counters.
         .target(name: "CTracerSupport"),
         // The start library: plain C (no Swift of its own), which loads the tracer when needed.
-        .target(name: "CTracerStart", linkerSettings: [.linkedLibrary("dl")]),
+        // Preloaded in every process a traced program starts, it must not bring the Swift
+        // runtime: without Swift's start files nothing in it needs the runtime, and start.c asks
+        // the linker (through an autolink entry, which comes before the runtime on the link
+        // line) to record only the libraries it needs: the C library alone.
+        .target(
+            name: "CTracerStart",
+            linkerSettings: [.linkedLibrary("dl"), .unsafeFlags(["-nostartfiles"])]),
         // The tracer's --pid: calls made in a running process with ptrace (dlopen, the join).
         .target(name: "CTracerJoin"),
         // The lifecycle example's application, delegate and components (Objective-C).

@@ -7,11 +7,19 @@
 #include <limits.h>
 #include <link.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 const int ffi_hook_tracer_preloaded = 1;
+
+/* Read by the Swift driver when it links this library (swift-autolink-extract gathers such
+   entries ahead of the Swift runtime on the link line): the runtime it links every library with
+   is recorded only if needed, and nothing here needs it. A process that never loads a traced
+   library then loads the C library and this one, not the Swift runtime (about 1.7 ms less per
+   process). */
+__attribute__((section(".swift1_autolink_entries"), used)) static const char fhs_link_as_needed[] = "-Wl,--as-needed";
 
 /* 1 once the tracer is loaded (or could not be): nothing more to look for. */
 static int fhs_loaded;
@@ -97,6 +105,16 @@ static int fhs_visit(struct dl_phdr_info *info, size_t size, void *data) {
     return 0;
 }
 
+/* The signals whose default action the Swift runtime's crash handler takes over when it loads
+   (it prints a Swift crash report for any program that crashes, then dies of the signal). */
+static const int fhs_crash_signals[] = {SIGQUIT, SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGSEGV, SIGTRAP, SIGSYS};
+#define FHS_CRASH_SIGNALS (sizeof fhs_crash_signals / sizeof fhs_crash_signals[0])
+
+/* A handler's address, whichever form it takes. */
+static void *fhs_handler(const struct sigaction *action) {
+    return (action->sa_flags & SA_SIGINFO) ? (void *)action->sa_sigaction : (void *)action->sa_handler;
+}
+
 /* Loads the tracer from this library's directory and starts it (its constructor starts it only
    when LD_PRELOAD names it). */
 static void fhs_load_tracer(void) {
@@ -110,7 +128,21 @@ static void fhs_load_tracer(void) {
     memcpy(path, info.dli_fname, directory);
     path[directory] = '/';
     memcpy(path + directory + 1, file, sizeof file);
+    /* The program's signal actions as they are: loading the tracer loads the Swift runtime
+       (unless the program uses it already), and the program's crashes stay its own. */
+    struct sigaction before[FHS_CRASH_SIGNALS];
+    int saved[FHS_CRASH_SIGNALS];
+    for (size_t index = 0; index < FHS_CRASH_SIGNALS; index++) {
+        saved[index] = sigaction(fhs_crash_signals[index], NULL, &before[index]) == 0;
+    }
     void *tracer = fhs_real_dlopen(slash ? path : file, RTLD_NOW | RTLD_GLOBAL);
+    for (size_t index = 0; index < FHS_CRASH_SIGNALS; index++) {
+        struct sigaction after;
+        if (saved[index] && sigaction(fhs_crash_signals[index], NULL, &after) == 0 &&
+            fhs_handler(&after) != fhs_handler(&before[index])) {
+            sigaction(fhs_crash_signals[index], &before[index], NULL);
+        }
+    }
     void (*start)(void) = tracer ? (void (*)(void))dlsym(tracer, "ffi_hook_tracer_start") : NULL;
     if (!start) {
         static const char message[] = "ffi-hook-tracer: cannot load libFFIHookTracer.so beside libFFIHookTracerStart.so\n";

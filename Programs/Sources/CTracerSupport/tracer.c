@@ -5,6 +5,7 @@
 #include <elf.h>
 #include <link.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,6 +196,27 @@ void fht_install_process_handlers(void) {
     /* Once: a process joined again after a leave registers nothing twice. */
     if (__atomic_exchange_n(&fht_started, 1, __ATOMIC_ACQ_REL)) return;
     pthread_atfork(NULL, NULL, fht_forked);
+}
+
+void fht_default_swift_crash_actions(void) {
+    static const int signals[] = {SIGQUIT, SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGSEGV, SIGTRAP, SIGSYS};
+    for (size_t index = 0; index < sizeof signals / sizeof signals[0]; index++) {
+        struct sigaction action;
+        if (sigaction(signals[index], NULL, &action) != 0) continue;
+        void *handler =
+            (action.sa_flags & SA_SIGINFO) ? (void *)action.sa_sigaction : (void *)action.sa_handler;
+        Dl_info info;
+        if (handler == (void *)SIG_DFL || handler == (void *)SIG_IGN || !dladdr(handler, &info) || !info.dli_fname) {
+            continue;
+        }
+        const char *slash = strrchr(info.dli_fname, '/');
+        if (strncmp(slash ? slash + 1 : info.dli_fname, "libswiftCore.so", 15) != 0) continue;
+        struct sigaction fallback;
+        memset(&fallback, 0, sizeof fallback);
+        fallback.sa_handler = SIG_DFL;
+        sigemptyset(&fallback.sa_mask);
+        sigaction(signals[index], &fallback, NULL);
+    }
 }
 
 // MARK: - Loaded objects

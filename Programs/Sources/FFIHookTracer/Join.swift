@@ -8,7 +8,9 @@ import Synchronization
 ///
 /// `configuration` holds the variables a started program reads from its environment, one
 /// `NAME=VALUE` a line (see ``TracerConfiguration``); `FFI_HOOK_TRACER_OUTPUT` names the file
-/// the messages and the table go to. Returns a ``JoinResult`` raw value: 0 when tracing,
+/// the messages and the table go to, and `FFI_HOOK_TRACER_RUNTIME_BROUGHT=1` says that the
+/// process had no Swift runtime before the library's load (the crash handler the runtime
+/// installed is then removed). Returns a ``JoinResult`` raw value: 0 when tracing,
 /// 1 when the process is traced already, 2 when the configuration names no library.
 ///
 /// A process that was joined and left may be joined again; each join counts from zero.
@@ -53,6 +55,11 @@ extension Tracer {
             return true
         }
         guard free else { return .busy }
+        // The join's dlopen brought the Swift runtime, and its crash handler: the process's
+        // crashes stay its own.
+        if text.split(separator: "\n").contains("FFI_HOOK_TRACER_RUNTIME_BROUGHT=1") {
+            fht_default_swift_crash_actions()
+        }
         LazyEntries.shared.record()
         guard !configuration.libraries.isEmpty else {
             if let path = configuration.outputPath { TracerOutput.redirect(to: path) }

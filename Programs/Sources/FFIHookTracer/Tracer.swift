@@ -103,7 +103,11 @@ final class Tracer: Sendable {
     /// Starts with `configuration` (from the environment, or given to a joined process),
     /// saying `problems` first; does nothing once started.
     func start(_ configuration: TracerConfiguration, problems: [String]) {
-        if let path = configuration.outputPath { TracerOutput.redirect(to: path) }
+        if let path = configuration.outputPath {
+            TracerOutput.redirect(to: path)
+        } else {
+            TracerOutput.keepStandardError()
+        }
         for problem in problems { say(problem) }
         state.withLock { state in
             guard !state.started else { return }

@@ -6,15 +6,50 @@ import Synchronization
     import Musl
 #endif
 
-/// Where the tracer's messages and table go: standard error, or the file that
-/// `FFI_HOOK_TRACER_OUTPUT` names (a joined process writes there, for `ffi-hook-tracer --pid`
-/// to print on its own standard error).
+/// Where the tracer's messages and table go: standard error as it was when the tracer
+/// started, or the file that `FFI_HOOK_TRACER_OUTPUT` names (a joined process writes there, for
+/// `ffi-hook-tracer --pid` to print on its own standard error).
 enum TracerOutput {
-    /// The descriptor written to now.
+    /// The descriptor written to now: 2, or the file ``redirect(to:)`` opened.
     private static let current = Atomic<Int32>(2)
 
-    /// The descriptor written to now: 2 unless ``redirect(to:)`` opened a file.
-    static var descriptor: Int32 { current.load(ordering: .acquiring) }
+    /// A duplicate of standard error taken at start (``keepStandardError()``) and the file it
+    /// is, by device and inode.
+    private static let kept = Mutex<(descriptor: Int32, device: UInt64, inode: UInt64)?>(nil)
+
+    /// The lowest number the duplicate takes: above those a program opens first, or sets up
+    /// on purpose (`dup2(…, 3)`) for a child.
+    private static let keptFloor: Int32 = 100
+
+    /// The descriptor to write to now: the file ``redirect(to:)`` opened; otherwise standard
+    /// error as it was at start, while the duplicate kept of it is still that file (a program
+    /// may close its standard error at exit, as coreutils' do, or point it elsewhere); else 2.
+    static var descriptor: Int32 {
+        let descriptor = current.load(ordering: .acquiring)
+        guard descriptor == 2 else { return descriptor }
+        return kept.withLock { kept in
+            guard let kept else { return 2 }
+            // A program that closed it and opened a file that was given its number is seen
+            // here: the number is then the program's, and stays so.
+            var status = stat()
+            guard fstat(kept.descriptor, &status) == 0, UInt64(status.st_dev) == kept.device,
+                UInt64(status.st_ino) == kept.inode
+            else { return 2 }
+            return kept.descriptor
+        }
+    }
+
+    /// Keeps a duplicate of standard error (closed on exec) for the report at exit; once.
+    static func keepStandardError() {
+        kept.withLock { kept in
+            guard kept == nil else { return }
+            var status = stat()
+            guard fstat(2, &status) == 0 else { return }
+            let duplicate = fcntl(2, F_DUPFD_CLOEXEC, keptFloor)
+            guard duplicate >= 0 else { return }
+            kept = (duplicate, UInt64(status.st_dev), UInt64(status.st_ino))
+        }
+    }
 
     /// Appends from now on to the file at `path` (created when missing), closing the file
     /// opened before; stays with the descriptor used so far when the file cannot be opened,

@@ -75,8 +75,9 @@ func setLogEnvironment(_ options: [(String, String)]) {
     unsetenv("FFI_HOOK_TRACER_LOG_OPENED")
 }
 
-/// The text of the file at `path`, or nil when it cannot be read.
-private func contents(of path: String) -> String? {
+/// The text of the file at `path` (a file of /proc too, whose size reads as 0), or nil when it
+/// cannot be read.
+func contents(of path: String) -> String? {
     let descriptor = open(path, O_RDONLY | O_CLOEXEC)
     guard descriptor >= 0 else { return nil }
     defer { close(descriptor) }

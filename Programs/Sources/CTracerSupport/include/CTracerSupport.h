@@ -270,6 +270,12 @@ size_t fht_restore_lazy_entries(const uintptr_t *slots, const uintptr_t *values,
 /// fork handler (which zeroes the counters in the child); once, later calls do nothing.
 void fht_install_process_handlers(void);
 
+/// Gives back their default action to the crash signals (SIGSEGV, SIGABRT, SIGQUIT, ...) whose
+/// handler is the Swift runtime's: loading the tracer into a process that did not use Swift
+/// brings the runtime, whose crash handler would otherwise print a Swift crash report for the
+/// process's own crashes. A handler the process installed is left as it is.
+void fht_default_swift_crash_actions(void);
+
 #pragma clang assume_nonnull end
 
 #include "CTracerEvents.h"
