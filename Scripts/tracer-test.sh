@@ -822,3 +822,38 @@ if [ "$status" -ne 139 ] || grep -q -v "^Segmentation fault" "$work/crashes-join
     exit 1
 fi
 echo "--pid: the process joined and left died of its SIGSEGV silently, status 139"
+
+echo "== tracer test: --pid: a joiner killed with SIGKILL, the joined process leaves by itself"
+# A joiner cannot catch SIGKILL: the process it joined watches it, and when it ends before
+# leaving, removes the hooks and the report's private directory itself; a later join works.
+"$work/crashes" wait >/dev/null 2>&1 &
+watched_pid=$!
+sleep 0.3
+directories_before=$(find /tmp -maxdepth 1 -name 'ffi-hook-tracer.*' | wc -l)
+"$bin/ffi-hook-tracer" --library libtracee.so --pid "$watched_pid" 2>"$work/killed-joiner.err" &
+joiner_pid=$!
+for _ in $(seq 100); do
+    grep -q "^ffi-hook-watch$" /proc/"$watched_pid"/task/*/comm 2>/dev/null && break
+    sleep 0.05
+done
+grep -q "^ffi-hook-watch$" /proc/"$watched_pid"/task/*/comm
+kill -KILL "$joiner_pid"
+wait "$joiner_pid" || true
+for _ in $(seq 100); do
+    grep -q "^ffi-hook-watch$" /proc/"$watched_pid"/task/*/comm 2>/dev/null || break
+    sleep 0.05
+done
+if grep -q "^ffi-hook-watch$" /proc/"$watched_pid"/task/*/comm; then
+    echo "the joined process still watches a joiner killed 5 s ago" >&2
+    exit 1
+fi
+directories_after=$(find /tmp -maxdepth 1 -name 'ffi-hook-tracer.*' | wc -l)
+if [ "$directories_after" -ne "$directories_before" ]; then
+    echo "the killed joiner's report directory was left in /tmp" >&2
+    exit 1
+fi
+"$bin/ffi-hook-tracer" --library libtracee.so --pid "$watched_pid" --duration 0.3 2>"$work/rejoined.err"
+grep -Eq "tracee_add +[1-9]" "$work/rejoined.err"
+kill -KILL "$watched_pid"
+wait "$watched_pid" 2>/dev/null || true
+echo "--pid: after its joiner was killed, the process left by itself and was joined again"

@@ -6,12 +6,16 @@
 #include <link.h>
 #include <pthread.h>
 #include <signal.h>
+#include <errno.h>
+#include <poll.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 // The Swift side (FFIHookTracer), exported with @_cdecl.
 extern void ffi_hook_tracer_start(void);
@@ -186,7 +190,14 @@ __attribute__((destructor)) static void fht_unload(void) {
     if (fht_started) ffi_hook_tracer_finish();
 }
 
+/* The eventfd that stops the watch, -1 when none runs; the watch's thread closes it. */
+static int fht_watch_stop = -1;
+static pthread_mutex_t fht_watch_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static void fht_forked(void) {
+    /* The watch's thread is the parent's: its eventfd is shared with the parent's. */
+    fht_watch_stop = -1;
+    pthread_mutex_init(&fht_watch_lock, NULL);
     fht_reset_counters();
     fht_reset_events();
     pthread_mutex_init(&fht_arena_lock, NULL);
@@ -217,6 +228,85 @@ void fht_default_swift_crash_actions(void) {
         sigemptyset(&fallback.sa_mask);
         sigaction(signals[index], &fallback, NULL);
     }
+}
+
+// MARK: - The joiner's watch
+
+
+typedef struct {
+    int joiner;
+    int stop;
+    void (*gone)(void);
+} fht_watch_arguments;
+
+static void *fht_watch(void *argument) {
+    fht_watch_arguments watch = *(fht_watch_arguments *)argument;
+    free(argument);
+    /* A pidfd reads ready when the process ends; without one (a kernel before 5.3), the
+       process is asked after every 100 ms. */
+    int process = (int)syscall(SYS_pidfd_open, watch.joiner, 0);
+    int gone = 0;
+    for (;;) {
+        struct pollfd ready[2] = {{.fd = watch.stop, .events = POLLIN}, {.fd = process, .events = POLLIN}};
+        int count = poll(ready, process >= 0 ? 2 : 1, process >= 0 ? -1 : 100);
+        if (count < 0 && errno == EINTR) continue;
+        if (count < 0 || ready[0].revents) break;
+        if (process >= 0 ? ready[1].revents != 0 : kill(watch.joiner, 0) != 0 && errno == ESRCH) {
+            gone = 1;
+            break;
+        }
+    }
+    if (process >= 0) close(process);
+    pthread_mutex_lock(&fht_watch_lock);
+    if (fht_watch_stop == watch.stop) fht_watch_stop = -1;
+    pthread_mutex_unlock(&fht_watch_lock);
+    close(watch.stop);
+    if (gone) watch.gone();
+    return NULL;
+}
+
+int fht_watch_joiner(int joiner, void (*gone)(void)) {
+    fht_watch_arguments *watch = malloc(sizeof *watch);
+    if (!watch) return -1;
+    int stop = eventfd(0, EFD_CLOEXEC);
+    if (stop < 0) {
+        free(watch);
+        return -1;
+    }
+    *watch = (fht_watch_arguments){.joiner = joiner, .stop = stop, .gone = gone};
+    pthread_mutex_lock(&fht_watch_lock);
+    fht_watch_stop = stop;
+    pthread_mutex_unlock(&fht_watch_lock);
+    sigset_t all, previous;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &previous);
+    pthread_attr_t attributes;
+    pthread_attr_init(&attributes);
+    pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
+    pthread_t thread;
+    int created = pthread_create(&thread, &attributes, fht_watch, watch);
+    pthread_attr_destroy(&attributes);
+    pthread_sigmask(SIG_SETMASK, &previous, NULL);
+    if (created != 0) {
+        pthread_mutex_lock(&fht_watch_lock);
+        fht_watch_stop = -1;
+        pthread_mutex_unlock(&fht_watch_lock);
+        close(stop);
+        free(watch);
+        return -1;
+    }
+    pthread_setname_np(thread, "ffi-hook-watch");
+    return 0;
+}
+
+void fht_stop_watching(void) {
+    pthread_mutex_lock(&fht_watch_lock);
+    if (fht_watch_stop >= 0) {
+        uint64_t one = 1;
+        (void)!write(fht_watch_stop, &one, sizeof one);
+        fht_watch_stop = -1;
+    }
+    pthread_mutex_unlock(&fht_watch_lock);
 }
 
 // MARK: - Loaded objects

@@ -2,15 +2,22 @@ internal import CTracerSupport
 internal import FFIHook
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
 /// Starts tracing in a process that is running already: `ffi-hook-tracer --pid` loads the
 /// library into the process with `dlopen` (its constructor then does nothing, the library not
 /// being preloaded) and calls this function on one of its threads.
 ///
 /// `configuration` holds the variables a started program reads from its environment, one
 /// `NAME=VALUE` a line (see ``TracerConfiguration``); `FFI_HOOK_TRACER_OUTPUT` names the file
-/// the messages and the table go to, and `FFI_HOOK_TRACER_RUNTIME_BROUGHT=1` says that the
+/// the messages and the table go to, `FFI_HOOK_TRACER_RUNTIME_BROUGHT=1` says that the
 /// process had no Swift runtime before the library's load (the crash handler the runtime
-/// installed is then removed). Returns a ``JoinResult`` raw value: 0 when tracing,
+/// installed is then removed), and `FFI_HOOK_TRACER_JOINER` is the process ID of the
+/// `ffi-hook-tracer` that joined: if it ends without leaving, the process leaves by itself. Returns a ``JoinResult`` raw value: 0 when tracing,
 /// 1 when the process is traced already, 2 when the configuration names no library.
 ///
 /// A process that was joined and left may be joined again; each join counts from zero.
@@ -68,7 +75,25 @@ extension Tracer {
             return .nothingToTrace
         }
         start(configuration, problems: problems)
+        // The joiner may be killed before it leaves (SIGKILL, which it cannot catch): the
+        // process then leaves by itself, rather than keep its hooks and refuse later joins.
+        let joiner = text.split(separator: "\n").first { $0.hasPrefix("FFI_HOOK_TRACER_JOINER=") }
+            .flatMap { Int32($0.dropFirst("FFI_HOOK_TRACER_JOINER=".count)) }
+        if let joiner {
+            _ = fht_watch_joiner(joiner) { Tracer.shared.abandon() }
+        }
         return .done
+    }
+
+    /// Leaves after the joiner ended without leaving: the hooks go as at a leave, and so do the
+    /// report's files, which no one will read (and the private directory they were in).
+    func abandon() {
+        guard leave() == .done else { return }
+        let paths = state.withLock { [$0.configuration.outputPath, $0.configuration.jsonPath] }.compactMap { $0 }
+        for path in paths { unlink(path) }
+        if let output = paths.first, let slash = output.lastIndex(of: "/") {
+            rmdir(String(output[..<slash]))
+        }
     }
 
     /// Reports, then removes every hook group (each entry gets back what it held before the
@@ -79,8 +104,13 @@ extension Tracer {
     /// traced function (the very thread this runs on may be in one) would keep it waiting, and
     /// the memory of the hooks of one join is small.
     func leave() -> JoinResult {
-        let tracing = state.withLock { $0.started && !$0.finished }
+        let tracing = state.withLock { state in
+            guard state.started, !state.finished, !state.leaving else { return false }
+            state.leaving = true
+            return true
+        }
         guard tracing else { return .notJoined }
+        fht_stop_watching()
         finish()
         let groups = state.withLock { state in
             defer { state.groups = [] }

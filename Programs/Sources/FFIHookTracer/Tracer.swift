@@ -87,6 +87,9 @@ final class Tracer: Sendable {
         var passedInUpdates = 0
         var started = false
         var finished = false
+        /// Set by the leave that removes a joined process's hooks, so that a second one (the
+        /// joiner's, and the watch's when the joiner died during it) does nothing.
+        var leaving = false
     }
 
     let state = Mutex(State())

@@ -121,6 +121,8 @@ private func joinConfiguration(pid: Int32, output: String, json: String?) -> Str
     lines.append("FFI_HOOK_TRACER_PID=\(pid)")
     lines.append("FFI_HOOK_TRACER_OUTPUT=\(output)")
     if let json { lines.append("FFI_HOOK_TRACER_JSON=\(json)") }
+    // Killed before it leaves, this process is missed: the joined process then leaves by itself.
+    lines.append("FFI_HOOK_TRACER_JOINER=\(getpid())")
     // Whether loading the tracer brings the Swift runtime into the process.
     if let maps = contents(of: "/proc/\(pid)/maps"),
         !maps.split(separator: "\n").contains(where: { $0.hasSuffix("/libswiftCore.so") })

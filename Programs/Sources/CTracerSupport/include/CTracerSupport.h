@@ -276,6 +276,15 @@ void fht_install_process_handlers(void);
 /// process's own crashes. A handler the process installed is left as it is.
 void fht_default_swift_crash_actions(void);
 
+/// Watches the `ffi-hook-tracer` process `joiner` that joined this process: a thread (every
+/// signal blocked, so that none of the process's is delivered to it) waits for that process to
+/// end and calls `gone` if it ends before ``fht_stop_watching()`` is called; a joiner killed
+/// with SIGKILL cannot leave by itself. Returns 0 when the thread runs.
+int fht_watch_joiner(int joiner, void (*gone)(void));
+
+/// Ends the watch, if one runs (its thread exits by itself).
+void fht_stop_watching(void);
+
 #pragma clang assume_nonnull end
 
 #include "CTracerEvents.h"
