@@ -270,6 +270,20 @@ echo "== tracer test: a misspelt --library"
 "$bin/ffi-hook-tracer" --library libtrace.so -- "$work/program" >"$work/typo.out" 2>"$work/typo.err"
 cat "$work/typo.err" | grep -- "--library" || true
 grep -q -- "--library libtrace.so names none of the objects this process loaded, so none of its calls were traced; the closest loaded: libtracee.so" "$work/typo.err"
+# What only the tracer brought is not suggested: the tracer's libraries, the Swift runtime, libffi.
+"$bin/ffi-hook-tracer" --library libFFIHookTracr.so -- "$work/program" >"$work/own-typo.out" 2>"$work/own-typo.err"
+if grep -- "--library libFFIHookTracr.so" "$work/own-typo.err" | sed 's/.*closest loaded://' |
+    grep -q -e FFIHook -e libswift -e libffi; then
+    echo "objects only the tracer brought were suggested:" >&2
+    grep -- "--library" "$work/own-typo.err" >&2
+    exit 1
+fi
+# A program linked statically runs no loader: nothing is preloaded into it, and the wrapper says so.
+if printf 'int main(void) { return 0; }\n' | gcc -static -x c -o "$work/static-true" - 2>/dev/null; then
+    "$bin/ffi-hook-tracer" --library libc.so.6 -- "$work/static-true" 2>"$work/static-true.err"
+    grep -q "static-true is linked statically: no loader runs in it" "$work/static-true.err"
+    echo "a statically linked program: named as one the tracer cannot enter"
+fi
 
 echo "== tracer test: a program that closes its standard error at exit, or reuses descriptors"
 # The report goes to the standard error the program started with: coreutils close it at exit
@@ -669,7 +683,7 @@ check(end - start > 0, "the process made no call in the window")
 check(traced["calls"] == end - start and traced["completed"] == end - start,
       f"traced {traced['calls']} calls ({traced['completed']} returned); the process made {end - start}")
 check(set(rows) == {"tracee_add"}, f"functions traced: {sorted(rows)}")
-check(re.search(rf"joined \(pid {joined.pid}\): {end - start:,} calls of 1 functions", report) is not None,
+check(re.search(rf"joined \(pid {joined.pid}\): {end - start:,} calls of 1 function", report) is not None,
       "the table's heading does not give the window's calls")
 # Left: code and import tables as before, the library loaded and idle, the process running on.
 after = mappings(joined.pid, objects)
@@ -701,7 +715,7 @@ report = open(log).read()
 print(report, end="")
 check(status == 0, f"the tracer exited with {status} when the process exited while traced")
 check("exited while traced" in report, "the tracer did not say that the process exited")
-check(re.search(rf"joined \(pid {joined.pid}\): {final - start:,} calls of 1 functions", report) is not None,
+check(re.search(rf"joined \(pid {joined.pid}\): {final - start:,} calls of 1 function", report) is not None,
       f"the report at exit does not give the {final - start} calls made since the second join")
 
 # 3. Errors: no such process, a process traced already, not permitted, no libc.so.6.

@@ -32,6 +32,22 @@ enum EventFormatting {
         return result
     }
 
+    /// `value` in digits grouped by thousands (1,234,567).
+    static func grouped(_ value: UInt64) -> String {
+        let digits = Array(String(value))
+        var result = ""
+        for (index, digit) in digits.enumerated() {
+            if index > 0, (digits.count - index) % 3 == 0 { result.append(",") }
+            result.append(digit)
+        }
+        return result
+    }
+
+    /// `count` of `noun` (whose plural takes an s): "1 call", "1,024 calls".
+    static func counted(_ count: UInt64, _ noun: String) -> String {
+        "\(grouped(count)) \(noun)\(count == 1 ? "" : "s")"
+    }
+
     /// A duration with three significant digits in ns, µs, ms or s.
     static func duration(_ nanoseconds: Double) -> String {
         for (scale, unit) in [(1e9, "s"), (1e6, "ms"), (1e3, "µs")] where nanoseconds >= scale {

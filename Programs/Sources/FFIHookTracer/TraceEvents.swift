@@ -100,15 +100,16 @@ struct EventOutputs: Sendable {
             var places: [String] = []
             if full > 0 {
                 places.append(
-                    "\(full) on \(threads) thread\(threads == 1 ? "" : "s") whose \(capacity)-event buffer filled")
+                    "\(EventFormatting.grouped(full)) on \(EventFormatting.counted(UInt64(threads), "thread")) whose "
+                        + "\(EventFormatting.grouped(UInt64(capacity)))-event buffer filled")
             }
             if recording.unbufferedEvents > 0 {
                 places.append(
-                    "\(recording.unbufferedEvents) without a buffer (threads past 4,096, or a signal handler's calls while its thread made its buffer)"
+                    "\(EventFormatting.grouped(recording.unbufferedEvents)) without a buffer (threads past 4,096, or a signal handler's calls while its thread made its buffer)"
                 )
             }
             say(
-                "\(recording.droppedEvents) events dropped (\(places.joined(separator: ", "))); the files hold the "
+                "\(EventFormatting.counted(recording.droppedEvents, "event")) dropped (\(places.joined(separator: ", "))); the files hold the "
                     + "calls recorded"
                     + (full > 0 ? " before; --events N (FFI_HOOK_TRACER_EVENTS) raises the limit" : ""))
         }

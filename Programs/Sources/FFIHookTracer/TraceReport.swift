@@ -49,18 +49,19 @@ struct TraceReport {
     func table(process: String) -> String {
         let calls = rows.reduce(0) { $0 + $1.calls }
         var lines = [
-            "ffi-hook-tracer: \(process): \(grouped(calls)) calls of \(rows.count) functions, "
+            "ffi-hook-tracer: \(process): \(EventFormatting.counted(calls, "call")) of "
+                + "\(EventFormatting.counted(UInt64(rows.count), "function")), "
                 + "\(EventFormatting.duration(total)) in them"
         ]
         if missedCalls > 0 {
             lines.append(
-                "ffi-hook-tracer: \(grouped(UInt64(missedCalls))) calls not counted: made by signal handlers that "
+                "ffi-hook-tracer: \(EventFormatting.counted(UInt64(missedCalls), "call")) not counted: made by signal handlers that "
                     + "interrupted the tracer's own code for another call")
         }
         let header = ["function", "calls", "total", "self", "mean", "share"]
         let cells = rows.map { row in
             [
-                row.name, grouped(row.calls), EventFormatting.duration(row.total),
+                row.name, EventFormatting.grouped(row.calls), EventFormatting.duration(row.total),
                 EventFormatting.duration(row.selfTime), EventFormatting.duration(row.mean),
                 total > 0 ? EventFormatting.percent(row.selfTime / total) : "-",
             ]
@@ -100,17 +101,5 @@ struct TraceReport {
             }
 
             """
-    }
-
-    // MARK: - Formatting
-
-    private func grouped(_ value: UInt64) -> String {
-        let digits = Array(String(value))
-        var result = ""
-        for (index, digit) in digits.enumerated() {
-            if index > 0, (digits.count - index) % 3 == 0 { result.append(",") }
-            result.append(digit)
-        }
-        return result
     }
 }

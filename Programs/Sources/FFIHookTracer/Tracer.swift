@@ -472,9 +472,12 @@ final class Tracer: Sendable {
         let chosen = batch.functions.filter { !Self.startupCode.contains($0.name) }
         let reportedName = Self.selectedNames(selected, of: chosen, in: image.path)
         if !batch.refusals.isEmpty {
-            let reasons = Dictionary(grouping: batch.refusals, by: { $0.reason.description })
+            let reasons = Dictionary(grouping: batch.refusals, by: { Self.words(for: $0.reason) })
                 .map { "\($0.value.count) \($0.key)" }.sorted().joined(separator: ", ")
-            let first = batch.refusals.prefix(3).map(\.name).joined(separator: ", ")
+            // (A name may come twice: two versions of one symbol, memcpy@GLIBC_2.2.5 and memcpy.)
+            var named: Set<String> = []
+            let first = batch.refusals.map(\.name).filter { named.insert($0).inserted }.prefix(3)
+                .joined(separator: ", ")
             report(
                 "\(image.name): \(batch.refusals.count) of \(batch.refusals.count + batch.functions.count) functions "
                     + "cannot be patched safely and are not traced (\(reasons); \(first)…)", &state)
@@ -534,7 +537,8 @@ final class Tracer: Sendable {
             // The objects loaded now too (those the walks after each `dlopen` did not list).
             // (Only while a name is unmatched: matching may resolve each object's symbolic links.)
             var unmatched = state.configuration.libraries.contains { !state.matchedNames.contains($0) }
-            for image in LoadedImage.current(details: { _ in [] }) where !image.isMainProgram {
+            let images = LoadedImage.current(details: { _ in [] })
+            for image in images where !image.isMainProgram {
                 state.seenNames.insert(image.name)
                 guard unmatched else { continue }
                 state.matchedNames.formUnion(state.configuration.libraries(naming: image.path, soname: image.soname))
@@ -545,8 +549,13 @@ final class Tracer: Sendable {
             // nothing: it has nothing to report, and the started process says what was missed.
             let isWriter = state.configuration.jsonWriter.map { $0 == getpid() } ?? !isForkedChild
             if !isWriter && state.matchedNames.isEmpty { return nil }
-            for name in state.configuration.libraries where !state.matchedNames.contains(name) {
-                say(Self.unmatched(name, loaded: state.seenNames))
+            let missing = state.configuration.libraries.filter { !state.matchedNames.contains($0) }
+            if !missing.isEmpty {
+                // What only the tracer brought (its library, the Swift runtime, libffi) is no
+                // name to suggest.
+                let brought = LoadedImage.broughtByProgram(images, tracer: state.tracerPaths)
+                let own = Set(images.filter { !brought.contains($0.key) }.map(\.name))
+                for name in missing { say(Self.unmatched(name, loaded: state.seenNames.subtracting(own))) }
             }
             let counts = state.counters.map { ($0.key, fht_read($0.value.pointer)) }
             let missed = passed - state.passedAtStart - state.passedInUpdates
@@ -577,6 +586,25 @@ final class Tracer: Sendable {
     }
 
     // MARK: - Support
+
+    /// Why functions were left out of an inline trace, in words for the report (the reasons'
+    /// own names are the API's: `tooShort`).
+    static func words(for reason: InlineRefusal.Reason) -> String {
+        let words: [(InlineRefusal.Reason, String)] = [
+            (.notCode, "not in code"), (.indirectFunction, "IFUNC resolvers"),
+            (.notAFunctionStart, "not at a function's start"), (.tooShort, "too short for a patch"),
+            (.undecodable, "with an undecodable instruction in the patched bytes"),
+            (.unrelocatable, "with an instruction that cannot move to a trampoline"),
+            (.ripRelativeOutOfRange, "with an operand out of a trampoline's reach"),
+            (.callReturnsIntoPatch, "with a call that returns into the patch"),
+            (.branchIntoPatch, "with a branch into the patched bytes"),
+            (.tooManyInstructions, "with too many instructions in the patched bytes"),
+            (.noMemory, "without memory for a trampoline"), (.symbolNotFound, "not found"),
+            (.patchFailed, "whose patch could not be written"), (.libraryCode, "the hooking library's own"),
+            (.unsupportedPlatform, "on a platform without inline hooks"),
+        ]
+        return words.first { $0.0 == reason }?.1 ?? reason.description
+    }
 
     /// What to say of a `--library` name that none of the process's objects answered to: the
     /// three loaded objects whose names are closest to it (fewest characters to change).

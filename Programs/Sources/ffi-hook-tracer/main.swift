@@ -213,6 +213,45 @@ setLogEnvironment(options.log)
 
 if let pid = options.pid { joinProcess(pid, duration: options.duration, library: library) }
 
+/// The file `execvp` runs for `command`: itself when it holds a slash, else the first
+/// executable file of that name in PATH.
+func programPath(_ command: String) -> String? {
+    if command.contains("/") { return command }
+    let path = getenv("PATH").map { String(cString: $0) } ?? "/usr/local/bin:/usr/bin:/bin"
+    for directory in path.split(separator: ":", omittingEmptySubsequences: false) {
+        let candidate = (directory.isEmpty ? "." : String(directory)) + "/" + command
+        if access(candidate, X_OK) == 0 { return candidate }
+    }
+    return nil
+}
+
+/// Whether the file at `path` is an ELF executable without a program interpreter (linked
+/// statically): no loader runs in it, so nothing can be preloaded.
+func isStaticallyLinked(_ path: String) -> Bool {
+    let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+    guard descriptor >= 0 else { return false }
+    defer { close(descriptor) }
+    var header = [UInt8](repeating: 0, count: 64)
+    guard pread(descriptor, &header, 64, 0) == 64, header[0..<4] == [0x7f, 0x45, 0x4c, 0x46], header[4] == 2 else {
+        return false
+    }
+    func number(_ bytes: ArraySlice<UInt8>) -> Int { bytes.reversed().reduce(0) { $0 << 8 | Int($1) } }
+    let table = number(header[0x20..<0x28])
+    let size = number(header[0x36..<0x38])
+    let count = number(header[0x38..<0x3a])
+    guard size >= 4, count > 0, count < 4096 else { return false }
+    var entries = [UInt8](repeating: 0, count: size * count)
+    guard pread(descriptor, &entries, entries.count, off_t(table)) == entries.count else { return false }
+    // PT_INTERP (3) names the loader.
+    return !(0..<count).contains { number(entries[$0 * size..<$0 * size + 4]) == 3 }
+}
+
+if let path = programPath(options.command[0]), isStaticallyLinked(path) {
+    put(
+        "ffi-hook-tracer: \(options.command[0]) is linked statically: no loader runs in it to load the tracer, so "
+            + "none of its calls are traced (the processes it starts may be)\n", to: 2)
+}
+
 // execvp keeps this process (and its ID, which FFI_HOOK_TRACER_PID names).
 nonisolated(unsafe) var arguments = options.command.map { strdup($0) } + [nil]
 execvp(options.command[0], &arguments)
