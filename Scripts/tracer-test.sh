@@ -448,6 +448,14 @@ for mode in decoded inline raw; do
     read -r pid worker < <(tail -n 1 "$work/log-$mode.out")
     python3 Scripts/tracer-log-check.py "$mode" "$work/log-$mode-$pid.txt" "$pid" "$worker"
 done
+# A signature that does not parse is named, with what is logged instead: the built-in one where
+# the function has one, raw registers otherwise.
+"$bin/ffi-hook-tracer" --library libc.so.6 --library liblogged.so --symbols 'strlen,logged_call' \
+    --signature 'strlen=Q*(' --signature 'logged_call=i{' --log "$work/bad-signature.txt" -- "$work/log-program" \
+    >/dev/null 2>"$work/bad-signature.err"
+grep -q "signature strlen=Q\*(: .*; its built-in signature is used instead" "$work/bad-signature.err"
+grep -q "signature logged_call=i{: .*; the function's calls are logged raw" "$work/bad-signature.err"
+echo "signatures that do not parse: named, with the built-in one or raw registers used instead"
 # Calls from a signal handler (signals.c) are logged like the others, each on a line of its own
 # inside the call it interrupted: as many lines as counted calls, tracee_add's decoded.
 "$bin/ffi-hook-tracer" --library libtracee.so --signature tracee_add=iii --json "$work/log-signals.json" \

@@ -113,7 +113,11 @@ struct LogSignature: Sendable {
             do {
                 table[parts[0].trimmingCharacters] = try LogSignature(parts[1].trimmingCharacters)
             } catch {
-                problems.append("signature \(line): \(error); the function's calls are logged raw")
+                let name = parts[0].trimmingCharacters
+                problems.append(
+                    "signature \(line): \(error); "
+                        + (builtIn[name] == nil
+                            ? "the function's calls are logged raw" : "its built-in signature is used instead"))
             }
         }
         return table
