@@ -567,14 +567,31 @@ final class Tracer: Sendable {
         CallLog.shared?.finish()
         let pid = getpid()
         write(report.table(process: "\(Self.programName) (pid \(pid))"), to: TracerOutput.descriptor)
+        let isWriter = configuration.jsonWriter.map { $0 == pid } ?? !isForkedChild
         configuration.events.write(
             functions: state.withLock { $0.counters },
             clock: EventClock(startTicks: startTicks, nanosecondsPerTick: nanosecondsPerTick),
-            program: Self.programName, pid: pid, isWriter: configuration.jsonWriter.map { $0 == pid } ?? !isForkedChild)
+            program: Self.programName, pid: pid, isWriter: isWriter)
+        if !isWriter {
+            // Files named without %p are the started process's alone: a process it started (a
+            // shell's commands) says that its calls are not in them, rather than nothing.
+            let events = configuration.events
+            let shared = [
+                configuration.jsonPath, events.chromeTracePath, events.foldedPath, events.flameGraphPath,
+                events.timelinePath,
+            ].compactMap { $0 }.filter { !$0.contains("%p") }
+            if !shared.isEmpty {
+                say(
+                    "the calls of \(Self.programName) (pid \(pid)) are in the table above only, not in "
+                        + "\(shared.joined(separator: ", ")): a file named without %p is written only by the "
+                        + "process the tracer started" + (configuration.jsonWriter.map { " (pid \($0))" } ?? "")
+                        + "; put %p in its name to have each process's own")
+            }
+        }
         if var path = configuration.jsonPath {
             let named = path.contains("%p")
             path = path.split(separator: "%p", omittingEmptySubsequences: false).joined(separator: "\(pid)")
-            guard named || configuration.jsonWriter.map({ $0 == pid }) ?? !isForkedChild else { return }
+            guard named || isWriter else { return }
             let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
             guard descriptor >= 0 else {
                 say("cannot write \(path): \(String(cString: strerror(errno)))")

@@ -52,7 +52,9 @@ let usage = """
                          with the loaded objects whose names are closest to it
       --symbols PATTERN  only functions whose name matches this shell pattern (or one of
                          several given, comma-separated or repeated); default: all
-      --json FILE        also write the counts as JSON to FILE (%p: the process ID)
+      --json FILE        also write the counts as JSON to FILE (%p: the process ID); without
+                         %p, only the process started writes it, and the processes it
+                         starts say that their calls are not in it
       --scope SCOPE      whose calls count. A call is seen where it goes through an object's
                          import table (its PLT and GOT entries), so the scope says which
                          objects' tables are watched:
