@@ -46,6 +46,7 @@ gcc -O0 -fPIC -shared -o "$work/plugin.so" "$fixture/plugin.c" -L"$work" -llate 
 gcc -O0 -fno-builtin -o "$work/program" "$fixture/program.c" -L"$work" -ltracee -Wl,-rpath,"$work" -lpthread -ldl
 gcc -O0 -o "$work/event-signals" "$fixture/event-signals.c" -L"$work" -ltracee -Wl,-rpath,"$work"
 gcc -O0 -o "$work/closes-output" "$fixture/closes-output.c" -L"$work" -ltracee -Wl,-rpath,"$work"
+gcc -O0 -o "$work/spawner" "$fixture/spawner.c" -L"$work" -ltracee -Wl,-rpath,"$work"
 gcc -O0 -o "$work/crashes" "$fixture/crashes.c" -L"$work" -ltracee -Wl,-rpath,"$work"
 gcc -O0 -fPIC -shared -o "$work/libjump.so" "$fixture/jump.c"
 gcc -O0 -o "$work/jumps" "$fixture/jumps.c" -L"$work" -ljump -Wl,-rpath,"$work"
@@ -308,6 +309,48 @@ for mode in close reuse; do
     fi
 done
 echo "standard error closed or its duplicate's number reused at exit: the report reached standard error"
+
+echo "== tracer test: children that run on the program's memory (vfork, posix_spawn) until they exec"
+# A vfork child, and the child posix_spawn runs, share the program's memory (thread-local
+# storage included) until they exec: their calls (the vfork child's tracee_add and execl through
+# the program's import table; inline, the C library's own dup2 and execve in posix_spawn's
+# child) are not the program's, and the program's later calls are nested in none of them. vfork
+# returns twice: its call is counted at once, and logged so.
+for mode in vfork spawn; do
+    for how in import inline; do
+        options=(--library libtracee.so --library libc.so.6)
+        if [ "$how" = inline ]; then options+=(--inline); fi
+        "$bin/ffi-hook-tracer" "${options[@]}" --symbols 'tracee_*,vfork,execl,waitpid,posix_spawn,dup2,execve' \
+            --json "$work/spawn-$mode-$how.json" --folded "$work/spawn-$mode-$how.folded" \
+            --log "$work/spawn-$mode-$how.log" -- "$work/spawner" "$mode" >"$work/spawn-$mode-$how.out" \
+            2>"$work/spawn-$mode-$how.err"
+        python3 - "$work" "$mode" "$how" <<'PYTHON'
+import json, sys
+work, mode, how = sys.argv[1:]
+name = f"{work}/spawn-{mode}-{how}"
+rows = {row["name"]: row for row in json.load(open(f"{name}.json"))["functions"]}
+expected = {"tracee_add": 100, "tracee_nothing": 1, "waitpid": 1, "execl": 0, "execve": 0, "dup2": 0,
+            "vfork": 1 if mode == "vfork" else 0, "posix_spawn": 1 if mode == "spawn" else 0}
+failures = []
+for function, calls in expected.items():
+    row = rows.get(function, {"calls": 0, "completed": 0})
+    if row["calls"] != calls or row["completed"] != calls:
+        failures.append(f"{function}: {row['calls']} calls, {row['completed']} returned, expected {calls}")
+for line in open(f"{name}.folded"):
+    stack = line.rsplit(" ", 1)[0]
+    if ";" in stack and stack.split(";")[-1] in ("tracee_add", "tracee_nothing"):
+        failures.append(f"folded stack {stack}: the program's later call nested inside another")
+log = open(f"{name}.log").read().splitlines()
+if any(line.endswith("<no return>") for line in log):
+    failures.append("a call logged <no return>: " + next(line for line in log if line.endswith("<no return>")))
+if mode == "vfork" and not any(" vfork(" in line and line.endswith("<returns twice>") for line in log):
+    failures.append("vfork not logged as returning twice")
+if failures:
+    sys.exit(f"{mode} {how}:\n" + "\n".join(failures))
+print(f"{mode} {how}: only the program's calls counted, none nested in the child's, the log without <no return>")
+PYTHON
+    done
+done
 
 echo "== tracer test: the start library brings no Swift runtime; a traced program's crash is its own"
 # Every process a traced program starts preloads the start library: it must need the C library

@@ -458,10 +458,14 @@ FHT_PLAIN static void fht_log_drop_abandoned(fht_log_stack *stack, uint64_t sp) 
     stack->depth = depth;
 }
 
+static void fht_log_line(
+    const fht_log_frame *frame, uint64_t depth, int32_t thread, uint64_t now, const fht_log_value *_Nullable result,
+    uint64_t bits, const char *ending);
+
 void fht_log_enter(
     const fht_log_function *function, uint64_t sp, uint64_t rdi, uint64_t rsi, uint64_t rdx, uint64_t rcx,
     uint64_t r8, uint64_t r9, const uint64_t *vectors) {
-    if (fht_own_work || __atomic_load_n(&fht_log_descriptor, __ATOMIC_RELAXED) < 0) return;
+    if (fht_ignored() || __atomic_load_n(&fht_log_descriptor, __ATOMIC_RELAXED) < 0) return;
     fht_log_stack *stack = fht_log_frames();
     if (!stack) return;
     fht_log_drop_abandoned(stack, sp);
@@ -485,6 +489,13 @@ void fht_log_enter(
     frame->ticks = fht_ticks();
     __asm__ volatile("" ::: "memory");
     frame->sp = sp;
+    if (function->flags & FHT_LOG_RETURNS_TWICE) {
+        /* No leave comes: the line now, and no frame left in flight to hold later calls. */
+        fht_log_line(frame, depth, (int32_t)fht_log_syscall(SYS_gettid, 0, 0, 0), frame->ticks, NULL, 0,
+                     " <returns twice>");
+        __asm__ volatile("" ::: "memory");
+        stack->depth = depth;
+    }
 }
 
 /* Nanoseconds from the log's origin to `ticks` (0 before it). */
@@ -545,7 +556,7 @@ FHT_PLAIN static void fht_log_write(const char *bytes, size_t count) {
 /* The line of the call in `frame` at `depth` on `thread`, ending with `result` text. */
 FHT_PLAIN static void fht_log_line(
     const fht_log_frame *frame, uint64_t depth, int32_t thread, uint64_t now, const fht_log_value *_Nullable result,
-    uint64_t bits) {
+    uint64_t bits, const char *ending) {
     char line[FHT_LOG_TEXT + 256];
     fht_text text = {line, 0, sizeof line - 1};
     fht_put_signed(&text, thread);
@@ -578,7 +589,7 @@ FHT_PLAIN static void fht_log_line(
             fht_put_value(&text, result, bits, UINT64_MAX);
         }
     } else {
-        fht_put_string(&text, " <no return>");
+        fht_put_string(&text, ending);
     }
     text.capacity++;
     fht_put(&text, '\n');
@@ -586,7 +597,7 @@ FHT_PLAIN static void fht_log_line(
 }
 
 void fht_log_leave(const fht_log_function *function, uint64_t sp, int32_t thread, uint64_t rax, uint64_t xmm0) {
-    if (fht_own_work) return;
+    if (fht_ignored()) return;
     uint64_t now = fht_ticks();
     fht_log_stack *stack = fht_log_mine;
     if (!stack || __atomic_load_n(&fht_log_descriptor, __ATOMIC_RELAXED) < 0) return;
@@ -597,7 +608,7 @@ void fht_log_leave(const fht_log_function *function, uint64_t sp, int32_t thread
     const fht_log_frame *frame = &stack->frames[depth - 1];
     uint8_t kind = function->result.kind;
     uint64_t bits = kind == FHT_LOG_FLOAT || kind == FHT_LOG_DOUBLE ? xmm0 : rax;
-    fht_log_line(frame, depth - 1, thread, now, &function->result, bits);
+    fht_log_line(frame, depth - 1, thread, now, &function->result, bits, "");
     __asm__ volatile("" ::: "memory");
     stack->depth = depth - 1;
 }
@@ -611,7 +622,7 @@ void fht_log_unfinished(int32_t thread) {
     for (uint64_t depth = 0; depth < stack->depth; depth++) {
         const fht_log_frame *frame = &stack->frames[depth];
         if (frame->sp == UINT64_MAX) continue;
-        fht_log_line(frame, depth, thread, now, NULL, 0);
+        fht_log_line(frame, depth, thread, now, NULL, 0, " <no return>");
     }
 }
 

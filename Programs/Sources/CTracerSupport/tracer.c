@@ -73,6 +73,45 @@ __thread fht_counter *fht_mine __attribute__((tls_model("initial-exec")));
 __thread fht_calls *fht_in_flight __attribute__((tls_model("initial-exec")));
 __thread int fht_own_work __attribute__((tls_model("initial-exec")));
 
+// MARK: - Children on the caller's memory
+
+__thread int32_t fht_spawning __attribute__((tls_model("initial-exec")));
+/* The spawning call whose return ends the mark; NULL for vfork (the caller's next call ends it). */
+static __thread const fht_counter *fht_spawning_counter __attribute__((tls_model("initial-exec")));
+uint8_t fht_kinds[FHT_CAPACITY];
+
+/* gettid by instruction: libc's gettid or syscall may be among the traced functions. */
+static int32_t fht_thread_id(void) {
+    long result;
+    __asm__ volatile("syscall" : "=a"(result) : "a"((long)SYS_gettid) : "rcx", "r11", "memory");
+    return (int32_t)result;
+}
+
+void fht_set_kind(const fht_counter *counter, uint8_t kind) { fht_kinds[counter - fht_arena] = kind; }
+
+int fht_kind_enters(const fht_counter *counter, uint8_t kind) {
+    if (kind == FHT_KIND_ONCE) return 1;
+    /* An outer spawning call's mark stays (system calls posix_spawn where both are traced). */
+    if (!fht_spawning) {
+        fht_spawning_counter = kind == FHT_KIND_SPAWN ? counter : NULL;
+        fht_spawning = fht_thread_id();
+    }
+    return kind == FHT_KIND_VFORK;
+}
+
+void fht_spawn_ends(const fht_counter *counter) {
+    if (counter != fht_spawning_counter) return;
+    fht_spawning = 0;
+    fht_spawning_counter = NULL;
+}
+
+int fht_spawned_child_slow(void) {
+    if (fht_thread_id() != fht_spawning) return 1;
+    /* The thread itself: back from a vfork, whose child has exec'd or exited. */
+    if (!fht_spawning_counter) fht_spawning = 0;
+    return 0;
+}
+
 
 /* Every thread's arena, newest first (arenas of threads that ended stay, with their counts). */
 typedef struct fht_arena_node {

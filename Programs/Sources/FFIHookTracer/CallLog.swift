@@ -124,6 +124,10 @@ final class CallLog: Sendable {
             function.initialize(
                 to: signatures[plain]?.description(named: text, length: length)
                     ?? LogSignature.rawDescription(named: text, length: length))
+            let kind = Tracer.kind(of: plain)
+            if kind == UInt8(FHT_KIND_VFORK) || kind == UInt8(FHT_KIND_ONCE) {
+                function.pointee.flags |= UInt8(FHT_LOG_RETURNS_TWICE)
+            }
             let made = LogFunctionAddress(pointer: UnsafePointer(function))
             descriptions[name] = made
             return made

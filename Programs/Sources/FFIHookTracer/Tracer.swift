@@ -281,7 +281,9 @@ final class Tracer: Sendable {
             added.reserveCapacity(added.count + chosen.count)
             for function in chosen where !exhausted {
                 // One lookup of the name: its place in the table is given a counter when empty.
-                if let counter = Self.newCounter(in: &state.counters[function], exhausted: &exhausted) {
+                if let counter = Self.newCounter(
+                    in: &state.counters[function], function: function, exhausted: &exhausted)
+                {
                     added.append(Chosen(name: function, counter: counter))
                 } else if exhausted {
                     report("out of counters; \(function) and later functions are not traced", &state)
@@ -335,12 +337,15 @@ final class Tracer: Sendable {
     /// Gives `place` (a function's entry in ``State/counters``) a new counter when it has none:
     /// returns that counter, or nil when the function had one already or, setting `exhausted`,
     /// when no counter is left.
-    private static func newCounter(in place: inout CounterAddress?, exhausted: inout Bool) -> CounterAddress? {
+    private static func newCounter(
+        in place: inout CounterAddress?, function: String, exhausted: inout Bool
+    ) -> CounterAddress? {
         guard place == nil else { return nil }
         guard let made = fht_counters(1) else {
             exhausted = true
             return nil
         }
+        setKind(of: made, function: function)
         let counter = CounterAddress(pointer: made)
         place = counter
         return counter
@@ -499,6 +504,7 @@ final class Tracer: Sendable {
                     report("out of counters; \(name) and later functions are not traced", &state)
                     break
                 }
+                Self.setKind(of: counter, function: function.name)
                 state.counters[name] = CounterAddress(pointer: counter)
             }
             counters[address] = state.counters[name]
@@ -603,6 +609,30 @@ final class Tracer: Sendable {
     }
 
     // MARK: - Support
+
+    /// What the tracer must know of a function's calls (an `FHT_KIND_` value): whether it runs
+    /// a child process on the caller's memory (see `fht_spawning`: that child's calls, made
+    /// before it execs, are not the caller's), or returns twice (no leave comes: see
+    /// `FHT_KIND_ONCE`).
+    static func kind(of function: String) -> UInt8 {
+        // (Inline, a name may carry its version: posix_spawn@GLIBC_2.2.5.)
+        switch function.split(separator: "@").first.map(String.init) ?? function {
+        case "vfork", "__vfork": UInt8(FHT_KIND_VFORK)
+        case "posix_spawn", "posix_spawnp", "__posix_spawn", "system", "__libc_system", "popen", "_IO_popen":
+            UInt8(FHT_KIND_SPAWN)
+        // The others an attach runs only the enter of (the library's list of functions that
+        // return twice).
+        case "setjmp", "_setjmp", "__setjmp", "sigsetjmp", "__sigsetjmp", "savectx", "getcontext", "swapcontext":
+            UInt8(FHT_KIND_ONCE)
+        default: UInt8(FHT_KIND_PLAIN)
+        }
+    }
+
+    /// Gives `counter` the kind of `function` (``kind(of:)``).
+    static func setKind(of counter: UnsafeMutablePointer<fht_counter>, function: String) {
+        let kind = kind(of: function)
+        if kind != UInt8(FHT_KIND_PLAIN) { fht_set_kind(counter, kind) }
+    }
 
     /// Why functions were left out of an inline trace, in words for the report (the reasons'
     /// own names are the API's: `tooShort`).

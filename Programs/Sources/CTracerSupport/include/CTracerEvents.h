@@ -121,9 +121,9 @@ static inline uint64_t fht_record_begin(uint32_t function, uintptr_t stack) {
     return fht_record_begin_at(function, stack, fht_ticks());
 }
 
-/// Records the end of a call whose begin returned `begin`, and returns the call's ticks.
-static inline uint64_t fht_record_end(uint32_t function, uintptr_t stack, uint64_t begin) {
-    uint64_t ticks = fht_ticks();
+/// Records the end at `ticks` of a call whose begin returned `begin`, and returns the call's
+/// ticks.
+static inline uint64_t fht_record_end_at(uint32_t function, uintptr_t stack, uint64_t begin, uint64_t ticks) {
     if (begin & FHT_RECORDED) {
         fht_event_buffer *buffer = fht_my_events;
         if (buffer != NULL) {
@@ -138,6 +138,11 @@ static inline uint64_t fht_record_end(uint32_t function, uintptr_t stack, uint64
     return ticks - (begin & ~FHT_RECORDED);
 }
 
+/// Records the end, now, of a call whose begin returned `begin`, and returns the call's ticks.
+static inline uint64_t fht_record_end(uint32_t function, uintptr_t stack, uint64_t begin) {
+    return fht_record_end_at(function, stack, begin, fht_ticks());
+}
+
 /// The index of `counter` among the counters: the function's number in events.
 uint32_t fht_counter_index(const fht_counter *counter);
 
@@ -145,8 +150,15 @@ uint32_t fht_counter_index(const fht_counter *counter);
 /// work is neither counted nor recorded.
 static inline uint64_t fht_enter_recording(fht_counter *counter, uint32_t function, uintptr_t stack) {
     uint64_t ticks = fht_ticks();
-    if (!fht_enter_at(counter, stack, ticks)) return 0; /* a call not counted is not recorded */
-    return fht_record_begin_at(function, stack, ticks);
+    int counted = fht_enter_at(counter, stack, ticks);
+    if (!counted) return 0; /* a call not counted is not recorded */
+    uint64_t begin = fht_record_begin_at(function, stack, ticks);
+    if (__builtin_expect(counted == 2, 0)) {
+        /* No leave comes (a function that returns twice): the call ends where it begins. */
+        fht_record_end_at(function, stack, begin, ticks);
+        return 0;
+    }
+    return begin;
 }
 
 /// Records a call's end and counts it returning, at the same time.

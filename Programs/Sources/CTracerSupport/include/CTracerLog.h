@@ -87,6 +87,9 @@ enum {
     FHT_LOG_MORE = 2,
     /// An argument is in a vector register: the enter block passes them.
     FHT_LOG_VECTORS = 4,
+    /// The function returns twice (setjmp, vfork): no leave comes, so its line is written at
+    /// its entry, ending `<returns twice>`, and it is kept in flight by no frame.
+    FHT_LOG_RETURNS_TWICE = 8,
 };
 
 /// How one traced function's calls are logged; made once per function and never freed.

@@ -106,6 +106,56 @@ extern __thread int fht_own_work __attribute__((tls_model("initial-exec")));
 /// Marks the tracer's own work on the calling thread (1) or its end (0).
 static inline void fht_set_own_work(int on) { fht_own_work = on; }
 
+// MARK: - Children on the caller's memory
+
+/// What a traced function does to the process, by counter (see ``fht_set_kind``).
+enum {
+    /// Nothing the tracer needs to know.
+    FHT_KIND_PLAIN = 0,
+    /// `vfork`: its child runs on the caller's memory until it execs or exits, then the caller
+    /// returns from it (a second time, without a leave).
+    FHT_KIND_VFORK = 1,
+    /// `posix_spawn`, `posix_spawnp`, `system`, `popen`: the C library runs the child on the
+    /// caller's memory (a clone with CLONE_VM) before the call returns.
+    FHT_KIND_SPAWN = 2,
+    /// `setjmp` and the other functions that return twice but `vfork`: an attach runs only
+    /// their enter, so a call is counted as made and returned at once, with no time, and kept
+    /// in flight by no frame (which would hold the caller's later calls inside it).
+    FHT_KIND_ONCE = 3,
+};
+
+/// The calling thread's kernel ID while a call of an FHT_KIND_VFORK or FHT_KIND_SPAWN function
+/// is in progress on it; 0 otherwise. A child such a call runs shares the caller's memory, its
+/// thread-local storage included: its calls would be counted, kept in flight and recorded as
+/// the caller's (an exec that never returns would hold the caller's later calls inside it).
+extern __thread int32_t fht_spawning __attribute__((tls_model("initial-exec")));
+
+/// Whether the calling thread is a child run on the memory of the thread that set
+/// ``fht_spawning`` (its kernel ID differs); for the thread itself back from a vfork, ends the
+/// mark.
+int fht_spawned_child_slow(void);
+
+/// Whether a traced call on the calling thread is left alone: the tracer's own work, or a
+/// call made by a child that runs on a traced thread's memory (see ``fht_spawning``).
+static inline int fht_ignored(void) {
+    if (fht_own_work) return 1;
+    return __builtin_expect(fht_spawning != 0, 0) && fht_spawned_child_slow();
+}
+
+/// The kind of each counter's function, by index (FHT_KIND_PLAIN unless set).
+extern uint8_t fht_kinds[];
+
+/// Sets the kind of `counter`'s function (FHT_KIND_VFORK, FHT_KIND_SPAWN).
+void fht_set_kind(const fht_counter *counter, uint8_t kind);
+
+/// A call of a function of `kind` begins on the calling thread (see ``fht_spawning``); returns
+/// 1 when the call has no leave (FHT_KIND_VFORK, FHT_KIND_ONCE).
+int fht_kind_enters(const fht_counter *counter, uint8_t kind);
+
+/// A call of `counter`'s function returns on the calling thread: ends the mark of a spawning
+/// call of it.
+void fht_spawn_ends(const fht_counter *counter);
+
 /// Drops the calls in flight that a longjmp or an exception left without returning: those
 /// deeper on the stack than a call at `sp` (a call made by a tail jump has the stack pointer
 /// of the call it replaced, and stays).
@@ -129,13 +179,19 @@ static inline int fht_enter_at(fht_counter *counter, uint64_t sp, uint64_t ticks
 static inline void fht_enter(fht_counter *counter, uint64_t sp) { (void)fht_enter_at(counter, sp, 0); }
 
 /// Counts a call entering at stack pointer `sp` at time `ticks` (0: read the clock last), and
-/// keeps it in flight; returns whether it was counted (not during the tracer's own work, nor
-/// when the thread's counters cannot be had).
+/// keeps it in flight; returns 0 when it was not counted (the tracer's own work, a call made by
+/// a child on a traced thread's memory, or the thread's counters cannot be had), 2 when it was
+/// counted as returned at once (a function that returns twice: no leave comes), 1 otherwise.
 static inline int fht_enter_at(fht_counter *counter, uint64_t sp, uint64_t ticks) {
-    if (fht_own_work) return 0;
+    if (fht_ignored()) return 0;
     fht_counter *mine = fht_local(counter);
     if (!mine) return 0;
     fht_add(&mine->calls, 1);
+    uint8_t kind = fht_kinds[counter - fht_arena];
+    if (__builtin_expect(kind != FHT_KIND_PLAIN, 0) && fht_kind_enters(counter, kind)) {
+        fht_add(&mine->completed, 1);
+        return 2;
+    }
     fht_calls *calls = fht_in_flight;
     if (!calls) return 1;
     fht_drop_abandoned(calls, sp);
@@ -167,7 +223,8 @@ static inline void fht_leave(fht_counter *counter, uint64_t sp) { fht_leave_at(c
 
 /// Counts a call returning at stack pointer `sp` at time `now`.
 static inline void fht_leave_at(fht_counter *counter, uint64_t sp, uint64_t now) {
-    if (fht_own_work) return;
+    if (fht_ignored()) return;
+    if (__builtin_expect(fht_spawning != 0, 0)) fht_spawn_ends(counter);
     fht_counter *mine = fht_local(counter);
     if (!mine) return;
     fht_add(&mine->completed, 1);
