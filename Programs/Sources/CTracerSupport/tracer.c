@@ -71,14 +71,13 @@ static pthread_mutex_t fht_arena_lock = PTHREAD_MUTEX_INITIALIZER;
 
 __thread fht_counter *fht_mine __attribute__((tls_model("initial-exec")));
 __thread fht_calls *fht_in_flight __attribute__((tls_model("initial-exec")));
-__thread int fht_own_work __attribute__((tls_model("initial-exec")));
+__thread int fht_thread_marks __attribute__((tls_model("initial-exec")));
 
 // MARK: - Children on the caller's memory
 
 __thread int32_t fht_spawning __attribute__((tls_model("initial-exec")));
 /* The spawning call whose return ends the mark; NULL for vfork (the caller's next call ends it). */
 static __thread const fht_counter *fht_spawning_counter __attribute__((tls_model("initial-exec")));
-uint8_t fht_kinds[FHT_CAPACITY];
 
 /* gettid by instruction: libc's gettid or syscall may be among the traced functions. */
 static int32_t fht_thread_id(void) {
@@ -87,7 +86,7 @@ static int32_t fht_thread_id(void) {
     return (int32_t)result;
 }
 
-void fht_set_kind(const fht_counter *counter, uint8_t kind) { fht_kinds[counter - fht_arena] = kind; }
+void fht_set_kind(fht_counter *counter, uint8_t kind) { counter->kind = kind; }
 
 int fht_kind_enters(const fht_counter *counter, uint8_t kind) {
     if (kind == FHT_KIND_ONCE) return 1;
@@ -95,20 +94,27 @@ int fht_kind_enters(const fht_counter *counter, uint8_t kind) {
     if (!fht_spawning) {
         fht_spawning_counter = kind == FHT_KIND_SPAWN ? counter : NULL;
         fht_spawning = fht_thread_id();
+        fht_thread_marks |= FHT_MARK_SPAWNING;
     }
     return kind == FHT_KIND_VFORK;
 }
 
 void fht_spawn_ends(const fht_counter *counter) {
     if (counter != fht_spawning_counter) return;
+    fht_thread_marks &= ~FHT_MARK_SPAWNING;
     fht_spawning = 0;
     fht_spawning_counter = NULL;
 }
 
-int fht_spawned_child_slow(void) {
-    if (fht_thread_id() != fht_spawning) return 1;
+int fht_marked_ignores(int marks) {
+    if (marks & FHT_MARK_OWN_WORK) return 1;
+    if (!(marks & FHT_MARK_SPAWNING)) return 0;
+    if (fht_thread_id() != fht_spawning) return 1; /* the child */
     /* The thread itself: back from a vfork, whose child has exec'd or exited. */
-    if (!fht_spawning_counter) fht_spawning = 0;
+    if (!fht_spawning_counter) {
+        fht_thread_marks &= ~FHT_MARK_SPAWNING;
+        fht_spawning = 0;
+    }
     return 0;
 }
 

@@ -43,8 +43,14 @@ typedef struct {
     /// Ticks spent in the function itself: its calls' time less that of the traced calls made
     /// inside them.
     uint64_t own;
-    /// A thread's copy: how many calls of the function are in flight on the thread (recursion).
-    uint64_t active;
+    union {
+        /// A thread's copy: how many calls of the function are in flight on the thread
+        /// (recursion).
+        uint64_t active;
+        /// The copy that names the function (see ``fht_counters``), never counted into: what
+        /// the function does (FHT_KIND_PLAIN and the rest, see ``fht_set_kind``).
+        uint64_t kind;
+    };
     /// Ticks of every call that returned, nested recursive calls each on their own (for the
     /// mean call).
     uint64_t every;
@@ -99,12 +105,23 @@ typedef struct {
 /// The calling thread's calls in flight (NULL before its first call).
 extern __thread fht_calls *_Nullable fht_in_flight __attribute__((tls_model("initial-exec")));
 
-/// 1 while the tracer's own work runs on the thread (the walk after a `dlopen`): traced calls
-/// it makes are not counted.
-extern __thread int fht_own_work __attribute__((tls_model("initial-exec")));
+/// What the calling thread is doing that the counting must know, in bits: 0 on almost every
+/// call, so that one test serves them all.
+extern __thread int fht_thread_marks __attribute__((tls_model("initial-exec")));
+
+enum {
+    /// The tracer's own work runs on the thread (the walk after a `dlopen`, the report): traced
+    /// calls it makes are not counted.
+    FHT_MARK_OWN_WORK = 1,
+    /// A call that may run a child on the thread's memory is in progress (see
+    /// ``fht_spawning``).
+    FHT_MARK_SPAWNING = 2,
+};
 
 /// Marks the tracer's own work on the calling thread (1) or its end (0).
-static inline void fht_set_own_work(int on) { fht_own_work = on; }
+static inline void fht_set_own_work(int on) {
+    fht_thread_marks = (fht_thread_marks & ~FHT_MARK_OWN_WORK) | (on ? FHT_MARK_OWN_WORK : 0);
+}
 
 // MARK: - Children on the caller's memory
 
@@ -125,28 +142,25 @@ enum {
 };
 
 /// The calling thread's kernel ID while a call of an FHT_KIND_VFORK or FHT_KIND_SPAWN function
-/// is in progress on it; 0 otherwise. A child such a call runs shares the caller's memory, its
-/// thread-local storage included: its calls would be counted, kept in flight and recorded as
-/// the caller's (an exec that never returns would hold the caller's later calls inside it).
+/// is in progress on it (with FHT_MARK_SPAWNING); 0 otherwise. A child such a call runs shares
+/// the caller's memory, its thread-local storage included: its calls would be counted, kept in
+/// flight and recorded as the caller's (an exec that never returns would hold the caller's
+/// later calls inside it).
 extern __thread int32_t fht_spawning __attribute__((tls_model("initial-exec")));
 
-/// Whether the calling thread is a child run on the memory of the thread that set
-/// ``fht_spawning`` (its kernel ID differs); for the thread itself back from a vfork, ends the
-/// mark.
-int fht_spawned_child_slow(void);
+/// Whether a traced call is left alone on a thread with `marks`: the tracer's own work, or a
+/// child that runs on the memory of the thread that set ``fht_spawning`` (its kernel ID
+/// differs); for the thread itself back from a vfork, ends the mark.
+int fht_marked_ignores(int marks);
 
-/// Whether a traced call on the calling thread is left alone: the tracer's own work, or a
-/// call made by a child that runs on a traced thread's memory (see ``fht_spawning``).
+/// Whether a traced call on the calling thread is left alone (see ``fht_marked_ignores``).
 static inline int fht_ignored(void) {
-    if (fht_own_work) return 1;
-    return __builtin_expect(fht_spawning != 0, 0) && fht_spawned_child_slow();
+    int marks = fht_thread_marks;
+    return __builtin_expect(marks != 0, 0) && fht_marked_ignores(marks);
 }
 
-/// The kind of each counter's function, by index (FHT_KIND_PLAIN unless set).
-extern uint8_t fht_kinds[];
-
-/// Sets the kind of `counter`'s function (FHT_KIND_VFORK, FHT_KIND_SPAWN).
-void fht_set_kind(const fht_counter *counter, uint8_t kind);
+/// Sets the kind of `counter`'s function (FHT_KIND_VFORK, FHT_KIND_SPAWN, FHT_KIND_ONCE).
+void fht_set_kind(fht_counter *counter, uint8_t kind);
 
 /// A call of a function of `kind` begins on the calling thread (see ``fht_spawning``); returns
 /// 1 when the call has no leave (FHT_KIND_VFORK, FHT_KIND_ONCE).
@@ -187,7 +201,7 @@ static inline int fht_enter_at(fht_counter *counter, uint64_t sp, uint64_t ticks
     fht_counter *mine = fht_local(counter);
     if (!mine) return 0;
     fht_add(&mine->calls, 1);
-    uint8_t kind = fht_kinds[counter - fht_arena];
+    uint8_t kind = (uint8_t)counter->kind;
     if (__builtin_expect(kind != FHT_KIND_PLAIN, 0) && fht_kind_enters(counter, kind)) {
         fht_add(&mine->completed, 1);
         return 2;
@@ -223,8 +237,11 @@ static inline void fht_leave(fht_counter *counter, uint64_t sp) { fht_leave_at(c
 
 /// Counts a call returning at stack pointer `sp` at time `now`.
 static inline void fht_leave_at(fht_counter *counter, uint64_t sp, uint64_t now) {
-    if (fht_ignored()) return;
-    if (__builtin_expect(fht_spawning != 0, 0)) fht_spawn_ends(counter);
+    int marks = fht_thread_marks;
+    if (__builtin_expect(marks != 0, 0)) {
+        if (fht_marked_ignores(marks)) return;
+        if (marks & FHT_MARK_SPAWNING) fht_spawn_ends(counter);
+    }
     fht_counter *mine = fht_local(counter);
     if (!mine) return;
     fht_add(&mine->completed, 1);
