@@ -4,10 +4,10 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
-#include <pthread.h>
-#include <signal.h>
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -277,7 +277,6 @@ void fht_default_swift_crash_actions(void) {
 
 // MARK: - The joiner's watch
 
-
 typedef struct {
     int joiner;
     int stop;
@@ -285,6 +284,8 @@ typedef struct {
 } fht_watch_arguments;
 
 static void *fht_watch(void *argument) {
+    /* The thread is the tracer's: the traced functions it calls (poll, close) are not counted. */
+    fht_set_own_work(1);
     fht_watch_arguments watch = *(fht_watch_arguments *)argument;
     free(argument);
     /* A pidfd reads ready when the process ends; without one (a kernel before 5.3), the

@@ -17,8 +17,9 @@ import Synchronization
 /// the messages and the table go to, `FFI_HOOK_TRACER_RUNTIME_BROUGHT=1` says that the
 /// process had no Swift runtime before the library's load (the crash handler the runtime
 /// installed is then removed), and `FFI_HOOK_TRACER_JOINER` is the process ID of the
-/// `ffi-hook-tracer` that joined: if it ends without leaving, the process leaves by itself. Returns a ``JoinResult`` raw value: 0 when tracing,
-/// 1 when the process is traced already, 2 when the configuration names no library.
+/// `ffi-hook-tracer` that joined: if it ends without leaving, the process leaves by itself.
+/// Returns a ``JoinResult`` raw value: 0 when tracing, 1 when the process is traced already,
+/// 2 when the configuration names no library.
 ///
 /// A process that was joined and left may be joined again; each join counts from zero.
 @_cdecl("ffi_hook_tracer_join")
