@@ -50,11 +50,21 @@ static int ffh_elf_collect(struct dl_phdr_info *info, size_t size, void *context
         snapshot->failed = 1;
         return 1;
     }
+    uintptr_t lowest = UINTPTR_MAX, highest = 0;
+    for (ElfW(Half) index = 0; index < info->dlpi_phnum; index++) {
+        const ElfW(Phdr) *header = &info->dlpi_phdr[index];
+        if (header->p_type != PT_LOAD) continue;
+        uintptr_t start = (uintptr_t)info->dlpi_addr + header->p_vaddr;
+        if (start < lowest) lowest = start;
+        if (start + header->p_memsz > highest) highest = start + header->p_memsz;
+    }
     snapshot->objects[snapshot->count++] = (ffh_elf_object){
         .path = path,
         .base = (uintptr_t)info->dlpi_addr,
         .program_headers = info->dlpi_phdr,
         .program_header_count = info->dlpi_phnum,
+        .lowest = lowest,
+        .highest = highest,
     };
     return 0;
 }

@@ -84,8 +84,14 @@ package enum ImportWalk {
         guard let objects else { return body(nil) }
         for index in 0..<count {
             let object = UnsafePointer(objects + index)
-            guard ffh_elf_contains(object, address) != 0 else { continue }
-            guard let handle = ffh_elf_pin(object) else { return body(nil) }
+            // Its program headers are in its own memory, which another thread may unload meanwhile:
+            // read only once it is pinned (the span was copied while the loader's list was locked).
+            guard address >= object.pointee.lowest, address < object.pointee.highest else { continue }
+            guard let handle = ffh_elf_pin(object) else { continue }
+            guard ffh_elf_contains(object, address) != 0 else {
+                ffh_elf_unpin(handle)
+                continue
+            }
             defer { ffh_elf_unpin(handle) }
             let isMainProgram = index == 0
             let path = isMainProgram ? executablePath : String(cString: object.pointee.path)

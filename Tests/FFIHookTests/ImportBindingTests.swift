@@ -142,6 +142,44 @@ extension FixtureTableTests {
             #expect(dlopen(copy, RTLD_LAZY | RTLD_NOLOAD) == nil)
         }
 
+        /// Looking up the object that holds an address while another thread loads and unloads a
+        /// library: the lookup reads an object's program headers (in its own memory) only once it
+        /// is pinned. An address no object holds is compared with every object, the churned one
+        /// included; reading the headers of one unloaded after the list was taken crashed (seen
+        /// under ThreadSanitizer, where the inline planner looks up every branch target).
+        @Test func lookingUpAnAddressWhileAnotherThreadLoadsAndUnloads() throws {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ffihook-lookup-\(getpid())")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let copy = directory.appendingPathComponent("libLookupChurnCopy.so").path
+            try FileManager.default.copyItem(atPath: ImportFixtures.path("libLazyImportFixture.so"), toPath: copy)
+            let done = Atomic<Bool>(false)
+            let loads = Counter()
+            let loader = Thread {
+                while !done.load(ordering: .acquiring) {
+                    if let handle = dlopen(copy, RTLD_LAZY | RTLD_LOCAL) {
+                        loads.increment()
+                        dlclose(handle)
+                    }
+                }
+            }
+            loader.start()
+            let nowhere = UInt(bitPattern: malloc(16))
+            defer { free(UnsafeMutableRawPointer(bitPattern: nowhere)) }
+            let inLibc = UInt(bitPattern: dlsym(nil, "atol"))
+            var found = 0
+            for _ in 0..<3_000 {
+                #expect(ImportWalk.withLoadedObject(containing: nowhere) { $0 == nil })
+                if ImportWalk.withLoadedObject(containing: inLibc, { $0?.path.hasSuffix("libc.so.6") }) == true {
+                    found += 1
+                }
+            }
+            done.store(true, ordering: .releasing)
+            while !loader.isFinished { usleep(1000) }
+            #expect(loads.count > 0)
+            #expect(found == 3_000)
+        }
+
         @Test func theScopeChoosesTheObjects() throws {
             _ = try ImportFixtures.open(Self.fullRELRO)
             let all = try ImportTable.bindings(of: "open")

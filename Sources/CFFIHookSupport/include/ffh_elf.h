@@ -19,6 +19,10 @@ typedef struct {
     const void *program_headers;
     /// How many program headers there are.
     uint16_t program_header_count;
+    /// The lowest and the highest address (one past) of its loadable segments, copied while the
+    /// loader's list was locked: readable after the object is unloaded, when its program
+    /// headers are not.
+    uintptr_t lowest, highest;
 } ffh_elf_object;
 
 /// What kind of relocation fills an import-table entry.
@@ -97,7 +101,9 @@ size_t ffh_elf_index_find(const ffh_elf_index *index, const char *symbol, uint32
 /// Frees an index from ffh_elf_index_make (NULL is ignored).
 void ffh_elf_index_free(ffh_elf_index *index);
 
-/// Whether `address` lies in one of the object's loaded segments (`PT_LOAD`).
+/// Whether `address` lies in one of the object's loaded segments (`PT_LOAD`). Reads its program
+/// headers: the object must be kept loaded (pinned) meanwhile; `lowest` and `highest` answer
+/// for an object that may be gone.
 int ffh_elf_contains(const ffh_elf_object *object, uintptr_t address);
 
 /// Whether `address` lies in one of the object's executable segments (its own code, PLT
