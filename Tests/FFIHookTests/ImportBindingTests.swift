@@ -107,13 +107,16 @@ extension FixtureTableTests {
             #expect(after.functionObject == Self.fileName(ofObjectAt: ImportFixtures.resolved("atol")))
         }
 
-        /// Listing while another thread loads and unloads an object that imports the symbol:
-        /// each list holds the object's entry or not, whole, and nothing faults.
-        @Test func listingWhileAnotherThreadLoadsAndUnloads() throws {
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ffihook-churn-\(getpid())")
+        /// Runs `body` with the path of a copy of a fixture library that another thread loads
+        /// and unloads meanwhile (pausing `pause` microseconds between loads); returns how many
+        /// times it was loaded, and expects it unloaded at the end.
+        static func whileAnotherThreadLoadsAndUnloads(
+            named name: String, pause: UInt32, _ body: (String) throws -> Void
+        ) throws -> Int {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ffihook-\(name)-\(getpid())")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(at: directory) }
-            let copy = directory.appendingPathComponent("libLazyChurnCopy.so").path
+            let copy = directory.appendingPathComponent("lib\(name).so").path
             try FileManager.default.copyItem(atPath: ImportFixtures.path("libLazyImportFixture.so"), toPath: copy)
             let done = Atomic<Bool>(false)
             let loads = Counter()
@@ -123,23 +126,34 @@ extension FixtureTableTests {
                         loads.increment()
                         dlclose(handle)
                     }
-                    // The loader's lock is not fair: leave the lister a moment to take it.
-                    usleep(100)
+                    if pause > 0 { usleep(pause) }
                 }
             }
             loader.start()
-            for _ in 0..<100 {
-                let copies = try ImportTable.bindings(of: "atol").filter { $0.entry.objectPath == copy }
-                #expect(copies.count <= 1)
-                for binding in copies {
-                    #expect(binding.entry.kind == .jumpSlot)
-                    #expect(binding.entry.version == "GLIBC_2.2.5")
+            defer {
+                done.store(true, ordering: .releasing)
+                while !loader.isFinished { usleep(1000) }
+                #expect(dlopen(copy, RTLD_LAZY | RTLD_NOLOAD) == nil)
+            }
+            try body(copy)
+            return loads.count
+        }
+
+        /// Listing while another thread loads and unloads an object that imports the symbol:
+        /// each list holds the object's entry or not, whole, and nothing faults.
+        @Test func listingWhileAnotherThreadLoadsAndUnloads() throws {
+            // The loader's lock is not fair: the loads pause to leave the lister a moment to take it.
+            let loads = try Self.whileAnotherThreadLoadsAndUnloads(named: "LazyChurnCopy", pause: 100) { copy in
+                for _ in 0..<100 {
+                    let copies = try ImportTable.bindings(of: "atol").filter { $0.entry.objectPath == copy }
+                    #expect(copies.count <= 1)
+                    for binding in copies {
+                        #expect(binding.entry.kind == .jumpSlot)
+                        #expect(binding.entry.version == "GLIBC_2.2.5")
+                    }
                 }
             }
-            done.store(true, ordering: .releasing)
-            while !loader.isFinished { usleep(1000) }
-            #expect(loads.count > 0)
-            #expect(dlopen(copy, RTLD_LAZY | RTLD_NOLOAD) == nil)
+            #expect(loads > 0)
         }
 
         /// Looking up the object that holds an address while another thread loads and unloads a
@@ -148,35 +162,19 @@ extension FixtureTableTests {
         /// included; reading the headers of one unloaded after the list was taken crashed (seen
         /// under ThreadSanitizer, where the inline planner looks up every branch target).
         @Test func lookingUpAnAddressWhileAnotherThreadLoadsAndUnloads() throws {
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ffihook-lookup-\(getpid())")
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            defer { try? FileManager.default.removeItem(at: directory) }
-            let copy = directory.appendingPathComponent("libLookupChurnCopy.so").path
-            try FileManager.default.copyItem(atPath: ImportFixtures.path("libLazyImportFixture.so"), toPath: copy)
-            let done = Atomic<Bool>(false)
-            let loads = Counter()
-            let loader = Thread {
-                while !done.load(ordering: .acquiring) {
-                    if let handle = dlopen(copy, RTLD_LAZY | RTLD_LOCAL) {
-                        loads.increment()
-                        dlclose(handle)
-                    }
-                }
-            }
-            loader.start()
             let nowhere = UInt(bitPattern: malloc(16))
             defer { free(UnsafeMutableRawPointer(bitPattern: nowhere)) }
             let inLibc = UInt(bitPattern: dlsym(nil, "atol"))
             var found = 0
-            for _ in 0..<3_000 {
-                #expect(ImportWalk.withLoadedObject(containing: nowhere) { $0 == nil })
-                if ImportWalk.withLoadedObject(containing: inLibc, { $0?.path.hasSuffix("libc.so.6") }) == true {
-                    found += 1
+            let loads = try Self.whileAnotherThreadLoadsAndUnloads(named: "LookupChurnCopy", pause: 0) { _ in
+                for _ in 0..<3_000 {
+                    #expect(ImportWalk.withLoadedObject(containing: nowhere) { $0 == nil })
+                    if ImportWalk.withLoadedObject(containing: inLibc, { $0?.path.hasSuffix("libc.so.6") }) == true {
+                        found += 1
+                    }
                 }
             }
-            done.store(true, ordering: .releasing)
-            while !loader.isFinished { usleep(1000) }
-            #expect(loads.count > 0)
+            #expect(loads > 0)
             #expect(found == 3_000)
         }
 
