@@ -489,6 +489,7 @@ extension FixtureTableTests {
             func write(_ value: UInt) {
                 _ = SlotMemory.withWritablePage(entry.slot, restoring: protection) {
                     UnsafeMutableRawPointer(bitPattern: entry.slot)!.storeBytes(of: value, as: UInt.self)
+                    return .replaced
                 }
             }
             let log = EventLog()

@@ -207,6 +207,58 @@ extension FixtureTableTests {
             #expect(page.load(as: UInt.self) == closure)
         }
 
+        /// A page that another thread's session keeps writable, unmapped and mapped again
+        /// read-only while that session lasts (as when a library is unloaded and another loaded
+        /// at its address): the new page is not the session's, and a write to it lifts its
+        /// protection as for any read-only page (it was written as kept writable, and faulted).
+        @Test func aPageMappedAgainWhileAnotherThreadsSessionLastsIsLiftedForItsWrite() throws {
+            let page = Self.readOnlyPage()
+            defer { munmap(page, Self.pageSize) }
+            let inSession = DispatchSemaphore(value: 0)
+            let done = DispatchSemaphore(value: 0)
+            let ended = DispatchSemaphore(value: 0)
+            let first = UInt(bitPattern: page)
+            let session = Thread {
+                SlotMemory.keepingPagesWritable {
+                    let token = try? Hook.before(
+                        on: FunctionSlot(address: first), signature: FixtureSignature.add, options: .liftsPageProtection
+                    ) { _ in }
+                    inSession.signal()
+                    done.wait()
+                    _ = token?.remove()
+                }
+                ended.signal()
+            }
+            session.start()
+            inSession.wait()
+            #expect(SlotMemory.protection(of: first)?.writable == true)
+            munmap(page, Self.pageSize)
+            let again = mmap(
+                page, Self.pageSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0)
+            let other = page + 64
+            other.storeBytes(of: addOriginalAddress, as: UInt.self)
+            mprotect(page, Self.pageSize, PROT_READ)
+            var result: Result<HookToken, HookError>
+            do throws(HookError) {
+                result = .success(
+                    try Hook.before(
+                        on: FunctionSlot(other), signature: FixtureSignature.add, options: .liftsPageProtection
+                    ) {
+                        _ in
+                    })
+            } catch {
+                result = .failure(error)
+            }
+            done.signal()
+            ended.wait()
+            #expect(again == page)
+            let token = try result.get()
+            #expect(other.load(as: UInt.self) != addOriginalAddress)
+            #expect(token.remove())
+            #expect(other.load(as: UInt.self) == addOriginalAddress)
+            #expect(SlotMemory.protection(of: first)?.writable == false)
+        }
+
         /// Slot writes of one thread while another thread's sessions of writes to the same
         /// read-only page begin and end: the end of a session (which gives the page its
         /// protection back) never falls between the change of protection a write was promised and

@@ -136,19 +136,32 @@ enum SlotMemory {
     /// `body` (a compare-and-swap) runs under the sessions' lock, as every change of protection
     /// made here does: no write of another thread, alone or in a session, and no end of a
     /// session can make the page read-only again between this change and this write.
-    static func withWritablePage<Result>(
-        _ address: UInt, restoring protection: Protection, _ body: () -> Result
-    ) -> Result? {
+    ///
+    /// A page the sessions keep that cannot be written (unmapped, or mapped again, since they
+    /// lifted it) is forgotten, and ``Exchange/unwritable`` returned: the protection given was
+    /// the old page's, and the caller asks again.
+    static func withWritablePage(
+        _ address: UInt, restoring protection: Protection, _ body: () -> Exchange
+    ) -> Exchange? {
         let pageAddress = address & ~(pageSize - 1)
         let page = UnsafeMutableRawPointer(bitPattern: pageAddress)
         var writable = protection
         writable.writable = true
         writable.readable = true
-        return writablePages.withLock { session -> Result? in
+        return writablePages.withLock { session -> Exchange? in
             // A table's slots come in runs on one page: the last page needs no lookup.
             if session.lastPage == pageAddress || (!session.pages.isEmpty && session.pages[pageAddress] != nil) {
-                session.lastPage = pageAddress
-                return body()
+                let exchange = body()
+                if exchange != .unwritable {
+                    session.lastPage = pageAddress
+                    return exchange
+                }
+                // Not the page the sessions lifted any more: unmapped, and maybe mapped again,
+                // while they last (a library unloaded, another loaded at its address). Forgotten:
+                // the caller asks for the protection of what is there now.
+                session.pages[pageAddress] = nil
+                session.lastPage = 0
+                return exchange
             }
             guard session.owners.contains(UInt(pthread_self())) else {
                 guard mprotect(page, Int(pageSize), writable.flags) == 0 else { return nil }

@@ -448,7 +448,16 @@ package final class SlotRegistry: Sendable {
         let address = UInt(bitPattern: cell)
         let exchange = { SlotMemory.exchange(address, expected: expected, desired: desired) }
         guard let protection else { return exchange() }
-        return SlotMemory.withWritablePage(address, restoring: protection, exchange)
+        let result = SlotMemory.withWritablePage(address, restoring: protection, exchange)
+        guard result == .unwritable else { return result }
+        // A page the sessions kept writable was mapped again since they lifted it (a library
+        // unloaded, another loaded at its address), and forgotten: what is there now, asked once.
+        if SlotMemory.isWritableAtRest(address) { return exchange() }
+        guard var now = SlotMemory.protectionAtRest(of: address), now.readable, !now.executable else {
+            return .unwritable
+        }
+        now.writable = false
+        return SlotMemory.withWritablePage(address, restoring: now, exchange)
     }
 
     // MARK: - Replacing
