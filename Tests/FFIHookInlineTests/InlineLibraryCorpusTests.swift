@@ -30,7 +30,7 @@ extension InlineSuites {
     @Suite struct InlineLibraryCorpusTests {
         /// The libraries, by the name `InlineBatch(library:)` takes; `FFH_CORPUS_LIBRARIES`
         /// (names, comma-separated) narrows them (the AddressSanitizer pass of `Scripts/test.sh`
-        /// takes the C libraries: the two Swift ones, 16,500 functions, take minutes there).
+        /// takes SQLite and zlib: the two Swift ones, 16,500 functions, take minutes there).
         static let libraries: [String] = {
             let all = ["libz.so.1", "libsqlite3.so.0", "libc.so.6", "libswiftCore.so", "libFoundation.so"]
             guard let only = ProcessInfo.processInfo.environment["FFH_CORPUS_LIBRARIES"] else { return all }
