@@ -352,6 +352,47 @@ PYTHON
     done
 done
 
+echo "== tracer test: a reader that goes away, relative paths, the tracer's own start"
+# The table written to a pipe whose reader has gone: no SIGPIPE ends the program, and the files
+# are written. Relative file names are the tracer's directory's, wherever the program goes
+# (cd). The events files hold the calls the table counts (not the start's own on its thread).
+rm -f "$work"/pipe-*.folded
+status=0
+"$bin/ffi-hook-tracer" --library libtracee.so --events 10 --folded "$work/pipe-%p.folded" -- "$work/closes-output" reuse \
+    "$work/own-pipe.txt" 2>&1 >/dev/null | head -1 >/dev/null || status=$?
+pipe_status=${PIPESTATUS[0]}
+if [ "$pipe_status" -ne 0 ] || ! ls "$work"/pipe-*.folded >/dev/null 2>&1; then
+    echo "a reader gone: the traced program exited with $pipe_status, folded stacks written: $(ls "$work"/pipe-*.folded 2>/dev/null)" >&2
+    exit 1
+fi
+mkdir -p "$work/elsewhere"
+(cd "$work" && "$bin/ffi-hook-tracer" --library libc.so.6 --symbols 'strlen,malloc' --json relative-%p.json \
+    --chrome-trace relative-%p.trace -- bash -c 'cd elsewhere && ls >/dev/null' 2>/dev/null)
+if ls "$work"/elsewhere/relative-* >/dev/null 2>&1 || ! ls "$work"/relative-*.json >/dev/null 2>&1; then
+    echo "relative file names followed the program's cd: $(cd "$work" && ls elsewhere relative-* 2>&1 | tr '\n' ' ')" >&2
+    exit 1
+fi
+python3 - "$work" <<'PYTHON'
+import glob, json, sys
+work = sys.argv[1]
+for name in glob.glob(f"{work}/relative-*.json"):
+    counts = {row["name"]: row["calls"] for row in json.load(open(name))["functions"]}
+    events = json.load(open(name[:-5] + ".trace"))
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    begins = {}
+    for event in events:
+        if event.get("ph") == "B":
+            begins[event["name"]] = begins.get(event["name"], 0) + 1
+    for function in set(counts) | set(begins):
+        if begins.get(function, 0) != counts.get(function, 0):
+            sys.exit(f"{name}: {function}: {counts.get(function, 0)} calls in the table, {begins.get(function, 0)} in the trace")
+print("events files hold the calls the table counts; relative names stay in the tracer's directory")
+PYTHON
+status=0
+"$bin/ffi-hook-tracer" --library libc.so.6 --pid $$ --log "$work/joined.log" 2>"$work/pid-log.err" || status=$?
+[ "$status" -eq 64 ] && grep -q -- "--log does not work with --pid" "$work/pid-log.err"
+echo "a reader gone: the program exits 0 and the files are written; --log with --pid refused"
+
 echo "== tracer test: the start library brings no Swift runtime; a traced program's crash is its own"
 # Every process a traced program starts preloads the start library: it must need the C library
 # alone (the Swift runtime it was linked with cost each process about 1.7 ms). Once the tracer
@@ -900,7 +941,10 @@ echo "== tracer test: --pid: a joiner killed with SIGKILL, the joined process le
 watched_pid=$!
 sleep 0.3
 directories_before=$(find /tmp -maxdepth 1 -name 'ffi-hook-tracer.*' | wc -l)
-"$bin/ffi-hook-tracer" --library libtracee.so --pid "$watched_pid" 2>"$work/killed-joiner.err" &
+# (malloc and free traced too: their import entries sit in read-only pages, whose writes at the
+# leave fault under the fault guard on the watch's thread, which must not block SIGSEGV.)
+"$bin/ffi-hook-tracer" --library libtracee.so --library libc.so.6 --symbols 'tracee_*,malloc,free' \
+    --pid "$watched_pid" 2>"$work/killed-joiner.err" &
 joiner_pid=$!
 for _ in $(seq 100); do
     grep -q "^ffi-hook-watch$" /proc/"$watched_pid"/task/*/comm 2>/dev/null && break
@@ -920,6 +964,10 @@ fi
 directories_after=$(find /tmp -maxdepth 1 -name 'ffi-hook-tracer.*' | wc -l)
 if [ "$directories_after" -ne "$directories_before" ]; then
     echo "the killed joiner's report directory was left in /tmp" >&2
+    exit 1
+fi
+if ! kill -0 "$watched_pid" 2>/dev/null; then
+    echo "the joined process died when it left by itself after its joiner was killed" >&2
     exit 1
 fi
 "$bin/ffi-hook-tracer" --library libtracee.so --pid "$watched_pid" --duration 0.3 2>"$work/rejoined.err"

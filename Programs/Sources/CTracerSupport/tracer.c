@@ -323,8 +323,13 @@ int fht_watch_joiner(int joiner, void (*gone)(void)) {
     pthread_mutex_lock(&fht_watch_lock);
     fht_watch_stop = stop;
     pthread_mutex_unlock(&fht_watch_lock);
+    /* Every signal blocked, so that none of the process's is delivered to this thread, but
+       those a fault raises: the leave it may run reads and writes under the fault guard, whose
+       SIGSEGV would otherwise end the process. */
     sigset_t all, previous;
     sigfillset(&all);
+    static const int faults[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS};
+    for (size_t index = 0; index < sizeof faults / sizeof faults[0]; index++) sigdelset(&all, faults[index]);
     pthread_sigmask(SIG_SETMASK, &all, &previous);
     pthread_attr_t attributes;
     pthread_attr_init(&attributes);

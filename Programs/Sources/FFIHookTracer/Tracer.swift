@@ -106,6 +106,12 @@ final class Tracer: Sendable {
     /// Starts with `configuration` (from the environment, or given to a joined process),
     /// saying `problems` first; does nothing once started.
     func start(_ configuration: TracerConfiguration, problems: [String]) {
+        // What the start makes the C library and the loader do on this thread is the tracer's:
+        // neither counted nor recorded (the counters are zeroed at its end for other threads;
+        // the events files would otherwise hold calls the table does not).
+        let wasOwnWork = fht_own_work()
+        fht_set_own_work(1)
+        defer { fht_set_own_work(wasOwnWork) }
         if let path = configuration.outputPath {
             TracerOutput.redirect(to: path)
         } else {
@@ -205,8 +211,10 @@ final class Tracer: Sendable {
     /// or unloaded nothing (the library's own walks pin objects with `dlopen` and `dlclose`).
     /// A loader that counts no load at all runs it every time.
     private func afterLoader(unloading: Bool, _ body: (inout State) -> Void) {
+        // (Nested in the start's own, which it gives back at its end.)
+        let wasOwnWork = fht_own_work()
         fht_set_own_work(1)
-        defer { fht_set_own_work(0) }
+        defer { fht_set_own_work(wasOwnWork) }
         var loads: UInt64 = 0
         var unloads: UInt64 = 0
         fht_load_counts(&loads, &unloads)
@@ -572,6 +580,10 @@ final class Tracer: Sendable {
         let report = TraceReport(counts: counts, nanosecondsPerTick: nanosecondsPerTick, missedCalls: max(missed, 0))
         CallLog.shared?.finish()
         let pid = getpid()
+        // A reader that went away (`| head`) must not end the program with SIGPIPE, nor keep
+        // the files from being written.
+        let pipe = TracerOutput.ignoringBrokenPipes()
+        defer { pipe.end() }
         write(report.table(process: "\(Self.programName) (pid \(pid))"), to: TracerOutput.descriptor)
         let isWriter = configuration.jsonWriter.map { $0 == pid } ?? !isForkedChild
         configuration.events.write(

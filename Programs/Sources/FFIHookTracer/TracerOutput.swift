@@ -51,6 +51,42 @@ enum TracerOutput {
         }
     }
 
+    /// SIGPIPE blocked on the calling thread until ``BrokenPipes/end()``: a write to a pipe whose
+    /// reader has gone fails with EPIPE instead of ending the process.
+    static func ignoringBrokenPipes() -> BrokenPipes { BrokenPipes() }
+
+    /// SIGPIPE held off the calling thread (see ``ignoringBrokenPipes()``).
+    struct BrokenPipes {
+        private var previous = sigset_t()
+        private let wasPending: Bool
+
+        fileprivate init() {
+            var pending = sigset_t()
+            sigpending(&pending)
+            wasPending = sigismember(&pending, SIGPIPE) == 1
+            var block = sigset_t()
+            sigemptyset(&block)
+            sigaddset(&block, SIGPIPE)
+            pthread_sigmask(SIG_BLOCK, &block, &previous)
+        }
+
+        /// Discards the SIGPIPE these writes raised (not one the program had pending), and
+        /// gives the thread its signal mask back.
+        func end() {
+            var pending = sigset_t()
+            sigpending(&pending)
+            if !wasPending, sigismember(&pending, SIGPIPE) == 1 {
+                var block = sigset_t()
+                sigemptyset(&block)
+                sigaddset(&block, SIGPIPE)
+                var now = timespec()
+                _ = sigtimedwait(&block, nil, &now)
+            }
+            var mask = previous
+            pthread_sigmask(SIG_SETMASK, &mask, nil)
+        }
+    }
+
     /// Appends from now on to the file at `path` (created when missing), closing the file
     /// opened before; stays with the descriptor used so far when the file cannot be opened,
     /// and says so there.

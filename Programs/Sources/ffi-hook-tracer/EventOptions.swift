@@ -38,5 +38,5 @@ func eventOption(_ name: String, inline: String?, _ arguments: inout ArraySlice<
     if name == "--events", Int(value).map({ $0 < 2 || $0 > 268_435_456 }) ?? true {
         fail("--events takes a number of events from 2 to 268435456")
     }
-    return (variable, value)
+    return (variable, name == "--events" ? value : absolute(value))
 }

@@ -49,7 +49,7 @@ func logOption(_ name: String, inline: String?, _ arguments: inout ArraySlice<St
     guard let value = inline ?? arguments.popFirst() else { fail("\(name) needs a value") }
     refuseEmpty(value, of: name)
     switch name {
-    case "--log": return (logVariable, value)
+    case "--log": return (logVariable, absolute(value))
     case "--signature":
         guard value.contains("="), !value.hasPrefix("=") else { fail("--signature takes NAME=ENCODING, not \(value)") }
         return (signaturesVariable, value)

@@ -96,6 +96,14 @@ func fail(_ message: String) -> Never {
     exit(64)
 }
 
+/// `path` from the directory the tracer was started in: each traced process writes its files
+/// at its exit, from whatever directory it is in then (a shell's `cd`).
+func absolute(_ path: String) -> String {
+    guard !path.hasPrefix("/"), let directory = getcwd(nil, 0) else { return path }
+    defer { free(directory) }
+    return String(cString: directory) + "/" + path
+}
+
 /// Exits with the usage when an option's value is empty (`--library ''`, `--json=`): an empty
 /// value would otherwise read as no option at all (every function, no file).
 func refuseEmpty(_ value: String, of option: String) {
@@ -162,7 +170,7 @@ struct Options {
                     fail("--symbols needs a pattern: '\(value)' holds none (leave it out to trace every function)")
                 }
                 symbols.append(value)
-            case "--json": json = value
+            case "--json": json = absolute(value)
             case "--pid":
                 guard let number = Int32(value), number > 0 else { fail("--pid needs a process ID") }
                 pid = number
@@ -178,6 +186,9 @@ struct Options {
         }
         if pid != nil, !command.isEmpty { fail("--pid joins a running process: give no program to run") }
         if duration != nil, pid == nil { fail("--duration goes with --pid") }
+        if pid != nil, log.contains(where: { $0.0 == "FFI_HOOK_TRACER_LOG" }) {
+            fail("--log does not work with --pid yet: a joined process writes no call log")
+        }
         if command.isEmpty, pid == nil { fail("no program to run") }
         if libraries.isEmpty { fail("no --library: name at least one library to trace") }
         if libraries.contains(where: { $0.contains(",") }) { fail("a library name cannot hold a comma") }

@@ -118,6 +118,10 @@ enum {
     FHT_MARK_SPAWNING = 2,
 };
 
+/// Whether the tracer's own work is marked on the calling thread (1) or not (0): what a
+/// nested stretch of it gives back at its end.
+static inline int fht_own_work(void) { return (fht_thread_marks & FHT_MARK_OWN_WORK) != 0; }
+
 /// Marks the tracer's own work on the calling thread (1) or its end (0).
 static inline void fht_set_own_work(int on) {
     fht_thread_marks = (fht_thread_marks & ~FHT_MARK_OWN_WORK) | (on ? FHT_MARK_OWN_WORK : 0);
@@ -351,7 +355,7 @@ void fht_install_process_handlers(void);
 void fht_default_swift_crash_actions(void);
 
 /// Watches the `ffi-hook-tracer` process `joiner` that joined this process: a thread (every
-/// signal blocked, so that none of the process's is delivered to it) waits for that process to
+/// signal but those of faults blocked, so that none of the process's is delivered to it) waits for that process to
 /// end and calls `gone` if it ends before ``fht_stop_watching()`` is called; a joiner killed
 /// with SIGKILL cannot leave by itself. Returns 0 when the thread runs.
 int fht_watch_joiner(int joiner, void (*gone)(void));
