@@ -9,11 +9,13 @@ import CZydis
 /// into another function's body: glibc's `__mempcpy_avx512_unaligned_erms` ends with a jump to
 /// the instruction after `__memmove_avx512_unaligned_erms`'s first, three bytes into it. A thread
 /// taking that jump after the patch went in would run the middle of the jump. The sweep finds
-/// what decoding an object's executable segments linearly finds, starting again at every known
-/// function start (the decoding cannot drift across one), without decoding most of them: a
-/// filter in C over every byte finds those that could encode a branch into a watched function,
-/// and only the stretch from the function start before each to it is decoded (a test holds the
-/// two to each other on libc, SQLite and zlib). A fraction of the time of decoding everything.
+/// what decoding an object's code linearly finds (its executable segments, narrowed to the
+/// sections of code its file names: data a linker put there is not decoded), starting again at
+/// every known function start (the decoding cannot drift across one), without decoding most of
+/// them: a filter in C over every byte finds those that could encode a branch into a watched
+/// function, and only the stretch from the function start before each to it is decoded (a test
+/// holds the two to each other on libc, SQLite and zlib). A fraction of the time of decoding
+/// everything.
 ///
 /// A batch sweeps its libraries' code whole, for the functions it plans; a function planned
 /// alone, the code around it (``InlinePlanner/neighbourhood``).

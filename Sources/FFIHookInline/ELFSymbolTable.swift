@@ -75,6 +75,8 @@ enum ELFLayout {
     static let symbolSize = 24
     static let sectionTypeSymbolTable: UInt32 = 2  // SHT_SYMTAB
     static let sectionTypeStringTable: UInt32 = 3  // SHT_STRTAB
+    static let sectionTypeNoBits: UInt32 = 8  // SHT_NOBITS
+    static let allocatedAndExecutable: UInt64 = 0x2 | 0x4  // SHF_ALLOC | SHF_EXECINSTR
     static let symbolTypeFunction: UInt8 = 2  // STT_FUNC
     static let symbolTypeIndirectFunction: UInt8 = 10  // STT_GNU_IFUNC
     #if arch(x86_64)
@@ -113,6 +115,11 @@ struct ELFSymbolTable: Sendable {
     let identity: FileIdentity
     /// Its `PT_LOAD` program headers, to tell whether a loaded object was mapped from it.
     let loadSegments: [LoadSegment]
+    /// Where its sections of code lie (link-time addresses of the sections that are allocated,
+    /// executable and hold bytes of the file), by address; empty when the file has no section
+    /// headers. Some linkers (gold) place read-only data in the executable segment, after the
+    /// code: decoded as instructions, those bytes would read as branches.
+    let codeSections: [Range<UInt64>]
     /// The function symbols, by `value`; at one value, size 0 before sized and local before
     /// global, so that a search from the top meets the most telling one first.
     let functions: [Function]
@@ -143,6 +150,7 @@ struct ELFSymbolTable: Sendable {
         self.path = path
         identity = file.identity
         loadSegments = segments
+        codeSections = Self.codeSections(in: sections)
 
         // The first SHT_SYMTAB section and the string table its sh_link names.
         let sectionCount = sections.count / ELFLayout.sectionHeaderSize
@@ -271,6 +279,22 @@ struct ELFSymbolTable: Sendable {
             let table = file.read(at: offset, count: UInt64(total) * UInt64(entrySize))
         else { return nil }
         return table.withUnsafeBytes { LoadSegment.loads(in: $0, count: total, entrySize: entrySize) }
+    }
+
+    /// The address ranges of the sections with SHF_ALLOC and SHF_EXECINSTR that are not
+    /// SHT_NOBITS, sorted.
+    private static func codeSections(in sections: [UInt8]) -> [Range<UInt64>] {
+        (0..<sections.count / ELFLayout.sectionHeaderSize).compactMap { index -> Range<UInt64>? in
+            let base = index * ELFLayout.sectionHeaderSize
+            let flags = sections.littleEndian(UInt64.self, at: base + 8)
+            let address = sections.littleEndian(UInt64.self, at: base + 16)
+            let (end, overflow) = address.addingReportingOverflow(sections.littleEndian(UInt64.self, at: base + 32))
+            guard sections.littleEndian(UInt32.self, at: base + 4) != ELFLayout.sectionTypeNoBits,
+                flags & ELFLayout.allocatedAndExecutable == ELFLayout.allocatedAndExecutable, !overflow,
+                end > address
+            else { return nil }
+            return address..<end
+        }.sorted { $0.lowerBound < $1.lowerBound }
     }
 
     /// Section `index`'s sh_offset, sh_size and sh_entsize.

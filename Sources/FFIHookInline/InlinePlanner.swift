@@ -485,7 +485,7 @@ enum InlinePlanner {
         return (record, relocation)
     }
 
-    /// One sweep per object that holds targets, by the object's key: its executable segments
+    /// One sweep per object that holds targets, by the object's key: its code (``codeRanges(of:)``)
     /// decoded, starting again at every function its dynamic symbol table names and at every
     /// target.
     private static func sweep(
@@ -504,12 +504,27 @@ enum InlinePlanner {
         return sweeps
     }
 
-    /// The object's executable segments, as mapped.
+    /// The object's code, as mapped: its executable segments, narrowed to its sections of code
+    /// where its file names them.
     private static func codeRanges(of object: LoadedObject) -> [Range<UInt>] {
-        object.loadSegments.filter { $0.flags & 1 != 0 }.map { segment in
-            let start = object.bias &+ UInt(truncatingIfNeeded: segment.address)
-            return start..<(start &+ UInt(truncatingIfNeeded: segment.fileSize))
+        let segments = object.loadSegments.filter { $0.flags & 1 != 0 }.map { segment in
+            UInt(truncatingIfNeeded: segment.address)..<UInt(truncatingIfNeeded: segment.address + segment.fileSize)
         }
+        // Within them, only the sections of code where the file names them: a linker that puts
+        // read-only data in the executable segment (gold does) would otherwise have that data
+        // decoded, and a byte pair of it read as a branch into a patch refuse the function.
+        let sections = SymbolTableCache.shared.table(for: object)?.codeSections ?? []
+        let code =
+            sections.isEmpty
+            ? segments
+            : sections.flatMap { section in
+                segments.compactMap { segment -> Range<UInt>? in
+                    let low = max(segment.lowerBound, UInt(truncatingIfNeeded: section.lowerBound))
+                    let high = min(segment.upperBound, UInt(truncatingIfNeeded: section.upperBound))
+                    return low < high ? low..<high : nil
+                }
+            }
+        return code.map { (object.bias &+ $0.lowerBound)..<(object.bias &+ $0.upperBound) }
     }
 
     /// Whether a plan's function still holds the bytes it was planned for (or its patch):

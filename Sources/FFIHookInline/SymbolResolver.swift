@@ -211,7 +211,7 @@ extension DynamicSymbol {
 /// accesses it guards (see `Locked` in FFIHookCore). The lock is held only to look up or store
 /// an entry, never while a file is read, and no other lock is taken under it; it is taken
 /// across `fork` so that a child never finds it held.
-private final class SymbolTableCache: @unchecked Sendable {
+final class SymbolTableCache: @unchecked Sendable {
     // Sendable: `tables` is only touched with `mutex` held.
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     /// Parsed tables, and nil for files that have none to give (unreadable, or not ELF).
