@@ -200,6 +200,14 @@ fi
 "$bin/ffi-hook-tracer" --library libtracee.so --json "$work/shared.json" -- bash -c '"$0" > /dev/null; true' \
     "$work/program" 2>"$work/shared.err"
 grep -Eq "the calls of program \(pid [0-9]+\) are in the table above only, not in $work/shared.json" "$work/shared.err"
+# A child that counted no call has none to miss from the file: it says nothing of it.
+"$bin/ffi-hook-tracer" --library libc.so.6 --symbols 'no_such_function_*' --json "$work/shared-none.json" \
+    -- bash -c '/bin/true; true' 2>"$work/shared-none.err"
+if grep -q "table above only" "$work/shared-none.err"; then
+    echo "a child with no calls said its calls are not in the file:" >&2
+    cat "$work/shared-none.err" >&2
+    exit 1
+fi
 
 # Traces liblate.so in each scope and inline, running the program and arguments given: the
 # counts in $work/$1-<scope>.json, the program's output in .out.
@@ -457,6 +465,19 @@ for events in 1 268435457 99999999999999; do
     fi
 done
 echo "--events outside 2...268435456 refused"
+
+# --signature without --log would change nothing: refused. A usage error prints the usage lines
+# and a pointer to --help, not the whole help.
+status=0
+"$bin/ffi-hook-tracer" --library libtracee.so --signature tracee_add=iii -- "$work/program" \
+    >"$work/signature-alone.out" 2>"$work/signature-alone.err" || status=$?
+if [ "$status" -ne 64 ] || ! head -1 "$work/signature-alone.err" | grep -q "give --log FILE too" ||
+    [ "$(wc -l <"$work/signature-alone.err")" -gt 10 ] || ! grep -q -- "--help describes" "$work/signature-alone.err"; then
+    echo "--signature without --log: exit status $status" >&2
+    cat "$work/signature-alone.err" >&2
+    exit 1
+fi
+echo "--signature without --log refused, with the usage lines only"
 
 echo "== tracer test: a function with two names, traced inline under the one --symbols chose"
 # strchr and index are one function in glibc (one address): the batch plans it once, under one

@@ -545,54 +545,57 @@ final class Tracer: Sendable {
         // mark stays (a leave of a joined process ends it, see ``leave()``).
         fht_set_own_work(1)
         let passed = Self.passedThroughCalls
-        let snapshot: (TracerConfiguration, [(String, fht_counter)], UInt64, UInt64, Int)? = state.withLock { state in
-            guard state.started, !state.finished, !state.configuration.libraries.isEmpty else { return nil }
-            state.finished = true
-            // The objects loaded now too (those the walks after each `dlopen` did not list).
-            // (Only while a name is unmatched: matching may resolve each object's symbolic links.)
-            var unmatched = state.configuration.libraries.contains { !state.matchedNames.contains($0) }
-            let images = LoadedImage.current(details: { _ in [] })
-            for image in images where !image.isMainProgram {
-                state.seenNames.insert(image.name)
-                guard unmatched else { continue }
-                state.matchedNames.formUnion(state.configuration.libraries(naming: image.path, soname: image.soname))
-                unmatched = state.configuration.libraries.contains { !state.matchedNames.contains($0) }
+        let pid = getpid()
+        let snapshot: (TracerConfiguration, [(String, fht_counter)], UInt64, UInt64, Int, isWriter: Bool)? =
+            state
+            .withLock { state in
+                guard state.started, !state.finished, !state.configuration.libraries.isEmpty else { return nil }
+                state.finished = true
+                // The objects loaded now too (those the walks after each `dlopen` did not list).
+                // (Only while a name is unmatched: matching may resolve each object's symbolic links.)
+                var unmatched = state.configuration.libraries.contains { !state.matchedNames.contains($0) }
+                let images = LoadedImage.current(details: { _ in [] })
+                for image in images where !image.isMainProgram {
+                    state.seenNames.insert(image.name)
+                    guard unmatched else { continue }
+                    state.matchedNames.formUnion(
+                        state.configuration.libraries(naming: image.path, soname: image.soname))
+                    unmatched = state.configuration.libraries.contains { !state.matchedNames.contains($0) }
+                }
+                // A process other than the one started (a child it forked or ran: a shell's
+                // subshells, a version manager's shims) that never loaded a traced library says
+                // nothing: it has nothing to report, and the started process says what was missed.
+                let isWriter = state.configuration.jsonWriter.map { $0 == pid } ?? !isForkedChild
+                if !isWriter && state.matchedNames.isEmpty { return nil }
+                let missing = state.configuration.libraries.filter { !state.matchedNames.contains($0) }
+                if !missing.isEmpty {
+                    // What only the tracer brought (its library, the Swift runtime, libffi) is no
+                    // name to suggest.
+                    let brought = LoadedImage.broughtByProgram(images, tracer: state.tracerPaths)
+                    let own = Set(images.filter { !brought.contains($0.key) }.map(\.name))
+                    for name in missing { say(Self.unmatched(name, loaded: state.seenNames.subtracting(own))) }
+                }
+                let counts = state.counters.map { ($0.key, fht_read($0.value.pointer)) }
+                let missed = passed - state.passedAtStart - state.passedInUpdates
+                return (state.configuration, counts, state.startTicks, state.startNanoseconds, missed, isWriter)
             }
-            // A process other than the one started (a child it forked or ran: a shell's
-            // subshells, a version manager's shims) that never loaded a traced library says
-            // nothing: it has nothing to report, and the started process says what was missed.
-            let isWriter = state.configuration.jsonWriter.map { $0 == getpid() } ?? !isForkedChild
-            if !isWriter && state.matchedNames.isEmpty { return nil }
-            let missing = state.configuration.libraries.filter { !state.matchedNames.contains($0) }
-            if !missing.isEmpty {
-                // What only the tracer brought (its library, the Swift runtime, libffi) is no
-                // name to suggest.
-                let brought = LoadedImage.broughtByProgram(images, tracer: state.tracerPaths)
-                let own = Set(images.filter { !brought.contains($0.key) }.map(\.name))
-                for name in missing { say(Self.unmatched(name, loaded: state.seenNames.subtracting(own))) }
-            }
-            let counts = state.counters.map { ($0.key, fht_read($0.value.pointer)) }
-            let missed = passed - state.passedAtStart - state.passedInUpdates
-            return (state.configuration, counts, state.startTicks, state.startNanoseconds, missed)
-        }
-        guard let (configuration, counts, startTicks, startNanoseconds, missed) = snapshot else { return }
+        guard let (configuration, counts, startTicks, startNanoseconds, missed, isWriter) = snapshot else { return }
         let nanosecondsPerTick = Self.nanosecondsPerTick(since: startTicks, startNanoseconds)
         let report = TraceReport(counts: counts, nanosecondsPerTick: nanosecondsPerTick, missedCalls: max(missed, 0))
         CallLog.shared?.finish()
-        let pid = getpid()
         // A reader that went away (`| head`) must not end the program with SIGPIPE, nor keep
         // the files from being written.
         let pipe = TracerOutput.ignoringBrokenPipes()
         defer { pipe.end() }
         write(report.table(process: "\(Self.programName) (pid \(pid))"), to: TracerOutput.descriptor)
-        let isWriter = configuration.jsonWriter.map { $0 == pid } ?? !isForkedChild
         configuration.events.write(
             functions: state.withLock { $0.counters },
             clock: EventClock(startTicks: startTicks, nanosecondsPerTick: nanosecondsPerTick),
             program: Self.programName, pid: pid, isWriter: isWriter)
-        if !isWriter {
+        if !isWriter, report.rows.contains(where: { $0.calls > 0 }) {
             // Files named without %p are the started process's alone: a process it started (a
-            // shell's commands) says that its calls are not in them, rather than nothing.
+            // shell's commands) that counted calls says that they are not in them, rather than
+            // nothing.
             let events = configuration.events
             let shared = [
                 configuration.jsonPath, events.chromeTracePath, events.foldedPath, events.flameGraphPath,

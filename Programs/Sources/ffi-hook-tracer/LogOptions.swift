@@ -25,7 +25,7 @@ let logUsage = """
                          hexadecimal. Strings are quoted, escaped and cut at 64 bytes; an
                          address that cannot be read shows as <unreadable>; the buffer
                          that read, pread, recv or readlink fills shows what it got as the
-                         call returns (its address when the call failed)
+                         call returns (its address when the call failed). Not with --pid
       --signature NAME=ENCODING
                          the signature of function NAME for the log, as a type encoding:
                          the return type, then the arguments (i int, I unsigned, q long,

@@ -16,13 +16,19 @@
     import Musl
 #endif
 
-let usage = """
+/// The usage lines, which a usage error prints too.
+let synopsis = """
     usage: ffi-hook-tracer [--library NAME]... [--symbols PATTERN]... [--json FILE]
                            [--scope program|main|all] [--inline] [--chrome-trace FILE]
                            [--folded FILE] [--flamegraph FILE] [--timeline FILE] [--events N]
                            [--log FILE] [--signature NAME=ENCODING]... [--signatures FILE]
                            -- PROGRAM [ARGUMENT]...
-           ffi-hook-tracer [the same options] --pid PID [--duration SECONDS]
+           ffi-hook-tracer [the same options but --log] --pid PID [--duration SECONDS]
+    """
+
+/// What --help prints.
+let usage = """
+    \(synopsis)
 
     Runs PROGRAM with the tracer library preloaded. At exit the program prints, to standard
     error, the calls and time of each traced function, by total time: its calls, their total
@@ -90,9 +96,9 @@ func put(_ text: String, to descriptor: Int32) {
     text.withUTF8 { bytes in _ = write(descriptor, bytes.baseAddress, bytes.count) }
 }
 
-/// Prints `message` and the usage to standard error and exits with status 64.
+/// Prints `message` and the usage lines to standard error and exits with status 64.
 func fail(_ message: String) -> Never {
-    put("ffi-hook-tracer: \(message)\n\(usage)", to: 2)
+    put("ffi-hook-tracer: \(message)\n\(synopsis)\nffi-hook-tracer --help describes each option.\n", to: 2)
     exit(64)
 }
 
@@ -186,8 +192,12 @@ struct Options {
         }
         if pid != nil, !command.isEmpty { fail("--pid joins a running process: give no program to run") }
         if duration != nil, pid == nil { fail("--duration goes with --pid") }
-        if pid != nil, log.contains(where: { $0.0 == "FFI_HOOK_TRACER_LOG" }) {
+        let logs = log.contains { $0.0 == "FFI_HOOK_TRACER_LOG" }
+        if pid != nil, logs {
             fail("--log does not work with --pid yet: a joined process writes no call log")
+        }
+        if !logs, !log.isEmpty {
+            fail("--signature and --signatures say how --log shows arguments: give --log FILE too")
         }
         if command.isEmpty, pid == nil { fail("no program to run") }
         if libraries.isEmpty { fail("no --library: name at least one library to trace") }
