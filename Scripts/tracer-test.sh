@@ -414,14 +414,73 @@ fi
 for command in "$work/crashes" "sh -c $work/crashes"; do
     status=0
     "$bin/ffi-hook-tracer" --library libtracee.so -- $command >"$work/crash.out" 2>"$work/crash.err" || status=$?
-    # (A shell that runs the program as its child says "Segmentation fault" itself.)
-    if [ "$status" -ne 139 ] || grep -q -v "^Segmentation fault" "$work/crash.err"; then
+    # The report is made before the signal ends the process, which dies of it as it would have;
+    # no Swift crash report. (A shell that runs the program as its child says "Segmentation
+    # fault" itself.)
+    if [ "$status" -ne 139 ] || ! grep -Eq "^ffi-hook-tracer: crashes \(pid [0-9]+, ended by SIGSEGV\): 1 call of 1 function" "$work/crash.err" ||
+        grep -Eq "Program crashed|Backtrace|Fatal error" "$work/crash.err"; then
         echo "$command crashed under the tracer with status $status and this on standard error:" >&2
         head -5 "$work/crash.err" >&2
         exit 1
     fi
 done
-echo "the start library needs only the C library; a traced program's SIGSEGV ends it with status 139, silently"
+echo "the start library needs only the C library; a traced program's SIGSEGV ends it with status 139, after the report"
+
+echo "== tracer test: a signal that ends the program, the report made first"
+# SIGTERM, whose action the program leaves at the default: status 143, and the table and the
+# JSON count the calls made up to it (the program writes a line after each; the first call
+# comes before the loop, and the signal may come between a call and its line).
+"$bin/ffi-hook-tracer" --library libtracee.so --json "$work/term.json" -- "$work/crashes" count \
+    >"$work/term.out" 2>"$work/term.err" &
+term_pid=$!
+sleep 0.5
+kill -TERM "$term_pid"
+status=0
+wait "$term_pid" || status=$?
+python3 - "$work" "$status" <<'PYTHON'
+import json, re, sys
+
+work, status = sys.argv[1], int(sys.argv[2])
+err = open(f"{work}/term.err").read()
+lines = open(f"{work}/term.out").read().count("call\n")
+heading = re.search(r"^ffi-hook-tracer: crashes \(pid \d+, ended by SIGTERM\): ([\d,]+) calls? of 1 function", err, re.M)
+if status != 143 or not heading:
+    sys.exit(f"SIGTERM: status {status}, standard error:\n{err}")
+table = int(heading.group(1).replace(",", ""))
+counted = {row["name"]: row["calls"] for row in json.load(open(f"{work}/term.json"))["functions"]}
+if not lines + 1 <= table <= lines + 2 or counted.get("tracee_add") != table or lines < 10:
+    sys.exit(f"SIGTERM: {lines} lines written, {table} calls in the table, {counted} in the JSON")
+print(f"SIGTERM: status 143, {table} calls in the table and the JSON for {lines} lines the program wrote")
+PYTHON
+# A handler the program installs replaces the tracer's (SIGUSR1 here, whose default action
+# would end the process): the program's runs, and its crash after it is reported.
+"$bin/ffi-hook-tracer" --library libtracee.so -- "$work/crashes" wait >"$work/usr1.out" 2>"$work/usr1.err" &
+usr1_pid=$!
+sleep 0.3
+kill -USR1 "$usr1_pid"
+status=0
+wait "$usr1_pid" || status=$?
+if [ "$status" -ne 139 ] || ! grep -Eq "ended by SIGSEGV\): [0-9,]+ calls" "$work/usr1.err"; then
+    echo "SIGUSR1 to a program with its own handler: status $status" >&2
+    cat "$work/usr1.err" >&2
+    exit 1
+fi
+echo "a program's own SIGUSR1 handler ran, and its crash was reported"
+# Python installs its KeyboardInterrupt handler only over a default action: it still sees the
+# default (sigaction says SIG_DFL where the tracer's handler is) and installs it; after the
+# traceback it puts the default back and dies of SIGINT, and the report is made first.
+status=0
+"$bin/ffi-hook-tracer" --library libc.so.6 --symbols getpid -- python3 -c \
+    'import os, signal; print(signal.getsignal(signal.SIGINT).__name__); os.getpid(); os.kill(os.getpid(), signal.SIGINT)' \
+    >"$work/python.out" 2>"$work/python.err" || status=$?
+if [ "$status" -ne 130 ] || [ "$(cat "$work/python.out")" != default_int_handler ] ||
+    ! grep -q "^KeyboardInterrupt" "$work/python.err" ||
+    ! grep -Eq "^ffi-hook-tracer: python[0-9.]* \(pid [0-9]+, ended by SIGINT\): [1-9]" "$work/python.err"; then
+    echo "python3 interrupted under the tracer: status $status, $(cat "$work/python.out")" >&2
+    cat "$work/python.err" >&2
+    exit 1
+fi
+echo "python3: KeyboardInterrupt as without the tracer, then the report, status 130"
 
 echo "== tracer test: a --library pattern that matches the tracer's own objects and its Swift runtime, inline"
 # lib*.so names libFFIHookTracer.so, libswiftCore.so and the rest: they are left out with a

@@ -3,13 +3,17 @@
 
 #include <dlfcn.h>
 #include <elf.h>
+#include <errno.h>
 #include <fnmatch.h>
 #include <limits.h>
 #include <link.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 const int ffi_hook_tracer_preloaded = 1;
@@ -115,6 +119,269 @@ static void *fhs_handler(const struct sigaction *action) {
     return (action->sa_flags & SA_SIGINFO) ? (void *)action->sa_sigaction : (void *)action->sa_handler;
 }
 
+// MARK: - The report when a signal ends the process
+
+/* A process that a signal ends (Ctrl-C, kill, a crash, a write to a closed pipe) runs no exit
+   handler, so the tracer's report, made at exit, would be lost. Where the program leaves such a
+   signal's action at its default, this library puts a handler there that has the report made
+   and then lets the signal end the process as it would have: same signal, same status, a core
+   file where there would have been one.
+
+   The handler does no work itself: the thread it interrupted may hold any lock (the C
+   library's allocator's, say), and the report allocates. It wakes a thread that waits for
+   nothing else (its calls the tracer's own, every signal blocked but those of faults) and
+   waits for that thread to finish the report: 30 seconds at most, for a report that cannot
+   finish (a lock the interrupted thread holds), or until the same signal comes again (a second
+   Ctrl-C). While the tracer starts, and in a process forked from the traced one, where that
+   thread is not (it is the parent's), the handler ends the process at once, as it would have
+   ended without the tracer.
+
+   The program sees the default action it left: `sigaction` and `signal`, defined here (the
+   program's calls reach them first), report SIG_DFL where the handler is, so that a program
+   that installs its own handler only over a default one (Python's KeyboardInterrupt) still
+   does. A handler the program installs replaces this one (the report is made at exit, if its
+   handler has it exit); a default action it sets is stood in for again (Python puts back the
+   default to die of SIGINT after its traceback). */
+
+/* The signals whose default action ends the process. */
+static const int fhs_deadly_signals[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGILL,  SIGTRAP, SIGABRT, SIGBUS,
+                                         SIGFPE,  SIGUSR1, SIGSEGV, SIGUSR2, SIGPIPE, SIGALRM, SIGTERM,
+                                         SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF, SIGSYS};
+#define FHS_DEADLY_SIGNALS (sizeof fhs_deadly_signals / sizeof fhs_deadly_signals[0])
+
+/* 1 where this library's handler is the action and the program is told SIG_DFL. */
+static int fhs_owned[NSIG];
+/* The eventfd that wakes the report thread; -1 when none waits (a forked child). */
+static int fhs_report_wake = -1;
+/* 0 until a signal asks for the report, 1 asked, 2 made (or given up). */
+static int fhs_report_state;
+/* The signal that asked. */
+static int fhs_report_signal;
+/* 1 while the tracer starts: a report then would wait for the thread the signal interrupted
+   (which holds the tracer's locks and its lazily made globals), and would have nothing to say. */
+static int fhs_tracer_starting;
+/* The tracer's report for a process a signal ends, its mark of a thread as its own, and how it
+   starts a thread of its own. */
+static void (*fhs_finish_signalled)(int);
+static void (*fhs_own_thread)(void);
+static int (*fhs_thread)(void *(*)(void *), void *, const char *);
+
+typedef int (*fhs_sigaction_function)(int, const struct sigaction *, struct sigaction *);
+typedef void (*fhs_signal_handler)(int);
+
+/* The C library's sigaction, which this library's own shadows. */
+static fhs_sigaction_function fhs_real_sigaction(void) {
+    static fhs_sigaction_function real;
+    fhs_sigaction_function found = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
+    if (!found) {
+        found = (fhs_sigaction_function)dlsym(RTLD_NEXT, "sigaction");
+        __atomic_store_n(&real, found, __ATOMIC_RELEASE);
+    }
+    return found;
+}
+
+/* Whether `signal` is one whose default action the handler stands in for now. */
+static int fhs_is_owned(int signal) {
+    return signal > 0 && signal < NSIG && __atomic_load_n(&fhs_owned[signal], __ATOMIC_ACQUIRE);
+}
+
+/* A crash: a signal the kernel sends the thread whose instruction faulted (or abort raises). */
+static int fhs_is_crash(int signal) {
+    return signal == SIGSEGV || signal == SIGBUS || signal == SIGFPE || signal == SIGILL || signal == SIGTRAP ||
+           signal == SIGSYS || signal == SIGABRT;
+}
+
+/* Puts back the default action and raises `signal` again: blocked while the handler runs,
+   unless the handler was entered anew, it ends the process as the handler returns. */
+static void fhs_end_with(int signal) {
+    struct sigaction fallback;
+    memset(&fallback, 0, sizeof fallback);
+    fallback.sa_handler = SIG_DFL;
+    sigemptyset(&fallback.sa_mask);
+    __atomic_store_n(&fhs_owned[signal], 0, __ATOMIC_RELEASE);
+    fhs_sigaction_function real = fhs_real_sigaction();
+    if (real) real(signal, &fallback, NULL);
+    raise(signal);
+}
+
+/* 1 on the report thread. */
+static __thread int fhs_on_reporter;
+
+static void fhs_deadly(int signal) {
+    int saved = errno;
+    int expected = 0;
+    if (fhs_on_reporter) {
+        /* A fault signal another process sent (the thread leaves those unblocked, for the fault
+           guard), while the thread waits: it holds no lock then, and makes the report itself.
+           Or a fault of the report's: the process ends. */
+        if (__atomic_compare_exchange_n(&fhs_report_state, &expected, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            fhs_finish_signalled(signal);
+            __atomic_store_n(&fhs_report_state, 2, __ATOMIC_RELEASE);
+        }
+        fhs_end_with(signal);
+        errno = saved;
+        return;
+    }
+    if (__atomic_load_n(&fhs_tracer_starting, __ATOMIC_ACQUIRE)) {
+        static const char message[] = "ffi-hook-tracer: a signal ended the process while the tracer was starting in it: no report\n";
+        (void)!write(2, message, sizeof message - 1);
+        fhs_end_with(signal);
+        errno = saved;
+        return;
+    }
+    if (__atomic_compare_exchange_n(&fhs_report_state, &expected, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        __atomic_store_n(&fhs_report_signal, signal, __ATOMIC_RELEASE);
+        uint64_t one = 1;
+        int wake = __atomic_load_n(&fhs_report_wake, __ATOMIC_ACQUIRE);
+        if (wake < 0 || write(wake, &one, sizeof one) != (ssize_t)sizeof one) {
+            __atomic_store_n(&fhs_report_state, 2, __ATOMIC_RELEASE);
+        }
+    } else if (expected == 1 && !fhs_is_crash(signal) && __atomic_load_n(&fhs_report_signal, __ATOMIC_ACQUIRE) == signal) {
+        /* The same signal again while the report is made: the user insists. */
+        fhs_end_with(signal);
+        errno = saved;
+        return;
+    }
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    while (__atomic_load_n(&fhs_report_state, __ATOMIC_ACQUIRE) != 2) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - start.tv_sec >= 30) break;
+        struct timespec pause = {0, 1000000};
+        nanosleep(&pause, NULL);
+    }
+    fhs_end_with(signal);
+    errno = saved;
+}
+
+static void *fhs_reporter(void *unused) {
+    (void)unused;
+    fhs_on_reporter = 1;
+    if (fhs_own_thread) fhs_own_thread();
+    uint64_t value;
+    for (;;) {
+        ssize_t count = read(fhs_report_wake, &value, sizeof value);
+        if (count == (ssize_t)sizeof value) break;
+        if (count < 0 && errno == EINTR) continue;
+        return NULL;
+    }
+    fhs_finish_signalled(__atomic_load_n(&fhs_report_signal, __ATOMIC_ACQUIRE));
+    __atomic_store_n(&fhs_report_state, 2, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* In a forked child: the report thread is the parent's. */
+static void fhs_forked(void) {
+    __atomic_store_n(&fhs_report_wake, -1, __ATOMIC_RELEASE);
+    __atomic_store_n(&fhs_report_state, 0, __ATOMIC_RELEASE);
+}
+
+static void fhs_handler_action(struct sigaction *action);
+
+/* Puts the handler where a deadly signal's action is the default. */
+static void fhs_report_on_signals(void *tracer) {
+    fhs_finish_signalled = (void (*)(int))dlsym(tracer, "ffi_hook_tracer_finish_signalled");
+    fhs_own_thread = (void (*)(void))dlsym(tracer, "ffi_hook_tracer_own_thread");
+    fhs_thread = (int (*)(void *(*)(void *), void *, const char *))dlsym(tracer, "ffi_hook_tracer_thread");
+    fhs_sigaction_function real = fhs_real_sigaction();
+    if (!fhs_finish_signalled || !real) return;
+    for (size_t index = 0; index < FHS_DEADLY_SIGNALS; index++) {
+        int signal = fhs_deadly_signals[index];
+        struct sigaction current;
+        if (real(signal, NULL, &current) != 0 || (current.sa_flags & SA_SIGINFO) || current.sa_handler != SIG_DFL) {
+            continue;
+        }
+        struct sigaction handler;
+        fhs_handler_action(&handler);
+        __atomic_store_n(&fhs_owned[signal], 1, __ATOMIC_RELEASE);
+        if (real(signal, &handler, NULL) != 0) __atomic_store_n(&fhs_owned[signal], 0, __ATOMIC_RELEASE);
+    }
+}
+
+/* Starts the report thread, once the tracer has started: a second thread makes the start's
+   registration for membarrier wait for an RCU grace period (about 10 ms). Until it runs, the
+   handler ends the process at once. */
+static void fhs_start_reporter(void) {
+    if (!fhs_finish_signalled || !fhs_thread) return;
+    int wake = eventfd(0, EFD_CLOEXEC);
+    if (wake < 0) return;
+    __atomic_store_n(&fhs_report_wake, wake, __ATOMIC_RELEASE);
+    if (fhs_thread(fhs_reporter, NULL, "ffi-hook-report") != 0) {
+        __atomic_store_n(&fhs_report_wake, -1, __ATOMIC_RELEASE);
+        close(wake);
+        return;
+    }
+    pthread_atfork(NULL, NULL, fhs_forked);
+}
+
+/* Tells the program the default action where the handler stands in for it. */
+static void fhs_as_default(struct sigaction *action) {
+    memset(action, 0, sizeof *action);
+    action->sa_handler = SIG_DFL;
+    sigemptyset(&action->sa_mask);
+}
+
+/* Whether the handler stands in for `action` on `signal`: the default action of a deadly
+   signal, in a process whose report thread waits. */
+static int fhs_stands_in(int signal, const struct sigaction *action) {
+    if (!action || (action->sa_flags & SA_SIGINFO) || action->sa_handler != SIG_DFL) return 0;
+    if (__atomic_load_n(&fhs_report_wake, __ATOMIC_ACQUIRE) < 0) return 0;
+    for (size_t index = 0; index < FHS_DEADLY_SIGNALS; index++) {
+        if (fhs_deadly_signals[index] == signal) return 1;
+    }
+    return 0;
+}
+
+/* The handler's action. */
+static void fhs_handler_action(struct sigaction *action) {
+    memset(action, 0, sizeof *action);
+    action->sa_handler = fhs_deadly;
+    /* Entered again by the same signal (a second Ctrl-C), and on the program's alternate stack
+       if it has one (a stack overflow). */
+    action->sa_flags = SA_NODEFER | SA_ONSTACK | SA_RESTART;
+    sigemptyset(&action->sa_mask);
+}
+
+/* The program's sigaction: the handler stands in for the default action it sets (a program
+   that puts the default back to die of the signal, as Python does after KeyboardInterrupt,
+   still has the report), and reads as the default. */
+int sigaction(int signal, const struct sigaction *action, struct sigaction *old) {
+    fhs_sigaction_function real = fhs_real_sigaction();
+    if (!real) {
+        errno = ENOSYS;
+        return -1;
+    }
+    int owned = fhs_is_owned(signal);
+    struct sigaction stand_in;
+    int standing_in = fhs_stands_in(signal, action);
+    if (standing_in) fhs_handler_action(&stand_in);
+    if (!owned && !standing_in) return real(signal, action, old);
+    int result = real(signal, standing_in ? &stand_in : action, old);
+    if (result == 0) {
+        if (old && owned) fhs_as_default(old);
+        if (action) __atomic_store_n(&fhs_owned[signal], standing_in, __ATOMIC_RELEASE);
+    }
+    return result;
+}
+
+/* The program's signal, by the same rules as its sigaction. */
+fhs_signal_handler signal(int number, fhs_signal_handler handler) {
+    struct sigaction action, old;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = handler;
+    sigemptyset(&action.sa_mask);
+    /* What the C library's signal asks for: BSD semantics. */
+    action.sa_flags = SA_RESTART;
+    if (handler == SIG_ERR || number <= 0 || number >= NSIG) {
+        errno = EINVAL;
+        return SIG_ERR;
+    }
+    if (sigaction(number, &action, &old) != 0) return SIG_ERR;
+    return old.sa_handler;
+}
+
+// MARK: - Loading the tracer
+
 /* Loads the tracer from this library's directory and starts it (its constructor starts it only
    when LD_PRELOAD names it). */
 static void fhs_load_tracer(void) {
@@ -149,7 +416,12 @@ static void fhs_load_tracer(void) {
         (void)!write(2, message, sizeof message - 1);
         return;
     }
+    /* Before the start: the library's fault guard, which goes in then, covers the handler. */
+    fhs_report_on_signals(tracer);
+    __atomic_store_n(&fhs_tracer_starting, 1, __ATOMIC_RELEASE);
     start();
+    __atomic_store_n(&fhs_tracer_starting, 0, __ATOMIC_RELEASE);
+    fhs_start_reporter();
 }
 
 /* Loads the tracer if it is not yet and `now` or a traced library is loaded. */

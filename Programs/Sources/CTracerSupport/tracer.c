@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -254,6 +255,19 @@ void fht_install_process_handlers(void) {
     pthread_atfork(NULL, NULL, fht_forked);
 }
 
+void ffi_hook_tracer_own_thread(void) { fht_set_own_work(1); }
+
+const char *fht_signal_name(int signal) {
+    static __thread char name[16];
+    const char *abbreviation = sigabbrev_np(signal);
+    if (abbreviation) {
+        snprintf(name, sizeof name, "SIG%s", abbreviation);
+    } else {
+        snprintf(name, sizeof name, "signal %d", signal);
+    }
+    return name;
+}
+
 void fht_default_swift_crash_actions(void) {
     static const int signals[] = {SIGQUIT, SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGSEGV, SIGTRAP, SIGSYS};
     for (size_t index = 0; index < sizeof signals / sizeof signals[0]; index++) {
@@ -311,6 +325,28 @@ static void *fht_watch(void *argument) {
     return NULL;
 }
 
+int ffi_hook_tracer_thread(void *(*body)(void *), void *argument, const char *name) {
+    /* Every signal blocked, so that none of the process's is delivered to the thread, but those
+       a fault raises: the thread reads and writes under the library's fault guard, whose
+       SIGSEGV would otherwise end the process, and inline patching stops every thread through
+       SIGSEGV. */
+    sigset_t all, previous;
+    sigfillset(&all);
+    static const int faults[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS};
+    for (size_t index = 0; index < sizeof faults / sizeof faults[0]; index++) sigdelset(&all, faults[index]);
+    pthread_sigmask(SIG_SETMASK, &all, &previous);
+    pthread_attr_t attributes;
+    pthread_attr_init(&attributes);
+    pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
+    pthread_t thread;
+    int created = pthread_create(&thread, &attributes, body, argument);
+    pthread_attr_destroy(&attributes);
+    pthread_sigmask(SIG_SETMASK, &previous, NULL);
+    if (created != 0) return -1;
+    pthread_setname_np(thread, name);
+    return 0;
+}
+
 int fht_watch_joiner(int joiner, void (*gone)(void)) {
     fht_watch_arguments *watch = malloc(sizeof *watch);
     if (!watch) return -1;
@@ -323,22 +359,7 @@ int fht_watch_joiner(int joiner, void (*gone)(void)) {
     pthread_mutex_lock(&fht_watch_lock);
     fht_watch_stop = stop;
     pthread_mutex_unlock(&fht_watch_lock);
-    /* Every signal blocked, so that none of the process's is delivered to this thread, but
-       those a fault raises: the leave it may run reads and writes under the fault guard, whose
-       SIGSEGV would otherwise end the process. */
-    sigset_t all, previous;
-    sigfillset(&all);
-    static const int faults[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS};
-    for (size_t index = 0; index < sizeof faults / sizeof faults[0]; index++) sigdelset(&all, faults[index]);
-    pthread_sigmask(SIG_SETMASK, &all, &previous);
-    pthread_attr_t attributes;
-    pthread_attr_init(&attributes);
-    pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
-    pthread_t thread;
-    int created = pthread_create(&thread, &attributes, fht_watch, watch);
-    pthread_attr_destroy(&attributes);
-    pthread_sigmask(SIG_SETMASK, &previous, NULL);
-    if (created != 0) {
+    if (ffi_hook_tracer_thread(fht_watch, watch, "ffi-hook-watch") != 0) {
         pthread_mutex_lock(&fht_watch_lock);
         fht_watch_stop = -1;
         pthread_mutex_unlock(&fht_watch_lock);
@@ -346,7 +367,6 @@ int fht_watch_joiner(int joiner, void (*gone)(void)) {
         free(watch);
         return -1;
     }
-    pthread_setname_np(thread, "ffi-hook-watch");
     return 0;
 }
 

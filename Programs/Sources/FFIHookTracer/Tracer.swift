@@ -21,6 +21,13 @@ public func ffiHookTracerFinish() {
     Tracer.shared.finish()
 }
 
+/// Prints the report of a process that `signal` is ending: called by the start library's
+/// report thread, which the handler it puts where the signal's action was the default wakes.
+@_cdecl("ffi_hook_tracer_finish_signalled")
+public func ffiHookTracerFinishSignalled(_ signal: Int32) {
+    Tracer.shared.finish(endedBy: signal)
+}
+
 /// A counter's address, handed to the blocks of every entry of its function.
 struct CounterAddress: @unchecked Sendable {
     /// The counter, in memory that is never freed.
@@ -87,6 +94,8 @@ final class Tracer: Sendable {
         var passedInUpdates = 0
         var started = false
         var finished = false
+        /// The signal ending the process whose report is made, 0 for an exit.
+        var endedBy: Int32 = 0
         /// Set by the leave that removes a joined process's hooks, so that a second one (the
         /// joiner's, and the watch's when the joiner died during it) does nothing.
         var leaving = false
@@ -538,19 +547,76 @@ final class Tracer: Sendable {
 
     // MARK: - Finish
 
-    /// Prints the table to standard error and writes the JSON file when asked; runs once.
-    func finish() {
+    /// What the report is made from, taken under the lock.
+    private typealias Snapshot = (
+        configuration: TracerConfiguration, counts: [(String, fht_counter)], startTicks: UInt64,
+        startNanoseconds: UInt64, missed: Int, isWriter: Bool, endedBy: Int32
+    )
+
+    /// Set once the report is written, for a report asked for by a signal while the exit's is
+    /// being made (which it waits for).
+    private let reportWritten = Atomic<Bool>(false)
+
+    /// Prints the table to standard error and writes the files asked for; runs once. With a
+    /// signal (the process is ending of it), the table's heading names it; if the report is
+    /// being made already (the process was exiting), waits until it is written (29 seconds at
+    /// most: the signal's handler waits 30).
+    func finish(endedBy signal: Int32 = 0) {
+        guard signal != 0 else {
+            report()
+            return
+        }
+        // The thread the signal interrupted may hold the lock (the start, or the attach after a
+        // `dlopen`, was under way), and it waits for this report: a report that cannot take the
+        // lock within two seconds is not made.
+        var named = false
+        for _ in 0..<2000 {
+            named =
+                state.withLockIfAvailable { state -> Bool in
+                    if !state.finished { state.endedBy = signal }
+                    return true
+                } ?? false
+            if named { break }
+            usleep(1000)
+        }
+        guard named else {
+            say(
+                "\(Self.programName) (pid \(getpid())) ended by \(String(cString: fht_signal_name(signal))) while the "
+                    + "tracer was attaching to its functions: no report")
+            return
+        }
+        if !report() {
+            var waited = 0
+            while !reportWritten.load(ordering: .acquiring), waited < 29_000 {
+                usleep(1000)
+                waited += 1
+            }
+        }
+    }
+
+    /// Makes the report unless another call made it or is making it (then false; true when
+    /// this call made it, or found nothing to report).
+    @discardableResult
+    private func report() -> Bool {
         // What the report's own work calls is not the program's (inline, it could be traced),
         // nor what the thread calls after the report at exit (other libraries' finalizers): the
         // mark stays (a leave of a joined process ends it, see ``leave()``).
         fht_set_own_work(1)
         let passed = Self.passedThroughCalls
         let pid = getpid()
-        let snapshot: (TracerConfiguration, [(String, fht_counter)], UInt64, UInt64, Int, isWriter: Bool)? =
+        var taken = false
+        var takenElsewhere = false
+        defer { if taken { reportWritten.store(true, ordering: .releasing) } }
+        let snapshot: Snapshot? =
             state
             .withLock { state in
-                guard state.started, !state.finished, !state.configuration.libraries.isEmpty else { return nil }
+                guard state.started, !state.configuration.libraries.isEmpty else { return nil }
+                guard !state.finished else {
+                    takenElsewhere = true
+                    return nil
+                }
                 state.finished = true
+                taken = true
                 // The objects loaded now too (those the walks after each `dlopen` did not list).
                 // (Only while a name is unmatched: matching may resolve each object's symbolic links.)
                 var unmatched = state.configuration.libraries.contains { !state.matchedNames.contains($0) }
@@ -577,9 +643,14 @@ final class Tracer: Sendable {
                 }
                 let counts = state.counters.map { ($0.key, fht_read($0.value.pointer)) }
                 let missed = passed - state.passedAtStart - state.passedInUpdates
-                return (state.configuration, counts, state.startTicks, state.startNanoseconds, missed, isWriter)
+                return (
+                    state.configuration, counts, state.startTicks, state.startNanoseconds, missed, isWriter,
+                    state.endedBy
+                )
             }
-        guard let (configuration, counts, startTicks, startNanoseconds, missed, isWriter) = snapshot else { return }
+        guard let (configuration, counts, startTicks, startNanoseconds, missed, isWriter, signal) = snapshot else {
+            return !takenElsewhere
+        }
         let nanosecondsPerTick = Self.nanosecondsPerTick(since: startTicks, startNanoseconds)
         let report = TraceReport(counts: counts, nanosecondsPerTick: nanosecondsPerTick, missedCalls: max(missed, 0))
         CallLog.shared?.finish()
@@ -587,7 +658,12 @@ final class Tracer: Sendable {
         // the files from being written.
         let pipe = TracerOutput.ignoringBrokenPipes()
         defer { pipe.end() }
-        write(report.table(process: "\(Self.programName) (pid \(pid))"), to: TracerOutput.descriptor)
+        let ending = signal == 0 ? "" : ", ended by \(String(cString: fht_signal_name(signal)))"
+        // A process other than the started one (a shell's command, a shim) that counted no call
+        // has no table to show: a script's every process would print an empty one.
+        if isWriter || signal != 0 || report.rows.contains(where: { $0.calls > 0 }) || report.missedCalls > 0 {
+            write(report.table(process: "\(Self.programName) (pid \(pid)\(ending))"), to: TracerOutput.descriptor)
+        }
         configuration.events.write(
             functions: state.withLock { $0.counters },
             clock: EventClock(startTicks: startTicks, nanosecondsPerTick: nanosecondsPerTick),
@@ -612,15 +688,16 @@ final class Tracer: Sendable {
         if var path = configuration.jsonPath {
             let named = path.contains("%p")
             path = path.split(separator: "%p", omittingEmptySubsequences: false).joined(separator: "\(pid)")
-            guard named || isWriter else { return }
+            guard named || isWriter else { return true }
             let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
             guard descriptor >= 0 else {
                 say("cannot write \(path): \(String(cString: strerror(errno)))")
-                return
+                return true
             }
             write(report.json(program: Self.programName, pid: pid, scope: configuration.scope.rawValue), to: descriptor)
             close(descriptor)
         }
+        return true
     }
 
     // MARK: - Support

@@ -33,7 +33,12 @@ let usage = """
     Runs PROGRAM with the tracer library preloaded. At exit the program prints, to standard
     error, the calls and time of each traced function, by total time: its calls, their total
     time (a recursive call's once), its self time (less the traced calls made inside it), the
-    mean call, and its share of the time spent in traced functions.
+    mean call, and its share of the time spent in traced functions. A signal that ends the
+    program (Ctrl-C, kill, a crash, a write to a closed pipe) has the report made first, its
+    heading naming the signal, and the program then dies of it as it would have: where the
+    program leaves a signal's action at the default, the tracer's handler stands in for it (the
+    program is still told the default), with a thread of the tracer's that waits for it in each
+    traced process. A handler the program installs replaces it.
 
     With --pid, joins the running process PID instead: loads the tracer library into it
     (through ptrace, which stops one of its threads for a moment), traces for SECONDS or

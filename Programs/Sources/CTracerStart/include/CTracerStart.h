@@ -11,6 +11,11 @@
 // or shell patterns, compared with each loaded object's soname and file name) is loaded at
 // start; otherwise after the `dlopen` that brings one: the library defines `dlopen`, which
 // the program's calls reach first (it is preloaded), and looks at the loaded objects after each.
+//
+// Once the tracer is loaded, it has the report made when a signal ends the process: a handler
+// where the program leaves a deadly signal's action at the default (the program is still told
+// the default: the library defines `sigaction` and `signal` too), and a thread that makes the
+// report when the handler wakes it (start.c says how).
 
 /// A symbol the tracer looks up to find this library's file (to leave it out of the program's
 /// objects). Always 1.

@@ -348,11 +348,24 @@ size_t fht_restore_lazy_entries(const uintptr_t *slots, const uintptr_t *values,
 /// fork handler (which zeroes the counters in the child); once, later calls do nothing.
 void fht_install_process_handlers(void);
 
+/// Marks the calling thread as the tracer's for good: its calls are never counted (the start
+/// library's report thread, which looks this up).
+void ffi_hook_tracer_own_thread(void);
+
+/// The signal's name as the kernel's headers spell it ("SIGINT"), or "signal N" for one
+/// without; in storage of the calling thread's, until its next call.
+const char *fht_signal_name(int signal);
+
 /// Gives back their default action to the crash signals (SIGSEGV, SIGABRT, SIGQUIT, ...) whose
 /// handler is the Swift runtime's: loading the tracer into a process that did not use Swift
 /// brings the runtime, whose crash handler would otherwise print a Swift crash report for the
 /// process's own crashes. A handler the process installed is left as it is.
 void fht_default_swift_crash_actions(void);
+
+/// Starts a detached thread of the tracer's named `name` that runs `body(argument)`, with every
+/// signal blocked but those of faults (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS): the
+/// joiner's watch, and the start library's report thread, which looks this up. 0 when it runs.
+int ffi_hook_tracer_thread(void *_Nullable (*_Nonnull body)(void *_Nullable), void *_Nullable argument, const char *_Nonnull name);
 
 /// Watches the `ffi-hook-tracer` process `joiner` that joined this process: a thread (every
 /// signal but those of faults blocked, so that none of the process's is delivered to it) waits for that process to
