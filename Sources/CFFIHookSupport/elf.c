@@ -700,14 +700,21 @@ static void ffh_elf_fork_parent(void) {
 }
 
 static void ffh_elf_fork_child(void) {
-    if (ffh_elf_gate_taken) {
-        pthread_rwlock_unlock(&ffh_elf_gate);
-    } else if (ffh_elf_walking == 0) {
-        /* Walks of threads that are not in the child may still hold the read side. */
-        pthread_rwlock_t fresh = PTHREAD_RWLOCK_INITIALIZER;
-        memcpy(&ffh_elf_gate, &fresh, sizeof fresh);
-    }
+    /* A fresh gate: walks of threads that are not in the child may still hold the read side,
+       and the write side the prepare handler took cannot be given back here (glibc knows its
+       writer by the parent's thread ID: an unlock by the child's was taken for a reader's, the
+       gate stayed shut, and the child's own fork waited the 100 ms out). The child's thread
+       holds the read side again if it forked inside a walk. */
+    pthread_rwlock_t fresh = PTHREAD_RWLOCK_INITIALIZER;
+    memcpy(&ffh_elf_gate, &fresh, sizeof fresh);
+    if (ffh_elf_walking > 0) pthread_rwlock_rdlock(&ffh_elf_gate);
     ffh_elf_gate_taken = 0;
+}
+
+int ffh_elf_gate_is_open(void) {
+    if (ffh_elf_walking > 0 || pthread_rwlock_trywrlock(&ffh_elf_gate) != 0) return 0;
+    pthread_rwlock_unlock(&ffh_elf_gate);
+    return 1;
 }
 
 void ffh_elf_guard_walks_across_fork(void) {

@@ -1,3 +1,4 @@
+import CFFIHookSupport
 import CTestSupport
 import FFIHook
 import FFIHookCore
@@ -165,6 +166,20 @@ import Testing
     func forkWhileAnotherThreadChangesHooks() async {
         await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
             try ProcessLifeTests.forkWhileAnotherThreadChangesHooks()
+        }
+    }
+
+    /// A process forked from a forked child, with later loads followed: in each, the gate that
+    /// keeps a fork from happening during another thread's walk of the loaded objects is open
+    /// (the child's copy stayed shut, taken by the parent's thread, and its own fork waited
+    /// 100 ms for it).
+    @Test(
+        .disabled(
+            if: ProcessLifeTests.underThreadSanitizer,
+            "the Swift runtime's lazy globals are not fork-safe under ThreadSanitizer"))
+    func aForkInAForkedChildFindsTheWalkGateOpen() async {
+        await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
+            try ProcessLifeTests.forkInAForkedChild()
         }
     }
 
@@ -924,6 +939,36 @@ extension ProcessLifeTests {
         stop.set()
         changer.join()
         waitForReclamation("in the parent")
+    }
+
+    static func forkInAForkedChild() throws {
+        startChild()
+        let pids = Counter()
+        let group = try ImportTable.hook(
+            symbol: "getpid", in: .allIncludingLaterLoads, signature: Signature("i"), position: .after
+        ) { _ in
+            pids.increment()
+        }
+        check(ffh_elf_gate_is_open() != 0, "the gate is open in the parent")
+        let child = pf_fork()
+        if child == 0 {
+            runForkedChild {
+                check(ffh_elf_gate_is_open() != 0, "the gate is open in the child", forked: true)
+                let grandchild = pf_fork()
+                if grandchild == 0 {
+                    runForkedChild {
+                        check(ffh_elf_gate_is_open() != 0, "the gate is open in the grandchild", forked: true)
+                        check(group.remove(), "removal in the grandchild", forked: true)
+                    }
+                }
+                check(grandchild > 0 && pf_wait(grandchild) == 0, "the grandchild exits with 0", forked: true)
+                check(ffh_elf_gate_is_open() != 0, "the gate is open in the child after its fork", forked: true)
+                check(group.remove(), "removal in the child", forked: true)
+            }
+        }
+        checkForkedChild(child)
+        check(ffh_elf_gate_is_open() != 0, "the gate is open in the parent after its fork")
+        check(group.remove(), "removal in the parent")
     }
 
     // MARK: Calls that never return

@@ -202,6 +202,10 @@ int ffh_elf_is_walking(void);
 /// handlers, so that this prepare handler runs first, while walks can still finish.
 void ffh_elf_guard_walks_across_fork(void);
 
+/// Whether a fork now would take the gate those handlers keep at once: this thread is not
+/// walking and no other thread holds the gate (for tests).
+int ffh_elf_gate_is_open(void);
+
 /// Counts a `dlopen` call starting on this thread (one a library's constructor makes while
 /// another `dlopen` of the thread runs nests inside it).
 void ffh_elf_begin_load(void);
