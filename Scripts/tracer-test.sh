@@ -195,6 +195,26 @@ if [ "$(grep -c "ffi-hook-tracer: bash (pid" "$work/subshell.err")" -gt 1 ] ||
     cat "$work/subshell.err" >&2
     exit 1
 fi
+# Subshells in a subshell: each fork is counted in the process that called it, and returned
+# there; the fork a child returns from is its parent's call, not one it made (a child counted
+# 1 fork and 2 returned).
+mkdir -p "$work/nested"
+"$bin/ffi-hook-tracer" --library libc.so.6 --symbols 'fork,__libc_fork,_Fork,waitpid' --json "$work/nested/%p.json" \
+    -- bash -c '( ( /bin/true; true ); true ); true' 2>/dev/null
+python3 - "$work/nested" <<'PYTHON'
+import glob, json, sys
+
+forks = 0
+for path in glob.glob(f"{sys.argv[1]}/*.json"):
+    for row in json.load(open(path))["functions"]:
+        if row["completed"] != row["calls"]:
+            sys.exit(f"{path}: {row['name']}: {row['calls']} calls, {row['completed']} returned")
+        if "fork" in row["name"].lower():
+            forks += row["calls"]
+if forks < 3:
+    sys.exit(f"only {forks} forks counted over the nested subshells")
+print(f"nested subshells: {forks} forks, each returned once, in the process that made it")
+PYTHON
 # A JSON file named without %p is the started process's: the program, bash's child here, says
 # that its calls are not in it (a shell that ends with _exit, as dash does, writes none at all).
 "$bin/ffi-hook-tracer" --library libtracee.so --json "$work/shared.json" -- bash -c '"$0" > /dev/null; true' \

@@ -244,6 +244,12 @@ static void fht_forked(void) {
     /* The watch's thread is the parent's: its eventfd is shared with the parent's. */
     fht_watch_stop = -1;
     pthread_mutex_init(&fht_watch_lock, NULL);
+    /* The calls in flight on the forking thread began in the parent, which counted them: their
+       returns in the child (the fork's, first) count nowhere (see fht_leave_at). */
+    fht_calls *calls = fht_in_flight;
+    if (calls) {
+        for (uint64_t depth = 0; depth < calls->depth && depth < FHT_FRAMES; depth++) calls->frames[depth].counter = NULL;
+    }
     fht_reset_counters();
     fht_reset_events();
     pthread_mutex_init(&fht_arena_lock, NULL);

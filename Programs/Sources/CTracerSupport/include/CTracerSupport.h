@@ -248,12 +248,24 @@ static inline void fht_leave_at(fht_counter *counter, uint64_t sp, uint64_t now)
     }
     fht_counter *mine = fht_local(counter);
     if (!mine) return;
-    fht_add(&mine->completed, 1);
     fht_calls *calls = fht_in_flight;
-    if (!calls) return;
+    if (!calls) {
+        fht_add(&mine->completed, 1);
+        return;
+    }
     fht_drop_abandoned(calls, sp);
     uint64_t depth = calls->depth;
-    if (depth == 0 || calls->frames[depth - 1].counter != mine || calls->frames[depth - 1].sp != sp) return;
+    if (depth == 0 || calls->frames[depth - 1].counter != mine || calls->frames[depth - 1].sp != sp) {
+        if (depth > 0 && calls->frames[depth - 1].counter == NULL && calls->frames[depth - 1].sp == sp) {
+            /* A call made before the counters were zeroed (the fork a forked child returns from):
+               counted where it began, not here. */
+            calls->depth = depth - 1;
+            return;
+        }
+        fht_add(&mine->completed, 1);
+        return;
+    }
+    fht_add(&mine->completed, 1);
     fht_frame *frame = &calls->frames[depth - 1];
     uint64_t ticks = now - frame->start;
     uint64_t children = frame->children;
