@@ -48,6 +48,7 @@ gcc -O0 -o "$work/event-signals" "$fixture/event-signals.c" -L"$work" -ltracee -
 gcc -O0 -o "$work/closes-output" "$fixture/closes-output.c" -L"$work" -ltracee -Wl,-rpath,"$work"
 gcc -O0 -o "$work/spawner" "$fixture/spawner.c" -L"$work" -ltracee -Wl,-rpath,"$work"
 gcc -O0 -o "$work/crashes" "$fixture/crashes.c" -L"$work" -ltracee -Wl,-rpath,"$work"
+gcc -O0 -o "$work/churns" "$fixture/churns.c"
 gcc -O0 -fPIC -shared -o "$work/libjump.so" "$fixture/jump.c"
 gcc -O0 -o "$work/jumps" "$fixture/jumps.c" -L"$work" -ljump -Wl,-rpath,"$work"
 
@@ -467,11 +468,62 @@ heading = re.search(r"^ffi-hook-tracer: crashes \(pid \d+, ended by SIGTERM\): (
 if status != 143 or not heading:
     sys.exit(f"SIGTERM: status {status}, standard error:\n{err}")
 table = int(heading.group(1).replace(",", ""))
-counted = {row["name"]: row["calls"] for row in json.load(open(f"{work}/term.json"))["functions"]}
+report = json.load(open(f"{work}/term.json"))
+counted = {row["name"]: row["calls"] for row in report["functions"]}
+if report["ended_by"] != "SIGTERM":
+    sys.exit(f"SIGTERM: the JSON says it ended by {report['ended_by']}")
 if not lines + 1 <= table <= lines + 2 or counted.get("tracee_add") != table or lines < 10:
     sys.exit(f"SIGTERM: {lines} lines written, {table} calls in the table, {counted} in the JSON")
 print(f"SIGTERM: status 143, {table} calls in the table and the JSON for {lines} lines the program wrote")
 PYTHON
+# A signal that finds the program inside the allocator (its lock held, which the report needs)
+# comes again once the program has left it: the report, then the death by the signal (a
+# process that waited for ever before). Ten times, at different moments.
+for attempt in 1 2 3 4 5 6 7 8 9 10; do
+    "$bin/ffi-hook-tracer" --library libc.so.6 --symbols write -- "$work/churns" >/dev/null 2>"$work/churn.err" &
+    churn_pid=$!
+    # The wrapper execs the program, which keeps its process ID: once it runs, and its tracer
+    # has had time to start, the signal; a watchdog ends a process that hangs.
+    for _ in $(seq 100); do
+        [ "$(cat "/proc/$churn_pid/comm" 2>/dev/null)" = churns ] && break
+        sleep 0.05
+    done
+    sleep "$(printf '0.%02d' $((30 + attempt * 5)))"
+    kill -TERM "$churn_pid"
+    (sleep 20 && kill -KILL "$churn_pid" 2>/dev/null) &
+    watchdog=$!
+    status=0
+    wait "$churn_pid" || status=$?
+    kill "$watchdog" 2>/dev/null || true
+    if [ "$status" -ne 143 ] || ! grep -q "ended by SIGTERM): 0 calls of 0 functions" "$work/churn.err"; then
+        echo "SIGTERM during malloc and free, attempt $attempt: status $status (137: it hung)" >&2
+        cat "$work/churn.err" >&2
+        exit 1
+    fi
+done
+echo "SIGTERM during malloc and free: the report and status 143, ten times of ten"
+# The allocator aborts with its lock held (a block freed twice): the report stops where it
+# needs the lock, and the process dies of SIGABRT within seconds rather than waiting for ever.
+status=0
+timeout 20 "$bin/ffi-hook-tracer" --library libc.so.6 --symbols 'malloc,free' --json "$work/double-free.json" \
+    -- "$work/crashes" double-free >/dev/null 2>"$work/double-free.err" || status=$?
+if [ "$status" -ne 134 ]; then
+    echo "a double free under the tracer: status $status (124: it hung)" >&2
+    cat "$work/double-free.err" >&2
+    exit 1
+fi
+echo "a double free: the process died of SIGABRT, status 134"
+# A forked child that a signal ends, where the report thread is not (it is the parent's):
+# the report is made in the handler, with the child's 50 calls.
+"$bin/ffi-hook-tracer" --library libtracee.so -- "$work/crashes" child >"$work/child.out" 2>"$work/child.err"
+read -r child_pid child_signal <"$work/child.out"
+if [ "$child_signal" != 15 ] ||
+    ! grep -Eq "^ffi-hook-tracer: crashes \(pid $child_pid, ended by SIGTERM\): 50 calls of 1 function" "$work/child.err"; then
+    echo "a forked child raising SIGTERM: signal $child_signal" >&2
+    cat "$work/child.err" >&2
+    exit 1
+fi
+echo "a forked child that raised SIGTERM reported its 50 calls"
 # A handler the program installs replaces the tracer's (SIGUSR1 here, whose default action
 # would end the process): the program's runs, and its crash after it is reported.
 "$bin/ffi-hook-tracer" --library libtracee.so -- "$work/crashes" wait >"$work/usr1.out" 2>"$work/usr1.err" &

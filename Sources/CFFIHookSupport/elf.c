@@ -712,7 +712,10 @@ static void ffh_elf_fork_child(void) {
 }
 
 int ffh_elf_gate_is_open(void) {
-    if (ffh_elf_walking > 0 || pthread_rwlock_trywrlock(&ffh_elf_gate) != 0) return 0;
+    /* A deadline already past: the lock is taken at once or not at all (no other function
+       imported for it). */
+    struct timespec past = {0, 0};
+    if (ffh_elf_walking > 0 || pthread_rwlock_timedwrlock(&ffh_elf_gate, &past) != 0) return 0;
     pthread_rwlock_unlock(&ffh_elf_gate);
     return 1;
 }

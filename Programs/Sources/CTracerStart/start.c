@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 const int ffi_hook_tracer_preloaded = 1;
@@ -127,14 +129,17 @@ static void *fhs_handler(const struct sigaction *action) {
    and then lets the signal end the process as it would have: same signal, same status, a core
    file where there would have been one.
 
-   The handler does no work itself: the thread it interrupted may hold any lock (the C
-   library's allocator's, say), and the report allocates. It wakes a thread that waits for
-   nothing else (its calls the tracer's own, every signal blocked but those of faults) and
-   waits for that thread to finish the report: 30 seconds at most, for a report that cannot
-   finish (a lock the interrupted thread holds), or until the same signal comes again (a second
-   Ctrl-C). While the tracer starts, and in a process forked from the traced one, where that
-   thread is not (it is the parent's), the handler ends the process at once, as it would have
-   ended without the tracer.
+   The handler does no work itself where it can help it: the thread it interrupted may hold a
+   lock the report needs (the allocator's, say). It wakes a thread that waits for nothing else
+   (its calls the tracer's own, every signal blocked but those of faults) and waits while that
+   thread makes the report: until it is made, until it stops moving for 3 seconds (it waits for
+   a lock the interrupted thread holds: the allocator aborted with its lock held), or until
+   another signal comes (a second Ctrl-C). A signal sent from outside that finds the thread in
+   the C library, the loader or the tracer's own code, where it may hold such a lock, is sent
+   again a millisecond later (500 times at most), once the thread has moved on. In a process
+   forked from the traced one, where the report thread is not (it is the parent's), the
+   handler makes the report itself, where the thread can hold no such lock (else none). While
+   the tracer starts, a signal ends the process at once.
 
    The program sees the default action it left: `sigaction` and `signal`, defined here (the
    program's calls reach them first), report SIG_DFL where the handler is, so that a program
@@ -207,7 +212,91 @@ static void fhs_end_with(int signal) {
 /* 1 on the report thread. */
 static __thread int fhs_on_reporter;
 
-static void fhs_deadly(int signal) {
+/* The executable text of the objects in which an interrupted thread may hold a lock the report
+   needs: the C library and the loader (the allocator's, stdio's, the loader's), and the
+   tracer's own (its library, the Swift runtime and what it brought). Listed once the tracer
+   has started. */
+#define FHS_UNSAFE_RANGES 64
+static struct {
+    uintptr_t low, high;
+} fhs_unsafe[FHS_UNSAFE_RANGES];
+static int fhs_unsafe_count;
+
+static int fhs_list_unsafe(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    (void)data;
+    const char *path = info->dlpi_name ? info->dlpi_name : "";
+    const char *slash = strrchr(path, '/');
+    const char *file = slash ? slash + 1 : path;
+    static const char *const prefixes[] = {"libc.so",          "ld-linux",    "libFFIHookTracer.so", "libswift",
+                                           "libdispatch.so",   "libFoundation", "libBlocksRuntime.so", "libffi.so",
+                                           "libstdc++.so",     "libgcc_s.so"};
+    int unsafe = 0;
+    for (size_t index = 0; index < sizeof prefixes / sizeof prefixes[0]; index++) {
+        unsafe |= strncmp(file, prefixes[index], strlen(prefixes[index])) == 0;
+    }
+    if (!unsafe) return 0;
+    for (ElfW(Half) index = 0; index < info->dlpi_phnum && fhs_unsafe_count < FHS_UNSAFE_RANGES; index++) {
+        const ElfW(Phdr) *header = &info->dlpi_phdr[index];
+        if (header->p_type != PT_LOAD || !(header->p_flags & PF_X)) continue;
+        fhs_unsafe[fhs_unsafe_count].low = info->dlpi_addr + header->p_vaddr;
+        fhs_unsafe[fhs_unsafe_count].high = info->dlpi_addr + header->p_vaddr + header->p_memsz;
+        fhs_unsafe_count++;
+    }
+    return 0;
+}
+
+/* Whether the interrupted thread can hold no lock the report needs: it was outside those
+   objects; or asleep in a system call (the kernel moved its instruction pointer back onto the
+   `syscall` to restart it, or the call ended with EINTR); or, for a signal of the process's
+   own (`raise`, `kill` of itself) but SIGABRT (which the allocator raises when it finds its
+   heap broken, its lock held), just back from the system call that sent it. A thread stopped
+   inside the allocator would keep its lock for as long as the report waits for it. */
+static int fhs_interrupted_safely(int signal, const siginfo_t *info, const ucontext_t *context) {
+    uintptr_t ip = (uintptr_t)context->uc_mcontext.gregs[REG_RIP];
+    for (int index = 0; index < fhs_unsafe_count; index++) {
+        if (ip < fhs_unsafe[index].low || ip >= fhs_unsafe[index].high) continue;
+        const unsigned char *code = (const unsigned char *)ip;
+        if (ip + 2 <= fhs_unsafe[index].high && code[0] == 0x0F && code[1] == 0x05) return 1;
+        if (ip < fhs_unsafe[index].low + 2 || code[-2] != 0x0F || code[-1] != 0x05) return 0;
+        if (context->uc_mcontext.gregs[REG_RAX] == -EINTR) return 1;
+        return signal != SIGABRT && (info->si_code == SI_USER || info->si_code == SI_TKILL) &&
+               info->si_pid == (pid_t)syscall(SYS_getpid);
+    }
+    return 1;
+}
+
+/* The timer that sends a signal again, -1 when none was made, and how many times it has. */
+static int fhs_retry_timer = -1;
+static int fhs_retries;
+
+/* Has the kernel send `signal` again to the calling thread in a millisecond, when it has left
+   the code it was interrupted in: 0 when it will. */
+static int fhs_send_again(int signal) {
+    if (fhs_retries >= 500) return -1;
+    if (fhs_retry_timer < 0) {
+        struct sigevent event;
+        memset(&event, 0, sizeof event);
+        event.sigev_notify = SIGEV_THREAD_ID;
+        event.sigev_signo = signal;
+        event._sigev_un._tid = (pid_t)syscall(SYS_gettid);
+        int timer;
+        if (syscall(SYS_timer_create, CLOCK_MONOTONIC, &event, &timer) != 0) return -1;
+        fhs_retry_timer = timer;
+    }
+    struct itimerspec when;
+    memset(&when, 0, sizeof when);
+    when.it_value.tv_nsec = 1000000;
+    if (syscall(SYS_timer_settime, fhs_retry_timer, 0, &when, NULL) != 0) return -1;
+    fhs_retries++;
+    return 0;
+}
+
+/* The tracer's count of its report's steps: a report that stops counting for 3 seconds waits
+   for a lock it will not get. */
+static const volatile uint64_t *fhs_progress;
+
+static void fhs_deadly(int signal, siginfo_t *info, void *context) {
     int saved = errno;
     int expected = 0;
     if (fhs_on_reporter) {
@@ -229,28 +318,50 @@ static void fhs_deadly(int signal) {
         errno = saved;
         return;
     }
-    if (__atomic_compare_exchange_n(&fhs_report_state, &expected, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-        __atomic_store_n(&fhs_report_signal, signal, __ATOMIC_RELEASE);
-        uint64_t one = 1;
-        int wake = __atomic_load_n(&fhs_report_wake, __ATOMIC_ACQUIRE);
-        if (wake < 0 || write(wake, &one, sizeof one) != (ssize_t)sizeof one) {
-            __atomic_store_n(&fhs_report_state, 2, __ATOMIC_RELEASE);
-        }
-    } else if (expected == 1 && !fhs_is_crash(signal) && __atomic_load_n(&fhs_report_signal, __ATOMIC_ACQUIRE) == signal) {
-        /* The same signal again while the report is made: the user insists. */
-        fhs_end_with(signal);
+    int state = __atomic_load_n(&fhs_report_state, __ATOMIC_ACQUIRE);
+    if (state == 1 && !fhs_is_crash(signal)) {
+        /* Another signal while the report is made: the user insists. The process ends of the
+           first, as it would have without the tracer. */
+        fhs_end_with(__atomic_load_n(&fhs_report_signal, __ATOMIC_ACQUIRE));
         errno = saved;
         return;
     }
+    int safe = fhs_interrupted_safely(signal, info, context);
+    /* A signal sent from outside, to a thread that may hold a lock the report needs: it comes
+       again once the thread has moved on (a fault repeats where it is). */
+    if (state == 0 && !safe && !fhs_is_crash(signal) && fhs_send_again(signal) == 0) {
+        errno = saved;
+        return;
+    }
+    int wake = __atomic_load_n(&fhs_report_wake, __ATOMIC_ACQUIRE);
+    if (state == 0 && __atomic_compare_exchange_n(&fhs_report_state, &expected, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        __atomic_store_n(&fhs_report_signal, signal, __ATOMIC_RELEASE);
+        uint64_t one = 1;
+        if (wake < 0) {
+            /* No report thread (a forked child): the report is made here, where no lock it needs
+               can be held. */
+            if (safe) fhs_finish_signalled(signal);
+            __atomic_store_n(&fhs_report_state, 2, __ATOMIC_RELEASE);
+        } else if (write(wake, &one, sizeof one) != (ssize_t)sizeof one) {
+            __atomic_store_n(&fhs_report_state, 2, __ATOMIC_RELEASE);
+        }
+    }
+    /* Waits while the report moves on. */
+    uint64_t seen = fhs_progress ? *fhs_progress : 0;
     struct timespec start, now;
     clock_gettime(CLOCK_MONOTONIC, &start);
     while (__atomic_load_n(&fhs_report_state, __ATOMIC_ACQUIRE) != 2) {
         clock_gettime(CLOCK_MONOTONIC, &now);
-        if (now.tv_sec - start.tv_sec >= 30) break;
+        uint64_t progress = fhs_progress ? *fhs_progress : 0;
+        if (progress != seen) {
+            seen = progress;
+            start = now;
+        }
+        if (now.tv_sec - start.tv_sec >= 3) break;
         struct timespec pause = {0, 1000000};
         nanosleep(&pause, NULL);
     }
-    fhs_end_with(signal);
+    fhs_end_with(__atomic_load_n(&fhs_report_signal, __ATOMIC_ACQUIRE) ?: signal);
     errno = saved;
 }
 
@@ -274,6 +385,9 @@ static void *fhs_reporter(void *unused) {
 static void fhs_forked(void) {
     __atomic_store_n(&fhs_report_wake, -1, __ATOMIC_RELEASE);
     __atomic_store_n(&fhs_report_state, 0, __ATOMIC_RELEASE);
+    /* POSIX timers are not inherited. */
+    fhs_retry_timer = -1;
+    fhs_retries = 0;
 }
 
 static void fhs_handler_action(struct sigaction *action);
@@ -283,6 +397,7 @@ static void fhs_report_on_signals(void *tracer) {
     fhs_finish_signalled = (void (*)(int))dlsym(tracer, "ffi_hook_tracer_finish_signalled");
     fhs_own_thread = (void (*)(void))dlsym(tracer, "ffi_hook_tracer_own_thread");
     fhs_thread = (int (*)(void *(*)(void *), void *, const char *))dlsym(tracer, "ffi_hook_tracer_thread");
+    fhs_progress = (const volatile uint64_t *)dlsym(tracer, "ffi_hook_tracer_progress");
     fhs_sigaction_function real = fhs_real_sigaction();
     if (!fhs_finish_signalled || !real) return;
     for (size_t index = 0; index < FHS_DEADLY_SIGNALS; index++) {
@@ -303,6 +418,7 @@ static void fhs_report_on_signals(void *tracer) {
    handler ends the process at once. */
 static void fhs_start_reporter(void) {
     if (!fhs_finish_signalled || !fhs_thread) return;
+    dl_iterate_phdr(fhs_list_unsafe, NULL);
     int wake = eventfd(0, EFD_CLOEXEC);
     if (wake < 0) return;
     __atomic_store_n(&fhs_report_wake, wake, __ATOMIC_RELEASE);
@@ -335,10 +451,10 @@ static int fhs_stands_in(int signal, const struct sigaction *action) {
 /* The handler's action. */
 static void fhs_handler_action(struct sigaction *action) {
     memset(action, 0, sizeof *action);
-    action->sa_handler = fhs_deadly;
+    action->sa_sigaction = fhs_deadly;
     /* Entered again by the same signal (a second Ctrl-C), and on the program's alternate stack
        if it has one (a stack overflow). */
-    action->sa_flags = SA_NODEFER | SA_ONSTACK | SA_RESTART;
+    action->sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK | SA_RESTART;
     sigemptyset(&action->sa_mask);
 }
 
@@ -397,11 +513,20 @@ static void fhs_load_tracer(void) {
     memcpy(path + directory + 1, file, sizeof file);
     /* The program's signal actions as they are: loading the tracer loads the Swift runtime
        (unless the program uses it already), and the program's crashes stay its own. */
+    /* Sent by another process meanwhile, they wait (blocked) until the actions are back: the
+       runtime's handler would take one for a crash, print its report and let the program run
+       on. The runtime's alternate signal stack goes too. */
     struct sigaction before[FHS_CRASH_SIGNALS];
     int saved[FHS_CRASH_SIGNALS];
+    sigset_t crashes, mask;
+    sigemptyset(&crashes);
     for (size_t index = 0; index < FHS_CRASH_SIGNALS; index++) {
         saved[index] = sigaction(fhs_crash_signals[index], NULL, &before[index]) == 0;
+        sigaddset(&crashes, fhs_crash_signals[index]);
     }
+    stack_t stack;
+    int stack_saved = sigaltstack(NULL, &stack) == 0;
+    pthread_sigmask(SIG_BLOCK, &crashes, &mask);
     void *tracer = fhs_real_dlopen(slash ? path : file, RTLD_NOW | RTLD_GLOBAL);
     for (size_t index = 0; index < FHS_CRASH_SIGNALS; index++) {
         struct sigaction after;
@@ -410,6 +535,16 @@ static void fhs_load_tracer(void) {
             sigaction(fhs_crash_signals[index], &before[index], NULL);
         }
     }
+    stack_t now;
+    if (stack_saved && sigaltstack(NULL, &now) == 0 && (now.ss_sp != stack.ss_sp || now.ss_flags != stack.ss_flags)) {
+        if (stack.ss_flags & SS_DISABLE) {
+            stack_t none = {.ss_sp = NULL, .ss_flags = SS_DISABLE, .ss_size = 0};
+            sigaltstack(&none, NULL);
+        } else {
+            sigaltstack(&stack, NULL);
+        }
+    }
+    pthread_sigmask(SIG_SETMASK, &mask, NULL);
     void (*start)(void) = tracer ? (void (*)(void))dlsym(tracer, "ffi_hook_tracer_start") : NULL;
     if (!start) {
         static const char message[] = "ffi-hook-tracer: cannot load libFFIHookTracer.so beside libFFIHookTracerStart.so\n";

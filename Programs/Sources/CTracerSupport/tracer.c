@@ -263,6 +263,10 @@ void fht_install_process_handlers(void) {
 
 void ffi_hook_tracer_own_thread(void) { fht_set_own_work(1); }
 
+volatile uint64_t ffi_hook_tracer_progress;
+
+void fht_report_progress(void) { __atomic_add_fetch(&ffi_hook_tracer_progress, 1, __ATOMIC_RELAXED); }
+
 const char *fht_signal_name(int signal) {
     static __thread char name[16];
     const char *abbreviation = sigabbrev_np(signal);

@@ -221,4 +221,8 @@ struct FileOutput {
 }
 
 /// The C library's `write`, which the module's `write(_:to:)` shadows.
-private let fileWrite: @Sendable (Int32, UnsafeRawPointer?, Int) -> Int = { write($0, $1, $2) }
+private let fileWrite: @Sendable (Int32, UnsafeRawPointer?, Int) -> Int = {
+    // A step of the report, for a signal's handler that waits for it.
+    fht_report_progress()
+    return write($0, $1, $2)
+}

@@ -80,9 +80,9 @@ struct TraceReport {
         return lines.joined(separator: "\n") + "\n"
     }
 
-    /// The counts as a JSON object: the process, then one object per function (times in
-    /// nanoseconds).
-    func json(program: String, pid: Int32, scope: String) -> String {
+    /// The counts as a JSON object: the process (and the signal that ended it, or null), then
+    /// one object per function (times in nanoseconds).
+    func json(program: String, pid: Int32, scope: String, endedBy signal: String? = nil) -> String {
         let functions = rows.map { row in
             "    {\"name\": \(EventFormatting.json(row.name)), \"calls\": \(row.calls), \"completed\": \(row.completed), "
                 + "\"total_ns\": \(Int(row.total)), \"self_ns\": \(Int(row.selfTime)), \"mean_ns\": \(Int(row.mean)), "
@@ -93,6 +93,7 @@ struct TraceReport {
               "program": \(EventFormatting.json(program)),
               "pid": \(pid),
               "scope": \(EventFormatting.json(scope)),
+              "ended_by": \(signal.map(EventFormatting.json) ?? "null"),
               "total_ns": \(Int(total)),
               "missed_calls": \(missedCalls),
               "functions": [

@@ -602,6 +602,7 @@ final class Tracer: Sendable {
         // nor what the thread calls after the report at exit (other libraries' finalizers): the
         // mark stays (a leave of a joined process ends it, see ``leave()``).
         fht_set_own_work(1)
+        fht_report_progress()
         let passed = Self.passedThroughCalls
         let pid = getpid()
         var taken = false
@@ -658,12 +659,14 @@ final class Tracer: Sendable {
         // the files from being written.
         let pipe = TracerOutput.ignoringBrokenPipes()
         defer { pipe.end() }
-        let ending = signal == 0 ? "" : ", ended by \(String(cString: fht_signal_name(signal)))"
+        let signalName = signal == 0 ? nil : String(cString: fht_signal_name(signal))
+        let ending = signalName.map { ", ended by \($0)" } ?? ""
         // A process other than the started one (a shell's command, a shim) that counted no call
         // has no table to show: a script's every process would print an empty one.
         if isWriter || signal != 0 || report.rows.contains(where: { $0.calls > 0 }) || report.missedCalls > 0 {
             write(report.table(process: "\(Self.programName) (pid \(pid)\(ending))"), to: TracerOutput.descriptor)
         }
+        fht_report_progress()
         configuration.events.write(
             functions: state.withLock { $0.counters },
             clock: EventClock(startTicks: startTicks, nanosecondsPerTick: nanosecondsPerTick),
@@ -694,7 +697,10 @@ final class Tracer: Sendable {
                 say("cannot write \(path): \(String(cString: strerror(errno)))")
                 return true
             }
-            write(report.json(program: Self.programName, pid: pid, scope: configuration.scope.rawValue), to: descriptor)
+            write(
+                report.json(
+                    program: Self.programName, pid: pid, scope: configuration.scope.rawValue, endedBy: signalName),
+                to: descriptor)
             close(descriptor)
         }
         return true
@@ -843,7 +849,11 @@ final class Tracer: Sendable {
 }
 
 /// The C library's `write`, which the function below shadows.
-private let systemWrite: @Sendable (Int32, UnsafeRawPointer?, Int) -> Int = { write($0, $1, $2) }
+private let systemWrite: @Sendable (Int32, UnsafeRawPointer?, Int) -> Int = {
+    // A step of the report, for a signal's handler that waits for it.
+    fht_report_progress()
+    return write($0, $1, $2)
+}
 
 /// Writes a line to standard error (or to ``TracerOutput``'s file), prefixed with the tracer's name.
 func say(_ message: String) {

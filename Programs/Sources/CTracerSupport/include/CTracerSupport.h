@@ -364,6 +364,11 @@ void fht_install_process_handlers(void);
 /// library's report thread, which looks this up).
 void ffi_hook_tracer_own_thread(void);
 
+/// Counts a step of the report (a write, say): the start library's handler, waiting for a
+/// report that a signal asked for, gives up on one that stops counting for 3 seconds (it waits
+/// for a lock the interrupted thread holds).
+void fht_report_progress(void);
+
 /// The signal's name as the kernel's headers spell it ("SIGINT"), or "signal N" for one
 /// without; in storage of the calling thread's, until its next call.
 const char *fht_signal_name(int signal);
