@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -134,12 +135,14 @@ static void *fhs_handler(const struct sigaction *action) {
    (its calls the tracer's own, every signal blocked but those of faults) and waits while that
    thread makes the report: until it is made, until it stops moving for 3 seconds (it waits for
    a lock the interrupted thread holds: the allocator aborted with its lock held), or until
-   another signal comes (a second Ctrl-C). A signal sent from outside that finds the thread in
-   the C library, the loader or the tracer's own code, where it may hold such a lock, is sent
-   again a millisecond later (500 times at most), once the thread has moved on. In a process
-   forked from the traced one, where the report thread is not (it is the parent's), the
-   handler makes the report itself, where the thread can hold no such lock (else none). While
-   the tracer starts, a signal ends the process at once.
+   another signal comes (a second Ctrl-C: the process ends of the first). A signal sent from
+   outside that finds the thread where it may hold such a lock (in the allocator, the loader,
+   the tracer's own code) is sent again a quarter of a millisecond later (200 times at most),
+   once the thread has moved on. In a process forked from the traced one, where the report
+   thread is not (it is the parent's), the handler makes the report itself where the thread can
+   hold no such lock, and says why not otherwise. While the tracer starts, a signal ends the
+   process at once. A signal sent to the report thread itself (tgkill) stays pending there: it
+   blocks the program's signals, so as to take none of them.
 
    The program sees the default action it left: `sigaction` and `signal`, defined here (the
    program's calls reach them first), report SIG_DFL where the handler is, so that a program
@@ -222,71 +225,123 @@ static struct {
 } fhs_unsafe[FHS_UNSAFE_RANGES];
 static int fhs_unsafe_count;
 
+static void fhs_add_unsafe(uintptr_t low, uintptr_t high) {
+    if (fhs_unsafe_count == FHS_UNSAFE_RANGES || low >= high) return;
+    fhs_unsafe[fhs_unsafe_count].low = low;
+    fhs_unsafe[fhs_unsafe_count].high = high;
+    fhs_unsafe_count++;
+}
+
 static int fhs_list_unsafe(struct dl_phdr_info *info, size_t size, void *data) {
     (void)size;
     (void)data;
     const char *path = info->dlpi_name ? info->dlpi_name : "";
     const char *slash = strrchr(path, '/');
     const char *file = slash ? slash + 1 : path;
-    static const char *const prefixes[] = {"libc.so",          "ld-linux",    "libFFIHookTracer.so", "libswift",
-                                           "libdispatch.so",   "libFoundation", "libBlocksRuntime.so", "libffi.so",
-                                           "libstdc++.so",     "libgcc_s.so"};
+    static const char *const prefixes[] = {"ld-linux",       "libFFIHookTracer.so", "libswift",  "libdispatch.so",
+                                           "libFoundation",  "libBlocksRuntime.so", "libffi.so", "libstdc++.so",
+                                           "libgcc_s.so"};
     int unsafe = 0;
     for (size_t index = 0; index < sizeof prefixes / sizeof prefixes[0]; index++) {
         unsafe |= strncmp(file, prefixes[index], strlen(prefixes[index])) == 0;
     }
     if (!unsafe) return 0;
-    for (ElfW(Half) index = 0; index < info->dlpi_phnum && fhs_unsafe_count < FHS_UNSAFE_RANGES; index++) {
+    for (ElfW(Half) index = 0; index < info->dlpi_phnum; index++) {
         const ElfW(Phdr) *header = &info->dlpi_phdr[index];
         if (header->p_type != PT_LOAD || !(header->p_flags & PF_X)) continue;
-        fhs_unsafe[fhs_unsafe_count].low = info->dlpi_addr + header->p_vaddr;
-        fhs_unsafe[fhs_unsafe_count].high = info->dlpi_addr + header->p_vaddr + header->p_memsz;
-        fhs_unsafe_count++;
+        fhs_add_unsafe(info->dlpi_addr + header->p_vaddr, info->dlpi_addr + header->p_vaddr + header->p_memsz);
     }
     return 0;
 }
 
-/* Whether the interrupted thread can hold no lock the report needs: it was outside those
-   objects; or asleep in a system call (the kernel moved its instruction pointer back onto the
-   `syscall` to restart it, or the call ended with EINTR); or, for a signal of the process's
-   own (`raise`, `kill` of itself) but SIGABRT (which the allocator raises when it finds its
-   heap broken, its lock held), just back from the system call that sent it. A thread stopped
-   inside the allocator would keep its lock for as long as the report waits for it. */
-static int fhs_interrupted_safely(int signal, const siginfo_t *info, const ucontext_t *context) {
-    uintptr_t ip = (uintptr_t)context->uc_mcontext.gregs[REG_RIP];
-    for (int index = 0; index < fhs_unsafe_count; index++) {
-        if (ip < fhs_unsafe[index].low || ip >= fhs_unsafe[index].high) continue;
-        const unsigned char *code = (const unsigned char *)ip;
-        if (ip + 2 <= fhs_unsafe[index].high && code[0] == 0x0F && code[1] == 0x05) return 1;
-        if (ip < fhs_unsafe[index].low + 2 || code[-2] != 0x0F || code[-1] != 0x05) return 0;
-        if (context->uc_mcontext.gregs[REG_RAX] == -EINTR) return 1;
-        return signal != SIGABRT && (info->si_code == SI_USER || info->si_code == SI_TKILL) &&
-               info->si_pid == (pid_t)syscall(SYS_getpid);
+/* The C library's functions that take a lock the report needs and may be interrupted holding
+   it: the allocator's entry points (their callees, static, run below one of them on the
+   stack), and dl_iterate_phdr, which holds the loader's lock while its callback runs. */
+#define FHS_LOCKING 24
+static struct {
+    uintptr_t low, high;
+} fhs_locking[FHS_LOCKING];
+static int fhs_locking_count;
+
+static void fhs_list_locking(void) {
+    static const char *const names[] = {
+        "malloc",        "free",       "calloc",       "realloc",           "reallocarray", "memalign",
+        "aligned_alloc", "posix_memalign", "valloc",   "pvalloc",           "malloc_trim",  "malloc_usable_size",
+        "mallopt",       "mallinfo2",  "malloc_stats", "malloc_info",       "dl_iterate_phdr"};
+    for (size_t index = 0; index < sizeof names / sizeof names[0] && fhs_locking_count < FHS_LOCKING; index++) {
+        void *address = dlsym(RTLD_DEFAULT, names[index]);
+        Dl_info info;
+        const ElfW(Sym) *symbol = NULL;
+        if (!address || !dladdr1(address, &info, (void **)&symbol, RTLD_DL_SYMENT) || !symbol || !symbol->st_size) {
+            continue;
+        }
+        fhs_locking[fhs_locking_count].low = (uintptr_t)address;
+        fhs_locking[fhs_locking_count].high = (uintptr_t)address + symbol->st_size;
+        fhs_locking_count++;
     }
-    return 1;
 }
 
-/* The timer that sends a signal again, -1 when none was made, and how many times it has. */
+static int fhs_is_locking(uintptr_t address) {
+    for (int index = 0; index < fhs_locking_count; index++) {
+        if (address >= fhs_locking[index].low && address < fhs_locking[index].high) return 1;
+    }
+    return 0;
+}
+
+/* Whether the interrupted thread can hold no lock the report needs. Not when it was in the
+   loader or the tracer's own code (its library, the Swift runtime and what it brought), nor
+   inside one of the C library's locking functions: its instruction pointer there, or a return
+   address into one among the stack's top 2 KiB (read with process_vm_readv, which does not
+   fault). But yes when it is asleep in a system call (the kernel moved its instruction pointer
+   back onto the `syscall` to restart it, or the call ended with EINTR), or, for a signal of the
+   process's own (`raise`, `kill` of itself) but SIGABRT (which the allocator raises when it
+   finds its heap broken, its lock held), just back from the system call that sent it. A thread
+   stopped holding the allocator's lock would keep it for as long as the report waits. */
+static int fhs_interrupted_safely(int signal, const siginfo_t *info, const ucontext_t *context) {
+    uintptr_t ip = (uintptr_t)context->uc_mcontext.gregs[REG_RIP];
+    const unsigned char *code = (const unsigned char *)ip;
+    int in_code = 0;
+    for (int index = 0; index < fhs_unsafe_count && !in_code; index++) {
+        in_code = ip >= fhs_unsafe[index].low && ip < fhs_unsafe[index].high;
+    }
+    uintptr_t words[256];
+    struct iovec local = {words, sizeof words};
+    struct iovec remote = {(void *)(uintptr_t)context->uc_mcontext.gregs[REG_RSP], sizeof words};
+    ssize_t got = syscall(SYS_process_vm_readv, (long)syscall(SYS_getpid), &local, 1UL, &remote, 1UL, 0UL);
+    int locking = fhs_is_locking(ip);
+    for (ssize_t index = 0; !locking && index < got / (ssize_t)sizeof words[0]; index++) {
+        locking = fhs_is_locking(words[index]);
+    }
+    if (!in_code && !locking) return 1;
+    /* (ip is mapped and executable: the bytes before and at it can be read.) */
+    if (code[0] == 0x0F && code[1] == 0x05) return 1;
+    if (code[-2] != 0x0F || code[-1] != 0x05) return 0;
+    if (context->uc_mcontext.gregs[REG_RAX] == -EINTR) return 1;
+    return signal != SIGABRT && (info->si_code == SI_USER || info->si_code == SI_TKILL) &&
+           info->si_pid == (pid_t)syscall(SYS_getpid);
+}
+
+/* The timer that sends a signal again, -1 when none is armed, and how many times it has. */
 static int fhs_retry_timer = -1;
 static int fhs_retries;
 
-/* Has the kernel send `signal` again to the calling thread in a millisecond, when it has left
-   the code it was interrupted in: 0 when it will. */
+/* Has the kernel send `signal` again to the calling thread in a quarter of a millisecond, when
+   it has left the code it was interrupted in (200 times at most: 50 ms): 0 when it will. */
 static int fhs_send_again(int signal) {
-    if (fhs_retries >= 500) return -1;
-    if (fhs_retry_timer < 0) {
-        struct sigevent event;
-        memset(&event, 0, sizeof event);
-        event.sigev_notify = SIGEV_THREAD_ID;
-        event.sigev_signo = signal;
-        event._sigev_un._tid = (pid_t)syscall(SYS_gettid);
-        int timer;
-        if (syscall(SYS_timer_create, CLOCK_MONOTONIC, &event, &timer) != 0) return -1;
-        fhs_retry_timer = timer;
-    }
+    if (fhs_retries >= 200) return -1;
+    if (fhs_retry_timer >= 0) syscall(SYS_timer_delete, fhs_retry_timer);
+    fhs_retry_timer = -1;
+    struct sigevent event;
+    memset(&event, 0, sizeof event);
+    event.sigev_notify = SIGEV_THREAD_ID;
+    event.sigev_signo = signal;
+    event._sigev_un._tid = (pid_t)syscall(SYS_gettid);
+    int timer;
+    if (syscall(SYS_timer_create, CLOCK_MONOTONIC, &event, &timer) != 0) return -1;
+    fhs_retry_timer = timer;
     struct itimerspec when;
     memset(&when, 0, sizeof when);
-    when.it_value.tv_nsec = 1000000;
+    when.it_value.tv_nsec = 250000;
     if (syscall(SYS_timer_settime, fhs_retry_timer, 0, &when, NULL) != 0) return -1;
     fhs_retries++;
     return 0;
@@ -296,6 +351,32 @@ static int fhs_send_again(int signal) {
    for a lock it will not get. */
 static const volatile uint64_t *fhs_progress;
 
+/* The signal the process is ending of: the first that came (one sent again comes back with
+   SI_TIMER), 0 until one does. */
+static int fhs_ending_signal;
+
+/* Writes "ffi-hook-tracer: process PID ended by SIGNAME <why>: no report". */
+static void fhs_say_no_report(int signal, const char *why) {
+    char text[160];
+    size_t length = 0;
+    static const char start[] = "ffi-hook-tracer: process ";
+    memcpy(text, start, sizeof start - 1);
+    length = sizeof start - 1;
+    char digits[12];
+    int count = 0;
+    for (long pid = (long)syscall(SYS_getpid); pid > 0 && count < 12; pid /= 10) digits[count++] = (char)('0' + pid % 10);
+    while (count > 0) text[length++] = digits[--count];
+    const char *name = sigabbrev_np(signal);
+    const char *parts[] = {" ended by SIG", name ? name : "?", " ", why, ": no report\n"};
+    for (size_t index = 0; index < sizeof parts / sizeof parts[0]; index++) {
+        size_t part = strlen(parts[index]);
+        if (length + part > sizeof text) break;
+        memcpy(text + length, parts[index], part);
+        length += part;
+    }
+    (void)!write(2, text, length);
+}
+
 static void fhs_deadly(int signal, siginfo_t *info, void *context) {
     int saved = errno;
     int expected = 0;
@@ -304,6 +385,7 @@ static void fhs_deadly(int signal, siginfo_t *info, void *context) {
            guard), while the thread waits: it holds no lock then, and makes the report itself.
            Or a fault of the report's: the process ends. */
         if (__atomic_compare_exchange_n(&fhs_report_state, &expected, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            __atomic_store_n(&fhs_report_signal, signal, __ATOMIC_RELEASE);
             fhs_finish_signalled(signal);
             __atomic_store_n(&fhs_report_state, 2, __ATOMIC_RELEASE);
         }
@@ -318,29 +400,45 @@ static void fhs_deadly(int signal, siginfo_t *info, void *context) {
         errno = saved;
         return;
     }
-    int state = __atomic_load_n(&fhs_report_state, __ATOMIC_ACQUIRE);
-    if (state == 1 && !fhs_is_crash(signal)) {
-        /* Another signal while the report is made: the user insists. The process ends of the
-           first, as it would have without the tracer. */
-        fhs_end_with(__atomic_load_n(&fhs_report_signal, __ATOMIC_ACQUIRE));
+    /* A fault the kernel raised for an instruction of the thread, which comes back if the
+       handler returns, or a crash signal the process raised itself (abort: it dies of it
+       whatever the handler does); a crash signal sent by another process is a request like
+       SIGTERM. */
+    int self_sent = (info->si_code == SI_USER || info->si_code == SI_TKILL) && info->si_pid == (pid_t)syscall(SYS_getpid);
+    int fault = fhs_is_crash(signal) && (info->si_code > 0 || self_sent);
+    int again = info->si_code == SI_TIMER;
+    int first = 0;
+    if (!again && !__atomic_compare_exchange_n(&fhs_ending_signal, &first, signal, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) &&
+        !fault) {
+        /* Another signal after the first (a second Ctrl-C, or one while the first waits to be
+           taken again): the user insists. The process ends of the first, as it would have
+           without the tracer. */
+        fhs_end_with(first);
         errno = saved;
         return;
     }
+    int ending = __atomic_load_n(&fhs_ending_signal, __ATOMIC_ACQUIRE);
+    if (!ending) ending = signal;
+    int state = __atomic_load_n(&fhs_report_state, __ATOMIC_ACQUIRE);
     int safe = fhs_interrupted_safely(signal, info, context);
     /* A signal sent from outside, to a thread that may hold a lock the report needs: it comes
        again once the thread has moved on (a fault repeats where it is). */
-    if (state == 0 && !safe && !fhs_is_crash(signal) && fhs_send_again(signal) == 0) {
+    if (state == 0 && !safe && !fault && fhs_send_again(signal) == 0) {
         errno = saved;
         return;
     }
     int wake = __atomic_load_n(&fhs_report_wake, __ATOMIC_ACQUIRE);
     if (state == 0 && __atomic_compare_exchange_n(&fhs_report_state, &expected, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-        __atomic_store_n(&fhs_report_signal, signal, __ATOMIC_RELEASE);
+        __atomic_store_n(&fhs_report_signal, ending, __ATOMIC_RELEASE);
         uint64_t one = 1;
         if (wake < 0) {
             /* No report thread (a forked child): the report is made here, where no lock it needs
                can be held. */
-            if (safe) fhs_finish_signalled(signal);
+            if (safe) {
+                fhs_finish_signalled(ending);
+            } else {
+                fhs_say_no_report(ending, "inside the C library's allocator");
+            }
             __atomic_store_n(&fhs_report_state, 2, __ATOMIC_RELEASE);
         } else if (write(wake, &one, sizeof one) != (ssize_t)sizeof one) {
             __atomic_store_n(&fhs_report_state, 2, __ATOMIC_RELEASE);
@@ -361,7 +459,7 @@ static void fhs_deadly(int signal, siginfo_t *info, void *context) {
         struct timespec pause = {0, 1000000};
         nanosleep(&pause, NULL);
     }
-    fhs_end_with(__atomic_load_n(&fhs_report_signal, __ATOMIC_ACQUIRE) ?: signal);
+    fhs_end_with(ending);
     errno = saved;
 }
 
@@ -385,6 +483,7 @@ static void *fhs_reporter(void *unused) {
 static void fhs_forked(void) {
     __atomic_store_n(&fhs_report_wake, -1, __ATOMIC_RELEASE);
     __atomic_store_n(&fhs_report_state, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&fhs_ending_signal, 0, __ATOMIC_RELEASE);
     /* POSIX timers are not inherited. */
     fhs_retry_timer = -1;
     fhs_retries = 0;
@@ -419,6 +518,7 @@ static void fhs_report_on_signals(void *tracer) {
 static void fhs_start_reporter(void) {
     if (!fhs_finish_signalled || !fhs_thread) return;
     dl_iterate_phdr(fhs_list_unsafe, NULL);
+    fhs_list_locking();
     int wake = eventfd(0, EFD_CLOEXEC);
     if (wake < 0) return;
     __atomic_store_n(&fhs_report_wake, wake, __ATOMIC_RELEASE);
