@@ -524,6 +524,16 @@ if [ "$child_signal" != 15 ] ||
     exit 1
 fi
 echo "a forked child that raised SIGTERM reported its 50 calls"
+# What the program reads of its signals' actions is what it would read untraced: the defaults
+# it left or set, with the flags and mask it set, and no alternate stack.
+"$work/crashes" dispositions >"$work/dispositions.plain"
+"$bin/ffi-hook-tracer" --library libtracee.so -- "$work/crashes" dispositions >"$work/dispositions.traced" 2>/dev/null
+if ! cmp -s "$work/dispositions.plain" "$work/dispositions.traced"; then
+    echo "the program reads other signal actions under the tracer:" >&2
+    diff "$work/dispositions.plain" "$work/dispositions.traced" >&2
+    exit 1
+fi
+echo "signal actions read back as untraced ($(wc -l <"$work/dispositions.plain") lines)"
 # A handler the program installs replaces the tracer's (SIGUSR1 here, whose default action
 # would end the process): the program's runs, and its crash after it is reported.
 "$bin/ffi-hook-tracer" --library libtracee.so -- "$work/crashes" wait >"$work/usr1.out" 2>"$work/usr1.err" &

@@ -530,11 +530,27 @@ static void fhs_start_reporter(void) {
     pthread_atfork(NULL, NULL, fhs_forked);
 }
 
-/* Tells the program the default action where the handler stands in for it. */
-static void fhs_as_default(struct sigaction *action) {
+/* The default action the program set where the handler stands in for it, read back as it set
+   it (its flags and mask), and whether it set one (else the kernel's: no flags, no mask). */
+static struct sigaction fhs_told[NSIG];
+static int fhs_told_set[NSIG];
+
+/* The kernel's flag for a restorer, which the C library gives every action and reads back. */
+#define FHS_SA_RESTORER 0x04000000
+
+/* Tells the program the default action where the handler stands in for it; `current` is the
+   handler's action, as the kernel has it. */
+static void fhs_as_default(int signal, struct sigaction *action, const struct sigaction *current) {
     memset(action, 0, sizeof *action);
     action->sa_handler = SIG_DFL;
     sigemptyset(&action->sa_mask);
+    if (!fhs_told_set[signal]) return;
+    action->sa_flags = fhs_told[signal].sa_flags & ~FHS_SA_RESTORER;
+    action->sa_mask = fhs_told[signal].sa_mask;
+    if (current->sa_flags & FHS_SA_RESTORER) {
+        action->sa_flags |= FHS_SA_RESTORER;
+        action->sa_restorer = current->sa_restorer;
+    }
 }
 
 /* Whether the handler stands in for `action` on `signal`: the default action of a deadly
@@ -572,9 +588,20 @@ int sigaction(int signal, const struct sigaction *action, struct sigaction *old)
     int standing_in = fhs_stands_in(signal, action);
     if (standing_in) fhs_handler_action(&stand_in);
     if (!owned && !standing_in) return real(signal, action, old);
-    int result = real(signal, standing_in ? &stand_in : action, old);
+    struct sigaction previous;
+    int result = real(signal, standing_in ? &stand_in : action, &previous);
     if (result == 0) {
-        if (old && owned) fhs_as_default(old);
+        if (old) {
+            if (owned) {
+                fhs_as_default(signal, old, &previous);
+            } else {
+                *old = previous;
+            }
+        }
+        if (standing_in) {
+            fhs_told[signal] = *action;
+            fhs_told_set[signal] = 1;
+        }
         if (action) __atomic_store_n(&fhs_owned[signal], standing_in, __ATOMIC_RELEASE);
     }
     return result;

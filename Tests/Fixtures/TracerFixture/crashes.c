@@ -4,7 +4,9 @@
 // "count" it writes a line after each call until a signal ends it, with SIGTERM's action left
 // at the default; with "child", a forked child makes 50 calls and raises SIGTERM, and the
 // parent prints how the child ended; with "double-free", it frees a block twice (the C library
-// aborts, its allocator's lock held).
+// aborts, its allocator's lock held); with "dispositions", it prints the actions of a few
+// signals as sigaction reads them back, before and after setting them (the tracer's must not
+// show).
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +51,32 @@ int main(int argc, char **argv) {
         (void)guard;
         free(block);
         free(block);
+        return 0;
+    }
+    if (argc > 1 && strcmp(argv[1], "dispositions") == 0) {
+        struct sigaction action, read;
+        memset(&action, 0, sizeof action);
+        action.sa_handler = SIG_DFL;
+        action.sa_flags = SA_RESTART | SA_NODEFER;
+        sigemptyset(&action.sa_mask);
+        sigaddset(&action.sa_mask, SIGUSR2);
+        int signals[] = {SIGINT, SIGTERM, SIGSEGV, SIGPIPE};
+        for (int index = 0; index < 4; index++) {
+            sigaction(signals[index], NULL, &read);
+            printf("%d before: %s flags %#x\n", signals[index], read.sa_handler == SIG_DFL ? "default" : "other",
+                   (unsigned)read.sa_flags);
+        }
+        sigaction(SIGINT, &action, NULL);
+        sigaction(SIGINT, NULL, &read);
+        printf("SIGINT set: %s flags %#x SIGUSR2 in mask %d\n", read.sa_handler == SIG_DFL ? "default" : "other",
+               (unsigned)read.sa_flags, sigismember(&read.sa_mask, SIGUSR2));
+        void (*previous)(int) = signal(SIGTERM, SIG_DFL);
+        sigaction(SIGTERM, NULL, &read);
+        printf("SIGTERM by signal: was %s, reads %s flags %#x\n", previous == SIG_DFL ? "default" : "other",
+               read.sa_handler == SIG_DFL ? "default" : "other", (unsigned)read.sa_flags);
+        stack_t stack;
+        sigaltstack(NULL, &stack);
+        printf("alternate stack: %s\n", (stack.ss_flags & SS_DISABLE) ? "none" : "one");
         return 0;
     }
     if (argc > 1 && strcmp(argv[1], "wait") == 0) {
