@@ -714,6 +714,9 @@ void *dlopen(const char *file, int mode) {
 }
 
 __attribute__((constructor)) static void fhs_start(void) {
+    /* Found now, not at the program's first sigaction, which a signal handler may make (where
+       dlsym may not run). */
+    (void)fhs_real_sigaction();
     fhs_real_dlopen = (fhs_dlopen_function)dlsym(RTLD_NEXT, "dlopen");
     if (!fhs_real_dlopen) return;
     /* The program the wrapper started always reports, traced libraries or not. */
