@@ -60,9 +60,7 @@ enum BatchTargets {
                         rank: rank)
                 }
             }
-            if locals, let path = object.filePath, let table = ELFSymbolTable(path: path),
-                table.loadSegments == object.loadSegments
-            {
+            if locals, let table = SymbolTableCache.shared.table(for: object) {
                 let local = table.functions.filter { !$0.isIndirect }
                 for (function, name) in zip(local, table.names(of: local)) {
                     let address = object.bias &+ UInt(truncatingIfNeeded: function.value)
@@ -264,10 +262,7 @@ private struct ObjectFunctions {
             exported = ranked.map(\.function)
         }
         bias = object.bias
-        if let path = object.filePath, let table = ELFSymbolTable(path: path),
-            table.loadSegments == object.loadSegments,
-            !table.functions.isEmpty
-        {
+        if let table = SymbolTableCache.shared.table(for: object), !table.functions.isEmpty {
             self.table = table
             strings = table.stringTableBytes()
         }
