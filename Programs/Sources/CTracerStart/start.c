@@ -199,8 +199,8 @@ static int fhs_is_crash(int signal) {
            signal == SIGSYS || signal == SIGABRT;
 }
 
-/* Puts back the default action and raises `signal` again: blocked while the handler runs,
-   unless the handler was entered anew, it ends the process as the handler returns. */
+/* Puts back the default action and raises `signal` again, which ends the process (the handler
+   does not block its own signal: SA_NODEFER). */
 static void fhs_end_with(int signal) {
     struct sigaction fallback;
     memset(&fallback, 0, sizeof fallback);
@@ -216,9 +216,9 @@ static void fhs_end_with(int signal) {
 static __thread int fhs_on_reporter;
 
 /* The executable text of the objects in which an interrupted thread may hold a lock the report
-   needs: the C library and the loader (the allocator's, stdio's, the loader's), and the
-   tracer's own (its library, the Swift runtime and what it brought). Listed once the tracer
-   has started. */
+   needs: the loader, and the tracer's own (its library, the Swift runtime and what it
+   brought). Listed once the tracer has started; the C library's locking functions are listed
+   apart (fhs_locking). */
 #define FHS_UNSAFE_RANGES 64
 static struct {
     uintptr_t low, high;
@@ -437,7 +437,7 @@ static void fhs_deadly(int signal, siginfo_t *info, void *context) {
             if (safe) {
                 fhs_finish_signalled(ending);
             } else {
-                fhs_say_no_report(ending, "inside the C library's allocator");
+                fhs_say_no_report(ending, "where a lock its report needs may be held");
             }
             __atomic_store_n(&fhs_report_state, 2, __ATOMIC_RELEASE);
         } else if (write(wake, &one, sizeof one) != (ssize_t)sizeof one) {
@@ -490,6 +490,7 @@ static void fhs_forked(void) {
 }
 
 static void fhs_handler_action(struct sigaction *action);
+static int fhs_is_default(const struct sigaction *action);
 
 /* Puts the handler where a deadly signal's action is the default. */
 static void fhs_report_on_signals(void *tracer) {
@@ -502,9 +503,7 @@ static void fhs_report_on_signals(void *tracer) {
     for (size_t index = 0; index < FHS_DEADLY_SIGNALS; index++) {
         int signal = fhs_deadly_signals[index];
         struct sigaction current;
-        if (real(signal, NULL, &current) != 0 || (current.sa_flags & SA_SIGINFO) || current.sa_handler != SIG_DFL) {
-            continue;
-        }
+        if (real(signal, NULL, &current) != 0 || !fhs_is_default(&current)) continue;
         struct sigaction handler;
         fhs_handler_action(&handler);
         __atomic_store_n(&fhs_owned[signal], 1, __ATOMIC_RELEASE);
@@ -553,10 +552,15 @@ static void fhs_as_default(int signal, struct sigaction *action, const struct si
     }
 }
 
+/* Whether `action` is the default one. */
+static int fhs_is_default(const struct sigaction *action) {
+    return !(action->sa_flags & SA_SIGINFO) && action->sa_handler == SIG_DFL;
+}
+
 /* Whether the handler stands in for `action` on `signal`: the default action of a deadly
    signal, in a process whose report thread waits. */
 static int fhs_stands_in(int signal, const struct sigaction *action) {
-    if (!action || (action->sa_flags & SA_SIGINFO) || action->sa_handler != SIG_DFL) return 0;
+    if (!action || !fhs_is_default(action)) return 0;
     if (__atomic_load_n(&fhs_report_wake, __ATOMIC_ACQUIRE) < 0) return 0;
     for (size_t index = 0; index < FHS_DEADLY_SIGNALS; index++) {
         if (fhs_deadly_signals[index] == signal) return 1;
@@ -639,10 +643,10 @@ static void fhs_load_tracer(void) {
     path[directory] = '/';
     memcpy(path + directory + 1, file, sizeof file);
     /* The program's signal actions as they are: loading the tracer loads the Swift runtime
-       (unless the program uses it already), and the program's crashes stay its own. */
-    /* Sent by another process meanwhile, they wait (blocked) until the actions are back: the
-       runtime's handler would take one for a crash, print its report and let the program run
-       on. The runtime's alternate signal stack goes too. */
+       (unless the program uses it already), and the program's crashes stay its own. Crash
+       signals another process sends meanwhile wait (blocked) until the actions are back: the
+       runtime's handler would take one, print its report and let the program run on. The
+       runtime's alternate signal stack goes too. */
     struct sigaction before[FHS_CRASH_SIGNALS];
     int saved[FHS_CRASH_SIGNALS];
     sigset_t crashes, mask;

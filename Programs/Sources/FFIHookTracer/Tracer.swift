@@ -118,8 +118,7 @@ final class Tracer: Sendable {
         // What the start makes the C library and the loader do on this thread is the tracer's:
         // neither counted nor recorded (the counters are zeroed at its end for other threads;
         // the events files would otherwise hold calls the table does not).
-        let wasOwnWork = fht_own_work()
-        fht_set_own_work(1)
+        let wasOwnWork = fht_begin_own_work()
         defer { fht_set_own_work(wasOwnWork) }
         if let path = configuration.outputPath {
             TracerOutput.redirect(to: path)
@@ -221,8 +220,7 @@ final class Tracer: Sendable {
     /// A loader that counts no load at all runs it every time.
     private func afterLoader(unloading: Bool, _ body: (inout State) -> Void) {
         // (Nested in the start's own, which it gives back at its end.)
-        let wasOwnWork = fht_own_work()
-        fht_set_own_work(1)
+        let wasOwnWork = fht_begin_own_work()
         defer { fht_set_own_work(wasOwnWork) }
         var loads: UInt64 = 0
         var unloads: UInt64 = 0
@@ -560,7 +558,7 @@ final class Tracer: Sendable {
     /// Prints the table to standard error and writes the files asked for; runs once. With a
     /// signal (the process is ending of it), the table's heading names it; if the report is
     /// being made already (the process was exiting), waits until it is written (29 seconds at
-    /// most: the signal's handler waits 30).
+    /// most; the signal's handler waits while reports write).
     func finish(endedBy signal: Int32 = 0) {
         guard signal != 0 else {
             report()
@@ -663,7 +661,8 @@ final class Tracer: Sendable {
         let ending = signalName.map { ", ended by \($0)" } ?? ""
         // A process other than the started one (a shell's command, a shim) that counted no call
         // has no table to show: a script's every process would print an empty one.
-        if isWriter || signal != 0 || report.rows.contains(where: { $0.calls > 0 }) || report.missedCalls > 0 {
+        let counted = report.rows.contains { $0.calls > 0 }
+        if isWriter || signal != 0 || counted || report.missedCalls > 0 {
             write(report.table(process: "\(Self.programName) (pid \(pid)\(ending))"), to: TracerOutput.descriptor)
         }
         fht_report_progress()
@@ -671,7 +670,7 @@ final class Tracer: Sendable {
             functions: state.withLock { $0.counters },
             clock: EventClock(startTicks: startTicks, nanosecondsPerTick: nanosecondsPerTick),
             program: Self.programName, pid: pid, isWriter: isWriter)
-        if !isWriter, report.rows.contains(where: { $0.calls > 0 }) {
+        if !isWriter, counted {
             // Files named without %p are the started process's alone: a process it started (a
             // shell's commands) that counted calls says that they are not in them, rather than
             // nothing.

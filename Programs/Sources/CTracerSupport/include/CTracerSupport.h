@@ -127,6 +127,14 @@ static inline void fht_set_own_work(int on) {
     fht_thread_marks = (fht_thread_marks & ~FHT_MARK_OWN_WORK) | (on ? FHT_MARK_OWN_WORK : 0);
 }
 
+/// Marks a stretch of the tracer's own work on the calling thread, which may be nested in
+/// another: returns what ``fht_set_own_work`` gives back at its end.
+static inline int fht_begin_own_work(void) {
+    int was = fht_own_work();
+    fht_set_own_work(1);
+    return was;
+}
+
 // MARK: - Children on the caller's memory
 
 /// What a traced function does to the process, by counter (see ``fht_set_kind``).
