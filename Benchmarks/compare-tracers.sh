@@ -4,12 +4,13 @@
 # small program that dlopens a zlib plugin after it starts and checksums a buffer 200,000
 # times. Each runs plain, under ffi-hook-tracer (import-table mode and --inline), under
 # `ltrace -c`, under `uftrace record --force` and under `frida-trace` (handlers that only
-# count), with the same functions selected. Prints Markdown tables: wall times (median of
+# count), with the same functions selected. Apart: how long one dlopen of libsqlite3 takes
+# when a tool attaches to its 1,370 functions as it loads. Prints Markdown tables: wall times (median of
 # the runs), what each tool adds on the workload and on an idle run, per call, the ratios to
 # the targets, and the call counts each tool saw.
 #
 #     Benchmarks/compare-tracers.sh [--runs N] [--ltrace-runs N] [--frida-runs N]
-#                                   [--only sqlite|gzip|dlopen] [--output FILE]
+#                                   [--only sqlite|gzip|dlopen|attach] [--output FILE]
 #
 # Installs Debian's sqlite3, ltrace, uftrace, gzip, gcc and zlib's headers when they are
 # missing, and PyPI's frida-tools into a virtual environment (FRIDA_VENV, by default

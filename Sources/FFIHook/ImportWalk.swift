@@ -319,16 +319,22 @@ package enum ImportWalk {
             let (symbol, attachment, hash) = (
                 requests[place].symbol, requests[place].attachment!, requests[place].nameHash
             )
-            func add(_ object: Int, _ entry: Entry) {
-                guard isWanted(entry),
-                    bindLazyEntry(entry, of: symbol, in: objects[object].object, handle: objects[object].handle)
-                else { return }
-                items.append(AttachEngine.Item(slot: entry.slot, attachment: attachment, symbol: symbol))
-            }
+            // Closure literals, not a local function: that one's context (with the list it
+            // appends to) was allocated for each request.
             if let index {
-                index.forEachEntry(of: symbol, hash: hash, in: objects, add)
+                index.forEachEntry(of: symbol, hash: hash, in: objects) { object, entry in
+                    guard isWanted(entry),
+                        bindLazyEntry(entry, of: symbol, in: objects[object].object, handle: objects[object].handle)
+                    else { return }
+                    items.append(AttachEngine.Item(slot: entry.slot, attachment: attachment, symbol: symbol))
+                }
             } else {
-                for (object, entry) in entries(of: symbol, in: objects, index: nil) { add(object, entry) }
+                for (object, entry) in entries(of: symbol, in: objects, index: nil)
+                where isWanted(entry)
+                    && bindLazyEntry(entry, of: symbol, in: objects[object].object, handle: objects[object].handle)
+                {
+                    items.append(AttachEngine.Item(slot: entry.slot, attachment: attachment, symbol: symbol))
+                }
             }
         }
         return try AttachEngine.attach(items, liftsProtection: true).map(HookToken.init(handle:))

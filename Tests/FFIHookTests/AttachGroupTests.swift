@@ -82,3 +82,46 @@ import Testing
         #expect((0..<slots.count).map { slots.words[$0] } == [Self.add, 0, Self.add])
     }
 }
+
+/// The pool of attach stubs finds a stub's record from its code address by arithmetic over its
+/// blocks: every stub made answers, in any block; nothing else does.
+@Suite struct AttachStubsTests {
+    @Test func everyStubIsFoundByItsCodeAddressAndNoOtherAddressIs() {
+        var pool = AttachStubs()
+        // Several blocks' worth (a block holds 256) and a part of one more, each for a slot of
+        // its own (addresses the pool only uses as keys).
+        let slots: [UInt] = (0..<(2 * 256 + 9)).map { (index: Int) -> UInt in 0x1000 + 8 * UInt(index) }
+        var stubs: [AttachStubs.Stub] = []
+        for slot in slots {
+            guard let stub = pool.take(for: slot) else {
+                Issue.record("no memory for a stub")
+                return
+            }
+            stubs.append(stub)
+        }
+        #expect(pool.count == slots.count)
+        for (index, stub) in stubs.enumerated() {
+            stub.record.pointee.original = UInt(0x5000 + index)
+            #expect(pool.original(ofStubAt: stub.code) == UInt(0x5000 + index))
+            #expect(pool.contains(code: stub.code))
+            // Inside a stub is no stub's start.
+            #expect(pool.original(ofStubAt: stub.code + 1) == nil)
+            #expect(pool.original(ofStubAt: stub.code + 32) == nil)
+        }
+        // Past the last stub made, in its block: no stub yet.
+        let stride = stubs[1].code - stubs[0].code
+        #expect(pool.original(ofStubAt: stubs[stubs.count - 1].code + stride) == nil)
+        // Addresses outside every block.
+        let outside: [UInt] = [0, 0x1000, UInt.max - 63, UInt(bitPattern: at_slots_get())]
+        for address in outside {
+            #expect(pool.original(ofStubAt: address) == nil)
+            #expect(!pool.contains(code: address))
+        }
+        // A stub given back serves its slot again, and is still found (its record as left).
+        pool.give(stubs[70], for: slots[70])
+        let again = pool.take(for: slots[70])
+        #expect(again?.code == stubs[70].code)
+        #expect(pool.original(ofStubAt: stubs[70].code) == UInt(0x5000 + 70))
+        #expect(pool.count == slots.count)
+    }
+}

@@ -169,6 +169,104 @@ fht_counter *fht_counters(size_t count) {
     return made;
 }
 
+// MARK: - Counters by name
+
+/* The traced functions' counters by name: a list of names (copied, never freed, as the
+   counters) in the order they were named, and an open-addressing table (a power of two of
+   cells, linear probing, at most half full) of places in it plus one (0: empty). A dlopen of a
+   library of 1,500 functions looks up thousands of names here: a string hash and a dictionary
+   of strings cost five times as much. Used under the tracer's state lock: no lock of its own. */
+typedef struct {
+    uint64_t hash;
+    const char *name;
+    size_t length;
+    fht_counter *counter;
+} fht_named;
+
+static fht_named *fht_names;
+static size_t fht_names_count, fht_names_capacity;
+static uint32_t *fht_name_cells;
+static size_t fht_name_cell_count;
+
+static uint64_t fht_name_hash(const char *name, size_t length) {
+    uint64_t hash = 0xcbf29ce484222325u; /* FNV-1a */
+    for (size_t index = 0; index < length; index++) hash = (hash ^ (unsigned char)name[index]) * 0x100000001b3u;
+    return hash;
+}
+
+/* The cell that holds the name, or the empty cell where it would go. */
+static size_t fht_name_cell(const char *name, size_t length, uint64_t hash) {
+    size_t mask = fht_name_cell_count - 1;
+    for (size_t cell = (size_t)hash & mask;; cell = (cell + 1) & mask) {
+        uint32_t held = fht_name_cells[cell];
+        if (!held) return cell;
+        const fht_named *named = &fht_names[held - 1];
+        if (named->hash == hash && named->length == length && memcmp(named->name, name, length) == 0) return cell;
+    }
+}
+
+fht_counter *fht_counter_named(const char *name, size_t length) {
+    if (!fht_name_cell_count) return NULL;
+    uint32_t held = fht_name_cells[fht_name_cell(name, length, fht_name_hash(name, length))];
+    return held ? fht_names[held - 1].counter : NULL;
+}
+
+/* Room for one more name: the list and the table grown (the table rebuilt) as needed. */
+static int fht_name_room(void) {
+    if (fht_names_count == fht_names_capacity) {
+        size_t capacity = fht_names_capacity ? fht_names_capacity * 2 : 1024;
+        fht_named *grown = realloc(fht_names, capacity * sizeof *grown);
+        if (!grown) return 0;
+        fht_names = grown;
+        fht_names_capacity = capacity;
+    }
+    if ((fht_names_count + 1) * 2 > fht_name_cell_count) {
+        size_t count = fht_name_cell_count ? fht_name_cell_count * 2 : 2048;
+        uint32_t *cells = calloc(count, sizeof *cells);
+        if (!cells) return 0;
+        free(fht_name_cells);
+        fht_name_cells = cells;
+        fht_name_cell_count = count;
+        for (size_t place = 0; place < fht_names_count; place++) {
+            const fht_named *named = &fht_names[place];
+            fht_name_cells[fht_name_cell(named->name, named->length, named->hash)] = (uint32_t)(place + 1);
+        }
+    }
+    return 1;
+}
+
+fht_counter *fht_counter_naming(const char *name, size_t length, int *made) {
+    *made = 0;
+    uint64_t hash = fht_name_hash(name, length);
+    if (fht_name_cell_count) {
+        uint32_t held = fht_name_cells[fht_name_cell(name, length, hash)];
+        if (held) return fht_names[held - 1].counter;
+    }
+    if (fht_names_count >= UINT32_MAX - 1 || !fht_name_room()) return NULL;
+    char *copy = malloc(length + 1);
+    if (!copy) return NULL;
+    fht_counter *counter = fht_counters(1);
+    if (!counter) {
+        free(copy);
+        return NULL;
+    }
+    memcpy(copy, name, length);
+    copy[length] = 0;
+    fht_names[fht_names_count] = (fht_named){hash, copy, length, counter};
+    /* (The table may have grown since the look above: the cell is found again.) */
+    fht_name_cells[fht_name_cell(name, length, hash)] = (uint32_t)(++fht_names_count);
+    *made = 1;
+    return counter;
+}
+
+size_t fht_named_count(void) { return fht_names_count; }
+
+const char *fht_named_at(size_t index, size_t *length, fht_counter **counter) {
+    *length = fht_names[index].length;
+    *counter = fht_names[index].counter;
+    return fht_names[index].name;
+}
+
 /* A thread's first call: its arena (zero-filled, untouched pages unmapped; a shortest call of
    0 means none yet), linked in without a lock. */
 /* A signal handler that interrupts this and makes a traced call maps counters of its own for

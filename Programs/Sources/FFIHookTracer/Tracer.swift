@@ -47,9 +47,11 @@ final class Tracer: Sendable {
 
     struct State {
         var configuration = TracerConfiguration()
-        /// Each function's counter: in import-table mode, the functions chosen so far (exported
-        /// by a traced library, selected by a pattern), each given its counter when chosen.
-        var counters: [String: CounterAddress] = [:]
+        /// Each function's counter by its name (the tracer's table of names, read: see
+        /// ``Tracer/counter(named:)``): in import-table mode, the functions chosen so far
+        /// (exported by a traced library, selected by a pattern), each given its counter when
+        /// chosen.
+        var counters: [String: CounterAddress] { Tracer.namedCounters() }
         /// The objects seen by a walk.
         var seen: Set<String> = []
         /// Their sonames or file names, for a `--library` that names none of them.
@@ -292,17 +294,15 @@ final class Tracer: Sendable {
             if chosen.isEmpty {
                 report("\(image.name) exports no function that --symbols selects", &state)
             }
-            state.counters.reserveCapacity(state.counters.count + chosen.count)
             added.reserveCapacity(added.count + chosen.count)
             for function in chosen where !exhausted {
-                // One lookup of the name: its place in the table is given a counter when empty.
-                if let counter = Self.newCounter(
-                    in: &state.counters[function], function: function, exhausted: &exhausted)
-                {
-                    added.append(Chosen(name: function, counter: counter))
-                } else if exhausted {
+                // One lookup of the name, which makes its counter when it has none.
+                guard let (counter, made) = Self.counter(naming: function, kindOf: function) else {
+                    exhausted = true
                     report("out of counters; \(function) and later functions are not traced", &state)
+                    break
                 }
+                if made { added.append(Chosen(name: function, counter: counter)) }
             }
         }
         // The counters of the functions chosen since the last walk: made for the first object
@@ -317,7 +317,7 @@ final class Tracer: Sendable {
             let isNew = newImages.contains(image.key)
             guard isNew || !added.isEmpty else { return [] }
             return imports.compactMap { name in
-                guard let counter = state.counters[name] else { return nil }
+                guard let counter = Self.counter(named: name) else { return nil }
                 if !isNew {
                     if addedCounters == nil { addedCounters = Set(added.map(\.counter.pointer)) }
                     guard addedCounters?.contains(counter.pointer) == true else { return nil }
@@ -349,21 +349,42 @@ final class Tracer: Sendable {
         let counter: CounterAddress
     }
 
-    /// Gives `place` (a function's entry in ``State/counters``) a new counter when it has none:
-    /// returns that counter, or nil when the function had one already or, setting `exhausted`,
-    /// when no counter is left.
-    private static func newCounter(
-        in place: inout CounterAddress?, function: String, exhausted: inout Bool
-    ) -> CounterAddress? {
-        guard place == nil else { return nil }
-        guard let made = fht_counters(1) else {
-            exhausted = true
-            return nil
+    /// The counter of the function `name`, nil when it has none.
+    private static func counter(named name: String) -> CounterAddress? {
+        withCharacters(of: name) { fht_counter_named($0, $1) }.map(CounterAddress.init(pointer:))
+    }
+
+    /// The counter of the function `name`, made when it has none (given the kind of the
+    /// function `function`, see ``kind(of:)``), and whether it was made now; nil when no
+    /// counter is left.
+    private static func counter(naming name: String, kindOf function: String) -> (CounterAddress, made: Bool)? {
+        var made: Int32 = 0
+        guard let counter = withCharacters(of: name, { fht_counter_naming($0, $1, &made) }) else { return nil }
+        if made != 0 { setKind(of: counter, function: function) }
+        return (CounterAddress(pointer: counter), made != 0)
+    }
+
+    /// Every function's counter by its name, from the tracer's table of names.
+    static func namedCounters() -> [String: CounterAddress] {
+        let count = fht_named_count()
+        var counters: [String: CounterAddress] = [:]
+        counters.reserveCapacity(count)
+        for index in 0..<count {
+            var length = 0
+            var counter: UnsafeMutablePointer<fht_counter>?
+            let name = fht_named_at(index, &length, &counter)
+            let string = String(
+                decoding: UnsafeRawBufferPointer(start: name, count: length).bindMemory(to: UInt8.self), as: UTF8.self)
+            if let counter { counters[string] = CounterAddress(pointer: counter) }
         }
-        setKind(of: made, function: function)
-        let counter = CounterAddress(pointer: made)
-        place = counter
-        return counter
+        return counters
+    }
+
+    /// Calls `body` with the bytes of `name` as C characters (not NUL-terminated) and their count.
+    private static func withCharacters<Result>(
+        of name: String, _ body: (UnsafePointer<CChar>, Int) -> Result
+    ) -> Result {
+        name.withCString { body($0, name.utf8.count) }
     }
 
     /// Where a group's request for blocks is in the list of chosen functions.
@@ -376,7 +397,6 @@ final class Tracer: Sendable {
     /// made, one function at a time, reporting those that fail.
     private func attach(_ chosen: [Chosen], in scope: ImportScope, named name: String, _ state: inout State) {
         guard !chosen.isEmpty else { return }
-        let byName = state.counters
         let records = state.configuration.events.isEnabled
         // The group asks for each symbol's blocks in the order of the list (a name listed twice
         // once): the next symbol's counter is looked up by name only when it asks otherwise.
@@ -387,7 +407,7 @@ final class Tracer: Sendable {
             if next < chosen.count && chosen[next].name == symbol {
                 counter = chosen[next].counter
                 cursor.next = next + 1
-            } else if let named = byName[symbol] {
+            } else if let named = Self.counter(named: symbol) {
                 counter = named
             } else {
                 return (nil, nil)
@@ -514,15 +534,11 @@ final class Tracer: Sendable {
                 name += " (\(image.name)+0x\(String(address &- image.base, radix: 16)))"
             }
             state.counterAddresses[name] = address
-            if state.counters[name] == nil {
-                guard let counter = fht_counters(1) else {
-                    report("out of counters; \(name) and later functions are not traced", &state)
-                    break
-                }
-                Self.setKind(of: counter, function: function.name)
-                state.counters[name] = CounterAddress(pointer: counter)
+            guard let (counter, _) = Self.counter(naming: name, kindOf: function.name) else {
+                report("out of counters; \(name) and later functions are not traced", &state)
+                break
             }
-            counters[address] = state.counters[name]
+            counters[address] = counter
         }
         let traced = InlineBatch(chosen.filter { counters[UInt(bitPattern: $0.address)] != nil })
         let records = state.configuration.events.isEnabled
@@ -712,33 +728,58 @@ final class Tracer: Sendable {
     /// before it execs, are not the caller's), or returns twice (no leave comes: see
     /// `FHT_KIND_ONCE`).
     static func kind(of function: String) -> UInt8 {
-        // (Inline, a name may carry its version: posix_spawn@GLIBC_2.2.5.) Found by bytes and
-        // one hash: a dlopen of a library of 1,500 functions asks about each, and splitting
-        // the name as characters took half the attach's time.
-        let at =
-            function.utf8.withContiguousStorageIfAvailable { bytes in
-                bytes.firstIndex(of: UInt8(ascii: "@"))
-            }
-            ?? function.utf8.firstIndex(of: UInt8(ascii: "@")).map {
-                function.utf8.distance(from: function.utf8.startIndex, to: $0)
-            }
-        let name = at.map { String(decoding: function.utf8.prefix($0), as: UTF8.self) } ?? function
-        return kinds[name] ?? UInt8(FHT_KIND_PLAIN)
+        // (Inline, a name may carry its version: posix_spawn@GLIBC_2.2.5.) Found by two words of
+        // its bytes, with no hash and no string made: a dlopen of a library of 1,500 functions
+        // asks about each, and hashing each name took a tenth of the attach's time.
+        var function = function
+        return function.withUTF8 { bytes in
+            let length = bytes.firstIndex(of: UInt8(ascii: "@")) ?? bytes.count
+            guard length <= KindName.longest else { return UInt8(FHT_KIND_PLAIN) }
+            let name = KindName(UnsafeBufferPointer(rebasing: bytes[..<length]))
+            for place in kinds.indices where kinds[place].name == name { return kinds[place].kind }
+            return UInt8(FHT_KIND_PLAIN)
+        }
+    }
+
+    /// A name of at most 16 bytes as its length and two words: its first eight bytes and its
+    /// last eight (which overlap when it is shorter than 16), so that two names are equal when
+    /// these are.
+    private struct KindName: Equatable {
+        /// The longest name a ``KindName`` tells from every other.
+        static let longest = 16
+        let length: Int
+        let head: UInt64
+        let tail: UInt64
+
+        init(_ bytes: UnsafeBufferPointer<UInt8>) {
+            length = bytes.count
+            var head: UInt64 = 0
+            for place in 0..<min(length, 8) { head |= UInt64(bytes[place]) << (8 * UInt64(place)) }
+            var tail: UInt64 = 0
+            for place in max(length - 8, 0)..<length { tail = tail << 8 | UInt64(bytes[place]) }
+            self.head = head
+            self.tail = tail
+        }
+
+        init(_ string: String) {
+            precondition(string.utf8.count <= Self.longest)
+            self = Array(string.utf8).withUnsafeBufferPointer { KindName($0) }
+        }
     }
 
     /// The functions of a kind but plain, by name.
-    private static let kinds: [String: UInt8] = {
-        var kinds: [String: UInt8] = [:]
-        for name in ["vfork", "__vfork"] { kinds[name] = UInt8(FHT_KIND_VFORK) }
+    private static let kinds: [(name: KindName, kind: UInt8)] = {
+        var kinds: [(name: KindName, kind: UInt8)] = []
+        for name in ["vfork", "__vfork"] { kinds.append((KindName(name), UInt8(FHT_KIND_VFORK))) }
         for name in ["posix_spawn", "posix_spawnp", "__posix_spawn", "system", "__libc_system", "popen", "_IO_popen"] {
-            kinds[name] = UInt8(FHT_KIND_SPAWN)
+            kinds.append((KindName(name), UInt8(FHT_KIND_SPAWN)))
         }
         // The others an attach runs only the enter of (the library's list of functions that
         // return twice).
         for name in [
             "setjmp", "_setjmp", "__setjmp", "sigsetjmp", "__sigsetjmp", "savectx", "getcontext", "swapcontext",
         ] {
-            kinds[name] = UInt8(FHT_KIND_ONCE)
+            kinds.append((KindName(name), UInt8(FHT_KIND_ONCE)))
         }
         return kinds
     }()

@@ -48,27 +48,54 @@ struct AttachStubs {
 
     /// The bytes of a stub and its record.
     private static let stride = 64
-    private static let perBlock = 64
+    /// Stubs per block of memory for code (16 KiB): a group of a thousand attaches takes a few
+    /// blocks, not a mapping (and its first faults) for every 64 stubs.
+    private static let perBlock = 256
     private var lastBlock: (writable: UnsafeMutableRawPointer, code: UnsafeRawPointer)?
     private var usedInLastBlock = perBlock
     /// Stubs whose attach was removed, by slot address.
     private var free: [UInt: [Stub]] = [:]
     /// How many stubs exist.
     private(set) var count = 0
-    /// Every stub's record, by the stub's code address.
-    private var records: [UInt: UnsafeMutablePointer<ffh_attach>] = [:]
+    /// Each block of stubs, by where its code starts (in that order): its code and its
+    /// writable view, which holds the records. A stub's record is found from its code address
+    /// by arithmetic, not a table (a group of a thousand attaches would fill one).
+    private var blocks: [(code: UInt, writable: UnsafeMutableRawPointer)] = []
+    /// From the lowest block's code to the end of the highest's: an address outside is no
+    /// stub's, known without a search.
+    private var codeBounds: Range<UInt> = 0..<0
+    /// The bytes of a block's code.
+    private static var blockSize: UInt { UInt(stride * perBlock) }
 
     /// Whether `address` is in the code of a block of stubs.
     func contains(code address: UInt) -> Bool {
-        codeBlocks.contains { address >= $0 && address - $0 < UInt(Self.stride * Self.perBlock) }
+        block(containing: address) != nil
     }
-    /// Where each block's code starts.
-    private var codeBlocks: [UInt] = []
 
-    /// The function the stub at `code` calls, or nil when `code` is not a stub's.
+    /// The place in ``blocks`` of the block whose code holds `address`, if any.
+    private func block(containing address: UInt) -> Int? {
+        guard codeBounds.contains(address) else { return nil }
+        // The last block that starts at or below the address (a binary search).
+        var low = 0
+        var high = blocks.count
+        while low < high {
+            let middle = (low + high) / 2
+            if blocks[middle].code <= address { low = middle + 1 } else { high = middle }
+        }
+        guard low > 0, address - blocks[low - 1].code < Self.blockSize else { return nil }
+        return low - 1
+    }
+
+    /// The function the stub at `code` calls, or nil when `code` is not a stub's: not where a
+    /// stub starts, or in a block's part that no stub was made in yet.
     func original(ofStubAt code: UInt) -> UInt? {
-        guard let record = records[code] else { return nil }
-        let raw = UnsafeMutableRawPointer(record) + MemoryLayout<ffh_attach>.offset(of: \.original)!
+        guard let place = block(containing: code) else { return nil }
+        let offset = Int(code - blocks[place].code)
+        guard offset % Self.stride == 0 else { return nil }
+        let isLast = blocks[place].writable == lastBlock?.writable
+        guard !isLast || offset / Self.stride < usedInLastBlock else { return nil }
+        let record = blocks[place].writable + offset + Int(FFH_ATTACH_STUB_SIZE)
+        let raw = record + MemoryLayout<ffh_attach>.offset(of: \.original)!
         return raw.assumingMemoryBound(to: Atomic<UInt>.self).pointee.load(ordering: .acquiring)
     }
 
@@ -83,7 +110,12 @@ struct AttachStubs {
             var code: UnsafeMutableRawPointer?
             guard let writable = ffi_closure_alloc(Self.stride * Self.perBlock, &code), let code else { return nil }
             lastBlock = (writable, UnsafeRawPointer(code))
-            codeBlocks.append(UInt(bitPattern: code))
+            let start = UInt(bitPattern: code)
+            let place = blocks.firstIndex { $0.code > start } ?? blocks.endIndex
+            blocks.insert((start, writable), at: place)
+            let end = start + Self.blockSize
+            codeBounds =
+                codeBounds.isEmpty ? start..<end : min(codeBounds.lowerBound, start)..<max(codeBounds.upperBound, end)
             usedInLastBlock = 0
         }
         let block = lastBlock!
@@ -93,14 +125,7 @@ struct AttachStubs {
         let record = (block.writable + offset + Int(FFH_ATTACH_STUB_SIZE)).bindMemory(to: ffh_attach.self, capacity: 1)
         record.initialize(to: ffh_attach(original: 0, state: 0, epoch: 0, flags: 0))
         ffh_attach_write_stub(block.writable + offset, record)
-        let code = UInt(bitPattern: block.code + offset)
-        records[code] = record
-        return Stub(code: code, record: record)
-    }
-
-    /// Makes room for `count` more stubs' records (a group takes many at once).
-    mutating func reserve(_ count: Int) {
-        records.reserveCapacity(records.count + count)
+        return Stub(code: UInt(bitPattern: block.code + offset), record: record)
     }
 
     /// Gives back the stub of an attach of `slot` that was removed.
@@ -296,7 +321,6 @@ extension AttachEngine {
         let taken: (stubs: [AttachStubs.Stub], failed: UInt?) = stubs.withLock { pool in
             var taken: [AttachStubs.Stub] = []
             taken.reserveCapacity(items.count)
-            pool.reserve(items.count)
             for place in items.indices {
                 guard let stub = pool.take(for: items[place].slot) else {
                     for given in taken.indices { pool.give(taken[given], for: items[given].slot) }

@@ -446,7 +446,8 @@ package final class SlotRegistry: Sendable {
         _ cell: UnsafeMutablePointer<Atomic<UInt>>, expected: UInt, desired: UInt, protection: SlotMemory.Protection?
     ) -> SlotMemory.Exchange? {
         let address = UInt(bitPattern: cell)
-        let exchange = { SlotMemory.exchange(address, expected: expected, desired: desired) }
+        // A local function, not a closure value: one would be allocated per slot.
+        func exchange() -> SlotMemory.Exchange { SlotMemory.exchange(address, expected: expected, desired: desired) }
         guard let protection else { return exchange() }
         let result = SlotMemory.withWritablePage(address, restoring: protection, exchange)
         guard result == .unwritable else { return result }

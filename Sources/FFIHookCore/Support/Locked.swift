@@ -19,7 +19,7 @@ package final class Locked<Value>: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     // Internal, inlinable only through ``withLock(_:)``.
     @usableFromInline
-    internal var value: Value
+    @exclusivity(unchecked) internal var value: Value
     /// The thread holding the lock (``ffh_this_thread()``), 0 when none does: a thread that
     /// asks for the lock again, from a hook block that runs for a call the library made while
     /// holding it (a hooked `malloc`), is told so rather than waiting for itself for ever.

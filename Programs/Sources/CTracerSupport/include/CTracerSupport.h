@@ -62,6 +62,22 @@ typedef struct {
 /// ``fht_read`` sums the copies.
 fht_counter *_Nullable fht_counters(size_t count);
 
+/// The counter of the function named by the `length` bytes at `name` (see
+/// ``fht_counter_naming``), NULL when it has none. Callers hold the tracer's state lock.
+fht_counter *_Nullable fht_counter_named(const char *name, size_t length);
+
+/// The counter of the function named by the `length` bytes at `name`, made with
+/// ``fht_counters`` (and the name copied) when it has none, which sets `*made` to 1 (else 0);
+/// NULL when no counter or memory is left. Callers hold the tracer's state lock.
+fht_counter *_Nullable fht_counter_naming(const char *name, size_t length, int *made);
+
+/// How many functions have counters by name, in the order they were named.
+size_t fht_named_count(void);
+
+/// The `index`th named function (``fht_named_count``): its name (`*length` bytes, not
+/// NUL-terminated) and counter.
+const char *fht_named_at(size_t index, size_t *length, fht_counter *_Nullable *_Nonnull counter);
+
 /// The calling thread's copy of `counter`, mapped on the thread's first call (NULL when the
 /// memory cannot be had: the call is not counted).
 fht_counter *_Nullable fht_local_slow(const fht_counter *counter);
