@@ -503,16 +503,17 @@ for attempt in 1 2 3 4 5 6 7 8 9 10; do
 done
 echo "SIGTERM during malloc and free: the report and status 143, ten times of ten"
 # The allocator aborts with its lock held (a block freed twice): the report stops where it
-# needs the lock, and the process dies of SIGABRT within seconds rather than waiting for ever.
+# needs the lock, and the process dies of SIGABRT within seconds rather than waiting for ever,
+# saying that its report stopped.
 status=0
 timeout 20 "$bin/ffi-hook-tracer" --library libc.so.6 --symbols 'malloc,free' --json "$work/double-free.json" \
     -- "$work/crashes" double-free >/dev/null 2>"$work/double-free.err" || status=$?
-if [ "$status" -ne 134 ]; then
+if [ "$status" -ne 134 ] || ! grep -q "ended by SIGABRT after its report stopped for 3 s" "$work/double-free.err"; then
     echo "a double free under the tracer: status $status (124: it hung)" >&2
     cat "$work/double-free.err" >&2
     exit 1
 fi
-echo "a double free: the process died of SIGABRT, status 134"
+echo "a double free: the process died of SIGABRT, status 134, and said its report stopped"
 # A forked child that a signal ends, where the report thread is not (it is the parent's):
 # the report is made in the handler, with the child's 50 calls.
 "$bin/ffi-hook-tracer" --library libtracee.so -- "$work/crashes" child >"$work/child.out" 2>"$work/child.err"
