@@ -138,9 +138,9 @@ static void *fhs_handler(const struct sigaction *action) {
    another signal comes (a second Ctrl-C: the process ends of the first). A signal sent from
    outside that finds the thread where it may hold such a lock (in the allocator, the loader,
    the tracer's own code) is sent again a quarter of a millisecond later (200 times, then every
-   millisecond: about a second at most), once the thread has moved on. In a process forked from the traced one, where the report
-   thread is not (it is the parent's), the handler makes the report itself where the thread can
-   hold no such lock, and says why not otherwise. While the tracer starts, a signal ends the
+   millisecond: about a second at most), once the thread has moved on. In a process forked from
+   the traced one, where the report thread is not (it is the parent's), the handler makes the
+   report itself where the thread can hold no such lock, and says why not otherwise. While the tracer starts, a signal ends the
    process at once. A signal sent to the report thread itself (tgkill) stays pending there: it
    blocks the program's signals, so as to take none of them.
 
@@ -527,7 +527,9 @@ static void fhs_deadly(int signal, siginfo_t *info, void *context) {
             seen = progress;
             start = now;
         }
-        if (now.tv_sec - start.tv_sec >= 3) break;
+        /* Three whole seconds (whole seconds of the clock gave up after 2.0 to 3.0 s). */
+        int64_t waited = (int64_t)(now.tv_sec - start.tv_sec) * 1000000000 + (now.tv_nsec - start.tv_nsec);
+        if (waited >= 3000000000) break;
         struct timespec pause = {0, 1000000};
         nanosleep(&pause, NULL);
     }

@@ -650,9 +650,13 @@ int fht_start_library_path(char *buffer, size_t size) {
 
 typedef struct {
     uintptr_t address;
-    const char *name;
+    char *buffer;
+    size_t size;
+    /* 1: the object was found and named, -1: found with no name (the main program). */
+    int found;
 } fht_holder;
 
+/* The object's path copied while the loader holds its lock (the object cannot go meanwhile). */
 static int fht_find_holder(struct dl_phdr_info *info, size_t size, void *data) {
     (void)size;
     fht_holder *holder = data;
@@ -660,7 +664,13 @@ static int fht_find_holder(struct dl_phdr_info *info, size_t size, void *data) {
         const ElfW(Phdr) *header = &info->dlpi_phdr[index];
         uintptr_t start = info->dlpi_addr + header->p_vaddr;
         if (header->p_type == PT_LOAD && holder->address >= start && holder->address - start < header->p_memsz) {
-            holder->name = info->dlpi_name;
+            if (!info->dlpi_name || !*info->dlpi_name) {
+                holder->found = -1;
+                return 1;
+            }
+            strncpy(holder->buffer, info->dlpi_name, holder->size - 1);
+            holder->buffer[holder->size - 1] = 0;
+            holder->found = 1;
             return 1;
         }
     }
@@ -672,13 +682,12 @@ static int fht_find_holder(struct dl_phdr_info *info, size_t size, void *data) {
    runtime's); dladdr only for an object the loader names with no path (the main program). */
 int fht_object_path(const void *address, char *buffer, size_t size) {
     if (size == 0) return 0;
-    fht_holder holder = {(uintptr_t)address, NULL};
+    fht_holder holder = {(uintptr_t)address, buffer, size, 0};
     dl_iterate_phdr(fht_find_holder, &holder);
-    const char *name = holder.name;
+    if (holder.found == 1) return 1;
     Dl_info info;
-    if (!name || !*name) name = dladdr(address, &info) ? info.dli_fname : NULL;
-    if (!name) return 0;
-    strncpy(buffer, name, size - 1);
+    if (!dladdr(address, &info) || !info.dli_fname) return 0;
+    strncpy(buffer, info.dli_fname, size - 1);
     buffer[size - 1] = 0;
     return 1;
 }
