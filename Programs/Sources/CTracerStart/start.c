@@ -1,5 +1,7 @@
 #define _GNU_SOURCE
 #include "CTracerStart.h"
+/* (Header-only: the hooking library's system calls by instruction.) */
+#include "../../../Sources/CFFIHookSupport/include/ffh_syscall.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -38,6 +40,9 @@ static __thread int fhs_loading;
 /* The C library's dlopen, which this library's own shadows. */
 typedef void *(*fhs_dlopen_function)(const char *, int);
 static fhs_dlopen_function fhs_real_dlopen;
+/* And its dlclose. */
+typedef int (*fhs_dlclose_function)(void *);
+static fhs_dlclose_function fhs_real_dlclose;
 
 /* Whether `name` (an entry of FFI_HOOK_TRACER_LIBRARIES) names the object with this path and
    soname: the tracer's own rule (TracerConfiguration.libraries(naming:soname:)), the file the
@@ -137,19 +142,22 @@ static void *fhs_handler(const struct sigaction *action) {
    a lock the interrupted thread holds: the allocator aborted with its lock held), or until
    another signal comes (a second Ctrl-C: the process ends of the first). A signal sent from
    outside that finds the thread where it may hold such a lock (in the allocator, the loader,
-   the tracer's own code) is sent again a quarter of a millisecond later (200 times, then every
-   millisecond: about a second at most), once the thread has moved on. In a process forked from
-   the traced one, where the report thread is not (it is the parent's), the handler makes the
-   report itself where the thread can hold no such lock, and says why not otherwise. While the tracer starts, a signal ends the
-   process at once. A signal sent to the report thread itself (tgkill) stays pending there: it
-   blocks the program's signals, so as to take none of them.
+   the tracer's own code or work) is taken when the thread returns from the dlopen or dlclose
+   it is inside (this library's wrappers), or else sent again a quarter of a millisecond later
+   (200 times, then every millisecond: about a second at most), once the thread has moved on.
+   In a process forked from the traced one, where the report thread is not (it is the
+   parent's), the handler makes the report itself where the thread can hold no such lock, and
+   says why not otherwise. While the tracer starts, a signal ends the process at once. A signal
+   sent to the report thread itself (tgkill) stays pending there: it blocks the program's
+   signals, so as to take none of them.
 
-   The program sees the default action it left: `sigaction` and `signal`, defined here (the
-   program's calls reach them first), report SIG_DFL where the handler is, so that a program
-   that installs its own handler only over a default one (Python's KeyboardInterrupt) still
-   does. A handler the program installs replaces this one (the report is made at exit, if its
-   handler has it exit); a default action it sets is stood in for again (Python puts back the
-   default to die of SIGINT after its traceback). */
+   The program sees the default action it left: `sigaction` and the `signal` family, defined
+   here (the program's calls reach them first), report SIG_DFL where the handler is, so that a
+   program that installs its own handler only over a default one (Python's KeyboardInterrupt)
+   still does. A handler the program installs replaces this one (the report is made at exit,
+   if its handler has it exit); a default action it sets is stood in for again (Python puts
+   back the default to die of SIGINT after its traceback), and so is the default a handler set
+   to run once (SA_RESETHAND) leaves behind it. */
 
 /* The signals whose default action ends the process. */
 static const int fhs_deadly_signals[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGILL,  SIGTRAP, SIGABRT, SIGBUS,
@@ -357,8 +365,20 @@ static int fhs_is_locking(uintptr_t address) {
     return 0;
 }
 
-/* Whether the interrupted thread can hold no lock the report needs. Not when it was in the
-   loader or the tracer's own code (its library, the Swift runtime and what it brought), nor
+/* The handler's work before it knows the process ends (a signal taken later, sent again) calls
+   no function of the C library, which the tracer may trace in its own code (--inline), where
+   it would count as the program's call, nested in the one the signal interrupted: system calls
+   by instruction (the hooking library's own header, which this library shares without linking
+   the hooking library), memory zeroed here. */
+static void fhs_zero(void *memory, size_t size) {
+    volatile unsigned char *bytes = memory;
+    for (size_t index = 0; index < size; index++) bytes[index] = 0;
+}
+
+/* Whether the interrupted thread can hold no lock the report needs, by where it is (the
+   handler also asks the tracer whether the thread is doing its work, in whatever code). Not
+   when it was in the loader or the tracer's own code (its library, the Swift runtime and what
+   it brought), nor
    inside one of the C library's locking functions: its instruction pointer there, or a return
    address into one among the stack's top 2 KiB (read with process_vm_readv, which does not
    fault). But yes when it is asleep in a system call (the kernel moved its instruction pointer
@@ -376,9 +396,9 @@ static int fhs_interrupted_safely(int signal, const siginfo_t *info, const ucont
     uintptr_t words[256];
     struct iovec local = {words, sizeof words};
     struct iovec remote = {(void *)(uintptr_t)context->uc_mcontext.gregs[REG_RSP], sizeof words};
-    ssize_t got = syscall(SYS_process_vm_readv, (long)syscall(SYS_getpid), &local, 1UL, &remote, 1UL, 0UL);
+    long got = ffh_syscall6(SYS_process_vm_readv, ffh_syscall0(SYS_getpid), (long)&local, 1, (long)&remote, 1, 0);
     int locking = fhs_is_locking(ip);
-    for (ssize_t index = 0; !locking && index < got / (ssize_t)sizeof words[0]; index++) {
+    for (long index = 0; !locking && index < got / (long)sizeof words[0]; index++) {
         locking = fhs_is_locking(words[index]);
     }
     if (!in_code && !locking) return 1;
@@ -387,7 +407,7 @@ static int fhs_interrupted_safely(int signal, const siginfo_t *info, const ucont
     if (code[-2] != 0x0F || code[-1] != 0x05) return 0;
     if (context->uc_mcontext.gregs[REG_RAX] == -EINTR) return 1;
     return signal != SIGABRT && (info->si_code == SI_USER || info->si_code == SI_TKILL) &&
-           info->si_pid == (pid_t)syscall(SYS_getpid);
+           info->si_pid == (pid_t)ffh_syscall0(SYS_getpid);
 }
 
 /* The timer that sends a signal again, -1 when none is armed, and how many times it has. */
@@ -401,20 +421,20 @@ static int fhs_retries;
    signals, and its report, made then, waited on the allocator's lock until it was given up. */
 static int fhs_send_again(int signal) {
     if (fhs_retries >= 1200) return -1;
-    if (fhs_retry_timer >= 0) syscall(SYS_timer_delete, fhs_retry_timer);
+    if (fhs_retry_timer >= 0) ffh_syscall3(SYS_timer_delete, fhs_retry_timer, 0, 0);
     fhs_retry_timer = -1;
     struct sigevent event;
-    memset(&event, 0, sizeof event);
+    fhs_zero(&event, sizeof event);
     event.sigev_notify = SIGEV_THREAD_ID;
     event.sigev_signo = signal;
-    event._sigev_un._tid = (pid_t)syscall(SYS_gettid);
+    event._sigev_un._tid = (pid_t)ffh_syscall0(SYS_gettid);
     int timer;
-    if (syscall(SYS_timer_create, CLOCK_MONOTONIC, &event, &timer) != 0) return -1;
+    if (ffh_syscall3(SYS_timer_create, CLOCK_MONOTONIC, (long)&event, (long)&timer) != 0) return -1;
     fhs_retry_timer = timer;
     struct itimerspec when;
-    memset(&when, 0, sizeof when);
+    fhs_zero(&when, sizeof when);
     when.it_value.tv_nsec = fhs_retries < 200 ? 250000 : 1000000;
-    if (syscall(SYS_timer_settime, fhs_retry_timer, 0, &when, NULL) != 0) return -1;
+    if (ffh_syscall6(SYS_timer_settime, fhs_retry_timer, 0, (long)&when, 0, 0, 0) != 0) return -1;
     fhs_retries++;
     return 0;
 }
@@ -426,6 +446,21 @@ static const volatile uint64_t *fhs_progress;
 /* The signal the process is ending of: the first that came (one sent again comes back with
    SI_TIMER), 0 until one does. */
 static int fhs_ending_signal;
+
+/* How many calls of the loader (dlopen, dlclose, through this library's wrappers) the thread is
+   inside, and a signal that found it inside one, where the loader's lock may be held: taken
+   when the outermost returns. A loop of dlopen and dlclose spends nearly all its time in the
+   loader and the tracer's attach, and a signal is delivered where a system call returns, which
+   there is inside them: one sent again was found there every time, a thousand times over. */
+static __thread int fhs_loader_depth;
+static __thread int fhs_pending_signal;
+
+/* The tracer's test of whether the thread is doing the tracer's own work, before its report:
+   then it may hold the tracer's locks, whatever code it is in (the C library's mprotect, for
+   the tracer's attach). */
+static int (*fhs_busy)(void);
+
+static int fhs_in_own_work(void) { return fhs_busy && fhs_busy(); }
 
 /* Writes "ffi-hook-tracer: process PID ended by SIGNAME <why>: no report". */
 static void fhs_say_no_report(int signal, const char *why) {
@@ -449,56 +484,19 @@ static void fhs_say_no_report(int signal, const char *why) {
     (void)!write(2, text, length);
 }
 
-static void fhs_deadly(int signal, siginfo_t *info, void *context) {
+/* Marks the thread's calls from now on as the tracer's (not counted): the process is ending,
+   and what the handler calls (write, nanosleep) is not the program's. */
+static void fhs_mark_own_work(void) {
+    if (fhs_own_thread) fhs_own_thread();
+}
+
+/* Has the report made (by the report thread, or here in a forked child, where no lock it needs
+   can be held when `safe`), waits while it moves on, and ends the process of `ending`. */
+static void fhs_report_and_end(int ending, int safe) {
+    fhs_mark_own_work();
     int saved = errno;
     int expected = 0;
-    if (fhs_on_reporter) {
-        /* A fault signal another process sent (the thread leaves those unblocked, for the fault
-           guard), while the thread waits: it holds no lock then, and makes the report itself.
-           Or a fault of the report's: the process ends. */
-        if (__atomic_compare_exchange_n(&fhs_report_state, &expected, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-            __atomic_store_n(&fhs_report_signal, signal, __ATOMIC_RELEASE);
-            fhs_finish_signalled(signal);
-            __atomic_store_n(&fhs_report_state, 2, __ATOMIC_RELEASE);
-        }
-        fhs_end_with(signal);
-        errno = saved;
-        return;
-    }
-    if (__atomic_load_n(&fhs_tracer_starting, __ATOMIC_ACQUIRE)) {
-        static const char message[] = "ffi-hook-tracer: a signal ended the process while the tracer was starting in it: no report\n";
-        (void)!write(2, message, sizeof message - 1);
-        fhs_end_with(signal);
-        errno = saved;
-        return;
-    }
-    /* A fault the kernel raised for an instruction of the thread, which comes back if the
-       handler returns, or a crash signal the process raised itself (abort: it dies of it
-       whatever the handler does); a crash signal sent by another process is a request like
-       SIGTERM. */
-    int self_sent = (info->si_code == SI_USER || info->si_code == SI_TKILL) && info->si_pid == (pid_t)syscall(SYS_getpid);
-    int fault = fhs_is_crash(signal) && (info->si_code > 0 || self_sent);
-    int again = info->si_code == SI_TIMER;
-    int first = 0;
-    if (!again && !__atomic_compare_exchange_n(&fhs_ending_signal, &first, signal, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) &&
-        !fault) {
-        /* Another signal after the first (a second Ctrl-C, or one while the first waits to be
-           taken again): the user insists. The process ends of the first, as it would have
-           without the tracer. */
-        fhs_end_with(first);
-        errno = saved;
-        return;
-    }
-    int ending = __atomic_load_n(&fhs_ending_signal, __ATOMIC_ACQUIRE);
-    if (!ending) ending = signal;
     int state = __atomic_load_n(&fhs_report_state, __ATOMIC_ACQUIRE);
-    int safe = fhs_interrupted_safely(signal, info, context);
-    /* A signal sent from outside, to a thread that may hold a lock the report needs: it comes
-       again once the thread has moved on (a fault repeats where it is). */
-    if (state == 0 && !safe && !fault && fhs_send_again(signal) == 0) {
-        errno = saved;
-        return;
-    }
     int wake = __atomic_load_n(&fhs_report_wake, __ATOMIC_ACQUIRE);
     if (state == 0 && __atomic_compare_exchange_n(&fhs_report_state, &expected, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
         __atomic_store_n(&fhs_report_signal, ending, __ATOMIC_RELEASE);
@@ -542,6 +540,70 @@ static void fhs_deadly(int signal, siginfo_t *info, void *context) {
     errno = saved;
 }
 
+static void fhs_deadly(int signal, siginfo_t *info, void *context) {
+    int expected = 0;
+    if (fhs_on_reporter) {
+        int saved = errno;
+        /* A fault signal another process sent (the thread leaves those unblocked, for the fault
+           guard), while the thread waits: it holds no lock then, and makes the report itself.
+           Or a fault of the report's: the process ends. */
+        if (__atomic_compare_exchange_n(&fhs_report_state, &expected, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            __atomic_store_n(&fhs_report_signal, signal, __ATOMIC_RELEASE);
+            fhs_finish_signalled(signal);
+            __atomic_store_n(&fhs_report_state, 2, __ATOMIC_RELEASE);
+        }
+        fhs_end_with(signal);
+        errno = saved;
+        return;
+    }
+    if (__atomic_load_n(&fhs_tracer_starting, __ATOMIC_ACQUIRE)) {
+        int saved = errno;
+        static const char message[] = "ffi-hook-tracer: a signal ended the process while the tracer was starting in it: no report\n";
+        (void)!write(2, message, sizeof message - 1);
+        fhs_end_with(signal);
+        errno = saved;
+        return;
+    }
+    /* A fault the kernel raised for an instruction of the thread, which comes back if the
+       handler returns, or a crash signal the process raised itself (abort: it dies of it
+       whatever the handler does); a crash signal sent by another process is a request like
+       SIGTERM. */
+    int self_sent = (info->si_code == SI_USER || info->si_code == SI_TKILL) &&
+                    info->si_pid == (pid_t)ffh_syscall0(SYS_getpid);
+    int fault = fhs_is_crash(signal) && (info->si_code > 0 || self_sent);
+    int again = info->si_code == SI_TIMER;
+    int first = 0;
+    if (!again && !__atomic_compare_exchange_n(&fhs_ending_signal, &first, signal, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) &&
+        !fault) {
+        /* Another signal after the first (a second Ctrl-C, or one while the first waits to be
+           taken again): the user insists. The process ends of the first, as it would have
+           without the tracer. */
+        fhs_mark_own_work();
+        int saved = errno;
+        fhs_end_with(first);
+        errno = saved;
+        return;
+    }
+    int ending = __atomic_load_n(&fhs_ending_signal, __ATOMIC_ACQUIRE);
+    if (!ending) ending = signal;
+    int state = __atomic_load_n(&fhs_report_state, __ATOMIC_ACQUIRE);
+    /* Inside a loader call, the loader's lock may be held wherever the thread is (a library's
+       constructor, the allocator the loader calls). */
+    int own_work = fhs_in_own_work();
+    int safe = fhs_loader_depth == 0 && !own_work && fhs_interrupted_safely(signal, info, context);
+    /* A signal sent from outside, to a thread that may hold a lock the report needs: taken
+       when the loader call it interrupted returns, or it comes again once the thread has moved
+       on (a fault repeats where it is). */
+    if (state == 0 && !safe && !fault) {
+        if (fhs_loader_depth > 0 && !own_work) {
+            fhs_pending_signal = ending;
+            return;
+        }
+        if (fhs_send_again(signal) == 0) return;
+    }
+    fhs_report_and_end(ending, safe);
+}
+
 static void *fhs_reporter(void *unused) {
     (void)unused;
     fhs_on_reporter = 1;
@@ -575,6 +637,7 @@ static int fhs_is_default(const struct sigaction *action);
 static void fhs_report_on_signals(void *tracer) {
     fhs_finish_signalled = (void (*)(int))dlsym(tracer, "ffi_hook_tracer_finish_signalled");
     fhs_own_thread = (void (*)(void))dlsym(tracer, "ffi_hook_tracer_own_thread");
+    fhs_busy = (int (*)(void))dlsym(tracer, "ffi_hook_tracer_busy");
     fhs_thread = (int (*)(void *(*)(void *), void *, const char *))dlsym(tracer, "ffi_hook_tracer_thread");
     fhs_progress = (const volatile uint64_t *)dlsym(tracer, "ffi_hook_tracer_progress");
     fhs_sigaction_function real = fhs_real_sigaction();
@@ -636,15 +699,20 @@ static int fhs_is_default(const struct sigaction *action) {
     return !(action->sa_flags & SA_SIGINFO) && action->sa_handler == SIG_DFL;
 }
 
-/* Whether the handler stands in for `action` on `signal`: the default action of a deadly
-   signal, in a process whose report thread waits. */
-static int fhs_stands_in(int signal, const struct sigaction *action) {
-    if (!action || !fhs_is_default(action)) return 0;
+/* Whether the handler stands in for the default action of `signal`: a deadly signal, in a
+   process whose report thread waits. */
+static int fhs_stands_in_for_signal(int signal) {
     if (__atomic_load_n(&fhs_report_wake, __ATOMIC_ACQUIRE) < 0) return 0;
     for (size_t index = 0; index < FHS_DEADLY_SIGNALS; index++) {
         if (fhs_deadly_signals[index] == signal) return 1;
     }
     return 0;
+}
+
+/* Whether the handler stands in for `action` on `signal`: the default action of a deadly
+   signal, in a process whose report thread waits. */
+static int fhs_stands_in(int signal, const struct sigaction *action) {
+    return action && fhs_is_default(action) && fhs_stands_in_for_signal(signal);
 }
 
 /* The handler's action. */
@@ -657,9 +725,78 @@ static void fhs_handler_action(struct sigaction *action) {
     sigemptyset(&action->sa_mask);
 }
 
+/* A handler the program set with SA_RESETHAND on a deadly signal, which the kernel would put
+   back to the default action at its first delivery: the tracer's handler could not stand in
+   for that default, and a second signal would end the process without a report. The action
+   installed instead runs fhs_one_shot, without SA_RESETHAND (the same mask and other flags),
+   which makes the reset itself: the default, stood in for, then the program's handler. The
+   program reads back the action it set until then (fhs_one_shot_armed), the default after
+   (with the flags and mask it set, as the kernel leaves them). Programs compiled for strict
+   ISO C (`-std=c99`) have `signal` call __sysv_signal, which sets such handlers. */
+static struct sigaction fhs_one_shot_set[NSIG];
+static int fhs_one_shot_armed[NSIG];
+
+static int fhs_is_armed(int signal) {
+    return signal > 0 && signal < NSIG && __atomic_load_n(&fhs_one_shot_armed[signal], __ATOMIC_ACQUIRE);
+}
+
+static void fhs_one_shot(int signal, siginfo_t *info, void *context) {
+    int armed = 1;
+    if (!__atomic_compare_exchange_n(&fhs_one_shot_armed[signal], &armed, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        /* A second delivery before the stand-in was installed: it is the default's. */
+        fhs_deadly(signal, info, context);
+        return;
+    }
+    int saved = errno;
+    struct sigaction set = fhs_one_shot_set[signal];
+    fhs_told[signal] = set;
+    fhs_told[signal].sa_handler = SIG_DFL;
+    fhs_told_set[signal] = 1;
+    struct sigaction stand_in;
+    fhs_handler_action(&stand_in);
+    __atomic_store_n(&fhs_owned[signal], 1, __ATOMIC_RELEASE);
+    fhs_sigaction_function real = fhs_real_sigaction();
+    if (real(signal, &stand_in, NULL) != 0) {
+        /* (Cannot fail for a signal the action was set for.) The kernel's reset, then. */
+        __atomic_store_n(&fhs_owned[signal], 0, __ATOMIC_RELEASE);
+        struct sigaction fallback = set;
+        fallback.sa_handler = SIG_DFL;
+        real(signal, &fallback, NULL);
+    }
+    errno = saved;
+    if (set.sa_flags & SA_SIGINFO) {
+        set.sa_sigaction(signal, info, context);
+    } else {
+        set.sa_handler(signal);
+    }
+}
+
+/* Whether `action` is a handler with SA_RESETHAND for a deadly signal, in a process whose report
+   thread waits: one that fhs_one_shot runs. */
+static int fhs_takes_one_shot(int signal, const struct sigaction *action) {
+    if (!action || !(action->sa_flags & SA_RESETHAND) || fhs_is_default(action)) return 0;
+    if (!(action->sa_flags & SA_SIGINFO) && action->sa_handler == SIG_IGN) return 0;
+    return fhs_stands_in_for_signal(signal);
+}
+
+/* The action that runs fhs_one_shot for `action`. */
+static void fhs_one_shot_action(struct sigaction *replacement, const struct sigaction *action) {
+    *replacement = *action;
+    replacement->sa_sigaction = fhs_one_shot;
+    replacement->sa_flags = (action->sa_flags & ~SA_RESETHAND) | SA_SIGINFO;
+}
+
+/* The program's action as it set it, read back with the restorer the kernel has. */
+static void fhs_as_set(struct sigaction *old, const struct sigaction *set, const struct sigaction *current) {
+    *old = *set;
+    old->sa_flags = (set->sa_flags & ~FHS_SA_RESTORER) | (current->sa_flags & FHS_SA_RESTORER);
+    old->sa_restorer = (current->sa_flags & FHS_SA_RESTORER) ? current->sa_restorer : NULL;
+}
+
 /* The program's sigaction: the handler stands in for the default action it sets (a program
    that puts the default back to die of the signal, as Python does after KeyboardInterrupt,
-   still has the report), and reads as the default. */
+   still has the report), and reads as the default; a handler it sets with SA_RESETHAND runs
+   through fhs_one_shot. */
 int sigaction(int signal, const struct sigaction *action, struct sigaction *old) {
     fhs_sigaction_function real = fhs_real_sigaction();
     if (!real) {
@@ -667,16 +804,21 @@ int sigaction(int signal, const struct sigaction *action, struct sigaction *old)
         return -1;
     }
     int owned = fhs_is_owned(signal);
-    struct sigaction stand_in;
+    int armed = fhs_is_armed(signal);
+    struct sigaction replacement;
     int standing_in = fhs_stands_in(signal, action);
-    if (standing_in) fhs_handler_action(&stand_in);
-    if (!owned && !standing_in) return real(signal, action, old);
+    int one_shot = !standing_in && fhs_takes_one_shot(signal, action);
+    if (standing_in) fhs_handler_action(&replacement);
+    if (one_shot) fhs_one_shot_action(&replacement, action);
+    if (!owned && !armed && !standing_in && !one_shot) return real(signal, action, old);
     struct sigaction previous;
-    int result = real(signal, standing_in ? &stand_in : action, &previous);
+    int result = real(signal, standing_in || one_shot ? &replacement : action, &previous);
     if (result == 0) {
         if (old) {
             if (owned) {
                 fhs_as_default(signal, old, &previous);
+            } else if (armed) {
+                fhs_as_set(old, &fhs_one_shot_set[signal], &previous);
             } else {
                 *old = previous;
             }
@@ -685,25 +827,46 @@ int sigaction(int signal, const struct sigaction *action, struct sigaction *old)
             fhs_told[signal] = *action;
             fhs_told_set[signal] = 1;
         }
-        if (action) __atomic_store_n(&fhs_owned[signal], standing_in, __ATOMIC_RELEASE);
+        if (one_shot) fhs_one_shot_set[signal] = *action;
+        if (action) {
+            __atomic_store_n(&fhs_owned[signal], standing_in, __ATOMIC_RELEASE);
+            __atomic_store_n(&fhs_one_shot_armed[signal], one_shot, __ATOMIC_RELEASE);
+        }
     }
     return result;
 }
 
-/* The program's signal, by the same rules as its sigaction. */
-fhs_signal_handler signal(int number, fhs_signal_handler handler) {
+/* A `signal` with these flags, by the rules of the program's sigaction. */
+static fhs_signal_handler fhs_signal_with(int number, fhs_signal_handler handler, int flags) {
     struct sigaction action, old;
     memset(&action, 0, sizeof action);
     action.sa_handler = handler;
     sigemptyset(&action.sa_mask);
-    /* What the C library's signal asks for: BSD semantics. */
-    action.sa_flags = SA_RESTART;
+    action.sa_flags = flags;
     if (handler == SIG_ERR || number <= 0 || number >= NSIG) {
         errno = EINVAL;
         return SIG_ERR;
     }
     if (sigaction(number, &action, &old) != 0) return SIG_ERR;
     return old.sa_handler;
+}
+
+/* The program's signal: what the C library's asks for, BSD semantics. */
+fhs_signal_handler signal(int number, fhs_signal_handler handler) { return fhs_signal_with(number, handler, SA_RESTART); }
+
+/* The same under its other name. */
+fhs_signal_handler bsd_signal(int number, fhs_signal_handler handler) {
+    return fhs_signal_with(number, handler, SA_RESTART);
+}
+
+/* System V semantics: the handler runs once, and the signal is not blocked while it does. */
+fhs_signal_handler __sysv_signal(int number, fhs_signal_handler handler) {
+    return fhs_signal_with(number, handler, SA_RESETHAND | SA_NODEFER);
+}
+
+/* The same under its other name. */
+fhs_signal_handler sysv_signal(int number, fhs_signal_handler handler) {
+    return fhs_signal_with(number, handler, SA_RESETHAND | SA_NODEFER);
 }
 
 // MARK: - Loading the tracer
@@ -761,12 +924,19 @@ static void fhs_load_tracer(void) {
         (void)!write(2, message, sizeof message - 1);
         return;
     }
+    /* Looked up before the start, whose end zeroes the counts. */
+    int (*begin)(void) = (int (*)(void))dlsym(tracer, "ffi_hook_tracer_begin_own_work");
+    void (*end)(int) = (void (*)(int))dlsym(tracer, "ffi_hook_tracer_end_own_work");
     /* Before the start: the library's fault guard, which goes in then, covers the handler. */
     fhs_report_on_signals(tracer);
     __atomic_store_n(&fhs_tracer_starting, 1, __ATOMIC_RELEASE);
     start();
     __atomic_store_n(&fhs_tracer_starting, 0, __ATOMIC_RELEASE);
+    /* The tracer's work after its start, not the program's: its calls (dl_iterate_phdr, dlsym,
+       pthread_create) are not counted. */
+    int was = begin && end ? begin() : 0;
     fhs_start_reporter();
+    if (begin && end) end(was);
 }
 
 /* Loads the tracer if it is not yet and `now` or a traced library is loaded. */
@@ -784,6 +954,20 @@ static void fhs_check(int now) {
     pthread_mutex_unlock(&fhs_lock);
 }
 
+/* Takes a signal that found the thread inside a loader call, once the outermost has returned
+   (the loader's lock is free) and outside the tracer's own work: the report, then the end. */
+static void fhs_take_pending(void) {
+    int signal = fhs_pending_signal;
+    if (!signal || fhs_loader_depth > 0) return;
+    fhs_pending_signal = 0;
+    if (fhs_in_own_work()) {
+        /* (Not found: the outermost call began outside the tracer's work.) */
+        if (fhs_send_again(signal) != 0) fhs_report_and_end(signal, 0);
+        return;
+    }
+    fhs_report_and_end(signal, 1);
+}
+
 void *dlopen(const char *file, int mode) {
     fhs_dlopen_function real = __atomic_load_n(&fhs_real_dlopen, __ATOMIC_ACQUIRE);
     if (!real) {
@@ -791,9 +975,26 @@ void *dlopen(const char *file, int mode) {
         if (!real) return NULL;
         __atomic_store_n(&fhs_real_dlopen, real, __ATOMIC_RELEASE);
     }
+    fhs_loader_depth++;
     void *handle = real(file, mode);
+    fhs_loader_depth--;
     if (handle) fhs_check(0);
+    if (fhs_pending_signal) fhs_take_pending();
     return handle;
+}
+
+int dlclose(void *handle) {
+    fhs_dlclose_function real = __atomic_load_n(&fhs_real_dlclose, __ATOMIC_ACQUIRE);
+    if (!real) {
+        real = (fhs_dlclose_function)dlsym(RTLD_NEXT, "dlclose");
+        if (!real) return -1;
+        __atomic_store_n(&fhs_real_dlclose, real, __ATOMIC_RELEASE);
+    }
+    fhs_loader_depth++;
+    int result = real(handle);
+    fhs_loader_depth--;
+    if (fhs_pending_signal) fhs_take_pending();
+    return result;
 }
 
 __attribute__((constructor)) static void fhs_start(void) {
@@ -801,6 +1002,7 @@ __attribute__((constructor)) static void fhs_start(void) {
        dlsym may not run). */
     (void)fhs_real_sigaction();
     fhs_real_dlopen = (fhs_dlopen_function)dlsym(RTLD_NEXT, "dlopen");
+    fhs_real_dlclose = (fhs_dlclose_function)dlsym(RTLD_NEXT, "dlclose");
     if (!fhs_real_dlopen) return;
     /* The program the wrapper started always reports, traced libraries or not. */
     const char *started = getenv("FFI_HOOK_TRACER_PID");

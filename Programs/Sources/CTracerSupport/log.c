@@ -1,5 +1,7 @@
 #define _GNU_SOURCE
 #include "CTracerLog.h"
+/* (Header-only: the hooking library's system calls by instruction.) */
+#include "../../../Sources/CFFIHookSupport/include/ffh_syscall.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,29 +19,6 @@
 #define FHT_PLAIN __attribute__((no_builtin))
 
 // MARK: - System calls
-
-/* A system call with up to three arguments, by instruction. */
-static long fht_log_syscall(long number, long first, long second, long third) {
-    long result;
-    __asm__ volatile("syscall"
-                     : "=a"(result)
-                     : "a"(number), "D"(first), "S"(second), "d"(third)
-                     : "rcx", "r11", "memory");
-    return result;
-}
-
-/* A system call with up to six arguments, by instruction. */
-static long fht_log_syscall6(long number, long first, long second, long third, long fourth, long fifth, long sixth) {
-    long result;
-    register long r10 __asm__("r10") = fourth;
-    register long r8 __asm__("r8") = fifth;
-    register long r9 __asm__("r9") = sixth;
-    __asm__ volatile("syscall"
-                     : "=a"(result)
-                     : "a"(number), "D"(first), "S"(second), "d"(third), "r"(r10), "r"(r8), "r"(r9)
-                     : "rcx", "r11", "memory");
-    return result;
-}
 
 // MARK: - State
 
@@ -228,7 +207,7 @@ size_t fht_read_memory(uint64_t address, char *buffer, size_t size) {
         if (chunk > size - done) chunk = size - done;
         struct iovec local = {buffer + done, chunk};
         struct iovec remote = {(void *)(uintptr_t)at, chunk};
-        long copied = fht_log_syscall6(SYS_process_vm_readv, fht_log_pid, (long)&local, 1, (long)&remote, 1, 0);
+        long copied = ffh_syscall6(SYS_process_vm_readv, fht_log_pid, (long)&local, 1, (long)&remote, 1, 0);
         if (copied <= 0) break;
         done += (size_t)copied;
         if ((size_t)copied < chunk) break;
@@ -406,7 +385,7 @@ FHT_PLAIN static fht_log_stack *_Nullable fht_log_claim(fht_log_slot *slot, int3
     fht_log_stack *stack = __atomic_load_n(&slot->stack, __ATOMIC_ACQUIRE);
     int32_t owner = __atomic_load_n(&slot->owner, __ATOMIC_RELAXED);
     if (!stack || owner == me) return NULL;
-    if (owner != 0 && (!ended || fht_log_syscall(SYS_tgkill, fht_log_pid, owner, 0) != -ESRCH)) return NULL;
+    if (owner != 0 && (!ended || ffh_syscall3(SYS_tgkill, fht_log_pid, owner, 0) != -ESRCH)) return NULL;
     if (!__atomic_compare_exchange_n(&slot->owner, &owner, me, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) return NULL;
     return stack;
 }
@@ -417,7 +396,7 @@ FHT_PLAIN static fht_log_stack *_Nullable fht_log_claim(fht_log_slot *slot, int3
 FHT_PLAIN static fht_log_stack *_Nullable fht_log_frames(void) {
     fht_log_stack *stack = fht_log_mine;
     if (__builtin_expect(stack != NULL, 1)) return stack;
-    int32_t me = (int32_t)fht_log_syscall(SYS_gettid, 0, 0, 0);
+    int32_t me = (int32_t)ffh_syscall3(SYS_gettid, 0, 0, 0);
     fht_log_slot *slot = NULL;
     for (int ended = 0; ended < 2 && !stack; ended++) {
         uint32_t count = __atomic_load_n(&fht_log_slot_count, __ATOMIC_ACQUIRE);
@@ -429,7 +408,7 @@ FHT_PLAIN static fht_log_stack *_Nullable fht_log_frames(void) {
         if (stack || ended) break;
         uint32_t index = __atomic_fetch_add(&fht_log_slot_count, 1, __ATOMIC_ACQ_REL);
         if (index >= FHT_LOG_MOST_STACKS) continue; /* all taken: look for a thread that ended */
-        long memory = fht_log_syscall6(SYS_mmap, 0, sizeof(fht_log_stack), PROT_READ | PROT_WRITE,
+        long memory = ffh_syscall6(SYS_mmap, 0, sizeof(fht_log_stack), PROT_READ | PROT_WRITE,
                                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (memory < 0 && memory > -4096) break;
         slot = &fht_log_slots[index];
@@ -491,7 +470,7 @@ void fht_log_enter(
     frame->sp = sp;
     if (function->flags & FHT_LOG_RETURNS_TWICE) {
         /* No leave comes: the line now, and no frame left in flight to hold later calls. */
-        fht_log_line(frame, depth, (int32_t)fht_log_syscall(SYS_gettid, 0, 0, 0), frame->ticks, NULL, 0,
+        fht_log_line(frame, depth, (int32_t)ffh_syscall3(SYS_gettid, 0, 0, 0), frame->ticks, NULL, 0,
                      " <returns twice>");
         __asm__ volatile("" ::: "memory");
         stack->depth = depth;
@@ -518,16 +497,16 @@ FHT_PLAIN static void fht_put_seconds(fht_text *text, uint64_t nanoseconds) {
    the program) and the one it raised taken, and logging stops. */
 FHT_PLAIN static long fht_log_write_pipe(int descriptor, const char *bytes, size_t count) {
     uint64_t pipe = UINT64_C(1) << (SIGPIPE - 1), old = 0;
-    fht_log_syscall6(SYS_rt_sigprocmask, SIG_BLOCK, (long)&pipe, (long)&old, 8, 0, 0);
-    long written = fht_log_syscall(SYS_write, descriptor, (long)bytes, (long)count);
+    ffh_syscall6(SYS_rt_sigprocmask, SIG_BLOCK, (long)&pipe, (long)&old, 8, 0, 0);
+    long written = ffh_syscall3(SYS_write, descriptor, (long)bytes, (long)count);
     if (written == -EPIPE) {
         if (!(old & pipe)) {
             struct timespec now = {0, 0};
-            fht_log_syscall6(SYS_rt_sigtimedwait, (long)&pipe, 0, (long)&now, 8, 0, 0);
+            ffh_syscall6(SYS_rt_sigtimedwait, (long)&pipe, 0, (long)&now, 8, 0, 0);
         }
         __atomic_store_n(&fht_log_descriptor, -1, __ATOMIC_RELEASE);
     }
-    if (!(old & pipe)) fht_log_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, 8, 0, 0);
+    if (!(old & pipe)) ffh_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, 8, 0, 0);
     return written;
 }
 
@@ -538,7 +517,7 @@ FHT_PLAIN static void fht_log_write(const char *bytes, size_t count) {
     int failed = 0;
     while (done < count) {
         long written = fht_log_is_pipe ? fht_log_write_pipe(descriptor, bytes + done, count - done)
-                                       : fht_log_syscall(SYS_write, descriptor, (long)(bytes + done), (long)(count - done));
+                                       : ffh_syscall3(SYS_write, descriptor, (long)(bytes + done), (long)(count - done));
         if (written == -EINTR) continue;
         if (written <= 0) {
             int32_t none = 0;
@@ -613,7 +592,7 @@ void fht_log_leave(const fht_log_function *function, uint64_t sp, int32_t thread
     stack->depth = depth - 1;
 }
 
-int32_t fht_log_thread(void) { return (int32_t)fht_log_syscall(SYS_gettid, 0, 0, 0); }
+int32_t fht_log_thread(void) { return (int32_t)ffh_syscall3(SYS_gettid, 0, 0, 0); }
 
 void fht_log_unfinished(int32_t thread) {
     fht_log_stack *stack = fht_log_mine;
@@ -644,7 +623,7 @@ static void fht_log_name(char *buffer, size_t size, long pid) {
 
 /* In a forked child: the process ID changed; a log whose name has %p gets a file of its own. */
 static void fht_log_forked(void) {
-    fht_log_pid = fht_log_syscall(SYS_getpid, 0, 0, 0);
+    fht_log_pid = ffh_syscall3(SYS_getpid, 0, 0, 0);
     /* The child has one thread: every other thread's frames are free, its own are its own. */
     uint32_t count = __atomic_load_n(&fht_log_slot_count, __ATOMIC_ACQUIRE);
     for (uint32_t index = 0; index < count && index < FHT_LOG_MOST_STACKS; index++) {
@@ -654,17 +633,17 @@ static void fht_log_forked(void) {
     if (!fht_log_path[0] || fht_log_descriptor < 0) return;
     char name[sizeof fht_log_path + 32];
     fht_log_name(name, sizeof name, fht_log_pid);
-    long descriptor = fht_log_syscall(SYS_open, (long)name, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+    long descriptor = ffh_syscall3(SYS_open, (long)name, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
     if (descriptor < 0) return; /* logs on to the parent's file */
     int old = fht_log_descriptor;
     __atomic_store_n(&fht_log_descriptor, (int)descriptor, __ATOMIC_RELEASE);
-    fht_log_syscall(SYS_close, old, 0, 0);
+    ffh_syscall3(SYS_close, old, 0, 0);
 }
 
 void fht_log_open(int descriptor, uint64_t ticks, double nanoseconds_per_tick, const char *path) {
     fht_log_origin = ticks;
     fht_log_rate = (uint64_t)(nanoseconds_per_tick * 4294967296.0);
-    fht_log_pid = fht_log_syscall(SYS_getpid, 0, 0, 0);
+    fht_log_pid = ffh_syscall3(SYS_getpid, 0, 0, 0);
     fht_log_path[0] = 0;
     if (path) {
         size_t length = 0;
@@ -675,7 +654,7 @@ void fht_log_open(int descriptor, uint64_t ticks, double nanoseconds_per_tick, c
         fht_log_path[length] = 0;
     }
     struct stat status;
-    if (fht_log_syscall(SYS_fstat, descriptor, (long)&status, 0) == 0) {
+    if (ffh_syscall3(SYS_fstat, descriptor, (long)&status, 0) == 0) {
         fht_log_is_pipe = S_ISFIFO(status.st_mode) || S_ISSOCK(status.st_mode);
     }
     pthread_atfork(NULL, NULL, fht_log_forked);

@@ -361,6 +361,18 @@ void fht_install_process_handlers(void) {
 
 void ffi_hook_tracer_own_thread(void) { fht_set_own_work(1); }
 
+int ffi_hook_tracer_begin_own_work(void) { return fht_begin_own_work(); }
+
+void ffi_hook_tracer_end_own_work(int was) { fht_set_own_work(was); }
+
+/* Set once the report is written: the mark of the tracer's own work stays on the thread that
+   wrote it, which holds none of its locks after. */
+static int fht_written;
+
+void fht_report_written(void) { __atomic_store_n(&fht_written, 1, __ATOMIC_RELEASE); }
+
+int ffi_hook_tracer_busy(void) { return fht_own_work() && !__atomic_load_n(&fht_written, __ATOMIC_ACQUIRE); }
+
 volatile uint64_t ffi_hook_tracer_progress;
 
 void fht_report_progress(void) { __atomic_add_fetch(&ffi_hook_tracer_progress, 1, __ATOMIC_RELAXED); }

@@ -26,7 +26,8 @@ struct TraceReport {
     let total: Double
     /// Calls of traced functions that were not counted because they were made while one of
     /// the tracer's blocks ran on their thread: by a signal handler that interrupted the
-    /// block (the tracer's own blocks call no traced function).
+    /// block (the tracer's own blocks call no traced function), or by the hooking library's
+    /// own code (a thread's first call sets up its side stack, which calls into libgcc).
     let missedCalls: Int
 
     /// Rows from the counters, converting ticks with `nanosecondsPerTick`.
@@ -55,8 +56,9 @@ struct TraceReport {
         ]
         if missedCalls > 0 {
             lines.append(
-                "ffi-hook-tracer: \(EventFormatting.counted(UInt64(missedCalls), "call")) not counted: made by signal handlers that "
-                    + "interrupted the tracer's own code for another call")
+                "ffi-hook-tracer: \(EventFormatting.counted(UInt64(missedCalls), "call")) not counted: made while the tracer's "
+                    + "own code ran on their thread (by a signal handler that interrupted it, or by the hooking library's "
+                    + "set-up of a thread)")
         }
         let header = ["function", "calls", "total", "self", "mean", "share"]
         let cells = rows.map { row in

@@ -621,7 +621,12 @@ final class Tracer: Sendable {
         let pid = getpid()
         var taken = false
         var takenElsewhere = false
-        defer { if taken { reportWritten.store(true, ordering: .releasing) } }
+        defer {
+            if taken {
+                reportWritten.store(true, ordering: .releasing)
+                fht_report_written()
+            }
+        }
         let snapshot: Snapshot? =
             state
             .withLock { state in

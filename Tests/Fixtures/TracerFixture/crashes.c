@@ -6,7 +6,14 @@
 // parent prints how the child ended; with "double-free", it frees a block twice (the C library
 // aborts, its allocator's lock held); with "dispositions", it prints the actions of a few
 // signals as sigaction reads them back, before and after setting them (the tracer's must not
-// show).
+// show); with "one-shot", it sets handlers that run once (sysv_signal for SIGINT, sigaction
+// with SA_RESETHAND for SIGTERM), raises each signal once (the handler prints what it reads
+// back), then raises SIGTERM again, whose action is now the default: it dies of it; with
+// "reloads LIBRARY", it prints its process ID and loads and unloads LIBRARY with dlopen and
+// dlclose until a signal ends it; with "writes", it writes lines to its standard output until
+// a signal ends it (SIGPIPE, when the reader closes the pipe).
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +28,14 @@ static volatile sig_atomic_t crash;
 static void on_usr1(int signal) {
     (void)signal;
     crash = 1;
+}
+
+/* Prints the signal and what its action reads back as now. */
+static void once(int signal) {
+    struct sigaction read;
+    sigaction(signal, NULL, &read);
+    printf("handler for %d: %s flags %#x\n", signal, read.sa_handler == SIG_DFL ? "default" : "other",
+           (unsigned)read.sa_flags);
 }
 
 int main(int argc, char **argv) {
@@ -78,6 +93,46 @@ int main(int argc, char **argv) {
         sigaltstack(NULL, &stack);
         printf("alternate stack: %s\n", (stack.ss_flags & SS_DISABLE) ? "none" : "one");
         return 0;
+    }
+    if (argc > 2 && strcmp(argv[1], "reloads") == 0) {
+        printf("%d\n", (int)getpid());
+        fflush(stdout);
+        for (;;) {
+            void *library = dlopen(argv[2], RTLD_NOW);
+            if (!library) {
+                fprintf(stderr, "%s\n", dlerror());
+                return 1;
+            }
+            dlclose(library);
+        }
+    }
+    if (argc > 1 && strcmp(argv[1], "writes") == 0) {
+        for (;;) {
+            if (write(1, "a line of the program's\n", 24) < 0) return 1;
+        }
+    }
+    if (argc > 1 && strcmp(argv[1], "one-shot") == 0) {
+        setvbuf(stdout, NULL, _IONBF, 0);
+        void (*previous)(int) = sysv_signal(SIGINT, once);
+        printf("SIGINT was %s\n", previous == SIG_DFL ? "default" : "other");
+        struct sigaction action, read;
+        memset(&action, 0, sizeof action);
+        action.sa_handler = once;
+        action.sa_flags = SA_RESETHAND;
+        sigemptyset(&action.sa_mask);
+        sigaddset(&action.sa_mask, SIGUSR2);
+        sigaction(SIGTERM, &action, NULL);
+        sigaction(SIGTERM, NULL, &read);
+        printf("SIGTERM set: %s flags %#x SIGUSR2 in mask %d\n", read.sa_handler == once ? "once" : "other",
+               (unsigned)read.sa_flags, sigismember(&read.sa_mask, SIGUSR2));
+        raise(SIGINT);
+        raise(SIGTERM);
+        sigaction(SIGINT, NULL, &read);
+        printf("SIGINT after: %s flags %#x\n", read.sa_handler == SIG_DFL ? "default" : "other", (unsigned)read.sa_flags);
+        for (int call = 0; call < 10; call++) sum = tracee_add(sum, 1);
+        raise(SIGTERM);
+        printf("SIGTERM did not end the process\n");
+        return 1;
     }
     if (argc > 1 && strcmp(argv[1], "wait") == 0) {
         signal(SIGUSR1, on_usr1);

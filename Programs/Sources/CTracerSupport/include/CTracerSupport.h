@@ -388,6 +388,23 @@ void fht_install_process_handlers(void);
 /// library's report thread, which looks this up).
 void ffi_hook_tracer_own_thread(void);
 
+/// Marks what the calling thread does from now on as the tracer's, until
+/// ``ffi_hook_tracer_end_own_work`` is given what this returns: the start library's own work
+/// after the tracer's start (its report thread, the lists its handler reads), which the
+/// program did not call.
+int ffi_hook_tracer_begin_own_work(void);
+
+/// Ends a stretch begun by ``ffi_hook_tracer_begin_own_work``.
+void ffi_hook_tracer_end_own_work(int was);
+
+/// Whether the calling thread is doing the tracer's own work before the report is written (then
+/// it may hold the tracer's locks, whatever code it is in: the C library's `mprotect`, say): the
+/// start library's handler, which looks this up, does not have the report made from there.
+int ffi_hook_tracer_busy(void);
+
+/// Records that the report is written (``ffi_hook_tracer_busy`` is false from then on).
+void fht_report_written(void);
+
 /// Counts a step of the report (a write, say): the start library's handler, waiting for a
 /// report that a signal asked for, gives up on one that stops counting for 3 seconds (it waits
 /// for a lock the interrupted thread holds).
