@@ -533,10 +533,31 @@ for attempt in 1 2 3 4 5 6 7 8; do
     fi
 done
 echo "SIGTERM during dlopen and dlclose: the report and status 143, eight times of eight"
+# Python's ctypes makes a callback through libffi, which the tracer's own library uses too:
+# traced in libffi's own code (--inline), the calls are the program's alone (the hooking
+# library's walk after each dlopen prepared a closure of its own, which was counted), the same
+# as through the import tables.
+python=$(readlink -f /usr/bin/python3)
+for mode in imports inline; do
+    flag=$([ "$mode" = inline ] && echo --inline || true)
+    # shellcheck disable=SC2086
+    "$bin/ffi-hook-tracer" --library 'libffi.so*' $flag --json "$work/ctypes-$mode.json" -- "$python" -c \
+        'import ctypes; print(ctypes.CFUNCTYPE(ctypes.c_int)(lambda: 3)())' >"$work/ctypes-$mode.out" 2>/dev/null
+done
+python3 - "$work" <<'PYTHON'
+import json, sys
+work = sys.argv[1]
+counts = {mode: {row["name"]: row["calls"] for row in json.load(open(f"{work}/ctypes-{mode}.json"))["functions"]}
+          for mode in ("imports", "inline")}
+if counts["imports"] != counts["inline"] or counts["inline"].get("ffi_prep_closure_loc") != 1:
+    sys.exit(f"libffi's calls from Python's ctypes: {counts}")
+print(f"libffi's calls from Python's ctypes, inline as through the import tables: {counts['inline']}")
+PYTHON
 # SIGPIPE in the middle of a write traced in the C library's own code (--inline): what the
 # handler calls while it waits for the report (write, clock_gettime, nanosleep) is not counted
 # as the program's, nested in the interrupted write (the write counted one call too many, its
-# self time above its total, and nanosleep and clock_gettime appeared).
+# self time above its total, and nanosleep and clock_gettime appeared). The JSON's scope is
+# "inline", where no scope applies.
 status=0
 "$bin/ffi-hook-tracer" --library libc.so.6 --inline --symbols 'write,nanosleep,clock_gettime,clock_nanosleep' \
     --json "$work/pipe.json" -- "$work/crashes" writes 2>"$work/pipe.err" | head -1 >/dev/null || status=$?
@@ -550,7 +571,7 @@ import json, sys
 report = json.load(open(sys.argv[1]))
 rows = {row["name"]: row for row in report["functions"]}
 write = rows.get("write")
-if report.get("ended_by") != "SIGPIPE" or set(rows) != {"write"} or write["calls"] != write["completed"] + 1 or \
+if report.get("ended_by") != "SIGPIPE" or report.get("scope") != "inline" or set(rows) != {"write"} or write["calls"] != write["completed"] + 1 or \
         write["self_ns"] > write["total_ns"]:
     sys.exit(f"SIGPIPE during a write traced inline: {report}")
 print(f"SIGPIPE during a write traced inline: {write['calls']} calls, one cut off, self time within total, nothing else")

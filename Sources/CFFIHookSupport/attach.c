@@ -33,6 +33,7 @@ static ffh_attach_dispatch ffh_attach_dispatch_function;
 static uint64_t ffh_attach_skipped;
 static uint64_t ffh_attach_abandoned;
 static uint64_t ffh_attach_passed;
+static uint64_t ffh_attach_passed_library;
 
 int ffh_attach_available(void) { return 1; }
 
@@ -41,6 +42,8 @@ uint64_t ffh_attach_skipped_leaves(void) { return __atomic_load_n(&ffh_attach_sk
 uint64_t ffh_attach_abandoned_frames(void) { return __atomic_load_n(&ffh_attach_abandoned, __ATOMIC_RELAXED); }
 
 uint64_t ffh_attach_passed_calls(void) { return __atomic_load_n(&ffh_attach_passed, __ATOMIC_RELAXED); }
+
+uint64_t ffh_attach_passed_library_calls(void) { return __atomic_load_n(&ffh_attach_passed_library, __ATOMIC_RELAXED); }
 
 /* One call on a thread's side stack. */
 typedef struct {
@@ -548,6 +551,7 @@ FFH_ATTACH_TEXT __attribute__((visibility("hidden"))) ffh_attach_target ffh_atta
     if (!thread) return target;
     if (__builtin_expect(thread->busy | (thread->attach_block & !(flags & FFH_ATTACH_REENTERS)), 0)) {
         __atomic_fetch_add(&ffh_attach_passed, 1, __ATOMIC_RELAXED);
+        if (thread->busy == FFH_BUSY_WORK) __atomic_fetch_add(&ffh_attach_passed_library, 1, __ATOMIC_RELAXED);
         return target;
     }
     ffh_side *side = thread->side;
@@ -555,7 +559,7 @@ FFH_ATTACH_TEXT __attribute__((visibility("hidden"))) ffh_attach_target ffh_atta
         /* Registering the unwind information calls into libgcc (a lock, perhaps memory): as
            the library's own work, which attached or hooked functions pass through. A signal
            handler may have made the side stack since it was read. */
-        thread->busy = 1;
+        thread->busy = FFH_BUSY_WORK;
         side = thread->side ? thread->side : ffh_side_make(thread);
         thread->busy = 0;
         if (!side) return target;
@@ -650,6 +654,7 @@ int ffh_attach_available(void) { return 0; }
 uint64_t ffh_attach_skipped_leaves(void) { return 0; }
 uint64_t ffh_attach_abandoned_frames(void) { return 0; }
 uint64_t ffh_attach_passed_calls(void) { return 0; }
+uint64_t ffh_attach_passed_library_calls(void) { return 0; }
 uint64_t ffh_attach_depth(void) { return 0; }
 void ffh_attach_write_stub(void *stub, ffh_attach *record) {
     (void)stub;

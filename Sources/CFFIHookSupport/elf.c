@@ -647,7 +647,15 @@ int ffh_elf_identify_loaded(const char *name, uintptr_t *base, uintptr_t *dynami
 
 // MARK: - Binding
 
+static void (*ffh_elf_resolve_observer)(const char *symbol);
+
+void ffh_elf_set_resolve_observer(void (*observer)(const char *symbol)) {
+    __atomic_store_n(&ffh_elf_resolve_observer, observer, __ATOMIC_RELEASE);
+}
+
 void *ffh_elf_resolve(const char *symbol, void *handle) {
+    void (*observer)(const char *) = __atomic_load_n(&ffh_elf_resolve_observer, __ATOMIC_ACQUIRE);
+    if (observer) observer(symbol);
     void *address = dlsym(RTLD_DEFAULT, symbol);
     if (!address && handle) address = dlsym(handle, symbol);
     return address;

@@ -75,6 +75,13 @@ public struct HookStatistics: Sendable, Hashable, CustomStringConvertible {
     /// blocks, runs the blocks of what it calls and is not counted here.
     public let passedThroughCallCount: Int
 
+    /// Of ``passedThroughCallCount``, the calls the library's own code made: a thread's
+    /// first attached call sets up its side stack (which registers unwind information with
+    /// libgcc), and the walk that follows a `dlopen` for a group that follows later loads
+    /// pins objects with `dlopen` and prepares closures with libffi. None of them is the
+    /// program's call, but for a signal handler's that interrupted such work. Only grows.
+    public let libraryPassedCallCount: Int
+
     init(hookedSlotCount: Int, pendingReclamationCount: Int, closureCount: Int, idleClosureCount: Int) {
         self.hookedSlotCount = hookedSlotCount
         self.pendingReclamationCount = pendingReclamationCount
@@ -84,12 +91,14 @@ public struct HookStatistics: Sendable, Hashable, CustomStringConvertible {
         self.skippedLeaveCount = Int(ffh_attach_skipped_leaves())
         self.abandonedFrameCount = Int(ffh_attach_abandoned_frames())
         self.passedThroughCallCount = Int(ffh_attach_passed_calls())
+        self.libraryPassedCallCount = Int(ffh_attach_passed_library_calls())
     }
 
     /// The figures on one line.
     public var description: String {
         "HookStatistics(hooked slots: \(hookedSlotCount), pending reclamation: \(pendingReclamationCount), "
             + "closures: \(closureCount), idle: \(idleClosureCount), attaches: \(attachCount), skipped leaves: \(skippedLeaveCount), "
-            + "abandoned frames: \(abandonedFrameCount), passed through: \(passedThroughCallCount))"
+            + "abandoned frames: \(abandonedFrameCount), passed through: \(passedThroughCallCount), "
+            + "by the library: \(libraryPassedCallCount))"
     }
 }

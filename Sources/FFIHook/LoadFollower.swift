@@ -105,6 +105,11 @@ final class LoadFollower: Sendable {
         guard ffh_elf_is_walking() == 0, call.returnValue(as: UInt.self) != 0,
             call.argument(1, as: Int32.self) & RTLD_NOLOAD == 0
         else { return }
+        // The walk is the library's own work, whoever's dlopen set it off: hooked or attached
+        // functions it calls (dlopen to pin objects, libffi's, the allocator) go straight to
+        // their code, not through the program's hooks.
+        let was = ffh_library_enter(FFH_BUSY_WORK)
+        defer { ffh_library_enter(was) }
         // Nowhere to report an entry of a new object that cannot be hooked: it is skipped.
         try? walk(waits: outermost)
     }

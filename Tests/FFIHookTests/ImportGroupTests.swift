@@ -398,6 +398,34 @@ extension FixtureTableTests {
             #expect(names.withLock { $0.count } == 2)
         }
 
+        /// The walk that follows a load is the library's own work: the calls it makes (it pins
+        /// each object with dlopen and RTLD_NOLOAD, prepares closures with libffi) go straight
+        /// to their functions, and a group attached to them sees only the program's calls.
+        @Test func theFollowingWalksOwnCallsAreNotThePrograms() throws {
+            try withLaterFixtureCopy(named: "libLaterOwnCallsCopy") { open, copy in
+                let me = at_gettid()
+                let calls = Mutex<[Int32]>([])
+                let group = try ImportTable.attach(symbols: ["dlopen"], in: .allIncludingLaterLoads) { _ in
+                    (
+                        onEnter: { call in
+                            guard call.threadID == me else { return }
+                            calls.withLock { $0.append(Int32(truncatingIfNeeded: call.integerArgument(1))) }
+                        }, onLeave: nil
+                    )
+                }
+                defer { group.remove() }
+                calls.withLock { $0.removeAll() }
+                let before = try Hook.statistics
+                let later = try #require(open(copy, RTLD_NOW))
+                _ = later
+                #expect(calls.withLock { $0 } == [RTLD_NOW])
+                let after = try Hook.statistics
+                let library = after.libraryPassedCallCount - before.libraryPassedCallCount
+                #expect(library > 0)
+                #expect(after.passedThroughCallCount - before.passedThroughCallCount >= library)
+            }
+        }
+
         @Test func anEmptyListAndAnUnknownObject() throws {
             let empty = try ImportTable.before(symbols: [], in: Self.scope) { _, _ in }
             #expect(empty.tokens.isEmpty)

@@ -550,19 +550,12 @@ extension ProcessLifeTests {
         startChild()
         check(pf_hold_init() == 0, "the hold pipe")
         let load = fixtureLoader()
-        // The walker holds itself in dlsym, which a walk calls to bind a lazily bound entry
-        // (the fixture's getpid, loaded with RTLD_LAZY) after claiming it, outside the
-        // registry's lock.
-        let walker = Atomic<UInt>(0)
-        let held = Flag()
-        let dlsymHook = try ImportTable.hook(
-            symbol: "dlsym", in: .mainProgram, signature: Signature("^v^v*"), position: .before
-        ) { _ in
-            if UInt(pthread_self()) == walker.load(ordering: .acquiring) && !held.isSet {
-                held.set()
-                pf_hold_here()
-            }
-        }
+        // The walker is held where a walk binds a lazily bound entry (the fixture's getpid,
+        // loaded with RTLD_LAZY) after claiming it, outside the registry's lock: by the
+        // library's observer of that moment (the walk is the library's own work, which no
+        // hook of the program's sees).
+        ffh_elf_set_resolve_observer(pf_hold_resolving)
+        defer { ffh_elf_set_resolve_observer(nil) }
         let pids = Counter()
         let group = try ImportTable.hook(
             symbol: "getpid", in: .allIncludingLaterLoads, signature: Signature("i"), position: .after
@@ -571,7 +564,7 @@ extension ProcessLifeTests {
         }
         let path = ImportFixtures.path(processFixture)
         let loading = JoinableThread {
-            walker.store(UInt(pthread_self()), ordering: .releasing)
+            pf_hold_set_walker()
             // Lazily, so that the fixture's getpid entry waits to be bound by the walk.
             guard let library = load(path, RTLD_LAZY) else { fail("loading \(processFixture) on the walker") }
             dlclose(library)
@@ -586,14 +579,14 @@ extension ProcessLifeTests {
                 let value = pid()
                 check(pids.count == before + 1, "the child's load was followed", forked: true)
                 check(value == getpid(), "getpid through the fixture in the child", forked: true)
-                check(group.remove() && dlsymHook.remove(), "removals in the child", forked: true)
+                check(group.remove(), "removals in the child", forked: true)
             }
         }
         let status = child > 0 ? pf_wait(child) : -1
         pf_hold_release(1)
         loading.join()
         check(status == 0, "the forked child exits with 0 (wait status \(status))")
-        check(group.remove() && dlsymHook.remove(), "removals in the parent")
+        check(group.remove(), "removals in the parent")
         waitForReclamation("in the parent")
     }
 

@@ -26,8 +26,7 @@ struct TraceReport {
     let total: Double
     /// Calls of traced functions that were not counted because they were made while one of
     /// the tracer's blocks ran on their thread: by a signal handler that interrupted the
-    /// block (the tracer's own blocks call no traced function), or by the hooking library's
-    /// own code (a thread's first call sets up its side stack, which calls into libgcc).
+    /// block (the tracer's own blocks call no traced function).
     let missedCalls: Int
 
     /// Rows from the counters, converting ticks with `nanosecondsPerTick`.
@@ -56,9 +55,8 @@ struct TraceReport {
         ]
         if missedCalls > 0 {
             lines.append(
-                "ffi-hook-tracer: \(EventFormatting.counted(UInt64(missedCalls), "call")) not counted: made while the tracer's "
-                    + "own code ran on their thread (by a signal handler that interrupted it, or by the hooking library's "
-                    + "set-up of a thread)")
+                "ffi-hook-tracer: \(EventFormatting.counted(UInt64(missedCalls), "call")) not counted: made by signal handlers that "
+                    + "interrupted the tracer's own code for another call")
         }
         let header = ["function", "calls", "total", "self", "mean", "share"]
         let cells = rows.map { row in
@@ -82,8 +80,9 @@ struct TraceReport {
         return lines.joined(separator: "\n") + "\n"
     }
 
-    /// The counts as a JSON object: the process (and the signal that ended it, or null), then
-    /// one object per function (times in nanoseconds).
+    /// The counts as a JSON object: the process, the scope (`program`, `main` or `all`; `inline`
+    /// for functions traced in their own code, where no scope applies), the signal that ended
+    /// it (or null), then one object per function (times in nanoseconds).
     func json(program: String, pid: Int32, scope: String, endedBy signal: String? = nil) -> String {
         let functions = rows.map { row in
             "    {\"name\": \(EventFormatting.json(row.name)), \"calls\": \(row.calls), \"completed\": \(row.completed), "

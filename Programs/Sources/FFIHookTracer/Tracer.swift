@@ -179,11 +179,13 @@ final class Tracer: Sendable {
         state.withLock { $0.passedAtStart = passed }
     }
 
-    /// The attached calls that went straight to their function so far: those made while a
-    /// block of the tracer ran on their thread (by a signal handler that interrupted the
-    /// block, or by the block itself).
+    /// The attached calls that went straight to their function so far because a block of the
+    /// tracer ran on their thread (made by a signal handler that interrupted the block, or by
+    /// the block itself); not those the hooking library's own work made, which are not the
+    /// program's.
     private static var passedThroughCalls: Int {
-        (try? Hook.statistics.passedThroughCallCount) ?? 0
+        guard let statistics = try? Hook.statistics else { return 0 }
+        return statistics.passedThroughCallCount - statistics.libraryPassedCallCount
     }
 
     /// Called after each `dlopen` returns (inside a block, so the tracer's own calls are not
@@ -719,7 +721,8 @@ final class Tracer: Sendable {
             }
             write(
                 report.json(
-                    program: Self.programName, pid: pid, scope: configuration.scope.rawValue, endedBy: signalName),
+                    program: Self.programName, pid: pid,
+                    scope: configuration.inline ? "inline" : configuration.scope.rawValue, endedBy: signalName),
                 to: descriptor)
             close(descriptor)
         }

@@ -117,6 +117,8 @@ uint64_t ffh_attach_abandoned_frames(void);
 /// thread was running an attach block (calls the blocks make, and calls of a signal handler
 /// that interrupted one) or the library's own code.
 uint64_t ffh_attach_passed_calls(void);
+/// Of those, the calls the library's own work made (its thread marked FFH_BUSY_WORK).
+uint64_t ffh_attach_passed_library_calls(void);
 /// How many frames the calling thread's side stack holds now (0 without one).
 uint64_t ffh_attach_depth(void);
 /// Whether this platform has attach (x86-64 ELF).

@@ -175,6 +175,10 @@ int ffh_elf_identify_loaded(const char *name, uintptr_t *base, uintptr_t *dynami
 /// resolved to its implementation. NULL when nothing defines it.
 void *ffh_elf_resolve(const char *symbol, void *handle);
 
+/// Sets a function that ffh_elf_resolve calls first, with the symbol (NULL: none): where a
+/// test holds a walk, whose own calls no hook of the program's sees.
+void ffh_elf_set_resolve_observer(void (*observer)(const char *symbol));
+
 /// Atomically reads the word at `slot`, which the dynamic loader may be writing on another
 /// thread (a lazily bound entry being bound).
 uintptr_t ffh_elf_load(uintptr_t slot);

@@ -40,10 +40,11 @@ typedef struct ffh_thread {
     int32_t tid;
     /// 1 while the thread runs the library's own code (where the call path is marked, see
     /// ``ffh_handler_setup``: the call path outside blocks and originals; a thread's first
-    /// call as it claims its record; fork's handlers), 0 otherwise. A hooked call that
-    /// arrives while it is 1 is one the library made itself, through a function the program
-    /// hooked: it goes straight to the original (see ``ffh_handler``). Only the thread
-    /// touches it.
+    /// call as it claims its record; fork's handlers), FFH_BUSY_WORK while it does work that
+    /// calls other libraries (a side stack's set-up, the walk after a `dlopen`), 0 otherwise.
+    /// A hooked call that arrives while it is not 0 is one the library made itself, through a
+    /// function the program hooked: it goes straight to the original (see ``ffh_handler``).
+    /// Only the thread touches it.
     int32_t busy;
     /// What the call path sets `busy` to as a call enters: 1 where the call path marks its
     /// own code (see ``ffh_handler_setup``), 0 where it does not.
@@ -139,6 +140,11 @@ int ffh_fork_protect(pthread_mutex_t *lock, int rank);
 int ffh_fork_protect_with(void (*take)(void *), void (*give)(void *), void *lock, int rank);
 
 // MARK: - The library's own code
+
+/// ``ffh_thread/busy`` while the library does work that calls other libraries: the attached
+/// calls that pass through then are counted as the library's (ffh_attach_passed_library_calls;
+/// a signal handler's call that interrupts such work is counted there too).
+#define FFH_BUSY_WORK 2
 
 /// Marks the calling thread as running the library's own code (or not, with 0) and returns
 /// what it was before, for ``ffh_thread_set_busy`` to restore; 0 when the thread has no

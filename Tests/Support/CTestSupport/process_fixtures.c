@@ -95,6 +95,23 @@ void pf_hold_here(void) {
     }
 }
 
+static pthread_t hold_walker;
+static int hold_walker_set;
+static int hold_walker_held;
+
+void pf_hold_set_walker(void) {
+    hold_walker = pthread_self();
+    __atomic_store_n(&hold_walker_held, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&hold_walker_set, 1, __ATOMIC_RELEASE);
+}
+
+void pf_hold_resolving(const char *symbol) {
+    (void)symbol;
+    if (!__atomic_load_n(&hold_walker_set, __ATOMIC_ACQUIRE) || !pthread_equal(hold_walker, pthread_self())) return;
+    if (__atomic_exchange_n(&hold_walker_held, 1, __ATOMIC_ACQ_REL)) return;
+    pf_hold_here();
+}
+
 int pf_hold_arrivals(void) { return __atomic_load_n(&hold_arrivals, __ATOMIC_ACQUIRE); }
 
 void pf_hold_wait_arrivals(int count) {

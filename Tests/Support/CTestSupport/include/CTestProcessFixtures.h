@@ -65,6 +65,11 @@ int pf_hold_arrivals(void);
 void pf_hold_wait_arrivals(int count);
 /// Lets `count` held threads go.
 void pf_hold_release(int count);
+/// Makes the calling thread the one pf_hold_resolving holds.
+void pf_hold_set_walker(void);
+/// A resolve observer (ffh_elf_set_resolve_observer): holds the thread set by
+/// pf_hold_set_walker in pf_hold_here, the first time it resolves a symbol.
+void pf_hold_resolving(const char *symbol);
 
 /// Runs `argv[0]`, found on the PATH, with `argv` (NULL-terminated) and this process's
 /// environment, its standard output discarded; returns its exit status, or -1 when it could
