@@ -553,6 +553,17 @@ if counts["imports"] != counts["inline"] or counts["inline"].get("ffi_prep_closu
     sys.exit(f"libffi's calls from Python's ctypes: {counts}")
 print(f"libffi's calls from Python's ctypes, inline as through the import tables: {counts['inline']}")
 PYTHON
+# A library loaded only in a link-map namespace of its own (dlmopen), which the walks do not
+# see: the error says so, rather than that nothing answers to the name.
+gcc -O0 -o "$work/namespaces" "$fixture/namespaces.c"
+"$bin/ffi-hook-tracer" --library libz.so.1 -- "$work/namespaces" >"$work/namespaces.out" 2>"$work/namespaces.err"
+if [ "$(cat "$work/namespaces.out")" != 352441c2 ] ||
+    ! grep -q "^ffi-hook-tracer: error: --library libz.so.1 names only objects loaded in another link-map namespace (by dlmopen), which the tracer does not trace: .*/libz.so.1$" "$work/namespaces.err"; then
+    echo "a library loaded by dlmopen alone:" >&2
+    cat "$work/namespaces.out" "$work/namespaces.err" >&2
+    exit 1
+fi
+echo "a library loaded by dlmopen alone is named as in another namespace"
 # SIGPIPE in the middle of a write traced in the C library's own code (--inline): what the
 # handler calls while it waits for the report (write, clock_gettime, nanosleep) is not counted
 # as the program's, nested in the interrupted write (the write counted one call too many, its

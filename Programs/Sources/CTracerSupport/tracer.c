@@ -692,6 +692,31 @@ static int fht_find_holder(struct dl_phdr_info *info, size_t size, void *data) {
 /* By the loaded objects' segments, not dladdr, which also looks for the nearest symbol in the
    object's whole symbol table (about a quarter of a million instructions in the Swift
    runtime's); dladdr only for an object the loader names with no path (the main program). */
+typedef struct {
+    void (*visit)(void *context, const char *path);
+    void *context;
+} fht_namespaces_request;
+
+/* (In dl_iterate_phdr's callback, once: the loader's lock keeps the lists still.) */
+static int fht_namespaces_visit(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)info;
+    (void)size;
+    const fht_namespaces_request *request = data;
+    const struct r_debug_extended *space = (const struct r_debug_extended *)&_r_debug;
+    if (space->base.r_version < 2) return 1;
+    for (space = space->r_next; space; space = space->r_next) {
+        for (const struct link_map *map = space->base.r_map; map; map = map->l_next) {
+            if (map->l_name && map->l_name[0]) request->visit(request->context, map->l_name);
+        }
+    }
+    return 1;
+}
+
+void fht_other_namespaces(void (*visit)(void *context, const char *path), void *context) {
+    fht_namespaces_request request = {visit, context};
+    dl_iterate_phdr(fht_namespaces_visit, &request);
+}
+
 int fht_object_path(const void *address, char *buffer, size_t size) {
     if (size == 0) return 0;
     fht_holder holder = {(uintptr_t)address, buffer, size, 0};

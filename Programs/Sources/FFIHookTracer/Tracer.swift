@@ -661,7 +661,16 @@ final class Tracer: Sendable {
                     // name to suggest.
                     let brought = LoadedImage.broughtByProgram(images, tracer: state.tracerPaths)
                     let own = Set(images.filter { !brought.contains($0.key) }.map(\.name))
-                    for name in missing { say(Self.unmatched(name, loaded: state.seenNames.subtracting(own))) }
+                    let elsewhere = Self.otherNamespacePaths()
+                    for name in missing {
+                        let there = elsewhere.filter {
+                            state.configuration.libraries(naming: $0, soname: nil).contains(name)
+                        }
+                        say(
+                            there.isEmpty
+                                ? Self.unmatched(name, loaded: state.seenNames.subtracting(own))
+                                : Self.inOtherNamespace(name, paths: there))
+                    }
                 }
                 let counts = state.counters.map { ($0.key, fht_read($0.value.pointer)) }
                 let missed = passed - state.passedAtStart - state.passedInUpdates
@@ -824,6 +833,25 @@ final class Tracer: Sendable {
         let closest = loaded.map { (distance(wanted, Array($0.utf8)), $0) }.sorted { $0 < $1 }.prefix(3).map(\.1)
         return "error: --library \(name) names none of the objects this process loaded, so none of its calls "
             + "were traced" + (closest.isEmpty ? "" : "; the closest loaded: \(closest.joined(separator: ", "))")
+    }
+
+    /// What to say of a `--library` name that only objects of another link-map namespace (loaded
+    /// by `dlmopen`) answer to: the tracer sees the default namespace alone.
+    static func inOtherNamespace(_ name: String, paths: [String]) -> String {
+        "error: --library \(name) names only objects loaded in another link-map namespace (by dlmopen), which the "
+            + "tracer does not trace: \(Set(paths).sorted().joined(separator: ", "))"
+    }
+
+    /// The paths of the objects loaded in link-map namespaces other than the default one.
+    static func otherNamespacePaths() -> [String] {
+        var paths: [String] = []
+        withUnsafeMutablePointer(to: &paths) { pointer in
+            fht_other_namespaces(
+                { context, path in
+                    context!.assumingMemoryBound(to: [String].self).pointee.append(String(cString: path))
+                }, pointer)
+        }
+        return paths
     }
 
     /// The edit distance between two names: characters inserted, deleted or replaced.

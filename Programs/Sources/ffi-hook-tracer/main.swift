@@ -60,7 +60,9 @@ let usage = """
                          The path and name of the file the loader's path leads to after
                          symbolic links count too (libsqlite3.so.0.8.6).
                          A name that no object of the process answers to is reported at exit,
-                         with the loaded objects whose names are closest to it
+                         with the loaded objects whose names are closest to it; objects loaded
+                         by dlmopen in a namespace of their own are not traced (and are named
+                         so when only they answer)
       --symbols PATTERN  only functions whose name matches this shell pattern (or one of
                          several given, comma-separated or repeated); default: all
       --json FILE        also write the counts as JSON to FILE (%p: the process ID); without

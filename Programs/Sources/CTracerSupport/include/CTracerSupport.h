@@ -358,6 +358,11 @@ void fht_load_counts(uint64_t *adds, uint64_t *subs);
 /// functions), copied into `buffer`; 0 when unknown.
 int fht_object_path(const void *address, char *buffer, size_t size);
 
+/// Reports the path of each object loaded in a link-map namespace other than the default one
+/// (by dlmopen: the loader's extended debugger interface, r_version 2), which the walks, which
+/// see their own namespace only, do not; read with the loader's list locked.
+void fht_other_namespaces(void (*visit)(void *_Nullable context, const char *path), void *_Nullable context);
+
 /// The path of the start library (libFFIHookTracerStart.so, which loaded this one), copied
 /// into `buffer`; 0 when it is not loaded.
 int fht_start_library_path(char *buffer, size_t size);
