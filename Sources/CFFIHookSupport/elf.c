@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "ffh_elf.h"
 
+#include "ffh_gnu_hash.h"
 #include "ffh_memory.h"
 
 #include <dlfcn.h>
@@ -292,7 +293,6 @@ struct ffh_elf_index {
     size_t mask;
 };
 
-static uint32_t ffh_elf_gnu_hash(const char *name);
 
 /* Appends one RELA table's JUMP_SLOT and GLOB_DAT entries to the index's list (counting them
    only when the list is NULL); returns the new count. */
@@ -310,7 +310,7 @@ static size_t ffh_elf_index_scan(const ffh_elf_object *object, const ffh_elf_dyn
             entries[count] = (ffh_elf_indexed){
                 .slot = object->base + relocation->r_offset,
                 .name = name,
-                .hash = ffh_elf_gnu_hash(name),
+                .hash = ffh_gnu_hash(name),
                 .symbol = (uint32_t)index,
                 .next = -1,
                 .kind = type == FFH_ELF_R_JUMP_SLOT ? FFH_ELF_JUMP_SLOT : FFH_ELF_GLOBAL_DATA,
@@ -379,7 +379,7 @@ ffh_elf_index *ffh_elf_index_make(const ffh_elf_object *object) {
     return index;
 }
 
-uint32_t ffh_elf_name_hash(const char *symbol) { return ffh_elf_gnu_hash(symbol); }
+uint32_t ffh_elf_name_hash(const char *symbol) { return ffh_gnu_hash(symbol); }
 
 size_t ffh_elf_index_find(const ffh_elf_index *index, const char *symbol, uint32_t hash, ffh_elf_entry *entries,
                           size_t capacity) {
@@ -445,12 +445,6 @@ int ffh_elf_is_writable_data(const ffh_elf_object *object, uintptr_t address) {
 
 // MARK: - Symbols
 
-static uint32_t ffh_elf_gnu_hash(const char *name) {
-    uint32_t hash = 5381;
-    for (const unsigned char *c = (const unsigned char *)name; *c; c++) hash = hash * 33 + *c;
-    return hash;
-}
-
 static uint32_t ffh_elf_sysv_hash(const char *name) {
     uint32_t hash = 0;
     for (const unsigned char *c = (const unsigned char *)name; *c; c++) {
@@ -501,27 +495,15 @@ int ffh_elf_find_definition(const ffh_elf_object *object, const char *name, ffh_
     long candidate = -1;
     size_t candidates = 0;
     if (dynamic.gnu_hash) {
-        /* nbuckets, symoffset, bloom words, bloom shift; the bloom filter; the buckets; one
-           chain word per symbol from symoffset on, its low bit marking a chain's end. */
-        const uint32_t *table = dynamic.gnu_hash;
-        uint32_t bucketCount = table[0], offset = table[1], bloomCount = table[2];
-        if (bucketCount == 0) return 0;
-        const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(table + 4) + bloomCount);
-        const uint32_t *chain = buckets + bucketCount;
-        uint32_t hash = ffh_elf_gnu_hash(name);
-        uint32_t index = buckets[hash % bucketCount];
-        if (index < offset) return 0;
-        for (;; index++) {
-            uint32_t entry = chain[index - offset];
-            if ((entry | 1) == (hash | 1)) {
-                int match = ffh_elf_match(&dynamic, index, name);
-                if (match == 2) {
-                    ffh_elf_fill(object, &dynamic, index, symbol);
-                    return 1;
-                }
-                if (match == 1 && candidates++ == 0) candidate = index;
+        ffh_gnu_hash_walk walk;
+        ffh_gnu_hash_begin(&walk, dynamic.gnu_hash, ffh_gnu_hash(name));
+        for (long index; (index = ffh_gnu_hash_next(&walk)) >= 0;) {
+            int match = ffh_elf_match(&dynamic, (size_t)index, name);
+            if (match == 2) {
+                ffh_elf_fill(object, &dynamic, (size_t)index, symbol);
+                return 1;
             }
-            if (entry & 1) break;
+            if (match == 1 && candidates++ == 0) candidate = index;
         }
     } else if (dynamic.sysv_hash) {
         /* nbucket, nchain, the buckets, the chains; index 0 ends a chain. */

@@ -99,7 +99,7 @@ ffh_thread *ffh_thread_claim(void) {
     ffh_current_thread = record;
     /* The record is the thread's now: a hooked pthread_setspecific that this call reaches
        finds the thread busy and goes straight to libc's. */
-    record->busy = 1;
+    record->busy = FFH_BUSY_WORK;
     if (ffh_exit_key_made) pthread_setspecific(ffh_exit_key, record);
     record->busy = 0;
     return record;
@@ -221,7 +221,7 @@ static __thread unsigned char ffh_fork_held_count __attribute__((tls_model("init
 static __thread int32_t ffh_fork_busy __attribute__((tls_model("initial-exec")));
 
 static void ffh_fork_prepare(void) {
-    ffh_fork_busy = ffh_library_enter(1);
+    ffh_fork_busy = ffh_library_enter(FFH_BUSY_WORK);
     unsigned char order[FFH_FORK_LOCKS];
     unsigned count = ffh_fork_order(order);
     for (unsigned index = 0; index < count; index++) {

@@ -2,6 +2,8 @@
 #include "CTracerStart.h"
 /* (Header-only: the hooking library's system calls by instruction.) */
 #include "../../../Sources/CFFIHookSupport/include/ffh_syscall.h"
+/* (And its walk of a GNU hash table.) */
+#include "../../../Sources/CFFIHookSupport/include/ffh_gnu_hash.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -282,12 +284,6 @@ static uintptr_t fhs_locking_addresses[FHS_LOCKING_NAMES];
 
 static uintptr_t fhs_address(uintptr_t base, uintptr_t value) { return value < base ? value + base : value; }
 
-static uint32_t fhs_gnu_hash(const char *name) {
-    uint32_t hash = 5381;
-    for (const unsigned char *byte = (const unsigned char *)name; *byte; byte++) hash = hash * 33 + *byte;
-    return hash;
-}
-
 /* The size of the function `name` at `address` in the object `info` describes, by its GNU hash
    table (0 when it has none or the name is not there at that address). dladdr1, which finds a
    symbol by address, reads the object's whole symbol table each time: 17 of them cost about 1.5
@@ -309,23 +305,18 @@ static size_t fhs_function_size(const struct dl_phdr_info *info, const char *nam
         if (dynamic->d_tag == DT_STRTAB) strings = (const char *)value;
         if (dynamic->d_tag == DT_GNU_HASH) table = (const uint32_t *)value;
     }
-    if (!symbols || !strings || !table || table[0] == 0) return 0;
-    uint32_t buckets = table[0], offset = table[1], words = table[2];
-    const uint32_t *bucket = (const uint32_t *)((const ElfW(Addr) *)(table + 4) + words);
-    const uint32_t *chain = bucket + buckets;
-    uint32_t hash = fhs_gnu_hash(name);
-    uint32_t index = bucket[hash % buckets];
-    if (index < offset) return 0;
+    if (!symbols || !strings || !table) return 0;
     /* Every symbol of the name (one per version): the one at the address dlsym gave. */
-    for (;; index++) {
-        uint32_t other = chain[index - offset];
+    ffh_gnu_hash_walk walk;
+    ffh_gnu_hash_begin(&walk, table, ffh_gnu_hash(name));
+    for (long index; (index = ffh_gnu_hash_next(&walk)) >= 0;) {
         const ElfW(Sym) *symbol = &symbols[index];
-        if ((other | 1) == (hash | 1) && strcmp(strings + symbol->st_name, name) == 0 &&
-            symbol->st_shndx != SHN_UNDEF && info->dlpi_addr + symbol->st_value == address) {
+        if (strcmp(strings + symbol->st_name, name) == 0 && symbol->st_shndx != SHN_UNDEF &&
+            info->dlpi_addr + symbol->st_value == address) {
             return symbol->st_size;
         }
-        if (other & 1) return 0;
     }
+    return 0;
 }
 
 static int fhs_list_locking_in(struct dl_phdr_info *info, size_t size, void *data) {
@@ -847,11 +838,15 @@ static fhs_signal_handler fhs_signal_with(int number, fhs_signal_handler handler
         errno = EINVAL;
         return SIG_ERR;
     }
+    /* BSD semantics block the signal while its handler runs, and say so in the mask. */
+    if (!(flags & SA_RESETHAND)) sigaddset(&action.sa_mask, number);
     if (sigaction(number, &action, &old) != 0) return SIG_ERR;
     return old.sa_handler;
 }
 
-/* The program's signal: what the C library's asks for, BSD semantics. */
+/* The program's signal: what the C library's asks for, BSD semantics (the signal itself in the
+   mask, calls restarted). (A signal siginterrupt made interrupt calls is set to restart them
+   again: the C library's record of those is its own.) */
 fhs_signal_handler signal(int number, fhs_signal_handler handler) { return fhs_signal_with(number, handler, SA_RESTART); }
 
 /* The same under its other name. */

@@ -44,6 +44,7 @@ static __thread int fht_events_making __attribute__((tls_model("initial-exec")))
 static fht_event_buffer *fht_events_make(void);
 
 fht_event_buffer *fht_events_slow(void) {
+    if (fht_first_call_is_own()) return NULL;
     if (fht_events_making) {
         __atomic_fetch_add(&fht_unbuffered, 2, __ATOMIC_RELAXED);
         return NULL;

@@ -396,6 +396,7 @@ FHT_PLAIN static fht_log_stack *_Nullable fht_log_claim(fht_log_slot *slot, int3
 FHT_PLAIN static fht_log_stack *_Nullable fht_log_frames(void) {
     fht_log_stack *stack = fht_log_mine;
     if (__builtin_expect(stack != NULL, 1)) return stack;
+    if (fht_first_call_is_own()) return NULL;
     int32_t me = (int32_t)ffh_syscall3(SYS_gettid, 0, 0, 0);
     fht_log_slot *slot = NULL;
     for (int ended = 0; ended < 2 && !stack; ended++) {

@@ -1,5 +1,7 @@
 #define _GNU_SOURCE
 #include "CTracerSupport.h"
+/* (Header-only use: the hooking library's record of the calling thread.) */
+#include "../../../Sources/CFFIHookSupport/include/ffh_thread.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -274,6 +276,7 @@ const char *fht_named_at(size_t index, size_t *length, fht_counter **counter) {
    interrupted call then puts its own in place. Nothing here calls a function the tracer may
    trace. */
 fht_counter *fht_local_slow(const fht_counter *counter) {
+    if (fht_first_call_is_own()) return NULL;
     fht_counter *mine = fht_map();
     void *calls = fht_map_memory(sizeof(fht_calls));
     if (!mine) return NULL;
@@ -371,7 +374,13 @@ static int fht_written;
 
 void fht_report_written(void) { __atomic_store_n(&fht_written, 1, __ATOMIC_RELEASE); }
 
-int ffi_hook_tracer_busy(void) { return fht_own_work() && !__atomic_load_n(&fht_written, __ATOMIC_ACQUIRE); }
+int ffi_hook_tracer_busy(void) {
+    /* The hooking library's own work on the thread (the walk that follows a dlopen holds its
+       registry's lock, which the report reads), or the tracer's before its report. */
+    const ffh_thread *library = ffh_current_thread;
+    if (library && __atomic_load_n(&library->busy, __ATOMIC_RELAXED)) return 1;
+    return fht_own_work() && !__atomic_load_n(&fht_written, __ATOMIC_ACQUIRE);
+}
 
 volatile uint64_t ffi_hook_tracer_progress;
 
@@ -445,6 +454,49 @@ static void *fht_watch(void *argument) {
     return NULL;
 }
 
+/* The stacks of the tracer's own threads, which it maps itself: what such a thread calls before
+   its body marks it as the tracer's (the C library's start of a thread: __ctype_init, _setjmp)
+   is found to be the tracer's by the stack it runs on, at the thread's first traced call. Past
+   FHT_OWN_STACKS threads (a process joined and left that many times), the C library's stacks. */
+#define FHT_OWN_STACKS 16
+#define FHT_OWN_STACK_SIZE ((size_t)8 << 20)
+static uintptr_t fht_own_stacks[FHT_OWN_STACKS];
+static int fht_own_stack_count;
+static pthread_mutex_t fht_own_stack_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int fht_first_call_is_own(void) {
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+    int count = __atomic_load_n(&fht_own_stack_count, __ATOMIC_ACQUIRE);
+    for (int index = 0; index < count; index++) {
+        uintptr_t low = fht_own_stacks[index];
+        if (here >= low && here - low < FHT_OWN_STACK_SIZE) {
+            fht_set_own_work(1);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A stack for a thread of the tracer's, its lowest page a guard; NULL past FHT_OWN_STACKS. */
+static void *fht_own_stack(void) {
+    pthread_mutex_lock(&fht_own_stack_lock);
+    void *stack = NULL;
+    if (fht_own_stack_count < FHT_OWN_STACKS) {
+        stack = mmap(NULL, FHT_OWN_STACK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK,
+                     -1, 0);
+        if (stack == MAP_FAILED || mprotect(stack, (size_t)sysconf(_SC_PAGESIZE), PROT_NONE) != 0) {
+            if (stack != MAP_FAILED) munmap(stack, FHT_OWN_STACK_SIZE);
+            stack = NULL;
+        }
+    }
+    if (stack) {
+        fht_own_stacks[fht_own_stack_count] = (uintptr_t)stack;
+        __atomic_store_n(&fht_own_stack_count, fht_own_stack_count + 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&fht_own_stack_lock);
+    return stack;
+}
+
 int ffi_hook_tracer_thread(void *(*body)(void *), void *argument, const char *name) {
     /* Every signal blocked, so that none of the process's is delivered to the thread, but those
        a fault raises: the thread reads and writes under the library's fault guard, whose
@@ -458,6 +510,8 @@ int ffi_hook_tracer_thread(void *(*body)(void *), void *argument, const char *na
     pthread_attr_t attributes;
     pthread_attr_init(&attributes);
     pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
+    void *stack = fht_own_stack();
+    if (stack) pthread_attr_setstack(&attributes, stack, FHT_OWN_STACK_SIZE);
     pthread_t thread;
     int created = pthread_create(&thread, &attributes, body, argument);
     pthread_attr_destroy(&attributes);

@@ -38,11 +38,11 @@ typedef struct ffh_thread {
     uintptr_t claimed;
     /// The owning thread's kernel id.
     int32_t tid;
-    /// 1 while the thread runs the library's own code (where the call path is marked, see
-    /// ``ffh_handler_setup``: the call path outside blocks and originals; a thread's first
-    /// call as it claims its record; fork's handlers), FFH_BUSY_WORK while it does work that
-    /// calls other libraries (a side stack's set-up, the walk after a `dlopen`), 0 otherwise.
-    /// A hooked call that arrives while it is not 0 is one the library made itself, through a
+    /// 1 while the thread runs the library's own code where the call path is marked (see
+    /// ``ffh_handler_setup``: the call path outside blocks and originals), FFH_BUSY_WORK while
+    /// it does work that calls other libraries (a thread's first call as it claims its record,
+    /// a side stack's set-up, fork's handlers, the walk after a `dlopen`), 0 otherwise. A
+    /// hooked call that arrives while it is not 0 is one the library made itself, through a
     /// function the program hooked: it goes straight to the original (see ``ffh_handler``).
     /// Only the thread touches it.
     int32_t busy;

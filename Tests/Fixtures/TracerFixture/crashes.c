@@ -7,11 +7,12 @@
 // aborts, its allocator's lock held); with "dispositions", it prints the actions of a few
 // signals as sigaction reads them back, before and after setting them (the tracer's must not
 // show); with "one-shot", it sets handlers that run once (sysv_signal for SIGINT, sigaction
-// with SA_RESETHAND for SIGTERM), raises each signal once (the handler prints what it reads
-// back), then raises SIGTERM again, whose action is now the default: it dies of it; with
-// "reloads LIBRARY", it prints its process ID and loads and unloads LIBRARY with dlopen and
-// dlclose until a signal ends it; with "writes", it writes lines to its standard output until
-// a signal ends it (SIGPIPE, when the reader closes the pipe).
+// with SA_RESETHAND for SIGTERM; signal, BSD's, for SIGUSR1, read back only), raises each
+// signal once (the handler prints what it reads back), then raises SIGTERM again, whose action
+// is now the default: it dies of it; with "reloads LIBRARY", it prints its process ID and loads
+// and unloads LIBRARY with dlopen and dlclose until a signal ends it; with "writes", it writes
+// lines to its standard output until a signal ends it (SIGPIPE, when the reader closes the
+// pipe).
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <signal.h>
@@ -125,6 +126,11 @@ int main(int argc, char **argv) {
         sigaction(SIGTERM, NULL, &read);
         printf("SIGTERM set: %s flags %#x SIGUSR2 in mask %d\n", read.sa_handler == once ? "once" : "other",
                (unsigned)read.sa_flags, sigismember(&read.sa_mask, SIGUSR2));
+        /* BSD semantics, for comparison: the signal itself in the mask. */
+        signal(SIGUSR1, once);
+        sigaction(SIGUSR1, NULL, &read);
+        printf("SIGUSR1 by signal: flags %#x SIGUSR1 in mask %d\n", (unsigned)read.sa_flags,
+               sigismember(&read.sa_mask, SIGUSR1));
         raise(SIGINT);
         raise(SIGTERM);
         sigaction(SIGINT, NULL, &read);

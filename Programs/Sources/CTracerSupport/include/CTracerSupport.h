@@ -187,6 +187,11 @@ static inline int fht_ignored(void) {
     return __builtin_expect(marks != 0, 0) && fht_marked_ignores(marks);
 }
 
+/// At a thread's first traced call: whether the thread is one of the tracer's own, started by
+/// ``ffi_hook_tracer_thread`` and not yet marked (the C library's calls that start a thread run
+/// before its body); marks it as the tracer's when it is.
+int fht_first_call_is_own(void);
+
 /// Sets the kind of `counter`'s function (FHT_KIND_VFORK, FHT_KIND_SPAWN, FHT_KIND_ONCE).
 void fht_set_kind(fht_counter *counter, uint8_t kind);
 
@@ -402,9 +407,10 @@ int ffi_hook_tracer_begin_own_work(void);
 /// Ends a stretch begun by ``ffi_hook_tracer_begin_own_work``.
 void ffi_hook_tracer_end_own_work(int was);
 
-/// Whether the calling thread is doing the tracer's own work before the report is written (then
-/// it may hold the tracer's locks, whatever code it is in: the C library's `mprotect`, say): the
-/// start library's handler, which looks this up, does not have the report made from there.
+/// Whether the calling thread is doing the tracer's own work before the report is written, or
+/// the hooking library's own work (then it may hold their locks, whatever code it is in: the C
+/// library's `mprotect`, say): the start library's handler, which looks this up, does not have
+/// the report made from there.
 int ffi_hook_tracer_busy(void);
 
 /// Records that the report is written (``ffi_hook_tracer_busy`` is false from then on).
