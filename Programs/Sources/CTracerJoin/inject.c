@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <link.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,16 +192,59 @@ static pid_t fhj_choose_thread(pid_t pid) {
     return chosen;
 }
 
+/* Whether the bytes before `address` (`before`, its six) end with a call instruction: a
+   return address, not a pointer to a function's start that a frame keeps (rtld_fini). */
+static int fhj_follows_call(const unsigned char *before) {
+    if (before[1] == 0xE8) return 1;                                          /* call rel32 */
+    if (before[4] == 0xFF && (before[5] & 0xF8) == 0xD0) return 1;            /* call reg */
+    if (before[3] == 0x41 && before[4] == 0xFF && (before[5] & 0xF8) == 0xD0) return 1; /* call r8-r15 */
+    if (before[3] == 0xFF && (before[4] & 0xF8) == 0x50) return 1;            /* call [reg+disp8] */
+    if (before[0] == 0xFF && (before[1] == 0x15 || (before[1] & 0xF8) == 0x90)) return 1; /* [rip/reg+disp32] */
+    return 0;
+}
+
+/* Whether the stopped thread is inside the dynamic loader, where a dlopen of the tracer's
+   would find the loader's lists half changed (the loader asserts, or the process faults): a
+   load or an unload under way (`_r_debug`'s r_state), its instruction pointer in the loader, or
+   a call into the loader among the return addresses in its stack's top kilobyte. */
+static int fhj_in_loader(const fhj_session *session, const fhj_dynamic_loader *loader) {
+    if (!loader->r_debug) return 0;
+    struct r_debug state;
+    struct iovec local = {&state, sizeof state}, remote = {(void *)(uintptr_t)loader->r_debug, sizeof state};
+    if (process_vm_readv(session->pid, &local, 1, &remote, 1, 0) != (ssize_t)sizeof state) return 0;
+    if (state.r_state != RT_CONSISTENT) return 1;
+    uint64_t ip = session->saved.rip;
+    if (ip >= loader->low && ip < loader->high) return 1;
+    uint64_t words[128];
+    local = (struct iovec){words, sizeof words};
+    remote = (struct iovec){(void *)(uintptr_t)session->saved.rsp, sizeof words};
+    ssize_t got = process_vm_readv(session->pid, &local, 1, &remote, 1, 0);
+    for (ssize_t index = 0; index < got / (ssize_t)sizeof words[0]; index++) {
+        uint64_t word = words[index];
+        if (word < loader->low + 6 || word >= loader->high) continue;
+        unsigned char before[6];
+        local = (struct iovec){before, sizeof before};
+        remote = (struct iovec){(void *)(uintptr_t)(word - 6), sizeof before};
+        if (process_vm_readv(session->pid, &local, 1, &remote, 1, 0) == (ssize_t)sizeof before &&
+            fhj_follows_call(before)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Seizes and stops the thread, preferring a stop inside a system call (a thread stopped in
    its own code may hold a lock, of the allocator's or the loader's, that the call would
-   need); saves its registers. */
-static fhj_status fhj_stop_thread(fhj_session *session, char *message, size_t size) {
+   need), and never one inside the dynamic loader (a program that loops on dlopen is stopped
+   again until it is outside, for about two seconds at most); saves its registers. */
+static fhj_status fhj_stop_thread(fhj_session *session, const fhj_dynamic_loader *loader, char *message,
+                                  size_t size) {
     session->tid = fhj_choose_thread(session->pid);
     if (ptrace(PTRACE_SEIZE, session->tid, NULL, NULL) != 0) {
         return fhj_explain_refusal(session->pid, errno, message, size);
     }
     session->seized = 1;
-    enum { ATTEMPTS = 50 };
+    enum { ATTEMPTS = 50, LOADER_ATTEMPTS = 2000 };
     for (int attempt = 0;; attempt++) {
         if (ptrace(PTRACE_INTERRUPT, session->tid, NULL, NULL) != 0) {
             return fhj_explain_refusal(session->pid, errno, message, size);
@@ -225,7 +269,15 @@ static fhj_status fhj_stop_thread(fhj_session *session, char *message, size_t si
             return fhj_failed(session, message, size);
         }
         session->stopped = 1;
-        if ((int64_t)session->saved.orig_rax >= 0 || attempt == ATTEMPTS - 1) break;
+        int quiet = !fhj_in_loader(session, loader);
+        if (quiet && ((int64_t)session->saved.orig_rax >= 0 || attempt >= ATTEMPTS - 1)) break;
+        if (!quiet && attempt >= LOADER_ATTEMPTS) {
+            fhj_say(message, size,
+                    "process %d was inside the dynamic loader (a dlopen or dlclose under way) each of the %d times it "
+                    "was stopped, in about two seconds; it is not joined there: try again",
+                    (int)session->pid, LOADER_ATTEMPTS);
+            return FHJ_FAILED;
+        }
         ptrace(PTRACE_CONT, session->tid, NULL, NULL);
         usleep(1000);
     }
@@ -397,7 +449,9 @@ static fhj_status fhj_run(pid_t pid, const char *library, int load, const char *
     fhj_status status = fhj_check(pid, message, size);
     if (status != FHJ_OK) return status;
     fhj_session session = {.pid = pid, .memory = -1};
-    status = fhj_stop_thread(&session, message, size);
+    fhj_dynamic_loader dynamic;
+    fhj_find_dynamic_loader(pid, &dynamic);
+    status = fhj_stop_thread(&session, &dynamic, message, size);
     fhj_loader loader = {0};
     if (status == FHJ_OK && load) status = fhj_find_loader(pid, &loader, message, size);
     if (status == FHJ_OK && !load && !fhj_maps_code(pid, address, library)) {

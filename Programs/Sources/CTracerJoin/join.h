@@ -43,6 +43,16 @@ typedef struct {
 /// the object's file (the very file mapped, checked by device and inode).
 fhj_status fhj_find_loader(pid_t pid, fhj_loader *loader, char *message, size_t size);
 
+/// The dynamic loader in the process: the range its mappings span, and its `_r_debug` (whose
+/// r_state says whether a load or an unload is under way). All 0 when it was not found.
+typedef struct {
+    uint64_t low, high;
+    uint64_t r_debug;
+} fhj_dynamic_loader;
+
+/// Finds the dynamic loader (ld-linux-x86-64.so.2) in the process.
+void fhj_find_dynamic_loader(pid_t pid, fhj_dynamic_loader *loader);
+
 /// Whether `address` is in an executable mapping of the file at `path` in the process.
 int fhj_maps_code(pid_t pid, uint64_t address, const char *path);
 

@@ -172,6 +172,40 @@ fhj_status fhj_find_loader(pid_t pid, fhj_loader *loader, char *message, size_t 
     return FHJ_NO_LOADER;
 }
 
+void fhj_find_dynamic_loader(pid_t pid, fhj_dynamic_loader *loader) {
+    *loader = (fhj_dynamic_loader){0};
+    fhj_mapping mapping;
+    if (!fhj_find_mapping(pid, "ld-linux-x86-64.so.2", &mapping)) return;
+    int descriptor = fhj_open_mapped(pid, &mapping);
+    if (descriptor < 0) return;
+    static const char *const names[] = {"_r_debug"};
+    uint64_t value = 0, first_segment = 0;
+    int good = fhj_read_symbols(descriptor, names, &value, 1, &first_segment);
+    close(descriptor);
+    if (!good || !value) return;
+    /* The span of every mapping of the same file. */
+    char name[64];
+    snprintf(name, sizeof name, "/proc/%d/maps", (int)pid);
+    FILE *maps = fopen(name, "re");
+    if (!maps) return;
+    uint64_t low = mapping.start, high = mapping.end;
+    char line[1024];
+    while (fgets(line, sizeof line, maps)) {
+        uint64_t start, end, inode;
+        int consumed = 0;
+        if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %*s %*x %*x:%*x %" SCNu64 " %n", &start, &end, &inode, &consumed) < 3 ||
+            inode != mapping.inode) {
+            continue;
+        }
+        if (start < low) low = start;
+        if (end > high) high = end;
+    }
+    fclose(maps);
+    loader->low = low;
+    loader->high = high;
+    loader->r_debug = mapping.start - first_segment + value;
+}
+
 int fhj_maps_code(pid_t pid, uint64_t address, const char *path) {
     char name[64];
     snprintf(name, sizeof name, "/proc/%d/maps", (int)pid);
