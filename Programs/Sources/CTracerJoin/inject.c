@@ -171,8 +171,40 @@ static fhj_status fhj_failed(fhj_session *session, char *message, size_t size) {
 
 // MARK: - Stopping and restoring
 
-/* The thread to use: the main thread, unless it has exited (a zombie while others run). */
-static pid_t fhj_choose_thread(pid_t pid) {
+/* The thread named `name` (its comm), 0 when none is. */
+static pid_t fhj_named_thread(pid_t pid, const char *name) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *tasks = opendir(path);
+    if (!tasks) return 0;
+    pid_t found = 0;
+    struct dirent *entry;
+    while (!found && (entry = readdir(tasks))) {
+        pid_t tid = (pid_t)atoi(entry->d_name);
+        if (tid <= 0) continue;
+        char file[96], comm[32] = {0};
+        snprintf(file, sizeof file, "/proc/%d/task/%d/comm", (int)pid, (int)tid);
+        FILE *stream = fopen(file, "re");
+        if (!stream) continue;
+        if (fgets(comm, sizeof comm, stream)) {
+            comm[strcspn(comm, "\n")] = 0;
+            if (strcmp(comm, name) == 0) found = tid;
+        }
+        fclose(stream);
+    }
+    closedir(tasks);
+    return found;
+}
+
+/* The thread to use: the one named `name` when there is one (the tracer's own watching thread,
+   which waits in poll holding nothing, for the leave: the program's threads may be in the
+   tracer's work all the time, holding its locks, in one that loads libraries in a loop), else
+   the main thread, unless it has exited (a zombie while others run). */
+static pid_t fhj_choose_thread(pid_t pid, const char *name) {
+    if (name) {
+        pid_t named = fhj_named_thread(pid, name);
+        if (named > 0) return named;
+    }
     fhj_process thread;
     if (fhj_read_process(pid, pid, &thread) && thread.state != 'Z' && thread.state != 'X') return pid;
     char path[64];
@@ -237,9 +269,9 @@ static int fhj_in_loader(const fhj_session *session, const fhj_dynamic_loader *l
    its own code may hold a lock, of the allocator's or the loader's, that the call would
    need), and never one inside the dynamic loader (a program that loops on dlopen is stopped
    again until it is outside, for about two seconds at most); saves its registers. */
-static fhj_status fhj_stop_thread(fhj_session *session, const fhj_dynamic_loader *loader, char *message,
-                                  size_t size) {
-    session->tid = fhj_choose_thread(session->pid);
+static fhj_status fhj_stop_thread(fhj_session *session, const fhj_dynamic_loader *loader, const char *thread,
+                                  char *message, size_t size) {
+    session->tid = fhj_choose_thread(session->pid, thread);
     if (ptrace(PTRACE_SEIZE, session->tid, NULL, NULL) != 0) {
         return fhj_explain_refusal(session->pid, errno, message, size);
     }
@@ -443,15 +475,15 @@ static void fhj_read_string(fhj_session *session, uint64_t address, char *text, 
 /* One session: stops a thread, then (with a library) loads it and finds `entry` and `later`
    in it, or (without) checks that `address` is still in the library's code, and calls the
    function as `int f(const char *argument)`; puts everything back. */
-static fhj_status fhj_run(pid_t pid, const char *library, int load, const char *entry, uint64_t address,
-                          const char *argument, const char *later, uint64_t *later_address, int32_t *result,
-                          char *message, size_t size) {
+static fhj_status fhj_run(pid_t pid, const char *library, int load, const char *thread, const char *entry,
+                          uint64_t address, const char *argument, const char *later, uint64_t *later_address,
+                          int32_t *result, char *message, size_t size) {
     fhj_status status = fhj_check(pid, message, size);
     if (status != FHJ_OK) return status;
     fhj_session session = {.pid = pid, .memory = -1};
     fhj_dynamic_loader dynamic;
     fhj_find_dynamic_loader(pid, &dynamic);
-    status = fhj_stop_thread(&session, &dynamic, message, size);
+    status = fhj_stop_thread(&session, &dynamic, thread, message, size);
     fhj_loader loader = {0};
     if (status == FHJ_OK && load) status = fhj_find_loader(pid, &loader, message, size);
     if (status == FHJ_OK && !load && !fhj_maps_code(pid, address, library)) {
@@ -509,10 +541,10 @@ static fhj_status fhj_run(pid_t pid, const char *library, int load, const char *
 fhj_status fhj_load_and_call(pid_t pid, const char *library, const char *entry, const char *argument,
                              const char *later, uint64_t *later_address, int32_t *result, char *message,
                              size_t size) {
-    return fhj_run(pid, library, 1, entry, 0, argument, later, later_address, result, message, size);
+    return fhj_run(pid, library, 1, NULL, entry, 0, argument, later, later_address, result, message, size);
 }
 
 fhj_status fhj_call(pid_t pid, const char *library, const char *entry, uint64_t address, const char *argument,
-                    int32_t *result, char *message, size_t size) {
-    return fhj_run(pid, library, 0, entry, address, argument, NULL, NULL, result, message, size);
+                    const char *thread, int32_t *result, char *message, size_t size) {
+    return fhj_run(pid, library, 0, thread, entry, address, argument, NULL, NULL, result, message, size);
 }

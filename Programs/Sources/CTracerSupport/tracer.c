@@ -374,12 +374,23 @@ static int fht_written;
 
 void fht_report_written(void) { __atomic_store_n(&fht_written, 1, __ATOMIC_RELEASE); }
 
-int ffi_hook_tracer_busy(void) {
-    /* The hooking library's own work on the thread (the walk that follows a dlopen holds its
-       registry's lock, which the report reads), or the tracer's before its report. */
+/* The hooking library's own work on the thread (the walk that follows a dlopen holds its
+   registry's lock, which the report reads). */
+static int fht_library_busy(void) {
     const ffh_thread *library = ffh_current_thread;
-    if (library && __atomic_load_n(&library->busy, __ATOMIC_RELAXED)) return 1;
-    return fht_own_work() && !__atomic_load_n(&fht_written, __ATOMIC_ACQUIRE);
+    return library && __atomic_load_n(&library->busy, __ATOMIC_RELAXED);
+}
+
+int ffi_hook_tracer_busy(void) {
+    return fht_library_busy() || (fht_own_work() && !__atomic_load_n(&fht_written, __ATOMIC_ACQUIRE));
+}
+
+void fht_report_begins(void) { __atomic_store_n(&fht_written, 0, __ATOMIC_RELEASE); }
+
+int fht_thread_busy(void) {
+    /* (The tracer's own threads are marked as its work for good, and hold no lock between
+       their tasks.) */
+    return fht_library_busy() || (fht_own_work() && !fht_on_own_thread());
 }
 
 volatile uint64_t ffi_hook_tracer_progress;
@@ -464,17 +475,20 @@ static uintptr_t fht_own_stacks[FHT_OWN_STACKS];
 static int fht_own_stack_count;
 static pthread_mutex_t fht_own_stack_lock = PTHREAD_MUTEX_INITIALIZER;
 
-int fht_first_call_is_own(void) {
+int fht_on_own_thread(void) {
     uintptr_t here = (uintptr_t)__builtin_frame_address(0);
     int count = __atomic_load_n(&fht_own_stack_count, __ATOMIC_ACQUIRE);
     for (int index = 0; index < count; index++) {
         uintptr_t low = fht_own_stacks[index];
-        if (here >= low && here - low < FHT_OWN_STACK_SIZE) {
-            fht_set_own_work(1);
-            return 1;
-        }
+        if (here >= low && here - low < FHT_OWN_STACK_SIZE) return 1;
     }
     return 0;
+}
+
+int fht_first_call_is_own(void) {
+    if (!fht_on_own_thread()) return 0;
+    fht_set_own_work(1);
+    return 1;
 }
 
 /* A stack for a thread of the tracer's, its lowest page a guard; NULL past FHT_OWN_STACKS. */

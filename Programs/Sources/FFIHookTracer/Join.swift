@@ -19,7 +19,8 @@ import Synchronization
 /// installed is then removed), and `FFI_HOOK_TRACER_JOINER` is the process ID of the
 /// `ffi-hook-tracer` that joined: if it ends without leaving, the process leaves by itself.
 /// Returns a ``JoinResult`` raw value: 0 when tracing, 1 when the process is traced already,
-/// 2 when the configuration names no library.
+/// 2 when the configuration names no library, 4 when the thread was doing the tracer's own work
+/// (the call is to be made again).
 ///
 /// A process that was joined and left may be joined again; each join counts from zero.
 @_cdecl("ffi_hook_tracer_join")
@@ -32,7 +33,8 @@ public func ffiHookTracerJoin(_ configuration: UnsafePointer<CChar>?) -> Int32 {
 /// hook, and leaves the library loaded but idle (a Swift library cannot be unloaded safely:
 /// its runtime's metadata and the hooks' reclaimed memory outlive it).
 ///
-/// Returns a ``JoinResult`` raw value: 0 when it left, 3 when no join was tracing.
+/// Returns a ``JoinResult`` raw value: 0 when it left, 3 when no join was tracing, 4 when the
+/// thread was doing the tracer's own work (the call is to be made again).
 @_cdecl("ffi_hook_tracer_leave")
 public func ffiHookTracerLeave() -> Int32 {
     Tracer.shared.leave().rawValue
@@ -50,12 +52,17 @@ enum JoinResult: Int32 {
     case nothingToTrace = 2
     /// A leave found no join tracing.
     case notJoined = 3
+    /// The thread the call was made on was doing the tracer's or the hooking library's own
+    /// work (holding their locks): nothing was done, and the call is to be made again once the
+    /// thread has moved on.
+    case threadBusy = 4
 }
 
 extension Tracer {
     /// Starts with the configuration in `text` unless tracing already (a tracer that has left,
     /// or a preloaded one with nothing to trace, starts afresh).
     func join(_ text: String) -> JoinResult {
+        guard fht_thread_busy() == 0 else { return .threadBusy }
         let (configuration, problems) = TracerConfiguration.from(text: text)
         let free = state.withLock { state -> Bool in
             guard !state.started || state.finished || state.configuration.libraries.isEmpty else { return false }
@@ -63,6 +70,7 @@ extension Tracer {
             return true
         }
         guard free else { return .busy }
+        fht_report_begins()
         // The join's dlopen brought the Swift runtime, and its crash handler: the process's
         // crashes stay its own.
         if text.split(separator: "\n").contains("FFI_HOOK_TRACER_RUNTIME_BROUGHT=1") {
@@ -105,6 +113,7 @@ extension Tracer {
     /// traced function (the very thread this runs on may be in one) would keep it waiting, and
     /// the memory of the hooks of one join is small.
     func leave() -> JoinResult {
+        guard fht_thread_busy() == 0 else { return .threadBusy }
         let tracing = state.withLock { state in
             guard state.started, !state.finished, !state.leaving else { return false }
             state.leaving = true

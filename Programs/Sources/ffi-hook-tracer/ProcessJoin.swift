@@ -65,6 +65,10 @@ func joinProcess(_ pid: Int32, duration: Double?, library: String) -> Never {
     }
     switch joinResult {
     case 0: break
+    case 4:
+        finish(
+            .failed, "process \(pid) (\(name)) was doing the tracer's own work each of the 300 times it was stopped",
+            directory: directory)
     case 1:
         finish(
             .refused,
@@ -91,12 +95,23 @@ func joinProcess(_ pid: Int32, duration: Double?, library: String) -> Never {
         say("process \(pid) (\(name)) exited while traced; the report above is the one it wrote at exit")
         finish(.traced, nil, directory: directory)
     }
-    let (left, leaveResult) = call(pid, library: library, entry: "ffi_hook_tracer_leave", "", at: leave)
+    // The leave runs on the tracer's watching thread, which holds nothing, where there is one;
+    // not with --inline, whose removal of the patches is not made to run beside the program's
+    // dlclose of a patched library (it runs on the main thread, made again while that thread is
+    // in the tracer's work).
+    let inline = getenv("FFI_HOOK_TRACER_INLINE").map { String(cString: $0) } == "1"
+    let (left, leaveResult) = call(
+        pid, library: library, entry: "ffi_hook_tracer_leave", "", at: leave, on: inline ? nil : "ffi-hook-watch")
     printed = printOutput(output, from: printed)
     copyJSON(jsonCopy, to: json, pid: pid)
     switch left {
     case FHJ_OK where leaveResult == 0:
         finish(.traced, nil, directory: directory)
+    case FHJ_OK where leaveResult == 4:
+        say("the hooks stay in process \(pid) (\(name)) until it exits")
+        finish(
+            .failed, "process \(pid) (\(name)) was doing the tracer's own work each of the 300 times it was stopped",
+            directory: directory)
     case FHJ_OK:
         finish(.failed, "process \(pid) (\(name)) was not traced any more when the tracer left", directory: directory)
     case FHJ_EXITED, FHJ_NO_PROCESS:
@@ -139,16 +154,25 @@ private func joinConfiguration(pid: Int32, output: String, json: String?) -> Str
 /// address, calls the function there (`fhj_call`).
 private func call(
     _ pid: Int32, library: String, entry: String, _ argument: String, leave: UnsafeMutablePointer<UInt64>? = nil,
-    at address: UInt64? = nil
+    at address: UInt64? = nil, on thread: String? = nil
 ) -> (fhj_status, Int32) {
     var result: Int32 = -1
     var message = [CChar](repeating: 0, count: 2048)
-    let status = message.withUnsafeMutableBufferPointer { buffer in
-        if let address {
-            return fhj_call(pid, library, entry, address, argument, &result, buffer.baseAddress!, buffer.count)
+    var status = FHJ_OK
+    // A call that found the thread doing the tracer's own work (4: holding its locks, in a
+    // process that loads libraries all the time) is made again once it has moved on.
+    for _ in 0..<300 {
+        status = message.withUnsafeMutableBufferPointer { buffer in
+            if let address {
+                return fhj_call(
+                    pid, library, entry, address, argument, thread, &result, buffer.baseAddress!, buffer.count)
+            }
+            return fhj_load_and_call(
+                pid, library, entry, argument, "ffi_hook_tracer_leave", leave, &result, buffer.baseAddress!,
+                buffer.count)
         }
-        return fhj_load_and_call(
-            pid, library, entry, argument, "ffi_hook_tracer_leave", leave, &result, buffer.baseAddress!, buffer.count)
+        guard status == FHJ_OK, result == 4 else { break }
+        usleep(1000)
     }
     if status != FHJ_OK { say(message.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }) }
     return (status, result)

@@ -58,10 +58,11 @@ fhj_status fhj_load_and_call(
 /// Calls the function at `address` (named `entry` in messages), which ``fhj_load_and_call``
 /// found in `library`, as ``fhj_load_and_call`` calls its entry, without calling the loader
 /// (so that nothing but the function runs in the process); FHJ_LOAD_FAILED when `address` is
-/// not in `library`'s code in the process any more.
+/// not in `library`'s code in the process any more. The call is made on the thread named
+/// `thread` (its comm) when there is one, else on the thread ``fhj_load_and_call`` uses.
 fhj_status fhj_call(
-    pid_t pid, const char *library, const char *entry, uint64_t address, const char *argument, int32_t *result,
-    char *message, size_t message_size);
+    pid_t pid, const char *library, const char *entry, uint64_t address, const char *argument,
+    const char *_Nullable thread, int32_t *result, char *message, size_t message_size);
 
 /// Why the process cannot be traced at all, checked before stopping it: FHJ_OK when nothing
 /// stands in the way that can be seen from /proc, else FHJ_NO_PROCESS, FHJ_ALREADY_TRACED,

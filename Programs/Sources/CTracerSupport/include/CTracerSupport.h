@@ -187,6 +187,10 @@ static inline int fht_ignored(void) {
     return __builtin_expect(marks != 0, 0) && fht_marked_ignores(marks);
 }
 
+/// Whether the calling thread is one of the tracer's own, started by ``ffi_hook_tracer_thread``
+/// (it runs on a stack the tracer mapped).
+int fht_on_own_thread(void);
+
 /// At a thread's first traced call: whether the thread is one of the tracer's own, started by
 /// ``ffi_hook_tracer_thread`` and not yet marked (the C library's calls that start a thread run
 /// before its body); marks it as the tracer's when it is.
@@ -415,6 +419,14 @@ int ffi_hook_tracer_busy(void);
 
 /// Records that the report is written (``ffi_hook_tracer_busy`` is false from then on).
 void fht_report_written(void);
+
+/// A join starts: its report is not written yet.
+void fht_report_begins(void);
+
+/// Whether the calling thread is doing the tracer's or the hooking library's own work, whose
+/// locks it may hold: a join or a leave that `ffi-hook-tracer --pid` made run there is refused,
+/// and made again once the thread has moved on.
+int fht_thread_busy(void);
 
 /// Counts a step of the report (a write, say): the start library's handler, waiting for a
 /// report that a signal asked for, gives up on one that stops counting for 3 seconds (it waits
