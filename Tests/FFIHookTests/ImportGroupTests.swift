@@ -421,7 +421,12 @@ extension FixtureTableTests {
                 #expect(calls.withLock { $0 } == [RTLD_NOW])
                 let after = try Hook.statistics
                 let library = after.libraryPassedCallCount - before.libraryPassedCallCount
-                #expect(library > 0)
+                // The library's own code is linked into this test's executable. Under a
+                // sanitizer the executable defines dlopen itself (its interceptor), so the
+                // walk's calls reach no import entry and no group sees them to pass them on.
+                if try !ImportTable.bindings(of: "dlopen", in: .mainProgram).isEmpty {
+                    #expect(library > 0)
+                }
                 #expect(after.passedThroughCallCount - before.passedThroughCallCount >= library)
             }
         }
