@@ -179,13 +179,28 @@ FFH_STOP_CODE static int ffh_stop_park(siginfo_t *info, void *context) {
     return 1;
 }
 
+/* Set while this thread is in a stop's signal handler: parked there, with every signal
+   blocked, while a writer on another thread rewrites code it may be about to run. Code that
+   is made to run on a thread from outside the process (a debugger's or a tracer's call, made
+   on a thread it stopped at some instruction) must not run there. */
+static __thread int ffh_in_stop_handler __attribute__((tls_model("initial-exec")));
+
+int ffh_patch_thread_is_parked(void) { return __atomic_load_n(&ffh_in_stop_handler, __ATOMIC_RELAXED) != 0; }
+
 FFH_STOP_CODE static void ffh_stop_handler(int signal, siginfo_t *info, void *context) {
     (void)signal;
+    ffh_in_stop_handler++;
     ffh_stop_park(info, context);
+    ffh_in_stop_handler--;
 }
 
 /* The fault guard's handler passes on the stop requests sent as SIGSEGV. */
-FFH_STOP_CODE static int ffh_stop_claim(siginfo_t *info, void *context) { return ffh_stop_park(info, context); }
+FFH_STOP_CODE static int ffh_stop_claim(siginfo_t *info, void *context) {
+    ffh_in_stop_handler++;
+    int claimed = ffh_stop_park(info, context);
+    ffh_in_stop_handler--;
+    return claimed;
+}
 
 /* Installs the handler on a real-time signal nobody handles, once; keeps it while it is
    still installed, and picks another if someone replaced it. 0 when ready. */
@@ -600,6 +615,8 @@ void ffh_release_world(ffh_stop *stop) {
 #else
 
 int ffh_patch_signal(void) { return 0; }
+
+int ffh_patch_thread_is_parked(void) { return 0; }
 
 uint64_t ffh_patch_stop_count(void) { return 0; }
 

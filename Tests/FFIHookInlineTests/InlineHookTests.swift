@@ -29,6 +29,19 @@ func codeBytes(_ address: UnsafeRawPointer, _ count: Int) -> [UInt8] {
     Array(UnsafeRawBufferPointer(start: address, count: count))
 }
 
+/// Builds `source` (C) with the system's compiler into a shared library `name` in a temporary
+/// directory of its own, and runs `body` with the library's path; the directory goes after.
+func withBuiltLibrary<Result>(_ name: String, source: String, _ body: (String) throws -> Result) throws -> Result {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(getpid())")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let file = directory.appendingPathComponent("\(name).c")
+    let library = directory.appendingPathComponent("lib\(name).so")
+    try source.write(to: file, atomically: true, encoding: .utf8)
+    try #require(system("cc -O1 -shared -fPIC -o '\(library.path)' '\(file.path)'") == 0, "cc could not build \(name)")
+    return try body(library.path)
+}
+
 /// The address of a C function of one or two 64-bit integers, or one 32-bit integer.
 func address(of function: @convention(c) (Int64) -> Int64) -> UnsafeRawPointer {
     unsafeBitCast(function, to: UnsafeRawPointer.self)

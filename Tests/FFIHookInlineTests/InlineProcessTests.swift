@@ -130,28 +130,68 @@ extension InlineSuites {
         }
 
         @Test func anUnloadedObjectIsNotWrittenWhenItsHookIsRemoved() throws {
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("inline-unload-\(getpid())")
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            defer { try? FileManager.default.removeItem(at: directory) }
-            let source = directory.appendingPathComponent("unload.c")
-            let library = directory.appendingPathComponent("libinlineunload.so")
-            try """
-            long inline_unload_twice(long value) { long result = value; for (int i = 0; i < 1; i++) result += value; return result; }
-            """.write(to: source, atomically: true, encoding: .utf8)
-            let status = system("cc -O1 -shared -fPIC -o '\(library.path)' '\(source.path)'")
-            try #require(status == 0, "cc could not build the library")
-            let handle = try #require(dlopen(library.path, RTLD_NOW | RTLD_LOCAL))
-            let function = try InlineFunction(symbol: "inline_unload_twice", in: library.path)
-            let count = Count()
-            let token = try Hook.before(on: function.slot, signature: Signature("qq")) { _ in count.add() }
-            let twice = function.address.assumingMemoryBound(to: UInt8.self)
-            let call = unsafeBitCast(twice, to: (@convention(c) (Int) -> Int).self)
-            #expect(call(21) == 42)
-            #expect(count.current == 1)
-            #expect(dlclose(handle) == 0)
-            // The object is gone (or its code is not ours any more): removal writes nothing there.
-            token.remove()
-            #expect(!(function.isPatched))
+            let source = """
+                long inline_unload_twice(long value) { long result = value; for (int i = 0; i < 1; i++) result += value; return result; }
+                """
+            try withBuiltLibrary("inlineunload", source: source) { library in
+                let handle = try #require(dlopen(library, RTLD_NOW | RTLD_LOCAL))
+                let function = try InlineFunction(symbol: "inline_unload_twice", in: library)
+                let count = Count()
+                let token = try Hook.before(on: function.slot, signature: Signature("qq")) { _ in count.add() }
+                let twice = function.address.assumingMemoryBound(to: UInt8.self)
+                let call = unsafeBitCast(twice, to: (@convention(c) (Int) -> Int).self)
+                #expect(call(21) == 42)
+                #expect(count.current == 1)
+                #expect(dlclose(handle) == 0)
+                // The object is gone (or its code is not ours any more): removal writes nothing there.
+                token.remove()
+                #expect(!(function.isPatched))
+            }
+        }
+
+        /// A program that loads and unloads a library while a tracer attaches a group to each
+        /// load: the groups of unloaded copies are removed after later batches were planned
+        /// (which forget the unloaded copies' plans) and while the library is loaded again,
+        /// perhaps where it was. Each removal ends its hooks, writes nothing where the old copy
+        /// or its slab was, and leaves the current copy's hooks running; the last removal
+        /// leaves the code as the file has it.
+        @Test func groupsOfUnloadedCopiesAreRemovedAfterLaterPlannings() throws {
+            let functions = (0..<6).map { "long reload_\($0)(long value) { return value * \($0 + 2) + \($0); }" }
+            try withBuiltLibrary("inlinereload", source: functions.joined(separator: "\n")) { library in
+                let count = Count()
+                var groups: [HookGroupToken] = []
+                var original: [UInt8] = []
+                var handle: UnsafeMutableRawPointer? = nil
+                for round in 0..<4 {
+                    let loaded = try #require(dlopen(library, RTLD_NOW | RTLD_LOCAL))
+                    handle = loaded
+                    let batch = try InlineBatch(library: library)
+                    #expect(batch.functions.count == 6)
+                    let five = try #require(batch.functions.first { $0.name == "reload_5" })
+                    if round == 0 { original = codeBytes(five.address, 16) }
+                    groups.append(try Hook.attach(on: batch) { _ in ({ _ in count.add() }, nil) })
+                    let call = unsafeBitCast(five.address, to: (@convention(c) (Int) -> Int).self)
+                    #expect(call(10) == 75)
+                    #expect(count.current == round + 1)
+                    if round < 3 { #expect(dlclose(loaded) == 0) }
+                    // A batch of another library: it forgets the plans of the copy just unloaded.
+                    _ = try InlineBatch(symbols: ["crc32"], in: "libz.so.1")
+                    try Hook.waitForReclamation()
+                }
+                let current = try #require(handle)
+                let symbol = try #require(dlsym(current, "reload_5"))
+                let five = unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int).self)
+                for group in groups.dropLast() { group.remove() }
+                #expect(groups.dropLast().allSatisfy { !$0.isActive })
+                // The copy loaded now keeps its hooks.
+                #expect(five(10) == 75)
+                #expect(count.current == 5)
+                #expect(groups.last!.remove())
+                #expect(five(10) == 75)
+                #expect(count.current == 5)
+                #expect(codeBytes(UnsafeRawPointer(symbol), 16) == original)
+                #expect(dlclose(current) == 0)
+            }
         }
     }
 }

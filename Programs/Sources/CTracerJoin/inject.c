@@ -17,6 +17,7 @@
 #include <sys/uio.h>
 #include <sys/user.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 // A call made in another process, as a debugger makes one: the thread's registers are set as
@@ -277,6 +278,7 @@ static fhj_status fhj_stop_thread(fhj_session *session, const fhj_dynamic_loader
     }
     session->seized = 1;
     enum { ATTEMPTS = 50, LOADER_ATTEMPTS = 2000 };
+    uint64_t jitter = (uint64_t)session->pid * 2654435761ULL ^ (uint64_t)time(NULL);
     for (int attempt = 0;; attempt++) {
         if (ptrace(PTRACE_INTERRUPT, session->tid, NULL, NULL) != 0) {
             return fhj_explain_refusal(session->pid, errno, message, size);
@@ -311,7 +313,10 @@ static fhj_status fhj_stop_thread(fhj_session *session, const fhj_dynamic_loader
             return FHJ_FAILED;
         }
         ptrace(PTRACE_CONT, session->tid, NULL, NULL);
-        usleep(1000);
+        /* Between 0.5 and 1.5 ms, at random: a program that loops on dlopen has a period of its
+           own, which a fixed pause could keep meeting at the same place of its loop. */
+        jitter = jitter * 6364136223846793005ULL + 1442695040888963407ULL;
+        usleep(500 + (useconds_t)((jitter >> 33) % 1000));
     }
     session->xstate.iov_base = malloc(FHJ_XSTATE);
     session->xstate.iov_len = FHJ_XSTATE;

@@ -2,6 +2,7 @@
 #include "CTracerSupport.h"
 /* (Header-only use: the hooking library's record of the calling thread.) */
 #include "../../../Sources/CFFIHookSupport/include/ffh_thread.h"
+#include "../../../Sources/CFFIHookPatch/include/ffh_patch.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -389,8 +390,10 @@ void fht_report_begins(void) { __atomic_store_n(&fht_written, 0, __ATOMIC_RELEAS
 
 int fht_thread_busy(void) {
     /* (The tracer's own threads are marked as its work for good, and hold no lock between
-       their tasks.) */
-    return fht_library_busy() || (fht_own_work() && !fht_on_own_thread());
+       their tasks.) A thread parked by the library's stop, which another thread's attach or
+       removal made, is in a signal handler with every signal blocked, where the library's
+       fault guard cannot work: the call is made again when it is back. */
+    return fht_library_busy() || (fht_own_work() && !fht_on_own_thread()) || ffh_patch_thread_is_parked();
 }
 
 volatile uint64_t ffi_hook_tracer_progress;
@@ -467,12 +470,19 @@ static void *fht_watch(void *argument) {
 
 /* The stacks of the tracer's own threads, which it maps itself: what such a thread calls before
    its body marks it as the tracer's (the C library's start of a thread: __ctype_init, _setjmp)
-   is found to be the tracer's by the stack it runs on, at the thread's first traced call. Past
-   FHT_OWN_STACKS threads (a process joined and left that many times), the C library's stacks. */
+   is found to be the tracer's by the stack it runs on, at the thread's first traced call.
+   A stack serves the next thread once its thread has ended (it is joined then: the C library
+   runs on a thread's stack after its body has returned); past FHT_OWN_STACKS threads alive
+   at once, the C library's stacks. (A process joined and left many times starts a watching
+   thread at every join: with stacks kept for good, the 17th found its leave refused, its
+   thread not known as the tracer's.) */
 #define FHT_OWN_STACKS 16
 #define FHT_OWN_STACK_SIZE ((size_t)8 << 20)
 static uintptr_t fht_own_stacks[FHT_OWN_STACKS];
 static int fht_own_stack_count;
+/* The thread that runs on each stack, while it has not been joined. */
+static pthread_t fht_own_stack_threads[FHT_OWN_STACKS];
+static int fht_own_stack_busy[FHT_OWN_STACKS];
 static pthread_mutex_t fht_own_stack_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int fht_on_own_thread(void) {
@@ -491,24 +501,29 @@ int fht_first_call_is_own(void) {
     return 1;
 }
 
-/* A stack for a thread of the tracer's, its lowest page a guard; NULL past FHT_OWN_STACKS. */
-static void *fht_own_stack(void) {
-    pthread_mutex_lock(&fht_own_stack_lock);
-    void *stack = NULL;
-    if (fht_own_stack_count < FHT_OWN_STACKS) {
-        stack = mmap(NULL, FHT_OWN_STACK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK,
-                     -1, 0);
-        if (stack == MAP_FAILED || mprotect(stack, (size_t)sysconf(_SC_PAGESIZE), PROT_NONE) != 0) {
-            if (stack != MAP_FAILED) munmap(stack, FHT_OWN_STACK_SIZE);
-            stack = NULL;
+/* The index of a stack for a new thread of the tracer's, its lowest page a guard: one whose
+   thread has ended, or a new one; -1 past FHT_OWN_STACKS threads alive. Called under
+   fht_own_stack_lock. */
+static int fht_own_stack(void) {
+    for (int index = 0; index < fht_own_stack_count; index++) {
+        if (fht_own_stack_busy[index] && pthread_tryjoin_np(fht_own_stack_threads[index], NULL) == 0) {
+            fht_own_stack_busy[index] = 0;
         }
+        if (!fht_own_stack_busy[index]) return index;
     }
-    if (stack) {
-        fht_own_stacks[fht_own_stack_count] = (uintptr_t)stack;
-        __atomic_store_n(&fht_own_stack_count, fht_own_stack_count + 1, __ATOMIC_RELEASE);
+    if (fht_own_stack_count == FHT_OWN_STACKS) return -1;
+    void *stack = mmap(NULL, FHT_OWN_STACK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK,
+                       -1, 0);
+    if (stack == MAP_FAILED) return -1;
+    if (mprotect(stack, (size_t)sysconf(_SC_PAGESIZE), PROT_NONE) != 0) {
+        munmap(stack, FHT_OWN_STACK_SIZE);
+        return -1;
     }
-    pthread_mutex_unlock(&fht_own_stack_lock);
-    return stack;
+    int index = fht_own_stack_count;
+    fht_own_stacks[index] = (uintptr_t)stack;
+    fht_own_stack_busy[index] = 0;
+    __atomic_store_n(&fht_own_stack_count, index + 1, __ATOMIC_RELEASE);
+    return index;
 }
 
 int ffi_hook_tracer_thread(void *(*body)(void *), void *argument, const char *name) {
@@ -521,14 +536,24 @@ int ffi_hook_tracer_thread(void *(*body)(void *), void *argument, const char *na
     static const int faults[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS};
     for (size_t index = 0; index < sizeof faults / sizeof faults[0]; index++) sigdelset(&all, faults[index]);
     pthread_sigmask(SIG_SETMASK, &all, &previous);
+    pthread_mutex_lock(&fht_own_stack_lock);
+    int stack = fht_own_stack();
     pthread_attr_t attributes;
     pthread_attr_init(&attributes);
-    pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
-    void *stack = fht_own_stack();
-    if (stack) pthread_attr_setstack(&attributes, stack, FHT_OWN_STACK_SIZE);
+    /* On a stack of its own, joinable (joined when the stack is needed again); else detached. */
+    if (stack >= 0) {
+        pthread_attr_setstack(&attributes, (void *)fht_own_stacks[stack], FHT_OWN_STACK_SIZE);
+    } else {
+        pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
+    }
     pthread_t thread;
     int created = pthread_create(&thread, &attributes, body, argument);
     pthread_attr_destroy(&attributes);
+    if (created == 0 && stack >= 0) {
+        fht_own_stack_threads[stack] = thread;
+        fht_own_stack_busy[stack] = 1;
+    }
+    pthread_mutex_unlock(&fht_own_stack_lock);
     pthread_sigmask(SIG_SETMASK, &previous, NULL);
     if (created != 0) return -1;
     pthread_setname_np(thread, name);

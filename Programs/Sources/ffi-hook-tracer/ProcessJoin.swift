@@ -32,9 +32,18 @@ enum JoinExit: Int32 {
 /// written there too and copied to `json` (`%p` becoming the process ID).
 func joinProcess(_ pid: Int32, duration: Double?, library: String) -> Never {
     fhj_block_interrupts()
-    var template = Array("/tmp/ffi-hook-tracer.XXXXXX".utf8CString)
+    // In TMPDIR when it is set, else in /tmp; as an absolute path, which the process joined
+    // (whose working directory is its own) must reach too.
+    var temporary = getenv("TMPDIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+    if let absolute = realpath(temporary, nil) {
+        temporary = String(cString: absolute)
+        free(absolute)
+    }
+    var template = Array((temporary + "/ffi-hook-tracer.XXXXXX").utf8CString)
     guard let made = mkdtemp(&template) else {
-        finish(.failed, "cannot make a directory for the report: \(String(cString: strerror(errno)))", directory: nil)
+        finish(
+            .failed, "cannot make a directory for the report in \(temporary): \(String(cString: strerror(errno)))",
+            directory: nil)
     }
     let directory = String(cString: made)
     var owner = stat()
@@ -95,13 +104,12 @@ func joinProcess(_ pid: Int32, duration: Double?, library: String) -> Never {
         say("process \(pid) (\(name)) exited while traced; the report above is the one it wrote at exit")
         finish(.traced, nil, directory: directory)
     }
-    // The leave runs on the tracer's watching thread, which holds nothing, where there is one;
-    // not with --inline, whose removal of the patches is not made to run beside the program's
-    // dlclose of a patched library (it runs on the main thread, made again while that thread is
-    // in the tracer's work).
-    let inline = getenv("FFI_HOOK_TRACER_INLINE").map { String(cString: $0) } == "1"
+    // The leave runs on the tracer's watching thread, which holds nothing, where there is one
+    // (also with --inline: the program's threads, in a process that loads libraries all the
+    // time, were found in the tracer's attach at each of 300 tries); made again while that
+    // thread is parked by a stop of the program's (an attach after a dlopen).
     let (left, leaveResult) = call(
-        pid, library: library, entry: "ffi_hook_tracer_leave", "", at: leave, on: inline ? nil : "ffi-hook-watch")
+        pid, library: library, entry: "ffi_hook_tracer_leave", "", at: leave, on: "ffi-hook-watch")
     printed = printOutput(output, from: printed)
     copyJSON(jsonCopy, to: json, pid: pid)
     switch left {

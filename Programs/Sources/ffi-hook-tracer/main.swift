@@ -50,7 +50,8 @@ let usage = """
     leaves (SIGKILL) is seen by the process, which then removes its hooks itself. Tracing needs the
     permission to ptrace the process: the same user and, where Yama's ptrace_scope is 1 or
     more, root (CAP_SYS_PTRACE) or the process's consent (prctl PR_SET_PTRACER); the process
-    must be able to read the library and to write in /tmp, where its report passes. Exit status:
+    must be able to read the library and to write in TMPDIR (or /tmp), where its report
+    passes. Exit status:
     0 traced, 1 failed, 2 not permitted or traced already, 3 no such process or it exited
     before reporting, 4 not a glibc x86-64 process.
 

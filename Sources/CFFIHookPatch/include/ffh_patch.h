@@ -129,6 +129,11 @@ int ffh_patch_sample(uintptr_t *pcs, size_t capacity, ffh_patch_result *result);
 /// The signal used to stop threads, 0 before the first stop.
 int ffh_patch_signal(void);
 
+/// Whether this thread is inside the stop's signal handler now (parked by a writer on another
+/// thread, or on its way in or out): a thread where code made to run from outside the process
+/// (a tracer's call on a thread it stopped) must not run.
+int ffh_patch_thread_is_parked(void);
+
 /// How many times the process's threads have been stopped (every batch of writes, and every
 /// sample, stops them once): for tests and benchmarks.
 uint64_t ffh_patch_stop_count(void);

@@ -424,8 +424,9 @@ void fht_report_written(void);
 void fht_report_begins(void);
 
 /// Whether the calling thread is doing the tracer's or the hooking library's own work, whose
-/// locks it may hold: a join or a leave that `ffi-hook-tracer --pid` made run there is refused,
-/// and made again once the thread has moved on.
+/// locks it may hold, or is parked by the library's stop of the threads (in a signal handler,
+/// every signal blocked): a join or a leave that `ffi-hook-tracer --pid` made run there is
+/// refused, and made again once the thread has moved on.
 int fht_thread_busy(void);
 
 /// Counts a step of the report (a write, say): the start library's handler, waiting for a
@@ -443,9 +444,11 @@ const char *fht_signal_name(int signal);
 /// process's own crashes. A handler the process installed is left as it is.
 void fht_default_swift_crash_actions(void);
 
-/// Starts a detached thread of the tracer's named `name` that runs `body(argument)`, with every
-/// signal blocked but those of faults (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS): the
-/// joiner's watch, and the start library's report thread, which looks this up. 0 when it runs.
+/// Starts a thread of the tracer's named `name` that runs `body(argument)`, with every signal
+/// blocked but those of faults (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS), on a stack
+/// the tracer mapped (used again for a later thread once this one has ended; up to 16 threads
+/// alive at once): the joiner's watch, and the start library's report thread, which looks this
+/// up. The caller does not join it. 0 when it runs.
 int ffi_hook_tracer_thread(void *_Nullable (*_Nonnull body)(void *_Nullable), void *_Nullable argument, const char *_Nonnull name);
 
 /// Watches the `ffi-hook-tracer` process `joiner` that joined this process: a thread (every
