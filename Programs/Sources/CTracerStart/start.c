@@ -844,14 +844,43 @@ static fhs_signal_handler fhs_signal_with(int number, fhs_signal_handler handler
     return old.sa_handler;
 }
 
+/* The signals siginterrupt made interrupt system calls, which the C library's signal does not
+   set to restart them (its own record of those is private): kept here as well. */
+static uint64_t fhs_interrupting;
+
+static int fhs_restart_flag(int number) {
+    if (number <= 0 || number > 64) return SA_RESTART;
+    return (__atomic_load_n(&fhs_interrupting, __ATOMIC_ACQUIRE) >> (number - 1)) & 1 ? 0 : SA_RESTART;
+}
+
+/* The program's siginterrupt: the C library's, recorded for signal. */
+int siginterrupt(int number, int interrupt) {
+    int (*real)(int, int) = (int (*)(int, int))dlsym(RTLD_NEXT, "siginterrupt");
+    if (!real) {
+        errno = ENOSYS;
+        return -1;
+    }
+    int result = real(number, interrupt);
+    if (result == 0 && number > 0 && number <= 64) {
+        uint64_t bit = (uint64_t)1 << (number - 1);
+        if (interrupt) {
+            __atomic_or_fetch(&fhs_interrupting, bit, __ATOMIC_ACQ_REL);
+        } else {
+            __atomic_and_fetch(&fhs_interrupting, ~bit, __ATOMIC_ACQ_REL);
+        }
+    }
+    return result;
+}
+
 /* The program's signal: what the C library's asks for, BSD semantics (the signal itself in the
-   mask, calls restarted). (A signal siginterrupt made interrupt calls is set to restart them
-   again: the C library's record of those is its own.) */
-fhs_signal_handler signal(int number, fhs_signal_handler handler) { return fhs_signal_with(number, handler, SA_RESTART); }
+   mask, calls restarted unless siginterrupt said otherwise for the signal). */
+fhs_signal_handler signal(int number, fhs_signal_handler handler) {
+    return fhs_signal_with(number, handler, fhs_restart_flag(number));
+}
 
 /* The same under its other name. */
 fhs_signal_handler bsd_signal(int number, fhs_signal_handler handler) {
-    return fhs_signal_with(number, handler, SA_RESTART);
+    return fhs_signal_with(number, handler, fhs_restart_flag(number));
 }
 
 /* System V semantics: the handler runs once, and the signal is not blocked while it does. */
@@ -990,6 +1019,30 @@ int dlclose(void *handle) {
     fhs_loader_depth--;
     if (fhs_pending_signal) fhs_take_pending();
     return result;
+}
+
+/* The C library's abort raises SIGABRT, and when the program's handler returns (or the signal
+   is ignored) puts the default action back through its own sigaction, past this library's, and
+   raises it again: the process ended without a report. This abort takes the same steps, with
+   the report before the last. A handler that does not return (longjmp) leaves the process
+   running, untouched. (The C library's own calls of abort, assert's and the allocator's, do
+   not come here: a handler of the program's that returns from those still ends the process
+   without a report.) */
+__attribute__((noreturn)) void abort(void) {
+    void (*real)(void) = (void (*)(void))dlsym(RTLD_NEXT, "abort");
+    /* No tracer yet, or its handler stands in for the default action: the C library's. */
+    if (real && (!fhs_finish_signalled || fhs_is_owned(SIGABRT))) real();
+    sigset_t abort_only;
+    sigemptyset(&abort_only);
+    sigaddset(&abort_only, SIGABRT);
+    sigprocmask(SIG_UNBLOCK, &abort_only, NULL);
+    raise(SIGABRT);
+    /* The program's handler returned, or SIGABRT is ignored: the process ends of it now. */
+    int first = 0;
+    __atomic_compare_exchange_n(&fhs_ending_signal, &first, SIGABRT, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    fhs_report_and_end(SIGABRT, fhs_loader_depth == 0 && !fhs_in_own_work());
+    if (real) real();
+    _exit(127);
 }
 
 __attribute__((constructor)) static void fhs_start(void) {

@@ -123,8 +123,11 @@ extension Tracer {
         fht_stop_watching()
         finish()
         let groups = state.withLock { state in
-            defer { state.groups = [] }
-            return state.groups
+            defer {
+                state.groups = []
+                state.objectGroups = [:]
+            }
+            return state.groups + state.objectGroups.values.joined()
         }
         for group in groups { group.remove() }
         // What the attaches bound, lazy again: the traced functions' entries and dlopen's.

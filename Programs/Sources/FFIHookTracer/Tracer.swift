@@ -65,8 +65,15 @@ final class Tracer: Sendable {
         var imports: [String: [String]] = [:]
         /// The objects whose calls are not counted (``TracerConfiguration/Scope/program``).
         var excluded: Set<String> = []
-        /// The groups: kept for the life of the process (dropping one would not remove it).
+        /// The groups that look at every object (following dlopen and dlclose, and those of
+        /// ``TracerConfiguration/Scope/all``): kept for the life of the process (dropping one
+        /// would not remove it).
         var groups: [HookGroupToken] = []
+        /// The groups of one object each (its import table, or its code inline), by
+        /// ``LoadedImage/key``: removed when the object is unloaded (a program that loads and
+        /// unloads a plugin in a loop kept a group of each load, 10 KB a cycle for libz's own
+        /// calls through its table, 157 KB inline).
+        var objectGroups: [String: [HookGroupToken]] = [:]
         /// Inline mode: the batch of each library traced in its own code (by
         /// ``LoadedImage/key``), kept with its hooks.
         var batches: [String: InlineBatch] = [:]
@@ -199,15 +206,17 @@ final class Tracer: Sendable {
     }
 
     /// Called after each `dlclose` returns: forgets the objects no longer loaded, so that one
-    /// loaded again is attached to as new (its import tables and code are new). Inline, the
-    /// names of its functions' counters are free again: the same function loaded again counts
-    /// in the same row.
+    /// loaded again is attached to as new (its import tables and code are new), and removes
+    /// their groups (which write nothing where the object was). Inline, the names of its
+    /// functions' counters are free again: the same function loaded again counts in the same
+    /// row.
     private func objectsUnloaded() {
         afterLoader(unloading: true) { state in
             let loaded = Set(LoadedImage.current { _ in [] }.map(\.key))
             let gone = state.seen.subtracting(loaded)
             state.seen.subtract(gone)
             for key in gone {
+                for group in state.objectGroups.removeValue(forKey: key) ?? [] { group.remove() }
                 state.imports[key] = nil
                 if let batch = state.batches.removeValue(forKey: key) {
                     let addresses = Set(batch.functions.map { UInt(bitPattern: $0.address) })
@@ -335,12 +344,14 @@ final class Tracer: Sendable {
             // of objects loaded later (the group follows them: functions attached before do
             // too, and a function no object imports yet is attached when one that does loads).
             guard !added.isEmpty else { return }
-            attach(added, in: .allIncludingLaterLoads, named: "all objects", &state)
+            attach(added, in: .allIncludingLaterLoads, named: "all objects", object: nil, &state)
         case .main, .program:
             for image in images where isInScope(image) {
                 let wanted = wanted(in: image)
                 guard !wanted.isEmpty else { continue }
-                attach(wanted, in: image.isMainProgram ? .mainProgram : .object(image.path), named: image.name, &state)
+                attach(
+                    wanted, in: image.isMainProgram ? .mainProgram : .object(image.path), named: image.name,
+                    object: image.key, &state)
             }
         }
     }
@@ -397,7 +408,9 @@ final class Tracer: Sendable {
 
     /// Attaches to the `chosen` functions in `scope` as one group; when the group cannot be
     /// made, one function at a time, reporting those that fail.
-    private func attach(_ chosen: [Chosen], in scope: ImportScope, named name: String, _ state: inout State) {
+    private func attach(
+        _ chosen: [Chosen], in scope: ImportScope, named name: String, object: String?, _ state: inout State
+    ) {
         guard !chosen.isEmpty else { return }
         let records = state.configuration.events.isEnabled
         // The group asks for each symbol's blocks in the order of the list (a name listed twice
@@ -417,14 +430,17 @@ final class Tracer: Sendable {
             return Self.blocks(counting: counter, named: symbol, recording: records)
         }
         let symbols = chosen.map(\.name)
+        let keep = { (group: HookGroupToken, state: inout State) in
+            if let object { state.objectGroups[object, default: []].append(group) } else { state.groups.append(group) }
+        }
         do {
-            state.groups.append(
-                try ImportTable.attach(symbols: symbols, in: scope, options: .allowsReentry, blocks: blocks))
+            keep(try ImportTable.attach(symbols: symbols, in: scope, options: .allowsReentry, blocks: blocks), &state)
         } catch {
             for symbol in symbols {
                 do {
-                    state.groups.append(
-                        try ImportTable.attach(symbols: [symbol], in: scope, options: .allowsReentry, blocks: blocks))
+                    keep(
+                        try ImportTable.attach(symbols: [symbol], in: scope, options: .allowsReentry, blocks: blocks),
+                        &state)
                 } catch {
                     report("\(symbol) in \(name): \(error)", &state)
                 }
@@ -550,7 +566,7 @@ final class Tracer: Sendable {
                 let name = reportedName[UInt(bitPattern: function.address)] ?? function.name
                 return Self.blocks(counting: counter, named: name, recording: records)
             }
-            state.groups.append(group)
+            state.objectGroups[image.key, default: []].append(group)
             state.batches[image.key] = traced
             let skipped = traced.functions.count - group.tokens.count
             if skipped > 0 {

@@ -12,9 +12,13 @@
 // is now the default: it dies of it; with "reloads LIBRARY", it prints its process ID and loads
 // and unloads LIBRARY with dlopen and dlclose until a signal ends it; with "writes", it writes
 // lines to its standard output until a signal ends it (SIGPIPE, when the reader closes the
-// pipe).
+// pipe); with "aborts handled" or "aborts ignored", it sets a SIGABRT handler that prints a line
+// and returns (or ignores SIGABRT), makes 10 calls and calls abort, which ends it all the same;
+// with "cycles LIBRARY COUNT", it loads and unloads LIBRARY COUNT times after 50 such cycles and
+// prints how many bytes of the heap the cycles left in use.
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +33,12 @@ static volatile sig_atomic_t crash;
 static void on_usr1(int signal) {
     (void)signal;
     crash = 1;
+}
+
+static void on_abort(int signal) {
+    (void)signal;
+    static const char line[] = "SIGABRT handled\n";
+    (void)!write(1, line, sizeof line - 1);
 }
 
 /* Prints the signal and what its action reads back as now. */
@@ -90,6 +100,19 @@ int main(int argc, char **argv) {
         sigaction(SIGTERM, NULL, &read);
         printf("SIGTERM by signal: was %s, reads %s flags %#x\n", previous == SIG_DFL ? "default" : "other",
                read.sa_handler == SIG_DFL ? "default" : "other", (unsigned)read.sa_flags);
+        /* A signal siginterrupt made interrupt calls keeps doing so when signal sets it.
+           (siginterrupt is deprecated, but programs still call it.) */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+        siginterrupt(SIGUSR2, 1);
+        signal(SIGUSR2, on_usr1);
+        sigaction(SIGUSR2, NULL, &read);
+        printf("SIGUSR2 after siginterrupt: restarts %d\n", (read.sa_flags & SA_RESTART) != 0);
+        siginterrupt(SIGUSR2, 0);
+#pragma GCC diagnostic pop
+        signal(SIGUSR2, on_usr1);
+        sigaction(SIGUSR2, NULL, &read);
+        printf("SIGUSR2 after siginterrupt undone: restarts %d\n", (read.sa_flags & SA_RESTART) != 0);
         stack_t stack;
         sigaltstack(NULL, &stack);
         printf("alternate stack: %s\n", (stack.ss_flags & SS_DISABLE) ? "none" : "one");
@@ -139,6 +162,24 @@ int main(int argc, char **argv) {
         raise(SIGTERM);
         printf("SIGTERM did not end the process\n");
         return 1;
+    }
+    if (argc > 3 && strcmp(argv[1], "cycles") == 0) {
+        for (int cycle = 0; cycle < 50; cycle++) dlclose(dlopen(argv[2], RTLD_NOW));
+        size_t before = mallinfo2().uordblks;
+        int count = atoi(argv[3]);
+        for (int cycle = 0; cycle < count; cycle++) {
+            void *library = dlopen(argv[2], RTLD_NOW);
+            if (!library) return 1;
+            dlclose(library);
+        }
+        printf("%lld bytes left in use by %d cycles\n", (long long)mallinfo2().uordblks - (long long)before, count);
+        return 0;
+    }
+    if (argc > 2 && strcmp(argv[1], "aborts") == 0) {
+        setvbuf(stdout, NULL, _IONBF, 0);
+        signal(SIGABRT, strcmp(argv[2], "ignored") == 0 ? SIG_IGN : on_abort);
+        for (int call = 0; call < 10; call++) sum = tracee_add(sum, 1);
+        abort();
     }
     if (argc > 1 && strcmp(argv[1], "wait") == 0) {
         signal(SIGUSR1, on_usr1);
