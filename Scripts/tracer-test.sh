@@ -1237,7 +1237,7 @@ if [ "$status" -ne 139 ] || grep -q -v "^Segmentation fault" "$work/crashes-join
 fi
 echo "--pid: the process joined and left died of its SIGSEGV silently, status 139"
 
-echo "== tracer test: --pid: a process joined and left twenty times"
+echo "== tracer test: --pid: a process joined and left twenty times, then with other functions"
 # Each join starts a watching thread on a stack the tracer maps (by which the thread's own calls
 # are known as the tracer's); the stacks were never used again, and the 17th join's leave was
 # refused, its thread taken for the program's, so the hooks stayed.
@@ -1254,11 +1254,29 @@ for attempt in $(seq 20); do
         exit 1
     fi
 done
-"$bin/ffi-hook-tracer" --library libtracee.so --pid "$rejoined_pid" --duration 0.3 2>"$work/rejoins.err"
-grep -Eq "tracee_add +[1-9]" "$work/rejoins.err"
+# A join traces what its own command line names: an earlier join's functions (usleep here) are
+# neither counted nor attached again (they were: the names of every earlier join were taken
+# for this one's), and its events files hold the calls its table counts, no more.
+"$bin/ffi-hook-tracer" --library libc.so.6 --symbols usleep --pid "$rejoined_pid" --duration 0.3 \
+    2>"$work/rejoins.err"
+grep -Eq "^usleep +[1-9]" "$work/rejoins.err"
+"$bin/ffi-hook-tracer" --library libtracee.so --pid "$rejoined_pid" --duration 0.3 \
+    --chrome-trace "$work/rejoin.trace.json" 2>"$work/rejoins.err"
 kill -KILL "$rejoined_pid"
 wait "$rejoined_pid" 2>/dev/null || true
-echo "--pid: a process joined and left twenty times, then joined again and counted"
+python3 - "$work/rejoins.err" "$work/rejoin.trace.json" <<'PYTHON'
+import json, re, sys
+table = open(sys.argv[1]).read()
+rows = re.findall(r"^(\S+) +([0-9,]+) ", table, re.M)
+rows = [(name, int(calls.replace(",", ""))) for name, calls in rows if name != "function"]
+events = json.load(open(sys.argv[2]))
+events = events["traceEvents"] if isinstance(events, dict) else events
+begins = sum(1 for event in events if event.get("ph") == "B")
+if [name for name, _ in rows] != ["tracee_add"] or begins != rows[0][1] or begins == 0:
+    sys.exit(f"a join after others: rows {rows}, {begins} begins in the trace\n{table}")
+print(f"--pid: joined 22 times; the last join's table has its own function alone, "
+      f"{begins} calls, and its trace {begins} begins")
+PYTHON
 
 echo "== tracer test: --pid: a process that loops on dlopen and dlclose, joined eight times"
 # Stopped inside the loader (a syscall the loader made, the loader's lists half changed), the

@@ -184,10 +184,14 @@ typedef struct {
     const char *name;
     size_t length;
     fht_counter *counter;
+    /* The trace that named it (fht_names_forget): a name of an earlier trace of the process (a
+       join before a leave) keeps its counter, unseen until a later trace names it again. */
+    uint32_t generation;
 } fht_named;
 
 static fht_named *fht_names;
 static size_t fht_names_count, fht_names_capacity;
+static uint32_t fht_names_generation;
 static uint32_t *fht_name_cells;
 static size_t fht_name_cell_count;
 
@@ -211,8 +215,10 @@ static size_t fht_name_cell(const char *name, size_t length, uint64_t hash) {
 fht_counter *fht_counter_named(const char *name, size_t length) {
     if (!fht_name_cell_count) return NULL;
     uint32_t held = fht_name_cells[fht_name_cell(name, length, fht_name_hash(name, length))];
-    return held ? fht_names[held - 1].counter : NULL;
+    return held && fht_names[held - 1].generation == fht_names_generation ? fht_names[held - 1].counter : NULL;
 }
+
+void fht_names_forget(void) { fht_names_generation++; }
 
 /* Room for one more name: the list and the table grown (the table rebuilt) as needed. */
 static int fht_name_room(void) {
@@ -243,7 +249,16 @@ fht_counter *fht_counter_naming(const char *name, size_t length, int *made) {
     uint64_t hash = fht_name_hash(name, length);
     if (fht_name_cell_count) {
         uint32_t held = fht_name_cells[fht_name_cell(name, length, hash)];
-        if (held) return fht_names[held - 1].counter;
+        if (held) {
+            fht_named *named = &fht_names[held - 1];
+            /* Named by an earlier trace: this one names it now (the counter is zeroed at the
+               start of every trace). */
+            if (named->generation != fht_names_generation) {
+                named->generation = fht_names_generation;
+                *made = 1;
+            }
+            return named->counter;
+        }
     }
     if (fht_names_count >= UINT32_MAX - 1 || !fht_name_room()) return NULL;
     char *copy = malloc(length + 1);
@@ -255,7 +270,7 @@ fht_counter *fht_counter_naming(const char *name, size_t length, int *made) {
     }
     memcpy(copy, name, length);
     copy[length] = 0;
-    fht_names[fht_names_count] = (fht_named){hash, copy, length, counter};
+    fht_names[fht_names_count] = (fht_named){hash, copy, length, counter, fht_names_generation};
     /* (The table may have grown since the look above: the cell is found again.) */
     fht_name_cells[fht_name_cell(name, length, hash)] = (uint32_t)(++fht_names_count);
     *made = 1;
@@ -266,7 +281,7 @@ size_t fht_named_count(void) { return fht_names_count; }
 
 const char *fht_named_at(size_t index, size_t *length, fht_counter **counter) {
     *length = fht_names[index].length;
-    *counter = fht_names[index].counter;
+    *counter = fht_names[index].generation == fht_names_generation ? fht_names[index].counter : NULL;
     return fht_names[index].name;
 }
 

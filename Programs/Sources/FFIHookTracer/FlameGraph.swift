@@ -1,3 +1,5 @@
+internal import CTracerSupport
+
 /// Time by call stack: the recorded calls of every thread merged into one tree of traced
 /// functions, written as folded stacks or drawn as an SVG flame graph.
 ///
@@ -35,6 +37,8 @@ struct FlameGraph {
         for thread in recording.threads {
             var nodeOfCall = [Int](repeating: 0, count: thread.calls.count)
             for (index, call) in thread.calls.enumerated() {
+                // A step of the report, for a signal's handler that waits for it.
+                if index & 0xFFFF == 0 { fht_report_progress() }
                 let parent = call.parent < 0 ? 0 : nodeOfCall[Int(call.parent)]
                 let node = child(of: parent, call.function)
                 nodeOfCall[index] = node

@@ -67,6 +67,10 @@ extension Tracer {
         let free = state.withLock { state -> Bool in
             guard !state.started || state.finished || state.configuration.libraries.isEmpty else { return false }
             state = State()
+            // What an earlier join traced is not this one's: its names find no counter now, and
+            // its events are gone (no hook records any now: the leave removed them all).
+            fht_names_forget()
+            fht_reset_events()
             return true
         }
         guard free else { return .busy }

@@ -74,10 +74,13 @@ struct Recording {
     /// The events each thread's buffer holds.
     let capacity: Int
 
-    /// The calls of every thread's buffer; `names` gives each function's name by its counter
-    /// index.
-    static func read(names: [UInt32: String], clock: EventClock, capacity: Int) -> Recording {
-        let now = clock.nanoseconds(fht_ticks())
+    /// The calls of every thread's buffer that began in `window` (ticks: the start, and the
+    /// report's count, of the calls the table shows); `names` gives each function's name by its
+    /// counter index. A call still open at the window's end ends there, unfinished.
+    static func read(
+        names: [UInt32: String], clock: EventClock, capacity: Int, window: ClosedRange<UInt64>
+    ) -> Recording {
+        let now = clock.nanoseconds(window.upperBound)
         var functions: [String] = []
         var dense: [UInt32: Int32] = [:]
         for (index, name) in names.sorted(by: { $0.value < $1.value }) {
@@ -98,8 +101,8 @@ struct Recording {
             var thread = Thread(id: id, name: threadName(id, recorded: current))
             thread.droppedEvents = droppedHere
             replay(
-                fht_buffer_events(current), count: Int(written), into: &thread, functions: dense, clock: clock, end: now
-            )
+                fht_buffer_events(current), count: Int(written), into: &thread, functions: dense, clock: clock,
+                window: window, end: now)
             threads.append(thread)
         }
         return Recording(
@@ -110,7 +113,7 @@ struct Recording {
     /// Rebuilds a thread's calls from its `count` events.
     private static func replay(
         _ events: UnsafeMutablePointer<fht_event>, count: Int, into thread: inout Thread, functions: [UInt32: Int32],
-        clock: EventClock, end: Double
+        clock: EventClock, window: ClosedRange<UInt64>, end: Double
     ) {
         var open: [Int] = []
         var last = 0.0
@@ -122,8 +125,15 @@ struct Recording {
             if let parent = open.last { thread.calls[parent].inner += thread.calls[index].duration }
         }
         for position in 0..<count {
+            // A step of the report, for a signal's handler that waits for it (a few million
+            // events take seconds in a debug build).
+            if position & 0xFFFF == 0 { fht_report_progress() }
             let word = fht_event_word(events + position)
             guard word != 0, let function = functions[word >> 2] else { continue }
+            // Before the window: the start's own calls. After it: calls the table did not count.
+            let ticks = events[position].ticks
+            if ticks < window.lowerBound { continue }
+            if ticks > window.upperBound { break }
             let stack = events[position].stack
             last = max(last, clock.nanoseconds(events[position].ticks))
             if word & 3 == UInt32(FHT_BEGIN) {

@@ -1,3 +1,5 @@
+internal import CTracerSupport
+
 /// The recorded calls as an SVG timeline: a lane per thread, time from left to right, a call
 /// as a bar under the call it was made in.
 ///
@@ -83,7 +85,9 @@ struct Timeline {
                     + "y2=\"\(FlameGraph.coordinate(y))\" stroke=\"#ccc\"/>\n")
             var cells = [[[Int32: Share]]](
                 repeating: [[Int32: Share]](repeating: [:], count: columns), count: levels)
-            for call in thread.calls where Int(call.depth) < levels {
+            for (index, call) in thread.calls.enumerated() where Int(call.depth) < levels {
+                // A step of the report, for a signal's handler that waits for it.
+                if index & 0xFFFF == 0 { fht_report_progress() }
                 let left = (call.begin - begin) * scale
                 let right = max((call.end - begin) * scale, left)
                 let firstColumn = min(Int(left), columns - 1)

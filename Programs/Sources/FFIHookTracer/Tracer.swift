@@ -94,6 +94,8 @@ final class Tracer: Sendable {
         var swiftRuntimeDirectory: String?
         /// The clock at the start, for converting ticks to nanoseconds.
         var startTicks: UInt64 = 0
+        /// The clock when the counters were zeroed at the start: the event outputs begin there.
+        var countingTicks: UInt64 = 0
         var startNanoseconds: UInt64 = 0
         /// The attached calls that had gone straight through when the start was done (see
         /// ``missedCalls``).
@@ -179,11 +181,16 @@ final class Tracer: Sendable {
         } catch {
             say("cannot follow dlopen and dlclose: \(error)")
         }
-        // What the start itself made libc and the loader do is not the program's.
+        // What the start itself made libc and the loader do is not the program's (nor, for the
+        // event outputs, what was recorded before: the start's, and an earlier join's).
         fht_reset_counters()
+        let countingFrom = fht_ticks()
         CallLog.shared?.begin()
         let passed = Self.passedThroughCalls
-        state.withLock { $0.passedAtStart = passed }
+        state.withLock {
+            $0.passedAtStart = passed
+            $0.countingTicks = countingFrom
+        }
     }
 
     /// The attached calls that went straight to their function so far because a block of the
@@ -582,7 +589,7 @@ final class Tracer: Sendable {
     /// What the report is made from, taken under the lock.
     private typealias Snapshot = (
         configuration: TracerConfiguration, counts: [(String, fht_counter)], startTicks: UInt64,
-        startNanoseconds: UInt64, missed: Int, isWriter: Bool, endedBy: Int32
+        startNanoseconds: UInt64, missed: Int, isWriter: Bool, endedBy: Int32, window: ClosedRange<UInt64>
     )
 
     /// Set once the report is written, for a report asked for by a signal while the exit's is
@@ -689,13 +696,18 @@ final class Tracer: Sendable {
                     }
                 }
                 let counts = state.counters.map { ($0.key, fht_read($0.value.pointer)) }
+                // The event outputs show the calls the table counts: those made from the start
+                // until now (a joined process goes on calling while the files are written).
+                let now = fht_ticks()
+                let window = min(state.countingTicks, now)...now
                 let missed = passed - state.passedAtStart - state.passedInUpdates
                 return (
                     state.configuration, counts, state.startTicks, state.startNanoseconds, missed, isWriter,
-                    state.endedBy
+                    state.endedBy, window
                 )
             }
-        guard let (configuration, counts, startTicks, startNanoseconds, missed, isWriter, signal) = snapshot else {
+        guard let (configuration, counts, startTicks, startNanoseconds, missed, isWriter, signal, window) = snapshot
+        else {
             return !takenElsewhere
         }
         let nanosecondsPerTick = Self.nanosecondsPerTick(since: startTicks, startNanoseconds)
@@ -717,7 +729,7 @@ final class Tracer: Sendable {
         configuration.events.write(
             functions: state.withLock { $0.counters },
             clock: EventClock(startTicks: startTicks, nanosecondsPerTick: nanosecondsPerTick),
-            program: Self.programName, pid: pid, isWriter: isWriter)
+            program: Self.programName, pid: pid, isWriter: isWriter, window: window)
         if !isWriter, counted {
             // Files named without %p are the started process's alone: a process it started (a
             // shell's commands) that counted calls says that they are not in them, rather than

@@ -71,11 +71,17 @@ fht_counter *_Nullable fht_counter_named(const char *name, size_t length);
 /// NULL when no counter or memory is left. Callers hold the tracer's state lock.
 fht_counter *_Nullable fht_counter_naming(const char *name, size_t length, int *made);
 
+/// A new trace of the process starts (a join after an earlier one left): the names given so
+/// far are this trace's no more. ``fht_counter_named`` does not find them and
+/// ``fht_named_at`` gives them no counter until ``fht_counter_naming`` names them again (which
+/// says it made the counter).
+void fht_names_forget(void);
+
 /// How many functions have counters by name, in the order they were named.
 size_t fht_named_count(void);
 
 /// The `index`th named function (``fht_named_count``): its name (`*length` bytes, not
-/// NUL-terminated) and counter.
+/// NUL-terminated) and counter (NULL for a name of an earlier trace, see ``fht_names_forget``).
 const char *fht_named_at(size_t index, size_t *length, fht_counter *_Nullable *_Nonnull counter);
 
 /// The calling thread's copy of `counter`, mapped on the thread's first call (NULL when the
