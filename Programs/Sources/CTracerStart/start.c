@@ -853,9 +853,16 @@ static int fhs_restart_flag(int number) {
     return (__atomic_load_n(&fhs_interrupting, __ATOMIC_ACQUIRE) >> (number - 1)) & 1 ? 0 : SA_RESTART;
 }
 
+/* The C library's siginterrupt and abort, which this library's own shadow: found in the
+   constructor (abort is often called from a signal handler, where dlsym may not run), or at
+   the call when one comes before it (another object's constructor). */
+static int (*fhs_real_siginterrupt)(int, int);
+static void (*fhs_real_abort)(void);
+
 /* The program's siginterrupt: the C library's, recorded for signal. */
 int siginterrupt(int number, int interrupt) {
-    int (*real)(int, int) = (int (*)(int, int))dlsym(RTLD_NEXT, "siginterrupt");
+    int (*real)(int, int) = fhs_real_siginterrupt;
+    if (!real) real = (int (*)(int, int))dlsym(RTLD_NEXT, "siginterrupt");
     if (!real) {
         errno = ENOSYS;
         return -1;
@@ -1029,7 +1036,8 @@ int dlclose(void *handle) {
    not come here: a handler of the program's that returns from those still ends the process
    without a report.) */
 __attribute__((noreturn)) void abort(void) {
-    void (*real)(void) = (void (*)(void))dlsym(RTLD_NEXT, "abort");
+    void (*real)(void) = fhs_real_abort;
+    if (!real) real = (void (*)(void))dlsym(RTLD_NEXT, "abort");
     /* No tracer yet, or its handler stands in for the default action: the C library's. */
     if (real && (!fhs_finish_signalled || fhs_is_owned(SIGABRT))) real();
     sigset_t abort_only;
@@ -1051,6 +1059,8 @@ __attribute__((constructor)) static void fhs_start(void) {
     (void)fhs_real_sigaction();
     fhs_real_dlopen = (fhs_dlopen_function)dlsym(RTLD_NEXT, "dlopen");
     fhs_real_dlclose = (fhs_dlclose_function)dlsym(RTLD_NEXT, "dlclose");
+    fhs_real_siginterrupt = (int (*)(int, int))dlsym(RTLD_NEXT, "siginterrupt");
+    fhs_real_abort = (void (*)(void))dlsym(RTLD_NEXT, "abort");
     if (!fhs_real_dlopen) return;
     /* The program the wrapper started always reports, traced libraries or not. */
     const char *started = getenv("FFI_HOOK_TRACER_PID");
