@@ -7,6 +7,11 @@ let strictSettings: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
+// The tests' own code is not optimised in a release build: what a release test run checks is
+// the libraries' optimised code, and optimising the test modules (one whole-module job each)
+// took most of that build's time.
+let testSettings = strictSettings + [.unsafeFlags(["-Onone"], .when(configuration: .release))]
+
 // The example (ffi-hook-trace) and the soak (ffi-hook-soak) are in Programs/, the
 // benchmarks in Benchmarks/ and the fuzzers in Fuzz/: packages of their own that depend on
 // this one by path. SwiftPM lists every executable target of a root package as a product;
@@ -101,7 +106,7 @@ let package = Package(
         .testTarget(
             name: "FFIHookCoreTests",
             dependencies: ["FFIHookCore", "CTestSupport"],
-            swiftSettings: strictSettings
+            swiftSettings: testSettings
         ),
         .testTarget(
             name: "FFIHookTests",
@@ -109,7 +114,7 @@ let package = Package(
                 "FFIHook", "FFIHookCore", "FFIHookObjC", "CFFIHookSupport", "CTestSupport", "CSQLite", "CZlib",
                 "TestHookLock",
             ],
-            swiftSettings: strictSettings
+            swiftSettings: testSettings
         ),
         .testTarget(
             name: "FFIHookInlineTests",
@@ -117,7 +122,7 @@ let package = Package(
                 "FFIHookInline", "FFIHook", "FFIHookCore", "CFFIHookSupport", "CTestSupport", "CZlib", "CSQLite",
                 "TestHookLock",
             ],
-            swiftSettings: strictSettings
+            swiftSettings: testSettings
         ),
     ]
 )

@@ -761,6 +761,30 @@ if [ "$status" -ne 64 ] || ! head -1 "$work/signature-alone.err" | grep -q "give
 fi
 echo "--signature without --log refused, with the usage lines only"
 
+# A signature with an empty name or encoding is refused, as the README says, not ignored.
+for signature in crc32= =iii; do
+    status=0
+    "$bin/ffi-hook-tracer" --library libtracee.so --signature "$signature" --log /dev/null -- "$work/program" \
+        >"$work/signature-empty.out" 2>"$work/signature-empty.err" || status=$?
+    if [ "$status" -ne 64 ] || ! head -1 "$work/signature-empty.err" | grep -q "takes NAME=ENCODING"; then
+        echo "--signature $signature: exit status $status, $(head -1 "$work/signature-empty.err")" >&2
+        exit 1
+    fi
+done
+echo "--signature with an empty name or encoding refused"
+
+# An output file that cannot be written is refused before the program runs, not found at exit.
+status=0
+"$bin/ffi-hook-tracer" --library libtracee.so --json "$work/no-such-directory/counts.json" -- \
+    sh -c "touch '$work/ran-anyway'" 2>"$work/unwritable.err" || status=$?
+if [ "$status" -ne 64 ] || [ -e "$work/ran-anyway" ] ||
+    ! head -1 "$work/unwritable.err" | grep -q "directory $work/no-such-directory does not exist"; then
+    echo "--json in a missing directory: status $status" >&2
+    cat "$work/unwritable.err" >&2
+    exit 1
+fi
+echo "an output file in a missing directory refused before the program runs"
+
 echo "== tracer test: a function with two names, traced inline under the one --symbols chose"
 # strchr and index are one function in glibc (one address): the batch plans it once, under one
 # name, and the report must use the name asked for, with every call of the function (where
@@ -1262,6 +1286,40 @@ done
 grep -Eq "^usleep +[1-9]" "$work/rejoins.err"
 "$bin/ffi-hook-tracer" --library libtracee.so --pid "$rejoined_pid" --duration 0.3 \
     --chrome-trace "$work/rejoin.trace.json" 2>"$work/rejoins.err"
+# A --library name that answers to no object of the process: traced, reported, and status 1 (a
+# script must not take it for a trace of that library). A file that cannot be written: refused
+# before the join (status 64, the process not stopped).
+status=0
+"$bin/ffi-hook-tracer" --library libtracee.so --library libtraceee.so --pid "$rejoined_pid" --duration 0.1 \
+    2>"$work/unmatched-join.err" || status=$?
+if [ "$status" -ne 1 ] || ! grep -q "error: --library libtraceee.so names none of the objects" "$work/unmatched-join.err" ||
+    ! grep -Eq "^tracee_add +[1-9]" "$work/unmatched-join.err"; then
+    echo "--pid with a --library that matches nothing: status $status" >&2
+    cat "$work/unmatched-join.err" >&2
+    exit 1
+fi
+for output in "--json=$work/no-such-directory/report.json" "--chrome-trace=$work"; do
+    status=0
+    "$bin/ffi-hook-tracer" --library libtracee.so "$output" --pid "$rejoined_pid" --duration 0.1 \
+        2>"$work/unwritable.err" || status=$?
+    if [ "$status" -ne 64 ] || ! head -1 "$work/unwritable.err" | grep -q "cannot write" ||
+        grep -q "joined process" "$work/unwritable.err"; then
+        echo "--pid with $output: status $status" >&2
+        cat "$work/unwritable.err" >&2
+        exit 1
+    fi
+    head -1 "$work/unwritable.err"
+done
+# One that opens but takes no byte (/dev/full) fails as the process writes it: status 1.
+status=0
+"$bin/ffi-hook-tracer" --library libtracee.so --folded /dev/full --pid "$rejoined_pid" --duration 0.1 \
+    2>"$work/unwritable.err" || status=$?
+if [ "$status" -ne 1 ] || ! grep -q "cannot write /dev/full: No space left on device" "$work/unwritable.err"; then
+    echo "--pid with --folded /dev/full: status $status" >&2
+    cat "$work/unwritable.err" >&2
+    exit 1
+fi
+echo "--pid: a --library that matches nothing, and a file the process cannot write, give status 1"
 kill -KILL "$rejoined_pid"
 wait "$rejoined_pid" 2>/dev/null || true
 python3 - "$work/rejoins.err" "$work/rejoin.trace.json" <<'PYTHON'

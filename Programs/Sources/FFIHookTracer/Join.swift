@@ -34,7 +34,8 @@ public func ffiHookTracerJoin(_ configuration: UnsafePointer<CChar>?) -> Int32 {
 /// its runtime's metadata and the hooks' reclaimed memory outlive it).
 ///
 /// Returns a ``JoinResult`` raw value: 0 when it left, 3 when no join was tracing, 4 when the
-/// thread was doing the tracer's own work (the call is to be made again).
+/// thread was doing the tracer's own work (the call is to be made again), 5 when it left after a
+/// report that found no object for a `--library` name or could not write one of its files.
 @_cdecl("ffi_hook_tracer_leave")
 public func ffiHookTracerLeave() -> Int32 {
     Tracer.shared.leave().rawValue
@@ -56,6 +57,9 @@ enum JoinResult: Int32 {
     /// work (holding their locks): nothing was done, and the call is to be made again once the
     /// thread has moved on.
     case threadBusy = 4
+    /// Left, after a report that said a `--library` name answered to none of the process's
+    /// objects, or that one of its files could not be written (the joiner exits with status 1).
+    case leftWithProblems = 5
 }
 
 extension Tracer {
@@ -71,6 +75,7 @@ extension Tracer {
             // its events are gone (no hook records any now: the leave removed them all).
             fht_names_forget()
             fht_reset_events()
+            unwrittenOutputs.store(0, ordering: .relaxed)
             return true
         }
         guard free else { return .busy }
@@ -101,7 +106,7 @@ extension Tracer {
     /// Leaves after the joiner ended without leaving: the hooks go as at a leave, and so do the
     /// report's files, which no one will read (and the private directory they were in).
     func abandon() {
-        guard leave() == .done else { return }
+        guard [.done, .leftWithProblems].contains(leave()) else { return }
         let paths = state.withLock { [$0.configuration.outputPath, $0.configuration.jsonPath] }.compactMap { $0 }
         for path in paths { unlink(path) }
         if let output = paths.first, let slash = output.lastIndex(of: "/") {
@@ -141,7 +146,8 @@ extension Tracer {
         TracerOutput.restore()
         // The report's mark on this thread ends: a later join counts its calls.
         fht_set_own_work(0)
-        return .done
+        let problems = state.withLock(\.reportedUnmatched) || unwrittenOutputs.load(ordering: .relaxed) > 0
+        return problems ? .leftWithProblems : .done
     }
 }
 

@@ -1,5 +1,6 @@
 internal import CTracerSupport
 internal import FFIHook
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -147,6 +148,10 @@ struct EventClock: Sendable {
 
 // MARK: - Output file
 
+/// How many of the report's files could not be written (created, or written to the end) since
+/// the process started or was last joined: a joined process's leave says so to the joiner.
+let unwrittenOutputs = Atomic<Int>(0)
+
 /// A file written through a buffer: bytes collect in memory and go out a megabyte at a time.
 struct FileOutput {
     /// The open file.
@@ -164,6 +169,7 @@ struct FileOutput {
         self.path = path
         guard descriptor >= 0 else {
             say("cannot write \(path): \(String(cString: strerror(errno)))")
+            unwrittenOutputs.add(1, ordering: .relaxed)
             return nil
         }
         pending.reserveCapacity(1 << 20)
@@ -208,6 +214,7 @@ struct FileOutput {
             if written < 0, errno == EINTR { continue }
             if written <= 0 {
                 say("cannot write \(path): \(String(cString: strerror(errno)))")
+                unwrittenOutputs.add(1, ordering: .relaxed)
                 failed = true
             }
             done += max(written, 0)

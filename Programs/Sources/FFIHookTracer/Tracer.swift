@@ -110,6 +110,9 @@ final class Tracer: Sendable {
         /// Set by the leave that removes a joined process's hooks, so that a second one (the
         /// joiner's, and the watch's when the joiner died during it) does nothing.
         var leaving = false
+        /// Set by the report when a `--library` name answered to no object (a joined process's
+        /// leave returns ``JoinResult/leftWithProblems`` then).
+        var reportedUnmatched = false
     }
 
     let state = Mutex(State())
@@ -548,7 +551,12 @@ final class Tracer: Sendable {
                     + "cannot be patched safely and are not traced (\(reasons); \(first)…)", &state)
         }
         guard !chosen.isEmpty else {
-            report("\(image.name) has no function that --symbols selects", &state)
+            // Where every selected function was refused, the line above has said why.
+            report(
+                batch.refusals.isEmpty
+                    ? "\(image.name) has no function that --symbols selects"
+                    : "\(image.name): none of the functions --symbols selects can be patched, so none is traced",
+                &state)
             return
         }
         var counters: [UInt: CounterAddress] = [:]
@@ -680,6 +688,7 @@ final class Tracer: Sendable {
                 if !isWriter && state.matchedNames.isEmpty { return nil }
                 let missing = state.configuration.libraries.filter { !state.matchedNames.contains($0) }
                 if !missing.isEmpty {
+                    state.reportedUnmatched = true
                     // What only the tracer brought (its library, the Swift runtime, libffi) is no
                     // name to suggest.
                     let brought = LoadedImage.broughtByProgram(images, tracer: state.tracerPaths)
@@ -754,6 +763,7 @@ final class Tracer: Sendable {
             let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
             guard descriptor >= 0 else {
                 say("cannot write \(path): \(String(cString: strerror(errno)))")
+                unwrittenOutputs.add(1, ordering: .relaxed)
                 return true
             }
             write(

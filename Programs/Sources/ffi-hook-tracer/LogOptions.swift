@@ -51,7 +51,9 @@ func logOption(_ name: String, inline: String?, _ arguments: inout ArraySlice<St
     switch name {
     case "--log": return (logVariable, absolute(value))
     case "--signature":
-        guard value.contains("="), !value.hasPrefix("=") else { fail("--signature takes NAME=ENCODING, not \(value)") }
+        guard value.contains("="), !value.hasPrefix("="), !value.hasSuffix("=") else {
+            fail("--signature takes NAME=ENCODING, with neither empty, not \(value)")
+        }
         return (signaturesVariable, value)
     default:
         guard let text = contents(of: value) else {

@@ -95,14 +95,14 @@ func joinProcess(_ pid: Int32, duration: Double?, library: String) -> Never {
     let reason = fhj_wait(pid, duration.map { Int64(($0 * 1000).rounded()) } ?? -1)
     if reason == FHJ_WAIT_EXITED {
         printed = printOutput(output, from: printed)
-        copyJSON(jsonCopy, to: json, pid: pid)
+        let copied = copyJSON(jsonCopy, to: json, pid: pid)
         guard printed > 0 else {
             finish(
                 .gone, "process \(pid) (\(name)) ended while traced, without a report (killed by a signal?)",
                 directory: directory)
         }
         say("process \(pid) (\(name)) exited while traced; the report above is the one it wrote at exit")
-        finish(.traced, nil, directory: directory)
+        finish(copied ? .traced : .failed, nil, directory: directory)
     }
     // The leave runs on the tracer's watching thread, which holds nothing, where there is one
     // (also with --inline: the program's threads, in a process that loads libraries all the
@@ -111,10 +111,14 @@ func joinProcess(_ pid: Int32, duration: Double?, library: String) -> Never {
     let (left, leaveResult) = call(
         pid, library: library, entry: "ffi_hook_tracer_leave", "", at: leave, on: "ffi-hook-watch")
     printed = printOutput(output, from: printed)
-    copyJSON(jsonCopy, to: json, pid: pid)
+    let copied = copyJSON(jsonCopy, to: json, pid: pid)
     switch left {
     case FHJ_OK where leaveResult == 0:
-        finish(.traced, nil, directory: directory)
+        finish(copied ? .traced : .failed, nil, directory: directory)
+    case FHJ_OK where leaveResult == 5:
+        // The report said which --library names answered to no object of the process, or which
+        // of its files could not be written.
+        finish(.failed, nil, directory: directory)
     case FHJ_OK where leaveResult == 4:
         say("the hooks stay in process \(pid) (\(name)) until it exits")
         finish(
@@ -231,25 +235,31 @@ func replacingProcessID(in path: String, with pid: Int32) -> String {
 }
 
 /// Copies the JSON report the process wrote at `source` to `destination` (`%p`: the process
-/// ID), saying why when it cannot.
-private func copyJSON(_ source: String, to destination: String?, pid: Int32) {
-    guard let destination else { return }
+/// ID), saying why when it cannot; false when it could not be written.
+@discardableResult
+private func copyJSON(_ source: String, to destination: String?, pid: Int32) -> Bool {
+    guard let destination else { return true }
     let path = replacingProcessID(in: destination, with: pid)
     let input = open(source, O_RDONLY | O_CLOEXEC)
-    guard input >= 0 else { return }
+    guard input >= 0 else { return true }
     defer { close(input) }
     let output = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
     guard output >= 0 else {
         say("cannot write \(path): \(String(cString: strerror(errno)))")
-        return
+        return false
     }
     defer { close(output) }
     var buffer = [UInt8](repeating: 0, count: 65536)
     while true {
         let count = read(input, &buffer, buffer.count)
         guard count > 0 else { break }
-        buffer.withUnsafeBytes { _ = write(output, $0.baseAddress, count) }
+        let written = buffer.withUnsafeBytes { write(output, $0.baseAddress, count) }
+        guard written == count else {
+            say("cannot write \(path): \(written < 0 ? String(cString: strerror(errno)) : "a short write")")
+            return false
+        }
     }
+    return true
 }
 
 /// The command name of process `pid`, "?" when unknown.

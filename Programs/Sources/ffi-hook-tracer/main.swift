@@ -38,7 +38,10 @@ let usage = """
     heading naming the signal, and the program then dies of it as it would have: where the
     program leaves a signal's action at the default, the tracer's handler stands in for it (the
     program is still told the default), with a thread of the tracer's that waits for it in each
-    traced process. A handler the program installs replaces it.
+    traced process. A handler the program installs replaces it. The exit status is the
+    program's: what the tracer finds wrong in a run (a --library name that no object answers
+    to, a file it cannot write) is said on standard error; 64 when the options are wrong, 127
+    when PROGRAM cannot be run.
 
     With --pid, joins the running process PID instead: loads the tracer library into it
     (through ptrace, which stops one of its threads for a moment), traces for SECONDS or
@@ -52,8 +55,10 @@ let usage = """
     more, root (CAP_SYS_PTRACE) or the process's consent (prctl PR_SET_PTRACER); the process
     must be able to read the library and to write in TMPDIR (or /tmp), where its report
     passes. Exit status:
-    0 traced, 1 failed, 2 not permitted or traced already, 3 no such process or it exited
-    before reporting, 4 not a glibc x86-64 process.
+    0 traced, 1 failed (also: traced, but a --library name answered to no object of the
+    process, or a file of the report could not be written), 2 not permitted or traced already, 3 no
+    such process or it exited before reporting, 4 not a glibc x86-64 process, 64 the options
+    are wrong.
 
       --library NAME     a library whose exported functions are traced: a soname
                          (libsqlite3.so.0), a file name, a path, or a shell pattern of any
@@ -210,6 +215,36 @@ struct Options {
         if command.isEmpty, pid == nil { fail("no program to run") }
         if libraries.isEmpty { fail("no --library: name at least one library to trace") }
         if libraries.contains(where: { $0.contains(",") }) { fail("a library name cannot hold a comma") }
+        // The files are written at the end of the run: a path that cannot be written is said now,
+        // not after the program has run (or the process has been traced).
+        let files =
+            (json.map { [("--json", $0)] } ?? [])
+            + events.compactMap { variable, value in
+                eventOptions.first { $0.variable == variable && $0.option != "--events" }.map { ($0.option, value) }
+            }
+            + log.filter { $0.0 == "FFI_HOOK_TRACER_LOG" }.map { ("--log", $0.1) }
+        for (option, path) in files { refuseUnwritable(path, of: option) }
+    }
+}
+
+/// Exits with the usage when the file `path` (absolute) of an output option could not be
+/// written: its directory is missing or not writable, or the file is a directory or not
+/// writable. With `%p` in the name, only the directory is looked at.
+func refuseUnwritable(_ path: String, of option: String) {
+    let directory = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
+    var status = stat()
+    if strstr(path, "%p") == nil, stat(path, &status) == 0 {
+        if status.st_mode & S_IFMT == S_IFDIR { fail("cannot write \(option) \(path): it is a directory") }
+        guard access(path, W_OK) == 0 else {
+            fail("cannot write \(option) \(path): \(String(cString: strerror(errno)))")
+        }
+        return
+    }
+    guard stat(directory.isEmpty ? "/" : directory, &status) == 0, status.st_mode & S_IFMT == S_IFDIR else {
+        fail("cannot write \(option) \(path): its directory \(directory) does not exist")
+    }
+    guard access(directory.isEmpty ? "/" : directory, W_OK | X_OK) == 0 else {
+        fail("cannot write \(option) \(path): \(String(cString: strerror(errno))) (in \(directory))")
     }
 }
 
