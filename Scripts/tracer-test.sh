@@ -1138,9 +1138,31 @@ final = joined.field(0)
 report = open(log).read()
 print(report, end="")
 check(status == 0, f"the tracer exited with {status} when the process exited while traced")
-check("exited while traced" in report, "the tracer did not say that the process exited")
+check("ended while traced; the report above" in report, "the tracer did not say that the process ended")
 check(re.search(rf"joined \(pid {joined.pid}\): {final - start:,} calls of 1 function", report) is not None,
       f"the report at exit does not give the {final - start} calls made since the second join")
+
+# 2b. A joined process that SIGTERM ends while traced (its action the default) reports the
+#     window first, as a started one does, and dies of the signal: the tracer stands in for the
+#     default action while it traces. The loop is paused before the signal, so the count is exact.
+for ending in (signal.SIGTERM, signal.SIGUSR2):
+    ended = Joined(f"ended-{ending.name}")
+    start = ended.pause()
+    process, log = run_tracer(ended.pid)
+    ended.resume()
+    time.sleep(0.3)
+    end = ended.pause()
+    os.kill(ended.pid, ending)
+    status = process.wait(timeout=60)
+    ended.process.wait(timeout=60)
+    report = open(log).read()
+    check(status == 0, f"{ending.name}: the tracer exited with {status} when the process was ended while traced")
+    check(ended.process.returncode == -ending, f"{ending.name}: the process ended with {ended.process.returncode}")
+    check(re.search(rf"joined \(pid {ended.pid}, ended by {ending.name}\): {end - start:,} calls of 1 function",
+                    report) is not None, f"{ending.name}: the report does not give the {end - start} calls:\n{report}")
+    if not failures:
+        print(f"--pid: a joined process ended by {ending.name} while traced reported its {end - start} calls, "
+              f"then died of the signal")
 
 # 3. Errors: no such process, a process traced already, not permitted, no libc.so.6.
 gone = subprocess.Popen(["true"])

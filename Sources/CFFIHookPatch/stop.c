@@ -187,19 +187,18 @@ static __thread int ffh_in_stop_handler __attribute__((tls_model("initial-exec")
 
 int ffh_patch_thread_is_parked(void) { return __atomic_load_n(&ffh_in_stop_handler, __ATOMIC_RELAXED) != 0; }
 
-FFH_STOP_CODE static void ffh_stop_handler(int signal, siginfo_t *info, void *context) {
-    (void)signal;
-    ffh_in_stop_handler++;
-    ffh_stop_park(info, context);
-    ffh_in_stop_handler--;
-}
-
-/* The fault guard's handler passes on the stop requests sent as SIGSEGV. */
+/* Parks the thread for a stop request, marked as parked meanwhile; 0 when `info` is no request
+   of a stop's. The fault guard's handler passes on the requests sent again as SIGSEGV here. */
 FFH_STOP_CODE static int ffh_stop_claim(siginfo_t *info, void *context) {
     ffh_in_stop_handler++;
     int claimed = ffh_stop_park(info, context);
     ffh_in_stop_handler--;
     return claimed;
+}
+
+FFH_STOP_CODE static void ffh_stop_handler(int signal, siginfo_t *info, void *context) {
+    (void)signal;
+    (void)ffh_stop_claim(info, context);
 }
 
 /* Installs the handler on a real-time signal nobody handles, once; keeps it while it is

@@ -357,9 +357,15 @@ __attribute__((destructor)) static void fht_unload(void) {
 static int fht_watch_stop = -1;
 static pthread_mutex_t fht_watch_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* The eventfd that wakes the watching thread when a signal asks a joined process to end (see
+   fht_join_handler); -1 when no join traces. */
+static int fht_join_wake = -1;
+
 static void fht_forked(void) {
-    /* The watch's thread is the parent's: its eventfd is shared with the parent's. */
+    /* The watch's thread is the parent's: its eventfds are shared with the parent's (a signal
+       to the child must not wake the parent's watch: the child takes the default action). */
     fht_watch_stop = -1;
+    __atomic_store_n(&fht_join_wake, -1, __ATOMIC_RELEASE);
     pthread_mutex_init(&fht_watch_lock, NULL);
     /* The calls in flight on the forking thread began in the parent, which counted them: their
        returns in the child (the fork's, first) count nowhere (see fht_leave_at). */
@@ -453,7 +459,140 @@ typedef struct {
     int joiner;
     int stop;
     void (*gone)(void);
+    void (*signalled)(int);
 } fht_watch_arguments;
+
+// MARK: - Signals while joined
+
+/* The signals another process (or the terminal, a timer, a closed pipe) sends to end a process
+   whose action for them is the default: while a process is joined, the tracer's handler stands
+   in for that action, so that the process reports the window before it dies of the signal, as a
+   started program does. (Faults are left alone: a joined process's crash stays its own.) The
+   handler does not wait for the report: it wakes the watching thread, which makes the report
+   and then sends the signal again with the default action back in place; the interrupted thread
+   goes on meanwhile, and so releases any lock the report needs. */
+static const int fht_request_signals[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGUSR1, SIGUSR2,   SIGPIPE,
+                                          SIGALRM, SIGTERM, SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF};
+#define FHT_REQUEST_SIGNALS (sizeof fht_request_signals / sizeof fht_request_signals[0])
+
+/* 1 where the handler stands in for the default action. */
+static int fht_join_owned[NSIG];
+/* The signal the process ends of (0 until one came), and whether its report is made. */
+static int fht_join_ending;
+static int fht_join_reported;
+/* The timer that sends the signal again if the report stops moving, -1 when none. */
+static int fht_join_timer = -1;
+static uint64_t fht_join_progress_seen;
+
+/* The default action for `signal` again, and the signal sent to the process: it ends of it. */
+static void fht_join_end_with(int signal) {
+    struct sigaction fallback;
+    memset(&fallback, 0, sizeof fallback);
+    fallback.sa_handler = SIG_DFL;
+    sigemptyset(&fallback.sa_mask);
+    __atomic_store_n(&fht_join_owned[signal], 0, __ATOMIC_RELEASE);
+    sigaction(signal, &fallback, NULL);
+    kill(getpid(), signal);
+}
+
+/* Has `signal` sent to the process again in three seconds (SI_TIMER), to look at the report. */
+static void fht_join_arm(int signal) {
+    if (fht_join_timer < 0) {
+        struct sigevent event;
+        memset(&event, 0, sizeof event);
+        event.sigev_notify = SIGEV_SIGNAL;
+        event.sigev_signo = signal;
+        int timer;
+        if (syscall(SYS_timer_create, CLOCK_MONOTONIC, &event, &timer) != 0) return;
+        fht_join_timer = timer;
+    }
+    struct itimerspec when;
+    memset(&when, 0, sizeof when);
+    when.it_value.tv_sec = 3;
+    (void)syscall(SYS_timer_settime, fht_join_timer, 0, &when, NULL);
+}
+
+static void fht_join_handler(int signal, siginfo_t *info, void *context) {
+    (void)context;
+    int saved = errno;
+    int wake = __atomic_load_n(&fht_join_wake, __ATOMIC_ACQUIRE);
+    int ending = __atomic_load_n(&fht_join_ending, __ATOMIC_ACQUIRE);
+    if (wake < 0 && !ending) {
+        /* Not traced (the tracer left, and the program put the handler back): the default. */
+        fht_join_end_with(signal);
+    } else if (ending && info->si_code == SI_TIMER && info->si_timerid == fht_join_timer) {
+        /* The report's timer: it goes on while it moves, else the process ends unreported. */
+        uint64_t progress = __atomic_load_n(&ffi_hook_tracer_progress, __ATOMIC_RELAXED);
+        if (__atomic_load_n(&fht_join_reported, __ATOMIC_ACQUIRE)) {
+            /* Made: the watching thread ends the process. */
+        } else if (progress != fht_join_progress_seen) {
+            fht_join_progress_seen = progress;
+            fht_join_arm(ending);
+        } else {
+            static const char message[] = "ffi-hook-tracer: the joined process's report stopped for 3 s: no report\n";
+            (void)!write(2, message, sizeof message - 1);
+            fht_join_end_with(ending);
+        }
+    } else {
+        int first = 0;
+        if (__atomic_compare_exchange_n(&fht_join_ending, &first, signal, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            uint64_t one = 1;
+            fht_join_progress_seen = __atomic_load_n(&ffi_hook_tracer_progress, __ATOMIC_RELAXED);
+            if (write(wake, &one, sizeof one) == (ssize_t)sizeof one) {
+                fht_join_arm(signal);
+            } else {
+                fht_join_end_with(signal);
+            }
+        } else if (signal != SIGPIPE) {
+            /* Another signal while the report is made (a second Ctrl-C): the user insists, and
+               the process ends of the first. (A write to a closed pipe again only fails.) */
+            fht_join_end_with(first);
+        }
+    }
+    errno = saved;
+}
+
+/* Puts the handler where a request signal's action is the default. */
+static void fht_join_take_signals(int wake) {
+    __atomic_store_n(&fht_join_ending, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&fht_join_reported, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&fht_join_wake, wake, __ATOMIC_RELEASE);
+    for (size_t index = 0; index < FHT_REQUEST_SIGNALS; index++) {
+        int signal = fht_request_signals[index];
+        struct sigaction current;
+        if (sigaction(signal, NULL, &current) != 0) continue;
+        if ((current.sa_flags & SA_SIGINFO) || current.sa_handler != SIG_DFL) continue;
+        struct sigaction handler;
+        memset(&handler, 0, sizeof handler);
+        handler.sa_sigaction = fht_join_handler;
+        /* Entered again by a second signal, and on the program's alternate stack if it has one. */
+        handler.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK | SA_RESTART;
+        sigemptyset(&handler.sa_mask);
+        __atomic_store_n(&fht_join_owned[signal], 1, __ATOMIC_RELEASE);
+        if (sigaction(signal, &handler, NULL) != 0) __atomic_store_n(&fht_join_owned[signal], 0, __ATOMIC_RELEASE);
+    }
+}
+
+void fht_join_release_signals(void) {
+    /* A signal from now on takes the default action (the handler acts as it, where the program
+       took it for its own and puts it back later). */
+    __atomic_store_n(&fht_join_wake, -1, __ATOMIC_RELEASE);
+    for (size_t index = 0; index < FHT_REQUEST_SIGNALS; index++) {
+        int signal = fht_request_signals[index];
+        if (!__atomic_load_n(&fht_join_owned[signal], __ATOMIC_ACQUIRE)) continue;
+        __atomic_store_n(&fht_join_owned[signal], 0, __ATOMIC_RELEASE);
+        struct sigaction current;
+        if (sigaction(signal, NULL, &current) != 0 || !(current.sa_flags & SA_SIGINFO) ||
+            current.sa_sigaction != fht_join_handler) {
+            continue; /* the program has set its own since */
+        }
+        struct sigaction fallback;
+        memset(&fallback, 0, sizeof fallback);
+        fallback.sa_handler = SIG_DFL;
+        sigemptyset(&fallback.sa_mask);
+        sigaction(signal, &fallback, NULL);
+    }
+}
 
 static void *fht_watch(void *argument) {
     /* The thread is the tracer's: the traced functions it calls (poll, close) are not counted. */
@@ -463,18 +602,33 @@ static void *fht_watch(void *argument) {
     /* A pidfd reads ready when the process ends; without one (a kernel before 5.3), the
        process is asked after every 100 ms. */
     int process = (int)syscall(SYS_pidfd_open, watch.joiner, 0);
+    int signalled = __atomic_load_n(&fht_join_wake, __ATOMIC_ACQUIRE);
     int gone = 0;
+    int ending = 0;
     for (;;) {
-        struct pollfd ready[2] = {{.fd = watch.stop, .events = POLLIN}, {.fd = process, .events = POLLIN}};
-        int count = poll(ready, process >= 0 ? 2 : 1, process >= 0 ? -1 : 100);
+        /* (A negative descriptor is left out of poll.) */
+        struct pollfd ready[3] = {
+            {.fd = watch.stop, .events = POLLIN}, {.fd = signalled, .events = POLLIN}, {.fd = process, .events = POLLIN}};
+        int count = poll(ready, 3, process >= 0 ? -1 : 100);
         if (count < 0 && errno == EINTR) continue;
         if (count < 0 || ready[0].revents) break;
-        if (process >= 0 ? ready[1].revents != 0 : kill(watch.joiner, 0) != 0 && errno == ESRCH) {
+        if (ready[1].revents) break;
+        if (process >= 0 ? ready[2].revents != 0 : kill(watch.joiner, 0) != 0 && errno == ESRCH) {
             gone = 1;
             break;
         }
     }
     if (process >= 0) close(process);
+    /* A signal that came, also one that came as the tracer left (the leave then makes the
+       report, and this waits for it). */
+    ending = signalled >= 0 ? __atomic_load_n(&fht_join_ending, __ATOMIC_ACQUIRE) : 0;
+    if (ending) {
+        /* The report of the window, then the signal again, its default action back in place. */
+        watch.signalled(ending);
+        __atomic_store_n(&fht_join_reported, 1, __ATOMIC_RELEASE);
+        fht_join_end_with(ending);
+        return NULL;
+    }
     pthread_mutex_lock(&fht_watch_lock);
     if (fht_watch_stop == watch.stop) fht_watch_stop = -1;
     pthread_mutex_unlock(&fht_watch_lock);
@@ -575,7 +729,7 @@ int ffi_hook_tracer_thread(void *(*body)(void *), void *argument, const char *na
     return 0;
 }
 
-int fht_watch_joiner(int joiner, void (*gone)(void)) {
+int fht_watch_joiner(int joiner, void (*gone)(void), void (*signalled)(int)) {
     fht_watch_arguments *watch = malloc(sizeof *watch);
     if (!watch) return -1;
     int stop = eventfd(0, EFD_CLOEXEC);
@@ -583,11 +737,18 @@ int fht_watch_joiner(int joiner, void (*gone)(void)) {
         free(watch);
         return -1;
     }
-    *watch = (fht_watch_arguments){.joiner = joiner, .stop = stop, .gone = gone};
+    /* The signals' eventfd is made once and kept: a handler may still write to it after a leave. */
+    static int wake = -1;
+    if (wake < 0) wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    uint64_t stale;
+    if (wake >= 0) (void)!read(wake, &stale, sizeof stale);
+    *watch = (fht_watch_arguments){.joiner = joiner, .stop = stop, .gone = gone, .signalled = signalled};
     pthread_mutex_lock(&fht_watch_lock);
     fht_watch_stop = stop;
     pthread_mutex_unlock(&fht_watch_lock);
+    if (wake >= 0) __atomic_store_n(&fht_join_wake, wake, __ATOMIC_RELEASE);
     if (ffi_hook_tracer_thread(fht_watch, watch, "ffi-hook-watch") != 0) {
+        __atomic_store_n(&fht_join_wake, -1, __ATOMIC_RELEASE);
         pthread_mutex_lock(&fht_watch_lock);
         fht_watch_stop = -1;
         pthread_mutex_unlock(&fht_watch_lock);
@@ -595,6 +756,7 @@ int fht_watch_joiner(int joiner, void (*gone)(void)) {
         free(watch);
         return -1;
     }
+    if (wake >= 0) fht_join_take_signals(wake);
     return 0;
 }
 

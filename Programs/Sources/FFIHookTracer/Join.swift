@@ -98,7 +98,7 @@ extension Tracer {
         let joiner = text.split(separator: "\n").first { $0.hasPrefix("FFI_HOOK_TRACER_JOINER=") }
             .flatMap { Int32($0.dropFirst("FFI_HOOK_TRACER_JOINER=".count)) }
         if let joiner {
-            _ = fht_watch_joiner(joiner) { Tracer.shared.abandon() }
+            _ = fht_watch_joiner(joiner, { Tracer.shared.abandon() }, { Tracer.shared.finish(endedBy: $0) })
         }
         return .done
     }
@@ -129,6 +129,7 @@ extension Tracer {
             return true
         }
         guard tracing else { return .notJoined }
+        fht_join_release_signals()
         fht_stop_watching()
         finish()
         let groups = state.withLock { state in

@@ -9,7 +9,7 @@ internal import CTracerJoin
 /// The exit statuses of `--pid` (64, a usage error, is the wrapper's own).
 enum JoinExit: Int32 {
     /// Traced, left, and the report printed (also when the process exited while traced and
-    /// wrote its report at exit).
+    /// wrote its report at exit, or a signal ended it after its report).
     case traced = 0
     /// Something else failed: the process could not load the library, a call in it faulted, a
     /// system call of the tracer's failed.
@@ -56,6 +56,8 @@ func joinProcess(_ pid: Int32, duration: Double?, library: String) -> Never {
     let json = getenv("FFI_HOOK_TRACER_JSON").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
     let configuration = joinConfiguration(pid: pid, output: output, json: json == nil ? nil : jsonCopy)
     let name = processName(pid)
+    // Said when every try of a join or leave found its thread in the tracer's own work.
+    let busy = "process \(pid) (\(name)) was doing the tracer's own work each of the 300 times it was stopped"
 
     var printed = 0
     // The leave's address is found now, so that the leave calls no loader function in the
@@ -76,7 +78,7 @@ func joinProcess(_ pid: Int32, duration: Double?, library: String) -> Never {
     case 0: break
     case 4:
         finish(
-            .failed, "process \(pid) (\(name)) was doing the tracer's own work each of the 300 times it was stopped",
+            .failed, busy,
             directory: directory)
     case 1:
         finish(
@@ -101,7 +103,7 @@ func joinProcess(_ pid: Int32, duration: Double?, library: String) -> Never {
                 .gone, "process \(pid) (\(name)) ended while traced, without a report (killed by a signal?)",
                 directory: directory)
         }
-        say("process \(pid) (\(name)) exited while traced; the report above is the one it wrote at exit")
+        say("process \(pid) (\(name)) ended while traced; the report above is the one it made as it ended")
         finish(copied ? .traced : .failed, nil, directory: directory)
     }
     // The leave runs on the tracer's watching thread, which holds nothing, where there is one
@@ -122,7 +124,7 @@ func joinProcess(_ pid: Int32, duration: Double?, library: String) -> Never {
     case FHJ_OK where leaveResult == 4:
         say("the hooks stay in process \(pid) (\(name)) until it exits")
         finish(
-            .failed, "process \(pid) (\(name)) was doing the tracer's own work each of the 300 times it was stopped",
+            .failed, busy,
             directory: directory)
     case FHJ_OK:
         finish(.failed, "process \(pid) (\(name)) was not traced any more when the tracer left", directory: directory)

@@ -49,8 +49,11 @@ let usage = """
     every hook, leaves the process running and prints the same report for that window. The
     library stays loaded in the process, idle (a Swift library cannot be unloaded safely); only
     its import tables change while traced (with --inline, the traced functions' first bytes),
-    and they hold what they held before once the tracer leaves. A tracer killed before it
-    leaves (SIGKILL) is seen by the process, which then removes its hooks itself. Tracing needs the
+    and they hold what they held before once the tracer leaves. A process that a signal ends
+    while traced (SIGTERM, SIGINT and the others whose default action ends it; not faults)
+    reports the window first and then dies of it: the tracer's handler stands in for the
+    default action of these signals while it traces. A tracer killed before it leaves
+    (SIGKILL) is seen by the process, which then removes its hooks itself. Tracing needs the
     permission to ptrace the process: the same user and, where Yama's ptrace_scope is 1 or
     more, root (CAP_SYS_PTRACE) or the process's consent (prctl PR_SET_PTRACER); the process
     must be able to read the library and to write in TMPDIR (or /tmp), where its report

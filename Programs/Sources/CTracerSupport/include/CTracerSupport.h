@@ -461,7 +461,16 @@ int ffi_hook_tracer_thread(void *_Nullable (*_Nonnull body)(void *_Nullable), vo
 /// signal but those of faults blocked, so that none of the process's is delivered to it) waits for that process to
 /// end and calls `gone` if it ends before ``fht_stop_watching()`` is called; a joiner killed
 /// with SIGKILL cannot leave by itself. Returns 0 when the thread runs.
-int fht_watch_joiner(int joiner, void (*gone)(void));
+///
+/// It also stands in for the default action of the signals that ask a process to end (SIGTERM,
+/// SIGINT, SIGHUP and the like; not faults): the first that comes wakes the thread, which calls
+/// `signalled` with it (the report of the window) and then ends the process of it, with the
+/// default action back. ``fht_join_release_signals()`` puts the default actions back.
+int fht_watch_joiner(int joiner, void (*gone)(void), void (*signalled)(int));
+
+/// Puts back the default action of the signals the watch stood in for, where the program has
+/// not set another since; a signal from now on takes the default action.
+void fht_join_release_signals(void);
 
 /// Ends the watch, if one runs (its thread exits by itself).
 void fht_stop_watching(void);
