@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "CTracerStart.h"
+#include "signal_default.h"
 /* (Header-only: the hooking library's system calls by instruction.) */
 #include "../../../Sources/CFFIHookSupport/include/ffh_syscall.h"
 /* (And its walk of a GNU hash table.) */
@@ -212,13 +213,8 @@ static int fhs_is_crash(int signal) {
 /* Puts back the default action and raises `signal` again, which ends the process (the handler
    does not block its own signal: SA_NODEFER). */
 static void fhs_end_with(int signal) {
-    struct sigaction fallback;
-    memset(&fallback, 0, sizeof fallback);
-    fallback.sa_handler = SIG_DFL;
-    sigemptyset(&fallback.sa_mask);
     __atomic_store_n(&fhs_owned[signal], 0, __ATOMIC_RELEASE);
-    fhs_sigaction_function real = fhs_real_sigaction();
-    if (real) real(signal, &fallback, NULL);
+    (void)fht_signal_default(signal, fhs_real_sigaction());
     raise(signal);
 }
 

@@ -3,6 +3,7 @@
 /* (Header-only use: the hooking library's record of the calling thread.) */
 #include "../../../Sources/CFFIHookSupport/include/ffh_thread.h"
 #include "../../../Sources/CFFIHookPatch/include/ffh_patch.h"
+#include "../CTracerStart/signal_default.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -445,11 +446,7 @@ void fht_default_swift_crash_actions(void) {
         }
         const char *slash = strrchr(info.dli_fname, '/');
         if (strncmp(slash ? slash + 1 : info.dli_fname, "libswiftCore.so", 15) != 0) continue;
-        struct sigaction fallback;
-        memset(&fallback, 0, sizeof fallback);
-        fallback.sa_handler = SIG_DFL;
-        sigemptyset(&fallback.sa_mask);
-        sigaction(signals[index], &fallback, NULL);
+        (void)fht_signal_default(signals[index], sigaction);
     }
 }
 
@@ -486,12 +483,8 @@ static uint64_t fht_join_progress_seen;
 
 /* The default action for `signal` again, and the signal sent to the process: it ends of it. */
 static void fht_join_end_with(int signal) {
-    struct sigaction fallback;
-    memset(&fallback, 0, sizeof fallback);
-    fallback.sa_handler = SIG_DFL;
-    sigemptyset(&fallback.sa_mask);
     __atomic_store_n(&fht_join_owned[signal], 0, __ATOMIC_RELEASE);
-    sigaction(signal, &fallback, NULL);
+    (void)fht_signal_default(signal, sigaction);
     kill(getpid(), signal);
 }
 
@@ -586,11 +579,7 @@ void fht_join_release_signals(void) {
             current.sa_sigaction != fht_join_handler) {
             continue; /* the program has set its own since */
         }
-        struct sigaction fallback;
-        memset(&fallback, 0, sizeof fallback);
-        fallback.sa_handler = SIG_DFL;
-        sigemptyset(&fallback.sa_mask);
-        sigaction(signal, &fallback, NULL);
+        (void)fht_signal_default(signal, sigaction);
     }
 }
 
