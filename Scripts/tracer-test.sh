@@ -1344,6 +1344,29 @@ fi
 echo "--pid: a --library that matches nothing, and a file the process cannot write, give status 1"
 kill -KILL "$rejoined_pid"
 wait "$rejoined_pid" 2>/dev/null || true
+
+# A child forked while its parent is joined has the tracer's handler for SIGTERM too (the
+# parent's stands in for the default action): the child dies of SIGTERM as by default, and the
+# parent, traced on, neither reports nor ends.
+"$work/crashes" forks >"$work/forks.out" 2>/dev/null &
+forks_pid=$!
+sleep 0.3
+"$bin/ffi-hook-tracer" --library libtracee.so --pid "$forks_pid" --duration 1.5 2>"$work/forks.err" &
+forks_tracer=$!
+for _ in $(seq 100); do grep -q "joined process" "$work/forks.err" && break; sleep 0.05; done
+kill -USR2 "$forks_pid"
+status=0
+wait "$forks_tracer" || status=$?
+if [ "$status" -ne 0 ] || grep -q "ended by" "$work/forks.err" || ! grep -Eq "^[0-9]+ 15$" "$work/forks.out" ||
+    ! kill -0 "$forks_pid" 2>/dev/null; then
+    echo "a child forked by a joined process, ended by SIGTERM: tracer status $status, child: $(cat "$work/forks.out")" >&2
+    cat "$work/forks.err" >&2
+    exit 1
+fi
+kill -USR1 "$forks_pid"
+wait "$forks_pid" 2>/dev/null || true
+echo "--pid: a child the joined process forked died of its SIGTERM as by default; the parent traced on"
+wait "$rejoined_pid" 2>/dev/null || true
 python3 - "$work/rejoins.err" "$work/rejoin.trace.json" <<'PYTHON'
 import json, re, sys
 table = open(sys.argv[1]).read()

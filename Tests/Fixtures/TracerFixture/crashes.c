@@ -15,7 +15,9 @@
 // pipe); with "aborts handled" or "aborts ignored", it sets a SIGABRT handler that prints a line
 // and returns (or ignores SIGABRT), makes 10 calls and calls abort, which ends it all the same;
 // with "cycles LIBRARY COUNT", it loads and unloads LIBRARY COUNT times after 50 such cycles and
-// prints how many bytes of the heap the cycles left in use.
+// prints how many bytes of the heap the cycles left in use; with "forks", it calls until
+// SIGUSR1 ends it, and at each SIGUSR2 forks a child that makes 50 calls and raises SIGTERM
+// (its action the default), printing how that child ended.
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <malloc.h>
@@ -33,6 +35,13 @@ static volatile sig_atomic_t crash;
 static void on_usr1(int signal) {
     (void)signal;
     crash = 1;
+}
+
+static volatile sig_atomic_t fork_asked;
+
+static void on_usr2(int signal) {
+    (void)signal;
+    fork_asked = 1;
 }
 
 static void on_abort(int signal) {
@@ -180,6 +189,27 @@ int main(int argc, char **argv) {
         signal(SIGABRT, strcmp(argv[2], "ignored") == 0 ? SIG_IGN : on_abort);
         for (int call = 0; call < 10; call++) sum = tracee_add(sum, 1);
         abort();
+    }
+    if (argc > 1 && strcmp(argv[1], "forks") == 0) {
+        signal(SIGUSR1, on_usr1);
+        signal(SIGUSR2, on_usr2);
+        while (!crash) {
+            sum = tracee_add(sum, 1);
+            usleep(1000);
+            if (!fork_asked) continue;
+            fork_asked = 0;
+            pid_t child = fork();
+            if (child == 0) {
+                for (int call = 0; call < 50; call++) sum = tracee_add(sum, 1);
+                raise(SIGTERM);
+                _exit(0);
+            }
+            int status = 0;
+            waitpid(child, &status, 0);
+            printf("%d %d\n", (int)child, WIFSIGNALED(status) ? WTERMSIG(status) : -1);
+            fflush(stdout);
+        }
+        return 0;
     }
     if (argc > 1 && strcmp(argv[1], "wait") == 0) {
         signal(SIGUSR1, on_usr1);
