@@ -37,7 +37,9 @@ configuration=${1:-debug}
 bin=$(cd Programs && swift build -c "$configuration" --show-bin-path)
 
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# A failed check exits at once: the processes it started in the background (the joined ones
+# wait for a signal) are ended with it.
+trap 'jobs -p | xargs -r kill -KILL 2>/dev/null; rm -rf "$work"' EXIT
 fixture=Tests/Fixtures/TracerFixture
 # tracee.c at -O0: the recursion stays a call through the library's own PLT entry; tail.c at
 # -O2: its call becomes a tail jump.
