@@ -644,18 +644,23 @@ for disposition in handled ignored; do
     fi
 done
 echo "abort() with SIGABRT handled or ignored: status 134 and the report, the handler run once"
-# The allocator aborts with its lock held (a block freed twice): the report stops where it
-# needs the lock, and the process dies of SIGABRT within seconds rather than waiting for ever,
-# saying that its report stopped.
+# The allocator aborts with its lock held (a block freed twice): where the report needs that
+# lock, it stops, and the process dies of SIGABRT within seconds rather than waiting for ever,
+# saying that its report stopped. (The report's thread may allocate from another arena of the
+# allocator, whose lock is free: then the report is made. Both were seen.)
 status=0
 timeout 20 "$bin/ffi-hook-tracer" --library libc.so.6 --symbols 'malloc,free' --json "$work/double-free.json" \
     -- "$work/crashes" double-free >/dev/null 2>"$work/double-free.err" || status=$?
-if [ "$status" -ne 134 ] || ! grep -q "ended by SIGABRT after its report stopped for 3 s" "$work/double-free.err"; then
+if [ "$status" -ne 134 ] || ! grep -Eq "ended by SIGABRT after its report stopped for 3 s|^ffi-hook-tracer: crashes \(pid [0-9]+, ended by SIGABRT\): [0-9]+ calls of" "$work/double-free.err"; then
     echo "a double free under the tracer: status $status (124: it hung)" >&2
     cat "$work/double-free.err" >&2
     exit 1
 fi
-echo "a double free: the process died of SIGABRT, status 134, and said its report stopped"
+if grep -q "report stopped" "$work/double-free.err"; then
+    echo "a double free: the process died of SIGABRT, status 134, and said its report stopped"
+else
+    echo "a double free: the process died of SIGABRT, status 134, after its report (made from a free arena)"
+fi
 # A forked child that a signal ends, where the report thread is not (it is the parent's):
 # the report is made in the handler, with the child's 50 calls.
 "$bin/ffi-hook-tracer" --library libtracee.so -- "$work/crashes" child >"$work/child.out" 2>"$work/child.err"

@@ -253,7 +253,7 @@ extension Hook {
     ///   - onLeave: runs as it returns, on the calling thread.
     /// - Returns: the token that removes the attach.
     /// - Throws: ``HookError`` for a null, misaligned, unmapped or read-only slot, a slot in
-    ///   executable memory, a slot that holds NULL,
+    ///   executable memory, a slot that holds NULL or an address where no memory can be read,
     ///   ``HookError/Code-swift.struct/unsupportedCallerLimit`` for
     ///   ``HookOptions/onInstallingThreadOnly`` or ``HookOptions/inCurrentTaskOnly``, or
     ///   ``HookError/Code-swift.struct/unsupportedPlatform`` off Linux x86-64.

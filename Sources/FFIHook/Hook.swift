@@ -29,7 +29,8 @@ public enum Hook {
     /// - Throws: ``HookError`` for a null or misaligned slot, a slot made from a
     ///   key path or pointer that names no function pointer, a slot in unmapped or read-only
     ///   memory, a NULL slot for a before or after hook without a fallback, a fallback that
-    ///   is not a function, a slot already hooked with a
+    ///   is not a function, a slot that holds an address where no memory can be read, a slot
+    ///   already hooked with a
     ///   different signature, a signature the platform cannot pass, a closure libffi
     ///   cannot allocate, or ``HookOptions/inCurrentTaskOnly`` outside
     ///   ``scoped(_:during:)``. Nothing is installed then.

@@ -175,6 +175,47 @@ extension FixtureTableTests {
             // Nothing was installed.
             #expect(slot.pointee == nil)
         }
+
+        /// A slot that holds what cannot be a function's address (a small integer, memory that
+        /// cannot be read) is refused as its fallback would be: every hook kind would call it.
+        @Test func slotsHoldingWhatCannotBeAFunctionAreRefused() throws {
+            let slot = UnsafeMutablePointer<UInt>.allocate(capacity: 1)
+            defer { slot.deallocate() }
+            // (Memory unmapped here could be mapped again by the install itself: a page that
+            // cannot be accessed stays, and a non-canonical address is never mapped.)
+            let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+            let inaccessible = try #require(
+                mmap(nil, page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0).flatMap {
+                    $0 == MAP_FAILED ? nil : $0
+                })
+            defer { munmap(inaccessible, page) }
+            for held in [UInt(5), UInt(bitPattern: inaccessible) + 16, 0xdead_0000_0000_0010] {
+                slot.pointee = held
+                let message =
+                    "it holds 0x\(String(held, radix: 16)), which is not the address of a function (no memory can be read there)"
+                let before = #expect(throws: HookError.self) {
+                    try Hook.before(on: FunctionSlot(slot), signature: FixtureSignature.add) { _ in }
+                }
+                #expect(before?.code == .invalidSlot)
+                #expect(before?.message == message)
+                #expect(before?.slot == FunctionSlot(slot))
+                let instead = #expect(throws: HookError.self) {
+                    try Hook.instead(on: FunctionSlot(slot), signature: FixtureSignature.add) { _ in }
+                }
+                #expect(instead?.message == message)
+                let attach = #expect(throws: HookError.self) {
+                    try Hook.attach(on: FunctionSlot(slot), onEnter: { _ in })
+                }
+                #expect(attach?.code == .invalidSlot)
+                #expect(attach?.message == message)
+                // Nothing was installed: the slot holds what it held.
+                #expect(slot.pointee == held)
+            }
+            // A function's address is taken.
+            slot.pointee = unsafeBitCast(ct_fix_add as AddFunction, to: UInt.self)
+            let hook = try Hook.before(on: FunctionSlot(slot), signature: FixtureSignature.add) { _ in }
+            #expect(hook.remove())
+        }
     }
 
     /// zlib fills in `zalloc` and `zfree` in `deflateInit` only where they are NULL.

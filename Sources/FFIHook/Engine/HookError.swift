@@ -38,7 +38,9 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
         public static var misalignedSlot: Self { Self(.misalignedSlot) }
         /// The slot was made from something that names no function pointer (a key path to a
         /// computed property, a field or pointee that is not pointer-sized, a slot in code),
-        /// or a replacement is not a function's address; the message says which and why.
+        /// a replacement or fallback is not a function's address, or the slot holds an address
+        /// where no memory can be read (a small integer, memory unmapped or made inaccessible);
+        /// the message says which and why.
         public static var invalidSlot: Self { Self(.invalidSlot) }
         /// The slot holds NULL and the hook is a before or after hook, which needs an original.
         public static var emptySlot: Self { Self(.emptySlot) }

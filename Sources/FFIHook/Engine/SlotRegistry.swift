@@ -355,12 +355,28 @@ package final class SlotRegistry: Sendable {
         try swap(cell, to: entry.code, protection: entry.readOnlyProtection, failure: failure) {
             (value: UInt) throws(HookError) in
             guard value != 0 || allowEmpty || fallback != 0 else { throw failure(.emptySlot) }
+            try checkHeld(value, failure: failure)
             let original = value == 0 ? fallback : value
             // Until the entry is published, calls that reach the closure pass through to it.
             entry.setOriginal(original)
             entry.fallback = value == 0 ? fallback : 0
             ffh_slot_set_state(entry.record, original)
         }
+    }
+
+    /// Refuses what a slot holds when it cannot be a function's address: memory that cannot be
+    /// read there (a small integer, a freed or unmapped block), unless it is code that can only
+    /// be executed. A readable address is taken as it is: whether it lies in code would take
+    /// reading the process's memory map at every install, and a slot's first call would show
+    /// it anyway. NULL is the caller's to judge (an empty slot).
+    private static func checkHeld(_ value: UInt, failure: (HookError.Problem) -> HookError) throws(HookError) {
+        guard value != 0, SlotMemory.load(value & ~UInt(MemoryLayout<UInt>.size - 1)) == nil,
+            SlotMemory.protection(of: value)?.executable != true
+        else { return }
+        throw failure(
+            .invalidSlot(
+                "it holds 0x\(String(value, radix: 16)), which is not the address of a function (no memory can be read there)"
+            ))
     }
 
     /// Refuses a fallback that is not the address of a function, as a replacement is.
@@ -579,7 +595,9 @@ package final class SlotRegistry: Sendable {
         } else {
             try observer(of: address, in: state)?.slotWillChange(address)
             let cell = replacement.slot.assumingMemoryBound(to: Atomic<UInt>.self)
-            try swap(cell, to: replacement.function, protection: replacement.protection, failure: failure) { value in
+            try swap(cell, to: replacement.function, protection: replacement.protection, failure: failure) {
+                (value: UInt) throws(HookError) in
+                try checkHeld(value, failure: failure)
                 replacement.setOriginal(value)
             }
         }
