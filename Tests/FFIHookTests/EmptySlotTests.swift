@@ -181,14 +181,15 @@ extension FixtureTableTests {
         @Test func slotsHoldingWhatCannotBeAFunctionAreRefused() throws {
             let slot = UnsafeMutablePointer<UInt>.allocate(capacity: 1)
             defer { slot.deallocate() }
-            // (Memory unmapped here could be mapped again by the install itself: a page that
-            // cannot be accessed stays, and a non-canonical address is never mapped.)
-            let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+            // (Memory unmapped here could be mapped again by the install itself: pages that
+            // cannot be accessed stay, and a non-canonical address is never mapped. 64 KiB is
+            // whole pages whatever their size.)
+            let size = 1 << 16
             let inaccessible = try #require(
-                mmap(nil, page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0).flatMap {
+                mmap(nil, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0).flatMap {
                     $0 == MAP_FAILED ? nil : $0
                 })
-            defer { munmap(inaccessible, page) }
+            defer { munmap(inaccessible, size) }
             for held in [UInt(5), UInt(bitPattern: inaccessible) + 16, 0xdead_0000_0000_0010] {
                 slot.pointee = held
                 let message =
