@@ -58,6 +58,21 @@ static void once(int signal) {
            (unsigned)read.sa_flags);
 }
 
+/* Forks a child that makes 50 calls and raises SIGTERM; prints the child's process ID and the
+   signal it died of (-1 for none). */
+static void fork_child_raising_sigterm(int sum) {
+    pid_t child = fork();
+    if (child == 0) {
+        for (int call = 0; call < 50; call++) sum = tracee_add(sum, 1);
+        raise(SIGTERM);
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    printf("%d %d\n", (int)child, WIFSIGNALED(status) ? WTERMSIG(status) : -1);
+    fflush(stdout);
+}
+
 int main(int argc, char **argv) {
     int sum = tracee_add(0, 1);
     if (argc > 1 && strcmp(argv[1], "count") == 0) {
@@ -68,15 +83,7 @@ int main(int argc, char **argv) {
         }
     }
     if (argc > 1 && strcmp(argv[1], "child") == 0) {
-        pid_t child = fork();
-        if (child == 0) {
-            for (int call = 0; call < 50; call++) sum = tracee_add(sum, 1);
-            raise(SIGTERM);
-            _exit(0);
-        }
-        int status = 0;
-        waitpid(child, &status, 0);
-        printf("%d %d\n", (int)child, WIFSIGNALED(status) ? WTERMSIG(status) : -1);
+        fork_child_raising_sigterm(sum);
         return 0;
     }
     if (argc > 1 && strcmp(argv[1], "double-free") == 0) {
@@ -198,16 +205,7 @@ int main(int argc, char **argv) {
             usleep(1000);
             if (!fork_asked) continue;
             fork_asked = 0;
-            pid_t child = fork();
-            if (child == 0) {
-                for (int call = 0; call < 50; call++) sum = tracee_add(sum, 1);
-                raise(SIGTERM);
-                _exit(0);
-            }
-            int status = 0;
-            waitpid(child, &status, 0);
-            printf("%d %d\n", (int)child, WIFSIGNALED(status) ? WTERMSIG(status) : -1);
-            fflush(stdout);
+            fork_child_raising_sigterm(sum);
         }
         return 0;
     }
