@@ -1261,7 +1261,14 @@ print(digest.hexdigest())
 PYTHON
 }
 before=$(code_pages "$inline_pid")
-"$bin/ffi-hook-tracer" --inline --library libtracee.so --pid "$inline_pid" --duration 0.5 2>"$work/inline-joined.err"
+status=0
+"$bin/ffi-hook-tracer" --inline --library libtracee.so --pid "$inline_pid" --duration 0.5 2>"$work/inline-joined.err" ||
+    status=$?
+if [ "$status" -ne 0 ]; then
+    echo "--pid --inline on joined.c: status $status" >&2
+    cat "$work/inline-joined.err" >&2
+    exit 1
+fi
 after=$(code_pages "$inline_pid")
 kill "$inline_pid"
 cat "$work/inline-joined.err"
