@@ -54,6 +54,7 @@ gcc -O0 -o "$work/closes-output" "$fixture/closes-output.c" -L"$work" -ltracee -
 gcc -O0 -o "$work/spawner" "$fixture/spawner.c" -L"$work" -ltracee -Wl,-rpath,"$work"
 gcc -O0 -o "$work/crashes" "$fixture/crashes.c" -L"$work" -ltracee -Wl,-rpath,"$work"
 gcc -O0 -o "$work/churns" "$fixture/churns.c"
+gcc -O0 -o "$work/loader-lock" "$fixture/loader-lock.c"
 gcc -O0 -fPIC -shared -o "$work/libjump.so" "$fixture/jump.c"
 gcc -O0 -o "$work/jumps" "$fixture/jumps.c" -L"$work" -ljump -Wl,-rpath,"$work"
 
@@ -1320,6 +1321,16 @@ done
 "$bin/ffi-hook-tracer" --library libc.so.6 --symbols usleep --pid "$rejoined_pid" --duration 0.3 \
     2>"$work/rejoins.err"
 grep -Eq "^usleep +[1-9]" "$work/rejoins.err"
+# The leave finds a usleep in flight (the process is in one nearly all the time), whose return
+# no hook sees: the next join of usleep counted every call inside it, out of the total time
+# ("usleep 290 0 ns 300 ms"), until the process ended.
+"$bin/ffi-hook-tracer" --library libc.so.6 --symbols usleep --pid "$rejoined_pid" --duration 0.3 \
+    2>"$work/rejoins.err"
+if ! grep -Eq "^usleep +[1-9][0-9,]* +[1-9][0-9.]* ms " "$work/rejoins.err"; then
+    echo "--pid: usleep joined again after a leave mid-call has no total time" >&2
+    cat "$work/rejoins.err" >&2
+    exit 1
+fi
 "$bin/ffi-hook-tracer" --library libtracee.so --pid "$rejoined_pid" --duration 0.3 \
     --chrome-trace "$work/rejoin.trace.json" 2>"$work/rejoins.err"
 # A --library name that answers to no object of the process: traced, reported, and status 1 (a
@@ -1423,6 +1434,45 @@ done
 kill -KILL "$reloads_pid"
 wait "$reloads_pid" 2>/dev/null || true
 echo "--pid: a process looping on dlopen and dlclose joined and left eight times (three --inline), each with status 0"
+
+echo "== tracer test: --pid: a thread stopped holding the loader's lock word, with no owner recorded"
+# pthread_mutex_unlock clears the owner before it frees the lock's word: a thread stopped there
+# (dlclose ends in a jump to it, so no return address into the loader is on the stack) holds the
+# loader's lock, and the join's dlopen on that thread waited for it forever; neither the process
+# nor the tracer went on, and the tracer, blocking SIGTERM while it injects, outlived `timeout`.
+# loader-lock.c stands there for good: the join must refuse, then work once the word is free.
+"$work/loader-lock" >"$work/loader-lock.out" 2>&1 &
+locked_pid=$!
+for _ in $(seq 100); do
+    grep -q "^held$" "$work/loader-lock.out" && break
+    sleep 0.05
+done
+grep -q "^held$" "$work/loader-lock.out" || { cat "$work/loader-lock.out" >&2; exit 1; }
+status=0
+timeout -s KILL 60 "$bin/ffi-hook-tracer" --library libc.so.6 --pid "$locked_pid" --duration 0.1 \
+    >/dev/null 2>"$work/loader-lock.err" || status=$?
+if [ "$status" -ne 1 ] || ! grep -q "was inside the dynamic loader" "$work/loader-lock.err" ||
+    ! kill -0 "$locked_pid" 2>/dev/null; then
+    echo "--pid on a thread holding the loader's lock word: status $status (137: it hung)" >&2
+    cat "$work/loader-lock.err" >&2
+    exit 1
+fi
+kill -USR1 "$locked_pid"
+for _ in $(seq 100); do
+    grep -q "^released$" "$work/loader-lock.out" && break
+    sleep 0.05
+done
+status=0
+timeout -s KILL 60 "$bin/ffi-hook-tracer" --library libc.so.6 --pid "$locked_pid" --duration 0.1 \
+    >/dev/null 2>"$work/loader-lock.err" || status=$?
+if [ "$status" -ne 0 ] || ! kill -0 "$locked_pid" 2>/dev/null; then
+    echo "--pid once the loader's lock word was free: status $status" >&2
+    cat "$work/loader-lock.err" >&2
+    exit 1
+fi
+kill -KILL "$locked_pid"
+wait "$locked_pid" 2>/dev/null || true
+echo "--pid: a thread holding the loader's lock word is not joined (status 1, said why); once it is free, joined"
 
 echo "== tracer test: --pid: a joiner killed with SIGKILL, the joined process leaves by itself"
 # A joiner cannot catch SIGKILL: the process it joined watches it, and when it ends before

@@ -8,11 +8,13 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <link.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <stddef.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/user.h>
@@ -115,13 +117,15 @@ static int fhj_catches(pid_t pid, int signal) {
     return (caught >> (signal - 1)) & 1;
 }
 
-/* What a wait found. */
-typedef enum { FHJ_STOP_EVENT, FHJ_STOP_SIGNAL, FHJ_STOP_GONE, FHJ_STOP_ERROR } fhj_stop;
+/* What a wait found (FHJ_STOP_NONE: nothing yet, asked not to wait). */
+typedef enum { FHJ_STOP_EVENT, FHJ_STOP_SIGNAL, FHJ_STOP_GONE, FHJ_STOP_ERROR, FHJ_STOP_NONE } fhj_stop;
 
-/* Waits for the thread's next stop. A signal-delivery-stop fills `information`. */
-static fhj_stop fhj_next_stop(fhj_session *session, siginfo_t *information, int *status) {
+/* Waits for the thread's next stop (with WNOHANG in `options`, only looks). A
+   signal-delivery-stop fills `information`. */
+static fhj_stop fhj_wait_stop(fhj_session *session, siginfo_t *information, int *status, int options) {
     for (;;) {
-        pid_t waited = waitpid(session->tid, status, __WALL);
+        pid_t waited = waitpid(session->tid, status, __WALL | options);
+        if (waited == 0) return FHJ_STOP_NONE;
         if (waited < 0 && errno == EINTR) continue;
         if (waited < 0) return errno == ECHILD ? FHJ_STOP_GONE : FHJ_STOP_ERROR;
         if (WIFEXITED(*status) || WIFSIGNALED(*status)) return FHJ_STOP_GONE;
@@ -137,6 +141,11 @@ static fhj_stop fhj_next_stop(fhj_session *session, siginfo_t *information, int 
         }
         return FHJ_STOP_SIGNAL;
     }
+}
+
+/* Waits for the thread's next stop. */
+static fhj_stop fhj_next_stop(fhj_session *session, siginfo_t *information, int *status) {
+    return fhj_wait_stop(session, information, status, 0);
 }
 
 /* The sentence for a thread that is gone. */
@@ -237,15 +246,31 @@ static int fhj_follows_call(const unsigned char *before) {
 }
 
 /* Whether the stopped thread is inside the dynamic loader, where a dlopen of the tracer's
-   would find the loader's lists half changed (the loader asserts, or the process faults): a
-   load or an unload under way (`_r_debug`'s r_state), its instruction pointer in the loader, or
-   a call into the loader among the return addresses in its stack's top kilobyte. */
+   would find the loader's lists half changed (the loader asserts, or the process faults), or
+   wait forever for a lock the thread itself holds: a load or an unload under way (`_r_debug`'s
+   r_state), one of the loader's two locks taken but not owned (between the lock word and the
+   owner's ID: the thread may be taking or letting go of it, and its dlopen would wait for
+   itself) or owned by the thread, its instruction pointer in the loader, or a call into the
+   loader among the return addresses in its stack's top kilobyte. */
 static int fhj_in_loader(const fhj_session *session, const fhj_dynamic_loader *loader) {
     if (!loader->r_debug) return 0;
     struct r_debug state;
     struct iovec local = {&state, sizeof state}, remote = {(void *)(uintptr_t)loader->r_debug, sizeof state};
     if (process_vm_readv(session->pid, &local, 1, &remote, 1, 0) != (ssize_t)sizeof state) return 0;
     if (state.r_state != RT_CONSISTENT) return 1;
+    if (loader->load_lock) {
+        pthread_mutex_t locks[2];
+        local = (struct iovec){locks, sizeof locks};
+        remote = (struct iovec){(void *)(uintptr_t)loader->load_lock, sizeof locks};
+        if (process_vm_readv(session->pid, &local, 1, &remote, 1, 0) == (ssize_t)sizeof locks) {
+            for (int index = 0; index < 2; index++) {
+                if (locks[index].__data.__lock != 0 &&
+                    (locks[index].__data.__owner == 0 || locks[index].__data.__owner == session->tid)) {
+                    return 1;
+                }
+            }
+        }
+    }
     uint64_t ip = session->saved.rip;
     if (ip >= loader->low && ip < loader->high) return 1;
     uint64_t words[128];
@@ -266,10 +291,160 @@ static int fhj_in_loader(const fhj_session *session, const fhj_dynamic_loader *l
     return 0;
 }
 
+/* Where a stopped thread is, for the loader's calls the join makes on it. */
+typedef enum {
+    /* Waiting in a system call that holds nothing the loader needs: the place to prefer. */
+    FHJ_PLACE_RESTING,
+    /* Running its own code, outside the C library and the loader: taken when no thread rests. */
+    FHJ_PLACE_RUNNING,
+    /* In the C library's code (not waiting in a system call), or in a system call that changes
+       the memory map (the allocator makes those holding its arena's lock): it may hold a lock
+       the loader's calls take (an allocator's arena, a mutex it is taking or letting go of), and
+       they would wait for it forever. Never taken. */
+    FHJ_PLACE_LIBC,
+    /* Inside the dynamic loader (``fhj_in_loader``). Never taken. */
+    FHJ_PLACE_LOADER,
+} fhj_place_kind;
+
+static fhj_place_kind fhj_where(const fhj_session *session, const fhj_dynamic_loader *loader) {
+    if (fhj_in_loader(session, loader)) return FHJ_PLACE_LOADER;
+    int64_t call = (int64_t)session->saved.orig_rax;
+    if (call >= 0) {
+        int maps = call == SYS_mmap || call == SYS_munmap || call == SYS_mremap || call == SYS_mprotect ||
+                   call == SYS_brk || call == SYS_madvise;
+        return maps ? FHJ_PLACE_LIBC : FHJ_PLACE_RESTING;
+    }
+    uint64_t ip = session->saved.rip;
+    return ip >= loader->libc_low && ip < loader->libc_high ? FHJ_PLACE_LIBC : FHJ_PLACE_RUNNING;
+}
+
+/* The executable mappings of the process outside the C library and the loader (the program's
+   code and other libraries'), where a thread that returns from the C library stands clear of
+   it. */
+typedef struct {
+    int count;
+    struct {
+        uint64_t start, end;
+    } ranges[256];
+} fhj_program_code;
+
+static void fhj_read_program_code(pid_t pid, const fhj_dynamic_loader *loader, fhj_program_code *code) {
+    code->count = 0;
+    char path[64], line[1024];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+    FILE *maps = fopen(path, "re");
+    if (!maps) return;
+    while (code->count < (int)(sizeof code->ranges / sizeof code->ranges[0]) && fgets(line, sizeof line, maps)) {
+        uint64_t start, end;
+        char permissions[8];
+        int consumed = 0;
+        if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %*x %*x:%*x %*u %n", &start, &end, permissions, &consumed) < 3 ||
+            permissions[2] != 'x' || strstr(line + consumed, "[v") == line + consumed) {
+            continue; /* not code, or the kernel's [vdso] and [vsyscall] */
+        }
+        if ((start >= loader->libc_low && start < loader->libc_high) || (start >= loader->low && start < loader->high)) {
+            continue;
+        }
+        code->ranges[code->count].start = start;
+        code->ranges[code->count].end = end;
+        code->count++;
+    }
+    fclose(maps);
+}
+
+/* The innermost return address on the stopped thread's stack (its top 8 KiB) that leads into
+   the program's code (``fhj_program_code``): where the thread goes when the C library's or the
+   loader's function it is in returns. 0 when there is none. */
+static uint64_t fhj_return_into_program(const fhj_session *session, const fhj_program_code *code) {
+    uint64_t words[1024];
+    struct iovec local = {words, sizeof words}, remote = {(void *)(uintptr_t)session->saved.rsp, sizeof words};
+    ssize_t got = process_vm_readv(session->pid, &local, 1, &remote, 1, 0);
+    if (got < 0) {
+        /* The stack's top is closer than 8 KiB: read up to the end of its page. */
+        size_t near = 4096 - (size_t)(session->saved.rsp & 4095);
+        remote.iov_len = local.iov_len = near;
+        got = process_vm_readv(session->pid, &local, 1, &remote, 1, 0);
+    }
+    for (ssize_t index = 0; index < got / (ssize_t)sizeof words[0]; index++) {
+        uint64_t word = words[index];
+        int inside = 0;
+        for (int range = 0; range < code->count && !inside; range++) {
+            inside = word >= code->ranges[range].start + 6 && word < code->ranges[range].end;
+        }
+        if (!inside) continue;
+        unsigned char before[6];
+        struct iovec bytes = {before, sizeof before}, at = {(void *)(uintptr_t)(word - 6), sizeof before};
+        if (process_vm_readv(session->pid, &bytes, 1, &at, 1, 0) == (ssize_t)sizeof before && fhj_follows_call(before)) {
+            return word;
+        }
+    }
+    return 0;
+}
+
+/* Lets the stopped thread run until it reaches `address` (a hardware breakpoint, in the debug
+   registers of this thread only: the process's code is not written, and its other threads do
+   not see it), for 50 ms at most. Sets `arrived` when it stopped there (its registers read into
+   `saved`); else it is stopped again wherever it is. FHJ_OK unless the thread is gone or ptrace
+   failed. */
+static fhj_status fhj_run_to(fhj_session *session, uint64_t address, int *arrived, char *message, size_t size) {
+    *arrived = 0;
+    size_t first = offsetof(struct user, u_debugreg[0]), control = offsetof(struct user, u_debugreg[7]),
+           state = offsetof(struct user, u_debugreg[6]);
+    /* DR7: breakpoint 0 enabled for this thread, on execution (type and length 0). */
+    if (ptrace(PTRACE_POKEUSER, session->tid, (void *)first, (void *)(uintptr_t)address) != 0 ||
+        ptrace(PTRACE_POKEUSER, session->tid, (void *)control, (void *)1) != 0) {
+        ptrace(PTRACE_POKEUSER, session->tid, (void *)control, NULL);
+        return FHJ_OK; /* no debug registers here (some virtual machines): stop again instead */
+    }
+    int deliver = 0, waited = 0, interrupted = 0;
+    for (;;) {
+        if (ptrace(PTRACE_CONT, session->tid, NULL, (void *)(intptr_t)deliver) != 0 && errno != ESRCH) break;
+        deliver = 0;
+        int status;
+        siginfo_t information;
+        fhj_stop stop;
+        while ((stop = fhj_wait_stop(session, &information, &status, WNOHANG)) == FHJ_STOP_NONE) {
+            usleep(100);
+            if (++waited == 500 && !interrupted) {
+                interrupted = 1;
+                ptrace(PTRACE_INTERRUPT, session->tid, NULL, NULL);
+            }
+        }
+        if (stop == FHJ_STOP_GONE) return fhj_gone(session, status, "as it was being stopped", message, size);
+        if (stop == FHJ_STOP_ERROR) {
+            fhj_say(message, size, "waiting for process %d: %s", (int)session->pid, strerror(errno));
+            return fhj_failed(session, message, size);
+        }
+        if (stop == FHJ_STOP_EVENT) break;
+        struct user_regs_struct registers;
+        if (information.si_signo == SIGTRAP && ptrace(PTRACE_GETREGS, session->tid, NULL, &registers) == 0 &&
+            registers.rip == address) {
+            *arrived = 1;
+            break; /* the breakpoint's SIGTRAP, suppressed */
+        }
+        if (fhj_is_fault(&information)) {
+            deliver = information.si_signo;
+        } else {
+            fhj_keep(session, &information);
+        }
+    }
+    ptrace(PTRACE_POKEUSER, session->tid, (void *)control, NULL);
+    ptrace(PTRACE_POKEUSER, session->tid, (void *)first, NULL);
+    ptrace(PTRACE_POKEUSER, session->tid, (void *)state, NULL);
+    /* An interrupt asked for that the breakpoint came before stops the thread later, as an
+       event stop, which the calls' waits pass over. */
+    if (ptrace(PTRACE_GETREGS, session->tid, NULL, &session->saved) != 0) {
+        fhj_say(message, size, "reading the registers of process %d: %s", (int)session->pid, strerror(errno));
+        return fhj_failed(session, message, size);
+    }
+    return FHJ_OK;
+}
+
 /* Seizes and stops the thread, preferring a stop inside a system call (a thread stopped in
    its own code may hold a lock, of the allocator's or the loader's, that the call would
-   need), and never one inside the dynamic loader (a program that loops on dlopen is stopped
-   again until it is outside, for about two seconds at most); saves its registers. */
+   need), and never one inside the dynamic loader or the C library's own code (a program that
+   loops on dlopen is stopped again until it is outside, for about two seconds at most); saves
+   its registers. */
 static fhj_status fhj_stop_thread(fhj_session *session, const fhj_dynamic_loader *loader, const char *thread,
                                   char *message, size_t size) {
     session->tid = fhj_choose_thread(session->pid, thread);
@@ -277,7 +452,12 @@ static fhj_status fhj_stop_thread(fhj_session *session, const fhj_dynamic_loader
         return fhj_explain_refusal(session->pid, errno, message, size);
     }
     session->seized = 1;
-    enum { ATTEMPTS = 50, LOADER_ATTEMPTS = 2000 };
+    /* Stops before a thread running its own code is taken; how long a stop is looked for. */
+    enum { ATTEMPTS = 50, PATIENCE_MS = 2000 };
+    struct timespec began;
+    clock_gettime(CLOCK_MONOTONIC, &began);
+    int in_loader = 0, code_read = 0;
+    fhj_program_code code;
     uint64_t jitter = (uint64_t)session->pid * 2654435761ULL ^ (uint64_t)time(NULL);
     for (int attempt = 0;; attempt++) {
         if (ptrace(PTRACE_INTERRUPT, session->tid, NULL, NULL) != 0) {
@@ -303,13 +483,39 @@ static fhj_status fhj_stop_thread(fhj_session *session, const fhj_dynamic_loader
             return fhj_failed(session, message, size);
         }
         session->stopped = 1;
-        int quiet = !fhj_in_loader(session, loader);
-        if (quiet && ((int64_t)session->saved.orig_rax >= 0 || attempt >= ATTEMPTS - 1)) break;
-        if (!quiet && attempt >= LOADER_ATTEMPTS) {
-            fhj_say(message, size,
-                    "process %d was inside the dynamic loader (a dlopen or dlclose under way) each of the %d times it "
-                    "was stopped, in about two seconds; it is not joined there: try again",
-                    (int)session->pid, LOADER_ATTEMPTS);
+        fhj_place_kind place = fhj_where(session, loader);
+        if (place == FHJ_PLACE_RESTING || (place == FHJ_PLACE_RUNNING && attempt >= ATTEMPTS - 1)) break;
+        if (place == FHJ_PLACE_LIBC || place == FHJ_PLACE_LOADER) {
+            /* Inside the C library or the loader: let it run until it returns into the program,
+               where it holds none of their locks (a program that loops on dlopen is there for a
+               few instructions of each loop, and another stop would hardly ever find it). */
+            if (!code_read) fhj_read_program_code(session->pid, loader, &code);
+            code_read = 1;
+            uint64_t target = fhj_return_into_program(session, &code);
+            int arrived = 0;
+            if (target) {
+                fhj_status ran = fhj_run_to(session, target, &arrived, message, size);
+                if (ran != FHJ_OK) return ran;
+            }
+            if (arrived && fhj_where(session, loader) == FHJ_PLACE_RUNNING) break;
+        }
+        in_loader += place == FHJ_PLACE_LOADER;
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((now.tv_sec - began.tv_sec) * 1000 + (now.tv_nsec - began.tv_nsec) / 1000000 >= PATIENCE_MS) {
+            if (in_loader * 2 >= attempt + 1) {
+                fhj_say(message, size,
+                        "process %d was inside the dynamic loader (a dlopen or dlclose under way) %d of the %d times "
+                        "it was stopped, in about two seconds, and never where the tracer's loading is safe; it is "
+                        "not joined: try again",
+                        (int)session->pid, in_loader, attempt + 1);
+            } else {
+                fhj_say(message, size,
+                        "process %d was inside the C library's own code (where it may hold a lock that loading the "
+                        "tracer needs) or the dynamic loader each of the %d times it was stopped, in about two "
+                        "seconds; it is not joined: try again",
+                        (int)session->pid, attempt + 1);
+            }
             return FHJ_FAILED;
         }
         ptrace(PTRACE_CONT, session->tid, NULL, NULL);

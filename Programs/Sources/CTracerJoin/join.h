@@ -43,14 +43,19 @@ typedef struct {
 /// the object's file (the very file mapped, checked by device and inode).
 fhj_status fhj_find_loader(pid_t pid, fhj_loader *loader, char *message, size_t size);
 
-/// The dynamic loader in the process: the range its mappings span, and its `_r_debug` (whose
-/// r_state says whether a load or an unload is under way). All 0 when it was not found.
+/// The dynamic loader in the process: the range its mappings span, its `_r_debug` (whose
+/// r_state says whether a load or an unload is under way) and its lock (`_dl_load_lock`, two
+/// recursive mutexes: it and the one after it, `_dl_load_write_lock`); each 0 when it was not
+/// found (the lock's place only when the process runs the very loader the tracer does). Also
+/// the range the C library's mappings span, 0 when it has none.
 typedef struct {
     uint64_t low, high;
     uint64_t r_debug;
+    uint64_t load_lock;
+    uint64_t libc_low, libc_high;
 } fhj_dynamic_loader;
 
-/// Finds the dynamic loader (ld-linux-x86-64.so.2) in the process.
+/// Finds the dynamic loader (ld-linux-x86-64.so.2) and the C library in the process.
 void fhj_find_dynamic_loader(pid_t pid, fhj_dynamic_loader *loader);
 
 /// Whether `address` is in an executable mapping of the file at `path` in the process.

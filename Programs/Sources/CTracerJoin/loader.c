@@ -1,7 +1,10 @@
 #define _GNU_SOURCE
 #include "join.h"
 
+#include <dlfcn.h>
 #include <elf.h>
+#include <link.h>
+#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -10,6 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -172,38 +176,102 @@ fhj_status fhj_find_loader(pid_t pid, fhj_loader *loader, char *message, size_t 
     return FHJ_NO_LOADER;
 }
 
-void fhj_find_dynamic_loader(pid_t pid, fhj_dynamic_loader *loader) {
-    *loader = (fhj_dynamic_loader){0};
-    fhj_mapping mapping;
-    if (!fhj_find_mapping(pid, "ld-linux-x86-64.so.2", &mapping)) return;
-    int descriptor = fhj_open_mapped(pid, &mapping);
-    if (descriptor < 0) return;
-    static const char *const names[] = {"_r_debug"};
-    uint64_t value = 0, first_segment = 0;
-    int good = fhj_read_symbols(descriptor, names, &value, 1, &first_segment);
-    close(descriptor);
-    if (!good || !value) return;
-    /* The span of every mapping of the same file. */
+/* The range every mapping of the file with this device and inode spans in the process. */
+static void fhj_file_span(pid_t pid, const fhj_mapping *mapping, uint64_t *low, uint64_t *high) {
+    *low = mapping->start;
+    *high = mapping->end;
     char name[64];
     snprintf(name, sizeof name, "/proc/%d/maps", (int)pid);
     FILE *maps = fopen(name, "re");
     if (!maps) return;
-    uint64_t low = mapping.start, high = mapping.end;
     char line[1024];
     while (fgets(line, sizeof line, maps)) {
         uint64_t start, end, inode;
-        int consumed = 0;
-        if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %*s %*x %*x:%*x %" SCNu64 " %n", &start, &end, &inode, &consumed) < 3 ||
-            inode != mapping.inode) {
+        unsigned major_number, minor_number;
+        if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %*s %*x %x:%x %" SCNu64, &start, &end, &major_number,
+                   &minor_number, &inode) < 5 ||
+            inode != mapping->inode || major_number != mapping->major || minor_number != mapping->minor) {
             continue;
         }
-        if (start < low) low = start;
-        if (end > high) high = end;
+        if (start < *low) *low = start;
+        if (end > *high) *high = end;
     }
     fclose(maps);
-    loader->low = low;
-    loader->high = high;
-    loader->r_debug = mapping.start - first_segment + value;
+}
+
+/* Where the loader's lock (`_dl_load_lock`, which dlopen and dlclose hold) lies in
+   `_rtld_global`, found in this process: dl_iterate_phdr holds the lock declared right after it
+   (`_dl_load_write_lock`, both recursive mutexes, in that order in every glibc since 2.13), so
+   the one mutex of `_rtld_global` that this thread owns during the walk is that one, and the
+   loader's lock the mutex before it. -1 when that cannot be seen. */
+static long fhj_scanned_offset = -1;
+static const unsigned char *fhj_scanned_global;
+static size_t fhj_scanned_size;
+
+static int fhj_scan_global(struct dl_phdr_info *information, size_t size, void *context) {
+    (void)information;
+    (void)size;
+    (void)context;
+    pid_t self = (pid_t)syscall(SYS_gettid);
+    for (size_t offset = sizeof(pthread_mutex_t); offset + sizeof(pthread_mutex_t) <= fhj_scanned_size;
+         offset += sizeof(int)) {
+        pthread_mutex_t lock;
+        memcpy(&lock, fhj_scanned_global + offset, sizeof lock);
+        if (lock.__data.__owner == self && lock.__data.__lock != 0 && lock.__data.__count == 1 &&
+            lock.__data.__kind == PTHREAD_MUTEX_RECURSIVE_NP) {
+            pthread_mutex_t before;
+            memcpy(&before, fhj_scanned_global + offset - sizeof before, sizeof before);
+            if (before.__data.__kind == PTHREAD_MUTEX_RECURSIVE_NP) {
+                fhj_scanned_offset = (long)(offset - sizeof before);
+            }
+            break;
+        }
+    }
+    return 1; /* one object is enough: the lock is held from the first */
+}
+
+static void fhj_find_load_lock_offset(void) {
+    void *global = dlsym(RTLD_DEFAULT, "_rtld_global");
+    Dl_info information;
+    const ElfW(Sym) *symbol = NULL;
+    if (!global || !dladdr1(global, &information, (void **)&symbol, RTLD_DL_SYMENT) || !symbol ||
+        symbol->st_size < 2 * sizeof(pthread_mutex_t)) {
+        return;
+    }
+    fhj_scanned_global = global;
+    fhj_scanned_size = symbol->st_size;
+    dl_iterate_phdr(fhj_scan_global, NULL);
+}
+
+static long fhj_load_lock_offset(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, fhj_find_load_lock_offset);
+    return fhj_scanned_offset;
+}
+
+void fhj_find_dynamic_loader(pid_t pid, fhj_dynamic_loader *loader) {
+    *loader = (fhj_dynamic_loader){0};
+    fhj_mapping libc;
+    if (fhj_find_mapping(pid, "libc.so.6", &libc)) fhj_file_span(pid, &libc, &loader->libc_low, &loader->libc_high);
+    fhj_mapping mapping;
+    if (!fhj_find_mapping(pid, "ld-linux-x86-64.so.2", &mapping)) return;
+    int descriptor = fhj_open_mapped(pid, &mapping);
+    if (descriptor < 0) return;
+    static const char *const names[] = {"_r_debug", "_rtld_global"};
+    uint64_t values[2] = {0}, first_segment = 0;
+    int good = fhj_read_symbols(descriptor, names, values, 2, &first_segment);
+    close(descriptor);
+    if (!good || !values[0]) return;
+    fhj_file_span(pid, &mapping, &loader->low, &loader->high);
+    uint64_t bias = mapping.start - first_segment;
+    loader->r_debug = bias + values[0];
+    /* The lock's place is known only when the process runs the very loader this one does. */
+    fhj_mapping own;
+    long offset = fhj_load_lock_offset();
+    if (values[1] && offset >= 0 && fhj_find_mapping(getpid(), "ld-linux-x86-64.so.2", &own) &&
+        own.inode == mapping.inode && own.major == mapping.major && own.minor == mapping.minor) {
+        loader->load_lock = bias + values[1] + (uint64_t)offset;
+    }
 }
 
 int fhj_maps_code(pid_t pid, uint64_t address, const char *path) {

@@ -339,6 +339,7 @@ void fht_reset_counters(void) {
             __atomic_store_n(&counter->longest, 0, __ATOMIC_RELAXED);
             __atomic_store_n(&counter->own, 0, __ATOMIC_RELAXED);
             __atomic_store_n(&counter->every, 0, __ATOMIC_RELAXED);
+            __atomic_store_n(&counter->active, 0, __ATOMIC_RELAXED);
         }
     }
 }

@@ -49,7 +49,10 @@ typedef enum {
 /// however long the call takes.
 ///
 /// The thread is chosen, when it can be, while it waits in a system call (not while it runs
-/// code that may hold a lock the loader needs). `message` receives a sentence explaining any
+/// code that may hold a lock the loader needs), and never inside the dynamic loader, holding
+/// the loader's lock, in the C library's code outside a system call, or in a system call that
+/// changes the memory map (the allocator makes those holding its lock); after about two
+/// seconds without such a stop, FHJ_FAILED. `message` receives a sentence explaining any
 /// status but FHJ_OK (and is empty for FHJ_OK); `result` the entry's return value.
 fhj_status fhj_load_and_call(
     pid_t pid, const char *library, const char *entry, const char *argument, const char *_Nullable later,

@@ -311,7 +311,8 @@ static inline void fht_leave_at(fht_counter *counter, uint64_t sp, uint64_t now)
     __asm__ volatile("" ::: "memory");
     calls->depth = depth - 1;
     __asm__ volatile("" ::: "memory");
-    fht_add(&mine->active, (uint64_t)-1);
+    /* (0 already when the counters were zeroed while this call was in flight.) */
+    if (mine->active != 0) fht_add(&mine->active, (uint64_t)-1);
     if (mine->active == 0) fht_add(&mine->total, ticks);
     fht_add(&mine->every, ticks);
     fht_add(&mine->own, ticks > children ? ticks - children : 0);
@@ -323,7 +324,10 @@ static inline void fht_leave_at(fht_counter *counter, uint64_t sp, uint64_t now)
 /// The sum of every thread's copy of a counter (shortest and longest: the least and the
 /// greatest), read field by field with atomic loads.
 fht_counter fht_read(const fht_counter *counter);
-/// Zeroes every counter made so far (at the end of the start, and in a forked child).
+/// Zeroes every counter made so far (at the end of the start, and in a forked child), the
+/// calls in flight on each thread included: a call left in flight by an earlier join's leave
+/// (the hook removed before it returned) would otherwise keep every later call of its function
+/// on that thread inside it, and out of its total.
 void fht_reset_counters(void);
 
 // MARK: - Loaded objects
