@@ -143,8 +143,11 @@ extension FixtureTableTests {
         /// each list holds the object's entry or not, whole, and nothing faults.
         @Test func listingWhileAnotherThreadLoadsAndUnloads() throws {
             // The loader's lock is not fair: the loads pause to leave the lister a moment to take it.
+            // (Under ThreadSanitizer, whose dlopen and dlclose take hundreds of times longer, a
+            // tenth of the lists: a minute of the serialized fixture suites otherwise.)
+            let lists = ProcessLifeTests.underThreadSanitizer ? 10 : 100
             let loads = try Self.whileAnotherThreadLoadsAndUnloads(named: "LazyChurnCopy", pause: 100) { copy in
-                for _ in 0..<100 {
+                for _ in 0..<lists {
                     let copies = try ImportTable.bindings(of: "atol").filter { $0.entry.objectPath == copy }
                     #expect(copies.count <= 1)
                     for binding in copies {
@@ -169,8 +172,10 @@ extension FixtureTableTests {
             let file = try #require(Self.fileName(ofObjectAt: function))
             var found = 0
             var paths: Set<String> = []
+            // (A tenth under ThreadSanitizer, as above.)
+            let lookups = ProcessLifeTests.underThreadSanitizer ? 300 : 3_000
             let loads = try Self.whileAnotherThreadLoadsAndUnloads(named: "LookupChurnCopy", pause: 0) { _ in
-                for _ in 0..<3_000 {
+                for _ in 0..<lookups {
                     #expect(ImportWalk.withLoadedObject(containing: nowhere) { $0 == nil })
                     if let path = ImportWalk.withLoadedObject(containing: function, { $0?.path }) {
                         paths.insert(path)
@@ -180,7 +185,7 @@ extension FixtureTableTests {
             }
             #expect(paths.map { URL(fileURLWithPath: $0).resolvingSymlinksInPath().lastPathComponent } == [file])
             #expect(loads > 0)
-            #expect(found == 3_000)
+            #expect(found == lookups)
         }
 
         @Test func theScopeChoosesTheObjects() throws {
