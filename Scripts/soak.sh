@@ -10,7 +10,7 @@
 # Set SOAK_DEBUG=1 to build in debug mode instead of release (quicker to build, as CI does),
 # and SOAK_SCRATCH_PATH to build in another scratch path, relative to the repository's root
 # (default Programs/.build-asan: apart from Programs/.build, which `swift run` uses without
-# the sanitizer; the debug and release builds share it). SOAK_BUILD_ONLY=1 builds and stops.
+# the sanitizer; the debug and release builds share it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,7 +31,6 @@ build=(swift build --package-path Programs -c "$configuration" --sanitize=addres
 echo "== building ffi-hook-soak ($configuration, address sanitizer)"
 "${build[@]}" --product ffi-hook-soak
 binary="$("${build[@]}" --show-bin-path)/ffi-hook-soak"
-if [ "${SOAK_BUILD_ONLY:-0}" = 1 ]; then exit 0; fi
 
 echo "== running $what"
 ASAN_OPTIONS="detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}" "$binary" "${arguments[@]}"

@@ -295,13 +295,15 @@ static int fhj_in_loader(const fhj_session *session, const fhj_dynamic_loader *l
 typedef enum {
     /* Waiting in a system call that holds nothing the loader needs: the place to prefer. */
     FHJ_PLACE_RESTING,
-    /* Running its own code, outside the C library and the loader: taken when no thread rests. */
+    /* Running its own code, outside the runtime libraries and the loader: taken when no thread
+       rests. */
     FHJ_PLACE_RUNNING,
-    /* In the C library's code (not waiting in a system call), or in a system call that changes
+    /* In a runtime library's code (the C library's, the Swift runtime's: see
+       ``fhj_dynamic_loader``; not waiting in a system call), or in a system call that changes
        the memory map (the allocator makes those holding its arena's lock): it may hold a lock
-       the loader's calls take (an allocator's arena, a mutex it is taking or letting go of), and
-       they would wait for it forever. Never taken. */
-    FHJ_PLACE_LIBC,
+       the tracer's calls take (an allocator's arena, the Swift runtime's metadata, a mutex it is
+       taking or letting go of), and they would wait for it forever. Never taken. */
+    FHJ_PLACE_RUNTIME,
     /* Inside the dynamic loader (``fhj_in_loader``). Never taken. */
     FHJ_PLACE_LOADER,
 } fhj_place_kind;
@@ -312,15 +314,15 @@ static fhj_place_kind fhj_where(const fhj_session *session, const fhj_dynamic_lo
     if (call >= 0) {
         int maps = call == SYS_mmap || call == SYS_munmap || call == SYS_mremap || call == SYS_mprotect ||
                    call == SYS_brk || call == SYS_madvise;
-        return maps ? FHJ_PLACE_LIBC : FHJ_PLACE_RESTING;
+        return maps ? FHJ_PLACE_RUNTIME : FHJ_PLACE_RESTING;
     }
     uint64_t ip = session->saved.rip;
-    return ip >= loader->libc_low && ip < loader->libc_high ? FHJ_PLACE_LIBC : FHJ_PLACE_RUNNING;
+    return fhj_in_runtime(loader, ip) ? FHJ_PLACE_RUNTIME : FHJ_PLACE_RUNNING;
 }
 
-/* The executable mappings of the process outside the C library and the loader (the program's
-   code and other libraries'), where a thread that returns from the C library stands clear of
-   it. */
+/* The executable mappings of the process outside the runtime libraries and the loader (the
+   program's code and other libraries'), where a thread that returns from a runtime library
+   stands clear of it. */
 typedef struct {
     int count;
     struct {
@@ -342,7 +344,7 @@ static void fhj_read_program_code(pid_t pid, const fhj_dynamic_loader *loader, f
             permissions[2] != 'x' || strstr(line + consumed, "[v") == line + consumed) {
             continue; /* not code, or the kernel's [vdso] and [vsyscall] */
         }
-        if ((start >= loader->libc_low && start < loader->libc_high) || (start >= loader->low && start < loader->high)) {
+        if (fhj_in_runtime(loader, start) || (start >= loader->low && start < loader->high)) {
             continue;
         }
         code->ranges[code->count].start = start;
@@ -353,8 +355,8 @@ static void fhj_read_program_code(pid_t pid, const fhj_dynamic_loader *loader, f
 }
 
 /* The innermost return address on the stopped thread's stack (its top 8 KiB) that leads into
-   the program's code (``fhj_program_code``): where the thread goes when the C library's or the
-   loader's function it is in returns. 0 when there is none. */
+   the program's code (``fhj_program_code``): where the thread goes when the runtime library's
+   or the loader's function it is in returns. 0 when there is none. */
 static uint64_t fhj_return_into_program(const fhj_session *session, const fhj_program_code *code) {
     uint64_t words[1024];
     struct iovec local = {words, sizeof words}, remote = {(void *)(uintptr_t)session->saved.rsp, sizeof words};
@@ -442,7 +444,7 @@ static fhj_status fhj_run_to(fhj_session *session, uint64_t address, int *arrive
 
 /* Seizes and stops the thread, preferring a stop inside a system call (a thread stopped in
    its own code may hold a lock, of the allocator's or the loader's, that the call would
-   need), and never one inside the dynamic loader or the C library's own code (a program that
+   need), and never one inside the dynamic loader or a runtime library's code (a program that
    loops on dlopen is stopped again until it is outside, for about two seconds at most); saves
    its registers. */
 static fhj_status fhj_stop_thread(fhj_session *session, const fhj_dynamic_loader *loader, const char *thread,
@@ -485,8 +487,8 @@ static fhj_status fhj_stop_thread(fhj_session *session, const fhj_dynamic_loader
         session->stopped = 1;
         fhj_place_kind place = fhj_where(session, loader);
         if (place == FHJ_PLACE_RESTING || (place == FHJ_PLACE_RUNNING && attempt >= ATTEMPTS - 1)) break;
-        if (place == FHJ_PLACE_LIBC || place == FHJ_PLACE_LOADER) {
-            /* Inside the C library or the loader: let it run until it returns into the program,
+        if (place == FHJ_PLACE_RUNTIME || place == FHJ_PLACE_LOADER) {
+            /* Inside a runtime library or the loader: let it run until it returns into the program,
                where it holds none of their locks (a program that loops on dlopen is there for a
                few instructions of each loop, and another stop would hardly ever find it). */
             if (!code_read) fhj_read_program_code(session->pid, loader, &code);
@@ -511,8 +513,8 @@ static fhj_status fhj_stop_thread(fhj_session *session, const fhj_dynamic_loader
                         (int)session->pid, in_loader, attempt + 1);
             } else {
                 fhj_say(message, size,
-                        "process %d was inside the C library's own code (where it may hold a lock that loading the "
-                        "tracer needs) or the dynamic loader each of the %d times it was stopped, in about two "
+                        "process %d was inside the code of the C library (or another runtime library, where it may "
+                        "hold a lock that the tracer's loading needs) or the dynamic loader each of the %d times it was stopped, in about two "
                         "seconds; it is not joined: try again",
                         (int)session->pid, attempt + 1);
             }

@@ -47,15 +47,23 @@ fhj_status fhj_find_loader(pid_t pid, fhj_loader *loader, char *message, size_t 
 /// r_state says whether a load or an unload is under way) and its lock (`_dl_load_lock`, two
 /// recursive mutexes: it and the one after it, `_dl_load_write_lock`); each 0 when it was not
 /// found (the lock's place only when the process runs the very loader the tracer does). Also
-/// the range the C library's mappings span, 0 when it has none.
+/// the code of the runtime libraries the tracer's own library uses (the C library, the Swift
+/// runtime, the C++ runtime and unwinder, libdispatch, libffi), whose locks the tracer's calls
+/// may take: a thread stopped in their code may hold one.
 typedef struct {
     uint64_t low, high;
     uint64_t r_debug;
     uint64_t load_lock;
-    uint64_t libc_low, libc_high;
+    int runtime_count;
+    struct {
+        uint64_t start, end;
+    } runtime[48];
 } fhj_dynamic_loader;
 
-/// Finds the dynamic loader (ld-linux-x86-64.so.2) and the C library in the process.
+/// Whether `address` is in the code of one of the runtime libraries (see ``fhj_dynamic_loader``).
+int fhj_in_runtime(const fhj_dynamic_loader *loader, uint64_t address);
+
+/// Finds the dynamic loader (ld-linux-x86-64.so.2) and the runtime libraries in the process.
 void fhj_find_dynamic_loader(pid_t pid, fhj_dynamic_loader *loader);
 
 /// Whether `address` is in an executable mapping of the file at `path` in the process.

@@ -249,10 +249,51 @@ static long fhj_load_lock_offset(void) {
     return fhj_scanned_offset;
 }
 
+/* Whether the file named `file` (a path's last component) is one of the runtime libraries. */
+static int fhj_is_runtime(const char *file) {
+    static const char *const names[] = {"libc.so.6", "libgcc_s.so.1", "libstdc++.so.6", "libdispatch.so",
+                                        "libffi.so", "libBlocksRuntime.so"};
+    for (size_t index = 0; index < sizeof names / sizeof names[0]; index++) {
+        if (strncmp(file, names[index], strlen(names[index])) == 0) return 1;
+    }
+    return strncmp(file, "libswift", 8) == 0 || strncmp(file, "libFoundation", 13) == 0;
+}
+
+/* The executable mappings of the runtime libraries. */
+static void fhj_find_runtime(pid_t pid, fhj_dynamic_loader *loader) {
+    char name[64], line[1024];
+    snprintf(name, sizeof name, "/proc/%d/maps", (int)pid);
+    FILE *maps = fopen(name, "re");
+    if (!maps) return;
+    int capacity = (int)(sizeof loader->runtime / sizeof loader->runtime[0]);
+    while (loader->runtime_count < capacity && fgets(line, sizeof line, maps)) {
+        uint64_t start, end;
+        char permissions[8];
+        int consumed = 0;
+        if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %*x %*x:%*x %*u %n", &start, &end, permissions, &consumed) < 3 ||
+            consumed == 0 || permissions[2] != 'x') {
+            continue;
+        }
+        line[strcspn(line, "\n")] = 0;
+        const char *slash = strrchr(line + consumed, '/');
+        if (!slash || !fhj_is_runtime(slash + 1)) continue;
+        loader->runtime[loader->runtime_count].start = start;
+        loader->runtime[loader->runtime_count].end = end;
+        loader->runtime_count++;
+    }
+    fclose(maps);
+}
+
+int fhj_in_runtime(const fhj_dynamic_loader *loader, uint64_t address) {
+    for (int index = 0; index < loader->runtime_count; index++) {
+        if (address >= loader->runtime[index].start && address < loader->runtime[index].end) return 1;
+    }
+    return 0;
+}
+
 void fhj_find_dynamic_loader(pid_t pid, fhj_dynamic_loader *loader) {
     *loader = (fhj_dynamic_loader){0};
-    fhj_mapping libc;
-    if (fhj_find_mapping(pid, "libc.so.6", &libc)) fhj_file_span(pid, &libc, &loader->libc_low, &loader->libc_high);
+    fhj_find_runtime(pid, loader);
     fhj_mapping mapping;
     if (!fhj_find_mapping(pid, "ld-linux-x86-64.so.2", &mapping)) return;
     int descriptor = fhj_open_mapped(pid, &mapping);

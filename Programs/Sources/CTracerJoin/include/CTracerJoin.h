@@ -50,9 +50,11 @@ typedef enum {
 ///
 /// The thread is chosen, when it can be, while it waits in a system call (not while it runs
 /// code that may hold a lock the loader needs), and never inside the dynamic loader, holding
-/// the loader's lock, in the C library's code outside a system call, or in a system call that
-/// changes the memory map (the allocator makes those holding its lock); after about two
-/// seconds without such a stop, FHJ_FAILED. `message` receives a sentence explaining any
+/// the loader's lock, in the code of a library the tracer's own code uses (the C library, the
+/// Swift and C++ runtimes) outside a system call, or in a system call that changes the memory
+/// map (the allocator makes those holding its lock): such a thread is let run to its return
+/// into the program's code, or stopped again; after about two seconds without such a stop,
+/// FHJ_FAILED. `message` receives a sentence explaining any
 /// status but FHJ_OK (and is empty for FHJ_OK); `result` the entry's return value.
 fhj_status fhj_load_and_call(
     pid_t pid, const char *library, const char *entry, const char *argument, const char *_Nullable later,
