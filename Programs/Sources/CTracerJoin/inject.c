@@ -330,28 +330,31 @@ typedef struct {
     } ranges[256];
 } fhj_program_code;
 
+/* What fhj_read_program_code fills. */
+typedef struct {
+    const fhj_dynamic_loader *loader;
+    fhj_program_code *code;
+} fhj_code_reading;
+
+static int fhj_add_program_code(const fhj_map_line *line, void *context) {
+    fhj_code_reading *reading = context;
+    const fhj_dynamic_loader *loader = reading->loader;
+    fhj_program_code *code = reading->code;
+    /* Not code, the kernel's ([vdso], [vsyscall]), a runtime library's or the loader's. */
+    if (line->permissions[2] != 'x' || line->path[0] == '[' || fhj_in_runtime(loader, line->start) ||
+        (line->start >= loader->low && line->start < loader->high)) {
+        return 0;
+    }
+    code->ranges[code->count].start = line->start;
+    code->ranges[code->count].end = line->end;
+    code->count++;
+    return code->count == (int)(sizeof code->ranges / sizeof code->ranges[0]);
+}
+
 static void fhj_read_program_code(pid_t pid, const fhj_dynamic_loader *loader, fhj_program_code *code) {
     code->count = 0;
-    char path[64], line[1024];
-    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
-    FILE *maps = fopen(path, "re");
-    if (!maps) return;
-    while (code->count < (int)(sizeof code->ranges / sizeof code->ranges[0]) && fgets(line, sizeof line, maps)) {
-        uint64_t start, end;
-        char permissions[8];
-        int consumed = 0;
-        if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %*x %*x:%*x %*u %n", &start, &end, permissions, &consumed) < 3 ||
-            permissions[2] != 'x' || strstr(line + consumed, "[v") == line + consumed) {
-            continue; /* not code, or the kernel's [vdso] and [vsyscall] */
-        }
-        if (fhj_in_runtime(loader, start) || (start >= loader->low && start < loader->high)) {
-            continue;
-        }
-        code->ranges[code->count].start = start;
-        code->ranges[code->count].end = end;
-        code->count++;
-    }
-    fclose(maps);
+    fhj_code_reading reading = {loader, code};
+    fhj_each_mapping(pid, fhj_add_program_code, &reading);
 }
 
 /* The innermost return address on the stopped thread's stack (its top 8 KiB) that leads into
@@ -513,9 +516,9 @@ static fhj_status fhj_stop_thread(fhj_session *session, const fhj_dynamic_loader
                         (int)session->pid, in_loader, attempt + 1);
             } else {
                 fhj_say(message, size,
-                        "process %d was inside the code of the C library (or another runtime library, where it may "
-                        "hold a lock that the tracer's loading needs) or the dynamic loader each of the %d times it was stopped, in about two "
-                        "seconds; it is not joined: try again",
+                        "process %d was inside the code of the C library (or another runtime library, where it "
+                        "may hold a lock that the tracer's loading needs) or the dynamic loader each of the %d "
+                        "times it was stopped, in about two seconds; it is not joined: try again",
                         (int)session->pid, attempt + 1);
             }
             return FHJ_FAILED;

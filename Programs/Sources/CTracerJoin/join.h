@@ -31,6 +31,23 @@ void fhj_say(char *message, size_t size, const char *format, ...) __attribute__(
 /// users, Yama's ptrace_scope and what its value means, a non-dumpable process.
 fhj_status fhj_explain_refusal(pid_t pid, int error, char *message, size_t size);
 
+/// One line of /proc/PID/maps: a mapping's range, permissions ("r-xp"), file offset, the
+/// file's device and inode (0 for memory of no file) and path (empty for none, "[vdso]" and
+/// the like for the kernel's), and the path's last component.
+typedef struct {
+    uint64_t start, end;
+    char permissions[8];
+    uint64_t offset;
+    unsigned major, minor;
+    uint64_t inode;
+    const char *path;
+    const char *file;
+} fhj_map_line;
+
+/// Calls `visit` with each mapping of process `pid`, in order, until it returns nonzero (the
+/// line is valid during the call only); 0 when /proc/PID/maps cannot be read.
+int fhj_each_mapping(pid_t pid, int (*visit)(const fhj_map_line *line, void *context), void *context);
+
 /// The loader's functions in the process's memory.
 typedef struct {
     uint64_t dlopen;

@@ -26,37 +26,58 @@ typedef struct {
     char path[512];
 } fhj_mapping;
 
-/* The object whose path's file name is `name` (libc.so.6, libdl.so.2); 0 when none is mapped. */
-static int fhj_find_mapping(pid_t pid, const char *name, fhj_mapping *found) {
-    char path[64];
+int fhj_each_mapping(pid_t pid, int (*visit)(const fhj_map_line *line, void *context), void *context) {
+    char path[64], text[1024];
     snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
     FILE *maps = fopen(path, "re");
     if (!maps) return 0;
-    char line[1024];
-    int seen = 0;
-    while (fgets(line, sizeof line, maps)) {
-        fhj_mapping mapping = {0};
-        uint64_t offset = 0;
-        char permissions[8];
+    while (fgets(text, sizeof text, maps)) {
+        fhj_map_line line = {0};
         int consumed = 0;
-        if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %x:%x %" SCNu64 " %n", &mapping.start,
-                   &mapping.end, permissions, &offset, &mapping.major, &mapping.minor, &mapping.inode,
-                   &consumed) < 7 ||
-            consumed == 0 || offset != 0 || mapping.inode == 0) {
+        if (sscanf(text, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %x:%x %" SCNu64 " %n", &line.start, &line.end,
+                   line.permissions, &line.offset, &line.major, &line.minor, &line.inode, &consumed) < 7 ||
+            consumed == 0) {
             continue;
         }
-        snprintf(mapping.path, sizeof mapping.path, "%s", line + consumed);
-        mapping.path[strcspn(mapping.path, "\n")] = 0;
-        const char *slash = strrchr(mapping.path, '/');
-        const char *file = slash ? slash + 1 : mapping.path;
-        size_t length = strlen(name);
-        /* "libc.so.6" or "libc.so.6 (deleted)" (the file was replaced since it was mapped). */
-        if (strncmp(file, name, length) != 0 || (file[length] != 0 && file[length] != ' ')) continue;
-        if (!seen || mapping.start < found->start) *found = mapping;
-        seen = 1;
+        text[strcspn(text, "\n")] = 0;
+        line.path = text + consumed;
+        const char *slash = strrchr(line.path, '/');
+        line.file = slash ? slash + 1 : line.path;
+        if (visit(&line, context)) break;
     }
     fclose(maps);
-    return seen;
+    return 1;
+}
+
+/* What fhj_find_mapping looks for, and what it found. */
+typedef struct {
+    const char *name;
+    fhj_mapping *found;
+    int seen;
+} fhj_mapping_search;
+
+static int fhj_match_mapping(const fhj_map_line *line, void *context) {
+    fhj_mapping_search *search = context;
+    if (line->offset != 0 || line->inode == 0) return 0;
+    size_t length = strlen(search->name);
+    /* "libc.so.6" or "libc.so.6 (deleted)" (the file was replaced since it was mapped). */
+    if (strncmp(line->file, search->name, length) != 0 || (line->file[length] != 0 && line->file[length] != ' ')) {
+        return 0;
+    }
+    if (!search->seen || line->start < search->found->start) {
+        fhj_mapping *found = search->found;
+        *found = (fhj_mapping){line->start, line->end, line->major, line->minor, line->inode, {0}};
+        snprintf(found->path, sizeof found->path, "%s", line->path);
+    }
+    search->seen = 1;
+    return 0;
+}
+
+/* The object whose path's file name is `name` (libc.so.6, libdl.so.2); 0 when none is mapped. */
+static int fhj_find_mapping(pid_t pid, const char *name, fhj_mapping *found) {
+    fhj_mapping_search search = {name, found, 0};
+    fhj_each_mapping(pid, fhj_match_mapping, &search);
+    return search.seen;
 }
 
 /* The mapped file itself: by its path when that still names the same device and inode, else
@@ -176,27 +197,28 @@ fhj_status fhj_find_loader(pid_t pid, fhj_loader *loader, char *message, size_t 
     return FHJ_NO_LOADER;
 }
 
+/* What fhj_file_span extends. */
+typedef struct {
+    const fhj_mapping *file;
+    uint64_t *low, *high;
+} fhj_span_search;
+
+static int fhj_extend_span(const fhj_map_line *line, void *context) {
+    fhj_span_search *search = context;
+    if (line->inode == search->file->inode && line->major == search->file->major &&
+        line->minor == search->file->minor) {
+        if (line->start < *search->low) *search->low = line->start;
+        if (line->end > *search->high) *search->high = line->end;
+    }
+    return 0;
+}
+
 /* The range every mapping of the file with this device and inode spans in the process. */
 static void fhj_file_span(pid_t pid, const fhj_mapping *mapping, uint64_t *low, uint64_t *high) {
     *low = mapping->start;
     *high = mapping->end;
-    char name[64];
-    snprintf(name, sizeof name, "/proc/%d/maps", (int)pid);
-    FILE *maps = fopen(name, "re");
-    if (!maps) return;
-    char line[1024];
-    while (fgets(line, sizeof line, maps)) {
-        uint64_t start, end, inode;
-        unsigned major_number, minor_number;
-        if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %*s %*x %x:%x %" SCNu64, &start, &end, &major_number,
-                   &minor_number, &inode) < 5 ||
-            inode != mapping->inode || major_number != mapping->major || minor_number != mapping->minor) {
-            continue;
-        }
-        if (start < *low) *low = start;
-        if (end > *high) *high = end;
-    }
-    fclose(maps);
+    fhj_span_search search = {mapping, low, high};
+    fhj_each_mapping(pid, fhj_extend_span, &search);
 }
 
 /* Where the loader's lock (`_dl_load_lock`, which dlopen and dlclose hold) lies in
@@ -259,29 +281,14 @@ static int fhj_is_runtime(const char *file) {
     return strncmp(file, "libswift", 8) == 0 || strncmp(file, "libFoundation", 13) == 0;
 }
 
-/* The executable mappings of the runtime libraries. */
-static void fhj_find_runtime(pid_t pid, fhj_dynamic_loader *loader) {
-    char name[64], line[1024];
-    snprintf(name, sizeof name, "/proc/%d/maps", (int)pid);
-    FILE *maps = fopen(name, "re");
-    if (!maps) return;
-    int capacity = (int)(sizeof loader->runtime / sizeof loader->runtime[0]);
-    while (loader->runtime_count < capacity && fgets(line, sizeof line, maps)) {
-        uint64_t start, end;
-        char permissions[8];
-        int consumed = 0;
-        if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %*x %*x:%*x %*u %n", &start, &end, permissions, &consumed) < 3 ||
-            consumed == 0 || permissions[2] != 'x') {
-            continue;
-        }
-        line[strcspn(line, "\n")] = 0;
-        const char *slash = strrchr(line + consumed, '/');
-        if (!slash || !fhj_is_runtime(slash + 1)) continue;
-        loader->runtime[loader->runtime_count].start = start;
-        loader->runtime[loader->runtime_count].end = end;
-        loader->runtime_count++;
-    }
-    fclose(maps);
+/* Adds an executable mapping of a runtime library to the loader's list. */
+static int fhj_add_runtime(const fhj_map_line *line, void *context) {
+    fhj_dynamic_loader *loader = context;
+    if (line->permissions[2] != 'x' || !strchr(line->path, '/') || !fhj_is_runtime(line->file)) return 0;
+    loader->runtime[loader->runtime_count].start = line->start;
+    loader->runtime[loader->runtime_count].end = line->end;
+    loader->runtime_count++;
+    return loader->runtime_count == (int)(sizeof loader->runtime / sizeof loader->runtime[0]);
 }
 
 int fhj_in_runtime(const fhj_dynamic_loader *loader, uint64_t address) {
@@ -293,7 +300,7 @@ int fhj_in_runtime(const fhj_dynamic_loader *loader, uint64_t address) {
 
 void fhj_find_dynamic_loader(pid_t pid, fhj_dynamic_loader *loader) {
     *loader = (fhj_dynamic_loader){0};
-    fhj_find_runtime(pid, loader);
+    fhj_each_mapping(pid, fhj_add_runtime, loader);
     fhj_mapping mapping;
     if (!fhj_find_mapping(pid, "ld-linux-x86-64.so.2", &mapping)) return;
     int descriptor = fhj_open_mapped(pid, &mapping);
@@ -315,24 +322,22 @@ void fhj_find_dynamic_loader(pid_t pid, fhj_dynamic_loader *loader) {
     }
 }
 
+/* What fhj_maps_code looks for, and whether it found it. */
+typedef struct {
+    uint64_t address;
+    const char *path;
+    int found;
+} fhj_code_search;
+
+static int fhj_match_code(const fhj_map_line *line, void *context) {
+    fhj_code_search *search = context;
+    search->found = search->address >= line->start && search->address < line->end && line->permissions[2] == 'x' &&
+                    strcmp(line->path, search->path) == 0;
+    return search->found;
+}
+
 int fhj_maps_code(pid_t pid, uint64_t address, const char *path) {
-    char name[64];
-    snprintf(name, sizeof name, "/proc/%d/maps", (int)pid);
-    FILE *maps = fopen(name, "re");
-    if (!maps) return 0;
-    char line[1024];
-    int found = 0;
-    while (!found && fgets(line, sizeof line, maps)) {
-        uint64_t start, end;
-        char permissions[8];
-        int consumed = 0;
-        if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %*x %*x:%*x %*u %n", &start, &end, permissions, &consumed) < 3 ||
-            consumed == 0) {
-            continue;
-        }
-        line[strcspn(line, "\n")] = 0;
-        found = address >= start && address < end && permissions[2] == 'x' && strcmp(line + consumed, path) == 0;
-    }
-    fclose(maps);
-    return found;
+    fhj_code_search search = {address, path, 0};
+    fhj_each_mapping(pid, fhj_match_code, &search);
+    return search.found;
 }
