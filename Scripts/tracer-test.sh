@@ -55,6 +55,7 @@ gcc -O0 -o "$work/spawner" "$fixture/spawner.c" -L"$work" -ltracee -Wl,-rpath,"$
 gcc -O0 -o "$work/crashes" "$fixture/crashes.c" -L"$work" -ltracee -Wl,-rpath,"$work"
 gcc -O0 -o "$work/churns" "$fixture/churns.c"
 gcc -O0 -o "$work/loader-lock" "$fixture/loader-lock.c"
+gcc -O0 -pthread -o "$work/blocks-all" "$fixture/blocks-all.c"
 gcc -O0 -fPIC -shared -o "$work/libjump.so" "$fixture/jump.c"
 gcc -O0 -o "$work/jumps" "$fixture/jumps.c" -L"$work" -ljump -Wl,-rpath,"$work"
 
@@ -482,6 +483,17 @@ if not lines + 1 <= table <= lines + 2 or counted.get("tracee_add") != table or 
     sys.exit(f"SIGTERM: {lines} lines written, {table} calls in the table, {counted} in the JSON")
 print(f"SIGTERM: status 143, {table} calls in the table and the JSON for {lines} lines the program wrote")
 PYTHON
+# Waits up to five seconds for a line that reads $2 in the file $1; without it, the test fails.
+wait_for_line() {
+    for _ in $(seq 100); do
+        grep -qx "$2" "$1" && return 0
+        sleep 0.05
+    done
+    echo "no line \"$2\" in $1:" >&2
+    cat "$1" >&2
+    exit 1
+}
+
 # Waits for the process `$1`, its status in `status`; a watchdog ends it after 20 s (137). The
 # watchdog goes by SIGKILL: a subshell sent SIGTERM before it has reset the traps it inherits
 # runs this script's EXIT trap, which deletes the work directory.
@@ -1443,11 +1455,7 @@ echo "== tracer test: --pid: a thread stopped holding the loader's lock word, wi
 # loader-lock.c stands there for good: the join must refuse, then work once the word is free.
 "$work/loader-lock" >"$work/loader-lock.out" 2>&1 &
 locked_pid=$!
-for _ in $(seq 100); do
-    grep -q "^held$" "$work/loader-lock.out" && break
-    sleep 0.05
-done
-grep -q "^held$" "$work/loader-lock.out" || { cat "$work/loader-lock.out" >&2; exit 1; }
+wait_for_line "$work/loader-lock.out" held
 status=0
 timeout -s KILL 60 "$bin/ffi-hook-tracer" --library libc.so.6 --pid "$locked_pid" --duration 0.1 \
     >/dev/null 2>"$work/loader-lock.err" || status=$?
@@ -1458,10 +1466,7 @@ if [ "$status" -ne 1 ] || ! grep -q "was inside the dynamic loader" "$work/loade
     exit 1
 fi
 kill -USR1 "$locked_pid"
-for _ in $(seq 100); do
-    grep -q "^released$" "$work/loader-lock.out" && break
-    sleep 0.05
-done
+wait_for_line "$work/loader-lock.out" released
 status=0
 timeout -s KILL 60 "$bin/ffi-hook-tracer" --library libc.so.6 --pid "$locked_pid" --duration 0.1 \
     >/dev/null 2>"$work/loader-lock.err" || status=$?
@@ -1473,6 +1478,103 @@ fi
 kill -KILL "$locked_pid"
 wait "$locked_pid" 2>/dev/null || true
 echo "--pid: a thread holding the loader's lock word is not joined (status 1, said why); once it is free, joined"
+
+echo "== tracer test: --pid: a process whose threads block every signal"
+# blocks-all.c's threads block every signal. A call of the tracer's made on such a thread (or on
+# the tracer's watching thread before its start has set its mask) that faulted under the fault
+# guard, writing a read-only import entry, made the kernel put the process's SIGSEGV action
+# back to the default: the leave "faulted", its hooks stayed, later joins failed or hung. Joined
+# and left at once, eight times: every time must work, the process keeps the fault guard's
+# SIGSEGV action, and each thread keeps its mask.
+"$work/blocks-all" >"$work/blocks-all.out" 2>&1 &
+blocking_pid=$!
+wait_for_line "$work/blocks-all.out" ready
+masks_before=$(cat /proc/"$blocking_pid"/task/*/status | grep "^SigBlk:" | sort | uniq -c)
+for round in $(seq 8); do
+    status=0
+    timeout -s KILL 60 "$bin/ffi-hook-tracer" --library libc.so.6 --symbols malloc,free --pid "$blocking_pid" \
+        --duration 0.001 >/dev/null 2>"$work/blocks-all.err" || status=$?
+    if [ "$status" -ne 0 ] || ! kill -0 "$blocking_pid" 2>/dev/null; then
+        echo "--pid on a process blocking every signal, join $round: status $status" >&2
+        cat "$work/blocks-all.err" >&2
+        exit 1
+    fi
+done
+caught=$(sed -n 's/^SigCgt:\t//p' /proc/"$blocking_pid"/status)
+masks_after=$(cat /proc/"$blocking_pid"/task/*/status | grep "^SigBlk:" | sort | uniq -c)
+if [ $((0x$caught >> 10 & 1)) -ne 1 ] || [ "$masks_before" != "$masks_after" ]; then
+    echo "--pid on a process blocking every signal: SigCgt $caught (SIGSEGV's bit must be set);" \
+        "masks before: $masks_before; after: $masks_after" >&2
+    exit 1
+fi
+kill -TERM "$blocking_pid"
+wait "$blocking_pid"
+echo "--pid: a process whose threads block every signal joined and left 8 times, its masks and SIGSEGV action kept"
+
+echo "== tracer test: --pid: gzip, a stale return address into the loader on its stack"
+# gzip compressing a file keeps, in a frame of its main loop, a word that once was a return
+# address into the dynamic loader (from a lazy binding at its start). A join that took such a
+# word for a call under way refused gzip at every stop ("inside the dynamic loader"); where the
+# loader's locks can be read, they say whether a thread is inside it.
+if command -v gzip >/dev/null; then
+    head -c 100000000 /dev/urandom >"$work/random.bin"
+    gzip -9 -c "$work/random.bin" >/dev/null &
+    gzip_pid=$!
+    sleep 0.3
+    status=0
+    timeout -s KILL 60 "$bin/ffi-hook-tracer" --library libc.so.6 --symbols read,write --pid "$gzip_pid" \
+        --duration 0.2 >/dev/null 2>"$work/gzip.err" || status=$?
+    kill -KILL "$gzip_pid" 2>/dev/null || true
+    wait "$gzip_pid" 2>/dev/null || true
+    rm -f "$work/random.bin"
+    if [ "$status" -ne 0 ] || ! grep -Eq "^ffi-hook-tracer: gzip \(pid [0-9]+\): [1-9][0-9,]* calls? of" "$work/gzip.err"; then
+        echo "--pid on gzip compressing a file: status $status" >&2
+        cat "$work/gzip.err" >&2
+        exit 1
+    fi
+    echo "--pid: gzip compressing a file joined, its reads and writes counted"
+else
+    echo "(no gzip here: the join of gzip is not tried)"
+fi
+
+echo "== tracer test: --pid: the tracer's library replaced while it traces"
+# A rebuild replaces the tracer's library while a join traces: the process's mapping of it then
+# reads "(deleted)". The leave took the library for unloaded and left its hooks in the process,
+# whose later joins failed. A copy of the tracer whose library is replaced mid-window must
+# leave with status 0, and a second join must work.
+mkdir -p "$work/moved"
+cp "$bin/ffi-hook-tracer" "$bin/libFFIHookTracer.so" "$bin/libFFIHookTracerStart.so" "$work/moved/"
+"$work/churns" &
+churning_pid=$!
+sleep 0.2
+"$work/moved/ffi-hook-tracer" --library libc.so.6 --symbols malloc,free --pid "$churning_pid" --duration 1.5 \
+    >/dev/null 2>"$work/moved.err" &
+moved_pid=$!
+for _ in $(seq 100); do
+    grep -q "libFFIHookTracer.so" /proc/"$churning_pid"/maps && break
+    sleep 0.05
+done
+sleep 0.2
+cp "$work/moved/libFFIHookTracer.so" "$work/moved/replacement.so"
+mv "$work/moved/replacement.so" "$work/moved/libFFIHookTracer.so"
+status=0
+wait "$moved_pid" || status=$?
+grep -q "libFFIHookTracer.so (deleted)" /proc/"$churning_pid"/maps || {
+    echo "the replaced library is not marked deleted in the process's maps" >&2
+    exit 1
+}
+if [ "$status" -eq 0 ]; then
+    timeout -s KILL 60 "$work/moved/ffi-hook-tracer" --library libc.so.6 --symbols malloc,free \
+        --pid "$churning_pid" --duration 0.2 >/dev/null 2>>"$work/moved.err" || status=$?
+fi
+kill -KILL "$churning_pid"
+wait "$churning_pid" 2>/dev/null || true
+if [ "$status" -ne 0 ]; then
+    echo "--pid with the tracer's library replaced while it traced: status $status" >&2
+    cat "$work/moved.err" >&2
+    exit 1
+fi
+echo "--pid: the tracer's library replaced while it traced; the leave and a later join worked"
 
 echo "== tracer test: --pid: a joiner killed with SIGKILL, the joined process leaves by itself"
 # A joiner cannot catch SIGKILL: the process it joined watches it, and when it ends before

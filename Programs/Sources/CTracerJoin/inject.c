@@ -56,6 +56,10 @@ typedef struct {
     uint64_t call_stack;
     /* Whether the thread is in a signal-delivery-stop now (else in a PTRACE_EVENT_STOP). */
     int in_signal_stop;
+    /* The thread's signal mask when it was stopped (when `mask_saved`), put back at the end:
+       the calls run with the faults' signals unblocked. */
+    uint64_t mask;
+    int mask_saved;
     /* Signals the thread received while stopped or running a call, in order. */
     siginfo_t *kept;
     int kept_count, kept_capacity;
@@ -250,19 +254,23 @@ static int fhj_follows_call(const unsigned char *before) {
    wait forever for a lock the thread itself holds: a load or an unload under way (`_r_debug`'s
    r_state), one of the loader's two locks taken but not owned (between the lock word and the
    owner's ID: the thread may be taking or letting go of it, and its dlopen would wait for
-   itself) or owned by the thread, its instruction pointer in the loader, or a call into the
-   loader among the return addresses in its stack's top kilobyte. */
+   itself) or owned by the thread, or its instruction pointer in the loader. Where the locks
+   cannot be read, a call into the loader among the return addresses in its stack's top
+   kilobyte counts too; where they can, it does not (a stale word, left below the stack pointer
+   by a lazy binding or the program's start, made gzip look inside the loader at every stop). */
 static int fhj_in_loader(const fhj_session *session, const fhj_dynamic_loader *loader) {
     if (!loader->r_debug) return 0;
     struct r_debug state;
     struct iovec local = {&state, sizeof state}, remote = {(void *)(uintptr_t)loader->r_debug, sizeof state};
     if (process_vm_readv(session->pid, &local, 1, &remote, 1, 0) != (ssize_t)sizeof state) return 0;
     if (state.r_state != RT_CONSISTENT) return 1;
+    int locks_read = 0;
     if (loader->load_lock) {
         pthread_mutex_t locks[2];
         local = (struct iovec){locks, sizeof locks};
         remote = (struct iovec){(void *)(uintptr_t)loader->load_lock, sizeof locks};
         if (process_vm_readv(session->pid, &local, 1, &remote, 1, 0) == (ssize_t)sizeof locks) {
+            locks_read = 1;
             for (int index = 0; index < 2; index++) {
                 if (locks[index].__data.__lock != 0 &&
                     (locks[index].__data.__owner == 0 || locks[index].__data.__owner == session->tid)) {
@@ -273,6 +281,7 @@ static int fhj_in_loader(const fhj_session *session, const fhj_dynamic_loader *l
     }
     uint64_t ip = session->saved.rip;
     if (ip >= loader->low && ip < loader->high) return 1;
+    if (locks_read) return 0;
     uint64_t words[128];
     local = (struct iovec){words, sizeof words};
     remote = (struct iovec){(void *)(uintptr_t)session->saved.rsp, sizeof words};
@@ -541,6 +550,26 @@ static fhj_status fhj_stop_thread(fhj_session *session, const fhj_dynamic_loader
                 strerror(errno));
         return fhj_failed(session, message, size);
     }
+    /* A thread may block the faults' signals (one that blocks every signal to leave them to
+       sigwait, a new thread before its start has restored its mask): a call that faults there,
+       under the fault guard, would make the kernel put the process's SIGSEGV action back to
+       the default, for good, and unblock it. The calls run with those signals unblocked. */
+    uint64_t faults = (1ULL << (SIGSEGV - 1)) | (1ULL << (SIGBUS - 1)) | (1ULL << (SIGILL - 1)) |
+                      (1ULL << (SIGFPE - 1)) | (1ULL << (SIGTRAP - 1));
+    if (ptrace(PTRACE_GETSIGMASK, session->tid, (void *)sizeof session->mask, &session->mask) == 0) {
+        session->mask_saved = 1;
+        uint64_t open_mask = session->mask & ~faults;
+        if (open_mask != session->mask &&
+            ptrace(PTRACE_SETSIGMASK, session->tid, (void *)sizeof open_mask, &open_mask) != 0) {
+            fhj_say(message, size, "unblocking the fault signals of a thread of process %d: %s", (int)session->pid,
+                    strerror(errno));
+            return fhj_failed(session, message, size);
+        }
+    } else if (errno == ESRCH) {
+        fhj_say(message, size, "reading the signal mask of a thread of process %d: %s", (int)session->pid,
+                strerror(errno));
+        return fhj_failed(session, message, size);
+    }
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/mem", (int)session->pid);
     session->memory = open(path, O_RDWR | O_CLOEXEC);
@@ -557,6 +586,7 @@ static void fhj_restore(fhj_session *session) {
         fhj_write(session, session->scratch, session->scratch_saved, session->scratch_size);
     }
     if (session->stopped) ptrace(PTRACE_SETREGS, session->tid, NULL, &session->saved);
+    if (session->mask_saved) ptrace(PTRACE_SETSIGMASK, session->tid, (void *)sizeof session->mask, &session->mask);
     if (session->fpu_kind == 1) {
         ptrace(PTRACE_SETREGSET, session->tid, (void *)(uintptr_t)NT_X86_XSTATE, &session->xstate);
     } else if (session->fpu_kind == 2) {

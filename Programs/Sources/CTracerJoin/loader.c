@@ -331,8 +331,12 @@ typedef struct {
 
 static int fhj_match_code(const fhj_map_line *line, void *context) {
     fhj_code_search *search = context;
-    search->found = search->address >= line->start && search->address < line->end && line->permissions[2] == 'x' &&
-                    strcmp(line->path, search->path) == 0;
+    if (search->address < line->start || search->address >= line->end || line->permissions[2] != 'x') return 0;
+    /* The path, or the path and " (deleted)": the file was replaced or removed since the join
+       mapped it (a rebuild of the tracer while it traced), and the mapping is still that file. */
+    size_t length = strlen(search->path);
+    search->found = strncmp(line->path, search->path, length) == 0 &&
+                    (line->path[length] == 0 || strcmp(line->path + length, " (deleted)") == 0);
     return search->found;
 }
 
