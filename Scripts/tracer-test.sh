@@ -56,6 +56,7 @@ gcc -O0 -o "$work/crashes" "$fixture/crashes.c" -L"$work" -ltracee -Wl,-rpath,"$
 gcc -O0 -o "$work/churns" "$fixture/churns.c"
 gcc -O0 -o "$work/loader-lock" "$fixture/loader-lock.c"
 gcc -O0 -pthread -o "$work/blocks-all" "$fixture/blocks-all.c"
+gcc -O1 -o "$work/sorts" "$fixture/sorts.c"
 gcc -O0 -fPIC -shared -o "$work/libjump.so" "$fixture/jump.c"
 gcc -O0 -o "$work/jumps" "$fixture/jumps.c" -L"$work" -ljump -Wl,-rpath,"$work"
 
@@ -1536,6 +1537,28 @@ if command -v gzip >/dev/null; then
 else
     echo "(no gzip here: the join of gzip is not tried)"
 fi
+
+echo "== tracer test: --pid: a process inside qsort, calling its comparator"
+# sorts.c is inside the C library's qsort nearly all the time, and in its own comparator the
+# rest. A stop in the C library is let run towards the program, which takes it about a second;
+# a stop in the comparator is taken once half the patience has gone. Joined four times: each
+# must work (one in three or four was refused before).
+"$work/sorts" >"$work/sorts.out" &
+sorting_pid=$!
+wait_for_line "$work/sorts.out" ready
+for round in 1 2 3 4; do
+    status=0
+    timeout -s KILL 60 "$bin/ffi-hook-tracer" --library libc.so.6 --symbols malloc --pid "$sorting_pid" \
+        --duration 0.1 >/dev/null 2>"$work/sorts.err" || status=$?
+    if [ "$status" -ne 0 ]; then
+        echo "--pid on a process inside qsort, join $round: status $status" >&2
+        cat "$work/sorts.err" >&2
+        exit 1
+    fi
+done
+kill -KILL "$sorting_pid"
+wait "$sorting_pid" 2>/dev/null || true
+echo "--pid: a process inside qsort joined four times"
 
 echo "== tracer test: --pid: the tracer's library replaced while it traces"
 # A rebuild replaces the tracer's library while a join traces: the process's mapping of it then

@@ -397,10 +397,11 @@ static uint64_t fhj_return_into_program(const fhj_session *session, const fhj_pr
 
 /* Lets the stopped thread run until it reaches `address` (a hardware breakpoint, in the debug
    registers of this thread only: the process's code is not written, and its other threads do
-   not see it), for 50 ms at most. Sets `arrived` when it stopped there (its registers read into
-   `saved`); else it is stopped again wherever it is. FHJ_OK unless the thread is gone or ptrace
-   failed. */
-static fhj_status fhj_run_to(fhj_session *session, uint64_t address, int *arrived, char *message, size_t size) {
+   not see it), for `limit_ms` at most. Sets `arrived` when it stopped there (its registers read
+   into `saved`); else it is stopped again wherever it is. FHJ_OK unless the thread is gone or
+   ptrace failed. */
+static fhj_status fhj_run_to(fhj_session *session, uint64_t address, int limit_ms, int *arrived, char *message,
+                             size_t size) {
     *arrived = 0;
     size_t first = offsetof(struct user, u_debugreg[0]), control = offsetof(struct user, u_debugreg[7]),
            state = offsetof(struct user, u_debugreg[6]);
@@ -419,7 +420,7 @@ static fhj_status fhj_run_to(fhj_session *session, uint64_t address, int *arrive
         fhj_stop stop;
         while ((stop = fhj_wait_stop(session, &information, &status, WNOHANG)) == FHJ_STOP_NONE) {
             usleep(100);
-            if (++waited == 500 && !interrupted) {
+            if (++waited == limit_ms * 10 && !interrupted) {
                 interrupted = 1;
                 ptrace(PTRACE_INTERRUPT, session->tid, NULL, NULL);
             }
@@ -471,6 +472,10 @@ static fhj_status fhj_stop_thread(fhj_session *session, const fhj_dynamic_loader
     struct timespec began;
     clock_gettime(CLOCK_MONOTONIC, &began);
     int in_loader = 0, code_read = 0;
+    /* How long a thread in a runtime library is let run towards its return into the program:
+       doubled after each time it did not get there (a qsort of a million elements spends a
+       tenth of a second in the C library, calling the program's comparator all the while). */
+    int run_limit_ms = 50;
     fhj_program_code code;
     uint64_t jitter = (uint64_t)session->pid * 2654435761ULL ^ (uint64_t)time(NULL);
     for (int attempt = 0;; attempt++) {
@@ -497,8 +502,16 @@ static fhj_status fhj_stop_thread(fhj_session *session, const fhj_dynamic_loader
             return fhj_failed(session, message, size);
         }
         session->stopped = 1;
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long elapsed_ms = (now.tv_sec - began.tv_sec) * 1000 + (now.tv_nsec - began.tv_nsec) / 1000000;
         fhj_place_kind place = fhj_where(session, loader);
-        if (place == FHJ_PLACE_RESTING || (place == FHJ_PLACE_RUNNING && attempt >= ATTEMPTS - 1)) break;
+        /* A thread in its own code is taken when no stop in a system call came in ATTEMPTS
+           stops or half the patience. */
+        if (place == FHJ_PLACE_RESTING ||
+            (place == FHJ_PLACE_RUNNING && (attempt >= ATTEMPTS - 1 || elapsed_ms >= PATIENCE_MS / 2))) {
+            break;
+        }
         if (place == FHJ_PLACE_RUNTIME || place == FHJ_PLACE_LOADER) {
             /* Inside a runtime library or the loader: let it run until it returns into the program,
                where it holds none of their locks (a program that loops on dlopen is there for a
@@ -508,13 +521,13 @@ static fhj_status fhj_stop_thread(fhj_session *session, const fhj_dynamic_loader
             uint64_t target = fhj_return_into_program(session, &code);
             int arrived = 0;
             if (target) {
-                fhj_status ran = fhj_run_to(session, target, &arrived, message, size);
+                fhj_status ran = fhj_run_to(session, target, run_limit_ms, &arrived, message, size);
                 if (ran != FHJ_OK) return ran;
+                if (!arrived && run_limit_ms < 400) run_limit_ms *= 2;
             }
             if (arrived && fhj_where(session, loader) == FHJ_PLACE_RUNNING) break;
         }
         in_loader += place == FHJ_PLACE_LOADER;
-        struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
         if ((now.tv_sec - began.tv_sec) * 1000 + (now.tv_nsec - began.tv_nsec) / 1000000 >= PATIENCE_MS) {
             if (in_loader * 2 >= attempt + 1) {
