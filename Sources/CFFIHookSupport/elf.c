@@ -294,10 +294,17 @@ struct ffh_elf_index {
 };
 
 
-/* Appends one RELA table's JUMP_SLOT and GLOB_DAT entries to the index's list (counting them
-   only when the list is NULL); returns the new count. */
+/* Whether a name's hash may be one of the names a filter was made of (see ffh_elf_index_make). */
+static int ffh_elf_filter_has(const uint64_t *filter, size_t words, uint32_t hash) {
+    return !filter || ((filter[(hash >> 6) & (words - 1)] >> (hash & 63)) & 1);
+}
+
+/* Appends one RELA table's JUMP_SLOT and GLOB_DAT entries to the index's list (counting them,
+   all, only when the list is NULL; keeping only the names the filter may hold otherwise);
+   returns the new count. */
 static size_t ffh_elf_index_scan(const ffh_elf_object *object, const ffh_elf_dynamic *dynamic, const ElfW(Rela) *table,
-                                 size_t size, size_t entry_size, ffh_elf_indexed *entries, size_t count) {
+                                 size_t size, size_t entry_size, ffh_elf_indexed *entries, size_t count,
+                                 const uint64_t *filter, size_t words) {
     if (!table || entry_size == 0) return count;
     for (size_t offset = 0; offset + entry_size <= size; offset += entry_size) {
         const ElfW(Rela) *relocation = (const ElfW(Rela) *)((const char *)table + offset);
@@ -307,10 +314,12 @@ static size_t ffh_elf_index_scan(const ffh_elf_object *object, const ffh_elf_dyn
         if (index == 0 || index > UINT32_MAX) continue;
         if (entries) {
             const char *name = dynamic->strings + dynamic->symbols[index].st_name;
+            uint32_t hash = ffh_gnu_hash(name);
+            if (!ffh_elf_filter_has(filter, words, hash)) continue;
             entries[count] = (ffh_elf_indexed){
                 .slot = object->base + relocation->r_offset,
                 .name = name,
-                .hash = ffh_gnu_hash(name),
+                .hash = hash,
                 .symbol = (uint32_t)index,
                 .next = -1,
                 .kind = type == FFH_ELF_R_JUMP_SLOT ? FFH_ELF_JUMP_SLOT : FFH_ELF_GLOBAL_DATA,
@@ -321,7 +330,10 @@ static size_t ffh_elf_index_scan(const ffh_elf_object *object, const ffh_elf_dyn
     return count;
 }
 
-ffh_elf_index *ffh_elf_index_make(const ffh_elf_object *object) {
+ffh_elf_index *ffh_elf_index_make(const ffh_elf_object *object) { return ffh_elf_index_make_filtered(object, NULL, 0); }
+
+ffh_elf_index *ffh_elf_index_make_filtered(const ffh_elf_object *object, const uint64_t *filter, size_t words) {
+    if (words == 0 || (words & (words - 1)) != 0) filter = NULL;
     /* Field by field: a compiler turns malloc and a memset of all of it into calloc, which the
        library does not call (every function it calls is one a user may hook). */
     ffh_elf_index *index = malloc(sizeof *index);
@@ -336,17 +348,22 @@ ffh_elf_index *ffh_elf_index_make(const ffh_elf_object *object) {
     for (int pass = 0; pass < 2; pass++) {
         count = 0;
         if (dynamic->plt_is_rela) {
-            count = ffh_elf_index_scan(
-                object, dynamic, dynamic->plt, dynamic->plt_size, sizeof(ElfW(Rela)), index->entries, count);
+            count = ffh_elf_index_scan(object, dynamic, dynamic->plt, dynamic->plt_size, sizeof(ElfW(Rela)),
+                                       index->entries, count, filter, words);
         }
-        count = ffh_elf_index_scan(
-            object, dynamic, dynamic->rela, dynamic->rela_size, dynamic->rela_entry, index->entries, count);
+        count = ffh_elf_index_scan(object, dynamic, dynamic->rela, dynamic->rela_size, dynamic->rela_entry,
+                                   index->entries, count, filter, words);
         if (pass == 1 || count == 0 || count > INT32_MAX / 2) break;
         index->entries = malloc(count * sizeof *index->entries);
         if (!index->entries) {
             free(index);
             return NULL;
         }
+    }
+    if (index->entries && count == 0) {
+        /* The filter kept none. */
+        free(index->entries);
+        index->entries = NULL;
     }
     if (!index->entries) return index;
     size_t buckets = 16;
@@ -380,6 +397,22 @@ ffh_elf_index *ffh_elf_index_make(const ffh_elf_object *object) {
 }
 
 uint32_t ffh_elf_name_hash(const char *symbol) { return ffh_gnu_hash(symbol); }
+
+size_t ffh_elf_index_count(const ffh_elf_index *index) { return index ? index->count : 0; }
+
+size_t ffh_elf_index_entries(const ffh_elf_index *index, size_t start, ffh_elf_entry *entries, uint32_t *hashes,
+                             size_t capacity) {
+    size_t copied = 0;
+    for (size_t position = start; index && position < index->count && copied < capacity; position++, copied++) {
+        const ffh_elf_indexed *entry = &index->entries[position];
+        entries[copied] = (ffh_elf_entry){.slot = entry->slot,
+                                          .kind = (ffh_elf_kind)entry->kind,
+                                          .version = ffh_elf_version(&index->dynamic, entry->symbol),
+                                          .name = entry->name};
+        hashes[copied] = entry->hash;
+    }
+    return copied;
+}
 
 size_t ffh_elf_index_find(const ffh_elf_index *index, const char *symbol, uint32_t hash, ffh_elf_entry *entries,
                           size_t capacity) {

@@ -203,10 +203,7 @@ package enum ImportWalk {
     ) {
         for (offset, entry) in found.enumerated()
         where !found.prefix(offset).contains(where: { $0.slot == entry.slot }) {
-            body(
-                Entry(
-                    slot: UInt(entry.slot), kind: entry.kind == FFH_ELF_JUMP_SLOT ? .jumpSlot : .globalData,
-                    version: entry.version.map { String(cString: $0) }))
+            body(Entry(entry))
         }
     }
 
@@ -221,24 +218,104 @@ package enum ImportWalk {
         static let worthwhile = 8
 
         /// Each object's index by its place in the walk, made at its first question (nil when
-        /// memory ran out: the object is then searched symbol by symbol).
+        /// memory ran out: the object is then searched symbol by symbol), and whether it holds
+        /// no entry at all.
         // Unchecked: a walk's index is used by the walk's thread alone, and the dynamic check of
         // each access cost as much as the lookup it guards.
-        @exclusivity(unchecked) private var byPosition: [(made: Bool, index: OpaquePointer?)] = []
+        @exclusivity(unchecked) private var byPosition: [(made: Bool, index: OpaquePointer?, empty: Bool)] = []
 
-        deinit {
-            for case (_, let index?) in byPosition { ffh_elf_index_free(index) }
+        /// The names the index is for, as a Bloom filter of their ELF hashes (one bit each, in
+        /// a power of two of 64-bit words), or empty for every name. Each object's index then
+        /// keeps only the entries whose names may be among them: a walk for a library's 1,370
+        /// names indexes and asks the few objects that import them, not every object loaded
+        /// (a process with the Swift runtime has twenty).
+        private let filter: [UInt64]
+
+        /// An index for questions about any name.
+        init() {
+            filter = []
         }
 
-        /// The object's index, made at its first question.
-        private func index(of object: UnsafePointer<ffh_elf_object>, at position: Int) -> OpaquePointer? {
+        /// An index for questions about the names whose ELF hashes (``ffh_elf_name_hash``) are
+        /// `hashes`; a question about another name is answered too, by reading the objects'
+        /// relocations for it alone.
+        init(hashes: [UInt32]) {
+            var words = 1
+            // About sixteen bits a name: one name in twenty that is not among them gets through.
+            while words * 64 < hashes.count * 16 { words *= 2 }
+            var filter = [UInt64](repeating: 0, count: words)
+            for hash in hashes { filter[Int(hash >> 6) & (words - 1)] |= 1 << UInt64(hash & 63) }
+            self.filter = filter
+        }
+
+        /// An index for questions about `symbols`.
+        convenience init(symbols: some Sequence<String>) {
+            self.init(hashes: symbols.map(Self.hash(of:)))
+        }
+
+        /// An index for questions about the symbols of `requests` and `symbols`.
+        convenience init(requests: [ImportRequest], adding symbols: [String] = []) {
+            self.init(hashes: requests.map { $0.nameHash ?? Self.hash(of: $0.symbol) } + symbols.map(Self.hash(of:)))
+        }
+
+        /// The ELF hash of a symbol's name (``ffh_elf_name_hash``).
+        static func hash(of symbol: String) -> UInt32 {
+            ffh_elf_name_hash(symbol)
+        }
+
+        deinit {
+            for case (_, let index?, _) in byPosition { ffh_elf_index_free(index) }
+        }
+
+        /// Whether the filter lets `hash` through (every hash without a filter).
+        func admits(_ hash: UInt32) -> Bool {
+            filter.isEmpty || (filter[Int(hash >> 6) & (filter.count - 1)] >> UInt64(hash & 63)) & 1 == 1
+        }
+
+        /// Whether the index was made for a set of names (and keeps only entries whose names
+        /// may be among them).
+        var isFiltered: Bool { !filter.isEmpty }
+
+        /// Calls `body` with each entry the index keeps for `object`, in the order of its
+        /// tables, with its name and the name's hash; false, calling nothing, when the object
+        /// has no index (memory ran out).
+        func forEachIndexedEntry(
+            of object: LoadedObject, _ body: (UnsafePointer<CChar>, UInt32, ffh_elf_entry) -> Void
+        ) -> Bool {
+            let (made, empty) = index(of: object.object, at: object.position)
+            if empty { return true }
+            guard let made else { return false }
+            let total = ffh_elf_index_count(made)
+            withUnsafeTemporaryAllocation(of: ffh_elf_entry.self, capacity: 64) { entries in
+                withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 64) { hashes in
+                    var start = 0
+                    while start < total {
+                        let count = ffh_elf_index_entries(
+                            made, start, entries.baseAddress, hashes.baseAddress, entries.count)
+                        guard count > 0 else { break }
+                        for place in 0..<count {
+                            if let name = entries[place].name { body(name, hashes[place], entries[place]) }
+                        }
+                        start += count
+                    }
+                }
+            }
+            return true
+        }
+
+        /// The object's index, made at its first question, and whether it is empty.
+        private func index(of object: UnsafePointer<ffh_elf_object>, at position: Int) -> (OpaquePointer?, Bool) {
             if position >= byPosition.count {
-                byPosition += repeatElement((made: false, index: nil), count: position + 1 - byPosition.count)
+                byPosition += repeatElement(
+                    (made: false, index: nil, empty: false), count: position + 1 - byPosition.count)
             }
             if !byPosition[position].made {
-                byPosition[position] = (true, ffh_elf_index_make(object))
+                let made = filter.withUnsafeBufferPointer { words in
+                    ffh_elf_index_make_filtered(object, words.baseAddress, words.count)
+                }
+                byPosition[position] = (true, made, made != nil && ffh_elf_index_count(made) == 0)
             }
-            return byPosition[position].index
+            return (byPosition[position].index, byPosition[position].empty)
         }
 
         /// Calls `body` with each entry for `symbol` of each of `objects`, as
@@ -250,12 +327,21 @@ package enum ImportWalk {
         ) {
             symbol.withCString { name in
                 let hash = hash ?? ffh_elf_name_hash(name)
+                // A name the index is not for: each object's relocations are read for it.
+                guard admits(hash) else {
+                    for place in objects.indices {
+                        for entry in ImportWalk.entries(of: symbol, in: objects[place]) { body(place, entry) }
+                    }
+                    return
+                }
                 withUnsafeTemporaryAllocation(of: ffh_elf_entry.self, capacity: 4) { buffer in
                     // By place: a copy of each object (its strings retained) would cost more
                     // than the question.
                     for place in objects.indices {
                         let (object, position) = (objects[place].object, objects[place].position)
-                        guard let index = index(of: object, at: position) else {
+                        let (made, empty) = index(of: object, at: position)
+                        if empty { continue }
+                        guard let index = made else {
                             for entry in ImportWalk.entries(of: symbol, in: objects[place]) { body(place, entry) }
                             continue
                         }
@@ -314,6 +400,60 @@ package enum ImportWalk {
     ) throws(HookError) -> [HookToken] {
         var items: [AttachEngine.Item] = []
         items.reserveCapacity(requests.count)
+        let hashes = requests.map { $0.nameHash ?? EntryIndex.hash(of: $0.symbol) }
+        if let index, index.isFiltered, objects.count > 2, hashes.allSatisfy(index.admits) {
+            // Each object's entries of the requests' names, met once each: the index holds only
+            // entries whose names may be the requests' (a few per object, most objects none),
+            // where asking it about each request would ask every object about every name. (For
+            // one or two objects, the questions cost less than the table of requests by hash.)
+            // The requests by hash: the first with each hash, and after each the next with its hash.
+            var first: [UInt32: Int] = Dictionary(minimumCapacity: requests.count)
+            var next = [Int](repeating: -1, count: requests.count)
+            for place in requests.indices.reversed() {
+                if let head = first.updateValue(place, forKey: hashes[place]) { next[place] = head }
+            }
+            // For each request, the object it was last met in and where that object's items for
+            // it begin: an entry listed twice (a name met again in the same object) counts once,
+            // as the index's answers to a name list it.
+            var metIn = [Int](repeating: -1, count: requests.count)
+            var itemsFrom = [Int](repeating: 0, count: requests.count)
+            for objectPlace in objects.indices {
+                let object = objects[objectPlace]
+                let indexed = index.forEachIndexedEntry(of: object) { name, hash, found in
+                    var place = first[hash] ?? -1
+                    while place >= 0 {
+                        defer { place = next[place] }
+                        guard requests[place].symbol.withCString({ strcmp($0, name) == 0 }) else { continue }
+                        let entry = Entry(found)
+                        if metIn[place] == objectPlace {
+                            if items[itemsFrom[place]...].contains(where: { $0.slot == entry.slot }) { continue }
+                        } else {
+                            metIn[place] = objectPlace
+                            itemsFrom[place] = items.count
+                        }
+                        guard isWanted(entry),
+                            bindLazyEntry(entry, of: requests[place].symbol, in: object.object, handle: object.handle)
+                        else { continue }
+                        items.append(
+                            AttachEngine.Item(
+                                slot: entry.slot, attachment: requests[place].attachment!,
+                                symbol: requests[place].symbol))
+                    }
+                }
+                guard !indexed else { continue }
+                for request in requests {
+                    for entry in entries(of: request.symbol, in: object)
+                    where isWanted(entry)
+                        && bindLazyEntry(entry, of: request.symbol, in: object.object, handle: object.handle)
+                    {
+                        items.append(
+                            AttachEngine.Item(slot: entry.slot, attachment: request.attachment!, symbol: request.symbol)
+                        )
+                    }
+                }
+            }
+            return try AttachEngine.attach(items, liftsProtection: true).map(HookToken.init(handle:))
+        }
         // As forEachEntry, without a list of each request's entries.
         for place in requests.indices {
             let (symbol, attachment, hash) = (
@@ -430,5 +570,14 @@ package enum ImportWalk {
         guard let resolved = ffh_elf_resolve(symbol, handle) else { return false }
         _ = ffh_elf_replace(UInt(entry.slot), UInt(current), UInt(bitPattern: resolved))
         return true
+    }
+}
+
+extension ImportWalk.Entry {
+    /// The entry an ELF reader found.
+    init(_ found: ffh_elf_entry) {
+        self.init(
+            slot: UInt(found.slot), kind: found.kind == FFH_ELF_JUMP_SLOT ? .jumpSlot : .globalData,
+            version: found.version.map { String(cString: $0) })
     }
 }

@@ -136,15 +136,18 @@ final class LoadFollower: Sendable {
         /// Whether this walk hooks `entry`: claims it when no walk has and it is not hooked
         /// by the group (or holds another value than the group's hook left there: its object
         /// was unloaded and another mapped at its address).
-        func claims(_ entry: ImportWalk.Entry, _ covered: KeyPath<State, [UInt: Covered]>) -> Bool {
-            let claim = Claim(slot: entry.slot, forLoader: covered == \State.loaderEntries)
+        // (A flag rather than a key path: this runs for each entry, and a key path made and
+        // compared each time cost more than the rest.)
+        func claims(_ entry: ImportWalk.Entry, forLoader: Bool) -> Bool {
+            let claim = Claim(slot: entry.slot, forLoader: forLoader)
             seen.insert(claim)
             return state.withLock { state in
                 if state.claimed[claim] == process {
                     awaited.append(claim)
                     return false
                 }
-                if let hooked = state[keyPath: covered][entry.slot], ImportWalk.value(at: entry.slot) == hooked.value {
+                let hooked = forLoader ? state.loaderEntries[entry.slot] : state.symbolEntries[entry.slot]
+                if let hooked, ImportWalk.value(at: entry.slot) == hooked.value {
                     return false
                 }
                 state.claimed[claim] = process
@@ -195,18 +198,21 @@ final class LoadFollower: Sendable {
                     unchanged = skipped != nil
                     return try SlotMemory.keepingPagesWritable { () throws(HookError) in
                         var tokens: [HookToken] = []
-                        let index = requests.count >= ImportWalk.EntryIndex.worthwhile ? ImportWalk.EntryIndex() : nil
+                        // For the requests' names and dlopen's.
+                        let index =
+                            requests.count >= ImportWalk.EntryIndex.worthwhile
+                            ? ImportWalk.EntryIndex(requests: requests, adding: ["dlopen"]) : nil
                         if requests.allSatisfy({ $0.signature == nil }) {
                             // Attaches: one batch.
                             tokens = try ImportWalk.attach(requests, in: objects, index: index) {
-                                claims($0, \.symbolEntries)
+                                claims($0, forLoader: false)
                             }
                         } else {
                             do throws(HookError) {
                                 for request in requests {
                                     do throws(HookError) {
                                         tokens += try ImportWalk.install(request, in: objects, index: index) {
-                                            claims($0, \.symbolEntries)
+                                            claims($0, forLoader: false)
                                         }
                                     } catch {
                                         throw error.naming(symbol: request.symbol)
@@ -220,7 +226,7 @@ final class LoadFollower: Sendable {
                         let companions: [HookToken]
                         do throws(HookError) {
                             companions = try ImportWalk.install(loaderRequest, in: objects, index: index) {
-                                claims($0, \.loaderEntries)
+                                claims($0, forLoader: true)
                             }
                         } catch {
                             for token in tokens { token.remove() }

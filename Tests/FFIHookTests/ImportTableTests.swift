@@ -172,19 +172,7 @@ extension FixtureTableTests {
                 let index = ImportWalk.EntryIndex()
                 var asked = 0
                 for (place, object) in objects.enumerated() {
-                    // Every symbol the object's tables name, from a scan of all of them.
-                    var capacity = 64
-                    var all: [ffh_elf_entry] = []
-                    while true {
-                        all = [ffh_elf_entry](repeating: ffh_elf_entry(), count: capacity)
-                        let total = ffh_elf_find_entries(object.object, nil, &all, capacity)
-                        if total <= capacity {
-                            all.removeSubrange(total...)
-                            break
-                        }
-                        capacity = total
-                    }
-                    let symbols = Set(all.compactMap { $0.name.map { String(cString: $0) } })
+                    let symbols = Set(Self.symbolsNamed(in: object))
                     for symbol in symbols.sorted() + ["no_such_symbol_anywhere", ""] {
                         let scanned = ImportWalk.entries(of: symbol, in: object)
                         let indexed = index.entries(of: symbol, in: [object])
@@ -205,6 +193,50 @@ extension FixtureTableTests {
                 #expect(everywhere.map(\.entry.slot) == oneByOne.map(\.1))
                 #expect(!everywhere.isEmpty && asked > 100)
             }
+        }
+
+        /// An index made for a set of names (as a walk for a library's functions makes one)
+        /// keeps only their entries, yet answers every name as a scan does: its own names from
+        /// the index, the others (filtered out) by a scan of each object for them alone.
+        @Test func anIndexForSomeNamesAnswersEveryNameAsTheScanDoes() throws {
+            _ = try ImportFixtures.open(Self.fullRELRO)
+            ImportWalk.withLoadedObjects { objects in
+                let symbols = objects.map { Set(Self.symbolsNamed(in: $0)).sorted() }
+                // Every third name of each object, and a name no object imports.
+                let chosen = Set(symbols.flatMap { names in names.enumerated().filter { $0.offset % 3 == 0 }.map(\.1) })
+                let index = ImportWalk.EntryIndex(symbols: chosen.union(["no_such_symbol_anywhere"]))
+                var asked = (chosen: 0, other: 0)
+                // (Every tenth name: each is scanned for in every object, which takes time.)
+                let asking = Set(symbols.joined()).sorted().enumerated().filter { $0.offset % 10 == 0 }.map(\.1)
+                for symbol in asking + ["no_such_symbol_anywhere", "strlen"] {
+                    let indexed = index.entries(of: symbol, in: objects)
+                    let scanned = objects.indices.flatMap { place in
+                        ImportWalk.entries(of: symbol, in: objects[place]).map { (place, $0) }
+                    }
+                    #expect(
+                        indexed.map { "\($0.object) \($0.entry.slot) \($0.entry.kind) \($0.entry.version ?? "-")" }
+                            == scanned.map { "\($0.0) \($0.1.slot) \($0.1.kind) \($0.1.version ?? "-")" },
+                        "\(symbol)")
+                    if chosen.contains(symbol) { asked.chosen += 1 } else { asked.other += 1 }
+                }
+                #expect(asked.chosen > 10 && asked.other > 20)
+            }
+        }
+
+        /// Every symbol an object's JUMP_SLOT and GLOB_DAT entries name, from a scan of them all.
+        static func symbolsNamed(in object: LoadedObject) -> [String] {
+            var capacity = 64
+            var all: [ffh_elf_entry] = []
+            while true {
+                all = [ffh_elf_entry](repeating: ffh_elf_entry(), count: capacity)
+                let total = ffh_elf_find_entries(object.object, nil, &all, capacity)
+                if total <= capacity {
+                    all.removeSubrange(total...)
+                    break
+                }
+                capacity = total
+            }
+            return all.compactMap { $0.name.map { String(cString: $0) } }
         }
 
         @Test func rebindsAJumpSlotUnderFullRELROAndRestoresIt() throws {

@@ -88,6 +88,22 @@ typedef struct ffh_elf_index ffh_elf_index;
 /// symbol table); NULL when memory runs out. The object must stay loaded while it is used.
 ffh_elf_index *ffh_elf_index_make(const ffh_elf_object *object);
 
+/// As ffh_elf_index_make, keeping only the entries whose name's ffh_elf_name_hash has its bit
+/// set in `filter`, `words` 64-bit words (a power of two; bit `hash % (64 * words)`): an index
+/// for questions about a known set of names (a Bloom filter of one hash function), much
+/// smaller, and empty for most objects. An index made so answers for the filter's names only.
+/// Without a filter (NULL, or `words` not a power of two), every entry is kept.
+ffh_elf_index *ffh_elf_index_make_filtered(const ffh_elf_object *object, const uint64_t *filter, size_t words);
+
+/// How many entries an index holds (0 for NULL).
+size_t ffh_elf_index_count(const ffh_elf_index *index);
+
+/// Writes up to `capacity` of the index's entries from the `start`th on (in the order of the
+/// object's tables), as ffh_elf_index_find does, and their names' hashes into `hashes`;
+/// returns how many it wrote.
+size_t ffh_elf_index_entries(const ffh_elf_index *index, size_t start, ffh_elf_entry *entries, uint32_t *hashes,
+                             size_t capacity);
+
 /// The hash of a symbol's name that ffh_elf_index_find takes (computed once for a question
 /// put to many objects).
 uint32_t ffh_elf_name_hash(const char *symbol);
