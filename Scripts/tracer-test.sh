@@ -1539,10 +1539,10 @@ else
 fi
 
 echo "== tracer test: --pid: a process inside qsort, calling its comparator"
-# sorts.c is inside the C library's qsort nearly all the time, and in its own comparator the
-# rest. A stop in the C library is let run towards the program, which takes it about a second;
-# a stop in the comparator is taken once half the patience has gone. Joined four times: each
-# must work (one in three or four was refused before).
+# sorts.c is inside the C library's qsort nearly all the time (a quarter of a second a sort),
+# and in its own comparator the rest: a stop in the C library is let run towards its return into
+# the program (50 ms, then twice as long each time, up to 800 ms), a stop in the comparator is
+# taken once half the patience has gone. Joined four times: each must work.
 "$work/sorts" >"$work/sorts.out" &
 sorting_pid=$!
 wait_for_line "$work/sorts.out" ready

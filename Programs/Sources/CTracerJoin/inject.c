@@ -473,8 +473,9 @@ static fhj_status fhj_stop_thread(fhj_session *session, const fhj_dynamic_loader
     clock_gettime(CLOCK_MONOTONIC, &began);
     int in_loader = 0, code_read = 0;
     /* How long a thread in a runtime library is let run towards its return into the program:
-       doubled after each time it did not get there (a qsort of a million elements spends a
-       tenth of a second in the C library, calling the program's comparator all the while). */
+       doubled after each time it did not get there, up to 800 ms (a qsort of a million numbers
+       spends a quarter of a second in the C library, calling the program's comparator all the
+       while). */
     int run_limit_ms = 50;
     fhj_program_code code;
     uint64_t jitter = (uint64_t)session->pid * 2654435761ULL ^ (uint64_t)time(NULL);
@@ -523,7 +524,7 @@ static fhj_status fhj_stop_thread(fhj_session *session, const fhj_dynamic_loader
             if (target) {
                 fhj_status ran = fhj_run_to(session, target, run_limit_ms, &arrived, message, size);
                 if (ran != FHJ_OK) return ran;
-                if (!arrived && run_limit_ms < 400) run_limit_ms *= 2;
+                if (!arrived && run_limit_ms < 800) run_limit_ms *= 2;
             }
             if (arrived && fhj_where(session, loader) == FHJ_PLACE_RUNNING) break;
         }

@@ -28,9 +28,9 @@ public func ffiHookTracerJoin(_ configuration: UnsafePointer<CChar>?) -> Int32 {
     Tracer.shared.join(configuration.map { String(cString: $0) } ?? "").rawValue
 }
 
-/// Stops tracing in a process that ``ffiHookTracerJoin(_:)`` joined: writes the report (the
-/// table, and the JSON file when one was asked for) for the calls since the join, removes every
-/// hook, and leaves the library loaded but idle (a Swift library cannot be unloaded safely:
+/// Stops tracing in a process that ``ffiHookTracerJoin(_:)`` joined: removes every hook, writes
+/// the report (the table, and the JSON file when one was asked for) for the calls since the
+/// join, and leaves the library loaded but idle (a Swift library cannot be unloaded safely:
 /// its runtime's metadata and the hooks' reclaimed memory outlive it).
 ///
 /// Returns a ``JoinResult`` raw value: 0 when it left, 3 when no join was tracing, 4 when the
@@ -114,9 +114,9 @@ extension Tracer {
         }
     }
 
-    /// Reports, then removes every hook group (each entry gets back what it held before the
-    /// join: an entry that was not bound yet is made lazy again, see ``LazyEntries``) and
-    /// writes to standard error again.
+    /// Removes every hook group (each entry gets back what it held before the join: an entry
+    /// that was not bound yet is made lazy again, see ``LazyEntries``), then reports and writes
+    /// to standard error again.
     ///
     /// It does not wait for the removed hooks' memory to be reclaimed: a call blocked inside a
     /// traced function (the very thread this runs on may be in one) would keep it waiting, and
@@ -131,7 +131,9 @@ extension Tracer {
         guard tracing else { return .notJoined }
         fht_join_release_signals()
         fht_stop_watching()
-        finish()
+        // The hooks go first, the report after: the process runs untraced while the report and
+        // its files are written (a large flame graph takes seconds), and the table and the
+        // event files show the same calls, none of which goes on arriving meanwhile.
         let groups = state.withLock { state in
             defer {
                 state.groups = []
@@ -144,6 +146,7 @@ extension Tracer {
         // (Inline, the counters' names are of functions patched in their own code, not entries.)
         let functions = state.withLock { $0.configuration.inline ? [] : Set($0.counters.keys) }.union(["dlopen"])
         LazyEntries.shared.restore(functions)
+        finish()
         TracerOutput.restore()
         // The report's mark on this thread ends: a later join counts its calls.
         fht_set_own_work(0)
