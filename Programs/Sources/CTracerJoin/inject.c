@@ -366,15 +366,16 @@ static void fhj_read_program_code(pid_t pid, const fhj_dynamic_loader *loader, f
     fhj_each_mapping(pid, fhj_add_program_code, &reading);
 }
 
-/* The innermost return address on the stopped thread's stack (its top 8 KiB) that leads into
-   the program's code (``fhj_program_code``): where the thread goes when the runtime library's
-   or the loader's function it is in returns. 0 when there is none. */
+/* The innermost return address on the stopped thread's stack (its top 32 KiB: glibc's qsort
+   recurses deep enough that 8 KiB often held none) that leads into the program's code
+   (``fhj_program_code``): where the thread goes when the runtime library's or the loader's
+   function it is in returns. 0 when there is none. */
 static uint64_t fhj_return_into_program(const fhj_session *session, const fhj_program_code *code) {
-    uint64_t words[1024];
+    uint64_t words[4096];
     struct iovec local = {words, sizeof words}, remote = {(void *)(uintptr_t)session->saved.rsp, sizeof words};
     ssize_t got = process_vm_readv(session->pid, &local, 1, &remote, 1, 0);
     if (got < 0) {
-        /* The stack's top is closer than 8 KiB: read up to the end of its page. */
+        /* The stack's top is closer than 32 KiB: read up to the end of its page. */
         size_t near = 4096 - (size_t)(session->saved.rsp & 4095);
         remote.iov_len = local.iov_len = near;
         got = process_vm_readv(session->pid, &local, 1, &remote, 1, 0);
