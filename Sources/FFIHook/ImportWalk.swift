@@ -226,9 +226,10 @@ package enum ImportWalk {
 
         /// The names the index is for, as a Bloom filter of their ELF hashes (one bit each, in
         /// a power of two of 64-bit words), or empty for every name. Each object's index then
-        /// keeps only the entries whose names may be among them: a walk for a library's 1,370
-        /// names indexes and asks the few objects that import them, not every object loaded
-        /// (a process with the Swift runtime has twenty).
+        /// keeps only the entries whose names may be among them: for a library's 1,370 names,
+        /// the objects that import them and a few entries of the others that get through the
+        /// filter (or are dlopen's, which a following walk asks about too), not every entry of
+        /// the twenty objects of a process with the Swift runtime.
         private let filter: [UInt64]
 
         /// An index for questions about any name.
@@ -403,9 +404,10 @@ package enum ImportWalk {
         let hashes = requests.map { $0.nameHash ?? EntryIndex.hash(of: $0.symbol) }
         if let index, index.isFiltered, objects.count > 2, hashes.allSatisfy(index.admits) {
             // Each object's entries of the requests' names, met once each: the index holds only
-            // entries whose names may be the requests' (a few per object, most objects none),
-            // where asking it about each request would ask every object about every name. (For
-            // one or two objects, the questions cost less than the table of requests by hash.)
+            // entries whose names may be the requests' (in an object that imports none of them,
+            // the few that get through the filter), where asking it about each request would ask
+            // every object about every name. (For one or two objects, the questions cost less
+            // than the table of requests by hash.)
             // The requests by hash: the first with each hash, and after each the next with its hash.
             var first: [UInt32: Int] = Dictionary(minimumCapacity: requests.count)
             var next = [Int](repeating: -1, count: requests.count)
