@@ -455,14 +455,23 @@ static inline void ffh_attach_end(ffh_thread *thread, ffh_window *window, int ou
    mark for the block itself (a block's calls of hooked functions run their hooks, as any
    code's do). A longjmp out of the block ends both marks with the window's cleanup
    (ffh_window_open's, through ffh_abandoned). */
-static inline void ffh_attach_run(ffh_thread *thread, ffh_attach_dispatch dispatch, uintptr_t state, void *frame,
-                                  int leaving) {
+static inline void ffh_attach_run(ffh_thread *thread, ffh_attach_dispatch dispatch, uintptr_t state,
+                                  uintptr_t flags, void *frame, int leaving) {
     /* Inside another block, for an attach that allows re-entry. */
     int32_t was = thread->attach_block;
     thread->attach_block = 1;
-    thread->busy = thread->entry_busy;
-    __asm__ __volatile__("" ::: "memory");
-    dispatch(state, frame, leaving);
+    if (flags & FFH_ATTACH_CALLS_FUNCTIONS) {
+        /* Blocks written as C functions: called from here, with nothing of the library's
+           around them to mark (a block's calls run their hooks). */
+        const ffh_attach_functions *functions = (const ffh_attach_functions *)state;
+        void (*block)(void *, void *) = leaving ? functions->leave : functions->enter;
+        __asm__ __volatile__("" ::: "memory");
+        if (block) block(functions->context, frame);
+    } else {
+        thread->busy = thread->entry_busy;
+        __asm__ __volatile__("" ::: "memory");
+        dispatch(state, frame, leaving);
+    }
     __asm__ __volatile__("" ::: "memory");
     thread->busy = 0;
     thread->attach_block = was;
@@ -574,7 +583,7 @@ FFH_ATTACH_TEXT __attribute__((visibility("hidden"))) ffh_attach_target ffh_atta
         frame->scratch = 0;
         frame->function = original;
         frame->thread = (uint64_t)(uint32_t)thread->tid;
-        if (flags & FFH_ATTACH_ENTERS) ffh_attach_run(thread, dispatch, state, frame, 0);
+        if (flags & FFH_ATTACH_ENTERS) ffh_attach_run(thread, dispatch, state, flags, frame, 0);
         if (flags & FFH_ATTACH_LEAVES) {
             uint64_t slot = ffh_side_push(side, frame->sp, record, epoch, frame->scratch, original);
             if (slot < FFH_ATTACH_DEPTH) {
@@ -624,9 +633,11 @@ FFH_ATTACH_TEXT __attribute__((visibility("hidden"))) uintptr_t ffh_attach_leave
     ffh_window window;
     int outermost = ffh_attach_begin(thread, &window);
     uintptr_t state = __atomic_load_n(&record->state, __ATOMIC_ACQUIRE);
+    /* (Read again after the state: the flags that go with it, when the epoch holds.) */
+    flags = __atomic_load_n(&record->flags, __ATOMIC_ACQUIRE);
     ffh_attach_dispatch dispatch = __atomic_load_n(&ffh_attach_dispatch_function, __ATOMIC_ACQUIRE);
     if (state && dispatch && __atomic_load_n(&record->epoch, __ATOMIC_ACQUIRE) == epoch) {
-        ffh_attach_run(thread, dispatch, state, frame, 1);
+        ffh_attach_run(thread, dispatch, state, flags, frame, 1);
     }
     ffh_attach_end(thread, &window, outermost);
     return ret;

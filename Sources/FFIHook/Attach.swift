@@ -21,6 +21,13 @@ public struct EnterContext: ~Copyable {
         self.frame = frame
     }
 
+    /// The context of the call whose enter frame an ``AttachFunctions`` enter function was
+    /// given: for a function written in Swift with `@convention(c)`, which reads and writes the
+    /// call's registers through it. Valid only while that function runs.
+    public init(unsafeFrame frame: UnsafeMutableRawPointer) {
+        self.frame = frame
+    }
+
     private var registers: UnsafeMutablePointer<ffh_attach_enter_frame> {
         frame.assumingMemoryBound(to: ffh_attach_enter_frame.self)
     }
@@ -130,6 +137,12 @@ public struct LeaveContext: ~Copyable {
         self.frame = frame
     }
 
+    /// The context of the call whose leave frame an ``AttachFunctions`` leave function was
+    /// given (see ``EnterContext/init(unsafeFrame:)``). Valid only while that function runs.
+    public init(unsafeFrame frame: UnsafeMutableRawPointer) {
+        self.frame = frame
+    }
+
     private var registers: UnsafeMutablePointer<ffh_attach_leave_frame> {
         frame.assumingMemoryBound(to: ffh_attach_leave_frame.self)
     }
@@ -188,6 +201,67 @@ public struct LeaveContext: ~Copyable {
 
     /// The calling thread's kernel id.
     public var threadID: Int32 { Int32(truncatingIfNeeded: registers.pointee.thread) }
+}
+
+/// An attach's blocks written as C functions (or Swift functions with `@convention(c)`), with a
+/// context pointer for both: the attach path calls them itself, with no Swift closure or
+/// dispatch between the entry and the block. The cheapest blocks an attach can have: what a
+/// tracer's counting blocks are (see ``Hook/attach(on:options:functions:)``).
+///
+/// Each function gets `context` and the call's frame: the saved registers that
+/// ``EnterContext`` and ``LeaveContext`` read and write (``EnterContext/init(unsafeFrame:)``
+/// makes one from it). A function written in C reads the frame by its layout, 64-bit words at
+/// these byte offsets:
+///
+/// | frame | offset | what |
+/// |---|---:|---|
+/// | enter | 0 to 40 | `rdi`, `rsi`, `rdx`, `rcx`, `r8`, `r9` (``EnterContext/integerArgument(_:)``) |
+/// | enter | 48 | `rax` (``EnterContext/vectorArgumentCount`` in its low byte) |
+/// | enter | 56 | the stack pointer at entry (``EnterContext/stackPointer``) |
+/// | enter | 64 to 176 | `xmm0` to `xmm7`, 16 bytes each |
+/// | enter | 192, 200, 208 | ``EnterContext/scratch``, ``EnterContext/function``, ``EnterContext/threadID`` |
+/// | leave | 0, 8 | `rax`, `rdx` (``LeaveContext/returnValue``, ``LeaveContext/secondReturnValue``) |
+/// | leave | 16, 32 | `xmm0`, `xmm1`, 16 bytes each |
+/// | leave | 56 | the real return address (``LeaveContext/returnAddress``) |
+/// | leave | 64, 72, 80, 88 | the stack pointer at entry, ``LeaveContext/scratch``, ``LeaveContext/function``, ``LeaveContext/threadID`` |
+///
+/// ```c
+/// // Counts calls per function and keeps the deepest stack pointer seen.
+/// struct counts { _Atomic unsigned long calls; };
+/// void count_enter(void *context, void *frame) {
+///     atomic_fetch_add_explicit(&((struct counts *)context)->calls, 1, memory_order_relaxed);
+/// }
+/// ```
+///
+/// ```swift
+/// let token = try Hook.attach(
+///     on: slot, functions: AttachFunctions(onEnter: count_enter, onLeave: nil, context: counts))
+/// ```
+///
+/// The functions run as closure blocks do (the same rules for calls they make, signals,
+/// re-entry and removal), on the calling thread; `context` must stay valid while the attach is
+/// installed and a call may be in a block (until the token's removal has returned and the
+/// calls in flight have left). A function must not throw a Swift error or a C++ exception.
+public struct AttachFunctions: @unchecked Sendable {
+    /// A block as a C function: the context pointer, then the call's frame (never nil; optional
+    /// as C's `void *` is, so that `void f(void *context, void *frame)` written in C fits).
+    public typealias Function =
+        @convention(c) (_ context: UnsafeMutableRawPointer?, _ frame: UnsafeMutableRawPointer?)
+        -> Void
+
+    /// Runs as the function is entered (nil: none).
+    public var onEnter: Function?
+    /// Runs as it returns (nil: none, and the call's return address is left alone).
+    public var onLeave: Function?
+    /// What both functions get as their first argument.
+    public var context: UnsafeMutableRawPointer?
+
+    /// Blocks `onEnter` and `onLeave` with `context`.
+    public init(onEnter: Function?, onLeave: Function?, context: UnsafeMutableRawPointer?) {
+        self.onEnter = onEnter
+        self.onLeave = onLeave
+        self.context = context
+    }
 }
 
 extension Hook {
@@ -260,6 +334,32 @@ extension Hook {
     public static func attach(
         on slot: FunctionSlot, options: HookOptions = [], onEnter: EnterBlock?, onLeave: LeaveBlock?
     ) throws(HookError) -> HookToken {
+        try attach(
+            on: slot, options: options,
+            attachment: Attachment(onEnter: onEnter, onLeave: onLeave, reenters: options.contains(.allowsReentry)))
+    }
+
+    /// ``attach(on:options:onEnter:onLeave:)`` with blocks written as C functions
+    /// (``AttachFunctions``), which the attach path calls without a Swift closure between.
+    ///
+    /// - Parameters:
+    ///   - slot: an aligned, pointer-sized slot holding a function pointer.
+    ///   - options: as for ``attach(on:options:onEnter:onLeave:)``.
+    ///   - functions: the enter and leave functions and their context.
+    /// - Returns: the token that removes the attach.
+    /// - Throws: as ``attach(on:options:onEnter:onLeave:)``.
+    public static func attach(
+        on slot: FunctionSlot, options: HookOptions = [], functions: AttachFunctions
+    ) throws(HookError) -> HookToken {
+        try attach(
+            on: slot, options: options,
+            attachment: Attachment(functions: functions, reenters: options.contains(.allowsReentry)))
+    }
+
+    /// Attaches `attachment`'s blocks to the function `slot` leads to.
+    static func attach(
+        on slot: FunctionSlot, options: HookOptions, attachment: Attachment
+    ) throws(HookError) -> HookToken {
         if let problem = slot.problem {
             throw HookError(slot: slot.address, signature: nil, problem: .invalidSlot(problem))
         }
@@ -269,11 +369,8 @@ extension Hook {
                 problem: .unsupportedCallerLimit(HookError.Problem.limitedAttachReason))
         }
         let handle = try AttachEngine.attach(
-            slot: slot.pointer,
-            attachment: Attachment(
-                onEnter: onEnter, onLeave: onLeave, reenters: options.contains(.allowsReentry)),
-            liftsProtection: options.contains(.liftsPageProtection), owner: slot.owner,
-            function: slot.function)
+            slot: slot.pointer, attachment: attachment, liftsProtection: options.contains(.liftsPageProtection),
+            owner: slot.owner, function: slot.function)
         return HookToken(handle: handle)
     }
 

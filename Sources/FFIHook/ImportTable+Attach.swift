@@ -69,6 +69,41 @@ extension ImportTable {
         symbols: [String], in scope: ImportScope, options: HookOptions = [],
         blocks: (String) -> (onEnter: EnterBlock?, onLeave: LeaveBlock?)
     ) throws(HookError) -> HookGroupToken {
+        try attach(symbols: symbols, in: scope, options: options) { symbol in
+            let (onEnter, onLeave) = blocks(symbol)
+            return Attachment(onEnter: onEnter, onLeave: onLeave, reenters: options.contains(.allowsReentry))
+        }
+    }
+
+    /// ``attach(symbols:in:options:blocks:)`` with blocks written as C functions
+    /// (``AttachFunctions``): `functions` is asked once per symbol for that symbol's functions
+    /// and context (nil: no blocks, the entries attached to run none).
+    ///
+    /// - Throws: as ``attach(symbols:in:options:blocks:)``.
+    ///
+    /// - Parameters:
+    ///   - symbols: the functions' names.
+    ///   - scope: the objects whose calls are attached to.
+    ///   - options: as for ``attach(symbols:in:options:blocks:)``.
+    ///   - functions: each symbol's functions.
+    public static func attach(
+        symbols: [String], in scope: ImportScope, options: HookOptions = [],
+        functions: (String) -> AttachFunctions?
+    ) throws(HookError) -> HookGroupToken {
+        try attach(symbols: symbols, in: scope, options: options) { symbol in
+            let reenters = options.contains(.allowsReentry)
+            guard let chosen = functions(symbol) else {
+                return Attachment(onEnter: nil, onLeave: nil, reenters: reenters)
+            }
+            return Attachment(functions: chosen, reenters: reenters)
+        }
+    }
+
+    /// Attaches each of `symbols` with the attachment `attachment` makes for it, in one group.
+    private static func attach(
+        symbols: [String], in scope: ImportScope, options: HookOptions,
+        attachment: (String) -> Attachment
+    ) throws(HookError) -> HookGroupToken {
         guard options.isDisjoint(with: HookOptions.callerLimits) else {
             throw HookError(code: .unsupportedCallerLimit, message: HookError.Problem.limitedAttachReason)
         }
@@ -80,10 +115,7 @@ extension ImportTable {
         requests.reserveCapacity(distinct.count)
         for (place, hash) in distinct {
             let symbol = symbols[place]
-            let (onEnter, onLeave) = blocks(symbol)
-            let attachment = Attachment(
-                onEnter: onEnter, onLeave: onLeave, reenters: options.contains(.allowsReentry))
-            requests.append(ImportRequest(symbol: symbol, attachment: attachment, nameHash: hash))
+            requests.append(ImportRequest(symbol: symbol, attachment: attachment(symbol), nameHash: hash))
         }
         if scope == .allIncludingLaterLoads {
             return try LoadFollower.start(requests)

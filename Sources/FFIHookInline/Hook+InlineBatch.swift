@@ -103,6 +103,24 @@ extension Hook {
         }
     }
 
+    /// Attaches to every function of `batch` with blocks written as C functions
+    /// (``/FFIHook/AttachFunctions``), which `functions` gives for each; a function it gives
+    /// none for is left alone, and not refused. Each function's attach is the one
+    /// ``/FFIHook/Hook/attach(on:options:functions:)`` makes on its ``InlineFunction/slot``.
+    ///
+    /// - Throws: as the batch form of `install(on:signature:position:options:_:)`.
+    public static func attach(
+        on batch: InlineBatch, options: HookOptions = [], functions: (InlineFunction) -> AttachFunctions?
+    ) throws(HookError) -> HookGroupToken {
+        guard options.isDisjoint(with: HookOptions.callerLimits) else {
+            throw HookError(code: .unsupportedCallerLimit, message: HookError.Problem.limitedAttachReason)
+        }
+        return try installEach(on: batch) { (function: InlineFunction) throws(HookError) -> HookToken? in
+            guard let chosen = functions(function), chosen.onEnter != nil || chosen.onLeave != nil else { return nil }
+            return try attach(on: function.slot, options: options, functions: chosen)
+        }
+    }
+
     /// Attaches the same blocks to every function of `batch` (see the form with `blocks:`, whose
     /// blocks can capture their function).
     /// ``/FFIHook/EnterContext/function`` is the function's ``InlineFunction/original``, its

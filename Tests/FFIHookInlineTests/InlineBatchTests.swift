@@ -386,5 +386,48 @@ extension InlineSuites {
             #expect(blocks.current == hookedResults.current)
             #expect(!batch.functions.contains { $0.isPatched })
         }
+
+        /// What the test's C-convention functions count: one thread's calls.
+        final class ThreadCalls: @unchecked Sendable {
+            let thread = Int64(at_gettid())
+            let enters = Atomic<Int>(0)
+            let leaves = Atomic<Int>(0)
+            var context: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+            static func from(_ context: UnsafeMutableRawPointer?) -> ThreadCalls {
+                Unmanaged<ThreadCalls>.fromOpaque(context!).takeUnretainedValue()
+            }
+        }
+
+        /// A batch attached with blocks written as C functions: the functions it gives them to
+        /// run them once a call, results untouched; one given none is not attached to.
+        @Test func aBatchAttachedWithFunctionsCountsEachCallOfTheFunctionsGivenThem() throws {
+            let plain = (ct_inline_rip(5), ct_inline_call(5))
+            let rip = address(of: ct_inline_rip)
+            let batch = try InlineBatch(addresses: [rip, address(of: ct_inline_call)])
+            let calls = ThreadCalls()
+            let functions = AttachFunctions(
+                onEnter: { context, frame in
+                    let calls = ThreadCalls.from(context)
+                    if Int64(EnterContext(unsafeFrame: frame!).threadID) == calls.thread {
+                        calls.enters.add(1, ordering: .relaxed)
+                    }
+                },
+                onLeave: { context, frame in
+                    let calls = ThreadCalls.from(context)
+                    if Int64(LeaveContext(unsafeFrame: frame!).threadID) == calls.thread {
+                        calls.leaves.add(1, ordering: .relaxed)
+                    }
+                }, context: calls.context)
+            let group = try Hook.attach(on: batch) { function in function.address == rip ? functions : nil }
+            #expect(group.tokens.count == 1)
+            for _ in 0..<3 {
+                #expect(ct_inline_rip(5) == plain.0 && ct_inline_call(5) == plain.1)
+            }
+            #expect(calls.enters.load(ordering: .relaxed) == 3 && calls.leaves.load(ordering: .relaxed) == 3)
+            #expect(group.remove())
+            #expect(ct_inline_rip(5) == plain.0)
+            #expect(calls.enters.load(ordering: .relaxed) == 3)
+            #expect(!batch.functions.contains { $0.isPatched })
+        }
     }
 }

@@ -3,6 +3,8 @@
 /* (Header-only use: the hooking library's record of the calling thread.) */
 #include "../../../Sources/CFFIHookSupport/include/ffh_thread.h"
 #include "../../../Sources/CFFIHookPatch/include/ffh_patch.h"
+/* (And the layout of an attach's frames.) */
+#include "../../../Sources/CFFIHookSupport/include/ffh_attach.h"
 #include "../CTracerStart/signal_default.h"
 
 #include <dlfcn.h>
@@ -21,6 +23,13 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+
+/* Read by the Swift driver when it links the tracer's library (see start.c): the libraries every
+   Swift module is linked with are recorded only where the library uses them. The tracer uses
+   neither the concurrency nor the string-processing module, so a traced process does not load
+   them (libswift_Concurrency, libdispatch, libBlocksRuntime, libswift_StringProcessing,
+   libswift_RegexParser) when the tracer arrives. */
+__attribute__((section(".swift1_autolink_entries"), used)) static const char fht_link_as_needed[] = "-Wl,--as-needed";
 
 // The Swift side (FFIHookTracer), exported with @_cdecl.
 extern void ffi_hook_tracer_start(void);
@@ -77,6 +86,14 @@ static pthread_mutex_t fht_arena_lock = PTHREAD_MUTEX_INITIALIZER;
 __thread fht_counter *fht_mine __attribute__((tls_model("initial-exec")));
 __thread fht_calls *fht_in_flight __attribute__((tls_model("initial-exec")));
 __thread int fht_thread_marks __attribute__((tls_model("initial-exec")));
+
+void fht_enter_function(void *counter, void *frame) {
+    fht_enter((fht_counter *)counter, ((const ffh_attach_enter_frame *)frame)->sp);
+}
+
+void fht_leave_function(void *counter, void *frame) {
+    fht_leave((fht_counter *)counter, ((const ffh_attach_leave_frame *)frame)->sp);
+}
 
 // MARK: - Children on the caller's memory
 

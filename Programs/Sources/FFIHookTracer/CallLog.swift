@@ -56,8 +56,8 @@ final class CallLog: Sendable {
         for problem in problems { say(problem) }
         signatures = LogSignature.builtIn.merging(given) { _, new in new }
         let pid = getpid()
-        let named = template.contains("%p")
-        path = template.split(separator: "%p", omittingEmptySubsequences: false).joined(separator: "\(pid)")
+        let named = OutputPathTemplate(template: template).namesProcess
+        path = OutputPathTemplate(template: template).path(for: pid)
         // A program that execs another keeps its process ID and its log: the new image appends.
         let marker = "FFI_HOOK_TRACER_LOG_OPENED"
         let opener = getenv(marker).map { Int32(String(cString: $0)) } ?? nil
@@ -117,7 +117,7 @@ final class CallLog: Sendable {
     private func description(of name: String) -> LogFunctionAddress {
         descriptions.withLock { descriptions in
             if let made = descriptions[name] { return made }
-            let plain = name.split(separator: " ", maxSplits: 1).first.map(String.init) ?? name
+            let plain = name.split(separator: Character(" "), maxSplits: 1).first.map(String.init) ?? name
             let text = strdup(name)!
             let length = strlen(text)
             let function = UnsafeMutablePointer<fht_log_function>.allocate(capacity: 1)

@@ -123,9 +123,9 @@ struct EventOutputs: Sendable {
             (timelinePath, { Timeline(recording: recording).writeSVG(to: &$0, program: program, pid: pid) }),
         ]
         for case (let path?, let body) in outputs {
-            let named = path.contains("%p")
-            guard named || isWriter else { continue }
-            let resolved = path.split(separator: "%p", omittingEmptySubsequences: false).joined(separator: "\(pid)")
+            let template = OutputPathTemplate(template: path)
+            guard template.namesProcess || isWriter else { continue }
+            let resolved = template.path(for: pid)
             guard var output = FileOutput(path: resolved) else { continue }
             body(&output)
             output.finish()

@@ -426,36 +426,51 @@ final class Tracer: Sendable {
         // The group asks for each symbol's blocks in the order of the list (a name listed twice
         // once): the next symbol's counter is looked up by name only when it asks otherwise.
         let cursor = Cursor()
-        let blocks: (String) -> (onEnter: EnterBlock?, onLeave: LeaveBlock?) = { symbol in
-            let counter: CounterAddress
+        let counter = { (symbol: String) -> CounterAddress? in
             let next = cursor.next
             if next < chosen.count && chosen[next].name == symbol {
-                counter = chosen[next].counter
                 cursor.next = next + 1
-            } else if let named = Self.counter(named: symbol) {
-                counter = named
-            } else {
-                return (nil, nil)
+                return chosen[next].counter
             }
+            return Self.counter(named: symbol)
+        }
+        let blocks: (String) -> (onEnter: EnterBlock?, onLeave: LeaveBlock?) = { symbol in
+            guard let counter = counter(symbol) else { return (nil, nil) }
             return Self.blocks(counting: counter, named: symbol, recording: records)
+        }
+        // Without events or a log, the blocks only count: C functions, with no Swift closure on
+        // the call.
+        let countsOnly = !records && CallLog.shared == nil
+        let functions = { (symbol: String) -> AttachFunctions? in counter(symbol).map(Self.countingFunctions) }
+        let attachGroup = { (symbols: [String]) throws(HookError) -> HookGroupToken in
+            if countsOnly {
+                return try ImportTable.attach(
+                    symbols: symbols, in: scope, options: .allowsReentry, functions: functions)
+            }
+            return try ImportTable.attach(symbols: symbols, in: scope, options: .allowsReentry, blocks: blocks)
         }
         let symbols = chosen.map(\.name)
         let keep = { (group: HookGroupToken, state: inout State) in
             if let object { state.objectGroups[object, default: []].append(group) } else { state.groups.append(group) }
         }
         do {
-            keep(try ImportTable.attach(symbols: symbols, in: scope, options: .allowsReentry, blocks: blocks), &state)
+            keep(try attachGroup(symbols), &state)
         } catch {
             for symbol in symbols {
                 do {
-                    keep(
-                        try ImportTable.attach(symbols: [symbol], in: scope, options: .allowsReentry, blocks: blocks),
-                        &state)
+                    keep(try attachGroup([symbol]), &state)
                 } catch {
                     report("\(symbol) in \(name): \(error)", &state)
                 }
             }
         }
+    }
+
+    /// The blocks that count a function's calls into `counter` (see ``blocks(counting:named:recording:)``)
+    /// as C functions, for an attach with neither events nor a log.
+    private static func countingFunctions(_ counter: CounterAddress) -> AttachFunctions {
+        AttachFunctions(
+            onEnter: fht_enter_function, onLeave: fht_leave_function, context: UnsafeMutableRawPointer(counter.pointer))
     }
 
     /// The blocks that count a function's calls into `counter`: its calls, their times, and
@@ -576,10 +591,18 @@ final class Tracer: Sendable {
         let traced = InlineBatch(chosen.filter { counters[UInt(bitPattern: $0.address)] != nil })
         let records = state.configuration.events.isEnabled
         do {
-            let group = try Hook.attach(on: traced, options: .allowsReentry) { function in
-                guard let counter = counters[UInt(bitPattern: function.address)] else { return (nil, nil) }
-                let name = reportedName[UInt(bitPattern: function.address)] ?? function.name
-                return Self.blocks(counting: counter, named: name, recording: records)
+            let group: HookGroupToken
+            if !records && CallLog.shared == nil {
+                // Counting only: C functions (see attach(_:in:named:object:_:)).
+                group = try Hook.attach(on: traced, options: .allowsReentry) { function in
+                    counters[UInt(bitPattern: function.address)].map(Self.countingFunctions)
+                }
+            } else {
+                group = try Hook.attach(on: traced, options: .allowsReentry) { function in
+                    guard let counter = counters[UInt(bitPattern: function.address)] else { return (nil, nil) }
+                    let name = reportedName[UInt(bitPattern: function.address)] ?? function.name
+                    return Self.blocks(counting: counter, named: name, recording: records)
+                }
             }
             state.objectGroups[image.key, default: []].append(group)
             state.batches[image.key] = traced
@@ -747,7 +770,7 @@ final class Tracer: Sendable {
             let shared = [
                 configuration.jsonPath, events.chromeTracePath, events.foldedPath, events.flameGraphPath,
                 events.timelinePath,
-            ].compactMap { $0 }.filter { !$0.contains("%p") }
+            ].compactMap { $0 }.filter { !OutputPathTemplate(template: $0).namesProcess }
             if !shared.isEmpty {
                 say(
                     "the calls of \(Self.programName) (pid \(pid)) are in the table above only, not in "
@@ -757,8 +780,8 @@ final class Tracer: Sendable {
             }
         }
         if var path = configuration.jsonPath {
-            let named = path.contains("%p")
-            path = path.split(separator: "%p", omittingEmptySubsequences: false).joined(separator: "\(pid)")
+            let named = OutputPathTemplate(template: path).namesProcess
+            path = OutputPathTemplate(template: path).path(for: pid)
             guard named || isWriter else { return true }
             let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
             guard descriptor >= 0 else {

@@ -106,3 +106,40 @@ enum TracerOutput {
         if previous != 2 { close(previous) }
     }
 }
+
+/// An output file's name as the user gave it, in which `%p` stands for the process's ID.
+///
+/// Written on the standard library's collections alone: the string-processing module's
+/// `contains(_:)` and `split(separator:)` for strings would make every traced process load that
+/// module (and the regular-expression parser it needs) with the tracer.
+struct OutputPathTemplate {
+    /// The name as given.
+    let template: String
+
+    /// Whether the name holds `%p`: each process writes its own file.
+    var namesProcess: Bool {
+        let bytes = Array(template.utf8)
+        return bytes.indices.dropLast().contains {
+            bytes[$0] == UInt8(ascii: "%") && bytes[$0 + 1] == UInt8(ascii: "p")
+        }
+    }
+
+    /// The name with every `%p` replaced by `pid`.
+    func path(for pid: Int32) -> String {
+        let bytes = Array(template.utf8)
+        let id = Array(String(pid).utf8)
+        var result: [UInt8] = []
+        result.reserveCapacity(bytes.count + id.count)
+        var index = 0
+        while index < bytes.count {
+            if bytes[index] == UInt8(ascii: "%"), index + 1 < bytes.count, bytes[index + 1] == UInt8(ascii: "p") {
+                result += id
+                index += 2
+            } else {
+                result.append(bytes[index])
+                index += 1
+            }
+        }
+        return String(decoding: result, as: UTF8.self)
+    }
+}

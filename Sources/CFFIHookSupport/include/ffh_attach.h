@@ -44,7 +44,19 @@ enum {
     /// With FFH_ATTACH_RESOLVES: the first argument register holds the address of a result
     /// returned in memory, and the list starts at the second.
     FFH_ATTACH_RESULT_IN_MEMORY = 16,
+    /// The blocks are C functions: `state` is an ffh_attach_functions, whose functions the
+    /// attach path calls itself (no dispatch through the Swift side).
+    FFH_ATTACH_CALLS_FUNCTIONS = 32,
 };
+
+/// An attachment's blocks as C functions (FFH_ATTACH_CALLS_FUNCTIONS): each gets `context` and
+/// the frame the Swift side's blocks read through EnterContext and LeaveContext (an
+/// ffh_attach_enter_frame, an ffh_attach_leave_frame). Lives as long as its attachment.
+typedef struct ffh_attach_functions {
+    void (*enter)(void *context, void *frame);
+    void (*leave)(void *context, void *frame);
+    void *context;
+} ffh_attach_functions;
 
 /// What the entry saves, and the enter block reads and writes: the argument registers as they
 /// arrived (the original gets them back from here).

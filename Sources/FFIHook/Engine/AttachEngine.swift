@@ -8,10 +8,16 @@ import Synchronization
     import Musl
 #endif
 
-/// The blocks of one attach, which an attach stub's record points at while it is installed.
-final class Attachment: Sendable {
+/// The blocks of one attach, which an attach stub's record points at while it is installed:
+/// Swift closures, which ``attachDispatch`` runs, or C functions (``AttachFunctions``), which
+/// the attach path calls itself.
+final class Attachment: @unchecked Sendable {
     let onEnter: EnterBlock?
     let onLeave: LeaveBlock?
+    /// The C functions, when the blocks are those: what the record's state points at. Never
+    /// written after init; freed with the attachment (which the registry keeps until no call
+    /// can be using it).
+    private let functions: UnsafeMutablePointer<ffh_attach_functions>?
     /// Whether the blocks run for calls made while a block runs on the same thread
     /// (``HookOptions/allowsReentry``).
     let reenters: Bool
@@ -20,17 +26,45 @@ final class Attachment: Sendable {
         self.onEnter = onEnter
         self.onLeave = onLeave
         self.reenters = reenters
+        functions = nil
     }
+
+    init(functions: AttachFunctions, reenters: Bool = false) {
+        onEnter = nil
+        onLeave = nil
+        self.reenters = reenters
+        let made = UnsafeMutablePointer<ffh_attach_functions>.allocate(capacity: 1)
+        made.initialize(
+            to: ffh_attach_functions(enter: functions.onEnter, leave: functions.onLeave, context: functions.context))
+        self.functions = made
+    }
+
+    deinit { functions?.deallocate() }
+
+    /// Whether there is a leave block.
+    var leaves: Bool { functions.map { $0.pointee.leave != nil } ?? (onLeave != nil) }
 
     /// The same blocks without the leave block (for a function that returns twice).
     var withoutLeave: Attachment {
-        Attachment(onEnter: onEnter, onLeave: nil, reenters: reenters)
+        guard let functions else { return Attachment(onEnter: onEnter, onLeave: nil, reenters: reenters) }
+        return Attachment(
+            functions: AttachFunctions(
+                onEnter: functions.pointee.enter, onLeave: nil, context: functions.pointee.context),
+            reenters: reenters)
     }
 
     /// The record's flags for these blocks.
     var flags: UInt {
-        (onEnter == nil ? 0 : UInt(FFH_ATTACH_ENTERS)) | (onLeave == nil ? 0 : UInt(FFH_ATTACH_LEAVES))
-            | (reenters ? UInt(FFH_ATTACH_REENTERS) : 0)
+        let enters = functions.map { $0.pointee.enter != nil } ?? (onEnter != nil)
+        return (enters ? UInt(FFH_ATTACH_ENTERS) : 0) | (leaves ? UInt(FFH_ATTACH_LEAVES) : 0)
+            | (reenters ? UInt(FFH_ATTACH_REENTERS) : 0) | (functions == nil ? 0 : UInt(FFH_ATTACH_CALLS_FUNCTIONS))
+    }
+
+    /// What the record's state holds: the C functions, or this object (unretained: the
+    /// registry holds it).
+    var state: UInt {
+        if let functions { return UInt(bitPattern: functions) }
+        return UInt(bitPattern: Unmanaged.passUnretained(self).toOpaque())
     }
 }
 
@@ -202,8 +236,7 @@ enum AttachEngine {
         epoch.pointee.wrappingAdd(1, ordering: .sequentiallyConsistent)
         guard let attachment else { return }
         flags.pointee.store(attachment.flags, ordering: .sequentiallyConsistent)
-        state.pointee.store(
-            UInt(bitPattern: Unmanaged.passUnretained(attachment).toOpaque()), ordering: .sequentiallyConsistent)
+        state.pointee.store(attachment.state, ordering: .sequentiallyConsistent)
     }
 
     /// Attaches to the function `slot` leads to, through a stub written into the slot as a
@@ -229,7 +262,7 @@ enum AttachEngine {
                 slot: FunctionSlot(address: address))
         }
         var attachment = attachment
-        if attachment.onLeave != nil {
+        if attachment.leaves {
             let aligned = address != 0 && address % UInt(MemoryLayout<UInt>.alignment) == 0
             let target = function != 0 ? function : aligned ? SlotMemory.load(address) ?? 0 : 0
             if symbol.map(ReturnsTwice.contains(name:)) == true || returnsTwice(target, slot: address) {
@@ -308,7 +341,7 @@ extension AttachEngine {
                     slot: FunctionSlot(address: address))
                 throw failure(error, at: address)
             }
-            guard items[place].attachment.onLeave != nil else { continue }
+            guard items[place].attachment.leaves else { continue }
             if ReturnsTwice.contains(name: items[place].symbol) {
                 leaveless[place] = items[place].attachment.withoutLeave
             } else {

@@ -48,6 +48,8 @@ extension HookError {
 
     /// Whether `name` is the file of one of Swift's platform overlays (`libswiftGlibc.so`).
     private static func isSwiftOverlay(_ name: String) -> Bool {
-        name.hasPrefix("libswift") && ["Glibc", "Musl", "Android", "WASILibc"].contains { name.contains($0) }
+        // (By prefix, without String.contains(_: String): that comes from the string-processing
+        // module, which a library linking this one then has to load.)
+        ["Glibc", "Musl", "Android", "WASILibc"].contains { name.hasPrefix("libswift" + $0) }
     }
 }

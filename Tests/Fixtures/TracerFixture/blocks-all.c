@@ -5,14 +5,20 @@
 // signals unblocked (a fault under the fault guard on a thread that blocks SIGSEGV makes the
 // kernel put SIGSEGV's action back to the default) and give every thread its mask back.
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 static void *volatile kept;
+/* The threads running their body: each has its mask by then (a new thread starts with every
+   signal blocked and takes the mask it was created with as it begins), so "ready" waits for all
+   three, and the masks read after it are the ones they keep. */
+static volatile int started;
 
 static void *churn(void *argument) {
     (void)argument;
+    __atomic_add_fetch(&started, 1, __ATOMIC_RELEASE);
     for (;;) {
         kept = malloc(64);
         free(kept);
@@ -27,6 +33,7 @@ int main(void) {
         pthread_t thread;
         pthread_create(&thread, NULL, churn, NULL);
     }
+    while (__atomic_load_n(&started, __ATOMIC_ACQUIRE) < 3) sched_yield();
     printf("ready\n");
     fflush(stdout);
     sigset_t ending;

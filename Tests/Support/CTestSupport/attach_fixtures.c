@@ -384,3 +384,39 @@ at_step_tally at_step_calls(long count, int reentry) {
     sigaction(SIGTRAP, &previous, NULL);
     return at_step_counts;
 }
+
+/* The frame's word at byte `offset`. */
+static uint64_t at_word(void *frame, unsigned offset) {
+    uint64_t value;
+    memcpy(&value, (char *)frame + offset, sizeof value);
+    return value;
+}
+
+void at_functions_enter(void *context, void *frame) {
+    at_functions_seen *seen = context;
+    seen->enters++;
+    seen->rdi = at_word(frame, 0);
+    seen->rsi = at_word(frame, 8);
+    seen->rax_count = at_word(frame, 48) & 0xff;
+    seen->enter_sp = at_word(frame, 56);
+    memcpy(&seen->enter_return, (const void *)(uintptr_t)seen->enter_sp, sizeof seen->enter_return);
+    memcpy(&seen->xmm0, (char *)frame + 64, sizeof seen->xmm0);
+    seen->enter_function = at_word(frame, 200);
+    seen->enter_thread = at_word(frame, 208);
+    uint64_t changed = seen->rsi + 100, scratch = 77;
+    memcpy((char *)frame + 8, &changed, sizeof changed);
+    memcpy((char *)frame + 192, &scratch, sizeof scratch);
+}
+
+void at_functions_leave(void *context, void *frame) {
+    at_functions_seen *seen = context;
+    seen->leaves++;
+    seen->result = at_word(frame, 0);
+    seen->leave_return = at_word(frame, 56);
+    seen->leave_sp = at_word(frame, 64);
+    seen->leave_scratch = at_word(frame, 72);
+    seen->leave_function = at_word(frame, 80);
+    seen->leave_thread = at_word(frame, 88);
+    uint64_t doubled = seen->result * 2;
+    memcpy(frame, &doubled, sizeof doubled);
+}

@@ -321,6 +321,13 @@ static inline void fht_leave_at(fht_counter *counter, uint64_t sp, uint64_t now)
     if (ticks > mine->longest) mine->longest = ticks;
 }
 
+/// The counting blocks as an attach's C functions (FFIHook's AttachFunctions): `counter` (an
+/// fht_counter) is the context, `frame` the attach's enter or leave frame, whose stack pointer
+/// at entry they count the call by (fht_enter, fht_leave). No Swift closure runs on the call.
+void fht_enter_function(void *_Nullable counter, void *_Nullable frame);
+/// (See fht_enter_function.)
+void fht_leave_function(void *_Nullable counter, void *_Nullable frame);
+
 /// The sum of every thread's copy of a counter (shortest and longest: the least and the
 /// greatest), read field by field with atomic loads.
 fht_counter fht_read(const fht_counter *counter);

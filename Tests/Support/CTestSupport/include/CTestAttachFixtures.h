@@ -160,6 +160,21 @@ int at_step_available(void);
 /// Called by the test's enter (0) and leave (1) blocks.
 void at_step_block(int leaving);
 
+/// What at_functions_enter and at_functions_leave saw, read from the frames by the byte offsets
+/// AttachFunctions documents (not through the library's own types).
+typedef struct {
+    uint64_t enters, leaves;
+    uint64_t rdi, rsi, rax_count, enter_sp, enter_return, enter_function, enter_thread;
+    double xmm0;
+    uint64_t result, leave_sp, leave_scratch, leave_return, leave_function, leave_thread;
+} at_functions_seen;
+
+/// An enter function for AttachFunctions, in C: records the frame's words into `context` (an
+/// at_functions_seen), adds 100 to the second integer argument and sets the scratch word to 77.
+void at_functions_enter(void *context, void *frame);
+/// Its leave function: records the leave frame's words and doubles the integer result.
+void at_functions_leave(void *context, void *frame);
+
 #ifdef __cplusplus
 }
 #endif
