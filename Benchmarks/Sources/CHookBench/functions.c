@@ -43,6 +43,12 @@ __attribute__((noinline)) int hb_add_replacement(int a, int b) {
     return ((int (*)(int, int))__atomic_load_n(&hb_replacement_original, __ATOMIC_RELAXED))(a, b);
 }
 
+__attribute__((noinline)) void hb_empty_attach_function(void *context, void *frame) {
+    (void)context;
+    (void)frame;
+    __asm__ __volatile__("" ::: "memory");
+}
+
 void hb_set_replacement_original(void *original) {
     __atomic_store_n(&hb_replacement_original, original, __ATOMIC_RELEASE);
 }

@@ -28,6 +28,9 @@ enum Mechanism: String, CaseIterable, Codable, Sendable, ExpressibleByArgument {
     case attachEnterLeave
     /// `Hook.attach` on the slot with an empty enter block only: no return address is swapped.
     case attachEnter
+    /// `Hook.attach` on the slot with empty enter and leave functions written in C
+    /// (`AttachFunctions`): ``attachEnterLeave`` without the Swift closures.
+    case attachFunctions
     /// `hb_add_padded` called directly, a `call rel32` from a C loop, with nothing patched:
     /// the floor of the inline rows and of frida's (see ``InlineTarget``).
     case inlineDirect
@@ -41,6 +44,10 @@ enum Mechanism: String, CaseIterable, Codable, Sendable, ExpressibleByArgument {
     /// The same direct calls, `Hook.attach` on the function's jump cell with an empty enter
     /// block and an empty leave block: the same attach as ``attachEnterLeave``, inline.
     case inlineAttachEnterLeave
+    /// The same direct calls, `Hook.attach` on the function's jump cell with empty enter and leave
+    /// functions written in C: ``inlineAttachEnterLeave`` without the Swift closures, what
+    /// frida's attach row has (empty C listeners).
+    case inlineAttachFunctions
     /// An instead block on the jump cell that calls the original (the trampoline).
     case inlineInstead
     /// A compiled C replacement (`hb_add_replacement`) in the jump cell through
@@ -105,10 +112,12 @@ enum Mechanism: String, CaseIterable, Codable, Sendable, ExpressibleByArgument {
         case .typedBeforeAfter: "typed before + after"
         case .attachEnterLeave: "attach: enter + leave"
         case .attachEnter: "attach: enter"
+        case .attachFunctions: "attach: C functions"
         case .inlineDirect: "direct call rel32 (no patch)"
         case .inlinePassThrough: "inline: patched, no hook"
         case .inlineBeforeAfter: "inline: before + after"
         case .inlineAttachEnterLeave: "inline: attach enter + leave"
+        case .inlineAttachFunctions: "inline: attach C functions"
         case .inlineInstead: "inline: instead → original"
         case .inlineReplace: "inline: C replace → original"
         case .objcMessage: "ObjC message send"
@@ -126,8 +135,9 @@ enum Mechanism: String, CaseIterable, Codable, Sendable, ExpressibleByArgument {
     var isHook: Bool {
         switch self {
         case .before, .after, .beforeAfter, .instead, .eightBefore, .typedBeforeAfter, .attachEnterLeave,
-            .attachEnter, .inlinePassThrough, .inlineBeforeAfter, .inlineAttachEnterLeave, .inlineInstead,
-            .inlineReplace, .objcHookBeforeAfter, .objcInstanceHookBeforeAfter, .objcPassThrough:
+            .attachEnter, .attachFunctions, .inlinePassThrough, .inlineBeforeAfter, .inlineAttachEnterLeave,
+            .inlineAttachFunctions, .inlineInstead, .inlineReplace, .objcHookBeforeAfter, .objcInstanceHookBeforeAfter,
+            .objcPassThrough:
             true
         case .direct, .closureLimit, .libffi, .inlineDirect, .objcMessage, .objcForwardingHook, .fridaAttach,
             .fridaReplace, .fridaReplaceFast:
@@ -138,7 +148,8 @@ enum Mechanism: String, CaseIterable, Codable, Sendable, ExpressibleByArgument {
     /// Whether the row patches (or calls unpatched) ``InlineTarget``'s function in its own code.
     var isInline: Bool {
         self == .inlineDirect || self == .inlinePassThrough || self == .inlineBeforeAfter
-            || self == .inlineAttachEnterLeave || self == .inlineInstead || self == .inlineReplace
+            || self == .inlineAttachEnterLeave || self == .inlineAttachFunctions || self == .inlineInstead
+            || self == .inlineReplace
     }
 
     /// Whether the row's loop calls the function directly, not through the slot: the inline
@@ -207,6 +218,8 @@ enum Mechanism: String, CaseIterable, Codable, Sendable, ExpressibleByArgument {
             return [try Hook.attach(on: slot, onEnter: { _ in }, onLeave: { _ in })]
         case .attachEnter:
             return [try Hook.attach(on: slot, onEnter: { _ in })]
+        case .attachFunctions:
+            return [try Hook.attach(on: slot, functions: Self.emptyFunctions)]
         case .inlineDirect:
             return []
         case .inlinePassThrough:
@@ -221,6 +234,8 @@ enum Mechanism: String, CaseIterable, Codable, Sendable, ExpressibleByArgument {
         case .inlineAttachEnterLeave:
             let cell = try InlineTarget.function().slot
             return [try Hook.attach(on: cell, onEnter: { _ in }, onLeave: { _ in })]
+        case .inlineAttachFunctions:
+            return [try Hook.attach(on: try InlineTarget.function().slot, functions: Self.emptyFunctions)]
         case .inlineInstead:
             let cell = try InlineTarget.function().slot
             return [try Hook.instead(on: cell, signature: types) { call in call.callOriginal() }]
@@ -228,6 +243,10 @@ enum Mechanism: String, CaseIterable, Codable, Sendable, ExpressibleByArgument {
             return [try InlineTarget.replace()]
         }
     }
+
+    /// Empty enter and leave functions compiled from C.
+    private static let emptyFunctions = AttachFunctions(
+        onEnter: hb_empty_attach_function, onLeave: hb_empty_attach_function, context: nil)
 
     /// Undoes ``install(on:)``.
     func remove(_ tokens: [any RemovableHook], from signature: BenchSignature) throws {

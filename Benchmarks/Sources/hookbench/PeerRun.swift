@@ -20,7 +20,7 @@ struct PeerRun {
     static let ownMechanisms: [Mechanism] = [
         .direct, .closureLimit, .libffi, .beforeAfter, .instead, .typedBeforeAfter, .attachEnterLeave,
         .inlineDirect, .inlinePassThrough, .inlineBeforeAfter, .inlineInstead, .inlineReplace,
-        .inlineAttachEnterLeave,
+        .inlineAttachEnterLeave, .inlineAttachFunctions,
     ]
 
     /// What frida installs.

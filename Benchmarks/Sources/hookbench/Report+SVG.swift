@@ -11,7 +11,7 @@ extension Report {
         .objcPassThrough: "#ffbb78", .objcForwardingHook: "#d62728", .inlineDirect: "#c7c7c7",
         .inlinePassThrough: "#c5b0d5", .inlineBeforeAfter: "#393b79", .inlineInstead: "#5254a3",
         .inlineReplace: "#8c6d31", .attachEnterLeave: "#e377c2", .attachEnter: "#f7b6d2",
-        .inlineAttachEnterLeave: "#7b4173",
+        .inlineAttachEnterLeave: "#7b4173", .attachFunctions: "#ce6dbd", .inlineAttachFunctions: "#a55194",
     ]
 
     /// The chart as a standalone SVG document.

@@ -212,6 +212,15 @@ struct Report: Codable, Sendable {
                         + "empty C listeners",
                     measured: "\(Format.ratio(speedup)) cheaper (\(versus(attach, frida)))", met: speedup >= 10))
         }
+        // The same attach with empty C functions, as frida's listeners are.
+        if let attach = median(.inlineAttachFunctions), let frida = median(.fridaAttach) {
+            let speedup = frida / attach
+            targets.append(
+                TargetCheck(
+                    goal: "inline attach with empty C functions ≥ 10 × cheaper than frida's attach with empty C "
+                        + "listeners",
+                    measured: "\(Format.ratio(speedup)) cheaper (\(versus(attach, frida)))", met: speedup >= 10))
+        }
         if let attach = median(.attachEnterLeave), let frida = median(.fridaAttach) {
             let speedup = frida / attach
             targets.append(

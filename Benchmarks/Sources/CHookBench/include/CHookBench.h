@@ -61,6 +61,10 @@ int hb_add_replacement(int a, int b);
 /// Stores the function ``hb_add_replacement`` calls as the original.
 void hb_set_replacement_original(void *original);
 
+/// An empty attach function (FFIHook's AttachFunctions), as a user writes one in C: what the
+/// rows with C functions run on entry and on return, and frida's rows with empty C listeners.
+void hb_empty_attach_function(void *context, void *frame);
+
 /// How many times `hb_tick` has run (wrapping), so that a check can see that a call of
 /// `void (void)` reached the original.
 unsigned hb_tick_calls(void);
