@@ -42,8 +42,11 @@ struct LoadedImage: Sendable {
     }
 
     /// The loaded objects now, in the loader's order, each with the details `details` asks
-    /// for once its names are known.
-    static func current(details: (LoadedImage) -> Details) -> [LoadedImage] {
+    /// for once its names are known; of the exports and imports, those `keeps` says yes to (a
+    /// string is made of those alone: a library exports thousands of names).
+    static func current(
+        details: (LoadedImage) -> Details, keeps: @escaping (UnsafePointer<CChar>) -> Bool = { _ in true }
+    ) -> [LoadedImage] {
         // The object being reported is built apart from those done (not through the list's last
         // element), and the walk's thread alone touches the collector: a library's thousands of
         // names each pay for their string and nothing else.
@@ -51,7 +54,11 @@ struct LoadedImage: Sendable {
             @exclusivity(unchecked) var images: [LoadedImage] = []
             @exclusivity(unchecked) var current: LoadedImage?
             let details: (LoadedImage) -> Details
-            init(_ details: @escaping (LoadedImage) -> Details) { self.details = details }
+            let keeps: (UnsafePointer<CChar>) -> Bool
+            init(_ details: @escaping (LoadedImage) -> Details, _ keeps: @escaping (UnsafePointer<CChar>) -> Bool) {
+                self.details = details
+                self.keeps = keeps
+            }
 
             func finish() {
                 if let current { images.append(current) }
@@ -59,7 +66,7 @@ struct LoadedImage: Sendable {
             }
         }
         return withoutActuallyEscaping(details) { details in
-            let collector = Collector(details)
+            let collector = Collector(details, keeps)
             withExtendedLifetime(collector) {
                 fht_walk(
                     { context, item, text, base in
@@ -75,8 +82,10 @@ struct LoadedImage: Sendable {
                         case FHT_SONAME: collector.current?.soname = String(cString: text)
                         case FHT_NEEDED: collector.current?.needed.append(String(cString: text))
                         case FHT_NAMED: return collector.current.map { collector.details($0).rawValue } ?? 0
-                        case FHT_EXPORT: collector.current?.exports.append(String(cString: text))
-                        case FHT_IMPORT: collector.current?.imports.append(String(cString: text))
+                        case FHT_EXPORT where collector.keeps(text):
+                            collector.current?.exports.append(String(cString: text))
+                        case FHT_IMPORT where collector.keeps(text):
+                            collector.current?.imports.append(String(cString: text))
                         default: break
                         }
                         return 0

@@ -272,19 +272,22 @@ final class Tracer: Sendable {
         // The `--library` names each new object answers to, found once (the match may resolve
         // the object's symbolic links).
         var namingByKey: [String: [String]] = [:]
-        let images = LoadedImage.current { image in
-            guard !seen.contains(image.key) else { return [] }
-            var details: LoadedImage.Details = []
-            let naming = configuration.libraries(naming: image.path, soname: image.soname)
-            namingByKey[image.key] = naming
-            if !configuration.inline, !naming.isEmpty {
-                details.insert(.exports)
-            }
-            // Every object is in scope with `.all`, and its group follows every object by itself;
-            // inline, no import table is attached to.
-            if !configuration.inline, configuration.scope != .all, isInScope(image) { details.insert(.imports) }
-            return details
-        }
+        // Only the names --symbols selects are kept of exports and imports: the functions traced
+        // are among them, and a function imported under another name has no counter.
+        let images = LoadedImage.current(
+            details: { image in
+                guard !seen.contains(image.key) else { return [] }
+                var details: LoadedImage.Details = []
+                let naming = configuration.libraries(naming: image.path, soname: image.soname)
+                namingByKey[image.key] = naming
+                if !configuration.inline, !naming.isEmpty {
+                    details.insert(.exports)
+                }
+                // Every object is in scope with `.all`, and its group follows every object by itself;
+                // inline, no import table is attached to.
+                if !configuration.inline, configuration.scope != .all, isInScope(image) { details.insert(.imports) }
+                return details
+            }, keeps: configuration.selects(cString:))
         // Only what is new is looked at: the functions of the traced libraries loaded since the
         // last walk in every object, every function in the objects loaded since (a program that
         // loads many objects would otherwise pay for all of them at each dlopen).

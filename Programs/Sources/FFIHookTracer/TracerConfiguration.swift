@@ -122,17 +122,32 @@ struct TracerConfiguration: Sendable {
         symbolPatterns.isEmpty || symbolMatcher.matches(name)
     }
 
+    /// ``selects(symbol:)`` for a name as C characters: a walk asks about each of a library's
+    /// thousands of names, and makes a string only of those chosen.
+    func selects(cString name: UnsafePointer<CChar>) -> Bool {
+        symbolPatterns.isEmpty || symbolMatcher.matches(cString: name)
+    }
+
     /// `--symbols` patterns as a matcher asks of thousands of names (every export of libc):
     /// the plain names (no `*`, `?`, `[` or `\\`, which match only themselves) in a set, the
     /// others as C strings for `fnmatch`, converted once.
     private struct SymbolMatcher: Sendable {
         let names: Set<String>
+        /// The plain names as C strings, when they are few (compared one by one).
+        let fewNames: [[CChar]]?
         let patterns: [[CChar]]
 
         init(_ patterns: [String]) {
             let isPlain = { (pattern: String) in !pattern.contains { "*?[\\".contains($0) } }
             names = Set(patterns.filter(isPlain))
+            fewNames = names.count <= 16 ? names.map { Array($0.utf8CString) } : nil
             self.patterns = patterns.filter { !isPlain($0) }.map { Array($0.utf8CString) }
+        }
+
+        func matches(cString name: UnsafePointer<CChar>) -> Bool {
+            if patterns.contains(where: { fnmatch($0, name, 0) == 0 }) { return true }
+            if let fewNames { return fewNames.contains { strcmp($0, name) == 0 } }
+            return names.contains(String(cString: name))
         }
 
         func matches(_ name: String) -> Bool {
