@@ -294,17 +294,36 @@ struct ffh_elf_index {
 };
 
 
+/* Which entries an index keeps: those whose name's hash has its bit in a Bloom filter (see
+   ffh_elf_index_make_filtered), those named by one of a few names (ffh_elf_index_make_named),
+   or all (neither given). */
+typedef struct {
+    const uint64_t *filter;
+    size_t words;
+    const char *const *names;
+    size_t name_count;
+} ffh_elf_keep;
+
 /* Whether a name's hash may be one of the names a filter was made of (see ffh_elf_index_make). */
 static int ffh_elf_filter_has(const uint64_t *filter, size_t words, uint32_t hash) {
     return !filter || ((filter[(hash >> 6) & (words - 1)] >> (hash & 63)) & 1);
 }
 
-/* Appends one RELA table's JUMP_SLOT and GLOB_DAT entries to the index's list (counting them,
-   all, only when the list is NULL; keeping only the names the filter may hold otherwise);
-   returns the new count. */
+/* Whether `name` is one of the names `keep` lists. */
+static int ffh_elf_keep_names(const ffh_elf_keep *keep, const char *name) {
+    for (size_t place = 0; place < keep->name_count; place++) {
+        const char *kept = keep->names[place];
+        if (kept && kept[0] == name[0] && strcmp(kept, name) == 0) return 1;
+    }
+    return 0;
+}
+
+/* Appends one RELA table's JUMP_SLOT and GLOB_DAT entries to the index's list (counting them
+   only when the list is NULL: all of them, or with names to keep those named); keeping only
+   those `keep` lets through; returns the new count. */
 static size_t ffh_elf_index_scan(const ffh_elf_object *object, const ffh_elf_dynamic *dynamic, const ElfW(Rela) *table,
                                  size_t size, size_t entry_size, ffh_elf_indexed *entries, size_t count,
-                                 const uint64_t *filter, size_t words) {
+                                 const ffh_elf_keep *keep) {
     if (!table || entry_size == 0) return count;
     for (size_t offset = 0; offset + entry_size <= size; offset += entry_size) {
         const ElfW(Rela) *relocation = (const ElfW(Rela) *)((const char *)table + offset);
@@ -312,10 +331,11 @@ static size_t ffh_elf_index_scan(const ffh_elf_object *object, const ffh_elf_dyn
         if (type != FFH_ELF_R_JUMP_SLOT && type != FFH_ELF_R_GLOB_DAT) continue;
         size_t index = ELF64_R_SYM(relocation->r_info);
         if (index == 0 || index > UINT32_MAX) continue;
+        if (keep->names && !ffh_elf_keep_names(keep, dynamic->strings + dynamic->symbols[index].st_name)) continue;
         if (entries) {
             const char *name = dynamic->strings + dynamic->symbols[index].st_name;
             uint32_t hash = ffh_gnu_hash(name);
-            if (!ffh_elf_filter_has(filter, words, hash)) continue;
+            if (!ffh_elf_filter_has(keep->filter, keep->words, hash)) continue;
             entries[count] = (ffh_elf_indexed){
                 .slot = object->base + relocation->r_offset,
                 .name = name,
@@ -332,8 +352,23 @@ static size_t ffh_elf_index_scan(const ffh_elf_object *object, const ffh_elf_dyn
 
 ffh_elf_index *ffh_elf_index_make(const ffh_elf_object *object) { return ffh_elf_index_make_filtered(object, NULL, 0); }
 
+static ffh_elf_index *ffh_elf_index_make_keeping(const ffh_elf_object *object, const ffh_elf_keep *keep);
+
 ffh_elf_index *ffh_elf_index_make_filtered(const ffh_elf_object *object, const uint64_t *filter, size_t words) {
     if (words == 0 || (words & (words - 1)) != 0) filter = NULL;
+    ffh_elf_keep keep = {.filter = filter, .words = words, .names = NULL, .name_count = 0};
+    return ffh_elf_index_make_keeping(object, &keep);
+}
+
+ffh_elf_index *ffh_elf_index_make_named(const ffh_elf_object *object, const char *const *names, size_t count) {
+    /* (With no names, none is kept: an empty list is not "every name".) */
+    static const char *const none[1] = {NULL};
+    ffh_elf_keep keep = {.filter = NULL, .words = 0, .names = names ? names : none, .name_count = names ? count : 0};
+    return ffh_elf_index_make_keeping(object, &keep);
+}
+
+/* Makes an index of the entries `keep` lets through. */
+static ffh_elf_index *ffh_elf_index_make_keeping(const ffh_elf_object *object, const ffh_elf_keep *keep) {
     /* Field by field: a compiler turns malloc and a memset of all of it into calloc, which the
        library does not call (every function it calls is one a user may hook). */
     ffh_elf_index *index = malloc(sizeof *index);
@@ -349,10 +384,10 @@ ffh_elf_index *ffh_elf_index_make_filtered(const ffh_elf_object *object, const u
         count = 0;
         if (dynamic->plt_is_rela) {
             count = ffh_elf_index_scan(object, dynamic, dynamic->plt, dynamic->plt_size, sizeof(ElfW(Rela)),
-                                       index->entries, count, filter, words);
+                                       index->entries, count, keep);
         }
         count = ffh_elf_index_scan(object, dynamic, dynamic->rela, dynamic->rela_size, dynamic->rela_entry,
-                                   index->entries, count, filter, words);
+                                   index->entries, count, keep);
         if (pass == 1 || count == 0 || count > INT32_MAX / 2) break;
         index->entries = malloc(count * sizeof *index->entries);
         if (!index->entries) {

@@ -122,8 +122,7 @@ extension ImportTable {
         }
         let tokens = try ImportWalk.withLoadedObjects { objects throws(HookError) in
             let chosen = try ImportWalk.chosen(from: objects, in: scope, signature: nil)
-            let index =
-                requests.count >= ImportWalk.EntryIndex.worthwhile ? ImportWalk.EntryIndex(requests: requests) : nil
+            let index = ImportWalk.EntryIndex(requests: requests)
             return try SlotMemory.keepingPagesWritable { () throws(HookError) -> [HookToken] in
                 try ImportWalk.attach(requests, in: chosen, index: index) { _ in true }
             }

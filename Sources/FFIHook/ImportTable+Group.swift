@@ -198,7 +198,7 @@ enum ImportGroup {
             let chosen = try ImportWalk.chosen(from: objects, in: scope, signature: nil)
             var found: [[(object: LoadedObject, entry: ImportWalk.Entry)]] = []
             let entryIndex =
-                names.count >= ImportWalk.EntryIndex.worthwhile ? ImportWalk.EntryIndex(symbols: names) : nil
+                ImportWalk.EntryIndex.forSymbols(names)
             for name in names {
                 let entries = ImportWalk.entries(of: name, in: chosen, index: entryIndex).map {
                     (object: chosen[$0.object], entry: $0.entry)

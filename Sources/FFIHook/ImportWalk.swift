@@ -232,9 +232,33 @@ package enum ImportWalk {
         /// the twenty objects of a process with the Swift runtime.
         private let filter: [UInt64]
 
+        /// The names the index is for, when they are few (``init(names:)``): each object's index
+        /// keeps the entries of these names alone, found by comparing names (no hash of every
+        /// entry's), with their C strings for the C side, which the index frees.
+        private let names: Set<String>?
+        private let nameStrings: UnsafeMutablePointer<UnsafePointer<CChar>?>?
+        private let nameCount: Int
+
         /// An index for questions about any name.
         init() {
             filter = []
+            names = nil
+            nameStrings = nil
+            nameCount = 0
+        }
+
+        /// An index for questions about a few names (fewer than ``worthwhile``: what a group of
+        /// a few symbols, or a follower of `dlopen`, asks): each object's relocations are read
+        /// once for all of them, where each name's question would read them again. A question
+        /// about another name is answered too, by reading the objects' relocations for it alone.
+        init(names: some Sequence<String>) {
+            let distinct = Array(Set(names))
+            filter = []
+            self.names = Set(distinct)
+            nameCount = distinct.count
+            let strings = UnsafeMutablePointer<UnsafePointer<CChar>?>.allocate(capacity: max(distinct.count, 1))
+            for (place, name) in distinct.enumerated() { strings[place] = UnsafePointer(strdup(name)) }
+            nameStrings = strings
         }
 
         /// An index for questions about the names whose ELF hashes (``ffh_elf_name_hash``) are
@@ -247,6 +271,9 @@ package enum ImportWalk {
             var filter = [UInt64](repeating: 0, count: words)
             for hash in hashes { filter[Int(hash >> 6) & (words - 1)] |= 1 << UInt64(hash & 63) }
             self.filter = filter
+            names = nil
+            nameStrings = nil
+            nameCount = 0
         }
 
         /// An index for questions about `symbols`.
@@ -254,9 +281,20 @@ package enum ImportWalk {
             self.init(hashes: symbols.map(Self.hash(of:)))
         }
 
-        /// An index for questions about the symbols of `requests` and `symbols`.
+        /// An index for questions about the symbols of `requests` and `symbols`: by their names
+        /// when they are few, else by a filter of their hashes.
         convenience init(requests: [ImportRequest], adding symbols: [String] = []) {
-            self.init(hashes: requests.map { $0.nameHash ?? Self.hash(of: $0.symbol) } + symbols.map(Self.hash(of:)))
+            if requests.count + symbols.count < Self.worthwhile {
+                self.init(names: requests.map(\.symbol) + symbols)
+            } else {
+                self.init(
+                    hashes: requests.map { $0.nameHash ?? Self.hash(of: $0.symbol) } + symbols.map(Self.hash(of:)))
+            }
+        }
+
+        /// An index for questions about `symbols`, by their names when they are few.
+        static func forSymbols(_ symbols: [String]) -> EntryIndex {
+            symbols.count < worthwhile ? EntryIndex(names: symbols) : EntryIndex(symbols: symbols)
         }
 
         /// The ELF hash of a symbol's name (``ffh_elf_name_hash``).
@@ -266,16 +304,22 @@ package enum ImportWalk {
 
         deinit {
             for case (_, let index?, _) in byPosition { ffh_elf_index_free(index) }
+            if let nameStrings {
+                for place in 0..<nameCount { free(UnsafeMutableRawPointer(mutating: nameStrings[place])) }
+                nameStrings.deallocate()
+            }
         }
 
-        /// Whether the filter lets `hash` through (every hash without a filter).
-        func admits(_ hash: UInt32) -> Bool {
-            filter.isEmpty || (filter[Int(hash >> 6) & (filter.count - 1)] >> UInt64(hash & 63)) & 1 == 1
+        /// Whether the index answers for `symbol`, whose hash is `hash`: one of its names, or a
+        /// hash its filter lets through (every name without either).
+        func admits(_ symbol: String, hash: UInt32) -> Bool {
+            if let names { return names.contains(symbol) }
+            return filter.isEmpty || (filter[Int(hash >> 6) & (filter.count - 1)] >> UInt64(hash & 63)) & 1 == 1
         }
 
         /// Whether the index was made for a set of names (and keeps only entries whose names
         /// may be among them).
-        var isFiltered: Bool { !filter.isEmpty }
+        var isFiltered: Bool { !filter.isEmpty || names != nil }
 
         /// Calls `body` with each entry the index keeps for `object`, in the order of its
         /// tables, with its name and the name's hash; false, calling nothing, when the object
@@ -311,9 +355,11 @@ package enum ImportWalk {
                     (made: false, index: nil, empty: false), count: position + 1 - byPosition.count)
             }
             if !byPosition[position].made {
-                let made = filter.withUnsafeBufferPointer { words in
-                    ffh_elf_index_make_filtered(object, words.baseAddress, words.count)
-                }
+                let made =
+                    nameStrings.map { ffh_elf_index_make_named(object, $0, nameCount) }
+                    ?? filter.withUnsafeBufferPointer { words in
+                        ffh_elf_index_make_filtered(object, words.baseAddress, words.count)
+                    }
                 byPosition[position] = (true, made, made != nil && ffh_elf_index_count(made) == 0)
             }
             return (byPosition[position].index, byPosition[position].empty)
@@ -329,7 +375,7 @@ package enum ImportWalk {
             symbol.withCString { name in
                 let hash = hash ?? ffh_elf_name_hash(name)
                 // A name the index is not for: each object's relocations are read for it.
-                guard admits(hash) else {
+                guard admits(symbol, hash: hash) else {
                     for place in objects.indices {
                         for entry in ImportWalk.entries(of: symbol, in: objects[place]) { body(place, entry) }
                     }
@@ -402,7 +448,9 @@ package enum ImportWalk {
         var items: [AttachEngine.Item] = []
         items.reserveCapacity(requests.count)
         let hashes = requests.map { $0.nameHash ?? EntryIndex.hash(of: $0.symbol) }
-        if let index, index.isFiltered, objects.count > 2, hashes.allSatisfy(index.admits) {
+        if let index, index.isFiltered, objects.count > 2,
+            requests.indices.allSatisfy({ index.admits(requests[$0].symbol, hash: hashes[$0]) })
+        {
             // Each object's entries of the requests' names, met once each: the index holds only
             // entries whose names may be the requests' (in an object that imports none of them,
             // the few that get through the filter), where asking it about each request would ask

@@ -199,9 +199,7 @@ final class LoadFollower: Sendable {
                     return try SlotMemory.keepingPagesWritable { () throws(HookError) in
                         var tokens: [HookToken] = []
                         // For the requests' names and dlopen's.
-                        let index =
-                            requests.count >= ImportWalk.EntryIndex.worthwhile
-                            ? ImportWalk.EntryIndex(requests: requests, adding: ["dlopen"]) : nil
+                        let index = ImportWalk.EntryIndex(requests: requests, adding: ["dlopen"])
                         if requests.allSatisfy({ $0.signature == nil }) {
                             // Attaches: one batch.
                             tokens = try ImportWalk.attach(requests, in: objects, index: index) {

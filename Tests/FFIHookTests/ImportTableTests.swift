@@ -223,6 +223,36 @@ extension FixtureTableTests {
             }
         }
 
+        /// An index for a few names (read by comparing names, not hashes) answers for them, and
+        /// for any other name, as a scan of each object does; and it keeps those names' entries
+        /// alone, as the inverted walk of a group reads them.
+        @Test func anIndexForAFewNamesAnswersEveryNameAsTheScanDoes() throws {
+            _ = try ImportFixtures.open(Self.fullRELRO)
+            ImportWalk.withLoadedObjects { objects in
+                let few = ["strlen", "dlopen", "malloc", "no_such_symbol_anywhere"]
+                let index = ImportWalk.EntryIndex(names: few)
+                #expect(index.isFiltered)
+                let asking = few + ["free", "memcpy", "abort", "pthread_create"]
+                for symbol in asking {
+                    let indexed = index.entries(of: symbol, in: objects)
+                    let scanned = objects.indices.flatMap { place in
+                        ImportWalk.entries(of: symbol, in: objects[place]).map { (place, $0) }
+                    }
+                    #expect(
+                        indexed.map { "\($0.object) \($0.entry.slot) \($0.entry.kind) \($0.entry.version ?? "-")" }
+                            == scanned.map { "\($0.0) \($0.1.slot) \($0.1.kind) \($0.1.version ?? "-")" },
+                        "\(symbol)")
+                }
+                #expect(index.entries(of: "strlen", in: objects).count > 0)
+                for object in objects {
+                    var kept: [String] = []
+                    _ = index.forEachIndexedEntry(of: object) { name, _, _ in kept.append(String(cString: name)) }
+                    #expect(kept.allSatisfy(few.contains), "\(object.path)")
+                    #expect(kept.count == few.map { ImportWalk.entries(of: $0, in: object).count }.reduce(0, +))
+                }
+            }
+        }
+
         /// Every symbol an object's JUMP_SLOT and GLOB_DAT entries name, from a scan of them all.
         static func symbolsNamed(in object: LoadedObject) -> [String] {
             var capacity = 64

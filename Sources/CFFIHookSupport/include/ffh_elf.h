@@ -95,6 +95,12 @@ ffh_elf_index *ffh_elf_index_make(const ffh_elf_object *object);
 /// Without a filter (NULL, or `words` not a power of two), every entry is kept.
 ffh_elf_index *ffh_elf_index_make_filtered(const ffh_elf_object *object, const uint64_t *filter, size_t words);
 
+/// As ffh_elf_index_make, keeping only the entries named by one of the `count` names of `names`
+/// (compared whole): for questions about a few names, where hashing every entry's name for a
+/// filter would cost more than the questions. The object's relocations are read once, however
+/// many names. An index made so answers for those names only.
+ffh_elf_index *ffh_elf_index_make_named(const ffh_elf_object *object, const char *const *names, size_t count);
+
 /// How many entries an index holds (0 for NULL).
 size_t ffh_elf_index_count(const ffh_elf_index *index);
 
