@@ -56,6 +56,7 @@ gcc -O0 -o "$work/crashes" "$fixture/crashes.c" -L"$work" -ltracee -Wl,-rpath,"$
 gcc -O0 -o "$work/churns" "$fixture/churns.c"
 gcc -O0 -o "$work/loader-lock" "$fixture/loader-lock.c"
 gcc -O0 -pthread -o "$work/blocks-all" "$fixture/blocks-all.c"
+gcc -O0 -pthread -o "$work/main-exits" "$fixture/main-exits.c" -L"$work" -ltracee -Wl,-rpath,"$work"
 gcc -O1 -o "$work/sorts" "$fixture/sorts.c"
 gcc -O0 -fPIC -shared -o "$work/libjump.so" "$fixture/jump.c"
 gcc -O0 -o "$work/jumps" "$fixture/jumps.c" -L"$work" -ljump -Wl,-rpath,"$work"
@@ -225,7 +226,7 @@ if forks < 3:
 print(f"nested subshells: {forks} forks, each returned once, in the process that made it")
 PYTHON
 # A JSON file named without %p is the started process's: the program, bash's child here, says
-# that its calls are not in it (a shell that ends with _exit, as dash does, writes none at all).
+# that its calls are not in it.
 "$bin/ffi-hook-tracer" --library libtracee.so --json "$work/shared.json" -- bash -c '"$0" > /dev/null; true' \
     "$work/program" 2>"$work/shared.err"
 grep -Eq "the calls of program \(pid [0-9]+\) are in the table above only, not in $work/shared.json" "$work/shared.err"
@@ -327,6 +328,57 @@ if printf 'int main(void) { return 0; }\n' | gcc -static -x c -o "$work/static-t
     grep -q "static-true is linked statically: no loader runs in it" "$work/static-true.err"
     echo "a statically linked program: named as one the tracer cannot enter"
 fi
+
+echo "== tracer test: a program whose main thread ends with pthread_exit"
+# The process ends when its last thread does (the C library's exit(0)), not kept alive by the
+# tracer's report thread (it was, for ever); the report counts both threads' calls and names
+# the program (the main thread's /proc links are gone by then).
+status=0
+timeout -s KILL 20 "$bin/ffi-hook-tracer" --library libtracee.so -- "$work/main-exits" \
+    >"$work/main-exits.out" 2>"$work/main-exits.err" || status=$?
+if [ "$status" -ne 0 ] || ! grep -q "^worker made 1000 calls$" "$work/main-exits.out" ||
+    ! grep -Eq "^ffi-hook-tracer: main-exits \(pid [0-9]+\): 1,001 calls of 1 function" "$work/main-exits.err"; then
+    echo "main thread ended by pthread_exit: status $status (137: it hung)" >&2
+    cat "$work/main-exits.out" "$work/main-exits.err" >&2
+    exit 1
+fi
+echo "main thread ended by pthread_exit: the process ended with status 0 after its last thread, 1,001 calls reported"
+
+echo "== tracer test: a program that ends with _exit or _Exit"
+# No atexit handler runs: the start library's _exit and _Exit have the report made first, with
+# the program's status. A vfork child's _exit (on its parent's memory) makes none. dash, the
+# Debian shell, always ends with _exit: its calls are reported (they were lost).
+for mode in quick-exit quick-Exit; do
+    status=0
+    timeout -s KILL 20 "$bin/ffi-hook-tracer" --library libtracee.so -- "$work/crashes" "$mode" \
+        >/dev/null 2>"$work/quick-exit.err" || status=$?
+    if [ "$status" -ne 7 ] || ! grep -Eq "^ffi-hook-tracer: crashes \(pid [0-9]+\): 101 calls of 1 function" "$work/quick-exit.err"; then
+        echo "$mode: status $status" >&2
+        cat "$work/quick-exit.err" >&2
+        exit 1
+    fi
+done
+status=0
+timeout -s KILL 20 "$bin/ffi-hook-tracer" --library libtracee.so -- "$work/crashes" vfork-exit \
+    >"$work/vfork-exit.out" 2>"$work/vfork-exit.err" || status=$?
+if [ "$status" -ne 0 ] || ! grep -qx "child 3" "$work/vfork-exit.out" ||
+    [ "$(grep -c "^ffi-hook-tracer: crashes" "$work/vfork-exit.err")" -ne 1 ] ||
+    ! grep -Eq "^ffi-hook-tracer: crashes \(pid [0-9]+\): 11 calls of 1 function" "$work/vfork-exit.err"; then
+    echo "a vfork child's _exit: status $status" >&2
+    cat "$work/vfork-exit.out" "$work/vfork-exit.err" >&2
+    exit 1
+fi
+if [ "$(readlink -f /bin/sh)" = "$(readlink -f "$(command -v dash 2>/dev/null || echo /nonexistent)")" ]; then
+    status=0
+    "$bin/ffi-hook-tracer" --library libc.so.6 --symbols write -- sh -c 'echo one; echo two; exit 3' \
+        >/dev/null 2>"$work/dash.err" || status=$?
+    if [ "$status" -ne 3 ] || ! grep -Eq "^ffi-hook-tracer: dash \(pid [0-9]+\): 2 calls of 1 function" "$work/dash.err"; then
+        echo "dash ending with _exit: status $status" >&2
+        cat "$work/dash.err" >&2
+        exit 1
+    fi
+fi
+echo "_exit and _Exit: the report first, status 7; a vfork child's _exit makes none; dash's calls reported"
 
 echo "== tracer test: a program that closes its standard error at exit, or reuses descriptors"
 # The report goes to the standard error the program started with: coreutils close it at exit

@@ -189,7 +189,8 @@ extension ImportTable {
             state = .hooked(original: hooked.original)
         } else if value == 0
             || (ffh_elf_is_in_code(object.object, value) != 0
-                && ffh_elf_is_writable_data(object.object, entry.slot) != 0)
+                && ffh_elf_is_writable_data(object.object, entry.slot) != 0
+                && SlotRegistry.shared.isWritten(at: entry.slot) != true)
         {
             // As ImportWalk.bindLazyEntry tells a lazy entry: it leads into its own object's
             // code from memory the loader still writes.

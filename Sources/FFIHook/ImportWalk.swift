@@ -604,7 +604,9 @@ package enum ImportWalk {
     /// loader leaves writable, so it is written in place with no page protection to lift,
     /// by compare-and-swap: a concurrent first call that binds it meanwhile writes the same
     /// address. An entry that points into the object's code from read-only (RELRO) memory
-    /// was bound at load, to a function of the object itself, and is left as it is.
+    /// was bound at load, to a function of the object itself, and is left as it is; so is one
+    /// the library wrote itself (a replacement compiled into the object, `ImportTable.replace`
+    /// of the program's own function, leads into the object's code as a lazy entry does).
     static func bindLazyEntry(_ entry: Entry, of symbol: String, in object: LoadedObject) -> Bool {
         bindLazyEntry(entry, of: symbol, in: object.object, handle: object.handle)
     }
@@ -615,7 +617,8 @@ package enum ImportWalk {
     ) -> Bool {
         let current = value(at: entry.slot)
         guard current != 0, ffh_elf_is_in_code(object, UInt(current)) != 0,
-            ffh_elf_is_writable_data(object, UInt(entry.slot)) != 0
+            ffh_elf_is_writable_data(object, UInt(entry.slot)) != 0,
+            SlotRegistry.shared.isWritten(at: entry.slot) != true
         else { return true }
         guard let resolved = ffh_elf_resolve(symbol, handle) else { return false }
         _ = ffh_elf_replace(UInt(entry.slot), UInt(current), UInt(bitPattern: resolved))

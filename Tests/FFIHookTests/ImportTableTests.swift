@@ -624,6 +624,35 @@ extension FixtureTableTests {
             #expect(parse("12") == 12)
         }
 
+        /// A replacement compiled into the object whose entry it fills leads into that object's
+        /// code from memory the loader writes, as an entry not bound yet does: it is not taken
+        /// for one (a hook installed later bound the entry to the real function, and the
+        /// replacement was lost), and the bindings say what it is.
+        @Test func aReplacementFromTheObjectItselfIsWrappedByALaterHook() throws {
+            let library = try ImportFixtures.open(Self.lazy, flags: RTLD_LAZY)
+            let parse = try ImportFixtures.function("cimportlazy_parse", in: library, as: ImportFixtures.ParseLong.self)
+            let own = try ImportFixtures.function(
+                "cimportlazy_own_atol", in: library, as: ImportFixtures.ParseLong.self)
+            let ownAddress = UInt(bitPattern: unsafeBitCast(own, to: UnsafeRawPointer.self))
+            let group = try ImportTable.replace(symbol: "atol", in: .object(Self.lazy), with: own)
+            defer { group.remove() }
+            #expect(parse("5") == 1005)
+            let bindings = try ImportTable.bindings(of: "atol", in: .object(Self.lazy))
+            #expect(!bindings.isEmpty)
+            #expect(bindings.allSatisfy { $0.function == ownAddress && !$0.isHooked }, "\(bindings)")
+            let hook = try ImportTable.instead(symbol: "atol", in: .object(Self.lazy), signature: Signature("q*")) {
+                call in
+                call.callOriginal()
+                call.setReturnValue(call.returnValue(as: Int64.self) + 1)
+            }
+            #expect(parse("5") == 1006)
+            #expect(try ImportTable.bindings(of: "atol", in: .object(Self.lazy)).allSatisfy { $0.isHooked })
+            #expect(hook.remove())
+            #expect(parse("5") == 1005)
+            #expect(group.remove())
+            #expect(parse("5") == 5)
+        }
+
         @Test func replaceUnderFullRELROKeepsTheTableReadOnly() throws {
             let library = try ImportFixtures.open(Self.fullRELRO)
             let length = try ImportFixtures.function(

@@ -460,8 +460,9 @@ static void fhs_say_no_report(int signal, const char *why) {
     int count = 0;
     for (long pid = (long)syscall(SYS_getpid); pid > 0 && count < 12; pid /= 10) digits[count++] = (char)('0' + pid % 10);
     while (count > 0) text[length++] = digits[--count];
-    const char *name = sigabbrev_np(signal);
-    const char *parts[] = {" ended by SIG", name ? name : "?", " ", why, ": no report\n"};
+    const char *name = signal ? sigabbrev_np(signal) : NULL;
+    const char *parts[] = {signal ? " ended by SIG" : " ended by _exit", signal ? (name ? name : "?") : "", " ", why,
+                           ": no report\n"};
     for (size_t index = 0; index < sizeof parts / sizeof parts[0]; index++) {
         size_t part = strlen(parts[index]);
         if (length + part > sizeof text) break;
@@ -479,9 +480,20 @@ static void fhs_mark_own_work(void) {
 
 /* Has the report made (by the report thread, or here in a forked child, where no lock it needs
    can be held when `safe`), waits while it moves on, and ends the process of `ending`. */
+static void fhs_report_and_wait(int ending, int safe);
+
 static void fhs_report_and_end(int ending, int safe) {
-    fhs_mark_own_work();
     int saved = errno;
+    fhs_report_and_wait(ending, safe);
+    fhs_end_with(ending);
+    errno = saved;
+}
+
+/* Has the report made (by the report thread, which it wakes; here, with no such thread, when
+   `safe`) unless it is made already, and waits while it moves on, 3 s at most without progress.
+   `ending`: the signal ending the process, 0 for _exit. */
+static void fhs_report_and_wait(int ending, int safe) {
+    fhs_mark_own_work();
     int expected = 0;
     int state = __atomic_load_n(&fhs_report_state, __ATOMIC_ACQUIRE);
     int wake = __atomic_load_n(&fhs_report_wake, __ATOMIC_ACQUIRE);
@@ -523,8 +535,6 @@ static void fhs_report_and_end(int ending, int safe) {
         fhs_say_no_report(ending, safe ? "after its report stopped for 3 s"
                                        : "after its report stopped for 3 s (interrupted where a lock may be held)");
     }
-    fhs_end_with(ending);
-    errno = saved;
 }
 
 static void fhs_deadly(int signal, siginfo_t *info, void *context) {
@@ -1049,7 +1059,39 @@ __attribute__((noreturn)) void abort(void) {
     _exit(127);
 }
 
+// MARK: - _exit
+
+/* The process ID this memory belongs to: set at load and in a forked child. A vfork child (or
+   a clone sharing the memory without the fork handlers) runs on its parent's memory with
+   another ID. */
+static pid_t fhs_process_id;
+
+static void fhs_forked_id(void) { fhs_process_id = (pid_t)ffh_syscall0(SYS_getpid); }
+
+/* Where _exit and _Exit lead: the report, as exit makes it (the process ends without its atexit
+   handlers and finalizers, where exit makes it: the Debian shell, dash, always ends so), then
+   the end of the process as the C library's _exit ends it. Not in a vfork child, which runs on
+   its parent's memory (its report would be the parent's, and end it), nor before the tracer is
+   loaded. Made as a deadly signal's is: by the report thread while this one waits (3 s at most
+   without progress: _exit may be called from a signal handler that interrupted a lock the
+   report needs), or here without one. */
+static __attribute__((noreturn)) void fhs_quick_exit(int status) {
+    if (fhs_finish_signalled && (pid_t)ffh_syscall0(SYS_getpid) == fhs_process_id &&
+        !fhs_on_reporter) {
+        int saved = errno;
+        fhs_report_and_wait(0, fhs_loader_depth == 0 && !fhs_in_own_work());
+        errno = saved;
+    }
+    for (;;) ffh_syscall3(SYS_exit_group, status, 0, 0);
+}
+
+/* The program's _exit and _Exit (this library is preloaded: its definitions come first). */
+__attribute__((noreturn, visibility("default"))) void _exit(int status) { fhs_quick_exit(status); }
+__attribute__((noreturn, visibility("default"))) void _Exit(int status) { fhs_quick_exit(status); }
+
 __attribute__((constructor)) static void fhs_start(void) {
+    fhs_process_id = (pid_t)ffh_syscall0(SYS_getpid);
+    pthread_atfork(NULL, NULL, fhs_forked_id);
     /* Found now, not at the program's first sigaction, which a signal handler may make (where
        dlsym may not run). */
     (void)fhs_real_sigaction();

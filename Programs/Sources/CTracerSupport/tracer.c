@@ -702,7 +702,42 @@ static int fht_own_stack(void) {
     return index;
 }
 
+/* glibc's count of the threads that keep the process alive (`__nptl_nthreads`, which it exports
+   for thread debuggers): the last of them to end calls exit(0), which runs the atexit handlers
+   (the tracer's report among them). The tracer's own threads are taken out of it while they
+   run, so that a program whose main thread ended with pthread_exit still ends when its last
+   thread does; NULL where there is no such count. Looked up as the library loads, before any
+   function is traced (dlvsym's calls of the loader's functions are not the program's). */
+static unsigned int *fht_program_thread_count;
+
+__attribute__((constructor)) static void fht_find_program_threads(void) {
+    fht_program_thread_count = (unsigned int *)dlvsym(RTLD_DEFAULT, "__nptl_nthreads", "GLIBC_PRIVATE");
+}
+
+static unsigned int *fht_program_threads(void) { return fht_program_thread_count; }
+
+/* What an own thread runs, and with what. */
+typedef struct {
+    void *(*body)(void *);
+    void *argument;
+} fht_own_start;
+
+/* An own thread: its body, then its place in the count given back for the C library's end of
+   the thread to take (see fht_program_threads). */
+static void *fht_own_body(void *argument) {
+    fht_own_start start = *(fht_own_start *)argument;
+    free(argument);
+    void *result = start.body(start.argument);
+    unsigned int *count = fht_program_threads();
+    if (count) __atomic_add_fetch(count, 1, __ATOMIC_SEQ_CST);
+    return result;
+}
+
 int ffi_hook_tracer_thread(void *(*body)(void *), void *argument, const char *name) {
+    fht_own_start *start = malloc(sizeof *start);
+    if (!start) return -1;
+    *start = (fht_own_start){.body = body, .argument = argument};
+    unsigned int *count = fht_program_threads();
     /* Every signal blocked, so that none of the process's is delivered to the thread, but those
        a fault raises: the thread reads and writes under the library's fault guard, whose
        SIGSEGV would otherwise end the process, and inline patching stops every thread through
@@ -723,15 +758,20 @@ int ffi_hook_tracer_thread(void *(*body)(void *), void *argument, const char *na
         pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
     }
     pthread_t thread;
-    int created = pthread_create(&thread, &attributes, body, argument);
+    int created = pthread_create(&thread, &attributes, fht_own_body, start);
     pthread_attr_destroy(&attributes);
     if (created == 0 && stack >= 0) {
         fht_own_stack_threads[stack] = thread;
         fht_own_stack_busy[stack] = 1;
     }
+    /* (pthread_create counted it; the thread gives it back as it ends.) */
+    if (created == 0 && count) __atomic_sub_fetch(count, 1, __ATOMIC_SEQ_CST);
     pthread_mutex_unlock(&fht_own_stack_lock);
     pthread_sigmask(SIG_SETMASK, &previous, NULL);
-    if (created != 0) return -1;
+    if (created != 0) {
+        free(start);
+        return -1;
+    }
     pthread_setname_np(thread, name);
     return 0;
 }

@@ -712,7 +712,9 @@ final class Tracer: Sendable {
                 // nothing: it has nothing to report, and the started process says what was missed.
                 let isWriter = state.configuration.jsonWriter.map { $0 == pid } ?? !isForkedChild
                 if !isWriter && state.matchedNames.isEmpty { return nil }
-                let missing = state.configuration.libraries.filter { !state.matchedNames.contains($0) }
+                // Nor does such a process say which `--library` names it did not load (a shell's
+                // `true` loads the C library but not libz): the started process says that.
+                let missing = isWriter ? state.configuration.libraries.filter { !state.matchedNames.contains($0) } : []
                 if !missing.isEmpty {
                     state.reportedUnmatched = true
                     // What only the tracer brought (its library, the Swift runtime, libffi) is no
@@ -994,7 +996,10 @@ final class Tracer: Sendable {
     /// The program's file name.
     private static var programName: String {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let length = readlink("/proc/self/exe", &buffer, Int(PATH_MAX))
+        // The calling thread's link first: /proc/self is the main thread's, whose link is gone
+        // once it has ended by pthread_exit (the process lives on in its other threads).
+        var length = readlink("/proc/thread-self/exe", &buffer, Int(PATH_MAX))
+        if length <= 0 { length = readlink("/proc/self/exe", &buffer, Int(PATH_MAX)) }
         guard length > 0 else { return "?" }
         let path = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
         return path.split(separator: "/").last.map(String.init) ?? path

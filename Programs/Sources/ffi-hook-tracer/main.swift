@@ -33,7 +33,9 @@ let usage = """
     Runs PROGRAM with the tracer library preloaded. At exit the program prints, to standard
     error, the calls and time of each traced function, by total time: its calls, their total
     time (a recursive call's once), its self time (less the traced calls made inside it), the
-    mean call, and its share of the time spent in traced functions. A signal that ends the
+    mean call (each call's whole time averaged, a recursive call's inner calls included: more
+    than total / calls for a recursive function), and its share of the time spent in traced
+    functions. A signal that ends the
     program (Ctrl-C, kill, a crash, a write to a closed pipe) has the report made first, its
     heading naming the signal, and the program then dies of it as it would have: where the
     program leaves a signal's action at the default, the tracer's handler stands in for it (the

@@ -1023,6 +1023,15 @@ package final class SlotRegistry: Sendable {
         }
     }
 
+    /// Whether the library has written the slot at `address`: it holds a replacement, or the
+    /// closure of hooks (which may wrap one); nil when this thread holds the lock (see
+    /// ``statistics``). A replacement compiled into the object whose entry it fills leads into
+    /// that object's code, as an entry not yet bound does: this tells them apart.
+    package func isWritten(at address: UInt) -> Bool? {
+        guard !holdsLock else { return nil }
+        return state.withLock { state in state.replacements[address] != nil || state.entries[address] != nil }
+    }
+
     /// Whether `address` is in code the engine made: a hook's closure or an attach stub.
     /// (False when this thread holds the registry's lock.)
     package func isEngineCode(_ address: UInt) -> Bool {

@@ -5,6 +5,8 @@
 
 long cimportlazy_parse(const char *text) { return atol(text); }
 
+long cimportlazy_own_atol(const char *text) { return strtol(text, NULL, 10) + 1000; }
+
 static jmp_buf cimportlazy_buffer;
 int cimportlazy_setjmp_twice(void) {
     volatile int returns = 0;

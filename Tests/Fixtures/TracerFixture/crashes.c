@@ -75,6 +75,23 @@ static void fork_child_raising_sigterm(int sum) {
 
 int main(int argc, char **argv) {
     int sum = tracee_add(0, 1);
+    /* 100 more calls, then _exit(7) (or _Exit): no atexit handler runs. */
+    if (argc > 1 && (strcmp(argv[1], "quick-exit") == 0 || strcmp(argv[1], "quick-Exit") == 0)) {
+        for (int call = 0; call < 100; call++) sum = tracee_add(sum, 1);
+        if (argv[1][6] == 'E') _Exit(7);
+        _exit(7);
+    }
+    /* A vfork child that ends with _exit at once (as one whose exec failed does), then 10 more
+       calls and a return from main. */
+    if (argc > 1 && strcmp(argv[1], "vfork-exit") == 0) {
+        pid_t child = vfork();
+        if (child == 0) _exit(3);
+        int status = 0;
+        waitpid(child, &status, 0);
+        for (int call = 0; call < 10; call++) sum = tracee_add(sum, 1);
+        printf("child %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        return 0;
+    }
     if (argc > 1 && strcmp(argv[1], "count") == 0) {
         for (;;) {
             sum = tracee_add(sum, 1);

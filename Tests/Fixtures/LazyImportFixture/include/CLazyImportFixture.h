@@ -12,4 +12,8 @@ long cimportlazy_parse(const char *text);
 /// back to it: 100 times the number of returns plus the second return's value (207).
 int cimportlazy_setjmp_twice(void);
 
+/// A stand-in for atol compiled into this library (strtol, plus 1000): a replacement of the
+/// library's own atol entry that leads into its own code, as the entry does until it is bound.
+long cimportlazy_own_atol(const char *text);
+
 #endif
