@@ -328,6 +328,10 @@ if printf 'int main(void) { return 0; }\n' | gcc -static -x c -o "$work/static-t
     grep -q "static-true is linked statically: no loader runs in it" "$work/static-true.err"
     echo "a statically linked program: named as one the tracer cannot enter"
 fi
+# A shared library run as the program (it has no interpreter either, and no entry point) is
+# named as a library, not as a static program; it runs (and crashes) as it would untraced.
+"$bin/ffi-hook-tracer" --library libc.so.6 -- "$work/libtracee.so" 2>"$work/library-run.err" || true
+grep -q "libtracee.so is a shared library with no entry point, not a program" "$work/library-run.err"
 
 echo "== tracer test: a program whose main thread ends with pthread_exit"
 # The process ends when its last thread does (the C library's exit(0)), not kept alive by the
@@ -379,6 +383,28 @@ if [ "$(readlink -f /bin/sh)" = "$(readlink -f "$(command -v dash 2>/dev/null ||
     fi
 fi
 echo "_exit and _Exit: the report first, status 7; a vfork child's _exit makes none; dash's calls reported"
+
+echo "== tracer test: a program that executes another"
+# The image an exec replaces prints the table of its calls first (they were lost); the new image
+# reports its own. An exec that fails: the table before it, then one of the calls after it.
+status=0
+"$bin/ffi-hook-tracer" --library libtracee.so -- "$work/crashes" exec-self >/dev/null 2>"$work/exec.err" || status=$?
+if [ "$status" -ne 0 ] ||
+    ! grep -Eq "^ffi-hook-tracer: crashes \(pid [0-9]+, before it executed $work/crashes\): 11 calls of 1 function" "$work/exec.err" ||
+    ! grep -Eq "^ffi-hook-tracer: crashes \(pid [0-9]+\): 5 calls of 1 function" "$work/exec.err"; then
+    echo "an exec: status $status" >&2
+    cat "$work/exec.err" >&2
+    exit 1
+fi
+"$bin/ffi-hook-tracer" --library libtracee.so -- "$work/crashes" exec-fails >/dev/null 2>"$work/exec.err" || status=$?
+if [ "$status" -ne 0 ] ||
+    ! grep -Eq "^ffi-hook-tracer: crashes \(pid [0-9]+, before it executed /nonexistent/program\): 11 calls" "$work/exec.err" ||
+    ! grep -Eq "^ffi-hook-tracer: crashes \(pid [0-9]+\): 5 calls of 1 function" "$work/exec.err"; then
+    echo "an exec that fails: status $status" >&2
+    cat "$work/exec.err" >&2
+    exit 1
+fi
+echo "an exec: the table of the calls before it, then the new image's; after a failed one, the calls after it"
 
 echo "== tracer test: a program that closes its standard error at exit, or reuses descriptors"
 # The report goes to the standard error the program started with: coreutils close it at exit

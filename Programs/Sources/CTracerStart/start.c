@@ -14,6 +14,7 @@
 #include <link.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,6 +183,12 @@ static int fhs_tracer_starting;
 /* The tracer's report for a process a signal ends, its mark of a thread as its own, and how it
    starts a thread of its own. */
 static void (*fhs_finish_signalled)(int);
+/* Its table of the calls so far, as the process executes another program (see fhs_before_exec). */
+static void (*fhs_report_before_exec)(const char *);
+/* The program an exec is about to run, handed to the report thread (NULL: none asked), and 1
+   once that report is made. */
+static const char *fhs_exec_path;
+static int fhs_exec_reported;
 static void (*fhs_own_thread)(void);
 static int (*fhs_thread)(void *(*)(void *), void *, const char *);
 
@@ -608,7 +615,14 @@ static void *fhs_reporter(void *unused) {
     uint64_t value;
     for (;;) {
         ssize_t count = read(fhs_report_wake, &value, sizeof value);
-        if (count == (ssize_t)sizeof value) break;
+        if (count == (ssize_t)sizeof value) {
+            /* An exec's table, then waiting on; or a signal's report, the last. */
+            const char *path = __atomic_exchange_n(&fhs_exec_path, NULL, __ATOMIC_ACQ_REL);
+            if (path && fhs_report_before_exec) fhs_report_before_exec(path);
+            if (path) __atomic_store_n(&fhs_exec_reported, 1, __ATOMIC_RELEASE);
+            if (__atomic_load_n(&fhs_report_state, __ATOMIC_ACQUIRE) == 1) break;
+            continue;
+        }
         if (count < 0 && errno == EINTR) continue;
         return NULL;
     }
@@ -634,6 +648,7 @@ static int fhs_is_default(const struct sigaction *action);
 static void fhs_report_on_signals(void *tracer) {
     fhs_finish_signalled = (void (*)(int))dlsym(tracer, "ffi_hook_tracer_finish_signalled");
     fhs_own_thread = (void (*)(void))dlsym(tracer, "ffi_hook_tracer_own_thread");
+    fhs_report_before_exec = (void (*)(const char *))dlsym(tracer, "ffi_hook_tracer_report_before_exec");
     fhs_busy = (int (*)(void))dlsym(tracer, "ffi_hook_tracer_busy");
     fhs_thread = (int (*)(void *(*)(void *), void *, const char *))dlsym(tracer, "ffi_hook_tracer_thread");
     fhs_progress = (const volatile uint64_t *)dlsym(tracer, "ffi_hook_tracer_progress");
@@ -1083,6 +1098,137 @@ static __attribute__((noreturn)) void fhs_quick_exit(int status) {
         errno = saved;
     }
     for (;;) ffh_syscall3(SYS_exit_group, status, 0, 0);
+}
+
+/* Before the process executes `path`: the table of the calls this image made (they were lost,
+   the new image counting from zero), when it made any, by the report thread while this one
+   waits (3 s at most without progress, as for _exit), or here where there is none. Not in a
+   vfork child (its exec is the child's start: the calls so far are its parent's), nor once a
+   signal's report is under way. Waits with system calls of its own: the thread goes on as the
+   program's should the exec fail. */
+static void fhs_before_exec(const char *path) {
+    if (!fhs_report_before_exec || (pid_t)ffh_syscall0(SYS_getpid) != fhs_process_id || fhs_on_reporter) return;
+    if (__atomic_load_n(&fhs_report_state, __ATOMIC_ACQUIRE) != 0) return;
+    int saved = errno;
+    int wake = __atomic_load_n(&fhs_report_wake, __ATOMIC_ACQUIRE);
+    if (wake < 0) {
+        if (fhs_loader_depth == 0 && !fhs_in_own_work()) fhs_report_before_exec(path ? path : "?");
+        errno = saved;
+        return;
+    }
+    __atomic_store_n(&fhs_exec_reported, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&fhs_exec_path, path ? path : "?", __ATOMIC_RELEASE);
+    uint64_t one = 1;
+    if (ffh_syscall3(SYS_write, wake, (long)&one, sizeof one) == (long)sizeof one) {
+        uint64_t seen = fhs_progress ? *fhs_progress : 0;
+        struct timespec start, now;
+        ffh_syscall3(SYS_clock_gettime, CLOCK_MONOTONIC, (long)&start, 0);
+        while (!__atomic_load_n(&fhs_exec_reported, __ATOMIC_ACQUIRE)) {
+            ffh_syscall3(SYS_clock_gettime, CLOCK_MONOTONIC, (long)&now, 0);
+            uint64_t progress = fhs_progress ? *fhs_progress : 0;
+            if (progress != seen) {
+                seen = progress;
+                start = now;
+            }
+            int64_t waited = (int64_t)(now.tv_sec - start.tv_sec) * 1000000000 + (now.tv_nsec - start.tv_nsec);
+            if (waited >= 3000000000) break;
+            struct timespec pause = {0, 200000};
+            ffh_syscall3(SYS_nanosleep, (long)&pause, 0, 0);
+        }
+    }
+    /* (Asked and not taken: not to be taken later.) */
+    __atomic_store_n(&fhs_exec_path, NULL, __ATOMIC_RELEASE);
+    errno = saved;
+}
+
+/* The C library's function `name` (the next definition after this library's). */
+static void *fhs_next(const char *name) {
+    void *found = dlsym(RTLD_NEXT, name);
+    if (!found) errno = ENOSYS;
+    return found;
+}
+
+/* The exec functions a program calls (the C library's own calls of execve, from execvp or
+   posix_spawn, do not come here). The variadic ones pass their arguments on as an array. */
+__attribute__((visibility("default"))) int execve(const char *path, char *const argv[], char *const envp[]) {
+    static int (*real)(const char *, char *const[], char *const[]);
+    if (!real) real = (int (*)(const char *, char *const[], char *const[]))fhs_next("execve");
+    if (!real) return -1;
+    fhs_before_exec(path);
+    return real(path, argv, envp);
+}
+
+__attribute__((visibility("default"))) int execv(const char *path, char *const argv[]) {
+    static int (*real)(const char *, char *const[]);
+    if (!real) real = (int (*)(const char *, char *const[]))fhs_next("execv");
+    if (!real) return -1;
+    fhs_before_exec(path);
+    return real(path, argv);
+}
+
+__attribute__((visibility("default"))) int execvp(const char *file, char *const argv[]) {
+    static int (*real)(const char *, char *const[]);
+    if (!real) real = (int (*)(const char *, char *const[]))fhs_next("execvp");
+    if (!real) return -1;
+    fhs_before_exec(file);
+    return real(file, argv);
+}
+
+__attribute__((visibility("default"))) int execvpe(const char *file, char *const argv[], char *const envp[]) {
+    static int (*real)(const char *, char *const[], char *const[]);
+    if (!real) real = (int (*)(const char *, char *const[], char *const[]))fhs_next("execvpe");
+    if (!real) return -1;
+    fhs_before_exec(file);
+    return real(file, argv, envp);
+}
+
+__attribute__((visibility("default"))) int fexecve(int descriptor, char *const argv[], char *const envp[]) {
+    static int (*real)(int, char *const[], char *const[]);
+    if (!real) real = (int (*)(int, char *const[], char *const[]))fhs_next("fexecve");
+    if (!real) return -1;
+    fhs_before_exec(argv[0] ? argv[0] : "?");
+    return real(descriptor, argv, envp);
+}
+
+/* The arguments of a variadic exec, `first` then those after `last_named` up to the NULL, as
+   an array ending with the NULL (as the C library's execl counts them). */
+#define FHS_LIST_ARGUMENTS(first, last_named)                                                   \
+    size_t count = 1;                                                                          \
+    {                                                                                          \
+        va_list counting;                                                                      \
+        va_start(counting, last_named);                                                        \
+        while (va_arg(counting, char *)) count++;                                              \
+        va_end(counting);                                                                      \
+    }                                                                                          \
+    char *arguments[count + 1];                                                                \
+    arguments[0] = (char *)(first);                                                            \
+    {                                                                                          \
+        va_list listing;                                                                       \
+        va_start(listing, last_named);                                                         \
+        for (size_t place = 1; place < count; place++) arguments[place] = va_arg(listing, char *); \
+        va_end(listing);                                                                       \
+    }                                                                                          \
+    arguments[count] = NULL
+
+__attribute__((visibility("default"))) int execl(const char *path, const char *argument, ...) {
+    FHS_LIST_ARGUMENTS(argument, argument);
+    return execv(path, arguments);
+}
+
+__attribute__((visibility("default"))) int execlp(const char *file, const char *argument, ...) {
+    FHS_LIST_ARGUMENTS(argument, argument);
+    return execvp(file, arguments);
+}
+
+__attribute__((visibility("default"))) int execle(const char *path, const char *argument, ...) {
+    FHS_LIST_ARGUMENTS(argument, argument);
+    /* The environment follows the NULL. */
+    va_list after;
+    va_start(after, argument);
+    for (size_t place = 1; place <= count; place++) (void)va_arg(after, char *);
+    char *const *environment = va_arg(after, char *const *);
+    va_end(after);
+    return execve(path, arguments, environment);
 }
 
 /* The program's _exit and _Exit (this library is preloaded: its definitions come first). */

@@ -28,6 +28,15 @@ public func ffiHookTracerFinishSignalled(_ signal: Int32) {
     Tracer.shared.finish(endedBy: signal)
 }
 
+/// Prints the table of the calls counted so far, when there are any, and starts counting from
+/// zero: called by the start library as the process executes another program (`path`), whose
+/// image replaces this one (and traces itself, under the same process ID). Should the exec
+/// fail, the process's report at its end counts the calls made after it.
+@_cdecl("ffi_hook_tracer_report_before_exec")
+public func ffiHookTracerReportBeforeExec(_ path: UnsafePointer<CChar>?) {
+    Tracer.shared.reportBeforeExec(path.map { String(cString: $0) } ?? "another program")
+}
+
 /// A counter's address, handed to the blocks of every entry of its function.
 struct CounterAddress: @unchecked Sendable {
     /// The counter, in memory that is never freed.
@@ -669,6 +678,32 @@ final class Tracer: Sendable {
 
     /// Makes the report unless another call made it or is making it (then false; true when
     /// this call made it, or found nothing to report).
+    /// See ``ffiHookTracerReportBeforeExec(_:)``. Only the table: the files named by the
+    /// options are the last image's, which has the same process ID (a log goes on in the new
+    /// image, which appends to it).
+    func reportBeforeExec(_ path: String) {
+        let was = fht_begin_own_work()
+        defer { fht_set_own_work(was) }
+        let pid = getpid()
+        let taken = state.withLock { state -> (counts: [(String, fht_counter)], ticks: UInt64, nanoseconds: UInt64)? in
+            guard state.started, !state.finished, !state.configuration.libraries.isEmpty else { return nil }
+            return (
+                state.counters.map { ($0.key, fht_read($0.value.pointer)) }, state.startTicks, state.startNanoseconds
+            )
+        }
+        guard let taken else { return }
+        let report = TraceReport(
+            counts: taken.counts, nanosecondsPerTick: Self.nanosecondsPerTick(since: taken.ticks, taken.nanoseconds),
+            missedCalls: 0)
+        guard report.rows.contains(where: { $0.calls > 0 }) else { return }
+        let pipe = TracerOutput.ignoringBrokenPipes()
+        defer { pipe.end() }
+        write(
+            report.table(process: "\(Self.programName) (pid \(pid), before it executed \(path))"),
+            to: TracerOutput.descriptor)
+        fht_reset_counters()
+    }
+
     @discardableResult
     private func report() -> Bool {
         // What the report's own work calls is not the program's (inline, it could be traced),

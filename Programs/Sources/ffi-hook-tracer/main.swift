@@ -296,31 +296,49 @@ func programPath(_ command: String) -> String? {
     return nil
 }
 
-/// Whether the file at `path` is an ELF executable without a program interpreter (linked
-/// statically): no loader runs in it, so nothing can be preloaded.
-func isStaticallyLinked(_ path: String) -> Bool {
+/// What an ELF file without a program interpreter is: no loader runs in it, so nothing can be
+/// preloaded.
+enum WithoutLoader {
+    /// An executable linked statically.
+    case staticProgram
+    /// A shared library (no entry point): not a program at all.
+    case sharedLibrary
+}
+
+/// What the file at `path` is when it is an ELF file without a program interpreter; nil for
+/// one with an interpreter, or no ELF file.
+func withoutLoader(_ path: String) -> WithoutLoader? {
     let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-    guard descriptor >= 0 else { return false }
+    guard descriptor >= 0 else { return nil }
     defer { close(descriptor) }
     var header = [UInt8](repeating: 0, count: 64)
     guard pread(descriptor, &header, 64, 0) == 64, header[0..<4] == [0x7f, 0x45, 0x4c, 0x46], header[4] == 2 else {
-        return false
+        return nil
     }
     func number(_ bytes: ArraySlice<UInt8>) -> Int { bytes.reversed().reduce(0) { $0 << 8 | Int($1) } }
     let table = number(header[0x20..<0x28])
     let size = number(header[0x36..<0x38])
     let count = number(header[0x38..<0x3a])
-    guard size >= 4, count > 0, count < 4096 else { return false }
+    guard size >= 4, count > 0, count < 4096 else { return nil }
     var entries = [UInt8](repeating: 0, count: size * count)
-    guard pread(descriptor, &entries, entries.count, off_t(table)) == entries.count else { return false }
+    guard pread(descriptor, &entries, entries.count, off_t(table)) == entries.count else { return nil }
     // PT_INTERP (3) names the loader.
-    return !(0..<count).contains { number(entries[$0 * size..<$0 * size + 4]) == 3 }
+    guard !(0..<count).contains(where: { number(entries[$0 * size..<$0 * size + 4]) == 3 }) else { return nil }
+    // A shared object (ET_DYN, 3) with no entry point is a library; with one, a static PIE.
+    return number(header[0x10..<0x12]) == 3 && number(header[0x18..<0x20]) == 0 ? .sharedLibrary : .staticProgram
 }
 
-if let path = programPath(options.command[0]), isStaticallyLinked(path) {
-    put(
-        "ffi-hook-tracer: \(options.command[0]) is linked statically: no loader runs in it to load the tracer, so "
-            + "none of its calls are traced (the processes it starts may be)\n", to: 2)
+if let path = programPath(options.command[0]), let kind = withoutLoader(path) {
+    switch kind {
+    case .staticProgram:
+        put(
+            "ffi-hook-tracer: \(options.command[0]) is linked statically: no loader runs in it to load the tracer, so "
+                + "none of its calls are traced (the processes it starts may be)\n", to: 2)
+    case .sharedLibrary:
+        put(
+            "ffi-hook-tracer: \(options.command[0]) is a shared library with no entry point, not a program: "
+                + "run a program that loads it, and name the library with --library\n", to: 2)
+    }
 }
 
 // execvp keeps this process (and its ID, which FFI_HOOK_TRACER_PID names).

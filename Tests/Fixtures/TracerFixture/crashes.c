@@ -81,6 +81,20 @@ int main(int argc, char **argv) {
         if (argv[1][6] == 'E') _Exit(7);
         _exit(7);
     }
+    /* 10 more calls, then the program executes itself (or a file that is not there, and makes 5
+       more calls after the failure); the new image makes 5 calls. */
+    if (argc > 1 && (strcmp(argv[1], "exec-self") == 0 || strcmp(argv[1], "exec-fails") == 0)) {
+        for (int call = 0; call < 10; call++) sum = tracee_add(sum, 1);
+        int fails = strcmp(argv[1], "exec-fails") == 0;
+        execl(fails ? "/nonexistent/program" : argv[0], argv[0], "after-exec", (char *)NULL);
+        if (!fails) return 1;
+        for (int call = 0; call < 5; call++) sum = tracee_add(sum, 1);
+        return 0;
+    }
+    if (argc > 1 && strcmp(argv[1], "after-exec") == 0) {
+        for (int call = 0; call < 4; call++) sum = tracee_add(sum, 1);
+        return 0;
+    }
     /* A vfork child that ends with _exit at once (as one whose exec failed does), then 10 more
        calls and a return from main. */
     if (argc > 1 && strcmp(argv[1], "vfork-exit") == 0) {
