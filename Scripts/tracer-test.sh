@@ -387,23 +387,18 @@ echo "_exit and _Exit: the report first, status 7; a vfork child's _exit makes n
 echo "== tracer test: a program that executes another"
 # The image an exec replaces prints the table of its calls first (they were lost); the new image
 # reports its own. An exec that fails: the table before it, then one of the calls after it.
-status=0
-"$bin/ffi-hook-tracer" --library libtracee.so -- "$work/crashes" exec-self >/dev/null 2>"$work/exec.err" || status=$?
-if [ "$status" -ne 0 ] ||
-    ! grep -Eq "^ffi-hook-tracer: crashes \(pid [0-9]+, before it executed $work/crashes\): 11 calls of 1 function" "$work/exec.err" ||
-    ! grep -Eq "^ffi-hook-tracer: crashes \(pid [0-9]+\): 5 calls of 1 function" "$work/exec.err"; then
-    echo "an exec: status $status" >&2
-    cat "$work/exec.err" >&2
-    exit 1
-fi
-"$bin/ffi-hook-tracer" --library libtracee.so -- "$work/crashes" exec-fails >/dev/null 2>"$work/exec.err" || status=$?
-if [ "$status" -ne 0 ] ||
-    ! grep -Eq "^ffi-hook-tracer: crashes \(pid [0-9]+, before it executed /nonexistent/program\): 11 calls" "$work/exec.err" ||
-    ! grep -Eq "^ffi-hook-tracer: crashes \(pid [0-9]+\): 5 calls of 1 function" "$work/exec.err"; then
-    echo "an exec that fails: status $status" >&2
-    cat "$work/exec.err" >&2
-    exit 1
-fi
+for case in "exec-self $work/crashes" "exec-fails /nonexistent/program"; do
+    read -r mode executed <<<"$case"
+    status=0
+    "$bin/ffi-hook-tracer" --library libtracee.so -- "$work/crashes" "$mode" >/dev/null 2>"$work/exec.err" || status=$?
+    if [ "$status" -ne 0 ] ||
+        ! grep -Eq "^ffi-hook-tracer: crashes \(pid [0-9]+, before it executed $executed\): 11 calls of 1 function" "$work/exec.err" ||
+        ! grep -Eq "^ffi-hook-tracer: crashes \(pid [0-9]+\): 5 calls of 1 function" "$work/exec.err"; then
+        echo "$mode: status $status" >&2
+        cat "$work/exec.err" >&2
+        exit 1
+    fi
+done
 echo "an exec: the table of the calls before it, then the new image's; after a failed one, the calls after it"
 
 echo "== tracer test: a program that closes its standard error at exit, or reuses descriptors"

@@ -489,6 +489,28 @@ static void fhs_mark_own_work(void) {
    can be held when `safe`), waits while it moves on, and ends the process of `ending`. */
 static void fhs_report_and_wait(int ending, int safe);
 
+/* Waits until `word` holds `wanted`, while the report moves on: 3 s at most without progress.
+   With system calls of its own (a thread that goes on as the program's must not have called
+   traced functions meanwhile). */
+static void fhs_wait_for(const int *word, int wanted) {
+    uint64_t seen = fhs_progress ? *fhs_progress : 0;
+    struct timespec start, now;
+    ffh_syscall3(SYS_clock_gettime, CLOCK_MONOTONIC, (long)&start, 0);
+    while (__atomic_load_n(word, __ATOMIC_ACQUIRE) != wanted) {
+        ffh_syscall3(SYS_clock_gettime, CLOCK_MONOTONIC, (long)&now, 0);
+        uint64_t progress = fhs_progress ? *fhs_progress : 0;
+        if (progress != seen) {
+            seen = progress;
+            start = now;
+        }
+        /* Three whole seconds (whole seconds of the clock gave up after 2.0 to 3.0 s). */
+        int64_t waited = (int64_t)(now.tv_sec - start.tv_sec) * 1000000000 + (now.tv_nsec - start.tv_nsec);
+        if (waited >= 3000000000) break;
+        struct timespec pause = {0, 500000};
+        ffh_syscall3(SYS_nanosleep, (long)&pause, 0, 0);
+    }
+}
+
 static void fhs_report_and_end(int ending, int safe) {
     int saved = errno;
     fhs_report_and_wait(ending, safe);
@@ -520,23 +542,7 @@ static void fhs_report_and_wait(int ending, int safe) {
             __atomic_store_n(&fhs_report_state, 2, __ATOMIC_RELEASE);
         }
     }
-    /* Waits while the report moves on. */
-    uint64_t seen = fhs_progress ? *fhs_progress : 0;
-    struct timespec start, now;
-    clock_gettime(CLOCK_MONOTONIC, &start);
-    while (__atomic_load_n(&fhs_report_state, __ATOMIC_ACQUIRE) != 2) {
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        uint64_t progress = fhs_progress ? *fhs_progress : 0;
-        if (progress != seen) {
-            seen = progress;
-            start = now;
-        }
-        /* Three whole seconds (whole seconds of the clock gave up after 2.0 to 3.0 s). */
-        int64_t waited = (int64_t)(now.tv_sec - start.tv_sec) * 1000000000 + (now.tv_nsec - start.tv_nsec);
-        if (waited >= 3000000000) break;
-        struct timespec pause = {0, 1000000};
-        nanosleep(&pause, NULL);
-    }
+    fhs_wait_for(&fhs_report_state, 2);
     /* A report that stopped moving is not left to end the process unsaid. */
     if (__atomic_load_n(&fhs_report_state, __ATOMIC_ACQUIRE) != 2) {
         fhs_say_no_report(ending, safe ? "after its report stopped for 3 s"
@@ -1120,21 +1126,7 @@ static void fhs_before_exec(const char *path) {
     __atomic_store_n(&fhs_exec_path, path ? path : "?", __ATOMIC_RELEASE);
     uint64_t one = 1;
     if (ffh_syscall3(SYS_write, wake, (long)&one, sizeof one) == (long)sizeof one) {
-        uint64_t seen = fhs_progress ? *fhs_progress : 0;
-        struct timespec start, now;
-        ffh_syscall3(SYS_clock_gettime, CLOCK_MONOTONIC, (long)&start, 0);
-        while (!__atomic_load_n(&fhs_exec_reported, __ATOMIC_ACQUIRE)) {
-            ffh_syscall3(SYS_clock_gettime, CLOCK_MONOTONIC, (long)&now, 0);
-            uint64_t progress = fhs_progress ? *fhs_progress : 0;
-            if (progress != seen) {
-                seen = progress;
-                start = now;
-            }
-            int64_t waited = (int64_t)(now.tv_sec - start.tv_sec) * 1000000000 + (now.tv_nsec - start.tv_nsec);
-            if (waited >= 3000000000) break;
-            struct timespec pause = {0, 200000};
-            ffh_syscall3(SYS_nanosleep, (long)&pause, 0, 0);
-        }
+        fhs_wait_for(&fhs_exec_reported, 1);
     }
     /* (Asked and not taken: not to be taken later.) */
     __atomic_store_n(&fhs_exec_path, NULL, __ATOMIC_RELEASE);
