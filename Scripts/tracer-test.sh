@@ -877,7 +877,18 @@ if [ "$status" -ne 64 ] || [ -e "$work/ran-anyway" ] ||
     cat "$work/unwritable.err" >&2
     exit 1
 fi
-echo "an output file in a missing directory refused before the program runs"
+# A directory whose file system takes no new file (/proc; root passes every access check): the
+# same, found by making a file there.
+status=0
+"$bin/ffi-hook-tracer" --library libtracee.so --chrome-trace /proc/counts-%p.json -- \
+    sh -c "touch '$work/ran-anyway'" 2>"$work/unwritable.err" || status=$?
+if [ "$status" -ne 64 ] || [ -e "$work/ran-anyway" ] ||
+    ! head -1 "$work/unwritable.err" | grep -q "no file can be made in /proc"; then
+    echo "--chrome-trace in /proc: status $status" >&2
+    cat "$work/unwritable.err" >&2
+    exit 1
+fi
+echo "an output file in a missing directory, or in /proc, refused before the program runs"
 
 echo "== tracer test: a function with two names, traced inline under the one --symbols chose"
 # strchr and index are one function in glibc (one address): the batch plans it once, under one

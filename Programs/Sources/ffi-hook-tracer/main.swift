@@ -251,6 +251,16 @@ func refuseUnwritable(_ path: String, of option: String) {
     guard access(directory.isEmpty ? "/" : directory, W_OK | X_OK) == 0 else {
         fail("cannot write \(option) \(path): \(String(cString: strerror(errno))) (in \(directory))")
     }
+    // A directory whose file system may still refuse new files (/proc, /sys, a read-only
+    // mount; root passes the access check anywhere): a file made in it and removed at once.
+    var probe = Array("\(directory.isEmpty ? "" : directory)/.ffi-hook-tracer-XXXXXX".utf8CString)
+    let descriptor = mkstemp(&probe)
+    guard descriptor >= 0 else {
+        fail(
+            "cannot write \(option) \(path): no file can be made in \(directory) (\(String(cString: strerror(errno))))")
+    }
+    close(descriptor)
+    unlink(probe)
 }
 
 /// The directory this executable is in.
