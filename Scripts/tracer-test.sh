@@ -352,7 +352,7 @@ echo "== tracer test: a program that ends with _exit or _Exit"
 # No atexit handler runs: the start library's _exit and _Exit have the report made first, with
 # the program's status. A vfork child's _exit (on its parent's memory) makes none. dash, the
 # Debian shell, always ends with _exit: its calls are reported (they were lost).
-for mode in quick-exit quick-Exit; do
+for mode in quick-exit quick-Exit quick-quick; do
     status=0
     timeout -s KILL 20 "$bin/ffi-hook-tracer" --library libtracee.so -- "$work/crashes" "$mode" \
         >/dev/null 2>"$work/quick-exit.err" || status=$?
@@ -382,7 +382,25 @@ if [ "$(readlink -f /bin/sh)" = "$(readlink -f "$(command -v dash 2>/dev/null ||
         exit 1
     fi
 fi
-echo "_exit and _Exit: the report first, status 7; a vfork child's _exit makes none; dash's calls reported"
+# The report thread's descriptor is the tracer's own: a program that puts a file of its own at
+# a low number (fd 3 was the tracer's eventfd, which dash's `exec 3>` replaced: 8 bytes were
+# written into the file and the report given up after 3 s) or at bash's flock idiom's 200.
+for shell_command in "sh -c 'exec 3>\"$work/fd.txt\"; echo hi >&3; exit 4'" \
+    "bash -c 'exec 200>\"$work/fd.txt\"; echo hi >&200; exit 4'"; do
+    rm -f "$work/fd.txt"
+    status=0
+    SECONDS=0
+    eval "timeout -s KILL 20 \"\$bin/ffi-hook-tracer\" --library libc.so.6 --symbols malloc -- $shell_command" \
+        2>"$work/fd.err" || status=$?
+    if [ "$status" -ne 4 ] || [ "$(cat "$work/fd.txt")" != hi ] || [ "$(wc -c <"$work/fd.txt")" -ne 3 ] ||
+        [ "$SECONDS" -ge 3 ] || ! grep -Eq "^ffi-hook-tracer: (dash|bash) \(pid [0-9]+\): [0-9,]+ calls" "$work/fd.err"; then
+        echo "$shell_command: status $status, $SECONDS s, the file:" >&2
+        od -c "$work/fd.txt" >&2
+        cat "$work/fd.err" >&2
+        exit 1
+    fi
+done
+echo "_exit, _Exit and quick_exit: the report first, status 7; a vfork child's _exit makes none; dash's calls reported; files at fds 3 and 200 the program's own"
 
 echo "== tracer test: a program that executes another"
 # The image an exec replaces prints the table of its calls first (they were lost); the new image

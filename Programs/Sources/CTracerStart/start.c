@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <limits.h>
 #include <link.h>
@@ -19,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -173,6 +176,9 @@ static const int fhs_deadly_signals[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGILL,  SIG
 static int fhs_owned[NSIG];
 /* The eventfd that wakes the report thread; -1 when none waits (a forked child). */
 static int fhs_report_wake = -1;
+/* Its device and inode: a program may close the descriptor or put a file of its own at its
+   number (dup2, a shell's `exec 3>file`), and nothing is written to a file that is not it. */
+static uint64_t fhs_report_wake_device, fhs_report_wake_inode;
 /* 0 until a signal asks for the report, 1 asked, 2 made (or given up). */
 static int fhs_report_state;
 /* The signal that asked. */
@@ -488,6 +494,7 @@ static void fhs_mark_own_work(void) {
 /* Has the report made (by the report thread, or here in a forked child, where no lock it needs
    can be held when `safe`), waits while it moves on, and ends the process of `ending`. */
 static void fhs_report_and_wait(int ending, int safe);
+static int fhs_wake_descriptor(void);
 
 /* Waits until `word` holds `wanted`, while the report moves on: 3 s at most without progress.
    With system calls of its own (a thread that goes on as the program's must not have called
@@ -525,7 +532,7 @@ static void fhs_report_and_wait(int ending, int safe) {
     fhs_mark_own_work();
     int expected = 0;
     int state = __atomic_load_n(&fhs_report_state, __ATOMIC_ACQUIRE);
-    int wake = __atomic_load_n(&fhs_report_wake, __ATOMIC_ACQUIRE);
+    int wake = fhs_wake_descriptor();
     if (state == 0 && __atomic_compare_exchange_n(&fhs_report_state, &expected, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
         __atomic_store_n(&fhs_report_signal, ending, __ATOMIC_RELEASE);
         uint64_t one = 1;
@@ -620,7 +627,10 @@ static void *fhs_reporter(void *unused) {
     if (fhs_own_thread) fhs_own_thread();
     uint64_t value;
     for (;;) {
-        ssize_t count = read(fhs_report_wake, &value, sizeof value);
+        /* (Not from a file the program put at the descriptor's number.) */
+        int wake = fhs_wake_descriptor();
+        if (wake < 0) return NULL;
+        ssize_t count = read(wake, &value, sizeof value);
         if (count == (ssize_t)sizeof value) {
             /* An exec's table, then waiting on; or a signal's report, the last. */
             const char *path = __atomic_exchange_n(&fhs_exec_path, NULL, __ATOMIC_ACQ_REL);
@@ -671,6 +681,16 @@ static void fhs_report_on_signals(void *tracer) {
     }
 }
 
+/* The report thread's eventfd while it is still that file (see fhs_report_wake_inode); -1 when
+   there is none, or the program closed it or put another file at its number. */
+static int fhs_wake_descriptor(void) {
+    int wake = __atomic_load_n(&fhs_report_wake, __ATOMIC_ACQUIRE);
+    struct stat status;
+    if (wake < 0 || ffh_syscall3(SYS_fstat, wake, (long)&status, 0) != 0) return -1;
+    if ((uint64_t)status.st_dev != fhs_report_wake_device || (uint64_t)status.st_ino != fhs_report_wake_inode) return -1;
+    return wake;
+}
+
 /* Starts the report thread, once the tracer has started: a second thread makes the start's
    registration for membarrier wait for an RCU grace period (about 10 ms). Until it runs, the
    handler ends the process at once. */
@@ -678,8 +698,25 @@ static void fhs_start_reporter(void) {
     if (!fhs_finish_signalled || !fhs_thread) return;
     dl_iterate_phdr(fhs_list_unsafe, NULL);
     fhs_list_locking();
-    int wake = eventfd(0, EFD_CLOEXEC);
-    if (wake < 0) return;
+    int made = eventfd(0, EFD_CLOEXEC);
+    if (made < 0) return;
+    /* Out of the way of the numbers a program opens first or sets up on purpose: 3 and up, and
+       the ones shell scripts name (`exec 200>lock; flock 200`; bash keeps its own up to 255):
+       halfway to the process's limit, 256 at least. */
+    struct rlimit limit;
+    long floor = 256;
+    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY && (long)(limit.rlim_cur / 2) > floor) {
+        floor = (long)(limit.rlim_cur / 2);
+    }
+    int wake = fcntl(made, F_DUPFD_CLOEXEC, floor);
+    close(made);
+    struct stat status;
+    if (wake < 0 || fstat(wake, &status) != 0) {
+        if (wake >= 0) close(wake);
+        return;
+    }
+    fhs_report_wake_device = (uint64_t)status.st_dev;
+    fhs_report_wake_inode = (uint64_t)status.st_ino;
     __atomic_store_n(&fhs_report_wake, wake, __ATOMIC_RELEASE);
     if (fhs_thread(fhs_reporter, NULL, "ffi-hook-report") != 0) {
         __atomic_store_n(&fhs_report_wake, -1, __ATOMIC_RELEASE);
@@ -720,7 +757,7 @@ static int fhs_is_default(const struct sigaction *action) {
 /* Whether the handler stands in for the default action of `signal`: a deadly signal, in a
    process whose report thread waits. */
 static int fhs_stands_in_for_signal(int signal) {
-    if (__atomic_load_n(&fhs_report_wake, __ATOMIC_ACQUIRE) < 0) return 0;
+    if (fhs_wake_descriptor() < 0) return 0;
     for (size_t index = 0; index < FHS_DEADLY_SIGNALS; index++) {
         if (fhs_deadly_signals[index] == signal) return 1;
     }
@@ -1086,37 +1123,53 @@ __attribute__((noreturn)) void abort(void) {
    a clone sharing the memory without the fork handlers) runs on its parent's memory with
    another ID. */
 static pid_t fhs_process_id;
+/* 1 in a child forked from the process this image started in (see fhs_quick_exit). */
+static int fhs_forked_child;
 
-static void fhs_forked_id(void) { fhs_process_id = (pid_t)ffh_syscall0(SYS_getpid); }
+static void fhs_forked_id(void) {
+    fhs_process_id = (pid_t)ffh_syscall0(SYS_getpid);
+    fhs_forked_child = 1;
+}
 
 /* Where _exit and _Exit lead: the report, as exit makes it (the process ends without its atexit
    handlers and finalizers, where exit makes it: the Debian shell, dash, always ends so), then
    the end of the process as the C library's _exit ends it. Not in a vfork child, which runs on
    its parent's memory (its report would be the parent's, and end it), nor before the tracer is
-   loaded. Made as a deadly signal's is: by the report thread while this one waits (3 s at most
+   loaded, nor in a forked child (as exit does there): a thread of its parent's may have held a
+   lock the report needs (the loader's, in a dlopen) as it forked, which the child then never
+   sees released, and _exit is what a forked child calls not to meet such locks. Made as a deadly signal's is: by the report thread while this one waits (3 s at most
    without progress: _exit may be called from a signal handler that interrupted a lock the
    report needs), or here without one. */
-static __attribute__((noreturn)) void fhs_quick_exit(int status) {
-    if (fhs_finish_signalled && (pid_t)ffh_syscall0(SYS_getpid) == fhs_process_id &&
+static void fhs_report_at_quick_end(void) {
+    if (fhs_finish_signalled && !fhs_forked_child && (pid_t)ffh_syscall0(SYS_getpid) == fhs_process_id &&
         !fhs_on_reporter) {
         int saved = errno;
         fhs_report_and_wait(0, fhs_loader_depth == 0 && !fhs_in_own_work());
         errno = saved;
     }
+}
+
+static __attribute__((noreturn)) void fhs_quick_exit(int status) {
+    fhs_report_at_quick_end();
     for (;;) ffh_syscall3(SYS_exit_group, status, 0, 0);
 }
 
 /* Before the process executes `path`: the table of the calls this image made (they were lost,
    the new image counting from zero), when it made any, by the report thread while this one
    waits (3 s at most without progress, as for _exit), or here where there is none. Not in a
-   vfork child (its exec is the child's start: the calls so far are its parent's), nor once a
+   vfork child (its exec is the child's start: the calls so far are its parent's), nor in a
+   forked child (the shell's child that runs a command: its few calls are the shell's, and a
+   lock held by a thread of its parent as it forked would never be released), nor once a
    signal's report is under way. Waits with system calls of its own: the thread goes on as the
    program's should the exec fail. */
 static void fhs_before_exec(const char *path) {
-    if (!fhs_report_before_exec || (pid_t)ffh_syscall0(SYS_getpid) != fhs_process_id || fhs_on_reporter) return;
+    if (!fhs_report_before_exec || fhs_forked_child || (pid_t)ffh_syscall0(SYS_getpid) != fhs_process_id ||
+        fhs_on_reporter) {
+        return;
+    }
     if (__atomic_load_n(&fhs_report_state, __ATOMIC_ACQUIRE) != 0) return;
     int saved = errno;
-    int wake = __atomic_load_n(&fhs_report_wake, __ATOMIC_ACQUIRE);
+    int wake = fhs_wake_descriptor();
     if (wake < 0) {
         if (fhs_loader_depth == 0 && !fhs_in_own_work()) fhs_report_before_exec(path ? path : "?");
         errno = saved;
@@ -1174,12 +1227,68 @@ __attribute__((visibility("default"))) int execvpe(const char *file, char *const
     return real(file, argv, envp);
 }
 
+/* The file at `descriptor` by its path (/proc/self/fd's link), for a report's heading. */
+static void fhs_descriptor_path(int descriptor, char *path, size_t size) {
+    char link[32] = "/proc/self/fd/", digits[12];
+    size_t used = strlen(link), count = 0;
+    for (unsigned value = (unsigned)descriptor; count == 0 || value > 0; value /= 10) digits[count++] = (char)('0' + value % 10);
+    while (count > 0) link[used++] = digits[--count];
+    link[used] = 0;
+    long length = ffh_syscall3(SYS_readlink, (long)link, (long)path, (long)size - 1);
+    if (length <= 0) {
+        /* The link's own name says which descriptor. */
+        length = (long)(used < size ? used : size - 1);
+        memcpy(path, link, (size_t)length);
+    }
+    path[length] = 0;
+}
+
+/* Appends `text` to the string in `buffer` (`size` bytes in all), cut to fit. */
+static void fhs_append(char *buffer, size_t size, const char *text) {
+    size_t used = strlen(buffer), length = strlen(text);
+    if (used + length >= size) length = size - used - 1;
+    memcpy(buffer + used, text, length);
+    buffer[used + length] = 0;
+}
+
 __attribute__((visibility("default"))) int fexecve(int descriptor, char *const argv[], char *const envp[]) {
     static int (*real)(int, char *const[], char *const[]);
     if (!real) real = (int (*)(int, char *const[], char *const[]))fhs_next("fexecve");
     if (!real) return -1;
-    fhs_before_exec(argv[0] ? argv[0] : "?");
+    char path[PATH_MAX];
+    fhs_descriptor_path(descriptor, path, sizeof path);
+    fhs_before_exec(path);
     return real(descriptor, argv, envp);
+}
+
+__attribute__((visibility("default"))) int execveat(int directory, const char *path, char *const argv[],
+                                                    char *const envp[], int flags) {
+    static int (*real)(int, const char *, char *const[], char *const[], int);
+    if (!real) real = (int (*)(int, const char *, char *const[], char *const[], int))fhs_next("execveat");
+    if (!real) return -1;
+    char named[PATH_MAX] = "";
+    if (path[0] && path[0] != '/' && directory != AT_FDCWD) {
+        /* Relative to a directory's descriptor: named by that directory's path. */
+        fhs_descriptor_path(directory, named, sizeof named);
+        fhs_append(named, sizeof named, "/");
+        fhs_append(named, sizeof named, path);
+    } else if (path[0]) {
+        fhs_append(named, sizeof named, path);
+    } else {
+        fhs_descriptor_path(directory, named, sizeof named);
+    }
+    fhs_before_exec(named);
+    return real(directory, path, argv, envp, flags);
+}
+
+/* quick_exit runs the at_quick_exit handlers, then the C library's own _exit (not this one):
+   the report is made first, as for _exit. */
+__attribute__((noreturn, visibility("default"))) void quick_exit(int status) {
+    static void (*real)(int);
+    if (!real) real = (void (*)(int))dlsym(RTLD_NEXT, "quick_exit");
+    fhs_report_at_quick_end();
+    if (real) real(status);
+    for (;;) ffh_syscall3(SYS_exit_group, status, 0, 0);
 }
 
 /* The arguments of a variadic exec, `first` then those after `last_named` up to the NULL, as

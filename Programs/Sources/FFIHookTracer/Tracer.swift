@@ -685,13 +685,13 @@ final class Tracer: Sendable {
         let was = fht_begin_own_work()
         defer { fht_set_own_work(was) }
         let pid = getpid()
-        let taken = state.withLock { state -> (counts: [(String, fht_counter)], ticks: UInt64, nanoseconds: UInt64)? in
+        let taken = withStateLock { state -> (counts: [(String, fht_counter)], ticks: UInt64, nanoseconds: UInt64)? in
             guard state.started, !state.finished, !state.configuration.libraries.isEmpty else { return nil }
             return (
                 state.counters.map { ($0.key, fht_read($0.value.pointer)) }, state.startTicks, state.startNanoseconds
             )
         }
-        guard let taken else { return }
+        guard let taken = taken ?? nil else { return }
         let report = TraceReport(
             counts: taken.counts, nanosecondsPerTick: Self.nanosecondsPerTick(since: taken.ticks, taken.nanoseconds),
             missedCalls: 0)
@@ -722,8 +722,7 @@ final class Tracer: Sendable {
             }
         }
         let snapshot: Snapshot? =
-            state
-            .withLock { state in
+            withStateLock { state -> Snapshot? in
                 guard state.started, !state.configuration.libraries.isEmpty else { return nil }
                 guard !state.finished else {
                     takenElsewhere = true
@@ -777,7 +776,7 @@ final class Tracer: Sendable {
                     state.configuration, counts, state.startTicks, state.startNanoseconds, missed, isWriter,
                     state.endedBy, window
                 )
-            }
+            } ?? nil
         guard let (configuration, counts, startTicks, startNanoseconds, missed, isWriter, signal, window) = snapshot
         else {
             return !takenElsewhere
@@ -976,6 +975,20 @@ final class Tracer: Sendable {
 
     /// Whether this process is a child forked from the one that loaded the library.
     private var isForkedChild: Bool { getpid() != loadingProcess }
+
+    /// Runs `body` under the state's lock; nil when a forked child cannot have it within a
+    /// second: a thread of the parent held it as the process forked (the attach after a
+    /// `dlopen`), and the child, which has no such thread, never sees it released. The report
+    /// of an exit or an exec in such a child is then given up, not waited for for ever.
+    private func withStateLock<Result>(_ body: (inout State) -> sending Result) -> Result? {
+        guard isForkedChild else { return state.withLock(body) }
+        for _ in 0..<1000 {
+            if let result = state.withLockIfAvailable(body) { return result }
+            usleep(1000)
+        }
+        say("process \(getpid()), forked while a thread of its parent held the tracer's lock: no report")
+        return nil
+    }
 
     /// Nanoseconds per tick of the time-stamp counter, measured over the whole run (and over
     /// at least a millisecond, waiting out the rest for a shorter run).

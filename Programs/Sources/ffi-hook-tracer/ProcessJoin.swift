@@ -100,7 +100,10 @@ func joinProcess(_ pid: Int32, duration: Double?, library: String) -> Never {
         let copied = copyJSON(jsonCopy, to: json, pid: pid)
         guard printed > 0 else {
             finish(
-                .gone, "process \(pid) (\(name)) ended while traced, without a report (killed by a signal?)",
+                .gone,
+                "process \(pid) (\(name)) ended while traced, without a report: a joined process reports when it "
+                    + "calls exit or a deadly signal ends it, not when it calls _exit or executes another program, "
+                    + "or when SIGKILL ends it",
                 directory: directory)
         }
         say("process \(pid) (\(name)) ended while traced; the report above is the one it made as it ended")

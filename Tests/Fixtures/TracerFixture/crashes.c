@@ -75,10 +75,11 @@ static void fork_child_raising_sigterm(int sum) {
 
 int main(int argc, char **argv) {
     int sum = tracee_add(0, 1);
-    /* 100 more calls, then _exit(7) (or _Exit): no atexit handler runs. */
-    if (argc > 1 && (strcmp(argv[1], "quick-exit") == 0 || strcmp(argv[1], "quick-Exit") == 0)) {
+    /* 100 more calls, then _exit(7) (or _Exit, or quick_exit): no atexit handler runs. */
+    if (argc > 1 && strncmp(argv[1], "quick-", 6) == 0) {
         for (int call = 0; call < 100; call++) sum = tracee_add(sum, 1);
-        if (argv[1][6] == 'E') _Exit(7);
+        if (strcmp(argv[1], "quick-Exit") == 0) _Exit(7);
+        if (strcmp(argv[1], "quick-quick") == 0) quick_exit(7);
         _exit(7);
     }
     /* 10 more calls, then the program executes itself (or a file that is not there, and makes 5
