@@ -384,9 +384,11 @@ if [ "$(readlink -f /bin/sh)" = "$(readlink -f "$(command -v dash 2>/dev/null ||
 fi
 # The report thread's descriptor is the tracer's own: a program that puts a file of its own at
 # a low number (fd 3 was the tracer's eventfd, which dash's `exec 3>` replaced: 8 bytes were
-# written into the file and the report given up after 3 s) or at bash's flock idiom's 200.
+# written into the file and the report given up after 3 s) or at bash's flock idiom's 200, or
+# at 100 (where the tracer kept its duplicate of standard error: bash's `exec 100>` went there).
 for shell_command in "sh -c 'exec 3>\"$work/fd.txt\"; echo hi >&3; exit 4'" \
-    "bash -c 'exec 200>\"$work/fd.txt\"; echo hi >&200; exit 4'"; do
+    "bash -c 'exec 200>\"$work/fd.txt\"; echo hi >&200; exit 4'" \
+    "bash -c 'exec 100>\"$work/fd.txt\"; echo hi >&100; exit 4'"; do
     rm -f "$work/fd.txt"
     status=0
     SECONDS=0
@@ -400,7 +402,7 @@ for shell_command in "sh -c 'exec 3>\"$work/fd.txt\"; echo hi >&3; exit 4'" \
         exit 1
     fi
 done
-echo "_exit, _Exit and quick_exit: the report first, status 7; a vfork child's _exit makes none; dash's calls reported; files at fds 3 and 200 the program's own"
+echo "_exit, _Exit and quick_exit: the report first, status 7; a vfork child's _exit makes none; dash's calls reported; files at fds 3, 100 and 200 the program's own"
 
 echo "== tracer test: a program that executes another"
 # The image an exec replaces prints the table of its calls first (they were lost); the new image

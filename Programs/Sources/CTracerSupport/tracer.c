@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -65,6 +66,15 @@ static int fht_preloaded(void) {
    runtime) are initialized, before the program's main. */
 __attribute__((constructor)) static void fht_load(void) {
     if (fht_preloaded()) ffi_hook_tracer_start();
+}
+
+int fht_high_descriptor_floor(void) {
+    struct rlimit limit;
+    long floor = 256;
+    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY && (long)(limit.rlim_cur / 2) > floor) {
+        floor = (long)(limit.rlim_cur / 2);
+    }
+    return floor > 1 << 30 ? 1 << 30 : (int)floor;
 }
 
 uint64_t fht_monotonic_nanoseconds(void) {

@@ -1,3 +1,4 @@
+internal import CTracerSupport
 import Synchronization
 
 #if canImport(Glibc)
@@ -17,9 +18,10 @@ enum TracerOutput {
     /// is, by device and inode.
     private static let kept = Mutex<(descriptor: Int32, device: UInt64, inode: UInt64)?>(nil)
 
-    /// The lowest number the duplicate takes: above those a program opens first, or sets up
-    /// on purpose (`dup2(…, 3)`) for a child.
-    private static let keptFloor: Int32 = 100
+    /// The lowest number the duplicate takes: above those a program opens first, sets up on
+    /// purpose (`dup2(…, 3)`) for a child, or a shell script names (`exec 100>file`, which bash
+    /// did not do while the duplicate was at 100): halfway to the process's limit.
+    private static var keptFloor: Int32 { fht_high_descriptor_floor() }
 
     /// The descriptor to write to now: the file ``redirect(to:)`` opened; otherwise standard
     /// error as it was at start, while the duplicate kept of it is still that file (a program

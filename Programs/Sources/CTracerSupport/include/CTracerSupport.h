@@ -24,6 +24,11 @@ static inline uint64_t fht_ticks(void) {
 /// CLOCK_MONOTONIC in nanoseconds.
 uint64_t fht_monotonic_nanoseconds(void);
 
+/// The lowest number for a descriptor the tracer keeps open in a program: halfway to the
+/// process's limit of descriptors, 256 at least (out of the way of those a program or a shell
+/// script names).
+int fht_high_descriptor_floor(void);
+
 // MARK: - Counters
 
 /// What the tracer keeps for one function; one cache line each, so that threads calling
