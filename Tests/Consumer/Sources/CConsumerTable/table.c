@@ -18,3 +18,11 @@ int consumer_pid(void) { return (int)getpid(); }
 __attribute__((noinline)) int consumer_scale(int value) { return value * 10; }
 
 int consumer_scale_sum(int a, int b) { return consumer_scale(a) + consumer_scale(b); }
+
+void consumer_count_enter(void *context, void *frame) {
+    long *counts = context;
+    long first;
+    __builtin_memcpy(&first, frame, sizeof first);
+    __atomic_add_fetch(&counts[0], 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&counts[1], (long)(int)first, __ATOMIC_RELAXED);
+}

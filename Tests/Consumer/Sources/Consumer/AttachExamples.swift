@@ -73,6 +73,18 @@ func runAttachExamples() throws {
     logger.remove()
     check(try Hook.statistics.attachCount == 0, "no attach left")
 
+    // The README's blocks written in C: a count and a sum of the first arguments, with no
+    // Swift closure on the call.
+    let counts = UnsafeMutablePointer<Int>.allocate(capacity: 2)
+    counts.initialize(repeating: 0, count: 2)
+    let counting = try Hook.attach(
+        on: slot, functions: AttachFunctions(onEnter: consumer_count_enter, onLeave: nil, context: counts))
+    check(consumer_add(2, 3) == 5 && consumer_add(40, 2) == 42, "add through C attach functions")
+    check(counts[0] == 2 && counts[1] == 42, "the C enter function counted: \(counts[0]) calls, sum \(counts[1])")
+    check(counting.remove(), "the C functions' attach comes out")
+    check(consumer_add(2, 3) == 5 && counts[0] == 2, "no count after the removal")
+    counts.deallocate()
+
     // Every compress call timed per thread, with zlib's return code: compress is patched
     // inline, so the calls of other libraries count too.
     let durations = Mutex<[UInt64]>([])

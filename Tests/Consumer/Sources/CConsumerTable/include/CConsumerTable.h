@@ -26,6 +26,11 @@ int consumer_scale(int value);
 /// consumer_scale(a) + consumer_scale(b), called directly (no pointer, no import entry).
 int consumer_scale_sum(int a, int b);
 
+/// An attach's enter function written in C (the README's `count_enter`): adds one to the
+/// `long` that `context` points at, and the first argument (at byte 0 of the frame) to the one
+/// after it.
+void consumer_count_enter(void *context, void *frame);
+
 /// Opens gcc's Objective-C runtime with dlopen (RTLD_LOCAL), makes and registers a root class
 /// `Counter` with `-(int)add:(int)a to:(int)b` the first time, and returns a new instance
 /// (NULL when the runtime is not installed).
