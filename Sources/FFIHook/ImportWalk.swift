@@ -212,9 +212,9 @@ package enum ImportWalk {
     /// library's functions), which would otherwise read every object's relocations once per
     /// symbol.
     final class EntryIndex {
-        /// How many symbols make an index worth its read of every relocation of the objects
-        /// asked about (a large object has tens of thousands): below it, each symbol is looked
-        /// for on its own.
+        /// How many symbols make an index by hash worth hashing every relocation's name of the
+        /// objects asked about (a large object has tens of thousands): below it, an index keeps
+        /// the entries of the few names by comparing names (``init(names:)``).
         static let worthwhile = 8
 
         /// Each object's index by its place in the walk, made at its first question (nil when

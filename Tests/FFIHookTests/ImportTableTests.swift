@@ -209,14 +209,7 @@ extension FixtureTableTests {
                 // (Every tenth name: each is scanned for in every object, which takes time.)
                 let asking = Set(symbols.joined()).sorted().enumerated().filter { $0.offset % 10 == 0 }.map(\.1)
                 for symbol in asking + ["no_such_symbol_anywhere", "strlen"] {
-                    let indexed = index.entries(of: symbol, in: objects)
-                    let scanned = objects.indices.flatMap { place in
-                        ImportWalk.entries(of: symbol, in: objects[place]).map { (place, $0) }
-                    }
-                    #expect(
-                        indexed.map { "\($0.object) \($0.entry.slot) \($0.entry.kind) \($0.entry.version ?? "-")" }
-                            == scanned.map { "\($0.0) \($0.1.slot) \($0.1.kind) \($0.1.version ?? "-")" },
-                        "\(symbol)")
+                    Self.expectIndex(index, answers: symbol, in: objects)
                     if chosen.contains(symbol) { asked.chosen += 1 } else { asked.other += 1 }
                 }
                 #expect(asked.chosen > 10 && asked.other > 20)
@@ -234,14 +227,7 @@ extension FixtureTableTests {
                 #expect(index.isFiltered)
                 let asking = few + ["free", "memcpy", "abort", "pthread_create"]
                 for symbol in asking {
-                    let indexed = index.entries(of: symbol, in: objects)
-                    let scanned = objects.indices.flatMap { place in
-                        ImportWalk.entries(of: symbol, in: objects[place]).map { (place, $0) }
-                    }
-                    #expect(
-                        indexed.map { "\($0.object) \($0.entry.slot) \($0.entry.kind) \($0.entry.version ?? "-")" }
-                            == scanned.map { "\($0.0) \($0.1.slot) \($0.1.kind) \($0.1.version ?? "-")" },
-                        "\(symbol)")
+                    Self.expectIndex(index, answers: symbol, in: objects)
                 }
                 #expect(index.entries(of: "strlen", in: objects).count > 0)
                 for object in objects {
@@ -251,6 +237,19 @@ extension FixtureTableTests {
                     #expect(kept.count == few.map { ImportWalk.entries(of: $0, in: object).count }.reduce(0, +))
                 }
             }
+        }
+
+        /// Expects `index` to answer for `symbol` with the entries a scan of each of `objects`
+        /// finds, in the same order, with the same kinds and versions.
+        static func expectIndex(_ index: ImportWalk.EntryIndex, answers symbol: String, in objects: [LoadedObject]) {
+            let indexed = index.entries(of: symbol, in: objects)
+            let scanned = objects.indices.flatMap { place in
+                ImportWalk.entries(of: symbol, in: objects[place]).map { (place, $0) }
+            }
+            #expect(
+                indexed.map { "\($0.object) \($0.entry.slot) \($0.entry.kind) \($0.entry.version ?? "-")" }
+                    == scanned.map { "\($0.0) \($0.1.slot) \($0.1.kind) \($0.1.version ?? "-")" },
+                "\(symbol)")
         }
 
         /// Every symbol an object's JUMP_SLOT and GLOB_DAT entries name, from a scan of them all.

@@ -202,31 +202,19 @@ struct Report: Codable, Sendable {
                     goal: "inline no-op before+after ≥ 6 × cheaper than frida's attach with empty C listeners",
                     measured: "\(Format.ratio(speedup)) cheaper (\(versus(inline, frida)))", met: speedup >= 6))
         }
-        // Both attach with empty enter and leave code and swap the return address, on the
-        // same function called by the same loop.
-        if let attach = median(.inlineAttachEnterLeave), let frida = median(.fridaAttach) {
+        // Each attaches with empty enter and leave code and swaps the return address, as frida
+        // does; the inline rows on the same function, called by the same loop, and the second
+        // one with C functions, as frida's listeners are.
+        for (mechanism, what) in [
+            (Mechanism.inlineAttachEnterLeave, "inline attach with empty enter and leave blocks"),
+            (.inlineAttachFunctions, "inline attach with empty C functions"),
+            (.attachEnterLeave, "attach on the slot with empty enter and leave blocks"),
+        ] {
+            guard let attach = median(mechanism), let frida = median(.fridaAttach) else { continue }
             let speedup = frida / attach
             targets.append(
                 TargetCheck(
-                    goal: "inline attach with empty enter and leave blocks ≥ 10 × cheaper than frida's attach with "
-                        + "empty C listeners",
-                    measured: "\(Format.ratio(speedup)) cheaper (\(versus(attach, frida)))", met: speedup >= 10))
-        }
-        // The same attach with empty C functions, as frida's listeners are.
-        if let attach = median(.inlineAttachFunctions), let frida = median(.fridaAttach) {
-            let speedup = frida / attach
-            targets.append(
-                TargetCheck(
-                    goal: "inline attach with empty C functions ≥ 10 × cheaper than frida's attach with empty C "
-                        + "listeners",
-                    measured: "\(Format.ratio(speedup)) cheaper (\(versus(attach, frida)))", met: speedup >= 10))
-        }
-        if let attach = median(.attachEnterLeave), let frida = median(.fridaAttach) {
-            let speedup = frida / attach
-            targets.append(
-                TargetCheck(
-                    goal: "attach on the slot with empty enter and leave blocks ≥ 10 × cheaper than frida's attach "
-                        + "with empty C listeners",
+                    goal: "\(what) ≥ 10 × cheaper than frida's attach with empty C listeners",
                     measured: "\(Format.ratio(speedup)) cheaper (\(versus(attach, frida)))", met: speedup >= 10))
         }
         return targets

@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "CTracerStart.h"
 #include "signal_default.h"
+#include "descriptor_floor.h"
 /* (Header-only: the hooking library's system calls by instruction.) */
 #include "../../../Sources/CFFIHookSupport/include/ffh_syscall.h"
 /* (And its walk of a GNU hash table.) */
@@ -20,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -700,15 +700,7 @@ static void fhs_start_reporter(void) {
     fhs_list_locking();
     int made = eventfd(0, EFD_CLOEXEC);
     if (made < 0) return;
-    /* Out of the way of the numbers a program opens first or sets up on purpose: 3 and up, and
-       the ones shell scripts name (`exec 200>lock; flock 200`; bash keeps its own up to 255):
-       halfway to the process's limit, 256 at least. */
-    struct rlimit limit;
-    long floor = 256;
-    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY && (long)(limit.rlim_cur / 2) > floor) {
-        floor = (long)(limit.rlim_cur / 2);
-    }
-    int wake = fcntl(made, F_DUPFD_CLOEXEC, floor);
+    int wake = fcntl(made, F_DUPFD_CLOEXEC, fht_descriptor_floor());
     close(made);
     struct stat status;
     if (wake < 0 || fstat(wake, &status) != 0) {

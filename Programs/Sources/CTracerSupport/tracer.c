@@ -6,6 +6,7 @@
 /* (And the layout of an attach's frames.) */
 #include "../../../Sources/CFFIHookSupport/include/ffh_attach.h"
 #include "../CTracerStart/signal_default.h"
+#include "../CTracerStart/descriptor_floor.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -19,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -68,14 +68,7 @@ __attribute__((constructor)) static void fht_load(void) {
     if (fht_preloaded()) ffi_hook_tracer_start();
 }
 
-int fht_high_descriptor_floor(void) {
-    struct rlimit limit;
-    long floor = 256;
-    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY && (long)(limit.rlim_cur / 2) > floor) {
-        floor = (long)(limit.rlim_cur / 2);
-    }
-    return floor > 1 << 30 ? 1 << 30 : (int)floor;
-}
+int fht_high_descriptor_floor(void) { return fht_descriptor_floor(); }
 
 uint64_t fht_monotonic_nanoseconds(void) {
     struct timespec now;
