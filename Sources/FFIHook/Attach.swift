@@ -226,7 +226,7 @@ public struct LeaveContext: ~Copyable {
 /// | leave | 64, 72, 80, 88 | the stack pointer at entry, ``LeaveContext/scratch``, ``LeaveContext/function``, ``LeaveContext/threadID`` |
 ///
 /// ```c
-/// // Counts calls per function and keeps the deepest stack pointer seen.
+/// // Counts the calls of the function, into the context.
 /// struct counts { _Atomic unsigned long calls; };
 /// void count_enter(void *context, void *frame) {
 ///     atomic_fetch_add_explicit(&((struct counts *)context)->calls, 1, memory_order_relaxed);
