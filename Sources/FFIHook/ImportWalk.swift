@@ -237,14 +237,12 @@ package enum ImportWalk {
         /// entry's), with their C strings for the C side, which the index frees.
         private let names: Set<String>?
         private let nameStrings: UnsafeMutablePointer<UnsafePointer<CChar>?>?
-        private let nameCount: Int
 
         /// An index for questions about any name.
         init() {
             filter = []
             names = nil
             nameStrings = nil
-            nameCount = 0
         }
 
         /// An index for questions about a few names (fewer than ``worthwhile``: what a group of
@@ -252,14 +250,16 @@ package enum ImportWalk {
         /// once for all of them, where each name's question would read them again. A question
         /// about another name is answered too, by reading the objects' relocations for it alone.
         init(names: some Sequence<String>) {
-            let distinct = Array(Set(names))
+            let distinct = Set(names)
             filter = []
-            self.names = Set(distinct)
-            nameCount = distinct.count
+            self.names = distinct
             let strings = UnsafeMutablePointer<UnsafePointer<CChar>?>.allocate(capacity: max(distinct.count, 1))
             for (place, name) in distinct.enumerated() { strings[place] = UnsafePointer(strdup(name)) }
             nameStrings = strings
         }
+
+        /// How many names ``nameStrings`` holds.
+        private var nameCount: Int { names?.count ?? 0 }
 
         /// An index for questions about the names whose ELF hashes (``ffh_elf_name_hash``) are
         /// `hashes`; a question about another name is answered too, by reading the objects'
@@ -273,7 +273,6 @@ package enum ImportWalk {
             self.filter = filter
             names = nil
             nameStrings = nil
-            nameCount = 0
         }
 
         /// An index for questions about `symbols`.

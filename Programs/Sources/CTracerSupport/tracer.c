@@ -26,10 +26,10 @@
 #include <unistd.h>
 
 /* Read by the Swift driver when it links the tracer's library (see start.c): the libraries every
-   Swift module is linked with are recorded only where the library uses them. The tracer uses
-   neither the concurrency nor the string-processing module, so a traced process does not load
-   them (libswift_Concurrency, libdispatch, libBlocksRuntime, libswift_StringProcessing,
-   libswift_RegexParser) when the tracer arrives. */
+   Swift module is linked with are recorded only where the library uses them. The tracer does not
+   use the string-processing module, so a traced process does not load it and the regular-expression
+   parser it needs (libswift_StringProcessing, libswift_RegexParser) when the tracer arrives; the
+   concurrency module stays (FFIHook's task-local scopes use it). */
 __attribute__((section(".swift1_autolink_entries"), used)) static const char fht_link_as_needed[] = "-Wl,--as-needed";
 
 // The Swift side (FFIHookTracer), exported with @_cdecl.
@@ -711,13 +711,11 @@ static int fht_own_stack(void) {
    run, so that a program whose main thread ended with pthread_exit still ends when its last
    thread does; NULL where there is no such count. Looked up as the library loads, before any
    function is traced (dlvsym's calls of the loader's functions are not the program's). */
-static unsigned int *fht_program_thread_count;
+static unsigned int *fht_program_threads;
 
 __attribute__((constructor)) static void fht_find_program_threads(void) {
-    fht_program_thread_count = (unsigned int *)dlvsym(RTLD_DEFAULT, "__nptl_nthreads", "GLIBC_PRIVATE");
+    fht_program_threads = (unsigned int *)dlvsym(RTLD_DEFAULT, "__nptl_nthreads", "GLIBC_PRIVATE");
 }
-
-static unsigned int *fht_program_threads(void) { return fht_program_thread_count; }
 
 /* What an own thread runs, and with what. */
 typedef struct {
@@ -731,8 +729,7 @@ static void *fht_own_body(void *argument) {
     fht_own_start start = *(fht_own_start *)argument;
     free(argument);
     void *result = start.body(start.argument);
-    unsigned int *count = fht_program_threads();
-    if (count) __atomic_add_fetch(count, 1, __ATOMIC_SEQ_CST);
+    if (fht_program_threads) __atomic_add_fetch(fht_program_threads, 1, __ATOMIC_SEQ_CST);
     return result;
 }
 
@@ -740,7 +737,6 @@ int ffi_hook_tracer_thread(void *(*body)(void *), void *argument, const char *na
     fht_own_start *start = malloc(sizeof *start);
     if (!start) return -1;
     *start = (fht_own_start){.body = body, .argument = argument};
-    unsigned int *count = fht_program_threads();
     /* Every signal blocked, so that none of the process's is delivered to the thread, but those
        a fault raises: the thread reads and writes under the library's fault guard, whose
        SIGSEGV would otherwise end the process, and inline patching stops every thread through
@@ -768,7 +764,7 @@ int ffi_hook_tracer_thread(void *(*body)(void *), void *argument, const char *na
         fht_own_stack_busy[stack] = 1;
     }
     /* (pthread_create counted it; the thread gives it back as it ends.) */
-    if (created == 0 && count) __atomic_sub_fetch(count, 1, __ATOMIC_SEQ_CST);
+    if (created == 0 && fht_program_threads) __atomic_sub_fetch(fht_program_threads, 1, __ATOMIC_SEQ_CST);
     pthread_mutex_unlock(&fht_own_stack_lock);
     pthread_sigmask(SIG_SETMASK, &previous, NULL);
     if (created != 0) {
