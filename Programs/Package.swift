@@ -52,6 +52,13 @@ let strictSettings: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
+// The tracer's library and its wrapper carry their own Swift runtime and C++ library, hidden
+// (`-static-stdlib` hides every archive's symbols): a traced process then loads neither
+// libswiftCore.so, its concurrency and dispatch libraries, nor libstdc++.so.6 for the tracer
+// (about 2 ms of every traced process), and a traced Swift or C++ program keeps its own. `Link/`
+// holds a linker script that stands for libstdc++.so and names the static archive.
+let staticRuntime = ["-static-stdlib", "-L", Context.packageDirectory + "/Link"]
+
 let package = Package(
     name: "swift-ffi-hook-programs",
     products: [
@@ -100,7 +107,8 @@ let package = Package(
                 "CTracerSupport", .product(name: "FFIHook", package: "swift-ffi-hook"),
                 .product(name: "FFIHookInline", package: "swift-ffi-hook"),
             ],
-            swiftSettings: strictSettings
+            swiftSettings: strictSettings,
+            linkerSettings: [.unsafeFlags(staticRuntime)]
         ),
         // The wrapper starts before every traced program: without the concurrency and string
         // processing modules, it loads three libraries fewer (libswift_Concurrency, libdispatch,
@@ -113,7 +121,7 @@ let package = Package(
                     "-Xfrontend", "-disable-implicit-string-processing-module-import",
                 ])
             ],
-            linkerSettings: [.unsafeFlags(["-static-stdlib"])]),
+            linkerSettings: [.unsafeFlags(staticRuntime)]),
 
         // MARK: - C support
 

@@ -310,8 +310,9 @@ typedef enum {
     /* In a runtime library's code (the C library's, the Swift runtime's: see
        ``fhj_dynamic_loader``; not waiting in a system call), or in a system call that changes
        the memory map (the allocator makes those holding its arena's lock): it may hold a lock
-       the tracer's calls take (an allocator's arena, the Swift runtime's metadata, a mutex it is
-       taking or letting go of), and they would wait for it forever. Never taken. */
+       the tracer's calls take (an allocator's arena, a mutex it is taking or letting go of), and
+       they would wait for it forever. Never taken. (The tracer carries its own Swift and C++
+       runtimes, so a thread in the process's is safe in fact: the list stays the wider one.) */
     FHJ_PLACE_RUNTIME,
     /* Inside the dynamic loader (``fhj_in_loader``). Never taken. */
     FHJ_PLACE_LOADER,

@@ -124,16 +124,6 @@ static int fhs_visit(struct dl_phdr_info *info, size_t size, void *data) {
     return 0;
 }
 
-/* The signals whose default action the Swift runtime's crash handler takes over when it loads
-   (it prints a Swift crash report for any program that crashes, then dies of the signal). */
-static const int fhs_crash_signals[] = {SIGQUIT, SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGSEGV, SIGTRAP, SIGSYS};
-#define FHS_CRASH_SIGNALS (sizeof fhs_crash_signals / sizeof fhs_crash_signals[0])
-
-/* A handler's address, whichever form it takes. */
-static void *fhs_handler(const struct sigaction *action) {
-    return (action->sa_flags & SA_SIGINFO) ? (void *)action->sa_sigaction : (void *)action->sa_handler;
-}
-
 // MARK: - The report when a signal ends the process
 
 /* A process that a signal ends (Ctrl-C, kill, a crash, a write to a closed pipe) runs no exit
@@ -235,8 +225,8 @@ static void fhs_end_with(int signal) {
 static __thread int fhs_on_reporter;
 
 /* The executable text of the objects in which an interrupted thread may hold a lock the report
-   needs: the loader, and the tracer's own (its library, the Swift runtime and what it
-   brought). Listed once the tracer has started; the C library's locking functions are listed
+   needs: the loader, and the tracer's own (its library, with the Swift runtime in it, and
+   what it brought). Listed once the tracer has started; the C library's locking functions are listed
    apart (fhs_locking). */
 #define FHS_UNSAFE_RANGES 64
 static struct {
@@ -377,8 +367,8 @@ static void fhs_zero(void *memory, size_t size) {
 
 /* Whether the interrupted thread can hold no lock the report needs, by where it is (the
    handler also asks the tracer whether the thread is doing its work, in whatever code). Not
-   when it was in the loader or the tracer's own code (its library, the Swift runtime and what
-   it brought), nor
+   when it was in the loader or the tracer's own code (its library, with the Swift runtime in it,
+   and what it brought), nor
    inside one of the C library's locking functions: its instruction pointer there, or a return
    address into one among the stack's top 2 KiB (read with process_vm_readv, which does not
    fault). But yes when it is asleep in a system call (the kernel moved its instruction pointer
@@ -971,40 +961,10 @@ static void fhs_load_tracer(void) {
     memcpy(path, info.dli_fname, directory);
     path[directory] = '/';
     memcpy(path + directory + 1, file, sizeof file);
-    /* The program's signal actions as they are: loading the tracer loads the Swift runtime
-       (unless the program uses it already), and the program's crashes stay its own. Crash
-       signals another process sends meanwhile wait (blocked) until the actions are back: the
-       runtime's handler would take one, print its report and let the program run on. The
-       runtime's alternate signal stack goes too. */
-    struct sigaction before[FHS_CRASH_SIGNALS];
-    int saved[FHS_CRASH_SIGNALS];
-    sigset_t crashes, mask;
-    sigemptyset(&crashes);
-    for (size_t index = 0; index < FHS_CRASH_SIGNALS; index++) {
-        saved[index] = sigaction(fhs_crash_signals[index], NULL, &before[index]) == 0;
-        sigaddset(&crashes, fhs_crash_signals[index]);
-    }
-    stack_t stack;
-    int stack_saved = sigaltstack(NULL, &stack) == 0;
-    pthread_sigmask(SIG_BLOCK, &crashes, &mask);
+    /* The tracer carries its own Swift runtime and C++ library, linked in and hidden, which
+       install no signal handler and no alternate stack: the program's signal actions stay as
+       they are across the load. */
     void *tracer = fhs_real_dlopen(slash ? path : file, RTLD_NOW | RTLD_GLOBAL);
-    for (size_t index = 0; index < FHS_CRASH_SIGNALS; index++) {
-        struct sigaction after;
-        if (saved[index] && sigaction(fhs_crash_signals[index], NULL, &after) == 0 &&
-            fhs_handler(&after) != fhs_handler(&before[index])) {
-            sigaction(fhs_crash_signals[index], &before[index], NULL);
-        }
-    }
-    stack_t now;
-    if (stack_saved && sigaltstack(NULL, &now) == 0 && (now.ss_sp != stack.ss_sp || now.ss_flags != stack.ss_flags)) {
-        if (stack.ss_flags & SS_DISABLE) {
-            stack_t none = {.ss_sp = NULL, .ss_flags = SS_DISABLE, .ss_size = 0};
-            sigaltstack(&none, NULL);
-        } else {
-            sigaltstack(&stack, NULL);
-        }
-    }
-    pthread_sigmask(SIG_SETMASK, &mask, NULL);
     void (*start)(void) = tracer ? (void (*)(void))dlsym(tracer, "ffi_hook_tracer_start") : NULL;
     if (!start) {
         static const char message[] = "ffi-hook-tracer: cannot load libFFIHookTracer.so beside libFFIHookTracerStart.so\n";

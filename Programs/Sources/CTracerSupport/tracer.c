@@ -367,7 +367,7 @@ void fht_reset_counters(void) {
 // MARK: - Process
 
 /* The report: when the loader runs the library's finalizer at exit (after the program's own
-   exit handlers and finalizers, before those of the Swift runtime the library needs). An
+   exit handlers and finalizers, before those of the libraries it needs). An
    atexit handler registered at load would run after the finalizers, since the program's
    start registers the loader's finalizer run later. */
 static int fht_started;
@@ -452,23 +452,6 @@ const char *fht_signal_name(int signal) {
         snprintf(name, sizeof name, "signal %d", signal);
     }
     return name;
-}
-
-void fht_default_swift_crash_actions(void) {
-    static const int signals[] = {SIGQUIT, SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGSEGV, SIGTRAP, SIGSYS};
-    for (size_t index = 0; index < sizeof signals / sizeof signals[0]; index++) {
-        struct sigaction action;
-        if (sigaction(signals[index], NULL, &action) != 0) continue;
-        void *handler =
-            (action.sa_flags & SA_SIGINFO) ? (void *)action.sa_sigaction : (void *)action.sa_handler;
-        Dl_info info;
-        if (handler == (void *)SIG_DFL || handler == (void *)SIG_IGN || !dladdr(handler, &info) || !info.dli_fname) {
-            continue;
-        }
-        const char *slash = strrchr(info.dli_fname, '/');
-        if (strncmp(slash ? slash + 1 : info.dli_fname, "libswiftCore.so", 15) != 0) continue;
-        (void)fht_signal_default(signals[index], sigaction);
-    }
 }
 
 // MARK: - The joiner's watch

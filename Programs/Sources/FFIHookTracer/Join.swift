@@ -14,9 +14,7 @@ import Synchronization
 ///
 /// `configuration` holds the variables a started program reads from its environment, one
 /// `NAME=VALUE` a line (see ``TracerConfiguration``); `FFI_HOOK_TRACER_OUTPUT` names the file
-/// the messages and the table go to, `FFI_HOOK_TRACER_RUNTIME_BROUGHT=1` says that the
-/// process had no Swift runtime before the library's load (the crash handler the runtime
-/// installed is then removed), and `FFI_HOOK_TRACER_JOINER` is the process ID of the
+/// the messages and the table go to, and `FFI_HOOK_TRACER_JOINER` is the process ID of the
 /// `ffi-hook-tracer` that joined: if it ends without leaving, the process leaves by itself.
 /// Returns a ``JoinResult`` raw value: 0 when tracing, 1 when the process is traced already,
 /// 2 when the configuration names no library, 4 when the thread was doing the tracer's own work
@@ -80,11 +78,6 @@ extension Tracer {
         }
         guard free else { return .busy }
         fht_report_begins()
-        // The join's dlopen brought the Swift runtime, and its crash handler: the process's
-        // crashes stay its own.
-        if text.split(separator: "\n").contains("FFI_HOOK_TRACER_RUNTIME_BROUGHT=1") {
-            fht_default_swift_crash_actions()
-        }
         LazyEntries.shared.record()
         guard !configuration.libraries.isEmpty else {
             if let path = configuration.outputPath { TracerOutput.redirect(to: path) }

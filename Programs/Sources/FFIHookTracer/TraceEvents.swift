@@ -86,16 +86,16 @@ struct EventOutputs: Sendable {
     // MARK: - Writing
 
     /// Writes the outputs asked for, from the events of every thread in `window` (ticks), and
-    /// says on standard error how many events were dropped. `functions` names each traced
-    /// function's counter; `isWriter` says whether this process writes files whose name has no
-    /// `%p`.
+    /// says on standard error how many events were dropped. `functions` gives each traced
+    /// function's counter by name (called only when an output is asked for); `isWriter` says
+    /// whether this process writes files whose name has no `%p`.
     func write(
-        functions: [String: CounterAddress], clock: EventClock, program: String, pid: Int32, isWriter: Bool,
+        functions: () -> [String: CounterAddress], clock: EventClock, program: String, pid: Int32, isWriter: Bool,
         window: ClosedRange<UInt64>
     ) {
         guard isEnabled else { return }
         var names: [UInt32: String] = [:]
-        for (name, counter) in functions { names[fht_counter_index(counter.pointer)] = name }
+        for (name, counter) in functions() { names[fht_counter_index(counter.pointer)] = name }
         let recording = Recording.read(names: names, clock: clock, capacity: capacity, window: window)
         if recording.droppedEvents > 0 {
             let threads = recording.threads.filter { $0.droppedEvents > 0 }.count

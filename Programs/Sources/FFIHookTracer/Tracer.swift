@@ -61,6 +61,9 @@ final class Tracer: Sendable {
         /// (exported by a traced library, selected by a pattern), each given its counter when
         /// chosen.
         var counters: [String: CounterAddress] { Tracer.namedCounters() }
+        /// The figures of the functions called at least once, by name: what a report shows (a
+        /// name becomes a string only for those, of the thousands a library may export).
+        var counted: [(String, fht_counter)] { Tracer.countedFunctions() }
         /// The objects seen by a walk.
         var seen: Set<String> = []
         /// Their sonames or file names, for a `--library` that names none of them.
@@ -98,9 +101,6 @@ final class Tracer: Sendable {
         var reported: Set<String> = []
         /// The files of this library and of the start library, never traced.
         var tracerPaths: Set<String> = []
-        /// The directory of the Swift runtime the tracer runs on, whose objects are not traced
-        /// inline (the tracer's own calls would run into the patches).
-        var swiftRuntimeDirectory: String?
         /// The clock at the start, for converting ticks to nanoseconds.
         var startTicks: UInt64 = 0
         /// The clock when the counters were zeroed at the start: the event outputs begin there.
@@ -160,10 +160,8 @@ final class Tracer: Sendable {
         guard !configuration.libraries.isEmpty else { return }
         configuration.events.arm()
         let tracer = Self.tracerPaths()
-        let runtime = Self.swiftRuntimeDirectory()
         state.withLock { state in
             state.tracerPaths = tracer
-            state.swiftRuntimeDirectory = runtime
             if configuration.scope == .program {
                 let images = LoadedImage.current { _ in [] }
                 let brought = LoadedImage.broughtByProgram(images, tracer: tracer)
@@ -315,7 +313,7 @@ final class Tracer: Sendable {
             let naming = namingByKey[image.key] ?? configuration.libraries(naming: image.path, soname: image.soname)
             state.matchedNames.formUnion(naming)
             guard !naming.isEmpty else { continue }
-            if let reason = Self.untraceable(image, inline: configuration.inline, state) {
+            if let reason = Self.untraceable(image, state) {
                 report("\(image.name) is not traced: \(reason)", &state)
                 continue
             }
@@ -413,6 +411,23 @@ final class Tracer: Sendable {
             if let counter { counters[string] = CounterAddress(pointer: counter) }
         }
         return counters
+    }
+
+    /// See ``State/counted``.
+    static func countedFunctions() -> [(String, fht_counter)] {
+        var counted: [(String, fht_counter)] = []
+        for index in 0..<fht_named_count() {
+            var length = 0
+            var counter: UnsafeMutablePointer<fht_counter>?
+            let name = fht_named_at(index, &length, &counter)
+            guard let counter else { continue }
+            let figures = fht_read(counter)
+            guard figures.calls > 0 else { continue }
+            let string = String(
+                decoding: UnsafeRawBufferPointer(start: name, count: length).bindMemory(to: UInt8.self), as: UTF8.self)
+            counted.append((string, figures))
+        }
+        return counted
     }
 
     /// Calls `body` with the bytes of `name` as C characters (not NUL-terminated) and their count.
@@ -688,7 +703,7 @@ final class Tracer: Sendable {
         let taken = withStateLock { state -> (counts: [(String, fht_counter)], ticks: UInt64, nanoseconds: UInt64)? in
             guard state.started, !state.finished, !state.configuration.libraries.isEmpty else { return nil }
             return (
-                state.counters.map { ($0.key, fht_read($0.value.pointer)) }, state.startTicks, state.startNanoseconds
+                state.counted, state.startTicks, state.startNanoseconds
             )
         }
         guard let taken = taken ?? nil else { return }
@@ -751,7 +766,7 @@ final class Tracer: Sendable {
                 let missing = isWriter ? state.configuration.libraries.filter { !state.matchedNames.contains($0) } : []
                 if !missing.isEmpty {
                     state.reportedUnmatched = true
-                    // What only the tracer brought (its library, the Swift runtime, libffi) is no
+                    // What only the tracer brought (its library, libffi, Zydis) is no
                     // name to suggest.
                     let brought = LoadedImage.broughtByProgram(images, tracer: state.tracerPaths)
                     let own = Set(images.filter { !brought.contains($0.key) }.map(\.name))
@@ -766,7 +781,7 @@ final class Tracer: Sendable {
                                 : Self.inOtherNamespace(name, paths: there))
                     }
                 }
-                let counts = state.counters.map { ($0.key, fht_read($0.value.pointer)) }
+                let counts = state.counted
                 // The event outputs show the calls the table counts: those made from the start
                 // until now (a joined process goes on calling while the files are written).
                 let now = fht_ticks()
@@ -798,7 +813,7 @@ final class Tracer: Sendable {
         }
         fht_report_progress()
         configuration.events.write(
-            functions: state.withLock { $0.counters },
+            functions: { self.state.withLock { $0.counters } },
             clock: EventClock(startTicks: startTicks, nanosecondsPerTick: nanosecondsPerTick),
             program: Self.programName, pid: pid, isWriter: isWriter, window: window)
         if !isWriter, counted {
@@ -1004,25 +1019,11 @@ final class Tracer: Sendable {
     }
 
     /// Why `image`, which a `--library` name matches, is not traced; nil when it is. The
-    /// tracer's own libraries never are (a name like `lib*.so` matches them), nor, inline, the
-    /// Swift runtime it runs on: its blocks would call the very code being patched.
-    private static func untraceable(_ image: LoadedImage, inline: Bool, _ state: State) -> String? {
-        if state.tracerPaths.contains(image.path) { return "it is part of the tracer" }
-        if inline, let runtime = state.swiftRuntimeDirectory, image.path.hasPrefix(runtime + "/") {
-            return "the tracer runs on this Swift runtime, which it cannot patch in its own code "
-                + "(trace it without --inline)"
-        }
-        return nil
-    }
-
-    /// The directory of the Swift runtime library this library runs on (where `swift_retain` is).
-    private static func swiftRuntimeDirectory() -> String? {
-        guard let retain = dlsym(nil, "swift_retain") else { return nil }
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        guard fht_object_path(retain, &buffer, buffer.count) != 0 else { return nil }
-        let path = buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-        guard let slash = path.lastIndex(of: "/") else { return nil }
-        return String(path[..<slash])
+    /// tracer's own libraries never are (a name like `lib*.so` matches them). A Swift program's
+    /// runtime is traced like any library, inline too: the tracer runs on its own copy, linked
+    /// into it, so its blocks never call the code being patched.
+    private static func untraceable(_ image: LoadedImage, _ state: State) -> String? {
+        state.tracerPaths.contains(image.path) ? "it is part of the tracer" : nil
     }
 
     /// This library's file and the start library's (which loaded it), to leave them out of the

@@ -155,12 +155,6 @@ private func joinConfiguration(pid: Int32, output: String, json: String?) -> Str
     if let json { lines.append("FFI_HOOK_TRACER_JSON=\(json)") }
     // Killed before it leaves, this process is missed: the joined process then leaves by itself.
     lines.append("FFI_HOOK_TRACER_JOINER=\(getpid())")
-    // Whether loading the tracer brings the Swift runtime into the process.
-    if let maps = contents(of: "/proc/\(pid)/maps"),
-        !maps.split(separator: "\n").contains(where: { $0.hasSuffix("/libswiftCore.so") })
-    {
-        lines.append("FFI_HOOK_TRACER_RUNTIME_BROUGHT=1")
-    }
     if lines.contains(where: { $0.contains("\n") }) { fail("an option's value cannot hold a line break with --pid") }
     return lines.joined(separator: "\n")
 }

@@ -85,10 +85,10 @@ let usage = """
                            program  (default) every object of the program: the executable
                                     and the libraries it loads, now or later with dlopen, the
                                     traced libraries included; what only the tracer brought
-                                    (its library, and the Swift runtime unless the program
-                                    needs it too) is left out
+                                    (its library, and libffi and Zydis unless the program
+                                    needs them too) is left out
                            main     the executable only: calls the program makes itself
-                           all      every object, the tracer's and the Swift runtime's too
+                           all      every object, those only the tracer brought too
                          A traced library's calls to its own functions count (under program
                          or all) only when they go through its own import table, as a call of
                          an exported function through its PLT does; calls the compiler made
@@ -98,9 +98,9 @@ let usage = """
                          (.symtab) names, patched where it starts, so that every call is seen
                          whoever makes it (the library's calls to itself and the program's,
                          through the import table or not); --scope does not apply. Functions
-                         that cannot be patched safely are reported and left out, as is the
-                         Swift runtime the tracer runs on (the tracer's own libraries are
-                         never traced)
+                         that cannot be patched safely are reported and left out (the
+                         tracer's own libraries are never traced; it carries its own Swift
+                         runtime, so a Swift program's runtime is traced like any library)
     \(eventUsage)
     \(logUsage)
       --pid PID          join the running process PID instead of starting a program

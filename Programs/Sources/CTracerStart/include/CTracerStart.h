@@ -2,8 +2,8 @@
 #define CTRACERSTART_H
 
 // The tracer's start library (prefix fhs_), what ffi-hook-tracer preloads: a few kilobytes of
-// C that load the tracer itself (libFFIHookTracer.so, beside it, with the Swift runtime it
-// needs) only once a library it is to trace is loaded, so that a process in which none ever
+// C that load the tracer itself (libFFIHookTracer.so, beside it, with the Swift runtime linked
+// in) only once a library it is to trace is loaded, so that a process in which none ever
 // is (a shell, a version manager's shim) pays for little more than this library.
 //
 // It loads the tracer at once in the process the wrapper started (FFI_HOOK_TRACER_PID), which

@@ -460,12 +460,6 @@ void fht_report_progress(void);
 /// without; in storage of the calling thread's, until its next call.
 const char *fht_signal_name(int signal);
 
-/// Gives back their default action to the crash signals (SIGSEGV, SIGABRT, SIGQUIT, ...) whose
-/// handler is the Swift runtime's: loading the tracer into a process that did not use Swift
-/// brings the runtime, whose crash handler would otherwise print a Swift crash report for the
-/// process's own crashes. A handler the process installed is left as it is.
-void fht_default_swift_crash_actions(void);
-
 /// Starts a thread of the tracer's named `name` that runs `body(argument)`, with every signal
 /// blocked but those of faults (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS), on a stack
 /// the tracer mapped (used again for a later thread once this one has ended; up to 16 threads
