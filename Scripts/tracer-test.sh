@@ -752,6 +752,22 @@ for disposition in handled ignored; do
     fi
 done
 echo "abort() with SIGABRT handled or ignored: status 134 and the report, the handler run once"
+# SWIFT_BACKTRACE set for Swift programs, with the backtracer's path: the Swift runtime inside the
+# tracer does not take over a C program's crash (no Swift crash report, no message of the
+# runtime's), and the program dies of its signal after the tracer's report.
+backtracer="$(dirname "$(command -v swiftc)")/../libexec/swift/linux/swift-backtrace"
+if [ -x "$backtracer" ]; then
+    status=0
+    SWIFT_BACKTRACE="enable=yes,swift-backtrace=$backtracer" timeout 60 "$bin/ffi-hook-tracer" --library libtracee.so \
+        -- "$work/crashes" segv >/dev/null 2>"$work/segv.err" || status=$?
+    if [ "$status" -ne 139 ] || grep -Eiq "crashed|swift runtime|backtrac" "$work/segv.err" ||
+        ! grep -Eq "^ffi-hook-tracer: crashes \(pid [0-9]+, ended by SIGSEGV\): 11 calls of 1 function" "$work/segv.err"; then
+        echo "SWIFT_BACKTRACE set: status $status (139 expected)" >&2
+        cat "$work/segv.err" >&2
+        exit 1
+    fi
+    echo "SWIFT_BACKTRACE set: a C program's SIGSEGV stays its own, after the report"
+fi
 # The allocator aborts with its lock held (a block freed twice): where the report needs that
 # lock, it stops, and the process dies of SIGABRT within seconds rather than waiting for ever,
 # saying that its report stopped. (The report's thread may allocate from another arena of the
@@ -862,6 +878,52 @@ rows = {row["name"]: row["calls"] for row in json.load(open(sys.argv[1]))["funct
 if rows.get("swift_stdlib_random") != 3000 or min(rows.get(name, 0) for name in ("swift_allocObject", "swift_retain", "swift_release")) < 3000:
     sys.exit(f"{sys.argv[2]}: the Swift program's runtime calls counted as {rows}")
 print(f"{sys.argv[2]}: the Swift program's runtime traced: {rows}")
+PYTHON
+done
+
+echo "== tracer test: C++ exceptions through traced calls, one of which tail-calls another"
+# An exception thrown through two traced calls that share a return slot (a tail call from one to
+# the other) reaches its handler (the unwinder took the outer thunk's frame for the handler's
+# and aborted); the calls it leaves drop out as the next call from the same frame begins, so
+# the returning calls after them nest in nothing and have their times. Through import tables
+# (--scope all: the library's own jump goes through its PLT) and inline; and glibc's qsort,
+# a jump to qsort_r, with a comparator that throws.
+gcc -O2 -fexceptions -fPIC -shared -o "$work/libthrows.so" "$fixture/throws.c"
+g++ -O1 -o "$work/throws" "$fixture/throws.cpp" -L"$work" -lthrows -Wl,-rpath,"$work"
+plain=$("$work/throws" 1000)
+for mode in "--library libthrows.so --scope all" "--library libthrows.so --inline" \
+    "--library libc.so.6 --symbols qsort,qsort_r --inline"; do
+    status=0
+    # shellcheck disable=SC2086
+    traced=$(timeout 60 "$bin/ffi-hook-tracer" $mode --json "$work/throws.json" --folded "$work/throws.folded" \
+        -- "$work/throws" 1000 2>"$work/throws.err") || status=$?
+    if [ "$status" -ne 0 ] || [ "$traced" != "$plain" ]; then
+        echo "$mode: status $status, printed '$traced' (untraced: '$plain')" >&2
+        cat "$work/throws.err" >&2
+        exit 1
+    fi
+    python3 - "$work/throws.json" "$work/throws.folded" "$mode" "$work/throws.err" <<'PYTHON'
+import json, sys
+rows = {row["name"]: row for row in json.load(open(sys.argv[1]))["functions"]}
+# The table: a long name widens its own row only.
+wide = [line for line in open(sys.argv[4]) if line.startswith("throws_") and "runs_longer" not in line and len(line) > 100]
+if wide:
+    sys.exit(f"{sys.argv[3]}: rows as wide as the longest name: {wide[0]!r}")
+stacks = [line.rsplit(" ", 1)[0].split(";") for line in open(sys.argv[2]) if line.strip()]
+deepest = max((len(stack) for stack in stacks), default=0)
+if "libthrows" in sys.argv[3]:
+    outer, inner, plain = rows.get("throws_outer"), rows.get("throws_inner"), rows.get("throws_plain")
+    if not (outer and inner and plain) or (outer["calls"], inner["calls"], plain["calls"]) != (1000, 1000, 1000):
+        sys.exit(f"{sys.argv[3]}: counts {rows}")
+    if outer["completed"] != 0 or inner["completed"] != 0 or plain["completed"] != 1000:
+        sys.exit(f"{sys.argv[3]}: calls left by the exceptions counted as returned, or returns lost: {rows}")
+    nested = [stack for stack in stacks if stack[-1] == "throws_plain" and len(stack) > 1]
+    if deepest > 2 or nested:
+        sys.exit(f"{sys.argv[3]}: calls the exceptions left stay open: stacks {deepest} deep, throws_plain under {nested[:1]}")
+else:
+    if rows.get("qsort", {}).get("calls") != 1 or rows.get("qsort_r", {}).get("calls") != 1:
+        sys.exit(f"{sys.argv[3]}: qsort and qsort_r counted as {rows}")
+print(f"{sys.argv[3]}: the exceptions were caught; stacks at most {deepest} deep")
 PYTHON
 done
 

@@ -59,6 +59,11 @@ typedef struct {
        handler interrupted that push): FFH_SIDE_FILLING or 0, given back to the side stack's
        depth as this frame leaves. */
     uint64_t below;
+    /* How many bytes past its usual place the unwinder is told this call's thunk frame has its
+       CFA (see ffh_side_write_unwind): 0, or more for a frame whose return slot later frames
+       took over (a function that tail-calls another attached one, two attaches of one slot),
+       each thunk frame of one slot then having a CFA of its own. */
+    uint64_t bias;
 } ffh_side_frame;
 
 /* A side stack's depth word: the number of frames, and this bit while the top frame is being
@@ -79,9 +84,10 @@ enum {
     FFH_THUNK_HEADER = 16,
     FFH_THUNK_CELL = 16,
     FFH_THUNK_BYTES = FFH_THUNK_HEADER + FFH_THUNK_CELL * FFH_ATTACH_DEPTH,
-    /* Per cell: DW_CFA_expression (1), register (1), length (1), DW_OP_addr and its 8 bytes,
-       then DW_CFA_advance_loc (1). */
-    FFH_EH_ROW = 13,
+    /* Per cell: DW_CFA_def_cfa_expression (1), length (1), DW_OP_breg7 and its offset (2),
+       DW_OP_addr and its 8 bytes, DW_OP_deref (1), DW_OP_plus (1); DW_CFA_expression (1),
+       register (1), length (1), DW_OP_addr and its 8 bytes; then DW_CFA_advance_loc (1). */
+    FFH_EH_ROW = 28,
     FFH_EH_BYTES = 64 + FFH_EH_ROW * FFH_ATTACH_DEPTH + 64,
 };
 
@@ -230,8 +236,8 @@ static unsigned char *ffh_put64(unsigned char *at, uint64_t value) {
 
 /* Writes the side stack's unwind information: one CIE and one FDE covering the thunks, whose
    row for cell i says the return address is saved at frames[i].ret and the frame's CFA is the
-   stack pointer (the caller's, once the original has returned into the thunk). Returns its
-   length, the zero word that ends it included. */
+   stack pointer (the caller's, once the original has returned into the thunk) plus 8 plus
+   frames[i].bias. Returns its length, the zero word that ends it included. */
 static uint64_t ffh_side_write_unwind(ffh_side *side) {
     unsigned char *start = side->image.eh;
     unsigned char *at = start;
@@ -248,17 +254,18 @@ static uint64_t ffh_side_write_unwind(ffh_side *side) {
     *at++ = 16;                    /* return address column: rip */
     *at++ = 1;                     /* augmentation data length */
     *at++ = 0x00;                  /* FDE pointers: DW_EH_PE_absptr */
-    /* The thunk's frame: its CFA is the caller's stack pointer plus 8, and the caller's stack
-       pointer is given outright (CFA - 8). A CFA equal to the caller's stack pointer would
-       equal the CFA of the function that returns into the thunk, and an unwinder that tells
-       frames apart by CFA (libgcc's, which then aborts a C++ exception caught in the caller)
-       would take the thunk's frame for the handler's. */
-    *at++ = 0x0c;                  /* DW_CFA_def_cfa rsp, 8 */
+    /* The thunk's frame: its CFA is the caller's stack pointer plus 8 (plus the frame's bias:
+       each row), and the caller's stack pointer is given outright (the thunk's own). A CFA
+       equal to the caller's stack pointer would equal the CFA of the function that returns
+       into the thunk, and an unwinder that tells frames apart by CFA (libgcc's, which then
+       aborts a C++ exception caught in the caller) would take the thunk's frame for the
+       handler's; so would two thunk frames of one return slot (a tail call from one attached
+       function into another) with one CFA: the bias sets them apart. */
+    *at++ = 0x16;                  /* DW_CFA_val_expression rsp, [DW_OP_breg7 0] */
     *at++ = 7;
-    *at++ = 8;
-    *at++ = 0x14;                  /* DW_CFA_val_offset rsp, 1 (factored: CFA - 8) */
-    *at++ = 7;
-    *at++ = 1;
+    *at++ = 2;
+    *at++ = 0x77;
+    *at++ = 0;
     while ((at - cie) % 8 != 0) *at++ = 0; /* DW_CFA_nop */
     ffh_put32(cie, (uint32_t)(at - cie - 4));
     /* FDE */
@@ -269,6 +276,14 @@ static uint64_t ffh_side_write_unwind(ffh_side *side) {
     at = ffh_put64(at, (uint64_t)FFH_THUNK_CELL * FFH_ATTACH_DEPTH);
     *at++ = 0; /* augmentation data length */
     for (unsigned index = 0; index < FFH_ATTACH_DEPTH; index++) {
+        *at++ = 0x0f; /* DW_CFA_def_cfa_expression [rsp + 8 + frames[index].bias] */
+        *at++ = 13;
+        *at++ = 0x77; /* DW_OP_breg7 8 */
+        *at++ = 8;
+        *at++ = 0x03; /* DW_OP_addr &frames[index].bias */
+        at = ffh_put64(at, (uint64_t)(uintptr_t)&side->frames[index].bias);
+        *at++ = 0x06; /* DW_OP_deref */
+        *at++ = 0x22; /* DW_OP_plus */
         *at++ = 0x10; /* DW_CFA_expression rip, [DW_OP_addr &frames[index].ret] */
         *at++ = 16;
         *at++ = 9;
@@ -515,6 +530,14 @@ static inline uint64_t ffh_side_push(ffh_side *side, uint64_t sp, ffh_attach *re
     top->scratch = scratch;
     top->function = original;
     top->below = word & FFH_SIDE_FILLING;
+    top->bias = 0;
+    /* Frames below whose return slot this call takes over (it was tail-called from an attached
+       function, or passed through another attach of its slot) get CFAs above its own, a byte
+       apart (at most 7: a function's CFA is 16 bytes or more above its caller's stack pointer). */
+    for (uint64_t below = depth, bias = 1; below > 0 && bias < 8; below--, bias++) {
+        if (side->frames[below - 1].sp != sp) break;
+        side->frames[below - 1].bias = bias;
+    }
     /* A signal handler that interrupts from here on sees the frame in place. */
     __asm__ __volatile__("" ::: "memory");
     __atomic_store_n(&side->depth, depth + 1, __ATOMIC_RELAXED);
@@ -653,6 +676,15 @@ uint64_t ffh_attach_depth(void) {
     return side ? side->depth & ~FFH_SIDE_FILLING : 0;
 }
 
+int ffh_attach_is_return_thunk(uintptr_t address) {
+    ffh_thread *thread = ffh_current_thread;
+    ffh_side *side = thread ? thread->side : NULL;
+    if (!side) return 0;
+    uint64_t first = ffh_thunk(side, 0);
+    return address >= first && address <= ffh_thunk(side, FFH_ATTACH_DEPTH - 1) &&
+           (address - first) % FFH_THUNK_CELL == 0;
+}
+
 static void ffh_attach_thread_released(ffh_thread *thread) {
     ffh_side *side = thread->side;
     if (side) side->depth = 0;
@@ -667,6 +699,10 @@ uint64_t ffh_attach_abandoned_frames(void) { return 0; }
 uint64_t ffh_attach_passed_calls(void) { return 0; }
 uint64_t ffh_attach_passed_library_calls(void) { return 0; }
 uint64_t ffh_attach_depth(void) { return 0; }
+int ffh_attach_is_return_thunk(uintptr_t address) {
+    (void)address;
+    return 0;
+}
 void ffh_attach_write_stub(void *stub, ffh_attach *record) {
     (void)stub;
     (void)record;

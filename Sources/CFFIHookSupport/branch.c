@@ -2,33 +2,19 @@
 
 #include <string.h>
 
-/* The watched targets: the functions' windows, and a bitmap of 32-byte blocks that hold part of
-   one (most branch targets are in no such block, and are rejected by one bit). */
+/* The watched targets: a bitmap with one bit for each byte from the first function's start to
+   the end of the last one's window, set for the bytes inside a window but not at a function's
+   start. A target is watched when its bit is set: it lies past the last function start at or
+   below it, by fewer bytes than the window. */
 typedef struct {
-    const uintptr_t *functions;
-    size_t count;
-    uintptr_t window;
     uintptr_t low, high;
-    uint64_t *blocks;
+    const uint64_t *bits;
 } ffh_branch_watch;
 
-static int ffh_branch_watched(const ffh_branch_watch *watch, uintptr_t target) {
+static inline int ffh_branch_watched(const ffh_branch_watch *watch, uintptr_t target) {
     if (target <= watch->low || target >= watch->high) return 0;
-    uintptr_t block = (target - watch->low) >> 5;
-    if (!(watch->blocks[block >> 6] & (1ULL << (block & 63)))) return 0;
-    /* The last function at or below the target. */
-    size_t low = 0, high = watch->count;
-    while (low < high) {
-        size_t middle = (low + high) / 2;
-        if (watch->functions[middle] <= target) {
-            low = middle + 1;
-        } else {
-            high = middle;
-        }
-    }
-    if (low == 0) return 0;
-    uintptr_t offset = target - watch->functions[low - 1];
-    return offset > 0 && offset < watch->window;
+    uintptr_t bit = target - watch->low;
+    return (int)((watch->bits[bit >> 6] >> (bit & 63)) & 1);
 }
 
 static int32_t ffh_branch_rel32(const uint8_t *at) {
@@ -47,57 +33,66 @@ size_t ffh_branch_blocks(const uintptr_t *functions, size_t count, uintptr_t win
     if (!functions || count == 0 || window == 0) return 0;
     uintptr_t low = functions[0], high = functions[count - 1] + window;
     if (high < low) return (size_t)-1; /* wrapped */
-    size_t blockCount = ((high - low) >> 5) + 1;
-    return (blockCount + 63) / 64;
+    return (size_t)((high - low) / 64 + 1);
 }
+
+/* What an opcode byte can begin: nothing watched (most bytes), a rel8 branch (jmp, jcc, loop,
+   jrcxz), a rel32 jmp or call, the first byte of a two-byte opcode (jcc rel32 is 0F 80-8F), or
+   the first byte of xbegin (C7 F8). */
+enum { FFH_BRANCH_NONE, FFH_BRANCH_REL8, FFH_BRANCH_REL32, FFH_BRANCH_ESCAPE, FFH_BRANCH_XBEGIN };
+static const uint8_t ffh_branch_kind[256] = {
+    [0x70 ... 0x7F] = FFH_BRANCH_REL8, [0xE0 ... 0xE3] = FFH_BRANCH_REL8, [0xEB] = FFH_BRANCH_REL8,
+    [0xE8] = FFH_BRANCH_REL32,         [0xE9] = FFH_BRANCH_REL32,         [0x0F] = FFH_BRANCH_ESCAPE,
+    [0xC7] = FFH_BRANCH_XBEGIN,
+};
 
 size_t ffh_branch_candidates(
     const uint8_t *code, size_t size, const uintptr_t *functions, size_t count, uintptr_t window, uint64_t *blocks,
     size_t words, uintptr_t *candidates, size_t capacity) {
     if (!code || size == 0 || !functions || count == 0 || window == 0) return 0;
     if (!blocks || words != ffh_branch_blocks(functions, count, window)) return (size_t)-1;
-    ffh_branch_watch watch = {
-        .functions = functions, .count = count, .window = window, .low = functions[0],
-        .high = functions[count - 1] + window, .blocks = blocks};
-    size_t blockCount = words * 64;
+    uintptr_t low = functions[0];
+    ffh_branch_watch watch = {.low = low, .high = functions[count - 1] + window, .bits = blocks};
+    /* The windows, then their functions' starts taken out (a window may reach past the next
+       start). Marking the same bits again for another stretch changes nothing. */
     for (size_t index = 0; index < count; index++) {
-        uintptr_t first = (functions[index] + 1 - watch.low) >> 5;
-        uintptr_t last = (functions[index] + window - 1 - watch.low) >> 5;
-        for (uintptr_t block = first; block <= last && block < blockCount; block++) {
-            watch.blocks[block >> 6] |= 1ULL << (block & 63);
+        for (uintptr_t bit = functions[index] + 1 - low; bit < functions[index] + window - low; bit++) {
+            blocks[bit >> 6] |= 1ULL << (bit & 63);
         }
+    }
+    for (size_t index = 0; index < count; index++) {
+        uintptr_t bit = functions[index] - low;
+        blocks[bit >> 6] &= ~(1ULL << (bit & 63));
     }
     size_t found = 0;
     uintptr_t base = (uintptr_t)code;
-#define FFH_BRANCH_CANDIDATE(target)                                                                   \
-    do {                                                                                              \
-        if (ffh_branch_watched(&watch, (target))) {                                                   \
-            if (found < capacity) candidates[found] = base + at;                                      \
-            found++;                                                                                  \
-            goto next;                                                                                \
-        }                                                                                             \
-    } while (0)
     for (size_t at = 0; at < size; at++) {
-        uint8_t byte = code[at];
+        uint8_t kind = ffh_branch_kind[code[at]];
+        if (__builtin_expect(kind == FFH_BRANCH_NONE, 1)) continue;
         size_t left = size - at;
-        if (byte == 0xEB || (byte >= 0x70 && byte <= 0x7F) || (byte >= 0xE0 && byte <= 0xE3)) {
-            if (left >= 2) FFH_BRANCH_CANDIDATE(base + at + 2 + (intptr_t)(int8_t)code[at + 1]);
-        } else if (byte == 0xE8 || byte == 0xE9) {
-            if (left >= 5) FFH_BRANCH_CANDIDATE(base + at + 5 + (intptr_t)ffh_branch_rel32(code + at + 1));
-        } else if (byte == 0x0F) {
-            if (left >= 6 && code[at + 1] >= 0x80 && code[at + 1] <= 0x8F) {
-                FFH_BRANCH_CANDIDATE(base + at + 6 + (intptr_t)ffh_branch_rel32(code + at + 2));
-            }
-        } else if (byte == 0xC7) {
-            if (left >= 6 && code[at + 1] == 0xF8) {
-                FFH_BRANCH_CANDIDATE(base + at + 6 + (intptr_t)ffh_branch_rel32(code + at + 2));
-            }
-            if (left >= 4 && code[at + 1] == 0xF8) {
-                FFH_BRANCH_CANDIDATE(base + at + 4 + (intptr_t)ffh_branch_rel16(code + at + 2));
-            }
+        int watched = 0;
+        switch (kind) {
+        case FFH_BRANCH_REL8:
+            watched = left >= 2 && ffh_branch_watched(&watch, base + at + 2 + (intptr_t)(int8_t)code[at + 1]);
+            break;
+        case FFH_BRANCH_REL32:
+            watched = left >= 5 && ffh_branch_watched(&watch, base + at + 5 + (intptr_t)ffh_branch_rel32(code + at + 1));
+            break;
+        case FFH_BRANCH_ESCAPE:
+            watched = left >= 6 && code[at + 1] >= 0x80 && code[at + 1] <= 0x8F &&
+                      ffh_branch_watched(&watch, base + at + 6 + (intptr_t)ffh_branch_rel32(code + at + 2));
+            break;
+        case FFH_BRANCH_XBEGIN:
+            watched = (left >= 6 && code[at + 1] == 0xF8 &&
+                       ffh_branch_watched(&watch, base + at + 6 + (intptr_t)ffh_branch_rel32(code + at + 2))) ||
+                      (left >= 4 && code[at + 1] == 0xF8 &&
+                       ffh_branch_watched(&watch, base + at + 4 + (intptr_t)ffh_branch_rel16(code + at + 2)));
+            break;
         }
-    next:;
+        if (watched) {
+            if (found < capacity) candidates[found] = base + at;
+            found++;
+        }
     }
-#undef FFH_BRANCH_CANDIDATE
     return found;
 }

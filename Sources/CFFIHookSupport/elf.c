@@ -483,6 +483,47 @@ void ffh_elf_index_free(ffh_elf_index *index) {
     free(index);
 }
 
+// MARK: - The unwind table
+
+/* The encodings of DWARF's exception-handling pointers (the low nibble the format, the high
+   one what the value is relative to) that the table's header uses. */
+enum {
+    FFH_EH_UDATA4 = 0x03,
+    FFH_EH_SDATA4 = 0x0b,
+    FFH_EH_PCREL = 0x10,
+    FFH_EH_DATAREL = 0x30,
+};
+
+size_t ffh_elf_unwind_starts(const ffh_elf_object *object, uintptr_t *starts, size_t capacity) {
+    const ElfW(Phdr) *headers = object->program_headers;
+    const uint8_t *table = NULL;
+    size_t size = 0;
+    for (uint16_t index = 0; index < object->program_header_count; index++) {
+        if (headers[index].p_type == PT_GNU_EH_FRAME) {
+            table = (const uint8_t *)(object->base + headers[index].p_vaddr);
+            size = headers[index].p_memsz;
+        }
+    }
+    /* The header: version 1, the encodings of the .eh_frame pointer, of the entry count and of
+       the entries; the pointer (4 bytes in the linkers' encoding); the count; then the sorted
+       entries, each the start of the code a description covers and the description's place,
+       both 32-bit offsets from the table's first byte. */
+    if (!table || size < 12 || table[0] != 1 || table[2] != FFH_EH_UDATA4 ||
+        table[3] != (FFH_EH_DATAREL | FFH_EH_SDATA4) || (table[1] & 0x0f) != FFH_EH_SDATA4 ||
+        (table[1] & 0x70) != FFH_EH_PCREL) {
+        return 0;
+    }
+    uint32_t count;
+    memcpy(&count, table + 8, sizeof count);
+    if (count > (size - 12) / 8) return 0;
+    for (uint32_t index = 0; index < count && index < capacity; index++) {
+        int32_t offset;
+        memcpy(&offset, table + 12 + 8 * (size_t)index, sizeof offset);
+        starts[index] = (uintptr_t)table + (uintptr_t)(intptr_t)offset;
+    }
+    return count;
+}
+
 // MARK: - Segments
 
 static int ffh_elf_in_segment(const ffh_elf_object *object, uintptr_t address, int type, int flag) {

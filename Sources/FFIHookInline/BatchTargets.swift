@@ -190,6 +190,24 @@ enum BatchTargets {
         definedFunctions(of: object).map { UInt($0.symbol.address) }
     }
 
+    /// The instruction boundaries a linear decoding of the object's code starts again at, sorted
+    /// and each once: where its exported functions start, and where its unwind table says code
+    /// begins (``ffh_elf_unwind_starts``: its local functions too, and the parts the compiler
+    /// split off). The more of them, the shorter the stretches a sweep decodes, and the less a
+    /// decoding that wandered into data between functions carries on.
+    static func restartPoints(of object: LoadedObject) -> [UInt] {
+        var unwind: [UInt] = []
+        let count = ffh_elf_unwind_starts(object.object, nil, 0)
+        if count > 0 {
+            unwind = [UInt](repeating: 0, count: count)
+            let written = unwind.withUnsafeMutableBufferPointer {
+                ffh_elf_unwind_starts(object.object, $0.baseAddress, $0.count)
+            }
+            unwind.removeSubrange(min(written, count)...)
+        }
+        return Set(functionStarts(of: object) + unwind).sorted()
+    }
+
     /// The best of the names the object exports for the function at `address` (``AliasRank``),
     /// or nil when it exports none there.
     static func plainestName(at address: UInt, in object: LoadedObject) -> String? {

@@ -11,8 +11,9 @@ import CZydis
 /// taking that jump after the patch went in would run the middle of the jump. The sweep finds
 /// what decoding an object's code linearly finds (its executable segments, narrowed to the
 /// sections of code its file names: data a linker put there is not decoded), starting again at
-/// every known function start (the decoding cannot drift across one), without decoding most of
-/// them: a filter in C over every byte finds those that could encode a branch into a watched
+/// every known function start (the decoding cannot drift across one: the exported functions',
+/// and every start the unwind table lists, ``BatchTargets/restartPoints(of:)``), without
+/// decoding most of them: a filter in C over every byte finds those that could encode a branch into a watched
 /// function, and only the stretch from the function start before each to it is decoded (a test
 /// holds the two to each other on libc, SQLite and zlib). A fraction of the time of decoding
 /// everything.
@@ -63,12 +64,14 @@ struct BranchSweep {
         _ body: (_ from: UInt, _ target: UInt) -> Void
     ) {
         guard !functions.isEmpty else { return }
-        // The filter's bitmap of the 32-byte blocks the windows touch (4 KB for 1 MB of code);
-        // none when the functions are spread too far for one (then everything is decoded).
+        // The filter's bitmap of the watched bytes (128 KiB for 1 MiB of code); none when the
+        // functions are spread too far for one, over 128 MiB (then everything is decoded).
         let words = ffh_branch_blocks(functions, functions.count, Self.watchedLength)
-        var blocks = words > 0 && words <= 1 << 24 ? [UInt64](repeating: 0, count: words) : []
+        var blocks = words > 0 && words <= 1 << 21 ? [UInt64](repeating: 0, count: words) : []
         for range in ranges where !range.isEmpty {
-            var capacity = 256
+            // Room for one candidate in 256 bytes (SQLite's code has one in 830): a second pass
+            // over the bytes only for code denser in them.
+            var capacity = max(256, range.count / 256)
             var candidates: [UInt] = []
             while true {
                 // (The filter marks the same bits each time: the bitmap is not cleared.)

@@ -246,7 +246,7 @@ enum InlinePlanner {
     private static func branchCheck(around address: UInt) -> BranchCheck {
         let sweep = ImportWalk.withLoadedObject(containing: address) { object -> BranchSweep? in
             guard let object else { return nil }
-            let starts = (BatchTargets.functionStarts(of: object) + [address]).sorted()
+            let starts = Set(BatchTargets.restartPoints(of: object) + [address]).sorted()
             let low = address > neighbourhood ? address - neighbourhood : 0
             let ranges = codeRanges(of: object).compactMap { range -> Range<UInt>? in
                 guard range.upperBound > low, range.lowerBound < address + neighbourhood else { return nil }
@@ -416,7 +416,9 @@ enum InlinePlanner {
         // that follows it.
         var available = size
         if let known = size {
-            let needed = known + Relocator.paddingLength(after: code, size: known)
+            // (Padding matters only to a function shorter than the most a relocation copies:
+            // an endbr64, then instructions up to 15 bytes long until a 14-byte patch is covered.)
+            let needed = known < 32 ? known + Relocator.paddingLength(after: code, size: known) : known
             available = min(needed, mappedAfter)
         } else if mappedAfter < 32 {
             available = mappedAfter
@@ -486,8 +488,8 @@ enum InlinePlanner {
     }
 
     /// One sweep per object that holds targets, by the object's key: its code (``codeRanges(of:)``)
-    /// decoded, starting again at every function its dynamic symbol table names and at every
-    /// target.
+    /// decoded, starting again at every function its dynamic symbol table names, every place its
+    /// unwind table says code begins (``BatchTargets/restartPoints(of:)``) and every target.
     private static func sweep(
         _ targets: [PlanTarget], in loaded: [LoadedObject], _ objects: ObjectRanges
     ) -> [String: BranchSweep] {
@@ -497,7 +499,7 @@ enum InlinePlanner {
         for object in loaded {
             let key = ObjectRanges.key(of: object)
             guard let functions = byObject[key] else { continue }
-            let starts = Set(BatchTargets.functionStarts(of: object) + functions).sorted()
+            let starts = Set(BatchTargets.restartPoints(of: object) + functions).sorted()
             sweeps[key] = BranchSweep(
                 ranges: codeRanges(of: object), starts: starts, functions: Array(Set(functions)).sorted())
         }

@@ -41,8 +41,11 @@ struct Instruction {
     let length: Int
     /// Its bytes.
     let bytes: [UInt8]
-    /// As Zydis formats it (Intel syntax, absolute targets).
-    let text: String
+    /// Its run-time address when decoded.
+    let address: UInt
+    /// As Zydis formats it (Intel syntax, absolute targets): formatted from its bytes when asked
+    /// for (messages and refusals ask; a plan decodes thousands of instructions and shows none).
+    var text: String { Decoder().text(of: bytes, at: address) }
     /// What relocating it involves.
     let kind: Kind
     /// An `endbr64`.
@@ -148,10 +151,30 @@ struct Decoder {
         }
     }
 
+    /// The instruction of `bytes`, decoded at run-time address `address`, as Zydis formats it;
+    /// empty when they hold none.
+    func text(of bytes: [UInt8], at address: UInt) -> String {
+        var decoder = decoder
+        var formatter = formatter
+        var instruction = ZydisDecodedInstruction()
+        return withUnsafeTemporaryAllocation(of: ZydisDecodedOperand.self, capacity: 10) { operands in
+            guard
+                Self.succeeded(
+                    ZydisDecoderDecodeFull(&decoder, bytes, bytes.count, &instruction, operands.baseAddress))
+            else { return "" }
+            return withUnsafeTemporaryAllocation(of: CChar.self, capacity: 256) { buffer in
+                buffer[0] = 0
+                _ = ZydisFormatterFormatInstruction(
+                    &formatter, &instruction, operands.baseAddress, instruction.operand_count_visible,
+                    buffer.baseAddress, buffer.count, UInt64(address), nil)
+                return String(cString: buffer.baseAddress!)
+            }
+        }
+    }
+
     /// Decodes the instruction at `code + offset` from at most `available` bytes.
     func decode(_ code: UnsafeRawPointer, offset: Int, available: Int) throws(DecodeFailure) -> Instruction {
         var decoder = decoder
-        var formatter = formatter
         let address = code + offset
         var instruction = ZydisDecodedInstruction()
         var operands = [ZydisDecodedOperand](repeating: ZydisDecodedOperand(), count: 10)
@@ -165,13 +188,6 @@ struct Decoder {
             throw DecodeFailure(offset: offset, bytes: shown, isCut: isCut, reason: Self.reason(of: status))
         }
         let runtime = UInt(bitPattern: address)
-        var buffer = [CChar](repeating: 0, count: 256)
-        _ = operands.withUnsafeBufferPointer { operands in
-            ZydisFormatterFormatInstruction(
-                &formatter, &instruction, operands.baseAddress, instruction.operand_count_visible,
-                &buffer, buffer.count, UInt64(runtime), nil)
-        }
-        let text = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         let length = Int(instruction.length)
         let bytes = Array(UnsafeRawBufferPointer(start: address, count: length))
 
@@ -236,7 +252,7 @@ struct Decoder {
         var callsNext = false
         if case .call(let target) = kind { callsNext = target == runtime + UInt(length) }
         return Instruction(
-            offset: offset, length: length, bytes: bytes, text: text, kind: kind,
+            offset: offset, length: length, bytes: bytes, address: runtime, kind: kind,
             isEndbr64: mnemonic == ZYDIS_MNEMONIC_ENDBR64,
             isCall: mnemonic == ZYDIS_MNEMONIC_CALL, callsNext: callsNext,
             endsFlow: [

@@ -1,6 +1,8 @@
+import CFFIHookSupport
 import CSQLite
 import CZlib
 import FFIHook
+import Glibc
 import Testing
 
 @testable import FFIHookInline
@@ -31,6 +33,55 @@ import Testing
         return found
     }
 
+    /// The places the unwind table says code begins are where libgcc's unwinder finds that
+    /// functions begin (`_Unwind_Find_FDE` gives the start of the code a description covers),
+    /// each once and in order; every function the compiler built and the dynamic symbol table
+    /// names is among them, and the library's local functions make more of them than it exports.
+    @Test(arguments: ["libsqlite3.so.0", "libz.so.1", "libc.so.6"])
+    func unwindStartsAreWhereTheUnwinderFindsFunctions(library: String) throws {
+        #expect(sqlite3_libversion_number() > 0)
+        #expect(zlibVersion() != nil)
+        // const struct dwarf_fde *_Unwind_Find_FDE(void *pc, struct dwarf_eh_bases *bases), whose
+        // bases are three pointers: the text and data bases, then the function's start.
+        typealias FindDescription =
+            @convention(c) (UnsafeMutableRawPointer?, UnsafeMutablePointer<UInt>) -> UnsafeRawPointer?
+        let find = unsafeBitCast(try #require(dlsym(nil, "_Unwind_Find_FDE")), to: FindDescription.self)
+        try ImportWalk.withLoadedObjects { objects in
+            let object = try #require(objects.first { $0.soname == library }, "\(library) is not loaded")
+            let count = ffh_elf_unwind_starts(object.object, nil, 0)
+            var starts = [UInt](repeating: 0, count: count)
+            let written = starts.withUnsafeMutableBufferPointer {
+                ffh_elf_unwind_starts(object.object, $0.baseAddress, $0.count)
+            }
+            #expect(written == count)
+            #expect(count > 100, "\(library): \(count) unwind starts")
+            #expect(starts == Array(Set(starts)).sorted(), "\(library): the starts are not in order, each once")
+            var misplaced: [UInt] = []
+            for start in starts {
+                var bases: (UInt, UInt, UInt) = (0, 0, 0)
+                let description = withUnsafeMutablePointer(to: &bases) {
+                    $0.withMemoryRebound(to: UInt.self, capacity: 3) {
+                        find(UnsafeMutableRawPointer(bitPattern: start), $0)
+                    }
+                }
+                if description == nil || bases.2 != start { misplaced.append(start) }
+            }
+            #expect(
+                misplaced.isEmpty,
+                "\(library): \(misplaced.count) starts where the unwinder starts no function, first \(misplaced.prefix(3))"
+            )
+            // The exported functions the compiler described: all of them in SQLite and zlib;
+            // glibc's hand-written ones describe themselves too.
+            let exported = Set(BatchTargets.functionStarts(of: object))
+            let undescribed = exported.subtracting(starts)
+            #expect(
+                undescribed.isEmpty,
+                "\(library): \(undescribed.count) of \(exported.count) exported functions have no unwind start")
+            #expect(starts.count > exported.count, "\(library): no local function among \(starts.count) unwind starts")
+            #expect(BatchTargets.restartPoints(of: object) == Array(exported.union(starts)).sorted())
+        }
+    }
+
     /// Every function the library's dynamic symbol table defines watched at once (a batch), a
     /// seventh of them, and single functions: the sweep finds exactly the branches that decoding
     /// all of the library's code finds.
@@ -41,7 +92,7 @@ import Testing
         #expect(zlibVersion() != nil)
         try ImportWalk.withLoadedObjects { objects in
             let object = try #require(objects.first { $0.soname == library }, "\(library) is not loaded")
-            let starts = Array(Set(BatchTargets.functionStarts(of: object))).sorted()
+            let starts = BatchTargets.restartPoints(of: object)
             let ranges = object.loadSegments.filter { $0.flags & 1 != 0 }.map { segment in
                 let start = object.bias &+ UInt(truncatingIfNeeded: segment.address)
                 return start..<(start &+ UInt(truncatingIfNeeded: segment.fileSize))

@@ -508,6 +508,31 @@ import Testing
         }
     }
 
+    /// The same through a function that tail-calls the thrower, both attached: their calls share
+    /// one return slot, so the unwinder meets two thunk frames at one stack pointer, each of which
+    /// must have a CFA of its own (libgcc took the outer one's for the handler's and aborted).
+    /// Each leave block runs for the calls that return; neither for those the exception leaves.
+    @Test func aCppExceptionThroughATailCallOfTwoAttachedFunctions() async {
+        await #expect(processExitsWith: .success) {
+            at_reset()
+            let leaves = AttachTests.Counter()
+            guard
+                let outer = try? Hook.attach(
+                    on: AttachTests.slot(\.tail_thrower), onEnter: { _ in }, onLeave: { _ in leaves.add() }),
+                let inner = try? Hook.attach(
+                    on: AttachTests.slot(\.thrower), onEnter: { _ in }, onLeave: { _ in leaves.add() })
+            else { exit(2) }
+            for round in 1...100 {
+                guard at_call_catching_through_tail(round) == 1000 + round else { exit(3) }
+                guard at_call_catching_through_tail(0) == -1 else { exit(4) }
+            }
+            guard leaves.count == 200 else { exit(5) }
+            inner.remove()
+            outer.remove()
+            exit(0)
+        }
+    }
+
     /// pthread_exit inside an attached call: glibc unwinds the thread's stack (forced
     /// unwinding, through the thunk) to run the cleanup the caller registered. In a child.
     @Test func aThreadExitingInsideAnAttachedCall() async {

@@ -948,6 +948,27 @@ fhs_signal_handler sysv_signal(int number, fhs_signal_handler handler) {
 
 // MARK: - Loading the tracer
 
+extern char **environ;
+
+/* A copy of the list of `environment`'s entries without those of SWIFT_BACKTRACE; NULL when it
+   has none (or memory runs out). */
+static char **fhs_without_swift_backtrace(char **environment) {
+    static const char name[] = "SWIFT_BACKTRACE=";
+    size_t count = 0, found = 0;
+    for (char **entry = environment; entry && *entry; entry++, count++) {
+        if (strncmp(*entry, name, sizeof name - 1) == 0) found++;
+    }
+    if (found == 0) return NULL;
+    char **copy = malloc((count - found + 1) * sizeof *copy);
+    if (!copy) return NULL;
+    size_t kept = 0;
+    for (char **entry = environment; *entry; entry++) {
+        if (strncmp(*entry, name, sizeof name - 1) != 0) copy[kept++] = *entry;
+    }
+    copy[kept] = NULL;
+    return copy;
+}
+
 /* Loads the tracer from this library's directory and starts it (its constructor starts it only
    when LD_PRELOAD names it). */
 static void fhs_load_tracer(void) {
@@ -963,8 +984,20 @@ static void fhs_load_tracer(void) {
     memcpy(path + directory + 1, file, sizeof file);
     /* The tracer carries its own Swift runtime and C++ library, linked in and hidden, which
        install no signal handler and no alternate stack: the program's signal actions stay as
-       they are across the load. */
+       they are across the load. Unless SWIFT_BACKTRACE asks the runtime for its crash handler:
+       set for a Swift program, it would make the tracer's runtime say on standard error that it
+       cannot find its backtracer, or, given the backtracer's path, take over the crashes of
+       any program. The runtime reads it as it loads: it sees an environment without it. */
+    char **hidden = fhs_without_swift_backtrace(environ);
+    char **original = environ;
+    if (hidden) environ = hidden;
     void *tracer = fhs_real_dlopen(slash ? path : file, RTLD_NOW | RTLD_GLOBAL);
+    if (hidden && environ == hidden) {
+        environ = original;
+        free(hidden);
+    }
+    /* (Otherwise another thread set a variable meanwhile, in a copy of the environment made
+       from this one: the copy stays, and this array, which it no longer uses, too.) */
     void (*start)(void) = tracer ? (void (*)(void))dlsym(tracer, "ffi_hook_tracer_start") : NULL;
     if (!start) {
         static const char message[] = "ffi-hook-tracer: cannot load libFFIHookTracer.so beside libFFIHookTracerStart.so\n";

@@ -431,10 +431,13 @@ FHT_PLAIN static fht_log_stack *_Nullable fht_log_frames(void) {
 }
 
 /* Forgets the frames of calls that a longjmp or an exception left: those deeper on the stack
-   than a call at `sp` (a tail call has the stack pointer of the call it replaced, and stays). */
+   than a call at `sp`, and at `sp` unless the call was tail-called (see fht_drop_abandoned). */
 FHT_PLAIN static void fht_log_drop_abandoned(fht_log_stack *stack, uint64_t sp) {
     uint64_t depth = stack->depth;
-    while (depth > 0 && stack->frames[depth - 1].sp < sp) depth--;
+    while (depth > 0 && stack->frames[depth - 1].sp <= sp) {
+        if (stack->frames[depth - 1].sp == sp && fht_tail_called(sp)) break;
+        depth--;
+    }
     stack->depth = depth;
 }
 

@@ -90,6 +90,8 @@ __thread fht_counter *fht_mine __attribute__((tls_model("initial-exec")));
 __thread fht_calls *fht_in_flight __attribute__((tls_model("initial-exec")));
 __thread int fht_thread_marks __attribute__((tls_model("initial-exec")));
 
+int fht_tail_called(uint64_t sp) { return ffh_attach_is_return_thunk(*(const uintptr_t *)(uintptr_t)sp); }
+
 void fht_enter_function(void *counter, void *frame) {
     fht_enter((fht_counter *)counter, ((const ffh_attach_enter_frame *)frame)->sp);
 }

@@ -6,9 +6,9 @@ internal import CTracerSupport
 /// open. An end closes the open call it belongs to (same function, same stack pointer at entry)
 /// and, above it, calls that never returned (left by `longjmp`, or whose end the attach could
 /// not see); a begin whose stack pointer lies above the innermost open call's closes that call
-/// too (its frame is gone; a call at the same stack level is taken for a call made in it, as a
-/// tail call is, so a call left by `longjmp` and followed by a call from the same frame holds
-/// that call until the frame's caller moves on). Calls still open when the events run out were running when the
+/// too (its frame is gone), and so does a begin at the same stack pointer unless it was recorded
+/// as tail-called from that call (``FHT_TAIL_BEGIN``): a call left by `longjmp` or an exception
+/// ends where the next call from the same frame begins. Calls still open when the events run out were running when the
 /// report was written: they end then. An end that matches no open call (a call that began
 /// before the events, or before a fork) is left out. So every call has a begin and an end,
 /// nested within its caller, and times never run backwards on a thread.
@@ -136,8 +136,12 @@ struct Recording {
             if ticks > window.upperBound { break }
             let stack = events[position].stack
             last = max(last, clock.nanoseconds(events[position].ticks))
-            if word & 3 == UInt32(FHT_BEGIN) {
-                while let top = open.last, Int32(bitPattern: stack &- thread.calls[top].stack) > 0 {
+            let kind = word & 3
+            if kind == UInt32(FHT_BEGIN) || kind == UInt32(FHT_TAIL_BEGIN) {
+                // Calls deeper than this one's stack pointer were left; so was one at it, unless
+                // this call was tail-called from it.
+                let tail = kind == UInt32(FHT_TAIL_BEGIN)
+                while let top = open.last, Int32(bitPattern: stack &- thread.calls[top].stack) > (tail ? 0 : -1) {
                     close(at: last, .abandoned)
                 }
                 thread.calls.append(

@@ -44,6 +44,9 @@ struct TraceReport {
         total = rows.reduce(0) { $0 + $1.selfTime }
     }
 
+    /// The longest function name the table's first column is made wide enough for.
+    static let widestName = 60
+
     /// The table: a heading line, then function, calls, total time, self time (less the traced
     /// calls inside), mean, and share of the time in traced functions (by self time).
     func table(process: String) -> String {
@@ -66,13 +69,15 @@ struct TraceReport {
                 total > 0 ? EventFormatting.percent(row.selfTime / total) : "-",
             ]
         }
+        // A name longer than `widestName` (a C++ or Swift symbol runs to a thousand characters)
+        // pushes its own row's figures right, not every row's.
         let widths = header.indices.map { column in
-            ([header] + cells).map { $0[column].count }.max() ?? 0
+            ([header] + cells).map { $0[column].count }.filter { column != 0 || $0 <= Self.widestName }.max() ?? 0
         }
         for line in [header] + cells {
             let padded = line.indices.map { column in
                 let cell = line[column]
-                let padding = String(repeating: " ", count: widths[column] - cell.count)
+                let padding = String(repeating: " ", count: max(0, widths[column] - cell.count))
                 return column == 0 ? cell + padding : padding + cell
             }
             lines.append(padded.joined(separator: "  "))

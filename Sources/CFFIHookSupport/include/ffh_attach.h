@@ -133,6 +133,12 @@ uint64_t ffh_attach_passed_calls(void);
 uint64_t ffh_attach_passed_library_calls(void);
 /// How many frames the calling thread's side stack holds now (0 without one).
 uint64_t ffh_attach_depth(void);
+/// Whether `address` is where one of the calling thread's attached calls returns to (its
+/// return thunk). A call whose return address it is was not made by a call instruction of its
+/// own: an attached function tail-called it (or it passed through another attach of its slot),
+/// so it shares that call's stack pointer. A call at an earlier call's stack pointer that finds
+/// any other return address was made afresh: the earlier one was left (longjmp, an exception).
+int ffh_attach_is_return_thunk(uintptr_t address);
 /// Whether this platform has attach (x86-64 ELF).
 int ffh_attach_available(void);
 

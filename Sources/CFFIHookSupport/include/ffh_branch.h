@@ -7,16 +7,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/// How many 64-bit words ffh_branch_candidates needs for its bitmap of the blocks of 32 bytes
-/// that hold part of a watched window (one bit each, from the first function's start to the last
-/// window's end); `(size_t)-1` when the windows wrap around the address space.
+/// How many 64-bit words ffh_branch_candidates needs for its bitmap of the watched bytes (one
+/// bit for each byte from the first function's start to the last window's end: 128 KiB for
+/// 1 MiB of code); `(size_t)-1` when the windows wrap around the address space.
 size_t ffh_branch_blocks(const uintptr_t *functions, size_t count, uintptr_t window);
 
 /// Writes into `candidates` (up to `capacity`; returns how many there are in all) the
 /// addresses of the bytes of `code` (`size` bytes, mapped and readable, at run-time address
 /// `code`) that are the opcode of a direct branch, if an instruction starts at or before them,
-/// whose target lands more than 0 and fewer than `window` bytes past one of `functions`
-/// (`count` addresses, sorted ascending): `jmp`/`jcc`/`loop`/`jrcxz` rel8, `jmp`/`call`
+/// whose target lands more than 0 and fewer than `window` bytes past the last of `functions`
+/// (`count` addresses, sorted ascending) at or below it: `jmp`/`jcc`/`loop`/`jrcxz` rel8, `jmp`/`call`
 /// rel32, `jcc` rel32 (0F 8x), `xbegin` rel32 and rel16. Every such instruction a decoder finds
 /// in the code has its opcode among them: prefixes do not move the end of the instruction, from
 /// which the target counts; the decoder tells which of them are instructions. `blocks` is

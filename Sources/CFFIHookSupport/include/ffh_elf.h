@@ -182,6 +182,15 @@ size_t ffh_elf_defined_functions(const ffh_elf_object *object, ffh_elf_function 
 size_t ffh_elf_functions_at(const ffh_elf_object *object, uintptr_t address, ffh_elf_function *functions,
                             size_t capacity);
 
+/// Writes up to `capacity` of the places where the object's unwind table (its
+/// `PT_GNU_EH_FRAME` segment, `.eh_frame_hdr`: one entry for each frame description) says code
+/// begins, run-time addresses in ascending order, and returns how many there are in all: the
+/// start of every function the compiler described for unwinding, its local ones and the parts
+/// it split off (`.cold`) included, each an instruction boundary. 0 for an object without the
+/// table or with a table in an encoding other than the linkers' own (32-bit offsets from the
+/// table). Reads the object's mapped segment: no file.
+size_t ffh_elf_unwind_starts(const ffh_elf_object *object, uintptr_t *starts, size_t capacity);
+
 /// The load bias (`l_addr`) and dynamic section address (`l_ld`) of the loaded object whose
 /// mappings hold `address` (dladdr1's link map). Returns 1, or 0 when no loaded object does.
 int ffh_elf_object_at(uintptr_t address, uintptr_t *base, uintptr_t *dynamic);

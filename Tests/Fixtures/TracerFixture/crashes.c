@@ -223,6 +223,10 @@ int main(int argc, char **argv) {
         printf("%lld bytes left in use by %d cycles\n", (long long)mallinfo2().uordblks - (long long)before, count);
         return 0;
     }
+    if (argc > 1 && strcmp(argv[1], "segv") == 0) {
+        for (int call = 0; call < 10; call++) sum = tracee_add(sum, 1);
+        *(volatile int *)(long)(argc - 2) = sum;
+    }
     if (argc > 2 && strcmp(argv[1], "aborts") == 0) {
         setvbuf(stdout, NULL, _IONBF, 0);
         signal(SIGABRT, strcmp(argv[2], "ignored") == 0 ? SIG_IGN : on_abort);

@@ -51,6 +51,10 @@ static long at_tail(long a, long b) {
     __attribute__((musttail)) return at_table.add(a, b);
 }
 
+static void at_tail_throw(long value) {
+    __attribute__((musttail)) return at_table.thrower(value);
+}
+
 static long at_recurse(long depth) {
     if (depth <= 0) return 0;
     return at_table.recurse(depth - 1) + 1;
@@ -162,6 +166,7 @@ void at_reset(void) {
     at_table.signaller = at_signaller;
     at_table.tail = at_tail;
     at_table.thrower = at_throw;
+    at_table.tail_thrower = at_tail_throw;
     at_table.trapper = at_trapper;
     at_table.setjmper = (int (*)(void *))_setjmp;
 }

@@ -23,6 +23,10 @@ enum {
     FHT_BEGIN = 1,
     /// A call ended (returned to its caller).
     FHT_END = 2,
+    /// A call began at the stack pointer of a traced call still running, which tail-called it
+    /// (``fht_tail_called``): that call stays open around it. (A call of FHT_BEGIN at an open
+    /// call's stack pointer closes that call: it was left.)
+    FHT_TAIL_BEGIN = 3,
 };
 
 /// One event: 16 bytes.
@@ -33,7 +37,7 @@ typedef struct {
     /// return address): a call's begin and end carry the same value.
     uint32_t stack;
     /// The function's counter index (``fht_counter_index``) shifted left by 2, or'ed with
-    /// FHT_BEGIN or FHT_END; 0 while the event is not written yet.
+    /// FHT_BEGIN, FHT_TAIL_BEGIN or FHT_END; 0 while the event is not written yet.
     uint32_t word;
 } fht_event;
 
@@ -112,7 +116,8 @@ static inline uint64_t fht_record_begin_at(uint32_t function, uintptr_t stack, u
         fht_take(&buffer->dropped, 2);
         return ticks;
     }
-    fht_store_event(&fht_buffer_events(buffer)[index], ticks, stack, function, FHT_BEGIN);
+    fht_store_event(
+        &fht_buffer_events(buffer)[index], ticks, stack, function, fht_tail_called(stack) ? FHT_TAIL_BEGIN : FHT_BEGIN);
     return ticks | FHT_RECORDED;
 }
 

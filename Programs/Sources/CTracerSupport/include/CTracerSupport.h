@@ -218,12 +218,20 @@ int fht_kind_enters(const fht_counter *counter, uint8_t kind);
 /// call of it.
 void fht_spawn_ends(const fht_counter *counter);
 
+/// Whether the call entering at stack pointer `sp` (the address of its return address) was
+/// tail-called from a traced function, or otherwise shares the stack pointer of a traced call
+/// still running: its return address is a return thunk of the hooking library's (see
+/// ffh_attach_is_return_thunk). Otherwise a traced call at that stack pointer was left.
+int fht_tail_called(uint64_t sp);
+
 /// Drops the calls in flight that a longjmp or an exception left without returning: those
-/// deeper on the stack than a call at `sp` (a call made by a tail jump has the stack pointer
-/// of the call it replaced, and stays).
+/// deeper on the stack than a call at `sp`, and those at `sp` itself unless the call was
+/// tail-called (a call made by a tail jump has the stack pointer of the call it replaced, and
+/// that call stays; a call made afresh where a call was means that call is gone).
 static inline void fht_drop_abandoned(fht_calls *calls, uint64_t sp) {
     uint64_t depth = calls->depth;
-    while (depth > 0 && calls->frames[depth - 1].sp < sp) {
+    while (depth > 0 && calls->frames[depth - 1].sp <= sp) {
+        if (calls->frames[depth - 1].sp == sp && fht_tail_called(sp)) break;
         fht_counter *counter = calls->frames[depth - 1].counter;
         if (counter && counter->active > 0) fht_add(&counter->active, (uint64_t)-1);
         depth--;

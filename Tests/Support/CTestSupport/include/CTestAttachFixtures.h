@@ -42,6 +42,8 @@ typedef struct {
     long (*signaller)(long value);
     long (*tail)(long, long);
     void (*thrower)(long value);
+    /// Tail-calls at_table.thrower(value) (a jump through the table).
+    void (*tail_thrower)(long value);
     long (*trapper)(long value);
     int (*setjmper)(void *buffer);
 } at_slots;
@@ -134,6 +136,10 @@ void at_throw(long value);
 /// Calls at_table.thrower(value) in a C++ `try` that catches a `long`: returns what was caught
 /// plus 1000, or -1 when nothing was thrown.
 long at_call_catching(long value);
+
+/// As at_call_catching, through at_table.tail_thrower: with both attached, two calls share one
+/// return slot, and the exception passes through both thunks to the handler.
+long at_call_catching_through_tail(long value);
 
 /// What at_step_calls saw: the attached calls of a signal handler run after every instruction
 /// of calls through `add`.
