@@ -75,6 +75,11 @@ final class Tracer: Sendable {
         /// object is attached to once for the functions chosen when it is first seen, then for
         /// functions chosen since, which it cannot have been attached to.
         var imports: [String: [String]] = [:]
+        /// Under ``TracerConfiguration/Scope/main`` and ``TracerConfiguration/Scope/program``:
+        /// the traced libraries (by ``LoadedImage/key``), whose exports are read only for the
+        /// names objects in scope import, and the names every one of them was asked about.
+        var tracedKeys: Set<String> = []
+        var askedNames: Set<String> = []
         /// The objects whose calls are not counted (``TracerConfiguration/Scope/program``).
         var excluded: Set<String> = []
         /// The groups that look at every object (following dlopen and dlclose, and those of
@@ -287,7 +292,9 @@ final class Tracer: Sendable {
                 var details: LoadedImage.Details = []
                 let naming = configuration.libraries(naming: image.path, soname: image.soname)
                 namingByKey[image.key] = naming
-                if !configuration.inline, !naming.isEmpty {
+                // Under `.all` every export is chosen now (its groups follow every object); under the
+                // other scopes only those that objects in scope import, read in a second walk.
+                if !configuration.inline, configuration.scope == .all, !naming.isEmpty {
                     details.insert(.exports)
                 }
                 // Every object is in scope with `.all`, and its group follows every object by itself;
@@ -303,6 +310,21 @@ final class Tracer: Sendable {
         var added: [Chosen] = []
         var newImages: Set<String> = []
         var exhausted = false
+        // Gives each of `functions` its counter, keeping those made now.
+        func choose(_ functions: [String], _ state: inout State) {
+            added.reserveCapacity(added.count + functions.count)
+            for function in functions where !exhausted {
+                // One lookup of the name, which makes its counter when it has none.
+                guard let (counter, made) = Self.counter(naming: function, kindOf: function) else {
+                    exhausted = true
+                    report("out of counters; \(function) and later functions are not traced", &state)
+                    break
+                }
+                if made { added.append(Chosen(name: function, counter: counter)) }
+            }
+        }
+        // Under `.main` and `.program`, the traced libraries first seen in this walk.
+        var newTraced: [String] = []
         for image in images where !seen.contains(image.key) {
             newImages.insert(image.key)
             state.seen.insert(image.key)
@@ -321,20 +343,19 @@ final class Tracer: Sendable {
                 traceInline(image, &state)
                 continue
             }
+            if configuration.scope != .all {
+                state.tracedKeys.insert(image.key)
+                newTraced.append(image.key)
+                continue
+            }
             let chosen = image.exports.filter(configuration.selects(symbol:))
             if chosen.isEmpty {
                 report("\(image.name) exports no function that --symbols selects", &state)
             }
-            added.reserveCapacity(added.count + chosen.count)
-            for function in chosen where !exhausted {
-                // One lookup of the name, which makes its counter when it has none.
-                guard let (counter, made) = Self.counter(naming: function, kindOf: function) else {
-                    exhausted = true
-                    report("out of counters; \(function) and later functions are not traced", &state)
-                    break
-                }
-                if made { added.append(Chosen(name: function, counter: counter)) }
-            }
+            choose(chosen, &state)
+        }
+        if !configuration.inline, configuration.scope != .all, !state.tracedKeys.isEmpty {
+            chooseImported(newTraced: newTraced, newImages: newImages, &state, choose)
         }
         // The counters of the functions chosen since the last walk: made for the first object
         // seen before whose table leads to one of them (a set of addresses is cheaper to make
@@ -373,6 +394,96 @@ final class Tracer: Sendable {
                     wanted, in: image.isMainProgram ? .mainProgram : .object(image.path), named: image.name,
                     object: image.key, &state)
             }
+        }
+    }
+
+    /// Under `.main` and `.program`: chooses the functions the traced libraries export that the
+    /// objects in scope import (the imports read are those --symbols selects), reading the
+    /// libraries' exports in a walk of their own that makes a string only of those names (libc
+    /// exports 2,900 functions, a program imports a few dozen). A new traced library is asked
+    /// about every import of every object in scope; a new object's imports that have no
+    /// counter are asked of every traced library, each name once.
+    private func chooseImported(
+        newTraced: [String], newImages: Set<String>, _ state: inout State,
+        _ choose: ([String], inout State) -> Void
+    ) {
+        let sources = newTraced.isEmpty ? newImages.compactMap { state.imports[$0] } : Array(state.imports.values)
+        var wanted = Set<String>()
+        for names in sources {
+            for name in names where Self.counter(named: name) == nil {
+                if newTraced.isEmpty && state.askedNames.contains(name) { continue }
+                wanted.insert(name)
+            }
+        }
+        guard !wanted.isEmpty || !newTraced.isEmpty else { return }
+        state.askedNames.formUnion(wanted)
+        let filter = NameFilter(wanted)
+        let configuration = state.configuration
+        let traced = state.tracedKeys
+        let fresh = Set(newTraced)
+        // Which new traced libraries export a function --symbols selects (for the report): asked
+        // of each new library's exports until one is.
+        final class Walk {
+            @exclusivity(unchecked) var current = ""
+            @exclusivity(unchecked) var asking = false
+            @exclusivity(unchecked) var selecting: Set<String> = []
+        }
+        let walk = Walk()
+        let libraries = LoadedImage.current(
+            details: { image in
+                walk.current = image.key
+                walk.asking = fresh.contains(image.key)
+                return traced.contains(image.key) ? .exports : []
+            },
+            keeps: { name in
+                if walk.asking, configuration.selects(cString: name) {
+                    walk.asking = false
+                    walk.selecting.insert(walk.current)
+                }
+                return filter.contains(name)
+            })
+        for image in libraries where traced.contains(image.key) {
+            if fresh.contains(image.key), !walk.selecting.contains(image.key) {
+                report("\(image.name) exports no function that --symbols selects", &state)
+            }
+            choose(image.exports, &state)
+        }
+    }
+
+    /// Names looked for among the thousands of C strings a walk reads: each is hashed as bytes
+    /// and its hash looked for among the names' (sorted), and a string is made only of those
+    /// found.
+    struct NameFilter {
+        private var hashes: [UInt64] = []
+        private let names: Set<String>
+
+        init(_ names: Set<String>) {
+            self.names = names
+            hashes = names.map { name in
+                var name = name
+                return name.withUTF8 { Self.hash($0) }
+            }.sorted()
+        }
+
+        func contains(_ name: UnsafePointer<CChar>) -> Bool {
+            guard !hashes.isEmpty else { return false }
+            let hash = Self.hash(
+                UnsafeBufferPointer(
+                    start: UnsafeRawPointer(name).assumingMemoryBound(to: UInt8.self), count: strlen(name)))
+            var low = 0
+            var high = hashes.count
+            while low < high {
+                let middle = (low + high) / 2
+                if hashes[middle] < hash { low = middle + 1 } else { high = middle }
+            }
+            return low < hashes.count && hashes[low] == hash && names.contains(String(cString: name))
+        }
+
+        /// FNV-1a, 64 bits.
+        private static func hash(_ bytes: UnsafeBufferPointer<UInt8>) -> UInt64 {
+            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+            for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+            return hash
         }
     }
 
