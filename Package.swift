@@ -120,7 +120,7 @@ let package = Package(
             name: "FFIHookInlineTests",
             dependencies: [
                 "FFIHookInline", "FFIHook", "FFIHookCore", "CFFIHookSupport", "CTestSupport", "CZlib", "CSQLite",
-                "TestHookLock",
+                "CZydis", "TestHookLock",
             ],
             swiftSettings: testSettings
         ),

@@ -96,3 +96,208 @@ size_t ffh_branch_candidates(
     }
     return found;
 }
+
+// MARK: - Instruction lengths
+
+/* What an opcode of the one-byte map takes after it: whether a ModRM byte (FFH_X86_MODRM), and
+   which immediate (FFH_X86_IMM_*); FFH_X86_OTHER for what ffh_x86_length leaves to a full
+   decoder (invalid in 64-bit mode, prefixes, escapes handled apart). */
+enum {
+    FFH_X86_MODRM = 0x10,
+    FFH_X86_IMM_NONE = 0,
+    FFH_X86_IMM_8 = 1,
+    FFH_X86_IMM_16 = 2,
+    FFH_X86_IMM_Z = 3,   /* 4 bytes, 2 with 66 */
+    FFH_X86_IMM_V = 4,   /* 4 bytes, 2 with 66, 8 with REX.W (mov r, imm) */
+    FFH_X86_IMM_ENTER = 5, /* 2 + 1 */
+    FFH_X86_IMM_MOFFS = 6, /* an address: 8 bytes, 4 with 67 */
+    FFH_X86_IMM_REL8 = 7,
+    FFH_X86_IMM_REL32 = 8,
+    FFH_X86_GROUP3 = 9,  /* F6, F7: an immediate for /0 and /1 only */
+    FFH_X86_OTHER = 0xFF,
+};
+
+#define M FFH_X86_MODRM
+#define X FFH_X86_OTHER
+static const uint8_t ffh_x86_one_byte[256] = {
+    /* 00 */ M, M, M, M, 1, 3, X, X, M, M, M, M, 1, 3, X, X,
+    /* 10 */ M, M, M, M, 1, 3, X, X, M, M, M, M, 1, 3, X, X,
+    /* 20 */ M, M, M, M, 1, 3, X, X, M, M, M, M, 1, 3, X, X,
+    /* 30 */ M, M, M, M, 1, 3, X, X, M, M, M, M, 1, 3, X, X,
+    /* 40 */ X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X,
+    /* 50 */ 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    /* 60 */ X, X, X, M, X, X, X, X, 3, M | 3, 1, M | 1, 0, 0, 0, 0,
+    /* 70 */ 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7,
+    /* 80 */ M | 1, M | 3, X, M | 1, M, M, M, M, M, M, M, M, M, M, M, M,
+    /* 90 */ 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, X, 0, 0, 0, 0, 0,
+    /* A0 */ 6, 6, 6, 6, 0, 0, 0, 0, 1, 3, 0, 0, 0, 0, 0, 0,
+    /* B0 */ 1, 1, 1, 1, 1, 1, 1, 1, 4, 4, 4, 4, 4, 4, 4, 4,
+    /* C0 */ M | 1, M | 1, 2, 0, X, X, M | 1, M | 3, 5, 0, 2, 0, 0, 1, X, 0,
+    /* D0 */ M, M, M, M, X, X, X, 0, M, M, M, M, M, M, M, M,
+    /* E0 */ 7, 7, 7, 7, 1, 1, 1, 1, 8, 8, X, 7, 0, 0, 0, 0,
+    /* F0 */ X, 0, X, X, 0, 0, M | 9, M | 9, 0, 0, 0, 0, 0, 0, M, M,
+};
+
+/* The same for the two-byte map (0F xx); 0F 0F (3DNow!), 0F 38 and 0F 3A are handled apart. */
+static const uint8_t ffh_x86_two_byte[256] = {
+    /* 00 */ M, M, M, M, X, 0, 0, 0, 0, 0, X, 0, X, M, 0, X,
+    /* 10 */ M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M,
+    /* 20 */ M, M, M, M, X, X, X, X, M, M, M, M, M, M, M, M,
+    /* 30 */ 0, 0, 0, 0, 0, 0, X, 0, X, X, X, X, X, X, X, X,
+    /* 40 */ M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M,
+    /* 50 */ M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M,
+    /* 60 */ M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M,
+    /* 70 */ M | 1, M | 1, M | 1, M | 1, M, M, M, 0, M, M, X, X, M, M, M, M,
+    /* 80 */ 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8,
+    /* 90 */ M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M,
+    /* A0 */ 0, 0, 0, M, M | 1, M, X, X, 0, 0, 0, M, M | 1, M, M, M,
+    /* B0 */ M, M, M, M, M, M, M, M, X, M, M | 1, M, M, M, M, M,
+    /* C0 */ M, M, M | 1, M, M | 1, M | 1, M | 1, M, 0, 0, 0, 0, 0, 0, 0, 0,
+    /* D0 */ M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M,
+    /* E0 */ M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M,
+    /* F0 */ M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M,
+};
+#undef M
+#undef X
+
+/* The bytes a ModRM byte (and its SIB byte and displacement) take, from the ModRM byte at
+   `at` on; 0 when they run past `end`. Addresses of 32 bits (67) encode the same way in 64-bit
+   mode. */
+static size_t ffh_x86_modrm_length(const uint8_t *at, const uint8_t *end) {
+    if (at >= end) return 0;
+    uint8_t modrm = *at, mod = modrm >> 6, rm = modrm & 7;
+    size_t length = 1;
+    if (mod == 3) return length;
+    if (rm == 4) {
+        if (at + 1 >= end) return 0;
+        if (mod == 0 && (at[1] & 7) == 5) length += 4;
+        length += 1;
+    } else if (mod == 0 && rm == 5) {
+        length += 4;
+    }
+    if (mod == 1) length += 1;
+    if (mod == 2) length += 4;
+    return length;
+}
+
+size_t ffh_x86_length(const uint8_t *code, size_t available, int64_t *relative) {
+    const uint8_t *at = code, *end = code + (available < 15 ? available : 15);
+    int operand16 = 0, address32 = 0, repne = 0, prefixed = 0;
+    *relative = INT64_MIN;
+    for (; at < end; at++) {
+        uint8_t byte = *at;
+        if (byte == 0x66) {
+            operand16 = 1;
+        } else if (byte == 0x67) {
+            address32 = 1;
+        } else if (byte == 0xF2) {
+            repne = 1;
+        } else if (!(byte == 0xF0 || byte == 0xF2 || byte == 0xF3 || byte == 0x2E || byte == 0x36 || byte == 0x3E ||
+                     byte == 0x26 || byte == 0x64 || byte == 0x65)) {
+            break;
+        }
+        prefixed = 1;
+    }
+    int wide = 0;
+    if (at < end && (*at & 0xF0) == 0x40) {
+        wide = (*at & 8) != 0;
+        prefixed = 1;
+        at++;
+        /* A prefix after REX (which the processor then ignores) is left to the full decoder. */
+        if (at < end && ((*at & 0xF0) == 0x40 || *at == 0x66 || *at == 0x67 || *at == 0xF0 || *at == 0xF2 ||
+                         *at == 0xF3 || *at == 0x2E || *at == 0x36 || *at == 0x3E || *at == 0x26 || *at == 0x64 ||
+                         *at == 0x65)) {
+            return 0;
+        }
+    }
+    if (at >= end) return 0;
+    uint8_t opcode = *at++;
+    uint8_t kind;
+    if (opcode == 0xC4 || opcode == 0xC5 || opcode == 0x62) {
+        /* VEX and EVEX: a prefix before them is invalid, left to the full decoder. */
+        if (prefixed) return 0;
+        size_t payload = opcode == 0xC5 ? 1 : opcode == 0xC4 ? 2 : 3;
+        if (at + payload >= end) return 0;
+        unsigned map = opcode == 0xC5 ? 1 : opcode == 0xC4 ? (at[0] & 0x1F) : (at[0] & 0x07);
+        if (opcode == 0x62 && ((at[0] & 0x08) || !(at[1] & 0x04))) return 0; /* reserved bits */
+        if (!(map == 1 || map == 2 || map == 3 || (opcode == 0x62 && (map == 5 || map == 6)))) return 0;
+        at += payload;
+        uint8_t second = *at++;
+        /* vzeroupper and vzeroall (VEX 0F 77) alone have no ModRM byte. */
+        if (map == 1 && second == 0x77) return opcode == 0x62 ? 0 : (size_t)(at - code);
+        size_t modrm = ffh_x86_modrm_length(at, end);
+        if (modrm == 0) return 0;
+        at += modrm;
+        int immediate = map == 3 || (map == 1 && ((second >= 0x70 && second <= 0x73) || second == 0xC2 ||
+                                                  (second >= 0xC4 && second <= 0xC6)));
+        if (immediate) at++;
+        return at <= end ? (size_t)(at - code) : 0;
+    }
+    if (opcode == 0x0F) {
+        if (at >= end) return 0;
+        uint8_t second = *at++;
+        if (second == 0x38 || second == 0x3A) {
+            if (at >= end) return 0;
+            at++;
+            size_t modrm = ffh_x86_modrm_length(at, end);
+            if (modrm == 0) return 0;
+            at += modrm + (second == 0x3A ? 1 : 0);
+            return at <= end ? (size_t)(at - code) : 0;
+        }
+        if (second == 0x0F) { /* 3DNow!: ModRM, then the operation's byte */
+            size_t modrm = ffh_x86_modrm_length(at, end);
+            if (modrm == 0) return 0;
+            at += modrm + 1;
+            return at <= end ? (size_t)(at - code) : 0;
+        }
+        /* popcnt and lzcnt's forms without F3 (jmpe, bsr's own is there), and SSE4a's extrq and
+           insertq (66 or F2 0F 78, with two immediates): left to the full decoder. */
+        if (second == 0xB8 || (second == 0x78 && (operand16 || repne))) return 0;
+        kind = ffh_x86_two_byte[second];
+        if (kind == FFH_X86_OTHER) return 0;
+    } else {
+        if (opcode == 0x8F && at < end && (*at & 0x38) != 0) return 0; /* XOP */
+        kind = ffh_x86_one_byte[opcode];
+        if (kind == FFH_X86_OTHER) return 0;
+        /* C6 and C7 are mov with /0 only, and xabort and xbegin (F8); xbegin's immediate is
+           relative, the abort address. */
+        if ((opcode == 0xC6 || opcode == 0xC7) && at < end && (*at & 0x38) != 0 && *at != 0xF8) return 0;
+        if (opcode == 0xC7 && at < end && *at == 0xF8) kind = FFH_X86_MODRM | FFH_X86_IMM_REL32;
+    }
+    int isRelative = (kind & 0x0F) == FFH_X86_IMM_REL8 || (kind & 0x0F) == FFH_X86_IMM_REL32;
+    /* A relative branch of 16-bit operand size, whose target processors compute differently. */
+    if (isRelative && operand16) return 0;
+    uint8_t reg = 0;
+    if (kind & FFH_X86_MODRM) {
+        if (at >= end) return 0;
+        reg = (*at >> 3) & 7;
+        /* mov to and from control and debug registers (0F 20 to 23) take any ModRM byte as
+           naming registers. */
+        size_t modrm = opcode == 0x0F && at[-1] >= 0x20 && at[-1] <= 0x23 ? 1 : ffh_x86_modrm_length(at, end);
+        if (modrm == 0) return 0;
+        at += modrm;
+    }
+    size_t immediate = 0;
+    switch (kind & 0x0F) {
+    case FFH_X86_IMM_NONE: break;
+    case FFH_X86_IMM_8: immediate = 1; break;
+    case FFH_X86_IMM_16: immediate = 2; break;
+    case FFH_X86_IMM_Z: immediate = operand16 && !wide ? 2 : 4; break;
+    case FFH_X86_IMM_V: immediate = wide ? 8 : operand16 ? 2 : 4; break;
+    case FFH_X86_IMM_ENTER: immediate = 3; break;
+    case FFH_X86_IMM_MOFFS: immediate = address32 ? 4 : 8; break;
+    case FFH_X86_IMM_REL8: immediate = 1; break;
+    case FFH_X86_IMM_REL32: immediate = 4; break;
+    case FFH_X86_GROUP3: immediate = reg <= 1 ? (opcode == 0xF6 ? 1 : operand16 && !wide ? 2 : 4) : 0; break;
+    }
+    const uint8_t *value = at;
+    at += immediate;
+    if (at > end) return 0;
+    size_t length = (size_t)(at - code);
+    if (isRelative) {
+        int32_t wide32;
+        memcpy(&wide32, value, sizeof wide32);
+        *relative = immediate == 1 ? (int64_t)(int8_t)value[0] : (int64_t)wide32;
+    }
+    return length;
+}

@@ -65,6 +65,18 @@ enum BatchTargets {
                 for (function, name) in zip(local, table.names(of: local)) {
                     let address = object.bias &+ UInt(truncatingIfNeeded: function.value)
                     guard byAddress[address] == nil, object.isInCode(address) else { continue }
+                    // The part of a function the compiler split off (gcc's and LLVM's `f.cold`),
+                    // a function symbol of its own, is reached by a jump from its function with
+                    // that function's frame on the stack: no return address is at the stack
+                    // pointer for an attach to take.
+                    if let name, name.hasSuffix(".cold") || name.contains(".cold.") {
+                        found.refused.append(
+                            notAFunctionStart(
+                                name, at: address,
+                                "the part of a function the compiler split off, reached by a jump from it rather than called",
+                                object: library))
+                        continue
+                    }
                     add(
                         PlanTarget(
                             address: address, name: name,
@@ -170,19 +182,24 @@ enum BatchTargets {
                 case .inside(let symbol, let start):
                     let owner = symbol.map { "`\($0)`" } ?? "a function"
                     found.refused.append(
-                        InlineRefusal(
-                            name: name, address: address, reason: .notAFunctionStart,
-                            error: HookError(
-                                code: .unhookableFunction,
-                                message:
-                                    "\(name) is inside \(owner) at offset \(address - start), not at a function's start",
-                                symbol: name)))
+                        notAFunctionStart(
+                            name, at: address,
+                            "\(name) is inside \(owner) at offset \(address - start), not at a function's start"))
                 case .unknown:
                     found.targets.append(PlanTarget(address: address, isKnownStart: true))
                 }
             }
             return found
         }
+    }
+
+    /// A refusal of `name` at `address`, which is not where a function a caller calls begins.
+    private static func notAFunctionStart(
+        _ name: String, at address: UInt, _ message: String, object: String? = nil
+    ) -> InlineRefusal {
+        InlineRefusal(
+            name: name, address: address, reason: .notAFunctionStart,
+            error: HookError(code: .unhookableFunction, message: message, symbol: name, object: object))
     }
 
     /// Where the functions the object's dynamic symbol table defines start.

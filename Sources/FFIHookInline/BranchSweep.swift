@@ -143,11 +143,20 @@ struct BranchSweep {
             var next = firstIndex(in: starts, above: address)
             while address < range.upperBound {
                 let available = Int((limit ?? range.upperBound) - address)
-                let status = ZydisDecoderDecodeInstruction(
-                    &decoder, nil, UnsafeRawPointer(bitPattern: address), available, &instruction)
-                let length: UInt = status & 0x8000_0000 == 0 ? UInt(instruction.length) : 1
-                if status & 0x8000_0000 == 0, instruction.raw.imm.0.is_relative != 0 {
-                    body(address, address &+ length &+ UInt(bitPattern: Int(instruction.raw.imm.0.value.s)))
+                // The instructions compilers emit by a table (``ffh_x86_length``); the rest by
+                // Zydis.
+                var relative = Int64.min
+                var length = UInt(ffh_x86_length(UnsafePointer(bitPattern: address), available, &relative))
+                if length == 0 {
+                    let status = ZydisDecoderDecodeInstruction(
+                        &decoder, nil, UnsafeRawPointer(bitPattern: address), available, &instruction)
+                    length = status & 0x8000_0000 == 0 ? UInt(instruction.length) : 1
+                    if status & 0x8000_0000 == 0, instruction.raw.imm.0.is_relative != 0 {
+                        relative = instruction.raw.imm.0.value.s
+                    }
+                }
+                if relative != Int64.min {
+                    body(address, address &+ length &+ UInt(bitPattern: Int(relative)))
                 }
                 var following = address + length
                 // An instruction that runs over a known start was not one: go on from the start.

@@ -334,6 +334,18 @@ enum Relocator {
                     "it calls offset \(relative), inside the bytes the patch overwrites: only `call $+5` is moved there, as a call aimed at the copy would push a return address in the trampoline that the code it calls may read"
                 )
             }
+            if instruction.offset + instruction.length == copiedLength {
+                // The last copied instruction: the call returns to the original's next instruction,
+                // as it did (push its address, then jump to the callee). A return address in the
+                // trampoline, which has no unwind information, would stop an exception thrown in
+                // the callee and a backtrace there; the original's own unwind information covers
+                // the address it pushes, and the stack is as the original's prologue left it.
+                let returnAddress = UInt64(base) + UInt64(copiedLength)
+                let push =
+                    [0x68] + littleEndian(UInt32(truncatingIfNeeded: returnAddress))
+                    + [0xC7, 0x44, 0x24, 0x04] + littleEndian(UInt32(truncatingIfNeeded: returnAddress >> 32))
+                return push + jump(from: place &+ UInt(push.count), to: target)
+            }
             if let rel = fitsRel32(target, from: place &+ 5) { return [0xE8] + littleEndian(rel) }
             return [0xFF, 0x15, 2, 0, 0, 0, 0xEB, 8] + littleEndian(UInt64(target))
         case .counterBranch(let target):

@@ -1,6 +1,7 @@
 import CFFIHookSupport
 import CSQLite
 import CZlib
+import CZydis
 import FFIHook
 import Glibc
 import Testing
@@ -79,6 +80,73 @@ import Testing
                 "\(library): \(undescribed.count) of \(exported.count) exported functions have no unwind start")
             #expect(starts.count > exported.count, "\(library): no local function among \(starts.count) unwind starts")
             #expect(BatchTargets.restartPoints(of: object) == Array(exported.union(starts)).sorted())
+        }
+    }
+
+    /// The table-driven length of an instruction is Zydis's at every instruction a linear
+    /// decoding of the library's executable segments meets (restarting at every known start, as
+    /// the sweep does), its relative branches' displacements too, or it leaves the instruction
+    /// to Zydis; it decides nearly every instruction itself. (Bytes in which Zydis finds no
+    /// instruction, data between functions, it may step over differently: no branch of the
+    /// code's is there.)
+    @Test(arguments: ["libc.so.6", "libsqlite3.so.0", "libz.so.1", "libswiftCore.so", "libstdc++.so.6"])
+    func instructionLengthsAreZydis(library: String) {
+        #expect(sqlite3_libversion_number() > 0)
+        #expect(zlibVersion() != nil)
+        ImportWalk.withLoadedObjects { objects in
+            guard let object = objects.first(where: { $0.soname == library || $0.path.hasSuffix("/" + library) })
+            else {
+                // libstdc++ is in the process only where the Swift runtime links it dynamically.
+                #expect(library == "libstdc++.so.6", "\(library) is not loaded")
+                return
+            }
+            let starts = BatchTargets.restartPoints(of: object)
+            let ranges = object.loadSegments.filter { $0.flags & 1 != 0 }.map { segment in
+                let start = object.bias &+ UInt(truncatingIfNeeded: segment.address)
+                return start..<(start &+ UInt(truncatingIfNeeded: segment.fileSize))
+            }
+            var decoder = ZydisDecoder()
+            ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)
+            ZydisDecoderEnableMode(&decoder, ZYDIS_DECODER_MODE_MINIMAL, ZyanBool(ZYAN_TRUE))
+            var instruction = ZydisDecodedInstruction()
+            var decided = 0
+            var left = 0
+            var valid = 0
+            var differing: [String] = []
+            for range in ranges {
+                var address = range.lowerBound
+                var next = BranchSweep.firstIndex(in: starts, above: address)
+                while address < range.upperBound {
+                    let available = Int(range.upperBound - address)
+                    let status = ZydisDecoderDecodeInstruction(
+                        &decoder, nil, UnsafeRawPointer(bitPattern: address), available, &instruction)
+                    let isInstruction = status & 0x8000_0000 == 0
+                    let length = isInstruction ? UInt(instruction.length) : 1
+                    var relative = Int64.min
+                    let ours = ffh_x86_length(UnsafePointer(bitPattern: address), available, &relative)
+                    if isInstruction { valid += 1 }
+                    if ours == 0 {
+                        if isInstruction { left += 1 }
+                    } else if isInstruction {
+                        decided += 1
+                        let theirs = instruction.raw.imm.0.is_relative != 0 ? instruction.raw.imm.0.value.s : .min
+                        if UInt(ours) != length || relative != theirs, differing.count < 5 {
+                            let bytes = (0..<min(available, 15)).map {
+                                String(format: "%02x", UnsafePointer<UInt8>(bitPattern: address)![$0])
+                            }
+                            differing.append("\(bytes.joined(separator: " ")): \(ours) bytes, Zydis \(length)")
+                        }
+                    }
+                    var following = address + length
+                    while next < starts.count, starts[next] <= address { next += 1 }
+                    if next < starts.count, starts[next] < following { following = starts[next] }
+                    address = following
+                }
+            }
+            #expect(differing.isEmpty, "\(library): \(differing)")
+            #expect(
+                decided > 1000 && left * 100 < valid,
+                "\(library): of \(valid) instructions, \(decided) decided, \(left) left to Zydis")
         }
     }
 

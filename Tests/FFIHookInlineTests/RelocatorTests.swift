@@ -52,10 +52,13 @@ struct UnaryFixture: CustomStringConvertible, Sendable {
             inputs: [-3, 0, 9, 10, 11, 500],
             patchLength: 5, patchOffset: 0, copiedLength: 6, originals: [0, 4], nearSize: 4 + 6 + 5,
             farSize: 4 + 16 + 14),
-        // call rel32 → E8 rel32 | call [rip+2]; jmp +8; dq.
+        // call rel32, the last copied instruction → push the original's next address (push imm32;
+        // mov dword [rsp+4], imm32), then E9 rel32 | FF 25 + dq to the callee: it returns into the
+        // original, whose unwind information covers the address.
         .init(
             name: "call rel32", function: ct_inline_call, size: Int(ct_inline_call_size), inputs: [0, 5, -100],
-            patchLength: 5, patchOffset: 0, copiedLength: 5, originals: [0], nearSize: 5 + 5, farSize: 16 + 14),
+            patchLength: 5, patchOffset: 0, copiedLength: 5, originals: [0], nearSize: 13 + 5 + 5,
+            farSize: 13 + 14 + 14),
         // mov rcx, rdi; loop rel8 → loop +2; jmp +5|+14; jmp target.
         .init(
             name: "loop", function: ct_inline_loop, size: Int(ct_inline_loop_size), inputs: [1, 2, 3, 100],

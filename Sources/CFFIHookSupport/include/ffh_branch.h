@@ -26,4 +26,14 @@ size_t ffh_branch_candidates(
     const uint8_t *code, size_t size, const uintptr_t *functions, size_t count, uintptr_t window, uint64_t *blocks,
     size_t words, uintptr_t *candidates, size_t capacity);
 
+/// The length of the x86-64 instruction at `code` (at most `available` bytes readable), for the
+/// instructions compilers emit: the one-byte, 0F, 0F 38 and 0F 3A maps with their prefixes,
+/// VEX and EVEX. A table lookup and the ModRM arithmetic, a few dozen machine instructions
+/// where a full decoder takes hundreds; 0 for what it leaves to a full decoder (what is invalid
+/// in 64-bit mode, XOP, a prefix after REX, relative branches of 16-bit operand size, bytes that
+/// run out). A direct relative branch (`jmp`, `jcc`, `call`, `loop`, `jrcxz`, `xbegin`) has its
+/// displacement stored in `relative`; anything else, INT64_MIN. A test holds it to Zydis at
+/// every instruction of whole libraries.
+size_t ffh_x86_length(const uint8_t *code, size_t available, int64_t *relative);
+
 #endif

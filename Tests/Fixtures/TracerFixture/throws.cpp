@@ -1,6 +1,7 @@
 // Exceptions through traced calls (libthrows.so, throws.c): each round's call of throws_outer
 // tail-calls throws_inner, whose callback throws, and main catches it; then a call of
-// throws_plain that returns. Last, qsort with a comparator that throws (glibc's qsort is a
+// throws_plain that returns, and one of throws_wrapper, whose callback throws too. Then
+// throws_split, whose split-off part runs for negative values. Last, qsort with a comparator that throws (glibc's qsort is a
 // jump to qsort_r: a tail call inside the C library). Prints what it caught and summed. (And a
 // function with a long name, called once.)
 #include <cstdio>
@@ -10,6 +11,8 @@
 extern "C" {
 typedef int (*throws_callback)(int);
 int throws_outer(throws_callback callback, int value);
+int throws_wrapper(throws_callback callback, int value);
+int throws_split(int value);
 int throws_plain(int value);
 int throws_a_function_whose_name_runs_longer_than_a_table_column_should_grow_for(int value);
 }
@@ -32,7 +35,13 @@ int main(int argc, char **argv) {
             caught++;
         }
         sum += throws_plain(round);
+        try {
+            sum += throws_wrapper(thrower, round + 1);
+        } catch (const std::runtime_error &) {
+            caught++;
+        }
     }
+    for (int value = -3; value < 3; value++) sum += throws_split(value);
     sum += throws_a_function_whose_name_runs_longer_than_a_table_column_should_grow_for(1);
     int values[] = {3, 1, 2};
     int sorts = 0;
@@ -41,6 +50,6 @@ int main(int argc, char **argv) {
     } catch (int code) {
         sorts = code;
     }
-    printf("caught %d of %d, sum %ld, qsort threw %d\n", caught, rounds, sum, sorts);
+    printf("caught %d of %d, sum %ld, qsort threw %d\n", caught, 2 * rounds, sum, sorts);
     return 0;
 }
