@@ -932,6 +932,22 @@ print(f"{sys.argv[3]}: the exceptions were caught; stacks at most {deepest} deep
 PYTHON
 done
 
+echo "== tracer test: the log's durations agree with the table's"
+# The log turns time-stamp counter ticks into seconds at a rate it measures as it opens, from
+# readings of both clocks taken together (a thread preempted between two plain readings made
+# the rate ten times too large on a busy machine); the table's rate is measured over the run.
+"$bin/ffi-hook-tracer" --library libc.so.6 --symbols 'nanosleep,clock_nanosleep' --scope main \
+    --log "$work/sleep.log" --json "$work/sleep.json" -- sleep 0.2 2>/dev/null
+python3 - "$work/sleep.log" "$work/sleep.json" <<'PYTHON'
+import json, re, sys
+logged = [float(m.group(1)) for m in (re.match(r"^\d+ [\d.]+ \+([\d.]+) \w*sleep\(", line) for line in open(sys.argv[1])) if m]
+rows = json.load(open(sys.argv[2]))["functions"]
+table = sum(row["total_ns"] for row in rows) / 1e9
+if len(logged) != 1 or not 0.19 < table < 2 or abs(logged[0] - table) > 0.1 * table:
+    sys.exit(f"sleep 0.2: the log says {logged} s, the table {table:.6f} s")
+print(f"sleep 0.2: the log says {logged[0]:.6f} s, the table {table:.6f} s")
+PYTHON
+
 echo "== tracer test: an empty --library or --symbols is refused, not taken for every one"
 for option in "--library=" "--symbols=" "--symbols= , " "--json=" "--chrome-trace="; do
     status=0

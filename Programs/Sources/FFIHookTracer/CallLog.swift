@@ -71,9 +71,26 @@ final class CallLog: Sendable {
         setenv(marker, "\(pid)", 1)
         // The clock: the time-stamp counter, measured against CLOCK_MONOTONIC from here to the
         // start of logging (the attach in between usually takes longer than the 2 ms needed).
+        let now = Self.clocks()
         opening = Opening(
-            descriptor: descriptor, ticks: fht_ticks(), nanoseconds: fht_monotonic_nanoseconds(),
-            template: named ? template : nil)
+            descriptor: descriptor, ticks: now.ticks, nanoseconds: now.nanoseconds, template: named ? template : nil)
+    }
+
+    /// Both clocks at one moment: CLOCK_MONOTONIC read between two reads of the time-stamp
+    /// counter, the closest pair of five tries. A thread preempted between two plain reads
+    /// would pair times milliseconds apart, and a rate measured over 2 ms from such a pair was
+    /// seen ten times too large on a busy machine.
+    private static func clocks() -> (ticks: UInt64, nanoseconds: UInt64) {
+        var best = (ticks: UInt64(0), nanoseconds: UInt64(0), spread: UInt64.max)
+        for _ in 0..<5 {
+            let before = fht_ticks()
+            let nanoseconds = fht_monotonic_nanoseconds()
+            let after = fht_ticks()
+            if after >= before, after - before < best.spread {
+                best = (before + (after - before) / 2, nanoseconds, after - before)
+            }
+        }
+        return best.spread == .max ? (fht_ticks(), fht_monotonic_nanoseconds()) : (best.ticks, best.nanoseconds)
     }
 
     /// What ``begin()`` hands the C side.
@@ -96,11 +113,9 @@ final class CallLog: Sendable {
     func begin() {
         guard fht_log_enabled() == 0 else { return }
         // Nanoseconds per tick, over 2 ms at least (waiting out what the start did not take).
-        var ticks = fht_ticks()
-        var nanoseconds = fht_monotonic_nanoseconds()
+        var (ticks, nanoseconds) = Self.clocks()
         while nanoseconds &- opening.nanoseconds < 2_000_000 {
-            ticks = fht_ticks()
-            nanoseconds = fht_monotonic_nanoseconds()
+            (ticks, nanoseconds) = Self.clocks()
         }
         let rate =
             ticks > opening.ticks ? Double(nanoseconds &- opening.nanoseconds) / Double(ticks &- opening.ticks) : 1
