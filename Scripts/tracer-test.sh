@@ -898,15 +898,22 @@ for mode in "--library libthrows.so --scope all" "--library libthrows.so --inlin
     status=0
     # shellcheck disable=SC2086
     traced=$(timeout 60 "$bin/ffi-hook-tracer" $mode --json "$work/throws.json" --folded "$work/throws.folded" \
-        -- "$work/throws" 1000 2>"$work/throws.err") || status=$?
+        --log "$work/throws.log" -- "$work/throws" 1000 2>"$work/throws.err") || status=$?
     if [ "$status" -ne 0 ] || [ "$traced" != "$plain" ]; then
         echo "$mode: status $status, printed '$traced' (untraced: '$plain')" >&2
         cat "$work/throws.err" >&2
         exit 1
     fi
-    python3 - "$work/throws.json" "$work/throws.folded" "$mode" "$work/throws.err" <<'PYTHON'
+    python3 - "$work/throws.json" "$work/throws.folded" "$mode" "$work/throws.err" "$work/throws.log" <<'PYTHON'
 import json, sys
 rows = {row["name"]: row for row in json.load(open(sys.argv[1]))["functions"]}
+# The log: a line for every call, those the exceptions left too (said so, without a time; those
+# still in flight at exit say that).
+lines = [line.rstrip() for line in open(sys.argv[5]) if line.strip()]
+left = [line for line in lines if line.endswith("<left: longjmp or an exception>") or line.endswith("<no return>")]
+calls, returned = sum(row["calls"] for row in rows.values()), sum(row["completed"] for row in rows.values())
+if len(lines) != calls or len(left) != calls - returned:
+    sys.exit(f"{sys.argv[3]}: {len(lines)} log lines ({len(left)} of calls left) for {calls} calls, {returned} returned")
 # The table: a long name widens its own row only.
 wide = [line for line in open(sys.argv[4]) if line.startswith("throws_") and "runs_longer" not in line and len(line) > 100]
 if wide:

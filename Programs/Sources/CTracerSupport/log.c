@@ -430,20 +430,26 @@ FHT_PLAIN static fht_log_stack *_Nullable fht_log_frames(void) {
     return stack;
 }
 
+static void fht_log_line(
+    const fht_log_frame *frame, uint64_t depth, int32_t thread, uint64_t now, const fht_log_value *_Nullable result,
+    uint64_t bits, const char *ending);
+
 /* Forgets the frames of calls that a longjmp or an exception left: those deeper on the stack
-   than a call at `sp`, and at `sp` unless the call was tail-called (see fht_drop_abandoned). */
+   than a call at `sp`, and at `sp` unless the call was tail-called (see fht_drop_abandoned).
+   Each gets the line its return would have written, without a result, and with no time: when
+   it was left is not known. */
 FHT_PLAIN static void fht_log_drop_abandoned(fht_log_stack *stack, uint64_t sp) {
     uint64_t depth = stack->depth;
+    int32_t thread = 0;
     while (depth > 0 && stack->frames[depth - 1].sp <= sp) {
         if (stack->frames[depth - 1].sp == sp && fht_tail_called(sp)) break;
+        const fht_log_frame *left = &stack->frames[depth - 1];
+        if (thread == 0) thread = (int32_t)ffh_syscall3(SYS_gettid, 0, 0, 0);
+        fht_log_line(left, depth - 1, thread, left->ticks, NULL, 0, " <left: longjmp or an exception>");
         depth--;
     }
     stack->depth = depth;
 }
-
-static void fht_log_line(
-    const fht_log_frame *frame, uint64_t depth, int32_t thread, uint64_t now, const fht_log_value *_Nullable result,
-    uint64_t bits, const char *ending);
 
 void fht_log_enter(
     const fht_log_function *function, uint64_t sp, uint64_t rdi, uint64_t rsi, uint64_t rdx, uint64_t rcx,

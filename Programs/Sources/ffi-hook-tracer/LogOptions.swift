@@ -17,7 +17,9 @@ let logUsage = """
                          returns (after the calls made inside it; sort by the second column
                          for the order calls began in), with one write, so lines of threads
                          and processes never mix; calls in flight on the thread that exits
-                         are written at exit, ending <no return>.
+                         are written at exit, ending <no return>, and calls that longjmp or
+                         an exception left when the next call from their frame begins,
+                         without a time, ending <left: longjmp or an exception>.
                          Arguments are decoded for functions with a known signature (built
                          in for common C library functions: open, read, write, close,
                          malloc, free, memcpy, strlen, strcmp, fopen, puts, getenv and
