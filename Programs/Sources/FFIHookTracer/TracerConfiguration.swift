@@ -129,25 +129,24 @@ struct TracerConfiguration: Sendable {
     }
 
     /// `--symbols` patterns as a matcher asks of thousands of names (every export of libc):
-    /// the plain names (no `*`, `?`, `[` or `\\`, which match only themselves) in a set, the
-    /// others as C strings for `fnmatch`, converted once.
+    /// the plain names (no `*`, `?`, `[` or `\\`, which match only themselves) in a set, and
+    /// looked for among C strings by a ``NameFilter``; the others as C strings for `fnmatch`,
+    /// converted once.
     private struct SymbolMatcher: Sendable {
         let names: Set<String>
-        /// The plain names as C strings, when they are few (compared one by one).
-        let fewNames: [[CChar]]?
+        let filter: NameFilter
         let patterns: [[CChar]]
 
         init(_ patterns: [String]) {
             let isPlain = { (pattern: String) in !pattern.contains { "*?[\\".contains($0) } }
             names = Set(patterns.filter(isPlain))
-            fewNames = names.count <= 16 ? names.map { Array($0.utf8CString) } : nil
+            filter = NameFilter(names)
             self.patterns = patterns.filter { !isPlain($0) }.map { Array($0.utf8CString) }
         }
 
         func matches(cString name: UnsafePointer<CChar>) -> Bool {
             if patterns.contains(where: { fnmatch($0, name, 0) == 0 }) { return true }
-            if let fewNames { return fewNames.contains { strcmp($0, name) == 0 } }
-            return names.contains(String(cString: name))
+            return filter.contains(name)
         }
 
         func matches(_ name: String) -> Bool {
