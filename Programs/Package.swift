@@ -59,6 +59,10 @@ let strictSettings: [SwiftSetting] = [
 // holds a linker script that stands for libstdc++.so and names the static archive.
 let staticRuntime = ["-static-stdlib", "-L", Context.packageDirectory + "/Link"]
 
+// The tracer's library exports only its entry points (`Link/tracer.map`): its own calls and
+// references bind inside it when it is linked, not by the loader's lookups in every traced process.
+let tracerExports = ["-Xlinker", "--version-script=" + Context.packageDirectory + "/Link/tracer.map"]
+
 let package = Package(
     name: "swift-ffi-hook-programs",
     products: [
@@ -108,7 +112,7 @@ let package = Package(
                 .product(name: "FFIHookInline", package: "swift-ffi-hook"),
             ],
             swiftSettings: strictSettings,
-            linkerSettings: [.unsafeFlags(staticRuntime)]
+            linkerSettings: [.unsafeFlags(staticRuntime + tracerExports)]
         ),
         // The wrapper starts before every traced program: without the concurrency and string
         // processing modules, it loads three libraries fewer (libswift_Concurrency, libdispatch,

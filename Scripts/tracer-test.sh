@@ -292,23 +292,26 @@ done
 
 echo "== tracer test: a library unloaded and loaded again, in every scope"
 # reload.c loads plugin.so (and with it liblate.so) three times, unloading it after each run:
-# each load is a new object, often at the address of the last, and is traced as one.
+# each load is a new object, often at the address of the last, and is traced as one. Again with
+# dlopen and dlclose called through the addresses dlsym gives: the loads are followed all the same.
 gcc -O0 -o "$work/reload" "$fixture/reload.c" -ldl
 trace_late reload "$work/reload" "$work/plugin.so" "$work/liblate.so"
+trace_late reload-pointers "$work/reload" "$work/plugin.so" "$work/liblate.so" pointers
 python3 - "$work" <<'PYTHON'
 import json, sys
 work = sys.argv[1]
-for scope in ("main", "program", "all", "inline"):
-    report = json.load(open(f"{work}/reload-{scope}.json"))
-    made, unloaded = (int(word) for word in open(f"{work}/reload-{scope}.out").read().split())
-    if not unloaded:
-        sys.exit("liblate.so stayed loaded after dlclose: the test tests nothing")
-    rows = {row["name"]: row["calls"] for row in report["functions"]}
-    # The plugin's calls go through its own import table: not the executable's (main).
-    want = 0 if scope == "main" else made
-    if rows.get("late_square", 0) != want or len(rows) > (1 if want else 0):
-        sys.exit(f"scope {scope}: {rows}, expected late_square {want} times in one row")
-    print(f"scope {scope}: late_square counted {want} times over three loads")
+for run in ("reload", "reload-pointers"):
+    for scope in ("main", "program", "all", "inline"):
+        report = json.load(open(f"{work}/{run}-{scope}.json"))
+        made, unloaded = (int(word) for word in open(f"{work}/{run}-{scope}.out").read().split())
+        if not unloaded:
+            sys.exit("liblate.so stayed loaded after dlclose: the test tests nothing")
+        rows = {row["name"]: row["calls"] for row in report["functions"]}
+        # The plugin's calls go through its own import table: not the executable's (main).
+        want = 0 if scope == "main" else made
+        if rows.get("late_square", 0) != want or len(rows) > (1 if want else 0):
+            sys.exit(f"{run}, scope {scope}: {rows}, expected late_square {want} times in one row")
+        print(f"{run}, scope {scope}: late_square counted {want} times over three loads")
 PYTHON
 
 echo "== tracer test: a misspelt --library"

@@ -969,6 +969,19 @@ static char **fhs_without_swift_backtrace(char **environment) {
     return copy;
 }
 
+/* The tracer's walk after a load (0) or an unload (1), once it has started. This library is
+   preloaded: its dlopen and dlclose come first for every object that calls them, so they tell
+   the tracer, which otherwise (joined to a process, or preloaded itself) hooks both functions
+   in every object's import table to learn of loads (about a fifth of its start in a small
+   program: a walk of every object's imports and two hooks with signatures). */
+static void (*fhs_loads_changed)(int);
+
+/* Tells the tracer, once it has started, that the loader loaded (0) or unloaded (1) objects. */
+static void fhs_tell_tracer(int unloading) {
+    void (*changed)(int) = __atomic_load_n(&fhs_loads_changed, __ATOMIC_ACQUIRE);
+    if (changed) changed(unloading);
+}
+
 /* Loads the tracer from this library's directory and starts it (its constructor starts it only
    when LD_PRELOAD names it). */
 static void fhs_load_tracer(void) {
@@ -1007,6 +1020,10 @@ static void fhs_load_tracer(void) {
     /* Looked up before the start, whose end zeroes the counts. */
     int (*begin)(void) = (int (*)(void))dlsym(tracer, "ffi_hook_tracer_begin_own_work");
     void (*end)(int) = (void (*)(int))dlsym(tracer, "ffi_hook_tracer_end_own_work");
+    /* This library's dlopen and dlclose tell the tracer of loads: it hooks neither. */
+    void (*follow)(void) = (void (*)(void))dlsym(tracer, "ffi_hook_tracer_loads_told");
+    void (*changed)(int) = (void (*)(int))dlsym(tracer, "ffi_hook_tracer_loads_changed");
+    if (follow && changed) follow();
     /* Before the start: the library's fault guard, which goes in then, covers the handler. */
     fhs_report_on_signals(tracer);
     __atomic_store_n(&fhs_tracer_starting, 1, __ATOMIC_RELEASE);
@@ -1017,6 +1034,11 @@ static void fhs_load_tracer(void) {
     int was = begin && end ? begin() : 0;
     fhs_start_reporter();
     if (begin && end) end(was);
+    if (follow && changed) {
+        __atomic_store_n(&fhs_loads_changed, changed, __ATOMIC_RELEASE);
+        /* A load another thread made after the start's walk, before this. */
+        changed(0);
+    }
 }
 
 /* Loads the tracer if it is not yet and `now` or a traced library is loaded. */
@@ -1058,7 +1080,10 @@ void *dlopen(const char *file, int mode) {
     fhs_loader_depth++;
     void *handle = real(file, mode);
     fhs_loader_depth--;
-    if (handle) fhs_check(0);
+    if (handle) {
+        fhs_check(0);
+        fhs_tell_tracer(0);
+    }
     if (fhs_pending_signal) fhs_take_pending();
     return handle;
 }
@@ -1073,6 +1098,7 @@ int dlclose(void *handle) {
     fhs_loader_depth++;
     int result = real(handle);
     fhs_loader_depth--;
+    if (result == 0) fhs_tell_tracer(1);
     if (fhs_pending_signal) fhs_take_pending();
     return result;
 }

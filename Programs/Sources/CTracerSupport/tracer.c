@@ -433,6 +433,14 @@ int ffi_hook_tracer_busy(void) {
 
 void fht_report_begins(void) { __atomic_store_n(&fht_written, 0, __ATOMIC_RELEASE); }
 
+static int fht_loads_told;
+
+void ffi_hook_tracer_loads_told(void) { __atomic_store_n(&fht_loads_told, 1, __ATOMIC_RELEASE); }
+
+int fht_loads_are_told(void) { return __atomic_load_n(&fht_loads_told, __ATOMIC_ACQUIRE); }
+
+int fht_may_follow_loads(void) { return !fht_library_busy() && !fht_own_work(); }
+
 int fht_thread_busy(void) {
     /* (The tracer's own threads are marked as its work for good, and hold no lock between
        their tasks.) A thread parked by the library's stop, which another thread's attach or

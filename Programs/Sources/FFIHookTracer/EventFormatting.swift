@@ -34,13 +34,14 @@ enum EventFormatting {
 
     /// `value` in digits grouped by thousands (1,234,567).
     static func grouped(_ value: UInt64) -> String {
-        let digits = Array(String(value))
-        var result = ""
+        let digits = Array(String(value).utf8)
+        var result: [UInt8] = []
+        result.reserveCapacity(digits.count + digits.count / 3)
         for (index, digit) in digits.enumerated() {
-            if index > 0, (digits.count - index) % 3 == 0 { result.append(",") }
+            if index > 0, (digits.count - index) % 3 == 0 { result.append(UInt8(ascii: ",")) }
             result.append(digit)
         }
-        return result
+        return String(decoding: result, as: UTF8.self)
     }
 
     /// `count` of `noun` (whose plural takes an s): "1 call", "1,024 calls".
@@ -50,9 +51,9 @@ enum EventFormatting {
 
     /// A duration with three significant digits in ns, µs, ms or s.
     static func duration(_ nanoseconds: Double) -> String {
-        for (scale, unit) in [(1e9, "s"), (1e6, "ms"), (1e3, "µs")] where nanoseconds >= scale {
-            return fixed(nanoseconds / scale) + " " + unit
-        }
+        if nanoseconds >= 1e9 { return fixed(nanoseconds / 1e9) + " s" }
+        if nanoseconds >= 1e6 { return fixed(nanoseconds / 1e6) + " ms" }
+        if nanoseconds >= 1e3 { return fixed(nanoseconds / 1e3) + " µs" }
         return "\(Int(nanoseconds.rounded())) ns"
     }
 

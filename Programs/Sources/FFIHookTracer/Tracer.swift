@@ -37,6 +37,19 @@ public func ffiHookTracerReportBeforeExec(_ path: UnsafePointer<CChar>?) {
     Tracer.shared.reportBeforeExec(path.map { String(cString: $0) } ?? "another program")
 }
 
+/// Walks the objects loaded (`unloading`: unloaded) since the last walk: called by the start
+/// library's `dlopen` and `dlclose` after the loader's, once the tracer has started (see
+/// ``fht_loads_are_told()``), on the thread that called them.
+@_cdecl("ffi_hook_tracer_loads_changed")
+public func ffiHookTracerLoadsChanged(_ unloading: Int32) {
+    guard fht_may_follow_loads() != 0 else { return }
+    if unloading != 0 {
+        Tracer.shared.objectsUnloaded()
+    } else {
+        Tracer.shared.objectsLoaded()
+    }
+}
+
 /// A counter's address, handed to the blocks of every entry of its function.
 struct CounterAddress: @unchecked Sendable {
     /// The counter, in memory that is never freed.
@@ -183,7 +196,26 @@ final class Tracer: Sendable {
         // Every scope follows later loads: the executable's own entries may lead to a library
         // loaded later (a weak import that `dlopen` with RTLD_GLOBAL binds). And unloads: a
         // library loaded again after `dlclose` is new, at the same address or not.
-        // One group for both (one walk of every object at the start).
+        // One group for both (one walk of every object at the start). Unless the start library
+        // tells of loads: its dlopen and dlclose are the ones every object calls.
+        if fht_loads_are_told() == 0 {
+            followLoads()
+        }
+        // What the start itself made libc and the loader do is not the program's (nor, for the
+        // event outputs, what was recorded before: the start's, and an earlier join's).
+        fht_reset_counters()
+        let countingFrom = fht_ticks()
+        CallLog.shared?.begin()
+        let passed = Self.passedThroughCalls
+        state.withLock {
+            $0.passedAtStart = passed
+            $0.countingTicks = countingFrom
+        }
+    }
+
+    /// Hooks `dlopen` and `dlclose` in every object's import table, those loaded later too, to
+    /// walk the objects after each.
+    private func followLoads() {
         do {
             let loaded: LeaveBlock = { _ in Tracer.shared.objectsLoaded() }
             let unloaded: LeaveBlock = { _ in Tracer.shared.objectsUnloaded() }
@@ -195,16 +227,6 @@ final class Tracer: Sendable {
             state.withLock { $0.groups.append(follower) }
         } catch {
             say("cannot follow dlopen and dlclose: \(error)")
-        }
-        // What the start itself made libc and the loader do is not the program's (nor, for the
-        // event outputs, what was recorded before: the start's, and an earlier join's).
-        fht_reset_counters()
-        let countingFrom = fht_ticks()
-        CallLog.shared?.begin()
-        let passed = Self.passedThroughCalls
-        state.withLock {
-            $0.passedAtStart = passed
-            $0.countingTicks = countingFrom
         }
     }
 
@@ -220,7 +242,7 @@ final class Tracer: Sendable {
     /// Called after each `dlopen` returns (inside a block, so the tracer's own calls are not
     /// counted): attaches in the objects loaded since and to the functions of traced
     /// libraries loaded since.
-    private func objectsLoaded() {
+    fileprivate func objectsLoaded() {
         let before = Self.passedThroughCalls
         afterLoader(unloading: false) { state in update(&state) }
         let passed = Self.passedThroughCalls - before
@@ -232,7 +254,7 @@ final class Tracer: Sendable {
     /// their groups (which write nothing where the object was). Inline, the names of its
     /// functions' counters are free again: the same function loaded again counts in the same
     /// row.
-    private func objectsUnloaded() {
+    fileprivate func objectsUnloaded() {
         afterLoader(unloading: true) { state in
             let loaded = Set(LoadedImage.current { _ in [] }.map(\.key))
             let gone = state.seen.subtracting(loaded)
@@ -292,14 +314,9 @@ final class Tracer: Sendable {
                 var details: LoadedImage.Details = []
                 let naming = configuration.libraries(naming: image.path, soname: image.soname)
                 namingByKey[image.key] = naming
-                // Under `.all` every export is chosen now (its groups follow every object); under the
-                // other scopes only those that objects in scope import, read in a second walk.
-                if !configuration.inline, configuration.scope == .all, !naming.isEmpty {
-                    details.insert(.exports)
-                }
-                // Every object is in scope with `.all`, and its group follows every object by itself;
-                // inline, no import table is attached to.
-                if !configuration.inline, configuration.scope != .all, isInScope(image) { details.insert(.imports) }
+                // The exports chosen are those that objects in scope import, read in a second
+                // walk; inline, no import table is attached to.
+                if !configuration.inline, isInScope(image) { details.insert(.imports) }
                 return details
             }, keeps: configuration.selects(cString:))
         // Only what is new is looked at: the functions of the traced libraries loaded since the
@@ -323,13 +340,13 @@ final class Tracer: Sendable {
                 if made { added.append(Chosen(name: function, counter: counter)) }
             }
         }
-        // Under `.main` and `.program`, the traced libraries first seen in this walk.
+        // The traced libraries first seen in this walk.
         var newTraced: [String] = []
         for image in images where !seen.contains(image.key) {
             newImages.insert(image.key)
             state.seen.insert(image.key)
             if !image.isMainProgram { state.seenNames.insert(image.name) }
-            if !configuration.inline, configuration.scope != .all, isInScope(image) {
+            if !configuration.inline, isInScope(image) {
                 state.imports[image.key] = image.imports
             }
             let naming = namingByKey[image.key] ?? configuration.libraries(naming: image.path, soname: image.soname)
@@ -343,18 +360,10 @@ final class Tracer: Sendable {
                 traceInline(image, &state)
                 continue
             }
-            if configuration.scope != .all {
-                state.tracedKeys.insert(image.key)
-                newTraced.append(image.key)
-                continue
-            }
-            let chosen = image.exports.filter(configuration.selects(symbol:))
-            if chosen.isEmpty {
-                report("\(image.name) exports no function that --symbols selects", &state)
-            }
-            choose(chosen, &state)
+            state.tracedKeys.insert(image.key)
+            newTraced.append(image.key)
         }
-        if !configuration.inline, configuration.scope != .all, !state.tracedKeys.isEmpty {
+        if !configuration.inline, !state.tracedKeys.isEmpty {
             chooseImported(newTraced: newTraced, newImages: newImages, &state, choose)
         }
         // The counters of the functions chosen since the last walk: made for the first object
@@ -379,28 +388,23 @@ final class Tracer: Sendable {
         }
         // Inline, the counters are those of functions patched in their own code, not imports.
         guard !configuration.inline else { return }
-        switch configuration.scope {
-        case .all:
-            // One group for the functions chosen since, in every object's table and in those
-            // of objects loaded later (the group follows them: functions attached before do
-            // too, and a function no object imports yet is attached when one that does loads).
-            guard !added.isEmpty else { return }
-            attach(added, in: .allIncludingLaterLoads, named: "all objects", object: nil, &state)
-        case .main, .program:
-            for image in images where isInScope(image) {
-                let wanted = wanted(in: image)
-                guard !wanted.isEmpty else { continue }
-                attach(
-                    wanted, in: image.isMainProgram ? .mainProgram : .object(image.path), named: image.name,
-                    object: image.key, &state)
-            }
+        // Each object in scope gets its own group (`.all` too: the tracer walks at every load
+        // and unload, which the start library tells it of, rather than the hooking library's
+        // groups that follow loads, which learn of them through hooks on `dlopen` in every
+        // object's table and miss a `dlopen` called through its address).
+        for image in images where isInScope(image) {
+            let wanted = wanted(in: image)
+            guard !wanted.isEmpty else { continue }
+            attach(
+                wanted, in: image.isMainProgram ? .mainProgram : .object(image.path), named: image.name,
+                object: image.key, &state)
         }
     }
 
-    /// Under `.main` and `.program`: chooses the functions the traced libraries export that the
-    /// objects in scope import (the imports read are those --symbols selects), reading the
-    /// libraries' exports in a walk of their own that makes a string only of those names (libc
-    /// exports 2,900 functions, a program imports a few dozen). A new traced library is asked
+    /// Chooses the functions the traced libraries export that the objects in scope import (the
+    /// imports read are those --symbols selects), reading the libraries' exports in a walk of
+    /// their own that makes a string only of those names (libc exports 2,900 functions, a
+    /// program imports a few dozen). A new traced library is asked
     /// about every import of every object in scope; a new object's imports that have no
     /// counter are asked of every traced library, each name once.
     private func chooseImported(

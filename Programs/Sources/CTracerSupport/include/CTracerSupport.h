@@ -453,6 +453,20 @@ void fht_report_written(void);
 /// A join starts: its report is not written yet.
 void fht_report_begins(void);
 
+/// 1 once the start library has said that its `dlopen` and `dlclose`, which come first for
+/// every object of the process, tell the tracer of loads (``ffi_hook_tracer_loads_changed``):
+/// the tracer then hooks neither function (it does where it was joined to the process, or
+/// preloaded itself).
+int fht_loads_are_told(void);
+
+/// Called by the start library before the tracer starts: ``fht_loads_are_told`` is 1 from then.
+void ffi_hook_tracer_loads_told(void);
+
+/// Whether a load the start library tells of is the program's to follow now: not while the
+/// calling thread does the tracer's own work or the hooking library's (their walks pin objects
+/// with `dlopen` and `dlclose`, holding locks the walk that follows would take).
+int fht_may_follow_loads(void);
+
 /// Whether the calling thread is doing the tracer's or the hooking library's own work, whose
 /// locks it may hold, or is parked by the library's stop of the threads (in a signal handler,
 /// every signal blocked): a join or a leave that `ffi-hook-tracer --pid` made run there is
