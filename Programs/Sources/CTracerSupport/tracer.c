@@ -5,6 +5,7 @@
 #include "../../../Sources/CFFIHookPatch/include/ffh_patch.h"
 /* (And the layout of an attach's frames.) */
 #include "../../../Sources/CFFIHookSupport/include/ffh_attach.h"
+#include "../../../Sources/CFFIHookSupport/include/ffh_gnu_hash.h"
 #include "../CTracerStart/signal_default.h"
 #include "../CTracerStart/descriptor_floor.h"
 
@@ -874,20 +875,21 @@ typedef struct {
     void *context;
 } fht_walk_context;
 
-static int fht_visit_object(struct dl_phdr_info *info, size_t size, void *data) {
-    (void)size;
-    fht_walk_context *walk = data;
-    uintptr_t base = (uintptr_t)info->dlpi_addr;
-    walk->visit(walk->context, FHT_OBJECT, info->dlpi_name ? info->dlpi_name : "", base);
+/* The object's dynamic section, NULL when it has none. */
+static const ElfW(Dyn) *fht_dynamic_section(const struct dl_phdr_info *info) {
     const ElfW(Dyn) *entry = NULL;
     for (ElfW(Half) index = 0; index < info->dlpi_phnum; index++) {
         if (info->dlpi_phdr[index].p_type == PT_DYNAMIC) {
-            entry = (const ElfW(Dyn) *)(base + info->dlpi_phdr[index].p_vaddr);
+            entry = (const ElfW(Dyn) *)((uintptr_t)info->dlpi_addr + info->dlpi_phdr[index].p_vaddr);
         }
     }
-    if (!entry) return 0;
+    return entry;
+}
+
+/* Reads the tables of the dynamic section `entry` of the object loaded at `base`; whether the
+   PLT's relocations are RELA ones. */
+static int fht_read_dynamic(const ElfW(Dyn) *entry, uintptr_t base, fht_dynamic *out) {
     fht_dynamic dynamic = {.rela_entry = sizeof(ElfW(Rela))};
-    const ElfW(Dyn) *first = entry;
     int plt_is_rela = 1;
     for (; entry->d_tag != DT_NULL; entry++) {
         uintptr_t value = entry->d_un.d_ptr;
@@ -906,22 +908,41 @@ static int fht_visit_object(struct dl_phdr_info *info, size_t size, void *data) 
         default: break;
         }
     }
+    *out = dynamic;
+    return plt_is_rela;
+}
+
+/* Whether symbol `index` is a function the object exports (what FHT_EXPORT reports). */
+static int fht_is_export(const fht_dynamic *dynamic, size_t index) {
+    const ElfW(Sym) *symbol = &dynamic->symbols[index];
+    unsigned char kind = ELF64_ST_TYPE(symbol->st_info);
+    unsigned char binding = ELF64_ST_BIND(symbol->st_info);
+    if (symbol->st_shndx == SHN_UNDEF || (kind != STT_FUNC && kind != STT_GNU_IFUNC)) return 0;
+    if (binding != STB_GLOBAL && binding != STB_WEAK && binding != STB_GNU_UNIQUE) return 0;
+    if (dynamic->versions && (dynamic->versions[index] & 0x8000)) return 0; /* a hidden, older version */
+    return dynamic->strings[symbol->st_name] != 0;
+}
+
+static int fht_visit_object(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    fht_walk_context *walk = data;
+    uintptr_t base = (uintptr_t)info->dlpi_addr;
+    walk->visit(walk->context, FHT_OBJECT, info->dlpi_name ? info->dlpi_name : "", base);
+    const ElfW(Dyn) *first = fht_dynamic_section(info);
+    if (!first) return 0;
+    fht_dynamic dynamic;
+    int plt_is_rela = fht_read_dynamic(first, base, &dynamic);
     if (!dynamic.symbols || !dynamic.strings) return 0;
-    for (entry = first; entry->d_tag != DT_NULL; entry++) {
+    for (const ElfW(Dyn) *entry = first; entry->d_tag != DT_NULL; entry++) {
         if (entry->d_tag == DT_SONAME) walk->visit(walk->context, FHT_SONAME, dynamic.strings + entry->d_un.d_val, base);
         if (entry->d_tag == DT_NEEDED) walk->visit(walk->context, FHT_NEEDED, dynamic.strings + entry->d_un.d_val, base);
     }
     int wants = walk->visit(walk->context, FHT_NAMED, "", base);
     size_t count = wants & FHT_WANTS_EXPORTS ? fht_symbol_count(&dynamic) : 0;
     for (size_t index = 1; index < count; index++) {
-        const ElfW(Sym) *symbol = &dynamic.symbols[index];
-        unsigned char kind = ELF64_ST_TYPE(symbol->st_info);
-        unsigned char binding = ELF64_ST_BIND(symbol->st_info);
-        if (symbol->st_shndx == SHN_UNDEF || (kind != STT_FUNC && kind != STT_GNU_IFUNC)) continue;
-        if (binding != STB_GLOBAL && binding != STB_WEAK && binding != STB_GNU_UNIQUE) continue;
-        if (dynamic.versions && (dynamic.versions[index] & 0x8000)) continue; /* a hidden, older version */
-        if (dynamic.strings[symbol->st_name] == 0) continue;
-        walk->visit(walk->context, FHT_EXPORT, dynamic.strings + symbol->st_name, base);
+        if (fht_is_export(&dynamic, index)) {
+            walk->visit(walk->context, FHT_EXPORT, dynamic.strings + dynamic.symbols[index].st_name, base);
+        }
     }
     if (!(wants & FHT_WANTS_IMPORTS)) return 0;
     /* On the stack for up to 32,768 symbols, else mapped by the system call (the C library's
@@ -946,6 +967,62 @@ static int fht_visit_object(struct dl_phdr_info *info, size_t size, void *data) 
 void fht_walk(fht_visitor visit, void *context) {
     fht_walk_context walk = {visit, context};
     dl_iterate_phdr(fht_visit_object, &walk);
+}
+
+typedef struct {
+    const char *path;
+    uintptr_t base;
+    const char *const *names;
+    size_t count;
+    uint8_t *found;
+    int loaded;
+} fht_export_lookup;
+
+/* Whether the object exports `name` as a function: its symbols whose hashes match, through the
+   GNU or the SysV hash table, else (an object with neither) every symbol. */
+static int fht_exports(const fht_dynamic *dynamic, const char *name) {
+    if (dynamic->gnu_hash) {
+        ffh_gnu_hash_walk walk;
+        ffh_gnu_hash_begin(&walk, dynamic->gnu_hash, ffh_gnu_hash(name));
+        for (long index; (index = ffh_gnu_hash_next(&walk)) >= 0;) {
+            if (strcmp(dynamic->strings + dynamic->symbols[index].st_name, name) == 0 &&
+                fht_is_export(dynamic, (size_t)index)) {
+                return 1;
+            }
+        }
+        return 0;
+    }
+    size_t count = fht_symbol_count(dynamic);
+    for (size_t index = 1; index < count; index++) {
+        if (strcmp(dynamic->strings + dynamic->symbols[index].st_name, name) == 0 && fht_is_export(dynamic, index)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int fht_look_up_exports(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    fht_export_lookup *lookup = data;
+    if ((uintptr_t)info->dlpi_addr != lookup->base || strcmp(info->dlpi_name ? info->dlpi_name : "", lookup->path) != 0) {
+        return 0;
+    }
+    lookup->loaded = 1;
+    const ElfW(Dyn) *first = fht_dynamic_section(info);
+    if (!first) return 1;
+    fht_dynamic dynamic;
+    (void)fht_read_dynamic(first, lookup->base, &dynamic);
+    if (!dynamic.symbols || !dynamic.strings) return 1;
+    for (size_t index = 0; index < lookup->count; index++) {
+        if (fht_exports(&dynamic, lookup->names[index])) lookup->found[index] = 1;
+    }
+    return 1;
+}
+
+int fht_find_exports(const char *path, uintptr_t base, const char *const *names, size_t count, uint8_t *found) {
+    fht_export_lookup lookup = {path, base, names, count, found, 0};
+    dl_iterate_phdr(fht_look_up_exports, &lookup);
+    return lookup.loaded;
 }
 
 static int fht_read_counts(struct dl_phdr_info *info, size_t size, void *data) {

@@ -93,6 +93,8 @@ final class Tracer: Sendable {
         /// names objects in scope import, and the names every one of them was asked about.
         var tracedKeys: Set<String> = []
         var askedNames: Set<String> = []
+        /// The traced libraries loaded now, in the order they were first seen.
+        var tracedLibraries: [TracedLibrary] = []
         /// The objects whose calls are not counted (``TracerConfiguration/Scope/program``).
         var excluded: Set<String> = []
         /// The groups that look at every object (following dlopen and dlclose, and those of
@@ -259,6 +261,8 @@ final class Tracer: Sendable {
             let loaded = Set(LoadedImage.current { _ in [] }.map(\.key))
             let gone = state.seen.subtracting(loaded)
             state.seen.subtract(gone)
+            state.tracedKeys.subtract(gone)
+            state.tracedLibraries.removeAll { gone.contains($0.key) }
             for key in gone {
                 for group in state.objectGroups.removeValue(forKey: key) ?? [] { group.remove() }
                 state.imports[key] = nil
@@ -361,6 +365,8 @@ final class Tracer: Sendable {
                 continue
             }
             state.tracedKeys.insert(image.key)
+            state.tracedLibraries.append(
+                TracedLibrary(key: image.key, path: image.path, base: image.base, name: image.name))
             newTraced.append(image.key)
         }
         if !configuration.inline, !state.tracedKeys.isEmpty {
@@ -402,11 +408,10 @@ final class Tracer: Sendable {
     }
 
     /// Chooses the functions the traced libraries export that the objects in scope import (the
-    /// imports read are those --symbols selects), reading the libraries' exports in a walk of
-    /// their own that makes a string only of those names (libc exports 2,900 functions, a
-    /// program imports a few dozen). A new traced library is asked
-    /// about every import of every object in scope; a new object's imports that have no
-    /// counter are asked of every traced library, each name once.
+    /// imports read are those --symbols selects), looking each name up in each library's symbol
+    /// hash table (libc exports 2,900 functions, a program imports a few dozen). A new traced
+    /// library is asked about every import of every object in scope; a new object's imports
+    /// that have no counter are asked of every traced library, each name once.
     private func chooseImported(
         newTraced: [String], newImages: Set<String>, _ state: inout State,
         _ choose: ([String], inout State) -> Void
@@ -421,37 +426,73 @@ final class Tracer: Sendable {
         }
         guard !wanted.isEmpty || !newTraced.isEmpty else { return }
         state.askedNames.formUnion(wanted)
-        let filter = NameFilter(wanted)
-        let configuration = state.configuration
-        let traced = state.tracedKeys
+        // In order, so that the counters are made in the same order in every run.
+        let names = wanted.sorted()
         let fresh = Set(newTraced)
-        // Which new traced libraries export a function --symbols selects (for the report): asked
-        // of each new library's exports until one is.
-        final class Walk {
-            @exclusivity(unchecked) var current = ""
-            @exclusivity(unchecked) var asking = false
-            @exclusivity(unchecked) var selecting: Set<String> = []
-        }
-        let walk = Walk()
-        let libraries = LoadedImage.current(
-            details: { image in
-                walk.current = image.key
-                walk.asking = fresh.contains(image.key)
-                return traced.contains(image.key) ? .exports : []
-            },
-            keeps: { name in
-                if walk.asking, configuration.selects(cString: name) {
-                    walk.asking = false
-                    walk.selecting.insert(walk.current)
+        var found = [UInt8](repeating: 0, count: names.count)
+        Self.withCStrings(names) { pointers in
+            for library in state.tracedLibraries {
+                for index in found.indices { found[index] = 0 }
+                guard fht_find_exports(library.path, library.base, pointers, names.count, &found) != 0 else { continue }
+                let exported = names.indices.filter { found[$0] != 0 }.map { names[$0] }
+                // A name found is one --symbols selects: only a new library that exports none
+                // of those asked about has its exports read, for the report.
+                if fresh.contains(library.key), exported.isEmpty, !Self.exportsSelected(library, state.configuration) {
+                    report("\(library.name) exports no function that --symbols selects", &state)
                 }
-                return filter.contains(name)
-            })
-        for image in libraries where traced.contains(image.key) {
-            if fresh.contains(image.key), !walk.selecting.contains(image.key) {
-                report("\(image.name) exports no function that --symbols selects", &state)
+                choose(exported, &state)
             }
-            choose(image.exports, &state)
         }
+    }
+
+    /// A traced library, as the import-table scopes look up its exports.
+    struct TracedLibrary {
+        let key: String
+        /// The path the loader knows it by and its load bias.
+        let path: String
+        let base: UInt
+        /// Its name for messages.
+        let name: String
+    }
+
+    /// Calls `body` with `strings` as an array of C strings, valid during the call.
+    private static func withCStrings<Result>(
+        _ strings: [String], _ body: (UnsafePointer<UnsafePointer<CChar>>) -> Result
+    ) -> Result {
+        // One buffer: each string's bytes and a NUL, then the pointers into it (and an empty
+        // string after them: neither array is empty, so both have an address).
+        var bytes: [CChar] = []
+        bytes.reserveCapacity(strings.reduce(1) { $0 + $1.utf8.count + 1 })
+        var offsets: [Int] = []
+        offsets.reserveCapacity(strings.count + 1)
+        for string in strings {
+            offsets.append(bytes.count)
+            bytes.append(contentsOf: string.utf8.map { CChar(bitPattern: $0) })
+            bytes.append(0)
+        }
+        offsets.append(bytes.count)
+        bytes.append(0)
+        return bytes.withUnsafeBufferPointer { buffer in
+            let base = buffer.baseAddress!
+            let pointers = offsets.map { base + $0 }
+            return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
+        }
+    }
+
+    /// Whether `library` (loaded now) exports a function that --symbols selects: its exports
+    /// read until one is.
+    private static func exportsSelected(_ library: TracedLibrary, _ configuration: TracerConfiguration) -> Bool {
+        final class Answer {
+            @exclusivity(unchecked) var selecting = false
+        }
+        let answer = Answer()
+        _ = LoadedImage.current(
+            details: { $0.key == library.key ? .exports : [] },
+            keeps: { name in
+                if !answer.selecting, configuration.selects(cString: name) { answer.selecting = true }
+                return false
+            })
+        return answer.selecting
     }
 
     /// A function chosen for tracing and its counter.

@@ -387,6 +387,14 @@ typedef int (*fht_visitor)(void *_Nullable context, fht_item item, const char *t
 /// imports. Runs with the loader's list locked: the visitor must not load or unload objects.
 void fht_walk(fht_visitor visit, void *_Nullable context);
 
+/// Marks in `found` (`count` bytes, zeroed by the caller) which of `names` (`count` C strings)
+/// the object loaded at `path` with load bias `base` exports as functions, as fht_walk's
+/// FHT_EXPORT would report them, each looked up in its symbol hash table (a program imports a
+/// few dozen of the thousands of functions the C library exports). Returns 1 when the object
+/// is loaded, 0 when it is not (nothing is marked). Runs with the loader's list locked.
+int fht_find_exports(
+    const char *path, uintptr_t base, const char *const _Nonnull *_Nonnull names, size_t count, uint8_t *found);
+
 /// The loader's counts of objects loaded and unloaded since the process began (`dlpi_adds`,
 /// `dlpi_subs`): a `dlopen` that loaded nothing (of an object loaded already, or with
 /// RTLD_NOLOAD) leaves the first as it was, a `dlclose` that unloaded nothing the second.
