@@ -46,7 +46,8 @@ fi
 echo "== building the tracer (release)" >&2
 (cd Programs && swift build -c release --product FFIHookTracer >&2 &&
     swift build -c release --product FFIHookTracerStart >&2 &&
-    swift build -c release --product ffi-hook-tracer >&2)
+    swift build -c release --product ffi-hook-tracer >&2 &&
+    swift build -c release --product ffi-hook-tracer-join >&2)
 bin=$(cd Programs && swift build -c release --show-bin-path)
 
 exec python3 Benchmarks/compare-tracers.py --tracer "$bin/ffi-hook-tracer" --frida-trace "$frida_trace" "$@"

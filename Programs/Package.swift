@@ -13,7 +13,8 @@ import PackageDescription
 // - ffi-hook-lifecycle: an Objective-C application's delegate messages fanned out to
 //   components (FFIHookObjC). `swift run ffi-hook-lifecycle` from this directory.
 // - ffi-hook-tracer and the FFIHookTracer library: calls and time per function of the
-//   libraries a user names, in any program started with the library preloaded.
+//   libraries a user names, in any program started with the library preloaded (or a running
+//   process, which ffi-hook-tracer-join, its --pid, joins).
 //   `swift build -c release`, then `.build/release/ffi-hook-tracer --library libc.so.6 -- ls`.
 
 /// The trimmed standard output of a command found on `PATH`, or nil when it cannot run.
@@ -114,11 +115,12 @@ let package = Package(
             swiftSettings: strictSettings,
             linkerSettings: [.unsafeFlags(staticRuntime + tracerExports)]
         ),
-        // The wrapper starts before every traced program: without the concurrency and string
-        // processing modules, it loads three libraries fewer (libswift_Concurrency, libdispatch,
-        // libswift_StringProcessing), about a millisecond of each traced run.
+        // The wrapper starts before every traced program: in C, which starts in a tenth of the
+        // time a Swift program's runtime takes to. With --pid it executes the join, in Swift,
+        // without the concurrency and string processing modules (three libraries fewer).
+        .executableTarget(name: "ffi-hook-tracer"),
         .executableTarget(
-            name: "ffi-hook-tracer", dependencies: ["CTracerJoin"],
+            name: "ffi-hook-tracer-join", dependencies: ["CTracerJoin"],
             swiftSettings: strictSettings + [
                 .unsafeFlags([
                     "-Xfrontend", "-disable-implicit-concurrency-module-import",

@@ -34,7 +34,8 @@ configuration=${1:-debug}
 
 (cd Programs && swift build -c "$configuration" -Xswiftc -warnings-as-errors --product FFIHookTracer &&
     swift build -c "$configuration" -Xswiftc -warnings-as-errors --product FFIHookTracerStart &&
-    swift build -c "$configuration" -Xswiftc -warnings-as-errors --product ffi-hook-tracer)
+    swift build -c "$configuration" -Xswiftc -warnings-as-errors --product ffi-hook-tracer &&
+    swift build -c "$configuration" -Xswiftc -warnings-as-errors --product ffi-hook-tracer-join)
 bin=$(cd Programs && swift build -c "$configuration" --show-bin-path)
 
 work=$(mktemp -d)
@@ -313,6 +314,21 @@ for run in ("reload", "reload-pointers"):
             sys.exit(f"{run}, scope {scope}: {rows}, expected late_square {want} times in one row")
         print(f"{run}, scope {scope}: late_square counted {want} times over three loads")
 PYTHON
+# The tracer walks the objects after each load and unload, on the thread that called dlopen or
+# dlclose: what the walk calls is its own, not the program's. reload.c never calls pthread_self,
+# which the walk's locks do.
+for mode in "--scope all" --inline; do
+    # shellcheck disable=SC2086 # the mode is two words or one
+    "$bin/ffi-hook-tracer" $mode --library libc.so.6 --symbols pthread_self --json "$work/reload-own.json" -- \
+        "$work/reload" "$work/plugin.so" "$work/liblate.so" pointers >/dev/null 2>"$work/reload-own.err"
+    python3 - "$work/reload-own.json" "$mode" <<'PYTHON'
+import json, sys
+rows = {row["name"]: row["calls"] for row in json.load(open(sys.argv[1]))["functions"]}
+if rows.get("pthread_self", 0):
+    sys.exit(f"{sys.argv[2]}: pthread_self counted {rows['pthread_self']} times: the tracer's own walks after loads")
+print(f"{sys.argv[2]}: the tracer's walks after each load and unload counted none of their calls")
+PYTHON
+done
 
 echo "== tracer test: a misspelt --library"
 "$bin/ffi-hook-tracer" --library libtrace.so -- "$work/program" >"$work/typo.out" 2>"$work/typo.err"
@@ -1788,7 +1804,8 @@ echo "== tracer test: --pid: the tracer's library replaced while it traces"
 # whose later joins failed. A copy of the tracer whose library is replaced mid-window must
 # leave with status 0, and a second join must work.
 mkdir -p "$work/moved"
-cp "$bin/ffi-hook-tracer" "$bin/libFFIHookTracer.so" "$bin/libFFIHookTracerStart.so" "$work/moved/"
+cp "$bin/ffi-hook-tracer" "$bin/ffi-hook-tracer-join" "$bin/libFFIHookTracer.so" "$bin/libFFIHookTracerStart.so" \
+    "$work/moved/"
 "$work/churns" &
 churning_pid=$!
 sleep 0.2

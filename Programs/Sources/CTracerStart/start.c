@@ -1080,11 +1080,11 @@ void *dlopen(const char *file, int mode) {
     fhs_loader_depth++;
     void *handle = real(file, mode);
     fhs_loader_depth--;
-    if (handle) {
-        fhs_check(0);
-        fhs_tell_tracer(0);
-    }
+    if (handle) fhs_check(0);
+    /* A signal taken while the loader ran is taken before the tracer's walk, which calls the
+       loader itself (taken there, inside the tracer's own work, it would wait for the walk). */
     if (fhs_pending_signal) fhs_take_pending();
+    if (handle) fhs_tell_tracer(0);
     return handle;
 }
 
@@ -1098,8 +1098,8 @@ int dlclose(void *handle) {
     fhs_loader_depth++;
     int result = real(handle);
     fhs_loader_depth--;
-    if (result == 0) fhs_tell_tracer(1);
     if (fhs_pending_signal) fhs_take_pending();
+    if (result == 0) fhs_tell_tracer(1);
     return result;
 }
 

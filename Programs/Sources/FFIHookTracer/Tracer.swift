@@ -43,6 +43,9 @@ public func ffiHookTracerReportBeforeExec(_ path: UnsafePointer<CChar>?) {
 @_cdecl("ffi_hook_tracer_loads_changed")
 public func ffiHookTracerLoadsChanged(_ unloading: Int32) {
     guard fht_may_follow_loads() != 0 else { return }
+    // The walk's calls (the locks it takes, libc's) are the tracer's, not the program's.
+    let was = fht_begin_own_work()
+    defer { fht_set_own_work(was) }
     if unloading != 0 {
         Tracer.shared.objectsUnloaded()
     } else {
