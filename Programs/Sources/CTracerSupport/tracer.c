@@ -6,6 +6,7 @@
 /* (And the layout of an attach's frames.) */
 #include "../../../Sources/CFFIHookSupport/include/ffh_attach.h"
 #include "../../../Sources/CFFIHookSupport/include/ffh_gnu_hash.h"
+#include "../../../Sources/CFFIHookSupport/include/ffh_memory.h"
 #include "../CTracerStart/signal_default.h"
 #include "../CTracerStart/descriptor_floor.h"
 
@@ -433,6 +434,8 @@ int ffi_hook_tracer_busy(void) {
 }
 
 void fht_report_begins(void) { __atomic_store_n(&fht_written, 0, __ATOMIC_RELEASE); }
+
+void fht_register_barriers(void) { (void)ffh_membarrier_register(); }
 
 static int fht_loads_told;
 

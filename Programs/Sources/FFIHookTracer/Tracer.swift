@@ -181,6 +181,7 @@ final class Tracer: Sendable {
         }
         fht_install_process_handlers()
         guard !configuration.libraries.isEmpty else { return }
+        fht_register_barriers()
         configuration.events.arm()
         let tracer = Self.tracerPaths()
         state.withLock { state in
@@ -429,8 +430,7 @@ final class Tracer: Sendable {
         }
         guard !wanted.isEmpty || !newTraced.isEmpty else { return }
         state.askedNames.formUnion(wanted)
-        // In order, so that the counters are made in the same order in every run.
-        let names = wanted.sorted()
+        let names = Array(wanted)
         let fresh = Set(newTraced)
         var found = [UInt8](repeating: 0, count: names.count)
         Self.withCStrings(names) { pointers in
@@ -464,21 +464,23 @@ final class Tracer: Sendable {
     ) -> Result {
         // One buffer: each string's bytes and a NUL, then the pointers into it (and an empty
         // string after them: neither array is empty, so both have an address).
-        var bytes: [CChar] = []
+        var bytes: [UInt8] = []
         bytes.reserveCapacity(strings.reduce(1) { $0 + $1.utf8.count + 1 })
         var offsets: [Int] = []
         offsets.reserveCapacity(strings.count + 1)
         for string in strings {
             offsets.append(bytes.count)
-            bytes.append(contentsOf: string.utf8.map { CChar(bitPattern: $0) })
+            bytes.append(contentsOf: string.utf8)
             bytes.append(0)
         }
         offsets.append(bytes.count)
         bytes.append(0)
         return bytes.withUnsafeBufferPointer { buffer in
-            let base = buffer.baseAddress!
-            let pointers = offsets.map { base + $0 }
-            return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
+            buffer.withMemoryRebound(to: CChar.self) { characters in
+                let base = characters.baseAddress!
+                let pointers = offsets.map { base + $0 }
+                return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
+            }
         }
     }
 

@@ -461,6 +461,13 @@ void fht_report_written(void);
 /// A join starts: its report is not written yet.
 void fht_report_begins(void);
 
+/// Registers the process for the memory barriers the hooking library's removals make
+/// (`membarrier`), as its first hook would: in a process of one thread this takes
+/// microseconds, once a second thread runs it waits for an RCU grace period (about 10 ms), so
+/// the tracer does it as it starts, before its report thread, not at its first attach (which,
+/// in a program that loads a traced library later, comes with the `dlopen`).
+void fht_register_barriers(void);
+
 /// 1 once the start library has said that its `dlopen` and `dlclose`, which come first for
 /// every object of the process, tell the tracer of loads (``ffi_hook_tracer_loads_changed``):
 /// the tracer then hooks neither function (it does where it was joined to the process, or
