@@ -435,14 +435,14 @@ static void fht_log_line(
     uint64_t bits, const char *ending);
 
 /* Forgets the frames of calls that a longjmp or an exception left: those deeper on the stack
-   than a call at `sp`, and at `sp` unless the call was tail-called (see fht_drop_abandoned).
-   Each gets the line its return would have written, without a result, and with no time: when
-   it was left is not known. */
-FHT_PLAIN static void fht_log_drop_abandoned(fht_log_stack *stack, uint64_t sp) {
+   than a call at `sp`, and, for a call entering, at `sp` unless the call was tail-called (see
+   fht_drop_abandoned). Each gets the line its return would have written, without a result,
+   and with no time: when it was left is not known. */
+FHT_PLAIN static void fht_log_drop_abandoned(fht_log_stack *stack, uint64_t sp, int entering) {
     uint64_t depth = stack->depth;
     int32_t thread = 0;
     while (depth > 0 && stack->frames[depth - 1].sp <= sp) {
-        if (stack->frames[depth - 1].sp == sp && fht_tail_called(sp)) break;
+        if (stack->frames[depth - 1].sp == sp && (!entering || fht_tail_called(sp))) break;
         const fht_log_frame *left = &stack->frames[depth - 1];
         if (thread == 0) thread = (int32_t)ffh_syscall3(SYS_gettid, 0, 0, 0);
         fht_log_line(left, depth - 1, thread, left->ticks, NULL, 0, " <left: longjmp or an exception>");
@@ -457,7 +457,7 @@ void fht_log_enter(
     if (fht_ignored() || __atomic_load_n(&fht_log_descriptor, __ATOMIC_RELAXED) < 0) return;
     fht_log_stack *stack = fht_log_frames();
     if (!stack) return;
-    fht_log_drop_abandoned(stack, sp);
+    fht_log_drop_abandoned(stack, sp, 1);
     uint64_t depth = stack->depth;
     if (depth >= FHT_LOG_FRAMES) {
         __atomic_fetch_add(&fht_log_too_deep, 1, __ATOMIC_RELAXED);
@@ -590,7 +590,7 @@ void fht_log_leave(const fht_log_function *function, uint64_t sp, int32_t thread
     uint64_t now = fht_ticks();
     fht_log_stack *stack = fht_log_mine;
     if (!stack || __atomic_load_n(&fht_log_descriptor, __ATOMIC_RELAXED) < 0) return;
-    fht_log_drop_abandoned(stack, sp);
+    fht_log_drop_abandoned(stack, sp, 0);
     uint64_t depth = stack->depth;
     /* A call with no frame: entered before logging began, or deeper than the frames go. */
     if (depth == 0 || stack->frames[depth - 1].sp != sp || stack->frames[depth - 1].function != function) return;

@@ -225,13 +225,16 @@ void fht_spawn_ends(const fht_counter *counter);
 int fht_tail_called(uint64_t sp);
 
 /// Drops the calls in flight that a longjmp or an exception left without returning: those
-/// deeper on the stack than a call at `sp`, and those at `sp` itself unless the call was
-/// tail-called (a call made by a tail jump has the stack pointer of the call it replaced, and
-/// that call stays; a call made afresh where a call was means that call is gone).
-static inline void fht_drop_abandoned(fht_calls *calls, uint64_t sp) {
+/// deeper on the stack than a call at `sp`, and, for a call entering (`entering`), those at
+/// `sp` itself unless the call was tail-called (a call made by a tail jump has the stack
+/// pointer of the call it replaced, and that call stays; a call made afresh where a call was
+/// means that call is gone). A call returning keeps those at its own stack pointer: itself,
+/// and the calls that tail-called it (its entry dropped any other), with no look at its
+/// return address on every return.
+static inline void fht_drop_abandoned(fht_calls *calls, uint64_t sp, int entering) {
     uint64_t depth = calls->depth;
     while (depth > 0 && calls->frames[depth - 1].sp <= sp) {
-        if (calls->frames[depth - 1].sp == sp && fht_tail_called(sp)) break;
+        if (calls->frames[depth - 1].sp == sp && (!entering || fht_tail_called(sp))) break;
         fht_counter *counter = calls->frames[depth - 1].counter;
         if (counter && counter->active > 0) fht_add(&counter->active, (uint64_t)-1);
         depth--;
@@ -264,7 +267,7 @@ static inline int fht_enter_at(fht_counter *counter, uint64_t sp, uint64_t ticks
     }
     fht_calls *calls = fht_in_flight;
     if (!calls) return 1;
-    fht_drop_abandoned(calls, sp);
+    fht_drop_abandoned(calls, sp, 1);
     uint64_t depth = calls->depth;
     if (depth >= FHT_FRAMES) return 1;
     fht_frame *frame = &calls->frames[depth];
@@ -305,7 +308,7 @@ static inline void fht_leave_at(fht_counter *counter, uint64_t sp, uint64_t now)
         fht_add(&mine->completed, 1);
         return;
     }
-    fht_drop_abandoned(calls, sp);
+    fht_drop_abandoned(calls, sp, 0);
     uint64_t depth = calls->depth;
     if (depth == 0 || calls->frames[depth - 1].counter != mine || calls->frames[depth - 1].sp != sp) {
         if (depth > 0 && calls->frames[depth - 1].counter == NULL && calls->frames[depth - 1].sp == sp) {
