@@ -294,14 +294,16 @@ done
 echo "== tracer test: a library unloaded and loaded again, in every scope"
 # reload.c loads plugin.so (and with it liblate.so) three times, unloading it after each run:
 # each load is a new object, often at the address of the last, and is traced as one. Again with
-# dlopen and dlclose called through the addresses dlsym gives: the loads are followed all the same.
+# dlopen and dlclose called through the addresses dlsym gives, and with dlmopen into the program's
+# own namespace: the loads are followed all the same.
 gcc -O0 -o "$work/reload" "$fixture/reload.c" -ldl
 trace_late reload "$work/reload" "$work/plugin.so" "$work/liblate.so"
 trace_late reload-pointers "$work/reload" "$work/plugin.so" "$work/liblate.so" pointers
+trace_late reload-dlmopen "$work/reload" "$work/plugin.so" "$work/liblate.so" dlmopen
 python3 - "$work" <<'PYTHON'
 import json, sys
 work = sys.argv[1]
-for run in ("reload", "reload-pointers"):
+for run in ("reload", "reload-pointers", "reload-dlmopen"):
     for scope in ("main", "program", "all", "inline"):
         report = json.load(open(f"{work}/{run}-{scope}.json"))
         made, unloaded = (int(word) for word in open(f"{work}/{run}-{scope}.out").read().split())
@@ -1043,6 +1045,28 @@ if [ "$status" -ne 64 ] || [ -e "$work/ran-anyway" ] ||
     exit 1
 fi
 echo "an output file in a missing directory, or in /proc, refused before the program runs"
+
+# A file that opens but takes no byte (/dev/full): said at exit, the program's status kept.
+status=0
+"$bin/ffi-hook-tracer" --library libtracee.so --json /dev/full -- sh -c 'exit 3' \
+    >/dev/null 2>"$work/full.err" || status=$?
+if [ "$status" -ne 3 ] || ! grep -q "cannot write /dev/full: No space left on device" "$work/full.err"; then
+    echo "--json /dev/full: status $status" >&2
+    cat "$work/full.err" >&2
+    exit 1
+fi
+echo "--json to a file that takes no byte: said, the program's status kept"
+
+# `--` ends the options: not the value of the one before it.
+status=0
+"$bin/ffi-hook-tracer" --library libtracee.so --json -- "$work/program" >/dev/null 2>"$work/dashes.err" || status=$?
+if [ "$status" -ne 64 ] || ! head -1 "$work/dashes.err" | grep -q -- "--json needs a value: -- ends the options" ||
+    [ -e ./-- ]; then
+    echo "--json --: status $status" >&2
+    cat "$work/dashes.err" >&2
+    exit 1
+fi
+echo "an option's value is never the -- that ends the options"
 
 echo "== tracer test: a function with two names, traced inline under the one --symbols chose"
 # strchr and index are one function in glibc (one address): the batch plans it once, under one

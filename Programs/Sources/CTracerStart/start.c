@@ -50,6 +50,10 @@ static fhs_dlopen_function fhs_real_dlopen;
 /* And its dlclose. */
 typedef int (*fhs_dlclose_function)(void *);
 static fhs_dlclose_function fhs_real_dlclose;
+/* The C library's dlmopen: a load into the program's own namespace (LM_ID_BASE) is traced
+   like one by dlopen. */
+typedef void *(*fhs_dlmopen_function)(Lmid_t, const char *, int);
+static fhs_dlmopen_function fhs_real_dlmopen;
 
 /* Whether `name` (an entry of FFI_HOOK_TRACER_LIBRARIES) names the object with this path and
    soname: the tracer's own rule (TracerConfiguration.libraries(naming:soname:)), the file the
@@ -1088,6 +1092,24 @@ void *dlopen(const char *file, int mode) {
     return handle;
 }
 
+void *dlmopen(Lmid_t namespace, const char *file, int mode) {
+    fhs_dlmopen_function real = __atomic_load_n(&fhs_real_dlmopen, __ATOMIC_ACQUIRE);
+    if (!real) {
+        real = (fhs_dlmopen_function)dlsym(RTLD_NEXT, "dlmopen");
+        if (!real) return NULL;
+        __atomic_store_n(&fhs_real_dlmopen, real, __ATOMIC_RELEASE);
+    }
+    fhs_loader_depth++;
+    void *handle = real(namespace, file, mode);
+    fhs_loader_depth--;
+    /* (Objects in a namespace of their own are told of too: the tracer leaves them out, and
+       says so when they alone answer to a --library name.) */
+    if (handle) fhs_check(0);
+    if (fhs_pending_signal) fhs_take_pending();
+    if (handle) fhs_tell_tracer(0);
+    return handle;
+}
+
 int dlclose(void *handle) {
     fhs_dlclose_function real = __atomic_load_n(&fhs_real_dlclose, __ATOMIC_ACQUIRE);
     if (!real) {
@@ -1355,6 +1377,7 @@ __attribute__((constructor)) static void fhs_start(void) {
     (void)fhs_real_sigaction();
     fhs_real_dlopen = (fhs_dlopen_function)dlsym(RTLD_NEXT, "dlopen");
     fhs_real_dlclose = (fhs_dlclose_function)dlsym(RTLD_NEXT, "dlclose");
+    fhs_real_dlmopen = (fhs_dlmopen_function)dlsym(RTLD_NEXT, "dlmopen");
     fhs_real_siginterrupt = (int (*)(int, int))dlsym(RTLD_NEXT, "siginterrupt");
     fhs_real_abort = (void (*)(void))dlsym(RTLD_NEXT, "abort");
     if (!fhs_real_dlopen) return;

@@ -41,7 +41,9 @@ static long fht_syscall(long number, long first, long second) {
    same thread; its events go uncounted among those without a buffer. */
 static __thread int fht_events_making __attribute__((tls_model("initial-exec")));
 
-static fht_event_buffer *fht_events_make(void);
+/* Makes the thread's buffer; a failure counts the call's two events among those without a
+   buffer when `counts`. */
+static fht_event_buffer *fht_events_make(int counts);
 
 fht_event_buffer *fht_events_slow(void) {
     if (fht_first_call_is_own()) return NULL;
@@ -50,22 +52,29 @@ fht_event_buffer *fht_events_slow(void) {
         return NULL;
     }
     fht_events_making = 1;
-    fht_event_buffer *buffer = fht_events_make();
+    fht_event_buffer *buffer = fht_events_make(1);
     fht_events_making = 0;
     return buffer;
 }
 
-static fht_event_buffer *fht_events_make(void) {
+void fht_events_prepare(void) {
+    if (fht_my_events || fht_events_making || fht_first_call_is_own()) return;
+    fht_events_making = 1;
+    (void)fht_events_make(0);
+    fht_events_making = 0;
+}
+
+static fht_event_buffer *fht_events_make(int counts) {
     uint64_t capacity = __atomic_load_n(&fht_event_capacity, __ATOMIC_ACQUIRE);
     if (capacity == 0) return NULL;
     if (__atomic_load_n(&fht_buffer_count, __ATOMIC_RELAXED) >= FHT_MOST_BUFFERS) {
-        __atomic_fetch_add(&fht_unbuffered, 2, __ATOMIC_RELAXED);
+        if (counts) __atomic_fetch_add(&fht_unbuffered, 2, __ATOMIC_RELAXED);
         return NULL;
     }
     size_t size = FHT_EVENTS_OFFSET + capacity * sizeof(fht_event);
     void *memory = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (memory == MAP_FAILED) {
-        __atomic_fetch_add(&fht_unbuffered, 2, __ATOMIC_RELAXED);
+        if (counts) __atomic_fetch_add(&fht_unbuffered, 2, __ATOMIC_RELAXED);
         return NULL;
     }
     if (fht_my_events) {

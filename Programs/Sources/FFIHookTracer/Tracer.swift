@@ -967,12 +967,16 @@ final class Tracer: Sendable {
                 unwrittenOutputs.add(1, ordering: .relaxed)
                 return true
             }
-            write(
-                report.json(
-                    program: Self.programName, pid: pid,
-                    scope: configuration.inline ? "inline" : configuration.scope.rawValue, endedBy: signalName),
-                to: descriptor)
-            close(descriptor)
+            let json = report.json(
+                program: Self.programName, pid: pid,
+                scope: configuration.inline ? "inline" : configuration.scope.rawValue, endedBy: signalName)
+            let written = write(json, to: descriptor)
+            let writeError = errno
+            let closed = close(descriptor) == 0
+            if !written || !closed {
+                say("cannot write \(path): \(String(cString: strerror(written ? errno : writeError)))")
+                unwrittenOutputs.add(1, ordering: .relaxed)
+            }
         }
         return true
     }
@@ -1196,16 +1200,22 @@ func say(_ message: String) {
     write("ffi-hook-tracer: \(message)\n", to: TracerOutput.descriptor)
 }
 
-/// Writes all of `text` to `descriptor`.
-func write(_ text: String, to descriptor: Int32) {
+/// Writes all of `text` to `descriptor`; false when a write failed or wrote nothing (`errno`
+/// says why: ENOSPC for a write of nothing).
+@discardableResult
+func write(_ text: String, to descriptor: Int32) -> Bool {
     var text = text
-    text.withUTF8 { bytes in
+    return text.withUTF8 { bytes in
         var done = 0
         while done < bytes.count {
             let written = systemWrite(descriptor, bytes.baseAddress! + done, bytes.count - done)
             if written < 0, errno == EINTR { continue }
-            guard written > 0 else { return }
+            guard written > 0 else {
+                if written == 0 { errno = ENOSPC }
+                return false
+            }
             done += written
         }
+        return true
     }
 }

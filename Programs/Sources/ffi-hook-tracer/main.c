@@ -212,10 +212,12 @@ typedef struct {
     const char *duration;
 } fhw_options;
 
-/* The value of the option `name`: `inline_value` (--name=VALUE) or the next argument. */
+/* The value of the option `name`: `inline_value` (--name=VALUE) or the next argument, which may
+   begin with a dash (a file named so), but is not `--`, which ends the options. */
 static const char *fhw_value(const char *name, const char *inline_value, int argc, char **argv, int *index) {
     if (inline_value) return inline_value;
     if (*index + 1 >= argc) fhw_fail("%s needs a value", name);
+    if (strcmp(argv[*index + 1], "--") == 0) fhw_fail("%s needs a value: -- ends the options", name);
     return argv[++*index];
 }
 

@@ -2,12 +2,15 @@
 // it and unloads it, three times: each load is new (at the same address or not). Prints the
 // calls of late_square the plugin made, and 1 when every unload did unload liblate.so. With a
 // third argument, `pointers`, it calls dlopen and dlclose through the addresses dlsym gives for
-// them, as a plugin host or a language runtime may: through no import-table entry.
+// them, as a plugin host or a language runtime may: through no import-table entry; with
+// `dlmopen`, it loads with dlmopen into the program's own namespace (LM_ID_BASE).
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static void *open_in_base(const char *file, int mode) { return dlmopen(LM_ID_BASE, file, mode); }
 
 int main(int argc, char **argv) {
     if (argc < 3) return 2;
@@ -18,6 +21,7 @@ int main(int argc, char **argv) {
         close_object = (int (*)(void *))dlsym(RTLD_DEFAULT, "dlclose");
         if (!open_object || !close_object) return 1;
     }
+    if (argc > 3 && strcmp(argv[3], "dlmopen") == 0) open_object = open_in_base;
     int rounds = 3, runs = 10, unloaded = 1;
     for (int round = 0; round < rounds; round++) {
         void *plugin = open_object(argv[1], RTLD_NOW);

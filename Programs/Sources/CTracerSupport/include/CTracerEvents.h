@@ -74,6 +74,11 @@ extern __thread fht_event_buffer *_Nullable fht_my_events __attribute__((tls_mod
 /// the call is counted in ``fht_unbuffered_events``).
 fht_event_buffer *_Nullable fht_events_slow(void);
 
+/// Makes the calling thread's buffer ahead of its first recorded call, when it has none and is
+/// not making one (a signal handler's call interrupted that), counting nothing when it cannot:
+/// the call's own recording counts it then.
+void fht_events_prepare(void);
+
 /// The bytes before a buffer's first event: its header, rounded up to a cache line.
 #define FHT_EVENTS_OFFSET ((sizeof(fht_event_buffer) + 63) & ~(size_t)63)
 
@@ -154,6 +159,9 @@ uint32_t fht_counter_index(const fht_counter *counter);
 /// Counts a call entering and records its begin; returns what its end needs. The tracer's own
 /// work is neither counted nor recorded.
 static inline uint64_t fht_enter_recording(fht_counter *counter, uint32_t function, uintptr_t stack) {
+    /* A thread's first recorded call maps its buffer before its time is taken: the mapping
+       (tens of microseconds) is the tracer's, not the call's. */
+    if (__builtin_expect(fht_my_events == NULL, 0) && !fht_ignored()) fht_events_prepare();
     uint64_t ticks = fht_ticks();
     int counted = fht_enter_at(counter, stack, ticks);
     if (!counted) return 0; /* a call not counted is not recorded */
