@@ -133,7 +133,18 @@ extension FixtureTableTests {
             defer {
                 done.store(true, ordering: .releasing)
                 while !loader.isFinished { usleep(1000) }
-                #expect(dlopen(copy, RTLD_LAZY | RTLD_NOLOAD) == nil)
+                // Unloaded at the end: once another test's walk, which pins every loaded object
+                // for a moment (tests run in parallel), has let go of it (a second at most).
+                var unloaded = false
+                for _ in 0..<1000 {
+                    guard let handle = dlopen(copy, RTLD_LAZY | RTLD_NOLOAD) else {
+                        unloaded = true
+                        break
+                    }
+                    dlclose(handle)
+                    usleep(1000)
+                }
+                #expect(unloaded)
             }
             try body(copy)
             return loads.count
