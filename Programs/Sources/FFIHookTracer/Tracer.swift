@@ -91,13 +91,11 @@ final class Tracer: Sendable {
         /// object is attached to once for the functions chosen when it is first seen, then for
         /// functions chosen since, which it cannot have been attached to.
         var imports: [String: [String]] = [:]
-        /// Under ``TracerConfiguration/Scope/main`` and ``TracerConfiguration/Scope/program``:
-        /// the traced libraries (by ``LoadedImage/key``), whose exports are read only for the
-        /// names objects in scope import, and the names every one of them was asked about.
-        var tracedKeys: Set<String> = []
-        var askedNames: Set<String> = []
-        /// The traced libraries loaded now, in the order they were first seen.
+        /// In the import-table scopes: the traced libraries loaded now, in the order they were
+        /// first seen, whose exports are looked up only for the names objects in scope import,
+        /// and the names every one of them was asked about.
         var tracedLibraries: [TracedLibrary] = []
+        var askedNames: Set<String> = []
         /// The objects whose calls are not counted (``TracerConfiguration/Scope/program``).
         var excluded: Set<String> = []
         /// The groups that look at every object (following dlopen and dlclose, and those of
@@ -265,7 +263,6 @@ final class Tracer: Sendable {
             let loaded = Set(LoadedImage.current { _ in [] }.map(\.key))
             let gone = state.seen.subtracting(loaded)
             state.seen.subtract(gone)
-            state.tracedKeys.subtract(gone)
             state.tracedLibraries.removeAll { gone.contains($0.key) }
             for key in gone {
                 for group in state.objectGroups.removeValue(forKey: key) ?? [] { group.remove() }
@@ -368,12 +365,11 @@ final class Tracer: Sendable {
                 traceInline(image, &state)
                 continue
             }
-            state.tracedKeys.insert(image.key)
             state.tracedLibraries.append(
                 TracedLibrary(key: image.key, path: image.path, base: image.base, name: image.name))
             newTraced.append(image.key)
         }
-        if !configuration.inline, !state.tracedKeys.isEmpty {
+        if !configuration.inline, !state.tracedLibraries.isEmpty {
             chooseImported(newTraced: newTraced, newImages: newImages, &state, choose)
         }
         // The counters of the functions chosen since the last walk: made for the first object
