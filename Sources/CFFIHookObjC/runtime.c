@@ -281,6 +281,8 @@ void ffh_objc_instance_dealloc_method(ffh_objc_id self, ffh_objc_SEL selector) {
    (ffh_original_resolver). */
 typedef struct ffh_objc_forwarder {
     ffh_objc_Class super_class;
+    /* The runtime's objc_msg_lookup_super, read once when the forwarder is made. */
+    ffh_objc_IMP (*lookup_super)(ffh_objc_super *super, ffh_objc_SEL selector);
     /* The stub's record: FFH_ATTACH_RESOLVES, `state` the resolver. */
     ffh_attach record;
     ffh_original_resolver resolver;
@@ -296,13 +298,12 @@ static _Atomic(ffh_objc_forwarder *) ffh_objc_forwarders;
    of `arguments` (after a hidden result pointer, if any). */
 static uintptr_t ffh_objc_forwarder_resolve(const void *context, void *const *arguments) {
     const ffh_objc_forwarder *forwarder = context;
-    const ffh_objc_runtime *runtime = atomic_load_explicit(&ffh_objc_found, memory_order_acquire);
     ffh_objc_super target;
     memcpy(&target.receiver, arguments[0], sizeof target.receiver);
     target.super_class = forwarder->super_class;
     ffh_objc_SEL selector;
     memcpy(&selector, arguments[1], sizeof selector);
-    return (uintptr_t)runtime->objc_msg_lookup_super(&target, selector);
+    return (uintptr_t)forwarder->lookup_super(&target, selector);
 }
 
 void *ffh_objc_forwarder_make(ffh_objc_Class super_class, int returns_in_memory, const void **resolver) {
@@ -312,6 +313,7 @@ void *ffh_objc_forwarder_make(ffh_objc_Class super_class, int returns_in_memory,
     ffh_objc_forwarder *forwarder = malloc(sizeof *forwarder);
     if (forwarder == NULL) return NULL;
     forwarder->super_class = super_class;
+    forwarder->lookup_super = atomic_load_explicit(&ffh_objc_found, memory_order_acquire)->objc_msg_lookup_super;
     void *code = NULL;
     void *writable = ffi_closure_alloc(sizeof(ffi_closure), &code);
     if (writable == NULL || code == NULL) {

@@ -540,6 +540,18 @@ static inline __attribute__((always_inline)) void ffh_fast_blocks(void *const *r
 #define FFH_FAST_RUN_ATTRIBUTES __attribute__((always_inline))
 #endif
 
+/* The function a call on the C path reaches for `original`: what the original's resolver
+   returns for the call's arguments when the slot has one for it (a per-instance method's
+   forwarder to the superclass, whose lookup the call makes itself instead of entering it). */
+static inline __attribute__((always_inline)) uintptr_t ffh_fast_function(const ffh_slot *slot, uintptr_t original,
+                                                                         void *const *arguments) {
+    const ffh_original_resolver *resolver = __atomic_load_n(&slot->resolver, __ATOMIC_ACQUIRE);
+    if (__builtin_expect(resolver != NULL, 0) && resolver->code == original) {
+        return resolver->resolve(resolver->context, arguments);
+    }
+    return original;
+}
+
 static inline FFH_FAST_RUN_ATTRIBUTES int ffh_fast_run(void *returnValue, void **arguments, ffh_slot *slot,
                                                        ffh_thread *thread) {
     uintptr_t state = ffh_slot_state(slot);
@@ -549,16 +561,32 @@ static inline FFH_FAST_RUN_ATTRIBUTES int ffh_fast_run(void *returnValue, void *
     }
     uintptr_t original = __atomic_load_n(&slot->original, __ATOMIC_ACQUIRE);
     if (original == 0) return 0;
-    uintptr_t mark = fast->marksByFunction ? original : (uintptr_t)slot;
+    ffh_thread *const busy = __builtin_expect(thread->entry_busy != 0, 0) ? thread : NULL;
+    uintptr_t mark;
+    if (__builtin_expect(fast->byReceiver != 0, 0)) {
+        /* A method hooked for one object: its first argument is the receiver. A message to
+           another object runs no block, as if the hooks were not there. */
+        uintptr_t receiver;
+        memcpy(&receiver, arguments[0], sizeof receiver);
+        if (fast->receiver != 0 && receiver != fast->receiver) {
+            ffh_forward_sysv_inline(busy, slot->plan, (const void *)ffh_fast_function(slot, original, arguments),
+                                    arguments, returnValue);
+            return 1;
+        }
+        mark = fast->marksByReceiver ? (uintptr_t)slot ^ receiver : fast->marksByFunction ? original : (uintptr_t)slot;
+    } else {
+        mark = fast->marksByFunction ? original : (uintptr_t)slot;
+    }
     if (ffh_thread_is_marked(thread, mark)) return 0;
     ffh_fast_call call = {fast->entry, fast->snapshot, original, mark, returnValue, arguments, thread, 0};
     call.marked = ffh_thread_mark(thread, mark);
     ffh_fast_blocks(fast->before, fast->beforeCount, &call, 0);
     if (call.marked) ffh_thread_unmark(thread);
-    /* Inline: the original by the register plan. Where the call path marks its own code,
-       the mark is lifted for the original alone. */
-    ffh_forward_sysv_inline(__builtin_expect(thread->entry_busy != 0, 0) ? thread : NULL, slot->plan,
-                            (const void *)original, arguments, returnValue);
+    /* Inline: the original by the register plan (or what its resolver chooses for the
+       arguments as the before blocks left them). Where the call path marks its own code, the
+       mark is lifted for the original alone. */
+    ffh_forward_sysv_inline(busy, slot->plan, (const void *)ffh_fast_function(slot, original, arguments), arguments,
+                            returnValue);
     if (call.marked) (void)ffh_thread_mark(thread, mark);
     ffh_fast_blocks(fast->after, fast->afterCount, &call, 1);
     if (call.marked) ffh_thread_unmark(thread);

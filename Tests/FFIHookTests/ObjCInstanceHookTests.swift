@@ -202,6 +202,67 @@ extension ObjCMethodHookTests {
         #expect(F.solo(hooked, 4) == 4)
     }
 
+    /// One object's plain before and after blocks on a method: another object in the same
+    /// made subclass (through a hook on another method) sends the method through the same
+    /// implementation and runs neither block, and gets the class's result; the hooked object's
+    /// block messaging itself again runs no block for that message, messaging the other
+    /// object runs none either.
+    @Test func oneObjectsBlocksSkipOtherObjectsOfItsSubclass() throws {
+        _ = try F.class("OFXCounter")
+        let objects = [F.new("OFXCounter"), F.new("OFXCounter")]
+        defer { objects.forEach(F.release) }
+        let (mine, other) = (objects[0], objects[1])
+        let (mineAddress, otherAddress) = (F.address(mine), F.address(other))
+        let seen = Mutex<[String]>([])
+        let before = try ObjCHook.before(on: F.object(mine), "add:to:") { call in
+            let a = call.argument(2, as: Int32.self)
+            seen.withLock { $0.append("before \(a)") }
+            guard a < 100 else { return }
+            let inner = F.add(OpaquePointer(bitPattern: mineAddress)!, a + 100, 0)
+            let beside = F.add(OpaquePointer(bitPattern: otherAddress)!, a + 200, 0)
+            seen.withLock { $0.append("inside \(inner) \(beside)") }
+        }
+        let after = try ObjCHook.after(on: F.object(mine), "add:to:") { call in
+            seen.withLock { $0.append("after \(call.returnValue(as: Int32.self))") }
+        }
+        let elsewhere = try ObjCHook.before(on: F.object(other), "tick") { _ in seen.withLock { $0.append("tick") } }
+        #expect(F.dispatchClass(mine) == F.dispatchClass(other))
+        #expect(F.add(other, 3, 4) == 7)
+        #expect(F.add(mine, 1, 2) == 3)
+        F.tick(other)
+        #expect(F.add(other, 5, 6) == 11)
+        #expect(seen.withLock { $0 } == ["before 1", "inside 101 201", "after 3", "tick"])
+        before.remove()
+        after.remove()
+        elsewhere.remove()
+        #expect(F.add(mine, 7, 8) == 15)
+        #expect(F.dispatchClass(mine) == "OFXCounter")
+    }
+
+    /// An object's hooks reach the class's implementation as it is at each message: another
+    /// swizzler's changes made after the hook went in take effect under it, and the blocks
+    /// see their results.
+    @Test func oneObjectsHooksFollowTheClassImplementation() throws {
+        _ = try F.class("OFXSwizzled")
+        let object = F.new("OFXSwizzled")
+        defer { F.release(object) }
+        F.swizzleValue(0)
+        let results = Mutex<[Int32]>([])
+        let before = try ObjCHook.before(on: F.object(object), "value:") { _ in }
+        let after = try ObjCHook.after(on: F.object(object), "value:") { call in
+            results.withLock { $0.append(call.returnValue(as: Int32.self)) }
+        }
+        #expect(F.value(object, 1) == 1001)
+        F.swizzleValue(1)
+        #expect(F.value(object, 2) == 2002)
+        F.swizzleValue(0)
+        #expect(F.value(object, 3) == 1003)
+        before.remove()
+        after.remove()
+        #expect(results.withLock { $0 } == [1001, 2002, 1003])
+        #expect(F.value(object, 4) == 1004)
+    }
+
     // MARK: - Key-value observing
 
     /// Observation added after the object's hook, then either removed first: every change is

@@ -233,6 +233,11 @@ typedef struct ffh_slot {
     /// Set before the state names a new entry, and changed before a snapshot it belongs to is
     /// retired, so a call that starts later never reads one reclamation may free.
     const struct ffh_fast_hooks *fast;
+    /// The resolver registered for ``original`` (an ``ffh_original_resolver``), or NULL: set
+    /// before the original, and read after it by a call, which uses it only when its `code`
+    /// is the original it read (any other pair is from different moments, and the original
+    /// alone is right).
+    const void *resolver;
 } ffh_slot;
 
 /// The hooks of a slot when every one is a before or after block that runs on every call
@@ -252,6 +257,15 @@ typedef struct ffh_fast_hooks {
     /// Whether calls are marked by the original function rather than by the slot record
     /// (the entry's `reentryByFunction`).
     uint32_t marksByFunction;
+    /// Whether calls are marked by the slot record and the receiver together, the first
+    /// argument's word (the entry's `reentryByReceiver`: a method whose hooks are each for
+    /// one object).
+    uint32_t marksByReceiver;
+    /// The one receiver (the first argument's word) every hook is for, or 0 when they run
+    /// for every call: a message to another object runs no block and calls the original.
+    uintptr_t receiver;
+    /// Whether either of the two above is set: the call path's one test for both.
+    uint32_t byReceiver;
 } ffh_fast_hooks;
 
 /// One call on the C path, as a block sees it (``ffh_fast_block``).
@@ -304,8 +318,10 @@ static inline void ffh_slot_set_state(ffh_slot *slot, uintptr_t state) {
     __atomic_store_n(&slot->state, state, __ATOMIC_RELEASE);
 }
 
-/// Sets the function a slot's hooks wrap (``ffh_slot/original``), with release ordering.
-static inline void ffh_slot_set_original(ffh_slot *slot, uintptr_t function) {
+/// Sets the function a slot's hooks wrap (``ffh_slot/original``) and the resolver registered
+/// for it (NULL for none), the resolver first, with release ordering.
+static inline void ffh_slot_set_original(ffh_slot *slot, uintptr_t function, const void *resolver) {
+    __atomic_store_n(&slot->resolver, resolver, __ATOMIC_RELEASE);
     __atomic_store_n(&slot->original, function, __ATOMIC_RELEASE);
 }
 

@@ -143,7 +143,7 @@ struct ClosurePool {
         record.initialize(
             to: ffh_slot(
                 state: 0, address: 0, interface: Unmanaged.passUnretained(interface).toOpaque(), original: 0,
-                plan: plan, fast: nil))
+                plan: plan, fast: nil, resolver: nil))
         let status = ffi_prep_closure_loc(
             closure(cell).assumingMemoryBound(to: ffi_closure.self), cif, slotEntryHandler, record,
             UnsafeMutableRawPointer(bitPattern: code(cell)))

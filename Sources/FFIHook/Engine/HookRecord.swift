@@ -81,10 +81,14 @@ final class HookSnapshot: @unchecked Sendable {
         self.instead = Self.retained(instead)
         self.after = Self.retained(after)
         self.isEmpty = before.isEmpty && instead.isEmpty && after.isEmpty
-        // A hook that runs only once, for some callers or for one receiver needs the Swift
-        // dispatch's claim, and so does an entry that marks calls by receiver.
-        let plain = { (hook: HookRecord) in !hook.options.contains(.once) && !hook.isLimited && hook.receiver == 0 }
-        if instead.isEmpty, let entry = (before.first ?? after.first)?.entry, !entry.reentryByReceiver,
+        // A hook that runs only once or for some callers needs the Swift dispatch's claim, and
+        // so do hooks for different receivers; hooks all for one receiver (a method hooked for
+        // one object) or all for every call run from C.
+        let receiver = (before.first ?? after.first)?.receiver ?? 0
+        let plain = { (hook: HookRecord) in
+            !hook.options.contains(.once) && !hook.isLimited && hook.receiver == receiver
+        }
+        if instead.isEmpty, let entry = (before.first ?? after.first)?.entry,
             before.allSatisfy(plain), after.allSatisfy(plain)
         {
             let fast = UnsafeMutablePointer<ffh_fast_hooks>.allocate(capacity: 1)
@@ -98,7 +102,9 @@ final class HookSnapshot: @unchecked Sendable {
                         $0.assumingMemoryBound(to: UnsafeMutableRawPointer?.self)
                     },
                     beforeCount: UInt32(before.count), afterCount: UInt32(after.count),
-                    marksByFunction: entry.reentryByFunction ? 1 : 0))
+                    marksByFunction: entry.reentryByFunction ? 1 : 0,
+                    marksByReceiver: entry.reentryByReceiver ? 1 : 0, receiver: receiver,
+                    byReceiver: entry.reentryByReceiver || receiver != 0 ? 1 : 0))
             self.fast = fast
         } else {
             self.fast = nil

@@ -91,9 +91,10 @@ package final class SlotEntry: @unchecked Sendable {
         // it had; an install that takes the slot over sets the one it finds.
         let state = ffh_slot_state(record)
         if state & Self.hookedBit == 0 {
+            let resolver = OriginalResolvers.resolver(for: state)
             originalFunction.store(state, ordering: .relaxed)
-            originalResolver.store(OriginalResolvers.resolver(for: state), ordering: .relaxed)
-            ffh_slot_set_original(record, state)
+            originalResolver.store(resolver, ordering: .relaxed)
+            ffh_slot_set_original(record, state, resolver)
         }
         self.interface = interface
         self.cell = cell
@@ -127,9 +128,10 @@ package final class SlotEntry: @unchecked Sendable {
     /// registry's lock, when a replacement goes in under the hooks or comes out (calls in
     /// flight finish with the function they read).
     func setOriginal(_ function: UInt) {
-        originalResolver.store(OriginalResolvers.resolver(for: function), ordering: .relaxed)
+        let resolver = OriginalResolvers.resolver(for: function)
+        originalResolver.store(resolver, ordering: .relaxed)
         originalFunction.store(function, ordering: .relaxed)
-        ffh_slot_set_original(record, function)
+        ffh_slot_set_original(record, function, resolver)
     }
 
     /// The function a call reaches for `original`, read as the call started: what the
