@@ -578,16 +578,23 @@ static inline FFH_FAST_RUN_ATTRIBUTES int ffh_fast_run(void *returnValue, void *
         mark = fast->marksByFunction ? original : (uintptr_t)slot;
     }
     if (ffh_thread_is_marked(thread, mark)) return 0;
-    ffh_fast_call call = {fast->entry, fast->snapshot, original, mark, returnValue, arguments, thread, 0};
+    ffh_fast_call call = {fast->entry, fast->snapshot, original, mark, returnValue, arguments, thread, 0, 0};
+    /* The mark's place: the blocks leave the marks as they found them (a block that never
+       returns, by longjmp or an exception, ends this call too). */
+    const uintptr_t place = thread->mark_count;
     call.marked = ffh_thread_mark(thread, mark);
     ffh_fast_blocks(fast->before, fast->beforeCount, &call, 0);
-    if (call.marked) ffh_thread_unmark(thread);
+    /* The original runs with the mark lifted (its calls back through the slot run the blocks
+       again): its place is cleared rather than given back, and written again after, so the
+       marks the original's own hooked calls add go above it and its place is still this
+       call's when they are gone. */
+    if (call.marked) ffh_thread_lift(thread, place, 0);
     /* Inline: the original by the register plan (or what its resolver chooses for the
        arguments as the before blocks left them). Where the call path marks its own code, the
        mark is lifted for the original alone. */
     ffh_forward_sysv_inline(busy, slot->plan, (const void *)ffh_fast_function(slot, original, arguments), arguments,
                             returnValue);
-    if (call.marked) (void)ffh_thread_mark(thread, mark);
+    if (call.marked) ffh_thread_lift(thread, place, mark);
     ffh_fast_blocks(fast->after, fast->afterCount, &call, 1);
     if (call.marked) ffh_thread_unmark(thread);
     return 1;
@@ -672,6 +679,14 @@ static inline __attribute__((always_inline)) unsigned ffh_enter(ffh_slot *record
         return 0;
     }
     ffh_run(frame->buffer, arguments, record, frame->unwind);
+    if (plan->registerResult != FFH_VALUE_BYTES) {
+        /* A scalar result or none: its word goes to both registers a scalar can come back in
+           (the caller reads the one its type uses; for none, neither). */
+        const uint64_t word = frame->buffer[0];
+        frame->call.rax = word;
+        frame->call.xmm0 = word;
+        return 0;
+    }
     /* Read once: the stores below may alias the plan as far as the compiler knows. */
     const uint32_t results = plan->resultCount;
     const unsigned x87 = plan->x87Count;

@@ -195,6 +195,15 @@ static inline int ffh_thread_mark(ffh_thread *thread, uintptr_t entry) {
     return 1;
 }
 
+/// Writes `entry` at a mark's place (0: the mark is lifted, and matches no slot) without
+/// changing the count: a call lifts its own mark for the length of its original, whose own
+/// marks go above it and are gone when it returns.
+static inline void ffh_thread_lift(ffh_thread *thread, uintptr_t place, uintptr_t entry) {
+    __asm__ __volatile__("" ::: "memory");
+    thread->marks[place] = entry;
+    __asm__ __volatile__("" ::: "memory");
+}
+
 /// Removes the most recent mark made by a successful ffh_thread_mark.
 static inline void ffh_thread_unmark(ffh_thread *thread) {
     uintptr_t count = thread->mark_count - 1;
@@ -268,7 +277,8 @@ typedef struct ffh_fast_hooks {
     uint32_t byReceiver;
 } ffh_fast_hooks;
 
-/// One call on the C path, as a block sees it (``ffh_fast_block``).
+/// One call as its blocks see it: made by the C path (``ffh_fast_block``), or by the Swift
+/// dispatch on its stack.
 typedef struct ffh_fast_call {
     const void *entry;
     const void *snapshot;
@@ -278,6 +288,9 @@ typedef struct ffh_fast_call {
     void **arguments;
     ffh_thread *thread;
     int32_t marked;
+    /// Whether the call came from inside a block of the same slot on this thread (never on
+    /// the C path, which leaves such calls to the Swift dispatch).
+    int32_t reentered;
 } ffh_fast_call;
 
 /// Runs the blocks of `count` hook records, in order, for a call on the C path: after blocks

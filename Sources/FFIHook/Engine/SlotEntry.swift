@@ -225,11 +225,25 @@ package final class SlotEntry: @unchecked Sendable {
         let reentered = ffh_thread_is_marked(record, mark) != 0
         let marked = ffh_thread_mark(record, mark) != 0
         defer { if marked { ffh_thread_unmark(record) } }
-        let frame = CallFrame(
-            unmanagedEntry: Unmanaged.passUnretained(self), unmanagedSnapshot: Unmanaged.passUnretained(snapshot),
-            original: original, mark: mark, returnValue: returnValue, arguments: arguments,
-            reentered: reentered, marked: marked, threadRecord: record)
+        var call = ffh_fast_call(
+            entry: UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque()),
+            snapshot: UnsafeRawPointer(Unmanaged.passUnretained(snapshot).toOpaque()), original: original, mark: mark,
+            returnValue: returnValue, arguments: arguments, thread: record, marked: marked ? 1 : 0,
+            reentered: reentered ? 1 : 0)
+        withUnsafeMutablePointer(to: &call) { CallFrame(call: $0).runHooks() }
+    }
+}
 
+extension CallFrame {
+    /// Runs the blocks of the call's snapshot and the original (the Swift dispatch).
+    @inline(__always)
+    fileprivate func runHooks() {
+        unmanagedSnapshot._withUnsafeGuaranteedRef { runHooks(of: $0) }
+    }
+
+    @inline(__always)
+    private func runHooks(of snapshot: HookSnapshot) {
+        let frame = self
         for hook in snapshot.before {
             hook._withUnsafeGuaranteedRef { hook in
                 guard frame.claim(hook) else { return }
@@ -255,27 +269,47 @@ package final class SlotEntry: @unchecked Sendable {
 /// The state of one dispatch, shared by the invocations of its blocks: what the call read
 /// once as it started, and the entry, whose fixed facts (interface, sizes) it reads where
 /// they are rather than copying them.
+///
+/// Five words: the address of the call's record (an `ffh_fast_call`), which the C call path
+/// fills as it starts a call and the Swift dispatch on its own stack, and which outlives every
+/// invocation made from it; and the record's fields that blocks read most, and that code
+/// which runs inside a block reads. An invocation is made for each block, so a frame of every
+/// field, ten words, was most of the work a no-op block cost. (More than four words: frames
+/// and invocations are passed by address, so an unoptimised build's accessors make no zeroed
+/// copy of them, through `memset`, a function a program may have hooked, inside a block.)
 @usableFromInline
 struct CallFrame {
-    /// The entry and snapshot without reference counting (the dispatch keeps both alive):
-    /// a retain on the call path is a write to memory every calling thread shares.
+    /// The record (`ffh_fast_call`).
+    let record: UnsafePointer<ffh_fast_call>
+    /// The entry without reference counting (the dispatch keeps it alive): a retain on the
+    /// call path is a write to memory every calling thread shares.
     @usableFromInline let unmanagedEntry: Unmanaged<SlotEntry>
-    let unmanagedSnapshot: Unmanaged<HookSnapshot>
-    /// The original the call reaches, read once as it started (a replacement may change
-    /// the entry's meanwhile).
-    let original: UInt
-    /// What marks the slot in the thread's record for this call (see ``SlotEntry/mark(for:)``).
-    let mark: UInt
     /// The call's return-value buffer and argument list, as libffi gives them to the handler
     /// (read inline by typed blocks, in the module that installs them).
     @usableFromInline let returnValue: UnsafeMutableRawPointer?
     @usableFromInline let arguments: UnsafeMutablePointer<UnsafeMutableRawPointer?>
-    /// Whether this call came from inside a block of the same slot on this thread.
-    let reentered: Bool
-    /// Whether this dispatch marked the thread (and must unmark it around the original).
-    let marked: Bool
     /// This thread's record of active entries.
     let threadRecord: UnsafeMutablePointer<ffh_thread>
+
+    init(call: UnsafePointer<ffh_fast_call>) {
+        record = call
+        unmanagedEntry = Unmanaged.fromOpaque(call.pointee.entry.unsafelyUnwrapped)
+        returnValue = call.pointee.returnValue
+        arguments = call.pointee.arguments.unsafelyUnwrapped
+        threadRecord = call.pointee.thread.unsafelyUnwrapped
+    }
+
+    /// The snapshot, as the entry (see above).
+    var unmanagedSnapshot: Unmanaged<HookSnapshot> { Unmanaged.fromOpaque(record.pointee.snapshot.unsafelyUnwrapped) }
+    /// The original the call reaches, read once as it started (a replacement may change
+    /// the entry's meanwhile).
+    var original: UInt { record.pointee.original }
+    /// What marks the slot in the thread's record for this call (see ``SlotEntry/mark(for:)``).
+    var mark: UInt { record.pointee.mark }
+    /// Whether this call came from inside a block of the same slot on this thread.
+    var reentered: Bool { record.pointee.reentered != 0 }
+    /// Whether this dispatch marked the thread (and must unmark it around the original).
+    var marked: Bool { record.pointee.marked != 0 }
 
     /// The call interface of the slot's signature, without reference counting.
     var interface: Unmanaged<CallInterface> { unmanagedEntry._withUnsafeGuaranteedRef { $0.callPathInterface } }
@@ -383,7 +417,7 @@ struct CallFrame {
 /// as the Swift dispatch would make it. The hooks take part in every call, so there is nothing
 /// to claim. ``fastBlock`` serves a position with one block, ``fastBlocks`` one with more.
 let fastBlocks: ffh_fast_block = { records, count, call, after in
-    let frame = CallFrame(fast: call.unsafelyUnwrapped)
+    let frame = CallFrame(call: call.unsafelyUnwrapped)
     let position: HookPosition = after != 0 ? .after : .before
     let records = records.unsafelyUnwrapped
     for index in 0..<Int(count) {
@@ -396,23 +430,10 @@ let fastBlocks: ffh_fast_block = { records, count, call, after in
 /// ``fastBlocks`` for one block: the record itself, so that the C function the compiler makes of
 /// it uses every argument and is the function, not a thunk in front of it.
 let fastBlock: ffh_fast_block_one = { record, call, after in
-    let frame = CallFrame(fast: call.unsafelyUnwrapped)
+    let frame = CallFrame(call: call.unsafelyUnwrapped)
     Unmanaged<HookRecord>.fromOpaque(record.unsafelyUnwrapped)._withUnsafeGuaranteedRef { hook in
         frame.runBlock(
             hook.block, Invocation(frame: frame, position: after != 0 ? .after : .before, insteadIndex: -1))
-    }
-}
-
-extension CallFrame {
-    /// The frame of a call on the C path (see ``fastBlocks``).
-    @inline(__always)
-    init(fast call: UnsafePointer<ffh_fast_call>) {
-        self.init(
-            unmanagedEntry: Unmanaged.fromOpaque(call.pointee.entry.unsafelyUnwrapped),
-            unmanagedSnapshot: Unmanaged.fromOpaque(call.pointee.snapshot.unsafelyUnwrapped),
-            original: call.pointee.original, mark: call.pointee.mark, returnValue: call.pointee.returnValue,
-            arguments: call.pointee.arguments.unsafelyUnwrapped, reentered: false, marked: call.pointee.marked != 0,
-            threadRecord: call.pointee.thread.unsafelyUnwrapped)
     }
 }
 
