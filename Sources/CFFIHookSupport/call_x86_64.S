@@ -101,25 +101,32 @@ ffh_sysv_invoke:
       352  the saved rbp, then the return address
       368  the caller's stack arguments (FFH_ENTRY_STACK_OFFSET)
 
+   ffh_closure_entry_general is the same entry for signatures that pass nothing in a vector
+   register (its plan's sseCount is 0: no floating-point argument, and no aggregate with one):
+   the vector registers carry nothing the call reads, so their words are left unwritten, and
+   nothing reads them (a forwarded call loads them, and its callee ignores them). Most C
+   functions take only integers and pointers; eight stores fewer on each of their calls.
+
    An exception that unwinds through the call (an Objective-C or C++ exception thrown by the
-   original or a block) lands at .Lentry_unwound, through the cleanup-only personality of C
-   (__gcc_personality_v0), which gives the thread back the state the call took, then goes on
-   unwinding.
+   original or a block) lands at the entry's landing pad, through the cleanup-only personality
+   of C (__gcc_personality_v0), which gives the thread back the state the call took, then goes
+   on unwinding.
 
    The frame keeps its place relative to the caller's stack arguments, so its offsets hold
    whatever the stack's alignment at entry; calls out of the entry are made with the stack
    pointer rounded down to 16 bytes, since a compiler may call a function of its own file with
    the stack less aligned than the ABI says (gcc does, for a static function it knows needs
    no more). */
+        .macro  CLOSURE_ENTRY name, vectors
         .text
         .p2align 4
-        .globl  ffh_closure_entry
-        .hidden ffh_closure_entry
-        .type   ffh_closure_entry, @function
-ffh_closure_entry:
+        .globl  \name
+        .hidden \name
+        .type   \name, @function
+\name:
         .cfi_startproc
         .cfi_personality 0x9b, DW.ref.__gcc_personality_v0
-        .cfi_lsda 0x1b, .Lentry_lsda
+        .cfi_lsda 0x1b, .Llsda_\name
         endbr64
         pushq   %rbp
         .cfi_def_cfa_offset 16
@@ -134,6 +141,7 @@ ffh_closure_entry:
         movq    %rcx, 24(%rsp)
         movq    %r8, 32(%rsp)
         movq    %r9, 40(%rsp)
+        .if \vectors
         movq    %xmm0, 48(%rsp)
         movq    %xmm1, 56(%rsp)
         movq    %xmm2, 64(%rsp)
@@ -142,12 +150,13 @@ ffh_closure_entry:
         movq    %xmm5, 88(%rsp)
         movq    %xmm6, 96(%rsp)
         movq    %xmm7, 104(%rsp)
+        .endif
         movq    %r10, %rdi
         movq    %rsp, %rsi
         andq    $-16, %rsp
-.Lentry_call_begin:
+.Lcall_begin_\name:
         call    ffh_closure_dispatch@PLT
-.Lentry_call_end:
+.Lcall_end_\name:
         leaq    -352(%rbp), %rsp
         testl   %eax, %eax
         jz      2f
@@ -169,7 +178,7 @@ ffh_closure_entry:
         /* The landing pad: rbp is the entry's again (rsp is the call's), rax holds the
            exception. */
         .cfi_restore_state
-.Lentry_unwound:
+.Lunwound_\name:
         leaq    -352(%rbp), %rsp
         movq    %rax, 144(%rsp)
         movq    %rsp, %rdi
@@ -179,22 +188,27 @@ ffh_closure_entry:
         call    _Unwind_Resume@PLT
         ud2
         .cfi_endproc
-        .size   ffh_closure_entry, .-ffh_closure_entry
+        .size   \name, .-\name
 
         /* The call-site table: the call of ffh_closure_dispatch has a cleanup. */
         .section .gcc_except_table,"a",@progbits
         .p2align 2
-.Lentry_lsda:
+.Llsda_\name:
         .byte   0xff            /* landing pads are relative to the function's start */
         .byte   0xff            /* no type table */
         .byte   0x01            /* call-site entries in uleb128 */
-        .uleb128 .Lentry_sites_end - .Lentry_sites
-.Lentry_sites:
-        .uleb128 .Lentry_call_begin - ffh_closure_entry
-        .uleb128 .Lentry_call_end - .Lentry_call_begin
-        .uleb128 .Lentry_unwound - ffh_closure_entry
+        .uleb128 .Lsites_end_\name - .Lsites_\name
+.Lsites_\name:
+        .uleb128 .Lcall_begin_\name - \name
+        .uleb128 .Lcall_end_\name - .Lcall_begin_\name
+        .uleb128 .Lunwound_\name - \name
         .uleb128 0              /* no action: a cleanup */
-.Lentry_sites_end:
+.Lsites_end_\name:
+        .text
+        .endm
+
+        CLOSURE_ENTRY ffh_closure_entry, 1
+        CLOSURE_ENTRY ffh_closure_entry_general, 0
 
         .hidden DW.ref.__gcc_personality_v0
         .weak   DW.ref.__gcc_personality_v0

@@ -649,6 +649,7 @@ void ffh_handler(void *cif, void *returnValue, void **arguments, void *userData)
 /* ffh_closure_entry (call_x86_64.S) passes an entry frame (call_internal.h): the argument
    registers as they arrived, and room for the result registers it returns. */
 void ffh_closure_entry(void);
+void ffh_closure_entry_general(void);
 
 /* How many arguments the entry lists on its own stack without a variable-length array. */
 enum { ENTRY_INLINE_ARGUMENTS = 16 };
@@ -756,7 +757,10 @@ void ffh_write_trampoline(void *trampoline, const void *data, const void *target
 }
 
 void ffh_install_entry(void *trampoline, const void *record) {
-    ffh_write_trampoline(trampoline, record, (const void *)&ffh_closure_entry);
+    const ffh_sysv_plan *plan = ((const ffh_slot *)record)->plan;
+    /* Nothing in a vector register: the entry that leaves their words unwritten. */
+    const void *entry = plan->sseCount == 0 ? (const void *)&ffh_closure_entry_general : (const void *)&ffh_closure_entry;
+    ffh_write_trampoline(trampoline, record, entry);
 }
 
 #else

@@ -286,7 +286,7 @@ struct ArgumentCursor {
     @inline(__always)
     mutating func next<Value: BitwiseCopyable>(_ type: Value.Type) -> Value {
         defer { index += 1 }
-        return list[index]!.loadUnaligned(as: Value.self)
+        return list[index].unsafelyUnwrapped.loadUnaligned(as: Value.self)
     }
 
     /// The next argument, read through its type's own code (see ``CEncodable``).
@@ -294,13 +294,13 @@ struct ArgumentCursor {
     @inline(__always)
     mutating func next<Value: CEncodable>(_ type: Value.Type) -> Value {
         defer { index += 1 }
-        return Value.loadUnaligned(from: list[index]!)
+        return Value.loadUnaligned(from: list[index].unsafelyUnwrapped)
     }
 
     @inlinable
     @inline(__always)
     mutating func write<Value: BitwiseCopyable>(_ value: Value) {
-        list[index]!.storeBytes(of: value, as: Value.self)
+        list[index].unsafelyUnwrapped.storeBytes(of: value, as: Value.self)
         index += 1
     }
 }
@@ -314,7 +314,7 @@ enum ReturnCursor {
         if MemoryLayout<Result>.size == 0 {
             return unsafeBitCast((), to: Result.self)
         }
-        return buffer!.loadUnaligned(as: Result.self)
+        return buffer.unsafelyUnwrapped.loadUnaligned(as: Result.self)
     }
 
     /// Stores a result checked against the signature at install: a small one (an integer
@@ -325,7 +325,7 @@ enum ReturnCursor {
     static func store<Result: BitwiseCopyable>(_ value: Result, _ call: borrowing Invocation) {
         let size = MemoryLayout<Result>.size
         guard size > 0 else { return }
-        let buffer = call.returnBuffer!
+        let buffer = call.returnBuffer.unsafelyUnwrapped
         if size < 8 {
             call.frame.returnWidening.store(bits(of: value), byteCount: size, into: buffer)
         } else {

@@ -235,7 +235,8 @@ void ffh_forward_sysv(const void *plan, const void *function, void *const *argum
 /// by `ffi_prep_closure_loc`) code that enters the library's System V closure entry with
 /// `record`, a slot record whose `plan` says where the arguments arrive. The entry builds
 /// the argument list from the plan, without classifying a value per call, and calls the
-/// same handler libffi's entry would (``ffh_handler``). Writes `FFH_ENTRY_TRAMPOLINE_SIZE`
+/// same handler libffi's entry would (``ffh_handler``); where the plan passes nothing in a
+/// vector register, an entry that does not save them. Writes `FFH_ENTRY_TRAMPOLINE_SIZE`
 /// bytes, all within the closure's trampoline.
 void ffh_install_entry(void *trampoline, const void *record);
 
