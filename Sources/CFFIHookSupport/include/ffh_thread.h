@@ -249,8 +249,9 @@ typedef struct ffh_slot {
     const void *resolver;
 } ffh_slot;
 
-/// The hooks of a slot when every one is a before or after block that runs on every call
-/// (no `once`, caller limit or receiver, and no instead block): the C call path
+/// The hooks of a slot when every one is a before or after block that runs on every call, or
+/// every one on the calls of one receiver (no `once`, caller limit, hooks for different
+/// receivers, or instead block): the C call path
 /// (ffh_closure_dispatch) then marks the call, runs the blocks through ``ffh_fast_block``,
 /// calls the original by the slot's register plan and runs the after blocks, without the
 /// Swift dispatch. Made with the snapshot it describes and freed with it.
