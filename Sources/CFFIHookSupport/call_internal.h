@@ -316,6 +316,17 @@ static inline __attribute__((always_inline)) void ffh_forward_sysv_inline(ffh_th
                                                                void *returnValue) {
     const ffh_sysv_plan *plan = opaquePlan;
     entry_frame_t *frame = entry_frame(arguments);
+    const ffh_value_kind kind = plan->registerResult;
+    if (__builtin_expect(kind <= FFH_VALUE_64 && (plan->fixupCount | plan->sseCount) == 0, 1)) {
+        /* The commonest shape, tested first: integers and pointers in general registers only,
+           an integer or pointer result, nothing to redo. */
+        const uint64_t *words = frame->call.words;
+        if (thread) ffh_thread_set_busy(thread, 0);
+        uint64_t bits = ((general_integer_function)function)(words[0], words[1], words[2], words[3], words[4], words[5]);
+        if (thread) ffh_thread_set_busy(thread, 1);
+        if (returnValue) store_integer_result(kind, bits, returnValue);
+        return;
+    }
     if (plan->fixupCount > 0) ffh_forward_fixups(plan, frame);
     if (thread) ffh_thread_set_busy(thread, 0);
     if (plan->registerResult == FFH_VALUE_BYTES) {

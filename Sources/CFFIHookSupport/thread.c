@@ -556,9 +556,9 @@ static inline FFH_FAST_RUN_ATTRIBUTES int ffh_fast_run(void *returnValue, void *
                                                        ffh_thread *thread) {
     uintptr_t state = ffh_slot_state(slot);
     const ffh_fast_hooks *fast = __atomic_load_n(&slot->fast, __ATOMIC_ACQUIRE);
-    if (fast == NULL || !(state & FFH_SLOT_HOOKED) || fast->entry != (const void *)(state & ~FFH_SLOT_HOOKED)) {
-        return 0;
-    }
+    /* The table is the published entry's: the slot's state names that entry (one comparison,
+       the table keeping the state word it belongs to). */
+    if (fast == NULL || fast->state != state) return 0;
     uintptr_t original = __atomic_load_n(&slot->original, __ATOMIC_ACQUIRE);
     if (original == 0) return 0;
     ffh_thread *const busy = __builtin_expect(thread->entry_busy != 0, 0) ? thread : NULL;

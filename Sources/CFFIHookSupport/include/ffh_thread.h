@@ -276,6 +276,9 @@ typedef struct ffh_fast_hooks {
     uintptr_t receiver;
     /// Whether either of the two above is set: the call path's one test for both.
     uint32_t byReceiver;
+    /// The slot state that names `entry` (its address with ``FFH_SLOT_HOOKED``): a call uses
+    /// the table only while the slot's state is this word.
+    uintptr_t state;
 } ffh_fast_hooks;
 
 /// One call as its blocks see it: made by the C path (``ffh_fast_block``), or by the Swift

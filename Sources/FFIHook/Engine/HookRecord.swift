@@ -104,7 +104,8 @@ final class HookSnapshot: @unchecked Sendable {
                     beforeCount: UInt32(before.count), afterCount: UInt32(after.count),
                     marksByFunction: entry.reentryByFunction ? 1 : 0,
                     marksByReceiver: entry.reentryByReceiver ? 1 : 0, receiver: receiver,
-                    byReceiver: entry.reentryByReceiver || receiver != 0 ? 1 : 0))
+                    byReceiver: entry.reentryByReceiver || receiver != 0 ? 1 : 0,
+                    state: entry.publishedState))
             self.fast = fast
         } else {
             self.fast = nil
