@@ -462,6 +462,51 @@ static inline void ffh_attach_end(ffh_thread *thread, ffh_window *window, int ou
     ffh_window_close_inline(window);
 }
 
+/* Calls `function(first, second, third)` with the thread's `attach_block` set (and `busy` set
+   to `busy` when that is not 0) for the call alone: the flag is written by the instruction
+   before the call and given back by the one after it. One statement of assembly, because the
+   compiler, given the same in C, moved arguments and spilled registers inside the marked
+   stretch (about 15 instructions a block in an optimised build, during which a signal
+   handler's attached calls skipped their blocks). The statement is a call as far as registers
+   go: every register a call may change is declared changed, and `function`, `thread` and what
+   the flag held stay in registers a call keeps (the compiler picks them). It is only ever
+   inlined into ffh_attach_enter and ffh_attach_leave (through ffh_attach_run, inlined too, in
+   every build), which make calls of their own: the compiler then keeps the stack pointer
+   aligned for calls and nothing below it (no red zone), which the call in the statement
+   would overwrite; and the stack pointer does not move, so the unwind information holds. */
+static inline __attribute__((always_inline)) void ffh_attach_call_marked(const void *function, uintptr_t first,
+                                                                        uintptr_t second, uintptr_t third,
+                                                                        ffh_thread *thread, int32_t busy) {
+    register uintptr_t a __asm__("rdi") = first;
+    register uintptr_t b __asm__("rsi") = second;
+    register uintptr_t c __asm__("rdx") = third;
+    int32_t was = thread->attach_block;
+    if (busy) {
+        __asm__ __volatile__("movl $1, %c[block](%[thread])\n\t"
+                             "movl %[busy], %c[busyAt](%[thread])\n\t"
+                             "call *%[function]\n\t"
+                             "movl $0, %c[busyAt](%[thread])\n\t"
+                             "movl %[was], %c[block](%[thread])"
+                             : "+r"(a), "+r"(b), "+r"(c)
+                             : [function] "r"(function), [thread] "r"(thread), [was] "r"(was), [busy] "r"(busy),
+                               [block] "i"(__builtin_offsetof(ffh_thread, attach_block)),
+                               [busyAt] "i"(__builtin_offsetof(ffh_thread, busy))
+                             : "rax", "rcx", "r8", "r9", "r10", "r11", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5",
+                               "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15",
+                               "memory", "cc");
+    } else {
+        __asm__ __volatile__("movl $1, %c[block](%[thread])\n\t"
+                             "call *%[function]\n\t"
+                             "movl %[was], %c[block](%[thread])"
+                             : "+r"(a), "+r"(b), "+r"(c)
+                             : [function] "r"(function), [thread] "r"(thread), [was] "r"(was),
+                               [block] "i"(__builtin_offsetof(ffh_thread, attach_block))
+                             : "rax", "rcx", "r8", "r9", "r10", "r11", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5",
+                               "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15",
+                               "memory", "cc");
+    }
+}
+
 /* Runs a block through the Swift side with the thread marked as running one: attached calls
    the block makes (and those of a signal handler that interrupts it, and the Swift runtime's
    calls around it) go straight to their functions. Where the call path marks its own code
@@ -470,26 +515,19 @@ static inline void ffh_attach_end(ffh_thread *thread, ffh_window *window, int ou
    mark for the block itself (a block's calls of hooked functions run their hooks, as any
    code's do). A longjmp out of the block ends both marks with the window's cleanup
    (ffh_window_open's, through ffh_abandoned). */
-static inline void ffh_attach_run(ffh_thread *thread, ffh_attach_dispatch dispatch, uintptr_t state,
-                                  uintptr_t flags, void *frame, int leaving) {
-    /* Inside another block, for an attach that allows re-entry. */
-    int32_t was = thread->attach_block;
-    thread->attach_block = 1;
+static inline __attribute__((always_inline)) void ffh_attach_run(ffh_thread *thread, ffh_attach_dispatch dispatch,
+                                                                 uintptr_t state, uintptr_t flags, void *frame,
+                                                                 int leaving) {
     if (flags & FFH_ATTACH_CALLS_FUNCTIONS) {
         /* Blocks written as C functions: called from here, with nothing of the library's
            around them to mark (a block's calls run their hooks). */
         const ffh_attach_functions *functions = (const ffh_attach_functions *)state;
         void (*block)(void *, void *) = leaving ? functions->leave : functions->enter;
-        __asm__ __volatile__("" ::: "memory");
-        if (block) block(functions->context, frame);
+        if (block) ffh_attach_call_marked((const void *)block, (uintptr_t)functions->context, (uintptr_t)frame, 0, thread, 0);
     } else {
-        thread->busy = thread->entry_busy;
-        __asm__ __volatile__("" ::: "memory");
-        dispatch(state, frame, leaving);
+        ffh_attach_call_marked((const void *)dispatch, state, (uintptr_t)frame, (uintptr_t)leaving, thread,
+                               thread->entry_busy);
     }
-    __asm__ __volatile__("" ::: "memory");
-    thread->busy = 0;
-    thread->attach_block = was;
 }
 
 /* What ffh_attach_enter returns to the entry (in rax and rdx): the function, and the cell to
