@@ -323,6 +323,8 @@ void *ffh_objc_forwarder_make(ffh_objc_Class super_class, int returns_in_memory,
     forwarder->resolver.code = (uintptr_t)code;
     forwarder->resolver.resolve = ffh_objc_forwarder_resolve;
     forwarder->resolver.context = forwarder;
+    forwarder->resolver.lookupSuper = (void *(*)(const void *, const void *))forwarder->lookup_super;
+    forwarder->resolver.superClass = super_class;
     forwarder->record.original = 0;
     forwarder->record.state = (uintptr_t)&forwarder->resolver;
     forwarder->record.epoch = 0;

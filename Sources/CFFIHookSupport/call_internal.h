@@ -317,7 +317,7 @@ static inline __attribute__((always_inline)) void ffh_forward_sysv_inline(ffh_th
     const ffh_sysv_plan *plan = opaquePlan;
     entry_frame_t *frame = entry_frame(arguments);
     const ffh_value_kind kind = plan->registerResult;
-    if (__builtin_expect(kind <= FFH_VALUE_64 && (plan->fixupCount | plan->sseCount) == 0, 1)) {
+    if (__builtin_expect(plan->integerCall != 0, 1)) {
         /* The commonest shape, tested first: integers and pointers in general registers only,
            an integer or pointer result, nothing to redo. */
         const uint64_t *words = frame->call.words;

@@ -498,20 +498,66 @@ static void ffh_pass_through(ffh_dispatch dispatch, void *returnValue, void **ar
     dispatch(returnValue, arguments, slot, NULL);
 }
 
-/* The functions that run blocks for the C path (ffh_fast_setup): one block, several. */
+/* The functions that run blocks for the C path (ffh_fast_setup): one block, several; and the
+   bytes of the positions an invocation carries. */
 static ffh_fast_block_one ffh_fast_one;
 static ffh_fast_block ffh_fast_many;
+static uint8_t ffh_position_before;
+static uint8_t ffh_position_after;
 
-void ffh_fast_setup(ffh_fast_block_one one, ffh_fast_block many) {
+void ffh_fast_setup(ffh_fast_block_one one, ffh_fast_block many, uint8_t before, uint8_t after) {
+    ffh_position_before = before;
+    ffh_position_after = after;
     __atomic_store_n(&ffh_fast_many, many, __ATOMIC_RELEASE);
     __atomic_store_n(&ffh_fast_one, one, __ATOMIC_RELEASE);
 }
 
-/* Runs `count` blocks (none, one or more) for the C path. The functions were set before any
-   slot's hooks were published for this path. */
-static inline __attribute__((always_inline)) void ffh_fast_blocks(void *const *records, uint32_t count,
-                                                                  const ffh_fast_call *call, int32_t after) {
+/* The record of every invocation the C path makes for blocks it calls itself: such a call
+   never re-entered its slot from a block, and runs no instead block, which alone reads the
+   record's other fields. */
+static const ffh_fast_call ffh_plain_call;
+
+/* A Swift closure's function: the invocation by address, the closure's context in the context
+   register. */
+typedef void (*ffh_swift_block_function)(const ffh_invocation *invocation,
+                                         const void *context __attribute__((swift_context)))
+    __attribute__((swiftcall));
+
+static inline __attribute__((always_inline)) void ffh_swift_block_run(const ffh_swift_block *block,
+                                                                      const ffh_invocation *invocation) {
+    ((ffh_swift_block_function)block->function)(invocation, block->context);
+}
+
+void ffh_swift_block_call(const ffh_swift_block *block, const ffh_invocation *invocation) {
+    ffh_swift_block_run(block, invocation);
+}
+
+/* Runs `count` blocks (none, one or more) for the C path: itself, from `blocks`, with
+   `invocation` (its position set here), or through the Swift functions, from `records`. The
+   functions were set before any slot's hooks were published for this path. Where the call
+   path marks its own code (`busy`), the mark is lifted for each block, as the Swift dispatch
+   does. */
+static inline __attribute__((always_inline)) void ffh_fast_blocks(const ffh_swift_block *blocks,
+                                                                  void *const *records, uint32_t count,
+                                                                  const ffh_fast_call *call,
+                                                                  ffh_invocation *invocation, int32_t after,
+                                                                  ffh_thread *busy) {
     if (count == 0) return;
+    if (__builtin_expect(blocks != NULL, 1)) {
+        invocation->position = after ? ffh_position_after : ffh_position_before;
+        if (__builtin_expect(busy != NULL, 0)) {
+            for (uint32_t index = 0; index < count; index++) {
+                busy->busy = 0;
+                ffh_swift_block_run(&blocks[index], invocation);
+                busy->busy = 1;
+            }
+        } else if (count == 1) {
+            ffh_swift_block_run(blocks, invocation);
+        } else {
+            for (uint32_t index = 0; index < count; index++) ffh_swift_block_run(&blocks[index], invocation);
+        }
+        return;
+    }
     if (count == 1) {
         __atomic_load_n(&ffh_fast_one, __ATOMIC_RELAXED)(records[0], call, after);
     } else {
@@ -547,13 +593,22 @@ static inline __attribute__((always_inline)) uintptr_t ffh_fast_function(const f
                                                                          void *const *arguments) {
     const ffh_original_resolver *resolver = __atomic_load_n(&slot->resolver, __ATOMIC_ACQUIRE);
     if (__builtin_expect(resolver != NULL, 0) && resolver->code == original) {
+        if (resolver->lookupSuper) {
+            /* The receiver and selector, the first two arguments, and the superclass. */
+            const void *target[2] = {NULL, resolver->superClass};
+            const void *selector;
+            memcpy(&target[0], arguments[0], sizeof target[0]);
+            memcpy(&selector, arguments[1], sizeof selector);
+            return (uintptr_t)resolver->lookupSuper(target, selector);
+        }
         return resolver->resolve(resolver->context, arguments);
     }
     return original;
 }
 
-static inline FFH_FAST_RUN_ATTRIBUTES int ffh_fast_run(void *returnValue, void **arguments, ffh_slot *slot,
-                                                       ffh_thread *thread) {
+static inline __attribute__((always_inline)) int ffh_fast_run_marking(void *returnValue, void **arguments,
+                                                                      ffh_slot *slot, ffh_thread *thread,
+                                                                      ffh_thread *const busy) {
     uintptr_t state = ffh_slot_state(slot);
     const ffh_fast_hooks *fast = __atomic_load_n(&slot->fast, __ATOMIC_ACQUIRE);
     /* The table is the published entry's: the slot's state names that entry (one comparison,
@@ -561,7 +616,6 @@ static inline FFH_FAST_RUN_ATTRIBUTES int ffh_fast_run(void *returnValue, void *
     if (fast == NULL || fast->state != state) return 0;
     uintptr_t original = __atomic_load_n(&slot->original, __ATOMIC_ACQUIRE);
     if (original == 0) return 0;
-    ffh_thread *const busy = __builtin_expect(thread->entry_busy != 0, 0) ? thread : NULL;
     uintptr_t mark;
     if (__builtin_expect(fast->byReceiver != 0, 0)) {
         /* A method hooked for one object: its first argument is the receiver. A message to
@@ -578,26 +632,44 @@ static inline FFH_FAST_RUN_ATTRIBUTES int ffh_fast_run(void *returnValue, void *
         mark = fast->marksByFunction ? original : (uintptr_t)slot;
     }
     if (ffh_thread_is_marked(thread, mark)) return 0;
-    ffh_fast_call call = {fast->entry, fast->snapshot, original, mark, returnValue, arguments, thread, 0, 0};
     /* The mark's place: the blocks leave the marks as they found them (a block that never
        returns, by longjmp or an exception, ends this call too). */
     const uintptr_t place = thread->mark_count;
-    call.marked = ffh_thread_mark(thread, mark);
-    ffh_fast_blocks(fast->before, fast->beforeCount, &call, 0);
+    const int marked = ffh_thread_mark(thread, mark);
+    /* The call's record, for the Swift functions that run blocks (ffh_fast_block); blocks
+       this path calls itself read only whether the call re-entered (never, here) of it. */
+    ffh_fast_call call;
+    const int direct = fast->beforeBlocks != NULL;
+    if (!direct) call = (ffh_fast_call){fast->entry, fast->snapshot, original, mark, returnValue, arguments, thread, marked, 0};
+    /* What each block receives, made once for all of them (the Swift blocks take it by
+       address and only read it). */
+    ffh_invocation invocation = {direct ? &ffh_plain_call : &call, fast->entry, returnValue, arguments, thread, 0, -1};
+    ffh_fast_blocks(fast->beforeBlocks, fast->before, fast->beforeCount, &call, &invocation, 0, busy);
     /* The original runs with the mark lifted (its calls back through the slot run the blocks
        again): its place is cleared rather than given back, and written again after, so the
        marks the original's own hooked calls add go above it and its place is still this
        call's when they are gone. */
-    if (call.marked) ffh_thread_lift(thread, place, 0);
+    if (marked) ffh_thread_lift(thread, place, 0);
     /* Inline: the original by the register plan (or what its resolver chooses for the
        arguments as the before blocks left them). Where the call path marks its own code, the
        mark is lifted for the original alone. */
     ffh_forward_sysv_inline(busy, slot->plan, (const void *)ffh_fast_function(slot, original, arguments), arguments,
                             returnValue);
-    if (call.marked) ffh_thread_lift(thread, place, mark);
-    ffh_fast_blocks(fast->after, fast->afterCount, &call, 1);
-    if (call.marked) ffh_thread_unmark(thread);
+    if (marked) ffh_thread_lift(thread, place, mark);
+    ffh_fast_blocks(fast->afterBlocks, fast->after, fast->afterCount, &call, &invocation, 1, busy);
+    if (marked) ffh_thread_unmark(thread);
     return 1;
+}
+
+/* ffh_fast_run_marking, made twice: for a build whose call path marks its own code (`busy`,
+   the thread, whose mark is lifted for each block and the original), and for one that does
+   not, where none of those tests is left. */
+static inline FFH_FAST_RUN_ATTRIBUTES int ffh_fast_run(void *returnValue, void **arguments, ffh_slot *slot,
+                                                       ffh_thread *thread) {
+    if (__builtin_expect(thread->entry_busy != 0, 0)) {
+        return ffh_fast_run_marking(returnValue, arguments, slot, thread, thread);
+    }
+    return ffh_fast_run_marking(returnValue, arguments, slot, thread, NULL);
 }
 #endif
 

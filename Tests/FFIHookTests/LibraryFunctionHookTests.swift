@@ -69,7 +69,9 @@ import Testing
     /// the library imports hooked in every object at once, hooked calls with before, instead
     /// and after blocks that do nothing run none of those hooks' blocks (an optimised build's
     /// call path calls none of them; an unoptimised one's calls reach their originals
-    /// directly); a call the program makes itself runs them.
+    /// directly); a call the program makes itself runs them. Then with the before and after
+    /// blocks alone, which the C call path runs calling each block itself: the same, and a
+    /// block's own call of a hooked function runs its hook.
     @Test(.disabled(if: ProcessLifeTests.underThreadSanitizer, "the Swift runtime's calls are instrumented"))
     func theCallPathRunsNoBlockOfTheFunctionsTheLibraryImports() async {
         await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
@@ -113,7 +115,27 @@ extension LibraryFunctionHookTests {
             // function sanitizers do not take over).
             pf_yield_repeating()
             Life.check(calls.load(ordering: .relaxed) >= 1, "the block ran for the program's own sched_yield")
-            for hook in hooks { Life.check(hook.remove(), "a removal") }
+            // Before and after blocks alone: the C call path runs the call and calls each block
+            // itself. Its own work runs none of the hooks either; a block's calls run them.
+            Life.check(hooks[1].remove(), "the instead block's removal")
+            let yielding = try Hook.before(on: slot, signature: Life.intToInt) { _ in pf_yield_if_asked() }
+            Life.check(pf_call_slot_repeatedly(pointer, 100) == 0, "the first calls with before and after blocks")
+            calls.store(0, ordering: .relaxed)
+            Life.check(pf_call_slot_repeatedly(pointer, 1000) == 0, "the results with before and after blocks")
+            let seenPlain = calls.load(ordering: .relaxed)
+            Life.check(seenPlain == 0, "no block of the library's functions ran for the C path (\(seenPlain) ran)")
+            // As many of the hook's blocks as for the same call made outside a block.
+            pf_yield_repeating()
+            let outside = calls.load(ordering: .relaxed)
+            pf_ask_to_yield(1)
+            Life.check(pf_call_slot(pointer, 1) == 2, "a call whose before block yields")
+            pf_ask_to_yield(0)
+            let inside = calls.load(ordering: .relaxed) - outside
+            Life.check(
+                outside >= 1 && inside == outside,
+                "sched_yield's blocks ran for the before block's call (\(inside) ran; \(outside) outside a block)")
+            Life.check(yielding.remove(), "the yielding block's removal")
+            for hook in [hooks[0], hooks[2]] { Life.check(hook.remove(), "a removal") }
             for group in groups { Life.check(group.remove(), "a group's removal") }
         } catch {
             Life.fail("threw \(error)")

@@ -308,7 +308,14 @@ extension FixtureTableTests {
             #expect(sessionFailures.load(ordering: .relaxed) == 0)
             #expect(other.load(as: UInt.self) == addOriginalAddress)
             #expect(page.load(as: UInt.self) == addOriginalAddress)
-            #expect(SlotMemory.protection(of: UInt(bitPattern: page))?.writable == false)
+            // A page a session lifted gets its protection back when the sessions of all threads
+            // have ended, another test's too (tests run in parallel): wait for that, a while.
+            var writable = SlotMemory.protection(of: UInt(bitPattern: page))?.writable
+            for _ in 0..<500 where writable != false {
+                usleep(10_000)
+                writable = SlotMemory.protection(of: UInt(bitPattern: page))?.writable
+            }
+            #expect(writable == false)
         }
 
         /// Runs `body` while another thread keeps the pages its slot writes lift writable (as a

@@ -210,6 +210,10 @@ typedef struct {
     /// nothing: the result's kind (`FFH_VALUE_VOID` for none), and a forwarded call is a
     /// plain C call with the registers. `FFH_VALUE_BYTES` otherwise.
     ffh_value_kind registerResult;
+    /// Whether a forwarded call is the commonest shape: integers and pointers in general
+    /// registers alone, an integer or pointer result, nothing to redo (`registerResult` at most
+    /// `FFH_VALUE_64`, no fixup, no SSE register): one test on the call path.
+    uint8_t integerCall;
 } ffh_sysv_plan;
 
 /// Calls `function` as `plan` says with the arguments `arguments` points to (libffi's

@@ -252,7 +252,8 @@ typedef struct ffh_slot {
 /// The hooks of a slot when every one is a before or after block that runs on every call, or
 /// every one on the calls of one receiver (no `once`, caller limit, hooks for different
 /// receivers, or instead block): the C call path
-/// (ffh_closure_dispatch) then marks the call, runs the blocks through ``ffh_fast_block``,
+/// (ffh_closure_dispatch) then marks the call, runs the blocks (calling each Swift block
+/// itself, ``beforeBlocks``, or through ``ffh_fast_block``),
 /// calls the original by the slot's register plan and runs the after blocks, without the
 /// Swift dispatch. Made with the snapshot it describes and freed with it.
 typedef struct ffh_fast_hooks {
@@ -279,9 +280,26 @@ typedef struct ffh_fast_hooks {
     /// The slot state that names `entry` (its address with ``FFH_SLOT_HOOKED``): a call uses
     /// the table only while the slot's state is this word.
     uintptr_t state;
+    /// The records' blocks as Swift calls them (``ffh_swift_block``), in the same order, for
+    /// the C path to call itself; NULL where it calls them through ``ffh_fast_block``
+    /// (``ffh_fast_setup`` found the direct call unsafe in this build).
+    const struct ffh_swift_block *beforeBlocks;
+    const struct ffh_swift_block *afterBlocks;
 } ffh_fast_hooks;
 
-/// One call as its blocks see it: made by the C path (``ffh_fast_block``), or by the Swift
+/// A Swift block (`(borrowing Invocation) -> Void`) as its two words: the function and its
+/// context. Swift passes an invocation, which is larger than four words, by address, and the
+/// context in the context register (`swiftcall` with `swift_context`): the C path calls the
+/// function so, with an ``ffh_invocation`` it made, where ``ffh_fast_setup`` found that a
+/// probe block called this way reads back every field it was given.
+typedef struct ffh_swift_block {
+    const void *function;
+    const void *context;
+} ffh_swift_block;
+
+/// One call as its blocks see it: made by the C path for ``ffh_fast_block`` (blocks it calls
+/// itself get ``ffh_invocation``s whose record is one of zeros: such a call never re-entered
+/// its slot and runs no instead block, which alone reads the rest), or by the Swift
 /// dispatch on its stack.
 typedef struct ffh_fast_call {
     const void *entry;
@@ -296,6 +314,23 @@ typedef struct ffh_fast_call {
     /// the C path, which leaves such calls to the Swift dispatch).
     int32_t reentered;
 } ffh_fast_call;
+
+/// The words of the Swift `Invocation` a block receives (a frame of five words, the position
+/// and the instead index), as the C path makes it to call a block itself. Its layout is
+/// Swift's: ``ffh_fast_setup`` checks it with a probe block before the C path relies on it.
+typedef struct ffh_invocation {
+    const ffh_fast_call *record;
+    const void *entry;
+    void *returnValue;
+    void **arguments;
+    ffh_thread *thread;
+    uint8_t position;
+    intptr_t insteadIndex;
+} ffh_invocation;
+
+/// Calls `block` as Swift calls a closure `(borrowing Invocation) -> Void`, with `invocation`:
+/// the probe ``ffh_fast_setup``'s caller makes before it lets the C path call blocks itself.
+void ffh_swift_block_call(const ffh_swift_block *block, const ffh_invocation *invocation);
 
 /// Runs the blocks of `count` hook records, in order, for a call on the C path: after blocks
 /// when `after`.
@@ -319,6 +354,11 @@ typedef struct ffh_original_resolver {
     uintptr_t code;
     uintptr_t (*resolve)(const void *context, void *const *arguments);
     const void *context;
+    /// Where `resolve` is a superclass lookup (a method's forwarder), the runtime's lookup
+    /// (`objc_msg_lookup_super`) and the superclass, which the C call path calls with the
+    /// call's receiver and selector itself; NULL otherwise.
+    void *(*lookupSuper)(const void *target, const void *selector);
+    const void *superClass;
 } ffh_original_resolver;
 
 /// The bit of ``ffh_slot/state`` that says it holds an entry: no user-space
@@ -381,8 +421,10 @@ void ffh_handler_setup(ffh_dispatch dispatch, int readersFence, int marksCallPat
 
 /// Sets the functions that run blocks for the C call path (see ``ffh_fast_hooks``): `one` for
 /// a position with one block (a function that calls one block needs no loop's frame), `many`
-/// for more; once, before any slot's hooks are published for it.
-void ffh_fast_setup(ffh_fast_block_one one, ffh_fast_block many);
+/// for more; once, before any slot's hooks are published for it. `before` and `after` are the
+/// bytes of the Swift positions an ``ffh_invocation`` carries, for tables that list their
+/// blocks (``ffh_fast_hooks/beforeBlocks``), which the C path then calls itself.
+void ffh_fast_setup(ffh_fast_block_one one, ffh_fast_block many, uint8_t before, uint8_t after);
 
 /// Does nothing: called with any signature's arguments (which a C callee may ignore), it lets
 /// the library run each call path once before a hook can reach it.

@@ -75,6 +75,9 @@ final class HookSnapshot: @unchecked Sendable {
     /// What the C call path needs to run the hooks itself, when every one is a before or
     /// after block that runs on every call (see ``ffh_fast_hooks``); nil otherwise.
     let fast: UnsafeMutablePointer<ffh_fast_hooks>?
+    /// The blocks of `before` then `after` as the C path calls them (``ffh_swift_block``), when
+    /// it calls them itself (``SlotEntry/blocksCalledFromC``).
+    private let blocks: UnsafeMutableBufferPointer<ffh_swift_block>?
 
     init(before: [HookRecord] = [], instead: [HookRecord] = [], after: [HookRecord] = []) {
         self.before = Self.retained(before)
@@ -105,10 +108,23 @@ final class HookSnapshot: @unchecked Sendable {
                     marksByFunction: entry.reentryByFunction ? 1 : 0,
                     marksByReceiver: entry.reentryByReceiver ? 1 : 0, receiver: receiver,
                     byReceiver: entry.reentryByReceiver || receiver != 0 ? 1 : 0,
-                    state: entry.publishedState))
+                    state: entry.publishedState, beforeBlocks: nil, afterBlocks: nil))
+            if SlotEntry.blocksCalledFromC {
+                let blocks = UnsafeMutableBufferPointer<ffh_swift_block>.allocate(capacity: before.count + after.count)
+                for (index, hook) in (before + after).enumerated() {
+                    // A closure's two words: its function and its context (the record keeps both).
+                    blocks.initializeElement(at: index, to: SlotEntry.swiftBlock(hook.block))
+                }
+                fast.pointee.beforeBlocks = UnsafePointer(blocks.baseAddress)
+                fast.pointee.afterBlocks = UnsafePointer(blocks.baseAddress.map { $0 + before.count })
+                self.blocks = blocks
+            } else {
+                self.blocks = nil
+            }
             self.fast = fast
         } else {
             self.fast = nil
+            self.blocks = nil
         }
         fast?.pointee.snapshot = UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque())
     }
@@ -118,6 +134,7 @@ final class HookSnapshot: @unchecked Sendable {
         Self.release(instead)
         Self.release(after)
         fast?.deallocate()
+        blocks?.deallocate()
     }
 
     private static func release(_ list: UnsafeBufferPointer<Unmanaged<HookRecord>>) {

@@ -166,12 +166,67 @@ package final class SlotEntry: @unchecked Sendable {
     /// The signature of the slot.
     var signature: Signature { interface.signature }
 
-    /// Points the C closure handler at ``slotEntryDispatch``, and its own path for plain before
-    /// and after blocks at ``fastBlock``, once, before the first closure.
+    /// Points the C closure handler at ``slotEntryDispatch``, and sets up its own path for plain
+    /// before and after blocks (``blocksCalledFromC``), once, before the first closure.
     static let handlerReady: Void = {
-        ffh_fast_setup(fastBlock, fastBlocks)
+        _ = blocksCalledFromC
         ffh_handler_setup(slotEntryDispatch, ThreadState.usesMembarrier ? 0 : 1, ThreadState.marksCallPath ? 1 : 0)
     }()
+
+    /// Whether the C call path calls blocks itself (``ffh_fast_hooks/beforeBlocks``): a block is
+    /// a function and a context, which C calls as Swift calls a closure (`swiftcall`), with an
+    /// invocation it lays out as Swift does (``ffh_invocation``). Both are this compiler's
+    /// choices, not promises, so a probe block is called that way first, and must read back
+    /// every field it was given, with both positions; otherwise C calls blocks through
+    /// ``fastBlock``, a Swift function that makes each invocation (about 20 instructions more
+    /// a block). Sets up the C path's block functions, once.
+    static let blocksCalledFromC: Bool = {
+        let before = unsafeBitCast(HookPosition.before, to: UInt8.self)
+        let after = unsafeBitCast(HookPosition.after, to: UInt8.self)
+        ffh_fast_setup(fastBlock, fastBlocks, before, after)
+        return CProbe.passes(before: before, after: after)
+    }()
+
+    /// `block`'s two words, as its function takes its arguments where the type says (a
+    /// closure handed to a generic function directly, as to `unsafeBitCast`, is first wrapped
+    /// in a thunk that takes them as a generic function's values; one in a struct is not).
+    static func swiftBlock(_ block: @escaping HookRecord.Block) -> ffh_swift_block {
+        struct Words { let block: HookRecord.Block }
+        return unsafeBitCast(Words(block: block), to: ffh_swift_block.self)
+    }
+
+    /// The probe of ``blocksCalledFromC``: what a block called from C read of its invocation.
+    private final class CProbe: @unchecked Sendable {
+        // Written by the probe block on this thread alone, read after its call returns.
+        var words: [UInt] = []
+        var positions: [HookPosition] = []
+
+        static func passes(before: UInt8, after: UInt8) -> Bool {
+            let probe = CProbe()
+            let block: HookRecord.Block = { invocation in
+                let frame = invocation.frame
+                probe.words += [
+                    UInt(bitPattern: frame.record), UInt(bitPattern: frame.unmanagedEntry.toOpaque()),
+                    UInt(bitPattern: frame.returnValue), UInt(bitPattern: frame.arguments),
+                    UInt(bitPattern: frame.threadRecord), UInt(bitPattern: invocation.insteadIndex),
+                ]
+                probe.positions.append(invocation.position)
+            }
+            // Distinct addresses no one reads: the probe only compares them.
+            let given: [UInt] = [0x1_0000, 0x2_0000, 0x3_0000, 0x4_0000, 0x5_0000, UInt(bitPattern: -1)]
+            func pointer<T>(_ index: Int) -> UnsafeMutablePointer<T> { UnsafeMutablePointer(bitPattern: given[index])! }
+            var function = swiftBlock(block)
+            for position in [before, after] {
+                var invocation = ffh_invocation(
+                    record: UnsafePointer(pointer(0) as UnsafeMutablePointer<ffh_fast_call>),
+                    entry: UnsafeRawPointer(bitPattern: given[1]),
+                    returnValue: UnsafeMutableRawPointer(bitPattern: given[2]),
+                    arguments: pointer(3), thread: pointer(4), position: position, insteadIndex: -1)
+                ffh_swift_block_call(&function, &invocation)
+            }
+            return withExtendedLifetime(block) { probe.words == given + given && probe.positions == [.before, .after] }
+        }
+    }
 
     // MARK: - Writers (registry lock held)
 
@@ -412,7 +467,8 @@ struct CallFrame {
     }
 }
 
-/// Runs blocks for the C call path (``ffh_fast_hooks``): the blocks of `count` records (unretained
+/// Runs blocks for the C call path (``ffh_fast_hooks``) where it does not call them itself (see
+/// ``SlotEntry/blocksCalledFromC``): the blocks of `count` records (unretained
 /// ``HookRecord``s of the snapshot the call read), in order, each with an invocation of the call
 /// as the Swift dispatch would make it. The hooks take part in every call, so there is nothing
 /// to claim. ``fastBlock`` serves a position with one block, ``fastBlocks`` one with more.

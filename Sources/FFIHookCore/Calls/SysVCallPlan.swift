@@ -52,7 +52,11 @@ internal import CFFIHookSupport
                     fixups: Self.copy(arrivals.fixups),
                     fixupCount: UInt32(arrivals.fixups.count),
                     registerResult: Self.registerResult(
-                        of: signature, returnsInMemory: returnsInMemory, stackWords: stackWords, result: result)))
+                        of: signature, returnsInMemory: returnsInMemory, stackWords: stackWords, result: result),
+                    integerCall: 0))
+            let kind = plan.pointee.registerResult
+            plan.pointee.integerCall =
+                kind <= ffh_value_kind(FFH_VALUE_64) && arrivals.fixups.isEmpty && builder.sse == 0 ? 1 : 0
         }
 
         /// Frees the plan; the owner calls it once, when it is done with the plan.

@@ -177,6 +177,14 @@ void pf_yield_repeating(void) {
     repeating = 0;
 }
 
+static int yield_asked;
+
+void pf_ask_to_yield(int asked) { __atomic_store_n(&yield_asked, asked, __ATOMIC_RELAXED); }
+
+void pf_yield_if_asked(void) {
+    if (__atomic_load_n(&yield_asked, __ATOMIC_RELAXED)) pf_yield_repeating();
+}
+
 struct pf_spinner {
     pthread_t thread;
     int (**slot)(int);

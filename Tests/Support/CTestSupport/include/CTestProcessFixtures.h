@@ -102,6 +102,11 @@ int pf_is_repeating(void);
 
 /// sched_yield() inside pf_is_repeating's mark.
 void pf_yield_repeating(void);
+/// Sets whether pf_yield_if_asked yields.
+void pf_ask_to_yield(int asked);
+/// pf_yield_repeating, when pf_ask_to_yield asked for it: what a block calls that must call
+/// nothing of its own in an unoptimised build (a Swift global's read calls the runtime).
+void pf_yield_if_asked(void);
 
 /// A thread that calls through a slot in a loop, with an atomic load of the slot each time.
 typedef struct pf_spinner pf_spinner;

@@ -1,0 +1,93 @@
+import CTestSupport
+import FFIHookCore
+import Synchronization
+import Testing
+
+@testable import FFIHook
+
+/// Before and after blocks alone run from the C call path, which calls each Swift block itself
+/// with an invocation it lays out (checked by a probe block as the library starts): what a
+/// block sees there is what the Swift dispatch would give it.
+extension FixtureTableTests {
+    @Suite struct CallPathBlockTests {
+        /// The strings the blocks of one test write, in order.
+        final class Log: Sendable {
+            let entries = Mutex<[String]>([])
+            func add(_ entry: String) { entries.withLock { $0.append(entry) } }
+            var all: [String] { entries.withLock { $0 } }
+        }
+
+        /// What a block saw of its call.
+        static func describe(_ name: String, _ call: borrowing Invocation) -> String {
+            let result = call.position == .after ? " = \(call.returnValue(as: Int32.self))" : ""
+            return "\(name) \(call.position) \(call.argument(0, as: Int32.self)), \(call.argument(1, as: Int32.self))"
+                + "\(result)\(call.isReentrant ? " re-entrant" : "") of \(call.argumentCount) \(call.signature)"
+        }
+
+        #if arch(x86_64) && os(Linux)
+            /// The probe found this build's closures callable from C, so the tests below run
+            /// through C's calls of the blocks (otherwise through a Swift function per block).
+            @Test func theCallPathCallsBlocksItself() {
+                #expect(SlotEntry.blocksCalledFromC)
+            }
+        #endif
+
+        /// Several blocks in each position, one of them changing an argument and one the
+        /// result: each sees its position, the arguments as the blocks before it left them,
+        /// and, after, the result as it stands; none is re-entrant.
+        @Test func blocksSeeTheCallAsTheyLeftIt() throws {
+            let slot = makeAddSlot()
+            defer { slot.deallocate() }
+            let log = Log()
+            let signature = try Signature("iii")
+            let tokens = [
+                try Hook.before(on: FunctionSlot(slot), signature: signature) { call in
+                    log.add(Self.describe("b1", call))
+                    call.setArgument(1, to: call.argument(1, as: Int32.self) * 10)
+                },
+                try Hook.before(on: FunctionSlot(slot), signature: signature) { call in
+                    log.add(Self.describe("b2", call))
+                },
+                try Hook.after(on: FunctionSlot(slot), signature: signature) { call in
+                    log.add(Self.describe("a1", call))
+                    call.setReturnValue(call.returnValue(as: Int32.self) + 1000)
+                },
+                try Hook.after(on: FunctionSlot(slot), signature: signature) { call in
+                    log.add(Self.describe("a2", call))
+                },
+            ]
+            #expect(ct_fix_call_add_slot(slot, 3, 4) == 1043)
+            #expect(
+                log.all == [
+                    "b1 before 3, 4 of 2 iii", "b2 before 3, 40 of 2 iii", "a1 after 3, 40 = 43 of 2 iii",
+                    "a2 after 3, 40 = 1043 of 2 iii",
+                ])
+            for token in tokens { #expect(token.remove()) }
+            #expect(ct_fix_call_add_slot(slot, 3, 4) == 7)
+        }
+
+        /// One block in each position (the C path calls a lone block without its loop), each
+        /// capturing its own state: the blocks are the closures installed, with their contexts.
+        @Test func eachBlockRunsWithItsOwnCaptures() throws {
+            let slot = makeAddSlot()
+            defer { slot.deallocate() }
+            let before = Atomic<Int>(0)
+            let after = Atomic<Int>(0)
+            let signature = try Signature("iii")
+            let first = try Hook.before(on: FunctionSlot(slot), signature: signature) { call in
+                before.add(Int(call.argument(0, as: Int32.self)), ordering: .relaxed)
+            }
+            let second = try Hook.after(on: FunctionSlot(slot), signature: signature) { call in
+                after.add(Int(call.returnValue(as: Int32.self)), ordering: .relaxed)
+            }
+            #expect(ct_fix_call_add_through(slot, 10) == 55)
+            #expect(before.load(ordering: .relaxed) == 45)
+            #expect(after.load(ordering: .relaxed) == 55)
+            #expect(first.remove())
+            #expect(ct_fix_call_add_through(slot, 10) == 55)
+            #expect(before.load(ordering: .relaxed) == 45)
+            #expect(after.load(ordering: .relaxed) == 110)
+            #expect(second.remove())
+        }
+    }
+}
