@@ -57,11 +57,13 @@ def typed_blocks(n):
     @inlinable
     static func fixedReading{generics(n)}(
         {", ".join(f"_ a{i}: A{i}.Type" for i in range(n))}, block: @escaping @Sendable ({types(n)}) -> Void
-    ) -> @Sendable (borrowing Invocation) -> Void {{
-        {{ call in
-            var reader = ArgumentCursor(call.argumentList)
-            block({reads(n)})
-        }}
+    ) -> TypedHookBlock {{
+        TypedHookBlock(
+            block: {{ call in
+                var reader = ArgumentCursor(call.argumentList)
+                block({reads(n)})
+            }},
+            direct: TypedDirect(reading: TypedReading{n}(block), arity: {n}))
     }}
 
     /// An after block that gets the result and {WORDS[n]} and returns the result.
@@ -69,13 +71,29 @@ def typed_blocks(n):
     static func fixedAfter{generics(n, "Result: CEncodable")}(
         {", ".join(f"_ a{i}: A{i}.Type" for i in range(n))},
         block: @escaping @Sendable (Result, {types(n)}) -> Result
-    ) -> @Sendable (borrowing Invocation) -> Void {{
-        {{ call in
-            var reader = ArgumentCursor(call.argumentList)
-            let result = block(ReturnCursor.load(Result.self, from: call.returnBuffer), {reads(n)})
-            ReturnCursor.store(result, call)
-        }}
+    ) -> TypedHookBlock {{
+        TypedHookBlock(
+            block: {{ call in
+                var reader = ArgumentCursor(call.argumentList)
+                let result = block(ReturnCursor.load(Result.self, from: call.returnBuffer), {reads(n)})
+                ReturnCursor.store(result, call)
+            }},
+            direct: TypedDirect(
+                result: TypedHolder(block), arity: {n}, resultSize: MemoryLayout<Result>.size))
     }}
+"""
+
+
+def typed_holder(n):
+    return f"""
+/// A typed block of {WORDS[n]} held as the C call path calls it (see ``TypedDirect``): as
+/// ``TypedHolder`` holds an after block, but with its empty result returned directly (held as a
+/// `Block`, the closure would pass through a thunk that returns it indirectly).
+@usableFromInline
+struct TypedReading{n}<{types(n)}>: Sendable {{
+    @usableFromInline let block: @Sendable ({types(n)}) -> Void
+    @inlinable init(_ block: @escaping @Sendable ({types(n)}) -> Void) {{ self.block = block }}
+}}
 """
 
 
@@ -91,7 +109,7 @@ def public_forms(n, target):
             return f"""        let signature = try derivedSignature({encoding}, {values(n)})
         return try install(
             on: slot, signature: signature, position: .{position}, options: options,
-            TypedBlock.{block}({values(n)}, block: block))"""
+            typed: TypedBlock.{block}({values(n)}, block: block))"""
     else:
         head = "symbol: String, in scope: ImportScope"
         token = "HookGroupToken"
@@ -101,7 +119,7 @@ def public_forms(n, target):
         def body(encoding, position, block):
             return f"""        try hook(
             symbol: symbol, in: scope, signature: Hook.derivedSignature({encoding}, {values(n)}),
-            position: .{position}, options: options, TypedBlock.{block}({values(n)}, block: block))"""
+            position: .{position}, options: options, TypedBlock.{block}({values(n)}, block: block).block)"""
 
     return f"""
     /// Runs `block` with {WORDS[n]} {where_before}.
@@ -169,6 +187,8 @@ extension Hook {""",
     for n in range(MIN_ARITY, MAX_ARITY + 1):
         parts.append(typed_blocks(n))
     parts.append("}\n")
+    for n in range(MIN_ARITY, MAX_ARITY + 1):
+        parts.append(typed_holder(n))
     text = "".join(parts)
     # No blank line right after an opening brace, one at most anywhere.
     while "{\n\n" in text:

@@ -498,16 +498,11 @@ static void ffh_pass_through(ffh_dispatch dispatch, void *returnValue, void **ar
     dispatch(returnValue, arguments, slot, NULL);
 }
 
-/* The functions that run blocks for the C path (ffh_fast_setup): one block, several; and the
-   bytes of the positions an invocation carries. */
+/* The functions that run blocks for the C path (ffh_fast_setup): one block, several. */
 static ffh_fast_block_one ffh_fast_one;
 static ffh_fast_block ffh_fast_many;
-static uint8_t ffh_position_before;
-static uint8_t ffh_position_after;
 
-void ffh_fast_setup(ffh_fast_block_one one, ffh_fast_block many, uint8_t before, uint8_t after) {
-    ffh_position_before = before;
-    ffh_position_after = after;
+void ffh_fast_setup(ffh_fast_block_one one, ffh_fast_block many) {
     __atomic_store_n(&ffh_fast_many, many, __ATOMIC_RELEASE);
     __atomic_store_n(&ffh_fast_one, one, __ATOMIC_RELEASE);
 }
@@ -523,9 +518,84 @@ typedef void (*ffh_swift_block_function)(const ffh_invocation *invocation,
                                          const void *context __attribute__((swift_context)))
     __attribute__((swiftcall));
 
+/* A typed block's functions: every argument by address (a generic function's values), the
+   context last; with the address of the result to fill first, for one that returns it (as
+   Swift returns a value indirectly). Up to seven addresses, the most a typed block of six
+   arguments and its result take. */
+#define FFH_TYPED_CONTEXT const void *context __attribute__((swift_context))
+#define FFH_TYPED_RESULT void *out __attribute__((swift_indirect_result))
+typedef const void *ffh_p;
+typedef void (*ffh_typed_2)(ffh_p, ffh_p, FFH_TYPED_CONTEXT) __attribute__((swiftcall));
+typedef void (*ffh_typed_3)(ffh_p, ffh_p, ffh_p, FFH_TYPED_CONTEXT) __attribute__((swiftcall));
+typedef void (*ffh_typed_4)(ffh_p, ffh_p, ffh_p, ffh_p, FFH_TYPED_CONTEXT) __attribute__((swiftcall));
+typedef void (*ffh_typed_5)(ffh_p, ffh_p, ffh_p, ffh_p, ffh_p, FFH_TYPED_CONTEXT) __attribute__((swiftcall));
+typedef void (*ffh_typed_6)(ffh_p, ffh_p, ffh_p, ffh_p, ffh_p, ffh_p, FFH_TYPED_CONTEXT) __attribute__((swiftcall));
+typedef void (*ffh_typed_result_3)(FFH_TYPED_RESULT, ffh_p, ffh_p, ffh_p, FFH_TYPED_CONTEXT) __attribute__((swiftcall));
+typedef void (*ffh_typed_result_4)(FFH_TYPED_RESULT, ffh_p, ffh_p, ffh_p, ffh_p, FFH_TYPED_CONTEXT)
+    __attribute__((swiftcall));
+typedef void (*ffh_typed_result_5)(FFH_TYPED_RESULT, ffh_p, ffh_p, ffh_p, ffh_p, ffh_p, FFH_TYPED_CONTEXT)
+    __attribute__((swiftcall));
+typedef void (*ffh_typed_result_6)(FFH_TYPED_RESULT, ffh_p, ffh_p, ffh_p, ffh_p, ffh_p, ffh_p, FFH_TYPED_CONTEXT)
+    __attribute__((swiftcall));
+typedef void (*ffh_typed_result_7)(FFH_TYPED_RESULT, ffh_p, ffh_p, ffh_p, ffh_p, ffh_p, ffh_p, ffh_p,
+                                   FFH_TYPED_CONTEXT) __attribute__((swiftcall));
+
+/* Calls a typed block's function: with the arguments' addresses, or, for one that returns the
+   result, with the address of the result to fill (`out`), the result's as it stands, then the
+   arguments'. */
+static inline __attribute__((always_inline)) void ffh_typed_call(const ffh_swift_block *block, void *const *v,
+                                                                 void *result, void *out) {
+    const void *function = block->function;
+    const void *context = block->context;
+    if (out) {
+        switch (block->arity) {
+        case 2: ((ffh_typed_result_3)function)(out, result, v[0], v[1], context); break;
+        case 3: ((ffh_typed_result_4)function)(out, result, v[0], v[1], v[2], context); break;
+        case 4: ((ffh_typed_result_5)function)(out, result, v[0], v[1], v[2], v[3], context); break;
+        case 5: ((ffh_typed_result_6)function)(out, result, v[0], v[1], v[2], v[3], v[4], context); break;
+        default: ((ffh_typed_result_7)function)(out, result, v[0], v[1], v[2], v[3], v[4], v[5], context); break;
+        }
+        return;
+    }
+    switch (block->arity) {
+    case 2: ((ffh_typed_2)function)(v[0], v[1], context); break;
+    case 3: ((ffh_typed_3)function)(v[0], v[1], v[2], context); break;
+    case 4: ((ffh_typed_4)function)(v[0], v[1], v[2], v[3], context); break;
+    case 5: ((ffh_typed_5)function)(v[0], v[1], v[2], v[3], v[4], context); break;
+    default: ((ffh_typed_6)function)(v[0], v[1], v[2], v[3], v[4], v[5], context); break;
+    }
+}
+
+/* Runs a typed block (FFH_SWIFT_BLOCK_READING or _RESULT) with the call's arguments, and for
+   one that returns the result, the result as it stands, storing what it returns as the typed
+   blocks' Swift code does (ReturnCursor.store). */
+static inline __attribute__((always_inline)) void ffh_typed_block_run(const ffh_swift_block *block,
+                                                                      const ffh_invocation *invocation) {
+    if (block->kind == FFH_SWIFT_BLOCK_READING) {
+        ffh_typed_call(block, invocation->arguments, NULL, NULL);
+        return;
+    }
+    uint64_t result[FFH_SWIFT_BLOCK_MAX_RESULT / 8];
+    result[0] = 0;
+    ffh_typed_call(block, invocation->arguments, invocation->returnValue, result);
+    const uint32_t size = block->resultSize;
+    if (size < 8 && block->resultWidth > 0) {
+        const unsigned shift = 64 - block->resultWidth;
+        const uint64_t bits = result[0] << shift;
+        const uint64_t widened = block->resultSigned ? (uint64_t)((int64_t)bits >> shift) : bits >> shift;
+        memcpy(invocation->returnValue, &widened, sizeof widened);
+    } else {
+        memcpy(invocation->returnValue, result, size);
+    }
+}
+
 static inline __attribute__((always_inline)) void ffh_swift_block_run(const ffh_swift_block *block,
                                                                       const ffh_invocation *invocation) {
-    ((ffh_swift_block_function)block->function)(invocation, block->context);
+    if (__builtin_expect(block->kind == FFH_SWIFT_BLOCK_INVOCATION, 1)) {
+        ((ffh_swift_block_function)block->function)(invocation, block->context);
+    } else {
+        ffh_typed_block_run(block, invocation);
+    }
 }
 
 void ffh_swift_block_call(const ffh_swift_block *block, const ffh_invocation *invocation) {
@@ -544,7 +614,7 @@ static inline __attribute__((always_inline)) void ffh_fast_blocks(const ffh_swif
                                                                   ffh_thread *busy) {
     if (count == 0) return;
     if (__builtin_expect(blocks != NULL, 1)) {
-        invocation->position = after ? ffh_position_after : ffh_position_before;
+        invocation->position = after ? FFH_POSITION_AFTER : FFH_POSITION_BEFORE;
         if (__builtin_expect(busy != NULL, 0)) {
             for (uint32_t index = 0; index < count; index++) {
                 busy->busy = 0;

@@ -17,7 +17,7 @@ extension Hook {
         let signature = try derivedSignature(Result.typeEncoding, a0, a1)
         return try install(
             on: slot, signature: signature, position: .before, options: options,
-            TypedBlock.fixedReading(a0, a1, block: block))
+            typed: TypedBlock.fixedReading(a0, a1, block: block))
     }
 
     /// Runs `block` with two arguments before the original, for a function returning void.
@@ -29,7 +29,7 @@ extension Hook {
         let signature = try derivedSignature("v", a0, a1)
         return try install(
             on: slot, signature: signature, position: .before, options: options,
-            TypedBlock.fixedReading(a0, a1, block: block))
+            typed: TypedBlock.fixedReading(a0, a1, block: block))
     }
 
     /// Runs `block` after the original with its result and two arguments; what the block returns is
@@ -42,7 +42,7 @@ extension Hook {
         let signature = try derivedSignature(Result.typeEncoding, a0, a1)
         return try install(
             on: slot, signature: signature, position: .after, options: options,
-            TypedBlock.fixedAfter(a0, a1, block: block))
+            typed: TypedBlock.fixedAfter(a0, a1, block: block))
     }
 
     /// Runs `block` after the original with two arguments, for a function returning void.
@@ -54,7 +54,7 @@ extension Hook {
         let signature = try derivedSignature("v", a0, a1)
         return try install(
             on: slot, signature: signature, position: .after, options: options,
-            TypedBlock.fixedReading(a0, a1, block: block))
+            typed: TypedBlock.fixedReading(a0, a1, block: block))
     }
 
     // MARK: - Three arguments
@@ -68,7 +68,7 @@ extension Hook {
         let signature = try derivedSignature(Result.typeEncoding, a0, a1, a2)
         return try install(
             on: slot, signature: signature, position: .before, options: options,
-            TypedBlock.fixedReading(a0, a1, a2, block: block))
+            typed: TypedBlock.fixedReading(a0, a1, a2, block: block))
     }
 
     /// Runs `block` with three arguments before the original, for a function returning void.
@@ -80,7 +80,7 @@ extension Hook {
         let signature = try derivedSignature("v", a0, a1, a2)
         return try install(
             on: slot, signature: signature, position: .before, options: options,
-            TypedBlock.fixedReading(a0, a1, a2, block: block))
+            typed: TypedBlock.fixedReading(a0, a1, a2, block: block))
     }
 
     /// Runs `block` after the original with its result and three arguments; what the block returns is
@@ -93,7 +93,7 @@ extension Hook {
         let signature = try derivedSignature(Result.typeEncoding, a0, a1, a2)
         return try install(
             on: slot, signature: signature, position: .after, options: options,
-            TypedBlock.fixedAfter(a0, a1, a2, block: block))
+            typed: TypedBlock.fixedAfter(a0, a1, a2, block: block))
     }
 
     /// Runs `block` after the original with three arguments, for a function returning void.
@@ -105,7 +105,7 @@ extension Hook {
         let signature = try derivedSignature("v", a0, a1, a2)
         return try install(
             on: slot, signature: signature, position: .after, options: options,
-            TypedBlock.fixedReading(a0, a1, a2, block: block))
+            typed: TypedBlock.fixedReading(a0, a1, a2, block: block))
     }
 
     // MARK: - Four arguments
@@ -120,7 +120,7 @@ extension Hook {
         let signature = try derivedSignature(Result.typeEncoding, a0, a1, a2, a3)
         return try install(
             on: slot, signature: signature, position: .before, options: options,
-            TypedBlock.fixedReading(a0, a1, a2, a3, block: block))
+            typed: TypedBlock.fixedReading(a0, a1, a2, a3, block: block))
     }
 
     /// Runs `block` with four arguments before the original, for a function returning void.
@@ -132,7 +132,7 @@ extension Hook {
         let signature = try derivedSignature("v", a0, a1, a2, a3)
         return try install(
             on: slot, signature: signature, position: .before, options: options,
-            TypedBlock.fixedReading(a0, a1, a2, a3, block: block))
+            typed: TypedBlock.fixedReading(a0, a1, a2, a3, block: block))
     }
 
     /// Runs `block` after the original with its result and four arguments; what the block returns is
@@ -146,7 +146,7 @@ extension Hook {
         let signature = try derivedSignature(Result.typeEncoding, a0, a1, a2, a3)
         return try install(
             on: slot, signature: signature, position: .after, options: options,
-            TypedBlock.fixedAfter(a0, a1, a2, a3, block: block))
+            typed: TypedBlock.fixedAfter(a0, a1, a2, a3, block: block))
     }
 
     /// Runs `block` after the original with four arguments, for a function returning void.
@@ -158,7 +158,7 @@ extension Hook {
         let signature = try derivedSignature("v", a0, a1, a2, a3)
         return try install(
             on: slot, signature: signature, position: .after, options: options,
-            TypedBlock.fixedReading(a0, a1, a2, a3, block: block))
+            typed: TypedBlock.fixedReading(a0, a1, a2, a3, block: block))
     }
 
     // MARK: - Five arguments
@@ -175,7 +175,7 @@ extension Hook {
         let signature = try derivedSignature(Result.typeEncoding, a0, a1, a2, a3, a4)
         return try install(
             on: slot, signature: signature, position: .before, options: options,
-            TypedBlock.fixedReading(a0, a1, a2, a3, a4, block: block))
+            typed: TypedBlock.fixedReading(a0, a1, a2, a3, a4, block: block))
     }
 
     /// Runs `block` with five arguments before the original, for a function returning void.
@@ -187,7 +187,7 @@ extension Hook {
         let signature = try derivedSignature("v", a0, a1, a2, a3, a4)
         return try install(
             on: slot, signature: signature, position: .before, options: options,
-            TypedBlock.fixedReading(a0, a1, a2, a3, a4, block: block))
+            typed: TypedBlock.fixedReading(a0, a1, a2, a3, a4, block: block))
     }
 
     /// Runs `block` after the original with its result and five arguments; what the block returns is
@@ -203,7 +203,7 @@ extension Hook {
         let signature = try derivedSignature(Result.typeEncoding, a0, a1, a2, a3, a4)
         return try install(
             on: slot, signature: signature, position: .after, options: options,
-            TypedBlock.fixedAfter(a0, a1, a2, a3, a4, block: block))
+            typed: TypedBlock.fixedAfter(a0, a1, a2, a3, a4, block: block))
     }
 
     /// Runs `block` after the original with five arguments, for a function returning void.
@@ -215,7 +215,7 @@ extension Hook {
         let signature = try derivedSignature("v", a0, a1, a2, a3, a4)
         return try install(
             on: slot, signature: signature, position: .after, options: options,
-            TypedBlock.fixedReading(a0, a1, a2, a3, a4, block: block))
+            typed: TypedBlock.fixedReading(a0, a1, a2, a3, a4, block: block))
     }
 
     // MARK: - Six arguments
@@ -233,7 +233,7 @@ extension Hook {
         let signature = try derivedSignature(Result.typeEncoding, a0, a1, a2, a3, a4, a5)
         return try install(
             on: slot, signature: signature, position: .before, options: options,
-            TypedBlock.fixedReading(a0, a1, a2, a3, a4, a5, block: block))
+            typed: TypedBlock.fixedReading(a0, a1, a2, a3, a4, a5, block: block))
     }
 
     /// Runs `block` with six arguments before the original, for a function returning void.
@@ -248,7 +248,7 @@ extension Hook {
         let signature = try derivedSignature("v", a0, a1, a2, a3, a4, a5)
         return try install(
             on: slot, signature: signature, position: .before, options: options,
-            TypedBlock.fixedReading(a0, a1, a2, a3, a4, a5, block: block))
+            typed: TypedBlock.fixedReading(a0, a1, a2, a3, a4, a5, block: block))
     }
 
     /// Runs `block` after the original with its result and six arguments; what the block returns is
@@ -265,7 +265,7 @@ extension Hook {
         let signature = try derivedSignature(Result.typeEncoding, a0, a1, a2, a3, a4, a5)
         return try install(
             on: slot, signature: signature, position: .after, options: options,
-            TypedBlock.fixedAfter(a0, a1, a2, a3, a4, a5, block: block))
+            typed: TypedBlock.fixedAfter(a0, a1, a2, a3, a4, a5, block: block))
     }
 
     /// Runs `block` after the original with six arguments, for a function returning void.
@@ -280,7 +280,7 @@ extension Hook {
         let signature = try derivedSignature("v", a0, a1, a2, a3, a4, a5)
         return try install(
             on: slot, signature: signature, position: .after, options: options,
-            TypedBlock.fixedReading(a0, a1, a2, a3, a4, a5, block: block))
+            typed: TypedBlock.fixedReading(a0, a1, a2, a3, a4, a5, block: block))
     }
 }
 
@@ -296,7 +296,7 @@ extension ImportTable {
     ) throws(HookError) -> HookGroupToken {
         try hook(
             symbol: symbol, in: scope, signature: Hook.derivedSignature(Result.typeEncoding, a0, a1),
-            position: .before, options: options, TypedBlock.fixedReading(a0, a1, block: block))
+            position: .before, options: options, TypedBlock.fixedReading(a0, a1, block: block).block)
     }
 
     /// Runs `block` with two arguments before `symbol`, for a function returning void.
@@ -307,7 +307,7 @@ extension ImportTable {
     ) throws(HookError) -> HookGroupToken {
         try hook(
             symbol: symbol, in: scope, signature: Hook.derivedSignature("v", a0, a1),
-            position: .before, options: options, TypedBlock.fixedReading(a0, a1, block: block))
+            position: .before, options: options, TypedBlock.fixedReading(a0, a1, block: block).block)
     }
 
     /// Runs `block` after `symbol` with its result and two arguments; what the block returns is
@@ -319,7 +319,7 @@ extension ImportTable {
     ) throws(HookError) -> HookGroupToken {
         try hook(
             symbol: symbol, in: scope, signature: Hook.derivedSignature(Result.typeEncoding, a0, a1),
-            position: .after, options: options, TypedBlock.fixedAfter(a0, a1, block: block))
+            position: .after, options: options, TypedBlock.fixedAfter(a0, a1, block: block).block)
     }
 
     /// Runs `block` after `symbol` with two arguments, for a function returning void.
@@ -330,7 +330,7 @@ extension ImportTable {
     ) throws(HookError) -> HookGroupToken {
         try hook(
             symbol: symbol, in: scope, signature: Hook.derivedSignature("v", a0, a1),
-            position: .after, options: options, TypedBlock.fixedReading(a0, a1, block: block))
+            position: .after, options: options, TypedBlock.fixedReading(a0, a1, block: block).block)
     }
 
     // MARK: - Three arguments
@@ -344,7 +344,7 @@ extension ImportTable {
     ) throws(HookError) -> HookGroupToken {
         try hook(
             symbol: symbol, in: scope, signature: Hook.derivedSignature(Result.typeEncoding, a0, a1, a2),
-            position: .before, options: options, TypedBlock.fixedReading(a0, a1, a2, block: block))
+            position: .before, options: options, TypedBlock.fixedReading(a0, a1, a2, block: block).block)
     }
 
     /// Runs `block` with three arguments before `symbol`, for a function returning void.
@@ -355,7 +355,7 @@ extension ImportTable {
     ) throws(HookError) -> HookGroupToken {
         try hook(
             symbol: symbol, in: scope, signature: Hook.derivedSignature("v", a0, a1, a2),
-            position: .before, options: options, TypedBlock.fixedReading(a0, a1, a2, block: block))
+            position: .before, options: options, TypedBlock.fixedReading(a0, a1, a2, block: block).block)
     }
 
     /// Runs `block` after `symbol` with its result and three arguments; what the block returns is
@@ -368,7 +368,7 @@ extension ImportTable {
     ) throws(HookError) -> HookGroupToken {
         try hook(
             symbol: symbol, in: scope, signature: Hook.derivedSignature(Result.typeEncoding, a0, a1, a2),
-            position: .after, options: options, TypedBlock.fixedAfter(a0, a1, a2, block: block))
+            position: .after, options: options, TypedBlock.fixedAfter(a0, a1, a2, block: block).block)
     }
 
     /// Runs `block` after `symbol` with three arguments, for a function returning void.
@@ -379,7 +379,7 @@ extension ImportTable {
     ) throws(HookError) -> HookGroupToken {
         try hook(
             symbol: symbol, in: scope, signature: Hook.derivedSignature("v", a0, a1, a2),
-            position: .after, options: options, TypedBlock.fixedReading(a0, a1, a2, block: block))
+            position: .after, options: options, TypedBlock.fixedReading(a0, a1, a2, block: block).block)
     }
 
     // MARK: - Four arguments
@@ -393,7 +393,7 @@ extension ImportTable {
     ) throws(HookError) -> HookGroupToken {
         try hook(
             symbol: symbol, in: scope, signature: Hook.derivedSignature(Result.typeEncoding, a0, a1, a2, a3),
-            position: .before, options: options, TypedBlock.fixedReading(a0, a1, a2, a3, block: block))
+            position: .before, options: options, TypedBlock.fixedReading(a0, a1, a2, a3, block: block).block)
     }
 
     /// Runs `block` with four arguments before `symbol`, for a function returning void.
@@ -404,7 +404,7 @@ extension ImportTable {
     ) throws(HookError) -> HookGroupToken {
         try hook(
             symbol: symbol, in: scope, signature: Hook.derivedSignature("v", a0, a1, a2, a3),
-            position: .before, options: options, TypedBlock.fixedReading(a0, a1, a2, a3, block: block))
+            position: .before, options: options, TypedBlock.fixedReading(a0, a1, a2, a3, block: block).block)
     }
 
     /// Runs `block` after `symbol` with its result and four arguments; what the block returns is
@@ -417,7 +417,7 @@ extension ImportTable {
     ) throws(HookError) -> HookGroupToken {
         try hook(
             symbol: symbol, in: scope, signature: Hook.derivedSignature(Result.typeEncoding, a0, a1, a2, a3),
-            position: .after, options: options, TypedBlock.fixedAfter(a0, a1, a2, a3, block: block))
+            position: .after, options: options, TypedBlock.fixedAfter(a0, a1, a2, a3, block: block).block)
     }
 
     /// Runs `block` after `symbol` with four arguments, for a function returning void.
@@ -428,7 +428,7 @@ extension ImportTable {
     ) throws(HookError) -> HookGroupToken {
         try hook(
             symbol: symbol, in: scope, signature: Hook.derivedSignature("v", a0, a1, a2, a3),
-            position: .after, options: options, TypedBlock.fixedReading(a0, a1, a2, a3, block: block))
+            position: .after, options: options, TypedBlock.fixedReading(a0, a1, a2, a3, block: block).block)
     }
 
     // MARK: - Five arguments
@@ -444,7 +444,7 @@ extension ImportTable {
     ) throws(HookError) -> HookGroupToken {
         try hook(
             symbol: symbol, in: scope, signature: Hook.derivedSignature(Result.typeEncoding, a0, a1, a2, a3, a4),
-            position: .before, options: options, TypedBlock.fixedReading(a0, a1, a2, a3, a4, block: block))
+            position: .before, options: options, TypedBlock.fixedReading(a0, a1, a2, a3, a4, block: block).block)
     }
 
     /// Runs `block` with five arguments before `symbol`, for a function returning void.
@@ -456,7 +456,7 @@ extension ImportTable {
     ) throws(HookError) -> HookGroupToken {
         try hook(
             symbol: symbol, in: scope, signature: Hook.derivedSignature("v", a0, a1, a2, a3, a4),
-            position: .before, options: options, TypedBlock.fixedReading(a0, a1, a2, a3, a4, block: block))
+            position: .before, options: options, TypedBlock.fixedReading(a0, a1, a2, a3, a4, block: block).block)
     }
 
     /// Runs `block` after `symbol` with its result and five arguments; what the block returns is
@@ -471,7 +471,7 @@ extension ImportTable {
     ) throws(HookError) -> HookGroupToken {
         try hook(
             symbol: symbol, in: scope, signature: Hook.derivedSignature(Result.typeEncoding, a0, a1, a2, a3, a4),
-            position: .after, options: options, TypedBlock.fixedAfter(a0, a1, a2, a3, a4, block: block))
+            position: .after, options: options, TypedBlock.fixedAfter(a0, a1, a2, a3, a4, block: block).block)
     }
 
     /// Runs `block` after `symbol` with five arguments, for a function returning void.
@@ -483,7 +483,7 @@ extension ImportTable {
     ) throws(HookError) -> HookGroupToken {
         try hook(
             symbol: symbol, in: scope, signature: Hook.derivedSignature("v", a0, a1, a2, a3, a4),
-            position: .after, options: options, TypedBlock.fixedReading(a0, a1, a2, a3, a4, block: block))
+            position: .after, options: options, TypedBlock.fixedReading(a0, a1, a2, a3, a4, block: block).block)
     }
 
     // MARK: - Six arguments
@@ -500,7 +500,7 @@ extension ImportTable {
     ) throws(HookError) -> HookGroupToken {
         try hook(
             symbol: symbol, in: scope, signature: Hook.derivedSignature(Result.typeEncoding, a0, a1, a2, a3, a4, a5),
-            position: .before, options: options, TypedBlock.fixedReading(a0, a1, a2, a3, a4, a5, block: block))
+            position: .before, options: options, TypedBlock.fixedReading(a0, a1, a2, a3, a4, a5, block: block).block)
     }
 
     /// Runs `block` with six arguments before `symbol`, for a function returning void.
@@ -514,7 +514,7 @@ extension ImportTable {
     ) throws(HookError) -> HookGroupToken {
         try hook(
             symbol: symbol, in: scope, signature: Hook.derivedSignature("v", a0, a1, a2, a3, a4, a5),
-            position: .before, options: options, TypedBlock.fixedReading(a0, a1, a2, a3, a4, a5, block: block))
+            position: .before, options: options, TypedBlock.fixedReading(a0, a1, a2, a3, a4, a5, block: block).block)
     }
 
     /// Runs `block` after `symbol` with its result and six arguments; what the block returns is
@@ -530,7 +530,7 @@ extension ImportTable {
     ) throws(HookError) -> HookGroupToken {
         try hook(
             symbol: symbol, in: scope, signature: Hook.derivedSignature(Result.typeEncoding, a0, a1, a2, a3, a4, a5),
-            position: .after, options: options, TypedBlock.fixedAfter(a0, a1, a2, a3, a4, a5, block: block))
+            position: .after, options: options, TypedBlock.fixedAfter(a0, a1, a2, a3, a4, a5, block: block).block)
     }
 
     /// Runs `block` after `symbol` with six arguments, for a function returning void.
@@ -544,7 +544,7 @@ extension ImportTable {
     ) throws(HookError) -> HookGroupToken {
         try hook(
             symbol: symbol, in: scope, signature: Hook.derivedSignature("v", a0, a1, a2, a3, a4, a5),
-            position: .after, options: options, TypedBlock.fixedReading(a0, a1, a2, a3, a4, a5, block: block))
+            position: .after, options: options, TypedBlock.fixedReading(a0, a1, a2, a3, a4, a5, block: block).block)
     }
 }
 
@@ -556,11 +556,13 @@ extension TypedBlock {
     @inlinable
     static func fixedReading<A0: CEncodable, A1: CEncodable>(
         _ a0: A0.Type, _ a1: A1.Type, block: @escaping @Sendable (A0, A1) -> Void
-    ) -> @Sendable (borrowing Invocation) -> Void {
-        { call in
-            var reader = ArgumentCursor(call.argumentList)
-            block(reader.next(A0.self), reader.next(A1.self))
-        }
+    ) -> TypedHookBlock {
+        TypedHookBlock(
+            block: { call in
+                var reader = ArgumentCursor(call.argumentList)
+                block(reader.next(A0.self), reader.next(A1.self))
+            },
+            direct: TypedDirect(reading: TypedReading2(block), arity: 2))
     }
 
     /// An after block that gets the result and two arguments and returns the result.
@@ -568,24 +570,29 @@ extension TypedBlock {
     static func fixedAfter<A0: CEncodable, A1: CEncodable, Result: CEncodable>(
         _ a0: A0.Type, _ a1: A1.Type,
         block: @escaping @Sendable (Result, A0, A1) -> Result
-    ) -> @Sendable (borrowing Invocation) -> Void {
-        { call in
-            var reader = ArgumentCursor(call.argumentList)
-            let result = block(
-                ReturnCursor.load(Result.self, from: call.returnBuffer), reader.next(A0.self), reader.next(A1.self))
-            ReturnCursor.store(result, call)
-        }
+    ) -> TypedHookBlock {
+        TypedHookBlock(
+            block: { call in
+                var reader = ArgumentCursor(call.argumentList)
+                let result = block(
+                    ReturnCursor.load(Result.self, from: call.returnBuffer), reader.next(A0.self), reader.next(A1.self))
+                ReturnCursor.store(result, call)
+            },
+            direct: TypedDirect(
+                result: TypedHolder(block), arity: 2, resultSize: MemoryLayout<Result>.size))
     }
 
     /// A block that reads three arguments (a before block, or an after block of a void function).
     @inlinable
     static func fixedReading<A0: CEncodable, A1: CEncodable, A2: CEncodable>(
         _ a0: A0.Type, _ a1: A1.Type, _ a2: A2.Type, block: @escaping @Sendable (A0, A1, A2) -> Void
-    ) -> @Sendable (borrowing Invocation) -> Void {
-        { call in
-            var reader = ArgumentCursor(call.argumentList)
-            block(reader.next(A0.self), reader.next(A1.self), reader.next(A2.self))
-        }
+    ) -> TypedHookBlock {
+        TypedHookBlock(
+            block: { call in
+                var reader = ArgumentCursor(call.argumentList)
+                block(reader.next(A0.self), reader.next(A1.self), reader.next(A2.self))
+            },
+            direct: TypedDirect(reading: TypedReading3(block), arity: 3))
     }
 
     /// An after block that gets the result and three arguments and returns the result.
@@ -593,25 +600,30 @@ extension TypedBlock {
     static func fixedAfter<A0: CEncodable, A1: CEncodable, A2: CEncodable, Result: CEncodable>(
         _ a0: A0.Type, _ a1: A1.Type, _ a2: A2.Type,
         block: @escaping @Sendable (Result, A0, A1, A2) -> Result
-    ) -> @Sendable (borrowing Invocation) -> Void {
-        { call in
-            var reader = ArgumentCursor(call.argumentList)
-            let result = block(
-                ReturnCursor.load(Result.self, from: call.returnBuffer), reader.next(A0.self), reader.next(A1.self),
-                reader.next(A2.self))
-            ReturnCursor.store(result, call)
-        }
+    ) -> TypedHookBlock {
+        TypedHookBlock(
+            block: { call in
+                var reader = ArgumentCursor(call.argumentList)
+                let result = block(
+                    ReturnCursor.load(Result.self, from: call.returnBuffer), reader.next(A0.self), reader.next(A1.self),
+                    reader.next(A2.self))
+                ReturnCursor.store(result, call)
+            },
+            direct: TypedDirect(
+                result: TypedHolder(block), arity: 3, resultSize: MemoryLayout<Result>.size))
     }
 
     /// A block that reads four arguments (a before block, or an after block of a void function).
     @inlinable
     static func fixedReading<A0: CEncodable, A1: CEncodable, A2: CEncodable, A3: CEncodable>(
         _ a0: A0.Type, _ a1: A1.Type, _ a2: A2.Type, _ a3: A3.Type, block: @escaping @Sendable (A0, A1, A2, A3) -> Void
-    ) -> @Sendable (borrowing Invocation) -> Void {
-        { call in
-            var reader = ArgumentCursor(call.argumentList)
-            block(reader.next(A0.self), reader.next(A1.self), reader.next(A2.self), reader.next(A3.self))
-        }
+    ) -> TypedHookBlock {
+        TypedHookBlock(
+            block: { call in
+                var reader = ArgumentCursor(call.argumentList)
+                block(reader.next(A0.self), reader.next(A1.self), reader.next(A2.self), reader.next(A3.self))
+            },
+            direct: TypedDirect(reading: TypedReading4(block), arity: 4))
     }
 
     /// An after block that gets the result and four arguments and returns the result.
@@ -619,14 +631,17 @@ extension TypedBlock {
     static func fixedAfter<A0: CEncodable, A1: CEncodable, A2: CEncodable, A3: CEncodable, Result: CEncodable>(
         _ a0: A0.Type, _ a1: A1.Type, _ a2: A2.Type, _ a3: A3.Type,
         block: @escaping @Sendable (Result, A0, A1, A2, A3) -> Result
-    ) -> @Sendable (borrowing Invocation) -> Void {
-        { call in
-            var reader = ArgumentCursor(call.argumentList)
-            let result = block(
-                ReturnCursor.load(Result.self, from: call.returnBuffer), reader.next(A0.self), reader.next(A1.self),
-                reader.next(A2.self), reader.next(A3.self))
-            ReturnCursor.store(result, call)
-        }
+    ) -> TypedHookBlock {
+        TypedHookBlock(
+            block: { call in
+                var reader = ArgumentCursor(call.argumentList)
+                let result = block(
+                    ReturnCursor.load(Result.self, from: call.returnBuffer), reader.next(A0.self), reader.next(A1.self),
+                    reader.next(A2.self), reader.next(A3.self))
+                ReturnCursor.store(result, call)
+            },
+            direct: TypedDirect(
+                result: TypedHolder(block), arity: 4, resultSize: MemoryLayout<Result>.size))
     }
 
     /// A block that reads five arguments (a before block, or an after block of a void function).
@@ -634,13 +649,15 @@ extension TypedBlock {
     static func fixedReading<A0: CEncodable, A1: CEncodable, A2: CEncodable, A3: CEncodable, A4: CEncodable>(
         _ a0: A0.Type, _ a1: A1.Type, _ a2: A2.Type, _ a3: A3.Type, _ a4: A4.Type,
         block: @escaping @Sendable (A0, A1, A2, A3, A4) -> Void
-    ) -> @Sendable (borrowing Invocation) -> Void {
-        { call in
-            var reader = ArgumentCursor(call.argumentList)
-            block(
-                reader.next(A0.self), reader.next(A1.self), reader.next(A2.self), reader.next(A3.self),
-                reader.next(A4.self))
-        }
+    ) -> TypedHookBlock {
+        TypedHookBlock(
+            block: { call in
+                var reader = ArgumentCursor(call.argumentList)
+                block(
+                    reader.next(A0.self), reader.next(A1.self), reader.next(A2.self), reader.next(A3.self),
+                    reader.next(A4.self))
+            },
+            direct: TypedDirect(reading: TypedReading5(block), arity: 5))
     }
 
     /// An after block that gets the result and five arguments and returns the result.
@@ -650,14 +667,17 @@ extension TypedBlock {
     >(
         _ a0: A0.Type, _ a1: A1.Type, _ a2: A2.Type, _ a3: A3.Type, _ a4: A4.Type,
         block: @escaping @Sendable (Result, A0, A1, A2, A3, A4) -> Result
-    ) -> @Sendable (borrowing Invocation) -> Void {
-        { call in
-            var reader = ArgumentCursor(call.argumentList)
-            let result = block(
-                ReturnCursor.load(Result.self, from: call.returnBuffer), reader.next(A0.self), reader.next(A1.self),
-                reader.next(A2.self), reader.next(A3.self), reader.next(A4.self))
-            ReturnCursor.store(result, call)
-        }
+    ) -> TypedHookBlock {
+        TypedHookBlock(
+            block: { call in
+                var reader = ArgumentCursor(call.argumentList)
+                let result = block(
+                    ReturnCursor.load(Result.self, from: call.returnBuffer), reader.next(A0.self), reader.next(A1.self),
+                    reader.next(A2.self), reader.next(A3.self), reader.next(A4.self))
+                ReturnCursor.store(result, call)
+            },
+            direct: TypedDirect(
+                result: TypedHolder(block), arity: 5, resultSize: MemoryLayout<Result>.size))
     }
 
     /// A block that reads six arguments (a before block, or an after block of a void function).
@@ -667,13 +687,15 @@ extension TypedBlock {
     >(
         _ a0: A0.Type, _ a1: A1.Type, _ a2: A2.Type, _ a3: A3.Type, _ a4: A4.Type, _ a5: A5.Type,
         block: @escaping @Sendable (A0, A1, A2, A3, A4, A5) -> Void
-    ) -> @Sendable (borrowing Invocation) -> Void {
-        { call in
-            var reader = ArgumentCursor(call.argumentList)
-            block(
-                reader.next(A0.self), reader.next(A1.self), reader.next(A2.self), reader.next(A3.self),
-                reader.next(A4.self), reader.next(A5.self))
-        }
+    ) -> TypedHookBlock {
+        TypedHookBlock(
+            block: { call in
+                var reader = ArgumentCursor(call.argumentList)
+                block(
+                    reader.next(A0.self), reader.next(A1.self), reader.next(A2.self), reader.next(A3.self),
+                    reader.next(A4.self), reader.next(A5.self))
+            },
+            direct: TypedDirect(reading: TypedReading6(block), arity: 6))
     }
 
     /// An after block that gets the result and six arguments and returns the result.
@@ -684,13 +706,61 @@ extension TypedBlock {
     >(
         _ a0: A0.Type, _ a1: A1.Type, _ a2: A2.Type, _ a3: A3.Type, _ a4: A4.Type, _ a5: A5.Type,
         block: @escaping @Sendable (Result, A0, A1, A2, A3, A4, A5) -> Result
-    ) -> @Sendable (borrowing Invocation) -> Void {
-        { call in
-            var reader = ArgumentCursor(call.argumentList)
-            let result = block(
-                ReturnCursor.load(Result.self, from: call.returnBuffer), reader.next(A0.self), reader.next(A1.self),
-                reader.next(A2.self), reader.next(A3.self), reader.next(A4.self), reader.next(A5.self))
-            ReturnCursor.store(result, call)
-        }
+    ) -> TypedHookBlock {
+        TypedHookBlock(
+            block: { call in
+                var reader = ArgumentCursor(call.argumentList)
+                let result = block(
+                    ReturnCursor.load(Result.self, from: call.returnBuffer), reader.next(A0.self), reader.next(A1.self),
+                    reader.next(A2.self), reader.next(A3.self), reader.next(A4.self), reader.next(A5.self))
+                ReturnCursor.store(result, call)
+            },
+            direct: TypedDirect(
+                result: TypedHolder(block), arity: 6, resultSize: MemoryLayout<Result>.size))
     }
+}
+
+/// A typed block of two arguments held as the C call path calls it (see ``TypedDirect``): as
+/// ``TypedHolder`` holds an after block, but with its empty result returned directly (held as a
+/// `Block`, the closure would pass through a thunk that returns it indirectly).
+@usableFromInline
+struct TypedReading2<A0, A1>: Sendable {
+    @usableFromInline let block: @Sendable (A0, A1) -> Void
+    @inlinable init(_ block: @escaping @Sendable (A0, A1) -> Void) { self.block = block }
+}
+
+/// A typed block of three arguments held as the C call path calls it (see ``TypedDirect``): as
+/// ``TypedHolder`` holds an after block, but with its empty result returned directly (held as a
+/// `Block`, the closure would pass through a thunk that returns it indirectly).
+@usableFromInline
+struct TypedReading3<A0, A1, A2>: Sendable {
+    @usableFromInline let block: @Sendable (A0, A1, A2) -> Void
+    @inlinable init(_ block: @escaping @Sendable (A0, A1, A2) -> Void) { self.block = block }
+}
+
+/// A typed block of four arguments held as the C call path calls it (see ``TypedDirect``): as
+/// ``TypedHolder`` holds an after block, but with its empty result returned directly (held as a
+/// `Block`, the closure would pass through a thunk that returns it indirectly).
+@usableFromInline
+struct TypedReading4<A0, A1, A2, A3>: Sendable {
+    @usableFromInline let block: @Sendable (A0, A1, A2, A3) -> Void
+    @inlinable init(_ block: @escaping @Sendable (A0, A1, A2, A3) -> Void) { self.block = block }
+}
+
+/// A typed block of five arguments held as the C call path calls it (see ``TypedDirect``): as
+/// ``TypedHolder`` holds an after block, but with its empty result returned directly (held as a
+/// `Block`, the closure would pass through a thunk that returns it indirectly).
+@usableFromInline
+struct TypedReading5<A0, A1, A2, A3, A4>: Sendable {
+    @usableFromInline let block: @Sendable (A0, A1, A2, A3, A4) -> Void
+    @inlinable init(_ block: @escaping @Sendable (A0, A1, A2, A3, A4) -> Void) { self.block = block }
+}
+
+/// A typed block of six arguments held as the C call path calls it (see ``TypedDirect``): as
+/// ``TypedHolder`` holds an after block, but with its empty result returned directly (held as a
+/// `Block`, the closure would pass through a thunk that returns it indirectly).
+@usableFromInline
+struct TypedReading6<A0, A1, A2, A3, A4, A5>: Sendable {
+    @usableFromInline let block: @Sendable (A0, A1, A2, A3, A4, A5) -> Void
+    @inlinable init(_ block: @escaping @Sendable (A0, A1, A2, A3, A4, A5) -> Void) { self.block = block }
 }

@@ -47,6 +47,22 @@ public enum Hook {
         return HookToken(record)
     }
 
+    /// ``install(on:signature:position:options:_:)`` for a typed block, which the C call path
+    /// may call itself (see ``TypedDirect``).
+    @usableFromInline
+    static func install(
+        on slot: FunctionSlot, signature: Signature, position: HookPosition, options: HookOptions,
+        typed: TypedHookBlock
+    ) throws(HookError) -> HookToken {
+        if let problem = slot.problem {
+            throw HookError(slot: slot.address, signature: signature, problem: .invalidSlot(problem))
+        }
+        let record = try SlotRegistry.shared.install(
+            slot: slot.pointer, signature: signature, position: position, options: options,
+            fallback: slot.fallbackAddress, owner: slot.owner, direct: typed.direct, block: typed.block)
+        return HookToken(record)
+    }
+
     /// Installs a block that runs before the original (see ``install(on:signature:position:options:_:)``).
     public static func before(
         on slot: FunctionSlot, signature: Signature, options: HookOptions = [],

@@ -29,8 +29,54 @@ extension FixtureTableTests {
             /// through C's calls of the blocks (otherwise through a Swift function per block).
             @Test func theCallPathCallsBlocksItself() {
                 #expect(SlotEntry.blocksCalledFromC)
+                #expect(SlotEntry.typedBlocksCalledFromC)
             }
         #endif
+
+        /// Typed after blocks of two arguments, which the C path calls with the arguments'
+        /// addresses: what they return reaches the caller widened to the whole register, by
+        /// the C type's signedness, as from a libffi closure; a `float` as its bytes.
+        @Test func typedResultsReachTheCallerWidened() throws {
+            typealias Difference = @convention(c) (Int8, Int8) -> Int8
+            typealias Sum = @convention(c) (UInt16, UInt16) -> UInt16
+            typealias Product = @convention(c) (Float, Float) -> Float
+            let difference = UnsafeMutablePointer<Difference?>.allocate(capacity: 1)
+            difference.initialize(to: ct_fix_schar_difference)
+            let sum = UnsafeMutablePointer<Sum?>.allocate(capacity: 1)
+            sum.initialize(to: ct_fix_ushort_sum)
+            let product = UnsafeMutablePointer<Product?>.allocate(capacity: 1)
+            product.initialize(to: ct_fix_float_product)
+            defer {
+                difference.deallocate()
+                sum.deallocate()
+                product.deallocate()
+            }
+            let log = Log()
+            let tokens = [
+                try Hook.before(on: FunctionSlot(difference), arguments: Int8.self, Int8.self, returning: Int8.self) {
+                    a, b in log.add("before \(a) \(b)")
+                },
+                try Hook.after(on: FunctionSlot(difference), arguments: Int8.self, Int8.self, returning: Int8.self) {
+                    result, a, b in
+                    log.add("after \(result) \(a) \(b)")
+                    return result &- 100
+                },
+                try Hook.after(on: FunctionSlot(sum), arguments: UInt16.self, UInt16.self, returning: UInt16.self) {
+                    result, _, _ in result &+ 0x8000
+                },
+                try Hook.after(on: FunctionSlot(product), arguments: Float.self, Float.self, returning: Float.self) {
+                    result, a, _ in result + a
+                },
+            ]
+            // 5 - 3 = 2 (no bit above the byte set), then -98: every bit above the byte set.
+            #expect(ct_fix_call_schar_difference_word(difference, 5, 3) == -98)
+            #expect(log.all == ["before 5 3", "after 2 5 3"])
+            // 0x1000 + 0x2000 + 0x8000: no bit above the 16.
+            #expect(ct_fix_call_ushort_sum_word(sum, 0x1000, 0x2000) == 0xB000)
+            #expect(ct_fix_call_float_product(product, 1.5, 4) == 7.5)
+            for token in tokens { #expect(token.remove()) }
+            #expect(ct_fix_call_schar_difference_word(difference, 5, 3) & 0xFF == 2)
+        }
 
         /// Several blocks in each position, one of them changing an argument and one the
         /// result: each sees its position, the arguments as the blocks before it left them,

@@ -295,7 +295,33 @@ typedef struct ffh_fast_hooks {
 typedef struct ffh_swift_block {
     const void *function;
     const void *context;
+    /// What the function takes (``ffh_swift_block_kind``): an invocation, or, for a typed block
+    /// of `arity` arguments, their addresses as a generic Swift function takes its values
+    /// (after the result's, and with the address of a result to fill, for an after block
+    /// that returns the result).
+    uint8_t kind;
+    uint8_t arity;
+    /// A typed after block's result: its size in bytes, and, for an integer narrower than a
+    /// word, its width in bits and whether it is signed (widened to a word as a libffi
+    /// closure returns it); a width of 0 stores the bytes as they are.
+    uint8_t resultSize;
+    uint8_t resultWidth;
+    uint8_t resultSigned;
 } ffh_swift_block;
+
+/// The kinds of ``ffh_swift_block``.
+enum ffh_swift_block_kind {
+    /// `(borrowing Invocation) -> Void`.
+    FFH_SWIFT_BLOCK_INVOCATION = 0,
+    /// `(A0, ..., An) -> Void` at a generic function's abstraction: each argument by address.
+    FFH_SWIFT_BLOCK_READING = 1,
+    /// `(Result, A0, ..., An) -> Result` likewise: the result returned indirectly.
+    FFH_SWIFT_BLOCK_RESULT = 2,
+};
+
+/// The most arguments of a typed block the C path calls itself (the typed forms of fixed
+/// arity go up to six).
+enum { FFH_SWIFT_BLOCK_MAX_ARITY = 6, FFH_SWIFT_BLOCK_MAX_RESULT = 64 };
 
 /// One call as its blocks see it: made by the C path for ``ffh_fast_block`` (blocks it calls
 /// itself get ``ffh_invocation``s whose record is one of zeros: such a call never re-entered
@@ -421,10 +447,12 @@ void ffh_handler_setup(ffh_dispatch dispatch, int readersFence, int marksCallPat
 
 /// Sets the functions that run blocks for the C call path (see ``ffh_fast_hooks``): `one` for
 /// a position with one block (a function that calls one block needs no loop's frame), `many`
-/// for more; once, before any slot's hooks are published for it. `before` and `after` are the
-/// bytes of the Swift positions an ``ffh_invocation`` carries, for tables that list their
-/// blocks (``ffh_fast_hooks/beforeBlocks``), which the C path then calls itself.
-void ffh_fast_setup(ffh_fast_block_one one, ffh_fast_block many, uint8_t before, uint8_t after);
+/// for more; once, before any slot's hooks are published for it.
+void ffh_fast_setup(ffh_fast_block_one one, ffh_fast_block many);
+
+/// The bytes of the Swift positions (`HookPosition`) that the invocations the C path makes
+/// carry: the C path calls blocks itself only where Swift's are these (checked with the probe).
+enum { FFH_POSITION_BEFORE = 0, FFH_POSITION_AFTER = 2 };
 
 /// Does nothing: called with any signature's arguments (which a C callee may ignore), it lets
 /// the library run each call path once before a hook can reach it.

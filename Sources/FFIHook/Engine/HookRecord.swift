@@ -30,11 +30,16 @@ package final class HookRecord: Sendable {
     let isLimited: Bool
     /// What the slot's memory needs kept while the hook lives (see ``FunctionSlot/owner``).
     let owner: (any AnyObject & Sendable)?
+    /// For a typed block, the block as the C call path may call it itself; `block` is the same
+    /// block made to take an `Invocation`.
+    let direct: TypedDirect?
 
     init(
         block: @escaping Block, position: HookPosition, options: HookOptions, priority: Int, receiver: UInt = 0,
-        limit: CallerLimit = .none, entry: SlotEntry, owner: (any AnyObject & Sendable)? = nil
+        limit: CallerLimit = .none, entry: SlotEntry, owner: (any AnyObject & Sendable)? = nil,
+        direct: TypedDirect? = nil
     ) {
+        self.direct = direct
         self.owner = owner
         self.limit = limit
         self.isLimited = !limit.isNone
@@ -112,8 +117,15 @@ final class HookSnapshot: @unchecked Sendable {
             if SlotEntry.blocksCalledFromC {
                 let blocks = UnsafeMutableBufferPointer<ffh_swift_block>.allocate(capacity: before.count + after.count)
                 for (index, hook) in (before + after).enumerated() {
-                    // A closure's two words: its function and its context (the record keeps both).
-                    blocks.initializeElement(at: index, to: SlotEntry.swiftBlock(hook.block))
+                    // A closure's two words: its function and its context (the record keeps both);
+                    // a typed block's own, where C calls those too.
+                    let block =
+                        if SlotEntry.typedBlocksCalledFromC, let direct = hook.direct {
+                            direct.block(widening: entry.returnWidening)
+                        } else {
+                            SlotEntry.swiftBlock(hook.block)
+                        }
+                    blocks.initializeElement(at: index, to: block)
                 }
                 fast.pointee.beforeBlocks = UnsafePointer(blocks.baseAddress)
                 fast.pointee.afterBlocks = UnsafePointer(blocks.baseAddress.map { $0 + before.count })

@@ -11,6 +11,12 @@ struct ReturnWidening: Sendable {
     /// Whether the narrow integer result is signed.
     @usableFromInline let isSigned: Bool
 
+    /// A widening given as it is (the C call path's probe).
+    init(width: Int, isSigned: Bool) {
+        self.width = width
+        self.isSigned = isSigned
+    }
+
     init(_ returnType: CType) {
         if case .primitive(let primitive) = returnType.kind, primitive.isInteger, primitive.size < 8 {
             width = primitive.size * 8

@@ -177,14 +177,17 @@ package final class SlotEntry: @unchecked Sendable {
     /// a function and a context, which C calls as Swift calls a closure (`swiftcall`), with an
     /// invocation it lays out as Swift does (``ffh_invocation``). Both are this compiler's
     /// choices, not promises, so a probe block is called that way first, and must read back
-    /// every field it was given, with both positions; otherwise C calls blocks through
+    /// every field it was given, with both positions (whose bytes C writes as constants,
+    /// `FFH_POSITION_BEFORE` and `FFH_POSITION_AFTER`); otherwise C calls blocks through
     /// ``fastBlock``, a Swift function that makes each invocation (about 20 instructions more
     /// a block). Sets up the C path's block functions, once.
     static let blocksCalledFromC: Bool = {
-        let before = unsafeBitCast(HookPosition.before, to: UInt8.self)
-        let after = unsafeBitCast(HookPosition.after, to: UInt8.self)
-        ffh_fast_setup(fastBlock, fastBlocks, before, after)
-        return CProbe.passes(before: before, after: after)
+        ffh_fast_setup(fastBlock, fastBlocks)
+        let before = UInt8(FFH_POSITION_BEFORE)
+        let after = UInt8(FFH_POSITION_AFTER)
+        return unsafeBitCast(HookPosition.before, to: UInt8.self) == before
+            && unsafeBitCast(HookPosition.after, to: UInt8.self) == after
+            && CProbe.passes(before: before, after: after)
     }()
 
     /// `block`'s two words, as its function takes its arguments where the type says (a
@@ -192,7 +195,83 @@ package final class SlotEntry: @unchecked Sendable {
     /// in a thunk that takes them as a generic function's values; one in a struct is not).
     static func swiftBlock(_ block: @escaping HookRecord.Block) -> ffh_swift_block {
         struct Words { let block: HookRecord.Block }
-        return unsafeBitCast(Words(block: block), to: ffh_swift_block.self)
+        let (function, context) = unsafeBitCast(Words(block: block), to: (UnsafeRawPointer?, UnsafeRawPointer?).self)
+        return ffh_swift_block(
+            function: function, context: context, kind: UInt8(FFH_SWIFT_BLOCK_INVOCATION.rawValue), arity: 0,
+            resultSize: 0, resultWidth: 0, resultSigned: 0)
+    }
+
+    /// Whether the C call path calls typed blocks of fixed arity itself (``TypedDirect``), as it
+    /// does other blocks (``blocksCalledFromC``, which this needs): probe blocks of two and six
+    /// arguments, reading ones and ones that return a result, called that way must read every
+    /// argument they were given, and the results they return must reach the result's place,
+    /// a narrow one widened.
+    static let typedBlocksCalledFromC: Bool = blocksCalledFromC && TypedProbe.passes()
+
+    /// The probe of ``typedBlocksCalledFromC``.
+    private final class TypedProbe: @unchecked Sendable {
+        // Written by the probe blocks on this thread alone, read after their calls return.
+        var seen: [Int64] = []
+
+        static func passes() -> Bool {
+            let probe = TypedProbe()
+            let reading2 = TypedReading2<Int32, Int64> { a, b in probe.seen += [Int64(a), b] }
+            let reading6 = TypedReading6<Int8, Int16, Int32, Int64, UInt8, Int64> { a, b, c, d, e, f in
+                probe.seen += [Int64(a), Int64(b), Int64(c), d, Int64(e), f]
+            }
+            let result2 = TypedHolder<@Sendable (Int32, Int32, Int64) -> Int32> { result, a, b in
+                probe.seen += [Int64(result), Int64(a), b]
+                return result - a
+            }
+            let result6 = TypedHolder<@Sendable (Int64, Int8, Int16, Int32, Int64, UInt8, Int64) -> Int64> {
+                result, a, b, c, d, e, f in
+                probe.seen += [result, Int64(a), Int64(b), Int64(c), d, Int64(e), f]
+                return result + f
+            }
+            // Argument words with something in the bytes above each value's, as a register
+            // carries them.
+            var words: [UInt64] = [
+                0xAAAA_AAAA_FFFF_FFF9, 0x0000_0000_0000_1234, 0xAAAA_AAAA_AAAA_FF85, 0xAAAA_AAAA_AAAA_8001,
+                0xAAAA_AAAA_8000_0002, 0x7000_0000_0000_0003, 0xAAAA_AAAA_AAAA_AAFE, 0xFFFF_FFFF_FFFF_FFFE,
+            ]
+            return words.withUnsafeMutableBufferPointer { words in
+                let base = UnsafeMutableRawPointer(words.baseAddress!)
+                var arguments: [UnsafeMutableRawPointer?] = (0..<8).map { base + 8 * $0 }
+                var result: UInt64 = 0
+                return arguments.withUnsafeMutableBufferPointer { list in
+                    withUnsafeMutablePointer(to: &result) { result in
+                        func call(_ direct: TypedDirect?, list offset: Int, width: Int, signed: Bool) {
+                            guard let direct else { return }
+                            var block = direct.block(
+                                widening: ReturnWidening(width: width, isSigned: signed))
+                            var invocation = ffh_invocation(
+                                record: nil, entry: nil, returnValue: UnsafeMutableRawPointer(result),
+                                arguments: list.baseAddress! + offset, thread: nil, position: 0, insteadIndex: -1)
+                            ffh_swift_block_call(&block, &invocation)
+                        }
+                        call(TypedDirect(reading: reading2, arity: 2), list: 0, width: 0, signed: false)
+                        call(TypedDirect(reading: reading6, arity: 6), list: 2, width: 0, signed: false)
+                        // The result as the original left it: -5, widened.
+                        result.pointee = UInt64(bitPattern: -5)
+                        call(
+                            TypedDirect(result: result2, arity: 2, resultSize: 4), list: 0, width: 32, signed: true)
+                        let narrow = result.pointee
+                        result.pointee = 1 << 40
+                        call(
+                            TypedDirect(result: result6, arity: 6, resultSize: 8), list: 2, width: 0, signed: false)
+                        let wide = result.pointee
+                        let expected: [Int64] = [
+                            -7, 0x1234, -123, -32767, -2_147_483_646, 0x7000_0000_0000_0003, 254, -2,
+                            -5, -7, 0x1234,
+                            1 << 40, -123, -32767, -2_147_483_646, 0x7000_0000_0000_0003, 254, -2,
+                        ]
+                        return withExtendedLifetime((reading2, reading6, result2, result6)) {
+                            probe.seen == expected && narrow == UInt64(bitPattern: 2) && wide == (1 << 40) - 2
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// The probe of ``blocksCalledFromC``: what a block called from C read of its invocation.

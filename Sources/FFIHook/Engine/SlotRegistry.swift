@@ -150,7 +150,7 @@ package final class SlotRegistry: Sendable {
         slot: UnsafeMutableRawPointer?, signature: Signature, position: HookPosition, options: HookOptions,
         priority: Int = 0, liftsProtection: Bool = false, reentryByFunction: Bool = false, warmsUp: Bool = true,
         receiver: UInt = 0, fallback: UInt = 0, limit: CallerLimit? = nil, owner: (any AnyObject & Sendable)? = nil,
-        block: @escaping HookRecord.Block
+        direct: TypedDirect? = nil, block: @escaping HookRecord.Block
     ) throws(HookError) -> HookRecord {
         let slot = try Self.checkedSlot(slot, signature: signature)
         let limit = if let limit { limit } else { try CallerLimit(options: options, signature: signature) }
@@ -220,7 +220,7 @@ package final class SlotRegistry: Sendable {
             }
             let record = HookRecord(
                 block: block, position: position, options: options, priority: priority, receiver: receiver,
-                limit: limit, entry: entry, owner: owner)
+                limit: limit, entry: entry, owner: owner, direct: direct)
             let replaced = entry.publish(entry.snapshot.adding(record))
             // A new entry's first snapshot was never published in the slot record, so no
             // call can have read it: it goes now, without a grace period.

@@ -286,3 +286,26 @@ long long ct_arity_call_void(int count) {
     }
     return ct_arity_last;
 }
+
+signed char ct_fix_schar_difference(signed char a, signed char b) { return (signed char)(a - b); }
+unsigned short ct_fix_ushort_sum(unsigned short a, unsigned short b) { return (unsigned short)(a + b); }
+float ct_fix_float_product(float a, float b) { return a * b; }
+
+long long ct_fix_call_schar_difference_word(signed char (**slot)(signed char, signed char), signed char a,
+                                            signed char b) {
+    /* The whole result register, as a caller that trusts a callee to widen its result reads it. */
+    long long (*function)(signed char, signed char) =
+        (long long (*)(signed char, signed char))__atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    return function(a, b);
+}
+
+unsigned long long ct_fix_call_ushort_sum_word(unsigned short (**slot)(unsigned short, unsigned short),
+                                               unsigned short a, unsigned short b) {
+    unsigned long long (*function)(unsigned short, unsigned short) =
+        (unsigned long long (*)(unsigned short, unsigned short))__atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    return function(a, b);
+}
+
+float ct_fix_call_float_product(float (**slot)(float, float), float a, float b) {
+    return __atomic_load_n(slot, __ATOMIC_ACQUIRE)(a, b);
+}

@@ -95,6 +95,16 @@ void **ct_fix_trusting_schar_slot(void);
 void **ct_fix_trusting_schar_on_stack_slot(void);
 int ct_fix_call_trusting_schar(signed char value);
 int ct_fix_call_trusting_schar_on_stack(signed char value);
+/// Narrow and floating-point results of two arguments, for typed after blocks.
+signed char ct_fix_schar_difference(signed char a, signed char b);
+unsigned short ct_fix_ushort_sum(unsigned short a, unsigned short b);
+float ct_fix_float_product(float a, float b);
+/// Call through `slot` and return the whole result register (the result as widened).
+long long ct_fix_call_schar_difference_word(signed char (**slot)(signed char, signed char), signed char a,
+                                            signed char b);
+unsigned long long ct_fix_call_ushort_sum_word(unsigned short (**slot)(unsigned short, unsigned short),
+                                               unsigned short a, unsigned short b);
+float ct_fix_call_float_product(float (**slot)(float, float), float a, float b);
 
 /// A function of twenty arguments, more than a closure lists without a variable-length
 /// array: returns a weighted sum of the integers and the doubles, so each position counts.
