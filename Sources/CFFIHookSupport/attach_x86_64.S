@@ -40,6 +40,8 @@
    lets ffh_attach_leave run the leave block, restores the result registers (the x87 stack is
    left as the original left it) and returns to the real return address. */
 
+#include "registers_x86_64.h"
+
 #if defined(__x86_64__) && defined(__ELF__)
 
         .text
@@ -51,23 +53,11 @@ ffh_attach_entry:
         .cfi_startproc
         subq    $232, %rsp
         .cfi_def_cfa_offset 240
-        movq    %rdi, 0(%rsp)
-        movq    %rsi, 8(%rsp)
-        movq    %rdx, 16(%rsp)
-        movq    %rcx, 24(%rsp)
-        movq    %r8, 32(%rsp)
-        movq    %r9, 40(%rsp)
+        FFH_STORE_GENERAL %rsp
         movq    %rax, 48(%rsp)
         leaq    232(%rsp), %r11
         movq    %r11, 56(%rsp)
-        movdqu  %xmm0, 64(%rsp)
-        movdqu  %xmm1, 80(%rsp)
-        movdqu  %xmm2, 96(%rsp)
-        movdqu  %xmm3, 112(%rsp)
-        movdqu  %xmm4, 128(%rsp)
-        movdqu  %xmm5, 144(%rsp)
-        movdqu  %xmm6, 160(%rsp)
-        movdqu  %xmm7, 176(%rsp)
+        FFH_STORE_VECTORS %rsp, 64
         movq    %r10, %rdi
         movq    %rsp, %rsi
         movq    %rbx, 216(%rsp)
@@ -82,21 +72,9 @@ ffh_attach_entry:
         .cfi_restore %rbx
         movq    %rax, %r11
         movq    %rdx, %r10
-        movq    0(%rsp), %rdi
-        movq    8(%rsp), %rsi
-        movq    16(%rsp), %rdx
-        movq    24(%rsp), %rcx
-        movq    32(%rsp), %r8
-        movq    40(%rsp), %r9
+        FFH_LOAD_GENERAL %rsp
         movq    48(%rsp), %rax
-        movdqu  64(%rsp), %xmm0
-        movdqu  80(%rsp), %xmm1
-        movdqu  96(%rsp), %xmm2
-        movdqu  112(%rsp), %xmm3
-        movdqu  128(%rsp), %xmm4
-        movdqu  144(%rsp), %xmm5
-        movdqu  160(%rsp), %xmm6
-        movdqu  176(%rsp), %xmm7
+        FFH_LOAD_VECTORS %rsp, 64
         testq   %r10, %r10
         jnz     1f
         addq    $232, %rsp

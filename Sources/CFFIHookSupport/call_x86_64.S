@@ -10,6 +10,8 @@
           144  rax, rdx, xmm0, xmm1 after the call
           176  st(0), 192 st(1) after the call (10 bytes each)  */
 
+#include "registers_x86_64.h"
+
 #if defined(__x86_64__) && defined(__ELF__)
 
         .text
@@ -19,12 +21,7 @@
         .type   ffh_sysv_invoke, @function
 ffh_sysv_invoke:
         .cfi_startproc
-        endbr64
-        pushq   %rbp
-        .cfi_def_cfa_offset 16
-        .cfi_offset %rbp, -16
-        movq    %rsp, %rbp
-        .cfi_def_cfa_register %rbp
+        FFH_FRAME_BEGIN
         pushq   %rbx
         .cfi_offset %rbx, -24
         pushq   %r12
@@ -47,20 +44,8 @@ ffh_sysv_invoke:
         jmp     3b
 4:
 
-        movq    48(%rbx), %xmm0
-        movq    56(%rbx), %xmm1
-        movq    64(%rbx), %xmm2
-        movq    72(%rbx), %xmm3
-        movq    80(%rbx), %xmm4
-        movq    88(%rbx), %xmm5
-        movq    96(%rbx), %xmm6
-        movq    104(%rbx), %xmm7
-        movq    0(%rbx), %rdi
-        movq    8(%rbx), %rsi
-        movq    16(%rbx), %rdx
-        movq    24(%rbx), %rcx
-        movq    32(%rbx), %r8
-        movq    40(%rbx), %r9
+        FFH_LOAD_VECTORS %rbx, 48, movq, 8
+        FFH_LOAD_GENERAL %rbx
         movl    128(%rbx), %eax
         call    *%r12
 
@@ -127,29 +112,12 @@ ffh_sysv_invoke:
         .cfi_startproc
         .cfi_personality 0x9b, DW.ref.__gcc_personality_v0
         .cfi_lsda 0x1b, .Llsda_\name
-        endbr64
-        pushq   %rbp
-        .cfi_def_cfa_offset 16
-        .cfi_offset %rbp, -16
-        movq    %rsp, %rbp
-        .cfi_def_cfa_register %rbp
+        FFH_FRAME_BEGIN
         subq    $352, %rsp
         movq    $0, 344(%rsp)
-        movq    %rdi, 0(%rsp)
-        movq    %rsi, 8(%rsp)
-        movq    %rdx, 16(%rsp)
-        movq    %rcx, 24(%rsp)
-        movq    %r8, 32(%rsp)
-        movq    %r9, 40(%rsp)
+        FFH_STORE_GENERAL %rsp
         .if \vectors
-        movq    %xmm0, 48(%rsp)
-        movq    %xmm1, 56(%rsp)
-        movq    %xmm2, 64(%rsp)
-        movq    %xmm3, 72(%rsp)
-        movq    %xmm4, 80(%rsp)
-        movq    %xmm5, 88(%rsp)
-        movq    %xmm6, 96(%rsp)
-        movq    %xmm7, 104(%rsp)
+        FFH_STORE_VECTORS %rsp, 48, movq, 8
         .endif
         movq    %r10, %rdi
         movq    %rsp, %rsi

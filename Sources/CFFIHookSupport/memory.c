@@ -6,6 +6,7 @@
 #if defined(__linux__)
 #include <linux/futex.h>
 #include <linux/membarrier.h>
+#include <sys/single_threaded.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 
@@ -19,6 +20,15 @@ int ffh_membarrier_register(void) {
 }
 
 int ffh_membarrier(void) { return ffh_syscall3(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0 ? 0 : -1; }
+
+/* Registers for membarrier as the library loads, where the process has one thread: the kernel
+   then registers it at once (a few microseconds), where with a second thread it waits for an
+   RCU grace period first (10 to 15 ms, which a program's first hook paid). A later
+   registration returns at once, and fork keeps it. A library loaded into a process that has
+   threads already (dlopen) leaves it to the first hook. */
+__attribute__((constructor)) static void ffh_membarrier_early(void) {
+    if (__libc_single_threaded) (void)ffh_membarrier_register();
+}
 
 /* The kernel copies the word, so an unmapped address is an error (EFAULT), not a fault. */
 int ffh_copy_word(const void *address, uintptr_t *value) {

@@ -99,6 +99,20 @@ import Testing
         }
     }
 
+    /// A process that loads the library while it has one thread is registered for membarrier
+    /// as it loads (the kernel then does it at once; with a second thread it first waits for
+    /// a grace period, about 10 ms, which the first hook paid): before any hook, the expedited
+    /// barrier is already allowed. Where the kernel offers none, registering now fails too.
+    @Test func theProcessIsRegisteredForMembarrierAsTheLibraryLoads() async {
+        await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
+            ProcessLifeTests.startChild()
+            let before = ffh_membarrier()
+            ProcessLifeTests.check(
+                before == 0 || ffh_membarrier_register() != 0,
+                "the expedited memory barrier before any hook (registering now succeeded)")
+        }
+    }
+
     // MARK: - Signal handlers
 
     /// A signal handler calls through a hooked slot on a thread that installs and removes
