@@ -584,8 +584,12 @@ static inline __attribute__((always_inline)) void ffh_typed_block_run(const ffh_
         const uint64_t bits = result[0] << shift;
         const uint64_t widened = block->resultSigned ? (uint64_t)((int64_t)bits >> shift) : bits >> shift;
         memcpy(invocation->returnValue, &widened, sizeof widened);
+    } else if (size == 8) {
+        memcpy(invocation->returnValue, result, 8);
     } else {
-        memcpy(invocation->returnValue, result, size);
+        /* Not memcpy: a copy of a size known only now would call the C library's, which a
+           program may have hooked. */
+        ffh_copy(invocation->returnValue, result, size);
     }
 }
 
@@ -710,7 +714,9 @@ static inline __attribute__((always_inline)) int ffh_fast_run_marking(void *retu
        this path calls itself read only whether the call re-entered (never, here) of it. */
     ffh_fast_call call;
     const int direct = fast->beforeBlocks != NULL;
-    if (!direct) call = (ffh_fast_call){fast->entry, fast->snapshot, original, mark, returnValue, arguments, thread, marked, 0};
+    if (!direct) {
+        call = (ffh_fast_call){fast->entry, fast->snapshot, original, mark, returnValue, arguments, thread, marked, 0};
+    }
     /* What each block receives, made once for all of them (the Swift blocks take it by
        address and only read it). */
     ffh_invocation invocation = {direct ? &ffh_plain_call : &call, fast->entry, returnValue, arguments, thread, 0, -1};

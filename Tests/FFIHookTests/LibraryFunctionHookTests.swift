@@ -135,6 +135,21 @@ extension LibraryFunctionHookTests {
                 outside >= 1 && inside == outside,
                 "sched_yield's blocks ran for the before block's call (\(inside) ran; \(outside) outside a block)")
             Life.check(yielding.remove(), "the yielding block's removal")
+            // Typed blocks, which the C path calls with the arguments' addresses, storing the
+            // result they return (a word here) itself.
+            let wide = FunctionSlot(pf_wide_slot())
+            let typed = [
+                try Hook.before(on: wide, arguments: Int64.self, Int64.self, returning: Int64.self) { _, _ in },
+                try Hook.after(on: wide, arguments: Int64.self, Int64.self, returning: Int64.self) { result, _, _ in
+                    result
+                },
+            ]
+            Life.check(pf_call_wide_slot_repeatedly(100) == 0, "the first calls with typed blocks")
+            calls.store(0, ordering: .relaxed)
+            Life.check(pf_call_wide_slot_repeatedly(1000) == 0, "the results with typed blocks")
+            let seenTyped = calls.load(ordering: .relaxed)
+            Life.check(seenTyped == 0, "no block of the library's functions ran for typed blocks (\(seenTyped) ran)")
+            for hook in typed { Life.check(hook.remove(), "a typed block's removal") }
             for hook in [hooks[0], hooks[2]] { Life.check(hook.remove(), "a removal") }
             for group in groups { Life.check(group.remove(), "a group's removal") }
         } catch {

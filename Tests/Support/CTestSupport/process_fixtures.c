@@ -177,6 +177,21 @@ void pf_yield_repeating(void) {
     repeating = 0;
 }
 
+static long long wide_add(long long a, long long b) { return a + b; }
+static long long (*wide_slot)(long long, long long) = wide_add;
+
+long long (**pf_wide_slot(void))(long long, long long) { return &wide_slot; }
+
+long pf_call_wide_slot_repeatedly(int count) {
+    long wrong = 0;
+    repeating = 1;
+    for (long long value = 0; value < count; value++) {
+        wrong += __atomic_load_n(&wide_slot, __ATOMIC_ACQUIRE)(value << 33, 1) != (value << 33) + 1;
+    }
+    repeating = 0;
+    return wrong;
+}
+
 static int yield_asked;
 
 void pf_ask_to_yield(int asked) { __atomic_store_n(&yield_asked, asked, __ATOMIC_RELAXED); }

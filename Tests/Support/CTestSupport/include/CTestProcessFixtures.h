@@ -102,6 +102,12 @@ int pf_is_repeating(void);
 
 /// sched_yield() inside pf_is_repeating's mark.
 void pf_yield_repeating(void);
+/// A slot of `long long (long long, long long)` (an addition): a result of a word, which a
+/// typed after block returns through memory.
+long long (**pf_wide_slot(void))(long long, long long);
+/// Calls through pf_wide_slot `count` times inside the mark pf_is_repeating reads; returns how
+/// many results were not the sum.
+long pf_call_wide_slot_repeatedly(int count);
 /// Sets whether pf_yield_if_asked yields.
 void pf_ask_to_yield(int asked);
 /// pf_yield_repeating, when pf_ask_to_yield asked for it: what a block calls that must call
