@@ -61,6 +61,8 @@ package struct TypedDirect: @unchecked Sendable {
 
     private init<Holder: Sendable>(_ holder: Holder, returnsResult: Bool, arity: Int, resultSize: Int) {
         precondition(MemoryLayout<Holder>.size == 2 * MemoryLayout<UnsafeRawPointer>.size)
+        // The arities the C path has a call for (ffh_typed_call): the fixed-arity typed forms'.
+        precondition(arity >= 2 && arity <= Int(FFH_SWIFT_BLOCK_MAX_ARITY))
         (function, context) = unsafeBitCast(holder, to: (UnsafeRawPointer?, UnsafeRawPointer?).self)
         owner = holder
         self.returnsResult = returnsResult
