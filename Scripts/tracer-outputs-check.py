@@ -33,7 +33,7 @@ is still balanced and nested; each thread's recorded calls and dropped events ac
 all its calls (2 per call); the main thread recorded every call before the recursion and a
 chain of exactly 50 nested calls, each with its real end (no call closed without a return).
 
-`signals`: signals-PID.json and signals-counts-PID.json of signals.c, whose SIGALRM handler
+`signals`: signals-PID.json and signals-counts-PID.json of event-signals.c, whose SIGALRM handler
 calls tracee_add (HANDLED times) while the main thread calls tracee_nothing 200,000 times:
 balanced and nested (a handler's call at the top or inside tracee_nothing, never holding a
 call), every tracee_nothing call recorded, and as many tracee_add calls as were counted (at
@@ -259,7 +259,7 @@ def check_small(work, parent, capacity):
 
 
 def check_signals(work, pid, handled):
-    """signals.c: tracee_nothing called in a loop, tracee_add from a SIGALRM handler."""
+    """event-signals.c: tracee_nothing called in a loop, tracee_add from a SIGALRM handler."""
     threads, trace = calls_of(f"{work}/signals-{pid}.json")
     calls = [call for thread in threads.values() for call in thread]
     report = {row["name"]: row["calls"] for row in json.load(open(f"{work}/signals-counts-{pid}.json"))["functions"]}

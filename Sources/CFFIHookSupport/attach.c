@@ -610,35 +610,29 @@ static __attribute__((noinline)) ffh_attach_target ffh_attach_resolve(const ffh_
     return target;
 }
 
-/* Called by ffh_attach_entry; returns where the call goes on. */
-FFH_ATTACH_TEXT __attribute__((visibility("hidden"))) ffh_attach_target ffh_attach_enter(ffh_attach *record,
-                                                                         ffh_attach_enter_frame *frame) {
-    uintptr_t flags = __atomic_load_n(&record->flags, __ATOMIC_ACQUIRE);
-    if (__builtin_expect(flags & FFH_ATTACH_RESOLVES, 0)) return ffh_attach_resolve(record, flags, frame);
-    uintptr_t original = __atomic_load_n(&record->original, __ATOMIC_ACQUIRE);
+/* The thread's side stack, made on its first attached call. Registering the unwind
+   information calls into libgcc (a lock, perhaps memory): as the library's own work, which
+   attached or hooked functions pass through (not a signal handler's calls that interrupt it:
+   see ffh_attach_enter_in_work). A signal handler may have made the side stack since the
+   caller read it. Out of line: the work notes this frame's address, which would otherwise give
+   the call path a frame pointer. */
+static __attribute__((noinline)) ffh_side *ffh_side_first(ffh_thread *thread) {
+    int32_t was = ffh_thread_begin_work(thread);
+    ffh_side *side = thread->side ? thread->side : ffh_side_make(thread);
+    thread->busy = was;
+    return side;
+}
+
+/* Runs the enter block of a call through `record` (its function `original`) and pushes the
+   call's frame onto `side` for the leave block. Returns where the call goes on. */
+static inline __attribute__((always_inline)) ffh_attach_target ffh_attach_enter_blocks(
+    ffh_attach *record, ffh_attach_enter_frame *frame, ffh_thread *thread, ffh_side *side, uintptr_t original) {
     ffh_attach_target target = {original, 0};
-    ffh_thread *thread = ffh_thread_current();
-    if (!thread) return target;
-    if (__builtin_expect(thread->busy | (thread->attach_block & !(flags & FFH_ATTACH_REENTERS)), 0)) {
-        __atomic_fetch_add(&ffh_attach_passed, 1, __ATOMIC_RELAXED);
-        if (thread->busy == FFH_BUSY_WORK) __atomic_fetch_add(&ffh_attach_passed_library, 1, __ATOMIC_RELAXED);
-        return target;
-    }
-    ffh_side *side = thread->side;
-    if (__builtin_expect(!side, 0)) {
-        /* Registering the unwind information calls into libgcc (a lock, perhaps memory): as
-           the library's own work, which attached or hooked functions pass through. A signal
-           handler may have made the side stack since it was read. */
-        thread->busy = FFH_BUSY_WORK;
-        side = thread->side ? thread->side : ffh_side_make(thread);
-        thread->busy = 0;
-        if (!side) return target;
-    }
     ffh_window window;
     int outermost = ffh_attach_begin(thread, &window);
     uintptr_t epoch = __atomic_load_n(&record->epoch, __ATOMIC_ACQUIRE);
     uintptr_t state = __atomic_load_n(&record->state, __ATOMIC_ACQUIRE);
-    flags = __atomic_load_n(&record->flags, __ATOMIC_ACQUIRE);
+    uintptr_t flags = __atomic_load_n(&record->flags, __ATOMIC_ACQUIRE);
     ffh_attach_dispatch dispatch = __atomic_load_n(&ffh_attach_dispatch_function, __ATOMIC_ACQUIRE);
     if (state && dispatch && __atomic_load_n(&record->epoch, __ATOMIC_ACQUIRE) == epoch) {
         frame->scratch = 0;
@@ -658,6 +652,70 @@ FFH_ATTACH_TEXT __attribute__((visibility("hidden"))) ffh_attach_target ffh_atta
     return target;
 }
 
+/* Whether a call (at stack pointer `sp`) that finds the thread marked is a signal handler's
+   that interrupted the library's work (FFH_BUSY_WORK) outside any block whose calls it would
+   count as (see ffh_work_interrupted): such a call runs its blocks. */
+static inline int ffh_attach_interrupts_work(const ffh_thread *thread, uintptr_t flags, uint64_t sp) {
+    return thread->busy == FFH_BUSY_WORK && !(thread->attach_block & !(flags & FFH_ATTACH_REENTERS)) &&
+           ffh_work_interrupted(thread, (uintptr_t)sp);
+}
+
+/* A call made without a side stack by a signal handler that interrupted the library's work:
+   while the work makes the side stack, or before it does, no other can be made (the work may
+   hold the locks that takes), and with no side stack the leave block cannot run; so that a
+   tool sees either both blocks of a call or neither, it goes straight through, counted as a
+   call that skipped its blocks (not the library's). */
+static inline ffh_attach_target ffh_attach_pass_sideless(uintptr_t original) {
+    __atomic_fetch_add(&ffh_attach_passed, 1, __ATOMIC_RELAXED);
+    ffh_attach_target target = {original, 0};
+    return target;
+}
+
+/* A signal handler's call that interrupted the thread's FFH_BUSY_WORK (a thread's set-up as it
+   claims its record or makes its side stack, the walk after a `dlopen`): it is the program's
+   call, not the work's, so it runs its blocks, with the thread's mark lifted for the part of it
+   here and set again for the work to go on. Calls made meanwhile (the blocks', a nested
+   handler's) find `work_interrupted` set: none of them makes a side stack. */
+FFH_ATTACH_TEXT static __attribute__((noinline)) ffh_attach_target ffh_attach_enter_in_work(ffh_attach *record,
+                                                                            ffh_attach_enter_frame *frame,
+                                                                            ffh_thread *thread, uintptr_t original) {
+    ffh_side *side = thread->side;
+    if (!side) return ffh_attach_pass_sideless(original);
+    int32_t work = thread->busy, interrupted = thread->work_interrupted;
+    thread->busy = 0;
+    thread->work_interrupted = 1;
+    ffh_attach_target target = ffh_attach_enter_blocks(record, frame, thread, side, original);
+    thread->work_interrupted = interrupted;
+    thread->busy = work;
+    return target;
+}
+
+/* Called by ffh_attach_entry; returns where the call goes on. */
+FFH_ATTACH_TEXT __attribute__((visibility("hidden"))) ffh_attach_target ffh_attach_enter(ffh_attach *record,
+                                                                         ffh_attach_enter_frame *frame) {
+    uintptr_t flags = __atomic_load_n(&record->flags, __ATOMIC_ACQUIRE);
+    if (__builtin_expect(flags & FFH_ATTACH_RESOLVES, 0)) return ffh_attach_resolve(record, flags, frame);
+    uintptr_t original = __atomic_load_n(&record->original, __ATOMIC_ACQUIRE);
+    ffh_attach_target target = {original, 0};
+    ffh_thread *thread = ffh_thread_current();
+    if (!thread) return target;
+    if (__builtin_expect(thread->busy | (thread->attach_block & !(flags & FFH_ATTACH_REENTERS)), 0)) {
+        if (ffh_attach_interrupts_work(thread, flags, frame->sp)) {
+            return ffh_attach_enter_in_work(record, frame, thread, original);
+        }
+        __atomic_fetch_add(&ffh_attach_passed, 1, __ATOMIC_RELAXED);
+        if (thread->busy == FFH_BUSY_WORK) __atomic_fetch_add(&ffh_attach_passed_library, 1, __ATOMIC_RELAXED);
+        return target;
+    }
+    ffh_side *side = thread->side;
+    if (__builtin_expect(!side, 0)) {
+        if (thread->work_interrupted) return ffh_attach_pass_sideless(original);
+        side = ffh_side_first(thread);
+        if (!side) return target;
+    }
+    return ffh_attach_enter_blocks(record, frame, thread, side, original);
+}
+
 /* Ends the process with a message when a return thunk finds no frame of its own: the real
    return address is lost, and returning anywhere would run arbitrary code. Never expected. */
 static __attribute__((noreturn, noinline)) void ffh_attach_lost(void) {
@@ -665,6 +723,22 @@ static __attribute__((noreturn, noinline)) void ffh_attach_lost(void) {
         "swift-ffi-hook: an attached call returned, but its thread's side stack no longer holds its frame\n";
     ffh_syscall3(SYS_write, 2, (long)message, (long)sizeof message - 1);
     __builtin_trap();
+}
+
+/* Runs the leave block of a call through `record` made at `epoch`. */
+static inline __attribute__((always_inline)) void ffh_attach_leave_blocks(ffh_thread *thread, ffh_attach *record,
+                                                                         uintptr_t epoch,
+                                                                         ffh_attach_leave_frame *frame) {
+    ffh_window window;
+    int outermost = ffh_attach_begin(thread, &window);
+    uintptr_t state = __atomic_load_n(&record->state, __ATOMIC_ACQUIRE);
+    /* (Read again after the state: the flags that go with it, when the epoch holds.) */
+    uintptr_t flags = __atomic_load_n(&record->flags, __ATOMIC_ACQUIRE);
+    ffh_attach_dispatch dispatch = __atomic_load_n(&ffh_attach_dispatch_function, __ATOMIC_ACQUIRE);
+    if (state && dispatch && __atomic_load_n(&record->epoch, __ATOMIC_ACQUIRE) == epoch) {
+        ffh_attach_run(thread, dispatch, state, flags, frame, 1);
+    }
+    ffh_attach_end(thread, &window, outermost);
 }
 
 /* Called by ffh_attach_return; returns the real return address. */
@@ -690,17 +764,19 @@ FFH_ATTACH_TEXT __attribute__((visibility("hidden"))) uintptr_t ffh_attach_leave
     side->depth = index | own->below;
     __asm__ __volatile__("" ::: "memory");
     uintptr_t flags = __atomic_load_n(&record->flags, __ATOMIC_ACQUIRE);
-    if (thread->busy | (thread->attach_block & !(flags & FFH_ATTACH_REENTERS))) return ret;
-    ffh_window window;
-    int outermost = ffh_attach_begin(thread, &window);
-    uintptr_t state = __atomic_load_n(&record->state, __ATOMIC_ACQUIRE);
-    /* (Read again after the state: the flags that go with it, when the epoch holds.) */
-    flags = __atomic_load_n(&record->flags, __ATOMIC_ACQUIRE);
-    ffh_attach_dispatch dispatch = __atomic_load_n(&ffh_attach_dispatch_function, __ATOMIC_ACQUIRE);
-    if (state && dispatch && __atomic_load_n(&record->epoch, __ATOMIC_ACQUIRE) == epoch) {
-        ffh_attach_run(thread, dispatch, state, flags, frame, 1);
+    if (__builtin_expect(thread->busy | (thread->attach_block & !(flags & FFH_ATTACH_REENTERS)), 0)) {
+        /* A signal handler's call that interrupted the library's work runs its leave block as
+           it ran its enter block (ffh_attach_enter_in_work). */
+        if (!ffh_attach_interrupts_work(thread, flags, sp)) return ret;
+        int32_t work = thread->busy, interrupted = thread->work_interrupted;
+        thread->busy = 0;
+        thread->work_interrupted = 1;
+        ffh_attach_leave_blocks(thread, record, epoch, frame);
+        thread->work_interrupted = interrupted;
+        thread->busy = work;
+        return ret;
     }
-    ffh_attach_end(thread, &window, outermost);
+    ffh_attach_leave_blocks(thread, record, epoch, frame);
     return ret;
 }
 

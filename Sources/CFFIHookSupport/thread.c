@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 __thread ffh_thread *ffh_current_thread __attribute__((tls_model("initial-exec")));
@@ -96,14 +97,80 @@ ffh_thread *ffh_thread_claim(void) {
     /* Atomic: reclamation reads it from another thread, with no order to this write. */
     __atomic_store_n(&record->tid, ffh_gettid(), __ATOMIC_RELAXED);
     record->entry_busy = __atomic_load_n(&ffh_marks_call_path, __ATOMIC_ACQUIRE) ? 1 : 0;
-    ffh_current_thread = record;
+    /* A signal handler that interrupted this claim and made a hooked call of its own claimed
+       a record for the thread already: that one stays (its call may still be in progress
+       below this frame), this one goes back. One instruction, which no handler splits. */
+    ffh_thread *none = NULL;
+    if (!__atomic_compare_exchange_n(&ffh_current_thread, &none, record, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+        __atomic_store_n(&record->claimed, 0, __ATOMIC_RELEASE);
+        return none;
+    }
     /* The record is the thread's now: a hooked pthread_setspecific that this call reaches
        finds the thread busy and goes straight to libc's. */
-    record->busy = FFH_BUSY_WORK;
+    int32_t was = ffh_thread_begin_work(record);
     if (ffh_exit_key_made) pthread_setspecific(ffh_exit_key, record);
-    record->busy = 0;
+    record->busy = was;
     return record;
 }
+
+#if defined(__linux__) && defined(__x86_64__)
+
+/* What the x86-64 kernel writes in the software-reserved bytes of the XSAVE area of every
+   signal frame it builds (struct _fpx_sw_bytes, at byte 464: FP_XSTATE_MAGIC1), and the least
+   size of that area (the legacy 512 bytes and the XSAVE header). */
+enum { FFH_XSAVE_MAGIC_AT = 464, FFH_XSAVE_LEAST = 576 };
+static const uint32_t ffh_xsave_magic = 0x46505853u;
+/* The frame's words read below: the restorer's address, then the ucontext up to its pointer
+   to the XSAVE area. */
+_Static_assert(8 + __builtin_offsetof(ucontext_t, uc_mcontext.fpregs) + 8 <= 256, "signal frame words");
+
+/* Reads the stack, its own and its callers' frames, which are not its objects: no sanitizer
+   may check these reads. */
+#if defined(__clang__) && __has_attribute(disable_sanitizer_instrumentation)
+__attribute__((disable_sanitizer_instrumentation))
+#else
+__attribute__((no_sanitize("address", "thread")))
+#endif
+int ffh_interrupted_below(uintptr_t sp, uintptr_t top) {
+    if (top == 0) return 0;
+    /* Running on the signal stack while the work runs on another: a handler's. */
+    stack_t alternate;
+    if (ffh_syscall6(SYS_sigaltstack, 0, (long)&alternate, 0, 0, 0, 0) == 0 && (alternate.ss_flags & SS_ONSTACK)) {
+        uintptr_t low = (uintptr_t)alternate.ss_sp, high = low + alternate.ss_size;
+        if (top <= low || top > high) return 1;
+    }
+    /* Above the work's first frame (the frame that began it makes calls of its own), or too
+       far below it to be the same stack: the work's, as far as can be told. */
+    if (sp >= top || top - sp > ((uintptr_t)1 << 22)) return 0;
+    /* A handler is entered with its stack pointer at the frame's first word (the restorer's
+       address, 8 bytes off a multiple of 16), and the handler's frames and its call lie below
+       that: the frame is between `sp` and `top`. Its registers give the interrupted stack
+       pointer (inside the work, so at most `top`) and the XSAVE area, which the kernel places
+       between the frame and that stack pointer, 64-byte aligned, and marks. */
+    for (uintptr_t frame = ((sp + 7) & ~(uintptr_t)15) + 8; frame + 256 <= top; frame += 16) {
+        const ucontext_t *context = (const ucontext_t *)(frame + 8);
+        uintptr_t area = (uintptr_t)context->uc_mcontext.fpregs;
+        uintptr_t interrupted = (uintptr_t)context->uc_mcontext.gregs[REG_RSP];
+        if ((area & 63) != 0 || area <= frame || area - frame > 4096) continue;
+        if (interrupted > top || interrupted < area + FFH_XSAVE_LEAST) continue;
+        uint32_t magic;
+        __builtin_memcpy(&magic, (const void *)(area + FFH_XSAVE_MAGIC_AT), sizeof magic);
+        if (magic == ffh_xsave_magic) return 1;
+    }
+    return 0;
+}
+
+#else
+
+int ffh_interrupted_below(uintptr_t sp, uintptr_t top) {
+    (void)sp;
+    (void)top;
+    return 0;
+}
+
+#endif
+
+int ffh_work_interrupted(const ffh_thread *thread, uintptr_t sp) { return ffh_interrupted_below(sp, thread->work_sp); }
 
 ffh_thread *ffh_thread_first(void) {
     return __atomic_load_n(&ffh_records, __ATOMIC_ACQUIRE);
@@ -133,6 +200,7 @@ void ffh_thread_release(ffh_thread *thread) {
     thread->mark_count = 0;
     thread->busy = 0;
     thread->attach_block = 0;
+    thread->work_interrupted = 0;
     uintptr_t generation = __atomic_load_n(&thread->generation, __ATOMIC_RELAXED);
     if (generation & 1) __atomic_store_n(&thread->generation, generation + 1, __ATOMIC_RELEASE);
     if (ffh_current_thread == thread) ffh_current_thread = NULL;
@@ -150,6 +218,7 @@ int ffh_thread_release_vanished(ffh_thread *thread, uintptr_t generation) {
     thread->mark_count = 0;
     thread->busy = 0;
     thread->attach_block = 0;
+    thread->work_interrupted = 0;
     __atomic_store_n(&thread->claimed, 0, __ATOMIC_RELEASE);
     return 1;
 }
@@ -498,6 +567,14 @@ static void ffh_pass_through(ffh_dispatch dispatch, void *returnValue, void **ar
     dispatch(returnValue, arguments, slot, NULL);
 }
 
+/* Whether a hooked call that finds the thread marked is a signal handler's that interrupted
+   the library's work that calls other libraries (FFH_BUSY_WORK; see ffh_work_interrupted, to
+   which this frame's address is a stack pointer below the handler's signal frame): it is the
+   program's call, and runs its blocks. Out of line: a cold path. */
+static __attribute__((noinline)) int ffh_interrupts_work(const ffh_thread *thread) {
+    return thread->busy == FFH_BUSY_WORK && ffh_work_interrupted(thread, (uintptr_t)__builtin_frame_address(0));
+}
+
 /* The functions that run blocks for the C path (ffh_fast_setup): one block, several. */
 static ffh_fast_block_one ffh_fast_one;
 static ffh_fast_block ffh_fast_many;
@@ -759,9 +836,15 @@ static inline __attribute__((always_inline)) void ffh_run(void *returnValue, voi
         dispatch(returnValue, arguments, userData, NULL);
         return;
     }
+    /* What `busy` goes back to after the call: 0, or the work a signal handler's call
+       interrupted. */
+    int32_t resume = 0;
     if (__builtin_expect(thread->busy != 0, 0)) {
-        ffh_pass_through(dispatch, returnValue, arguments, userData);
-        return;
+        if (!ffh_interrupts_work(thread)) {
+            ffh_pass_through(dispatch, returnValue, arguments, userData);
+            return;
+        }
+        resume = FFH_BUSY_WORK;
     }
     thread->busy = thread->entry_busy;
     uintptr_t generation = __atomic_load_n(&thread->generation, __ATOMIC_RELAXED);
@@ -782,7 +865,7 @@ static inline __attribute__((always_inline)) void ffh_run(void *returnValue, voi
 #if FFH_CLEANUP
     ffh_window_unregister(&window);
 #endif
-    thread->busy = 0;
+    thread->busy = resume;
 }
 
 void ffh_handler(void *cif, void *returnValue, void **arguments, void *userData) {

@@ -389,6 +389,79 @@ import Testing
         #endif
     }
 
+    /// A thread's first attached call claims a record and sets up the side stack, work that
+    /// calls other libraries, through which attached calls pass straight. A signal handler's
+    /// call that interrupts that work is the program's: it runs both blocks, or, before the
+    /// side stack is there (no leave block could run), neither, counted as passed through but
+    /// not as the library's. Stepped through every instruction of that work, with the handler
+    /// calling the attached function each time.
+    @Test(.enabled(if: at_step_available() != 0))
+    func aSignalHandlerInterruptingAThreadsSetUpRunsTheBlocks() throws {
+        let token = try Hook.attach(on: Self.slot(\.add)) { _ in
+            at_step_block(0)
+        } onLeave: { _ in
+            at_step_block(1)
+        }
+        defer { token.remove() }
+        let before = try Hook.statistics
+        let tally = at_step_first_call(1, 1)
+        let after = try Hook.statistics
+        #expect(tally.wrong == 0)
+        #expect(tally.main_enters == 1 && tally.main_leaves == 1)
+        // The set-up ran many instructions, every one interrupted by a call, some before the
+        // side stack was there and some after.
+        #expect(tally.in_block > 100, "\(tally.in_block) instructions of the set-up")
+        #expect(tally.sideless > 0 && tally.sideless < tally.in_block)
+        #expect(tally.handler_calls == tally.in_block)
+        #expect(tally.handler_enters == tally.handler_calls - tally.sideless)
+        #expect(tally.handler_leaves == tally.handler_enters)
+        #expect(after.passedThroughCallCount - before.passedThroughCallCount == Int(tally.sideless))
+        #expect(after.libraryPassedCallCount == before.libraryPassedCallCount)
+        #expect(after.skippedLeaveCount == before.skippedLeaveCount)
+        #expect(tally.records == 1)
+    }
+
+    /// The same with hooks that have a signature: the thread's first hooked call claims its
+    /// record (work that calls pthread_setspecific, which a program may hook), and a signal
+    /// handler's call that interrupts it runs the before and after blocks.
+    @Test(.enabled(if: at_step_available() != 0))
+    func aSignalHandlerInterruptingAThreadsClaimRunsTheHooks() throws {
+        let before = try Hook.before(on: Self.slot(\.add), signature: Signature("qqq")) { _ in
+            at_step_block(0)
+        }
+        defer { before.remove() }
+        let after = try Hook.after(on: Self.slot(\.add), signature: Signature("qqq")) { _ in
+            at_step_block(1)
+        }
+        defer { after.remove() }
+        let tally = at_step_first_call(1, 0)
+        #expect(tally.wrong == 0)
+        #expect(tally.main_enters == 1 && tally.main_leaves == 1)
+        #expect(tally.in_block > 10, "\(tally.in_block) instructions of the set-up")
+        #expect(tally.handler_calls == tally.in_block)
+        #expect(tally.handler_enters == tally.handler_calls && tally.handler_leaves == tally.handler_calls)
+        #expect(tally.records == 1)
+    }
+
+    /// A signal handler that interrupts a thread's first hooked call before the thread has a
+    /// record, and makes an attached call of its own, claims the record the thread then keeps:
+    /// the interrupted claim gives its own back (the thread holds one record) and both calls
+    /// run their blocks.
+    @Test(.enabled(if: at_step_available() != 0))
+    func aSignalHandlerInterruptingAThreadsClaimLeavesItOneRecord() throws {
+        let token = try Hook.attach(on: Self.slot(\.add)) { _ in
+            at_step_block(0)
+        } onLeave: { _ in
+            at_step_block(1)
+        }
+        defer { token.remove() }
+        let tally = at_step_first_call(2, 1)
+        #expect(tally.wrong == 0)
+        #expect(tally.handler_calls == 1 && tally.handler_enters == 1 && tally.handler_leaves == 1)
+        #expect(tally.main_enters == 1 && tally.main_leaves == 1)
+        #expect(tally.records == 1)
+    }
+
     /// An attach whose token is dropped stays, with its blocks: what they capture lives on
     /// (the attach stays for the life of the process, so the slot is memory never freed).
     @Test func anAttachWhoseTokenIsDroppedKeepsItsBlocks() throws {

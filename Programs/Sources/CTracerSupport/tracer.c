@@ -135,8 +135,19 @@ void fht_spawn_ends(const fht_counter *counter) {
     fht_spawning_counter = NULL;
 }
 
+__thread uintptr_t fht_own_work_sp __attribute__((tls_model("initial-exec")));
+
+/* Whether a traced call that finds the tracer's own work marked on its thread is a signal
+   handler's that interrupted a stretch of that work (the walk after a dlopen or a dlclose):
+   the program's call, counted. Out of line: this frame lies below the handler's signal frame,
+   which lies below the stretch's first frame. */
+static __attribute__((noinline)) int fht_own_work_interrupted(void) {
+    uintptr_t top = fht_own_work_sp;
+    return top != 0 && ffh_interrupted_below((uintptr_t)__builtin_frame_address(0), top);
+}
+
 int fht_marked_ignores(int marks) {
-    if (marks & FHT_MARK_OWN_WORK) return 1;
+    if ((marks & FHT_MARK_OWN_WORK) && !fht_own_work_interrupted()) return 1;
     if (!(marks & FHT_MARK_SPAWNING)) return 0;
     if (fht_thread_id() != fht_spawning) return 1; /* the child */
     /* The thread itself: back from a vfork, whose child has exec'd or exited. */

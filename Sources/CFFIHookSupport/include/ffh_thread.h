@@ -43,8 +43,9 @@ typedef struct ffh_thread {
     /// it does work that calls other libraries (a thread's first call as it claims its record,
     /// a side stack's set-up, fork's handlers, the walk after a `dlopen`), 0 otherwise. A
     /// hooked call that arrives while it is not 0 is one the library made itself, through a
-    /// function the program hooked: it goes straight to the original (see ``ffh_handler``).
-    /// Only the thread touches it.
+    /// function the program hooked: it goes straight to the original (see ``ffh_handler``),
+    /// but for a signal handler's call that interrupted FFH_BUSY_WORK (see
+    /// ``ffh_work_interrupted``), which runs its blocks. Only the thread touches it.
     int32_t busy;
     /// What the call path sets `busy` to as a call enters: 1 where the call path marks its
     /// own code (see ``ffh_handler_setup``), 0 where it does not.
@@ -52,11 +53,18 @@ typedef struct ffh_thread {
     /// 1 while an attach block runs on the thread (see ffh_attach.h): attached calls then go
     /// straight to their functions. Only the thread touches it.
     int32_t attach_block;
+    /// 1 while the attach path runs the blocks of a signal handler's call that interrupted the
+    /// thread's FFH_BUSY_WORK (see attach.c): the side stack is then not made, if the work
+    /// was making it. Only the thread touches it.
+    int32_t work_interrupted;
     /// The next record of the process (the list only grows; records are reused, never freed).
     struct ffh_thread *next;
     /// The side stack of attached calls (see ffh_attach.h), mapped on the thread's first
     /// attached call and kept with the record.
     struct ffh_side *side;
+    /// Where the thread's stack pointer stood as its outermost stretch of FFH_BUSY_WORK began
+    /// (at or above every frame of that work): what ``ffh_work_interrupted`` looks below.
+    uintptr_t work_sp;
 } ffh_thread;
 
 /// A byte of every thread's own, whose address names the thread without a call (locks
@@ -142,16 +150,49 @@ int ffh_fork_protect_with(void (*take)(void *), void (*give)(void *), void *lock
 // MARK: - The library's own code
 
 /// ``ffh_thread/busy`` while the library does work that calls other libraries: the attached
-/// calls that pass through then are counted as the library's (ffh_attach_passed_library_calls;
-/// a signal handler's call that interrupts such work is counted there too).
+/// calls that pass through then are counted as the library's (ffh_attach_passed_library_calls).
+/// A signal handler's call that interrupts the work runs its blocks (see
+/// ``ffh_work_interrupted``).
 #define FFH_BUSY_WORK 2
+
+/// Marks the calling thread's record as doing the library's work that calls other libraries
+/// (FFH_BUSY_WORK), noting where its stack pointer stands (`work_sp`: the caller's frame and
+/// everything it calls lie below), unless it is marked so already; returns what `busy` was.
+/// Always inlined: the frame whose address it notes is its caller's.
+static inline __attribute__((always_inline)) int32_t ffh_thread_begin_work(ffh_thread *thread) {
+    int32_t was = thread->busy;
+    /* The frame's address, plus its saved frame pointer and the return address: the stack
+       pointer of the call into the function that begins the work, which stays below it. */
+    if (was != FFH_BUSY_WORK) thread->work_sp = (uintptr_t)__builtin_frame_address(0) + 16;
+    __asm__ __volatile__("" ::: "memory");
+    thread->busy = FFH_BUSY_WORK;
+    __asm__ __volatile__("" ::: "memory");
+    return was;
+}
+
+/// Whether code running on the calling thread at stack pointer `sp` is a signal handler's
+/// that interrupted code whose frames all lie at or below `top` (the stack pointer where that
+/// code began; 0: none): a signal frame of the kernel's lies between `sp` and `top` (the XSAVE
+/// area it points to marked as the kernel marks it, the interrupted stack pointer at most
+/// `top`), or the thread runs on its signal stack while `top` lies on another. Code at `sp`
+/// above `top` is taken as not interrupting. Reads the stack, and makes a system call: for
+/// rare paths only. x86-64; elsewhere 0.
+int ffh_interrupted_below(uintptr_t sp, uintptr_t top);
+
+/// Whether an attached call whose stack pointer is `sp`, arriving while `thread` (the calling
+/// thread's record) does the library's work (FFH_BUSY_WORK), was made by a signal handler that
+/// interrupted that work rather than by the work itself (see ``ffh_interrupted_below``; the
+/// work began at `work_sp`). Only for calls that find the thread marked, never on the call
+/// path.
+int ffh_work_interrupted(const ffh_thread *thread, uintptr_t sp);
 
 /// Marks the calling thread as running the library's own code (or not, with 0) and returns
 /// what it was before, for ``ffh_thread_set_busy`` to restore; 0 when the thread has no
 /// record and none can be had. See ``ffh_thread/busy``.
-static inline int32_t ffh_library_enter(int32_t busy) {
+static inline __attribute__((always_inline)) int32_t ffh_library_enter(int32_t busy) {
     ffh_thread *thread = ffh_thread_current();
     if (!thread) return 0;
+    if (busy == FFH_BUSY_WORK) return ffh_thread_begin_work(thread);
     int32_t was = thread->busy;
     thread->busy = busy;
     __asm__ __volatile__("" ::: "memory");

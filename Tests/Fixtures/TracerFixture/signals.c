@@ -1,7 +1,10 @@
-// The tracer test's program for signal handlers: a timer interrupts a loop of traced calls
-// every 100 µs, and its handler makes a traced call of its own. Prints the loop's calls and
-// the handler's; the tracer must count every one of them, or report a handler's call that
-// interrupted its own code for another call as not counted.
+// The tracer test's program for signal handlers: a timer interrupts a loop every 100 µs, and
+// its handler makes a traced call of its own. The loop makes traced calls, or, given a
+// library's path, loads and unloads it (after each dlopen and dlclose the tracer walks the
+// loaded objects, its own work). Prints the loop's rounds and the handler's calls; the tracer
+// must count every one of them, or report a handler's call that interrupted its own code for
+// another call as not counted.
+#include <dlfcn.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,7 +21,20 @@ static void on_alarm(int signal) {
     handler_calls++;
 }
 
-int main(void) {
+/* One round of the loop: a traced call, or a load and an unload of `library`; 0 on a wrong
+   result. */
+static int round_of(long round, const char *library) {
+    if (!library) return tracee_add((int)round, 1) == (int)round + 1;
+    void *handle = dlopen(library, RTLD_NOW);
+    if (!handle) return 0;
+    int (*square)(int) = (int (*)(int))dlsym(handle, "late_square");
+    int right = square && square(7) == 49;
+    dlclose(handle);
+    return right;
+}
+
+int main(int argc, char **argv) {
+    const char *library = argc > 1 ? argv[1] : NULL;
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_handler = on_alarm;
@@ -29,7 +45,7 @@ int main(void) {
     setitimer(ITIMER_REAL, &every, NULL);
     long calls = 0;
     while (handler_calls < 400) {
-        if (tracee_add((int)calls, 1) != (int)calls + 1) return 3;
+        if (!round_of(calls, library)) return 3;
         calls++;
     }
     struct itimerval off = {{0, 0}, {0, 0}};

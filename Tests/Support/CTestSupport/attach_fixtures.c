@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <string.h>
 #include <ucontext.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <unwind.h>
 
@@ -385,6 +386,83 @@ at_step_tally at_step_calls(long count, int reentry) {
         __asm__ __volatile__("pushfq\n\tandq $~0x100, (%%rsp)\n\tpopfq" ::: "memory", "cc");
         at_step_on = 0;
         if (result != index + 1) at_step_counts.wrong++;
+    }
+    sigaction(SIGTRAP, &previous, NULL);
+    return at_step_counts;
+}
+
+// MARK: - A thread's first attached call interrupted
+
+/* What at_step_first_call's handler does: 1 calls `add` while the thread's record marks the
+   library's own work, 2 calls it once as the thread starts to claim its record. */
+static volatile int at_first_mode;
+static volatile int at_first_attached;
+static volatile int at_first_called;
+
+static void at_first_handler(int signal, siginfo_t *info, void *context) {
+    (void)signal;
+    (void)info;
+    if (!at_step_on) return;
+    const ucontext_t *interrupted = context;
+    uintptr_t rip = (uintptr_t)interrupted->uc_mcontext.gregs[REG_RIP];
+    ffh_thread *thread = ffh_current_thread;
+    int sideless = 0;
+    if (at_first_mode == 1) {
+        if (!thread || thread->busy != FFH_BUSY_WORK) return;
+        at_step_counts.in_block++;
+        sideless = at_first_attached && thread->side == NULL;
+        if (sideless) at_step_counts.sideless++;
+    } else {
+        if (at_first_called || thread != NULL || rip != (uintptr_t)&ffh_thread_claim) return;
+        at_first_called = 1;
+    }
+    uint64_t enters = at_step_counts.handler_enters, leaves = at_step_counts.handler_leaves;
+    at_step_in_handler = 1;
+    long result = at_table.add(40, 2);
+    at_step_in_handler = 0;
+    at_step_counts.handler_calls++;
+    /* Both blocks ran, or, for an attached call made while the thread had no side stack yet,
+       neither. */
+    int ran = !sideless;
+    if (result != 42 || at_step_counts.handler_enters != enters + ran || at_step_counts.handler_leaves != leaves + ran) {
+        at_step_counts.wrong++;
+    }
+}
+
+static void *at_first_thread(void *unused) {
+    (void)unused;
+    at_step_on = 1;
+    __asm__ __volatile__("pushfq\n\torq $0x100, (%%rsp)\n\tpopfq" ::: "memory", "cc");
+    long result = at_table.add(20, 1);
+    __asm__ __volatile__("pushfq\n\tandq $~0x100, (%%rsp)\n\tpopfq" ::: "memory", "cc");
+    at_step_on = 0;
+    if (result != 21) at_step_counts.wrong++;
+    /* The records the process holds for this thread. */
+    int32_t tid = (int32_t)syscall(SYS_gettid);
+    for (ffh_thread *record = ffh_thread_first(); record; record = record->next) {
+        if (ffh_thread_is_claimed(record) && __atomic_load_n(&record->tid, __ATOMIC_RELAXED) == tid) {
+            at_step_counts.records++;
+        }
+    }
+    return NULL;
+}
+
+at_step_tally at_step_first_call(int mode, int attached) {
+    memset(&at_step_counts, 0, sizeof at_step_counts);
+    at_step_reentry = 0;
+    at_first_mode = mode;
+    at_first_attached = attached;
+    at_first_called = 0;
+    struct sigaction action = {0}, previous;
+    action.sa_sigaction = at_first_handler;
+    action.sa_flags = SA_SIGINFO;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGTRAP, &action, &previous);
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, at_first_thread, NULL) == 0) {
+        pthread_join(thread, NULL);
+    } else {
+        at_step_counts.wrong++;
     }
     sigaction(SIGTRAP, &previous, NULL);
     return at_step_counts;

@@ -145,20 +145,37 @@ enum {
     FHT_MARK_SPAWNING = 2,
 };
 
+/// Where the calling thread's stack pointer stood as its outermost stretch of the tracer's own
+/// work begun by ``fht_begin_own_work`` began (0 for work marked otherwise, such as a thread
+/// of the tracer's own): a traced call that a signal handler makes while it interrupts that
+/// work is the program's, and is counted (see ``fht_marked_ignores``).
+extern __thread uintptr_t fht_own_work_sp __attribute__((tls_model("initial-exec")));
+
 /// Whether the tracer's own work is marked on the calling thread (1) or not (0): what a
 /// nested stretch of it gives back at its end.
 static inline int fht_own_work(void) { return (fht_thread_marks & FHT_MARK_OWN_WORK) != 0; }
 
-/// Marks the tracer's own work on the calling thread (1) or its end (0).
+/// Marks the tracer's own work on the calling thread (1) or its end (0). Work marked so where
+/// none was (a thread of the tracer's own, the report) has no stack pointer noted: every
+/// traced call made on the thread meanwhile is left alone.
 static inline void fht_set_own_work(int on) {
+    if (on && !fht_own_work()) fht_own_work_sp = 0;
     fht_thread_marks = (fht_thread_marks & ~FHT_MARK_OWN_WORK) | (on ? FHT_MARK_OWN_WORK : 0);
 }
 
 /// Marks a stretch of the tracer's own work on the calling thread, which may be nested in
-/// another: returns what ``fht_set_own_work`` gives back at its end.
-static inline int fht_begin_own_work(void) {
+/// another: returns what ``fht_set_own_work`` gives back at its end. Notes where the stack
+/// pointer stands as an outermost stretch begins (``fht_own_work_sp``): always inlined, so the
+/// frame whose address it notes is its caller's, which the whole stretch lies below.
+static inline __attribute__((always_inline)) int fht_begin_own_work(void) {
     int was = fht_own_work();
-    fht_set_own_work(1);
+    if (!was) {
+        /* The frame's address, plus its saved frame pointer and the return address; noted
+           before the mark, which a signal handler may find at any instruction. */
+        fht_own_work_sp = (uintptr_t)__builtin_frame_address(0) + 16;
+        __asm__ volatile("" ::: "memory");
+        fht_thread_marks |= FHT_MARK_OWN_WORK;
+    }
     return was;
 }
 
@@ -187,7 +204,8 @@ enum {
 /// later calls inside it).
 extern __thread int32_t fht_spawning __attribute__((tls_model("initial-exec")));
 
-/// Whether a traced call is left alone on a thread with `marks`: the tracer's own work, or a
+/// Whether a traced call is left alone on a thread with `marks`: the tracer's own work (not a
+/// signal handler's call that interrupted a stretch of it, see ``fht_own_work_sp``), or a
 /// child that runs on the memory of the thread that set ``fht_spawning`` (its kernel ID
 /// differs); for the thread itself back from a vfork, ends the mark.
 int fht_marked_ignores(int marks);

@@ -155,6 +155,9 @@ typedef struct {
     /// Calls whose result was wrong, and handler calls that ran their blocks inside a block or
     /// skipped them outside one.
     uint64_t wrong;
+    /// (at_step_first_call) The records the process holds for the thread after its call, and
+    /// the handler's calls made while the thread had no side stack yet.
+    uint64_t records, sideless;
 } at_step_tally;
 
 /// Calls `add` through its slot `count` times with the trap flag set: after every instruction
@@ -165,6 +168,16 @@ at_step_tally at_step_calls(long count, int reentry);
 int at_step_available(void);
 /// Called by the test's enter (0) and leave (1) blocks.
 void at_step_block(int leaving);
+
+/// Makes one call through `add` on a new thread (its first hooked call: the thread claims a
+/// record and, for an attach, sets up its side stack) with the trap flag set, and a SIGTRAP
+/// handler that calls `add` too: with `mode` 1 after every instruction run while the thread's
+/// record marks the library's own work (`in_block` counts them), with `mode` 2 once, as the
+/// thread enters the claim of its record. The slot's hooks (an attach where `attached` is 1,
+/// else hooks with a signature) call at_step_block. `handler_calls`, `handler_enters`,
+/// `main_enters` and `wrong` as at_step_calls: a handler's call must run both blocks, or, for
+/// an attach while the thread had no side stack yet (`sideless`), neither.
+at_step_tally at_step_first_call(int mode, int attached);
 
 /// What at_functions_enter and at_functions_leave saw, read from the frames by the byte offsets
 /// AttachFunctions documents (not through the library's own types).
