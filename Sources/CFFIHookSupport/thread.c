@@ -549,11 +549,27 @@ void ffh_window_open(ffh_window *window, ffh_thread *thread, int outermost) {
 void ffh_window_close(ffh_window *window) { (void)window; }
 #endif
 
-/* A call the library made itself, through a function the program hooked: straight to the
+static int ffh_interrupts_work(const ffh_thread *thread);
+static inline void ffh_run(void *returnValue, void **arguments, void *userData, uint64_t *unwind);
+
+/* A call that finds its thread marked as running the library's own code (out of line: a cold
+   path). One the library made itself, through a function the program hooked: straight to the
    function the slot's hooks wrap, in C, where the closure entered through the library's own
-   entry (no Swift, whose runtime calls may be the hooked function). Otherwise through the
-   dispatch's path for calls without a record, which runs no block. */
-static void ffh_pass_through(ffh_dispatch dispatch, void *returnValue, void **arguments, ffh_slot *slot) {
+   entry (no Swift, whose runtime calls may be the hooked function); otherwise through the
+   dispatch's path for calls without a record, which runs no block. A signal handler's that
+   interrupted the library's work that calls other libraries (see ffh_interrupts_work) is the
+   program's, run as any other, with the thread's mark lifted for it and set again for the work
+   to go on: as a call through libffi's entry (through the dispatch, without the entry's
+   unwind words), so that the call path holds no copy of the C path's. */
+static __attribute__((noinline)) void ffh_pass_through(ffh_dispatch dispatch, void *returnValue, void **arguments,
+                                                       ffh_slot *slot) {
+    ffh_thread *thread = ffh_current_thread;
+    if (ffh_interrupts_work(thread)) {
+        thread->busy = 0;
+        ffh_run(returnValue, arguments, slot, NULL);
+        thread->busy = FFH_BUSY_WORK;
+        return;
+    }
 #if defined(__x86_64__) && defined(__ELF__)
     if (slot->plan) {
         uintptr_t state = ffh_slot_state(slot);
@@ -836,15 +852,9 @@ static inline __attribute__((always_inline)) void ffh_run(void *returnValue, voi
         dispatch(returnValue, arguments, userData, NULL);
         return;
     }
-    /* What `busy` goes back to after the call: 0, or the work a signal handler's call
-       interrupted. */
-    int32_t resume = 0;
     if (__builtin_expect(thread->busy != 0, 0)) {
-        if (!ffh_interrupts_work(thread)) {
-            ffh_pass_through(dispatch, returnValue, arguments, userData);
-            return;
-        }
-        resume = FFH_BUSY_WORK;
+        ffh_pass_through(dispatch, returnValue, arguments, userData);
+        return;
     }
     thread->busy = thread->entry_busy;
     uintptr_t generation = __atomic_load_n(&thread->generation, __ATOMIC_RELAXED);
@@ -865,7 +875,7 @@ static inline __attribute__((always_inline)) void ffh_run(void *returnValue, voi
 #if FFH_CLEANUP
     ffh_window_unregister(&window);
 #endif
-    thread->busy = resume;
+    thread->busy = 0;
 }
 
 void ffh_handler(void *cif, void *returnValue, void **arguments, void *userData) {
