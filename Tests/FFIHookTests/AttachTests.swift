@@ -394,9 +394,10 @@ import Testing
     /// call that interrupts that work is the program's: it runs both blocks, or, before the
     /// side stack is there (no leave block could run), neither, counted as passed through but
     /// not as the library's. Stepped through every instruction of that work, with the handler
-    /// calling the attached function each time.
-    @Test(.enabled(if: at_step_available() != 0))
-    func aSignalHandlerInterruptingAThreadsSetUpRunsTheBlocks() throws {
+    /// calling the attached function each time, on the thread's stack and on a signal stack
+    /// of its own.
+    @Test(.enabled(if: at_step_available() != 0), arguments: [false, true])
+    func aSignalHandlerInterruptingAThreadsSetUpRunsTheBlocks(onSignalStack: Bool) throws {
         let token = try Hook.attach(on: Self.slot(\.add)) { _ in
             at_step_block(0)
         } onLeave: { _ in
@@ -404,7 +405,7 @@ import Testing
         }
         defer { token.remove() }
         let before = try Hook.statistics
-        let tally = at_step_first_call(1, 1)
+        let tally = at_step_first_call(1, 1, onSignalStack ? 1 : 0)
         let after = try Hook.statistics
         #expect(tally.wrong == 0)
         #expect(tally.main_enters == 1 && tally.main_leaves == 1)
@@ -434,7 +435,7 @@ import Testing
             at_step_block(1)
         }
         defer { after.remove() }
-        let tally = at_step_first_call(1, 0)
+        let tally = at_step_first_call(1, 0, 0)
         #expect(tally.wrong == 0)
         #expect(tally.main_enters == 1 && tally.main_leaves == 1)
         #expect(tally.in_block > 10, "\(tally.in_block) instructions of the set-up")
@@ -455,7 +456,7 @@ import Testing
             at_step_block(1)
         }
         defer { token.remove() }
-        let tally = at_step_first_call(2, 1)
+        let tally = at_step_first_call(2, 1, 0)
         #expect(tally.wrong == 0)
         #expect(tally.handler_calls == 1 && tally.handler_enters == 1 && tally.handler_leaves == 1)
         #expect(tally.main_enters == 1 && tally.main_leaves == 1)

@@ -397,6 +397,7 @@ at_step_tally at_step_calls(long count, int reentry) {
    library's own work, 2 calls it once as the thread starts to claim its record. */
 static volatile int at_first_mode;
 static volatile int at_first_attached;
+static volatile int at_first_alternate;
 static volatile int at_first_called;
 
 static void at_first_handler(int signal, siginfo_t *info, void *context) {
@@ -431,12 +432,36 @@ static void at_first_handler(int signal, siginfo_t *info, void *context) {
 
 static void *at_first_thread(void *unused) {
     (void)unused;
+    /* The handler on a signal stack of this thread's: no signal frame lies between its calls
+       and the work it interrupts. */
+    static char alternate[1 << 16];
+    stack_t stack = {.ss_sp = alternate, .ss_size = sizeof alternate}, previous = {0};
+    if (at_first_alternate && sigaltstack(&stack, &previous) != 0) at_step_counts.wrong++;
+    /* Free records keep the side stack of the thread that had them: those are held out of the
+       way (claimed, as by a thread) while this thread claims its record, so that its first
+       attached call makes a side stack of its own; given back after. */
+    enum { HELD = 1024 };
+    static ffh_thread *held[HELD];
+    size_t heldCount = 0;
+    for (ffh_thread *record = ffh_thread_first(); at_first_attached && record && heldCount < HELD;
+         record = record->next) {
+        uintptr_t free = 0;
+        if (record->side &&
+            __atomic_compare_exchange_n(&record->claimed, &free, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+            held[heldCount++] = record;
+        }
+    }
     at_step_on = 1;
     __asm__ __volatile__("pushfq\n\torq $0x100, (%%rsp)\n\tpopfq" ::: "memory", "cc");
     long result = at_table.add(20, 1);
     __asm__ __volatile__("pushfq\n\tandq $~0x100, (%%rsp)\n\tpopfq" ::: "memory", "cc");
     at_step_on = 0;
     if (result != 21) at_step_counts.wrong++;
+    if (at_first_alternate) {
+        stack_t none = {.ss_flags = SS_DISABLE};
+        sigaltstack(&none, NULL);
+    }
+    for (size_t index = 0; index < heldCount; index++) __atomic_store_n(&held[index]->claimed, 0, __ATOMIC_RELEASE);
     /* The records the process holds for this thread. */
     int32_t tid = (int32_t)syscall(SYS_gettid);
     for (ffh_thread *record = ffh_thread_first(); record; record = record->next) {
@@ -447,15 +472,16 @@ static void *at_first_thread(void *unused) {
     return NULL;
 }
 
-at_step_tally at_step_first_call(int mode, int attached) {
+at_step_tally at_step_first_call(int mode, int attached, int alternate) {
     memset(&at_step_counts, 0, sizeof at_step_counts);
     at_step_reentry = 0;
     at_first_mode = mode;
     at_first_attached = attached;
+    at_first_alternate = alternate;
     at_first_called = 0;
     struct sigaction action = {0}, previous;
     action.sa_sigaction = at_first_handler;
-    action.sa_flags = SA_SIGINFO;
+    action.sa_flags = SA_SIGINFO | (alternate ? SA_ONSTACK : 0);
     sigemptyset(&action.sa_mask);
     sigaction(SIGTRAP, &action, &previous);
     pthread_t thread;
