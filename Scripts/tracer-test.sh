@@ -1564,8 +1564,13 @@ echo "--pid --inline: calls counted in the library's own code, its code as befor
 
 echo "== tracer test: --pid: a joined C process's crash stays its own after the leave"
 # The join's dlopen brings the Swift runtime into a process that had none; its crash handler
-# must not print a Swift crash report for the process's own SIGSEGV later.
-"$work/crashes" wait >"$work/crashes-joined.out" 2>"$work/crashes-joined.err" &
+# must not print a Swift crash report for the process's own SIGSEGV later. With SWIFT_BACKTRACE
+# set in the process (and the backtracer's path, where there is one), the runtime must not see it
+# (it would say it cannot find its backtracer, or take the crash over), and the process keeps it.
+backtracer="$(dirname "$(command -v swiftc)")/../libexec/swift/linux/swift-backtrace"
+backtrace_setting="enable=yes"
+if [ -x "$backtracer" ]; then backtrace_setting="enable=yes,swift-backtrace=$backtracer"; fi
+SWIFT_BACKTRACE="$backtrace_setting" "$work/crashes" wait >"$work/crashes-joined.out" 2>"$work/crashes-joined.err" &
 crash_pid=$!
 sleep 0.3
 "$bin/ffi-hook-tracer" --library libtracee.so --pid "$crash_pid" --duration 0.3 2>"$work/crash-join.err"
@@ -1578,7 +1583,11 @@ if [ "$status" -ne 139 ] || grep -q -v "^Segmentation fault" "$work/crashes-join
     head -5 "$work/crashes-joined.err" >&2
     exit 1
 fi
-echo "--pid: the process joined and left died of its SIGSEGV silently, status 139"
+if [ "$(cat "$work/crashes-joined.out")" != "SWIFT_BACKTRACE $backtrace_setting" ]; then
+    echo "a joined process's SWIFT_BACKTRACE after the leave: $(cat "$work/crashes-joined.out")" >&2
+    exit 1
+fi
+echo "--pid: the process joined and left died of its SIGSEGV silently, status 139, its SWIFT_BACKTRACE kept and unseen"
 
 echo "== tracer test: --pid: a process joined and left twenty times, then with other functions"
 # Each join starts a watching thread on a stack the tracer maps (by which the thread's own calls

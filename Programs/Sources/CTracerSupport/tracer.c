@@ -64,6 +64,54 @@ static int fht_preloaded(void) {
     return 0;
 }
 
+// MARK: - SWIFT_BACKTRACE, hidden from the library's runtime
+
+extern char **environ;
+
+/* The process's environment while the library loads with SWIFT_BACKTRACE hidden from it (see
+   fht_hide_swift_backtrace), and the copy without it; NULL otherwise. */
+static char **fht_environment_kept;
+static char **fht_environment_hidden;
+
+/* The library carries its own Swift runtime, linked in, which reads SWIFT_BACKTRACE as the
+   library loads: set for a Swift program, it would print in a process the tracer joins that it
+   cannot find its backtracer, or, given the backtracer's path, install its crash handler there.
+   First of the library's constructors (priority 101, before those of the runtime): when the
+   library is loaded with dlopen (a join; the start library hides the variable itself), the
+   runtime sees an environment without it, until fht_environment_restore. */
+__attribute__((constructor(101))) static void fht_hide_swift_backtrace(void) {
+    static const char name[] = "SWIFT_BACKTRACE=";
+    char **environment = environ;
+    size_t count = 0, found = 0;
+    for (char **entry = environment; entry && *entry; entry++, count++) {
+        if (strncmp(*entry, name, sizeof name - 1) == 0) found++;
+    }
+    if (found == 0) return;
+    char **copy = malloc((count - found + 1) * sizeof *copy);
+    if (!copy) return;
+    size_t kept = 0;
+    for (char **entry = environment; *entry; entry++) {
+        if (strncmp(*entry, name, sizeof name - 1) != 0) copy[kept++] = *entry;
+    }
+    copy[kept] = NULL;
+    fht_environment_kept = environment;
+    fht_environment_hidden = copy;
+    environ = copy;
+}
+
+void fht_environment_restore(void) {
+    char **hidden = fht_environment_hidden;
+    if (!hidden) return;
+    fht_environment_hidden = NULL;
+    /* (Otherwise a variable was set meanwhile, in a copy made from the hidden list, which
+       stays: so does the hidden list it no longer uses.) */
+    if (environ == hidden) {
+        environ = fht_environment_kept;
+        free(hidden);
+    }
+    fht_environment_kept = NULL;
+}
+
 /* Runs when the loader maps the library (LD_PRELOAD): after the objects it needs (the Swift
    runtime) are initialized, before the program's main. */
 __attribute__((constructor)) static void fht_load(void) {

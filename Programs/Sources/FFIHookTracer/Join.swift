@@ -23,7 +23,10 @@ import Synchronization
 /// A process that was joined and left may be joined again; each join counts from zero.
 @_cdecl("ffi_hook_tracer_join")
 public func ffiHookTracerJoin(_ configuration: UnsafePointer<CChar>?) -> Int32 {
-    Tracer.shared.join(configuration.map { String(cString: $0) } ?? "").rawValue
+    // The process's own environment again, which its SWIFT_BACKTRACE was hidden from while the
+    // join's dlopen loaded the library.
+    fht_environment_restore()
+    return Tracer.shared.join(configuration.map { String(cString: $0) } ?? "").rawValue
 }
 
 /// Stops tracing in a process that ``ffiHookTracerJoin(_:)`` joined: removes every hook, writes

@@ -1,6 +1,7 @@
 // A program that makes traced calls and then dies of SIGSEGV: at once, or (with "wait") once
-// SIGUSR1 arrives, so that a tracer can join and leave it first. Traced or not, its crash is
-// its own: it dies of the signal, with nothing printed for it but the tracer's report. With
+// SIGUSR1 arrives, so that a tracer can join and leave it first (it prints its SWIFT_BACKTRACE
+// first). Traced or not, its crash is its own: it dies of the signal, with nothing printed for
+// it but the tracer's report. With
 // "count" it writes a line after each call until a signal ends it, with SIGTERM's action left
 // at the default; with "child", a forked child makes 50 calls and raises SIGTERM, and the
 // parent prints how the child ended; with "double-free", it frees a block twice (the C library
@@ -251,6 +252,10 @@ int main(int argc, char **argv) {
             sum = tracee_add(sum, 1);
             usleep(1000);
         }
+        /* What a tracer that joined and left must leave as it was. */
+        const char *backtrace = getenv("SWIFT_BACKTRACE");
+        printf("SWIFT_BACKTRACE %s\n", backtrace ? backtrace : "unset");
+        fflush(stdout);
     }
     *(volatile int *)(long)(sum - sum) = sum;
     return 0;

@@ -151,6 +151,11 @@ enum {
 /// work is the program's, and is counted (see ``fht_marked_ignores``).
 extern __thread uintptr_t fht_own_work_sp __attribute__((tls_model("initial-exec")));
 
+/// Gives the process back the environment that the library hid SWIFT_BACKTRACE from while it
+/// loaded (a join's dlopen, see tracer.c); nothing when nothing was hidden. Called once the
+/// library's constructors have run.
+void fht_environment_restore(void);
+
 /// Whether the tracer's own work is marked on the calling thread (1) or not (0): what a
 /// nested stretch of it gives back at its end.
 static inline int fht_own_work(void) { return (fht_thread_marks & FHT_MARK_OWN_WORK) != 0; }
