@@ -423,7 +423,11 @@ static ffh_side *ffh_side_make(ffh_thread *thread) {
    kept: on another stack (a signal handler's alternate stack, say), or, at the entering call's
    own stack pointer, the frame of an attach the call has just passed through (two attaches of
    one slot, or a function that tail-calls another attached one), whose thunk is now the
-   entering call's return address. */
+   entering call's return address. So is a frame below the entering call whose slot still
+   holds the return address it had when the frame was pushed: its call has not reached its
+   thunk yet (between the push and the thunk's call, which writes the thunk's address there),
+   and a signal handler on a stack above the thread's (an alternate stack mapped higher) has
+   interrupted it. */
 static void ffh_side_drop_abandoned(ffh_side *side, uint64_t sp) {
     uint64_t depth = side->depth;
     while (depth > 0) {
@@ -434,6 +438,8 @@ static void ffh_side_drop_abandoned(ffh_side *side, uint64_t sp) {
             value = *(const uint64_t *)(uintptr_t)sp;
         } else if (ffh_read_word((const void *)(uintptr_t)top->sp, &value) != 0) {
             value = 0;
+        } else if (value == top->ret) {
+            break;
         }
         if (value == ffh_thunk(side, depth - 1)) break;
         depth--;

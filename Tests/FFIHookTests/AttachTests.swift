@@ -389,6 +389,31 @@ import Testing
         #endif
     }
 
+    /// A signal handler on a signal stack that lies above the thread's stack, where every frame
+    /// of the thread's side stack looks deeper than the handler's calls, and so left behind by a
+    /// longjmp: each frame is kept while its slot holds its thunk, or still holds the return
+    /// address the call came with (the push done, the thunk's call not yet made). Stepped
+    /// through every instruction of attached calls; a frame dropped there ended the process
+    /// ("the side stack no longer holds its frame") when its call returned.
+    @Test(.enabled(if: at_step_available() != 0))
+    func aSignalHandlerOnAStackAboveTheThreadsKeepsItsFrames() throws {
+        let token = try Hook.attach(on: Self.slot(\.add)) { _ in
+            at_step_block(0)
+        } onLeave: { _ in
+            at_step_block(1)
+        }
+        defer { token.remove() }
+        let abandoned = try Hook.statistics.abandonedFrameCount
+        let calls = 10
+        let tally = at_step_calls_above(calls)
+        #expect(tally.above == 1)
+        #expect(tally.wrong == 0)
+        #expect(tally.main_enters == calls + 1 && tally.main_leaves == calls + 1)
+        #expect(tally.handler_enters == tally.handler_calls - tally.in_block)
+        #expect(tally.handler_leaves == tally.handler_enters)
+        #expect(try Hook.statistics.abandonedFrameCount == abandoned)
+    }
+
     /// A thread's first attached call claims a record and sets up the side stack, work that
     /// calls other libraries, through which attached calls pass straight. A signal handler's
     /// call that interrupts that work is the program's: it runs both blocks, or, before the

@@ -391,6 +391,57 @@ at_step_tally at_step_calls(long count, int reentry) {
     return at_step_counts;
 }
 
+// MARK: - A handler on a signal stack above the thread's
+
+/* What at_step_calls_above's thread uses: its signal stack (on the calling thread's stack,
+   mapped before the new thread's and so above it), and the calls it makes. */
+typedef struct {
+    char *alternate;
+    size_t size;
+    long count;
+} at_above_request;
+
+static void *at_above_thread(void *argument) {
+    at_above_request *request = argument;
+    stack_t stack = {.ss_sp = request->alternate, .ss_size = request->size};
+    if (sigaltstack(&stack, NULL) != 0) at_step_counts.wrong++;
+    char here;
+    at_step_counts.above = (uintptr_t)request->alternate > (uintptr_t)&here;
+    /* The thread's set-up first, not stepped. */
+    if (at_table.add(1, 2) != 3) at_step_counts.wrong++;
+    for (long index = 0; index < request->count; index++) {
+        at_step_on = 1;
+        __asm__ __volatile__("pushfq\n\torq $0x100, (%%rsp)\n\tpopfq" ::: "memory", "cc");
+        long result = at_table.add(index, 1);
+        __asm__ __volatile__("pushfq\n\tandq $~0x100, (%%rsp)\n\tpopfq" ::: "memory", "cc");
+        at_step_on = 0;
+        if (result != index + 1) at_step_counts.wrong++;
+    }
+    stack_t none = {.ss_flags = SS_DISABLE};
+    sigaltstack(&none, NULL);
+    return NULL;
+}
+
+at_step_tally at_step_calls_above(long count) {
+    memset(&at_step_counts, 0, sizeof at_step_counts);
+    at_step_reentry = 0;
+    char alternate[1 << 16];
+    at_above_request request = {alternate, sizeof alternate, count};
+    struct sigaction action = {0}, previous;
+    action.sa_sigaction = at_step_handler;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGTRAP, &action, &previous);
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, at_above_thread, &request) == 0) {
+        pthread_join(thread, NULL);
+    } else {
+        at_step_counts.wrong++;
+    }
+    sigaction(SIGTRAP, &previous, NULL);
+    return at_step_counts;
+}
+
 // MARK: - A thread's first attached call interrupted
 
 /* What at_step_first_call's handler does: 1 calls `add` while the thread's record marks the

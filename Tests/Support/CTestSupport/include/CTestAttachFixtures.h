@@ -158,6 +158,8 @@ typedef struct {
     /// (at_step_first_call) The records the process holds for the thread after its call, and
     /// the handler's calls made while the thread had no side stack yet.
     uint64_t records, sideless;
+    /// (at_step_calls_above) Whether the signal stack lay above the thread's stack.
+    uint64_t above;
 } at_step_tally;
 
 /// Calls `add` through its slot `count` times with the trap flag set: after every instruction
@@ -168,6 +170,11 @@ at_step_tally at_step_calls(long count, int reentry);
 int at_step_available(void);
 /// Called by the test's enter (0) and leave (1) blocks.
 void at_step_block(int leaving);
+
+/// As at_step_calls, on a new thread whose SIGTRAP handler runs on a signal stack above the
+/// thread's own stack (memory of the calling thread's stack, mapped earlier: `above` says whether
+/// it was); the thread's first call, which sets it up, is not stepped.
+at_step_tally at_step_calls_above(long count);
 
 /// Makes one call through `add` on a new thread (its first hooked call: the thread claims a
 /// record and, for an attach, sets up its side stack) with the trap flag set, and a SIGTRAP
