@@ -407,12 +407,15 @@ static ffh_side *ffh_side_make(ffh_thread *thread) {
         memcpy(at, &displacement, 4);
     }
     ffh_syscall3(SYS_mprotect, code, (long)FFH_THUNK_BYTES, PROT_READ | PROT_EXEC);
-    uint64_t eh_length = ffh_side_write_unwind(side);
     if (__lsan_register_root_region) __lsan_register_root_region(side, sizeof(ffh_side));
+    /* Usable from here (frames and thunks): a signal handler that interrupts the rest of the
+       set-up runs both blocks of its calls (see ffh_attach_enter_in_work), whose frames the
+       unwinder and gdb find only once the unwind information below is registered. */
+    __atomic_store_n(&thread->side, side, __ATOMIC_RELEASE);
+    uint64_t eh_length = ffh_side_write_unwind(side);
     __register_frame_info(side->image.eh, side->object);
     ffh_jit_write_image(side, eh_length);
     ffh_jit_register(side);
-    __atomic_store_n(&thread->side, side, __ATOMIC_RELEASE);
     return side;
 }
 
