@@ -407,11 +407,18 @@ static ffh_side *ffh_side_make(ffh_thread *thread) {
         memcpy(at, &displacement, 4);
     }
     ffh_syscall3(SYS_mprotect, code, (long)FFH_THUNK_BYTES, PROT_READ | PROT_EXEC);
-    if (__lsan_register_root_region) __lsan_register_root_region(side, sizeof(ffh_side));
     /* Usable from here (frames and thunks): a signal handler that interrupts the rest of the
        set-up runs both blocks of its calls (see ffh_attach_enter_in_work), whose frames the
-       unwinder and gdb find only once the unwind information below is registered. */
-    __atomic_store_n(&thread->side, side, __ATOMIC_RELEASE);
+       unwinder and gdb find only once the unwind information below is registered. One that
+       interrupted the set-up before this point made the thread a side stack of its own (nothing
+       here takes a lock until now): that one stays, and this one goes. */
+    ffh_side *none = NULL;
+    if (!__atomic_compare_exchange_n(&thread->side, &none, side, 0, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE)) {
+        ffh_syscall3(SYS_munmap, code, (long)FFH_THUNK_BYTES, 0);
+        ffh_syscall3(SYS_munmap, memory, (long)sizeof(ffh_side), 0);
+        return none;
+    }
+    if (__lsan_register_root_region) __lsan_register_root_region(side, sizeof(ffh_side));
     uint64_t eh_length = ffh_side_write_unwind(side);
     __register_frame_info(side->image.eh, side->object);
     ffh_jit_write_image(side, eh_length);
@@ -627,7 +634,10 @@ static __attribute__((noinline)) ffh_attach_target ffh_attach_resolve(const ffh_
    the call path a frame pointer. */
 static __attribute__((noinline)) ffh_side *ffh_side_first(ffh_thread *thread) {
     int32_t was = ffh_thread_begin_work(thread);
+    int32_t making = thread->making_side;
+    thread->making_side = 1;
     ffh_side *side = thread->side ? thread->side : ffh_side_make(thread);
+    thread->making_side = making;
     thread->busy = was;
     return side;
 }
@@ -669,11 +679,11 @@ static inline int ffh_attach_interrupts_work(const ffh_thread *thread, uintptr_t
            ffh_work_interrupted(thread, (uintptr_t)sp);
 }
 
-/* A call made without a side stack by a signal handler that interrupted the library's work:
-   while the work makes the side stack, or before it does, no other can be made (the work may
-   hold the locks that takes), and with no side stack the leave block cannot run; so that a
-   tool sees either both blocks of a call or neither, it goes straight through, counted as a
-   call that skipped its blocks (not the library's). */
+/* A call made without a side stack by a signal handler that interrupted the library's work
+   before the thread had one (but while the work made it: see ffh_attach_enter_in_work): no
+   side stack can be made (the work may hold the locks that takes), and with none the leave
+   block cannot run; so that a tool sees either both blocks of a call or neither, it goes
+   straight through, counted as a call that skipped its blocks (not the library's). */
 static inline ffh_attach_target ffh_attach_pass_sideless(uintptr_t original) {
     __atomic_fetch_add(&ffh_attach_passed, 1, __ATOMIC_RELAXED);
     ffh_attach_target target = {original, 0};
@@ -689,6 +699,10 @@ FFH_ATTACH_TEXT static __attribute__((noinline)) ffh_attach_target ffh_attach_en
                                                                             ffh_attach_enter_frame *frame,
                                                                             ffh_thread *thread, uintptr_t original) {
     ffh_side *side = thread->side;
+    /* The work it interrupted is making the side stack, and has taken no lock yet (it would
+       have published the side stack first): the handler's call makes one of its own, which the
+       work then uses. Other work may hold the locks making one takes. */
+    if (!side && thread->making_side) side = ffh_side_make(thread);
     if (!side) return ffh_attach_pass_sideless(original);
     int32_t work = thread->busy, interrupted = thread->work_interrupted;
     thread->busy = 0;

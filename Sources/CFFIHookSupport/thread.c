@@ -201,6 +201,7 @@ void ffh_thread_release(ffh_thread *thread) {
     thread->busy = 0;
     thread->attach_block = 0;
     thread->work_interrupted = 0;
+    thread->making_side = 0;
     uintptr_t generation = __atomic_load_n(&thread->generation, __ATOMIC_RELAXED);
     if (generation & 1) __atomic_store_n(&thread->generation, generation + 1, __ATOMIC_RELEASE);
     if (ffh_current_thread == thread) ffh_current_thread = NULL;
@@ -219,6 +220,7 @@ int ffh_thread_release_vanished(ffh_thread *thread, uintptr_t generation) {
     thread->busy = 0;
     thread->attach_block = 0;
     thread->work_interrupted = 0;
+    thread->making_side = 0;
     __atomic_store_n(&thread->claimed, 0, __ATOMIC_RELEASE);
     return 1;
 }

@@ -57,6 +57,9 @@ typedef struct ffh_thread {
     /// thread's FFH_BUSY_WORK (see attach.c): the side stack is then not made, if the work
     /// was making it. Only the thread touches it.
     int32_t work_interrupted;
+    /// 1 while the thread makes its side stack (attach.c): a signal handler's call that
+    /// interrupts that may make one itself. Only the thread touches it.
+    int32_t making_side;
     /// The next record of the process (the list only grows; records are reused, never freed).
     struct ffh_thread *next;
     /// The side stack of attached calls (see ffh_attach.h), mapped on the thread's first

@@ -449,6 +449,8 @@ at_step_tally at_step_calls_above(long count) {
 static volatile int at_first_mode;
 static volatile int at_first_attached;
 static volatile int at_first_alternate;
+/* Steps of the making of the side stack let go by before the handler calls (mode 1). */
+static volatile long at_first_skip;
 static volatile int at_first_called;
 
 static void at_first_handler(int signal, siginfo_t *info, void *context) {
@@ -461,8 +463,13 @@ static void at_first_handler(int signal, siginfo_t *info, void *context) {
     int sideless = 0;
     if (at_first_mode == 1) {
         if (!thread || thread->busy != FFH_BUSY_WORK) return;
+        if (thread->making_side && at_first_skip > 0) {
+            at_first_skip--;
+            return;
+        }
         at_step_counts.in_block++;
-        sideless = at_first_attached && thread->side == NULL;
+        /* (While the thread makes its side stack, the handler's call makes one.) */
+        sideless = at_first_attached && thread->side == NULL && !thread->making_side;
         if (sideless) at_step_counts.sideless++;
     } else {
         if (at_first_called || thread != NULL || rip != (uintptr_t)&ffh_thread_claim) return;
@@ -523,9 +530,10 @@ static void *at_first_thread(void *unused) {
     return NULL;
 }
 
-at_step_tally at_step_first_call(int mode, int attached, int alternate) {
+at_step_tally at_step_first_call(int mode, int attached, int alternate, long skip) {
     memset(&at_step_counts, 0, sizeof at_step_counts);
     at_step_reentry = 0;
+    at_first_skip = skip;
     at_first_mode = mode;
     at_first_attached = attached;
     at_first_alternate = alternate;

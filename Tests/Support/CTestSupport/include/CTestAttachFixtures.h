@@ -183,9 +183,11 @@ at_step_tally at_step_calls_above(long count);
 /// thread enters the claim of its record. The slot's hooks (an attach where `attached` is 1,
 /// else hooks with a signature) call at_step_block. `handler_calls`, `handler_enters`,
 /// `main_enters` and `wrong` as at_step_calls: a handler's call must run both blocks, or, for
-/// an attach while the thread had no side stack yet (`sideless`), neither. With `alternate` 1
-/// the handler runs on a signal stack the thread sets up first (SA_ONSTACK).
-at_step_tally at_step_first_call(int mode, int attached, int alternate);
+/// an attach while the thread had no side stack yet and was not making one (`sideless`),
+/// neither. With `alternate` 1 the handler runs on a signal stack the thread sets up first
+/// (SA_ONSTACK). With mode 1, the handler lets `skip` instructions of the making of the side
+/// stack go by before it calls (its call then makes one while the thread's is half made).
+at_step_tally at_step_first_call(int mode, int attached, int alternate, long skip);
 
 /// What at_functions_enter and at_functions_leave saw, read from the frames by the byte offsets
 /// AttachFunctions documents (not through the library's own types).
