@@ -71,10 +71,10 @@ public struct HookStatistics: Sendable, Hashable, CustomStringConvertible {
     /// and calls made by a signal handler that interrupted a block (or the few instructions
     /// that call one). Also those the library's own code makes while it works on a thread
     /// (its first call's set-up, an unoptimised build's calls of the Swift runtime), and a
-    /// signal handler's calls made while its thread's side stack was being set up (no leave
-    /// block could run for them). Only grows. A signal handler that interrupts the rest of an
-    /// attached call, between its blocks, or the library's other work, runs the blocks of what
-    /// it calls and is not counted here.
+    /// signal handler's calls made while its thread claimed its record, before it had a side
+    /// stack (no leave block could run for them). Only grows. A signal handler that interrupts
+    /// the rest of an attached call, between its blocks, or the library's other work, runs the
+    /// blocks of what it calls and is not counted here.
     public let passedThroughCallCount: Int
 
     /// Of ``passedThroughCallCount``, the calls the library's own code made: a thread's
@@ -83,8 +83,9 @@ public struct HookStatistics: Sendable, Hashable, CustomStringConvertible {
     /// for a group that follows later loads pins objects with `dlopen` and prepares closures
     /// with libffi. None of them is the program's: a signal handler's call that interrupts
     /// such work is told apart by the kernel's signal frame between it and the work (or by the
-    /// signal stack it runs on), and runs its blocks (or, before the thread has a side stack,
-    /// is counted in ``passedThroughCallCount`` alone). Only grows.
+    /// signal stack it runs on), and runs its blocks (or, in the claim of its thread's record,
+    /// before the thread has a side stack, is counted in ``passedThroughCallCount`` alone).
+    /// Only grows.
     public let libraryPassedCallCount: Int
 
     init(hookedSlotCount: Int, pendingReclamationCount: Int, closureCount: Int, idleClosureCount: Int) {
