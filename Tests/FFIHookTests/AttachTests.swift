@@ -395,7 +395,7 @@ import Testing
     /// address the call came with (the push done, the thunk's call not yet made). Stepped
     /// through every instruction of attached calls; a frame dropped there ended the process
     /// ("the side stack no longer holds its frame") when its call returned.
-    @Test(.enabled(if: at_step_available() != 0))
+    @Test(.enabled(if: at_step_above_available() != 0))
     func aSignalHandlerOnAStackAboveTheThreadsKeepsItsFrames() throws {
         let token = try Hook.attach(on: Self.slot(\.add)) { _ in
             at_step_block(0)

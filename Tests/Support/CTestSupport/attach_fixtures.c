@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <string.h>
 #include <ucontext.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <unwind.h>
@@ -393,20 +394,38 @@ at_step_tally at_step_calls(long count, int reentry) {
 
 // MARK: - A handler on a signal stack above the thread's
 
-/* What at_step_calls_above's thread uses: its signal stack (on the calling thread's stack,
-   mapped before the new thread's and so above it), and the calls it makes. */
+/* Memory of `size` bytes mapped above `here` (a multiple of 16 MB above it, where nothing is
+   mapped yet), NULL when none is found. */
+static char *at_map_above(uintptr_t here, size_t size) {
+    for (uintptr_t step = 1; step <= 256; step++) {
+        uintptr_t hint = (here + step * ((uintptr_t)16 << 20)) & ~(uintptr_t)0xffff;
+        void *got = mmap((void *)hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+                         -1, 0);
+        if (got == MAP_FAILED) continue;
+        if ((uintptr_t)got == hint) return got;
+        munmap(got, size); /* (a kernel that took the flag for a hint) */
+    }
+    return NULL;
+}
+
+/* What at_step_calls_above's thread makes. */
 typedef struct {
-    char *alternate;
-    size_t size;
     long count;
 } at_above_request;
 
 static void *at_above_thread(void *argument) {
     at_above_request *request = argument;
-    stack_t stack = {.ss_sp = request->alternate, .ss_size = request->size};
+    /* (The frame's address: a local variable may live elsewhere under AddressSanitizer.) */
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+    enum { SIZE = 1 << 16 };
+    char *alternate = at_map_above(here, SIZE);
+    if (!alternate) {
+        at_step_counts.wrong++;
+        return NULL;
+    }
+    stack_t stack = {.ss_sp = alternate, .ss_size = SIZE};
     if (sigaltstack(&stack, NULL) != 0) at_step_counts.wrong++;
-    char here;
-    at_step_counts.above = (uintptr_t)request->alternate > (uintptr_t)&here;
+    at_step_counts.above = (uintptr_t)alternate > here;
     /* The thread's set-up first, not stepped. */
     if (at_table.add(1, 2) != 3) at_step_counts.wrong++;
     for (long index = 0; index < request->count; index++) {
@@ -419,14 +438,23 @@ static void *at_above_thread(void *argument) {
     }
     stack_t none = {.ss_flags = SS_DISABLE};
     sigaltstack(&none, NULL);
+    munmap(alternate, SIZE);
     return NULL;
+}
+
+int at_step_above_available(void) {
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    return 0; /* its shadow memory and fake stacks leave no room found above a thread's stack */
+#endif
+#endif
+    return at_step_available();
 }
 
 at_step_tally at_step_calls_above(long count) {
     memset(&at_step_counts, 0, sizeof at_step_counts);
     at_step_reentry = 0;
-    char alternate[1 << 16];
-    at_above_request request = {alternate, sizeof alternate, count};
+    at_above_request request = {count};
     struct sigaction action = {0}, previous;
     action.sa_sigaction = at_step_handler;
     action.sa_flags = SA_SIGINFO | SA_ONSTACK;

@@ -171,10 +171,13 @@ int at_step_available(void);
 /// Called by the test's enter (0) and leave (1) blocks.
 void at_step_block(int leaving);
 
-/// As at_step_calls, on a new thread whose SIGTRAP handler runs on a signal stack above the
-/// thread's own stack (memory of the calling thread's stack, mapped earlier: `above` says whether
-/// it was); the thread's first call, which sets it up, is not stepped.
+/// As at_step_calls, on a new thread whose SIGTRAP handler runs on a signal stack mapped above
+/// the thread's own stack (`above` says whether it was); the thread's first call, which sets it
+/// up, is not stepped.
 at_step_tally at_step_calls_above(long count);
+/// Whether at_step_calls_above can run here (at_step_available, and not under
+/// AddressSanitizer, where no memory above a thread's stack was found to map).
+int at_step_above_available(void);
 
 /// Makes one call through `add` on a new thread (its first hooked call: the thread claims a
 /// record and, for an attach, sets up its side stack) with the trap flag set, and a SIGTRAP
