@@ -11,7 +11,8 @@
 # directly to a hidden and a local function counted too, self times below totals, recursion
 # counted once. A library loaded later that the executable's own (weak) import leads to, in
 # every scope; a library named by another path to its file, or by the file's own name; a library
-# unloaded and loaded again, three times. A misspelt library name is reported with the loaded objects closest to it.
+# unloaded and loaded again, three times. Libraries opened by bare name through the caller's own
+# DT_RUNPATH (the program's, a library's, into a namespace of its own). A misspelt library name is reported with the loaded objects closest to it.
 # A Swift program's own runtime (libswiftCore.so), traced through its import table and inline.
 # The event outputs (--chrome-trace, --folded, --flamegraph, --timeline) of the same program,
 # with the default buffers and with buffers that fill up, and of a program whose signal handler
@@ -336,6 +337,42 @@ rows = {row["name"]: row["calls"] for row in json.load(open(sys.argv[1]))["funct
 if rows.get("pthread_self", 0):
     sys.exit(f"{sys.argv[2]}: pthread_self counted {rows['pthread_self']} times: the tracer's own walks after loads")
 print(f"{sys.argv[2]}: the tracer's walks after each load and unload counted none of their calls")
+PYTHON
+done
+
+echo "== tracer test: libraries opened by bare name, found through the caller's own paths"
+# bare-names.c opens libnear.so through its own DT_RUNPATH, from itself and from generated code,
+# and libdeep.so through libopener.so's (dlopen, and dlmopen into a new namespace): the loader
+# looks for a bare name in the paths of the object that called it, which the tracer's dlopen and
+# dlmopen must leave it to see. Without the tracer, then traced in each mode: the same output, and
+# deep_value's calls in the program's namespace counted.
+mkdir -p "$work/bare/near" "$work/bare/deep"
+echo 'int near_value(void) { return 7; }' >"$work/bare/near.c"
+echo 'int deep_value(void) { return 11; }' >"$work/bare/deep.c"
+gcc -O0 -fPIC -shared -o "$work/bare/near/libnear.so" "$work/bare/near.c"
+cp "$work/bare/near/libnear.so" "$work/bare/near/libnear2.so"
+gcc -O0 -fPIC -shared -o "$work/bare/deep/libdeep.so" "$work/bare/deep.c"
+gcc -O0 -fPIC -shared -o "$work/bare/libopener.so" "$fixture/opener.c" -Wl,-rpath,'$ORIGIN/deep'
+gcc -O0 -o "$work/bare/bare-names" "$fixture/bare-names.c" -L"$work/bare" -lopener -Wl,-rpath,'$ORIGIN/near:$ORIGIN'
+"$work/bare/bare-names" 25 >"$work/bare/plain.out"
+for mode in "--scope all" --inline; do
+    # shellcheck disable=SC2086 # the mode is two words or one
+    if ! "$bin/ffi-hook-tracer" --library libdeep.so $mode --json "$work/bare/traced.json" -- "$work/bare/bare-names" 25 \
+        >"$work/bare/traced.out" 2>"$work/bare/traced.err" ||
+        ! cmp -s "$work/bare/plain.out" "$work/bare/traced.out"; then
+        echo "traced ($mode), bare-names opened its libraries differently:" >&2
+        cat "$work/bare/traced.out" "$work/bare/traced.err" >&2
+        exit 1
+    fi
+    python3 - "$work/bare/traced.json" "$(cat "$work/bare/plain.out")" "$mode" <<'PYTHON'
+import json, sys
+report = json.load(open(sys.argv[1]))
+counted = {row["name"]: row["calls"] for row in report["functions"]}.get("deep_value", 0)
+# Import-table tracing sees none: deep_value is called through dlsym's address.
+want = int(sys.argv[2]) if sys.argv[3] == "--inline" else 0
+if counted != want:
+    sys.exit(f"{sys.argv[3]}: deep_value counted {counted} times, not {want}")
+print(f"{sys.argv[3]}: every library opened by bare name, deep_value counted {counted} times")
 PYTHON
 done
 
