@@ -4,6 +4,7 @@
 #include "ffh_call.h"
 #include "ffh_guard.h"
 #include "ffh_memory.h"
+#include "ffh_return_site.h"
 #include "ffh_syscall.h"
 #include "ffh_thread.h"
 
@@ -713,11 +714,10 @@ FFH_ATTACH_TEXT static __attribute__((noinline)) ffh_attach_target ffh_attach_en
     return target;
 }
 
-/* Called by ffh_attach_entry; returns where the call goes on. */
-FFH_ATTACH_TEXT __attribute__((visibility("hidden"))) ffh_attach_target ffh_attach_enter(ffh_attach *record,
-                                                                         ffh_attach_enter_frame *frame) {
-    uintptr_t flags = __atomic_load_n(&record->flags, __ATOMIC_ACQUIRE);
-    if (__builtin_expect(flags & FFH_ATTACH_RESOLVES, 0)) return ffh_attach_resolve(record, flags, frame);
+/* Where a call of a thread that has a record goes on (ffh_attach_enter's common path). */
+static inline __attribute__((always_inline)) ffh_attach_target ffh_attach_enter_thread(ffh_attach *record,
+                                                                                     uintptr_t flags,
+                                                                                     ffh_attach_enter_frame *frame) {
     uintptr_t original = __atomic_load_n(&record->original, __ATOMIC_ACQUIRE);
     ffh_attach_target target = {original, 0};
     ffh_thread *thread = ffh_thread_current();
@@ -739,6 +739,30 @@ FFH_ATTACH_TEXT __attribute__((visibility("hidden"))) ffh_attach_target ffh_atta
     return ffh_attach_enter_blocks(record, frame, thread, side, original);
 }
 
+__attribute__((visibility("hidden"))) uintptr_t ffh_attach_call_as_caller(uintptr_t a, uintptr_t b, uintptr_t c,
+                                                                         uintptr_t d);
+
+/* A stub that forwards (FFH_ATTACH_RESOLVES), or one whose function reads its return address
+   (FFH_ATTACH_AS_CALLER): a call that pushed a frame goes on to ffh_attach_call_as_caller,
+   which the cell calls in the function's place. Out of the common path's line. */
+FFH_ATTACH_TEXT static __attribute__((noinline)) ffh_attach_target ffh_attach_enter_special(
+    ffh_attach *record, uintptr_t flags, ffh_attach_enter_frame *frame) {
+    if (flags & FFH_ATTACH_RESOLVES) return ffh_attach_resolve(record, flags, frame);
+    ffh_attach_target target = ffh_attach_enter_thread(record, flags, frame);
+    if (target.cell) target.function = (uintptr_t)&ffh_attach_call_as_caller;
+    return target;
+}
+
+/* Called by ffh_attach_entry; returns where the call goes on. */
+FFH_ATTACH_TEXT __attribute__((visibility("hidden"))) ffh_attach_target ffh_attach_enter(ffh_attach *record,
+                                                                         ffh_attach_enter_frame *frame) {
+    uintptr_t flags = __atomic_load_n(&record->flags, __ATOMIC_ACQUIRE);
+    if (__builtin_expect(flags & (FFH_ATTACH_RESOLVES | FFH_ATTACH_AS_CALLER), 0)) {
+        return ffh_attach_enter_special(record, flags, frame);
+    }
+    return ffh_attach_enter_thread(record, flags, frame);
+}
+
 /* Ends the process with a message when a return thunk finds no frame of its own: the real
    return address is lost, and returning anywhere would run arbitrary code. Never expected. */
 static __attribute__((noreturn, noinline)) void ffh_attach_lost(void) {
@@ -746,6 +770,29 @@ static __attribute__((noreturn, noinline)) void ffh_attach_lost(void) {
         "swift-ffi-hook: an attached call returned, but its thread's side stack no longer holds its frame\n";
     ffh_syscall3(SYS_write, 2, (long)message, (long)sizeof message - 1);
     __builtin_trap();
+}
+
+/* What a thread's cell calls in place of a function that reads its return address
+   (FFH_ATTACH_AS_CALLER), with the call's arguments (integers, at most four: the loader's
+   dlopen, dlmopen, dlsym, dlvsym): its own return address is the cell's thunk, which names the
+   side-stack frame that holds the function and the real return address; the function is called
+   through a `ret` in the real caller's object, and returns here, then to the thunk. The search
+   for that `ret` lists the loaded objects: the library's own work. */
+__attribute__((visibility("hidden"))) uintptr_t ffh_attach_call_as_caller(uintptr_t a, uintptr_t b, uintptr_t c,
+                                                                         uintptr_t d) {
+    uint64_t thunk = (uint64_t)(uintptr_t)__builtin_return_address(0);
+    ffh_thread *thread = ffh_thread_current();
+    ffh_side *side = thread ? thread->side : NULL;
+    if (!side) ffh_attach_lost();
+    uint64_t offset = thunk - ffh_thunk(side, 0);
+    if (offset % FFH_THUNK_CELL || offset / FFH_THUNK_CELL >= FFH_ATTACH_DEPTH) ffh_attach_lost();
+    const ffh_side_frame *frame = &side->frames[offset / FFH_THUNK_CELL];
+    uintptr_t function = (uintptr_t)frame->function;
+    int32_t was = ffh_thread_begin_work(thread);
+    const void *through = ffh_return_site((uintptr_t)frame->ret);
+    thread->busy = was;
+    if (!through) return ((uintptr_t (*)(uintptr_t, uintptr_t, uintptr_t, uintptr_t))function)(a, b, c, d);
+    return ffh_call_through((const void *)function, through, a, b, c, d);
 }
 
 /* Runs the leave block of a call through `record` made at `epoch`. */

@@ -81,8 +81,9 @@ public enum ImportTable {
     /// Safe to call from any thread, also while other threads call the symbol or load and
     /// unload objects: each object in scope is kept loaded while this call hooks its entries.
     ///
-    /// With ``ImportScope/allIncludingLaterLoads`` the group also hooks `dlopen` in every
-    /// object's import table. When a call loaded something, the hook hooks the symbol's
+    /// With ``ImportScope/allIncludingLaterLoads`` the group also attaches to `dlopen` in every
+    /// object's import table (no signature: a hook of `dlopen` with types of the program's own
+    /// stays beside it). When a call loaded something, the attach hooks the symbol's
     /// entries in the objects that are new (and their own `dlopen` entries) and adds them to
     /// the group before `dlopen` returns, also when other threads load at the same moment;
     /// an entry that no longer holds the group's hook (its object was unloaded and another
@@ -93,8 +94,9 @@ public enum ImportTable {
     /// entries of a new object that cannot be hooked are skipped. The `dlopen` hooks are
     /// removed with the group but are not among its ``HookGroupToken/tokens``. glibc finds
     /// the object that called `dlopen` by its return address, to search that object's
-    /// `DT_RPATH`: through the hook the caller is this library, so an object that relies on
-    /// its own `DT_RPATH` (not `DT_RUNPATH`) to find what it opens may not find it.
+    /// `DT_RPATH` or `DT_RUNPATH` and load into its namespace: the attach calls `dlopen` through
+    /// a `ret` in that object, so a bare name is found as without the group (see
+    /// <doc:AttachingWithoutASignature>).
     ///
     /// - Parameters:
     ///   - symbol: the function's name as the objects import it, such as `"strlen"`.

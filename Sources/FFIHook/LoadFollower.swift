@@ -7,7 +7,7 @@ internal import CFFIHookSupport
 #endif
 
 /// The import-table hooks of one symbol (or of a group of symbols) in every object, kept up to date as `dlopen` loads
-/// more and unloads: an instead hook on each object's `dlopen` entries walks the loaded
+/// more and unloads: an attach to each object's `dlopen` entries walks the loaded
 /// objects as a call that loaded something returns, hooks the entries not yet covered, and
 /// drops the hooks of objects unloaded since.
 ///
@@ -90,21 +90,49 @@ final class LoadFollower: Sendable {
         return follower.group
     }
 
-    /// The block of the `dlopen` hooks: calls `dlopen`, then, when the call loaded something,
-    /// walks (waiting for other walks' hooks when it is this thread's outermost `dlopen`).
+    /// The block of the `dlopen` hooks where attach is not available: calls `dlopen`, then, when
+    /// the call loaded something, walks (see ``loadReturned(_:mode:)``).
     private func followLoad(_ call: borrowing Invocation) {
+        loadEntered()
+        call.callOriginal()
+        loadReturned(call.returnValue(as: UInt.self), mode: call.argument(1, as: Int32.self))
+    }
+
+    /// The attachment of the `dlopen` entries: counts the thread's loads in flight as one
+    /// enters (its mode kept for the leave), and walks as one that loaded something returns.
+    /// An attach, not a hook with a signature, so that `dlopen` is called as the program called
+    /// it: it reads its return address to learn which object called it (that object's
+    /// `DT_RUNPATH` and namespace decide where a bare name is found), which a hook's call from
+    /// the library's code would hide; the attach calls it through a `ret` in the caller's
+    /// object (``ReadsReturnAddress``).
+    private func loaderAttachment() -> Attachment {
+        Attachment(
+            onEnter: { context in
+                self.loadEntered()
+                context.scratch = context.integerArgument(1)
+            },
+            onLeave: { context in
+                self.loadReturned(UInt(context.returnValue), mode: Int32(truncatingIfNeeded: context.scratch))
+            })
+    }
+
+    /// Counts a `dlopen` of this thread in flight.
+    private func loadEntered() {
         let thread = UInt(pthread_self())
         state.withLock { $0.loadDepths[thread, default: 0] += 1 }
-        call.callOriginal()
+    }
+
+    /// After a `dlopen` returned `handle`: when it loaded something, walks (waiting for other
+    /// walks' hooks when it is this thread's outermost `dlopen`).
+    private func loadReturned(_ handle: UInt, mode: Int32) {
+        let thread = UInt(pthread_self())
         let outermost = state.withLock { state in
             let depth = state.loadDepths[thread, default: 1] - 1
             state.loadDepths[thread] = depth > 0 ? depth : nil
             return depth <= 0
         }
         // The walk's own calls of dlopen (it pins each object) do not set off another walk.
-        guard ffh_elf_is_walking() == 0, call.returnValue(as: UInt.self) != 0,
-            call.argument(1, as: Int32.self) & RTLD_NOLOAD == 0
-        else { return }
+        guard ffh_elf_is_walking() == 0, handle != 0, mode & RTLD_NOLOAD == 0 else { return }
         // The walk is the library's own work, whoever's dlopen set it off: hooked or attached
         // functions it calls (dlopen to pin objects, libffi's, the allocator) go straight to
         // their code, not through the program's hooks.
@@ -118,12 +146,13 @@ final class LoadFollower: Sendable {
     /// adds the hooks to the group and drops those of entries whose object is gone.
     private func walk(waits: Bool) throws(HookError) {
         let process = ffh_getpid()
-        let loaderRequest = ImportRequest(
-            symbol: "dlopen", signature: Self.dlopenSignature, position: .instead, options: .liftsPageProtection
-        ) { call in
-            // The hook keeps the follower alive until the group is removed.
-            self.followLoad(call)
-        }
+        // The hook keeps the follower alive until the group is removed.
+        let loaderRequest =
+            ffh_attach_available() != 0
+            ? ImportRequest(symbol: "dlopen", attachment: loaderAttachment())
+            : ImportRequest(
+                symbol: "dlopen", signature: Self.dlopenSignature, position: .instead, options: .liftsPageProtection
+            ) { call in self.followLoad(call) }
         // Entries covered before the objects are listed: one of them not met in the walk
         // belongs to an object unloaded since, unless another walk hooked it anew meanwhile.
         let coveredBefore = state.withLock { state in
@@ -231,7 +260,8 @@ final class LoadFollower: Sendable {
                             // About dlopen's entry, not the symbol's: say so.
                             var named = error.naming(symbol: "dlopen")
                             let symbols = requests.map { "\"\($0.symbol)\"" }.joined(separator: ", ")
-                            named.message += " (following later loads for \(symbols) hooks dlopen in every object)"
+                            named.message +=
+                                " (following later loads for \(symbols) attaches to dlopen in every object)"
                             throw named
                         }
                         return (tokens, companions, covering(tokens), covering(companions))

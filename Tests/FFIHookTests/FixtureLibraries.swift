@@ -29,8 +29,11 @@ enum FixtureLibraries {
     private static let lazyBinding = ["-Wl,-z,relro", "-Wl,-z,lazy"]
 
     private static let recipes: [String: Recipe] = [
-        // Full RELRO: the import table is read-only once relocated.
-        "libImportFixture.so": Recipe(directory: "ImportFixture", linkerFlags: fullRELRO),
+        // Full RELRO: the import table is read-only once relocated. Its DT_RUNPATH is its own
+        // directory, where it finds libBareNameFixture.so by that name.
+        "libImportFixture.so": Recipe(directory: "ImportFixture", linkerFlags: fullRELRO + ["-Wl,-rpath,$ORIGIN"]),
+        // Opened by bare name by libImportFixture.so alone.
+        "libBareNameFixture.so": Recipe(directory: "BareNameFixture", linkerFlags: fullRELRO),
         // Lazy binding with partial RELRO: PLT entries are bound on first call.
         "libLazyImportFixture.so": Recipe(directory: "LazyImportFixture", linkerFlags: lazyBinding),
         // Opened late, to test following loads.

@@ -394,18 +394,71 @@ extension FixtureTableTests {
             #expect(ImportWalk.value(at: entry.slot) == ImportFixtures.resolved("atoi"))
         }
 
-        /// Following later loads hooks `dlopen` too: when `dlopen` is already hooked with
-        /// other types, the refusal names `dlopen`, the entry that conflicts, not the symbol.
-        @Test func aConflictOnDlopenIsNamedAsSuch() throws {
-            let mine = try ImportTable.before(symbol: "dlopen", in: .all, signature: Signature("qqq")) { _ in }
-            defer { mine.remove() }
-            let error = #expect(throws: HookError.self) {
-                try ImportTable.after(symbol: "getpid", in: .allIncludingLaterLoads, signature: Signature("i")) { _ in }
+        /// Following later loads attaches to `dlopen` (no signature): a hook of `dlopen` with
+        /// types of the program's own stays beside it, and both run.
+        @Test func aHookOfDlopenWithOtherTypesStaysBesideTheFollowing() throws {
+            let library = try ImportFixtures.open(Self.fullRELRO)
+            let open = try ImportFixtures.function("cimportfixture_open", in: library, as: ImportFixtures.Open.self)
+            let calls = Counter()
+            let mine = try ImportTable.before(symbol: "dlopen", in: .all, signature: Signature("qqq")) { _ in
+                calls.increment()
             }
-            #expect(error?.code == .signatureMismatch)
-            #expect(error?.symbol == "dlopen")
-            #expect(error?.description.contains("cannot hook \"dlopen\"") == true)
-            #expect(error?.message.contains("following later loads for \"getpid\"") == true)
+            defer { mine.remove() }
+            let group = try ImportTable.after(symbol: "getpid", in: .allIncludingLaterLoads, signature: Signature("i"))
+            {
+                _ in
+            }
+            defer { group.remove() }
+            // (The group's own walk pins each object with dlopen, through the entries `mine`
+            // hooked: counted from here.)
+            let before = calls.count
+            #expect(open(ImportFixtures.path(Self.fullRELRO), RTLD_NOW) != nil)
+            #expect(calls.count == before + 1)
+        }
+
+        /// A library that opens another by its bare name finds it through its own DT_RUNPATH
+        /// while `dlopen` is followed for later loads (attached in every object), and attached
+        /// by the program too, or hooked with a signature: the loader learns its caller from its
+        /// return address, which must be in the library that called, not in the hooking
+        /// library's code or a return thunk (there the loader takes the main program, whose
+        /// paths do not lead to the fixtures). A hook with a signature still calls `dlopen` from
+        /// the library's code: a known issue, which this test records until it is gone.
+        @Test(arguments: ["followed", "attached", "hooked"])
+        func dlopenByBareNameSeesItsCaller(_ how: String) throws {
+            _ = ImportFixtures.path("libBareNameFixture.so")  // built beside libImportFixture.so
+            let library = try ImportFixtures.open(Self.fullRELRO)
+            let open = try ImportFixtures.function("cimportfixture_open", in: library, as: ImportFixtures.Open.self)
+            let group = try ImportTable.after(symbol: "getpid", in: .allIncludingLaterLoads, signature: Signature("i"))
+            {
+                _ in
+            }
+            defer { group.remove() }
+            let leaves = Counter()
+            let attached =
+                how == "attached"
+                ? try ImportTable.attach(symbol: "dlopen", in: .all, onEnter: nil, onLeave: { _ in leaves.increment() })
+                : nil
+            defer { attached?.remove() }
+            let hooked =
+                how == "hooked"
+                ? try ImportTable.after(symbol: "dlopen", in: .all, signature: Signature("^v*i")) { _ in
+                    leaves.increment()
+                } : nil
+            defer { hooked?.remove() }
+            let handle = open("libBareNameFixture.so", RTLD_NOW)
+            let failure = handle == nil ? dlerror().map { String(cString: $0) } ?? "" : ""
+            withKnownIssue("a hook with a signature calls dlopen from the hooking library's code") {
+                #expect(handle != nil, "\(failure)")
+            } when: {
+                how == "hooked"
+            }
+            #expect(leaves.count == (how == "followed" ? 0 : 1))
+            if let handle {
+                let value = try ImportFixtures.function(
+                    "cbarename_value", in: handle, as: (@convention(c) () -> Int32).self)
+                #expect(value() == 31)
+                dlclose(handle)
+            }
         }
 
         /// A block that calls the hooked symbol through another object's entry (here

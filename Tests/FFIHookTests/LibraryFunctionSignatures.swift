@@ -31,6 +31,7 @@ extension LibraryFunctionHookTests {
         "malloc": "^vQ",
         "malloc_trim": "iQ",
         "malloc_usable_size": "Q^v",
+        "memchr": "^v^viQ",
         "memcmp": "i^v^vQ",
         "memcpy": "^v^v^vQ",
         "memmove": "^v^v^vQ",

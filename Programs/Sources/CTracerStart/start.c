@@ -6,6 +6,8 @@
 #include "../../../Sources/CFFIHookSupport/include/ffh_syscall.h"
 /* (And its walk of a GNU hash table.) */
 #include "../../../Sources/CFFIHookSupport/include/ffh_gnu_hash.h"
+/* (And its call of the loader as from the caller's object.) */
+#include "../../../Sources/CFFIHookSupport/ffh_return_site.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -1079,68 +1081,7 @@ static void fhs_take_pending(void) {
    directory) and loaded into its namespace. Called by these wrappers, the loader would see this
    library (no such paths, the base namespace): a program whose own RUNPATH leads to a plugin it
    opens by name could not open it under the tracer. The wrappers call the loader through a `ret`
-   in the caller's object instead (fhs_call_through), found here: the address of one in an
-   executable segment of the object that holds `caller`, or of the main program when none does
-   (the loader takes the main program for a caller it cannot place). NULL when it has none: the
-   call is then made as before. Any 0xc3 byte is a `ret` when jumped to; one that ends a
-   function (a pop or a leave before it, padding or a function's first byte after it) is
-   preferred, so that an unwinder that meets it (a constructor that walks its stack while dlopen
-   runs it) finds the rule for a function's last instruction. */
-#if defined(__x86_64__)
-uintptr_t fhs_call_through(const void *function, const void *through, uintptr_t a, uintptr_t b, uintptr_t c);
-
-struct fhs_return_search {
-    uintptr_t caller;
-    const unsigned char *found;
-    int placed;
-};
-
-static const unsigned char *fhs_return_in(const unsigned char *start, const unsigned char *end) {
-    const unsigned char *first = NULL;
-    for (const unsigned char *byte = start; byte < end; byte++) {
-        byte = memchr(byte, 0xc3, (size_t)(end - byte));
-        if (!byte) break;
-        if (!first) first = byte;
-        unsigned char before = byte > start ? byte[-1] : 0;
-        unsigned char after = byte + 1 < end ? byte[1] : 0;
-        int popped = (before >= 0x58 && before <= 0x5f) || before == 0xc9;
-        int padded = after == 0xcc || after == 0x90 || after == 0x0f || after == 0x66 || after == 0xf3 ||
-                     after == 0x55 || after == 0x41 || after == 0x53;
-        if (popped && padded) return byte;
-    }
-    return first;
-}
-
-static int fhs_find_return(struct dl_phdr_info *info, size_t size, void *context) {
-    (void)size;
-    struct fhs_return_search *search = context;
-    int holds = 0;
-    for (ElfW(Half) index = 0; index < info->dlpi_phnum; index++) {
-        const ElfW(Phdr) *header = &info->dlpi_phdr[index];
-        if (header->p_type != PT_LOAD) continue;
-        uintptr_t start = info->dlpi_addr + header->p_vaddr;
-        if (search->caller >= start && search->caller - start < header->p_memsz) holds = 1;
-    }
-    /* The first object listed is the main program: the answer unless another holds the caller. */
-    if (!holds && search->placed) return 0;
-    search->found = NULL;
-    for (ElfW(Half) index = 0; index < info->dlpi_phnum && !search->found; index++) {
-        const ElfW(Phdr) *header = &info->dlpi_phdr[index];
-        if (header->p_type != PT_LOAD || (header->p_flags & (PF_X | PF_R)) != (PF_X | PF_R)) continue;
-        const unsigned char *start = (const unsigned char *)(info->dlpi_addr + header->p_vaddr);
-        search->found = fhs_return_in(start, start + header->p_filesz);
-    }
-    search->placed = 1;
-    return holds;
-}
-
-static const void *fhs_return_in_caller(const void *caller) {
-    struct fhs_return_search search = {(uintptr_t)caller, NULL, 0};
-    dl_iterate_phdr(fhs_find_return, &search);
-    return search.found;
-}
-#endif
-
+   in the caller's object instead (ffh_return_site.h); where none is found, as before. */
 void *dlopen(const char *file, int mode) {
     fhs_dlopen_function real = __atomic_load_n(&fhs_real_dlopen, __ATOMIC_ACQUIRE);
     if (!real) {
@@ -1149,11 +1090,11 @@ void *dlopen(const char *file, int mode) {
         __atomic_store_n(&fhs_real_dlopen, real, __ATOMIC_RELEASE);
     }
 #if defined(__x86_64__)
-    const void *through = fhs_return_in_caller(__builtin_return_address(0));
+    const void *through = ffh_return_site((uintptr_t)__builtin_return_address(0));
 #endif
     fhs_loader_depth++;
 #if defined(__x86_64__)
-    void *handle = through ? (void *)fhs_call_through((const void *)real, through, (uintptr_t)file, (uintptr_t)mode, 0)
+    void *handle = through ? (void *)ffh_call_through((const void *)real, through, (uintptr_t)file, (uintptr_t)mode, 0, 0)
                            : real(file, mode);
 #else
     void *handle = real(file, mode);
@@ -1175,12 +1116,12 @@ void *dlmopen(Lmid_t namespace, const char *file, int mode) {
         __atomic_store_n(&fhs_real_dlmopen, real, __ATOMIC_RELEASE);
     }
 #if defined(__x86_64__)
-    const void *through = fhs_return_in_caller(__builtin_return_address(0));
+    const void *through = ffh_return_site((uintptr_t)__builtin_return_address(0));
 #endif
     fhs_loader_depth++;
 #if defined(__x86_64__)
-    void *handle = through ? (void *)fhs_call_through((const void *)real, through, (uintptr_t)namespace,
-                                                      (uintptr_t)file, (uintptr_t)mode)
+    void *handle = through ? (void *)ffh_call_through((const void *)real, through, (uintptr_t)namespace,
+                                                      (uintptr_t)file, (uintptr_t)mode, 0)
                            : real(namespace, file, mode);
 #else
     void *handle = real(namespace, file, mode);

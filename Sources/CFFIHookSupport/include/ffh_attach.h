@@ -47,6 +47,11 @@ enum {
     /// The blocks are C functions: `state` is an ffh_attach_functions, whose functions the
     /// attach path calls itself (no dispatch through the Swift side).
     FFH_ATTACH_CALLS_FUNCTIONS = 32,
+    /// The function reads its own return address to learn its caller's object (the loader's
+    /// dlopen, dlmopen, dlsym, dlvsym): a call whose leave block is to run is made through a
+    /// `ret` in the real caller's object (ffh_return_site.h), not from the thread's cell, whose
+    /// address the function would take for its caller's.
+    FFH_ATTACH_AS_CALLER = 64,
 };
 
 /// An attachment's blocks as C functions (FFH_ATTACH_CALLS_FUNCTIONS): each gets `context` and

@@ -227,7 +227,9 @@ enum AttachEngine {
 
     /// Publishes `attachment` (nil: pass calls through) in a stub's record. Under the
     /// registry's lock, or before the stub is reachable.
-    static func publish(_ attachment: Attachment?, in record: UnsafeMutablePointer<ffh_attach>) {
+    static func publish(
+        _ attachment: Attachment?, in record: UnsafeMutablePointer<ffh_attach>, asCaller: Bool = false
+    ) {
         let raw = UnsafeMutableRawPointer(record)
         let state = (raw + MemoryLayout<ffh_attach>.offset(of: \.state)!).assumingMemoryBound(to: Atomic<UInt>.self)
         let epoch = (raw + MemoryLayout<ffh_attach>.offset(of: \.epoch)!).assumingMemoryBound(to: Atomic<UInt>.self)
@@ -235,7 +237,8 @@ enum AttachEngine {
         state.pointee.store(0, ordering: .sequentiallyConsistent)
         epoch.pointee.wrappingAdd(1, ordering: .sequentiallyConsistent)
         guard let attachment else { return }
-        flags.pointee.store(attachment.flags, ordering: .sequentiallyConsistent)
+        flags.pointee.store(
+            attachment.flags | (asCaller ? UInt(FFH_ATTACH_AS_CALLER) : 0), ordering: .sequentiallyConsistent)
         state.pointee.store(attachment.state, ordering: .sequentiallyConsistent)
     }
 
@@ -262,12 +265,15 @@ enum AttachEngine {
                 slot: FunctionSlot(address: address))
         }
         var attachment = attachment
+        var asCaller = false
         if attachment.leaves {
             let aligned = address != 0 && address % UInt(MemoryLayout<UInt>.alignment) == 0
             let target = function != 0 ? function : aligned ? SlotMemory.load(address) ?? 0 : 0
-            if symbol.map(ReturnsTwice.contains(name:)) == true || returnsTwice(target, slot: address) {
+            let lead = leads([(target, address)])[0]
+            if symbol.map(ReturnsTwice.contains(name:)) == true || lead.returnsTwice {
                 attachment = attachment.withoutLeave
             }
+            asCaller = symbol.map(ReadsReturnAddress.functions.contains(name:)) == true || lead.readsReturnAddress
         }
         guard let stub = stubs.withLock({ $0.take(for: address) }) else {
             throw HookError(slot: address, signature: nil, problem: .closureAllocationFailed)
@@ -275,7 +281,7 @@ enum AttachEngine {
         let handle = AttachHandle(stub: stub, slot: address, attachment: attachment)
         let original = UnsafeMutableRawPointer(stub.record).assumingMemoryBound(to: UInt.self)
         // Published before the stub is reachable through the slot: no call through it is missed.
-        publish(attachment, in: stub.record)
+        publish(attachment, in: stub.record, asCaller: asCaller)
         do {
             handle.replacement = try SlotRegistry.shared.replace(
                 slot: slot, with: UnsafeRawPointer(bitPattern: stub.code), signature: nil,
@@ -331,6 +337,7 @@ extension AttachEngine {
         // two per item). Those that return twice get an attachment without the leave block.
         var unnamed: [(place: Int, slot: UInt, word: UInt)] = []
         var leaveless: [Int: Attachment] = [:]
+        var asCaller = Set<Int>()
         for place in items.indices {
             let address = items[place].slot
             let aligned = address != 0 && address % UInt(MemoryLayout<UInt>.alignment) == 0
@@ -345,11 +352,13 @@ extension AttachEngine {
             if ReturnsTwice.contains(name: items[place].symbol) {
                 leaveless[place] = items[place].attachment.withoutLeave
             } else {
+                if ReadsReturnAddress.functions.contains(name: items[place].symbol) { asCaller.insert(place) }
                 unnamed.append((place, address, word ?? 0))
             }
         }
-        for (candidate, twice) in zip(unnamed, returnsTwice(unnamed.map { ($0.word, $0.slot) })) where twice {
-            leaveless[candidate.place] = items[candidate.place].attachment.withoutLeave
+        for (candidate, lead) in zip(unnamed, leads(unnamed.map { ($0.word, $0.slot) })) {
+            if lead.returnsTwice { leaveless[candidate.place] = items[candidate.place].attachment.withoutLeave }
+            if lead.readsReturnAddress { asCaller.insert(candidate.place) }
         }
         let taken: (stubs: [AttachStubs.Stub], failed: UInt?) = stubs.withLock { pool in
             var taken: [AttachStubs.Stub] = []
@@ -373,7 +382,7 @@ extension AttachEngine {
             let attachment = leaveless[place] ?? items[place].attachment
             handles.append(AttachHandle(stub: stub, slot: items[place].slot, attachment: attachment))
             // Published before the stub is reachable through the slot: no call through it is missed.
-            publish(attachment, in: stub.record)
+            publish(attachment, in: stub.record, asCaller: asCaller.contains(place))
         }
         let replacements: [Replacement]
         do throws(HookError) {
@@ -422,34 +431,38 @@ extension AttachEngine {
 }
 
 extension AttachEngine {
-    /// Whether `word`, which the slot at `slot` holds, leads to a function that returns twice:
-    /// looked for through what the library put in front of it (the closure of the slot's
-    /// hooks, attach stubs) and through jumps a linker puts in front of a function (a PLT
-    /// entry's `jmp [rip + x]`, a `jmp rel32`), a few steps deep.
-    static func returnsTwice(_ word: UInt, slot: UInt) -> Bool {
-        returnsTwice([(word, slot)])[0]
+    /// Where a word that a slot holds leads, among the functions an attach treats apart.
+    struct Lead {
+        /// A function that returns twice (``ReturnsTwice``).
+        var returnsTwice = false
+        /// A function that reads its return address (``ReadsReturnAddress``).
+        var readsReturnAddress = false
     }
 
-    /// ``returnsTwice(_:slot:)`` for each pair of `slots`, with one hold of the registry's lock
+    /// For each `word` that the slot at `slot` holds, the function it leads to, looked for
+    /// through what the library put in front of it (the closure of the slot's hooks, attach
+    /// stubs) and through jumps a linker puts in front of a function (a PLT entry's
+    /// `jmp [rip + x]`, a `jmp rel32`), a few steps deep: with one hold of the registry's lock
     /// and one of the stubs' for all of them.
-    static func returnsTwice(_ slots: [(word: UInt, slot: UInt)]) -> [Bool] {
+    static func leads(_ slots: [(word: UInt, slot: UInt)]) -> [Lead] {
         guard !slots.isEmpty else { return [] }
         let words = SlotRegistry.shared.hookedOriginals(of: slots)
         return stubs.withLock { pool in
             words.map { word in
                 var word = word
                 for _ in 0..<8 {
-                    guard word != 0 else { return false }
-                    if ReturnsTwice.contains(function: word) { return true }
+                    guard word != 0 else { return Lead() }
+                    if ReturnsTwice.contains(function: word) { return Lead(returnsTwice: true) }
+                    if ReadsReturnAddress.functions.contains(function: word) { return Lead(readsReturnAddress: true) }
                     if let next = pool.original(ofStubAt: word) {
                         word = next
                     } else if let next = jumpTarget(at: word) {
                         word = next
                     } else {
-                        return false
+                        return Lead()
                     }
                 }
-                return false
+                return Lead()
             }
         }
     }
