@@ -566,7 +566,7 @@ typedef struct {
    A handler left by siglongjmp while it interrupted a push leaves the bit on that slot for
    good: the slot and those under it are then never dropped as abandoned, only reset when the
    thread record is released (a slot or a few of the thread's 512, not a wrong frame). */
-static inline uint64_t ffh_side_push(ffh_side *side, uint64_t sp, ffh_attach *record, uintptr_t epoch,
+static inline __attribute__((always_inline)) uint64_t ffh_side_push(ffh_side *side, uint64_t sp, ffh_attach *record, uintptr_t epoch,
                                      uint64_t scratch, uintptr_t original) {
     uint64_t word = side->depth;
     uint64_t depth = word & ~FFH_SIDE_FILLING;
@@ -854,6 +854,23 @@ void ffh_attach_write_stub(void *stub, ffh_attach *record) {
     ffh_write_trampoline(stub, record, (const void *)&ffh_attach_entry);
 }
 
+uintptr_t ffh_attach_stub_original(uintptr_t code) {
+    uintptr_t words[3];
+    for (int index = 0; index < 3; index++) {
+        if (ffh_guarded_load((const void *)(code + 8 * (uintptr_t)index), &words[index]) != 0) return 0;
+    }
+    /* endbr64; movabs $record, %r10; movabs $ffh_attach_entry, %r11 (ffh_write_trampoline) */
+    unsigned char bytes[24];
+    memcpy(bytes, words, sizeof bytes);
+    static const unsigned char head[] = {0xf3, 0x0f, 0x1e, 0xfa, 0x49, 0xba};
+    if (memcmp(bytes, head, sizeof head) != 0 || bytes[14] != 0x49 || bytes[15] != 0xbb) return 0;
+    uint64_t target, record;
+    memcpy(&target, bytes + 16, 8);
+    if (target != (uint64_t)(uintptr_t)&ffh_attach_entry) return 0;
+    memcpy(&record, bytes + 6, 8);
+    return __atomic_load_n(&((const ffh_attach *)(uintptr_t)record)->original, __ATOMIC_ACQUIRE);
+}
+
 uint64_t ffh_attach_depth(void) {
     ffh_thread *thread = ffh_current_thread;
     ffh_side *side = thread ? thread->side : NULL;
@@ -890,6 +907,11 @@ int ffh_attach_is_return_thunk(uintptr_t address) {
 void ffh_attach_write_stub(void *stub, ffh_attach *record) {
     (void)stub;
     (void)record;
+}
+
+uintptr_t ffh_attach_stub_original(uintptr_t code) {
+    (void)code;
+    return 0;
 }
 
 #endif

@@ -23,6 +23,8 @@ enum FixtureLibraries {
         var compilerFlags: @Sendable () -> [String] = { [] }
         var libraries: [String] = []
         var compilers: [String]? = nil
+        /// Fixture libraries it links with, built first (found beside it: `-L`, `$ORIGIN`).
+        var needs: [String] = []
     }
 
     private static let fullRELRO = ["-Wl,-z,relro", "-Wl,-z,now"]
@@ -33,7 +35,11 @@ enum FixtureLibraries {
         // directory, where it finds libBareNameFixture.so by that name.
         "libImportFixture.so": Recipe(directory: "ImportFixture", linkerFlags: fullRELRO + ["-Wl,-rpath,$ORIGIN"]),
         // Opened by bare name by libImportFixture.so alone.
-        "libBareNameFixture.so": Recipe(directory: "BareNameFixture", linkerFlags: fullRELRO),
+        "libBareNameFixture.so": Recipe(
+            directory: "BareNameFixture", linkerFlags: fullRELRO + ["-Wl,-rpath,$ORIGIN"],
+            libraries: ["-l:libNextFixture.so"], needs: ["libNextFixture.so"]),
+        // Linked with by libBareNameFixture.so alone.
+        "libNextFixture.so": Recipe(directory: "NextFixture", linkerFlags: fullRELRO),
         // Lazy binding with partial RELRO: PLT entries are bound on first call.
         "libLazyImportFixture.so": Recipe(directory: "LazyImportFixture", linkerFlags: lazyBinding),
         // Opened late, to test following loads.
@@ -104,6 +110,7 @@ enum FixtureLibraries {
         let library = output + "/" + name
         let directory = sources + "/" + recipe.directory
         let source = directory + "/" + recipe.source
+        for needed in recipe.needs { _ = path(needed) }
         let built = pf_modified(library)
         if built >= 0 && built >= pf_modified(source) { return library }
         mkdir(output, 0o755)
@@ -111,7 +118,7 @@ enum FixtureLibraries {
         // -O0 keeps each call the source makes (an optimiser turns atoi into strtol).
         let arguments =
             recipe.compilerFlags() + ["-shared", "-fPIC", "-O0", "-I", directory + "/include"] + recipe.linkerFlags
-            + ["-o", temporary, source] + recipe.libraries
+            + ["-o", temporary, source] + (recipe.needs.isEmpty ? [] : ["-L", output]) + recipe.libraries
         let compilers = recipe.compilers ?? getenv("CC").map { [String(cString: $0)] } ?? ["cc", "gcc", "clang"]
         for compiler in compilers where run([compiler] + arguments) == 0 {
             guard rename(temporary, library) == 0 else { break }

@@ -118,6 +118,10 @@ typedef void (*ffh_attach_dispatch)(uintptr_t state, void *frame, int leaving);
 /// Sets the function that runs blocks; once, before the first stub is written.
 void ffh_attach_setup(ffh_attach_dispatch dispatch);
 
+/// The function the attach stub at `code` passes calls on to, or 0 when `code` is not an attach
+/// stub's (read through the fault guard: any address may be asked about).
+uintptr_t ffh_attach_stub_original(uintptr_t code);
+
 /// The bytes of a stub.
 #define FFH_ATTACH_STUB_SIZE 32
 

@@ -68,6 +68,9 @@ typedef struct ffh_thread {
     /// Where the thread's stack pointer stood as its outermost stretch of FFH_BUSY_WORK began
     /// (at or above every frame of that work): what ``ffh_work_interrupted`` looks below.
     uintptr_t work_sp;
+    /// The `ret` through which the next call of a function that reads its return address goes
+    /// (set by its resolver, ``ffh_as_caller_resolver``, taken by the call: see as_caller.c).
+    uintptr_t as_caller_through;
 } ffh_thread;
 
 /// A byte of every thread's own, whose address names the thread without a call (locks
@@ -430,6 +433,18 @@ typedef struct ffh_original_resolver {
     void *(*lookupSuper)(const void *target, const void *selector);
     const void *superClass;
 } ffh_original_resolver;
+
+/// Writes at `writable` (FFH_ENTRY_TRAMPOLINE_SIZE bytes of code memory, executed at its code
+/// address) the shim of `function`, a hook's original that reads its own return address (the
+/// loader's dlopen, dlmopen, dlsym, dlvsym: see ffh_call_through): it calls `function` through
+/// the `ret` its resolver found for the call (as_caller.c), or jumps to it when there is none.
+void ffh_as_caller_write(void *writable, uintptr_t function);
+
+/// A resolver (never freed; NULL without memory) for `function`, whose shim ffh_as_caller_write
+/// wrote at `shim`: each call goes to the shim, which calls `function` through a `ret` in the
+/// object of the hooked call's caller (found above the closure entry's frame, which only a slot
+/// whose closure enters by its register plan has), not from the library's code.
+const ffh_original_resolver *ffh_as_caller_resolver(uintptr_t function, const void *shim);
 
 /// The bit of ``ffh_slot/state`` that says it holds an entry: no user-space
 /// address has it set, function or object.

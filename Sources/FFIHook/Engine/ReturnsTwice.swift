@@ -74,7 +74,9 @@ enum ReturnsTwice {
 /// An attach's `onLeave` makes the call from the thread's cell, whose address is no object's
 /// (the loader would take the main program, or for `RTLD_NEXT` fail): an attach to one of these
 /// with a leave block has them called through a `ret` in the real caller's object
-/// (`FFH_ATTACH_AS_CALLER`), so that they see the caller they would have seen.
+/// (`FFH_ATTACH_AS_CALLER`), so that they see the caller they would have seen; a hook with a
+/// signature, which calls its original from the library's code, has them called so through a
+/// resolver (``OriginalResolvers``, `ffh_as_caller_resolver`).
 enum ReadsReturnAddress {
     static let functions = KnownFunctions(["dlopen", "dlmopen", "dlsym", "dlvsym"])
 }

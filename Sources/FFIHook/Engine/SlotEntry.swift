@@ -1,5 +1,12 @@
+internal import CFFI
 internal import CFFIHookSupport
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
 
 /// The hook state of one function-pointer slot while it has hooks: its current hooks and
 /// what the call path needs to run them.
@@ -91,7 +98,7 @@ package final class SlotEntry: @unchecked Sendable {
         // it had; an install that takes the slot over sets the one it finds.
         let state = ffh_slot_state(record)
         if state & Self.hookedBit == 0 {
-            let resolver = OriginalResolvers.resolver(for: state)
+            let resolver = OriginalResolvers.resolver(for: state, entersDirectly: record.pointee.plan != nil)
             originalFunction.store(state, ordering: .relaxed)
             originalResolver.store(resolver, ordering: .relaxed)
             ffh_slot_set_original(record, state, resolver)
@@ -128,7 +135,7 @@ package final class SlotEntry: @unchecked Sendable {
     /// registry's lock, when a replacement goes in under the hooks or comes out (calls in
     /// flight finish with the function they read).
     func setOriginal(_ function: UInt) {
-        let resolver = OriginalResolvers.resolver(for: function)
+        let resolver = OriginalResolvers.resolver(for: function, entersDirectly: entryPlan != nil)
         originalResolver.store(resolver, ordering: .relaxed)
         originalFunction.store(function, ordering: .relaxed)
         ffh_slot_set_original(record, function, resolver)
@@ -619,8 +626,45 @@ package enum OriginalResolvers {
         table.withLock { $0[code] = resolver }
     }
 
-    /// The resolver registered for `function`, if any.
-    static func resolver(for function: UInt) -> UnsafeRawPointer? {
-        function == 0 ? nil : table.withLock { $0[function] }
+    /// The resolver registered for `function`, if any; for a function that reads its return
+    /// address (``ReadsReturnAddress``), one that has the hooked call's caller's object seen as
+    /// its caller (`ffh_as_caller_resolver`), where the slot's closure enters by its register
+    /// plan (`entersDirectly`: the resolver finds the caller above the entry's frame).
+    static func resolver(for function: UInt, entersDirectly: Bool) -> UnsafeRawPointer? {
+        guard function != 0 else { return nil }
+        if let registered = table.withLock({ $0[function] }) { return registered }
+        guard entersDirectly else { return nil }
+        // The function itself, or an attach's stub in front of it (attached before the hook).
+        var target = function
+        for _ in 0..<4 {
+            if ReadsReturnAddress.functions.contains(function: target) { return asCaller(function) }
+            target = ffh_attach_stub_original(target)
+            if target == 0 { break }
+        }
+        return nil
+    }
+
+    /// A resolver for `function` that has it called as from the hooked call's caller (its shim
+    /// in code memory of its own), registered; nil without memory. Both live for the process:
+    /// one per function (or attach stub in front of one) ever hooked so.
+    private static func asCaller(_ function: UInt) -> UnsafeRawPointer? {
+        if let registered = table.withLock({ $0[function] }) { return registered }
+        var code: UnsafeMutableRawPointer?
+        guard let writable = ffi_closure_alloc(Int(FFH_ENTRY_TRAMPOLINE_SIZE), &code), let code else { return nil }
+        ffh_as_caller_write(writable, function)
+        guard let made = ffh_as_caller_resolver(function, code) else {
+            ffi_closure_free(writable)
+            return nil
+        }
+        let resolver = UnsafeRawPointer(made)
+        return table.withLock { table in
+            if let registered = table[function] {
+                ffi_closure_free(writable)
+                free(UnsafeMutableRawPointer(mutating: resolver))
+                return registered
+            }
+            table[function] = resolver
+            return resolver
+        }
     }
 }

@@ -16,7 +16,12 @@ import Synchronization
 /// removal to the thread that holds it. No lock of the registry is held across `fork`.
 package final class SlotRegistry: Sendable {
     /// The registry of the process.
-    package static let shared = SlotRegistry()
+    package static let shared: SlotRegistry = {
+        // Looked up here, outside the registry's lock, under which entries ask about their
+        // originals: the lookup calls dlopen and dlsym, which the program may have hooked.
+        _ = ReadsReturnAddress.functions
+        return SlotRegistry()
+    }()
 
     /// Registers the `pthread_atfork` handlers, once, the first time a writer takes the lock.
     /// No library-wide lock is held across fork: the prepare handler takes the registry's
