@@ -1,7 +1,8 @@
 /* ffh_as_caller_common: where the shim of a hooked function that reads its return address
    (as_caller.c) jumps, with the function in %r10 and the call's arguments (integers, at most
    four). Asks ffh_as_caller_take for the `ret` the call's resolver found in the caller's object,
-   then calls the function through it (as ffh_call_through does) or, with none, jumps to it. */
+   then calls the function through it (ffh_call_through, jumped to with the stack as it came)
+   or, with none, jumps to it. */
 
 #if defined(__x86_64__) && defined(__ELF__)
 
@@ -31,22 +32,19 @@ ffh_as_caller_common:
         popq    %rsi
         popq    %rdi
         popq    %r10
+        leave
+        .cfi_def_cfa %rsp, 8
         testq   %r11, %r11
-        jz      2f
-        subq    $8, %rsp
-        leaq    1f(%rip), %rax
-        pushq   %rax
-        pushq   %r11
-        jmpq    *%r10
+        jz      1f
+        /* ffh_call_through(function, through, the four arguments), as a tail call. */
+        movq    %rcx, %r9
+        movq    %rdx, %r8
+        movq    %rsi, %rcx
+        movq    %rdi, %rdx
+        movq    %r11, %rsi
+        movq    %r10, %rdi
+        jmp     ffh_call_through
 1:
-        leave
-        .cfi_remember_state
-        .cfi_def_cfa %rsp, 8
-        ret
-        .cfi_restore_state
-2:
-        leave
-        .cfi_def_cfa %rsp, 8
         jmpq    *%r10
         .cfi_endproc
         .size   ffh_as_caller_common, . - ffh_as_caller_common

@@ -439,21 +439,8 @@ extension FixtureTableTests {
                 }
             defer { following?.remove() }
             let leaves = Counter()
-            // (This thread's calls: other suites' tests call dlopen meanwhile.)
-            let thread = pthread_self()
-            let attached =
-                how == "attached"
-                ? try ImportTable.attach(
-                    symbol: "dlopen", in: .all, onEnter: nil,
-                    onLeave: { _ in if pthread_self() == thread { leaves.increment() } })
-                : nil
-            defer { attached?.remove() }
-            let hooked =
-                how.hasPrefix("hooked")
-                ? try ImportTable.after(symbol: "dlopen", in: .all, signature: Signature("^v*i")) { _ in
-                    if pthread_self() == thread { leaves.increment() }
-                } : nil
-            defer { hooked?.remove() }
+            let watching = how == "followed" ? nil : try Self.countReturns(of: "dlopen", "^v*i", how, into: leaves)
+            defer { watching?.remove() }
             let handle = open("libBareNameFixture.so", RTLD_NOW)
             let failure = handle == nil ? dlerror().map { String(cString: $0) } ?? "" : ""
             #expect(handle != nil, "\(failure)")
@@ -463,6 +450,23 @@ extension FixtureTableTests {
                     "cbarename_value", in: handle, as: (@convention(c) () -> Int32).self)
                 #expect(value() == 31)
                 dlclose(handle)
+            }
+        }
+
+        /// Counts the calling thread's calls of `symbol` as they return, in every object: with
+        /// an attach's leave block (`how` "attached") or an after block of a hook with
+        /// `signature`. (This thread's alone: other suites' tests call the loader meanwhile.)
+        static func countReturns(of symbol: String, _ signature: String, _ how: String, into counter: Counter)
+            throws -> HookGroupToken
+        {
+            let thread = pthread_self()
+            if how == "attached" {
+                return try ImportTable.attach(
+                    symbol: symbol, in: .all, onEnter: nil,
+                    onLeave: { _ in if pthread_self() == thread { counter.increment() } })
+            }
+            return try ImportTable.after(symbol: symbol, in: .all, signature: Signature(signature)) { _ in
+                if pthread_self() == thread { counter.increment() }
             }
         }
 
@@ -481,16 +485,7 @@ extension FixtureTableTests {
                 "cbarename_next", in: library,
                 as: (@convention(c) (UnsafePointer<CChar>?) -> UnsafeMutableRawPointer?).self)
             let calls = Counter()
-            // (This thread's calls: other suites' tests call dlsym meanwhile.)
-            let thread = pthread_self()
-            let token =
-                how == "attached"
-                ? try ImportTable.attach(
-                    symbol: "dlsym", in: .all, onEnter: nil,
-                    onLeave: { _ in if pthread_self() == thread { calls.increment() } })
-                : try ImportTable.after(symbol: "dlsym", in: .all, signature: Signature("^v^v*")) { _ in
-                    if pthread_self() == thread { calls.increment() }
-                }
+            let token = try Self.countReturns(of: "dlsym", "^v^v*", how, into: calls)
             defer { token.remove() }
             let before = calls.count
             let found = next("cnext_value")
