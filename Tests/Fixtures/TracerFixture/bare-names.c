@@ -4,12 +4,14 @@
 // cannot place); libdeep.so through libopener.so's DT_RUNPATH ($ORIGIN/deep), with dlopen and
 // with dlmopen into a namespace of its own. Each is then called `calls` times through dlsym's
 // address; prints the calls of deep_value made in the program's namespace, or why it failed.
+// With "loop": opens and closes libdeep.so through libopener.so until killed.
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 void *opener_open(const char *name);
 void *opener_open_apart(const char *name);
@@ -35,6 +37,19 @@ static void *opened(void *library, const char *how) {
 }
 
 int main(int count, char **arguments) {
+    if (count > 1 && strcmp(arguments[1], "loop") == 0) {
+        // Opens and closes libdeep.so by bare name from libopener.so until killed; exits 3 at
+        // the first open that fails.
+        for (;;) {
+            void *library = opener_open("libdeep.so");
+            if (!library) {
+                fprintf(stderr, "dlopen from libopener.so: %s\n", dlerror());
+                return 3;
+            }
+            dlclose(library);
+            usleep(200);
+        }
+    }
     int calls = count > 1 ? atoi(arguments[1]) : 10;
     call(opened(dlopen("libnear.so", RTLD_NOW), "dlopen from the program"), "near_value", calls, 7);
     int deep = call(opened(opener_open("libdeep.so"), "dlopen from libopener.so"), "deep_value", calls, 11);
