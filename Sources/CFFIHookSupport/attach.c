@@ -674,10 +674,12 @@ static inline __attribute__((always_inline)) ffh_attach_target ffh_attach_enter_
 
 /* Whether a call (at stack pointer `sp`) that finds the thread marked is a signal handler's
    that interrupted the library's work (FFH_BUSY_WORK) outside any block whose calls it would
-   count as (see ffh_work_interrupted): such a call runs its blocks. */
+   count as (see ffh_work_interrupted), or any call inside fork between its handlers
+   (FFH_BUSY_FORK): such a call runs its blocks. */
 static inline int ffh_attach_interrupts_work(const ffh_thread *thread, uintptr_t flags, uint64_t sp) {
-    return thread->busy == FFH_BUSY_WORK && !(thread->attach_block & !(flags & FFH_ATTACH_REENTERS)) &&
-           ffh_work_interrupted(thread, (uintptr_t)sp);
+    if (thread->attach_block & !(flags & FFH_ATTACH_REENTERS)) return 0;
+    return thread->busy == FFH_BUSY_FORK ||
+           (thread->busy == FFH_BUSY_WORK && ffh_work_interrupted(thread, (uintptr_t)sp));
 }
 
 /* A call made without a side stack by a signal handler that interrupted the library's work

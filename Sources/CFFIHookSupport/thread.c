@@ -301,6 +301,9 @@ static void ffh_fork_prepare(void) {
         ffh_fork_held[index] = order[index];
     }
     ffh_fork_held_count = (unsigned char)count;
+    /* Until the parent's or the child's handler: the C library's fork and other libraries'
+       handlers, whose attached calls (and a signal handler's) are not the library's. */
+    ffh_library_enter(FFH_BUSY_FORK);
 }
 
 static void ffh_fork_release(void) {
@@ -312,11 +315,13 @@ static void ffh_fork_release(void) {
 }
 
 static void ffh_fork_parent(void) {
+    ffh_library_enter(FFH_BUSY_WORK);
     ffh_fork_release();
     ffh_library_enter(ffh_fork_busy);
 }
 
 static void ffh_fork_child(void) {
+    ffh_library_enter(FFH_BUSY_WORK);
     /* The child's only thread: every other record belongs to a thread that is gone. */
     ffh_thread_forget_others();
     ffh_fork_release();
@@ -567,9 +572,13 @@ static __attribute__((noinline)) void ffh_pass_through(ffh_dispatch dispatch, vo
                                                        ffh_slot *slot) {
     ffh_thread *thread = ffh_current_thread;
     if (ffh_interrupts_work(thread)) {
+        int32_t work = thread->busy;
         thread->busy = 0;
         ffh_run(returnValue, arguments, slot, NULL);
-        thread->busy = FFH_BUSY_WORK;
+        /* (FFH_BUSY_WORK or FFH_BUSY_FORK, set as a choice of the two: storing `work` itself
+           changed the register allocation of the call path that calls this function, one
+           instruction more on every hooked call.) */
+        thread->busy = work == FFH_BUSY_FORK ? FFH_BUSY_FORK : FFH_BUSY_WORK;
         return;
     }
 #if defined(__x86_64__) && defined(__ELF__)
@@ -587,10 +596,12 @@ static __attribute__((noinline)) void ffh_pass_through(ffh_dispatch dispatch, vo
 
 /* Whether a hooked call that finds the thread marked is a signal handler's that interrupted
    the library's work that calls other libraries (FFH_BUSY_WORK; see ffh_work_interrupted, to
-   which this frame's address is a stack pointer below the handler's signal frame): it is the
-   program's call, and runs its blocks. Out of line: a cold path. */
+   which this frame's address is a stack pointer below the handler's signal frame), or any call
+   inside fork between its handlers (FFH_BUSY_FORK): it is the program's call, and runs its
+   blocks. Out of line: a cold path. */
 static __attribute__((noinline)) int ffh_interrupts_work(const ffh_thread *thread) {
-    return thread->busy == FFH_BUSY_WORK && ffh_work_interrupted(thread, (uintptr_t)__builtin_frame_address(0));
+    return thread->busy == FFH_BUSY_FORK ||
+           (thread->busy == FFH_BUSY_WORK && ffh_work_interrupted(thread, (uintptr_t)__builtin_frame_address(0)));
 }
 
 /* The functions that run blocks for the C path (ffh_fast_setup): one block, several. */

@@ -727,6 +727,44 @@ import Testing
         }
     }
 
+    /// Calls made inside `fork` between the library's own fork handlers (the library marks the
+    /// thread as its own from its prepare handler to its parent handler, locks held) are the
+    /// program's: another library's fork handlers that run there, and a signal handler's
+    /// calls, run the blocks, attached or hooked with a signature. They went straight through,
+    /// as the library's own work.
+    @Test func callsInsideForkBetweenTheLibrarysHandlersRunTheBlocks() async {
+        await #expect(processExitsWith: .success) { exit(AttachTests.forkHandlersCount(withSignature: false)) }
+        await #expect(processExitsWith: .success) { exit(AttachTests.forkHandlersCount(withSignature: true)) }
+    }
+
+    /// The body of the test above, in its own process: 0 when the blocks ran for the calls of
+    /// both fork handlers, 10 plus the blocks that ran otherwise.
+    static func forkHandlersCount(withSignature: Bool) -> Int32 {
+        at_reset()
+        // Before the library registers its handlers, at the process's first hook.
+        guard at_fork_register() == 0 else { return 2 }
+        let leaves = AttachTests.Counter()
+        let made: HookToken?
+        if withSignature {
+            made = try? Hook.after(on: AttachTests.slot(\.add), signature: Signature("qqq")) { _ in leaves.add() }
+        } else {
+            made = try? Hook.attach(on: AttachTests.slot(\.add), onEnter: nil, onLeave: { _ in leaves.add() })
+        }
+        guard let token = made else { return 4 }
+        defer { token.remove() }
+        // The thread's side stack is made by its first attached call: not inside fork, where
+        // the locks that takes are held (a call there without one goes straight through,
+        // counted as passed through, not as the library's).
+        guard at_call_add(1, 1) == 2, leaves.count == 1 else { return 3 }
+        let child = fork()
+        if child == 0 { _exit(0) }
+        var status: Int32 = 0
+        waitpid(child, &status, 0)
+        // The prepare handler's call and the parent handler's, in this process.
+        guard status == 0, leaves.count == 3 else { return Int32(10 + leaves.count) }
+        return 0
+    }
+
     @Test func removalWhileACallIsInsideTheOriginal() async throws {
         at_block_set_hold(1)
         let leaves = Counter()

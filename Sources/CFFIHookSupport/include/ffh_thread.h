@@ -41,7 +41,8 @@ typedef struct ffh_thread {
     /// 1 while the thread runs the library's own code where the call path is marked (see
     /// ``ffh_handler_setup``: the call path outside blocks and originals), FFH_BUSY_WORK while
     /// it does work that calls other libraries (a thread's first call as it claims its record,
-    /// a side stack's set-up, fork's handlers, the walk after a `dlopen`), 0 otherwise. A
+    /// a side stack's set-up, fork's handlers, the walk after a `dlopen`), FFH_BUSY_FORK
+    /// between fork's handlers, 0 otherwise. A
     /// hooked call that arrives while it is not 0 is one the library made itself, through a
     /// function the program hooked: it goes straight to the original (see ``ffh_handler``),
     /// but for a signal handler's call that interrupted FFH_BUSY_WORK (see
@@ -160,6 +161,15 @@ int ffh_fork_protect_with(void (*take)(void *), void (*give)(void *), void *lock
 /// A signal handler's call that interrupts the work runs its blocks (see
 /// ``ffh_work_interrupted``).
 #define FFH_BUSY_WORK 2
+
+/// ``ffh_thread/busy`` from the end of fork's prepare handler to the start of its parent or
+/// child handler: the thread runs the C library's fork and other libraries' fork handlers,
+/// not the library's code, with the library's locks held. A call that arrives then (a signal
+/// handler's, another library's fork handler's) is the program's: it runs its blocks as a
+/// signal handler's call that interrupted the library's work does (no side stack is made, no
+/// lock taken), where the stack scan of ``ffh_work_interrupted`` could miss it (the work's
+/// start was noted in the prepare handler's frame, which fork's own frames lie above).
+#define FFH_BUSY_FORK 3
 
 /// Marks the calling thread's record as doing the library's work that calls other libraries
 /// (FFH_BUSY_WORK), noting where its stack pointer stands (`work_sp`: the caller's frame and

@@ -175,6 +175,12 @@ void at_reset(void) {
 
 long at_call_add(long a, long b) { return at_table.add(a, b); }
 
+/* Fork handlers that call at_add through its slot. Registered before the library registers its
+   own (at the process's first attach), the prepare handler runs after the library's and the
+   parent's before the library's: both inside fork, between the library's handlers. */
+static void at_fork_call(void) { (void)at_call_add(40, 2); }
+int at_fork_register(void) { return pthread_atfork(at_fork_call, at_fork_call, NULL); }
+
 double at_call_mix(void) { return at_table.mix(1, 2.5, 3, 4.5, 5, 6.5, 7, 8.5, 9, 10.5, 11.5f, 12, 13.5); }
 double at_call_mix_direct(void) { return at_mix(1, 2.5, 3, 4.5, 5, 6.5, 7, 8.5, 9, 10.5, 11.5f, 12, 13.5); }
 

@@ -55,6 +55,9 @@ at_slots *at_slots_get(void);
 
 /// Calls through the slots, as compiled code would (the compiler lays out every argument).
 long at_call_add(long a, long b);
+/// Registers fork handlers (prepare and parent) that each call at_add through its slot; 0 on
+/// success. Registered before the library's own, they run inside fork between the library's.
+int at_fork_register(void);
 double at_call_mix(void);
 double at_call_mix_direct(void);
 long at_call_many(void);
