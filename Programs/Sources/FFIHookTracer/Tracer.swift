@@ -133,9 +133,6 @@ final class Tracer: Sendable {
         /// Those of them the tracer's own work after a `dlopen` made (its walk calls functions
         /// it may trace).
         var passedInUpdates = 0
-        /// The updates after a `dlopen` under way (``Tracer/objectsLoaded()``): their passes are
-        /// in the library's count before they are in ``passedInUpdates``.
-        var updatesInFlight = 0
         var started = false
         var finished = false
         /// The signal ending the process whose report is made, 0 for an exit.
@@ -250,32 +247,10 @@ final class Tracer: Sendable {
     /// counted): attaches in the objects loaded since and to the functions of traced
     /// libraries loaded since.
     fileprivate func objectsLoaded() {
-        state.withLock { $0.updatesInFlight += 1 }
         let before = Self.passedThroughCalls
         afterLoader(unloading: false) { state in update(&state) }
         let passed = Self.passedThroughCalls - before
-        state.withLock {
-            $0.passedInUpdates += passed
-            $0.updatesInFlight -= 1
-        }
-    }
-
-    /// The attached calls passed straight through that are missed calls: those since the start
-    /// but the updates' own, read under the lock once no update is under way (waiting up to
-    /// 100 ms: the report of a joined process, made as the program goes on loading, otherwise
-    /// counted the passes of an update in flight, about 60 of them with `--inline`, as calls
-    /// of signal handlers). Nil when the lock cannot be had (a forked child whose parent's
-    /// thread held it).
-    private func missedCalls() -> Int? {
-        for attempt in 0...100 {
-            let missed = state.withLockIfAvailable { state -> Int? in
-                guard state.updatesInFlight == 0 || attempt == 100 else { return nil }
-                return Self.passedThroughCalls - state.passedAtStart - state.passedInUpdates
-            }
-            if let missed, let missed { return missed }
-            usleep(1000)
-        }
-        return nil
+        state.withLock { $0.passedInUpdates += passed }
     }
 
     /// Called after each `dlclose` returns: forgets the objects no longer loaded, so that one
@@ -871,7 +846,7 @@ final class Tracer: Sendable {
         // mark stays (a leave of a joined process ends it, see ``leave()``).
         fht_set_own_work(1)
         fht_report_progress()
-        let missedSoFar = missedCalls() ?? 0
+        let passed = Self.passedThroughCalls
         let pid = getpid()
         var taken = false
         var takenElsewhere = false
@@ -931,7 +906,7 @@ final class Tracer: Sendable {
                 // until now (a joined process goes on calling while the files are written).
                 let now = fht_ticks()
                 let window = min(state.countingTicks, now)...now
-                let missed = missedSoFar
+                let missed = passed - state.passedAtStart - state.passedInUpdates
                 return (
                     state.configuration, counts, state.startTicks, state.startNanoseconds, missed, isWriter,
                     state.endedBy, window
