@@ -10,9 +10,12 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <dlfcn.h>
+#include <elf.h>
 #include <link.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/auxv.h>
 
 #if defined(__x86_64__)
 
@@ -41,43 +44,46 @@ static inline const unsigned char *ffh_return_between(const unsigned char *start
     return first;
 }
 
-/// The search of ffh_return_site: the caller, and the answer so far.
-typedef struct {
-    uintptr_t caller;
-    const unsigned char *found;
-    int placed;
-} ffh_return_search;
-
-static inline int ffh_return_search_object(struct dl_phdr_info *info, size_t size, void *context) {
-    (void)size;
-    ffh_return_search *search = (ffh_return_search *)context;
-    int holds = 0;
-    for (ElfW(Half) index = 0; index < info->dlpi_phnum; index++) {
-        const ElfW(Phdr) *header = &info->dlpi_phdr[index];
-        if (header->p_type != PT_LOAD) continue;
-        uintptr_t start = info->dlpi_addr + header->p_vaddr;
-        if (search->caller >= start && search->caller - start < header->p_memsz) holds = 1;
-    }
-    /* The first object listed is the main program: the answer unless another holds the caller. */
-    if (!holds && search->placed) return 0;
-    search->found = NULL;
-    for (ElfW(Half) index = 0; index < info->dlpi_phnum && !search->found; index++) {
-        const ElfW(Phdr) *header = &info->dlpi_phdr[index];
+/// A `ret` in an executable, readable segment of the object with load bias `bias` and program
+/// headers `headers`: NULL when it has none.
+static inline const void *ffh_return_in_segments(uintptr_t bias, const ElfW(Phdr) *headers, size_t count) {
+    for (size_t index = 0; index < count; index++) {
+        const ElfW(Phdr) *header = &headers[index];
         if (header->p_type != PT_LOAD || (header->p_flags & (PF_X | PF_R)) != (PF_X | PF_R)) continue;
-        const unsigned char *start = (const unsigned char *)(info->dlpi_addr + header->p_vaddr);
-        search->found = ffh_return_between(start, start + header->p_filesz);
+        const unsigned char *start = (const unsigned char *)(bias + header->p_vaddr);
+        const unsigned char *found = ffh_return_between(start, start + header->p_filesz);
+        if (found) return found;
     }
-    search->placed = 1;
-    return holds;
+    return NULL;
 }
 
 /// A `ret` in an executable segment of the object that holds `caller`, or of the main program
 /// when none does (the loader takes the main program for a caller it cannot place): NULL when
-/// it has none. Lists the loaded objects (dl_iterate_phdr, under the loader's lock).
+/// it has none. Takes no lock (`_dl_find_object`, the object's own ELF header, the auxiliary
+/// vector): a signal handler that interrupts the loader, which holds its locks, may call it
+/// (dl_iterate_phdr, which takes the loader's write lock, deadlocked there).
 static inline const void *ffh_return_site(uintptr_t caller) {
-    ffh_return_search search = {caller, NULL, 0};
-    dl_iterate_phdr(ffh_return_search_object, &search);
-    return search.found;
+    struct dl_find_object found;
+    if (_dl_find_object((void *)caller, &found) == 0 && found.dlfo_link_map) {
+        const unsigned char *start = (const unsigned char *)found.dlfo_map_start;
+        size_t size = (size_t)((const unsigned char *)found.dlfo_map_end - start);
+        const ElfW(Ehdr) *header = (const ElfW(Ehdr) *)(const void *)start;
+        if (size < sizeof *header || memcmp(header->e_ident, ELFMAG, SELFMAG) != 0 ||
+            header->e_phentsize != sizeof(ElfW(Phdr)) ||
+            header->e_phoff + (size_t)header->e_phnum * sizeof(ElfW(Phdr)) > size) {
+            return NULL;
+        }
+        return ffh_return_in_segments(found.dlfo_link_map->l_addr,
+                                      (const ElfW(Phdr) *)(const void *)(start + header->e_phoff), header->e_phnum);
+    }
+    const ElfW(Phdr) *headers = (const ElfW(Phdr) *)getauxval(AT_PHDR);
+    size_t count = (size_t)getauxval(AT_PHNUM);
+    if (!headers) return NULL;
+    uintptr_t bias = 0;
+    for (size_t index = 0; index < count; index++) {
+        if (headers[index].p_type == PT_PHDR) bias = (uintptr_t)headers - headers[index].p_vaddr;
+    }
+    return ffh_return_in_segments(bias, headers, count);
 }
 
 #endif

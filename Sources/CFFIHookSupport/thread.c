@@ -558,6 +558,8 @@ void ffh_window_close(ffh_window *window) { (void)window; }
 
 static int ffh_interrupts_work(const ffh_thread *thread);
 static inline void ffh_run(void *returnValue, void **arguments, void *userData, uint64_t *unwind);
+static inline __attribute__((always_inline)) uintptr_t ffh_fast_function(const ffh_slot *slot, uintptr_t original,
+                                                                         void *const *arguments);
 
 /* A call that finds its thread marked as running the library's own code (out of line: a cold
    path). One the library made itself, through a function the program hooked: straight to the
@@ -586,7 +588,10 @@ static __attribute__((noinline)) void ffh_pass_through(ffh_dispatch dispatch, vo
         uintptr_t state = ffh_slot_state(slot);
         uintptr_t function = state & FFH_SLOT_HOOKED ? __atomic_load_n(&slot->original, __ATOMIC_ACQUIRE) : state;
         if (function) {
-            ffh_forward_sysv(slot->plan, (const void *)function, arguments, returnValue);
+            /* (Through the original's resolver: a function that reads its return address is
+               called as from the caller, see as_caller.c.) */
+            ffh_forward_sysv(slot->plan, (const void *)ffh_fast_function(slot, function, arguments), arguments,
+                             returnValue);
             return;
         }
     }
@@ -784,6 +789,10 @@ static inline __attribute__((always_inline)) uintptr_t ffh_fast_function(const f
         return resolver->resolve(resolver->context, arguments);
     }
     return original;
+}
+
+uintptr_t ffh_slot_function(const ffh_slot *slot, uintptr_t original, void *const *arguments) {
+    return ffh_fast_function(slot, original, arguments);
 }
 
 static inline __attribute__((always_inline)) int ffh_fast_run_marking(void *returnValue, void **arguments,

@@ -444,6 +444,11 @@ typedef struct ffh_original_resolver {
     const void *superClass;
 } ffh_original_resolver;
 
+/// The function a call of `slot` whose original is `original` reaches: what the slot's
+/// resolver (see ``ffh_slot/resolver``) returns for the call's argument list when its code is
+/// `original`, else `original`. For calls that pass straight through.
+uintptr_t ffh_slot_function(const ffh_slot *slot, uintptr_t original, void *const *arguments);
+
 /// Writes at `writable` (FFH_ENTRY_TRAMPOLINE_SIZE bytes of code memory, executed at its code
 /// address) the shim of `function`, a hook's original that reads its own return address (the
 /// loader's dlopen, dlmopen, dlsym, dlvsym: see ffh_call_through): it calls `function` through

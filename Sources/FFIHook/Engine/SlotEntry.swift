@@ -605,9 +605,12 @@ let slotEntryDispatch: ffh_dispatch = { returnValue, arguments, slot, thread in
         function = state & SlotEntry.hookedBit != 0 ? entry(state)._withUnsafeGuaranteedRef { $0.original } : state
         ffh_recordless_end()
     }
+    // The original's resolver, when it has one (a function that reads its return address is
+    // still called as from its caller, with the hooks gone or not yet there).
+    let called = slot.pointee.plan == nil ? function : UInt(ffh_slot_function(slot, function, arguments))
     Unmanaged<CallInterface>.fromOpaque(slot.pointee.interface!)._withUnsafeGuaranteedRef { interface in
         interface.callOriginal(
-            function, returnValue: returnValue, arguments: arguments!, entryPlan: slot.pointee.plan, thread: thread)
+            called, returnValue: returnValue, arguments: arguments!, entryPlan: slot.pointee.plan, thread: thread)
     }
 }
 
