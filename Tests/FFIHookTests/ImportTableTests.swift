@@ -497,6 +497,53 @@ extension FixtureTableTests {
             }
         }
 
+        /// Calls of `dlsym` that pass straight through keep their caller too: while hooks on a
+        /// library's `dlsym` entry come and go, its calls meet the entry with no hook yet or
+        /// none left, and go to the function directly; the library's `dlsym(RTLD_NEXT, …)` must
+        /// still find `cnext_value` in the library after it, every time.
+        @Test(
+            .enabled(
+                if: loaderFunctionIsTheCLibrarys("dlsym"), "a sanitizer's dlsym calls the loader from its own code"),
+            arguments: ["hooked", "attached", "instead"])
+        func dlsymNextWhileHooksComeAndGoSeesItsCaller(_ how: String) async throws {
+            let library = try ImportFixtures.open("libBareNameFixture.so")
+            let next = try ImportFixtures.function(
+                "cbarename_next", in: library,
+                as: (@convention(c) (UnsafePointer<CChar>?) -> UnsafeMutableRawPointer?).self)
+            let stop = Atomic<Bool>(false)
+            let calls = Counter()
+            let misses = Counter()
+            let callers = (0..<2).map { _ in
+                Thread {
+                    while !stop.load(ordering: .relaxed) {
+                        calls.increment()
+                        if next("cnext_value") == nil { misses.increment() }
+                    }
+                }
+            }
+            for caller in callers { caller.start() }
+            for _ in 0..<40 {
+                let token: HookGroupToken
+                let scope = ImportScope.object("libBareNameFixture.so")
+                switch how {
+                case "attached":
+                    token = try ImportTable.attach(symbol: "dlsym", in: scope, onEnter: { _ in }, onLeave: { _ in })
+                case "instead":
+                    token = try ImportTable.instead(symbol: "dlsym", in: scope, signature: Signature("^v^v*")) {
+                        call in call.callOriginal()
+                    }
+                default:
+                    token = try ImportTable.after(symbol: "dlsym", in: scope, signature: Signature("^v^v*")) { _ in }
+                }
+                usleep(1000)
+                token.remove()
+            }
+            stop.store(true, ordering: .relaxed)
+            while callers.contains(where: { !$0.isFinished }) { usleep(1000) }
+            #expect(calls.count > 0)
+            #expect(misses.count == 0, "\(misses.count) of \(calls.count) calls found nothing")
+        }
+
         /// A block that calls the hooked symbol through another object's entry (here
         /// `String(cString:)`, whose `strlen` goes through the Swift runtime's import table)
         /// is re-entry, as through the same entry: the block runs once per outside call, and a

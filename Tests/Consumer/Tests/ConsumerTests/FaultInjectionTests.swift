@@ -87,6 +87,8 @@ private func openWithFault(denied: String, allowed: String) async throws -> (den
 
     @Test func theHookGoesWhenTheBodyThrows() throws {
         struct Failure: Error {}
+        // Made before the fault: Foundation's own open, inside the scope, would fail too.
+        let path = Self.first
         #expect(throws: Failure.self) {
             try Hook.scoped {
                 try ImportTable.instead(
@@ -96,11 +98,11 @@ private func openWithFault(denied: String, allowed: String) async throws -> (den
                     call.setReturnValue(Int32(-1))
                 }
             } during: {
-                #expect(open(Self.first, O_RDONLY) == -1)
+                #expect(open(path, O_RDONLY) == -1)
                 throw Failure()
             }
         }
-        let descriptor = open(Self.first, O_RDONLY)
+        let descriptor = open(path, O_RDONLY)
         #expect(descriptor >= 0)
         close(descriptor)
     }
