@@ -1,6 +1,9 @@
 #include "ffh_branch.h"
 
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 /* The watched targets: a bitmap with one bit for each byte from the first function's start to
    the end of the last one's window, set for the bytes inside a window but not at a function's
@@ -46,6 +49,31 @@ static const uint8_t ffh_branch_kind[256] = {
     [0xC7] = FFH_BRANCH_XBEGIN,
 };
 
+/* Whether the byte at `at` of `code` is the opcode of a direct branch, were an instruction to
+   start at or before it, whose target is watched. */
+static inline __attribute__((always_inline)) int ffh_branch_candidate(const ffh_branch_watch *watch, const uint8_t *code,
+                                                                      size_t size, size_t at) {
+    uint8_t kind = ffh_branch_kind[code[at]];
+    if (__builtin_expect(kind == FFH_BRANCH_NONE, 1)) return 0;
+    size_t left = size - at;
+    uintptr_t base = (uintptr_t)code;
+    switch (kind) {
+    case FFH_BRANCH_REL8:
+        return left >= 2 && ffh_branch_watched(watch, base + at + 2 + (intptr_t)(int8_t)code[at + 1]);
+    case FFH_BRANCH_REL32:
+        return left >= 5 && ffh_branch_watched(watch, base + at + 5 + (intptr_t)ffh_branch_rel32(code + at + 1));
+    case FFH_BRANCH_ESCAPE:
+        return left >= 6 && code[at + 1] >= 0x80 && code[at + 1] <= 0x8F &&
+               ffh_branch_watched(watch, base + at + 6 + (intptr_t)ffh_branch_rel32(code + at + 2));
+    case FFH_BRANCH_XBEGIN:
+        return (left >= 6 && code[at + 1] == 0xF8 &&
+                ffh_branch_watched(watch, base + at + 6 + (intptr_t)ffh_branch_rel32(code + at + 2))) ||
+               (left >= 4 && code[at + 1] == 0xF8 &&
+                ffh_branch_watched(watch, base + at + 4 + (intptr_t)ffh_branch_rel16(code + at + 2)));
+    }
+    return 0;
+}
+
 size_t ffh_branch_candidates(
     const uint8_t *code, size_t size, const uintptr_t *functions, size_t count, uintptr_t window, uint64_t *blocks,
     size_t words, uintptr_t *candidates, size_t capacity) {
@@ -65,32 +93,32 @@ size_t ffh_branch_candidates(
         blocks[bit >> 6] &= ~(1ULL << (bit & 63));
     }
     size_t found = 0;
-    uintptr_t base = (uintptr_t)code;
-    for (size_t at = 0; at < size; at++) {
-        uint8_t kind = ffh_branch_kind[code[at]];
-        if (__builtin_expect(kind == FFH_BRANCH_NONE, 1)) continue;
-        size_t left = size - at;
-        int watched = 0;
-        switch (kind) {
-        case FFH_BRANCH_REL8:
-            watched = left >= 2 && ffh_branch_watched(&watch, base + at + 2 + (intptr_t)(int8_t)code[at + 1]);
-            break;
-        case FFH_BRANCH_REL32:
-            watched = left >= 5 && ffh_branch_watched(&watch, base + at + 5 + (intptr_t)ffh_branch_rel32(code + at + 1));
-            break;
-        case FFH_BRANCH_ESCAPE:
-            watched = left >= 6 && code[at + 1] >= 0x80 && code[at + 1] <= 0x8F &&
-                      ffh_branch_watched(&watch, base + at + 6 + (intptr_t)ffh_branch_rel32(code + at + 2));
-            break;
-        case FFH_BRANCH_XBEGIN:
-            watched = (left >= 6 && code[at + 1] == 0xF8 &&
-                       ffh_branch_watched(&watch, base + at + 6 + (intptr_t)ffh_branch_rel32(code + at + 2))) ||
-                      (left >= 4 && code[at + 1] == 0xF8 &&
-                       ffh_branch_watched(&watch, base + at + 4 + (intptr_t)ffh_branch_rel16(code + at + 2)));
-            break;
+    size_t at = 0;
+#if defined(__SSE2__)
+    /* Sixteen bytes at a time: the bytes whose high nibble is 7 or E, and 0F and C7, a few
+       more than the opcodes watched (E4 to E7, EA, EC to EF), which the table then tells
+       apart. */
+    const __m128i nibble = _mm_set1_epi8((char)0xF0), seven = _mm_set1_epi8(0x70), fourteen = _mm_set1_epi8((char)0xE0),
+                  escape = _mm_set1_epi8(0x0F), move = _mm_set1_epi8((char)0xC7);
+    for (; at + 16 <= size; at += 16) {
+        __m128i bytes = _mm_loadu_si128((const __m128i *)(const void *)(code + at));
+        __m128i high = _mm_and_si128(bytes, nibble);
+        __m128i maybe = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(high, seven), _mm_cmpeq_epi8(high, fourteen)),
+                                     _mm_or_si128(_mm_cmpeq_epi8(bytes, escape), _mm_cmpeq_epi8(bytes, move)));
+        unsigned bits = (unsigned)_mm_movemask_epi8(maybe);
+        while (bits) {
+            size_t byte = at + (size_t)__builtin_ctz(bits);
+            bits &= bits - 1;
+            if (ffh_branch_candidate(&watch, code, size, byte)) {
+                if (found < capacity) candidates[found] = (uintptr_t)code + byte;
+                found++;
+            }
         }
-        if (watched) {
-            if (found < capacity) candidates[found] = base + at;
+    }
+#endif
+    for (; at < size; at++) {
+        if (ffh_branch_candidate(&watch, code, size, at)) {
+            if (found < capacity) candidates[found] = (uintptr_t)code + at;
             found++;
         }
     }
@@ -180,8 +208,31 @@ static size_t ffh_x86_modrm_length(const uint8_t *at, const uint8_t *end) {
     return length;
 }
 
+/* What ffh_x86_decode learns of an instruction besides its length: where its ModRM byte is
+   (NULL without one) and the opcode of the one-byte map it starts with (after its prefixes;
+   0x0F for the other maps, VEX and EVEX included). */
+typedef struct {
+    const uint8_t *modrm;
+    uint8_t opcode;
+    /* The byte after 0F in the legacy two-byte map; 0 elsewhere. */
+    uint8_t second;
+    /* Whether a 67 prefix makes its addresses 32 bits wide. */
+    uint8_t address32;
+} ffh_x86_shape;
+
+static size_t ffh_x86_decode(const uint8_t *code, size_t available, int64_t *relative, ffh_x86_shape *shape);
+
 size_t ffh_x86_length(const uint8_t *code, size_t available, int64_t *relative) {
+    ffh_x86_shape shape;
+    return ffh_x86_decode(code, available, relative, &shape);
+}
+
+static size_t ffh_x86_decode(const uint8_t *code, size_t available, int64_t *relative, ffh_x86_shape *shape) {
     const uint8_t *at = code, *end = code + (available < 15 ? available : 15);
+    shape->modrm = NULL;
+    shape->opcode = 0;
+    shape->second = 0;
+    shape->address32 = 0;
     int operand16 = 0, address32 = 0, repne = 0, prefixed = 0;
     *relative = INT64_MIN;
     for (; at < end; at++) {
@@ -190,6 +241,7 @@ size_t ffh_x86_length(const uint8_t *code, size_t available, int64_t *relative) 
             operand16 = 1;
         } else if (byte == 0x67) {
             address32 = 1;
+            shape->address32 = 1;
         } else if (byte == 0xF2) {
             repne = 1;
         } else if (!(byte == 0xF0 || byte == 0xF2 || byte == 0xF3 || byte == 0x2E || byte == 0x36 || byte == 0x3E ||
@@ -224,7 +276,9 @@ size_t ffh_x86_length(const uint8_t *code, size_t available, int64_t *relative) 
         at += payload;
         uint8_t second = *at++;
         /* vzeroupper and vzeroall (VEX 0F 77) alone have no ModRM byte. */
+        shape->opcode = 0x0F;
         if (map == 1 && second == 0x77) return opcode == 0x62 ? 0 : (size_t)(at - code);
+        shape->modrm = at;
         size_t modrm = ffh_x86_modrm_length(at, end);
         if (modrm == 0) return 0;
         at += modrm;
@@ -233,18 +287,22 @@ size_t ffh_x86_length(const uint8_t *code, size_t available, int64_t *relative) 
         if (immediate) at++;
         return at <= end ? (size_t)(at - code) : 0;
     }
+    shape->opcode = opcode;
     if (opcode == 0x0F) {
         if (at >= end) return 0;
         uint8_t second = *at++;
+        shape->second = second;
         if (second == 0x38 || second == 0x3A) {
             if (at >= end) return 0;
             at++;
+            shape->modrm = at;
             size_t modrm = ffh_x86_modrm_length(at, end);
             if (modrm == 0) return 0;
             at += modrm + (second == 0x3A ? 1 : 0);
             return at <= end ? (size_t)(at - code) : 0;
         }
         if (second == 0x0F) { /* 3DNow!: ModRM, then the operation's byte */
+            shape->modrm = at;
             size_t modrm = ffh_x86_modrm_length(at, end);
             if (modrm == 0) return 0;
             at += modrm + 1;
@@ -271,6 +329,7 @@ size_t ffh_x86_length(const uint8_t *code, size_t available, int64_t *relative) 
     if (kind & FFH_X86_MODRM) {
         if (at >= end) return 0;
         reg = (*at >> 3) & 7;
+        shape->modrm = at;
         /* mov to and from control and debug registers (0F 20 to 23) take any ModRM byte as
            naming registers. */
         size_t modrm = opcode == 0x0F && at[-1] >= 0x20 && at[-1] <= 0x23 ? 1 : ffh_x86_modrm_length(at, end);
@@ -300,4 +359,66 @@ size_t ffh_x86_length(const uint8_t *code, size_t available, int64_t *relative) 
         *relative = immediate == 1 ? (int64_t)(int8_t)value[0] : (int64_t)wide32;
     }
     return length;
+}
+
+// MARK: - Plain prologues
+
+/* Whether the instruction ffh_x86_decode described runs as well anywhere, its memory operand
+   relative to the instruction pointer aside (see ffh_x86_rip_relative): no relative operand
+   (checked by the caller), and neither a call nor anything after which the next bytes may not
+   run (return, jump through a register or memory, interrupt, halt, undefined opcode, the system
+   and transaction groups). */
+static int ffh_x86_runs_anywhere(const ffh_x86_shape *shape) {
+    switch (shape->opcode) {
+    case 0xC2: case 0xC3: case 0xCA: case 0xCB: case 0xCC: case 0xCD: case 0xCF: case 0xF4: return 0;
+    case 0xC6: return !(shape->modrm && *shape->modrm == 0xF8); /* xabort */
+    case 0xFF: {
+        uint8_t reg = shape->modrm ? (*shape->modrm >> 3) & 7 : 0;
+        return reg < 2 || reg > 5; /* call and jmp, near and far */
+    }
+    case 0x0F:
+        return !(shape->second == 0x0B || shape->second == 0xB9 || shape->second == 0xFF || shape->second == 0x01 ||
+                 (shape->second >= 0x20 && shape->second <= 0x23));
+    default: return 1;
+    }
+}
+
+/* Whether its ModRM byte names a memory operand relative to the instruction pointer (mod 00,
+   r/m 101, no SIB byte): its 32-bit displacement follows the ModRM byte. */
+static int ffh_x86_rip_relative(const ffh_x86_shape *shape) {
+    return shape->modrm && (*shape->modrm & 0xC7) == 0x05;
+}
+
+size_t ffh_x86_plain_prefix(const uint8_t *code, size_t available, size_t patch, uintptr_t trampoline,
+                            uint8_t *copy, size_t *patch_offset, uint8_t *offsets, size_t capacity, size_t *count) {
+    static const uint8_t endbr64[4] = {0xF3, 0x0F, 0x1E, 0xFA};
+    size_t start = available >= 4 && memcmp(code, endbr64, 4) == 0 ? 4 : 0;
+    size_t offset = 0, instructions = 0;
+    while (offset < start + patch) {
+        if (offset >= available || instructions == capacity || offset + 15 > FFH_X86_PLAIN_COPY) return 0;
+        int64_t relative;
+        ffh_x86_shape shape;
+        size_t length = ffh_x86_decode(code + offset, available - offset, &relative, &shape);
+        if (length == 0 || relative != INT64_MIN || !ffh_x86_runs_anywhere(&shape)) return 0;
+        memcpy(copy + offset, code + offset, length);
+        if (ffh_x86_rip_relative(&shape)) {
+            /* The same address from the copy, when it is within a 32-bit displacement of it; an
+               address 32 bits wide (67) is left to the full decoder. */
+            if (shape.address32) return 0;
+            size_t at = (size_t)(shape.modrm + 1 - code);
+            int32_t displacement;
+            memcpy(&displacement, code + at, sizeof displacement);
+            uintptr_t end = (uintptr_t)code + offset + length;
+            uintptr_t target = end + (uintptr_t)(intptr_t)displacement;
+            int64_t moved = (int64_t)(target - (trampoline + offset + length));
+            if (moved < INT32_MIN || moved > INT32_MAX) return 0;
+            int32_t narrow = (int32_t)moved;
+            memcpy(copy + at, &narrow, sizeof narrow);
+        }
+        offsets[instructions++] = (uint8_t)offset;
+        offset += length;
+    }
+    *patch_offset = start;
+    *count = instructions;
+    return offset;
 }

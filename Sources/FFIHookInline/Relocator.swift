@@ -1,3 +1,4 @@
+internal import CFFIHookSupport
 import CZydis
 
 // The relocator of inline hooks (issue #24): it copies a function's first instructions into a
@@ -101,21 +102,29 @@ enum Relocator {
     /// a `ret`, `jmp`, `int3`, `ud2` or `hlt` are taken as not the function's. Reads up to 15 bytes
     /// past the last copied instruction's start when the size is unknown, and never at or past
     /// `mappedSize` bytes from `code` when that is given (how far readable, executable memory
-    /// runs: ``/FFIHook/MemoryMapping/executableRun(from:in:)``).
+    /// runs: ``/FFIHook/MemoryMapping/executableRun(from:in:)``). With `plainByTable`, a
+    /// prologue whose instructions all run as well anywhere is copied by
+    /// ``plainRelocation(code:patchLength:trampoline:end:)`` without Zydis, with the same result.
     static func relocate(
-        code: UnsafeRawPointer, patchLength: Int, trampoline: UInt, functionSize: Int? = nil, mappedSize: Int? = nil
+        code: UnsafeRawPointer, patchLength: Int, trampoline: UInt, functionSize: Int? = nil, mappedSize: Int? = nil,
+        plainByTable: Bool = true
     ) throws(RelocationError) -> Relocation {
-        let decoder = Decoder()
         guard patchLength >= minimumPatchLength else {
             throw RelocationError(
                 code: .patchTooShort, offset: 0, instruction: "",
                 explanation: "a patch needs at least \(minimumPatchLength) bytes; \(patchLength) were asked")
         }
+        let end = min(functionSize ?? .max, mappedSize ?? .max)
+        if plainByTable,
+            let plain = plainRelocation(code: code, patchLength: patchLength, trampoline: trampoline, end: end)
+        {
+            return plain
+        }
+        let decoder = Decoder()
         // Decode whole instructions until they cover the patch.
         var instructions: [Instruction] = []
         var offset = 0
         var patchOffset = 0
-        let end = min(functionSize ?? .max, mappedSize ?? .max)
         func tooShort(_ why: String) -> RelocationError {
             let last = instructions.last
             return RelocationError(
@@ -180,6 +189,37 @@ enum Relocator {
             patchOffset: patchOffset, copiedLength: copiedLength, bytes: bytes,
             instructionOffsets: zip(instructions, places).map { .init(original: $0.offset, trampoline: $1) },
             innerCalls: innerCalls, copiesCall: instructions.contains { $0.isCall })
+    }
+
+    /// The relocation of a prologue whose instructions all run as well from the trampoline
+    /// (most do: pushes, moves, stack adjustments, `endbr64`, loads relative to the instruction
+    /// pointer within 2 GB): the bytes copied, such loads' displacements rewritten, then the jump
+    /// back. The instructions' lengths come from ``ffh_x86_plain_prefix``, a table in C,
+    /// rather than from Zydis; nil when one of them needs the decoder (relative branches,
+    /// calls, ends of the flow, far operands, what the table leaves out), which then relocates
+    /// them all.
+    static func plainRelocation(
+        code: UnsafeRawPointer, patchLength: Int, trampoline: UInt, end: Int
+    ) -> Relocation? {
+        var patchOffset = 0
+        var count = 0
+        let capacity = 16
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity + Int(FFH_X86_PLAIN_COPY)) { buffer in
+            let offsets = buffer.baseAddress!
+            let copy = offsets + capacity
+            let copied = ffh_x86_plain_prefix(
+                code.assumingMemoryBound(to: UInt8.self), end, patchLength, trampoline, copy, &patchOffset, offsets,
+                capacity, &count)
+            guard copied > 0 else { return nil }
+            let base = UInt(bitPattern: code)
+            var bytes = Array(UnsafeBufferPointer(start: copy, count: copied))
+            bytes += jump(from: trampoline &+ UInt(copied), to: base &+ UInt(copied))
+            return Relocation(
+                patchOffset: patchOffset, copiedLength: copied, bytes: bytes,
+                instructionOffsets: UnsafeBufferPointer(start: offsets, count: count).map {
+                    .init(original: Int($0), trampoline: Int($0))
+                })
+        }
     }
 
     /// Decodes the `size` bytes of the function at `code` linearly and lists the relative

@@ -36,4 +36,19 @@ size_t ffh_branch_candidates(
 /// every instruction of whole libraries.
 size_t ffh_x86_length(const uint8_t *code, size_t available, int64_t *relative);
 
+/// The most bytes ffh_x86_plain_prefix copies (its `copy` holds this many).
+#define FFH_X86_PLAIN_COPY 64
+
+/// The bytes a patch of `patch` bytes at the start of the function at `code` (at most
+/// `available` bytes readable) displaces, when every instruction among them runs as well from
+/// a copy at `trampoline`: decoded by ffh_x86_length, with no relative operand and neither a
+/// call nor anything that ends the flow (return, indirect jump, `int3`, `ud2`, `hlt`...), and
+/// any memory operand relative to the instruction pointer within 32 bits of the copy. Writes
+/// the copy into `copy` (FFH_X86_PLAIN_COPY bytes), those operands' displacements rewritten
+/// for `trampoline`. The patch starts after an `endbr64` (`*patch_offset` 4, else 0), and the
+/// instructions' offsets go into `offsets` (`*count` of them, at most `capacity`). 0 when one
+/// of them is not such an instruction: a full decoder then relocates them.
+size_t ffh_x86_plain_prefix(const uint8_t *code, size_t available, size_t patch, uintptr_t trampoline,
+                            uint8_t *copy, size_t *patch_offset, uint8_t *offsets, size_t capacity, size_t *count);
+
 #endif

@@ -662,6 +662,7 @@ package final class SlotRegistry: Sendable {
     /// without starting a grace period each; one starts for all of it at the end. Each grace
     /// period makes every running thread pass a memory barrier (`membarrier`), which costs tens
     /// of microseconds with threads running: a group of a thousand hooks removed pays it once.
+    /// `body` is also one session of the fault guard (``SlotMemory/guardingFaults(_:)``).
     package func withBatchedReclamation<Result, Failure: Error>(
         _ body: () throws(Failure) -> Result
     ) throws(Failure) -> Result {
@@ -673,7 +674,9 @@ package final class SlotRegistry: Sendable {
                 Self.reclaim(&state)
             }
         }
-        return try body()
+        // One session of the fault guard for the whole batch: its reads of each slot's chain
+        // ask the kernel whether the guard is in place once, not at each read.
+        return try SlotMemory.guardingFaults(body)
     }
 
     // MARK: - Observers

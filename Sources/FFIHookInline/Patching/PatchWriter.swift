@@ -185,6 +185,8 @@ enum PatchWriter {
     }
 
     static func describe(status: ffh_patch_status, thread threadID: Int32, pc: UInt, error: Int32) -> String? {
+        // (Before any text is made: every patch of a batch that went in asks.)
+        guard status != FFH_PATCH_DONE else { return nil }
         let thread = "thread \(threadID)"
         let pc = "0x" + String(pc, radix: 16)
         switch status {
