@@ -210,9 +210,9 @@ final class Tracer: Sendable {
         fht_reset_counters()
         let countingFrom = fht_ticks()
         CallLog.shared?.begin()
-        let passed = Self.passedThroughCalls
         state.withLock {
-            $0.passedAtStart = passed
+            // (Under the lock: see ``afterLoader(unloading:_:)``.)
+            $0.passedAtStart = Self.passedThroughCalls
             $0.countingTicks = countingFrom
         }
     }
@@ -247,10 +247,7 @@ final class Tracer: Sendable {
     /// counted): attaches in the objects loaded since and to the functions of traced
     /// libraries loaded since.
     fileprivate func objectsLoaded() {
-        let before = Self.passedThroughCalls
         afterLoader(unloading: false) { state in update(&state) }
-        let passed = Self.passedThroughCalls - before
-        state.withLock { $0.passedInUpdates += passed }
     }
 
     /// Called after each `dlclose` returns: forgets the objects no longer loaded, so that one
@@ -291,7 +288,13 @@ final class Tracer: Sendable {
         state.withLock { state in
             guard !state.finished, loads == 0 || count != state[keyPath: walked] else { return }
             state[keyPath: walked] = count
+            // The calls that went straight through meanwhile are the walk's own, accounted
+            // under the lock that the report's reading of the count takes too: a report made
+            // while a walk runs (a joined process loading in a loop) waits for the walk and its
+            // account, and does not take the walk's calls as the program's.
+            let before = Self.passedThroughCalls
             body(&state)
+            state.passedInUpdates += Self.passedThroughCalls - before
         }
     }
 
@@ -846,7 +849,6 @@ final class Tracer: Sendable {
         // mark stays (a leave of a joined process ends it, see ``leave()``).
         fht_set_own_work(1)
         fht_report_progress()
-        let passed = Self.passedThroughCalls
         let pid = getpid()
         var taken = false
         var takenElsewhere = false
@@ -858,6 +860,8 @@ final class Tracer: Sendable {
         }
         let snapshot: Snapshot? =
             withStateLock { state -> Snapshot? in
+                // (Under the lock: see ``afterLoader(unloading:_:)``.)
+                let passed = Self.passedThroughCalls
                 guard state.started, !state.configuration.libraries.isEmpty else { return nil }
                 guard !state.finished else {
                     takenElsewhere = true
