@@ -243,11 +243,21 @@ static struct {
     int depth;
     long descriptor;
     unsigned long device, inode;
+    /* The process whose memory the descriptor names: a child of fork finds its parent's. */
+    long process;
 } ffh_code_run;
 
 /* /proc/self/mem, opened for reading and writing; negative on failure. */
 static long ffh_open_memory(void) {
     return ffh_syscall6(SYS_openat, AT_FDCWD, (long)"/proc/self/mem", O_RDWR | O_CLOEXEC, 0, 0, 0);
+}
+
+/* Whether the run's descriptor still names the file it opened. */
+static int ffh_code_run_kept(void) {
+    struct stat status;
+    return ffh_code_run.descriptor >= 0 &&
+           ffh_syscall6(SYS_fstat, ffh_code_run.descriptor, (long)&status, 0, 0, 0, 0) == 0 &&
+           status.st_dev == ffh_code_run.device && status.st_ino == ffh_code_run.inode;
 }
 
 long ffh_patch_code_writes_begin(void) {
@@ -257,10 +267,16 @@ long ffh_patch_code_writes_begin(void) {
         ffh_code_run.depth++;
         return ffh_code_run.descriptor;
     }
-    long expected = 0;
+    long process = ffh_syscall0(SYS_getpid);
+    /* In a child of fork made during a run of its parent's, the run's owner is not here: the
+       run is taken over, and the inherited descriptor (the parent's memory) closed. */
+    int inherited = owner != 0 && __atomic_load_n(&ffh_code_run.process, __ATOMIC_ACQUIRE) != process;
+    long expected = inherited ? owner : 0;
     if (!__atomic_compare_exchange_n(&ffh_code_run.owner, &expected, thread, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
-        return -1; /* Another thread's run (or, in a child of fork, the parent's): writes open their own. */
+        return -1; /* Another thread's run: writes open their own. */
     }
+    if (inherited && ffh_code_run_kept()) ffh_syscall6(SYS_close, ffh_code_run.descriptor, 0, 0, 0, 0, 0);
+    __atomic_store_n(&ffh_code_run.process, process, __ATOMIC_RELEASE);
     ffh_code_run.depth = 1;
     ffh_code_run.descriptor = ffh_open_memory();
     struct stat status;
@@ -272,14 +288,6 @@ long ffh_patch_code_writes_begin(void) {
         ffh_code_run.descriptor = -1;
     }
     return ffh_code_run.descriptor;
-}
-
-/* Whether the run's descriptor still names the file it opened. */
-static int ffh_code_run_kept(void) {
-    struct stat status;
-    return ffh_code_run.descriptor >= 0 &&
-           ffh_syscall6(SYS_fstat, ffh_code_run.descriptor, (long)&status, 0, 0, 0, 0) == 0 &&
-           status.st_dev == ffh_code_run.device && status.st_ino == ffh_code_run.inode;
 }
 
 void ffh_patch_code_writes_end(void) {

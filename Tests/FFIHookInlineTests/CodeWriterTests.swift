@@ -87,6 +87,32 @@ import Testing
         }
     }
 
+    /// A child forked during its parent's run takes the run over with a descriptor of its own
+    /// memory, and closes the one it inherited (its parent's memory): its writes land in its
+    /// own copy of the page, never in the parent's.
+    @Test func aChildForkedDuringARunWritesItsOwnMemory() throws {
+        try Self.withCodePage { page, size in
+            let kept = try #require(Self.beginOwnRun())
+            defer { ffh_patch_code_writes_end() }
+            let child = fork()
+            if child == 0 {
+                // (C calls only, in the child.)
+                let own = ffh_patch_code_writes_begin()
+                let inheritedClosed = own == kept || fcntl(Int32(kept), F_GETFD) < 0
+                var bytes: (UInt8, UInt8) = (0xC3, 0x90)
+                let status = ffh_patch_write_code(page + 16, &bytes, 2, page, size)
+                let landed = page.load(fromByteOffset: 16, as: UInt8.self) == 0xC3
+                ffh_patch_code_writes_end()
+                _exit(own >= 0 && inheritedClosed && status == 0 && landed ? 0 : 1)
+            }
+            #expect(child > 0)
+            var status: Int32 = 0
+            #expect(waitpid(child, &status, 0) == child)
+            #expect(status == 0, "the child's run: wait status \(status)")
+            #expect(page.load(fromByteOffset: 16, as: UInt8.self) == 0, "the child wrote into its parent's memory")
+        }
+    }
+
     @Test func anotherThreadsWritesDuringARunLand() throws {
         try Self.withCodePage { page, size in
             _ = try #require(Self.beginOwnRun())
