@@ -1192,6 +1192,21 @@ for mode in decoded inline raw; do
     read -r pid worker < <(tail -n 1 "$work/log-$mode.out")
     python3 Scripts/tracer-log-check.py "$mode" "$work/log-$mode-$pid.txt" "$pid" "$worker"
 done
+# The log stays out of the program's files: a shell that opens a file of its own on descriptor 3
+# (which the log held) gets its own lines in it and nothing else, and the log gets the calls,
+# in the shell and in the subshell it forks.
+for mode in "" --inline; do
+    rm -f "$work/own-3.txt" "$work/own-3.log"
+    # shellcheck disable=SC2086 # the mode is one word or none
+    "$bin/ffi-hook-tracer" $mode --library libc.so.6 --symbols strlen --log "$work/own-3.log" -- \
+        bash -c "exec 3>'$work/own-3.txt'; echo hi >&3; (echo there >&3)" 2>"$work/own-3.err"
+    if [ "$(cat "$work/own-3.txt")" != "$(printf 'hi\nthere')" ] || ! grep -q "strlen(" "$work/own-3.log"; then
+        echo "--log $mode: the shell's own file on descriptor 3 holds:" >&2
+        head -5 "$work/own-3.txt" "$work/own-3.err" >&2
+        exit 1
+    fi
+done
+echo "--log: a program's own file on descriptor 3 holds its own lines only"
 # A signature that does not parse is named, with what is logged instead: the built-in one where
 # the function has one, raw registers otherwise.
 "$bin/ffi-hook-tracer" --library libc.so.6 --library liblogged.so --symbols 'strlen,logged_call' \

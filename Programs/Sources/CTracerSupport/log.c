@@ -645,6 +645,12 @@ static void fht_log_forked(void) {
     fht_log_name(name, sizeof name, fht_log_pid);
     long descriptor = ffh_syscall3(SYS_open, (long)name, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
     if (descriptor < 0) return; /* logs on to the parent's file */
+    /* Out of the program's way, as the parent's (see CallLog). */
+    long high = ffh_syscall3(SYS_fcntl, descriptor, F_DUPFD_CLOEXEC, fht_high_descriptor_floor());
+    if (high >= 0) {
+        ffh_syscall3(SYS_close, descriptor, 0, 0);
+        descriptor = high;
+    }
     int old = fht_log_descriptor;
     __atomic_store_n(&fht_log_descriptor, (int)descriptor, __ATOMIC_RELEASE);
     ffh_syscall3(SYS_close, old, 0, 0);

@@ -63,10 +63,18 @@ final class CallLog: Sendable {
         let opener = getenv(marker).map { Int32(String(cString: $0)) } ?? nil
         let writer = getenv("FFI_HOOK_TRACER_PID").flatMap { Int32(String(cString: $0)) }
         let truncates = opener != pid && (named || (writer.map { $0 == pid } ?? (opener == nil)))
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncates ? O_TRUNC : 0), 0o644)
+        var descriptor = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncates ? O_TRUNC : 0), 0o644)
         guard descriptor >= 0 else {
             say("cannot write the log \(path): \(String(cString: strerror(errno))); calls are not logged")
             return nil
+        }
+        // Kept at a number out of the program's way, as the tracer's other descriptors are: at
+        // 3, a program that closed it and opened a file of its own (`exec 3>file` in a shell)
+        // got the log's lines in its file.
+        let high = fcntl(descriptor, F_DUPFD_CLOEXEC, fht_high_descriptor_floor())
+        if high >= 0 {
+            close(descriptor)
+            descriptor = high
         }
         setenv(marker, "\(pid)", 1)
         // The clock: the time-stamp counter, measured against CLOCK_MONOTONIC from here to the
