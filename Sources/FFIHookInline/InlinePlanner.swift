@@ -53,6 +53,9 @@ enum InlinePlanner {
     private struct State {
         /// Each object's slabs, by ``ObjectRanges/key(of:)``.
         var slabs: [String: [CodeSlab]] = [:]
+        /// During a pass that writes its plans' code at its end (``writingCode(_:state:_:)``),
+        /// the slabs it added plans to; nil otherwise.
+        var deferring: [CodeSlab]?
         /// The plan of the function at `address` in the object `key`, if one was made.
         func plan(of address: UInt, key: String) -> PlanReference? {
             for slab in slabs[key] ?? [] {
@@ -117,7 +120,7 @@ enum InlinePlanner {
                 // every loaded object (which pins each with dlopen).
                 return state.withLock { state in
                     retireUnused(&state)
-                    let plans = writingCode {
+                    let plans = writingCode(targets, state: &state) { state in
                         targets.map { target in
                             let key = ObjectRanges.key(containing: target.address)
                             return planCached(
@@ -143,7 +146,7 @@ enum InlinePlanner {
                             known.count + 1, min(known.low, target.address), max(known.high, target.address)
                         )
                     }
-                    let plans = writingCode {
+                    let plans = writingCode(targets, state: &state) { state in
                         targets.map { target in
                             let key = objects.key(of: target.address)
                             defer { remaining[key]!.count -= 1 }
@@ -168,13 +171,40 @@ enum InlinePlanner {
         #endif
     }
 
-    /// Runs `body`, whose plans write their trampolines, as one run of code writes: one
-    /// descriptor of `/proc/self/mem` for all of them (``ffh_patch_code_writes_begin``), where
-    /// opening it for each took a sixth of the time of planning a library of 1,370 functions.
-    private static func writingCode<Result>(_ body: () -> Result) -> Result {
+    /// Runs `body`, which plans `targets` (a result for each, in order), writing the code of
+    /// its new plans at its end: one write for each slab it added plans to
+    /// (``CodeSlab/deferWrites()``), not one for each plan, through one descriptor of
+    /// `/proc/self/mem` for all of them (``ffh_patch_code_writes_begin``); a plan whose code
+    /// could not be written is refused. Opening the file and writing for each plan took a
+    /// quarter of the time of planning a library of 1,370 functions.
+    private static func writingCode(
+        _ targets: [PlanTarget], state: inout State,
+        _ body: (inout State) -> [Result<PlanReference, InlineRefusal>]
+    ) -> [Result<PlanReference, InlineRefusal>] {
         _ = ffh_patch_code_writes_begin()
         defer { ffh_patch_code_writes_end() }
-        return body()
+        state.deferring = []
+        var plans = body(&state)
+        var failed: [ObjectIdentifier: Set<Int>] = [:]
+        for slab in state.deferring ?? [] {
+            let unwritten = slab.writePending()
+            if !unwritten.isEmpty { failed[ObjectIdentifier(slab), default: []].formUnion(unwritten) }
+        }
+        state.deferring = nil
+        guard !failed.isEmpty else { return plans }
+        for (place, target) in zip(plans.indices, targets) {
+            guard case .success(let plan) = plans[place],
+                failed[ObjectIdentifier(plan.slab)]?.contains(plan.index) == true
+            else { continue }
+            let name = target.name ?? hex(target.address)
+            plans[place] = .failure(
+                InlineRefusal(
+                    name: name, address: target.address, reason: .noMemory,
+                    error: HookError(
+                        code: .patchFailed, message: "the trampoline could not be written into the library's code slab",
+                        symbol: name)))
+        }
+        return plans
     }
 
     /// The slabs of `plans`, each counted once more (under the planner's lock, so that no slab
@@ -388,6 +418,10 @@ enum InlinePlanner {
         let (record, trampoline) = try relocate(
             address, size: size, mappedAfter: mappedAfter, slab: slab, protection: mapping.protection,
             check: check, refuse: refuse)
+        if state.deferring != nil, !state.deferring!.contains(where: { $0 === slab }) {
+            slab.deferWrites()
+            state.deferring!.append(slab)
+        }
         guard let index = slab.add(record, trampoline: trampoline.bytes) else {
             // (The slab keeps room for the largest trampoline: only a failed write gets here.)
             throw refuse(

@@ -80,6 +80,15 @@ final class CodeSlab: SlotObserver, @unchecked Sendable {
     /// How many threads the writes of each plan have moved into its trampoline, for the plans
     /// that moved any (registry's lock).
     var movedThreads: [Int: Int] = [:]
+    /// The code of the plans added since the planner began deferring its writes
+    /// (``deferWrites()``), from offset `pendingStart`, not yet in the mapping; nil when each
+    /// plan's code is written as it is added (planner's lock).
+    private var pending: [UInt8]?
+    private var pendingStart = 0
+    /// The plans whose code is pending: index, offset and length of its code.
+    private var pendingPlans: [(index: Int, offset: Int, length: Int)] = []
+    /// Plans whose code could not be written: never found again (planner's lock).
+    private var dead: Set<Int> = []
 
     private init(
         base: UInt, codeSize: Int, cellSize: Int, isNear: Bool
@@ -160,7 +169,8 @@ final class CodeSlab: SlotObserver, @unchecked Sendable {
 
     /// Adds a plan whose trampoline (`trampoline`, relocated for ``nextTrampoline``) and record
     /// are given: writes its stub and trampoline, points its cell at the trampoline, and
-    /// publishes it. Returns its index, or nil when the code could not be written.
+    /// publishes it (while writes are deferred, ``writePending()`` writes and publishes it).
+    /// Returns its index, or nil when the code could not be written.
     func add(_ record: PlanRecord, trampoline bytes: [UInt8]) -> Int? {
         let index = count
         let stubOffset = codeUsed
@@ -171,12 +181,15 @@ final class CodeSlab: SlotObserver, @unchecked Sendable {
         withUnsafeBytes(of: displacement.littleEndian) { code += $0 }
         code += [0xCC, 0xCC]
         code += bytes
-        let written = code.withUnsafeBytes { bytes in
-            ffh_patch_write_code(
-                UnsafeMutableRawPointer(bitPattern: stub), bytes.baseAddress, bytes.count,
-                UnsafeMutableRawPointer(bitPattern: base), codeSize)
+        if pending != nil {
+            // Written with the others at the end of the planner's pass (``writePending()``),
+            // the gap of alignment before it filled with int3.
+            pending!.append(contentsOf: repeatElement(0xCC, count: stubOffset - pendingStart - pending!.count))
+            pending!.append(contentsOf: code)
+            pendingPlans.append((index, stubOffset, code.count))
+        } else {
+            guard write(code, at: stubOffset) else { return nil }
         }
-        guard written == 0 else { return nil }
         var record = record
         record.stubOffset = UInt32(stubOffset)
         record.trampolineLength = UInt16(bytes.count)
@@ -190,8 +203,49 @@ final class CodeSlab: SlotObserver, @unchecked Sendable {
             unsorted[record.function] = Int32(index)
         }
         count = index + 1
-        publishedCount.store(count, ordering: .releasing)
+        if pending == nil { publishedCount.store(count, ordering: .releasing) }
         return index
+    }
+
+    /// Writes `code` at `offset` of the code mapping (``ffh_patch_write_code``).
+    private func write(_ code: [UInt8], at offset: Int) -> Bool {
+        code.withUnsafeBytes { bytes in
+            ffh_patch_write_code(
+                UnsafeMutableRawPointer(bitPattern: base + UInt(offset)), bytes.baseAddress, bytes.count,
+                UnsafeMutableRawPointer(bitPattern: base), codeSize)
+        } == 0
+    }
+
+    /// From now until ``writePending()``, the code of the plans added is kept and written at
+    /// once, and the plans published then: one write for a pass's plans, not one each
+    /// (planner's lock, within one pass of the planner, which calls `writePending` before its
+    /// plans leave it).
+    func deferWrites() {
+        guard pending == nil else { return }
+        pending = []
+        pending!.reserveCapacity(codeSize - codeUsed)
+        pendingStart = codeUsed
+    }
+
+    /// Writes the code of the plans added since ``deferWrites()`` in one write (each on its
+    /// own where that one fails), and publishes them. Returns the plans whose code could not
+    /// be written, which are never found again (``plan(of:)``): the planner refuses them.
+    func writePending() -> [Int] {
+        guard let code = pending else { return [] }
+        pending = nil
+        defer {
+            pendingPlans = []
+            publishedCount.store(count, ordering: .releasing)
+        }
+        guard !code.isEmpty, !write(code, at: pendingStart) else { return [] }
+        var failed: [Int] = []
+        for plan in pendingPlans {
+            let start = plan.offset - pendingStart
+            guard !write(Array(code[start..<(start + plan.length)]), at: plan.offset) else { continue }
+            failed.append(plan.index)
+            dead.insert(plan.index)
+        }
+        return failed
     }
 
     /// The plan of the function at `function`, if this slab has one (planner's lock).
@@ -202,8 +256,8 @@ final class CodeSlab: SlotObserver, @unchecked Sendable {
             let middle = (low + high) / 2
             if records[middle].function < function { low = middle + 1 } else { high = middle }
         }
-        if low < sortedCount && records[low].function == function { return low }
-        return unsorted[function].map(Int.init)
+        let found = low < sortedCount && records[low].function == function ? low : unsorted[function].map(Int.init)
+        return found.flatMap { dead.contains($0) ? nil : $0 }
     }
 
     // MARK: - Observing the cells (registry's lock)
