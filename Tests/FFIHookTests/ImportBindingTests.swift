@@ -134,9 +134,10 @@ extension FixtureTableTests {
                 done.store(true, ordering: .releasing)
                 while !loader.isFinished { usleep(1000) }
                 // Unloaded at the end: once another test's walk, which pins every loaded object
-                // for a moment (tests run in parallel), has let go of it (a second at most).
+                // for a moment (tests run in parallel), has let go of it (five seconds at most: a
+                // walk under AddressSanitizer on a busy machine was seen to take over one).
                 var unloaded = false
-                for _ in 0..<1000 {
+                for _ in 0..<5000 {
                     guard let handle = dlopen(copy, RTLD_LAZY | RTLD_NOLOAD) else {
                         unloaded = true
                         break
