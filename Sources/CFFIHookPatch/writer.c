@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <linux/membarrier.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 
 #include "ffh_syscall.h"
@@ -232,86 +231,11 @@ ffh_patch_status ffh_patch_write(
     return status;
 }
 
-// MARK: - Writing fresh code
-
-/* A run of code writes (ffh_patch_code_writes_begin and _end): /proc/self/mem opened once for
-   the thread that began it, which owns it (`owner`, its thread ID; 0 when no run is under
-   way), with the file's identity to check before each write: a descriptor the program closed
-   and reused for another file is not written to. */
-static struct {
-    long owner;
-    int depth;
-    long descriptor;
-    unsigned long device, inode;
-    /* The process whose memory the descriptor names: a child of fork finds its parent's. */
-    long process;
-} ffh_code_run;
-
-/* /proc/self/mem, opened for reading and writing; negative on failure. */
-static long ffh_open_memory(void) {
-    return ffh_syscall6(SYS_openat, AT_FDCWD, (long)"/proc/self/mem", O_RDWR | O_CLOEXEC, 0, 0, 0);
-}
-
-/* Whether the run's descriptor still names the file it opened. */
-static int ffh_code_run_kept(void) {
-    struct stat status;
-    return ffh_code_run.descriptor >= 0 &&
-           ffh_syscall6(SYS_fstat, ffh_code_run.descriptor, (long)&status, 0, 0, 0, 0) == 0 &&
-           status.st_dev == ffh_code_run.device && status.st_ino == ffh_code_run.inode;
-}
-
-long ffh_patch_code_writes_begin(void) {
-    long thread = ffh_syscall0(SYS_gettid);
-    long owner = __atomic_load_n(&ffh_code_run.owner, __ATOMIC_ACQUIRE);
-    if (owner == thread) {
-        ffh_code_run.depth++;
-        return ffh_code_run.descriptor;
-    }
-    long process = ffh_syscall0(SYS_getpid);
-    /* In a child of fork made during a run of its parent's, the run's owner is not here: the
-       run is taken over, and the inherited descriptor (the parent's memory) closed. */
-    int inherited = owner != 0 && __atomic_load_n(&ffh_code_run.process, __ATOMIC_ACQUIRE) != process;
-    long expected = inherited ? owner : 0;
-    if (!__atomic_compare_exchange_n(&ffh_code_run.owner, &expected, thread, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
-        return -1; /* Another thread's run: writes open their own. */
-    }
-    if (inherited && ffh_code_run_kept()) ffh_syscall6(SYS_close, ffh_code_run.descriptor, 0, 0, 0, 0, 0);
-    __atomic_store_n(&ffh_code_run.process, process, __ATOMIC_RELEASE);
-    ffh_code_run.depth = 1;
-    ffh_code_run.descriptor = ffh_open_memory();
-    struct stat status;
-    if (ffh_code_run.descriptor >= 0 && ffh_syscall6(SYS_fstat, ffh_code_run.descriptor, (long)&status, 0, 0, 0, 0) == 0) {
-        ffh_code_run.device = status.st_dev;
-        ffh_code_run.inode = status.st_ino;
-    } else if (ffh_code_run.descriptor >= 0) {
-        ffh_syscall6(SYS_close, ffh_code_run.descriptor, 0, 0, 0, 0, 0);
-        ffh_code_run.descriptor = -1;
-    }
-    return ffh_code_run.descriptor;
-}
-
-void ffh_patch_code_writes_end(void) {
-    if (__atomic_load_n(&ffh_code_run.owner, __ATOMIC_ACQUIRE) != ffh_syscall0(SYS_gettid)) return;
-    if (--ffh_code_run.depth > 0) return;
-    /* (A descriptor the program took over is the program's to close.) */
-    if (ffh_code_run_kept()) ffh_syscall6(SYS_close, ffh_code_run.descriptor, 0, 0, 0, 0, 0);
-    ffh_code_run.descriptor = -1;
-    __atomic_store_n(&ffh_code_run.owner, 0, __ATOMIC_RELEASE);
-}
-
-/* The run's descriptor of /proc/self/mem when this thread owns a run and the descriptor still
-   names the file it opened; else -1. */
-static long ffh_code_run_memory(void) {
-    if (__atomic_load_n(&ffh_code_run.owner, __ATOMIC_ACQUIRE) != ffh_syscall0(SYS_gettid)) return -1;
-    return ffh_code_run_kept() ? ffh_code_run.descriptor : -1;
-}
-
 int ffh_patch_write_code(void *address, const void *bytes, size_t length, void *area, size_t area_length) {
-    long kept = ffh_code_run_memory();
-    long memory = kept >= 0 ? kept : ffh_open_memory();
+    long memory = ffh_syscall6(SYS_openat, AT_FDCWD, (long)"/proc/self/mem", O_RDWR | O_CLOEXEC, 0, 0, 0);
     if (memory >= 0) {
         long written = ffh_syscall6(SYS_pwrite64, memory, (long)bytes, (long)length, (long)address, 0, 0);
-        if (memory != kept) ffh_syscall6(SYS_close, memory, 0, 0, 0, 0, 0);
+        ffh_syscall6(SYS_close, memory, 0, 0, 0, 0, 0);
         if (written == (long)length) return 0;
     }
     long changed = ffh_syscall3(SYS_mprotect, (long)area, (long)area_length, PROT_READ | PROT_WRITE | PROT_EXEC);
@@ -369,10 +293,6 @@ int ffh_patch_write_code(void *address, const void *bytes, size_t length, void *
     (void)address, (void)bytes, (void)length, (void)area, (void)area_length;
     return 38; /* ENOSYS */
 }
-
-long ffh_patch_code_writes_begin(void) { return -1; }
-
-void ffh_patch_code_writes_end(void) {}
 
 int ffh_patch_sample(uintptr_t *pcs, size_t capacity, ffh_patch_result *result) {
     (void)pcs, (void)capacity;

@@ -173,16 +173,13 @@ enum InlinePlanner {
 
     /// Runs `body`, which plans `targets` (a result for each, in order), writing the code of
     /// its new plans at its end: one write for each slab it added plans to
-    /// (``CodeSlab/deferWrites()``), not one for each plan, through one descriptor of
-    /// `/proc/self/mem` for all of them (``ffh_patch_code_writes_begin``); a plan whose code
-    /// could not be written is refused. Opening the file and writing for each plan took a
-    /// quarter of the time of planning a library of 1,370 functions.
+    /// (``CodeSlab/deferWrites()``), not one for each plan; a plan whose code could not be
+    /// written is refused. Opening `/proc/self/mem` and writing for each plan took a quarter of
+    /// the time of planning a library of 1,370 functions.
     private static func writingCode(
         _ targets: [PlanTarget], state: inout State,
         _ body: (inout State) -> [Result<PlanReference, InlineRefusal>]
     ) -> [Result<PlanReference, InlineRefusal>] {
-        _ = ffh_patch_code_writes_begin()
-        defer { ffh_patch_code_writes_end() }
         state.deferring = []
         var plans = body(&state)
         var failed: [ObjectIdentifier: Set<Int>] = [:]

@@ -121,19 +121,6 @@ ffh_patch_status ffh_patch_write(
 /// 0, or the errno of the failure.
 int ffh_patch_write_code(void *address, const void *bytes, size_t length, void *area, size_t area_length);
 
-/// Begins a run of ffh_patch_write_code calls on this thread, which then share one descriptor
-/// of `/proc/self/mem` (checked to name that file before each write) rather than opening it
-/// for each: a planner writing a thousand trampolines. Runs nest on the thread that owns one;
-/// another thread's calls open the file for each write as without a run. A child of fork made
-/// during a run takes it over at its first begin, closing the descriptor it inherited (its
-/// parent's memory), which no write of its uses. Each call is matched by ffh_patch_code_writes_end. Returns the descriptor
-/// the run keeps, or -1 when this thread's writes open the file each time (another thread owns
-/// the run, or the file could not be opened).
-long ffh_patch_code_writes_begin(void);
-
-/// Ends a run begun by ffh_patch_code_writes_begin; the outermost end closes the descriptor.
-void ffh_patch_code_writes_end(void);
-
 /// Stops the other threads and reports each one's instruction pointer into `pcs` (up to
 /// `capacity`, returning how many threads were stopped, or -1 with `result` saying why),
 /// then releases them: for tests, and to see where threads are.
