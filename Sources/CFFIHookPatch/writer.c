@@ -119,6 +119,100 @@ static ffh_patch_status ffh_write(ffh_writer *writer, ffh_patch_request *request
     return ffh_write_through_protection(request, &request->error);
 }
 
+// MARK: - Windows of requests
+
+/* A whole library's patches lie a few hundred bytes apart: the requests to write that follow
+   one another in the batch in ascending order of address, without overlapping, and fit in one
+   window of FFH_WRITE_WINDOW bytes are read with one pread and written with one pwrite of
+   /proc/self/mem (a page's private copy is made once either way). The bytes between them are
+   written back as they were read, every other thread being stopped; a request left out (a
+   thread inside it) keeps its bytes the same way. */
+#define FFH_WRITE_WINDOW 4096
+
+/* The end (exclusive index) of the window that begins with requests[first], which is to be
+   written: the requests after it that may share its read and write. */
+static size_t ffh_window_end(ffh_patch_request *requests, size_t count, size_t first) {
+    uintptr_t start = (uintptr_t)requests[first].address;
+    uintptr_t reach = start + requests[first].length;
+    if (requests[first].length > FFH_WRITE_COMPARED || reach < start) return first + 1;
+    size_t index = first + 1;
+    for (; index < count; index++) {
+        ffh_patch_request *request = &requests[index];
+        uintptr_t address = (uintptr_t)request->address;
+        if (request->length > FFH_WRITE_COMPARED || address < reach) break;
+        uintptr_t end = address + request->length;
+        if (end < address || end - start > FFH_WRITE_WINDOW) break;
+        if (request->status == FFH_PATCH_DONE) reach = end;
+    }
+    /* Requests not to be written at the window's end are not part of it. */
+    while (index > first + 1 && requests[index - 1].status != FFH_PATCH_DONE) index--;
+    return index;
+}
+
+/* Writes the requests [first, end) to be written (see ffh_window_end) with one read and one
+   write; each request is compared with what it expects as alone. A window that cannot be read
+   whole (part of it unmapped) or written whole goes request by request. Returns whether any
+   request was written. */
+static int ffh_write_window(ffh_writer *writer, ffh_patch_request *requests, size_t first, size_t end) {
+    uint8_t window[FFH_WRITE_WINDOW];
+    uintptr_t start = (uintptr_t)requests[first].address;
+    uintptr_t last = (uintptr_t)requests[end - 1].address + requests[end - 1].length;
+    size_t length = (size_t)(last - start);
+    long got = ffh_syscall6(SYS_pread64, writer->memory, (long)window, (long)length, (long)start, 0, 0);
+    if (got == (long)length) {
+        /* The bytes each request wants where it finds what it expects. */
+        uintptr_t written_start = 0, written_end = 0;
+        for (size_t index = first; index < end; index++) {
+            ffh_patch_request *request = &requests[index];
+            if (request->status != FFH_PATCH_DONE) continue;
+            uint8_t *current = window + ((uintptr_t)request->address - start);
+            for (size_t byte = 0; byte < request->length; byte++) {
+                if (current[byte] != request->expected[byte]) request->status = FFH_PATCH_CHANGED;
+            }
+            if (request->status != FFH_PATCH_DONE) continue;
+            for (size_t byte = 0; byte < request->length; byte++) current[byte] = request->bytes[byte];
+            if (written_end == 0) written_start = (uintptr_t)request->address;
+            written_end = (uintptr_t)request->address + request->length;
+        }
+        if (written_end == 0) return 0;
+        size_t span = (size_t)(written_end - written_start);
+        long written = ffh_syscall6(
+            SYS_pwrite64, writer->memory, (long)(window + (written_start - start)), (long)span, (long)written_start,
+            0, 0);
+        if (written == (long)span) return 1;
+        /* Refused (see ffh_write_through_memory): the requests that were to be written go
+           through mprotect, as every later one. A write cut short left the requests wholly
+           before the cut written. */
+        uintptr_t cut = written_start + (written > 0 ? (uintptr_t)written : 0);
+        if (written < 0) {
+            ffh_syscall6(SYS_close, writer->memory, 0, 0, 0, 0, 0);
+            writer->memory = -1;
+        }
+        int any = 0;
+        for (size_t index = first; index < end; index++) {
+            ffh_patch_request *request = &requests[index];
+            if (request->status != FFH_PATCH_DONE) continue;
+            if ((uintptr_t)request->address + request->length <= cut) {
+                any = 1;
+                continue;
+            }
+            request->status = ffh_write(writer, request);
+            any |= request->status == FFH_PATCH_DONE;
+        }
+        return any;
+    }
+    /* Part of the window is not mapped (or the read was refused): request by request, each
+       then says which it is. */
+    int any = 0;
+    for (size_t index = first; index < end; index++) {
+        ffh_patch_request *request = &requests[index];
+        if (request->status != FFH_PATCH_DONE) continue;
+        request->status = ffh_write(writer, request);
+        any |= request->status == FFH_PATCH_DONE;
+    }
+    return any;
+}
+
 // MARK: - Batches
 
 /* The request whose watched range holds `pc`, or NULL; `sorted` when the requests are in
@@ -186,11 +280,21 @@ ffh_patch_status ffh_patch_write_batch(ffh_patch_request *requests, size_t count
     ffh_writer writer = {
         ffh_syscall6(SYS_openat, AT_FDCWD, (long)"/proc/self/mem", O_RDWR | O_CLOEXEC, 0, 0, 0)};
     int wrote = 0;
-    for (size_t index = 0; index < count; index++) {
+    for (size_t index = 0; index < count;) {
         ffh_patch_request *request = &requests[index];
-        if (request->status != FFH_PATCH_DONE) continue;
+        if (request->status != FFH_PATCH_DONE) {
+            index++;
+            continue;
+        }
+        size_t end = ffh_window_end(requests, count, index);
+        if (writer.memory >= 0 && end - index > 1) {
+            wrote |= ffh_write_window(&writer, requests, index, end);
+            index = end;
+            continue;
+        }
         request->status = ffh_write(&writer, request);
         wrote |= request->status == FFH_PATCH_DONE;
+        index++;
     }
     if (writer.memory >= 0) ffh_syscall6(SYS_close, writer.memory, 0, 0, 0, 0, 0);
     if (wrote) ffh_sync_cores();

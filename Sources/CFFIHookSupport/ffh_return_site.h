@@ -24,16 +24,18 @@
 uintptr_t ffh_call_through(const void *function, const void *through, uintptr_t a, uintptr_t b, uintptr_t c,
                            uintptr_t d);
 
-/// A `ret` between `start` and `end`: any 0xc3 byte is one when jumped to; one that ends a
-/// function (a pop or a leave before it, padding or a function's first byte after it) is
-/// preferred, so that an unwinder that meets it there (a constructor that walks its stack
-/// while dlopen runs it) finds the rule of a function's last instruction. NULL when none.
-static inline const unsigned char *ffh_return_between(const unsigned char *start, const unsigned char *end) {
-    const unsigned char *first = NULL;
-    for (const unsigned char *byte = start; byte < end; byte++) {
-        byte = (const unsigned char *)memchr(byte, 0xc3, (size_t)(end - byte));
+/// A `ret` in [`from`, `to`) that ends a function (a pop or a leave before it, padding or a
+/// function's first byte after it), so that an unwinder that meets it there (a constructor that
+/// walks its stack while dlopen runs it) finds the rule of a function's last instruction; NULL
+/// when none. The first 0xc3 byte seen (any is a `ret` when jumped to) goes into `*first` when
+/// that is still NULL. The bytes around each lie in the segment [`start`, `end`).
+static inline const unsigned char *ffh_return_scan(const unsigned char *start, const unsigned char *end,
+                                                   const unsigned char *from, const unsigned char *to,
+                                                   const unsigned char **first) {
+    for (const unsigned char *byte = from; byte < to; byte++) {
+        byte = (const unsigned char *)memchr(byte, 0xc3, (size_t)(to - byte));
         if (!byte) break;
-        if (!first) first = byte;
+        if (!*first) *first = byte;
         unsigned char before = byte > start ? byte[-1] : 0;
         unsigned char after = byte + 1 < end ? byte[1] : 0;
         int popped = (before >= 0x58 && before <= 0x5f) || before == 0xc9;
@@ -41,18 +43,36 @@ static inline const unsigned char *ffh_return_between(const unsigned char *start
                      after == 0x55 || after == 0x41 || after == 0x53;
         if (popped && padded) return byte;
     }
-    return first;
+    return NULL;
+}
+
+/// A `ret` between `start` and `end`, one that ends a function preferred (ffh_return_scan),
+/// looked for from `near` on (a place in the range: the end of the caller's own function is
+/// usually a few hundred bytes on), then before it. NULL when none.
+static inline const unsigned char *ffh_return_between(const unsigned char *start, const unsigned char *end,
+                                                      const unsigned char *near) {
+    const unsigned char *first = NULL;
+    const unsigned char *found = ffh_return_scan(start, end, near, end, &first);
+    if (!found) found = ffh_return_scan(start, end, start, near, &first);
+    return found ? found : first;
 }
 
 /// A `ret` in an executable, readable segment of the object with load bias `bias` and program
-/// headers `headers`: NULL when it has none.
-static inline const void *ffh_return_in_segments(uintptr_t bias, const ElfW(Phdr) *headers, size_t count) {
-    for (size_t index = 0; index < count; index++) {
-        const ElfW(Phdr) *header = &headers[index];
-        if (header->p_type != PT_LOAD || (header->p_flags & (PF_X | PF_R)) != (PF_X | PF_R)) continue;
-        const unsigned char *start = (const unsigned char *)(bias + header->p_vaddr);
-        const unsigned char *found = ffh_return_between(start, start + header->p_filesz);
-        if (found) return found;
+/// headers `headers`: the segment that holds `caller` first (searched from `caller` on), then
+/// the others in order. NULL when it has none.
+static inline const void *ffh_return_in_segments(uintptr_t bias, const ElfW(Phdr) *headers, size_t count,
+                                                 uintptr_t caller) {
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t index = 0; index < count; index++) {
+            const ElfW(Phdr) *header = &headers[index];
+            if (header->p_type != PT_LOAD || (header->p_flags & (PF_X | PF_R)) != (PF_X | PF_R)) continue;
+            const unsigned char *start = (const unsigned char *)(bias + header->p_vaddr);
+            const unsigned char *end = start + header->p_filesz;
+            int holds = caller >= (uintptr_t)start && caller < (uintptr_t)end;
+            if (holds != (pass == 0)) continue;
+            const unsigned char *found = ffh_return_between(start, end, holds ? (const unsigned char *)caller : start);
+            if (found) return found;
+        }
     }
     return NULL;
 }
@@ -74,7 +94,8 @@ static inline const void *ffh_return_site(uintptr_t caller) {
             return NULL;
         }
         return ffh_return_in_segments(found.dlfo_link_map->l_addr,
-                                      (const ElfW(Phdr) *)(const void *)(start + header->e_phoff), header->e_phnum);
+                                      (const ElfW(Phdr) *)(const void *)(start + header->e_phoff), header->e_phnum,
+                                      caller);
     }
     const ElfW(Phdr) *headers = (const ElfW(Phdr) *)getauxval(AT_PHDR);
     size_t count = (size_t)getauxval(AT_PHNUM);
@@ -83,7 +104,7 @@ static inline const void *ffh_return_site(uintptr_t caller) {
     for (size_t index = 0; index < count; index++) {
         if (headers[index].p_type == PT_PHDR) bias = (uintptr_t)headers - headers[index].p_vaddr;
     }
-    return ffh_return_in_segments(bias, headers, count);
+    return ffh_return_in_segments(bias, headers, count, 0);
 }
 
 #endif

@@ -123,8 +123,14 @@ enum PatchWriter {
             request.move_count = moves[position].count
             requests.append(request)
         }
-        // The writer searches the requests by halves when they are in address order.
-        let order = requests.indices.sorted { requests[$0].watch_start < requests[$1].watch_start }
+        // The writer searches the requests by halves when they are in order of their watched
+        // ranges, and reads and writes neighbours in address order together (removals watch
+        // nothing: address order alone).
+        let order = requests.indices.sorted {
+            let (left, right) = (requests[$0], requests[$1])
+            if left.watch_start != right.watch_start { return left.watch_start < right.watch_start }
+            return UInt(bitPattern: left.address) < UInt(bitPattern: right.address)
+        }
         var sorted = order.map { requests[$0] }
         var result = ffh_patch_result()
         let status = sorted.withUnsafeMutableBufferPointer {

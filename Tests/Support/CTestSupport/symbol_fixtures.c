@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 /* Alone in a section whose name is a C identifier, so that the linker defines symbols at its
@@ -76,3 +77,44 @@ uintptr_t ct_load_bias(const char *object) {
     dlclose(handle);
     return bias;
 }
+
+#include "../../../Sources/CFFIHookSupport/ffh_return_site.h"
+
+const void *ct_return_site(const void *caller) {
+#if defined(__x86_64__)
+    return ffh_return_site((uintptr_t)caller);
+#else
+    (void)caller;
+    return NULL;
+#endif
+}
+
+typedef struct {
+    uintptr_t address, start, end;
+} ct_segment_search;
+
+static int ct_segment_visit(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    ct_segment_search *search = data;
+    for (size_t index = 0; index < info->dlpi_phnum; index++) {
+        const ElfW(Phdr) *header = &info->dlpi_phdr[index];
+        if (header->p_type != PT_LOAD || !(header->p_flags & PF_X)) continue;
+        uintptr_t start = info->dlpi_addr + header->p_vaddr, end = start + header->p_filesz;
+        if (search->address >= start && search->address < end) {
+            search->start = start;
+            search->end = end;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int ct_executable_segment(const void *address, uintptr_t *start, uintptr_t *end) {
+    ct_segment_search search = {(uintptr_t)address, 0, 0};
+    if (!dl_iterate_phdr(ct_segment_visit, &search)) return 0;
+    *start = search.start;
+    *end = search.end;
+    return 1;
+}
+
+const void *ct_main_program_entry(void) { return (const void *)getauxval(AT_ENTRY); }

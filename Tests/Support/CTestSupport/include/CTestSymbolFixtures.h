@@ -34,4 +34,15 @@ int ct_dynsym_lookup(const char *object, const char *symbol, uintptr_t *address,
 /// NULL; 0 when it is not loaded.
 uintptr_t ct_load_bias(const char *object);
 
+/// The `ret` that the library's calls to the loader go through for a call from `caller`
+/// (ffh_return_site), NULL when none.
+const void *ct_return_site(const void *caller);
+
+/// The executable segment that holds `address`: its start and end into `start` and `end`; 0
+/// when no loaded object's executable segment holds it.
+int ct_executable_segment(const void *address, uintptr_t *start, uintptr_t *end);
+
+/// The main program's entry point (AT_ENTRY).
+const void *ct_main_program_entry(void);
+
 #endif
