@@ -374,6 +374,71 @@ extension Hook {
         return HookToken(handle: handle)
     }
 
+    /// Attaches to every slot of `requests` as ``attach(on:options:onEnter:onLeave:)`` and
+    /// ``attach(on:options:functions:)`` do one by one, all or nothing, taking the stubs' lock
+    /// and the registry's once for the group (``AttachEngine/attach(_:liftsProtection:)``), not
+    /// once or twice a slot: an inline batch's thousand functions. The tokens are in the order
+    /// of `requests`. A failure names its request's `name`.
+    package static func attach(together requests: [AttachRequest], options: HookOptions) throws(HookError)
+        -> [HookToken]
+    {
+        guard options.isDisjoint(with: HookOptions.callerLimits) else {
+            throw HookError(
+                slot: requests.first?.slot.address ?? 0, signature: nil,
+                problem: .unsupportedCallerLimit(HookError.Problem.limitedAttachReason))
+        }
+        var items: [AttachEngine.Item] = []
+        items.reserveCapacity(requests.count)
+        for request in requests {
+            if let problem = request.slot.problem {
+                var error = HookError(slot: request.slot.address, signature: nil, problem: .invalidSlot(problem))
+                error.symbol = request.name
+                throw error
+            }
+            items.append(
+                AttachEngine.Item(
+                    slot: request.slot.address, attachment: request.attachment(options), symbol: request.name,
+                    symbolIsBound: false, function: request.slot.function, owner: request.slot.owner))
+        }
+        return try AttachEngine.attach(items, liftsProtection: options.contains(.liftsPageProtection)).map(
+            HookToken.init(handle:))
+    }
+}
+
+/// One slot of ``Hook/attach(together:options:)`` and its blocks, as one of the single attach
+/// forms takes them.
+package struct AttachRequest {
+    let slot: FunctionSlot
+    /// The name errors give the slot's function.
+    let name: String
+    private let blocks: (onEnter: EnterBlock?, onLeave: LeaveBlock?)?
+    private let functions: AttachFunctions?
+
+    /// The blocks of ``Hook/attach(on:options:onEnter:onLeave:)``.
+    package init(slot: FunctionSlot, name: String, onEnter: EnterBlock?, onLeave: LeaveBlock?) {
+        self.slot = slot
+        self.name = name
+        blocks = (onEnter, onLeave)
+        functions = nil
+    }
+
+    /// The C functions of ``Hook/attach(on:options:functions:)``.
+    package init(slot: FunctionSlot, name: String, functions: AttachFunctions) {
+        self.slot = slot
+        self.name = name
+        blocks = nil
+        self.functions = functions
+    }
+
+    func attachment(_ options: HookOptions) -> Attachment {
+        let reenters = options.contains(.allowsReentry)
+        if let functions { return Attachment(functions: functions, reenters: reenters) }
+        return Attachment(onEnter: blocks?.onEnter, onLeave: blocks?.onLeave, reenters: reenters)
+    }
+}
+
+extension Hook {
+
     /// Runs `onEnter` as the function `slot` leads to is entered, without knowing its
     /// signature: ``attach(on:options:onEnter:onLeave:)`` without a leave block, so the call's
     /// return address is left alone (the cheapest attach).

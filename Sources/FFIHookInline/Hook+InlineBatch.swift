@@ -36,12 +36,13 @@ extension Hook {
         on batch: InlineBatch, signature: (InlineFunction) -> Signature?, position: HookPosition,
         options: HookOptions = [], _ block: @escaping @Sendable (borrowing Invocation, InlineFunction) -> Void
     ) throws(HookError) -> HookGroupToken {
-        try installEach(on: batch) { (function: InlineFunction) throws(HookError) -> HookToken? in
-            guard let signature = signature(function) else { return nil }
-            return try install(on: function.slot, signature: signature, position: position, options: options) { call in
-                block(call, function)
-            }
-        }
+        try installEach(
+            on: batch, prepare: signature, together: { _ in nil },
+            { (function: InlineFunction, signature: Signature) throws(HookError) -> HookToken in
+                try install(on: function.slot, signature: signature, position: position, options: options) { call in
+                    block(call, function)
+                }
+            })
     }
 
     /// Installs a block that runs before each function of `batch`, every one of `signature`
@@ -86,7 +87,9 @@ extension Hook {
     /// ```
     ///
     /// Each function's attach is the one ``/FFIHook/Hook/attach(on:options:onEnter:onLeave:)``
-    /// makes on its ``InlineFunction/slot``.
+    /// makes on its ``InlineFunction/slot``. `blocks` is asked once for each function; the
+    /// attaches go in together, with one hold of the library's locks for the whole batch (one by
+    /// one only when that is refused, so that the refusal names its function).
     ///
     /// - Throws: as the batch form of `install(on:signature:position:options:_:)`.
     public static func attach(
@@ -96,17 +99,24 @@ extension Hook {
         guard options.isDisjoint(with: HookOptions.callerLimits) else {
             throw HookError(code: .unsupportedCallerLimit, message: HookError.Problem.limitedAttachReason)
         }
-        return try installEach(on: batch) { (function: InlineFunction) throws(HookError) -> HookToken? in
-            let (onEnter, onLeave) = blocks(function)
-            guard onEnter != nil || onLeave != nil else { return nil }
-            return try attach(on: function.slot, options: options, onEnter: onEnter, onLeave: onLeave)
-        }
+        return try installEach(
+            on: batch,
+            prepare: { (function: InlineFunction) -> AttachRequest? in
+                let (onEnter, onLeave) = blocks(function)
+                guard onEnter != nil || onLeave != nil else { return nil }
+                return AttachRequest(slot: function.slot, name: function.name, onEnter: onEnter, onLeave: onLeave)
+            },
+            together: { requests in try? attach(together: requests.map(\.1), options: options) },
+            { (function: InlineFunction, request: AttachRequest) throws(HookError) -> HookToken in
+                try attach(together: [request], options: options)[0]
+            })
     }
 
     /// Attaches to every function of `batch` with blocks written as C functions
     /// (``/FFIHook/AttachFunctions``), which `functions` gives for each; a function it gives
     /// none for is left alone, and not refused. Each function's attach is the one
-    /// ``/FFIHook/Hook/attach(on:options:functions:)`` makes on its ``InlineFunction/slot``.
+    /// ``/FFIHook/Hook/attach(on:options:functions:)`` makes on its ``InlineFunction/slot``;
+    /// they go in together, as with the form with `blocks:`.
     ///
     /// - Throws: as the batch form of `install(on:signature:position:options:_:)`.
     public static func attach(
@@ -115,10 +125,18 @@ extension Hook {
         guard options.isDisjoint(with: HookOptions.callerLimits) else {
             throw HookError(code: .unsupportedCallerLimit, message: HookError.Problem.limitedAttachReason)
         }
-        return try installEach(on: batch) { (function: InlineFunction) throws(HookError) -> HookToken? in
-            guard let chosen = functions(function), chosen.onEnter != nil || chosen.onLeave != nil else { return nil }
-            return try attach(on: function.slot, options: options, functions: chosen)
-        }
+        return try installEach(
+            on: batch,
+            prepare: { (function: InlineFunction) -> AttachRequest? in
+                guard let chosen = functions(function), chosen.onEnter != nil || chosen.onLeave != nil else {
+                    return nil
+                }
+                return AttachRequest(slot: function.slot, name: function.name, functions: chosen)
+            },
+            together: { requests in try? attach(together: requests.map(\.1), options: options) },
+            { (function: InlineFunction, request: AttachRequest) throws(HookError) -> HookToken in
+                try attach(together: [request], options: options)[0]
+            })
     }
 
     /// Attaches the same blocks to every function of `batch` (see the form with `blocks:`, whose
@@ -148,27 +166,35 @@ extension Hook {
     public static func replace(
         on batch: InlineBatch, options: HookOptions = [], with replacement: (InlineFunction) -> UnsafeRawPointer?
     ) throws(HookError) -> HookGroupToken {
-        try installEach(on: batch) { (function: InlineFunction) throws(HookError) -> HookToken? in
-            guard let pointer = replacement(function) else { return nil }
-            let token = try replace(on: function.slot, with: pointer, options: options)
-            return HookToken(handle: ReplacementHandle(token, function: function))
-        }
+        try installEach(
+            on: batch, prepare: replacement, together: { _ in nil },
+            { (function: InlineFunction, pointer: UnsafeRawPointer) throws(HookError) -> HookToken in
+                let token = try replace(on: function.slot, with: pointer, options: options)
+                return HookToken(handle: ReplacementHandle(token, function: function))
+            })
     }
 
     /// Holds every function of the batch patched (one stop writes the patches not in yet),
     /// installs on each, then drops the holds; a refused install's patch comes out with the
-    /// others in one stop.
-    private static func installEach(
-        on batch: InlineBatch, _ install: (InlineFunction) throws(HookError) -> HookToken?
+    /// others in one stop. `prepare` says what to install on each held function (nil: leave it
+    /// alone), once; `together` installs them all at once, or returns nil having installed
+    /// none (then `install` installs them one by one, and a failure names its function).
+    private static func installEach<Prepared>(
+        on batch: InlineBatch, prepare: (InlineFunction) -> Prepared?,
+        together: ([(InlineFunction, Prepared)]) -> [HookToken]?,
+        _ install: (InlineFunction, Prepared) throws(HookError) -> HookToken
     ) throws(HookError) -> HookGroupToken {
         let allOrNothing = batch.options.contains(.allOrNothing)
         return try SlotRegistry.shared.withBatchedReclamation { () throws(HookError) -> HookGroupToken in
-            try installEach(on: batch, allOrNothing: allOrNothing, install)
+            try installEach(
+                on: batch, allOrNothing: allOrNothing, prepare: prepare, together: together, install)
         }
     }
 
-    private static func installEach(
-        on batch: InlineBatch, allOrNothing: Bool, _ install: (InlineFunction) throws(HookError) -> HookToken?
+    private static func installEach<Prepared>(
+        on batch: InlineBatch, allOrNothing: Bool, prepare: (InlineFunction) -> Prepared?,
+        together: ([(InlineFunction, Prepared)]) -> [HookToken]?,
+        _ install: (InlineFunction, Prepared) throws(HookError) -> HookToken
     ) throws(HookError) -> HookGroupToken {
         try InlinePatching.withDeferredRemovals { () throws(HookError) -> HookGroupToken in
             let refused = try BatchPatching.hold(batch.functions, allOrNothing: allOrNothing)
@@ -178,14 +204,23 @@ extension Hook {
             var refusals = refused.values.map(\.error)
             var failures: [HookError] = []
             do throws(HookError) {
+                var prepared: [(InlineFunction, Prepared)] = []
+                prepared.reserveCapacity(held.count)
                 for function in held {
-                    do throws(HookError) {
-                        if let token = try install(function) { tokens.append(token) }
-                    } catch {
-                        var error = error
-                        error.symbol = function.name
-                        if allOrNothing { throw error }
-                        failures.append(error)
+                    if let what = prepare(function) { prepared.append((function, what)) }
+                }
+                if let installed = prepared.isEmpty ? [] : together(prepared) {
+                    tokens = installed
+                } else {
+                    for (function, what) in prepared {
+                        do throws(HookError) {
+                            tokens.append(try install(function, what))
+                        } catch {
+                            var error = error
+                            error.symbol = function.name
+                            if allOrNothing { throw error }
+                            failures.append(error)
+                        }
                     }
                 }
                 // Every install failed, and for one reason: the options or the signature were

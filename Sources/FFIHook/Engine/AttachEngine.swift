@@ -308,11 +308,20 @@ enum AttachEngine {
 extension AttachEngine {
     /// One slot of a group attached at once (``attach(_:liftsProtection:)``).
     struct Item {
-        /// The slot (an import-table entry).
+        /// The slot (an import-table entry, an inline function's jump cell).
         let slot: UInt
         let attachment: Attachment
         /// The function's name (the entry's symbol), which errors name.
         let symbol: String
+        /// Whether ``symbol`` is the name the loader binds (an import entry's): then it alone
+        /// may say that the function returns twice or reads its return address. An inline
+        /// function's name is its own symbol's, which may be a local one of any name.
+        var symbolIsBound = true
+        /// The function the slot stands for (an inline function's), looked at in place of the
+        /// slot's word; 0 for the word.
+        var function: UInt = 0
+        /// What the slot's replacement keeps alive (an inline function's code slab).
+        var owner: (any AnyObject & Sendable)?
     }
 
     /// Attaches to each item's slot as ``attach(slot:attachment:liftsProtection:owner:function:symbol:)``
@@ -349,11 +358,13 @@ extension AttachEngine {
                 throw failure(error, at: address)
             }
             guard items[place].attachment.leaves else { continue }
-            if ReturnsTwice.contains(name: items[place].symbol) {
+            let named = items[place].symbolIsBound
+            if named && ReturnsTwice.contains(name: items[place].symbol) {
                 leaveless[place] = items[place].attachment.withoutLeave
             } else {
-                if ReadsReturnAddress.functions.contains(name: items[place].symbol) { asCaller.insert(place) }
-                unnamed.append((place, address, word ?? 0))
+                if named && ReadsReturnAddress.functions.contains(name: items[place].symbol) { asCaller.insert(place) }
+                let function = items[place].function
+                unnamed.append((place, address, function != 0 ? function : word ?? 0))
             }
         }
         for (candidate, lead) in zip(unnamed, leads(unnamed.map { ($0.word, $0.slot) })) {
@@ -392,7 +403,8 @@ extension AttachEngine {
                     return (
                         UnsafeMutableRawPointer(bitPattern: items[place].slot),
                         UnsafeRawPointer(bitPattern: stub.code)!,
-                        UnsafeMutableRawPointer(stub.record).assumingMemoryBound(to: UInt.self)
+                        UnsafeMutableRawPointer(stub.record).assumingMemoryBound(to: UInt.self),
+                        items[place].owner
                     )
                 }, liftsProtection: liftsProtection)
         } catch {

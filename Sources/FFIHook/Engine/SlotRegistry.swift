@@ -532,7 +532,10 @@ package final class SlotRegistry: Sendable {
     /// nothing (when one cannot be replaced, those replaced before it are taken out again, and
     /// the error names its slot).
     package func replace(
-        _ slots: [(slot: UnsafeMutableRawPointer?, stub: UnsafeRawPointer, mirror: UnsafeMutablePointer<UInt>?)],
+        _ slots: [(
+            slot: UnsafeMutableRawPointer?, stub: UnsafeRawPointer, mirror: UnsafeMutablePointer<UInt>?,
+            owner: (any AnyObject & Sendable)?
+        )],
         liftsProtection: Bool
     ) throws(HookError) -> [Replacement] {
         func failure(at address: UInt) -> (HookError.Problem) -> HookError {
@@ -559,7 +562,7 @@ package final class SlotRegistry: Sendable {
             prepared.append(
                 Replacement(
                     slot: slot, function: UInt(bitPattern: item.stub), protection: protection, mirror: item.mirror,
-                    owner: nil))
+                    owner: item.owner))
         }
         return try write { (state: inout State) throws(HookError) -> [Replacement] in
             var done: [Replacement] = []

@@ -55,28 +55,58 @@ enum PatchWriter {
     /// jump from a far slab, then `int3` over the rest of the last instruction it touches.
     static func patchBytes(_ slab: CodeSlab, _ index: Int) -> [UInt8] {
         let record = slab.records[index]
-        let stub = slab.stub(index)
-        var bytes: [UInt8]
-        if slab.isNear {
-            let rel = Int32(Int(stub) - Int(record.patchStart + 5))
-            bytes = [0xE9]
-            withUnsafeBytes(of: rel.littleEndian) { bytes += $0 }
-        } else {
-            bytes = [0xFF, 0x25, 0, 0, 0, 0]
-            withUnsafeBytes(of: UInt64(stub).littleEndian) { bytes += $0 }
+        return [UInt8](unsafeUninitializedCapacity: Int(record.copiedLength) - Int(record.patchOffset)) {
+            buffer, count in
+            count = writePatch(slab, record, into: buffer.baseAddress!)
         }
-        let overwritten = Int(record.copiedLength) - Int(record.patchOffset)
-        return bytes + [UInt8](repeating: 0xCC, count: overwritten - bytes.count)
     }
 
-    /// Where a thread stopped inside plan `index`'s overwritten bytes goes: the copy of its
-    /// instruction in the trampoline.
-    static func moves(_ slab: CodeSlab, _ index: Int) -> [ffh_patch_move] {
-        let record = slab.records[index]
-        let trampoline = slab.trampoline(index)
-        return record.instructions.filter { $0.original > Int(record.patchOffset) }.map {
-            ffh_patch_move(from: record.function + UInt($0.original), to: trampoline + UInt($0.trampoline))
+    /// Writes the bytes of the patch of `record` (a plan of `slab`) at `target`, which has room
+    /// for them (the record's overwritten bytes); returns how many.
+    private static func writePatch(_ slab: CodeSlab, _ record: PlanRecord, into target: UnsafeMutablePointer<UInt8>)
+        -> Int
+    {
+        let stub = slab.base + UInt(record.stubOffset)
+        let length = Int(record.copiedLength) - Int(record.patchOffset)
+        // The planner overwrites at least the jump's bytes.
+        precondition(length >= (slab.isNear ? 5 : 14), "a plan overwrites fewer bytes than its jump")
+        let raw = UnsafeMutableRawPointer(target)
+        var jump: Int
+        if slab.isNear {
+            target[0] = 0xE9
+            raw.storeBytes(
+                of: Int32(Int(stub) - Int(record.patchStart + 5)).littleEndian, toByteOffset: 1, as: Int32.self)
+            jump = 5
+        } else {
+            (target[0], target[1], target[2], target[3], target[4], target[5]) = (0xFF, 0x25, 0, 0, 0, 0)
+            raw.storeBytes(of: UInt64(stub).littleEndian, toByteOffset: 6, as: UInt64.self)
+            jump = 14
         }
+        while jump < length {
+            target[jump] = 0xCC
+            jump += 1
+        }
+        return length
+    }
+
+    /// Writes, from `target` on, where a thread stopped inside the overwritten bytes of
+    /// `record` (a plan of `slab`) goes: the copy of its instruction in the trampoline. Returns
+    /// how many.
+    private static func writeMoves(
+        _ slab: CodeSlab, _ record: PlanRecord, into target: UnsafeMutablePointer<ffh_patch_move>
+    ) -> Int {
+        let trampoline = slab.base + UInt(record.stubOffset) + UInt(CodeSlab.stubSize)
+        var written = 0
+        var ordinal = 0
+        for offset in 0..<Int(record.copiedLength) where record.instructionStarts & (1 << UInt32(offset)) != 0 {
+            if offset > Int(record.patchOffset) {
+                target[written] = ffh_patch_move(
+                    from: record.function + UInt(offset), to: trampoline + UInt(record.trampolineOffsets[ordinal]))
+                written += 1
+            }
+            ordinal += 1
+        }
+        return written
     }
 
     /// Writes `items` in one stop; marks each written plan patched or not, and counts the
@@ -90,37 +120,52 @@ enum PatchWriter {
     }
 
     private static func writeItems(_ items: [Item]) -> Outcome {
-        // Every byte the requests point at, in buffers that live through the write.
-        var expected: [[UInt8]] = []
-        var bytes: [[UInt8]] = []
-        var moves: [[ffh_patch_move]] = []
+        // Every byte and move the requests point at, in buffers that live through the write.
+        var byteCount = 0
+        var moveCount = 0
         for item in items {
-            let original = item.slab.records[item.index].overwritten
-            let patch = patchBytes(item.slab, item.index)
-            expected.append(item.patching ? original : patch)
-            bytes.append(item.patching ? patch : original)
-            moves.append(item.patching ? Self.moves(item.slab, item.index) : [])
+            let record = item.slab.records[item.index]
+            byteCount += Int(record.copiedLength) - Int(record.patchOffset)
+            if item.patching { moveCount += record.instructionStarts.nonzeroBitCount }
         }
-        let flat = Flattened(expected: expected, bytes: bytes, moves: moves)
-        defer { flat.deallocate() }
+        let expectedBytes = UnsafeMutablePointer<UInt8>.allocate(capacity: max(byteCount, 1))
+        let newBytes = UnsafeMutablePointer<UInt8>.allocate(capacity: max(byteCount, 1))
+        let moves = UnsafeMutablePointer<ffh_patch_move>.allocate(capacity: max(moveCount, 1))
+        defer {
+            expectedBytes.deallocate()
+            newBytes.deallocate()
+            moves.deallocate()
+        }
         var requests: [ffh_patch_request] = []
         requests.reserveCapacity(items.count)
-        for (position, item) in items.enumerated() {
+        var byteOffset = 0
+        var moveOffset = 0
+        for item in items {
             let record = item.slab.records[item.index]
+            let length = Int(record.copiedLength) - Int(record.patchOffset)
+            let (original, patch) =
+                item.patching
+                ? (expectedBytes + byteOffset, newBytes + byteOffset)
+                : (newBytes + byteOffset, expectedBytes + byteOffset)
+            for index in 0..<length { original[index] = record.original[index] }
+            _ = writePatch(item.slab, record, into: patch)
             var request = ffh_patch_request()
             request.address = UnsafeMutableRawPointer(bitPattern: record.patchStart)
-            request.expected = flat.expected(position)
-            request.bytes = flat.bytes(position)
-            request.length = expected[position].count
+            request.expected = UnsafePointer(expectedBytes + byteOffset)
+            request.bytes = UnsafePointer(newBytes + byteOffset)
+            request.length = length
             request.protection = Int32(record.protection)
             if item.patching {
                 // A thread at the patch's first byte is about to run the jump: only the bytes
                 // after it are watched.
                 request.watch_start = record.patchStart + 1
                 request.watch_end = record.function + UInt(record.copiedLength)
+                let count = writeMoves(item.slab, record, into: moves + moveOffset)
+                request.moves = UnsafePointer(moves + moveOffset)
+                request.move_count = count
+                moveOffset += count
             }
-            request.moves = flat.moves(position)
-            request.move_count = moves[position].count
+            byteOffset += length
             requests.append(request)
         }
         // The writer searches the requests by halves when they are in order of their watched
@@ -213,55 +258,5 @@ enum PatchWriter {
         case FFH_PATCH_UNMAPPED: return "the function's code is no longer mapped"
         default: return "the code writer failed (status \(status.rawValue))"
         }
-    }
-}
-
-/// The bytes of a batch's requests in three buffers that stay put while the writer reads them.
-private struct Flattened {
-    let expectedBuffer: UnsafeMutableBufferPointer<UInt8>
-    let bytesBuffer: UnsafeMutableBufferPointer<UInt8>
-    let movesBuffer: UnsafeMutableBufferPointer<ffh_patch_move>
-    let byteOffsets: [Int]
-    let moveOffsets: [Int]
-
-    init(expected: [[UInt8]], bytes: [[UInt8]], moves: [[ffh_patch_move]]) {
-        var byteOffsets: [Int] = []
-        var offset = 0
-        for item in expected {
-            byteOffsets.append(offset)
-            offset += item.count
-        }
-        expectedBuffer = .allocate(capacity: max(offset, 1))
-        bytesBuffer = .allocate(capacity: max(offset, 1))
-        for (index, item) in expected.enumerated() {
-            _ = UnsafeMutableBufferPointer(rebasing: expectedBuffer[byteOffsets[index]...]).initialize(from: item)
-            _ = UnsafeMutableBufferPointer(rebasing: bytesBuffer[byteOffsets[index]...]).initialize(from: bytes[index])
-        }
-        var moveOffsets: [Int] = []
-        var moveCount = 0
-        for item in moves {
-            moveOffsets.append(moveCount)
-            moveCount += item.count
-        }
-        movesBuffer = .allocate(capacity: max(moveCount, 1))
-        for (index, item) in moves.enumerated() {
-            _ = UnsafeMutableBufferPointer(rebasing: movesBuffer[moveOffsets[index]...]).initialize(from: item)
-        }
-        self.byteOffsets = byteOffsets
-        self.moveOffsets = moveOffsets
-    }
-
-    func expected(_ index: Int) -> UnsafePointer<UInt8> {
-        UnsafePointer(expectedBuffer.baseAddress! + byteOffsets[index])
-    }
-    func bytes(_ index: Int) -> UnsafePointer<UInt8> { UnsafePointer(bytesBuffer.baseAddress! + byteOffsets[index]) }
-    func moves(_ index: Int) -> UnsafePointer<ffh_patch_move> {
-        UnsafePointer(movesBuffer.baseAddress! + moveOffsets[index])
-    }
-
-    func deallocate() {
-        expectedBuffer.deallocate()
-        bytesBuffer.deallocate()
-        movesBuffer.deallocate()
     }
 }
