@@ -361,6 +361,51 @@ static size_t ffh_x86_decode(const uint8_t *code, size_t available, int64_t *rel
     return length;
 }
 
+// MARK: - Decoding stretches
+
+int ffh_branch_is_watched(const uintptr_t *functions, size_t count, uintptr_t window, const uint64_t *blocks,
+                          uintptr_t target) {
+    if (!functions || count == 0 || !blocks) return 0;
+    ffh_branch_watch watch = {.low = functions[0], .high = functions[count - 1] + window, .bits = blocks};
+    return ffh_branch_watched(&watch, target);
+}
+
+size_t ffh_branch_decode(uintptr_t *address, uintptr_t end, uintptr_t limit, const uintptr_t *starts, size_t count,
+                         size_t *next, const uintptr_t *functions, size_t function_count, uintptr_t window,
+                         const uint64_t *blocks, ffh_branch_found *found, size_t capacity, int *undecoded) {
+    *undecoded = 0;
+    if (!functions || function_count == 0 || !blocks) return 0;
+    ffh_branch_watch watch = {.low = functions[0], .high = functions[function_count - 1] + window, .bits = blocks};
+    uintptr_t place = *address;
+    size_t following_start = *next;
+    size_t written = 0;
+    while (place < end && written < capacity) {
+        int64_t relative;
+        ffh_x86_shape shape;
+        size_t length = ffh_x86_decode((const uint8_t *)place, (size_t)(limit - place), &relative, &shape);
+        if (length == 0) {
+            *undecoded = 1;
+            break;
+        }
+        if (relative != INT64_MIN) {
+            uintptr_t target = place + length + (uintptr_t)relative;
+            if (ffh_branch_watched(&watch, target)) {
+                found[written].from = place;
+                found[written].target = target;
+                written++;
+            }
+        }
+        uintptr_t following = place + length;
+        /* An instruction that runs over a known start was not one: go on from the start. */
+        while (following_start < count && starts[following_start] <= place) following_start++;
+        if (following_start < count && starts[following_start] < following) following = starts[following_start];
+        place = following;
+    }
+    *address = place;
+    *next = following_start;
+    return written;
+}
+
 // MARK: - Plain prologues
 
 /* Whether the instruction ffh_x86_decode described runs as well anywhere, its memory operand

@@ -105,8 +105,64 @@ struct BranchSweep {
                 var last = index
                 while last + 1 < candidates.count, candidates[last + 1] < nextStart { last += 1 }
                 let end = min(range.upperBound, candidates[last] + 1)
-                forEachDirectBranch(in: [start..<end], startingAgainAt: starts, limit: range.upperBound, body)
+                forEachWatchedBranch(
+                    in: start..<end, limit: range.upperBound, startingAgainAt: starts, functions: functions,
+                    blocks: blocks, body)
                 index = last + 1
+            }
+        }
+    }
+
+    /// Calls `body` with each direct branch that ``forEachDirectBranch(in:startingAgainAt:limit:_:)``
+    /// finds in `range` (instructions running up to `limit`) whose target the bitmap `blocks` of
+    /// ``ffh_branch_candidates`` for `functions` watches: decoded in C (``ffh_branch_decode``),
+    /// the instructions its table leaves aside by Zydis, as that decoding does.
+    static func forEachWatchedBranch(
+        in range: Range<UInt>, limit: UInt, startingAgainAt starts: [UInt], functions: [UInt], blocks: [UInt64],
+        _ body: (_ from: UInt, _ target: UInt) -> Void
+    ) {
+        var decoder = ZydisDecoder()
+        var decoderReady = false
+        var instruction = ZydisDecodedInstruction()
+        var found = [ffh_branch_found](repeating: ffh_branch_found(), count: 64)
+        var address = range.lowerBound
+        var next = firstIndex(in: starts, above: address)
+        starts.withUnsafeBufferPointer { starts in
+            functions.withUnsafeBufferPointer { functions in
+                blocks.withUnsafeBufferPointer { blocks in
+                    while address < range.upperBound {
+                        var undecoded: Int32 = 0
+                        let count = ffh_branch_decode(
+                            &address, range.upperBound, limit, starts.baseAddress, starts.count, &next,
+                            functions.baseAddress, functions.count, Self.watchedLength, blocks.baseAddress, &found,
+                            found.count, &undecoded)
+                        for index in 0..<count { body(found[index].from, found[index].target) }
+                        guard undecoded != 0 else { continue }
+                        // An instruction the table leaves to Zydis: decoded as the full decoding
+                        // decodes it, then on from after it.
+                        if !decoderReady {
+                            ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)
+                            ZydisDecoderEnableMode(&decoder, ZYDIS_DECODER_MODE_MINIMAL, ZyanBool(ZYAN_TRUE))
+                            decoderReady = true
+                        }
+                        let status = ZydisDecoderDecodeInstruction(
+                            &decoder, nil, UnsafeRawPointer(bitPattern: address), Int(limit - address), &instruction)
+                        let length = status & 0x8000_0000 == 0 ? UInt(instruction.length) : 1
+                        if status & 0x8000_0000 == 0, instruction.raw.imm.0.is_relative != 0 {
+                            let target = address &+ length &+ UInt(bitPattern: Int(instruction.raw.imm.0.value.s))
+                            if ffh_branch_is_watched(
+                                functions.baseAddress, functions.count, Self.watchedLength, blocks.baseAddress, target)
+                                != 0
+                            {
+                                body(address, target)
+                            }
+                        }
+                        var following = address + length
+                        while next < starts.count, starts[next] <= address { next += 1 }
+                        if next < starts.count, starts[next] < following { following = starts[next] }
+                        address = following
+                    }
+                }
             }
         }
     }

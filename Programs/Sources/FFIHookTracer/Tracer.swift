@@ -664,14 +664,16 @@ final class Tracer: Sendable {
     /// The selected names that are no function's name are looked up in the library (`dlsym`,
     /// which binds an IFUNC to the code the batch plans); local functions have one name each.
     private static func selectedNames(
-        _ selected: [String], of functions: [InlineFunction], in path: String
+        _ selected: [String], of functions: [InlineFunction], named functionNames: [String], in path: String
     ) -> [UInt: String] {
-        let named = Set(functions.map(\.name))
+        guard !selected.isEmpty else { return [:] }
+        let named = Set(functionNames)
         let chosen = Set(selected)
         let others = chosen.subtracting(named).sorted()
         guard !others.isEmpty, let handle = dlopen(path, RTLD_NOW | RTLD_NOLOAD) else { return [:] }
         defer { dlclose(handle) }
-        let unselected = Set(functions.filter { !chosen.contains($0.name) }.map { UInt(bitPattern: $0.address) })
+        let unselected = Set(
+            zip(functions, functionNames).filter { !chosen.contains($0.1) }.map { UInt(bitPattern: $0.0.address) })
         var names: [UInt: String] = [:]
         for name in others {
             guard let address = dlsym(handle, name).map({ UInt(bitPattern: $0) }), unselected.contains(address),
@@ -702,8 +704,18 @@ final class Tracer: Sendable {
             report("\(image.name): cannot trace in its own code: \(error)", &state)
             return
         }
-        let chosen = batch.functions.filter { !Self.startupCode.contains($0.name) }
-        let reportedName = Self.selectedNames(selected, of: chosen, in: image.path)
+        // Each function's name, made once (from the batch's packed names).
+        var chosen: [InlineFunction] = []
+        var chosenNames: [String] = []
+        chosen.reserveCapacity(batch.functions.count)
+        chosenNames.reserveCapacity(batch.functions.count)
+        for function in batch.functions {
+            let name = function.name
+            guard !Self.startupCode.contains(name) else { continue }
+            chosen.append(function)
+            chosenNames.append(name)
+        }
+        let reportedName = Self.selectedNames(selected, of: chosen, named: chosenNames, in: image.path)
         if !batch.refusals.isEmpty {
             let reasons = Dictionary(grouping: batch.refusals, by: { Self.words(for: $0.reason) })
                 .map { "\($0.value.count) \($0.key)" }.sorted().joined(separator: ", ")
@@ -725,14 +737,17 @@ final class Tracer: Sendable {
             return
         }
         var counters: [UInt: CounterAddress] = [:]
-        for function in chosen {
+        counters.reserveCapacity(chosen.count)
+        for (function, own) in zip(chosen, chosenNames) {
             let address = UInt(bitPattern: function.address)
-            var name = reportedName[address] ?? function.name
-            if let owner = state.counterAddresses[name], owner != address {
+            var name = reportedName[address] ?? own
+            // One lookup for a name not taken yet (nearly all).
+            if let owner = state.counterAddresses.updateValue(address, forKey: name), owner != address {
+                state.counterAddresses[name] = owner
                 name += " (\(image.name)+0x\(String(address &- image.base, radix: 16)))"
+                state.counterAddresses[name] = address
             }
-            state.counterAddresses[name] = address
-            guard let (counter, _) = Self.counter(naming: name, kindOf: function.name) else {
+            guard let (counter, _) = Self.counter(naming: name, kindOf: own) else {
                 report("out of counters; \(name) and later functions are not traced", &state)
                 break
             }

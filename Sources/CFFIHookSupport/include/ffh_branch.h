@@ -36,6 +36,30 @@ size_t ffh_branch_candidates(
 /// every instruction of whole libraries.
 size_t ffh_x86_length(const uint8_t *code, size_t available, int64_t *relative);
 
+/// A direct branch that ffh_branch_decode found: its address and its target.
+typedef struct {
+    uintptr_t from;
+    uintptr_t target;
+} ffh_branch_found;
+
+/// Decodes instructions by ffh_x86_length from `*address` while below `end`, each allowed to
+/// run up to `limit`: an instruction that runs over the next of `starts` (`count` addresses,
+/// sorted; `*next` is the index of the first above the place decoded, kept from call to call)
+/// was not one, and decoding goes on from that start. Writes the direct branches whose targets
+/// the bitmap of a call of ffh_branch_candidates with `functions`, `function_count`, `window`
+/// and `blocks` marks as watched into `found`, up to `capacity`, and returns how many. Stops
+/// with `*address` at the next instruction once `found` is full, at an instruction the length
+/// table leaves to a full decoder (`*undecoded` set: the caller decodes it and goes on after
+/// it), or at `end` or past it.
+size_t ffh_branch_decode(uintptr_t *address, uintptr_t end, uintptr_t limit, const uintptr_t *starts, size_t count,
+                         size_t *next, const uintptr_t *functions, size_t function_count, uintptr_t window,
+                         const uint64_t *blocks, ffh_branch_found *found, size_t capacity, int *undecoded);
+
+/// Whether `target` is watched by the bitmap of a call of ffh_branch_candidates with
+/// `functions`, `count`, `window` and `blocks`.
+int ffh_branch_is_watched(const uintptr_t *functions, size_t count, uintptr_t window, const uint64_t *blocks,
+                          uintptr_t target);
+
 /// The most bytes ffh_x86_plain_prefix copies (its `copy` holds this many).
 #define FFH_X86_PLAIN_COPY 64
 
