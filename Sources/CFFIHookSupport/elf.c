@@ -227,6 +227,18 @@ static const char *ffh_elf_version(const ffh_elf_dynamic *dynamic, size_t index)
     return NULL;
 }
 
+/* Whether a GLOB_DAT relocation of symbol `index` takes the address of a function the object
+   defines itself: then its entry is no import. It holds the address the object's code takes of
+   its own function, which the object compares with the addresses its data holds (filled by
+   R_X86_64_64 relocations, which no hook changes): OpenSSL's CRYPTO_malloc calls its allocator
+   when that is not CRYPTO_malloc, so a hook in the entry made it call itself for ever. The
+   object's calls to its own function go through its PLT (JUMP_SLOT), or are bound inside it;
+   only code built with -fno-plt calls through such an entry. It is left out of every list of
+   entries, and no hook goes in it. */
+static int ffh_elf_takes_own_address(const ffh_elf_dynamic *dynamic, size_t index) {
+    return dynamic->symbols[index].st_shndx != SHN_UNDEF;
+}
+
 /* Appends the entries of one RELA table whose relocation is a JUMP_SLOT or GLOB_DAT of
    `symbol`; returns the new total. */
 static size_t ffh_elf_scan(
@@ -246,6 +258,7 @@ static size_t ffh_elf_scan(
         }
         size_t index = ELF64_R_SYM(relocation->r_info);
         if (index == 0) continue;
+        if (kind == FFH_ELF_GLOBAL_DATA && ffh_elf_takes_own_address(dynamic, index)) continue;
         const char *name = dynamic->strings + dynamic->symbols[index].st_name;
         if (symbol && strcmp(name, symbol) != 0) continue;
         if (found < capacity) {
@@ -331,6 +344,7 @@ static size_t ffh_elf_index_scan(const ffh_elf_object *object, const ffh_elf_dyn
         if (type != FFH_ELF_R_JUMP_SLOT && type != FFH_ELF_R_GLOB_DAT) continue;
         size_t index = ELF64_R_SYM(relocation->r_info);
         if (index == 0 || index > UINT32_MAX) continue;
+        if (type == FFH_ELF_R_GLOB_DAT && ffh_elf_takes_own_address(dynamic, index)) continue;
         if (keep->names && !ffh_elf_keep_names(keep, dynamic->strings + dynamic->symbols[index].st_name)) continue;
         if (entries) {
             const char *name = dynamic->strings + dynamic->symbols[index].st_name;

@@ -52,6 +52,13 @@ public enum ImportScope: Sendable, Hashable, CustomStringConvertible {
 ///   the function the loader would bind it to (the symbol's first definition in the global
 ///   scope, else in the object's own scope), so the hook's original is the real function.
 ///   A lazy entry whose symbol nothing defines is left alone.
+/// - An object's `GLOB_DAT` entry for a function it defines itself is no import, and gets no
+///   hook (nor is it listed by ``bindings(of:in:)``): it holds the address the object's code
+///   takes of its own function, which the object may compare with the addresses its data
+///   holds. OpenSSL's `CRYPTO_malloc` calls the allocator it was given unless that is
+///   `CRYPTO_malloc` itself, so a hook in libcrypto's own entry made it call itself for ever.
+///   The object's calls to its own function go through its PLT, or are bound inside it (only
+///   code built with `-fno-plt` calls through such an entry).
 /// - Calls that do not go through an import table are not seen: calls inside the defining
 ///   object, calls through pointers the program obtained with `dlsym` or kept from before
 ///   the hook, calls an object binds to itself (`-Bsymbolic`, hidden symbols), calls through

@@ -924,6 +924,9 @@ static void fht_report_relocations(
         const ElfW(Sym) *symbol = &dynamic->symbols[index];
         unsigned char kind = ELF64_ST_TYPE(symbol->st_info);
         if (kind != STT_FUNC && kind != STT_GNU_IFUNC && kind != STT_NOTYPE) continue;
+        /* The address an object takes of a function it defines itself: no import, and the
+           library puts no hook in it (see elf.c). */
+        if (type == R_X86_64_GLOB_DAT && symbol->st_shndx != SHN_UNDEF) continue;
         if (reported && index < count) {
             if (reported[index / 8] & (1u << (index % 8))) continue;
             reported[index / 8] |= (uint8_t)(1u << (index % 8));
