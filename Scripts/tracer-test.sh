@@ -2028,3 +2028,81 @@ for mode in "" "--scope all" --inline; do
     fi
 done
 echo "libcrypto traced in the default scope, --scope all and --inline: hashlib's digest as without the tracer"
+
+echo "== tracer test: a constructor that walks its stack while the traced program's dlopen runs it"
+# The tracer's dlopen calls the loader through a `ret` in the caller's object (so that the
+# loader sees the caller); an unwinder meets that `ret` as a return address and looks up the
+# rule of the byte before it. Picked after a pop, the rule read the wrong slot: the walk lost
+# every frame above dlopen, or crashed. The caller's library has a `ret` after an instruction
+# that leaves the stack pointer alone, deep in a function (caller_plain: an inline patch of the
+# function's start leaves it); the program calls dlopen itself too (its own code has none an
+# unwinder describes: the walk stops there, whole up to it).
+mkdir -p "$work/unwind"
+cat >"$work/unwind/walker.c" <<'C'
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+#include <unwind.h>
+static int frames, seen;
+static _Unwind_Reason_Code visit(struct _Unwind_Context *context, void *unused) {
+    (void)unused;
+    Dl_info info;
+    frames++;
+    if (dladdr((void *)_Unwind_GetIP(context), &info) && info.dli_sname && strcmp(info.dli_sname, "load_from_lib") == 0)
+        seen = 1;
+    return _URC_NO_REASON;
+}
+__attribute__((constructor)) static void walk(void) {
+    frames = seen = 0;
+    _Unwind_Reason_Code status = _Unwind_Backtrace(visit, NULL);
+    printf("walk: %s, load_from_lib %s\n", status == _URC_END_OF_STACK ? "to its end" : "cut short",
+           seen ? "seen" : "not seen");
+    fflush(stdout);
+}
+int walker_value(void) { return 5; }
+C
+cat >"$work/unwind/caller.c" <<'C'
+#include <dlfcn.h>
+/* A `ret` after `xor eax, eax`, 42 bytes into a function the unwind table describes. */
+__asm__(".text\n.globl caller_plain\n.type caller_plain, @function\ncaller_plain:\n.cfi_startproc\n"
+        ".rept 40\nnop\n.endr\nxor %eax, %eax\nret\nint3\n.cfi_endproc\n.size caller_plain, . - caller_plain\n");
+__attribute__((noinline)) int load_from_lib(const char *path) {
+    void *handle = dlopen(path, RTLD_NOW);
+    if (!handle) return -1;
+    int (*value)(void) = (int (*)(void))dlsym(handle, "walker_value");
+    int result = value();
+    dlclose(handle);
+    return result;
+}
+C
+cat >"$work/unwind/main.c" <<'C'
+#include <dlfcn.h>
+#include <stdio.h>
+int load_from_lib(const char *path);
+int main(int argc, char **argv) {
+    (void)argc;
+    printf("from the library: %d\n", load_from_lib(argv[1]));
+    void *handle = dlopen(argv[1], RTLD_NOW);
+    printf("from the program: %s\n", handle ? "loaded" : "not loaded");
+    return 0;
+}
+C
+gcc -O2 -shared -fPIC -o "$work/unwind/libwalker.so" "$work/unwind/walker.c"
+gcc -O2 -shared -fPIC -o "$work/unwind/libcaller.so" "$work/unwind/caller.c"
+gcc -O2 -o "$work/unwind/main" "$work/unwind/main.c" -L"$work/unwind" -lcaller -Wl,-rpath,"$work/unwind"
+"$work/unwind/main" "$work/unwind/libwalker.so" >"$work/unwind/plain.out"
+for mode in "" --inline; do
+    status=0
+    # shellcheck disable=SC2086 # the mode is one word or none
+    timeout -s KILL 30 "$bin/ffi-hook-tracer" $mode --library libcaller.so -- "$work/unwind/main" \
+        "$work/unwind/libwalker.so" >"$work/unwind/traced.out" 2>"$work/unwind/traced.err" || status=$?
+    if [ "$status" -ne 0 ] || ! cmp -s "$work/unwind/plain.out" "$work/unwind/traced.out"; then
+        echo "a constructor's stack walk during the traced dlopen ${mode:-(import tables)}: status $status" >&2
+        diff "$work/unwind/plain.out" "$work/unwind/traced.out" >&2 || true
+        cat "$work/unwind/traced.err" >&2
+        exit 1
+    fi
+done
+cat "$work/unwind/plain.out"
+echo "a constructor's stack walk during the traced dlopen: to its end, its caller seen, as without the tracer"
