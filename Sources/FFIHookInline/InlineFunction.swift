@@ -162,6 +162,12 @@ public struct InlineFunction: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// Whether the function's code still holds the bytes it was planned for (its patch, while
+    /// it is patched): false once its object was unloaded, and when another copy of the object
+    /// was loaded at the same address since (a new copy's functions are new functions, planned
+    /// anew: a batch made of them).
+    public var holdsItsCode: Bool { InlinePlanner.isCurrent(plan) }
+
     /// Whether ``patch()`` keeps the jump.
     public var isKeptPatched: Bool { InlinePatching.state(plan.slab, plan.index) & InlinePatching.pinned != 0 }
 

@@ -218,17 +218,24 @@ extension InlineSuites {
             for name in others { #expect(LibraryCode.reason(name: name) == nil, "\(name)") }
         }
 
+        /// A library of `functions` functions `NAME_k(value)` (returning `value * (k + 2) + k`),
+        /// compiled into a directory of its own; the directory and the library's file.
+        static func library(named name: String, functions: Int) throws -> (directory: URL, library: URL) {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("inline-\(name)-\(getpid())")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let source = directory.appendingPathComponent("\(name).c")
+            let library = directory.appendingPathComponent("libinline\(name).so")
+            let code = (0..<functions).map { "long \(name)_\($0)(long value) { return value * \($0 + 2) + \($0); }" }
+            try code.joined(separator: "\n").write(to: source, atomically: true, encoding: .utf8)
+            try #require(system("cc -O1 -shared -fPIC -o '\(library.path)' '\(source.path)'") == 0)
+            return (directory, library)
+        }
+
         /// A library's slab goes with the library: the next batch planned after `dlclose` forgets
         /// its plans, and its memory is unmapped once no hooked call can be inside it.
         @Test func anUnloadedLibrarysSlabIsUnmapped() throws {
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("inline-slab-\(getpid())")
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let (directory, library) = try Self.library(named: "slab", functions: 20)
             defer { try? FileManager.default.removeItem(at: directory) }
-            let source = directory.appendingPathComponent("slab.c")
-            let library = directory.appendingPathComponent("libinlineslab.so")
-            let functions = (0..<20).map { "long slab_\($0)(long value) { return value * \($0 + 2) + \($0); }" }
-            try functions.joined(separator: "\n").write(to: source, atomically: true, encoding: .utf8)
-            try #require(system("cc -O1 -shared -fPIC -o '\(library.path)' '\(source.path)'") == 0)
             let handle = try #require(dlopen(library.path, RTLD_NOW | RTLD_LOCAL))
             var base: UInt = 0
             var slab: CodeSlab?
@@ -252,18 +259,41 @@ extension InlineSuites {
             #expect(slab?.wasUnmapped == true)
         }
 
+        /// A function's code holds what it was planned for (its patch while patched) until its
+        /// library is unloaded; a copy loaded again (at the same address or not) is not it.
+        @Test func aFunctionOfAnUnloadedLibraryNoLongerHoldsItsCode() throws {
+            let (directory, library) = try Self.library(named: "held", functions: 4)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            var handle = try #require(dlopen(library.path, RTLD_NOW | RTLD_LOCAL))
+            let batch = try InlineBatch(library: library.path)
+            #expect(batch.functions.count == 4)
+            #expect(batch.functions.allSatisfy { $0.holdsItsCode })
+            try batch.patch()
+            #expect(batch.functions.allSatisfy { $0.holdsItsCode })
+            try batch.unpatch()
+            #expect(batch.functions.allSatisfy { $0.holdsItsCode })
+            try batch.patch()
+            #expect(dlclose(handle) == 0)
+            #expect(!batch.functions.contains { $0.holdsItsCode })
+            // Loaded again: its code is a new copy, unpatched, wherever it lies.
+            handle = try #require(dlopen(library.path, RTLD_NOW | RTLD_LOCAL))
+            defer { dlclose(handle) }
+            #expect(!batch.functions.contains { $0.holdsItsCode })
+            // Taken out: there is nothing to take out (its code is gone), and its slab goes.
+            try batch.unpatch()
+            #expect(!batch.functions.contains { $0.isPatched })
+            let again = try InlineBatch(library: library.path)
+            #expect(again.functions.allSatisfy { $0.holdsItsCode })
+            let three = unsafeBitCast(try #require(dlsym(handle, "held_3")), to: (@convention(c) (Int) -> Int).self)
+            #expect(three(10) == 53)
+        }
+
         /// A slab that no batch, function, slot or hook refers to any more, with none of its
         /// functions patched, is unmapped at a later planning; one whose functions are still
         /// hooked or kept patched is not.
         @Test func aSlabNothingReferstoGoesAtTheNextPlanning() throws {
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("inline-drop-\(getpid())")
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let (directory, library) = try Self.library(named: "drop", functions: 8)
             defer { try? FileManager.default.removeItem(at: directory) }
-            let source = directory.appendingPathComponent("drop.c")
-            let library = directory.appendingPathComponent("libinlinedrop.so")
-            let functions = (0..<8).map { "long drop_\($0)(long value) { return value * \($0 + 2) + \($0); }" }
-            try functions.joined(separator: "\n").write(to: source, atomically: true, encoding: .utf8)
-            try #require(system("cc -O1 -shared -fPIC -o '\(library.path)' '\(source.path)'") == 0)
             let handle = try #require(dlopen(library.path, RTLD_NOW | RTLD_LOCAL))
             defer { dlclose(handle) }
             let five = unsafeBitCast(try #require(dlsym(handle, "drop_5")), to: (@convention(c) (Int) -> Int).self)

@@ -258,18 +258,36 @@ final class Tracer: Sendable {
     fileprivate func objectsUnloaded() {
         afterLoader(unloading: true) { state in
             let loaded = Set(LoadedImage.current { _ in [] }.map(\.key))
-            let gone = state.seen.subtracting(loaded)
-            state.seen.subtract(gone)
-            state.tracedLibraries.removeAll { gone.contains($0.key) }
-            for key in gone {
-                for group in state.objectGroups.removeValue(forKey: key) ?? [] { group.remove() }
-                state.imports[key] = nil
-                if let batch = state.batches.removeValue(forKey: key) {
-                    let addresses = Set(batch.functions.map { UInt(bitPattern: $0.address) })
-                    state.counterAddresses = state.counterAddresses.filter { !addresses.contains($0.value) }
-                }
+            Self.forget(state.seen.subtracting(loaded), &state)
+        }
+    }
+
+    /// Forgets the objects of `keys` (unloaded): a walk takes one loaded again as new.
+    private static func forget(_ keys: Set<String>, _ state: inout State) {
+        guard !keys.isEmpty else { return }
+        state.seen.subtract(keys)
+        state.tracedLibraries.removeAll { keys.contains($0.key) }
+        for key in keys {
+            for group in state.objectGroups.removeValue(forKey: key) ?? [] { group.remove() }
+            state.imports[key] = nil
+            if let batch = state.batches.removeValue(forKey: key) {
+                let addresses = Set(batch.functions.map { UInt(bitPattern: $0.address) })
+                state.counterAddresses = state.counterAddresses.filter { !addresses.contains($0.value) }
             }
         }
+    }
+
+    /// Forgets the libraries traced inline whose code no longer holds the patches: unloaded by
+    /// another thread's `dlclose` and loaded again at the same address (the same key) by a
+    /// `dlopen` whose walk came first, before the walk after the `dlclose` forgot them. Their
+    /// new copy's calls went untraced (a loop of threads loading and unloading libsqlite3 lost
+    /// a third of them now and then).
+    private static func forgetReloaded(_ state: inout State) {
+        var reloaded: Set<String> = []
+        for (key, batch) in state.batches where batch.functions.first.map({ !$0.holdsItsCode }) ?? false {
+            reloaded.insert(key)
+        }
+        forget(reloaded, &state)
     }
 
     /// Runs `body` after a call of the loader (as the tracer's own work: calls the walk and the
@@ -301,6 +319,7 @@ final class Tracer: Sendable {
     /// Walks the loaded objects, reads the exports of traced libraries and the imports of
     /// objects in scope not seen before, and attaches to what is not attached yet.
     private func update(_ state: inout State) {
+        Self.forgetReloaded(&state)
         let configuration = state.configuration
         let seen = state.seen
         let excluded = state.excluded
