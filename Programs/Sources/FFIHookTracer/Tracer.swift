@@ -735,6 +735,14 @@ final class Tracer: Sendable {
             chosenNames.append(name)
         }
         let reportedName = Self.selectedNames(selected, of: chosen, named: chosenNames, in: image.path)
+        // Every function refused as not in code: the library was unloaded while it was planned
+        // (another thread's dlclose). The walk after that dlclose forgets it.
+        if batch.functions.isEmpty && !batch.refusals.isEmpty && batch.refusals.allSatisfy({ $0.reason == .notCode }) {
+            report(
+                "\(image.name) was unloaded while its functions were planned: not traced until it is loaded again",
+                &state)
+            return
+        }
         if !batch.refusals.isEmpty {
             let reasons = Dictionary(grouping: batch.refusals, by: { Self.words(for: $0.reason) })
                 .map { "\($0.value.count) \($0.key)" }.sorted().joined(separator: ", ")
@@ -751,7 +759,9 @@ final class Tracer: Sendable {
             report(
                 batch.refusals.isEmpty
                     ? "\(image.name) has no function that --symbols selects"
-                    : "\(image.name): none of the functions --symbols selects can be patched, so none is traced",
+                    : configuration.symbolPatterns.isEmpty
+                        ? "\(image.name): none of its functions can be patched, so none is traced"
+                        : "\(image.name): none of the functions --symbols selects can be patched, so none is traced",
                 &state)
             return
         }
