@@ -3,6 +3,7 @@
 
 #include "ffh_gnu_hash.h"
 #include "ffh_memory.h"
+#include "ffh_return_site.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -764,6 +765,18 @@ void *ffh_elf_resolve(const char *symbol, void *handle) {
     void *address = dlsym(RTLD_DEFAULT, symbol);
     if (!address && handle) address = dlsym(handle, symbol);
     return address;
+}
+
+void *ffh_elf_resolve_after(const char *symbol, uintptr_t inside) {
+#if defined(__x86_64__)
+    const void *through = ffh_return_site(inside);
+    if (!through) return NULL;
+    return (void *)ffh_call_through((const void *)dlsym, through, (uintptr_t)RTLD_NEXT, (uintptr_t)symbol, 0, 0);
+#else
+    (void)symbol;
+    (void)inside;
+    return NULL;
+#endif
 }
 
 uintptr_t ffh_elf_load(uintptr_t slot) { return __atomic_load_n((const uintptr_t *)slot, __ATOMIC_ACQUIRE); }

@@ -619,7 +619,20 @@ package enum ImportWalk {
             ffh_elf_is_writable_data(object, UInt(entry.slot)) != 0,
             SlotRegistry.shared.isWritten(at: entry.slot) != true
         else { return true }
-        guard let resolved = ffh_elf_resolve(symbol, handle) else { return false }
+        guard var resolved = ffh_elf_resolve(symbol, handle) else { return false }
+        // The object's own code, where the object does not define the function: a non-PIE
+        // program's PLT entry, which its taking the function's address made the function's
+        // address for every lookup (bound to it, the entry would lead to itself). The definition
+        // after the object instead.
+        var definition = ffh_elf_symbol()
+        if ffh_elf_is_in_code(object, UInt(bitPattern: resolved)) != 0,
+            ffh_elf_find_definition(object, symbol, &definition) == 0
+        {
+            guard let after = ffh_elf_resolve_after(symbol, UInt(current)),
+                ffh_elf_is_in_code(object, UInt(bitPattern: after)) == 0
+            else { return false }
+            resolved = after
+        }
         _ = ffh_elf_replace(UInt(entry.slot), UInt(current), UInt(bitPattern: resolved))
         return true
     }

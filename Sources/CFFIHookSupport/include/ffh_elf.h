@@ -206,6 +206,13 @@ int ffh_elf_identify_loaded(const char *name, uintptr_t *base, uintptr_t *dynami
 /// resolved to its implementation. NULL when nothing defines it.
 void *ffh_elf_resolve(const char *symbol, void *handle);
 
+/// The definition of `symbol` in the objects loaded after the one that holds the code at
+/// `inside` (what `dlsym(RTLD_NEXT, symbol)` called from that object finds), NULL when none or
+/// where that cannot be asked (off x86-64). A non-PIE program that takes a function's address
+/// makes its own PLT entry the function's address for everyone, RTLD_DEFAULT's lookup
+/// included: bound to that, the program's own entry would lead back to itself.
+void *ffh_elf_resolve_after(const char *symbol, uintptr_t inside);
+
 /// Sets a function that ffh_elf_resolve calls first, with the symbol (NULL: none): where a
 /// test holds a walk, whose own calls no hook of the program's sees.
 void ffh_elf_set_resolve_observer(void (*observer)(const char *symbol));
