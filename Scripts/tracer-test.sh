@@ -2008,25 +2008,35 @@ kill -KILL "$loop_pid"
 wait "$loop_pid" 2>/dev/null || true
 echo "--pid: a process opening a library by bare name through a library's RUNPATH joined twice, still opening it"
 
+# traced_as_plain NAME LIBRARY PATTERN MODES COMMAND...: runs COMMAND plainly, then under the
+# tracer with --library LIBRARY in each of MODES (options, "|" between modes; an empty one is
+# the default scope), 30 s at most each; fails unless each run's standard output is the plain
+# run's and its report has a line matching PATTERN (137: it hung).
+traced_as_plain() {
+    local name=$1 library=$2 pattern=$3 modes=$4 mode status
+    shift 4
+    "$@" >"$work/$name.plain"
+    while IFS= read -r mode; do
+        status=0
+        # shellcheck disable=SC2086 # a mode is options, split into words
+        timeout -s KILL 30 "$bin/ffi-hook-tracer" $mode --library "$library" -- "$@" \
+            >"$work/$name.out" 2>"$work/$name.err" || status=$?
+        if [ "$status" -ne 0 ] || ! cmp -s "$work/$name.plain" "$work/$name.out" || ! grep -Eq "$pattern" "$work/$name.err"; then
+            echo "$name traced with --library $library ${mode:-(the default scope)}: status $status (137: it hung)" >&2
+            cat "$work/$name.out" "$work/$name.err" >&2
+            exit 1
+        fi
+    done <<<"${modes//|/$'\n'}"
+}
+
 echo "== tracer test: a library that compares the address it takes of its own function"
 # libcrypto's CRYPTO_malloc calls the allocator it was given when that is not CRYPTO_malloc,
 # comparing with the address libcrypto's own GOT entry holds: with a hook there (the default
 # scope attached to it, as to an import), every allocation called itself for ever. Python's
 # hashlib allocates through it.
 digest_script='import hashlib; print(hashlib.sha256(b"tracer").hexdigest())'
-expected=$(python3 -c "$digest_script")
-for mode in "" "--scope all" --inline; do
-    status=0
-    # shellcheck disable=SC2086 # the mode is two words, one or none
-    timeout -s KILL 30 "$bin/ffi-hook-tracer" $mode --library libcrypto.so.3 -- python3 -c "$digest_script" \
-        >"$work/crypto.out" 2>"$work/crypto.err" || status=$?
-    if [ "$status" -ne 0 ] || [ "$(cat "$work/crypto.out")" != "$expected" ] ||
-        ! grep -Eq "^ffi-hook-tracer: python3[.0-9]* \(pid [0-9]+\): [0-9,]+ calls of [0-9,]+ functions" "$work/crypto.err"; then
-        echo "libcrypto traced ${mode:-in the default scope}: status $status (137: it hung)" >&2
-        cat "$work/crypto.out" "$work/crypto.err" >&2
-        exit 1
-    fi
-done
+traced_as_plain crypto libcrypto.so.3 "^ffi-hook-tracer: python3[.0-9]* \(pid [0-9]+\): [0-9,]+ calls of" \
+    "|--scope all|--inline" python3 -c "$digest_script"
 echo "libcrypto traced in the default scope, --scope all and --inline: hashlib's digest as without the tracer"
 
 echo "== tracer test: a constructor that walks its stack while the traced program's dlopen runs it"
@@ -2182,18 +2192,5 @@ int main(int argc, char **argv) {
 }
 C
 gcc -O2 -no-pie -fno-pie -o "$work/nopie" "$work/nopie.c"
-"$work/nopie" >"$work/nopie.plain"
-for mode in "" "--scope main" "--scope all"; do
-    status=0
-    # shellcheck disable=SC2086 # the mode is two words or none
-    timeout -s KILL 30 "$bin/ffi-hook-tracer" $mode --library libc.so.6 -- "$work/nopie" \
-        >"$work/nopie.out" 2>"$work/nopie.err" || status=$?
-    if [ "$status" -ne 0 ] || ! cmp -s "$work/nopie.plain" "$work/nopie.out" ||
-        ! grep -Eq "^strlen +1 " "$work/nopie.err"; then
-        echo "a non-PIE program taking strlen's address, traced ${mode:-in the default scope}: status $status (137: it hung)" >&2
-        cat "$work/nopie.out" >&2
-        grep -E "strlen|calls of|cannot" "$work/nopie.err" >&2
-        exit 1
-    fi
-done
+traced_as_plain nopie libc.so.6 "^strlen +1 " "|--scope main|--scope all" "$work/nopie"
 echo "a non-PIE program taking strlen's address: output as plain, its one strlen call counted, in three scopes"
