@@ -216,7 +216,7 @@ static inline void ffh_return_remember(const unsigned char *start, const unsigne
 }
 
 /// A `ret` in an executable, readable segment of the object with load bias `bias` and program
-/// headers `headers`: the segment that holds `caller` first (searched from `caller` on), then
+/// headers `headers`: the segment that holds `caller` first (searched from its start), then
 /// the others in order. NULL when it has none.
 static inline const void *ffh_return_in_segments(uintptr_t bias, const ElfW(Phdr) *headers, size_t count,
                                                  uintptr_t caller, const unsigned char *unwind) {
@@ -230,7 +230,9 @@ static inline const void *ffh_return_in_segments(uintptr_t bias, const ElfW(Phdr
             if (holds != (pass == 0)) continue;
             const unsigned char *found = ffh_return_cached(start, end);
             if (!found) {
-                found = ffh_return_between(start, end, holds ? (const unsigned char *)caller : start, unwind);
+                /* From the segment's start: the same `ret` for every caller of the segment,
+                   whether the table kept it or not. */
+                found = ffh_return_between(start, end, start, unwind);
                 if (found) ffh_return_remember(start, found);
             }
             if (found) return found;
