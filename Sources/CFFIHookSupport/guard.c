@@ -188,8 +188,9 @@ void ffh_guard_block_during(int signal) {
     }
 }
 
-/* Puts the guard on top of the action installed for `signal`; 0 when it is there. */
-static int ffh_guard_cover(int signal) {
+/* Puts the guard on top of the action installed for `signal`; 0 when it is there.
+   Uninstrumented, as ffh_guard_install (see there). */
+FFH_GUARD_UNINSTRUMENTED static int ffh_guard_cover(int signal) {
     ffh_guard_chain *chain = ffh_guard_chain_for(signal);
     ffh_kernel_action current;
     if (ffh_rt_sigaction(signal, NULL, &current) != 0) return -1;
@@ -219,7 +220,10 @@ static int ffh_guard_cover(int signal) {
     return 0;
 }
 
-int ffh_guard_install(void) {
+/* Uninstrumented: the code writer's stop calls it while the other threads are parked, one of
+   which may hold a lock of ThreadSanitizer's runtime that an instrumented atomic takes (a run
+   of the tests under it hung there). */
+FFH_GUARD_UNINSTRUMENTED int ffh_guard_install(void) {
     ffh_kernel_action current;
     /* The usual case, one system call: the guard is still the SIGSEGV handler (a program
        that installs its own handlers installs both signals' together). */
@@ -236,7 +240,7 @@ int ffh_guard_install(void) {
     return result;
 }
 
-int ffh_guard_is_installed(void) {
+FFH_GUARD_UNINSTRUMENTED int ffh_guard_is_installed(void) {
     ffh_kernel_action segv, bus;
     return ffh_rt_sigaction(SIGSEGV, NULL, &segv) == 0 && ffh_rt_sigaction(SIGBUS, NULL, &bus) == 0 &&
            segv.handler == (void *)ffh_guard_handler && bus.handler == (void *)ffh_guard_handler;
