@@ -26,12 +26,12 @@ uintptr_t ffh_call_through(const void *function, const void *through, uintptr_t 
 
 /// Whether the bytes before the `ret` at `byte` (the segment starting at `start`) end an
 /// instruction that leaves the stack pointer alone: a multi-byte no-op, or (unless
-/// `nops_only`) `xor eax, eax`, `mov eax, edi` or `mov eax, imm32`. An unwinder that meets the `ret`'s address as a return
-/// address looks up the row of the byte before it (the call it takes it to follow): there, as
-/// at the `ret`, the frame is gone and the return address is at the stack pointer. After a
-/// `pop` or a `leave`, the row still counts the register popped, and the unwinder read the
-/// slot above the right one: a constructor that walks its stack while dlopen runs it lost
-/// every frame above dlopen (or crashed).
+/// `nops_only`) `xor eax, eax`, `mov eax, edi` or `mov eax, imm32`. An unwinder that meets the
+/// `ret`'s address as a return address looks up the row of the byte before it (the call it
+/// takes it to follow): there, as at the `ret`, the frame is gone and the return address is at
+/// the stack pointer. After a `pop` or a `leave`, the row still counts the register popped,
+/// and the unwinder read the slot above the right one: a constructor that walks its stack
+/// while dlopen runs it lost every frame above dlopen (or crashed).
 static inline int ffh_return_follows_plain(const unsigned char *start, const unsigned char *byte, int nops_only) {
     /* The instructions, by the bytes they end with: the multi-byte no-ops compilers pad with
        (a `ret` that branches land on, after a tail call's jump), and the few of a function
@@ -74,8 +74,9 @@ static inline uint64_t ffh_return_uleb(const unsigned char **at) {
 /// Whether the unwind table whose search table (`.eh_frame_hdr`) is at `header` describes the
 /// byte at `pc`: 1 when it does (an unwinder that meets a return address one past it finds its
 /// frame's rule there; `*function` is then the start of the function it describes), 0 when it
-/// does not (the unwinder stops there), -1 when that cannot be told. Only the common encodings are read (a sorted table of 4-byte offsets from the header,
-/// FDEs whose addresses are 4 bytes relative to themselves).
+/// does not (the unwinder stops there), -1 when that cannot be told. Only the common encodings
+/// are read (a sorted table of 4-byte offsets from the header, FDEs whose addresses are 4 bytes
+/// relative to themselves).
 static inline int ffh_return_unwinds(const unsigned char *header, uintptr_t pc, uintptr_t *function) {
     if (!header || header[0] != 1 || header[3] != 0x3b) return -1; /* version 1; datarel sdata4 */
     if ((header[1] & 0x0f) != 0x0b && (header[1] & 0x0f) != 0x03) return -1; /* eh_frame_ptr: 4 bytes */
@@ -140,8 +141,8 @@ static inline int ffh_return_unwinds(const unsigned char *header, uintptr_t pc, 
     return pc >= first && pc - first < range;
 }
 
-/// A `ret` in [`from`, `to`) that an unwinder reads right: one with padding or a function's
-/// first byte after it, after an instruction that leaves the stack pointer alone
+/// A `ret` in the segment [`start`, `end`) that an unwinder reads right: one with padding or a
+/// function's first byte after it, after an instruction that leaves the stack pointer alone
 /// (ffh_return_follows_plain), where the unwind table `unwind` (`.eh_frame_hdr`, NULL when the
 /// object has none) describes that instruction, 32 bytes or more into its function (when the
 /// table cannot tell, after a no-op only); NULL when none. Meanwhile, into `others` (each when
@@ -149,12 +150,11 @@ static inline int ffh_return_unwinds(const unsigned char *header, uintptr_t pc, 
 /// not describe (an unwinder stops there, having found no frame: the frames below it stay
 /// right); [1] the first with padding after it after a pop or a leave (the unwinder reads the
 /// slot above the right one), not in its function's first 32 bytes; [2] the first 0xc3 byte
-/// (any is a `ret` when jumped to). The bytes around each lie in the segment [`start`, `end`).
+/// (any is a `ret` when jumped to).
 static inline const unsigned char *ffh_return_scan(const unsigned char *start, const unsigned char *end,
-                                                   const unsigned char *from, const unsigned char *to,
                                                    const unsigned char *unwind, const unsigned char *others[3]) {
-    for (const unsigned char *byte = from; byte < to; byte++) {
-        byte = (const unsigned char *)memchr(byte, 0xc3, (size_t)(to - byte));
+    for (const unsigned char *byte = start; byte < end; byte++) {
+        byte = (const unsigned char *)memchr(byte, 0xc3, (size_t)(end - byte));
         if (!byte) break;
         if (!others[2]) others[2] = byte;
         unsigned char after = byte + 1 < end ? byte[1] : 0;
@@ -176,14 +176,12 @@ static inline const unsigned char *ffh_return_scan(const unsigned char *start, c
     return NULL;
 }
 
-/// A `ret` between `start` and `end`, looked for from `near` on (a place in the range: the
-/// caller's own function, or the next, usually has one), then before it, as ffh_return_scan
-/// ranks them. NULL when none.
+/// The best `ret` of the segment [`start`, `end`) as ffh_return_scan ranks them, searched from
+/// the segment's start so that every caller of a segment gets the same one. NULL when none.
 static inline const unsigned char *ffh_return_between(const unsigned char *start, const unsigned char *end,
-                                                      const unsigned char *near, const unsigned char *unwind) {
+                                                      const unsigned char *unwind) {
     const unsigned char *others[3] = {NULL, NULL, NULL};
-    const unsigned char *found = ffh_return_scan(start, end, near, end, unwind, others);
-    if (!found) found = ffh_return_scan(start, end, start, near, unwind, others);
+    const unsigned char *found = ffh_return_scan(start, end, unwind, others);
     return found ? found : others[0] ? others[0] : others[1] ? others[1] : others[2];
 }
 
@@ -230,9 +228,7 @@ static inline const void *ffh_return_in_segments(uintptr_t bias, const ElfW(Phdr
             if (holds != (pass == 0)) continue;
             const unsigned char *found = ffh_return_cached(start, end);
             if (!found) {
-                /* From the segment's start: the same `ret` for every caller of the segment,
-                   whether the table kept it or not. */
-                found = ffh_return_between(start, end, start, unwind);
+                found = ffh_return_between(start, end, unwind);
                 if (found) ffh_return_remember(start, found);
             }
             if (found) return found;
