@@ -274,6 +274,18 @@ extension InlineSuites {
             #expect(batch.functions.allSatisfy { $0.holdsItsCode })
             try batch.patch()
             #expect(dlclose(handle) == 0)
+            // Another suite's walk of the loaded objects (a planning, a tracer's) may hold the
+            // library for a moment: wait until the loader no longer has it.
+            var unloaded = false
+            for _ in 0..<500 {
+                guard let held = dlopen(library.path, RTLD_NOW | RTLD_NOLOAD) else {
+                    unloaded = true
+                    break
+                }
+                dlclose(held)
+                usleep(10_000)
+            }
+            try #require(unloaded)
             #expect(!batch.functions.contains { $0.holdsItsCode })
             // Loaded again: its code is a new copy, unpatched, wherever it lies.
             handle = try #require(dlopen(library.path, RTLD_NOW | RTLD_LOCAL))

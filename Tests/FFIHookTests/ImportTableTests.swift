@@ -441,10 +441,14 @@ extension FixtureTableTests {
             let leaves = Counter()
             let watching = how == "followed" ? nil : try Self.countReturns(of: "dlopen", "^v*i", how, into: leaves)
             defer { watching?.remove() }
+            // (A walk of the hooks' own that went round again, an object having come or gone
+            // meanwhile, pins objects with dlopen through entries already hooked: counted from
+            // here.)
+            let before = leaves.count
             let handle = open("libBareNameFixture.so", RTLD_NOW)
             let failure = handle == nil ? dlerror().map { String(cString: $0) } ?? "" : ""
             #expect(handle != nil, "\(failure)")
-            #expect(leaves.count == (how == "followed" ? 0 : 1))
+            #expect(leaves.count - before == (how == "followed" ? 0 : 1))
             if let handle {
                 let value = try ImportFixtures.function(
                     "cbarename_value", in: handle, as: (@convention(c) () -> Int32).self)
