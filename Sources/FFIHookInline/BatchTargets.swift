@@ -85,7 +85,12 @@ enum BatchTargets {
                         rank: AliasRank(name: name ?? "", isDefault: false, isWeak: false))
                 }
             }
-            found.targets = byAddress.values.map(\.target)
+            let identity = ObjectRanges.identity(of: object)
+            found.targets = byAddress.values.map { known in
+                var target = known.target
+                target.object = identity
+                return target
+            }
             if let selecting {
                 found.targets = found.targets.filter { chosen.contains($0.address) }
                 found.refused = found.refused.filter { selecting($0.name) }
@@ -130,6 +135,7 @@ enum BatchTargets {
             }
             var found = Found()
             var seen = Set<String>()
+            let ranges = ObjectRanges(objects)
             for symbol in symbols where seen.insert(symbol).inserted {
                 do throws(SymbolLookupError) {
                     let (address, size) = try SymbolResolver.resolve(symbol: symbol, in: object, among: objects)
@@ -137,7 +143,8 @@ enum BatchTargets {
                     // the symbol tables (an IFUNC's implementation, a symbol of size 0).
                     found.targets.append(
                         PlanTarget(
-                            address: address, name: symbol, size: size > 0 ? Int(size) : nil, isKnownStart: size > 0))
+                            address: address, name: symbol, size: size > 0 ? Int(size) : nil, isKnownStart: size > 0,
+                            object: ranges.identity(of: address)))
                 } catch {
                     found.refused.append(
                         InlineRefusal(
@@ -188,6 +195,10 @@ enum BatchTargets {
                 case .unknown:
                     found.targets.append(PlanTarget(address: address, isKnownStart: true))
                 }
+            }
+            let ranges = ObjectRanges(objects)
+            for index in found.targets.indices {
+                found.targets[index].object = ranges.identity(of: found.targets[index].address)
             }
             return found
         }

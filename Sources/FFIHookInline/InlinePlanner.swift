@@ -42,6 +42,11 @@ struct PlanTarget: Sendable {
     /// Whether a symbol table names `address` as a function's start, of a function (not an
     /// IFUNC resolver): no symbol lookup is needed.
     var isKnownStart = false
+    /// The identity (`ObjectRanges.identity(of:)`) of the object it was found
+    /// in, when it was found in a walk over the loaded objects: planned only if that object
+    /// still holds it (another thread may unload the object between the listing and the
+    /// planning, and its address then holds nothing, or another object's code).
+    var object: String?
 }
 
 /// Plans inline patches and keeps one per function address for the life of its object.
@@ -133,22 +138,30 @@ enum InlinePlanner {
             }
             return ImportWalk.withLoadedObjects { loaded in
                 let objects = ObjectRanges(loaded)
-                let sweeps = sweep(targets, in: loaded, objects)
+                // A target whose object was unloaded since it was listed is refused unread: its
+                // address is now unmapped (a read faults) or another object's.
+                let keys = targets.map { objects.key(of: $0.address) }
+                let gone = targets.map { target in
+                    target.object.map { $0 != objects.identity(of: target.address) } ?? false
+                }
+                let present = zip(targets, gone).filter { !$1 }.map(\.0)
+                let sweeps = sweep(present, in: loaded, objects)
                 return state.withLock { state in
                     forgetUnloaded(&state, objects)
                     retireUnused(&state)
                     // Each object's targets, to map one slab for all of them where one is needed.
                     var remaining: [String: (count: Int, low: UInt, high: UInt)] = [:]
-                    for target in targets {
-                        let key = objects.key(of: target.address)
+                    for (target, key) in zip(present, present.map { objects.key(of: $0.address) }) {
                         let known = remaining[key] ?? (0, target.address, target.address)
                         remaining[key] = (
                             known.count + 1, min(known.low, target.address), max(known.high, target.address)
                         )
                     }
                     let plans = writingCode(targets, state: &state) { state in
-                        targets.map { target in
-                            let key = objects.key(of: target.address)
+                        targets.indices.map { index in
+                            let target = targets[index]
+                            let key = keys[index]
+                            guard !gone[index] else { return .failure(unloaded(target)) }
                             defer { remaining[key]!.count -= 1 }
                             return planCached(
                                 target, key: key, group: remaining[key]!, mappings: mappings,
@@ -346,6 +359,19 @@ enum InlinePlanner {
     }
 
     // MARK: - One function
+
+    /// The refusal of a target whose object was unloaded after it was listed: not in code (the
+    /// reason a function of an unmapped object gets).
+    private static func unloaded(_ target: PlanTarget) -> InlineRefusal {
+        let name = target.name ?? hex(target.address)
+        return InlineRefusal(
+            name: name, address: target.address, reason: .notCode,
+            error: HookError(
+                code: .unhookableFunction,
+                message:
+                    "its object was unloaded after its functions were listed: \(hex(target.address)) no longer holds it",
+                symbol: name))
+    }
 
     /// Plans one function: checks the code, finds the function's extent, relocates its first
     /// instructions into a trampoline in a slab near it, and writes the stub and the
@@ -628,11 +654,13 @@ final class SlabMemory: Sendable {
 struct ObjectRanges {
     private var ranges: [(start: UInt, end: UInt, object: Int)] = []
     private var objectKeys: [String] = []
+    private var objectPaths: [String] = []
 
     init(_ loaded: [LoadedObject]) {
         for object in loaded {
             let position = objectKeys.count
             objectKeys.append(Self.key(of: object))
+            objectPaths.append(object.path)
             for segment in object.loadSegments {
                 let start = object.bias &+ UInt(truncatingIfNeeded: segment.address)
                 ranges.append((start, start &+ UInt(truncatingIfNeeded: segment.memorySize), position))
@@ -656,6 +684,22 @@ struct ObjectRanges {
 
     /// The keys of every object.
     var keys: Set<String> { Set(objectKeys) }
+
+    /// The key of the object that holds `address` and its path (`identity(of:)`):
+    /// an object loaded later at another's place with the same layout has its key, not its path.
+    func identity(of address: UInt) -> String {
+        var low = 0
+        var high = ranges.count
+        while low < high {
+            let middle = (low + high) / 2
+            if ranges[middle].start <= address { low = middle + 1 } else { high = middle }
+        }
+        guard low > 0, address < ranges[low - 1].end else { return Self.anonymousKey(address) }
+        return objectKeys[ranges[low - 1].object] + " " + objectPaths[ranges[low - 1].object]
+    }
+
+    /// The identity of `object`, as `identity(of:)` gives it for an address in it.
+    static func identity(of object: LoadedObject) -> String { key(of: object) + " " + object.path }
 
     /// The key of `object`, as ``key(of:)`` gives it for an address in it.
     static func key(of object: LoadedObject) -> String { key(bias: object.bias, dynamic: object.dynamicAddress ?? 0) }

@@ -231,6 +231,49 @@ extension InlineSuites {
             return (directory, library)
         }
 
+        /// Whether the loader no longer has the library at `path` within 5 s: another suite's
+        /// walk of the loaded objects (a planning, a tracer's) may hold it for a moment after
+        /// its last `dlclose`.
+        static func waitUntilUnloaded(_ path: String) -> Bool {
+            for _ in 0..<500 {
+                guard let held = dlopen(path, RTLD_NOW | RTLD_NOLOAD) else { return true }
+                dlclose(held)
+                usleep(10_000)
+            }
+            return false
+        }
+
+        /// Functions listed while their library was loaded and planned after it was unloaded
+        /// (another thread's `dlclose` between the two) are refused as not in code, their object
+        /// gone, without their addresses being read: those hold nothing then (a read faults),
+        /// or the code of a library loaded there since, which must not be planned as theirs.
+        @Test func functionsOfALibraryUnloadedAfterTheyWereListedAreRefusedUnread() throws {
+            let (directory, library) = try Self.library(named: "listed", functions: 6)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            // (Of the same layout: loaded where the first one was, its key is the first one's.)
+            let (otherDirectory, other) = try Self.library(named: "after", functions: 6)
+            defer { try? FileManager.default.removeItem(at: otherDirectory) }
+            let handle = try #require(dlopen(library.path, RTLD_NOW | RTLD_LOCAL))
+            let found = try BatchTargets.exports(of: library.path, locals: false)
+            #expect(found.targets.count == 6)
+            #expect(dlclose(handle) == 0)
+            try #require(Self.waitUntilUnloaded(library.path))
+            // Another library loaded meanwhile, often where the first one was.
+            let second = try #require(dlopen(other.path, RTLD_NOW | RTLD_LOCAL))
+            defer { dlclose(second) }
+            let (results, _) = InlinePlanner.plan(found.targets)
+            #expect(results.count == 6)
+            for result in results {
+                switch result {
+                case .success(let plan):
+                    Issue.record("planned: plan \(plan.index) of its slab")
+                case .failure(let refusal):
+                    #expect(refusal.reason == .notCode)
+                    #expect(refusal.error.message.contains("its object was unloaded"), "\(refusal.error.message)")
+                }
+            }
+        }
+
         /// A library's slab goes with the library: the next batch planned after `dlclose` forgets
         /// its plans, and its memory is unmapped once no hooked call can be inside it.
         @Test func anUnloadedLibrarysSlabIsUnmapped() throws {
@@ -274,18 +317,7 @@ extension InlineSuites {
             #expect(batch.functions.allSatisfy { $0.holdsItsCode })
             try batch.patch()
             #expect(dlclose(handle) == 0)
-            // Another suite's walk of the loaded objects (a planning, a tracer's) may hold the
-            // library for a moment: wait until the loader no longer has it.
-            var unloaded = false
-            for _ in 0..<500 {
-                guard let held = dlopen(library.path, RTLD_NOW | RTLD_NOLOAD) else {
-                    unloaded = true
-                    break
-                }
-                dlclose(held)
-                usleep(10_000)
-            }
-            try #require(unloaded)
+            try #require(Self.waitUntilUnloaded(library.path))
             #expect(!batch.functions.contains { $0.holdsItsCode })
             // Loaded again: its code is a new copy, unpatched, wherever it lies.
             handle = try #require(dlopen(library.path, RTLD_NOW | RTLD_LOCAL))
