@@ -121,6 +121,14 @@ void ffh_elf_unpin(void *handle) {
     if (handle) dlclose(handle);
 }
 
+int ffh_elf_settled_object(uintptr_t address, uintptr_t *map, uintptr_t *start) {
+    struct dl_find_object found;
+    if (_dl_find_object((void *)address, &found) != 0 || !found.dlfo_link_map) return 0;
+    *map = (uintptr_t)found.dlfo_link_map;
+    *start = (uintptr_t)found.dlfo_map_start;
+    return 1;
+}
+
 // MARK: - Dynamic section
 
 /* The loader rewrites the address entries of a writable dynamic section to run-time

@@ -207,6 +207,58 @@ extension FixtureTableTests {
             #expect(page.load(as: UInt.self) == closure)
         }
 
+        /// A library's read-only table hooked in a group's writes (its page kept writable until
+        /// they end), the library unloaded before they end and its page mapped again writable,
+        /// as a fresh copy of a library loaded at its place is while the loader relocates it:
+        /// the end of the writes leaves that page writable (made read-only, the loader's
+        /// relocation faulted: a traced process whose threads reload libraries crashed as the
+        /// tracer left). The page's object is told apart from what is mapped there later by the
+        /// loader's own lookup of finished objects.
+        @Test func aPageOfAnUnloadedLibraryMappedAgainWritableKeepsItsProtection() throws {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("settled-\(getpid())")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let source = directory.appendingPathComponent("settled.c")
+            let library = directory.appendingPathComponent("libsettled.so")
+            try """
+            static int seven(void) { return 7; }
+            int (*const settled_table[1])(void) = { seven };
+            """.write(to: source, atomically: true, encoding: .utf8)
+            try #require(system("cc -O1 -shared -fPIC -Wl,-z,relro,-z,now -o '\(library.path)' '\(source.path)'") == 0)
+            let handle = try #require(dlopen(library.path, RTLD_NOW | RTLD_LOCAL))
+            let slot = try #require(dlsym(handle, "settled_table"))
+            let address = UInt(bitPattern: slot)
+            let page = try #require(UnsafeMutableRawPointer(bitPattern: address & ~(UInt(Self.pageSize) - 1)))
+            #expect(SlotMemory.protection(of: address)?.writable == false)
+            var hooked: HookToken?
+            try SlotMemory.keepingPagesWritable {
+                hooked = try Hook.before(
+                    on: FunctionSlot(slot), signature: Signature("i"), options: .liftsPageProtection
+                ) { _ in }
+                #expect(SlotMemory.protection(of: address)?.writable == true)
+                #expect(dlclose(handle) == 0)
+                var unloaded = false
+                for _ in 0..<500 {
+                    guard let held = dlopen(library.path, RTLD_NOW | RTLD_NOLOAD) else {
+                        unloaded = true
+                        break
+                    }
+                    dlclose(held)
+                    usleep(10_000)
+                }
+                try #require(unloaded)
+                let again = mmap(
+                    page, Self.pageSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0)
+                try #require(again == page)
+            }
+            defer { munmap(page, Self.pageSize) }
+            let protection = try #require(SlotMemory.protection(of: address))
+            #expect(protection.readable && protection.writable)
+            // The removal writes nothing there (the word is not the hook's).
+            _ = try #require(hooked).remove()
+            #expect(page.load(fromByteOffset: Int(address & (UInt(Self.pageSize) - 1)), as: UInt.self) == 0)
+        }
+
         /// A page that another thread's session keeps writable, unmapped and mapped again
         /// read-only while that session lasts (as when a library is unloaded and another loaded
         /// at its address): the new page is not the session's, and a write to it lifts its

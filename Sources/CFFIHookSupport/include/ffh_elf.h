@@ -70,6 +70,14 @@ void *ffh_elf_pin(const ffh_elf_object *object);
 /// Releases a handle from ffh_elf_pin.
 void ffh_elf_unpin(void *handle);
 
+/// Whether a loaded object that the loader has finished loading holds `address`, looked up
+/// without a lock (`_dl_find_object`): 1, with `*map` and `*start` (its link map and the start
+/// of its mapping) telling that instance of the object from others mapped at its place later,
+/// as far as the two tell; 0 when none
+/// does: memory of no object, or of one being loaded (the loader relocates it and protects
+/// its RELRO pages before it adds it to that lookup) or unloaded.
+int ffh_elf_settled_object(uintptr_t address, uintptr_t *map, uintptr_t *start);
+
 /// The object's DT_SONAME, or NULL; points into the object's string table.
 const char *ffh_elf_soname(const ffh_elf_object *object);
 

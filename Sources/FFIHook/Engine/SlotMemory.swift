@@ -140,6 +140,12 @@ enum SlotMemory {
     /// A page the sessions keep that cannot be written (unmapped, or mapped again, since they
     /// lifted it) is forgotten, and ``Exchange/unwritable`` returned: the protection given was
     /// the old page's, and the caller asks again.
+    ///
+    /// A page gets its protection back only while the instance of the object that held it when
+    /// it was lifted still does (``SettledObject``): the object may be unloaded meanwhile and a
+    /// fresh copy mapped at its place, whose tables the loader writes until it protects them
+    /// itself; a page made read-only under it faulted the loader. A page that no object the
+    /// loader is done with holds, and that is writable now, is written as it is.
     static func withWritablePage(
         _ address: UInt, restoring protection: Protection, _ body: () -> Exchange
     ) -> Exchange? {
@@ -148,6 +154,10 @@ enum SlotMemory {
         var writable = protection
         writable.writable = true
         writable.readable = true
+        let object = SettledObject(holding: pageAddress)
+        // Memory of no object, or of one being loaded or unloaded: its protection now, read
+        // before the lock (a hook on the functions reading the map must not meet it held).
+        let writableNow = object == nil && self.protection(of: pageAddress)?.writable == true
         return writablePages.withLock { session -> Exchange? in
             // A table's slots come in runs on one page: the last page needs no lookup.
             if session.lastPage == pageAddress || (!session.pages.isEmpty && session.pages[pageAddress] != nil) {
@@ -160,18 +170,46 @@ enum SlotMemory {
                 // while they last (a library unloaded, another loaded at its address). Forgotten:
                 // the caller asks for the protection of what is there now.
                 session.pages[pageAddress] = nil
+                session.objects[pageAddress] = nil
                 session.lastPage = 0
                 return exchange
             }
+            if writableNow { return body() }
             guard session.owners.contains(UInt(pthread_self())) else {
                 guard mprotect(page, Int(pageSize), writable.flags) == 0 else { return nil }
-                defer { mprotect(page, Int(pageSize), protection.flags) }
+                defer {
+                    if SettledObject.stillHolds(object, pageAddress) { mprotect(page, Int(pageSize), protection.flags) }
+                }
                 return body()
             }
             guard mprotect(page, Int(pageSize), writable.flags) == 0 else { return nil }
             session.pages[pageAddress] = protection
+            session.objects[pageAddress] = object
             session.lastPage = pageAddress
             return body()
+        }
+    }
+
+    /// An instance of a loaded object that the loader is done with (``ffh_elf_settled_object``):
+    /// its link map and the start of its mapping.
+    struct SettledObject: Equatable {
+        let map: UInt
+        let start: UInt
+
+        /// The object that holds `address`, if the loader is done loading it.
+        init?(holding address: UInt) {
+            var map: UInt = 0
+            var start: UInt = 0
+            guard ffh_elf_settled_object(address, &map, &start) != 0 else { return nil }
+            self.map = map
+            self.start = start
+        }
+
+        /// Whether `object` (nil: none when the page was lifted) still holds `address`: the
+        /// page may get its protection back.
+        static func stillHolds(_ object: SettledObject?, _ address: UInt) -> Bool {
+            guard let object else { return true }
+            return SettledObject(holding: address) == object
         }
     }
 
@@ -182,6 +220,9 @@ enum SlotMemory {
         /// restores).
         var owners: [UInt] = []
         var pages: [UInt: Protection] = [:]
+        /// The object that held each of `pages` as it was lifted, where the loader was done
+        /// with one.
+        var objects: [UInt: SettledObject] = [:]
         /// The page of the last write, one of `pages` (0: none).
         var lastPage: UInt = 0
     }
@@ -214,6 +255,7 @@ enum SlotMemory {
                 guard session.owners.isEmpty else { return }
                 defer {
                     session.pages = [:]
+                    session.objects = [:]
                     session.lastPage = 0
                 }
                 guard !session.pages.isEmpty else { return }
@@ -223,7 +265,8 @@ enum SlotMemory {
                     var lifted = protection
                     lifted.readable = true
                     lifted.writable = true
-                    guard let mapping = MemoryMapping.containing(page, in: now), mapping.protection == lifted.flags
+                    guard let mapping = MemoryMapping.containing(page, in: now), mapping.protection == lifted.flags,
+                        SettledObject.stillHolds(session.objects[page], page)
                     else { continue }
                     mprotect(UnsafeMutableRawPointer(bitPattern: page), Int(pageSize), protection.flags)
                 }
