@@ -613,12 +613,30 @@ enum InlinePlanner {
         let record = reference.record
         let start = record.patchStart
         let count = Int(record.copiedLength) - Int(record.patchOffset)
-        guard ffh_is_mapped(UnsafeRawPointer(bitPattern: start)) != 0,
-            ffh_is_mapped(UnsafeRawPointer(bitPattern: start + UInt(count) - 1)) != 0
-        else { return false }
-        let now = Array(UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: start), count: count))
+        guard let now = guardedBytes(start, count) else { return false }
         let patched = InlinePatching.state(reference.slab, reference.index) & InlinePatching.patched != 0
         return now == (patched ? PatchWriter.patchBytes(reference.slab, reference.index) : record.overwritten)
+    }
+
+    /// The `count` bytes at `start`, read word by word under the fault guard (``ffh_read_word``),
+    /// or nil when they cannot be read: another thread may unload the object that held them at
+    /// any moment (a look at the memory map first, then a plain read, faulted in between).
+    private static func guardedBytes(_ start: UInt, _ count: Int) -> [UInt8]? {
+        guard count > 0 else { return [] }
+        var bytes = [UInt8](repeating: 0, count: max(count, 8))
+        var offset = 0
+        while offset < count {
+            // The last word ends at the last byte (overlapping the one before), so that no byte
+            // past them is read.
+            let at = count >= 8 ? min(offset, count - 8) : 0
+            var word: UInt = 0
+            guard ffh_read_word(UnsafeRawPointer(bitPattern: start + UInt(at)), &word) == 0 else { return nil }
+            withUnsafeBytes(of: word) { word in
+                for index in 0..<8 where at + index < bytes.count { bytes[at + index] = word[index] }
+            }
+            offset = at + 8
+        }
+        return Array(bytes.prefix(count))
     }
 
     /// Forgets the plans and slabs of objects no longer loaded (a `dlclose`): their slabs are

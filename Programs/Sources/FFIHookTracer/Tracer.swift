@@ -720,7 +720,12 @@ final class Tracer: Sendable {
                 return chosen
             }
         } catch {
-            report("\(image.name): cannot trace in its own code: \(error)", &state)
+            // Unloaded by another thread since the walk that saw it.
+            if error.code == .objectNotFound {
+                reportUnloaded(image, while: "listed", &state)
+            } else {
+                report("\(image.name): cannot trace in its own code: \(error)", &state)
+            }
             return
         }
         // Each function's name, made once (from the batch's packed names).
@@ -738,9 +743,7 @@ final class Tracer: Sendable {
         // Every function refused as not in code: the library was unloaded while it was planned
         // (another thread's dlclose). The walk after that dlclose forgets it.
         if batch.functions.isEmpty && !batch.refusals.isEmpty && batch.refusals.allSatisfy({ $0.reason == .notCode }) {
-            report(
-                "\(image.name) was unloaded while its functions were planned: not traced until it is loaded again",
-                &state)
+            reportUnloaded(image, while: "planned", &state)
             return
         }
         if !batch.refusals.isEmpty {
@@ -801,12 +804,22 @@ final class Tracer: Sendable {
             state.objectGroups[image.key, default: []].append(group)
             state.batches[image.key] = traced
             let skipped = traced.functions.count - group.tokens.count
-            if skipped > 0 {
+            if skipped > 0 && group.tokens.isEmpty && traced.functions.first?.holdsItsCode == false {
+                reportUnloaded(image, while: "attached", &state)
+            } else if skipped > 0 {
                 report("\(image.name): \(skipped) functions could not be attached to and are not traced", &state)
             }
         } catch {
             report("\(image.name): cannot trace in its own code: \(error)", &state)
         }
+    }
+
+    /// Says that `image` was unloaded (another thread's `dlclose`) while its functions were
+    /// listed, planned or attached to: the walk after that `dlclose` forgets it, and a walk
+    /// after it is loaded again traces it.
+    private func reportUnloaded(_ image: LoadedImage, while step: String, _ state: inout State) {
+        report(
+            "\(image.name) was unloaded while its functions were \(step): not traced until it is loaded again", &state)
     }
 
     // MARK: - Finish
