@@ -10,8 +10,9 @@
 // show); with "one-shot", it sets handlers that run once (sysv_signal for SIGINT, sigaction
 // with SA_RESETHAND for SIGTERM; signal, BSD's, for SIGUSR1, read back only), raises each
 // signal once (the handler prints what it reads back), then raises SIGTERM again, whose action
-// is now the default: it dies of it; with "reloads LIBRARY", it prints its process ID and loads
-// and unloads LIBRARY with dlopen and dlclose until a signal ends it; with "writes", it writes
+// is now the default: it dies of it; with "reloads LIBRARY [LIBRARY…]", it prints its process
+// ID and loads and unloads each LIBRARY with dlopen and dlclose, each on a thread of its own,
+// until a signal ends it; with "writes", it writes
 // lines to its standard output until a signal ends it (SIGPIPE, when the reader closes the
 // pipe); with "aborts handled" or "aborts ignored", it sets a SIGABRT handler that prints a line
 // and returns (or ignores SIGABRT), makes 10 calls and calls abort, which ends it all the same;
@@ -22,6 +23,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,6 +74,19 @@ static void fork_child_raising_sigterm(int sum) {
     waitpid(child, &status, 0);
     printf("%d %d\n", (int)child, WIFSIGNALED(status) ? WTERMSIG(status) : -1);
     fflush(stdout);
+}
+
+/* Loads and unloads the library `name` for ever (exits 1 when it cannot be loaded). */
+static void *reload(void *name) {
+    for (;;) {
+        void *library = dlopen(name, RTLD_NOW);
+        if (!library) {
+            fprintf(stderr, "%s\n", dlerror());
+            exit(1);
+        }
+        dlclose(library);
+    }
+    return NULL;
 }
 
 int main(int argc, char **argv) {
@@ -170,14 +185,12 @@ int main(int argc, char **argv) {
     if (argc > 2 && strcmp(argv[1], "reloads") == 0) {
         printf("%d\n", (int)getpid());
         fflush(stdout);
-        for (;;) {
-            void *library = dlopen(argv[2], RTLD_NOW);
-            if (!library) {
-                fprintf(stderr, "%s\n", dlerror());
-                return 1;
-            }
-            dlclose(library);
+        /* Each library after the first on a thread of its own. */
+        for (int index = 3; index < argc; index++) {
+            pthread_t thread;
+            pthread_create(&thread, NULL, reload, argv[index]);
         }
+        reload(argv[2]);
     }
     if (argc > 1 && strcmp(argv[1], "writes") == 0) {
         for (;;) {
