@@ -40,10 +40,12 @@ public struct HookOptions: OptionSet, Sendable, Hashable {
     /// the slot, then given its protection back (a group of import-table entries keeps its
     /// pages writable until the group's writes end). A page is never made read-only under a
     /// writer that still needs it, and a write of another thread meanwhile lifts its own page
-    /// for its own write only (one that a group keeps writable is written as it is). Without
-    /// it such a slot is refused with ``HookError/Code-swift.struct/readOnlySlot``. Memory
-    /// that is executable (a function's code) is refused either way, with
-    /// ``HookError/Code-swift.struct/invalidSlot``.
+    /// for its own write only (one that a group keeps writable is written as it is). A page of
+    /// a loaded object gets its protection back only while the object that held it when it
+    /// was lifted still does: one unloaded meanwhile, with a fresh copy mapped at its place
+    /// that the loader is still writing, is left to the loader. Without the option such a slot
+    /// is refused with ``HookError/Code-swift.struct/readOnlySlot``. Memory that is executable
+    /// (a function's code) is refused either way, with ``HookError/Code-swift.struct/invalidSlot``.
     public static let liftsPageProtection = HookOptions(rawValue: 1 << 2)
 
     /// Run the block only for calls made on the thread that installs the hook; other
