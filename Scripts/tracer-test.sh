@@ -1615,6 +1615,31 @@ if [ "$before" != "$after" ]; then
 fi
 echo "--pid --inline: calls counted in the library's own code, its code as before after the leave"
 
+echo "== tracer test: --pid: the event buffers of a first join keep its --events in the next"
+# A thread's buffer is made once, with the limit of the join that first recorded on it: a later
+# join with a larger --events said its own limit filled, and that raising it would help.
+"$work/joined" "$work/events-joined.count" >/dev/null 2>&1 &
+events_pid=$!
+sleep 0.3
+for limit in 100 100000; do
+    status=0
+    "$bin/ffi-hook-tracer" --library libtracee.so --chrome-trace "$work/events-$limit.json" --events "$limit" \
+        --pid "$events_pid" --duration 0.3 2>"$work/events-$limit.err" || status=$?
+    if [ "$status" -ne 0 ]; then
+        echo "--pid --events $limit: status $status" >&2
+        cat "$work/events-$limit.err" >&2
+        exit 1
+    fi
+done
+kill "$events_pid"
+if ! grep -q "whose 100-event buffer filled" "$work/events-100.err" ||
+    ! grep -q "whose 100-event buffer filled, each made by an earlier join" "$work/events-100000.err"; then
+    echo "--pid: the second join's dropped events do not name the first join's buffer" >&2
+    cat "$work/events-100.err" "$work/events-100000.err" >&2
+    exit 1
+fi
+grep -h "events dropped" "$work/events-100000.err"
+
 echo "== tracer test: --pid: a joined C process's crash stays its own after the leave"
 # The join's dlopen brings the Swift runtime into a process that had none; its crash handler
 # must not print a Swift crash report for the process's own SIGSEGV later. With SWIFT_BACKTRACE

@@ -58,6 +58,9 @@ struct Recording {
         var calls: [Call] = []
         /// Events it could not record (its buffer was full).
         var droppedEvents: UInt64 = 0
+        /// The events its buffer holds: the limit when it first recorded in the process (a
+        /// later join's `--events` does not change a buffer made before).
+        var bufferCapacity: UInt64 = 0
         /// Ends that matched no open call.
         var unmatchedEnds = 0
     }
@@ -100,6 +103,7 @@ struct Recording {
             let id = current.pointee.thread
             var thread = Thread(id: id, name: threadName(id, recorded: current))
             thread.droppedEvents = droppedHere
+            thread.bufferCapacity = current.pointee.capacity
             replay(
                 fht_buffer_events(current), count: Int(written), into: &thread, functions: dense, clock: clock,
                 window: window, end: now)

@@ -98,13 +98,19 @@ struct EventOutputs: Sendable {
         for (name, counter) in functions() { names[fht_counter_index(counter.pointer)] = name }
         let recording = Recording.read(names: names, clock: clock, capacity: capacity, window: window)
         if recording.droppedEvents > 0 {
-            let threads = recording.threads.filter { $0.droppedEvents > 0 }.count
+            let filled = recording.threads.filter { $0.droppedEvents > 0 }
             let full = recording.droppedEvents - recording.unbufferedEvents
+            // A buffer keeps the limit of the join that made it (a thread that recorded for an
+            // earlier join of the same process): said when it is not this run's.
+            let sizes = Set(filled.map(\.bufferCapacity)).sorted().map { EventFormatting.grouped($0) }
+            let older = filled.filter { $0.bufferCapacity != UInt64(capacity) }.count
             var places: [String] = []
             if full > 0 {
                 places.append(
-                    "\(EventFormatting.grouped(full)) on \(EventFormatting.counted(UInt64(threads), "thread")) whose "
-                        + "\(EventFormatting.grouped(UInt64(capacity)))-event buffer filled")
+                    "\(EventFormatting.grouped(full)) on \(EventFormatting.counted(UInt64(filled.count), "thread")) whose "
+                        + "\(sizes.joined(separator: " or "))-event buffer filled"
+                        + (older > 0
+                            ? ", \(older == filled.count ? "each" : "\(older) of them") made by an earlier join" : ""))
             }
             if recording.unbufferedEvents > 0 {
                 places.append(
@@ -114,7 +120,10 @@ struct EventOutputs: Sendable {
             say(
                 "\(EventFormatting.counted(recording.droppedEvents, "event")) dropped (\(places.joined(separator: ", "))); the files hold the "
                     + "calls recorded"
-                    + (full > 0 ? " before; --events N (FFI_HOOK_TRACER_EVENTS) raises the limit" : ""))
+                    + (full > 0 ? " before; --events N (FFI_HOOK_TRACER_EVENTS) raises the limit" : "")
+                    + (older > 0
+                        ? " of buffers made from now on (a thread keeps the buffer it first recorded in, with the "
+                            + "limit of the run that made it)" : ""))
         }
         let outputs: [(String?, (inout FileOutput) -> Void)] = [
             (chromeTracePath, { ChromeTrace(recording: recording, program: program, pid: pid).write(to: &$0) }),
