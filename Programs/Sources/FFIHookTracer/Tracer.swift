@@ -625,6 +625,13 @@ final class Tracer: Sendable {
         do {
             keep(try attachGroup(symbols), &state)
         } catch {
+            // The object was unloaded by another thread since the walk that saw it: said once,
+            // not for each of its functions.
+            if error.code == .objectNotFound, object != nil {
+                report(
+                    "\(name) was unloaded while its imports were hooked: not traced until it is loaded again", &state)
+                return
+            }
             for symbol in symbols {
                 do {
                     keep(try attachGroup([symbol]), &state)
