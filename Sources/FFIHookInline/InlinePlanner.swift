@@ -687,17 +687,23 @@ struct ObjectRanges {
         ranges.sort { $0.start < $1.start }
     }
 
-    /// The key of the object that holds `address`; for code outside every object, a key of
-    /// its 1 GiB region (starting with "@").
-    func key(of address: UInt) -> String {
+    /// The position of the object that holds `address`, nil for memory outside every object.
+    private func object(holding address: UInt) -> Int? {
         var low = 0
         var high = ranges.count
         while low < high {
             let middle = (low + high) / 2
             if ranges[middle].start <= address { low = middle + 1 } else { high = middle }
         }
-        guard low > 0, address < ranges[low - 1].end else { return Self.anonymousKey(address) }
-        return objectKeys[ranges[low - 1].object]
+        guard low > 0, address < ranges[low - 1].end else { return nil }
+        return ranges[low - 1].object
+    }
+
+    /// The key of the object that holds `address`; for code outside every object, a key of
+    /// its 1 GiB region (starting with "@").
+    func key(of address: UInt) -> String {
+        guard let object = object(holding: address) else { return Self.anonymousKey(address) }
+        return objectKeys[object]
     }
 
     /// The keys of every object.
@@ -706,14 +712,8 @@ struct ObjectRanges {
     /// The key of the object that holds `address` and its path (`identity(of:)`):
     /// an object loaded later at another's place with the same layout has its key, not its path.
     func identity(of address: UInt) -> String {
-        var low = 0
-        var high = ranges.count
-        while low < high {
-            let middle = (low + high) / 2
-            if ranges[middle].start <= address { low = middle + 1 } else { high = middle }
-        }
-        guard low > 0, address < ranges[low - 1].end else { return Self.anonymousKey(address) }
-        return objectKeys[ranges[low - 1].object] + " " + objectPaths[ranges[low - 1].object]
+        guard let object = object(holding: address) else { return Self.anonymousKey(address) }
+        return objectKeys[object] + " " + objectPaths[object]
     }
 
     /// The identity of `object`, as `identity(of:)` gives it for an address in it.
