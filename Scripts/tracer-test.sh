@@ -1812,30 +1812,6 @@ kill -KILL "$reloads_pid"
 wait "$reloads_pid" 2>/dev/null || true
 echo "--pid: a process looping on dlopen and dlclose joined and left eight times (three --inline), each with status 0 and no call said not counted"
 
-echo "== tracer test: --pid --inline: threads that each reload a library, joined ten times"
-# Each library may be unloaded, and another copy loaded at its place, between the tracer's
-# listing of its functions, their planning, their attaching and the leave: the join read an
-# unloaded library's code and faulted (the join failed), and the leave made a page of the
-# fresh copy read-only while the loader relocated it (the process died of SIGSEGV), together
-# in about one join of ten.
-"$work/crashes" reloads libz.so.1 libsqlite3.so.0 libz.so.1 libsqlite3.so.0 \
-    >"$work/reloaders-joined.out" 2>"$work/reloaders-joined.err" &
-reloaders_pid=$!
-sleep 0.3
-for attempt in 1 2 3 4 5 6 7 8 9 10; do
-    status=0
-    timeout -s KILL 60 "$bin/ffi-hook-tracer" --inline --library libz.so.1 --library libsqlite3.so.0 \
-        --pid "$reloaders_pid" --duration 0.3 >/dev/null 2>"$work/reloaders-join.err" || status=$?
-    if [ "$status" -ne 0 ] || ! kill -0 "$reloaders_pid" 2>/dev/null; then
-        echo "--pid --inline on threads reloading libraries, join $attempt: status $status" >&2
-        cat "$work/reloaders-join.err" "$work/reloaders-joined.err" >&2
-        exit 1
-    fi
-done
-kill -KILL "$reloaders_pid"
-wait "$reloaders_pid" 2>/dev/null || true
-echo "--pid --inline: a process whose four threads reload libz and libsqlite3 joined and left ten times, each with status 0, the process running on"
-
 echo "== tracer test: --pid: a thread stopped holding the loader's lock word, with no owner recorded"
 # pthread_mutex_unlock clears the owner before it frees the lock's word: a thread stopped there
 # (dlclose ends in a jump to it, so no return address into the loader is on the stack) holds the
