@@ -4,6 +4,7 @@
 #include "ffh_gnu_hash.h"
 #include "ffh_memory.h"
 #include "ffh_return_site.h"
+#include "ffh_syscall.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -11,6 +12,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 
 #if defined(__x86_64__)
@@ -121,11 +123,12 @@ void ffh_elf_unpin(void *handle) {
     if (handle) dlclose(handle);
 }
 
-int ffh_elf_settled_object(uintptr_t address, uintptr_t *map, uintptr_t *start) {
+int ffh_elf_settled_object(uintptr_t address, ffh_elf_instance *instance) {
     struct dl_find_object found;
     if (_dl_find_object((void *)address, &found) != 0 || !found.dlfo_link_map) return 0;
-    *map = (uintptr_t)found.dlfo_link_map;
-    *start = (uintptr_t)found.dlfo_map_start;
+    instance->map = (uintptr_t)found.dlfo_link_map;
+    instance->start = (uintptr_t)found.dlfo_map_start;
+    instance->end = (uintptr_t)found.dlfo_map_end;
     return 1;
 }
 
@@ -864,3 +867,125 @@ static _Thread_local int ffh_elf_loading;
 
 void ffh_elf_begin_load(void) { ffh_elf_loading++; }
 int ffh_elf_end_load(void) { return --ffh_elf_loading == 0; }
+
+// MARK: - The loader's list lock
+
+/* The mutex dl_iterate_phdr holds while its callbacks run (glibc's `_dl_load_write_lock`, in
+   `_rtld_global`), or NULL where it cannot be told. glibc's dlclose holds it from the unmapping
+   of each object it unloads to that object's removal from _dl_find_object's data; a dlopen
+   cannot map anything at an object's place before that. So while this thread holds it, an
+   object that _dl_find_object finds stays mapped, and no other is mapped at its place. */
+static pthread_mutex_t *ffh_elf_list_lock;
+
+/* The mutexes of `_rtld_global` that this thread holds, with their counts, seen from inside
+   one walk and from inside a walk nested in it: the one whose count grew by one is the walk's. */
+typedef struct {
+    const unsigned char *global;
+    size_t size;
+    size_t offsets[8];
+    unsigned counts[8];
+    size_t found;
+} ffh_elf_lock_search;
+
+static size_t ffh_elf_owned_mutexes(ffh_elf_lock_search *search, size_t *offsets, unsigned *counts) {
+    pid_t self = (pid_t)ffh_syscall0(SYS_gettid);
+    size_t found = 0;
+    for (size_t offset = 0; offset + sizeof(pthread_mutex_t) <= search->size && found < 8;
+         offset += sizeof(int)) {
+        pthread_mutex_t lock;
+        memcpy(&lock, search->global + offset, sizeof lock);
+        if (lock.__data.__owner == self && lock.__data.__lock != 0 && lock.__data.__count > 0 &&
+            lock.__data.__kind == PTHREAD_MUTEX_RECURSIVE_NP) {
+            offsets[found] = offset;
+            counts[found] = lock.__data.__count;
+            found++;
+        }
+    }
+    return found;
+}
+
+static int ffh_elf_find_list_lock_inner(struct dl_phdr_info *info, size_t size, void *context) {
+    (void)info;
+    (void)size;
+    ffh_elf_lock_search *search = context;
+    size_t offsets[8];
+    unsigned counts[8];
+    size_t found = ffh_elf_owned_mutexes(search, offsets, counts);
+    for (size_t index = 0; index < found; index++) {
+        for (size_t before = 0; before < search->found; before++) {
+            if (search->offsets[before] == offsets[index] && search->counts[before] + 1 == counts[index]) {
+                /* The one that grew; two that grew would tell nothing. */
+                if (ffh_elf_list_lock) {
+                    ffh_elf_list_lock = NULL;
+                    return 1;
+                }
+                ffh_elf_list_lock = (pthread_mutex_t *)(search->global + offsets[index]);
+            }
+        }
+    }
+    return 1;
+}
+
+static int ffh_elf_find_list_lock_outer(struct dl_phdr_info *info, size_t size, void *context) {
+    (void)info;
+    (void)size;
+    ffh_elf_lock_search *search = context;
+    search->found = ffh_elf_owned_mutexes(search, search->offsets, search->counts);
+    if (search->found > 0) dl_iterate_phdr(ffh_elf_find_list_lock_inner, search);
+    return 1;
+}
+
+/* At load, before any hook: the lock's place, found from inside dl_iterate_phdr. */
+__attribute__((constructor)) static void ffh_elf_find_list_lock(void) {
+    void *global = dlsym(RTLD_DEFAULT, "_rtld_global");
+    Dl_info information;
+    const ElfW(Sym) *symbol = NULL;
+    if (!global || !dladdr1(global, &information, (void **)&symbol, RTLD_DL_SYMENT) || !symbol ||
+        symbol->st_size < sizeof(pthread_mutex_t)) {
+        return;
+    }
+    ffh_elf_lock_search search = {.global = global, .size = symbol->st_size};
+    ffh_elf_begin_walk();
+    dl_iterate_phdr(ffh_elf_find_list_lock_outer, &search);
+    ffh_elf_end_walk();
+}
+
+int ffh_elf_knows_list_lock(void) { return ffh_elf_list_lock != NULL; }
+
+int ffh_elf_protect_instance(uintptr_t page, size_t length, int protection, const ffh_elf_instance *instance) {
+    /* Waits for the lock by trying (a second at most): a thread that holds it may wait for a
+       lock the caller holds (a dl_iterate_phdr callback that hooks a slot). The walk gate too,
+       tried: a fork meanwhile must not find the loader's list locked by this thread. */
+    int gate = 0;
+    int locked = 0;
+    int attempts = 0;
+    struct timespec now, until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += 1;
+    for (;;) {
+        if (!gate) gate = ffh_elf_walking > 0 || pthread_rwlock_tryrdlock(&ffh_elf_gate) == 0;
+        if (gate) locked = !ffh_elf_list_lock || pthread_mutex_trylock(ffh_elf_list_lock) == 0;
+        if (locked) break;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec > until.tv_sec || (now.tv_sec == until.tv_sec && now.tv_nsec >= until.tv_nsec)) break;
+        /* A walk or an unload takes microseconds: yield at first, then sleep a millisecond. */
+        struct timespec pause = {0, 1000 * 1000};
+        if (++attempts < 100) {
+            ffh_syscall0(SYS_sched_yield);
+        } else {
+            ffh_syscall3(SYS_nanosleep, (long)&pause, 0, 0);
+        }
+    }
+    int result = -1;
+    if (locked) {
+        ffh_elf_instance holder;
+        result = 0;
+        if (ffh_elf_settled_object(page, &holder) && holder.map == instance->map &&
+            holder.start == instance->start && holder.end == instance->end) {
+            result = ffh_syscall3(SYS_mprotect, (long)page, (long)length, protection) == 0 ? 1 : -1;
+        }
+        if (ffh_elf_list_lock) pthread_mutex_unlock(ffh_elf_list_lock);
+    }
+    if (gate && ffh_elf_walking == 0) pthread_rwlock_unlock(&ffh_elf_gate);
+    return result;
+}

@@ -13,6 +13,8 @@
 #include "ffh_syscall.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 
 /* System calls by instruction (ffh_syscall.h): libc's syscall() may be hooked. */
 int ffh_membarrier_register(void) {
@@ -50,6 +52,63 @@ int ffh_is_mapped(const void *address) {
     return ffh_syscall3(SYS_mincore, (long)page, 1, (long)resident) != -ENOMEM;
 }
 
+/* Reads the line of /proc/self/maps that covers `address` with system calls only, through a
+   buffer on the stack: no function a program may hook, and no allocation. */
+int ffh_mapping_of(uintptr_t address, ffh_mapping *mapping) {
+    long file = ffh_syscall6(SYS_openat, AT_FDCWD, (long)"/proc/self/maps", O_RDONLY | O_CLOEXEC, 0, 0, 0);
+    if (file < 0) return -1;
+    char buffer[4096];
+    size_t held = 0;
+    int result = 0;
+    for (;;) {
+        long got = ffh_syscall3(SYS_read, file, (long)(buffer + held), (long)(sizeof buffer - held));
+        if (got < 0 && got == -EINTR) continue;
+        if (got <= 0) {
+            if (got < 0) result = -1;
+            break;
+        }
+        held += (size_t)got;
+        size_t line = 0;
+        for (size_t end = 0; end < held; end++) {
+            if (buffer[end] != '\n') continue;
+            /* start-end perms offset dev:ice inode [path] */
+            const char *at = buffer + line;
+            const char *stop = buffer + end;
+            uintptr_t fields[2] = {0, 0};
+            for (int field = 0; field < 2; field++) {
+                while (at < stop && *at != '-' && *at != ' ') {
+                    char digit = *at++;
+                    fields[field] = fields[field] << 4 |
+                                    (uintptr_t)(digit <= '9' ? digit - '0' : (digit | 0x20) - 'a' + 10);
+                }
+                at++;
+            }
+            if (address >= fields[0] && address < fields[1] && at + 4 <= stop) {
+                mapping->start = fields[0];
+                mapping->end = fields[1];
+                mapping->protection = (at[0] == 'r' ? PROT_READ : 0) | (at[1] == 'w' ? PROT_WRITE : 0) |
+                                      (at[2] == 'x' ? PROT_EXEC : 0);
+                /* Past the permissions, the offset and the device: the inode, 0 for memory of no file. */
+                int spaces = 0;
+                while (at < stop && spaces < 3) spaces += *at++ == ' ';
+                mapping->file_backed = at < stop && *at != '0';
+                result = 1;
+                break;
+            }
+            line = end + 1;
+        }
+        if (result) break;
+        if (line == 0 && held == sizeof buffer) {
+            result = -1; /* a line longer than the buffer: not a maps line */
+            break;
+        }
+        held -= line;
+        for (size_t index = 0; index < held; index++) buffer[index] = buffer[line + index];
+    }
+    ffh_syscall3(SYS_close, file, 0, 0);
+    return result;
+}
+
 int ffh_is_writable(void *address) {
     uint32_t unused = 0;
     long woken = ffh_syscall6(
@@ -71,6 +130,11 @@ int ffh_copy_word(const void *address, uintptr_t *value) {
 int ffh_is_writable(void *address) {
     (void)address;
     return 1;
+}
+int ffh_mapping_of(uintptr_t address, ffh_mapping *mapping) {
+    (void)address;
+    (void)mapping;
+    return -1;
 }
 #endif
 

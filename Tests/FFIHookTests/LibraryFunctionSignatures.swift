@@ -51,6 +51,7 @@ extension LibraryFunctionHookTests {
         "pthread_mutex_unlock": "i^v",
         "pthread_rwlock_rdlock": "i^v",
         "pthread_rwlock_timedwrlock": "i^v^v",
+        "pthread_rwlock_tryrdlock": "i^v",
         "pthread_rwlock_unlock": "i^v",
         "pthread_rwlock_wrlock": "i^v",
         "pthread_self": "Q",

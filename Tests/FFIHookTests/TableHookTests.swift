@@ -1,3 +1,4 @@
+import CFFIHookSupport
 import CTestSupport
 import FFIHookCore
 import Foundation
@@ -115,6 +116,73 @@ extension FixtureTableTests {
             page.storeBytes(of: addOriginalAddress, as: UInt.self)
             mprotect(page, pageSize, PROT_READ)
             return page
+        }
+
+        /// The kernel's map of a page, read with system calls alone (`ffh_mapping_of`, which
+        /// runs where a hooked `fopen` or `malloc` must not): the range, protection and file of
+        /// anonymous memory, of a file's mapping and of the C library's code; nothing where no
+        /// mapping is.
+        @Test func theMapOfAPageIsReadWithSystemCallsAlone() throws {
+            let size = Self.pageSize
+            let region = try #require(mmap(nil, size * 3, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0))
+            defer { munmap(region, size * 3) }
+            let base = UInt(bitPattern: region)
+            // Three mappings: writable, read-only, none.
+            #expect(mprotect(region + size, size, PROT_READ) == 0)
+            #expect(munmap(region + 2 * size, size) == 0)
+            var mapping = ffh_mapping()
+            #expect(ffh_mapping_of(base + 8, &mapping) == 1)
+            #expect(mapping.start <= base && mapping.end == base + UInt(size))
+            #expect(mapping.protection == PROT_READ | PROT_WRITE && mapping.file_backed == 0)
+            #expect(ffh_mapping_of(base + UInt(size) + 100, &mapping) == 1)
+            #expect(mapping.start == base + UInt(size) && mapping.end == base + UInt(2 * size))
+            #expect(mapping.protection == PROT_READ && mapping.file_backed == 0)
+            #expect(ffh_mapping_of(base + UInt(2 * size), &mapping) == 0)
+
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent("mapped-\(getpid())").path
+            try #require(FileManager.default.createFile(atPath: path, contents: Data(count: size)))
+            defer { unlink(path) }
+            let descriptor = open(path, O_RDONLY)
+            defer { close(descriptor) }
+            let file = try #require(mmap(nil, size, PROT_READ, MAP_PRIVATE, descriptor, 0))
+            defer { munmap(file, size) }
+            #expect(ffh_mapping_of(UInt(bitPattern: file) + 16, &mapping) == 1)
+            #expect(
+                mapping.start == UInt(bitPattern: file) && mapping.protection == PROT_READ && mapping.file_backed == 1)
+
+            let found: UnsafeMutableRawPointer? = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "strlen")
+            let pointer = try #require(found)
+            let code = UInt(bitPattern: pointer)
+            #expect(ffh_mapping_of(code, &mapping) == 1)
+            #expect(mapping.protection & PROT_EXEC != 0 && mapping.file_backed == 1)
+            #expect(mapping.start <= code && code < mapping.end)
+        }
+
+        /// A read-only page of a file that no loaded object holds is not lifted, even when
+        /// asked: such a page is, as often as not, an object the loader is loading or unloading
+        /// (mapped, not yet relocated or already unmapped in part), whose protection is the
+        /// loader's to change: made read-only again under a loader that relocated a fresh copy
+        /// at that place, it faulted the loader.
+        @Test func aReadOnlyPageOfAFileNoLoadedObjectHoldsIsNotLifted() throws {
+            let size = Self.pageSize
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent("table-\(getpid())").path
+            var contents = Data(count: size)
+            contents.withUnsafeMutableBytes { $0.storeBytes(of: addOriginalAddress, as: UInt.self) }
+            try #require(FileManager.default.createFile(atPath: path, contents: contents))
+            defer { unlink(path) }
+            let descriptor = open(path, O_RDONLY)
+            defer { close(descriptor) }
+            let file = try #require(mmap(nil, size, PROT_READ, MAP_PRIVATE, descriptor, 0))
+            defer { munmap(file, size) }
+            let error = #expect(throws: HookError.self) {
+                try Hook.before(on: FunctionSlot(file), signature: FixtureSignature.add, options: .liftsPageProtection)
+                {
+                    _ in
+                }
+            }
+            #expect(error?.code == .protectionChangeFailed)
+            #expect(file.load(as: UInt.self) == addOriginalAddress)
+            #expect(SlotMemory.protection(of: UInt(bitPattern: file))?.writable == false)
         }
 
         @Test func aReadOnlySlotIsRefusedWithoutTheOption() throws {
@@ -257,6 +325,71 @@ extension FixtureTableTests {
             // The removal writes nothing there (the word is not the hook's).
             _ = try #require(hooked).remove()
             #expect(page.load(fromByteOffset: Int(address & (UInt(Self.pageSize) - 1)), as: UInt.self) == 0)
+        }
+
+        /// A session gives a page of a loaded object its protection back under the loader's
+        /// list lock, the one `dl_iterate_phdr` holds while its callback runs and `dlclose` holds
+        /// from an object's unmapping to its removal: while another thread's callback runs, the
+        /// page stays writable; once it returns, the page is read-only again. (Changed without
+        /// that lock, a restore could find the object's instance, be overtaken by an unload and a
+        /// load of a fresh copy at its place, and make the fresh copy's table read-only while the
+        /// loader relocated it.)
+        @Test func aSessionGivesAnObjectsPageItsProtectionBackUnderTheLoadersListLock() throws {
+            #expect(ffh_elf_knows_list_lock() == 1)
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("listlock-\(getpid())")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let source = directory.appendingPathComponent("listlock.c")
+            let library = directory.appendingPathComponent("liblistlock.so")
+            try """
+            static int eight(void) { return 8; }
+            int (*const listlock_table[1])(void) = { eight };
+            """.write(to: source, atomically: true, encoding: .utf8)
+            try #require(system("cc -O1 -shared -fPIC -Wl,-z,relro,-z,now -o '\(library.path)' '\(source.path)'") == 0)
+            let handle = try #require(dlopen(library.path, RTLD_NOW | RTLD_LOCAL))
+            defer { dlclose(handle) }
+            let slot = try #require(dlsym(handle, "listlock_table"))
+            let address = UInt(bitPattern: slot)
+            #expect(SlotMemory.protection(of: address)?.writable == false)
+
+            final class Walk: @unchecked Sendable {
+                let inside = DispatchSemaphore(value: 0)
+                let address: UInt
+                /// What the walk's callback saw of the page just before it returned.
+                var writableAtItsEnd: Bool?
+                init(address: UInt) { self.address = address }
+            }
+            typealias Visit = @convention(c) (UnsafeMutableRawPointer?, Int, UnsafeMutableRawPointer?) -> Int32
+            typealias Iterate = @convention(c) (Visit, UnsafeMutableRawPointer?) -> Int32
+            // (Not in Swift's view of the C library: link.h is not part of it.)
+            let iterate = unsafeBitCast(
+                try #require(dlsym(UnsafeMutableRawPointer(bitPattern: 0), "dl_iterate_phdr")), to: Iterate.self)
+            let walk = Walk(address: address)
+            let walker = Thread {
+                _ = iterate(
+                    { _, _, context in
+                        let walk = Unmanaged<Walk>.fromOpaque(context!).takeUnretainedValue()
+                        walk.inside.signal()
+                        usleep(200_000)
+                        walk.writableAtItsEnd = SlotMemory.protection(of: walk.address)?.writable
+                        return 1
+                    }, Unmanaged.passUnretained(walk).toOpaque())
+            }
+            var token: HookToken?
+            try SlotMemory.keepingPagesWritable {
+                token = try Hook.before(
+                    on: FunctionSlot(slot), signature: Signature("i"), options: .liftsPageProtection
+                ) {
+                    _ in
+                }
+                walker.start()
+                walk.inside.wait()
+            }
+            // The session has ended: its restore waited for the walk.
+            #expect(walk.writableAtItsEnd == true)
+            #expect(SlotMemory.protection(of: address)?.writable == false)
+            _ = try #require(token).remove()
+            #expect(SlotMemory.protection(of: address)?.writable == false)
         }
 
         /// A page that another thread's session keeps writable, unmapped and mapped again

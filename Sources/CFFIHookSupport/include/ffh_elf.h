@@ -70,13 +70,34 @@ void *ffh_elf_pin(const ffh_elf_object *object);
 /// Releases a handle from ffh_elf_pin.
 void ffh_elf_unpin(void *handle);
 
+/// One instance of a loaded object: its link map and the range of its mapping, which tell it
+/// from another object, or another copy of the same, mapped at its place later (as far as the
+/// three tell: glibc may give a later copy the same link-map memory, but a copy at the same
+/// place and of the same extent has the same layout).
+typedef struct {
+    uintptr_t map;
+    uintptr_t start;
+    uintptr_t end;
+} ffh_elf_instance;
+
 /// Whether a loaded object that the loader has finished loading holds `address`, looked up
-/// without a lock (`_dl_find_object`): 1, with `*map` and `*start` (its link map and the start
-/// of its mapping) telling that instance of the object from others mapped at its place later,
-/// as far as the two tell; 0 when none
-/// does: memory of no object, or of one being loaded (the loader relocates it and protects
-/// its RELRO pages before it adds it to that lookup) or unloaded.
-int ffh_elf_settled_object(uintptr_t address, uintptr_t *map, uintptr_t *start);
+/// without a lock (`_dl_find_object`): 1, with `*instance`; 0 when none does: memory of no
+/// object, or of one being loaded (the loader relocates it and protects its RELRO pages
+/// before it adds it to that lookup) or unloaded.
+int ffh_elf_settled_object(uintptr_t address, ffh_elf_instance *instance);
+
+/// Changes the protection of `length` bytes at `page` to `protection`, only while `instance`
+/// holds `page`: looked up and changed with the loader's list lock held (the one
+/// dl_iterate_phdr holds), which glibc's dlclose holds from the unmapping of an object to its
+/// removal from `_dl_find_object`'s data, so the object cannot be unloaded, and another mapped
+/// at its place, between the look and the change. The lock is tried, not waited for (a second
+/// at most: its holder may wait for a lock the caller holds). 1 when changed, 0 when
+/// another instance or none holds the page now, -1 when the lock stayed busy or mprotect failed.
+/// Without the lock's place (ffh_elf_knows_list_lock), looks and changes without it.
+int ffh_elf_protect_instance(uintptr_t page, size_t length, int protection, const ffh_elf_instance *instance);
+
+/// Whether the loader's list lock was found at load (glibc's `_rtld_global`).
+int ffh_elf_knows_list_lock(void);
 
 /// The object's DT_SONAME, or NULL; points into the object's string table.
 const char *ffh_elf_soname(const ffh_elf_object *object);

@@ -47,6 +47,19 @@ int ffh_copy_word(const void *address, uintptr_t *value);
 /// on memory that is unmapped or not writable): 1 when writable, 0 when not.
 int ffh_is_writable(void *address);
 
+/// A mapping of the process: its range, its protection (`PROT_*`) and whether a file backs it.
+typedef struct {
+    uintptr_t start;
+    uintptr_t end;
+    int protection;
+    int file_backed;
+} ffh_mapping;
+
+/// The mapping that covers `address`, read from /proc/self/maps with system calls alone (no
+/// function a program may hook, no allocation): 1 with `*mapping`, 0 when none covers it, -1
+/// when the file cannot be read (or on a platform without it).
+int ffh_mapping_of(uintptr_t address, ffh_mapping *mapping);
+
 /// Replaces the machine word at `address` (aligned) with `desired` if it holds `expected`,
 /// without faulting even when another thread unmaps or protects the memory meanwhile: 1 when
 /// replaced, 0 when the word held something else, -1 when it cannot be written (unmapped or

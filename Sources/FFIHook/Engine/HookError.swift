@@ -62,7 +62,9 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
         public static var unmappedSlot: Self { Self(.unmappedSlot) }
         /// The slot is in read-only memory; ``HookOptions/liftsPageProtection`` allows writing it.
         public static var readOnlySlot: Self { Self(.readOnlySlot) }
-        /// The page protection could not be lifted or restored (`mprotect` failed).
+        /// The page protection could not be lifted or restored (`mprotect` failed), or the page
+        /// is a read-only page of a file that no loaded object holds, which is never lifted
+        /// (see ``HookOptions/liftsPageProtection``).
         public static var protectionChangeFailed: Self { Self(.protectionChangeFailed) }
         /// Waiting for reclamation from inside a hooked call, or installing or reading
         /// ``Hook/statistics`` from a block that runs within the library's own install or

@@ -42,8 +42,12 @@ public struct HookOptions: OptionSet, Sendable, Hashable {
     /// writer that still needs it, and a write of another thread meanwhile lifts its own page
     /// for its own write only (one that a group keeps writable is written as it is). A page of
     /// a loaded object gets its protection back only while the object that held it when it
-    /// was lifted still does: one unloaded meanwhile, with a fresh copy mapped at its place
-    /// that the loader is still writing, is left to the loader. Without the option such a slot
+    /// was lifted still does (looked up and changed under the loader's own list lock, which an
+    /// unload holds): one unloaded meanwhile, with a fresh copy mapped at its place that the
+    /// loader is still writing, is left to the loader. A read-only page of a file that no
+    /// loaded object holds (an object the loader is still loading or already unloading, or a
+    /// file the program mapped itself) is not lifted: the write fails with
+    /// ``HookError/Code-swift.struct/protectionChangeFailed``. Without the option such a slot
     /// is refused with ``HookError/Code-swift.struct/readOnlySlot``. Memory that is executable
     /// (a function's code) is refused either way, with ``HookError/Code-swift.struct/invalidSlot``.
     public static let liftsPageProtection = HookOptions(rawValue: 1 << 2)

@@ -142,10 +142,14 @@ enum SlotMemory {
     /// the old page's, and the caller asks again.
     ///
     /// A page gets its protection back only while the instance of the object that held it when
-    /// it was lifted still does (``SettledObject``): the object may be unloaded meanwhile and a
+    /// it was lifted still does (``SettledObject``), looked up and changed under the loader's
+    /// list lock (see ``restore(_:_:heldBy:)``): the object may be unloaded meanwhile and a
     /// fresh copy mapped at its place, whose tables the loader writes until it protects them
     /// itself; a page made read-only under it faulted the loader. A page that no object the
-    /// loader is done with holds, and that is writable now, is written as it is.
+    /// loader is done with holds is written as it is when it is writable now, and is lifted
+    /// only when it is memory of no file (a table the program mapped): a file's page there is
+    /// an object the loader is loading or unloading (or a file the program mapped), whose
+    /// protection is the loader's to change, and `nil` is returned.
     static func withWritablePage(
         _ address: UInt, restoring protection: Protection, _ body: () -> Exchange
     ) -> Exchange? {
@@ -155,9 +159,11 @@ enum SlotMemory {
         writable.writable = true
         writable.readable = true
         let object = SettledObject(holding: pageAddress)
-        // Memory of no object, or of one being loaded or unloaded: its protection now, read
-        // before the lock (a hook on the functions reading the map must not meet it held).
-        let writableNow = object == nil && self.protection(of: pageAddress)?.writable == true
+        // Memory of no object the loader is done with: what the kernel maps there now, read
+        // with system calls alone (no function a program may hook, no allocation).
+        var mapping = ffh_mapping()
+        let mapped = object == nil ? ffh_mapping_of(pageAddress, &mapping) : -1
+        let writableNow = mapped == 1 && mapping.protection & PROT_WRITE != 0
         return writablePages.withLock { session -> Exchange? in
             // A table's slots come in runs on one page: the last page needs no lookup.
             if session.lastPage == pageAddress || (!session.pages.isEmpty && session.pages[pageAddress] != nil) {
@@ -175,11 +181,16 @@ enum SlotMemory {
                 return exchange
             }
             if writableNow { return body() }
+            // Unmapped now; or a file's pages that no object the loader is done with holds: an
+            // object being loaded or unloaded (the loader protects its pages itself, and it may
+            // be unloaded, and a fresh copy mapped at its place, at any moment), or a file the
+            // program mapped; or code. Not lifted.
+            if mapped == 0 || (mapped == 1 && (mapping.file_backed != 0 || mapping.protection & PROT_EXEC != 0)) {
+                return nil
+            }
             guard session.owners.contains(UInt(pthread_self())) else {
                 guard mprotect(page, Int(pageSize), writable.flags) == 0 else { return nil }
-                defer {
-                    if SettledObject.stillHolds(object, pageAddress) { mprotect(page, Int(pageSize), protection.flags) }
-                }
+                defer { restore(pageAddress, protection, heldBy: object) }
                 return body()
             }
             guard mprotect(page, Int(pageSize), writable.flags) == 0 else { return nil }
@@ -191,25 +202,36 @@ enum SlotMemory {
     }
 
     /// An instance of a loaded object that the loader is done with (``ffh_elf_settled_object``):
-    /// its link map and the start of its mapping.
-    struct SettledObject: Equatable {
-        let map: UInt
-        let start: UInt
+    /// its link map and the range of its mapping.
+    struct SettledObject {
+        let instance: ffh_elf_instance
 
         /// The object that holds `address`, if the loader is done loading it.
         init?(holding address: UInt) {
-            var map: UInt = 0
-            var start: UInt = 0
-            guard ffh_elf_settled_object(address, &map, &start) != 0 else { return nil }
-            self.map = map
-            self.start = start
+            var instance = ffh_elf_instance()
+            guard ffh_elf_settled_object(address, &instance) != 0 else { return nil }
+            self.instance = instance
         }
+    }
 
-        /// Whether `object` (nil: none when the page was lifted) still holds `address`: the
-        /// page may get its protection back.
-        static func stillHolds(_ object: SettledObject?, _ address: UInt) -> Bool {
-            guard let object else { return true }
-            return SettledObject(holding: address) == object
+    /// Gives the page at `page` its protection back, if `object` (the instance of an object
+    /// that held it when it was lifted) still holds it: looked up and changed under the
+    /// loader's list lock (``ffh_elf_protect_instance``), so that no unload and load on another
+    /// thread can put a fresh copy of an object there between the look and the change. A page
+    /// lifted while no object the loader was done with held it (memory of no file: a table the
+    /// program mapped) gets its protection back while it is still memory of no file, and as
+    /// writable as it was left.
+    private static func restore(_ page: UInt, _ protection: Protection, heldBy object: SettledObject?) {
+        guard let object else {
+            var mapping = ffh_mapping()
+            let mapped = ffh_mapping_of(page, &mapping)
+            guard mapped == -1 || (mapped == 1 && mapping.file_backed == 0 && mapping.protection & PROT_WRITE != 0)
+            else { return }
+            mprotect(UnsafeMutableRawPointer(bitPattern: page), Int(pageSize), protection.flags)
+            return
+        }
+        withUnsafePointer(to: object.instance) {
+            _ = ffh_elf_protect_instance(page, Int(pageSize), protection.flags, $0)
         }
     }
 
@@ -265,10 +287,9 @@ enum SlotMemory {
                     var lifted = protection
                     lifted.readable = true
                     lifted.writable = true
-                    guard let mapping = MemoryMapping.containing(page, in: now), mapping.protection == lifted.flags,
-                        SettledObject.stillHolds(session.objects[page], page)
+                    guard let mapping = MemoryMapping.containing(page, in: now), mapping.protection == lifted.flags
                     else { continue }
-                    mprotect(UnsafeMutableRawPointer(bitPattern: page), Int(pageSize), protection.flags)
+                    restore(page, protection, heldBy: session.objects[page])
                 }
             }
         }
