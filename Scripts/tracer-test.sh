@@ -1812,6 +1812,34 @@ kill -KILL "$reloads_pid"
 wait "$reloads_pid" 2>/dev/null || true
 echo "--pid: a process looping on dlopen and dlclose joined and left eight times (three --inline), each with status 0 and no call said not counted"
 
+echo "== tracer test: --pid --inline: threads that each reload a library, joined fifteen times"
+# Each library may be unloaded, and another copy loaded at its place, between the tracer's
+# listing of its functions, their planning, their attaching and the leave: the join read an
+# unloaded library's code and faulted (the join failed), and the leave made a page of the
+# fresh copy read-only while the loader relocated it (the process died of SIGSEGV), together
+# in about one join of ten. Later, the same process joined again and again: a page given its
+# protection back between another thread's unload and load, or lifted while no object held
+# it (the process died of SIGSEGV in the loader), and the block of an earlier join's hook put
+# back for a moment by its follower, which ran during the next join's start and locked the
+# state the start held (the join faulted with a fatal error), each in about one join of fifty.
+"$work/crashes" reloads libz.so.1 libsqlite3.so.0 libz.so.1 libsqlite3.so.0 \
+    >"$work/reloaders-joined.out" 2>"$work/reloaders-joined.err" &
+reloaders_pid=$!
+sleep 0.3
+for attempt in $(seq 15); do
+    status=0
+    timeout -s KILL 60 "$bin/ffi-hook-tracer" --inline --library libz.so.1 --library libsqlite3.so.0 \
+        --pid "$reloaders_pid" --duration 0.3 >/dev/null 2>"$work/reloaders-join.err" || status=$?
+    if [ "$status" -ne 0 ] || ! kill -0 "$reloaders_pid" 2>/dev/null; then
+        echo "--pid --inline on threads reloading libraries, join $attempt: status $status" >&2
+        cat "$work/reloaders-join.err" "$work/reloaders-joined.err" >&2
+        exit 1
+    fi
+done
+kill -KILL "$reloaders_pid"
+wait "$reloaders_pid" 2>/dev/null || true
+echo "--pid --inline: a process whose four threads reload libz and libsqlite3 joined and left fifteen times, each with status 0, the process running on"
+
 echo "== tracer test: --pid: a thread stopped holding the loader's lock word, with no owner recorded"
 # pthread_mutex_unlock clears the owner before it frees the lock's word: a thread stopped there
 # (dlclose ends in a jump to it, so no return address into the loader is on the stack) holds the

@@ -145,6 +145,10 @@ final class LoadFollower: Sendable {
     /// Hooks the symbol's and `dlopen`'s entries not covered yet in every loaded object,
     /// adds the hooks to the group and drops those of entries whose object is gone.
     private func walk(waits: Bool) throws(HookError) {
+        // A group removed while a load was in flight: its walk would hook the entries the
+        // removal gave back (and take those hooks out again only as it ends), and their blocks
+        // would run meanwhile for calls that came after the removal.
+        guard !group.isRemoved else { return }
         let process = ffh_getpid()
         // The hook keeps the follower alive until the group is removed.
         let loaderRequest =
@@ -225,6 +229,8 @@ final class LoadFollower: Sendable {
                         if skipped != nil { return nil }
                     }
                     unchanged = skipped != nil
+                    // (Removed while the objects were listed and pinned.)
+                    if group.isRemoved { return ([], [], [:], [:]) }
                     return try SlotMemory.keepingPagesWritable { () throws(HookError) in
                         var tokens: [HookToken] = []
                         // For the requests' names and dlopen's.

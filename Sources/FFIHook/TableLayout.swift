@@ -144,6 +144,10 @@ public final class HookGroupToken: Sendable, Hashable, CustomStringConvertible {
         replace(removing: [], with: tokens, companions: companions) != nil
     }
 
+    /// Whether ``remove()`` was called: a walk that follows later loads for the group hooks
+    /// nothing more (what one hooks after all is removed by ``replace(removing:with:companions:)``).
+    var isRemoved: Bool { members.withLock { $0.removed } }
+
     /// Takes `old` hooks (tokens or companions) out of the group and adds `tokens` and
     /// `companions`, in one step; returns those of `old` that were in the group, which the
     /// caller removes, or nil, changing nothing, when the group was removed already.

@@ -221,8 +221,17 @@ final class Tracer: Sendable {
     /// walk the objects after each.
     private func followLoads() {
         do {
-            let loaded: LeaveBlock = { _ in Tracer.shared.objectsLoaded() }
-            let unloaded: LeaveBlock = { _ in Tracer.shared.objectsUnloaded() }
+            // Not for a load or an unload of the tracer's own work (a walk that pins objects),
+            // which may hold the lock the walk takes on this very thread (as the start library's
+            // calls are told, ``ffiHookTracerLoadsChanged(_:)``): the block of an earlier join's
+            // hook, which that join's follower had put back for a moment after its leave, ran
+            // as the next join's start pinned objects, and locked the state the start held.
+            let loaded: LeaveBlock = { _ in
+                if fht_may_follow_loads() != 0 { Tracer.shared.objectsLoaded() }
+            }
+            let unloaded: LeaveBlock = { _ in
+                if fht_may_follow_loads() != 0 { Tracer.shared.objectsUnloaded() }
+            }
             let blocks: (String) -> (onEnter: EnterBlock?, onLeave: LeaveBlock?) = { symbol in
                 (nil, symbol == "dlopen" ? loaded : unloaded)
             }
