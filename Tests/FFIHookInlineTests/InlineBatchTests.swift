@@ -231,18 +231,6 @@ extension InlineSuites {
             return (directory, library)
         }
 
-        /// Whether the loader no longer has the library at `path` within 5 s: another suite's
-        /// walk of the loaded objects (a planning, a tracer's) may hold it for a moment after
-        /// its last `dlclose`.
-        static func waitUntilUnloaded(_ path: String) -> Bool {
-            for _ in 0..<500 {
-                guard let held = dlopen(path, RTLD_NOW | RTLD_NOLOAD) else { return true }
-                dlclose(held)
-                usleep(10_000)
-            }
-            return false
-        }
-
         /// Functions listed while their library was loaded and planned after it was unloaded
         /// (another thread's `dlclose` between the two) are refused as not in code, their object
         /// gone, without their addresses being read: those hold nothing then (a read faults),
@@ -257,7 +245,7 @@ extension InlineSuites {
             let found = try BatchTargets.exports(of: library.path, locals: false)
             #expect(found.targets.count == 6)
             #expect(dlclose(handle) == 0)
-            try #require(Self.waitUntilUnloaded(library.path))
+            try #require(InlineSuites.InlineProcessTests.waitUntilUnloaded(library.path))
             // Another library loaded meanwhile, often where the first one was.
             let second = try #require(dlopen(other.path, RTLD_NOW | RTLD_LOCAL))
             defer { dlclose(second) }
@@ -317,7 +305,7 @@ extension InlineSuites {
             #expect(batch.functions.allSatisfy { $0.holdsItsCode })
             try batch.patch()
             #expect(dlclose(handle) == 0)
-            try #require(Self.waitUntilUnloaded(library.path))
+            try #require(InlineSuites.InlineProcessTests.waitUntilUnloaded(library.path))
             #expect(!batch.functions.contains { $0.holdsItsCode })
             // Loaded again: its code is a new copy, unpatched, wherever it lies.
             handle = try #require(dlopen(library.path, RTLD_NOW | RTLD_LOCAL))

@@ -149,7 +149,9 @@ extension InlineSuites {
             }
         }
 
-        /// Waits (up to five seconds) until the object at `path` is not loaded any more.
+        /// Whether the loader no longer has the library at `path` within 5 s: another suite's
+        /// walk of the loaded objects (a planning, a tracer's) may hold it for a moment after
+        /// its last `dlclose`.
         static func waitUntilUnloaded(_ path: String) -> Bool {
             for _ in 0..<500 {
                 guard let pinned = dlopen(path, RTLD_NOW | RTLD_NOLOAD) else { return true }
