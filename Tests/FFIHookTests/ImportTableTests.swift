@@ -439,11 +439,14 @@ extension FixtureTableTests {
                 }
             defer { following?.remove() }
             let leaves = Counter()
-            let watching = how == "followed" ? nil : try Self.countReturns(of: "dlopen", "^v*i", how, into: leaves)
+            // (The bare name's calls alone: the walks of the hooks' own pin objects with dlopen, by
+            // path, through entries already hooked, and the blocks may run for those.)
+            let watching =
+                how == "followed"
+                ? nil
+                : try Self.countReturns(
+                    of: "dlopen", "^v*i", how, into: leaves, firstArgument: "libBareNameFixture.so")
             defer { watching?.remove() }
-            // (A walk of the hooks' own that went round again, an object having come or gone
-            // meanwhile, pins objects with dlopen through entries already hooked: counted from
-            // here.)
             let before = leaves.count
             let handle = open("libBareNameFixture.so", RTLD_NOW)
             let failure = handle == nil ? dlerror().map { String(cString: $0) } ?? "" : ""
@@ -460,17 +463,24 @@ extension FixtureTableTests {
         /// Counts the calling thread's calls of `symbol` as they return, in every object: with
         /// an attach's leave block (`how` "attached") or an after block of a hook with
         /// `signature`. (This thread's alone: other suites' tests call the loader meanwhile.)
-        static func countReturns(of symbol: String, _ signature: String, _ how: String, into counter: Counter)
-            throws -> HookGroupToken
-        {
+        /// With `firstArgument`, only the calls whose first argument is that string.
+        static func countReturns(
+            of symbol: String, _ signature: String, _ how: String, into counter: Counter, firstArgument: String? = nil
+        ) throws -> HookGroupToken {
             let thread = pthread_self()
+            let matches: @Sendable (UInt) -> Bool = { argument in
+                guard let firstArgument else { return true }
+                guard let text = UnsafePointer<CChar>(bitPattern: argument) else { return false }
+                return String(cString: text) == firstArgument
+            }
             if how == "attached" {
                 return try ImportTable.attach(
-                    symbol: symbol, in: .all, onEnter: nil,
-                    onLeave: { _ in if pthread_self() == thread { counter.increment() } })
+                    symbol: symbol, in: .all,
+                    onEnter: { call in call.scratch = matches(UInt(call.integerArgument(0))) ? 1 : 0 },
+                    onLeave: { call in if pthread_self() == thread && call.scratch == 1 { counter.increment() } })
             }
-            return try ImportTable.after(symbol: symbol, in: .all, signature: Signature(signature)) { _ in
-                if pthread_self() == thread { counter.increment() }
+            return try ImportTable.after(symbol: symbol, in: .all, signature: Signature(signature)) { call in
+                if pthread_self() == thread && matches(call.argument(0, as: UInt.self)) { counter.increment() }
             }
         }
 
