@@ -23,7 +23,27 @@ static uint32_t fht_buffer_count;
 
 __thread fht_event_buffer *fht_my_events __attribute__((tls_model("initial-exec")));
 
-void fht_set_event_capacity(uint64_t capacity) { __atomic_store_n(&fht_event_capacity, capacity, __ATOMIC_RELEASE); }
+void fht_set_event_capacity(uint64_t capacity) {
+    __atomic_store_n(&fht_event_capacity, capacity, __ATOMIC_RELEASE);
+    /* Buffers an earlier join of this process made with another limit are retired: their
+       threads make buffers of this one at their next recorded call. The owner never writes
+       `capacity`, and a buffer whose capacity is 0 takes no event; its pages are given back
+       (the header's first page stays, for the owner's words). */
+    for (fht_event_buffer *buffer = fht_event_buffers(); buffer; buffer = buffer->next) {
+        uint64_t held = __atomic_load_n(&buffer->capacity, __ATOMIC_RELAXED);
+        if (held == 0 || held == capacity) continue;
+        __atomic_store_n(&buffer->capacity, 0, __ATOMIC_RELEASE);
+        size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        uintptr_t from = ((uintptr_t)buffer + FHT_EVENTS_OFFSET + page - 1) & ~(uintptr_t)(page - 1);
+        uintptr_t end = ((uintptr_t)buffer + FHT_EVENTS_OFFSET + held * sizeof(fht_event)) & ~(uintptr_t)(page - 1);
+        if (end > from) madvise((void *)from, end - from, MADV_DONTNEED);
+    }
+}
+
+fht_event_buffer *fht_events_renew(void) {
+    fht_my_events = NULL;
+    return fht_events_slow();
+}
 
 /* A system call by instruction: the tracer's own calls stay off the import tables a user may
    trace (libc's syscall or gettid could be among the traced functions). */
@@ -58,7 +78,8 @@ fht_event_buffer *fht_events_slow(void) {
 }
 
 void fht_events_prepare(void) {
-    if (fht_my_events || fht_events_making || fht_first_call_is_own()) return;
+    if ((fht_my_events && fht_my_events->capacity) || fht_events_making || fht_first_call_is_own()) return;
+    fht_my_events = NULL;
     fht_events_making = 1;
     (void)fht_events_make(0);
     fht_events_making = 0;

@@ -95,6 +95,11 @@ struct Recording {
         var dropped = unbuffered
         var buffer = fht_event_buffers()
         while let current = buffer {
+            // A retired buffer (of an earlier join's size) holds none of this join's events.
+            guard current.pointee.capacity > 0 else {
+                buffer = current.pointee.next
+                continue
+            }
             let written = fht_buffer_recorded(current)
             let droppedHere = fht_buffer_dropped(current)
             dropped += droppedHere

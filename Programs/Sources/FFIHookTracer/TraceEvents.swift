@@ -100,8 +100,9 @@ struct EventOutputs: Sendable {
         if recording.droppedEvents > 0 {
             let filled = recording.threads.filter { $0.droppedEvents > 0 }
             let full = recording.droppedEvents - recording.unbufferedEvents
-            // A buffer keeps the limit of the join that made it (a thread that recorded for an
-            // earlier join of the same process): said when it is not this run's.
+            // A join retires the buffers of an earlier join's other limit (fht_set_event_capacity);
+            // one made as it did so may still have the earlier limit: said when it is not this
+            // run's.
             let sizes = Set(filled.map(\.bufferCapacity)).sorted().map { EventFormatting.grouped($0) }
             let older = filled.filter { $0.bufferCapacity != UInt64(capacity) }.count
             var places: [String] = []

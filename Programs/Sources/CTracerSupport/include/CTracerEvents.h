@@ -45,7 +45,9 @@ typedef struct {
 typedef struct fht_event_buffer {
     /// The buffer made before this one (of another thread), or NULL.
     struct fht_event_buffer *_Nullable next;
-    /// How many events it holds.
+    /// How many events it holds; 0 once retired (a later join of the process asked for
+    /// another number: the thread makes a buffer of that one at its next recorded call, and the
+    /// report skips this one).
     uint64_t capacity;
     /// Slots promised: one per recorded begin and one for its end, which is recorded even
     /// when the buffer has no room for new calls any more.
@@ -63,8 +65,12 @@ typedef struct fht_event_buffer {
 } fht_event_buffer;
 
 /// The capacity of the buffers of threads that record their first event from now on; 0
-/// (the default) records nothing. Set it once, before attaching.
+/// (the default) records nothing. Set it before attaching, at each join: buffers an earlier
+/// join made with another capacity are retired (see ``fht_event_buffer/capacity``).
 void fht_set_event_capacity(uint64_t capacity);
+
+/// Makes the calling thread a buffer in place of its retired one (see fht_events_slow).
+fht_event_buffer *_Nullable fht_events_renew(void);
 
 /// The calling thread's buffer (NULL before its first event).
 extern __thread fht_event_buffer *_Nullable fht_my_events __attribute__((tls_model("initial-exec")));
@@ -113,8 +119,20 @@ static inline uint64_t fht_record_begin_at(uint32_t function, uintptr_t stack, u
     if (buffer == NULL) return ticks;
     if (fht_take(&buffer->reserved, 2) + 2 > buffer->capacity) {
         fht_take(&buffer->reserved, (uint64_t)-2);
-        fht_take(&buffer->dropped, 2);
-        return ticks;
+        if (__builtin_expect(buffer->capacity == 0, 0)) {
+            /* Retired by a later join: the thread's next buffer has its capacity. */
+            buffer = fht_events_renew();
+            if (buffer == NULL || fht_take(&buffer->reserved, 2) + 2 > buffer->capacity) {
+                if (buffer) {
+                    fht_take(&buffer->reserved, (uint64_t)-2);
+                    fht_take(&buffer->dropped, 2);
+                }
+                return ticks;
+            }
+        } else {
+            fht_take(&buffer->dropped, 2);
+            return ticks;
+        }
     }
     uint64_t index = fht_take(&buffer->written, 1);
     if (index >= buffer->capacity) {
@@ -161,7 +179,9 @@ uint32_t fht_counter_index(const fht_counter *counter);
 static inline uint64_t fht_enter_recording(fht_counter *counter, uint32_t function, uintptr_t stack) {
     /* A thread's first recorded call maps its buffer before its time is taken: the mapping
        (tens of microseconds) is the tracer's, not the call's. */
-    if (__builtin_expect(fht_my_events == NULL, 0) && !fht_ignored()) fht_events_prepare();
+    if (__builtin_expect(fht_my_events == NULL || fht_my_events->capacity == 0, 0) && !fht_ignored()) {
+        fht_events_prepare();
+    }
     uint64_t ticks = fht_ticks();
     int counted = fht_enter_at(counter, stack, ticks);
     if (!counted) return 0; /* a call not counted is not recorded */
