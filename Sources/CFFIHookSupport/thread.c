@@ -124,14 +124,31 @@ static const uint32_t ffh_xsave_magic = 0x46505853u;
    to the XSAVE area. */
 _Static_assert(8 + __builtin_offsetof(ucontext_t, uc_mcontext.fpregs) + 8 <= 256, "signal frame words");
 
-/* Reads the stack, its own and its callers' frames, which are not its objects: no sanitizer
-   may check these reads. */
+/* These read the stack, their own and their callers' frames, which are not their objects: no
+   sanitizer may check these reads. */
 #if defined(__clang__) && __has_attribute(disable_sanitizer_instrumentation)
-__attribute__((disable_sanitizer_instrumentation))
+#define FFH_READS_STACK __attribute__((disable_sanitizer_instrumentation))
 #else
-__attribute__((no_sanitize("address", "thread")))
+#define FFH_READS_STACK __attribute__((no_sanitize("address", "thread")))
 #endif
-int ffh_interrupted_below(uintptr_t sp, uintptr_t top) {
+
+/* Whether the signal frame at `frame` is a handler's that runs now, not one left in stack
+   memory by a handler that has returned (a frame a function's locals leave unwritten keeps
+   its bytes: the fault guard's frames, a stop's, anyone's). While a handler runs, the kernel
+   blocks its signal and its mask on top of the mask the frame saved: the thread's mask now
+   holds the saved one and more. A handler installed with SA_NODEFER and an empty mask blocks
+   nothing more, and is not told from a frame left behind; nor is a frame left behind while the
+   thread blocks more signals now than when it was made. (The frame's siginfo would name the
+   signal, but the kernel fills it in for SA_SIGINFO handlers alone.) */
+FFH_READS_STACK static int ffh_frame_is_running(uintptr_t frame) {
+    uint64_t saved;
+    __builtin_memcpy(&saved, (const void *)(frame + 8 + __builtin_offsetof(ucontext_t, uc_sigmask)), sizeof saved);
+    uint64_t blocked = 0;
+    if (ffh_syscall6(SYS_rt_sigprocmask, SIG_BLOCK, 0, (long)&blocked, 8, 0, 0) != 0) return 1;
+    return (blocked & saved) == saved && blocked != saved;
+}
+
+FFH_READS_STACK int ffh_interrupted_below(uintptr_t sp, uintptr_t top) {
     if (top == 0) return 0;
     /* Running on the signal stack while the work runs on another: a handler's. */
     stack_t alternate;
@@ -155,7 +172,7 @@ int ffh_interrupted_below(uintptr_t sp, uintptr_t top) {
         if (interrupted > top || interrupted < area + FFH_XSAVE_LEAST) continue;
         uint32_t magic;
         __builtin_memcpy(&magic, (const void *)(area + FFH_XSAVE_MAGIC_AT), sizeof magic);
-        if (magic == ffh_xsave_magic) return 1;
+        if (magic == ffh_xsave_magic && ffh_frame_is_running(frame)) return 1;
     }
     return 0;
 }

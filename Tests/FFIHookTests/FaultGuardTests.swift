@@ -60,6 +60,20 @@ import Testing
         }
     }
 
+    /// A call the library's own work makes (a walk's `dlopen` through a program's hook) goes
+    /// straight through, unless a signal handler that interrupted the work makes it; the
+    /// handler is found by its signal frame on the stack. A frame a returned handler left in
+    /// stack memory that a later function takes without writing it (the fault guard's, a
+    /// stop's) is not a running handler's: it made such calls run the program's blocks.
+    @Test func aSignalFrameLeftInTheStackIsNotARunningHandlers() async {
+        await #expect(processExitsWith: .success, FaultGuardTests.childReport()) {
+            FaultGuardTests.startChild()
+            FaultGuardTests.check(
+                ff_interrupted_below_running_handler() == 1, "a running handler's frame is found")
+            FaultGuardTests.check(ff_interrupted_below_left_frame() == 0, "a returned handler's frame is not")
+        }
+    }
+
     /// A handler installed with SA_RESETHAND before the guard gets the first fault that is not
     /// the guard's, and the next one meets the default action, as without the guard.
     @Test func aResettingHandlerGetsOneFault() async {

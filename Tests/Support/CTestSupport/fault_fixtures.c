@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include "CTestFaultFixtures.h"
+#include "ffh_thread.h"
 
+#include <alloca.h>
 #include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -164,4 +166,62 @@ long ff_race_round(void **table, int count, int callers, int delay) {
     for (int index = 0; index < started; index++) pthread_join(threads[index], NULL);
     if (started < callers || unmapped != 0) return -1;
     return __atomic_load_n(&race.sum, __ATOMIC_ACQUIRE);
+}
+
+// MARK: - Signal frames left in the stack
+
+static uintptr_t ff_frames_top;
+static volatile int ff_frames_seen;
+
+static void ff_frames_handler(int signal) {
+    (void)signal;
+    if (ff_frames_top) {
+        ff_frames_seen = ffh_interrupted_below((uintptr_t)__builtin_frame_address(0), ff_frames_top);
+    }
+}
+
+/* Raises SIGUSR2 8 KB below its caller's frame: the kernel's frame for the handler is written
+   there, and stays in that memory once the handler has returned. */
+__attribute__((noinline)) static void ff_frames_raise_deep(void) {
+    volatile char room[8192];
+    room[0] = 1;
+    raise(SIGUSR2);
+    room[1] = room[0];
+}
+
+/* Asks from 32 KB below the caller's frame, over memory this frame takes without writing it
+   (where the frame ff_frames_raise_deep left lies). */
+__attribute__((noinline)) static int ff_frames_ask(uintptr_t top) {
+    char *volatile room = alloca(32768);
+    return ffh_interrupted_below((uintptr_t)room, top);
+}
+
+static void ff_frames_install(struct sigaction *previous) {
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = ff_frames_handler;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGUSR2, &action, previous);
+}
+
+int ff_interrupted_below_left_frame(void) {
+    struct sigaction previous;
+    ff_frames_install(&previous);
+    ff_frames_top = 0;
+    uintptr_t top = (uintptr_t)__builtin_frame_address(0);
+    ff_frames_raise_deep();
+    int seen = ff_frames_ask(top);
+    sigaction(SIGUSR2, &previous, NULL);
+    return seen;
+}
+
+int ff_interrupted_below_running_handler(void) {
+    struct sigaction previous;
+    ff_frames_install(&previous);
+    ff_frames_seen = -1;
+    ff_frames_top = (uintptr_t)__builtin_frame_address(0);
+    raise(SIGUSR2);
+    ff_frames_top = 0;
+    sigaction(SIGUSR2, &previous, NULL);
+    return ff_frames_seen;
 }

@@ -47,4 +47,11 @@ void **ff_table_map(int count);
 /// could not be started or the table not unmapped.
 long ff_race_round(void **table, int count, int callers, int delay);
 
+/// `ffh_interrupted_below` asked over stack memory that holds the signal frame of a handler
+/// that has returned (SIGUSR2 raised 8 KB deeper, from a frame that has returned too): 0 when it
+/// tells that frame from a running handler's.
+int ff_interrupted_below_left_frame(void);
+/// `ffh_interrupted_below` asked from inside a SIGUSR2 handler about the frame that raised it: 1.
+int ff_interrupted_below_running_handler(void);
+
 #endif
