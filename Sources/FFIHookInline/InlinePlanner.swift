@@ -140,18 +140,20 @@ enum InlinePlanner {
                 let objects = ObjectRanges(loaded)
                 // A target whose object was unloaded since it was listed is refused unread: its
                 // address is now unmapped (a read faults) or another object's.
-                let keys = targets.map { objects.key(of: $0.address) }
-                let gone = targets.map { target in
-                    target.object.map { $0 != objects.identity(of: target.address) } ?? false
+                let places = targets.map { objects.place(of: $0.address) }
+                let keys = places.map(\.key)
+                let gone = zip(targets, places).map { target, place in
+                    target.object.map { $0 != place.identity } ?? false
                 }
-                let present = zip(targets, gone).filter { !$1 }.map(\.0)
-                let sweeps = sweep(present, in: loaded, objects)
+                let present = targets.indices.filter { !gone[$0] }
+                let sweeps = sweep(present.map { targets[$0] }, in: loaded, objects)
                 return state.withLock { state in
                     forgetUnloaded(&state, objects)
                     retireUnused(&state)
                     // Each object's targets, to map one slab for all of them where one is needed.
                     var remaining: [String: (count: Int, low: UInt, high: UInt)] = [:]
-                    for (target, key) in zip(present, present.map { objects.key(of: $0.address) }) {
+                    for index in present {
+                        let (target, key) = (targets[index], keys[index])
                         let known = remaining[key] ?? (0, target.address, target.address)
                         remaining[key] = (
                             known.count + 1, min(known.low, target.address), max(known.high, target.address)
@@ -672,13 +674,13 @@ final class SlabMemory: Sendable {
 struct ObjectRanges {
     private var ranges: [(start: UInt, end: UInt, object: Int)] = []
     private var objectKeys: [String] = []
-    private var objectPaths: [String] = []
+    private var objectIdentities: [String] = []
 
     init(_ loaded: [LoadedObject]) {
         for object in loaded {
             let position = objectKeys.count
             objectKeys.append(Self.key(of: object))
-            objectPaths.append(object.path)
+            objectIdentities.append(Self.identity(of: object))
             for segment in object.loadSegments {
                 let start = object.bias &+ UInt(truncatingIfNeeded: segment.address)
                 ranges.append((start, start &+ UInt(truncatingIfNeeded: segment.memorySize), position))
@@ -711,9 +713,15 @@ struct ObjectRanges {
 
     /// The key of the object that holds `address` and its path (`identity(of:)`):
     /// an object loaded later at another's place with the same layout has its key, not its path.
-    func identity(of address: UInt) -> String {
-        guard let object = object(holding: address) else { return Self.anonymousKey(address) }
-        return objectKeys[object] + " " + objectPaths[object]
+    func identity(of address: UInt) -> String { place(of: address).identity }
+
+    /// ``key(of:)`` and ``identity(of:)`` together, from one lookup.
+    func place(of address: UInt) -> (key: String, identity: String) {
+        guard let object = object(holding: address) else {
+            let key = Self.anonymousKey(address)
+            return (key, key)
+        }
+        return (objectKeys[object], objectIdentities[object])
     }
 
     /// The identity of `object`, as `identity(of:)` gives it for an address in it.
