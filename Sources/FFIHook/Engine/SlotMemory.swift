@@ -159,11 +159,6 @@ enum SlotMemory {
         writable.writable = true
         writable.readable = true
         let object = SettledObject(holding: pageAddress)
-        // Memory of no object the loader is done with: what the kernel maps there now, read
-        // with system calls alone (no function a program may hook, no allocation).
-        var mapping = ffh_mapping()
-        let mapped = object == nil ? ffh_mapping_of(pageAddress, &mapping) : -1
-        let writableNow = mapped == 1 && mapping.protection & PROT_WRITE != 0
         return writablePages.withLock { session -> Exchange? in
             // A table's slots come in runs on one page: the last page needs no lookup.
             if session.lastPage == pageAddress || (!session.pages.isEmpty && session.pages[pageAddress] != nil) {
@@ -180,7 +175,12 @@ enum SlotMemory {
                 session.lastPage = 0
                 return exchange
             }
-            if writableNow { return body() }
+            // Memory of no object the loader is done with: what the kernel maps there now, read
+            // with system calls alone (no function a program may hook, no allocation, so under
+            // the lock), once the page is not one the sessions keep.
+            var mapping = ffh_mapping()
+            let mapped = object == nil ? ffh_mapping_of(pageAddress, &mapping) : -1
+            if mapped == 1 && mapping.protection & PROT_WRITE != 0 { return body() }
             // Unmapped now; or a file's pages that no object the loader is done with holds: an
             // object being loaded or unloaded (the loader protects its pages itself, and it may
             // be unloaded, and a fresh copy mapped at its place, at any moment), or a file the
