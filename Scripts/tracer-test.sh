@@ -27,7 +27,8 @@
 # --pid: a running process (joined.c) joined and left, its traced window counted exactly, its
 # code and import tables as before, every signal sent meanwhile delivered; and the errors for a
 # process the tracer cannot join (gone, traced already, another user's, killed meanwhile,
-# static); a process that opens a library by bare name through a library's RUNPATH, joined. The
+# static); a process that opens a library by bare name through a library's RUNPATH, joined; a
+# process whose joiner is killed during the join's call goes on, its registers intact. The
 # --pid part is skipped where Yama's ptrace_scope forbids ptrace.
 #
 #     Scripts/tracer-test.sh [debug|release]
@@ -1642,6 +1643,37 @@ if ! grep -q "whose 100-event buffer filled" "$work/events-100.err" ||
     exit 1
 fi
 echo "--pid: a second join with --events 100000 recorded $begins calls on the thread whose first join's 100-event buffer filled, and dropped none"
+
+echo "== tracer test: --pid: a tracer killed while the process runs its call"
+# held.c checks, round after round, its callee-saved and vector registers, MXCSR, signal mask
+# and alternate signal stack; the stand-in library's join entry (slow-join.c) sleeps a second,
+# and the joiner is killed meanwhile (SIGKILL): the stopped thread must go back by itself to where
+# it was stopped (in a sleep made by hand, or in a sort in the C library that the join let run
+# towards its return into the program) and the process go on to its end.
+gcc -O1 -o "$work/held" "$fixture/held.c"
+gcc -O1 -fPIC -shared -o "$work/libslow-join.so" "$fixture/slow-join.c"
+for mode in sleeps sorts; do
+    rm -f "$work/held.marker"
+    HELD_MARKER="$work/held.marker" "$work/held" "$mode" 4 >"$work/held.out" 2>&1 &
+    held_pid=$!
+    sleep 0.3
+    "$bin/ffi-hook-tracer-join" "$held_pid" 5 "$work/libslow-join.so" >"$work/held-join.err" 2>&1 &
+    joiner_pid=$!
+    for attempt in $(seq 200); do
+        if [ -e "$work/held.marker" ]; then break; fi
+        sleep 0.05
+    done
+    kill -KILL "$joiner_pid"
+    wait "$joiner_pid" 2>/dev/null || true
+    status=0
+    wait "$held_pid" || status=$?
+    if [ ! -e "$work/held.marker" ] || [ "$status" -ne 0 ] || ! grep -q "^rounds [1-9]" "$work/held.out"; then
+        echo "held $mode, its joiner killed during the join's call: status $status, marker $(ls "$work/held.marker" 2>&1)" >&2
+        cat "$work/held.out" "$work/held-join.err" >&2
+        exit 1
+    fi
+    echo "--pid: a joiner killed during its call in held $mode: the process went on ($(tail -1 "$work/held.out"))"
+done
 
 echo "== tracer test: --pid: a joined C process's crash stays its own after the leave"
 # The join's dlopen brings the Swift runtime into a process that had none; its crash handler

@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "join.h"
 
+#include <cpuid.h>
 #include <dirent.h>
 #include <dlfcn.h>
 #include <elf.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/ucontext.h>
 #include <stddef.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -23,16 +25,46 @@
 #include <unistd.h>
 
 // A call made in another process, as a debugger makes one: the thread's registers are set as
-// the ABI wants them at a function's entry, with a return address of 0, so that the return
-// faults at a known place; the tracer sees that fault (a signal-delivery-stop for SIGSEGV at
-// address 0), reads %rax and suppresses the signal.
+// the ABI wants them at a function's entry, and the tracer waits for the call's return.
+//
+// The return must not need the tracer: a tracer killed during a call (SIGKILL cannot be
+// caught) leaves the thread running it on its own. So the call returns into a few
+// instructions the join writes into spare bytes of the process's code (the padding after an
+// object's executable segment, which no code of the object's reaches): they keep the result
+// below the stack pointer, send the thread a signal the process does not catch (with the
+// tracer there a signal-delivery-stop, where the tracer reads the result and takes over; with
+// none the kernel drops it, as it drops any signal that nothing catches and the default
+// ignores), then return through rt_sigreturn over a signal frame the join built on the stack
+// beforehand from the thread's saved registers, signal mask and vector state: a thread whose
+// tracer died goes back to where it was stopped. A run towards a return address (a thread
+// stopped in a runtime library, let go until it returns into the program) uses the same
+// signal: the stack slots holding that address lead to a second piece of code instead, in the
+// padding of the object the address is in, which signals and jumps on (``fhj_run_to``). The
+// bytes written are put back at the end: after the leave the code is the file's.
+//
+// Where there is no spare place, or every candidate signal is caught, the old way remains: a
+// return address of 0, whose fault the tracer sees (a signal-delivery-stop for SIGSEGV at
+// address 0), and a hardware breakpoint for the runs; a tracer killed then leaves the process
+// to fault.
 
-/* The return address of every call made: returning there faults, deterministically. */
+/* The return address of a call made the old way: returning there faults, deterministically. */
 enum { FHJ_RETURN = 0 };
 /* The bytes below the stack pointer the ABI lets a function use without moving it. */
 enum { FHJ_RED_ZONE = 128 };
 /* The largest XSAVE area asked for (AVX-512 needs about 2.7 KB, AMX about 11 KB). */
 enum { FHJ_XSTATE = 16384 };
+/* The join's code in the process (see above), the call's and the run's, each of
+   FHJ_CODE_SIZE bytes: where each stops (the instruction after its signal's system call), and
+   where the run's code keeps the address it jumps on to. At most FHJ_PATCHES stack slots
+   hold the address a run goes to. */
+enum { FHJ_CODE_SIZE = 64, FHJ_CALL_STOP = 27, FHJ_RUN_STOP = 28, FHJ_RUN_TARGET = 36, FHJ_PATCHES = 16 };
+/* What rt_sigreturn reads in a frame's extended-state area (the kernel's fpu/sigcontext.h):
+   the first magic word in the legacy area's software-reserved bytes, the second after the
+   state; and ucontext's flags (the state is extended; the frame's ss is used, exactly). */
+enum { FHJ_XSTATE_MAGIC1 = 0x46505853, FHJ_XSTATE_MAGIC2 = 0x46505845, FHJ_SW_BYTES = 464 };
+enum { FHJ_UC_FP_XSTATE = 1, FHJ_UC_SIGCONTEXT_SS = 2, FHJ_UC_STRICT_RESTORE_SS = 4 };
+/* The kernel's restart codes of an interrupted system call (include/linux/errno.h). */
+enum { FHJ_ERESTARTSYS = 512, FHJ_ERESTARTNOINTR = 513, FHJ_ERESTARTNOHAND = 514, FHJ_ERESTART_RESTARTBLOCK = 516 };
 
 /* One call session: the stopped thread and everything that must be put back. */
 typedef struct {
@@ -63,6 +95,20 @@ typedef struct {
     /* Signals the thread received while stopped or running a call, in order. */
     siginfo_t *kept;
     int kept_count, kept_capacity;
+    /* The join's code for the calls in the process (0: none, the old way), the bytes it
+       covers, and the signal it and the run's code stop with (0: none). */
+    uint64_t code;
+    unsigned char code_saved[FHJ_CODE_SIZE];
+    int stop_signal;
+    /* A run's code (0: none now), the bytes it covers, the stack slots that lead to it instead
+       of the run's return address, and that address. */
+    uint64_t run_code;
+    unsigned char run_code_saved[FHJ_CODE_SIZE];
+    uint64_t patched[FHJ_PATCHES];
+    int patched_count;
+    uint64_t patched_value;
+    /* Whether the calls return into the join's code, over a signal frame (see fhj_place). */
+    int returns_by_code;
 } fhj_session;
 
 // MARK: - Memory
@@ -107,18 +153,128 @@ static void fhj_keep(fhj_session *session, const siginfo_t *information) {
     session->kept[session->kept_count++] = *information;
 }
 
-/* Whether the process handles `signal` (SigCgt in its status). */
-static int fhj_catches(pid_t pid, int signal) {
+/* The signals the process handles (SigCgt in its status, bit N-1 for signal N); all of them
+   when it cannot be read. */
+static uint64_t fhj_caught(pid_t pid) {
     char path[64], line[256];
     snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
     FILE *file = fopen(path, "re");
-    if (!file) return 0;
-    unsigned long long caught = 0;
+    if (!file) return UINT64_MAX;
+    unsigned long long caught = UINT64_MAX;
     while (fgets(line, sizeof line, file)) {
         if (strncmp(line, "SigCgt:\t", 8) == 0) caught = strtoull(line + 8, NULL, 16);
     }
     fclose(file);
-    return (caught >> (signal - 1)) & 1;
+    return caught;
+}
+
+/* Whether the process handles `signal` (not when that cannot be read: a process that cannot
+   be asked is spared its own fault). */
+static int fhj_catches(pid_t pid, int signal) {
+    uint64_t caught = fhj_caught(pid);
+    return caught != UINT64_MAX && ((caught >> (signal - 1)) & 1);
+}
+
+// MARK: - The join's code in the process
+
+/* The instructions that send `session`'s thread its stop signal (tgkill), into `bytes`. */
+static size_t fhj_signal_bytes(const fhj_session *session, unsigned char *bytes) {
+    static const unsigned char code[] = {
+        0xb8, 0xea, 0x00, 0x00, 0x00, /* mov $SYS_tgkill, %eax */
+        0xbf, 0, 0, 0, 0,             /* mov $pid, %edi */
+        0xbe, 0, 0, 0, 0,             /* mov $tid, %esi */
+        0xba, 0, 0, 0, 0,             /* mov $signal, %edx */
+        0x0f, 0x05,                   /* syscall */
+    };
+    memcpy(bytes, code, sizeof code);
+    uint32_t pid = (uint32_t)session->pid, tid = (uint32_t)session->tid, signal = (uint32_t)session->stop_signal;
+    memcpy(bytes + 6, &pid, 4);
+    memcpy(bytes + 11, &tid, 4);
+    memcpy(bytes + 16, &signal, 4);
+    return sizeof code;
+}
+
+/* The calls' code (see the top of the file): keeps %rax at -8(%rsp) (the return address's
+   slot, which rt_sigreturn does not read), sends the thread its stop signal, asks for the
+   thread's alternate signal stack into the frame's uc_stack (rt_sigreturn sets it from there:
+   so it stays as it is) and returns through rt_sigreturn. */
+static void fhj_call_code_bytes(const fhj_session *session, unsigned char *bytes) {
+    memset(bytes, 0, FHJ_CODE_SIZE);
+    static const unsigned char keep_result[] = {0x48, 0x89, 0x44, 0x24, 0xf8}; /* mov %rax, -8(%rsp) */
+    static const unsigned char sigreturn[] = {
+        0xb8, 0x83, 0x00, 0x00, 0x00, /* mov $SYS_sigaltstack, %eax */
+        0x31, 0xff,                   /* xor %edi, %edi */
+        0x48, 0x8d, 0x74, 0x24, 0x10, /* lea 16(%rsp), %rsi: the frame's uc_stack */
+        0x0f, 0x05,                   /* syscall */
+        0xb8, 0x0f, 0x00, 0x00, 0x00, /* mov $SYS_rt_sigreturn, %eax */
+        0x0f, 0x05,                   /* syscall */
+        0x0f, 0x0b,                   /* ud2: never reached */
+    };
+    memcpy(bytes, keep_result, sizeof keep_result);
+    fhj_signal_bytes(session, bytes + sizeof keep_result);
+    memcpy(bytes + FHJ_CALL_STOP, sigreturn, sizeof sigreturn);
+}
+
+/* A run's code, going on to `target`: keeps %rax and %rdx (a return value; every other
+   register it uses is free at a return, by the ABI), sends the thread its stop signal, puts
+   them back and jumps on. */
+static void fhj_run_code_bytes(const fhj_session *session, uint64_t target, unsigned char *bytes) {
+    memset(bytes, 0, FHJ_CODE_SIZE);
+    static const unsigned char keep_values[] = {0x49, 0x89, 0xc0, 0x49, 0x89, 0xd1}; /* mov %rax, %r8; mov %rdx, %r9 */
+    static const unsigned char go_on[] = {
+        0x4c, 0x89, 0xc0,                   /* mov %r8, %rax */
+        0x4c, 0x89, 0xca,                   /* mov %r9, %rdx */
+        0x49, 0xbb, 0, 0, 0, 0, 0, 0, 0, 0, /* movabs $target, %r11 */
+        0x41, 0xff, 0xe3,                   /* jmp *%r11 */
+        0x0f, 0x0b,                         /* ud2 */
+    };
+    memcpy(bytes, keep_values, sizeof keep_values);
+    fhj_signal_bytes(session, bytes + sizeof keep_values);
+    memcpy(bytes + FHJ_RUN_STOP, go_on, sizeof go_on);
+    memcpy(bytes + FHJ_RUN_TARGET, &target, sizeof target);
+}
+
+/* Reads the `FHJ_CODE_SIZE` bytes at `place` into `saved` and writes `bytes` there, when they
+   are all zero (the file's padding, not another join's code that a thread may still be about
+   to run). */
+static int fhj_put_code(fhj_session *session, uint64_t place, unsigned char *saved, const unsigned char *bytes) {
+    if (!place || !fhj_read(session, place, saved, FHJ_CODE_SIZE)) return 0;
+    for (size_t index = 0; index < FHJ_CODE_SIZE; index++) {
+        if (saved[index]) return 0;
+    }
+    return fhj_write(session, place, bytes, FHJ_CODE_SIZE);
+}
+
+/* Writes the calls' code into the process's spare code, when there is a place and a signal the
+   process does not catch: SIGURG, SIGWINCH or SIGCHLD, which the default ignores (SIGCONT,
+   also ignored, would end a stop of the process). Leaves `code` 0 otherwise. */
+static void fhj_write_code(fhj_session *session) {
+    uint64_t caught = fhj_caught(session->pid);
+    static const int candidates[] = {SIGURG, SIGWINCH, SIGCHLD};
+    for (size_t index = 0; index < sizeof candidates / sizeof candidates[0] && !session->stop_signal; index++) {
+        if (!((caught >> (candidates[index] - 1)) & 1)) session->stop_signal = candidates[index];
+    }
+    if (!session->stop_signal) return;
+    unsigned char bytes[FHJ_CODE_SIZE];
+    fhj_call_code_bytes(session, bytes);
+    uint64_t place = fhj_find_spare_code(session->pid, FHJ_CODE_SIZE, 0);
+    if (fhj_put_code(session, place, session->code_saved, bytes)) session->code = place;
+}
+
+/* Ends a run's use of its code: the stack slots that still lead to it get the return address
+   back (a slot that holds something else now, its frame gone by a longjmp or an exception and
+   the memory used again, is left alone), then the code's bytes go back. The thread must not
+   be in the code (its registers were set elsewhere). */
+static void fhj_end_run_code(fhj_session *session) {
+    for (int index = 0; index < session->patched_count; index++) {
+        uint64_t held = 0;
+        if (fhj_read(session, session->patched[index], &held, sizeof held) && held == session->run_code) {
+            fhj_write(session, session->patched[index], &session->patched_value, sizeof session->patched_value);
+        }
+    }
+    session->patched_count = 0;
+    if (session->run_code) fhj_write(session, session->run_code, session->run_code_saved, FHJ_CODE_SIZE);
+    session->run_code = 0;
 }
 
 /* What a wait found (FHJ_STOP_NONE: nothing yet, asked not to wait). */
@@ -397,19 +553,56 @@ static uint64_t fhj_return_into_program(const fhj_session *session, const fhj_pr
     return 0;
 }
 
-/* Lets the stopped thread run until it reaches `address` (a hardware breakpoint, in the debug
-   registers of this thread only: the process's code is not written, and its other threads do
-   not see it), for `limit_ms` at most. Sets `arrived` when it stopped there (its registers read
-   into `saved`); else it is stopped again wherever it is. FHJ_OK unless the thread is gone or
-   ptrace failed. */
+/* Makes the slots of the stopped thread's stack's top 32 KiB that hold `address` lead to a
+   run's code at `place` (written there): the slot the thread returns through is among them,
+   whatever else holds a copy of the address (a stale one left by an earlier call, or one the
+   C library keeps, as dlopen keeps its caller's: that is why the code is written into the
+   padding of the very object `address` is in, where a copy read meanwhile still names that
+   object). 0 when there is no such slot or the code could not be written. */
+static int fhj_start_run_code(fhj_session *session, uint64_t place, uint64_t address) {
+    unsigned char bytes[FHJ_CODE_SIZE];
+    fhj_run_code_bytes(session, address, bytes);
+    if (!fhj_put_code(session, place, session->run_code_saved, bytes)) return 0;
+    session->run_code = place;
+    session->patched_value = address;
+    uint64_t words[4096];
+    struct iovec local = {words, sizeof words}, remote = {(void *)(uintptr_t)session->saved.rsp, sizeof words};
+    ssize_t got = process_vm_readv(session->pid, &local, 1, &remote, 1, 0);
+    if (got < 0) {
+        remote.iov_len = local.iov_len = 4096 - (size_t)(session->saved.rsp & 4095);
+        got = process_vm_readv(session->pid, &local, 1, &remote, 1, 0);
+    }
+    for (ssize_t index = 0; index < got / (ssize_t)sizeof words[0] && session->patched_count < FHJ_PATCHES; index++) {
+        uint64_t slot = session->saved.rsp + (uint64_t)index * sizeof words[0];
+        if (words[index] == address && fhj_write(session, slot, &place, sizeof place)) {
+            session->patched[session->patched_count++] = slot;
+        }
+    }
+    if (session->patched_count == 0) fhj_end_run_code(session);
+    return session->patched_count > 0;
+}
+
+/* Lets the stopped thread run until it reaches `address`, a return address on its stack, for
+   `limit_ms` at most: the stack slots holding it lead to a run's code instead
+   (``fhj_start_run_code``), which stops the thread with the stop signal on its way there; or,
+   where there is no place for that code or the thread blocks the signal, a hardware breakpoint
+   stops it there (in the debug registers of this thread only: its other threads do not see it;
+   but a tracer killed meanwhile leaves it set, and the process gets a SIGTRAP there). Sets
+   `arrived` when it got there (its registers, as they are at `address`, in `saved`); else it
+   is stopped again wherever it is. FHJ_OK unless the thread is gone or ptrace failed. */
 static fhj_status fhj_run_to(fhj_session *session, uint64_t address, int limit_ms, int *arrived, char *message,
                              size_t size) {
     *arrived = 0;
     size_t first = offsetof(struct user, u_debugreg[0]), control = offsetof(struct user, u_debugreg[7]),
            state = offsetof(struct user, u_debugreg[6]);
-    /* DR7: breakpoint 0 enabled for this thread, on execution (type and length 0). */
-    if (ptrace(PTRACE_POKEUSER, session->tid, (void *)first, (void *)(uintptr_t)address) != 0 ||
-        ptrace(PTRACE_POKEUSER, session->tid, (void *)control, (void *)1) != 0) {
+    uint64_t mask = 0;
+    int by_code = session->stop_signal != 0 &&
+                  ptrace(PTRACE_GETSIGMASK, session->tid, (void *)sizeof mask, &mask) == 0 &&
+                  !((mask >> (session->stop_signal - 1)) & 1) &&
+                  fhj_start_run_code(session, fhj_find_spare_code(session->pid, FHJ_CODE_SIZE, address), address);
+    if (!by_code && (ptrace(PTRACE_POKEUSER, session->tid, (void *)first, (void *)(uintptr_t)address) != 0 ||
+                     ptrace(PTRACE_POKEUSER, session->tid, (void *)control, (void *)1) != 0)) {
+        /* DR7: breakpoint 0 enabled for this thread, on execution (type and length 0). */
         ptrace(PTRACE_POKEUSER, session->tid, (void *)control, NULL);
         return FHJ_OK; /* no debug registers here (some virtual machines): stop again instead */
     }
@@ -434,8 +627,13 @@ static fhj_status fhj_run_to(fhj_session *session, uint64_t address, int limit_m
         }
         if (stop == FHJ_STOP_EVENT) break;
         struct user_regs_struct registers;
-        if (information.si_signo == SIGTRAP && ptrace(PTRACE_GETREGS, session->tid, NULL, &registers) == 0 &&
-            registers.rip == address) {
+        int got = ptrace(PTRACE_GETREGS, session->tid, NULL, &registers) == 0;
+        if (got && by_code && information.si_signo == session->stop_signal &&
+            registers.rip == session->run_code + FHJ_RUN_STOP) {
+            *arrived = 1;
+            break; /* the run code's signal, suppressed */
+        }
+        if (got && !by_code && information.si_signo == SIGTRAP && registers.rip == address) {
             *arrived = 1;
             break; /* the breakpoint's SIGTRAP, suppressed */
         }
@@ -445,14 +643,38 @@ static fhj_status fhj_run_to(fhj_session *session, uint64_t address, int limit_m
             fhj_keep(session, &information);
         }
     }
-    ptrace(PTRACE_POKEUSER, session->tid, (void *)control, NULL);
-    ptrace(PTRACE_POKEUSER, session->tid, (void *)first, NULL);
-    ptrace(PTRACE_POKEUSER, session->tid, (void *)state, NULL);
-    /* An interrupt asked for that the breakpoint came before stops the thread later, as an
-       event stop, which the calls' waits pass over. */
+    if (!by_code) {
+        ptrace(PTRACE_POKEUSER, session->tid, (void *)control, NULL);
+        ptrace(PTRACE_POKEUSER, session->tid, (void *)first, NULL);
+        ptrace(PTRACE_POKEUSER, session->tid, (void *)state, NULL);
+    }
+    /* An interrupt asked for that the arrival came before stops the thread later, as an event
+       stop, which the calls' waits pass over. */
     if (ptrace(PTRACE_GETREGS, session->tid, NULL, &session->saved) != 0) {
         fhj_say(message, size, "reading the registers of process %d: %s", (int)session->pid, strerror(errno));
         return fhj_failed(session, message, size);
+    }
+    if (by_code) {
+        uint64_t offset = session->saved.rip - session->run_code;
+        if (offset < FHJ_CODE_SIZE) {
+            /* In the run code (at its stop, or stopped by the interrupt on its way through):
+               the thread is put where it would be at `address`. Between its first moves and
+               its last, %rax and %rdx are in %r8 and %r9 (free at a return, as %rdi, %rsi,
+               %rcx and %r11 that the signal's system call used). */
+            if (offset > 6 && offset < FHJ_RUN_STOP + 6) {
+                session->saved.rax = session->saved.r8;
+                session->saved.rdx = session->saved.r9;
+            }
+            session->saved.rip = address;
+            session->saved.orig_rax = (unsigned long long)-1;
+            if (ptrace(PTRACE_SETREGS, session->tid, NULL, &session->saved) != 0) {
+                fhj_say(message, size, "setting the registers of process %d: %s", (int)session->pid,
+                        strerror(errno));
+                return fhj_failed(session, message, size);
+            }
+            *arrived = 1;
+        }
+        fhj_end_run_code(session);
     }
     return FHJ_OK;
 }
@@ -469,6 +691,14 @@ static fhj_status fhj_stop_thread(fhj_session *session, const fhj_dynamic_loader
         return fhj_explain_refusal(session->pid, errno, message, size);
     }
     session->seized = 1;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/mem", (int)session->pid);
+    session->memory = open(path, O_RDWR | O_CLOEXEC);
+    if (session->memory < 0) {
+        fhj_say(message, size, "opening %s: %s", path, strerror(errno));
+        return fhj_failed(session, message, size);
+    }
+    fhj_write_code(session);
     /* Stops before a thread running its own code is taken; how long a stop is looked for. */
     enum { ATTEMPTS = 50, PATIENCE_MS = 2000 };
     struct timespec began;
@@ -572,6 +802,8 @@ static fhj_status fhj_stop_thread(fhj_session *session, const fhj_dynamic_loader
        the default, for good, and unblock it. The calls run with those signals unblocked. */
     uint64_t faults = (1ULL << (SIGSEGV - 1)) | (1ULL << (SIGBUS - 1)) | (1ULL << (SIGILL - 1)) |
                       (1ULL << (SIGFPE - 1)) | (1ULL << (SIGTRAP - 1));
+    /* And the join code's stop signal. */
+    if (session->code) faults |= 1ULL << (session->stop_signal - 1);
     if (ptrace(PTRACE_GETSIGMASK, session->tid, (void *)sizeof session->mask, &session->mask) == 0) {
         session->mask_saved = 1;
         uint64_t open_mask = session->mask & ~faults;
@@ -586,21 +818,13 @@ static fhj_status fhj_stop_thread(fhj_session *session, const fhj_dynamic_loader
                 strerror(errno));
         return fhj_failed(session, message, size);
     }
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/mem", (int)session->pid);
-    session->memory = open(path, O_RDWR | O_CLOEXEC);
-    if (session->memory < 0) {
-        fhj_say(message, size, "opening %s: %s", path, strerror(errno));
-        return fhj_failed(session, message, size);
-    }
     return FHJ_OK;
 }
 
 /* Puts the registers and stack bytes back and detaches, delivering the kept signals. */
 static void fhj_restore(fhj_session *session) {
-    if (session->scratch_saved) {
-        fhj_write(session, session->scratch, session->scratch_saved, session->scratch_size);
-    }
+    /* The registers first: until then the thread stands in the join's code, which a tracer
+       killed meanwhile leaves it to run, over the frame the stack bytes below would overwrite. */
     if (session->stopped) ptrace(PTRACE_SETREGS, session->tid, NULL, &session->saved);
     if (session->mask_saved) ptrace(PTRACE_SETSIGMASK, session->tid, (void *)sizeof session->mask, &session->mask);
     if (session->fpu_kind == 1) {
@@ -608,6 +832,13 @@ static void fhj_restore(fhj_session *session) {
     } else if (session->fpu_kind == 2) {
         ptrace(PTRACE_SETFPREGS, session->tid, NULL, &session->fpregs);
     }
+    if (session->scratch_saved) {
+        fhj_write(session, session->scratch, session->scratch_saved, session->scratch_size);
+    }
+    fhj_end_run_code(session);
+    /* The thread is out of the join's code: the bytes it took go back (no other thread can be
+       in it: only this thread's calls and run went there). */
+    if (session->code) fhj_write(session, session->code, session->code_saved, FHJ_CODE_SIZE);
     int first = 0;
     /* From a signal-delivery-stop the first kept signal goes with the detach, its information
        intact; the others (and all of them from another stop) are sent again. */
@@ -642,6 +873,12 @@ static fhj_status fhj_remote(fhj_session *session, const char *name, uint64_t fu
     /* No system call to restart when the thread goes on, and the direction flag clear. */
     registers.orig_rax = (unsigned long long)-1;
     registers.eflags &= ~(unsigned long long)0x400;
+    /* The join's code keeps each result in the return address's slot: the address again. */
+    uint64_t return_address = session->code;
+    if (session->returns_by_code && !fhj_write(session, session->call_stack, &return_address, sizeof return_address)) {
+        fhj_say(message, size, "writing the stack of process %d: %s", (int)session->pid, strerror(errno));
+        return fhj_failed(session, message, size);
+    }
     if (ptrace(PTRACE_SETREGS, session->tid, NULL, &registers) != 0 ||
         ptrace(PTRACE_CONT, session->tid, NULL, NULL) != 0) {
         fhj_say(message, size, "starting the call of %s in process %d: %s", name, (int)session->pid,
@@ -666,7 +903,15 @@ static fhj_status fhj_remote(fhj_session *session, const char *name, uint64_t fu
                         strerror(errno));
                 return fhj_failed(session, message, size);
             }
-            if (information.si_signo == SIGSEGV && registers.rip == FHJ_RETURN) {
+            if (session->returns_by_code && information.si_signo == session->stop_signal &&
+                registers.rip == session->code + FHJ_CALL_STOP) {
+                if (!fhj_read(session, session->call_stack, result, sizeof *result)) {
+                    fhj_say(message, size, "reading the stack of process %d: %s", (int)session->pid, strerror(errno));
+                    return fhj_failed(session, message, size);
+                }
+                return FHJ_OK;
+            }
+            if (!session->returns_by_code && information.si_signo == SIGSEGV && registers.rip == FHJ_RETURN) {
                 *result = registers.rax;
                 return FHJ_OK;
             }
@@ -692,8 +937,82 @@ static fhj_status fhj_remote(fhj_session *session, const char *name, uint64_t fu
     }
 }
 
+/* The signal frame that rt_sigreturn reads at `frame` (the kernel's struct rt_sigframe, whose
+   first word, the return address, the call's `ret` took: its ucontext follows at frame + 8):
+   the thread's saved registers, its signal mask and its vector state at `state`. A thread
+   stopped in an interrupted system call goes back to make it again, as the kernel would have
+   it (rt_sigreturn itself restarts nothing), but for a sleep (see below). Fills `context`
+   (written at frame + 8) and `state_bytes`, whose size goes to `state_size`. */
+static void fhj_frame(const fhj_session *session, uint64_t state, ucontext_t *context, unsigned char *state_bytes,
+                      size_t *state_size) {
+    const struct user_regs_struct *r = &session->saved;
+    memset(context, 0, sizeof *context);
+    greg_t *g = context->uc_mcontext.gregs;
+    g[REG_R8] = (greg_t)r->r8, g[REG_R9] = (greg_t)r->r9, g[REG_R10] = (greg_t)r->r10, g[REG_R11] = (greg_t)r->r11;
+    g[REG_R12] = (greg_t)r->r12, g[REG_R13] = (greg_t)r->r13, g[REG_R14] = (greg_t)r->r14;
+    g[REG_R15] = (greg_t)r->r15, g[REG_RDI] = (greg_t)r->rdi, g[REG_RSI] = (greg_t)r->rsi;
+    g[REG_RBP] = (greg_t)r->rbp, g[REG_RBX] = (greg_t)r->rbx, g[REG_RDX] = (greg_t)r->rdx;
+    g[REG_RAX] = (greg_t)r->rax, g[REG_RCX] = (greg_t)r->rcx, g[REG_RSP] = (greg_t)r->rsp;
+    g[REG_RIP] = (greg_t)r->rip, g[REG_EFL] = (greg_t)r->eflags;
+    /* cs, gs, fs, ss: 16 bits each; the frame's ss is used (UC_SIGCONTEXT_SS). */
+    g[REG_CSGSFS] = (greg_t)((r->cs & 0xffff) | ((uint64_t)(r->ss & 0xffff) << 48));
+    int64_t call = (int64_t)r->orig_rax, value = (int64_t)r->rax;
+    if (call >= 0 && (value == -FHJ_ERESTARTSYS || value == -FHJ_ERESTARTNOINTR || value == -FHJ_ERESTARTNOHAND)) {
+        g[REG_RAX] = call;
+        g[REG_RIP] -= 2; /* the syscall instruction's length */
+    } else if (call >= 0 && value == -FHJ_ERESTART_RESTARTBLOCK) {
+        /* A sleep whose remaining time only the kernel knows, and rt_sigreturn forgets: it ends
+           early with EINTR, as a signal handler would have it end. */
+        g[REG_RAX] = -EINTR;
+    }
+    context->uc_mcontext.fpregs = (fpregset_t)(uintptr_t)state;
+    memcpy(&context->uc_sigmask, &session->mask, sizeof session->mask);
+    context->uc_flags = FHJ_UC_SIGCONTEXT_SS | FHJ_UC_STRICT_RESTORE_SS;
+    if (session->fpu_kind == 1) {
+        size_t length = session->xstate.iov_len;
+        memcpy(state_bytes, session->xstate.iov_base, length);
+        /* ptrace gives the standard (not compacted) XSAVE layout, with XCR0 where a frame keeps
+           its software bytes. The frame claims the components the header says are in use
+           (XSTATE_BV; the others are in their first state, where rt_sigreturn puts what a frame
+           does not claim) and is as long as the last of them: not longer than the frames the
+           kernel makes for this thread (without AMX's tile data unless it is in use), which is
+           what rt_sigreturn accepts. Each component's place is the processor's (CPUID 0xD). */
+        uint64_t in_use = 0;
+        memcpy(&in_use, state_bytes + 512, sizeof in_use);
+        in_use |= 3; /* x87 and SSE: in the legacy area */
+        uint32_t end = 576;    /* the legacy area and the header */
+        for (unsigned component = 2; component < 64; component++) {
+            if (!((in_use >> component) & 1)) continue;
+            unsigned size = 0, offset = 0, flags = 0, unused = 0;
+            __cpuid_count(0xD, component, size, offset, flags, unused);
+            if (offset + size > end) end = offset + size;
+        }
+        if (end + 4 <= FHJ_XSTATE && end <= length) {
+            struct {
+                uint32_t magic1, extended_size;
+                uint64_t features;
+                uint32_t xstate_size, padding[7];
+            } software = {FHJ_XSTATE_MAGIC1, end + 4, in_use, end, {0}};
+            memcpy(state_bytes + FHJ_SW_BYTES, &software, sizeof software);
+            uint32_t magic2 = FHJ_XSTATE_MAGIC2;
+            memcpy(state_bytes + end, &magic2, 4);
+            *state_size = end + 4;
+            context->uc_flags |= FHJ_UC_FP_XSTATE;
+        } else {
+            /* Not as expected: the legacy part alone (x87 and SSE), the rest set to its start. */
+            memset(state_bytes + FHJ_SW_BYTES, 0, 512 - FHJ_SW_BYTES);
+            *state_size = 512;
+        }
+    } else {
+        memcpy(state_bytes, &session->fpregs, 512);
+        memset(state_bytes + FHJ_SW_BYTES, 0, 512 - FHJ_SW_BYTES);
+        *state_size = 512;
+    }
+}
+
 /* Copies the strings the calls need below the red zone, keeping the bytes they cover, and
-   places the return address under them; `addresses` receive the strings' addresses. */
+   places the return address under them: with the join's code, under a signal frame
+   (``fhj_frame``) that the code returns through; `addresses` receive the strings' addresses. */
 static fhj_status fhj_place(fhj_session *session, const char *const *strings, uint64_t *addresses, size_t count,
                             char *message, size_t size) {
     uint64_t top = (session->saved.rsp - FHJ_RED_ZONE) & ~(uint64_t)15;
@@ -702,6 +1021,23 @@ static fhj_status fhj_place(fhj_session *session, const char *const *strings, ui
         next = (next - (strlen(strings[index]) + 1)) & ~(uint64_t)15;
         addresses[index] = next;
     }
+    session->returns_by_code = session->code && session->mask_saved && session->fpu_kind;
+    ucontext_t context;
+    unsigned char *state_bytes = NULL;
+    size_t state_size = 0;
+    uint64_t state = 0, frame_context = 0;
+    if (session->returns_by_code) {
+        size_t room = session->fpu_kind == 1 ? session->xstate.iov_len + 4 : 512;
+        state_bytes = calloc(1, room);
+        if (!state_bytes) {
+            session->returns_by_code = 0;
+        } else {
+            state = (next - room) & ~(uint64_t)63; /* XRSTOR's alignment */
+            fhj_frame(session, state, &context, state_bytes, &state_size);
+            frame_context = (state - sizeof context) & ~(uint64_t)15;
+            next = frame_context;
+        }
+    }
     /* At a function's entry the stack pointer is 8 below a multiple of 16: the return address. */
     session->call_stack = next - 8;
     session->scratch = session->call_stack;
@@ -709,16 +1045,22 @@ static fhj_status fhj_place(fhj_session *session, const char *const *strings, ui
     session->scratch_saved = malloc(session->scratch_size);
     if (!session->scratch_saved || !fhj_read(session, session->scratch, session->scratch_saved, session->scratch_size)) {
         free(session->scratch_saved);
+        free(state_bytes);
         session->scratch_saved = NULL;
         fhj_say(message, size, "reading the stack of process %d at %#" PRIx64 ": %s", (int)session->pid,
                 session->scratch, strerror(errno));
         return fhj_failed(session, message, size);
     }
-    uint64_t return_address = FHJ_RETURN;
+    uint64_t return_address = session->returns_by_code ? session->code : FHJ_RETURN;
     int written = fhj_write(session, session->call_stack, &return_address, sizeof return_address);
     for (size_t index = 0; index < count && written; index++) {
         written = fhj_write(session, addresses[index], strings[index], strlen(strings[index]) + 1);
     }
+    if (written && session->returns_by_code) {
+        written = fhj_write(session, state, state_bytes, state_size) &&
+                  fhj_write(session, frame_context, &context, sizeof context);
+    }
+    free(state_bytes);
     if (!written) {
         fhj_say(message, size, "writing the stack of process %d: %s", (int)session->pid, strerror(errno));
         return fhj_failed(session, message, size);

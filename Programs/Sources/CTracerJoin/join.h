@@ -83,6 +83,13 @@ int fhj_in_runtime(const fhj_dynamic_loader *loader, uint64_t address);
 /// Finds the dynamic loader (ld-linux-x86-64.so.2) and the runtime libraries in the process.
 void fhj_find_dynamic_loader(pid_t pid, fhj_dynamic_loader *loader);
 
+/// A place of `size` bytes (64-byte aligned) in the process's code where the join may write
+/// code of its own: past the end of an object's executable segment, in the last page its
+/// mapping covers (the file's padding, which no code of the object's reaches); that of the
+/// segment mapped at `within` when it is not 0, else the dynamic loader's first, then the C
+/// library's, then any object's. 0 when there is none.
+uint64_t fhj_find_spare_code(pid_t pid, size_t size, uint64_t within);
+
 /// Whether `address` is in an executable mapping of the file at `path` in the process.
 int fhj_maps_code(pid_t pid, uint64_t address, const char *path);
 

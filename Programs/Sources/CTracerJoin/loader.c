@@ -345,3 +345,65 @@ int fhj_maps_code(pid_t pid, uint64_t address, const char *path) {
     fhj_each_mapping(pid, fhj_match_code, &search);
     return search.found;
 }
+
+/* What fhj_find_spare_code looks through, and what it found. */
+typedef struct {
+    pid_t pid;
+    size_t size;
+    /* The file name looked for in this pass, NULL for any; or the address whose mapping is. */
+    const char *name;
+    uint64_t within;
+    uint64_t found;
+} fhj_spare_search;
+
+static int fhj_match_spare(const fhj_map_line *line, void *context) {
+    fhj_spare_search *search = context;
+    if (line->permissions[2] != 'x' || line->inode == 0 || line->path[0] != '/') return 0;
+    if (search->name && strncmp(line->file, search->name, strlen(search->name)) != 0) return 0;
+    if (search->within && (search->within < line->start || search->within >= line->end)) return 0;
+    fhj_mapping mapping = {line->start, line->end, line->major, line->minor, line->inode, {0}};
+    snprintf(mapping.path, sizeof mapping.path, "%s", line->path);
+    int descriptor = fhj_open_mapped(search->pid, &mapping);
+    if (descriptor < 0) return 0;
+    Elf64_Ehdr header;
+    Elf64_Phdr segments[64];
+    long page = sysconf(_SC_PAGESIZE);
+    uint64_t mask = (uint64_t)page - 1;
+    if (pread(descriptor, &header, sizeof header, 0) == (ssize_t)sizeof header &&
+        memcmp(header.e_ident, ELFMAG, SELFMAG) == 0 && header.e_ident[EI_CLASS] == ELFCLASS64 &&
+        header.e_machine == EM_X86_64 && header.e_phentsize == sizeof(Elf64_Phdr) && header.e_phnum <= 64 &&
+        pread(descriptor, segments, header.e_phnum * sizeof(Elf64_Phdr), (off_t)header.e_phoff) ==
+            (ssize_t)(header.e_phnum * sizeof(Elf64_Phdr))) {
+        for (size_t index = 0; index < header.e_phnum; index++) {
+            const Elf64_Phdr *segment = &segments[index];
+            /* The executable segment this mapping starts: mapped from its page-rounded offset. */
+            if (segment->p_type != PT_LOAD || !(segment->p_flags & PF_X) ||
+                (segment->p_offset & ~mask) != line->offset || segment->p_filesz != segment->p_memsz) {
+                continue;
+            }
+            uint64_t bias = line->start - (segment->p_vaddr & ~mask);
+            uint64_t end = bias + segment->p_vaddr + segment->p_memsz;
+            uint64_t page_end = (end + mask) & ~mask;
+            uint64_t place = (end + 63) & ~(uint64_t)63;
+            if (page_end <= line->end && place + search->size <= page_end) search->found = place;
+            break;
+        }
+    }
+    close(descriptor);
+    return search->found != 0;
+}
+
+uint64_t fhj_find_spare_code(pid_t pid, size_t size, uint64_t within) {
+    if (within) {
+        fhj_spare_search search = {pid, size, NULL, within, 0};
+        fhj_each_mapping(pid, fhj_match_spare, &search);
+        return search.found;
+    }
+    static const char *const preferred[] = {"ld-linux-x86-64.so.2", "libc.so.6", NULL};
+    for (size_t pass = 0; pass < sizeof preferred / sizeof preferred[0]; pass++) {
+        fhj_spare_search search = {pid, size, preferred[pass], 0, 0};
+        fhj_each_mapping(pid, fhj_match_spare, &search);
+        if (search.found) return search.found;
+    }
+    return 0;
+}

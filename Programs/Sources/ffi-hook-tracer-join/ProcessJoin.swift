@@ -39,7 +39,9 @@ func joinProcess(_ pid: Int32, duration: Double?, library: String) -> Never {
         temporary = String(cString: absolute)
         free(absolute)
     }
-    var template = Array((temporary + "/ffi-hook-tracer.XXXXXX").utf8CString)
+    removeAbandonedDirectories(in: temporary)
+    // Named with this joiner's process ID, by which a later joiner knows it for abandoned.
+    var template = Array((temporary + "/ffi-hook-tracer.\(getpid()).XXXXXX").utf8CString)
     guard let made = mkdtemp(&template) else {
         finish(
             .failed, "cannot make a directory for the report in \(temporary): \(String(cString: strerror(errno)))",
@@ -273,6 +275,31 @@ private func processName(_ pid: Int32) -> String {
 }
 
 /// Says `message` (when there is one), removes the report's directory and exits with `status`.
+/// Removes the report directories (``joinProcess(_:duration:library:)``) of this user's
+/// joiners that are gone: a joiner killed (SIGKILL, which it cannot catch) before the joined
+/// process took its report over leaves its directory behind. Only directories named as a
+/// joiner names them, whose joiner process no longer exists, and only the files a joiner puts
+/// there.
+private func removeAbandonedDirectories(in temporary: String) {
+    guard let listing = opendir(temporary) else { return }
+    defer { closedir(listing) }
+    let prefix = "ffi-hook-tracer."
+    while let entry = readdir(listing) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        guard name.hasPrefix(prefix) else { continue }
+        let parts = name.dropFirst(prefix.count).split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 2, parts[1].count == 6, let joiner = Int32(parts[0]), joiner > 0 else { continue }
+        guard kill(joiner, 0) != 0, errno == ESRCH else { continue }
+        let directory = temporary + "/" + name
+        var status = stat()
+        guard lstat(directory, &status) == 0, status.st_mode & S_IFMT == S_IFDIR, status.st_uid == geteuid() else {
+            continue
+        }
+        for file in ["output", "report.json"] { unlink(directory + "/" + file) }
+        rmdir(directory)
+    }
+}
+
 private func finish(_ status: JoinExit, _ message: String?, directory: String?) -> Never {
     if let message { say(message) }
     if let directory {
