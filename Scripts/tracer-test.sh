@@ -28,7 +28,8 @@
 # code and import tables as before, every signal sent meanwhile delivered; and the errors for a
 # process the tracer cannot join (gone, traced already, another user's, killed meanwhile,
 # static); a process that opens a library by bare name through a library's RUNPATH, joined; a
-# process whose joiner is killed during the join's call goes on, its registers intact. The
+# process whose joiner is killed during the join's call goes on, its registers intact; a process
+# caught before its loader mapped the C library, and a kernel thread, each told apart. The
 # --pid part is skipped where Yama's ptrace_scope forbids ptrace.
 #
 #     Scripts/tracer-test.sh [debug|release]
@@ -1674,6 +1675,74 @@ for mode in sleeps sorts; do
     fi
     echo "--pid: a joiner killed during its call in held $mode: the process went on ($(tail -1 "$work/held.out"))"
 done
+
+echo "== tracer test: --pid: a thread stopped in a signal handler on a small alternate stack"
+# held.c's "handler" sleeps in a SIGALRM handler on a 16 KiB alternate stack most of the time,
+# where the join stops it; the join's calls ran on that stack and wrote far below it (1 join in
+# 2). They run on a stack mapped for them; the bytes around the small one must stay as they were.
+"$work/held" handler 4 >"$work/handler.out" 2>&1 &
+handler_pid=$!
+sleep 0.3
+for attempt in 1 2 3; do
+    status=0
+    "$bin/ffi-hook-tracer" --library libc.so.6 --pid "$handler_pid" --duration 0.2 2>"$work/handler-join.err" || status=$?
+    if [ "$status" -ne 0 ]; then
+        echo "held handler, join $attempt: status $status" >&2
+        cat "$work/handler-join.err" "$work/handler.out" >&2
+        exit 1
+    fi
+done
+status=0
+wait "$handler_pid" || status=$?
+if [ "$status" -ne 0 ] || ! grep -q "^rounds [1-9]" "$work/handler.out"; then
+    echo "held handler, joined three times: status $status" >&2
+    cat "$work/handler.out" >&2
+    exit 1
+fi
+echo "--pid: a thread in a handler on a 16 KiB alternate stack joined three times, the bytes around it untouched ($(tail -1 "$work/handler.out"))"
+
+echo "== tracer test: --pid: a process caught as it starts, and a kernel thread"
+# A program stopped at its first instruction, in the dynamic loader before the C library is
+# mapped (stopped-at-exec.c), was said to be static or not a glibc process: the join waits for
+# the C library, says what it saw when it does not come, and joins once the program has run on.
+gcc -O1 -o "$work/stopped-at-exec" "$fixture/stopped-at-exec.c"
+"$work/stopped-at-exec" "$work/held" sleeps 3 >"$work/starting.pid" &
+starter_pid=$!
+for attempt in $(seq 100); do
+    if [ -s "$work/starting.pid" ]; then break; fi
+    sleep 0.05
+done
+starting_pid=$(cat "$work/starting.pid")
+status=0
+"$bin/ffi-hook-tracer" --library libc.so.6 --pid "$starting_pid" --duration 0.2 2>"$work/starting.err" || status=$?
+if [ "$status" -ne 4 ] || ! grep -q "has not mapped the C library two seconds after its dynamic loader" "$work/starting.err"; then
+    echo "a process stopped before its loader mapped the C library: status $status" >&2
+    cat "$work/starting.err" >&2
+    exit 1
+fi
+(sleep 0.5 && kill -CONT "$starting_pid") &
+continuer_pid=$!
+status=0
+"$bin/ffi-hook-tracer" --library libc.so.6 --pid "$starting_pid" --duration 0.2 2>"$work/starting.err" || status=$?
+wait "$continuer_pid"
+if [ "$status" -ne 0 ] || ! grep -q "joined process $starting_pid" "$work/starting.err"; then
+    echo "a process let go while the join waited for its C library: status $status" >&2
+    cat "$work/starting.err" >&2
+    exit 1
+fi
+kill -KILL "$starting_pid" "$starter_pid" 2>/dev/null || true
+wait "$starter_pid" 2>/dev/null || true
+echo "--pid: a process stopped before its C library was mapped: status 4 and why; joined once let go"
+if [ "$(cat /proc/2/comm 2>/dev/null)" = kthreadd ]; then
+    status=0
+    "$bin/ffi-hook-tracer" --library libc.so.6 --pid 2 --duration 0.2 2>"$work/kernel-thread.err" || status=$?
+    if [ "$status" -ne 4 ] || ! grep -q "is a kernel thread" "$work/kernel-thread.err"; then
+        echo "--pid 2 (kthreadd): status $status" >&2
+        cat "$work/kernel-thread.err" >&2
+        exit 1
+    fi
+    echo "--pid 2: $(cat "$work/kernel-thread.err")"
+fi
 
 echo "== tracer test: --pid: a joined C process's crash stays its own after the leave"
 # The join's dlopen brings the Swift runtime into a process that had none; its crash handler

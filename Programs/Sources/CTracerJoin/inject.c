@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/ptrace.h>
 #include <sys/ucontext.h>
 #include <stddef.h>
@@ -41,6 +42,11 @@
 // signal: the stack slots holding that address lead to a second piece of code instead, in the
 // padding of the object the address is in, which signals and jumps on (``fhj_run_to``). The
 // bytes written are put back at the end: after the leave the code is the file's.
+//
+// The calls themselves run on a stack mapped for them by a first call (mmap, then munmap at
+// the end), made with nothing but its frame on the thread's own stack: the thread may be
+// stopped in a signal handler on a small alternate stack, which dlopen and the tracer's start
+// would overflow.
 //
 // Where there is no spare place, or every candidate signal is caught, the old way remains: a
 // return address of 0, whose fault the tracer sees (a signal-delivery-stop for SIGSEGV at
@@ -109,6 +115,13 @@ typedef struct {
     uint64_t patched_value;
     /* Whether the calls return into the join's code, over a signal frame (see fhj_place). */
     int returns_by_code;
+    /* The stack the calls run on, mapped in the process for them (0: the thread's own), its
+       size, and the stack pointer of the calls that map it and unmap it, made on the thread's
+       own stack. */
+    uint64_t private_stack, private_size, own_call_stack;
+    /* Whether the thread is the one named by the caller (the tracer's own, with a large stack
+       of the tracer's, by which the tracer knows it). */
+    int named;
 } fhj_session;
 
 // MARK: - Memory
@@ -154,19 +167,24 @@ static void fhj_keep(fhj_session *session, const siginfo_t *information) {
 }
 
 /* The signals the process handles (SigCgt in its status, bit N-1 for signal N); all of them
-   when it cannot be read. */
-static uint64_t fhj_caught(pid_t pid) {
+   when it cannot be read. Those it ignores (SigIgn) in `ignored`, when given (none when the
+   status cannot be read). */
+static uint64_t fhj_caught_and_ignored(pid_t pid, uint64_t *ignored) {
     char path[64], line[256];
     snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    if (ignored) *ignored = 0;
     FILE *file = fopen(path, "re");
     if (!file) return UINT64_MAX;
     unsigned long long caught = UINT64_MAX;
     while (fgets(line, sizeof line, file)) {
         if (strncmp(line, "SigCgt:\t", 8) == 0) caught = strtoull(line + 8, NULL, 16);
+        if (ignored && strncmp(line, "SigIgn:\t", 8) == 0) *ignored = strtoull(line + 8, NULL, 16);
     }
     fclose(file);
     return caught;
 }
+
+static uint64_t fhj_caught(pid_t pid) { return fhj_caught_and_ignored(pid, NULL); }
 
 /* Whether the process handles `signal` (not when that cannot be read: a process that cannot
    be asked is spared its own fault). */
@@ -234,31 +252,45 @@ static void fhj_run_code_bytes(const fhj_session *session, uint64_t target, unsi
     memcpy(bytes + FHJ_RUN_TARGET, &target, sizeof target);
 }
 
-/* Reads the `FHJ_CODE_SIZE` bytes at `place` into `saved` and writes `bytes` there, when they
-   are all zero (the file's padding, not another join's code that a thread may still be about
-   to run). */
-static int fhj_put_code(fhj_session *session, uint64_t place, unsigned char *saved, const unsigned char *bytes) {
-    if (!place || !fhj_read(session, place, saved, FHJ_CODE_SIZE)) return 0;
-    for (size_t index = 0; index < FHJ_CODE_SIZE; index++) {
-        if (saved[index]) return 0;
+/* Writes `bytes` (FHJ_CODE_SIZE of them) into the first 64-byte slot of the spare code
+   (``fhj_spare_code``: of the object mapped at `within`, or of any object when 0) whose bytes
+   are all zero: the file's padding, not code a join left there, which a thread may still be
+   about to run (a tracer killed during a call or a run leaves it; it is never written over).
+   Keeps what the slot held in `saved`; returns the slot, 0 when there is none. */
+static uint64_t fhj_put_code(fhj_session *session, uint64_t within, unsigned char *saved, const unsigned char *bytes) {
+    fhj_spare spares[16];
+    int count = fhj_spare_code(session->pid, within, spares, 16);
+    for (int index = 0; index < count; index++) {
+        for (uint64_t place = spares[index].start; place + FHJ_CODE_SIZE <= spares[index].end; place += FHJ_CODE_SIZE) {
+            if (!fhj_read(session, place, saved, FHJ_CODE_SIZE)) break;
+            int clean = 1;
+            for (size_t byte = 0; byte < FHJ_CODE_SIZE && clean; byte++) clean = saved[byte] == 0;
+            if (clean) return fhj_write(session, place, bytes, FHJ_CODE_SIZE) ? place : 0;
+        }
     }
-    return fhj_write(session, place, bytes, FHJ_CODE_SIZE);
+    return 0;
 }
 
 /* Writes the calls' code into the process's spare code, when there is a place and a signal the
    process does not catch: SIGURG, SIGWINCH or SIGCHLD, which the default ignores (SIGCONT,
-   also ignored, would end a stop of the process). Leaves `code` 0 otherwise. */
+   also ignored, would end a stop of the process), else a signal it has set to be ignored
+   (SIGPIPE in many a server; not one the processor raises for a fault, which the kernel
+   delivers ignored or not). Leaves `code` 0 otherwise. */
 static void fhj_write_code(fhj_session *session) {
-    uint64_t caught = fhj_caught(session->pid);
+    uint64_t ignored = 0, caught = fhj_caught_and_ignored(session->pid, &ignored);
     static const int candidates[] = {SIGURG, SIGWINCH, SIGCHLD};
     for (size_t index = 0; index < sizeof candidates / sizeof candidates[0] && !session->stop_signal; index++) {
         if (!((caught >> (candidates[index] - 1)) & 1)) session->stop_signal = candidates[index];
     }
+    static const int sent_only[] = {SIGPIPE, SIGHUP,  SIGUSR1, SIGUSR2, SIGALRM, SIGTERM, SIGINT,  SIGQUIT,
+                                    SIGTSTP, SIGTTIN, SIGTTOU, SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF, SIGIO};
+    for (size_t index = 0; index < sizeof sent_only / sizeof sent_only[0] && !session->stop_signal; index++) {
+        if ((ignored >> (sent_only[index] - 1)) & 1) session->stop_signal = sent_only[index];
+    }
     if (!session->stop_signal) return;
     unsigned char bytes[FHJ_CODE_SIZE];
     fhj_call_code_bytes(session, bytes);
-    uint64_t place = fhj_find_spare_code(session->pid, FHJ_CODE_SIZE, 0);
-    if (fhj_put_code(session, place, session->code_saved, bytes)) session->code = place;
+    session->code = fhj_put_code(session, 0, session->code_saved, bytes);
 }
 
 /* Ends a run's use of its code: the stack slots that still lead to it get the return address
@@ -370,9 +402,11 @@ static pid_t fhj_named_thread(pid_t pid, const char *name) {
    which waits in poll holding nothing, for the leave: the program's threads may be in the
    tracer's work all the time, holding its locks, in one that loads libraries in a loop), else
    the main thread, unless it has exited (a zombie while others run). */
-static pid_t fhj_choose_thread(pid_t pid, const char *name) {
+static pid_t fhj_choose_thread(pid_t pid, const char *name, int *is_named) {
+    *is_named = 0;
     if (name) {
         pid_t named = fhj_named_thread(pid, name);
+        *is_named = named > 0;
         if (named > 0) return named;
     }
     fhj_process thread;
@@ -554,15 +588,16 @@ static uint64_t fhj_return_into_program(const fhj_session *session, const fhj_pr
 }
 
 /* Makes the slots of the stopped thread's stack's top 32 KiB that hold `address` lead to a
-   run's code at `place` (written there): the slot the thread returns through is among them,
-   whatever else holds a copy of the address (a stale one left by an earlier call, or one the
-   C library keeps, as dlopen keeps its caller's: that is why the code is written into the
-   padding of the very object `address` is in, where a copy read meanwhile still names that
-   object). 0 when there is no such slot or the code could not be written. */
-static int fhj_start_run_code(fhj_session *session, uint64_t place, uint64_t address) {
+   run's code instead, written into the spare code of the very object `address` is in: the
+   slot the thread returns through is among them, whatever else holds a copy of the address (a
+   stale one left by an earlier call, or one the C library keeps, as dlopen keeps its caller's:
+   a copy read meanwhile still names that object). 0 when there is no such slot or no place
+   for the code. */
+static int fhj_start_run_code(fhj_session *session, uint64_t address) {
     unsigned char bytes[FHJ_CODE_SIZE];
     fhj_run_code_bytes(session, address, bytes);
-    if (!fhj_put_code(session, place, session->run_code_saved, bytes)) return 0;
+    uint64_t place = fhj_put_code(session, address, session->run_code_saved, bytes);
+    if (!place) return 0;
     session->run_code = place;
     session->patched_value = address;
     uint64_t words[4096];
@@ -599,7 +634,7 @@ static fhj_status fhj_run_to(fhj_session *session, uint64_t address, int limit_m
     int by_code = session->stop_signal != 0 &&
                   ptrace(PTRACE_GETSIGMASK, session->tid, (void *)sizeof mask, &mask) == 0 &&
                   !((mask >> (session->stop_signal - 1)) & 1) &&
-                  fhj_start_run_code(session, fhj_find_spare_code(session->pid, FHJ_CODE_SIZE, address), address);
+                  fhj_start_run_code(session, address);
     if (!by_code && (ptrace(PTRACE_POKEUSER, session->tid, (void *)first, (void *)(uintptr_t)address) != 0 ||
                      ptrace(PTRACE_POKEUSER, session->tid, (void *)control, (void *)1) != 0)) {
         /* DR7: breakpoint 0 enabled for this thread, on execution (type and length 0). */
@@ -686,7 +721,7 @@ static fhj_status fhj_run_to(fhj_session *session, uint64_t address, int limit_m
    its registers. */
 static fhj_status fhj_stop_thread(fhj_session *session, const fhj_dynamic_loader *loader, const char *thread,
                                   char *message, size_t size) {
-    session->tid = fhj_choose_thread(session->pid, thread);
+    session->tid = fhj_choose_thread(session->pid, thread, &session->named);
     if (ptrace(PTRACE_SEIZE, session->tid, NULL, NULL) != 0) {
         return fhj_explain_refusal(session->pid, errno, message, size);
     }
@@ -861,13 +896,18 @@ static void fhj_restore(fhj_session *session) {
 
 // MARK: - Calls
 
-/* Calls `function(first, second)` on the stopped thread; its %rax in `result`. */
-static fhj_status fhj_remote(fhj_session *session, const char *name, uint64_t function, uint64_t first,
-                             uint64_t second, uint64_t *result, char *message, size_t size) {
+/* Calls `function` with the six `arguments` (integers or pointers) on the stopped thread; its
+   %rax in `result`. */
+static fhj_status fhj_remote_call(fhj_session *session, const char *name, uint64_t function, const uint64_t *arguments,
+                                  uint64_t *result, char *message, size_t size) {
     struct user_regs_struct registers = session->saved;
     registers.rip = function;
-    registers.rdi = first;
-    registers.rsi = second;
+    registers.rdi = arguments[0];
+    registers.rsi = arguments[1];
+    registers.rdx = arguments[2];
+    registers.rcx = arguments[3];
+    registers.r8 = arguments[4];
+    registers.r9 = arguments[5];
     registers.rax = 0;
     registers.rsp = session->call_stack;
     /* No system call to restart when the thread goes on, and the direction flag clear. */
@@ -935,6 +975,13 @@ static fhj_status fhj_remote(fhj_session *session, const char *name, uint64_t fu
             continue; /* the next wait says how it ended */
         }
     }
+}
+
+/* Calls `function(first, second)` on the stopped thread; its %rax in `result`. */
+static fhj_status fhj_remote(fhj_session *session, const char *name, uint64_t function, uint64_t first,
+                             uint64_t second, uint64_t *result, char *message, size_t size) {
+    uint64_t arguments[6] = {first, second, 0, 0, 0, 0};
+    return fhj_remote_call(session, name, function, arguments, result, message, size);
 }
 
 /* The signal frame that rt_sigreturn reads at `frame` (the kernel's struct rt_sigframe, whose
@@ -1010,12 +1057,12 @@ static void fhj_frame(const fhj_session *session, uint64_t state, ucontext_t *co
     }
 }
 
-/* Copies the strings the calls need below the red zone, keeping the bytes they cover, and
-   places the return address under them: with the join's code, under a signal frame
-   (``fhj_frame``) that the code returns through; `addresses` receive the strings' addresses. */
-static fhj_status fhj_place(fhj_session *session, const char *const *strings, uint64_t *addresses, size_t count,
-                            char *message, size_t size) {
-    uint64_t top = (session->saved.rsp - FHJ_RED_ZONE) & ~(uint64_t)15;
+/* Copies the strings the calls need below `top`, and places the return address under them:
+   with the join's code, under a signal frame (``fhj_frame``) that the code returns through;
+   `addresses` receive the strings' addresses, `call_stack` the stack pointer of the calls. On
+   the thread's own stack (`keep`), the bytes they cover are kept, to be put back. */
+static fhj_status fhj_place(fhj_session *session, uint64_t top, int keep, const char *const *strings,
+                            uint64_t *addresses, size_t count, char *message, size_t size) {
     uint64_t next = top;
     for (size_t index = 0; index < count; index++) {
         next = (next - (strlen(strings[index]) + 1)) & ~(uint64_t)15;
@@ -1040,16 +1087,19 @@ static fhj_status fhj_place(fhj_session *session, const char *const *strings, ui
     }
     /* At a function's entry the stack pointer is 8 below a multiple of 16: the return address. */
     session->call_stack = next - 8;
-    session->scratch = session->call_stack;
-    session->scratch_size = (size_t)(top - session->scratch);
-    session->scratch_saved = malloc(session->scratch_size);
-    if (!session->scratch_saved || !fhj_read(session, session->scratch, session->scratch_saved, session->scratch_size)) {
-        free(session->scratch_saved);
-        free(state_bytes);
-        session->scratch_saved = NULL;
-        fhj_say(message, size, "reading the stack of process %d at %#" PRIx64 ": %s", (int)session->pid,
-                session->scratch, strerror(errno));
-        return fhj_failed(session, message, size);
+    if (keep) {
+        session->scratch = session->call_stack;
+        session->scratch_size = (size_t)(top - session->scratch);
+        session->scratch_saved = malloc(session->scratch_size);
+        if (!session->scratch_saved ||
+            !fhj_read(session, session->scratch, session->scratch_saved, session->scratch_size)) {
+            free(session->scratch_saved);
+            free(state_bytes);
+            session->scratch_saved = NULL;
+            fhj_say(message, size, "reading the stack of process %d at %#" PRIx64 ": %s", (int)session->pid,
+                    session->scratch, strerror(errno));
+            return fhj_failed(session, message, size);
+        }
     }
     uint64_t return_address = session->returns_by_code ? session->code : FHJ_RETURN;
     int written = fhj_write(session, session->call_stack, &return_address, sizeof return_address);
@@ -1084,12 +1134,25 @@ static fhj_status fhj_run(pid_t pid, const char *library, int load, const char *
                           int32_t *result, char *message, size_t size) {
     fhj_status status = fhj_check(pid, message, size);
     if (status != FHJ_OK) return status;
+    /* A program caught as it starts, before its loader has mapped the C library, is not taken
+       for a static one: the join waits for the C library (its dlopen) a little. */
+    if (load && !fhj_wait_for_libc(pid, 2000)) {
+        fhj_say(message, size,
+                "process %d has not mapped the C library two seconds after its dynamic loader (a program that is "
+                "starting, stopped before its libraries were loaded): try again once it runs",
+                (int)pid);
+        return FHJ_NO_LOADER;
+    }
     fhj_session session = {.pid = pid, .memory = -1};
     fhj_dynamic_loader dynamic;
     fhj_find_dynamic_loader(pid, &dynamic);
     status = fhj_stop_thread(&session, &dynamic, thread, message, size);
     fhj_loader loader = {0};
     if (status == FHJ_OK && load) status = fhj_find_loader(pid, &loader, message, size);
+    if (status == FHJ_OK && !load) {
+        char ignored[256];
+        if (fhj_find_loader(pid, &loader, ignored, sizeof ignored) != FHJ_OK) loader = (fhj_loader){0};
+    }
     if (status == FHJ_OK && !load && !fhj_maps_code(pid, address, library)) {
         fhj_say(message, size, "%s is not loaded in process %d any more (did it execute another program?)", library,
                 (int)pid);
@@ -1097,7 +1160,39 @@ static fhj_status fhj_run(pid_t pid, const char *library, int load, const char *
     }
     const char *strings[] = {library, entry, argument, later ? later : ""};
     uint64_t addresses[4] = {0};
-    if (status == FHJ_OK) status = fhj_place(&session, strings, addresses, 4, message, size);
+    /* The calls (dlopen, the tracer's start, which attaches every traced function) need more
+       stack than a thread may have left: one stopped in a signal handler on a small alternate
+       stack overflowed it. They run on a stack of their own, mapped for them by a call made on
+       the thread's own stack with nothing but its frame there; without it (no mmap found, or
+       it failed), on the thread's own stack. The tracer's own named thread keeps its stack: the
+       tracer knows its threads by their stacks, and maps them large. */
+    uint64_t own_top = (session.saved.rsp - FHJ_RED_ZONE) & ~(uint64_t)15;
+    if (status == FHJ_OK && loader.mmap && loader.munmap && !session.named) {
+        status = fhj_place(&session, own_top, 1, NULL, NULL, 0, message, size);
+        enum { STACK_SIZE = 8 << 20 };
+        uint64_t arguments[6] = {0, STACK_SIZE, PROT_READ | PROT_WRITE,
+                                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, (uint64_t)-1, 0};
+        uint64_t mapped = 0;
+        if (status == FHJ_OK) status = fhj_remote_call(&session, "mmap", loader.mmap, arguments, &mapped, message, size);
+        if (status == FHJ_OK && mapped != (uint64_t)MAP_FAILED && mapped != 0) {
+            session.private_stack = mapped;
+            session.private_size = STACK_SIZE;
+            session.own_call_stack = session.call_stack;
+        } else if (status == FHJ_OK && session.scratch_saved) {
+            /* Not mapped: the calls go on the thread's own stack, placed again from its top. */
+            fhj_write(&session, session.scratch, session.scratch_saved, session.scratch_size);
+            free(session.scratch_saved);
+            session.scratch_saved = NULL;
+        }
+    }
+    if (status == FHJ_OK) {
+        if (session.private_stack) {
+            status = fhj_place(&session, session.private_stack + session.private_size, 0, strings, addresses, 4,
+                               message, size);
+        } else {
+            status = fhj_place(&session, own_top, 1, strings, addresses, 4, message, size);
+        }
+    }
     uint64_t handle = 0, function = address, value = 0;
     if (status == FHJ_OK && load) {
         int flags = RTLD_NOW | RTLD_NODELETE;
@@ -1132,6 +1227,19 @@ static fhj_status fhj_run(pid_t pid, const char *library, int load, const char *
         if (status == FHJ_OK) {
             *result = (int32_t)value;
             fhj_say(message, size, "%s", "");
+        }
+    }
+    if (session.private_stack && status != FHJ_EXITED && status != FHJ_FAULTED) {
+        /* Unmapped by a call made on the thread's own stack again (the frame placed there for
+           the mmap is still whole: only the result's slot changed, which each call sets). */
+        uint64_t arguments[6] = {session.private_stack, session.private_size, 0, 0, 0, 0}, unmapped = 0;
+        session.call_stack = session.own_call_stack;
+        char unmapping[256];
+        fhj_status freed = fhj_remote_call(&session, "munmap", loader.munmap, arguments, &unmapped, unmapping,
+                                           sizeof unmapping);
+        if (freed == FHJ_EXITED || freed == FHJ_FAULTED) {
+            status = freed;
+            fhj_say(message, size, "%s", unmapping);
         }
     }
     if (status != FHJ_EXITED && session.seized) fhj_restore(&session);

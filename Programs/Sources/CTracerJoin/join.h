@@ -48,15 +48,23 @@ typedef struct {
 /// line is valid during the call only); 0 when /proc/PID/maps cannot be read.
 int fhj_each_mapping(pid_t pid, int (*visit)(const fhj_map_line *line, void *context), void *context);
 
-/// The loader's functions in the process's memory.
+/// The loader's functions in the process's memory, and the C library's mmap and munmap (0
+/// when they were not found).
 typedef struct {
     uint64_t dlopen;
     uint64_t dlsym;
     uint64_t dlerror;
+    uint64_t mmap;
+    uint64_t munmap;
 } fhj_loader;
 
-/// Finds dlopen, dlsym and dlerror in the process: in its libc.so.6 (glibc 2.34 and later),
-/// else in its libdl.so.2, each at the object's load address plus the symbol's value read from
+/// Waits, `limit_ms` at most, while process `pid` maps the dynamic loader but not the C library
+/// yet (a program just started, its loader still loading its libraries): 1 once it maps the C
+/// library, or at once when it has no such loader (a static program); 0 when the time ran out.
+int fhj_wait_for_libc(pid_t pid, int limit_ms);
+
+/// Finds dlopen, dlsym and dlerror in the process (and mmap and munmap, in its libc.so.6): in
+/// its libc.so.6 (glibc 2.34 and later), else in its libdl.so.2, each at the object's load address plus the symbol's value read from
 /// the object's file (the very file mapped, checked by device and inode).
 fhj_status fhj_find_loader(pid_t pid, fhj_loader *loader, char *message, size_t size);
 
@@ -83,12 +91,17 @@ int fhj_in_runtime(const fhj_dynamic_loader *loader, uint64_t address);
 /// Finds the dynamic loader (ld-linux-x86-64.so.2) and the runtime libraries in the process.
 void fhj_find_dynamic_loader(pid_t pid, fhj_dynamic_loader *loader);
 
-/// A place of `size` bytes (64-byte aligned) in the process's code where the join may write
-/// code of its own: past the end of an object's executable segment, in the last page its
-/// mapping covers (the file's padding, which no code of the object's reaches); that of the
-/// segment mapped at `within` when it is not 0, else the dynamic loader's first, then the C
-/// library's, then any object's. 0 when there is none.
-uint64_t fhj_find_spare_code(pid_t pid, size_t size, uint64_t within);
+/// Spare bytes in the process's code where the join may write code of its own: from the end of
+/// an object's executable segment (rounded up to 64 bytes) to the end of the last page its
+/// mapping covers (the file's padding, which no code of the object's reaches).
+typedef struct {
+    uint64_t start, end;
+} fhj_spare;
+
+/// Lists in `found` (`capacity` at most) the spare bytes of the segment mapped at `within`
+/// when it is not 0, else of the dynamic loader, then the C library, then every other object,
+/// in that order; returns how many.
+int fhj_spare_code(pid_t pid, uint64_t within, fhj_spare *found, int capacity);
 
 /// Whether `address` is in an executable mapping of the file at `path` in the process.
 int fhj_maps_code(pid_t pid, uint64_t address, const char *path);

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,6 +155,32 @@ done:
     return good;
 }
 
+int fhj_wait_for_libc(pid_t pid, int limit_ms) {
+    fhj_mapping mapping;
+    if (!fhj_find_mapping(pid, "ld-linux-x86-64.so.2", &mapping)) return 1; /* static, or another loader's */
+    for (int waited = 0;; waited += 5) {
+        if (fhj_find_mapping(pid, "libc.so.6", &mapping)) return 1;
+        if (waited >= limit_ms || kill(pid, 0) != 0) return 0;
+        usleep(5000);
+    }
+}
+
+/* The C library's mmap and munmap in the process, into `loader` (each 0 when not found). */
+static void fhj_find_memory_functions(pid_t pid, fhj_loader *loader) {
+    static const char *const names[] = {"mmap", "munmap"};
+    loader->mmap = loader->munmap = 0;
+    fhj_mapping mapping;
+    if (!fhj_find_mapping(pid, "libc.so.6", &mapping)) return;
+    int descriptor = fhj_open_mapped(pid, &mapping);
+    if (descriptor < 0) return;
+    uint64_t values[2] = {0}, first_segment = 0;
+    int good = fhj_read_symbols(descriptor, names, values, 2, &first_segment);
+    close(descriptor);
+    if (!good || !values[0] || !values[1]) return;
+    loader->mmap = mapping.start - first_segment + values[0];
+    loader->munmap = mapping.start - first_segment + values[1];
+}
+
 fhj_status fhj_find_loader(pid_t pid, fhj_loader *loader, char *message, size_t size) {
     static const char *const objects[] = {"libc.so.6", "libdl.so.2"};
     static const char *const names[] = {"dlopen", "dlsym", "dlerror"};
@@ -181,6 +208,7 @@ fhj_status fhj_find_loader(pid_t pid, fhj_loader *loader, char *message, size_t 
         loader->dlopen = bias + values[0];
         loader->dlsym = bias + values[1];
         loader->dlerror = bias + values[2];
+        fhj_find_memory_functions(pid, loader);
         return FHJ_OK;
     }
     if (!has_libc) {
@@ -346,20 +374,24 @@ int fhj_maps_code(pid_t pid, uint64_t address, const char *path) {
     return search.found;
 }
 
-/* What fhj_find_spare_code looks through, and what it found. */
+/* What fhj_spare_code looks through, and what it found. */
 typedef struct {
     pid_t pid;
-    size_t size;
     /* The file name looked for in this pass, NULL for any; or the address whose mapping is. */
     const char *name;
     uint64_t within;
-    uint64_t found;
+    fhj_spare *found;
+    int count, capacity;
 } fhj_spare_search;
 
 static int fhj_match_spare(const fhj_map_line *line, void *context) {
     fhj_spare_search *search = context;
     if (line->permissions[2] != 'x' || line->inode == 0 || line->path[0] != '/') return 0;
     if (search->name && strncmp(line->file, search->name, strlen(search->name)) != 0) return 0;
+    if (!search->name && !search->within &&
+        (strncmp(line->file, "ld-linux-x86-64.so.2", 20) == 0 || strncmp(line->file, "libc.so.6", 9) == 0)) {
+        return 0; /* listed by the passes before */
+    }
     if (search->within && (search->within < line->start || search->within >= line->end)) return 0;
     fhj_mapping mapping = {line->start, line->end, line->major, line->minor, line->inode, {0}};
     snprintf(mapping.path, sizeof mapping.path, "%s", line->path);
@@ -385,25 +417,29 @@ static int fhj_match_spare(const fhj_map_line *line, void *context) {
             uint64_t end = bias + segment->p_vaddr + segment->p_memsz;
             uint64_t page_end = (end + mask) & ~mask;
             uint64_t place = (end + 63) & ~(uint64_t)63;
-            if (page_end <= line->end && place + search->size <= page_end) search->found = place;
+            if (page_end <= line->end && place < page_end) {
+                search->found[search->count++] = (fhj_spare){place, page_end};
+            }
             break;
         }
     }
     close(descriptor);
-    return search->found != 0;
+    return search->count == search->capacity;
 }
 
-uint64_t fhj_find_spare_code(pid_t pid, size_t size, uint64_t within) {
+int fhj_spare_code(pid_t pid, uint64_t within, fhj_spare *found, int capacity) {
+    if (capacity <= 0) return 0;
     if (within) {
-        fhj_spare_search search = {pid, size, NULL, within, 0};
+        fhj_spare_search search = {pid, NULL, within, found, 0, 1};
         fhj_each_mapping(pid, fhj_match_spare, &search);
-        return search.found;
+        return search.count;
     }
     static const char *const preferred[] = {"ld-linux-x86-64.so.2", "libc.so.6", NULL};
-    for (size_t pass = 0; pass < sizeof preferred / sizeof preferred[0]; pass++) {
-        fhj_spare_search search = {pid, size, preferred[pass], 0, 0};
+    int count = 0;
+    for (size_t pass = 0; pass < sizeof preferred / sizeof preferred[0] && count < capacity; pass++) {
+        fhj_spare_search search = {pid, preferred[pass], 0, found + count, 0, capacity - count};
         fhj_each_mapping(pid, fhj_match_spare, &search);
-        if (search.found) return search.found;
+        count += search.count;
     }
-    return 0;
+    return count;
 }

@@ -54,6 +54,29 @@ int fhj_read_process(pid_t pid, pid_t tid, fhj_process *process) {
     return 1;
 }
 
+/* Whether process `pid` is a kernel thread (PF_KTHREAD among the flags of /proc/PID/stat, the
+   ninth field): it has no memory of a program's, and ptrace refuses it whoever asks. */
+static int fhj_is_kernel_thread(pid_t pid) {
+    char path[64], line[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *file = fopen(path, "re");
+    if (!file) return 0;
+    int got = fgets(line, sizeof line, file) != NULL;
+    fclose(file);
+    /* The command name, in parentheses, may hold spaces and parentheses: the fields follow the
+       last ')'. */
+    const char *after = got ? strrchr(line, ')') : NULL;
+    if (!after) return 0;
+    char state;
+    int parent, group, session, terminal, foreground;
+    unsigned long flags = 0;
+    if (sscanf(after + 1, " %c %d %d %d %d %d %lu", &state, &parent, &group, &session, &terminal, &foreground,
+               &flags) != 7) {
+        return 0;
+    }
+    return (flags & 0x00200000UL) != 0; /* PF_KTHREAD */
+}
+
 fhj_status fhj_check(pid_t pid, char *message, size_t size) {
     fhj_say(message, size, "%s", "");
     if (pid <= 0) {
@@ -73,6 +96,13 @@ fhj_status fhj_check(pid_t pid, char *message, size_t size) {
         fhj_say(message, size, "process %d (%s) has exited (a zombie its parent has not reaped)", (int)pid,
                 process.name);
         return FHJ_EXITED;
+    }
+    if (fhj_is_kernel_thread(pid)) {
+        fhj_say(message, size,
+                "process %d (%s) is a kernel thread: it runs no program, only the kernel's own code, and cannot be "
+                "traced",
+                (int)pid, process.name);
+        return FHJ_NO_LOADER;
     }
     if (process.tracer != 0) {
         fhj_process tracer;

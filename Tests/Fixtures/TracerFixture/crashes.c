@@ -234,7 +234,18 @@ int main(int argc, char **argv) {
             if (!library) return 1;
             dlclose(library);
         }
-        printf("%lld bytes left in use by %d cycles\n", (long long)mallinfo2().uordblks - (long long)before, count);
+        long long left = (long long)mallinfo2().uordblks - (long long)before;
+        /* Measured once more after one more cycle, the smaller kept: memory that each cycle
+           leaves shows in both, memory in use only for a while does not. (About 1 run in 20,
+           once, the first measure held one inline group more, 160 KB; not seen again in 130
+           runs. A removed group's memory waits for a reclamation pass while any thread is
+           inside a hook, and the next load and unload make one.) */
+        void *again = dlopen(argv[2], RTLD_NOW);
+        if (!again) return 1;
+        dlclose(again);
+        long long after_one_more = (long long)mallinfo2().uordblks - (long long)before;
+        if (after_one_more < left) left = after_one_more;
+        printf("%lld bytes left in use by %d cycles\n", left, count);
         return 0;
     }
     if (argc > 1 && strcmp(argv[1], "segv") == 0) {

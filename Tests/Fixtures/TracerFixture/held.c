@@ -9,14 +9,20 @@
 //     held sorts SECONDS   sorts in the C library's qsort (a join stops it there and lets it
 //                          run towards its return into the program); each result must be
 //                          sorted and qsort must return into the program with its registers
+//     held handler SECONDS spends most of its time in a SIGALRM handler that sleeps on a small
+//                          alternate signal stack (16 KiB), where a join stops it: the bytes
+//                          around that stack must stay as they were (a join's calls, dlopen
+//                          and the tracer's start, need far more stack than it has left)
 //
 // Both keep SIGUSR2 blocked and an alternate signal stack, which must stay so. Prints "rounds
 // N" and exits 0 after SECONDS; prints what broke and exits 1 at the first fault.
+#include <errno.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -116,6 +122,46 @@ static int sleep_round_avx(void) {
     return 0;
 }
 
+/* The alternate stack of "handler", between two stretches of bytes that must not change. */
+enum { GUARD = 256 * 1024, SMALL_STACK = 16 * 1024 };
+static unsigned char *guarded;
+
+static void sleep_in_handler(int signal) {
+    (void)signal;
+    int saved = errno;
+    struct timespec pause = {0, 3000000};
+    nanosleep(&pause, NULL);
+    errno = saved;
+}
+
+/* Sets up "handler": the alternate stack inside its guards, and SIGALRM every 4 ms. */
+static int start_handler(void) {
+    guarded = malloc(GUARD + SMALL_STACK + GUARD);
+    if (!guarded) return broken("malloc");
+    memset(guarded, 0xA5, GUARD + SMALL_STACK + GUARD);
+    stack_t small = {.ss_sp = guarded + GUARD, .ss_size = SMALL_STACK, .ss_flags = 0};
+    if (sigaltstack(&small, NULL) != 0) return broken("sigaltstack");
+    struct sigaction action = {.sa_handler = sleep_in_handler, .sa_flags = SA_ONSTACK | SA_RESTART};
+    sigemptyset(&action.sa_mask);
+    struct itimerval every = {{0, 4000}, {0, 4000}};
+    if (sigaction(SIGALRM, &action, NULL) != 0 || setitimer(ITIMER_REAL, &every, NULL) != 0) {
+        return broken("SIGALRM");
+    }
+    return 0;
+}
+
+/* One round of "handler": the guards checked, then a pause the timer interrupts. */
+static int handler_round(void) {
+    for (size_t index = 0; index < GUARD; index++) {
+        if (guarded[index] != 0xA5 || guarded[GUARD + SMALL_STACK + index] != 0xA5) {
+            return broken("the bytes around the alternate signal stack");
+        }
+    }
+    struct timespec pause = {0, 1000000};
+    nanosleep(&pause, NULL);
+    return 0;
+}
+
 static int compare(const void *left, const void *right) {
     int first = *(const int *)left, second = *(const int *)right;
     return (first > second) - (first < second);
@@ -137,11 +183,12 @@ static int sort_round(int *numbers, size_t count, unsigned *state) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3 || (strcmp(argv[1], "sleeps") != 0 && strcmp(argv[1], "sorts") != 0)) {
-        fprintf(stderr, "usage: held sleeps|sorts SECONDS\n");
+    if (argc != 3 || (strcmp(argv[1], "sleeps") != 0 && strcmp(argv[1], "sorts") != 0 &&
+                      strcmp(argv[1], "handler") != 0)) {
+        fprintf(stderr, "usage: held sleeps|sorts|handler SECONDS\n");
         return 64;
     }
-    int sorts = strcmp(argv[1], "sorts") == 0;
+    int sorts = strcmp(argv[1], "sorts") == 0, handler = strcmp(argv[1], "handler") == 0;
     __builtin_cpu_init();
     int avx = __builtin_cpu_supports("avx");
     double end = seconds() + atof(argv[2]);
@@ -151,7 +198,13 @@ int main(int argc, char **argv) {
     sigprocmask(SIG_BLOCK, &blocked, NULL);
     static char alternate[65536];
     stack_t stack = {.ss_sp = alternate, .ss_size = sizeof alternate, .ss_flags = 0}, seen;
-    if (sigaltstack(&stack, NULL) != 0) return broken("sigaltstack");
+    if (handler) {
+        if (start_handler()) return 1;
+        stack.ss_sp = guarded + GUARD;
+        stack.ss_size = SMALL_STACK;
+    } else if (sigaltstack(&stack, NULL) != 0) {
+        return broken("sigaltstack");
+    }
     size_t count = 200000;
     int *numbers = malloc(count * sizeof *numbers);
     unsigned state = 1;
@@ -159,12 +212,13 @@ int main(int argc, char **argv) {
     printf("ready\n");
     fflush(stdout);
     while (seconds() < end) {
-        int failed = sorts ? sort_round(numbers, count, &state)
-                           : (avx && rounds % 2 ? sleep_round_avx() : sleep_round());
+        int failed = handler ? handler_round()
+                     : sorts ? sort_round(numbers, count, &state)
+                             : (avx && rounds % 2 ? sleep_round_avx() : sleep_round());
         if (failed) return 1;
         sigprocmask(SIG_BLOCK, NULL, &now);
         if (!sigismember(&now, SIGUSR2) || sigismember(&now, SIGURG)) return broken("the signal mask");
-        if (sigaltstack(NULL, &seen) != 0 || seen.ss_sp != alternate || seen.ss_size != sizeof alternate ||
+        if (sigaltstack(NULL, &seen) != 0 || seen.ss_sp != stack.ss_sp || seen.ss_size != stack.ss_size ||
             seen.ss_flags != 0) {
             return broken("the alternate signal stack");
         }

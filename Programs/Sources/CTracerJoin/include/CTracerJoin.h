@@ -26,7 +26,7 @@ typedef enum {
     /// It exited (or was killed) while one of its threads ran the call.
     FHJ_EXITED = 4,
     /// It has no loader to call: not a glibc process, or a glibc older than 2.34 without
-    /// libdl.so.2, or not a 64-bit x86 process.
+    /// libdl.so.2, or not a 64-bit x86 process, or a kernel thread.
     FHJ_NO_LOADER = 5,
     /// The loader refused: `dlopen` failed (the message holds `dlerror`'s text), or the library
     /// has no such entry point (or, asked not to load it, the library is not loaded).
