@@ -557,21 +557,28 @@ static void fhj_read_program_code(pid_t pid, const fhj_dynamic_loader *loader, f
     fhj_each_mapping(pid, fhj_add_program_code, &reading);
 }
 
-/* The innermost return address on the stopped thread's stack (its top 32 KiB: glibc's qsort
-   recurses deep enough that 8 KiB often held none) that leads into the program's code
-   (``fhj_program_code``): where the thread goes when the runtime library's or the loader's
-   function it is in returns. 0 when there is none. */
-static uint64_t fhj_return_into_program(const fhj_session *session, const fhj_program_code *code) {
-    uint64_t words[4096];
-    struct iovec local = {words, sizeof words}, remote = {(void *)(uintptr_t)session->saved.rsp, sizeof words};
+/* The words of the stopped thread's stack's top (FHJ_STACK_WORDS of them, 32 KiB: glibc's qsort
+   recurses deep enough that 8 KiB often held none), from its stack pointer up; how many. */
+enum { FHJ_STACK_WORDS = 4096 };
+static size_t fhj_stack_top(const fhj_session *session, uint64_t *words) {
+    struct iovec local = {words, FHJ_STACK_WORDS * sizeof *words},
+                 remote = {(void *)(uintptr_t)session->saved.rsp, FHJ_STACK_WORDS * sizeof *words};
     ssize_t got = process_vm_readv(session->pid, &local, 1, &remote, 1, 0);
     if (got < 0) {
         /* The stack's top is closer than 32 KiB: read up to the end of its page. */
-        size_t near = 4096 - (size_t)(session->saved.rsp & 4095);
-        remote.iov_len = local.iov_len = near;
+        remote.iov_len = local.iov_len = 4096 - (size_t)(session->saved.rsp & 4095);
         got = process_vm_readv(session->pid, &local, 1, &remote, 1, 0);
     }
-    for (ssize_t index = 0; index < got / (ssize_t)sizeof words[0]; index++) {
+    return got > 0 ? (size_t)got / sizeof *words : 0;
+}
+
+/* The innermost return address on the stopped thread's stack's top (``fhj_stack_top``) that
+   leads into the program's code (``fhj_program_code``): where the thread goes when the runtime
+   library's or the loader's function it is in returns. 0 when there is none. */
+static uint64_t fhj_return_into_program(const fhj_session *session, const fhj_program_code *code) {
+    uint64_t words[FHJ_STACK_WORDS];
+    size_t count = fhj_stack_top(session, words);
+    for (size_t index = 0; index < count; index++) {
         uint64_t word = words[index];
         int inside = 0;
         for (int range = 0; range < code->count && !inside; range++) {
@@ -587,12 +594,12 @@ static uint64_t fhj_return_into_program(const fhj_session *session, const fhj_pr
     return 0;
 }
 
-/* Makes the slots of the stopped thread's stack's top 32 KiB that hold `address` lead to a
-   run's code instead, written into the spare code of the very object `address` is in: the
-   slot the thread returns through is among them, whatever else holds a copy of the address (a
-   stale one left by an earlier call, or one the C library keeps, as dlopen keeps its caller's:
-   a copy read meanwhile still names that object). 0 when there is no such slot or no place
-   for the code. */
+/* Makes the slots of the stopped thread's stack's top (``fhj_stack_top``) that hold `address`
+   lead to a run's code instead, written into the spare code of the very object `address` is
+   in: the slot the thread returns through is among them, whatever else holds a copy of the
+   address (a stale one left by an earlier call, or one the C library keeps, as dlopen keeps its
+   caller's: a copy read meanwhile still names that object). 0 when there is no such slot or no
+   place for the code. */
 static int fhj_start_run_code(fhj_session *session, uint64_t address) {
     unsigned char bytes[FHJ_CODE_SIZE];
     fhj_run_code_bytes(session, address, bytes);
@@ -600,14 +607,9 @@ static int fhj_start_run_code(fhj_session *session, uint64_t address) {
     if (!place) return 0;
     session->run_code = place;
     session->patched_value = address;
-    uint64_t words[4096];
-    struct iovec local = {words, sizeof words}, remote = {(void *)(uintptr_t)session->saved.rsp, sizeof words};
-    ssize_t got = process_vm_readv(session->pid, &local, 1, &remote, 1, 0);
-    if (got < 0) {
-        remote.iov_len = local.iov_len = 4096 - (size_t)(session->saved.rsp & 4095);
-        got = process_vm_readv(session->pid, &local, 1, &remote, 1, 0);
-    }
-    for (ssize_t index = 0; index < got / (ssize_t)sizeof words[0] && session->patched_count < FHJ_PATCHES; index++) {
+    uint64_t words[FHJ_STACK_WORDS];
+    size_t count = fhj_stack_top(session, words);
+    for (size_t index = 0; index < count && session->patched_count < FHJ_PATCHES; index++) {
         uint64_t slot = session->saved.rsp + (uint64_t)index * sizeof words[0];
         if (words[index] == address && fhj_write(session, slot, &place, sizeof place)) {
             session->patched[session->patched_count++] = slot;

@@ -165,26 +165,12 @@ int fhj_wait_for_libc(pid_t pid, int limit_ms) {
     }
 }
 
-/* The C library's mmap and munmap in the process, into `loader` (each 0 when not found). */
-static void fhj_find_memory_functions(pid_t pid, fhj_loader *loader) {
-    static const char *const names[] = {"mmap", "munmap"};
-    loader->mmap = loader->munmap = 0;
-    fhj_mapping mapping;
-    if (!fhj_find_mapping(pid, "libc.so.6", &mapping)) return;
-    int descriptor = fhj_open_mapped(pid, &mapping);
-    if (descriptor < 0) return;
-    uint64_t values[2] = {0}, first_segment = 0;
-    int good = fhj_read_symbols(descriptor, names, values, 2, &first_segment);
-    close(descriptor);
-    if (!good || !values[0] || !values[1]) return;
-    loader->mmap = mapping.start - first_segment + values[0];
-    loader->munmap = mapping.start - first_segment + values[1];
-}
-
 fhj_status fhj_find_loader(pid_t pid, fhj_loader *loader, char *message, size_t size) {
     static const char *const objects[] = {"libc.so.6", "libdl.so.2"};
-    static const char *const names[] = {"dlopen", "dlsym", "dlerror"};
+    /* mmap and munmap are the C library's (the first object), found with the rest. */
+    static const char *const names[] = {"dlopen", "dlsym", "dlerror", "mmap", "munmap"};
     int has_libc = 0;
+    loader->mmap = loader->munmap = 0;
     for (size_t object = 0; object < sizeof objects / sizeof objects[0]; object++) {
         fhj_mapping mapping;
         if (!fhj_find_mapping(pid, objects[object], &mapping)) continue;
@@ -195,20 +181,23 @@ fhj_status fhj_find_loader(pid_t pid, fhj_loader *loader, char *message, size_t 
                     strerror(errno));
             return FHJ_FAILED;
         }
-        uint64_t values[3], first_segment = 0;
-        int good = fhj_read_symbols(descriptor, names, values, 3, &first_segment);
+        uint64_t values[5], first_segment = 0;
+        int good = fhj_read_symbols(descriptor, names, values, 5, &first_segment);
         close(descriptor);
         if (!good) {
             fhj_say(message, size, "process %d's %s is not a 64-bit x86 ELF object; only x86-64 processes can be joined",
                     (int)pid, mapping.path);
             return FHJ_NO_LOADER;
         }
-        if (!values[0] || !values[1] || !values[2]) continue;
         uint64_t bias = mapping.start - first_segment;
+        if (object == 0 && values[3] && values[4]) {
+            loader->mmap = bias + values[3];
+            loader->munmap = bias + values[4];
+        }
+        if (!values[0] || !values[1] || !values[2]) continue;
         loader->dlopen = bias + values[0];
         loader->dlsym = bias + values[1];
         loader->dlerror = bias + values[2];
-        fhj_find_memory_functions(pid, loader);
         return FHJ_OK;
     }
     if (!has_libc) {
