@@ -13,6 +13,8 @@
 # every scope; a library named by another path to its file, or by the file's own name; a library
 # unloaded and loaded again, three times. Libraries opened by bare name through the caller's own
 # DT_RUNPATH (the program's, a library's, into a namespace of its own). A misspelt library name is reported with the loaded objects closest to it.
+# The started process that loads no traced library reports without loading the tracer, in the
+# tracer's own words, however it ends.
 # A Swift program's own runtime (libswiftCore.so), traced through its import table and inline.
 # The event outputs (--chrome-trace, --folded, --flamegraph, --timeline) of the same program,
 # with the default buffers and with buffers that fill up, and of a program whose signal handler
@@ -391,6 +393,50 @@ if grep -- "--library libFFIHookTracr.so" "$work/own-typo.err" | sed 's/.*closes
     grep -- "--library" "$work/own-typo.err" >&2
     exit 1
 fi
+# The started process that loads no traced library makes its report without the tracer (which
+# it would load only to say so, about 3 ms): the same words as the tracer's own, which --json
+# makes it load at start, on every way of ending: exit, _exit (dash), a signal, abort with the
+# program's handler, standard error closed; the names repeated and spaced as given.
+light_report() {
+    local name=$1
+    shift
+    local light=0 full=0
+    "$bin/ffi-hook-tracer" --library libtrace.so --library ' libzz ' --library libtrace.so -- "$@" \
+        >"$work/light-$name.out" 2>"$work/light-$name.err" || light=$?
+    "$bin/ffi-hook-tracer" --library libtrace.so --library ' libzz ' --library libtrace.so \
+        --json "$work/light-$name.json" -- "$@" >"$work/full-$name.out" 2>"$work/full-$name.err" || full=$?
+    sed -E 's/pid [0-9]+/pid N/' "$work/light-$name.err" >"$work/light-$name.said"
+    sed -E 's/pid [0-9]+/pid N/' "$work/full-$name.err" >"$work/full-$name.said"
+    if [ "$light" -ne "$full" ] || ! cmp -s "$work/light-$name.said" "$work/full-$name.said" ||
+        [ "$(grep -c -- "names none of the objects" "$work/light-$name.said")" -ne 3 ] ||
+        ! grep -q "0 calls of 0 functions" "$work/light-$name.said"; then
+        echo "$name: the report without the tracer (status $light) differs from the tracer's (status $full):" >&2
+        diff "$work/light-$name.said" "$work/full-$name.said" >&2 || true
+        exit 1
+    fi
+    # (The fixture program prints process IDs; the others print the same either way.)
+    if [ "$name" != exit ] && ! cmp -s "$work/light-$name.out" "$work/full-$name.out"; then
+        echo "$name: the program's own output differs without the tracer loaded" >&2
+        exit 1
+    fi
+}
+TRACEE_PLUGIN="$work/plugin.so" light_report exit "$work/program"
+light_report quick-exit sh -c 'exit 3'
+light_report signal sh -c 'kill -TERM $$'
+light_report abort "$work/crashes" aborts handled
+light_report closed-output sh -c 'exec 2>&-; "$0" >/dev/null' "$work/program"
+grep -q "the closest loaded: libtracee.so" "$work/light-exit.said"
+grep -q "ended by SIGTERM" "$work/light-signal.said"
+grep -q "ended by SIGABRT" "$work/light-abort.said"
+# Without the tracer loaded: its library is not among the process's objects (and is with --json).
+"$bin/ffi-hook-tracer" --library libtrace.so -- cat /proc/self/maps >"$work/light-maps.out" 2>/dev/null
+"$bin/ffi-hook-tracer" --library libtrace.so --json "$work/light-maps.json" -- cat /proc/self/maps \
+    >"$work/full-maps.out" 2>/dev/null
+if grep -q "libFFIHookTracer.so" "$work/light-maps.out" || ! grep -q "libFFIHookTracer.so" "$work/full-maps.out"; then
+    echo "the started process loaded the tracer without a traced library, or did not with --json" >&2
+    exit 1
+fi
+echo "a started process without a traced library: the tracer's report, without the tracer"
 # A program linked statically runs no loader: nothing is preloaded into it, and the wrapper says so.
 if printf 'int main(void) { return 0; }\n' | gcc -static -x c -o "$work/static-true" - 2>/dev/null; then
     "$bin/ffi-hook-tracer" --library libc.so.6 -- "$work/static-true" 2>"$work/static-true.err"

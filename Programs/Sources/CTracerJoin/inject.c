@@ -184,12 +184,10 @@ static uint64_t fhj_caught_and_ignored(pid_t pid, uint64_t *ignored) {
     return caught;
 }
 
-static uint64_t fhj_caught(pid_t pid) { return fhj_caught_and_ignored(pid, NULL); }
-
 /* Whether the process handles `signal` (not when that cannot be read: a process that cannot
    be asked is spared its own fault). */
 static int fhj_catches(pid_t pid, int signal) {
-    uint64_t caught = fhj_caught(pid);
+    uint64_t caught = fhj_caught_and_ignored(pid, NULL);
     return caught != UINT64_MAX && ((caught >> (signal - 1)) & 1);
 }
 

@@ -2,6 +2,7 @@
 #include "CTracerStart.h"
 #include "signal_default.h"
 #include "descriptor_floor.h"
+#include "light_report.h"
 /* (Header-only: the hooking library's system calls by instruction.) */
 #include "../../../Sources/CFFIHookSupport/include/ffh_syscall.h"
 /* (And its walk of a GNU hash table.) */
@@ -103,14 +104,13 @@ static const char *fhs_soname(const struct dl_phdr_info *info) {
     return (const char *)strings + soname;
 }
 
-/* Walks the loaded objects for one that an entry of the list names. */
-static int fhs_visit(struct dl_phdr_info *info, size_t size, void *data) {
-    (void)size;
-    const char *list = data;
-    const char *path = info->dlpi_name ? info->dlpi_name : "";
-    if (!*path) return 0;
-    const char *soname = fhs_soname(info);
+/* Whether an entry of `list` names the object with this path and soname; with `matched`, every
+   entry is tried and bit N set for the Nth non-empty one that does (the first 64), else the
+   first that does ends the search. */
+static int fhs_matching(const char *list, const char *path, const char *soname, uint64_t *matched) {
     char name[1024];
+    int any = 0;
+    unsigned place = 0;
     for (const char *at = list; *at;) {
         size_t length = strcspn(at, ",");
         while (length > 0 && *at == ' ') {
@@ -122,12 +122,63 @@ static int fhs_visit(struct dl_phdr_info *info, size_t size, void *data) {
         if (kept > 0 && kept < sizeof name) {
             memcpy(name, at, kept);
             name[kept] = 0;
-            if (fhs_names(name, path, soname)) return 1;
+            if (fhs_names(name, path, soname)) {
+                if (!matched) return 1;
+                any = 1;
+                if (place < 64) *matched |= (uint64_t)1 << place;
+            }
         }
+        if (kept > 0) place++;
         at += length;
         if (*at == ',') at++;
     }
+    return any;
+}
+
+/* A walk of the loaded objects: for one that an entry of `list` names (the walk stops there),
+   or, with `matched`, for every entry that one names (fhs_matching's bits). */
+typedef struct {
+    const char *list;
+    uint64_t *matched;
+} fhs_walk;
+
+/* Visits an object of a walk (noted for the light report on the way). */
+static int fhs_visit(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    const fhs_walk *walk = data;
+    const char *path = info->dlpi_name ? info->dlpi_name : "";
+    if (!*path) return 0;
+    const char *soname = fhs_soname(info);
+    fhs_light_note(info, soname);
+    return fhs_matching(walk->list, path, soname, walk->matched) && !walk->matched;
+}
+
+/* Whether an entry of the list names an object of the namespace, other than the program's, that
+   `handle` (dlmopen's) is in: by its path alone, as the tracer names such objects. */
+static int fhs_names_in_namespace(void *handle) {
+    Lmid_t namespace = LM_ID_BASE;
+    struct link_map *map = NULL;
+    const char *list = getenv("FFI_HOOK_TRACER_LIBRARIES");
+    if (!list || dlinfo(handle, RTLD_DI_LMID, &namespace) != 0 || namespace == LM_ID_BASE ||
+        dlinfo(handle, RTLD_DI_LINKMAP, &map) != 0 || !map) {
+        return 0;
+    }
+    while (map->l_prev) map = map->l_prev;
+    for (; map; map = map->l_next) {
+        if (map->l_name && *map->l_name && fhs_matching(list, map->l_name, NULL, NULL)) return 1;
+    }
     return 0;
+}
+
+/* The light report (light_report.c), after a last walk of the loaded objects where `may_walk`
+   (not in a signal handler, nor inside the loader, whose lock the walk takes). */
+static void fhs_light_finish(int signal, int may_walk) {
+    if (!fhs_light_active() || !fhs_light_writes_here()) return;
+    uint64_t matched = 0;
+    /* (The objects the C library loaded itself, past this library's dlopen, are noted too.) */
+    fhs_walk walk = {getenv("FFI_HOOK_TRACER_LIBRARIES"), &matched};
+    if (may_walk && walk.list) dl_iterate_phdr(fhs_visit, &walk);
+    fhs_light_report(signal, matched);
 }
 
 // MARK: - The report when a signal ends the process
@@ -525,6 +576,10 @@ static void fhs_report_and_end(int ending, int safe) {
    `safe`) unless it is made already, and waits while it moves on, 3 s at most without progress.
    `ending`: the signal ending the process, 0 for _exit. */
 static void fhs_report_and_wait(int ending, int safe) {
+    if (fhs_light_active()) {
+        fhs_light_finish(ending, safe);
+        return;
+    }
     fhs_mark_own_work();
     int expected = 0;
     int state = __atomic_load_n(&fhs_report_state, __ATOMIC_ACQUIRE);
@@ -573,6 +628,14 @@ static void fhs_deadly(int signal, siginfo_t *info, void *context) {
         int saved = errno;
         static const char message[] = "ffi-hook-tracer: a signal ended the process while the tracer was starting in it: no report\n";
         (void)!write(2, message, sizeof message - 1);
+        fhs_end_with(signal);
+        errno = saved;
+        return;
+    }
+    /* No tracer yet, and the light report needs no lock: written here, at once. */
+    if (fhs_light_active()) {
+        int saved = errno;
+        fhs_light_finish(signal, 0);
         fhs_end_with(signal);
         errno = saved;
         return;
@@ -656,7 +719,10 @@ static void fhs_forked(void) {
 static void fhs_handler_action(struct sigaction *action);
 static int fhs_is_default(const struct sigaction *action);
 
-/* Puts the handler where a deadly signal's action is the default. */
+static void fhs_stand_in_for_defaults(void);
+
+/* Finds the tracer's functions for the report, and puts the handler where a deadly signal's
+   action is the default. */
 static void fhs_report_on_signals(void *tracer) {
     fhs_finish_signalled = (void (*)(int))dlsym(tracer, "ffi_hook_tracer_finish_signalled");
     fhs_own_thread = (void (*)(void))dlsym(tracer, "ffi_hook_tracer_own_thread");
@@ -664,8 +730,13 @@ static void fhs_report_on_signals(void *tracer) {
     fhs_busy = (int (*)(void))dlsym(tracer, "ffi_hook_tracer_busy");
     fhs_thread = (int (*)(void *(*)(void *), void *, const char *))dlsym(tracer, "ffi_hook_tracer_thread");
     fhs_progress = (const volatile uint64_t *)dlsym(tracer, "ffi_hook_tracer_progress");
+    if (fhs_finish_signalled) fhs_stand_in_for_defaults();
+}
+
+/* Puts the handler where a deadly signal's action is the default. */
+static void fhs_stand_in_for_defaults(void) {
     fhs_sigaction_function real = fhs_real_sigaction();
-    if (!fhs_finish_signalled || !real) return;
+    if (!real) return;
     for (size_t index = 0; index < FHS_DEADLY_SIGNALS; index++) {
         int signal = fhs_deadly_signals[index];
         struct sigaction current;
@@ -745,7 +816,7 @@ static int fhs_is_default(const struct sigaction *action) {
 /* Whether the handler stands in for the default action of `signal`: a deadly signal, in a
    process whose report thread waits. */
 static int fhs_stands_in_for_signal(int signal) {
-    if (fhs_wake_descriptor() < 0) return 0;
+    if (fhs_wake_descriptor() < 0 && !fhs_light_active()) return 0;
     for (size_t index = 0; index < FHS_DEADLY_SIGNALS; index++) {
         if (fhs_deadly_signals[index] == signal) return 1;
     }
@@ -1033,6 +1104,8 @@ static void fhs_load_tracer(void) {
     /* Before the start: the library's fault guard, which goes in then, covers the handler. */
     fhs_report_on_signals(tracer);
     __atomic_store_n(&fhs_tracer_starting, 1, __ATOMIC_RELEASE);
+    /* The tracer reports from now on (a signal until then had the light report made). */
+    fhs_light_end();
     start();
     __atomic_store_n(&fhs_tracer_starting, 0, __ATOMIC_RELEASE);
     /* The tracer's work after its start, not the program's: its calls (dl_iterate_phdr, dlsym,
@@ -1040,6 +1113,8 @@ static void fhs_load_tracer(void) {
     int was = begin && end ? begin() : 0;
     fhs_start_reporter();
     if (begin && end) end(was);
+    /* (The end is made here, in this frame, never as a tail call: see begin's.) */
+    __asm__ volatile("" ::: "memory");
     if (follow && changed) {
         __atomic_store_n(&fhs_loads_changed, changed, __ATOMIC_RELEASE);
         /* A load another thread made after the start's walk, before this. */
@@ -1051,7 +1126,8 @@ static void fhs_load_tracer(void) {
 static void fhs_check(int now) {
     if (fhs_loading || __atomic_load_n(&fhs_loaded, __ATOMIC_ACQUIRE)) return;
     const char *list = getenv("FFI_HOOK_TRACER_LIBRARIES");
-    if (!now && (!list || !*list || !dl_iterate_phdr(fhs_visit, (void *)list))) return;
+    fhs_walk walk = {list, NULL};
+    if (!now && (!list || !*list || !dl_iterate_phdr(fhs_visit, &walk))) return;
     pthread_mutex_lock(&fhs_lock);
     if (!fhs_loaded) {
         fhs_loading = 1;
@@ -1130,6 +1206,9 @@ void *dlmopen(Lmid_t namespace, const char *file, int mode) {
     /* (Objects in a namespace of their own are told of too: the tracer leaves them out, and
        says so when they alone answer to a --library name.) */
     if (handle) fhs_check(0);
+    /* The walks see the caller's namespace alone: where the light report stands in and a
+       --library name answers to an object of another, the tracer is loaded to say so. */
+    if (handle && fhs_light_active() && fhs_names_in_namespace(handle)) fhs_check(1);
     if (fhs_pending_signal) fhs_take_pending();
     if (handle) fhs_tell_tracer(0);
     return handle;
@@ -1161,7 +1240,7 @@ __attribute__((noreturn)) void abort(void) {
     void (*real)(void) = fhs_real_abort;
     if (!real) real = (void (*)(void))dlsym(RTLD_NEXT, "abort");
     /* No tracer yet, or its handler stands in for the default action: the C library's. */
-    if (real && (!fhs_finish_signalled || fhs_is_owned(SIGABRT))) real();
+    if (real && ((!fhs_finish_signalled && !fhs_light_active()) || fhs_is_owned(SIGABRT))) real();
     sigset_t abort_only;
     sigemptyset(&abort_only);
     sigaddset(&abort_only, SIGABRT);
@@ -1199,7 +1278,8 @@ static void fhs_forked_id(void) {
    without progress: _exit may be called from a signal handler that interrupted a lock the
    report needs), or here without one. */
 static void fhs_report_at_quick_end(void) {
-    if (fhs_finish_signalled && !fhs_forked_child && (pid_t)ffh_syscall0(SYS_getpid) == fhs_process_id &&
+    if ((fhs_finish_signalled || fhs_light_active()) && !fhs_forked_child &&
+        (pid_t)ffh_syscall0(SYS_getpid) == fhs_process_id &&
         !fhs_on_reporter) {
         int saved = errno;
         fhs_report_and_wait(0, fhs_loader_depth == 0 && !fhs_in_own_work());
@@ -1406,8 +1486,21 @@ __attribute__((constructor)) static void fhs_start(void) {
     fhs_real_siginterrupt = (int (*)(int, int))dlsym(RTLD_NEXT, "siginterrupt");
     fhs_real_abort = (void (*)(void))dlsym(RTLD_NEXT, "abort");
     if (!fhs_real_dlopen) return;
-    /* The program the wrapper started always reports, traced libraries or not. */
+    /* The program the wrapper started always reports, traced libraries or not: with the tracer,
+       or without it while no traced library is loaded (light_report.c), when only the table is
+       asked for. */
     const char *started = getenv("FFI_HOOK_TRACER_PID");
     int isStarted = started && atol(started) == (long)getpid();
-    fhs_check(isStarted);
+    if (!isStarted || !fhs_light_applies()) {
+        fhs_check(isStarted);
+        return;
+    }
+    fhs_light_begin(&ffi_hook_tracer_preloaded);
+    fhs_check(0);
+    /* A report when a signal ends the process, as the tracer's start would have it. */
+    if (fhs_light_active()) fhs_stand_in_for_defaults();
 }
+
+/* The light report at exit, when the loader runs this library's finalizer (after the program's
+   exit handlers and finalizers, as the tracer's own report at exit). */
+__attribute__((destructor)) static void fhs_end(void) { fhs_light_finish(0, fhs_loader_depth == 0); }

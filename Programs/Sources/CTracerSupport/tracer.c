@@ -473,6 +473,13 @@ void ffi_hook_tracer_own_thread(void) { fht_set_own_work(1); }
 
 int ffi_hook_tracer_begin_own_work(void) { return fht_begin_own_work(); }
 
+void fht_as_own_work(void (*body)(void *), void *context) {
+    int was = fht_begin_own_work();
+    body(context);
+    /* (Not a tail call: the end is a store, made in this frame.) */
+    fht_set_own_work(was);
+}
+
 void ffi_hook_tracer_end_own_work(int was) { fht_set_own_work(was); }
 
 /* Set once the report is written: the mark of the tracer's own work stays on the thread that

@@ -44,12 +44,27 @@ public func ffiHookTracerReportBeforeExec(_ path: UnsafePointer<CChar>?) {
 public func ffiHookTracerLoadsChanged(_ unloading: Int32) {
     guard fht_may_follow_loads() != 0 else { return }
     // The walk's calls (the locks it takes, libc's) are the tracer's, not the program's.
-    let was = fht_begin_own_work()
-    defer { fht_set_own_work(was) }
-    if unloading != 0 {
-        Tracer.shared.objectsUnloaded()
-    } else {
-        Tracer.shared.objectsLoaded()
+    asOwnWork {
+        if unloading != 0 {
+            Tracer.shared.objectsUnloaded()
+        } else {
+            Tracer.shared.objectsLoaded()
+        }
+    }
+}
+
+/// Runs `body` as a stretch of the tracer's own work: the traced calls it makes are not
+/// counted, those of a signal handler that interrupts it are. Begun and ended by a C function
+/// (``fht_as_own_work``) whose frame the whole stretch lies below: marked from Swift, the
+/// stretch's end ran in a tail call after the marking function's frame was gone, and a
+/// handler's call there went uncounted (1 in 15 runs of a loop of `dlopen` and `dlclose`
+/// interrupted every 100 µs lost one).
+func asOwnWork(_ body: () -> Void) {
+    withoutActuallyEscaping(body) { body in
+        var body = body
+        withUnsafeMutablePointer(to: &body) { pointer in
+            fht_as_own_work({ context in context!.assumingMemoryBound(to: (() -> Void).self).pointee() }, pointer)
+        }
     }
 }
 
@@ -162,8 +177,11 @@ final class Tracer: Sendable {
         // What the start makes the C library and the loader do on this thread is the tracer's:
         // neither counted nor recorded (the counters are zeroed at its end for other threads;
         // the events files would otherwise hold calls the table does not).
-        let wasOwnWork = fht_begin_own_work()
-        defer { fht_set_own_work(wasOwnWork) }
+        asOwnWork { startAsOwnWork(configuration, problems: problems) }
+    }
+
+    /// ``start(_:problems:)``, run as the tracer's own work.
+    private func startAsOwnWork(_ configuration: TracerConfiguration, problems: [String]) {
         if let path = configuration.outputPath {
             TracerOutput.redirect(to: path)
         } else {
@@ -305,9 +323,12 @@ final class Tracer: Sendable {
     /// or unloaded nothing (the library's own walks pin objects with `dlopen` and `dlclose`).
     /// A loader that counts no load at all runs it every time.
     private func afterLoader(unloading: Bool, _ body: (inout State) -> Void) {
-        // (Nested in the start's own, which it gives back at its end.)
-        let wasOwnWork = fht_begin_own_work()
-        defer { fht_set_own_work(wasOwnWork) }
+        // (Nested in the start's own, or the walk's, which it gives back at its end.)
+        asOwnWork { afterLoaderAsOwnWork(unloading: unloading, body) }
+    }
+
+    /// ``afterLoader(unloading:_:)``, run as the tracer's own work.
+    private func afterLoaderAsOwnWork(unloading: Bool, _ body: (inout State) -> Void) {
         var loads: UInt64 = 0
         var unloads: UInt64 = 0
         fht_load_counts(&loads, &unloads)
@@ -893,8 +914,11 @@ final class Tracer: Sendable {
     /// options are the last image's, which has the same process ID (a log goes on in the new
     /// image, which appends to it).
     func reportBeforeExec(_ path: String) {
-        let was = fht_begin_own_work()
-        defer { fht_set_own_work(was) }
+        asOwnWork { reportBeforeExecAsOwnWork(path) }
+    }
+
+    /// ``reportBeforeExec(_:)``, run as the tracer's own work.
+    private func reportBeforeExecAsOwnWork(_ path: String) {
         let pid = getpid()
         let taken = withStateLock { state -> (counts: [(String, fht_counter)], ticks: UInt64, nanoseconds: UInt64)? in
             guard state.started, !state.finished, !state.configuration.libraries.isEmpty else { return nil }

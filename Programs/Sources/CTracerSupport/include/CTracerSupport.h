@@ -171,7 +171,12 @@ static inline void fht_set_own_work(int on) {
 /// Marks a stretch of the tracer's own work on the calling thread, which may be nested in
 /// another: returns what ``fht_set_own_work`` gives back at its end. Notes where the stack
 /// pointer stands as an outermost stretch begins (``fht_own_work_sp``): always inlined, so the
-/// frame whose address it notes is its caller's, which the whole stretch lies below.
+/// frame whose address it notes is its caller's, which the whole stretch, its end included,
+/// must lie below. For C: Swift's compiler calls such a function out of line (the frame noted
+/// is then its own, which the caller's stack pointer lies above) and may end the stretch in a
+/// tail call after its own frame is gone, where a signal handler's call would be left alone
+/// rather than counted; Swift runs a stretch with ``fht_as_own_work``.
+__attribute__((availability(swift, unavailable, message="use fht_as_own_work")))
 static inline __attribute__((always_inline)) int fht_begin_own_work(void) {
     int was = fht_own_work();
     if (!was) {
@@ -183,6 +188,10 @@ static inline __attribute__((always_inline)) int fht_begin_own_work(void) {
     }
     return was;
 }
+
+/// Runs `body(context)` as a stretch of the tracer's own work (``fht_begin_own_work``), begun and
+/// ended in this function's frame, which the whole stretch lies below.
+void fht_as_own_work(void (*_Nonnull body)(void *_Nullable), void *_Nullable context);
 
 // MARK: - Children on the caller's memory
 
@@ -469,7 +478,8 @@ void ffi_hook_tracer_own_thread(void);
 /// Marks what the calling thread does from now on as the tracer's, until
 /// ``ffi_hook_tracer_end_own_work`` is given what this returns: the start library's own work
 /// after the tracer's start (its report thread, the lists its handler reads), which the
-/// program did not call.
+/// program did not call. The stretch is taken to lie below the caller's stack pointer at this
+/// call: the caller ends it in its own frame (not in a tail call).
 int ffi_hook_tracer_begin_own_work(void);
 
 /// Ends a stretch begun by ``ffi_hook_tracer_begin_own_work``.

@@ -1,0 +1,42 @@
+/* The report of the started process while the tracer is not loaded in it (light_report.c). */
+#ifndef FHS_LIGHT_REPORT_H
+#define FHS_LIGHT_REPORT_H
+
+#include <link.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Whether the report of the process the wrapper started can be made without the tracer while
+   no traced library is loaded: the table alone is asked for (no JSON, timeline, flame graph or
+   log file, no output file of a join) and every setting is one the tracer accepts (else the
+   tracer is loaded at start, as it says what it cannot use). Reads the environment. */
+__attribute__((visibility("hidden"))) int fhs_light_applies(void);
+
+/* Starts standing in for the tracer's report: keeps a duplicate of standard error, as the
+   tracer keeps one (a program may close its own at exit). `own` is an address in this library,
+   whose object is left out of the names the report suggests. */
+__attribute__((visibility("hidden"))) void fhs_light_begin(const void *own);
+
+/* Stops standing in (the tracer is being loaded, which reports itself): closes the duplicate. */
+__attribute__((visibility("hidden"))) void fhs_light_end(void);
+
+/* Whether the light report stands in for the tracer's now. */
+__attribute__((visibility("hidden"))) int fhs_light_active(void);
+
+/* Whether the light report is this process's to write: the one the wrapper started. */
+__attribute__((visibility("hidden"))) int fhs_light_writes_here(void);
+
+/* Notes a loaded object (a walk's `info`, its soname or NULL) as one the process loaded: the
+   report suggests the names closest to a `--library` that matched none. */
+__attribute__((visibility("hidden"))) void fhs_light_note(const struct dl_phdr_info *info, const char *soname);
+
+/* Writes the report the tracer would write for a process that traced nothing: a line for each
+   `--library` name, with the three loaded objects closest to it, then the empty table, its
+   heading naming `signal` when one ends the process (0: an exit). Once; only in the process
+   the wrapper started (not a forked child, nor a vfork child). System calls alone, for a
+   signal handler: the names are those noted so far. `matched`: bit N set when the Nth name of the
+   list (empty ones not counted) answers to an object loaded now, found by a last walk: then no
+   line for it (the C library loads some objects itself, past this library's dlopen). */
+__attribute__((visibility("hidden"))) void fhs_light_report(int signal, uint64_t matched);
+
+#endif
