@@ -1699,9 +1699,18 @@ echo "== tracer test: --pid: a tracer killed while the process runs its call"
 # towards its return into the program) and the process go on to its end.
 gcc -O1 -o "$work/held" "$fixture/held.c"
 gcc -O1 -fPIC -shared -o "$work/libslow-join.so" "$fixture/slow-join.c"
-for mode in sleeps sorts; do
+# "catches": the sleeps with SIGURG, SIGWINCH and SIGCHLD caught (as a Go program catches every
+# signal), so that the join stops the thread with a signal the program handles (SIGWINCH), which
+# the killed joiner leaves it to take once; it used to return to address 0 and die of SIGSEGV.
+for mode in sleeps sorts catches; do
     rm -f "$work/held.marker"
-    HELD_MARKER="$work/held.marker" "$work/held" "$mode" 4 >"$work/held.out" 2>&1 &
+    held_mode=$mode
+    catches=
+    if [ "$mode" = catches ]; then
+        held_mode=sleeps
+        catches=1
+    fi
+    HELD_CATCHES=$catches HELD_MARKER="$work/held.marker" "$work/held" "$held_mode" 4 >"$work/held.out" 2>&1 &
     held_pid=$!
     sleep 0.3
     "$bin/ffi-hook-tracer-join" "$held_pid" 5 "$work/libslow-join.so" >"$work/held-join.err" 2>&1 &

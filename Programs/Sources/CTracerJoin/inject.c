@@ -166,6 +166,14 @@ static void fhj_keep(fhj_session *session, const siginfo_t *information) {
     session->kept[session->kept_count++] = *information;
 }
 
+/* Takes a stop for the join code's signal: one the process was sent meanwhile (not the code's
+   own, which the thread sends itself with tgkill), which the kernel merged with the code's (a
+   standard signal is pending once), is kept to be delivered after the detach. */
+static void fhj_take_code_signal(fhj_session *session, const siginfo_t *information) {
+    if (information->si_code == SI_TKILL && information->si_pid == session->pid) return;
+    fhj_keep(session, information);
+}
+
 /* The signals the process handles (SigCgt in its status, bit N-1 for signal N); all of them
    when it cannot be read. Those it ignores (SigIgn) in `ignored`, when given (none when the
    status cannot be read). */
@@ -269,11 +277,15 @@ static uint64_t fhj_put_code(fhj_session *session, uint64_t within, unsigned cha
     return 0;
 }
 
-/* Writes the calls' code into the process's spare code, when there is a place and a signal the
-   process does not catch: SIGURG, SIGWINCH or SIGCHLD, which the default ignores (SIGCONT,
+/* Writes the calls' code into the process's spare code, when there is a place, with a signal
+   the process does not catch: SIGURG, SIGWINCH or SIGCHLD, which the default ignores (SIGCONT,
    also ignored, would end a stop of the process), else a signal it has set to be ignored
    (SIGPIPE in many a server; not one the processor raises for a fault, which the kernel
-   delivers ignored or not). Leaves `code` 0 otherwise. */
+   delivers ignored or not), else SIGWINCH, which it catches then (a Go program catches every
+   signal): a tracer alive takes the code's signal before any handler sees it, and one killed
+   between the code's signal and its taking leaves the program one SIGWINCH more than the
+   terminal sent (its size read again), where a return to address 0 would have ended it.
+   Leaves `code` 0 when there is no place. */
 static void fhj_write_code(fhj_session *session) {
     uint64_t ignored = 0, caught = fhj_caught_and_ignored(session->pid, &ignored);
     static const int candidates[] = {SIGURG, SIGWINCH, SIGCHLD};
@@ -285,7 +297,7 @@ static void fhj_write_code(fhj_session *session) {
     for (size_t index = 0; index < sizeof sent_only / sizeof sent_only[0] && !session->stop_signal; index++) {
         if ((ignored >> (sent_only[index] - 1)) & 1) session->stop_signal = sent_only[index];
     }
-    if (!session->stop_signal) return;
+    if (!session->stop_signal) session->stop_signal = SIGWINCH;
     unsigned char bytes[FHJ_CODE_SIZE];
     fhj_call_code_bytes(session, bytes);
     session->code = fhj_put_code(session, 0, session->code_saved, bytes);
@@ -666,6 +678,7 @@ static fhj_status fhj_run_to(fhj_session *session, uint64_t address, int limit_m
         if (got && by_code && information.si_signo == session->stop_signal &&
             registers.rip == session->run_code + FHJ_RUN_STOP) {
             *arrived = 1;
+            fhj_take_code_signal(session, &information);
             break; /* the run code's signal, suppressed */
         }
         if (got && !by_code && information.si_signo == SIGTRAP && registers.rip == address) {
@@ -945,6 +958,7 @@ static fhj_status fhj_remote_call(fhj_session *session, const char *name, uint64
             }
             if (session->returns_by_code && information.si_signo == session->stop_signal &&
                 registers.rip == session->code + FHJ_CALL_STOP) {
+                fhj_take_code_signal(session, &information);
                 if (!fhj_read(session, session->call_stack, result, sizeof *result)) {
                     fhj_say(message, size, "reading the stack of process %d: %s", (int)session->pid, strerror(errno));
                     return fhj_failed(session, message, size);

@@ -15,7 +15,10 @@
 //                          and the tracer's start, need far more stack than it has left)
 //
 // Both keep SIGUSR2 blocked and an alternate signal stack, which must stay so. Prints "rounds
-// N" and exits 0 after SECONDS; prints what broke and exits 1 at the first fault.
+// N" and exits 0 after SECONDS; prints what broke and exits 1 at the first fault. With
+// HELD_CATCHES set (not empty), it catches SIGURG, SIGWINCH and SIGCHLD (as a Go program
+// catches every signal) and ignores none, so that none of the signals a join would stop the
+// thread with is free, and prints how many it caught.
 #include <errno.h>
 #include <signal.h>
 #include <stdint.h>
@@ -182,6 +185,21 @@ static int sort_round(int *numbers, size_t count, unsigned *state) {
     return 0;
 }
 
+static volatile sig_atomic_t caught_signals;
+
+static void signal_default(int signal) {
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = SIG_DFL;
+    sigemptyset(&action.sa_mask);
+    sigaction(signal, &action, NULL);
+}
+
+static void on_caught(int signal) {
+    (void)signal;
+    caught_signals++;
+}
+
 int main(int argc, char **argv) {
     if (argc != 3 || (strcmp(argv[1], "sleeps") != 0 && strcmp(argv[1], "sorts") != 0 &&
                       strcmp(argv[1], "handler") != 0)) {
@@ -205,6 +223,27 @@ int main(int argc, char **argv) {
     } else if (sigaltstack(&stack, NULL) != 0) {
         return broken("sigaltstack");
     }
+    const char *catching = getenv("HELD_CATCHES");
+    int catches = catching && *catching;
+    if (catches) {
+        struct sigaction action;
+        memset(&action, 0, sizeof action);
+        action.sa_handler = on_caught;
+        action.sa_flags = SA_RESTART;
+        sigemptyset(&action.sa_mask);
+        const int caught[] = {SIGURG, SIGWINCH, SIGCHLD};
+        for (size_t index = 0; index < sizeof caught / sizeof caught[0]; index++) {
+            if (sigaction(caught[index], &action, NULL) != 0) return broken("sigaction");
+        }
+        /* And it ignores no signal (a shell's background job ignores SIGINT and SIGQUIT), which
+           the join could stop the thread with instead. */
+        for (int signal = 1; signal < 32; signal++) {
+            struct sigaction now;
+            if (sigaction(signal, NULL, &now) == 0 && !(now.sa_flags & SA_SIGINFO) && now.sa_handler == SIG_IGN) {
+                signal_default(signal);
+            }
+        }
+    }
     size_t count = 200000;
     int *numbers = malloc(count * sizeof *numbers);
     unsigned state = 1;
@@ -224,6 +263,7 @@ int main(int argc, char **argv) {
         }
         rounds++;
     }
+    if (catches) printf("caught %d\n", (int)caught_signals);
     printf("rounds %ld\n", rounds);
     return 0;
 }
