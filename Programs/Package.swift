@@ -142,7 +142,12 @@ let package = Package(
         // line) to record only the libraries it needs: the C library alone.
         .target(
             name: "CTracerStart",
-            linkerSettings: [.linkedLibrary("dl"), .unsafeFlags(["-nostartfiles"])]),
+            linkerSettings: [
+                .linkedLibrary("dl"),
+                // Its calls bound as it loads (-z now): the report a signal handler makes on a
+                // small alternate stack must not meet the loader's lazy binding there.
+                .unsafeFlags(["-nostartfiles", "-Xlinker", "-z", "-Xlinker", "now"]),
+            ]),
         // The tracer's --pid: calls made in a running process with ptrace (dlopen, the join).
         .target(name: "CTracerJoin"),
         // The lifecycle example's application, delegate and components (Objective-C).

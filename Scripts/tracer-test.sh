@@ -14,7 +14,8 @@
 # unloaded and loaded again, three times. Libraries opened by bare name through the caller's own
 # DT_RUNPATH (the program's, a library's, into a namespace of its own). A misspelt library name is reported with the loaded objects closest to it.
 # The started process that loads no traced library reports without loading the tracer, in the
-# tracer's own words, however it ends.
+# tracer's own words, however it ends; the tracer loaded into it later (takeover.c): while a
+# thread forks, after the environment was emptied, by a finalizer, or by a load that ends it.
 # A Swift program's own runtime (libswiftCore.so), traced through its import table and inline.
 # The event outputs (--chrome-trace, --folded, --flamegraph, --timeline) of the same program,
 # with the default buffers and with buffers that fill up, and of a program whose signal handler
@@ -437,6 +438,51 @@ if grep -q "libFFIHookTracer.so" "$work/light-maps.out" || ! grep -q "libFFIHook
     exit 1
 fi
 echo "a started process without a traced library: the tracer's report, without the tracer"
+# The tracer loaded later into that process, at the dlopen of a traced library: while another
+# thread forks (children that exit: the fork copied the load under way, whose lock hung them),
+# after the program emptied its environment (the tracer reads the settings the process started
+# with), and a handler on an 8 KiB alternate stack that ends it with _exit (the report has a stack
+# of its own). A library whose constructor ends the process as it loads a traced one: the
+# traced one is loaded, so no line says that nothing answers to its name.
+gcc -O0 -o "$work/takeover" "$fixture/takeover.c" -lpthread -ldl
+gcc -O0 -fPIC -shared -o "$work/libdies.so" "$fixture/dies.c" -L"$work" -ltracee -Wl,-rpath,"$work"
+# (Each line: the mode, plugin_run's count, the table's count, the rounds.)
+while read -r mode count shown rounds; do
+    for round in $(seq "$rounds"); do
+        status=0
+        timeout 60 "$bin/ffi-hook-tracer" --library liblate.so -- "$work/takeover" "$mode" "$work/plugin.so" "$count" \
+            >"$work/takeover.out" 2>"$work/takeover.err" || status=$?
+        if [ "$status" -ne 0 ] || grep -q "forked while" "$work/takeover.err" ||
+            ! grep -q "^ffi-hook-tracer: takeover (pid [0-9]*): $shown calls of 1 function" "$work/takeover.err"; then
+            echo "takeover $mode, round $round: status $status" >&2
+            cat "$work/takeover.err" >&2
+            exit 1
+        fi
+    done
+done <<'MODES'
+forks 1000 1,000 5
+clears 1000 1,000 1
+finalizer 10 10 1
+MODES
+light_report altstack "$work/takeover" altstack
+grep -q "^ffi-hook-tracer: takeover (pid N): 0 calls" "$work/light-altstack.said"
+status=0
+"$bin/ffi-hook-tracer" --library libtracee.so -- "$work/takeover" loads "$work/libdies.so" \
+    >"$work/dies.out" 2>"$work/dies.err" || status=$?
+if [ "$status" -ne 143 ] || grep -q "names none" "$work/dies.err" || ! grep -q "ended by SIGTERM" "$work/dies.err"; then
+    echo "a constructor that ends the process as a traced library loads: status $status" >&2
+    cat "$work/dies.err" >&2
+    exit 1
+fi
+# Eighty names that nothing answers to: a line for each, then the table (more than 8 KiB).
+"$bin/ffi-hook-tracer" $(for name in $(seq 80); do printf -- "--library libnone%s.so " "$name"; done) -- true \
+    2>"$work/many.err"
+if [ "$(grep -c "names none" "$work/many.err")" -ne 80 ] || ! grep -q "^function  calls" "$work/many.err"; then
+    echo "eighty names that nothing answers to:" >&2
+    tail -3 "$work/many.err" >&2
+    exit 1
+fi
+echo "the tracer loaded later: forks meanwhile, an emptied environment, a finalizer's load, _exit on an 8 KiB alternate stack, a load that ends the process; a long report"
 # A program linked statically runs no loader: nothing is preloaded into it, and the wrapper says so.
 if printf 'int main(void) { return 0; }\n' | gcc -static -x c -o "$work/static-true" - 2>/dev/null; then
     "$bin/ffi-hook-tracer" --library libc.so.6 -- "$work/static-true" 2>"$work/static-true.err"

@@ -31,6 +31,9 @@ static int fhs_light_written;
 static long fhs_light_process;
 /* An address in this library: its object is not a name to suggest. */
 static uintptr_t fhs_light_own;
+/* FFI_HOOK_TRACER_LIBRARIES as it was at start (a program may change its environment, and the
+   tracer reads it once). */
+static char fhs_light_list[4096];
 /* A duplicate of standard error taken at start (closed on exec), and the file it is. */
 static int fhs_light_output = -1;
 static uint64_t fhs_light_device, fhs_light_inode;
@@ -73,7 +76,7 @@ int fhs_light_applies(void) {
     }
     /* A list that names no library: the tracer says so. */
     const char *list = getenv("FFI_HOOK_TRACER_LIBRARIES");
-    if (!list) return 0;
+    if (!list || strlen(list) >= sizeof fhs_light_list) return 0;
     for (const char *at = list; *at; at++) {
         if (*at != ',' && *at != ' ') return 1;
     }
@@ -82,6 +85,8 @@ int fhs_light_applies(void) {
 
 void fhs_light_begin(const void *own) {
     fhs_light_own = (uintptr_t)own;
+    const char *list = getenv("FFI_HOOK_TRACER_LIBRARIES");
+    if (list && strlen(list) < sizeof fhs_light_list) memcpy(fhs_light_list, list, strlen(list) + 1);
     fhs_light_process = (long)ffh_syscall0(SYS_getpid);
     struct stat status;
     if (ffh_syscall3(SYS_fstat, 2, (long)&status, 0) == 0) {
@@ -103,6 +108,8 @@ void fhs_light_end(void) {
 
 int fhs_light_active(void) { return __atomic_load_n(&fhs_light_on, __ATOMIC_ACQUIRE); }
 
+const char *fhs_light_libraries(void) { return fhs_light_list; }
+
 int fhs_light_writes_here(void) { return (long)ffh_syscall0(SYS_getpid) == fhs_light_process; }
 
 /* Whether `address` is in one of the object's loaded segments. */
@@ -117,10 +124,14 @@ static int fhs_holds(const struct dl_phdr_info *info, uintptr_t address) {
 }
 
 void fhs_light_note(const struct dl_phdr_info *info, const char *soname) {
-    if (!fhs_light_active()) return;
     const char *path = info->dlpi_name ? info->dlpi_name : "";
+    if (!fhs_holds(info, fhs_light_own)) fhs_light_note_name(path, soname);
+}
+
+void fhs_light_note_name(const char *path, const char *soname) {
+    if (!fhs_light_active()) return;
     /* (The main program has no name here; the tracer never suggests it.) */
-    if (!*path || fhs_holds(info, fhs_light_own)) return;
+    if (!*path) return;
     const char *slash = strrchr(path, '/');
     /* The tracer's name for an object: its soname, else its file's name. */
     const char *name = soname ? soname : slash ? slash + 1 : path;
@@ -164,18 +175,30 @@ static size_t fhs_distance(const char *one, const char *other) {
     return previous[other_length];
 }
 
-/* The report's text as it is built: appended to, cut at its end. */
+/* The report's text as it is built: written out whenever its buffer fills, and at the end. */
 typedef struct {
-    char bytes[8192];
+    char bytes[4096];
     size_t used;
+    int descriptor;
 } fhs_text;
 
-static void fhs_add(fhs_text *text, const char *part) {
-    size_t length = strlen(part);
-    if (length > sizeof text->bytes - text->used) length = sizeof text->bytes - text->used;
-    memcpy(text->bytes + text->used, part, length);
-    text->used += length;
+static void fhs_write_all(int descriptor, const char *bytes, size_t length);
+
+static void fhs_add_bytes(fhs_text *text, const char *part, size_t length) {
+    while (length > 0) {
+        if (text->used == sizeof text->bytes) {
+            fhs_write_all(text->descriptor, text->bytes, text->used);
+            text->used = 0;
+        }
+        size_t room = sizeof text->bytes - text->used, taken = length < room ? length : room;
+        memcpy(text->bytes + text->used, part, taken);
+        text->used += taken;
+        part += taken;
+        length -= taken;
+    }
 }
+
+static void fhs_add(fhs_text *text, const char *part) { fhs_add_bytes(text, part, strlen(part)); }
 
 static void fhs_add_number(fhs_text *text, long value) {
     char digits[24];
@@ -193,12 +216,13 @@ static void fhs_add_number(fhs_text *text, long value) {
     fhs_add(text, reversed);
 }
 
-/* The tracer's line for a `--library` name no loaded object answers to. */
+/* The tracer's line for a `--library` name (the `length` bytes at `name`) that no loaded object
+   answers to. */
 static void fhs_add_unmatched(fhs_text *text, const char *name, size_t length) {
-    static char wanted[1024];
-    if (length >= sizeof wanted) length = sizeof wanted - 1;
-    memcpy(wanted, name, length);
-    wanted[length] = 0;
+    static char wanted[4096];
+    size_t kept = length < sizeof wanted ? length : sizeof wanted - 1;
+    memcpy(wanted, name, kept);
+    wanted[kept] = 0;
     /* The three closest, by distance and then by name. */
     const char *closest[3] = {NULL, NULL, NULL};
     size_t distances[3] = {0, 0, 0};
@@ -221,7 +245,7 @@ static void fhs_add_unmatched(fhs_text *text, const char *name, size_t length) {
         }
     }
     fhs_add(text, "ffi-hook-tracer: error: --library ");
-    fhs_add(text, wanted);
+    fhs_add_bytes(text, name, length);
     fhs_add(text, " names none of the objects this process loaded, so none of its calls were traced");
     for (size_t place = 0; place < 3 && closest[place]; place++) {
         fhs_add(text, place == 0 ? "; the closest loaded: " : ", ");
@@ -240,8 +264,8 @@ static int fhs_output(void) {
     return output;
 }
 
-/* Writes `text` whole, with SIGPIPE held off: a reader that went away (`| head`) makes the
-   write fail, and the signal it raised is dropped (not one the program had pending). */
+/* Writes `length` bytes whole, with SIGPIPE held off: a reader that went away (`| head`) makes
+   the write fail, and the signal it raised is dropped (not one the program had pending). */
 static void fhs_write_all(int descriptor, const char *bytes, size_t length) {
     uint64_t pipe_only = (uint64_t)1 << (SIGPIPE - 1), previous = 0, before = 0, after = 0;
     ffh_syscall6(SYS_rt_sigprocmask, SIG_BLOCK, (long)&pipe_only, (long)&previous, sizeof pipe_only, 0, 0);
@@ -261,16 +285,20 @@ static void fhs_write_all(int descriptor, const char *bytes, size_t length) {
     ffh_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&previous, 0, sizeof previous, 0, 0);
 }
 
+int fhs_light_claim(void) {
+    if (!fhs_light_active() || !fhs_light_writes_here()) return 0;
+    return !__atomic_exchange_n(&fhs_light_written, 1, __ATOMIC_ACQ_REL);
+}
+
 void fhs_light_report(int signal, uint64_t matched) {
-    if (!fhs_light_active() || !fhs_light_writes_here()) return;
-    if (__atomic_exchange_n(&fhs_light_written, 1, __ATOMIC_ACQ_REL)) return;
     static fhs_text text;
     text.used = 0;
-    const char *list = getenv("FFI_HOOK_TRACER_LIBRARIES");
+    text.descriptor = fhs_output();
+    const char *list = fhs_light_list;
     /* Each name as the tracer reads the list: split at commas, spaces trimmed, empty ones
        dropped, repeated ones repeated. */
     unsigned place = 0;
-    for (const char *at = list ? list : ""; *at;) {
+    for (const char *at = list; *at;) {
         size_t length = strcspn(at, ",");
         const char *name = at;
         size_t kept = length;
@@ -313,5 +341,6 @@ void fhs_light_report(int signal, uint64_t matched) {
         }
     }
     fhs_add(&text, "): 0 calls of 0 functions, 0 ns in them\nfunction  calls  total  self  mean  share\n");
-    fhs_write_all(fhs_output(), text.bytes, text.used);
+    fhs_write_all(text.descriptor, text.bytes, text.used);
+    text.used = 0;
 }

@@ -23,6 +23,9 @@ __attribute__((visibility("hidden"))) void fhs_light_end(void);
 /* Whether the light report stands in for the tracer's now. */
 __attribute__((visibility("hidden"))) int fhs_light_active(void);
 
+/* FFI_HOOK_TRACER_LIBRARIES as it was when the light report began. */
+__attribute__((visibility("hidden"))) const char *fhs_light_libraries(void);
+
 /* Whether the light report is this process's to write: the one the wrapper started. */
 __attribute__((visibility("hidden"))) int fhs_light_writes_here(void);
 
@@ -30,13 +33,19 @@ __attribute__((visibility("hidden"))) int fhs_light_writes_here(void);
    report suggests the names closest to a `--library` that matched none. */
 __attribute__((visibility("hidden"))) void fhs_light_note(const struct dl_phdr_info *info, const char *soname);
 
-/* Writes the report the tracer would write for a process that traced nothing: a line for each
-   `--library` name, with the three loaded objects closest to it, then the empty table, its
-   heading naming `signal` when one ends the process (0: an exit). Once; only in the process
-   the wrapper started (not a forked child, nor a vfork child). System calls alone, for a
-   signal handler: the names are those noted so far. `matched`: bit N set when the Nth name of the
-   list (empty ones not counted) answers to an object loaded now, found by a last walk: then no
-   line for it (the C library loads some objects itself, past this library's dlopen). */
+/* Notes an object by its path and soname (NULL: none), as fhs_light_note does; the caller
+   leaves this library out. */
+__attribute__((visibility("hidden"))) void fhs_light_note_name(const char *path, const char *soname);
+
+/* Claims the light report for the calling thread: 1 once, in the process the wrapper started
+   (not a forked child, nor a vfork child), while the light report stands in; 0 otherwise. */
+__attribute__((visibility("hidden"))) int fhs_light_claim(void);
+
+/* Writes the report the tracer would write for a process that traced nothing (once claimed): a
+   line for each `--library` name, with the three loaded objects closest to it, then the empty
+   table, its heading naming `signal` when one ends the process (0: an exit). `matched`: bit N
+   set when the Nth name of the list (empty ones not counted) answers to an object loaded now:
+   no line for it. System calls alone, for a signal handler. */
 __attribute__((visibility("hidden"))) void fhs_light_report(int signal, uint64_t matched);
 
 #endif

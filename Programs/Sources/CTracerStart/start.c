@@ -17,6 +17,7 @@
 #include <fnmatch.h>
 #include <limits.h>
 #include <link.h>
+#include <linux/membarrier.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -108,7 +109,7 @@ static const char *fhs_soname(const struct dl_phdr_info *info) {
    entry is tried and bit N set for the Nth non-empty one that does (the first 64), else the
    first that does ends the search. */
 static int fhs_matching(const char *list, const char *path, const char *soname, uint64_t *matched) {
-    char name[1024];
+    char name[4096];
     int any = 0;
     unsigned place = 0;
     for (const char *at = list; *at;) {
@@ -153,12 +154,14 @@ static int fhs_visit(struct dl_phdr_info *info, size_t size, void *data) {
     return fhs_matching(walk->list, path, soname, walk->matched) && !walk->matched;
 }
 
+static const char *fhs_libraries(void);
+
 /* Whether an entry of the list names an object of the namespace, other than the program's, that
    `handle` (dlmopen's) is in: by its path alone, as the tracer names such objects. */
 static int fhs_names_in_namespace(void *handle) {
     Lmid_t namespace = LM_ID_BASE;
     struct link_map *map = NULL;
-    const char *list = getenv("FFI_HOOK_TRACER_LIBRARIES");
+    const char *list = fhs_libraries();
     if (!list || dlinfo(handle, RTLD_DI_LMID, &namespace) != 0 || namespace == LM_ID_BASE ||
         dlinfo(handle, RTLD_DI_LINKMAP, &map) != 0 || !map) {
         return 0;
@@ -170,15 +173,107 @@ static int fhs_names_in_namespace(void *handle) {
     return 0;
 }
 
-/* The light report (light_report.c), after a last walk of the loaded objects where `may_walk`
-   (not in a signal handler, nor inside the loader, whose lock the walk takes). */
-static void fhs_light_finish(int signal, int may_walk) {
-    if (!fhs_light_active() || !fhs_light_writes_here()) return;
+/* Reads `size` bytes at `address` of the process's own memory into `into` without faulting (a
+   system call, which fails where a plain read would fault); the bytes read. */
+static size_t fhs_read_safely(void *into, uintptr_t address, size_t size) {
+    struct iovec local = {into, size}, remote = {(void *)address, size};
+    long read = ffh_syscall6(SYS_process_vm_readv, ffh_syscall0(SYS_getpid), (long)&local, 1, (long)&remote, 1, 0);
+    return read > 0 ? (size_t)read : 0;
+}
+
+/* Reads the string at `address` into `into` (`size` bytes, ending with a zero byte); 0 when it
+   cannot be read whole. */
+static int fhs_read_string(char *into, size_t size, uintptr_t address) {
+    size_t used = 0;
+    while (address && used + 1 < size) {
+        size_t want = size - 1 - used < 64 ? size - 1 - used : 64;
+        size_t got = fhs_read_safely(into + used, address + used, want);
+        if (got == 0) return 0;
+        void *end = memchr(into + used, 0, got);
+        if (end) return 1;
+        used += got;
+    }
+    return 0;
+}
+
+/* The DT_SONAME of the object whose dynamic section is at `dynamic` (load bias `base`), read
+   without faulting into `into`; 0 when it has none or it cannot be read. */
+static int fhs_read_soname(char *into, size_t size, uintptr_t dynamic, uintptr_t base) {
+    uintptr_t strings = 0, soname = 0;
+    int has_soname = 0;
+    for (int index = 0; dynamic && index < 4096; index++) {
+        ElfW(Dyn) entry;
+        if (fhs_read_safely(&entry, dynamic + (uintptr_t)index * sizeof entry, sizeof entry) != sizeof entry) return 0;
+        if (entry.d_tag == DT_NULL) break;
+        if (entry.d_tag == DT_STRTAB) strings = entry.d_un.d_ptr;
+        if (entry.d_tag == DT_SONAME) {
+            soname = entry.d_un.d_val;
+            has_soname = 1;
+        }
+    }
+    if (!strings || !has_soname) return 0;
+    if (strings < base) strings += base;
+    return fhs_read_string(into, size, strings + soname);
+}
+
+/* This library's link map: its object is never a name the report suggests. */
+static struct link_map *fhs_own_map;
+
+/* The light report's last walk: the loader's list of the program's objects (its debugger
+   interface, read without its lock and without faulting: a signal handler's report may have
+   interrupted the loader), each object noted, and the entries of the list that one answers to
+   now set in `matched` (an object loaded by a dlopen that has not returned yet counts). */
+static void fhs_walk_links(uint64_t *matched) {
+    const char *list = fhs_light_libraries();
+    uintptr_t map = 0;
+    if (fhs_read_safely(&map, (uintptr_t)&_r_debug.r_map, sizeof map) != sizeof map) return;
+    static char path[4096], soname[4096];
+    for (int count = 0; map && count < 65536; count++) {
+        struct link_map entry;
+        if (fhs_read_safely(&entry, map, sizeof entry) != sizeof entry) return;
+        if (map != (uintptr_t)fhs_own_map && fhs_read_string(path, sizeof path, (uintptr_t)entry.l_name) && path[0]) {
+            const char *name = fhs_read_soname(soname, sizeof soname, (uintptr_t)entry.l_ld, entry.l_addr) ? soname : NULL;
+            fhs_light_note_name(path, name);
+            (void)fhs_matching(list, path, name, matched);
+        }
+        map = (uintptr_t)entry.l_next;
+    }
+}
+
+/* The stack the light report runs on: the thread's own may be a signal handler's small
+   alternate stack (a handler that calls _exit), too small for the walk and the report. One,
+   since the report is made once. */
+static char fhs_report_stack[65536] __attribute__((aligned(64)));
+
+/* Runs `function(argument)` on fhs_report_stack. */
+static void fhs_on_report_stack(void (*function)(void *), void *argument) {
+#if defined(__x86_64__)
+    void *top = fhs_report_stack + sizeof fhs_report_stack;
+    __asm__ volatile("mov %%rsp, %%rbx\n\t"
+                     "mov %[top], %%rsp\n\t"
+                     "call *%[function]\n\t"
+                     "mov %%rbx, %%rsp"
+                     : "+D"(argument)
+                     : [function] "r"(function), [top] "r"(top)
+                     : "rbx", "rax", "rcx", "rdx", "rsi", "r8", "r9", "r10", "r11", "xmm0", "xmm1", "xmm2", "xmm3",
+                       "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14",
+                       "xmm15", "memory", "cc");
+#else
+    function(argument);
+#endif
+}
+
+static void fhs_light_run(void *argument) {
     uint64_t matched = 0;
-    /* (The objects the C library loaded itself, past this library's dlopen, are noted too.) */
-    fhs_walk walk = {getenv("FFI_HOOK_TRACER_LIBRARIES"), &matched};
-    if (may_walk && walk.list) dl_iterate_phdr(fhs_visit, &walk);
-    fhs_light_report(signal, matched);
+    fhs_walk_links(&matched);
+    fhs_light_report(*(const int *)argument, matched);
+}
+
+/* The light report (light_report.c), once, after a last walk of the loaded objects, on a stack
+   of its own. */
+static void fhs_light_finish(int signal) {
+    if (!fhs_light_claim()) return;
+    fhs_on_report_stack(fhs_light_run, &signal);
 }
 
 // MARK: - The report when a signal ends the process
@@ -577,7 +672,8 @@ static void fhs_report_and_end(int ending, int safe) {
    `ending`: the signal ending the process, 0 for _exit. */
 static void fhs_report_and_wait(int ending, int safe) {
     if (fhs_light_active()) {
-        fhs_light_finish(ending, safe);
+        (void)safe;
+        fhs_light_finish(ending);
         return;
     }
     fhs_mark_own_work();
@@ -624,18 +720,19 @@ static void fhs_deadly(int signal, siginfo_t *info, void *context) {
         errno = saved;
         return;
     }
-    if (__atomic_load_n(&fhs_tracer_starting, __ATOMIC_ACQUIRE)) {
+    /* No tracer yet, or one still starting (it has counted nothing), and the light report
+       needs no lock: written here, at once. */
+    if (fhs_light_active()) {
         int saved = errno;
-        static const char message[] = "ffi-hook-tracer: a signal ended the process while the tracer was starting in it: no report\n";
-        (void)!write(2, message, sizeof message - 1);
+        fhs_light_finish(signal);
         fhs_end_with(signal);
         errno = saved;
         return;
     }
-    /* No tracer yet, and the light report needs no lock: written here, at once. */
-    if (fhs_light_active()) {
+    if (__atomic_load_n(&fhs_tracer_starting, __ATOMIC_ACQUIRE)) {
         int saved = errno;
-        fhs_light_finish(signal, 0);
+        static const char message[] = "ffi-hook-tracer: a signal ended the process while the tracer was starting in it: no report\n";
+        (void)!write(2, message, sizeof message - 1);
         fhs_end_with(signal);
         errno = saved;
         return;
@@ -1027,23 +1124,77 @@ fhs_signal_handler sysv_signal(int number, fhs_signal_handler handler) {
 
 extern char **environ;
 
-/* A copy of the list of `environment`'s entries without those of SWIFT_BACKTRACE; NULL when it
-   has none (or memory runs out). */
-static char **fhs_without_swift_backtrace(char **environment) {
-    static const char name[] = "SWIFT_BACKTRACE=";
-    size_t count = 0, found = 0;
-    for (char **entry = environment; entry && *entry; entry++, count++) {
-        if (strncmp(*entry, name, sizeof name - 1) == 0) found++;
+/* The tracer's settings (the FFI_HOOK_TRACER_ variables) as the process started with them: the
+   tracer reads them from the environment as it starts, which may be long after the program has
+   changed its own (a daemon's clearenv before it loads its plugins). NULL-terminated; NULL when
+   memory ran out. */
+static char **fhs_settings;
+static const char fhs_settings_prefix[] = "FFI_HOOK_TRACER_";
+
+static void fhs_keep_settings(void) {
+    size_t count = 0;
+    for (char **entry = environ; entry && *entry; entry++) {
+        if (strncmp(*entry, fhs_settings_prefix, sizeof fhs_settings_prefix - 1) == 0) count++;
     }
-    if (found == 0) return NULL;
-    char **copy = malloc((count - found + 1) * sizeof *copy);
+    char **kept = malloc((count + 1) * sizeof *kept);
+    if (!kept) return;
+    size_t index = 0;
+    for (char **entry = environ; entry && *entry && index < count; entry++) {
+        if (strncmp(*entry, fhs_settings_prefix, sizeof fhs_settings_prefix - 1) != 0) continue;
+        kept[index] = strdup(*entry);
+        if (kept[index]) index++;
+    }
+    kept[index] = NULL;
+    fhs_settings = kept;
+}
+
+/* FFI_HOOK_TRACER_LIBRARIES as the process started with it (NULL: unset). */
+static const char *fhs_libraries(void) {
+    static const char name[] = "FFI_HOOK_TRACER_LIBRARIES=";
+    if (!fhs_settings) return getenv("FFI_HOOK_TRACER_LIBRARIES");
+    for (char **entry = fhs_settings; *entry; entry++) {
+        if (strncmp(*entry, name, sizeof name - 1) == 0) return *entry + sizeof name - 1;
+    }
+    return NULL;
+}
+
+/* A copy of the list of `environment`'s entries with the tracer's settings as the process
+   started with them, and without SWIFT_BACKTRACE where `hide_backtrace`; NULL when memory runs
+   out (or the settings were not kept). */
+static char **fhs_environment_for_tracer(char **environment, int hide_backtrace) {
+    static const char backtrace[] = "SWIFT_BACKTRACE=";
+    if (!fhs_settings) return NULL;
+    size_t count = 0;
+    for (char **entry = environment; entry && *entry; entry++) count++;
+    for (char **entry = fhs_settings; *entry; entry++) count++;
+    char **copy = malloc((count + 1) * sizeof *copy);
     if (!copy) return NULL;
     size_t kept = 0;
-    for (char **entry = environment; *entry; entry++) {
-        if (strncmp(*entry, name, sizeof name - 1) != 0) copy[kept++] = *entry;
+    for (char **entry = environment; entry && *entry; entry++) {
+        if (strncmp(*entry, fhs_settings_prefix, sizeof fhs_settings_prefix - 1) == 0) continue;
+        if (hide_backtrace && strncmp(*entry, backtrace, sizeof backtrace - 1) == 0) continue;
+        copy[kept++] = *entry;
     }
+    for (char **entry = fhs_settings; *entry; entry++) copy[kept++] = *entry;
     copy[kept] = NULL;
     return copy;
+}
+
+/* Has the process run `environment` until fhs_end_environment gives back `original`. */
+static char **fhs_begin_environment(char **environment) {
+    char **original = environ;
+    if (environment) environ = environment;
+    return original;
+}
+
+/* Gives back the environment fhs_begin_environment replaced with `environment`, unless another
+   thread has set a variable meanwhile (in a copy of the environment made from it: the copy
+   stays, and `environment`, which it no longer uses, too). */
+static void fhs_end_environment(char **environment, char **original) {
+    if (environment && environ == environment) {
+        environ = original;
+        free(environment);
+    }
 }
 
 /* The tracer's walk after a load (0) or an unload (1), once it has started. This library is
@@ -1052,6 +1203,11 @@ static char **fhs_without_swift_backtrace(char **environment) {
    in every object's import table to learn of loads (about a fifth of its start in a small
    program: a walk of every object's imports and two hooks with signatures). */
 static void (*fhs_loads_changed)(int);
+
+/* The tracer's report at exit (it runs once), once it is loaded: see fhs_end. */
+static void (*fhs_tracer_finish)(void);
+/* Its silence in a child forked while it loaded or started (see fhs_forked_loading). */
+static void (*fhs_tracer_forked_starting)(void);
 
 /* Tells the tracer, once it has started, that the loader loaded (0) or unloaded (1) objects. */
 static void fhs_tell_tracer(int unloading) {
@@ -1078,16 +1234,10 @@ static void fhs_load_tracer(void) {
        set for a Swift program, it would make the tracer's runtime say on standard error that it
        cannot find its backtracer, or, given the backtracer's path, take over the crashes of
        any program. The runtime reads it as it loads: it sees an environment without it. */
-    char **hidden = fhs_without_swift_backtrace(environ);
-    char **original = environ;
-    if (hidden) environ = hidden;
+    char **for_load = fhs_environment_for_tracer(environ, 1);
+    char **original = fhs_begin_environment(for_load);
     void *tracer = fhs_real_dlopen(slash ? path : file, RTLD_NOW | RTLD_GLOBAL);
-    if (hidden && environ == hidden) {
-        environ = original;
-        free(hidden);
-    }
-    /* (Otherwise another thread set a variable meanwhile, in a copy of the environment made
-       from this one: the copy stays, and this array, which it no longer uses, too.) */
+    fhs_end_environment(for_load, original);
     void (*start)(void) = tracer ? (void (*)(void))dlsym(tracer, "ffi_hook_tracer_start") : NULL;
     if (!start) {
         static const char message[] = "ffi-hook-tracer: cannot load libFFIHookTracer.so beside libFFIHookTracerStart.so\n";
@@ -1101,12 +1251,20 @@ static void fhs_load_tracer(void) {
     void (*follow)(void) = (void (*)(void))dlsym(tracer, "ffi_hook_tracer_loads_told");
     void (*changed)(int) = (void (*)(int))dlsym(tracer, "ffi_hook_tracer_loads_changed");
     if (follow && changed) follow();
+    __atomic_store_n(&fhs_tracer_forked_starting,
+                     (void (*)(void))dlsym(tracer, "ffi_hook_tracer_forked_while_starting"), __ATOMIC_RELEASE);
+    fhs_tracer_finish = (void (*)(void))dlsym(tracer, "ffi_hook_tracer_finish");
     /* Before the start: the library's fault guard, which goes in then, covers the handler. */
     fhs_report_on_signals(tracer);
     __atomic_store_n(&fhs_tracer_starting, 1, __ATOMIC_RELEASE);
-    /* The tracer reports from now on (a signal until then had the light report made). */
-    fhs_light_end();
+    /* The settings the process started with, which the start reads (SWIFT_BACKTRACE kept). */
+    char **for_start = fhs_environment_for_tracer(environ, 0);
+    original = fhs_begin_environment(for_start);
     start();
+    fhs_end_environment(for_start, original);
+    /* The tracer reports from now on: until its start had counted anything, a signal had the
+       light report made (where one stood in). */
+    fhs_light_end();
     __atomic_store_n(&fhs_tracer_starting, 0, __ATOMIC_RELEASE);
     /* The tracer's work after its start, not the program's: its calls (dl_iterate_phdr, dlsym,
        pthread_create) are not counted. */
@@ -1122,20 +1280,39 @@ static void fhs_load_tracer(void) {
     }
 }
 
+/* 1 while a thread loads the tracer (under fhs_lock). */
+static int fhs_load_under_way;
+
 /* Loads the tracer if it is not yet and `now` or a traced library is loaded. */
 static void fhs_check(int now) {
     if (fhs_loading || __atomic_load_n(&fhs_loaded, __ATOMIC_ACQUIRE)) return;
-    const char *list = getenv("FFI_HOOK_TRACER_LIBRARIES");
+    const char *list = fhs_libraries();
     fhs_walk walk = {list, NULL};
     if (!now && (!list || !*list || !dl_iterate_phdr(fhs_visit, &walk))) return;
     pthread_mutex_lock(&fhs_lock);
     if (!fhs_loaded) {
         fhs_loading = 1;
+        __atomic_store_n(&fhs_load_under_way, 1, __ATOMIC_RELEASE);
         fhs_load_tracer();
+        __atomic_store_n(&fhs_load_under_way, 0, __ATOMIC_RELEASE);
         fhs_loading = 0;
         __atomic_store_n(&fhs_loaded, 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&fhs_lock);
+}
+
+/* In a forked child: a thread of the parent that was loading the tracer held the lock, which
+   the child (without that thread) would wait for for ever at its next dlopen (its exit's
+   finalizers pin objects with one). The lock is made afresh, and a load the parent had under
+   way counts as done in the child: its tracer is what the fork copied, part started. */
+static void fhs_forked_loading(void) {
+    pthread_mutex_init(&fhs_lock, NULL);
+    if (__atomic_load_n(&fhs_load_under_way, __ATOMIC_ACQUIRE) && !fhs_loading) {
+        __atomic_store_n(&fhs_load_under_way, 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&fhs_loaded, 1, __ATOMIC_RELEASE);
+        void (*forked)(void) = __atomic_load_n(&fhs_tracer_forked_starting, __ATOMIC_ACQUIRE);
+        if (forked) forked();
+    }
 }
 
 /* Takes a signal that found the thread inside a loader call, once the outermost has returned
@@ -1252,6 +1429,26 @@ __attribute__((noreturn)) void abort(void) {
     fhs_report_and_end(SIGABRT, fhs_loader_depth == 0 && !fhs_in_own_work());
     if (real) real();
     _exit(127);
+}
+
+// MARK: - Barriers
+
+/* Registers the process for the memory barriers the tracer's hooks use, while it has one thread
+   (a preloaded library's constructor runs before the program's): the kernel then registers it at
+   once, where with a second thread running it waits for an RCU grace period (10 to 15 ms), which
+   the dlopen that loads the tracer in a process with threads paid. Registration survives fork
+   and ends at exec; a process in which no traced library is loaded pays two system calls (four
+   with --inline, whose patches serialise every processor). */
+static void fhs_register_barriers(void) {
+    const char *list = getenv("FFI_HOOK_TRACER_LIBRARIES");
+    if (!list || !*list) return;
+    ffh_syscall3(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0);
+    const char *inline_code = getenv("FFI_HOOK_TRACER_INLINE");
+    if (!inline_code || strcmp(inline_code, "1") != 0) return;
+    long commands = ffh_syscall3(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    if (commands > 0 && (commands & MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE)) {
+        ffh_syscall3(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0);
+    }
 }
 
 // MARK: - _exit
@@ -1477,6 +1674,9 @@ __attribute__((noreturn, visibility("default"))) void _Exit(int status) { fhs_qu
 __attribute__((constructor)) static void fhs_start(void) {
     fhs_process_id = (pid_t)ffh_syscall0(SYS_getpid);
     pthread_atfork(NULL, NULL, fhs_forked_id);
+    pthread_atfork(NULL, NULL, fhs_forked_loading);
+    fhs_keep_settings();
+    fhs_register_barriers();
     /* Found now, not at the program's first sigaction, which a signal handler may make (where
        dlsym may not run). */
     (void)fhs_real_sigaction();
@@ -1496,11 +1696,25 @@ __attribute__((constructor)) static void fhs_start(void) {
         return;
     }
     fhs_light_begin(&ffi_hook_tracer_preloaded);
+    Dl_info own;
+    void *own_map = NULL;
+    if (dladdr1(&ffi_hook_tracer_preloaded, &own, &own_map, RTLD_DL_LINKMAP)) fhs_own_map = own_map;
     fhs_check(0);
     /* A report when a signal ends the process, as the tracer's start would have it. */
     if (fhs_light_active()) fhs_stand_in_for_defaults();
 }
 
-/* The light report at exit, when the loader runs this library's finalizer (after the program's
-   exit handlers and finalizers, as the tracer's own report at exit). */
-__attribute__((destructor)) static void fhs_end(void) { fhs_light_finish(0, fhs_loader_depth == 0); }
+/* At exit, when the loader runs this library's finalizer (after the program's exit handlers and
+   finalizers, and the tracer's, as the tracer's own report at exit): the light report where it
+   stands in (not while the tracer starts: its finalizer reported); else the tracer's report,
+   which its own finalizer made already (it runs once) unless the tracer was loaded after the
+   exit began (by a finalizer's dlopen), when the loader runs no finalizer of it. */
+__attribute__((destructor)) static void fhs_end(void) {
+    if (__atomic_load_n(&fhs_tracer_starting, __ATOMIC_ACQUIRE)) return;
+    if (fhs_light_active()) {
+        fhs_light_finish(0);
+        return;
+    }
+    void (*finish)(void) = __atomic_load_n(&fhs_tracer_finish, __ATOMIC_ACQUIRE);
+    if (finish && __atomic_load_n(&fhs_loaded, __ATOMIC_ACQUIRE)) finish();
+}

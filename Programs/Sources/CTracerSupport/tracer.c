@@ -463,6 +463,8 @@ static void fht_forked(void) {
     pthread_mutex_init(&fht_arena_lock, NULL);
 }
 
+void ffi_hook_tracer_forked_while_starting(void) { __atomic_store_n(&fht_started, 0, __ATOMIC_RELEASE); }
+
 void fht_install_process_handlers(void) {
     /* Once: a process joined again after a leave registers nothing twice. */
     if (__atomic_exchange_n(&fht_started, 1, __ATOMIC_ACQ_REL)) return;

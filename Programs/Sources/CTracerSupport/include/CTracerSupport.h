@@ -482,6 +482,12 @@ void ffi_hook_tracer_own_thread(void);
 /// call: the caller ends it in its own frame (not in a tail call).
 int ffi_hook_tracer_begin_own_work(void);
 
+/// In a child forked while a thread of its parent loaded or started the tracer (the start
+/// library's fork handler calls it): the tracer the fork copied is part started, its locks
+/// perhaps held by that thread, which the child does not have; the child, which traced
+/// nothing, makes no report at exit (as a process in which no traced library was loaded).
+void ffi_hook_tracer_forked_while_starting(void);
+
 /// Ends a stretch begun by ``ffi_hook_tracer_begin_own_work``.
 void ffi_hook_tracer_end_own_work(int was);
 
