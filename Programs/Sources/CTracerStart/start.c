@@ -1158,12 +1158,30 @@ static const char *fhs_libraries(void) {
     return NULL;
 }
 
+/* Whether `environment` holds the tracer's settings as the process started with them, and (where
+   `hide_backtrace`) no SWIFT_BACKTRACE. */
+static int fhs_environment_is_tracers(char **environment, int hide_backtrace) {
+    static const char backtrace[] = "SWIFT_BACKTRACE=";
+    size_t settings = 0, kept = 0;
+    for (char **entry = fhs_settings; *entry; entry++) kept++;
+    for (char **entry = environment; entry && *entry; entry++) {
+        if (hide_backtrace && strncmp(*entry, backtrace, sizeof backtrace - 1) == 0) return 0;
+        if (strncmp(*entry, fhs_settings_prefix, sizeof fhs_settings_prefix - 1) != 0) continue;
+        int found = 0;
+        for (char **setting = fhs_settings; *setting && !found; setting++) found = strcmp(*entry, *setting) == 0;
+        if (!found) return 0;
+        settings++;
+    }
+    return settings == kept;
+}
+
 /* A copy of the list of `environment`'s entries with the tracer's settings as the process
-   started with them, and without SWIFT_BACKTRACE where `hide_backtrace`; NULL when memory runs
-   out (or the settings were not kept). */
+   started with them, and without SWIFT_BACKTRACE where `hide_backtrace`; NULL when the
+   environment is so already (the common case), or memory runs out (or the settings were not
+   kept). */
 static char **fhs_environment_for_tracer(char **environment, int hide_backtrace) {
     static const char backtrace[] = "SWIFT_BACKTRACE=";
-    if (!fhs_settings) return NULL;
+    if (!fhs_settings || fhs_environment_is_tracers(environment, hide_backtrace)) return NULL;
     size_t count = 0;
     for (char **entry = environment; entry && *entry; entry++) count++;
     for (char **entry = fhs_settings; *entry; entry++) count++;
@@ -1188,13 +1206,11 @@ static char **fhs_begin_environment(char **environment) {
 }
 
 /* Gives back the environment fhs_begin_environment replaced with `environment`, unless another
-   thread has set a variable meanwhile (in a copy of the environment made from it: the copy
-   stays, and `environment`, which it no longer uses, too). */
+   thread has set a variable meanwhile (in a copy of the environment made from it, which stays).
+   `environment` is not freed: a getenv on another thread may still be reading it (an array of
+   pointers, once or twice in a process). */
 static void fhs_end_environment(char **environment, char **original) {
-    if (environment && environ == environment) {
-        environ = original;
-        free(environment);
-    }
+    if (environment && environ == environment) environ = original;
 }
 
 /* The tracer's walk after a load (0) or an unload (1), once it has started. This library is
