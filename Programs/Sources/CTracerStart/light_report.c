@@ -31,9 +31,6 @@ static int fhs_light_written;
 static long fhs_light_process;
 /* An address in this library: its object is not a name to suggest. */
 static uintptr_t fhs_light_own;
-/* FFI_HOOK_TRACER_LIBRARIES as it was at start (a program may change its environment, and the
-   tracer reads it once). */
-static char fhs_light_list[4096];
 /* A duplicate of standard error taken at start (closed on exec), and the file it is. */
 static int fhs_light_output = -1;
 static uint64_t fhs_light_device, fhs_light_inode;
@@ -75,8 +72,8 @@ int fhs_light_applies(void) {
         return 0;
     }
     /* A list that names no library: the tracer says so. */
-    const char *list = getenv("FFI_HOOK_TRACER_LIBRARIES");
-    if (!list || strlen(list) >= sizeof fhs_light_list) return 0;
+    const char *list = fhs_libraries();
+    if (!list) return 0;
     for (const char *at = list; *at; at++) {
         if (*at != ',' && *at != ' ') return 1;
     }
@@ -85,8 +82,6 @@ int fhs_light_applies(void) {
 
 void fhs_light_begin(const void *own) {
     fhs_light_own = (uintptr_t)own;
-    const char *list = getenv("FFI_HOOK_TRACER_LIBRARIES");
-    if (list && strlen(list) < sizeof fhs_light_list) memcpy(fhs_light_list, list, strlen(list) + 1);
     fhs_light_process = (long)ffh_syscall0(SYS_getpid);
     struct stat status;
     if (ffh_syscall3(SYS_fstat, 2, (long)&status, 0) == 0) {
@@ -108,7 +103,6 @@ void fhs_light_end(void) {
 
 int fhs_light_active(void) { return __atomic_load_n(&fhs_light_on, __ATOMIC_ACQUIRE); }
 
-const char *fhs_light_libraries(void) { return fhs_light_list; }
 
 int fhs_light_writes_here(void) { return (long)ffh_syscall0(SYS_getpid) == fhs_light_process; }
 
@@ -294,7 +288,8 @@ void fhs_light_report(int signal, uint64_t matched) {
     static fhs_text text;
     text.used = 0;
     text.descriptor = fhs_output();
-    const char *list = fhs_light_list;
+    const char *list = fhs_libraries();
+    if (!list) list = "";
     /* Each name as the tracer reads the list: split at commas, spaces trimmed, empty ones
        dropped, repeated ones repeated. */
     unsigned place = 0;

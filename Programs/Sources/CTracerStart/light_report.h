@@ -23,8 +23,9 @@ __attribute__((visibility("hidden"))) void fhs_light_end(void);
 /* Whether the light report stands in for the tracer's now. */
 __attribute__((visibility("hidden"))) int fhs_light_active(void);
 
-/* FFI_HOOK_TRACER_LIBRARIES as it was when the light report began. */
-__attribute__((visibility("hidden"))) const char *fhs_light_libraries(void);
+/* FFI_HOOK_TRACER_LIBRARIES as the process started with it (a program may change its
+   environment; the tracer reads the settings it started with), NULL when unset: start.c's. */
+__attribute__((visibility("hidden"))) const char *fhs_libraries(void);
 
 /* Whether the light report is this process's to write: the one the wrapper started. */
 __attribute__((visibility("hidden"))) int fhs_light_writes_here(void);

@@ -154,8 +154,6 @@ static int fhs_visit(struct dl_phdr_info *info, size_t size, void *data) {
     return fhs_matching(walk->list, path, soname, walk->matched) && !walk->matched;
 }
 
-static const char *fhs_libraries(void);
-
 /* Whether an entry of the list names an object of the namespace, other than the program's, that
    `handle` (dlmopen's) is in: by its path alone, as the tracer names such objects. */
 static int fhs_names_in_namespace(void *handle) {
@@ -224,7 +222,8 @@ static struct link_map *fhs_own_map;
    interrupted the loader), each object noted, and the entries of the list that one answers to
    now set in `matched` (an object loaded by a dlopen that has not returned yet counts). */
 static void fhs_walk_links(uint64_t *matched) {
-    const char *list = fhs_light_libraries();
+    const char *list = fhs_libraries();
+    if (!list) return;
     uintptr_t map = 0;
     if (fhs_read_safely(&map, (uintptr_t)&_r_debug.r_map, sizeof map) != sizeof map) return;
     static char path[4096], soname[4096];
@@ -1148,8 +1147,7 @@ static void fhs_keep_settings(void) {
     fhs_settings = kept;
 }
 
-/* FFI_HOOK_TRACER_LIBRARIES as the process started with it (NULL: unset). */
-static const char *fhs_libraries(void) {
+const char *fhs_libraries(void) {
     static const char name[] = "FFI_HOOK_TRACER_LIBRARIES=";
     if (!fhs_settings) return getenv("FFI_HOOK_TRACER_LIBRARIES");
     for (char **entry = fhs_settings; *entry; entry++) {
