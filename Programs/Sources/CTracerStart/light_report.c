@@ -4,7 +4,6 @@
 #include "../../../Sources/CFFIHookSupport/include/ffh_syscall.h"
 #include "descriptor_floor.h"
 
-#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -29,8 +28,6 @@ static int fhs_light_written;
 /* The process it is written in: the one the wrapper started (its forked children, whose ID
    differs, write none, as the tracer's do not). */
 static long fhs_light_process;
-/* An address in this library: its object is not a name to suggest. */
-static uintptr_t fhs_light_own;
 /* A duplicate of standard error taken at start (closed on exec), and the file it is. */
 static int fhs_light_output = -1;
 static uint64_t fhs_light_device, fhs_light_inode;
@@ -80,8 +77,7 @@ int fhs_light_applies(void) {
     return 0;
 }
 
-void fhs_light_begin(const void *own) {
-    fhs_light_own = (uintptr_t)own;
+void fhs_light_begin(void) {
     fhs_light_process = (long)ffh_syscall0(SYS_getpid);
     struct stat status;
     if (ffh_syscall3(SYS_fstat, 2, (long)&status, 0) == 0) {
@@ -104,23 +100,8 @@ void fhs_light_end(void) {
 int fhs_light_active(void) { return __atomic_load_n(&fhs_light_on, __ATOMIC_ACQUIRE); }
 
 
-int fhs_light_writes_here(void) { return (long)ffh_syscall0(SYS_getpid) == fhs_light_process; }
-
-/* Whether `address` is in one of the object's loaded segments. */
-static int fhs_holds(const struct dl_phdr_info *info, uintptr_t address) {
-    for (ElfW(Half) index = 0; index < info->dlpi_phnum; index++) {
-        const ElfW(Phdr) *header = &info->dlpi_phdr[index];
-        if (header->p_type != PT_LOAD) continue;
-        uintptr_t low = info->dlpi_addr + header->p_vaddr;
-        if (address >= low && address < low + header->p_memsz) return 1;
-    }
-    return 0;
-}
-
-void fhs_light_note(const struct dl_phdr_info *info, const char *soname) {
-    const char *path = info->dlpi_name ? info->dlpi_name : "";
-    if (!fhs_holds(info, fhs_light_own)) fhs_light_note_name(path, soname);
-}
+/* Whether the light report is this process's to write: the one the wrapper started. */
+static int fhs_light_writes_here(void) { return (long)ffh_syscall0(SYS_getpid) == fhs_light_process; }
 
 void fhs_light_note_name(const char *path, const char *soname) {
     if (!fhs_light_active()) return;

@@ -2,7 +2,6 @@
 #ifndef FHS_LIGHT_REPORT_H
 #define FHS_LIGHT_REPORT_H
 
-#include <link.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -13,9 +12,8 @@
 __attribute__((visibility("hidden"))) int fhs_light_applies(void);
 
 /* Starts standing in for the tracer's report: keeps a duplicate of standard error, as the
-   tracer keeps one (a program may close its own at exit). `own` is an address in this library,
-   whose object is left out of the names the report suggests. */
-__attribute__((visibility("hidden"))) void fhs_light_begin(const void *own);
+   tracer keeps one (a program may close its own at exit). */
+__attribute__((visibility("hidden"))) void fhs_light_begin(void);
 
 /* Stops standing in (the tracer is being loaded, which reports itself): closes the duplicate. */
 __attribute__((visibility("hidden"))) void fhs_light_end(void);
@@ -27,15 +25,9 @@ __attribute__((visibility("hidden"))) int fhs_light_active(void);
    environment; the tracer reads the settings it started with), NULL when unset: start.c's. */
 __attribute__((visibility("hidden"))) const char *fhs_libraries(void);
 
-/* Whether the light report is this process's to write: the one the wrapper started. */
-__attribute__((visibility("hidden"))) int fhs_light_writes_here(void);
-
-/* Notes a loaded object (a walk's `info`, its soname or NULL) as one the process loaded: the
-   report suggests the names closest to a `--library` that matched none. */
-__attribute__((visibility("hidden"))) void fhs_light_note(const struct dl_phdr_info *info, const char *soname);
-
-/* Notes an object by its path and soname (NULL: none), as fhs_light_note does; the caller
-   leaves this library out. */
+/* Notes a loaded object by its path and soname (NULL: none) as one the process loaded: the
+   report suggests the names closest to a `--library` that matched none. The caller leaves this
+   library out. */
 __attribute__((visibility("hidden"))) void fhs_light_note_name(const char *path, const char *soname);
 
 /* Claims the light report for the calling thread: 1 once, in the process the wrapper started

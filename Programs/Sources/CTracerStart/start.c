@@ -136,6 +136,13 @@ static int fhs_matching(const char *list, const char *path, const char *soname, 
     return any;
 }
 
+/* This library's link map (set where the light report stands in): its object is never a name
+   the report suggests. */
+static struct link_map *fhs_own_map;
+
+/* Whether the object loaded at `base` is this library. */
+static int fhs_is_own(uintptr_t base) { return fhs_own_map && base == (uintptr_t)fhs_own_map->l_addr; }
+
 /* A walk of the loaded objects: for one that an entry of `list` names (the walk stops there),
    or, with `matched`, for every entry that one names (fhs_matching's bits). */
 typedef struct {
@@ -150,7 +157,7 @@ static int fhs_visit(struct dl_phdr_info *info, size_t size, void *data) {
     const char *path = info->dlpi_name ? info->dlpi_name : "";
     if (!*path) return 0;
     const char *soname = fhs_soname(info);
-    fhs_light_note(info, soname);
+    if (!fhs_is_own(info->dlpi_addr)) fhs_light_note_name(path, soname);
     return fhs_matching(walk->list, path, soname, walk->matched) && !walk->matched;
 }
 
@@ -214,9 +221,6 @@ static int fhs_read_soname(char *into, size_t size, uintptr_t dynamic, uintptr_t
     return fhs_read_string(into, size, strings + soname);
 }
 
-/* This library's link map: its object is never a name the report suggests. */
-static struct link_map *fhs_own_map;
-
 /* The light report's last walk: the loader's list of the program's objects (its debugger
    interface, read without its lock and without faulting: a signal handler's report may have
    interrupted the loader), each object noted, and the entries of the list that one answers to
@@ -230,7 +234,7 @@ static void fhs_walk_links(uint64_t *matched) {
     for (int count = 0; map && count < 65536; count++) {
         struct link_map entry;
         if (fhs_read_safely(&entry, map, sizeof entry) != sizeof entry) return;
-        if (map != (uintptr_t)fhs_own_map && fhs_read_string(path, sizeof path, (uintptr_t)entry.l_name) && path[0]) {
+        if (!fhs_is_own(entry.l_addr) && fhs_read_string(path, sizeof path, (uintptr_t)entry.l_name) && path[0]) {
             const char *name = fhs_read_soname(soname, sizeof soname, (uintptr_t)entry.l_ld, entry.l_addr) ? soname : NULL;
             fhs_light_note_name(path, name);
             (void)fhs_matching(list, path, name, matched);
@@ -1709,10 +1713,10 @@ __attribute__((constructor)) static void fhs_start(void) {
         fhs_check(isStarted);
         return;
     }
-    fhs_light_begin(&ffi_hook_tracer_preloaded);
     Dl_info own;
     void *own_map = NULL;
     if (dladdr1(&ffi_hook_tracer_preloaded, &own, &own_map, RTLD_DL_LINKMAP)) fhs_own_map = own_map;
+    fhs_light_begin();
     fhs_check(0);
     /* A report when a signal ends the process, as the tracer's start would have it. */
     if (fhs_light_active()) fhs_stand_in_for_defaults();
