@@ -224,6 +224,29 @@ enum BatchTargets {
     /// split off). The more of them, the shorter the stretches a sweep decodes, and the less a
     /// decoding that wandered into data between functions carries on.
     static func restartPoints(of object: LoadedObject) -> [UInt] {
+        Set(startCandidates(of: object)).sorted()
+    }
+
+    /// The restart points (``restartPoints(of:)``) that a decoding of `window` of the object's
+    /// code reads: those inside it, and the last one at or below its start, where a decoding
+    /// from below is in step. A function planned alone decodes only the code around it: sorting
+    /// the restart points of a whole large object (tens of thousands in a program built with its
+    /// tests) cost more than the decoding, for every function.
+    static func restartPoints(of object: LoadedObject, around window: Range<UInt>) -> [UInt] {
+        var below: UInt?
+        var inside: [UInt] = []
+        for point in startCandidates(of: object) {
+            if point <= window.lowerBound {
+                if below.map({ point > $0 }) ?? true { below = point }
+            } else if point < window.upperBound {
+                inside.append(point)
+            }
+        }
+        return Set(inside + (below.map { [$0] } ?? [])).sorted()
+    }
+
+    /// The exported functions' starts and the unwind table's, in no order, some perhaps twice.
+    private static func startCandidates(of object: LoadedObject) -> [UInt] {
         var unwind: [UInt] = []
         let count = ffh_elf_unwind_starts(object.object, nil, 0)
         if count > 0 {
@@ -233,7 +256,7 @@ enum BatchTargets {
             }
             unwind.removeSubrange(min(written, count)...)
         }
-        return Set(functionStarts(of: object) + unwind).sorted()
+        return functionStarts(of: object) + unwind
     }
 
     /// The best of the names the object exports for the function at `address` (``AliasRank``),

@@ -301,8 +301,9 @@ enum InlinePlanner {
     private static func branchCheck(around address: UInt) -> BranchCheck {
         let sweep = ImportWalk.withLoadedObject(containing: address) { object -> BranchSweep? in
             guard let object else { return nil }
-            let starts = Set(BatchTargets.restartPoints(of: object) + [address]).sorted()
             let low = address > neighbourhood ? address - neighbourhood : 0
+            let window = low..<(address + neighbourhood)
+            let starts = Set(BatchTargets.restartPoints(of: object, around: window) + [address]).sorted()
             let ranges = codeRanges(of: object).compactMap { range -> Range<UInt>? in
                 guard range.upperBound > low, range.lowerBound < address + neighbourhood else { return nil }
                 // From the last known start at or below the window's start, where decoding is in

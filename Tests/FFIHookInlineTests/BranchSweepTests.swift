@@ -79,7 +79,20 @@ import Testing
                 undescribed.isEmpty,
                 "\(library): \(undescribed.count) of \(exported.count) exported functions have no unwind start")
             #expect(starts.count > exported.count, "\(library): no local function among \(starts.count) unwind starts")
-            #expect(BatchTargets.restartPoints(of: object) == Array(exported.union(starts)).sorted())
+            let all = BatchTargets.restartPoints(of: object)
+            #expect(all == Array(exported.union(starts)).sorted())
+            // The restart points around a function planned alone: those of the window, and the
+            // last at or below its start (none below the first start).
+            for (index, start) in all.enumerated() where index % max(1, all.count / 40) == 0 {
+                for window in [start..<(start + 4096), (start - 1)..<(start + 16 * 1024), (start + 1)..<(start + 2)] {
+                    let below = all.last { $0 <= window.lowerBound }
+                    let inside = all.filter { $0 > window.lowerBound && $0 < window.upperBound }
+                    let expected = (below.map { [$0] } ?? []) + inside
+                    #expect(
+                        BatchTargets.restartPoints(of: object, around: window) == expected,
+                        "\(library): the restart points around \(window)")
+                }
+            }
         }
     }
 
