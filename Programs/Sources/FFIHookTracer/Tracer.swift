@@ -399,6 +399,10 @@ final class Tracer: Sendable {
         }
         // The traced libraries first seen in this walk.
         var newTraced: [String] = []
+        // The objects the program brought, found once a new object answers to a name: one that
+        // only the tracer brought (libffi, say) is traced, but answers to no `--library` of the
+        // program's.
+        var brought: Set<String>?
         for image in images where !seen.contains(image.key) {
             newImages.insert(image.key)
             state.seen.insert(image.key)
@@ -407,8 +411,9 @@ final class Tracer: Sendable {
                 state.imports[image.key] = image.imports
             }
             let naming = namingByKey[image.key] ?? configuration.libraries(naming: image.path, soname: image.soname)
-            state.matchedNames.formUnion(naming)
             guard !naming.isEmpty else { continue }
+            if brought == nil { brought = LoadedImage.broughtByProgram(images, tracer: state.tracerPaths) }
+            if brought?.contains(image.key) == true { state.matchedNames.formUnion(naming) }
             if let reason = Self.untraceable(image, state) {
                 report("\(image.name) is not traced: \(reason)", &state)
                 continue
@@ -968,11 +973,13 @@ final class Tracer: Sendable {
                 taken = true
                 // The objects loaded now too (those the walks after each `dlopen` did not list).
                 // (Only while a name is unmatched: matching may resolve each object's symbolic links.)
+                // Objects only the tracer brought answer to none of them (see ``update(_:)``).
                 var unmatched = state.configuration.libraries.contains { !state.matchedNames.contains($0) }
                 let images = LoadedImage.current(details: { _ in [] })
+                let brought = unmatched ? LoadedImage.broughtByProgram(images, tracer: state.tracerPaths) : []
                 for image in images where !image.isMainProgram {
                     state.seenNames.insert(image.name)
-                    guard unmatched else { continue }
+                    guard unmatched, brought.contains(image.key) else { continue }
                     state.matchedNames.formUnion(
                         state.configuration.libraries(naming: image.path, soname: image.soname))
                     unmatched = state.configuration.libraries.contains { !state.matchedNames.contains($0) }
@@ -989,7 +996,6 @@ final class Tracer: Sendable {
                     state.reportedUnmatched = true
                     // What only the tracer brought (its library, libffi, Zydis) is no
                     // name to suggest.
-                    let brought = LoadedImage.broughtByProgram(images, tracer: state.tracerPaths)
                     let own = Set(images.filter { !brought.contains($0.key) }.map(\.name))
                     let elsewhere = Self.otherNamespacePaths()
                     for name in missing {
