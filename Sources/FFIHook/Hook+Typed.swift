@@ -12,10 +12,10 @@
 /// }
 /// ```
 ///
-/// A one-expression `instead` block that computes with `original(...)` (`original(x) - 10`)
-/// can defeat Swift's type inference over the argument pack ("cannot pass value pack
-/// expansion to non-pack parameter"): write it as two statements (`let result = original(x)`,
-/// then `return result - 10`), or spell out the closure's parameter types.
+/// For a function of one argument, `instead` has forms of one generic parameter, which the
+/// compiler picks: over a parameter pack of one, it did not infer a block of one expression
+/// (`{ original, x in original(x) - 10 }`: "cannot pass value pack expansion to non-pack
+/// parameter").
 ///
 /// With ``CEncodable`` types the signature is derived from the Swift types. For types with no
 /// single encoding (an imported C struct) pass the signature; each Swift type must then have
@@ -77,12 +77,10 @@ extension Hook {
     /// instead block inward, or the function itself), to call with any arguments it likes,
     /// and the arguments; what it returns is what the caller receives.
     ///
-    /// For a function of one argument, Swift 6.3 does not infer a block made of the single
-    /// expression `{ original, x in original(x) + 5 }` ("cannot pass value pack expansion
-    /// to non-pack parameter"); write it as statements (`let result = original(x)`, then
-    /// `return result + 5`) or with its parameters' types
-    /// (`{ (original: (Int32) -> Int32, x: Int32) in original(x) + 5 }`). The same holds for
-    /// the typed instead forms of ``ImportTable`` and FFIHookObjC.
+    /// A function of one argument gets the form of one generic parameter instead
+    /// (``instead(on:arguments:returning:options:_:)-(_,A0.Type,_,_,_)``): with the argument
+    /// types as a parameter pack of one, the compiler does not infer a block made of a single
+    /// expression, `{ original, x in original(x) + 5 }`.
     @inlinable
     public static func instead<each Argument: CEncodable, Result: CEncodable>(
         on slot: FunctionSlot, arguments: repeat (each Argument).Type, returning: Result.Type,
@@ -95,6 +93,22 @@ extension Hook {
             TypedBlock.instead(repeat each arguments, block: block))
     }
 
+    /// Runs `block` in place of the original, for a function of one argument. The block
+    /// receives the original, to call with any argument it likes, and the argument; what it
+    /// returns is what the caller receives.
+    ///
+    /// The compiler picks this form for one argument type over the parameter-pack form, and
+    /// infers a block of a single expression: `{ original, x in original(x) + 5 }`.
+    @inlinable
+    public static func instead<A0: CEncodable, Result: CEncodable>(
+        on slot: FunctionSlot, arguments a0: A0.Type, returning: Result.Type, options: HookOptions = [],
+        _ block: @escaping @Sendable (_ original: (A0) -> Result, A0) -> Result
+    ) throws(HookError) -> HookToken {
+        let signature = try derivedSignature(Result.typeEncoding, a0)
+        return try install(
+            on: slot, signature: signature, position: .instead, options: options, TypedBlock.instead(a0, block: block))
+    }
+
     /// Runs `block` in place of the original, for a function returning void.
     @inlinable
     public static func instead<each Argument: CEncodable>(
@@ -105,6 +119,19 @@ extension Hook {
         return try install(
             on: slot, signature: signature, position: .instead, options: options,
             TypedBlock.instead(repeat each arguments, block: block))
+    }
+
+    /// Runs `block` in place of the original, for a function of one argument returning void
+    /// (the form the compiler picks for one argument type: see
+    /// ``instead(on:arguments:returning:options:_:)-(_,A0.Type,_,_,_)``).
+    @inlinable
+    public static func instead<A0: CEncodable>(
+        on slot: FunctionSlot, arguments a0: A0.Type, options: HookOptions = [],
+        _ block: @escaping @Sendable (_ original: (A0) -> Void, A0) -> Void
+    ) throws(HookError) -> HookToken {
+        let signature = try derivedSignature("v", a0)
+        return try install(
+            on: slot, signature: signature, position: .instead, options: options, TypedBlock.instead(a0, block: block))
     }
 
     // MARK: - Signature given, Swift types checked against it
@@ -145,6 +172,19 @@ extension Hook {
         return try install(
             on: slot, signature: signature, position: .instead, options: options,
             TypedBlock.instead(repeat each arguments, block: block))
+    }
+
+    /// Runs `block` in place of the original, for a function of one argument; the Swift types
+    /// are checked against `signature` (the form the compiler picks for one argument type:
+    /// see ``instead(on:arguments:returning:options:_:)-(_,A0.Type,_,_,_)``).
+    @inlinable
+    public static func instead<A0: BitwiseCopyable, Result: BitwiseCopyable>(
+        on slot: FunctionSlot, signature: Signature, arguments a0: A0.Type, returning: Result.Type,
+        options: HookOptions = [], _ block: @escaping @Sendable (_ original: (A0) -> Result, A0) -> Result
+    ) throws(HookError) -> HookToken {
+        try check(signature, slot: slot, a0, returning: Result.self)
+        return try install(
+            on: slot, signature: signature, position: .instead, options: options, TypedBlock.instead(a0, block: block))
     }
 }
 

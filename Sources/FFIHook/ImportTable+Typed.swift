@@ -74,6 +74,31 @@ extension ImportTable {
             position: .instead, options: options, TypedBlock.instead(repeat each arguments, block: block))
     }
 
+    /// Runs `block` in place of `symbol`, for a function of one argument: the form the
+    /// compiler picks for one argument type, which infers a block of a single expression
+    /// (`{ original, x in original(x) + 5 }`), as the parameter-pack form does not.
+    @inlinable
+    public static func instead<A0: CEncodable, Result: CEncodable>(
+        symbol: String, in scope: ImportScope, arguments a0: A0.Type, returning: Result.Type,
+        options: HookOptions = [], _ block: @escaping @Sendable (_ original: (A0) -> Result, A0) -> Result
+    ) throws(HookError) -> HookGroupToken {
+        try hook(
+            symbol: symbol, in: scope, signature: Hook.derivedSignature(Result.typeEncoding, a0),
+            position: .instead, options: options, TypedBlock.instead(a0, block: block))
+    }
+
+    /// Runs `block` in place of `symbol`, for a function of one argument returning void (the
+    /// form the compiler picks for one argument type).
+    @inlinable
+    public static func instead<A0: CEncodable>(
+        symbol: String, in scope: ImportScope, arguments a0: A0.Type, options: HookOptions = [],
+        _ block: @escaping @Sendable (_ original: (A0) -> Void, A0) -> Void
+    ) throws(HookError) -> HookGroupToken {
+        try hook(
+            symbol: symbol, in: scope, signature: Hook.derivedSignature("v", a0),
+            position: .instead, options: options, TypedBlock.instead(a0, block: block))
+    }
+
     /// Runs `block` in place of `symbol`, for a function returning void.
     @inlinable
     public static func instead<each Argument: CEncodable>(
@@ -124,5 +149,18 @@ extension ImportTable {
         return try hook(
             symbol: symbol, in: scope, signature: signature, position: .instead, options: options,
             TypedBlock.instead(repeat each arguments, block: block))
+    }
+
+    /// Runs `block` in place of `symbol`, for a function of one argument; the Swift types are
+    /// checked against `signature` (the form the compiler picks for one argument type).
+    @inlinable
+    public static func instead<A0: BitwiseCopyable, Result: BitwiseCopyable>(
+        symbol: String, in scope: ImportScope, signature: Signature, arguments a0: A0.Type, returning: Result.Type,
+        options: HookOptions = [], _ block: @escaping @Sendable (_ original: (A0) -> Result, A0) -> Result
+    ) throws(HookError) -> HookGroupToken {
+        try Hook.check(signature, symbol: symbol, a0, returning: Result.self)
+        return try hook(
+            symbol: symbol, in: scope, signature: signature, position: .instead, options: options,
+            TypedBlock.instead(a0, block: block))
     }
 }

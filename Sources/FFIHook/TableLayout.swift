@@ -76,7 +76,9 @@ public struct TableLayout<Table>: Sendable {
                 }
                 // The caller's table, which its owner may unmap: read under the fault guard.
                 guard let function = SlotMemory.load(UInt(bitPattern: from)) else {
-                    throw HookError(slot: UInt(bitPattern: from), signature: slot.signature, problem: .unmappedSlot)
+                    throw HookError(
+                        slot: UInt(bitPattern: from), signature: slot.signature,
+                        problem: SlotMemory.unreadable(UInt(bitPattern: from)))
                 }
                 guard function != 0 else {
                     skipped.append(slot.name)

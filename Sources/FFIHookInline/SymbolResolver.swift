@@ -52,6 +52,8 @@ struct SymbolLookupError: Error, Equatable, CustomStringConvertible {
 
     var description: String {
         let place = object.map { "in \($0)" } ?? "in the global scope"
+        // (An empty name would leave a gap in the sentence.)
+        let symbol = symbol.isEmpty ? "\"\" (an empty name)" : symbol
         switch code {
         case .objectNotLoaded:
             return "no loaded object has the soname, file name or path \(object ?? "") (looking up \(symbol))"

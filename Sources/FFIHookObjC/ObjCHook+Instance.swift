@@ -121,7 +121,7 @@ extension ObjCHook {
     }
 
     /// Runs `block` in place of `object`'s method, with the original to call (see
-    /// ``instead(on:arguments:returning:options:_:)``).
+    /// ``instead(on:arguments:returning:options:_:)-9xdeu``).
     public static func instead<each Argument: BitwiseCopyable, Result: BitwiseCopyable>(
         on object: ObjCObject, _ selector: String, arguments: repeat (each Argument).Type, returning: Result.Type,
         options: HookOptions = [],
@@ -133,6 +133,19 @@ extension ObjCHook {
         try installTyped(
             on: object, selector, repeat each arguments, returning: Result.self, position: .instead, options: options,
             MethodBlock.instead(repeat each arguments, block: block))
+    }
+
+    /// Runs `block` in place of `object`'s method of one argument, with the original to call:
+    /// the form the compiler picks for one argument type, which infers a block of a single
+    /// expression (`{ original, receiver, x in original(x) + 5 }`).
+    public static func instead<A0: BitwiseCopyable, Result: BitwiseCopyable>(
+        on object: ObjCObject, _ selector: String, arguments a0: A0.Type, returning: Result.Type,
+        options: HookOptions = [],
+        _ block: @escaping @Sendable (_ original: (A0) -> Result, _ receiver: ObjCObject, A0) -> Result
+    ) throws(ObjCHookError) -> HookToken {
+        try installTyped(
+            on: object, selector, a0, returning: Result.self, position: .instead, options: options,
+            MethodBlock.instead(a0, block: block))
     }
 
     private static func installTyped<each Argument, Result>(

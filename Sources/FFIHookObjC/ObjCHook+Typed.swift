@@ -70,6 +70,18 @@ extension ObjCHook {
             MethodBlock.instead(repeat each arguments, block: block))
     }
 
+    /// Runs `block` in place of a method of one argument, as the parameter-pack form does: the
+    /// form the compiler picks for one argument type, which infers a block of a single
+    /// expression, `{ original, receiver, x in original(x) + 5 }` (the pack form's is not).
+    public static func instead<A0: BitwiseCopyable, Result: BitwiseCopyable>(
+        on method: ObjCMethod, arguments a0: A0.Type, returning: Result.Type, options: HookOptions = [],
+        _ block: @escaping @Sendable (_ original: (A0) -> Result, _ receiver: ObjCObject, A0) -> Result
+    ) throws(ObjCHookError) -> HookToken {
+        try installTyped(
+            on: method, a0, returning: Result.self, position: .instead, options: options,
+            MethodBlock.instead(a0, block: block))
+    }
+
     /// Checks the Swift types against the method's signature as the runtime records it (with
     /// the receiver and selector as pointers), then installs `block`.
     static func installTyped<each Argument, Result>(

@@ -255,6 +255,9 @@ import Testing
         #expect(
             Self.failure("ct_no_such_symbol_anywhere", in: "libc.so.6")
                 == SymbolLookupError(code: .symbolNotFound, symbol: "ct_no_such_symbol_anywhere", object: "libc.so.6"))
+        // An empty name is said to be one, not left as a gap in the sentence.
+        #expect(
+            Self.failure("", in: nil)?.description == #"symbol "" (an empty name) is not defined in the global scope"#)
     }
 
     /// A symbol that an object's dependency defines is not defined in the object.

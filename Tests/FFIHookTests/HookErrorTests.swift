@@ -190,8 +190,8 @@ extension FixtureTableTests {
     static func isInstallFailure(_ problem: HookError.Problem) -> Bool {
         switch problem {
         case .nullSlot, .misalignedSlot, .invalidSlot, .emptySlot, .signatureMismatch, .invalidSignature,
-            .closureAllocationFailed, .closurePreparationFailed, .slotContention, .unmappedSlot, .readOnlySlot,
-            .objectNotFound, .symbolNotImported, .unsupportedScope, .unsupportedCallerLimit:
+            .closureAllocationFailed, .closurePreparationFailed, .slotContention, .unmappedSlot, .inaccessibleSlot,
+            .readOnlySlot, .objectNotFound, .symbolNotImported, .unsupportedScope, .unsupportedCallerLimit:
             true
         case .protectionChangeFailed, .calledFromHookBlock: false
         }

@@ -674,9 +674,9 @@ extension FixtureTableTests {
                 string in
                 log.record("before \(String(cString: string!))")
             }
+            // A single expression: the one-argument form's block is inferred as written.
             let instead = try ImportTable.instead(symbol: "atol", in: scope, arguments: text, returning: Int.self) {
-                (original: (UnsafePointer<CChar>?) -> Int, string: UnsafePointer<CChar>?) -> Int in
-                original(string) + 1
+                original, string in original(string) + 1
             }
             let after = try ImportTable.after(
                 symbol: "atol", in: scope, signature: Signature("q^v"), arguments: text, returning: Int.self

@@ -144,6 +144,21 @@ import Testing
         for token in tokens { token.remove() }
         #expect(seen.withLock { $0 } == ["before true 3 4", "after 109 4 5"])
 
+        // A method of one argument, its instead block a single expression (the compiler infers
+        // it for a one-argument form; a parameter pack of one it did not), class-wide and for
+        // one object.
+        let complement = try ObjCHook.instead(
+            on: .instance("complement:", of: counter), arguments: UInt32.self, returning: UInt32.self
+        ) { original, _, x in original(x << 4) }
+        #expect(F.complement(object, 0x0F0F_0F0F) == ~UInt32(0xF0F0_F0F0))
+        complement.remove()
+        let own = try ObjCHook.instead(
+            on: F.object(object), "complement:", arguments: UInt32.self, returning: UInt32.self
+        ) { original, _, x in original(x) & 0xFF }
+        #expect(F.complement(object, 0) == 0xFF)
+        own.remove()
+        #expect(F.complement(object, 0) == ~0)
+
         // A void method, and a struct argument and result.
         let ticks = Atomic<Int>(0)
         let tick = try ObjCHook.after(on: .instance("tick", of: counter)) { (_: ObjCObject) in

@@ -615,5 +615,28 @@ extension FixtureTableTests {
             }
             #expect(error?.code == .unmappedSlot)
         }
+
+        /// A slot on a page made inaccessible (PROT_NONE) is refused with the unmapped slot's
+        /// code, but its message says the page is mapped, lifting the protection or not; once
+        /// the page is readable and writable again, the hook goes in.
+        @Test func aSlotOnAnInaccessiblePageIsRefusedAsSuch() throws {
+            let page = mmap(nil, Self.pageSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)!
+            defer { munmap(page, Self.pageSize) }
+            let function = unsafeBitCast(ct_fix_add as @convention(c) (Int32, Int32) -> Int32, to: UInt.self)
+            page.storeBytes(of: function, as: UInt.self)
+            mprotect(page, Self.pageSize, PROT_NONE)
+            for options in [[], .liftsPageProtection] as [HookOptions] {
+                let error = #expect(throws: HookError.self) {
+                    try Hook.instead(on: FunctionSlot(page), signature: FixtureSignature.add, options: options) { _ in }
+                }
+                #expect(error?.code == .unmappedSlot)
+                #expect(error?.message.contains("mapped but can be neither read nor written (PROT_NONE)") == true)
+            }
+            mprotect(page, Self.pageSize, PROT_READ | PROT_WRITE)
+            let token = try Hook.before(on: FunctionSlot(page), signature: FixtureSignature.add) { _ in }
+            #expect(page.load(as: UInt.self) != function)
+            #expect(token.remove())
+            #expect(page.load(as: UInt.self) == function)
+        }
     }
 }

@@ -60,9 +60,9 @@ extension FixtureTableTests {
                 words.withLock { $0.append(word) }
             }
             let tokens = [
+                // A single expression: the one-argument form's block is inferred as written.
                 try Hook.instead(on: FunctionSlot(signed), arguments: Int8.self, returning: Int8.self) { original, x in
-                    let result = original(x)
-                    return result &- 10
+                    original(x) &- 10
                 },
                 try Hook.after(on: FunctionSlot(signed), signature: Signature("cc")) { recordWord($0) },
                 try Hook.after(on: FunctionSlot(unsigned), arguments: UInt16.self, returning: UInt16.self) { r, _ in
@@ -129,6 +129,28 @@ extension FixtureTableTests {
             ct_fix_call_notify(41)
             #expect(ct_fix_last_notified() == 42)
             #expect(log.all == ["instead 41", "after 42"])
+        }
+
+        /// An instead block of a single expression on a function of one argument: the
+        /// one-argument forms' blocks are inferred as written (with the argument types as a
+        /// parameter pack of one, the compiler said "cannot pass value pack expansion to
+        /// non-pack parameter"), void or not, the signature derived or given.
+        @Test func oneArgumentInsteadBlocksOfOneExpression() throws {
+            let notify = try Hook.instead(on: fixtureSlot(\.notify), arguments: Int32.self) { original, code in
+                original(code * 2)
+            }
+            ct_fix_call_notify(21)
+            notify.remove()
+            #expect(ct_fix_last_notified() == 42)
+            let signed = UnsafeMutablePointer<(@convention(c) (Int8) -> Int8)?>.allocate(capacity: 1)
+            defer { signed.deallocate() }
+            signed.initialize(to: { 0 &- $0 })
+            let given = try Hook.instead(
+                on: FunctionSlot(signed), signature: Signature("cc"), arguments: Int8.self, returning: Int8.self
+            ) { original, x in original(x) &+ 1 }
+            #expect(signed.pointee!(5) == -4)
+            given.remove()
+            #expect(signed.pointee!(5) == -5)
         }
 
         @Test func typedMixedScalars() throws {

@@ -58,7 +58,8 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
         public static var closurePreparationFailed: Self { Self(.closurePreparationFailed) }
         /// The slot kept changing under a concurrent writer while the hook was being installed.
         public static var slotContention: Self { Self(.slotContention) }
-        /// The slot's address is not mapped in this process.
+        /// The slot's address is not mapped in this process, or its page is mapped with no
+        /// access at all (`PROT_NONE`: the message says which).
         public static var unmappedSlot: Self { Self(.unmappedSlot) }
         /// The slot is in read-only memory; ``HookOptions/liftsPageProtection`` allows writing it.
         public static var readOnlySlot: Self { Self(.readOnlySlot) }
@@ -198,6 +199,8 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
         case closurePreparationFailed(status: Int)
         case slotContention
         case unmappedSlot
+        /// Mapped, but neither readable nor writable (`PROT_NONE`); its code is `unmappedSlot`.
+        case inaccessibleSlot
         case readOnlySlot
         case protectionChangeFailed
         case calledFromHookBlock
@@ -220,7 +223,7 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
             case .closureAllocationFailed: .closureAllocationFailed
             case .closurePreparationFailed: .closurePreparationFailed
             case .slotContention: .slotContention
-            case .unmappedSlot: .unmappedSlot
+            case .unmappedSlot, .inaccessibleSlot: .unmappedSlot
             case .readOnlySlot: .readOnlySlot
             case .protectionChangeFailed: .protectionChangeFailed
             case .calledFromHookBlock: .calledFromHookBlock
@@ -248,6 +251,7 @@ public struct HookError: Error, Sendable, Hashable, CustomStringConvertible {
             case .closurePreparationFailed(let status): "libffi refused to prepare the closure (ffi_status \(status))"
             case .slotContention: "the slot kept changing under another writer"
             case .unmappedSlot: "no memory is mapped at that address"
+            case .inaccessibleSlot: "its page is mapped but can be neither read nor written (PROT_NONE)"
             case .readOnlySlot:
                 "the slot is in read-only memory (pass .liftsPageProtection to make its page writable while it is written)"
             case .protectionChangeFailed: "the page protection could not be changed (mprotect failed)"

@@ -46,6 +46,12 @@ enum SlotMemory {
         ffh_is_mapped(UnsafeRawPointer(bitPattern: address)) != 0
     }
 
+    /// Why the word at `address` cannot be read: nothing is mapped there, or its page has no
+    /// access at all (PROT_NONE).
+    static func unreadable(_ address: UInt) -> HookError.Problem {
+        isMapped(address) ? .inaccessibleSlot : .unmappedSlot
+    }
+
     /// The word at `address`, or `nil` when it cannot be read (unmapped): read under the
     /// fault guard, so that an owner unmapping the memory at that moment makes it `nil`
     /// rather than a crash.

@@ -183,7 +183,7 @@ package final class SlotRegistry: Sendable {
             if let existing = state.entries[address] {
                 // A slot hooked before may have been unmapped since (its table freed, its
                 // library unloaded), even while it is read: read under the fault guard.
-                guard let current = SlotMemory.load(address) else { throw failure(.unmappedSlot) }
+                guard let current = SlotMemory.load(address) else { throw failure(SlotMemory.unreadable(address)) }
                 holdsClosure = current == existing.code
                 if holdsClosure {
                     guard existing.signature.slotSharingKey == signature.slotSharingKey else {
@@ -213,7 +213,7 @@ package final class SlotRegistry: Sendable {
                     slot: slot, interface: interface, options: options, reentryByFunction: reentryByFunction,
                     reentryByReceiver: receiver != 0,
                     state: &state, failure: failure)
-                guard let current = SlotMemory.load(address) else { throw failure(.unmappedSlot) }
+                guard let current = SlotMemory.load(address) else { throw failure(SlotMemory.unreadable(address)) }
                 holdsClosure = current == entry.code
                 target = entry
             }
@@ -404,12 +404,13 @@ package final class SlotRegistry: Sendable {
     ) throws(HookError) {
         let address = UInt(bitPattern: cell)
         for _ in 0..<1000 {
-            guard let value = SlotMemory.load(address) else { throw failure(.unmappedSlot) }
+            guard let value = SlotMemory.load(address) else { throw failure(SlotMemory.unreadable(address)) }
             try remember(value)
             switch compareExchange(cell, expected: value, desired: desired, protection: protection) {
             case .replaced: return
             case .heldOther: continue
-            case .unwritable: throw failure(SlotMemory.isReadable(address) ? .readOnlySlot : .unmappedSlot)
+            case .unwritable:
+                throw failure(SlotMemory.isReadable(address) ? .readOnlySlot : SlotMemory.unreadable(address))
             case nil: throw failure(.protectionChangeFailed)
             }
         }
@@ -426,7 +427,7 @@ package final class SlotRegistry: Sendable {
         // At rest: a page another thread's group keeps writable for now is read-only.
         guard !SlotMemory.isWritableAtRest(address) else { return nil }
         guard var protection = SlotMemory.protectionAtRest(of: address), protection.readable else {
-            throw failure(.unmappedSlot)
+            throw failure(SlotMemory.unreadable(address))
         }
         // Not writable at rest, whatever the memory map showed at the moment it was read.
         protection.writable = false
