@@ -226,6 +226,8 @@ final class PlanGroup: Sendable {
     /// lock.
     init(names: [String?], adopting slabs: [CodeSlab]) {
         var bytes: [UInt8] = []
+        // Their exact size: grown by appending, the buffer kept up to half as much again.
+        bytes.reserveCapacity(names.reduce(0) { $0 + ($1?.utf8.count ?? 0) })
         var ends: [UInt32] = []
         ends.reserveCapacity(names.count)
         for name in names {

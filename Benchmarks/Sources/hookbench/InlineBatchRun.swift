@@ -235,7 +235,8 @@ struct LibraryRun {
             residentKiBAfterPlan: afterPlan.resident - memory.resident,
             residentKiBAfterPatch: afterPatch.resident - memory.resident,
             privateKiBAfterPatch: afterPatch.anonymous - memory.anonymous,
-            bytesPerFunctionPlanned: Double((afterPlan.resident - memory.resident) * 1024) / count,
+            anonymousKiBAfterPlan: afterPlan.anonymous - memory.anonymous,
+            bytesPerFunctionPlanned: Double((afterPlan.anonymous - memory.anonymous) * 1024) / count,
             mappingsAdded: Int(mappingsAfter - mappings))
     }
 

@@ -47,7 +47,13 @@ extension Report {
             /// Anonymous memory added by planning and patching (KiB): it counts the pages of the
             /// library's code that the patches turned into private copies.
             var privateKiBAfterPatch: Int
-            /// Resident memory added by planning, per function planned.
+            /// Anonymous memory added by planning (KiB): what the plan holds (its heap, the
+            /// slab's code and cells, the plans' tables). The rest of the resident memory it
+            /// adds is file pages of the program's own libraries that planning a whole library
+            /// reads for the first time (the decoder's tables, code of the Swift libraries:
+            /// 500 KiB or so, shared and clean, the same for any library), not the plan's.
+            var anonymousKiBAfterPlan: Int
+            /// What the plan holds (``anonymousKiBAfterPlan``), per function planned.
             var bytesPerFunctionPlanned: Double
             /// Mappings added by planning and patching.
             var mappingsAdded: Int
@@ -95,8 +101,10 @@ extension Report {
                 "\(library.library) as one batch: \(batch.functions) functions planned (\(refused)) in "
                     + "\(Format.fixed(batch.planMilliseconds, 1)) ms, patched in "
                     + "\(Format.fixed(batch.patchMilliseconds, 1)) ms (\(batch.notPatched) not patched), unpatched in "
-                    + "\(Format.fixed(batch.unpatchMilliseconds, 1)) ms; resident memory +\(batch.residentKiBAfterPlan) "
-                    + "KiB planned (\(Format.fixed(batch.bytesPerFunctionPlanned, 0)) bytes a function), "
+                    + "\(Format.fixed(batch.unpatchMilliseconds, 1)) ms; memory the plan holds "
+                    + "+\(batch.anonymousKiBAfterPlan) KiB (\(Format.fixed(batch.bytesPerFunctionPlanned, 0)) bytes a "
+                    + "function; resident memory +\(batch.residentKiBAfterPlan) KiB planned, the rest the program's "
+                    + "own libraries' pages read for the first time), "
                     + "+\(batch.residentKiBAfterPatch) KiB patched (private copies of code pages included: "
                     + "+\(batch.privateKiBAfterPatch) KiB anonymous); \(batch.mappingsAdded) mappings added")
             let single = library.oneByOne
@@ -128,13 +136,14 @@ extension Report {
                     goal: "every function of \(library.library) planned and patched as one batch ≤ 200 ms",
                     measured: "\(Format.fixed(batch.totalMilliseconds, 1)) ms for \(batch.functions) functions",
                     met: batch.totalMilliseconds <= 200))
-            // The goal is 1 MiB for a library of 5,000 functions: 210 bytes a function.
+            // The goal is 1 MiB for a library of 5,000 functions: 210 bytes a function, of memory
+            // the plan holds (anonymous: see ``LibraryCost/Batch/anonymousKiBAfterPlan``).
             let perFiveThousand = batch.bytesPerFunctionPlanned * 5_000 / 1_048_576
             targets.append(
                 TargetCheck(
-                    goal: "≤ 1 MiB of resident memory per 5,000 functions planned as one batch (\(library.library))",
+                    goal: "≤ 1 MiB of memory held per 5,000 functions planned as one batch (\(library.library))",
                     measured:
-                        "\(Format.fixed(perFiveThousand, 2)) MiB per 5,000 (\(batch.residentKiBAfterPlan) KiB for "
+                        "\(Format.fixed(perFiveThousand, 2)) MiB per 5,000 (\(batch.anonymousKiBAfterPlan) KiB for "
                         + "\(batch.functions), \(Format.fixed(batch.bytesPerFunctionPlanned, 0)) bytes a function)",
                     met: perFiveThousand <= 1))
             targets.append(
