@@ -582,14 +582,25 @@ static size_t fhj_stack_top(const fhj_session *session, uint64_t *words) {
     return got > 0 ? (size_t)got / sizeof *words : 0;
 }
 
+/* How many return addresses a stop remembers as never reached (``fhj_return_into_program``). */
+enum { FHJ_MISSED = 8 };
+
 /* The innermost return address on the stopped thread's stack's top (``fhj_stack_top``) that
    leads into the program's code (``fhj_program_code``): where the thread goes when the runtime
-   library's or the loader's function it is in returns. 0 when there is none. */
-static uint64_t fhj_return_into_program(const fhj_session *session, const fhj_program_code *code) {
+   library's or the loader's function it is in returns. 0 when there is none. Addresses an
+   earlier run never reached (`missed`) are passed over: a return into a library the program
+   loads and unloads in a loop (its constructor's frame, inside dlopen) led the run's code into
+   that library's copy, which its dlclose unmapped, and every later stop chose it again (a
+   process looping on dlopen and dlclose of libz was not joined in about 1 try of 20). */
+static uint64_t fhj_return_into_program(const fhj_session *session, const fhj_program_code *code,
+                                        const uint64_t *missed, int missed_count) {
     uint64_t words[FHJ_STACK_WORDS];
     size_t count = fhj_stack_top(session, words);
     for (size_t index = 0; index < count; index++) {
         uint64_t word = words[index];
+        int passed = 0;
+        for (int known = 0; known < missed_count && !passed; known++) passed = word == missed[known];
+        if (passed) continue;
         int inside = 0;
         for (int range = 0; range < code->count && !inside; range++) {
             inside = word >= code->ranges[range].start + 6 && word < code->ranges[range].end;
@@ -757,6 +768,8 @@ static fhj_status fhj_stop_thread(fhj_session *session, const fhj_dynamic_loader
        spends a quarter of a second in the C library, calling the program's comparator all the
        while). */
     int run_limit_ms = 50;
+    uint64_t missed[FHJ_MISSED];
+    int missed_count = 0;
     fhj_program_code code;
     uint64_t jitter = (uint64_t)session->pid * 2654435761ULL ^ (uint64_t)time(NULL);
     for (int attempt = 0;; attempt++) {
@@ -799,12 +812,13 @@ static fhj_status fhj_stop_thread(fhj_session *session, const fhj_dynamic_loader
                few instructions of each loop, and another stop would hardly ever find it). */
             if (!code_read) fhj_read_program_code(session->pid, loader, &code);
             code_read = 1;
-            uint64_t target = fhj_return_into_program(session, &code);
+            uint64_t target = fhj_return_into_program(session, &code, missed, missed_count);
             int arrived = 0;
             if (target) {
                 fhj_status ran = fhj_run_to(session, target, run_limit_ms, &arrived, message, size);
                 if (ran != FHJ_OK) return ran;
                 if (!arrived && run_limit_ms < 800) run_limit_ms *= 2;
+                if (!arrived && missed_count < FHJ_MISSED) missed[missed_count++] = target;
             }
             if (arrived && fhj_where(session, loader) == FHJ_PLACE_RUNNING) break;
         }
