@@ -163,9 +163,11 @@ public struct InlineFunction: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Whether the function's code still holds the bytes it was planned for (its patch, while
-    /// it is patched): false once its object was unloaded, and when another copy of the object
-    /// was loaded at the same address since (a new copy's functions are new functions, planned
-    /// anew: a batch made of them).
+    /// it is patched): false once its object was unloaded, and when what was loaded at the same
+    /// address since holds other bytes there (a fresh copy of a patched function holds its
+    /// original bytes, not the patch; another file, other code). The bytes are what is
+    /// compared: an unpatched function of a copy of the same file loaded at the same address
+    /// holds the same bytes, and so its code, and a plan of it is equal to the first one's.
     public var holdsItsCode: Bool { InlinePlanner.isCurrent(plan) }
 
     /// Whether ``patch()`` keeps the jump.

@@ -213,7 +213,13 @@ enum AttachEngine {
     static let stubs = Locked(AttachStubs())
     /// The installed attaches' blocks, held here (not only by a token, which may be dropped,
     /// nor only through the stubs' records, which a leak checker does not read) until removal.
-    static let live = Locked([ObjectIdentifier: Attachment]())
+    /// Taken across fork, last (nothing is taken inside it): a child forked while another
+    /// thread held it waited for it for ever at its first attach.
+    static let live: Locked<[ObjectIdentifier: Attachment]> = {
+        let lock = Locked([ObjectIdentifier: Attachment]())
+        lock.protectAcrossFork(rank: SlotRegistry.forkRank + 10)
+        return lock
+    }()
     /// How many attaches are installed.
     static let installed = Atomic<Int>(0)
 

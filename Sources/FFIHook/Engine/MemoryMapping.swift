@@ -53,11 +53,12 @@ package struct MemoryMapping: Equatable, Sendable {
 
     /// The snapshot a thread answers from while it runs ``withSnapshot(_:)``: the thread
     /// (`pthread_self`) and the mappings.
-    /// Taken inside the registry's lock (a protection looked up during an install), so it is
-    /// taken across fork after it.
+    /// Taken inside the registry's lock (a protection looked up during an install) and inside
+    /// the lock of the pages kept writable (``SlotMemory``), so it is taken across fork after
+    /// both.
     private static let snapshot: Locked<(thread: UInt, mappings: [MemoryMapping])?> = {
         let lock = Locked<(thread: UInt, mappings: [MemoryMapping])?>(nil)
-        lock.protectAcrossFork(rank: SlotRegistry.forkRank + 3)
+        lock.protectAcrossFork(rank: SlotRegistry.forkRank + 4)
         return lock
     }()
 

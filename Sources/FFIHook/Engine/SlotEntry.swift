@@ -621,7 +621,13 @@ let slotEntryDispatch: ffh_dispatch = { returnValue, arguments, slot, thread in
 /// to a superclass's implementation, the original of each per-instance hook, are the ones
 /// registered. Read and written off the call path only.
 package enum OriginalResolvers {
-    private static let table = Locked<[UInt: UnsafeRawPointer]>([:])
+    /// Taken across fork, after every other lock (inside it, only libffi's and the allocator's
+    /// own locks are taken).
+    private static let table: Locked<[UInt: UnsafeRawPointer]> = {
+        let lock = Locked<[UInt: UnsafeRawPointer]>([:])
+        lock.protectAcrossFork(rank: SlotRegistry.forkRank + 11)
+        return lock
+    }()
 
     /// Registers a resolver, which lives for the life of the process, for its trampoline.
     package static func register(_ resolver: UnsafeRawPointer) {

@@ -255,7 +255,14 @@ enum SlotMemory {
         var lastPage: UInt = 0
     }
 
-    private static let writablePages = Locked(WritablePages())
+    /// Taken across fork (a child forked while another thread held it waited for it for
+    /// ever): inside the registry's lock (a slot written during an install), and around reads
+    /// of the memory map, whose lock ranks after it.
+    private static let writablePages: Locked<WritablePages> = {
+        let lock = Locked(WritablePages())
+        lock.protectAcrossFork(rank: SlotRegistry.forkRank + 3)
+        return lock
+    }()
 
     /// Runs `body` keeping every read-only page that a slot write of this thread lifts writable
     /// until the sessions of all threads end, then gives each its protection back: for work
