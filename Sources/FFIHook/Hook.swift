@@ -113,7 +113,9 @@ public enum Hook {
         let first = UInt(bitPattern: start)
         let alignment = UInt(MemoryLayout<UnsafeRawPointer>.alignment)
         let firstSlot = (first + alignment - 1) & ~(alignment - 1)
-        let end = first + UInt(memory.count)
+        // (A count past the end of the address space ends there, rather than trap.)
+        let (sum, overflow) = first.addingReportingOverflow(UInt(memory.count))
+        let end = overflow ? UInt.max : sum
         guard end >= firstSlot + UInt(MemoryLayout<UnsafeRawPointer>.size) else { return 0 }
         return SlotRegistry.shared.releaseSlots(from: firstSlot, to: end - UInt(MemoryLayout<UnsafeRawPointer>.size))
     }

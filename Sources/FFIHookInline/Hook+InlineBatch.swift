@@ -198,7 +198,8 @@ extension Hook {
     ) throws(HookError) -> HookGroupToken {
         try InlinePatching.withDeferredRemovals { () throws(HookError) -> HookGroupToken in
             let refused = try BatchPatching.hold(batch.functions, allOrNothing: allOrNothing)
-            if allOrNothing, let first = refused.values.first { throw first.error }
+            // The first in the batch's order (the refusals are kept by function, in no order).
+            if allOrNothing, let first = batch.functions.lazy.compactMap({ refused[$0] }).first { throw first.error }
             let held = batch.functions.filter { refused[$0] == nil }
             var tokens: [HookToken] = []
             var refusals = refused.values.map(\.error)

@@ -197,8 +197,11 @@ public final class InlineBatch: Sendable, CustomStringConvertible {
     @discardableResult
     public func patch() throws(HookError) -> [InlineRefusal] {
         let refused = try BatchPatching.hold(functions, allOrNothing: options.contains(.allOrNothing))
-        // With allOrNothing a refusal has released every hold already.
-        if options.contains(.allOrNothing), let first = refused.values.first { throw first.error }
+        // With allOrNothing a refusal has released every hold already. The first in the batch's
+        // order is thrown (the refusals are kept by function, in no order).
+        if options.contains(.allOrNothing), let first = functions.lazy.compactMap({ refused[$0] }).first {
+            throw first.error
+        }
         let held = functions.filter { refused[$0] == nil }
         try BatchPatching.release(held, pinning: held)
         return refused.values.sorted { UInt(bitPattern: $0.address) < UInt(bitPattern: $1.address) }

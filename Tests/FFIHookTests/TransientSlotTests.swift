@@ -88,6 +88,9 @@ extension FixtureTableTests {
             #expect(Hook.releaseSlots(in: UnsafeRawBufferPointer(start: slot, count: 8)) == 0)
             #expect(Hook.releaseSlots(in: UnsafeRawBufferPointer(start: slot, count: 0)) == 0)
             #expect(Hook.releaseSlots(in: UnsafeRawBufferPointer(start: slot, count: 7)) == 0)
+            // A range running past the end of the address space ends there (it trapped).
+            let top = UnsafeRawPointer(bitPattern: UInt.max - 4095)
+            #expect(Hook.releaseSlots(in: UnsafeRawBufferPointer(start: top, count: 8192)) == 0)
             #expect(slot.pointee!(1, 1) == 7)
             #expect(token.remove())
             #expect(slot.pointee!(1, 1) == 2)
