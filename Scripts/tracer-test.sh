@@ -436,10 +436,18 @@ light_report() {
 TRACEE_PLUGIN="$work/plugin.so" light_report exit "$work/program"
 light_report quick-exit sh -c 'exit 3'
 light_report signal sh -c 'kill -TERM $$'
+# Signals whose default action ends the process beyond the classic ones (SIGSTKFLT, SIGIO,
+# SIGPWR): they ended it with no report. (The real-time signals still do: see start.c.)
+light_report power sh -c 'kill -PWR $$'
+light_report stack-fault sh -c 'kill -16 $$'
+light_report input sh -c 'kill -IO $$'
 light_report abort "$work/crashes" aborts handled
 light_report closed-output sh -c 'exec 2>&-; "$0" >/dev/null' "$work/program"
 grep -q "the closest loaded: libtracee.so" "$work/light-exit.said"
 grep -q "ended by SIGTERM" "$work/light-signal.said"
+grep -q "ended by SIGPWR" "$work/light-power.said"
+grep -q "ended by SIGSTKFLT" "$work/light-stack-fault.said"
+grep -q "ended by SIGPOLL" "$work/light-input.said"
 grep -q "ended by SIGABRT" "$work/light-abort.said"
 # Without the tracer loaded: its library is not among the process's objects (and is with --json).
 "$bin/ffi-hook-tracer" --library libtrace.so -- cat /proc/self/maps >"$work/light-maps.out" 2>/dev/null
@@ -1599,8 +1607,9 @@ check(re.search(rf"joined \(pid {joined.pid}\): {final - start:,} calls of 1 fun
 # 2b. A joined process that SIGTERM ends while traced (its action the default) reports the
 #     window first, as a started one does, and dies of the signal: the tracer stands in for the
 #     default action while it traces. The loop is paused before the signal, so the count is exact.
-for ending in (signal.SIGTERM, signal.SIGUSR2):
-    ended = Joined(f"ended-{ending.name}")
+#     SIGPWR too, whose default action ends a process as well.
+for ending, name in ((signal.SIGTERM, "SIGTERM"), (signal.SIGUSR2, "SIGUSR2"), (signal.SIGPWR, "SIGPWR")):
+    ended = Joined(f"ended-{name.replace(' ', '-')}")
     start = ended.pause()
     process, log = run_tracer(ended.pid)
     ended.resume()
@@ -1610,12 +1619,12 @@ for ending in (signal.SIGTERM, signal.SIGUSR2):
     status = process.wait(timeout=60)
     ended.process.wait(timeout=60)
     report = open(log).read()
-    check(status == 0, f"{ending.name}: the tracer exited with {status} when the process was ended while traced")
-    check(ended.process.returncode == -ending, f"{ending.name}: the process ended with {ended.process.returncode}")
-    check(re.search(rf"joined \(pid {ended.pid}, ended by {ending.name}\): {end - start:,} calls of 1 function",
-                    report) is not None, f"{ending.name}: the report does not give the {end - start} calls:\n{report}")
+    check(status == 0, f"{name}: the tracer exited with {status} when the process was ended while traced")
+    check(ended.process.returncode == -ending, f"{name}: the process ended with {ended.process.returncode}")
+    check(re.search(rf"joined \(pid {ended.pid}, ended by {name}\): {end - start:,} calls of 1 function",
+                    report) is not None, f"{name}: the report does not give the {end - start} calls:\n{report}")
     if not failures:
-        print(f"--pid: a joined process ended by {ending.name} while traced reported its {end - start} calls, "
+        print(f"--pid: a joined process ended by {name} while traced reported its {end - start} calls, "
               f"then died of the signal")
 
 # 3. Errors: no such process, a process traced already, not permitted, no libc.so.6.

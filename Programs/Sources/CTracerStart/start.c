@@ -311,11 +311,21 @@ static void fhs_light_finish(int signal) {
    back the default to die of SIGINT after its traceback), and so is the default a handler set
    to run once (SA_RESETHAND) leaves behind it. */
 
-/* The signals whose default action ends the process. */
-static const int fhs_deadly_signals[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGILL,  SIGTRAP, SIGABRT, SIGBUS,
-                                         SIGFPE,  SIGUSR1, SIGSEGV, SIGUSR2, SIGPIPE, SIGALRM, SIGTERM,
-                                         SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF, SIGSYS};
+/* The signals whose default action ends the process. Not the real-time ones (theirs too): the
+   hooking library takes a free one (its action the default) to stop the threads while it
+   patches code inline, which a stand-in would leave none of. */
+static const int fhs_deadly_signals[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGILL,    SIGTRAP, SIGABRT,   SIGBUS,
+                                         SIGFPE,  SIGUSR1, SIGSEGV, SIGUSR2,   SIGPIPE, SIGALRM,   SIGTERM,
+                                         SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF, SIGSYS,  SIGSTKFLT, SIGIO,
+                                         SIGPWR};
 #define FHS_DEADLY_SIGNALS (sizeof fhs_deadly_signals / sizeof fhs_deadly_signals[0])
+
+static int fhs_is_deadly(int signal) {
+    for (size_t index = 0; index < FHS_DEADLY_SIGNALS; index++) {
+        if (fhs_deadly_signals[index] == signal) return 1;
+    }
+    return 0;
+}
 
 /* 1 where this library's handler is the action and the program is told SIG_DFL. */
 static int fhs_owned[NSIG];
@@ -837,8 +847,8 @@ static void fhs_report_on_signals(void *tracer) {
 static void fhs_stand_in_for_defaults(void) {
     fhs_sigaction_function real = fhs_real_sigaction();
     if (!real) return;
-    for (size_t index = 0; index < FHS_DEADLY_SIGNALS; index++) {
-        int signal = fhs_deadly_signals[index];
+    for (int signal = 1; signal < NSIG; signal++) {
+        if (!fhs_is_deadly(signal)) continue;
         struct sigaction current;
         if (real(signal, NULL, &current) != 0 || !fhs_is_default(&current)) continue;
         struct sigaction handler;
@@ -917,10 +927,7 @@ static int fhs_is_default(const struct sigaction *action) {
    process whose report thread waits. */
 static int fhs_stands_in_for_signal(int signal) {
     if (fhs_wake_descriptor() < 0 && !fhs_light_active()) return 0;
-    for (size_t index = 0; index < FHS_DEADLY_SIGNALS; index++) {
-        if (fhs_deadly_signals[index] == signal) return 1;
-    }
-    return 0;
+    return fhs_is_deadly(signal);
 }
 
 /* Whether the handler stands in for `action` on `signal`: the default action of a deadly
