@@ -305,12 +305,12 @@ enum InlinePlanner {
             let window = low..<(address + neighbourhood)
             let starts = Set(BatchTargets.restartPoints(of: object, around: window) + [address]).sorted()
             let ranges = codeRanges(of: object).compactMap { range -> Range<UInt>? in
-                guard range.upperBound > low, range.lowerBound < address + neighbourhood else { return nil }
+                guard range.upperBound > low, range.lowerBound < window.upperBound else { return nil }
                 // From the last known start at or below the window's start, where decoding is in
                 // step with the instructions.
                 let index = BranchSweep.firstIndex(in: starts, above: low) - 1
                 let start = max(range.lowerBound, index >= 0 ? min(starts[index], low) : range.lowerBound)
-                return start..<min(range.upperBound, address + neighbourhood)
+                return start..<min(range.upperBound, window.upperBound)
             }
             return BranchSweep(ranges: ranges, starts: starts, functions: [address])
         }

@@ -320,13 +320,6 @@ static const int fhs_deadly_signals[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGILL,    S
                                          SIGPWR};
 #define FHS_DEADLY_SIGNALS (sizeof fhs_deadly_signals / sizeof fhs_deadly_signals[0])
 
-static int fhs_is_deadly(int signal) {
-    for (size_t index = 0; index < FHS_DEADLY_SIGNALS; index++) {
-        if (fhs_deadly_signals[index] == signal) return 1;
-    }
-    return 0;
-}
-
 /* 1 where this library's handler is the action and the program is told SIG_DFL. */
 static int fhs_owned[NSIG];
 /* The eventfd that wakes the report thread; -1 when none waits (a forked child). */
@@ -847,8 +840,8 @@ static void fhs_report_on_signals(void *tracer) {
 static void fhs_stand_in_for_defaults(void) {
     fhs_sigaction_function real = fhs_real_sigaction();
     if (!real) return;
-    for (int signal = 1; signal < NSIG; signal++) {
-        if (!fhs_is_deadly(signal)) continue;
+    for (size_t index = 0; index < FHS_DEADLY_SIGNALS; index++) {
+        int signal = fhs_deadly_signals[index];
         struct sigaction current;
         if (real(signal, NULL, &current) != 0 || !fhs_is_default(&current)) continue;
         struct sigaction handler;
@@ -927,7 +920,10 @@ static int fhs_is_default(const struct sigaction *action) {
    process whose report thread waits. */
 static int fhs_stands_in_for_signal(int signal) {
     if (fhs_wake_descriptor() < 0 && !fhs_light_active()) return 0;
-    return fhs_is_deadly(signal);
+    for (size_t index = 0; index < FHS_DEADLY_SIGNALS; index++) {
+        if (fhs_deadly_signals[index] == signal) return 1;
+    }
+    return 0;
 }
 
 /* Whether the handler stands in for `action` on `signal`: the default action of a deadly

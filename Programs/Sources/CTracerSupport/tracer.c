@@ -558,16 +558,10 @@ static const int fht_request_signals[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGUSR1, SI
                                           SIGTERM, SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF, SIGSTKFLT, SIGIO,
                                           SIGPWR};
 #define FHT_REQUEST_SIGNALS (sizeof fht_request_signals / sizeof fht_request_signals[0])
+/* (Not the real-time signals, whose default action ends a process too: the hooking library
+   takes a free one to stop the threads while it patches code inline, which a stand-in would
+   leave none of.) */
 
-/* Whether `signal` is one of those. (Not the real-time signals, whose default action ends the
-   process too: the hooking library takes a free one to stop the threads while it patches code
-   inline, which a stand-in would leave none of.) */
-static int fht_is_request(int signal) {
-    for (size_t index = 0; index < FHT_REQUEST_SIGNALS; index++) {
-        if (fht_request_signals[index] == signal) return 1;
-    }
-    return 0;
-}
 
 /* 1 where the handler stands in for the default action. */
 static int fht_join_owned[NSIG];
@@ -647,8 +641,8 @@ static void fht_join_take_signals(int wake) {
     __atomic_store_n(&fht_join_ending, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&fht_join_reported, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&fht_join_wake, wake, __ATOMIC_RELEASE);
-    for (int signal = 1; signal < NSIG; signal++) {
-        if (!fht_is_request(signal)) continue;
+    for (size_t index = 0; index < FHT_REQUEST_SIGNALS; index++) {
+        int signal = fht_request_signals[index];
         struct sigaction current;
         if (sigaction(signal, NULL, &current) != 0) continue;
         if ((current.sa_flags & SA_SIGINFO) || current.sa_handler != SIG_DFL) continue;
@@ -667,7 +661,8 @@ void fht_join_release_signals(void) {
     /* A signal from now on takes the default action (the handler acts as it, where the program
        took it for its own and puts it back later). */
     __atomic_store_n(&fht_join_wake, -1, __ATOMIC_RELEASE);
-    for (int signal = 1; signal < NSIG; signal++) {
+    for (size_t index = 0; index < FHT_REQUEST_SIGNALS; index++) {
+        int signal = fht_request_signals[index];
         if (!__atomic_load_n(&fht_join_owned[signal], __ATOMIC_ACQUIRE)) continue;
         __atomic_store_n(&fht_join_owned[signal], 0, __ATOMIC_RELEASE);
         struct sigaction current;
