@@ -107,10 +107,8 @@ final class Tracer: Sendable {
         /// functions chosen since, which it cannot have been attached to.
         var imports: [String: [String]] = [:]
         /// In the import-table scopes: the traced libraries loaded now, in the order they were
-        /// first seen, whose exports are looked up only for the names objects in scope import,
-        /// and the names every one of them was asked about.
+        /// first seen, whose exports are looked up only for the names objects in scope import.
         var tracedLibraries: [TracedLibrary] = []
-        var askedNames: Set<String> = []
         /// The objects whose calls are not counted (``TracerConfiguration/Scope/program``).
         var excluded: Set<String> = []
         /// The groups that look at every object (following dlopen and dlclose, and those of
@@ -467,23 +465,22 @@ final class Tracer: Sendable {
     /// Chooses the functions the traced libraries export that the objects in scope import (the
     /// imports read are those --symbols selects), looking each name up in each library's symbol
     /// hash table (libc exports 2,900 functions, a program imports a few dozen). A new traced
-    /// library is asked about every import of every object in scope; a new object's imports
-    /// that have no counter are asked of every traced library, each name once.
+    /// library is asked about every import of every object in scope that has no counter; a new
+    /// object's imports that have no counter are asked of every traced library.
     private func chooseImported(
         newTraced: [String], newImages: Set<String>, _ state: inout State,
         _ choose: ([String], inout State) -> Void
     ) {
         let sources = newTraced.isEmpty ? newImages.compactMap { state.imports[$0] } : Array(state.imports.values)
-        var wanted = Set<String>()
-        for names in sources {
-            for name in names where Self.counter(named: name) == nil {
-                if newTraced.isEmpty && state.askedNames.contains(name) { continue }
-                wanted.insert(name)
-            }
+        // The names without a counter, as the objects list them: a name two objects import is
+        // asked about twice, which costs a lookup in the library's hash table, less than
+        // hashing every name into a set to ask once (each name chosen gets its counter once).
+        var names: [String] = []
+        names.reserveCapacity(sources.reduce(0) { $0 + $1.count })
+        for source in sources {
+            for name in source where Self.counter(named: name) == nil { names.append(name) }
         }
-        guard !wanted.isEmpty || !newTraced.isEmpty else { return }
-        state.askedNames.formUnion(wanted)
-        let names = Array(wanted)
+        guard !names.isEmpty || !newTraced.isEmpty else { return }
         let fresh = Set(newTraced)
         var found = [UInt8](repeating: 0, count: names.count)
         Self.withCStrings(names) { pointers in
