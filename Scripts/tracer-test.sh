@@ -2478,3 +2478,41 @@ C
 gcc -O2 -no-pie -fno-pie -o "$work/nopie" "$work/nopie.c"
 traced_as_plain nopie libc.so.6 "^strlen +1 " "|--scope main|--scope all" "$work/nopie"
 echo "a non-PIE program taking strlen's address: output as plain, its one strlen call counted, in three scopes"
+
+echo "== tracer test: --inline: a local function whose caller keeps values in registers across the call"
+# GCC's -fipa-ra (on at -O2) lets the caller of a function that binds locally (static, hidden)
+# keep values in the caller-saved registers the function does not write: ipra_twice keeps its
+# argument in edi and the first result in edx across its second call of ipra_helper. Traced
+# inline, every register the function leaves alone must come back as it left: the attach path
+# wrote rdi, rsi, r10 and r11, and the program computed wrong sums (14x + 9 expected).
+cat >"$work/ipra.c" <<'C'
+static __attribute__((noinline)) int ipra_helper(int x) { return x * 7 + 1; }
+int ipra_twice(int x) { return ipra_helper(x) + ipra_helper(x + 1); }
+C
+cat >"$work/ipra-main.c" <<'C'
+#include <stdio.h>
+int ipra_twice(int);
+int main(void) {
+    int wrong = 0;
+    for (int x = 0; x < 5; x++) wrong += ipra_twice(x) != 14 * x + 9;
+    printf("%d wrong\n", wrong);
+    return wrong != 0;
+}
+C
+gcc -O2 -fipa-ra -fPIC -shared -o "$work/libipra.so" "$work/ipra.c"
+gcc -O2 -o "$work/ipra" "$work/ipra-main.c" -L"$work" -lipra -Wl,-rpath,"$work"
+# The premise: right after a call of ipra_helper, ipra_twice reads edi, which it did not save.
+if ! objdump -d --no-show-raw-insn "$work/libipra.so" | grep -A1 "call.*<ipra_helper>" | grep -q "%edi"; then
+    echo "premise: gcc's ipra_twice no longer reads edi after calling ipra_helper" >&2
+    objdump -d --no-show-raw-insn "$work/libipra.so" | sed -n '/<ipra_twice>:/,/^$/p' >&2
+    exit 1
+fi
+status=0
+"$bin/ffi-hook-tracer" --inline --library libipra.so -- "$work/ipra" >"$work/ipra.out" 2>"$work/ipra.err" || status=$?
+if [ "$status" -ne 0 ] || ! grep -q "^0 wrong$" "$work/ipra.out" || ! grep -Eq "^ipra_helper +10 " "$work/ipra.err" ||
+    ! grep -Eq "^ipra_twice +5 " "$work/ipra.err"; then
+    echo "--inline on a library whose caller keeps registers across a local call: status $status" >&2
+    cat "$work/ipra.out" "$work/ipra.err" >&2
+    exit 1
+fi
+echo "--inline: ipra_twice's five sums right with ipra_helper (static, called with edi and edx kept) traced, 10 and 5 calls"

@@ -17,9 +17,11 @@
 
 #include <elf.h>
 
-/* ffh_attach_entry and ffh_attach_return: attach_x86_64.S. */
+/* ffh_attach_entry, ffh_attach_return and their preserving forms: attach_x86_64.S. */
 void ffh_attach_entry(void);
 void ffh_attach_return(void);
+void ffh_attach_entry_preserving(void);
+void ffh_attach_return_preserving(void);
 
 /* libgcc's registration of unwind information (the package links gcc_s). */
 extern void __register_frame_info(const void *begin, void *object);
@@ -72,19 +74,30 @@ typedef struct {
    slot and leaves the one being written alone (see ffh_attach_enter). */
 #define FFH_SIDE_FILLING ((uint64_t)1 << 63)
 
-/* The thunks: a header word (the address of ffh_attach_return) and a 16-byte cell per frame.
-   An attached call whose leave block is to run is made from cell i of its thread: the entry
-   takes the caller's return address off the stack (into frame i) and jumps to the cell, whose
-   `call *%r11` puts the cell's own return address exactly where the caller's was (the stack
-   arguments stay where they are) and calls the function. A real call, so the processor
-   predicts the function's return; the cell then enters ffh_attach_return with its index, and
-   the return to the caller is a `ret` the processor predicts too (the caller's call pushed
-   it). The unwinder looks a return address up at the byte before it, inside the cell's call:
-   cell i's row of the unwind information. */
+/* The thunks: a header of two words (the addresses of ffh_attach_return and
+   ffh_attach_return_preserving) and a 32-byte cell per frame. An attached call whose leave
+   block is to run is made from cell i of its thread: the entry takes the caller's return
+   address off the stack (into frame i) and jumps to the cell, whose call puts the cell's own
+   return address exactly where the caller's was (the stack arguments stay where they are) and
+   calls the function. A real call, so the processor predicts the function's return; the cell
+   then enters the return path with its index, and the return to the caller is a `ret` the
+   processor predicts too (the caller's call pushed it). The unwinder looks a return address up
+   at the byte before it, inside the cell's call: cell i's row of the unwind information.
+
+   A cell has two ways in. At its start (ffh_attach_entry): `call *%r11`, then its index in r11
+   and a jump to ffh_attach_return. FFH_THUNK_PRESERVING bytes in (ffh_attach_entry_preserving):
+   the same call through the frame's word in the calls page (FFH_THUNK_SPAN bytes below the
+   cell, written by ffh_attach_enter), its index pushed, and a jump to
+   ffh_attach_return_preserving: no register is written on the way to the function and back
+   but the stack's words below the caller's stack pointer, which are the callee's. */
 enum {
     FFH_THUNK_HEADER = 16,
-    FFH_THUNK_CELL = 16,
+    FFH_THUNK_CELL = 32,
+    FFH_THUNK_PRESERVING = 15,
     FFH_THUNK_BYTES = FFH_THUNK_HEADER + FFH_THUNK_CELL * FFH_ATTACH_DEPTH,
+    /* The thunks' pages, and as many below them that hold each cell's function word (the
+       words of the preserving calls, at the cell's address less this). */
+    FFH_THUNK_SPAN = (FFH_THUNK_BYTES + 4095) / 4096 * 4096,
     /* Per cell: DW_CFA_def_cfa_expression (1), length (1), DW_OP_breg7 and its offset (2),
        DW_OP_addr and its 8 bytes, DW_OP_deref (1), DW_OP_plus (1); DW_CFA_expression (1),
        register (1), length (1), DW_OP_addr and its 8 bytes; then DW_CFA_advance_loc (1). */
@@ -225,6 +238,16 @@ static inline uint64_t ffh_cell(const ffh_side *side, uint64_t index) {
 /* The return address a call made from cell `index` has: right after the cell's call. */
 static inline uint64_t ffh_thunk(const ffh_side *side, uint64_t index) { return ffh_cell(side, index) + 3; }
 
+/* The same for a call made through the cell's preserving way in. */
+static inline uint64_t ffh_thunk_preserving(const ffh_side *side, uint64_t index) {
+    return ffh_cell(side, index) + FFH_THUNK_PRESERVING + 6;
+}
+
+/* Whether `value` is a return address of a call from cell `index`, either way in. */
+static inline int ffh_is_thunk(const ffh_side *side, uint64_t index, uint64_t value) {
+    return value == ffh_thunk(side, index) || value == ffh_thunk_preserving(side, index);
+}
+
 static unsigned char *ffh_put32(unsigned char *at, uint32_t value) {
     memcpy(at, &value, 4);
     return at + 4;
@@ -290,7 +313,7 @@ static uint64_t ffh_side_write_unwind(ffh_side *side) {
         *at++ = 9;
         *at++ = 0x03;
         at = ffh_put64(at, (uint64_t)(uintptr_t)&side->frames[index].ret);
-        if (index + 1 < FFH_ATTACH_DEPTH) *at++ = 0x40 | FFH_THUNK_CELL; /* DW_CFA_advance_loc 16 */
+        if (index + 1 < FFH_ATTACH_DEPTH) *at++ = 0x40 | FFH_THUNK_CELL; /* DW_CFA_advance_loc 32 */
     }
     while ((at - fde) % 8 != 0) *at++ = 0;
     ffh_put32(fde, (uint32_t)(at - fde - 4));
@@ -380,18 +403,20 @@ static ffh_side *ffh_side_make(ffh_thread *thread) {
     long memory = ffh_syscall6(SYS_mmap, 0, (long)sizeof(ffh_side), PROT_READ | PROT_WRITE,
                                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (memory < 0 && memory > -4096) return NULL;
-    long code = ffh_syscall6(SYS_mmap, 0, (long)FFH_THUNK_BYTES, PROT_READ | PROT_WRITE,
+    /* The cells' function words, then the thunks: one mapping, so that a cell reaches its
+       word by a 32-bit displacement. */
+    long code = ffh_syscall6(SYS_mmap, 0, (long)(2 * FFH_THUNK_SPAN), PROT_READ | PROT_WRITE,
                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (code < 0 && code > -4096) {
         ffh_syscall3(SYS_munmap, memory, (long)sizeof(ffh_side), 0);
         return NULL;
     }
     ffh_side *side = (ffh_side *)memory;
-    unsigned char *thunks = (unsigned char *)code;
+    unsigned char *thunks = (unsigned char *)code + FFH_THUNK_SPAN;
     side->thunks = thunks;
-    uint64_t common = (uint64_t)(uintptr_t)&ffh_attach_return;
-    memset(thunks, 0xcc, FFH_THUNK_BYTES);
-    memcpy(thunks, &common, 8);
+    uint64_t common[2] = {(uint64_t)(uintptr_t)&ffh_attach_return, (uint64_t)(uintptr_t)&ffh_attach_return_preserving};
+    memset(thunks, 0xcc, FFH_THUNK_SPAN);
+    memcpy(thunks, common, sizeof common);
     for (uint32_t index = 0; index < FFH_ATTACH_DEPTH; index++) {
         unsigned char *cell = thunks + FFH_THUNK_HEADER + FFH_THUNK_CELL * index;
         unsigned char *at = cell;
@@ -402,12 +427,26 @@ static ffh_side *ffh_side_make(ffh_thread *thread) {
         *at++ = 0xbb;
         memcpy(at, &index, 4);
         at += 4;
-        *at++ = 0xff; /* jmp *common(%rip) */
+        *at++ = 0xff; /* jmp *common[0](%rip) */
         *at++ = 0x25;
         int32_t displacement = (int32_t)((intptr_t)thunks - (intptr_t)(at + 4));
         memcpy(at, &displacement, 4);
+        at += 4;
+        /* The preserving way in (FFH_THUNK_PRESERVING bytes into the cell). */
+        *at++ = 0xff; /* call *word(%rip), the word FFH_THUNK_SPAN bytes below the cell */
+        *at++ = 0x15;
+        displacement = (int32_t)((intptr_t)(cell - FFH_THUNK_SPAN) - (intptr_t)(at + 4));
+        memcpy(at, &displacement, 4);
+        at += 4;
+        *at++ = 0x68; /* push $index */
+        memcpy(at, &index, 4);
+        at += 4;
+        *at++ = 0xff; /* jmp *common[1](%rip) */
+        *at++ = 0x25;
+        displacement = (int32_t)((intptr_t)(thunks + 8) - (intptr_t)(at + 4));
+        memcpy(at, &displacement, 4);
     }
-    ffh_syscall3(SYS_mprotect, code, (long)FFH_THUNK_BYTES, PROT_READ | PROT_EXEC);
+    ffh_syscall3(SYS_mprotect, (long)thunks, (long)FFH_THUNK_SPAN, PROT_READ | PROT_EXEC);
     /* Usable from here (frames and thunks): a signal handler that interrupts the rest of the
        set-up runs both blocks of its calls (see ffh_attach_enter_in_work), whose frames the
        unwinder and gdb find only once the unwind information below is registered. One that
@@ -415,7 +454,7 @@ static ffh_side *ffh_side_make(ffh_thread *thread) {
        here takes a lock until now): that one stays, and this one goes. */
     ffh_side *none = NULL;
     if (!__atomic_compare_exchange_n(&thread->side, &none, side, 0, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE)) {
-        ffh_syscall3(SYS_munmap, code, (long)FFH_THUNK_BYTES, 0);
+        ffh_syscall3(SYS_munmap, code, (long)(2 * FFH_THUNK_SPAN), 0);
         ffh_syscall3(SYS_munmap, memory, (long)sizeof(ffh_side), 0);
         return none;
     }
@@ -452,7 +491,7 @@ static void ffh_side_drop_abandoned(ffh_side *side, uint64_t sp) {
         } else if (value == top->ret) {
             break;
         }
-        if (value == ffh_thunk(side, depth - 1)) break;
+        if (ffh_is_thunk(side, depth - 1, value)) break;
         depth--;
         __atomic_fetch_add(&ffh_attach_abandoned, 1, __ATOMIC_RELAXED);
     }
@@ -755,14 +794,17 @@ FFH_ATTACH_TEXT static __attribute__((noinline)) ffh_attach_target ffh_attach_en
     return target;
 }
 
-/* Called by ffh_attach_entry; returns where the call goes on. */
+/* Called by ffh_attach_entry and ffh_attach_entry_preserving; returns where the call goes on.
+   A call made from a cell also has the function in the cell's word (the preserving way in
+   calls through it; the other takes it in r11). */
 FFH_ATTACH_TEXT __attribute__((visibility("hidden"))) ffh_attach_target ffh_attach_enter(ffh_attach *record,
                                                                          ffh_attach_enter_frame *frame) {
     uintptr_t flags = __atomic_load_n(&record->flags, __ATOMIC_ACQUIRE);
-    if (__builtin_expect(flags & (FFH_ATTACH_RESOLVES | FFH_ATTACH_AS_CALLER), 0)) {
-        return ffh_attach_enter_special(record, flags, frame);
-    }
-    return ffh_attach_enter_thread(record, flags, frame);
+    ffh_attach_target target = __builtin_expect(flags & (FFH_ATTACH_RESOLVES | FFH_ATTACH_AS_CALLER), 0)
+                                   ? ffh_attach_enter_special(record, flags, frame)
+                                   : ffh_attach_enter_thread(record, flags, frame);
+    if (target.cell) *(uint64_t *)(uintptr_t)(target.cell - FFH_THUNK_SPAN) = target.function;
+    return target;
 }
 
 /* Ends the process with a message when a return thunk finds no frame of its own: the real
@@ -787,7 +829,9 @@ __attribute__((visibility("hidden"))) uintptr_t ffh_attach_call_as_caller(uintpt
     ffh_side *side = thread ? thread->side : NULL;
     if (!side) ffh_attach_lost();
     uint64_t offset = thunk - ffh_thunk(side, 0);
-    if (offset % FFH_THUNK_CELL || offset / FFH_THUNK_CELL >= FFH_ATTACH_DEPTH) ffh_attach_lost();
+    if (offset / FFH_THUNK_CELL >= FFH_ATTACH_DEPTH || !ffh_is_thunk(side, offset / FFH_THUNK_CELL, thunk)) {
+        ffh_attach_lost();
+    }
     const ffh_side_frame *frame = &side->frames[offset / FFH_THUNK_CELL];
     uintptr_t function = (uintptr_t)frame->function;
     int32_t was = ffh_thread_begin_work(thread);
@@ -856,20 +900,54 @@ void ffh_attach_write_stub(void *stub, ffh_attach *record) {
     ffh_write_trampoline(stub, record, (const void *)&ffh_attach_entry);
 }
 
+void ffh_attach_write_stub_preserving(void *stub, ffh_attach *record) {
+    unsigned char code[FFH_ATTACH_STUB_SIZE];
+    uint64_t recordAddress = (uint64_t)(uintptr_t)record;
+    uint64_t entry = (uint64_t)(uintptr_t)&ffh_attach_entry_preserving;
+    static const unsigned char endbr64[] = {0xf3, 0x0f, 0x1e, 0xfa};
+    memset(code, 0xcc, sizeof code); /* int3 after the jump */
+    memcpy(code, endbr64, 4);
+    code[4] = 0x41; /* push %r11 */
+    code[5] = 0x53;
+    code[6] = 0x49; /* movabs $record, %r11 */
+    code[7] = 0xbb;
+    memcpy(code + 8, &recordAddress, 8);
+    code[16] = 0x41; /* push %r11 */
+    code[17] = 0x53;
+    code[18] = 0x49; /* movabs $ffh_attach_entry_preserving, %r11 */
+    code[19] = 0xbb;
+    memcpy(code + 20, &entry, 8);
+    code[28] = 0x41; /* jmp *%r11 */
+    code[29] = 0xff;
+    code[30] = 0xe3;
+    memcpy(stub, code, sizeof code);
+}
+
 uintptr_t ffh_attach_stub_original(uintptr_t code) {
-    uintptr_t words[3];
-    for (int index = 0; index < 3; index++) {
+    uintptr_t words[4];
+    for (int index = 0; index < 4; index++) {
         if (ffh_guarded_load((const void *)(code + 8 * (uintptr_t)index), &words[index]) != 0) return 0;
     }
-    /* endbr64; movabs $record, %r10; movabs $ffh_attach_entry, %r11 (ffh_write_trampoline) */
-    unsigned char bytes[24];
+    unsigned char bytes[32];
     memcpy(bytes, words, sizeof bytes);
-    static const unsigned char head[] = {0xf3, 0x0f, 0x1e, 0xfa, 0x49, 0xba};
-    if (memcmp(bytes, head, sizeof head) != 0 || bytes[14] != 0x49 || bytes[15] != 0xbb) return 0;
     uint64_t target, record;
-    memcpy(&target, bytes + 16, 8);
-    if (target != (uint64_t)(uintptr_t)&ffh_attach_entry) return 0;
-    memcpy(&record, bytes + 6, 8);
+    /* endbr64; movabs $record, %r10; movabs $ffh_attach_entry, %r11 (ffh_write_trampoline) */
+    static const unsigned char head[] = {0xf3, 0x0f, 0x1e, 0xfa, 0x49, 0xba};
+    /* endbr64; push %r11; movabs $record, %r11; push %r11; movabs $ffh_attach_entry_preserving,
+       %r11 (ffh_attach_write_stub_preserving) */
+    static const unsigned char preserving[] = {0xf3, 0x0f, 0x1e, 0xfa, 0x41, 0x53, 0x49, 0xbb};
+    if (memcmp(bytes, head, sizeof head) == 0 && bytes[14] == 0x49 && bytes[15] == 0xbb) {
+        memcpy(&target, bytes + 16, 8);
+        if (target != (uint64_t)(uintptr_t)&ffh_attach_entry) return 0;
+        memcpy(&record, bytes + 6, 8);
+    } else if (memcmp(bytes, preserving, sizeof preserving) == 0 && bytes[16] == 0x41 && bytes[17] == 0x53 &&
+               bytes[18] == 0x49 && bytes[19] == 0xbb) {
+        memcpy(&target, bytes + 20, 8);
+        if (target != (uint64_t)(uintptr_t)&ffh_attach_entry_preserving) return 0;
+        memcpy(&record, bytes + 8, 8);
+    } else {
+        return 0;
+    }
     return __atomic_load_n(&((const ffh_attach *)(uintptr_t)record)->original, __ATOMIC_ACQUIRE);
 }
 
@@ -884,8 +962,8 @@ int ffh_attach_is_return_thunk(uintptr_t address) {
     ffh_side *side = thread ? thread->side : NULL;
     if (!side) return 0;
     uint64_t first = ffh_thunk(side, 0);
-    return address >= first && address <= ffh_thunk(side, FFH_ATTACH_DEPTH - 1) &&
-           (address - first) % FFH_THUNK_CELL == 0;
+    if (address < first || address > ffh_thunk_preserving(side, FFH_ATTACH_DEPTH - 1)) return 0;
+    return ffh_is_thunk(side, (address - first) / FFH_THUNK_CELL, address);
 }
 
 static void ffh_attach_thread_released(ffh_thread *thread) {
@@ -907,6 +985,11 @@ int ffh_attach_is_return_thunk(uintptr_t address) {
     return 0;
 }
 void ffh_attach_write_stub(void *stub, ffh_attach *record) {
+    (void)stub;
+    (void)record;
+}
+
+void ffh_attach_write_stub_preserving(void *stub, ffh_attach *record) {
     (void)stub;
     (void)record;
 }

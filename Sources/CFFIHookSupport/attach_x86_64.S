@@ -43,6 +43,27 @@
 #include "registers_x86_64.h"
 
 #if defined(__x86_64__) && defined(__ELF__)
+        /* xmm8..xmm15, whole, to eight 16-byte slots at `offset` from `base`. */
+        .macro  FFH_STORE_UPPER_VECTORS base, offset
+        .irp    index, 8, 9, 10, 11, 12, 13, 14, 15
+        movdqu  %xmm\index, \offset + (\index - 8) * 16(\base)
+        .endr
+        .endm
+
+        /* Every register ffh_attach_entry_preserving saved, back from its frame at rsp. */
+        .macro  FFH_LOAD_PRESERVED
+        FFH_LOAD_GENERAL %rsp
+        movq    48(%rsp), %rax
+        FFH_LOAD_VECTORS %rsp, 64
+        movq    232(%rsp), %r10
+        movq    240(%rsp), %r11
+        .irp    index, 8, 9, 10, 11, 12, 13, 14, 15
+        movdqu  248 + (\index - 8) * 16(%rsp), %xmm\index
+        .endr
+        .endm
+#endif
+
+#if defined(__x86_64__) && defined(__ELF__)
 
         .text
         .p2align 4
@@ -145,6 +166,138 @@ ffh_attach_return:
         ret
         .cfi_endproc
         .size   ffh_attach_return, .-ffh_attach_return
+
+
+/* The preserving forms, for a function patched inline (ffh_attach_write_stub_preserving): its
+   callers may keep values in registers the function does not write (GCC's -fipa-ra), so no
+   register but the stack pointer differs from a direct call on the way to the function and
+   back, the blocks' changes aside.
+
+   ffh_attach_entry_preserving: the stub has pushed the caller's r11 and then the record, so
+   the return address is 16 bytes up. The frame is ffh_attach_entry's (the same offsets, up to
+   232), then r10, r11 (the caller's) and xmm8 to xmm15 at 232, 240 and 248 (to 376); the record
+   at 376, the caller's r11 at 384, the return address (S) at 392. Everything is restored, and
+   the jump goes through the stack's word just below where the stack pointer ends (S - 8 for
+   the function, S for the cell): a word the red zone keeps from signal frames. */
+        .p2align 4
+        .globl  ffh_attach_entry_preserving
+        .hidden ffh_attach_entry_preserving
+        .type   ffh_attach_entry_preserving, @function
+ffh_attach_entry_preserving:
+        .cfi_startproc
+        .cfi_def_cfa_offset 24
+        subq    $376, %rsp
+        .cfi_def_cfa_offset 400
+        FFH_STORE_GENERAL %rsp
+        movq    %rax, 48(%rsp)
+        leaq    392(%rsp), %rax
+        movq    %rax, 56(%rsp)
+        FFH_STORE_VECTORS %rsp, 64
+        movq    %r10, 232(%rsp)
+        movq    384(%rsp), %rax
+        movq    %rax, 240(%rsp)
+        FFH_STORE_UPPER_VECTORS %rsp, 248
+        movq    376(%rsp), %rdi
+        movq    %rsp, %rsi
+        movq    %rbx, 216(%rsp)
+        .cfi_offset %rbx, -184
+        movq    %rsp, %rbx
+        .cfi_def_cfa_register %rbx
+        andq    $-16, %rsp
+        call    ffh_attach_enter@PLT
+        movq    %rbx, %rsp
+        .cfi_def_cfa_register %rsp
+        movq    216(%rsp), %rbx
+        .cfi_restore %rbx
+        testq   %rdx, %rdx
+        jnz     1f
+        movq    %rax, 384(%rsp)
+        FFH_LOAD_PRESERVED
+        leaq    392(%rsp), %rsp
+        .cfi_remember_state
+        .cfi_def_cfa_offset 8
+        jmp     *-8(%rsp)
+        .cfi_restore_state
+1:
+        /* The leave block is to run: the return address, kept in the side stack, comes off
+           the stack, and the cell's preserving way in calls the function from there. */
+        addq    $15, %rdx
+        movq    %rdx, 392(%rsp)
+        FFH_LOAD_PRESERVED
+        leaq    400(%rsp), %rsp
+        .cfi_def_cfa_offset 0
+        .cfi_undefined %rip
+        jmp     *-8(%rsp)
+        .cfi_endproc
+        .size   ffh_attach_entry_preserving, .-ffh_attach_entry_preserving
+
+/* ffh_attach_return_preserving: where a cell's preserving way in jumps once the function has
+   returned, with the cell's index pushed where the return address was (S; the caller's stack
+   pointer is S + 8). The leave frame is ffh_attach_return's at the same place (S - 152), and
+   below it rsi, rdi, r9, r10, r11 and xmm4 to xmm15 (240 bytes); the return goes through S. */
+        .p2align 4
+        .globl  ffh_attach_return_preserving
+        .hidden ffh_attach_return_preserving
+        .type   ffh_attach_return_preserving, @function
+ffh_attach_return_preserving:
+        .cfi_startproc
+        .cfi_def_cfa %rsp, 8
+        .cfi_undefined %rip
+        subq    $392, %rsp
+        .cfi_def_cfa_offset 400
+        movq    %rax, 240(%rsp)
+        movq    %rdx, 248(%rsp)
+        movdqu  %xmm0, 256(%rsp)
+        movdqu  %xmm1, 272(%rsp)
+        movq    392(%rsp), %rax
+        movq    %rax, 288(%rsp)
+        movq    $0, 296(%rsp)
+        .cfi_offset %rip, -104
+        movq    %rcx, 336(%rsp)
+        movq    %r8, 344(%rsp)
+        movdqu  %xmm2, 352(%rsp)
+        movdqu  %xmm3, 368(%rsp)
+        movq    %rbx, 384(%rsp)
+        .cfi_offset %rbx, -16
+        movq    %rsi, 0(%rsp)
+        movq    %rdi, 8(%rsp)
+        movq    %r9, 16(%rsp)
+        movq    %r10, 24(%rsp)
+        movq    %r11, 32(%rsp)
+        .irp    index, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+        movdqu  %xmm\index, 40 + (\index - 4) * 16(%rsp)
+        .endr
+        leaq    240(%rsp), %rdi
+        movq    %rsp, %rbx
+        .cfi_def_cfa_register %rbx
+        andq    $-16, %rsp
+        call    ffh_attach_leave@PLT
+        movq    %rbx, %rsp
+        .cfi_def_cfa_register %rsp
+        movq    %rax, 392(%rsp)
+        movq    384(%rsp), %rbx
+        .cfi_restore %rbx
+        movq    240(%rsp), %rax
+        movq    248(%rsp), %rdx
+        movdqu  256(%rsp), %xmm0
+        movdqu  272(%rsp), %xmm1
+        movq    336(%rsp), %rcx
+        movq    344(%rsp), %r8
+        movdqu  352(%rsp), %xmm2
+        movdqu  368(%rsp), %xmm3
+        movq    0(%rsp), %rsi
+        movq    8(%rsp), %rdi
+        movq    16(%rsp), %r9
+        movq    24(%rsp), %r10
+        movq    32(%rsp), %r11
+        .irp    index, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+        movdqu  40 + (\index - 4) * 16(%rsp), %xmm\index
+        .endr
+        leaq    392(%rsp), %rsp
+        .cfi_def_cfa_offset 8
+        ret
+        .cfi_endproc
+        .size   ffh_attach_return_preserving, .-ffh_attach_return_preserving
 
 #endif
 

@@ -94,5 +94,87 @@ extension InlineSuites {
             attach.remove()
             #expect(!function.isPatched)
         }
+
+        /// Calls of the C functions below: 1 an enter, 1000 a leave.
+        static let functionCalls = Atomic<Int>(0)
+
+        /// The registers a direct call of ct_ipra_leaf left other than ct_ipra_call loaded them
+        /// (rdi: its argument; rax: its result, `expected`), by name.
+        static func registersChangedAcrossTheCall(_ argument: Int32, expected: Int32) -> [String] {
+            var registers = [UInt64](repeating: 0, count: 9)
+            var vectors = [UInt8](repeating: 0, count: 256)
+            ct_ipra_call(argument, &registers, &vectors)
+            let pattern = withUnsafeBytes(of: ct_ipra_pattern) { Array($0) }
+            let words = withUnsafeBytes(of: ct_ipra_pattern) { Array($0.bindMemory(to: UInt64.self)) }
+            var changed: [String] = []
+            let loaded: [UInt64] = [
+                words[32], words[33], words[34], UInt64(UInt32(bitPattern: argument)), words[35], words[36],
+                words[37], words[38],
+            ]
+            for (index, name) in ["rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11"].enumerated() {
+                // rdi as the argument's 32 bits (the caller set edi, which clears the upper half).
+                let value = name == "rdi" ? registers[index] & 0xFFFF_FFFF : registers[index]
+                if value != loaded[index] { changed.append(name) }
+            }
+            if Int32(truncatingIfNeeded: registers[8]) != expected { changed.append("eax") }
+            for index in 0..<16
+            where Array(vectors[index * 16..<index * 16 + 16]) != Array(pattern[index * 16..<index * 16 + 16]) {
+                changed.append("xmm\(index)")
+            }
+            return changed
+        }
+
+        /// A caller that keeps values in registers the function does not write, across a direct
+        /// call (as GCC's -fipa-ra has the callers of a function that binds locally do: a static
+        /// or hidden function), finds them as it left them through an inline attach: with both
+        /// blocks (the leave block through the side stack), with an enter block alone, with C
+        /// functions as blocks, and in a batch. The attach's stub, entry, cell and return path
+        /// wrote r10, r11, rdi, rsi, r9 and xmm4 to xmm15 before: the caller got wrong values.
+        @Test func callersKeepTheRegistersTheFunctionLeavesAlone() throws {
+            try #require(Self.registersChangedAcrossTheCall(20, expected: 21) == [])
+            let function = try InlineFunction(address: address(of: ct_ipra_leaf))
+            let enters = Count()
+            let leaves = Count()
+            var tokens: [(String, HookToken)] = []
+            tokens.append(
+                (
+                    "both blocks",
+                    try Hook.attach(on: function.slot) { _ in
+                        enters.add()
+                    } onLeave: { _ in
+                        leaves.add()
+                    }
+                ))
+            #expect(Self.registersChangedAcrossTheCall(20, expected: 21) == [], "both blocks")
+            #expect(enters.current == 1 && leaves.current == 1)
+            tokens.removeLast().1.remove()
+            tokens.append(("an enter block", try Hook.attach(on: function.slot, onEnter: { _ in enters.add() })))
+            #expect(Self.registersChangedAcrossTheCall(30, expected: 31) == [], "an enter block alone")
+            #expect(enters.current == 2 && leaves.current == 1)
+            tokens.removeLast().1.remove()
+            let functions = AttachFunctions(
+                onEnter: { _, _ in InlineAttachTests.functionCalls.add(1, ordering: .relaxed) },
+                onLeave: { _, _ in InlineAttachTests.functionCalls.add(1000, ordering: .relaxed) }, context: nil)
+            let before = Self.functionCalls.load(ordering: .relaxed)
+            tokens.append(("C functions", try Hook.attach(on: function.slot, functions: functions)))
+            #expect(Self.registersChangedAcrossTheCall(40, expected: 41) == [], "C functions as blocks")
+            #expect(Self.functionCalls.load(ordering: .relaxed) == before + 1001)
+            tokens.removeLast().1.remove()
+            // A leave block that changes the result: the result register takes its value, the
+            // others stay.
+            let changing = try Hook.attach(on: function.slot) { _ in
+            } onLeave: { call in
+                call.returnValue += 100
+            }
+            #expect(Self.registersChangedAcrossTheCall(50, expected: 151) == [], "a leave block changing the result")
+            changing.remove()
+            let batch = try InlineBatch(addresses: [address(of: ct_ipra_leaf), address(of: ct_inline_rip)])
+            let group = try Hook.attach(on: batch) { _ in ({ _ in enters.add() }, { _ in leaves.add() }) }
+            #expect(group.refusals.isEmpty)
+            #expect(Self.registersChangedAcrossTheCall(60, expected: 61) == [], "a batch's attach")
+            #expect(group.remove())
+            #expect(!function.isPatched)
+            #expect(Self.registersChangedAcrossTheCall(70, expected: 71) == [])
+        }
     }
 }

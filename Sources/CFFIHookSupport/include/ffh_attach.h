@@ -129,6 +129,16 @@ uintptr_t ffh_attach_stub_original(uintptr_t code);
 /// whose code alias is executed): `%r10` = `record`, then a jump to the entry.
 void ffh_attach_write_stub(void *stub, ffh_attach *record);
 
+/// Writes an attach stub for `record` at `stub` whose calls keep every register the function
+/// leaves alone: r11 and `record` pushed, then a jump to the preserving entry. For a function
+/// patched inline, whose callers may count on registers the function does not write (GCC's
+/// -fipa-ra, for a function that binds locally). The general registers and xmm0 to xmm15 reach
+/// the function as the caller left them (the enter block's changes to the argument registers
+/// aside) and come back to the caller as the function left them (the leave block's changes to
+/// the result registers aside); the upper halves of the vector registers and xmm16 to xmm31
+/// are kept as far as the blocks leave them alone, the flags are not.
+void ffh_attach_write_stub_preserving(void *stub, ffh_attach *record);
+
 /// How many leave blocks were skipped because a thread's side stack was full.
 uint64_t ffh_attach_skipped_leaves(void);
 /// How many side-stack frames were found abandoned (a longjmp or an exception left the call

@@ -134,10 +134,17 @@ struct AttachStubs {
     }
 
     /// A stub for `slot`: one that served it before, else a new one (nil when memory for code
-    /// cannot be had). Its record passes calls through until an attachment is published.
-    mutating func take(for slot: UInt) -> Stub? {
+    /// cannot be had). Its record passes calls through until an attachment is published. A
+    /// preserving stub (`preserving`: an inline function's slot) keeps every register the
+    /// function leaves alone (``ffh_attach_write_stub_preserving``); a stub taken again is
+    /// written again for the kind asked for (nothing calls a stub given back).
+    mutating func take(for slot: UInt, preserving: Bool = false) -> Stub? {
         if !free.isEmpty, let stub = free[slot]?.popLast() {
             if free[slot]?.isEmpty == true { free[slot] = nil }
+            if let place = block(containing: stub.code) {
+                let writable = blocks[place].writable + Int(stub.code - blocks[place].code)
+                Self.write(writable, record: stub.record, preserving: preserving)
+            }
             return stub
         }
         if usedInLastBlock == Self.perBlock {
@@ -158,8 +165,19 @@ struct AttachStubs {
         count += 1
         let record = (block.writable + offset + Int(FFH_ATTACH_STUB_SIZE)).bindMemory(to: ffh_attach.self, capacity: 1)
         record.initialize(to: ffh_attach(original: 0, state: 0, epoch: 0, flags: 0))
-        ffh_attach_write_stub(block.writable + offset, record)
+        Self.write(block.writable + offset, record: record, preserving: preserving)
         return Stub(code: UInt(bitPattern: block.code + offset), record: record)
+    }
+
+    /// Writes a stub of the kind asked for at `writable`.
+    private static func write(
+        _ writable: UnsafeMutableRawPointer, record: UnsafeMutablePointer<ffh_attach>, preserving: Bool
+    ) {
+        if preserving {
+            ffh_attach_write_stub_preserving(writable, record)
+        } else {
+            ffh_attach_write_stub(writable, record)
+        }
     }
 
     /// Gives back the stub of an attach of `slot` that was removed.
@@ -281,7 +299,7 @@ enum AttachEngine {
             }
             asCaller = symbol.map(ReadsReturnAddress.functions.contains(name:)) == true || lead.readsReturnAddress
         }
-        guard let stub = stubs.withLock({ $0.take(for: address) }) else {
+        guard let stub = stubs.withLock({ $0.take(for: address, preserving: function != 0) }) else {
             throw HookError(slot: address, signature: nil, problem: .closureAllocationFailed)
         }
         let handle = AttachHandle(stub: stub, slot: address, attachment: attachment)
@@ -381,7 +399,7 @@ extension AttachEngine {
             var taken: [AttachStubs.Stub] = []
             taken.reserveCapacity(items.count)
             for place in items.indices {
-                guard let stub = pool.take(for: items[place].slot) else {
+                guard let stub = pool.take(for: items[place].slot, preserving: items[place].function != 0) else {
                     for given in taken.indices { pool.give(taken[given], for: items[given].slot) }
                     return ([], items[place].slot)
                 }

@@ -82,6 +82,16 @@ extern const int64_t ct_inline_plain_size, ct_inline_rip_size, ct_inline_jmp8_si
     ct_inline_ripredzone_size, ct_inline_ripstore_size, ct_inline_ripvex_size, ct_inline_ripevex_size,
     ct_inline_rippush_size, ct_inline_ripjmp_size, ct_inline_ripcall_size;
 
+/// a + 1, writing no register but eax.
+int32_t ct_ipra_leaf(int32_t a);
+/// Keeps known values in every caller-saved register but rax and rdi across a direct call of
+/// ct_ipra_leaf(a), as a caller compiled with GCC's -fipa-ra may, and stores what they hold
+/// after it: rcx, rdx, rsi, rdi, r8, r9, r10, r11 and rax to registers[0..<9], xmm0 to xmm15 to
+/// vectors (16 bytes each).
+void ct_ipra_call(int32_t a, uint64_t *registers, uint8_t *vectors);
+/// What ct_ipra_call loads: xmm0 to xmm15 (16 bytes each), then rcx, rdx, rsi, r8, r9, r10, r11.
+extern const uint64_t ct_ipra_pattern[39];
+
 /// Calls fixture `which` (0 plain(a, b), 1 rip, 2 jmp8, 3 jcc8, 4 call, 5 loop, 6 jrcxz,
 /// 7 endbr, 8 backward, 9 tiny) with a direct `call`, as code inside one object does.
 int64_t ct_inline_direct(int32_t which, int64_t a, int64_t b);
