@@ -12,6 +12,10 @@
 
 #include "registers_x86_64.h"
 
+/* Offsets in an ffh_slot (ffh_thread.h; thread.c asserts them). */
+#define FFH_SLOT_STATE_OFFSET 0
+#define FFH_SLOT_RESOLVER_OFFSET 48
+
 #if defined(__x86_64__) && defined(__ELF__)
 
         .text
@@ -112,7 +116,25 @@ ffh_sysv_invoke:
         .cfi_startproc
         .cfi_personality 0x9b, DW.ref.__gcc_personality_v0
         .cfi_lsda 0x1b, .Llsda_\name
-        FFH_FRAME_BEGIN
+        endbr64
+        /* A slot with no hooks whose function has no resolver: a jump to the function, which
+           gets the call exactly as the caller made it (r11 aside, which the trampoline wrote
+           too), whatever its shape: a variadic function's arguments past those its signature
+           names included, which a call through the register plan would not pass. The state
+           is the function itself then (ffh_slot); FFH_SLOT_HOOKED is its sign bit, and 0 a
+           NULL slot an instead hook filled. */
+        movq    FFH_SLOT_STATE_OFFSET(%r10), %r11
+        testq   %r11, %r11
+        jle     .Lenter_\name
+        cmpq    $0, FFH_SLOT_RESOLVER_OFFSET(%r10)
+        jne     .Lenter_\name
+        jmp     *%r11
+.Lenter_\name:
+        pushq   %rbp
+        .cfi_def_cfa_offset 16
+        .cfi_offset %rbp, -16
+        movq    %rsp, %rbp
+        .cfi_def_cfa_register %rbp
         subq    $352, %rsp
         movq    $0, 344(%rsp)
         FFH_STORE_GENERAL %rsp

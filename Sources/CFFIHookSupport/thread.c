@@ -5,6 +5,7 @@
 #include "ffh_syscall.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
@@ -923,6 +924,10 @@ void ffh_handler(void *cif, void *returnValue, void **arguments, void *userData)
 }
 
 // MARK: - The System V closure entry
+
+/* The offsets ffh_closure_entry reads (call_x86_64.S). */
+_Static_assert(offsetof(ffh_slot, state) == 0, "call_x86_64.S reads the slot's state at 0");
+_Static_assert(offsetof(ffh_slot, resolver) == 48, "call_x86_64.S reads the slot's resolver at 48");
 
 #if defined(__x86_64__) && defined(__ELF__)
 

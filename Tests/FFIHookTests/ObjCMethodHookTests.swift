@@ -95,6 +95,34 @@ import Testing
         #expect(throws: ObjCHookError.self) { try ObjCHook.before(on: method, signature: wrong) { _ in } }
     }
 
+    /// A variadic method hooked with its encoding (the fixed arguments alone) and then unhooked:
+    /// its messages of any shape reach it whole again, the stack's arguments too, and a
+    /// per-instance hook with a call shape serves its object through the class's closure. The
+    /// closure that stays in the method passed messages on by the encoding's register plan,
+    /// and a sum of seven came back wrong for the rest of the process.
+    @Test func aVariadicMethodGetsEveryMessageWholeOnceItsHooksAreGone() throws {
+        let variadic = try F.class("OFXVariadic")
+        let sumOfSeven = F.function("ofx_sum_of_seven", as: (@convention(c) (F.ID) -> Int32).self)
+        let object = F.new("OFXVariadic")
+        defer { F.release(object) }
+        #expect(sumOfSeven(object) == 28)
+        let method = ObjCMethod.instance("sumOf:", of: variadic)
+        let runs = Atomic<Int>(0)
+        let token = try ObjCHook.before(on: method) { _ in runs.add(1, ordering: .relaxed) }
+        _ = sumOfSeven(object)
+        #expect(runs.load(ordering: .relaxed) == 1)
+        token.remove()
+        for _ in 0..<3 { #expect(sumOfSeven(object) == 28) }
+        #expect(runs.load(ordering: .relaxed) == 1)
+        let shape = try Signature(variadic: "i@:iiiiiiii", fixedArgumentCount: 3)
+        let mine = try ObjCHook.after(on: F.object(object), method.selector, signature: shape) { call in
+            call.setReturnValue(call.returnValue(as: Int32.self) + 100)
+        }
+        #expect(sumOfSeven(object) == 128)
+        mine.remove()
+        #expect(sumOfSeven(object) == 28)
+    }
+
     /// A once hook runs for one message only.
     @Test func onceRunsOnce() throws {
         let plain = try F.class("OFXPlain")

@@ -278,7 +278,9 @@ typedef struct ffh_slot {
     /// While the slot has hooks, its hook state (an unretained `SlotEntry`, which holds the
     /// original) with ``FFH_SLOT_HOOKED`` set; otherwise the function the closure
     /// passes calls through to (0 for a NULL slot an instead hook filled). One word, so a
-    /// call reads what it needs with one load.
+    /// call reads what it needs with one load: the library's own entry jumps to such a
+    /// function when it has no ``resolver`` (call_x86_64.S, which reads this word and that
+    /// one at fixed offsets).
     uintptr_t state;
     /// The slot's address (0 for a closure that is free for reuse).
     uintptr_t address;
