@@ -2516,3 +2516,58 @@ if [ "$status" -ne 0 ] || ! grep -q "^0 wrong$" "$work/ipra.out" || ! grep -Eq "
     exit 1
 fi
 echo "--inline: ipra_twice's five sums right with ipra_helper (static, called with edi and edx kept) traced, 10 and 5 calls"
+
+echo "== tracer test: --log with %p: a forked child that execs keeps what it logged before the exec"
+# The child logs three calls to its own file, then execs; the new image (same process ID)
+# appends its call to that file. It made the file anew, and the three lines were lost.
+cat >"$work/fork-exec.c" <<'C'
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    if (argc > 1) return strlen(argv[1]) != 5;
+    pid_t child = fork();
+    if (child == 0) {
+        volatile size_t sum = 0;
+        for (int round = 0; round < 3; round++) sum += strlen("before");
+        execl("/proc/self/exe", argv[0], "after", (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    return !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+C
+gcc -O0 -fno-builtin -o "$work/fork-exec" "$work/fork-exec.c"
+status=0
+"$bin/ffi-hook-tracer" --library libc.so.6 --symbols strlen --log "$work/fork-exec-%p.log" -- "$work/fork-exec" \
+    2>"$work/fork-exec.err" || status=$?
+child_log=$(grep -l 'strlen("after")' "$work"/fork-exec-*.log 2>/dev/null | head -1)
+if [ "$status" -ne 0 ] || [ -z "$child_log" ] || [ "$(grep -c 'strlen("before")' "$child_log")" -ne 3 ]; then
+    echo "--log %p, a child that forks and execs: status $status, its file ${child_log:-none}:" >&2
+    cat "$work"/fork-exec-*.log "$work/fork-exec.err" >&2
+    exit 1
+fi
+echo "--log %p: a forked child's three lines and its exec'd image's one, in one file"
+
+echo "== tracer test: two output options that name one file"
+for pair in "--json --log" "--log --chrome-trace" "--flamegraph --timeline" "--json --folded"; do
+    read -r first second <<<"$pair"
+    status=0
+    "$bin/ffi-hook-tracer" --library libc.so.6 "$first" "$work/shared.out" "$second" "$work/./shared.out" -- /bin/true \
+        2>"$work/shared.err" || status=$?
+    if [ "$status" -ne 64 ] || ! grep -qE -- "($first and $second|$second and $first) name the same file" "$work/shared.err"; then
+        echo "$first and $second with one file: status $status" >&2
+        cat "$work/shared.err" >&2
+        exit 1
+    fi
+done
+status=0
+"$bin/ffi-hook-tracer" --library libc.so.6 --duration 2147483647 --pid 1 2>"$work/duration.err" || status=$?
+if [ "$status" -ne 64 ] || ! grep -q -- "--duration takes fewer than 1000000000 seconds" "$work/duration.err"; then
+    echo "--duration 2147483647: status $status" >&2
+    cat "$work/duration.err" >&2
+    exit 1
+fi
+echo "two outputs naming one file refused before the program runs (four pairs); --duration's limit named"

@@ -7,6 +7,8 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -631,9 +633,19 @@ static void fht_log_name(char *buffer, size_t size, long pid) {
     buffer[text.used] = 0;
 }
 
-/* In a forked child: the process ID changed; a log whose name has %p gets a file of its own. */
+/* In a forked child: the process ID changed; a log whose name has %p gets a file of its own,
+   and the environment says this process opened it (FFI_HOOK_TRACER_LOG_OPENED, ten characters
+   that CallLog set, written over in place: no allocation here), so that the program the child
+   may exec appends to it instead of making it anew. */
 static void fht_log_forked(void) {
     fht_log_pid = ffh_syscall3(SYS_getpid, 0, 0, 0);
+    char *opened = getenv("FFI_HOOK_TRACER_LOG_OPENED");
+    if (opened && fht_log_path[0] && strlen(opened) == 10) {
+        char digits[10];
+        int count = 0;
+        for (long value = fht_log_pid; value > 0 && count < 10; value /= 10) digits[count++] = (char)('0' + value % 10);
+        for (int index = 0; index < 10; index++) opened[index] = index < count ? digits[count - 1 - index] : ' ';
+    }
     /* The child has one thread: every other thread's frames are free, its own are its own. */
     uint32_t count = __atomic_load_n(&fht_log_slot_count, __ATOMIC_ACQUIRE);
     for (uint32_t index = 0; index < count && index < FHT_LOG_MOST_STACKS; index++) {

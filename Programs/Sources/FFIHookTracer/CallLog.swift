@@ -60,7 +60,7 @@ final class CallLog: Sendable {
         path = OutputPathTemplate(template: template).path(for: pid)
         // A program that execs another keeps its process ID and its log: the new image appends.
         let marker = "FFI_HOOK_TRACER_LOG_OPENED"
-        let opener = getenv(marker).map { Int32(String(cString: $0)) } ?? nil
+        let opener = getenv(marker).flatMap { String(cString: $0).split(separator: " ").first.flatMap { Int32($0) } }
         let writer = getenv("FFI_HOOK_TRACER_PID").flatMap { Int32(String(cString: $0)) }
         let truncates = opener != pid && (named || (writer.map { $0 == pid } ?? (opener == nil)))
         var descriptor = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncates ? O_TRUNC : 0), 0o644)
@@ -76,7 +76,10 @@ final class CallLog: Sendable {
             close(descriptor)
             descriptor = high
         }
-        setenv(marker, "\(pid)", 1)
+        // Ten characters, so that a forked child can write its own ID over it in place
+        // (fht_log_forked: no allocation between fork and exec).
+        let digits = "\(pid)"
+        setenv(marker, digits + String(repeating: " ", count: max(0, 10 - digits.count)), 1)
         // The clock: the time-stamp counter, measured against CLOCK_MONOTONIC from here to the
         // start of logging (the attach in between usually takes longer than the 2 ms needed).
         let now = Self.clocks()

@@ -263,6 +263,68 @@ static void fhw_refuse_unwritable(const char *path, const char *option) {
     free(directory);
 }
 
+/* Whether the directory part of the absolute path `path` (up to its last slash) and that of
+   `other` are one directory. */
+static int fhw_same_directory(const char *path, const char *other) {
+    char *first = strndup(path, (size_t)(strrchr(path, '/') - path));
+    char *second = strndup(other, (size_t)(strrchr(other, '/') - other));
+    if (!first || !second) fhw_fail("out of memory");
+    struct stat one, two;
+    int same = stat(first[0] ? first : "/", &one) == 0 && stat(second[0] ? second : "/", &two) == 0 &&
+               one.st_dev == two.st_dev && one.st_ino == two.st_ino;
+    free(first);
+    free(second);
+    return same;
+}
+
+/* Whether the absolute paths `a` and `b` name one file: the same path, one existing file by two
+   paths (a link, `..`), or one name in one directory reached by two paths. */
+static int fhw_same_file(const char *a, const char *b) {
+    if (strcmp(a, b) == 0) return 1;
+    struct stat first, second;
+    if (stat(a, &first) == 0 && stat(b, &second) == 0) {
+        return first.st_dev == second.st_dev && first.st_ino == second.st_ino;
+    }
+    return strcmp(strrchr(a, '/'), strrchr(b, '/')) == 0 && fhw_same_directory(a, b);
+}
+
+/* Exits with the usage when two output options name one file: each writes a whole file of its
+   own at the end, and the last one written would be all the file held. An option given twice
+   writes its last file only. */
+static void fhw_refuse_shared_files(const fhw_options *options) {
+    const char *paths[FHW_EVENT_OPTIONS + 2];
+    const char *names[FHW_EVENT_OPTIONS + 2];
+    size_t count = 0;
+    if (options->json) {
+        paths[count] = options->json;
+        names[count++] = "--json";
+    }
+    for (int event = 0; event < FHW_EVENT_OPTIONS; event++) {
+        if (strcmp(fhw_event_options[event].option, "--events") == 0) continue;
+        const char *last = NULL;
+        for (size_t index = 0; index < options->event_variables.count; index++) {
+            if (strcmp(fhw_event_options[event].variable, options->event_variables.items[index]) == 0) {
+                last = options->event_values.items[index];
+            }
+        }
+        if (!last) continue;
+        paths[count] = last;
+        names[count++] = fhw_event_options[event].option;
+    }
+    if (options->log) {
+        paths[count] = options->log;
+        names[count++] = "--log";
+    }
+    for (size_t first = 0; first < count; first++) {
+        for (size_t second = first + 1; second < count; second++) {
+            if (fhw_same_file(paths[first], paths[second])) {
+                fhw_fail("%s and %s name the same file, %s: give each a file of its own", names[first],
+                         names[second], paths[second]);
+            }
+        }
+    }
+}
+
 static void fhw_parse(int argc, char **argv, fhw_options *options) {
     static char *no_command[] = {NULL};
     options->command = no_command;
@@ -357,9 +419,8 @@ static void fhw_parse(int argc, char **argv, fhw_options *options) {
         }
         default: {
             double seconds = 0;
-            if (!fhw_number(value, &seconds) || !(seconds > 0) || !(seconds < 1e9)) {
-                fhw_fail("--duration needs a number of seconds above 0");
-            }
+            if (!fhw_number(value, &seconds) || !(seconds > 0)) fhw_fail("--duration needs a number of seconds above 0");
+            if (!(seconds < 1e9)) fhw_fail("--duration takes fewer than 1000000000 seconds (31 years)");
             options->duration = value;
             break;
         }
@@ -390,6 +451,7 @@ static void fhw_parse(int argc, char **argv, fhw_options *options) {
         }
     }
     if (options->log) fhw_refuse_unwritable(options->log, "--log");
+    fhw_refuse_shared_files(options);
 }
 
 // MARK: - The program
