@@ -104,6 +104,20 @@ extension ObjCHook {
         _ signature: Signature, encoding: String, _ arguments: repeat (each Argument).Type,
         returning: Result.Type, failure: (ObjCHookError.Code, String, String?, HookError?) -> ObjCHookError
     ) throws(ObjCHookError) {
+        // The count first, in the block's terms: the receiver and selector are not types the
+        // block's caller gives ("3 arguments given where the signature has 4" read as if three
+        // types had been passed).
+        var given = 0
+        for _ in repeat each arguments { given += 1 }
+        let taken = signature.argumentTypes.count - 2
+        if given != taken {
+            let types = given == 1 ? "1 argument type" : "\(given) argument types"
+            throw failure(
+                .signatureMismatch,
+                "\(types) given where the method takes \(taken) after the receiver and selector "
+                    + "(\"\(signature.encoding)\")",
+                encoding, nil)
+        }
         do throws(CallInterfaceError) {
             try signature.checkSwiftTypes(
                 UnsafeRawPointer.self, UnsafeRawPointer.self, repeat each arguments, returning: Result.self)

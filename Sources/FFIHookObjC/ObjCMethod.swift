@@ -28,8 +28,10 @@ public struct ObjCMethod: Sendable, Hashable, CustomStringConvertible {
     /// The method's type encoding as the runtime records it, frame offsets included
     /// (`i24@0:8i16i20`); the method may be inherited.
     ///
-    /// - Throws: ``ObjCHookError`` when no runtime is loaded or the class has no method for
-    ///   the selector.
+    /// - Throws: ``ObjCHookError`` when no runtime is loaded, the class has no method for the
+    ///   selector, or, for a class method, the runtime reads the class as still under
+    ///   construction (a class clang compiled for gcc's runtime: see *FFIHookObjC*, which
+    ///   says why such a class's class methods cannot be hooked).
     public var typeEncoding: String {
         get throws(ObjCHookError) {
             let target = try resolved()

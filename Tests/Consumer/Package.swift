@@ -33,7 +33,8 @@ let gnustepFlags = (commandOutput(["gnustep-config", "--objc-flags"]) ?? "")
     .filter { ($0.hasPrefix("-D") || $0.hasPrefix("-I")) && $0 != "-I." }
 let gccHeaders = commandOutput(["gcc", "-print-file-name=include"]).map { ["-idirafter", $0] } ?? []
 let objectiveCFlags =
-    ["-fobjc-runtime=gcc", "-fno-blocks", "-fconstant-string-class=NSConstantString"] + gnustepFlags + gccHeaders
+    ["-fobjc-runtime=gcc", "-fno-blocks", "-fconstant-string-class=NSConstantString", "-fexceptions"]
+    + gnustepFlags + gccHeaders
 
 let package = Package(
     name: "consumer",

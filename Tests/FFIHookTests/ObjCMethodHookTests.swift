@@ -221,6 +221,13 @@ import Testing
                 (error as? ObjCHookError)?.code == .signatureMismatch
             }
         }
+        // A count that differs is said in the block's terms, the receiver and selector aside.
+        #expect {
+            try ObjCHook.before(on: add, arguments: Int32.self, returning: Int32.self) { _, _ in }.remove()
+        } throws: { error in
+            (error as? ObjCHookError)?.message.hasPrefix(
+                "1 argument type given where the method takes 2 after the receiver and selector") == true
+        }
     }
 
     // MARK: - Every kind of value

@@ -10,6 +10,7 @@
 }
 - (int)greet:(int)times;
 - (NSString *)salutation;
+- (void)refuse;
 @end
 
 @implementation Greeter
@@ -18,6 +19,9 @@
     return greetings;
 }
 - (NSString *)salutation { return @"hello"; }
+- (void)refuse {
+    [NSException raise:@"GreeterRefusal" format:@"no greeting"];
+}
 @end
 
 void *greeter_new(void) { return [Greeter new]; }
@@ -39,3 +43,15 @@ char *greeter_salutation(void *greeter) {
 }
 
 void greeter_release(void *object) { [(id)object release]; }
+
+int greeter_refusal_caught(void *greeter) {
+    int caught = 0;
+    NSAutoreleasePool *pool = [NSAutoreleasePool new];
+    @try {
+        [(Greeter *)greeter refuse];
+    } @catch (NSException *exception) {
+        caught = [[exception name] isEqualToString:@"GreeterRefusal"];
+    }
+    [pool release];
+    return caught;
+}

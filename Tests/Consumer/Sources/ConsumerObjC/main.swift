@@ -48,6 +48,14 @@ check(token.remove(), "the hook removed")
 check(ObjCObject(mine).dispatchClass?.name == "Greeter", "the object's class back")
 check(greeter_greet(mine, 1) == 3, "the method after the removal")
 check(greetings.withLock { $0.count } == 1, "no block after the removal")
+
+// An exception raised in a hooked method reaches the sender's @catch (the target's flags have
+// -fexceptions, as the documentation's setup says).
+let refusals = Atomic<Int>(0)
+let refusing = try ObjCHook.before(on: ObjCObject(mine), "refuse") { _ in refusals.add(1, ordering: .relaxed) }
+check(greeter_refusal_caught(mine) == 1, "an exception through a hooked method caught by the sender")
+check(refusals.load(ordering: .relaxed) == 1, "the hook on the raising method ran")
+check(refusing.remove(), "that hook removed")
 greeter_release(mine)
 greeter_release(other)
 

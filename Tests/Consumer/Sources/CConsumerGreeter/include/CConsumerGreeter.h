@@ -22,4 +22,8 @@ char *greeter_salutation(void *greeter);
 /// `[object release]`.
 void greeter_release(void *object);
 
+/// `[greeter refuse]`, which raises an NSException named GreeterRefusal, inside `@try`: 1 when
+/// the `@catch` caught it.
+int greeter_refusal_caught(void *greeter);
+
 #endif
