@@ -2571,3 +2571,22 @@ if [ "$status" -ne 64 ] || ! grep -q -- "--duration takes fewer than 1000000000 
     exit 1
 fi
 echo "two outputs naming one file refused before the program runs (four pairs); --duration's limit named"
+
+echo "== tracer test: a set-user-ID program is said to be untraced"
+# The loader ignores LD_PRELOAD in a program that changes its user (secure mode): nothing of the
+# tracer runs there, and it ended with no word at all.
+if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
+    cp /bin/true "$work/setuid-true"
+    chown nobody "$work/setuid-true"
+    chmod 4755 "$work/setuid-true"
+    status=0
+    "$bin/ffi-hook-tracer" --library libc.so.6 -- "$work/setuid-true" 2>"$work/setuid.err" || status=$?
+    if [ "$status" -ne 0 ] || ! grep -q "is set-user-ID, set-group-ID or has file capabilities" "$work/setuid.err"; then
+        echo "a set-user-ID program: status $status" >&2
+        cat "$work/setuid.err" >&2
+        exit 1
+    fi
+    echo "a set-user-ID program: it runs, and the tracer says none of its calls are traced"
+else
+    echo "(not root: the set-user-ID case needs a file owned by another user)"
+fi

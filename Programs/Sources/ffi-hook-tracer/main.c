@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "usage.h"
@@ -456,6 +457,16 @@ static void fhw_parse(int argc, char **argv, fhw_options *options) {
 
 // MARK: - The program
 
+/* Whether the program at `path` runs in the loader's secure mode, where it ignores LD_PRELOAD:
+   set-user-ID to another user, set-group-ID to another group, or with file capabilities. */
+static int fhw_runs_securely(const char *path) {
+    struct stat status;
+    if (stat(path, &status) != 0) return 0;
+    if ((status.st_mode & S_ISUID) && status.st_uid != geteuid()) return 1;
+    if ((status.st_mode & S_ISGID) && status.st_gid != getegid()) return 1;
+    return getxattr(path, "security.capability", NULL, 0) >= 0;
+}
+
 /* What the ELF file at `path` is when no loader runs in it: 1 a program linked statically, 2 a
    shared library (no entry point); 0 for one with a program interpreter, or no ELF file. */
 static int fhw_without_loader(const char *path) {
@@ -581,6 +592,11 @@ int main(int argc, char **argv) {
         fprintf(stderr,
                 "ffi-hook-tracer: %s is a shared library with no entry point, not a program: run a program that "
                 "loads it, and name the library with --library\n",
+                options.command[0]);
+    } else if (program && fhw_runs_securely(program)) {
+        fprintf(stderr,
+                "ffi-hook-tracer: %s is set-user-ID, set-group-ID or has file capabilities: the loader ignores "
+                "LD_PRELOAD in it, so none of its calls are traced (the processes it starts may be)\n",
                 options.command[0]);
     }
     /* execvp keeps this process (and its ID, which FFI_HOOK_TRACER_PID names). */
