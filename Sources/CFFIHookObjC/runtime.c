@@ -352,3 +352,9 @@ static __thread unsigned long ffh_objc_changes __attribute__((tls_model("initial
 void ffh_objc_count_change(void) { ffh_objc_changes++; }
 
 unsigned long ffh_objc_changes_on_this_thread(void) { return ffh_objc_changes; }
+
+int ffh_objc_exchange_class(ffh_objc_id object, ffh_objc_Class expected, ffh_objc_Class desired) {
+    if (!object) return 0;
+    ffh_objc_Class *word = (ffh_objc_Class *)(void *)object;
+    return __atomic_compare_exchange_n(word, &expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}

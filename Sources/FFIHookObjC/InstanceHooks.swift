@@ -117,6 +117,7 @@ extension MethodRegistry {
         // Its class changed since its last hook went in, by a path not followed: move first.
         reassert(object)
         try refuseReentry { ObjCHookError(code: $0, message: $1, selector: selector) }
+        var follows = false
         let token = try state.withLock { (state: inout State) throws(ObjCHookError) -> HookToken in
             guard let isa = runtime.classOf(pointer) else {
                 throw ObjCHookError(code: .invalidClass, message: "the object has no class", selector: selector)
@@ -134,6 +135,7 @@ extension MethodRegistry {
                 runtime: runtime, cls: cls, className: reportedName, selector: selector, isClassMethod: false)
             let prepared = try Self.prepare(lookup, signature: given, checking: check)
             let objects: ObjectHooks
+            let registered = state.objects[object] != nil
             if let existing = state.objects[object] {
                 objects = existing
             } else {
@@ -153,11 +155,18 @@ extension MethodRegistry {
             hook.use(record)
             objects.hooks.append(hook)
             state.objects[object] = objects
-            if runtime.classOf(pointer) != objects.cls {
-                runtime.setClass(of: pointer, to: objects.cls)
+            // From the class read above only: a class another thread set meanwhile (key-value
+            // observing, starting or ending) is followed as its registration's end follows it
+            // (``reassert(_:)``). A plain store put the object back on a class made for the
+            // class before, and an observer that had just started lost every notification.
+            // An object already on a class made for its hooks that is on another one now was
+            // moved by such a thread before this install: it too is followed.
+            if isa != objects.cls && (registered || !runtime.exchangeClass(of: pointer, from: isa, to: objects.cls)) {
+                follows = true
             }
             return HookToken(handle: hook)
         }
+        if follows { reassert(object) }
         return token
     }
 
@@ -216,10 +225,12 @@ extension MethodRegistry {
                 objects.hooks.removeAll { $0 === hook }
                 if objects.hooks.isEmpty {
                     state.objects[hook.object] = nil
-                    if let pointer = OpaquePointer(bitPattern: hook.object), runtime.classOf(pointer) == objects.cls,
+                    // Only from the class made for its hooks: another class set meanwhile (an
+                    // observation's) stays.
+                    if let pointer = OpaquePointer(bitPattern: hook.object),
                         let superclass = runtime.superclass(of: objects.cls)
                     {
-                        runtime.setClass(of: pointer, to: superclass)
+                        _ = runtime.exchangeClass(of: pointer, from: objects.cls, to: superclass)
                     }
                 }
             }
@@ -253,6 +264,14 @@ extension MethodRegistry {
     /// its new class, and its hooks with it.
     func reassert(_ object: UInt) {
         guard let runtime = ObjCRuntime.current, let pointer = OpaquePointer(bitPattern: object) else { return }
+        // Again while another thread changes the class between the read and the move (a bound:
+        // a class that keeps changing is left to the next registration's end).
+        for _ in 0..<100 where !reassertOnce(object, pointer, runtime) {}
+    }
+
+    /// One try of ``reassert(_:)``: false when the class changed between its read and the move.
+    private func reassertOnce(_ object: UInt, _ pointer: OpaquePointer, _ runtime: ObjCRuntime) -> Bool {
+        var moved = true
         let old: [HookRecord?] = state.withLock { state in
             guard let objects = state.objects[object], let isa = runtime.classOf(pointer), isa != objects.cls,
                 ffh_objc_instance_class_find(runtime.functions, isa) != isa
@@ -279,10 +298,11 @@ extension MethodRegistry {
                 hook.use(record)
             }
             objects.cls = made
-            runtime.setClass(of: pointer, to: made)
+            moved = runtime.exchangeClass(of: pointer, from: isa, to: made)
             return old
         }
         for record in old { finishRemoval(record) }
+        return moved
     }
 
     /// Hooks NSObject's observer registration methods, once, so that per-instance hooks

@@ -112,6 +112,12 @@ struct ObjCRuntime: @unchecked Sendable {
         _ = functions.pointee.object_setClass(object, cls)
     }
 
+    /// Moves `object` from `expected` to `cls` unless another thread set its class meanwhile
+    /// (``ffh_objc_exchange_class``); whether it did.
+    func exchangeClass(of object: OpaquePointer, from expected: OpaquePointer, to cls: OpaquePointer) -> Bool {
+        ffh_objc_exchange_class(object, expected, cls) != 0
+    }
+
     /// What `[object class]` returns: the message sent as compiled code sends it. An object
     /// whose class has no `-class` (a root class other than NSObject) reports its class as
     /// the runtime has it, before any subclass made for per-instance hooks.

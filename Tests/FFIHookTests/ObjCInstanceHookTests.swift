@@ -3,6 +3,10 @@ import FFIHookObjC
 import Synchronization
 import Testing
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Per-instance hooks on GNUstep objects built by gcc, and their composition with class-wide
 /// hooks and key-value observing. Part of the serialized suite of class-wide hooks: both
 /// hook the same classes.
@@ -264,6 +268,69 @@ extension ObjCMethodHookTests {
     }
 
     // MARK: - Key-value observing
+
+    /// An observer added on one thread while another installs the object's first hook, both at
+    /// once, round after round: each round's change is notified and runs the hook. The install
+    /// stored its subclass over the class observation had just set, and 2 to 165 of 3,000
+    /// observers never heard of the object again (a stranger's run).
+    @Test func observationStartingAsTheFirstHookGoesInKeepsBoth() throws {
+        _ = try F.class("OFXObserved")
+        final class Round: @unchecked Sendable {
+            var object: UInt = 0
+            var observer: UInt = 0
+            var token: HookToken?
+        }
+        let rounds = 400
+        let round = Round()
+        let go = Atomic<Int>(-1)
+        let observed = Atomic<Int>(-1)
+        let hooked = Atomic<Int>(-1)
+        let ran = Atomic<Int>(0)
+        let failures = Mutex<[String]>([])
+        F.runThreads([
+            {
+                for index in 0..<rounds {
+                    while go.load(ordering: .acquiring) < index { sched_yield() }
+                    F.observe(
+                        OpaquePointer(bitPattern: round.object)!, OpaquePointer(bitPattern: round.observer)!, "level")
+                    observed.store(index, ordering: .releasing)
+                }
+            },
+            {
+                for index in 0..<rounds {
+                    while go.load(ordering: .acquiring) < index { sched_yield() }
+                    round.token = try? ObjCHook.after(
+                        on: F.object(OpaquePointer(bitPattern: round.object)!), "setLevel:"
+                    ) {
+                        _ in ran.add(1, ordering: .relaxed)
+                    }
+                    hooked.store(index, ordering: .releasing)
+                }
+            },
+            {
+                for index in 0..<rounds {
+                    round.object = F.address(F.new("OFXObserved"))
+                    round.observer = F.address(F.new("OFXObserver"))
+                    go.store(index, ordering: .releasing)
+                    while observed.load(ordering: .acquiring) < index { sched_yield() }
+                    while hooked.load(ordering: .acquiring) < index { sched_yield() }
+                    let object = OpaquePointer(bitPattern: round.object)!
+                    let observer = OpaquePointer(bitPattern: round.observer)!
+                    let before = (F.notifications(observer), ran.load(ordering: .relaxed))
+                    F.setLevel(object, Int32(index))
+                    if F.notifications(observer) != before.0 + 1 || ran.load(ordering: .relaxed) != before.1 + 1 {
+                        let seen = "round \(index): on \(F.dispatchClass(object)), hook token \(round.token != nil)"
+                        failures.withLock { $0.append(seen) }
+                    }
+                    F.unobserve(object, observer, "level")
+                    round.token?.remove()
+                    F.release(object)
+                    F.release(observer)
+                }
+            },
+        ])
+        #expect(failures.withLock { $0 } == [])
+    }
 
     /// Observation added after the object's hook, then either removed first: every change is
     /// notified, the hook runs while installed, and the object reports its class throughout.

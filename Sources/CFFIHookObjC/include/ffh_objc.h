@@ -120,6 +120,12 @@ void ffh_objc_instance_class_register(ffh_objc_Class cls, ffh_objc_Class reporte
 /// included), or NULL.
 ffh_objc_Class ffh_objc_instance_class_find(const ffh_objc_runtime *runtime, ffh_objc_Class cls);
 
+/// Moves `object` to `desired` if its class is still `expected`, in one atomic step on the
+/// object's class word (the first word of every object of gcc's runtime, which
+/// `object_setClass` stores alone): 1 when it did, 0 when another thread (key-value observing
+/// starting or ending) set another class meanwhile.
+int ffh_objc_exchange_class(ffh_objc_id object, ffh_objc_Class expected, ffh_objc_Class desired);
+
 /// The implementation of `-class` in those classes: the class the object reported before it
 /// was moved to one of them.
 ffh_objc_Class ffh_objc_instance_class_method(ffh_objc_id self, ffh_objc_SEL selector);
