@@ -7,8 +7,9 @@ internal import CTracerSupport
 /// and, above it, calls that never returned (left by `longjmp`, or whose end the attach could
 /// not see); a begin whose stack pointer lies above the innermost open call's closes that call
 /// too (its frame is gone), and so does a begin at the same stack pointer unless it was recorded
-/// as tail-called from that call (``FHT_TAIL_BEGIN``): a call left by `longjmp` or an exception
-/// ends where the next call from the same frame begins. Calls still open when the events run out were running when the
+/// as tail-called from that call (``FHT_TAIL_BEGIN``). A call closed so (left by `longjmp` or an
+/// exception) ends at the event before the one that showed it gone: the last moment it is known
+/// to have run. Calls still open when the events run out were running when the
 /// report was written: they end then. An end that matches no open call (a call that began
 /// before the events, or before a fork) is left out. So every call has a begin and an end,
 /// nested within its caller, and times never run backwards on a thread.
@@ -144,6 +145,11 @@ struct Recording {
             if ticks < window.lowerBound { continue }
             if ticks > window.upperBound { break }
             let stack = events[position].stack
+            // A call found abandoned ends at the last event before this one: the last moment it
+            // is known to have run (it began then, or a call in it ended then). Ending it here
+            // gave it the time up to the next call from its frame, a longjmp's sleep included,
+            // which the table does not count.
+            let seen = last
             last = max(last, clock.nanoseconds(events[position].ticks))
             let kind = word & 3
             if kind == UInt32(FHT_BEGIN) || kind == UInt32(FHT_TAIL_BEGIN) {
@@ -151,7 +157,7 @@ struct Recording {
                 // this call was tail-called from it.
                 let tail = kind == UInt32(FHT_TAIL_BEGIN)
                 while let top = open.last, Int32(bitPattern: stack &- thread.calls[top].stack) > (tail ? 0 : -1) {
-                    close(at: last, .abandoned)
+                    close(at: seen, .abandoned)
                 }
                 thread.calls.append(
                     Call(
@@ -166,7 +172,7 @@ struct Recording {
                     thread.unmatchedEnds += 1
                     continue
                 }
-                while open.count > match + 1 { close(at: last, .abandoned) }
+                while open.count > match + 1 { close(at: seen, .abandoned) }
                 close(at: last, .returned)
             }
         }

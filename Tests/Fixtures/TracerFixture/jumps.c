@@ -1,8 +1,10 @@
 // The event outputs' longjmp test: JUMPS times, the program calls jump_call from inside run(),
 // and jump_call's callback leaves it with longjmp back into run(), so jump_call never returns;
-// then main calls jump_return, from a frame above the one jump_call was called from.
+// then main sleeps a millisecond (no traced call) and calls jump_return, from a frame above the
+// one jump_call was called from.
 #include <setjmp.h>
 #include <stdio.h>
+#include <unistd.h>
 
 int jump_call(void (*callback)(void));
 int jump_return(int value);
@@ -20,7 +22,11 @@ __attribute__((noinline)) static int run(void) {
 
 int main(void) {
     int returned = 0;
-    for (int index = 0; index < JUMPS; index++) returned += run() + jump_return(index) - index - 1;
+    for (int index = 0; index < JUMPS; index++) {
+        returned += run();
+        usleep(1000);
+        returned += jump_return(index) - index - 1;
+    }
     printf("%d\n", returned);
     return 0;
 }
