@@ -2590,3 +2590,36 @@ if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
 else
     echo "(not root: the set-user-ID case needs a file owned by another user)"
 fi
+
+echo "== tracer test: --log: a thread that ends inside a traced call"
+# pthread_exit never returns: its call is in flight as the thread ends, and is written then,
+# ending <no return>, as the help says of the thread that exits (it was never written).
+cat >"$work/thread-exit.c" <<'C'
+#include <pthread.h>
+#include <stdio.h>
+static void *body(void *unused) {
+    (void)unused;
+    pthread_exit(NULL);
+}
+int main(void) {
+    pthread_t thread;
+    pthread_create(&thread, NULL, body, NULL);
+    pthread_join(thread, NULL);
+    puts("joined");
+    return 0;
+}
+C
+gcc -O0 -o "$work/thread-exit" "$work/thread-exit.c" -lpthread
+for mode in "" --inline; do
+    rm -f "$work/thread-exit.log"
+    status=0
+    # shellcheck disable=SC2086 # the mode is one word or none
+    "$bin/ffi-hook-tracer" $mode --library libc.so.6 --symbols pthread_exit --log "$work/thread-exit.log" -- \
+        "$work/thread-exit" >"$work/thread-exit.out" 2>"$work/thread-exit.err" || status=$?
+    if [ "$status" -ne 0 ] || [ "$(grep -c 'pthread_exit(.*<no return>$' "$work/thread-exit.log")" -ne 1 ]; then
+        echo "--log $mode, a thread ended by pthread_exit: status $status, the log:" >&2
+        cat "$work/thread-exit.log" "$work/thread-exit.err" >&2
+        exit 1
+    fi
+done
+echo "--log: a thread's pthread_exit written as it ends, <no return>, through the import table and inline"

@@ -29,7 +29,14 @@ static ffh_thread *ffh_records;
 static pthread_key_t ffh_exit_key;
 static int ffh_exit_key_made;
 
+/* What runs on an ending thread first (ffh_thread_set_exit_hook). */
+static void (*ffh_exit_hook)(void);
+
+void ffh_thread_set_exit_hook(void (*hook)(void)) { __atomic_store_n(&ffh_exit_hook, hook, __ATOMIC_RELEASE); }
+
 static void ffh_thread_exited(void *record) {
+    void (*hook)(void) = __atomic_load_n(&ffh_exit_hook, __ATOMIC_ACQUIRE);
+    if (hook) hook();
     ffh_thread_release(record);
 }
 

@@ -2,6 +2,7 @@
 #include "CTracerLog.h"
 /* (Header-only: the hooking library's system calls by instruction.) */
 #include "../../../Sources/CFFIHookSupport/include/ffh_syscall.h"
+#include "../../../Sources/CFFIHookSupport/include/ffh_thread.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -668,6 +669,16 @@ static void fht_log_forked(void) {
     ffh_syscall3(SYS_close, old, 0, 0);
 }
 
+/* On a thread as it ends (the hooking library's thread-exit hook): its calls still in flight
+   (a traced function that called pthread_exit) are written, ending <no return>, as the exiting
+   thread's are at exit; its frames are then empty for the thread that takes them next. */
+static void fht_log_thread_ends(void) {
+    fht_log_stack *stack = fht_log_mine;
+    if (!stack || stack->depth == 0) return;
+    fht_log_unfinished(fht_log_thread());
+    stack->depth = 0;
+}
+
 void fht_log_open(int descriptor, uint64_t ticks, double nanoseconds_per_tick, const char *path) {
     fht_log_origin = ticks;
     fht_log_rate = (uint64_t)(nanoseconds_per_tick * 4294967296.0);
@@ -686,5 +697,6 @@ void fht_log_open(int descriptor, uint64_t ticks, double nanoseconds_per_tick, c
         fht_log_is_pipe = S_ISFIFO(status.st_mode) || S_ISSOCK(status.st_mode);
     }
     pthread_atfork(NULL, NULL, fht_log_forked);
+    ffh_thread_set_exit_hook(fht_log_thread_ends);
     __atomic_store_n(&fht_log_descriptor, descriptor, __ATOMIC_RELEASE);
 }

@@ -126,6 +126,12 @@ void ffh_thread_release(ffh_thread *thread);
 /// that frees it (possibly in a destructor at thread exit), so it must not allocate or lock.
 void ffh_thread_set_release_hook(void (*hook)(ffh_thread *thread));
 
+/// Sets what runs on a thread as it ends (pthread_exit, or a return from its start routine),
+/// before its record is freed: `hook` runs on the ending thread, in the destructor of the
+/// library's thread key, for every thread that had a record (it made a hooked or attached
+/// call). The tracer writes the calls still in flight there. NULL for none.
+void ffh_thread_set_exit_hook(void (*hook)(void));
+
 /// Frees the record of a thread that is gone while it still holds `generation`, the odd
 /// value it had when reclamation began waiting for it; returns whether it did. A thread that
 /// freed its own record as it exited has changed its generation since, so a reclamation
