@@ -243,7 +243,7 @@ extension MethodRegistry {
 
     /// Takes an engine record out, outside the lock (the engine takes its own). The method
     /// keeps the closure, which passes messages through once its last hook is gone: the
-    /// subclass's method is set once, and objects come and go with `object_setClass` alone.
+    /// subclass's method is set once, and objects come and go by their class word alone.
     private func finishRemoval(_ record: HookRecord?) {
         _ = record?.remove()
     }

@@ -108,10 +108,6 @@ struct ObjCRuntime: @unchecked Sendable {
             method, unsafeBitCast(Int(bitPattern: implementation), to: ffh_objc_IMP?.self))
     }
 
-    func setClass(of object: OpaquePointer, to cls: OpaquePointer) {
-        _ = functions.pointee.object_setClass(object, cls)
-    }
-
     /// Moves `object` from `expected` to `cls` unless another thread set its class meanwhile
     /// (``ffh_objc_exchange_class``); whether it did.
     func exchangeClass(of object: OpaquePointer, from expected: OpaquePointer, to cls: OpaquePointer) -> Bool {
