@@ -22,9 +22,11 @@ static ffh_objc_runtime ffh_objc_table;
 static _Atomic(const ffh_objc_runtime *) ffh_objc_found;
 
 // The runtime's header defines object_getClass inline (the library exports no symbol for
-// it): an object's first word is its class.
+// it): an object's first word is its class. Read atomically: the module moves objects between
+// classes with an atomic exchange of that word (ffh_objc_exchange_class) while other threads
+// send them messages, whose dispatch reads it here (`-class` of a subclass made for hooks).
 static ffh_objc_Class ffh_objc_object_getClass(ffh_objc_id object) {
-    return object == NULL ? NULL : *(ffh_objc_Class *)object;
+    return object == NULL ? NULL : __atomic_load_n((ffh_objc_Class *)(void *)object, __ATOMIC_RELAXED);
 }
 
 /// Fills `table` from `handle`; 1 when every function was found.
