@@ -50,6 +50,31 @@
         .endr
         .endm
 
+        /* The result registers to the leave frame `offset` bytes above rsp
+           (ffh_attach_leave_frame: rax, rdx, xmm0 and xmm1 at 0 to 48, rcx, r8, xmm2 and xmm3
+           at 96 to 144), and back: both return paths. */
+        .macro  FFH_STORE_RESULTS offset
+        movq    %rax, \offset(%rsp)
+        movq    %rdx, \offset + 8(%rsp)
+        movdqu  %xmm0, \offset + 16(%rsp)
+        movdqu  %xmm1, \offset + 32(%rsp)
+        movq    %rcx, \offset + 96(%rsp)
+        movq    %r8, \offset + 104(%rsp)
+        movdqu  %xmm2, \offset + 112(%rsp)
+        movdqu  %xmm3, \offset + 128(%rsp)
+        .endm
+
+        .macro  FFH_LOAD_RESULTS offset
+        movq    \offset(%rsp), %rax
+        movq    \offset + 8(%rsp), %rdx
+        movdqu  \offset + 16(%rsp), %xmm0
+        movdqu  \offset + 32(%rsp), %xmm1
+        movq    \offset + 96(%rsp), %rcx
+        movq    \offset + 104(%rsp), %r8
+        movdqu  \offset + 112(%rsp), %xmm2
+        movdqu  \offset + 128(%rsp), %xmm3
+        .endm
+
         /* Every register ffh_attach_entry_preserving saved, back from its frame at rsp. */
         .macro  FFH_LOAD_PRESERVED
         FFH_LOAD_GENERAL %rsp
@@ -126,17 +151,10 @@ ffh_attach_return:
         .cfi_undefined %rip
         subq    $160, %rsp
         .cfi_def_cfa_offset 160
-        movq    %rax, 0(%rsp)
-        movq    %rdx, 8(%rsp)
-        movdqu  %xmm0, 16(%rsp)
-        movdqu  %xmm1, 32(%rsp)
+        FFH_STORE_RESULTS 0
         movq    %r11, 48(%rsp)
         movq    $0, 56(%rsp)
         .cfi_offset %rip, -104
-        movq    %rcx, 96(%rsp)
-        movq    %r8, 104(%rsp)
-        movdqu  %xmm2, 112(%rsp)
-        movdqu  %xmm3, 128(%rsp)
         movq    %rbx, 144(%rsp)
         .cfi_offset %rbx, -16
         movq    %rsp, %rdi
@@ -149,14 +167,7 @@ ffh_attach_return:
         movq    144(%rsp), %rbx
         .cfi_restore %rbx
         movq    %rax, %r11
-        movq    0(%rsp), %rax
-        movq    8(%rsp), %rdx
-        movdqu  16(%rsp), %xmm0
-        movdqu  32(%rsp), %xmm1
-        movq    96(%rsp), %rcx
-        movq    104(%rsp), %r8
-        movdqu  112(%rsp), %xmm2
-        movdqu  128(%rsp), %xmm3
+        FFH_LOAD_RESULTS 0
         addq    $160, %rsp
         .cfi_def_cfa_offset 0
         .cfi_undefined %rip
@@ -245,18 +256,11 @@ ffh_attach_return_preserving:
         .cfi_undefined %rip
         subq    $392, %rsp
         .cfi_def_cfa_offset 400
-        movq    %rax, 240(%rsp)
-        movq    %rdx, 248(%rsp)
-        movdqu  %xmm0, 256(%rsp)
-        movdqu  %xmm1, 272(%rsp)
+        FFH_STORE_RESULTS 240
         movq    392(%rsp), %rax
         movq    %rax, 288(%rsp)
         movq    $0, 296(%rsp)
         .cfi_offset %rip, -104
-        movq    %rcx, 336(%rsp)
-        movq    %r8, 344(%rsp)
-        movdqu  %xmm2, 352(%rsp)
-        movdqu  %xmm3, 368(%rsp)
         movq    %rbx, 384(%rsp)
         .cfi_offset %rbx, -16
         movq    %rsi, 0(%rsp)
@@ -277,14 +281,7 @@ ffh_attach_return_preserving:
         movq    %rax, 392(%rsp)
         movq    384(%rsp), %rbx
         .cfi_restore %rbx
-        movq    240(%rsp), %rax
-        movq    248(%rsp), %rdx
-        movdqu  256(%rsp), %xmm0
-        movdqu  272(%rsp), %xmm1
-        movq    336(%rsp), %rcx
-        movq    344(%rsp), %r8
-        movdqu  352(%rsp), %xmm2
-        movdqu  368(%rsp), %xmm3
+        FFH_LOAD_RESULTS 240
         movq    0(%rsp), %rsi
         movq    8(%rsp), %rdi
         movq    16(%rsp), %r9
