@@ -50,6 +50,19 @@
         .endr
         .endm
 
+        /* Calls `function` with the stack pointer rounded down to 16 bytes (a compiler may call
+           a function of its own file with the stack less aligned than the ABI says: gcc does,
+           for a static function it knows needs no more), rbx holding the frame's address
+           meanwhile (each entry saves rbx first and restores it after). */
+        .macro  FFH_CALL_ALIGNED function
+        movq    %rsp, %rbx
+        .cfi_def_cfa_register %rbx
+        andq    $-16, %rsp
+        call    \function@PLT
+        movq    %rbx, %rsp
+        .cfi_def_cfa_register %rsp
+        .endm
+
         /* The result registers to the leave frame `offset` bytes above rsp
            (ffh_attach_leave_frame: rax, rdx, xmm0 and xmm1 at 0 to 48, rcx, r8, xmm2 and xmm3
            at 96 to 144), and back: both return paths. */
@@ -108,12 +121,7 @@ ffh_attach_entry:
         movq    %rsp, %rsi
         movq    %rbx, 216(%rsp)
         .cfi_offset %rbx, -24
-        movq    %rsp, %rbx
-        .cfi_def_cfa_register %rbx
-        andq    $-16, %rsp
-        call    ffh_attach_enter@PLT
-        movq    %rbx, %rsp
-        .cfi_def_cfa_register %rsp
+        FFH_CALL_ALIGNED ffh_attach_enter
         movq    216(%rsp), %rbx
         .cfi_restore %rbx
         movq    %rax, %r11
@@ -158,12 +166,7 @@ ffh_attach_return:
         movq    %rbx, 144(%rsp)
         .cfi_offset %rbx, -16
         movq    %rsp, %rdi
-        movq    %rsp, %rbx
-        .cfi_def_cfa_register %rbx
-        andq    $-16, %rsp
-        call    ffh_attach_leave@PLT
-        movq    %rbx, %rsp
-        .cfi_def_cfa_register %rsp
+        FFH_CALL_ALIGNED ffh_attach_leave
         movq    144(%rsp), %rbx
         .cfi_restore %rbx
         movq    %rax, %r11
@@ -212,12 +215,7 @@ ffh_attach_entry_preserving:
         movq    %rsp, %rsi
         movq    %rbx, 216(%rsp)
         .cfi_offset %rbx, -184
-        movq    %rsp, %rbx
-        .cfi_def_cfa_register %rbx
-        andq    $-16, %rsp
-        call    ffh_attach_enter@PLT
-        movq    %rbx, %rsp
-        .cfi_def_cfa_register %rsp
+        FFH_CALL_ALIGNED ffh_attach_enter
         movq    216(%rsp), %rbx
         .cfi_restore %rbx
         testq   %rdx, %rdx
@@ -272,12 +270,7 @@ ffh_attach_return_preserving:
         movdqu  %xmm\index, 40 + (\index - 4) * 16(%rsp)
         .endr
         leaq    240(%rsp), %rdi
-        movq    %rsp, %rbx
-        .cfi_def_cfa_register %rbx
-        andq    $-16, %rsp
-        call    ffh_attach_leave@PLT
-        movq    %rbx, %rsp
-        .cfi_def_cfa_register %rsp
+        FFH_CALL_ALIGNED ffh_attach_leave
         movq    %rax, 392(%rsp)
         movq    384(%rsp), %rbx
         .cfi_restore %rbx
