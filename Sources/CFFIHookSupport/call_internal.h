@@ -134,6 +134,23 @@ typedef struct {
 _Static_assert(__builtin_offsetof(entry_frame_t, scratch) == FFH_ENTRY_SCRATCH_OFFSET, "entry frame layout");
 _Static_assert(sizeof(entry_frame_t) + 16 == FFH_ENTRY_STACK_OFFSET, "entry frame layout");
 
+/* What ffh_closure_entry_preserving keeps right below its entry frame: every register a
+   call may write, as the caller left them (r10 and r11 the caller's, not the trampoline's),
+   the vector registers whole. Its dispatch stores the call's result over the registers the
+   result takes; the entry loads them all as it returns. */
+typedef struct {
+    uint64_t rax, rdx, rdi, rsi, rcx, r8, r9, r10, r11, unused;
+    unsigned char xmm[16][16];
+} preserved_t;
+
+_Static_assert(sizeof(preserved_t) == 336, "call_x86_64.S: FFH_PRESERVED_BYTES");
+_Static_assert(__builtin_offsetof(preserved_t, r10) == 56 && __builtin_offsetof(preserved_t, xmm) == 80,
+               "call_x86_64.S stores the registers at these offsets");
+
+static inline preserved_t *entry_preserved(entry_frame_t *frame) {
+    return (preserved_t *)(void *)((unsigned char *)frame - sizeof(preserved_t));
+}
+
 /* The entry stores its frame's address in the word right before the argument list it hands
    the handler: a forwarded call finds the frame from the list. */
 static inline entry_frame_t *entry_frame(void *const *arguments) { return (entry_frame_t *)arguments[-1]; }

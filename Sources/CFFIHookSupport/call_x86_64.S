@@ -15,6 +15,8 @@
 /* Offsets in an ffh_slot (ffh_thread.h; thread.c asserts them). */
 #define FFH_SLOT_STATE_OFFSET 0
 #define FFH_SLOT_RESOLVER_OFFSET 48
+/* The registers the preserving entry keeps below its frame (preserved_t, call_internal.h). */
+#define FFH_PRESERVED_BYTES 336
 
 #if defined(__x86_64__) && defined(__ELF__)
 
@@ -105,8 +107,20 @@ ffh_sysv_invoke:
    whatever the stack's alignment at entry; calls out of the entry are made with the stack
    pointer rounded down to 16 bytes, since a compiler may call a function of its own file with
    the stack less aligned than the ABI says (gcc does, for a static function it knows needs
-   no more). */
-        .macro  CLOSURE_ENTRY name, vectors
+   no more).
+
+   ffh_closure_entry_preserving is the entry of a function patched inline
+   (ffh_install_entry_preserving): its callers may keep values in registers the function does
+   not write (GCC's -fipa-ra, for a function that binds locally), so no register but those of
+   the result differs from a direct call when it returns. Its trampoline pushes the record
+   rather than loading a register (the caller's r10 and r11 are kept), so the record comes off
+   the stack first, and the frame keeps its place above the caller's stack arguments. Below
+   the frame it keeps every register a call may write (preserved_t: rax, rdx, rdi, rsi, rcx,
+   r8, r9, r10, r11, then xmm0 .. xmm15 whole, at 0, 8, ... 64 and 80); its dispatch writes
+   the result into the registers the result takes there, and the entry returns them all.
+   The caller's r10 and r11 wait in the red zone (which signal frames skip) until the frame
+   is made; a slot with no hooks gets its jump through a red-zone word, no register written. */
+        .macro  CLOSURE_ENTRY name, vectors, preserving=0, dispatch=ffh_closure_dispatch
         .text
         .p2align 4
         .globl  \name
@@ -116,50 +130,107 @@ ffh_sysv_invoke:
         .cfi_startproc
         .cfi_personality 0x9b, DW.ref.__gcc_personality_v0
         .cfi_lsda 0x1b, .Llsda_\name
+        .if \preserving
+        .cfi_def_cfa_offset 16  /* the record the trampoline pushed */
+        .endif
         endbr64
+        .if \preserving
+        movq    %r10, -8(%rsp)
+        movq    %r11, -16(%rsp)
+        popq    %r10
+        .cfi_def_cfa_offset 8
+        /* The caller's r10 at -16(%rsp), r11 at -24(%rsp). */
+        .endif
         /* A slot with no hooks whose function has no resolver: a jump to the function, which
            gets the call exactly as the caller made it (r11 aside, which the trampoline wrote
-           too), whatever its shape: a variadic function's arguments past those its signature
-           names included, which a call through the register plan would not pass. The state
-           is the function itself then (ffh_slot); FFH_SLOT_HOOKED is its sign bit, and 0 a
-           NULL slot an instead hook filled. */
+           too, but for the preserving entry), whatever its shape: a variadic function's
+           arguments past those its signature names included, which a call through the
+           register plan would not pass. The state is the function itself then (ffh_slot);
+           FFH_SLOT_HOOKED is its sign bit, and 0 a NULL slot an instead hook filled. */
         movq    FFH_SLOT_STATE_OFFSET(%r10), %r11
         testq   %r11, %r11
         jle     .Lenter_\name
         cmpq    $0, FFH_SLOT_RESOLVER_OFFSET(%r10)
         jne     .Lenter_\name
+        .if \preserving
+        movq    %r11, -8(%rsp)
+        movq    -16(%rsp), %r10
+        movq    -24(%rsp), %r11
+        jmp     *-8(%rsp)
+        .else
         jmp     *%r11
+        .endif
 .Lenter_\name:
         pushq   %rbp
         .cfi_def_cfa_offset 16
         .cfi_offset %rbp, -16
         movq    %rsp, %rbp
         .cfi_def_cfa_register %rbp
+        .if \preserving
+        subq    $352 + FFH_PRESERVED_BYTES, %rsp
+        movq    %rax, 0(%rsp)
+        movq    %rdx, 8(%rsp)
+        movq    %rdi, 16(%rsp)
+        movq    %rsi, 24(%rsp)
+        movq    %rcx, 32(%rsp)
+        movq    %r8, 40(%rsp)
+        movq    %r9, 48(%rsp)
+        movq    -8(%rbp), %r11          /* the caller's r10 and r11, out of the frame's way */
+        movq    %r11, 56(%rsp)
+        movq    -16(%rbp), %r11
+        movq    %r11, 64(%rsp)
+        FFH_STORE_ALL_VECTORS %rsp, 80
+        leaq    FFH_PRESERVED_BYTES(%rsp), %r11
+        movq    $0, 344(%r11)
+        FFH_STORE_GENERAL %r11
+        FFH_STORE_VECTORS %r11, 48, movq, 8
+        movq    %r11, %rsi
+        .else
         subq    $352, %rsp
         movq    $0, 344(%rsp)
         FFH_STORE_GENERAL %rsp
         .if \vectors
         FFH_STORE_VECTORS %rsp, 48, movq, 8
         .endif
-        movq    %r10, %rdi
         movq    %rsp, %rsi
+        .endif
+        movq    %r10, %rdi
         andq    $-16, %rsp
 .Lcall_begin_\name:
-        call    ffh_closure_dispatch@PLT
+        call    \dispatch@PLT
 .Lcall_end_\name:
+        .if \preserving
+        leaq    -352 - FFH_PRESERVED_BYTES(%rbp), %rsp
+        .set    ffh_frame, FFH_PRESERVED_BYTES
+        .else
         leaq    -352(%rbp), %rsp
+        .set    ffh_frame, 0
+        .endif
         testl   %eax, %eax
         jz      2f
         cmpl    $1, %eax
         je      1f
-        fldt    224(%rsp)
+        fldt    ffh_frame + 224(%rsp)
 1:
-        fldt    208(%rsp)
+        fldt    ffh_frame + 208(%rsp)
 2:
+        .if \preserving
+        movq    0(%rsp), %rax
+        movq    8(%rsp), %rdx
+        movq    16(%rsp), %rdi
+        movq    24(%rsp), %rsi
+        movq    32(%rsp), %rcx
+        movq    40(%rsp), %r8
+        movq    48(%rsp), %r9
+        movq    56(%rsp), %r10
+        movq    64(%rsp), %r11
+        FFH_LOAD_ALL_VECTORS %rsp, 80
+        .else
         movq    144(%rsp), %rax
         movq    152(%rsp), %rdx
         movq    160(%rsp), %xmm0
         movq    168(%rsp), %xmm1
+        .endif
         .cfi_remember_state
         leave
         .cfi_def_cfa %rsp, 8
@@ -199,6 +270,7 @@ ffh_sysv_invoke:
 
         CLOSURE_ENTRY ffh_closure_entry, 1
         CLOSURE_ENTRY ffh_closure_entry_general, 0
+        CLOSURE_ENTRY ffh_closure_entry_preserving, 1, 1, ffh_closure_dispatch_preserving
 
         .hidden DW.ref.__gcc_personality_v0
         .weak   DW.ref.__gcc_personality_v0

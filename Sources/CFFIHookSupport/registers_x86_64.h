@@ -55,6 +55,19 @@
         .endr
         .endm
 
+        /* xmm0..xmm15, whole, to sixteen 16-byte slots at `offset` from `base`, and back. */
+        .macro  FFH_STORE_ALL_VECTORS base, offset
+        .irp    index, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+        movdqu  %xmm\index, \offset + \index * 16(\base)
+        .endr
+        .endm
+
+        .macro  FFH_LOAD_ALL_VECTORS base, offset
+        .irp    index, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+        movdqu  \offset + \index * 16(\base), %xmm\index
+        .endr
+        .endm
+
 #endif
 
 #endif

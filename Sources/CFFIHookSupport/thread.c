@@ -942,6 +942,7 @@ _Static_assert(offsetof(ffh_slot, resolver) == 48, "call_x86_64.S reads the slot
    registers as they arrived, and room for the result registers it returns. */
 void ffh_closure_entry(void);
 void ffh_closure_entry_general(void);
+void ffh_closure_entry_preserving(void);
 
 /* How many arguments the entry lists on its own stack without a variable-length array. */
 enum { ENTRY_INLINE_ARGUMENTS = 16 };
@@ -1011,6 +1012,38 @@ __attribute__((visibility("hidden"))) unsigned ffh_closure_dispatch(ffh_slot *re
     return ffh_enter(record, plan, frame, list);
 }
 
+/* Called by ffh_closure_entry_preserving: the same, then the result goes over the caller's
+   registers it kept (preserved_t), into those the result takes alone; every other register
+   returns as the caller left it. */
+__attribute__((visibility("hidden"))) unsigned ffh_closure_dispatch_preserving(ffh_slot *record,
+                                                                              entry_frame_t *frame) {
+    const unsigned x87 = ffh_closure_dispatch(record, frame);
+    const ffh_sysv_plan *plan = record->plan;
+    preserved_t *kept = entry_preserved(frame);
+    if (plan->returnsInMemory) {
+        kept->rax = frame->call.rax;
+        return x87;
+    }
+    switch (plan->registerResult) {
+    case FFH_VALUE_VOID: break;
+    case FFH_VALUE_FLOAT:
+    case FFH_VALUE_DOUBLE: memcpy(kept->xmm[0], &frame->call.xmm0, 8); break;
+    case FFH_VALUE_BYTES:
+        for (uint32_t index = 0; index < plan->resultCount; index++) {
+            switch (plan->result[index].source) {
+            case FFH_SYSV_RAX: kept->rax = frame->call.rax; break;
+            case FFH_SYSV_RDX: kept->rdx = frame->call.rdx; break;
+            case FFH_SYSV_XMM0: memcpy(kept->xmm[0], &frame->call.xmm0, 8); break;
+            case FFH_SYSV_XMM1: memcpy(kept->xmm[1], &frame->call.xmm1, 8); break;
+            default: break; /* x87: the entry pushes it */
+            }
+        }
+        break;
+    default: kept->rax = frame->call.rax; break;
+    }
+    return x87;
+}
+
 /* Called by ffh_closure_entry's landing pad when an exception (Objective-C, C++) unwinds
    through a call that entered there: the frames of the call are gone without returning, so
    the thread's cleanup list loses the buffer the call pushed (which a later longjmp or thread
@@ -1055,7 +1088,36 @@ void ffh_install_entry(void *trampoline, const void *record) {
     ffh_write_trampoline(trampoline, record, entry);
 }
 
+void ffh_install_entry_preserving(void *trampoline, const void *record) {
+    unsigned char code[FFH_ENTRY_TRAMPOLINE_SIZE];
+    static const unsigned char head[] = {
+        0xf3, 0x0f, 0x1e, 0xfa,             /* endbr64 */
+        0xff, 0x35, 0x06, 0x00, 0x00, 0x00, /* push 6(%rip): the record, at 16 */
+        0xff, 0x25, 0x08, 0x00, 0x00, 0x00, /* jmp *8(%rip): the entry, at 24 */
+    };
+    _Static_assert(sizeof head == 16, "the words follow the code");
+    uint64_t words[2] = {(uint64_t)(uintptr_t)record, (uint64_t)(uintptr_t)&ffh_closure_entry_preserving};
+    memcpy(code, head, sizeof head);
+    memcpy(code + 16, words, sizeof words);
+    memcpy(trampoline, code, sizeof code);
+}
+
+int ffh_entry_is_preserving(const void *trampoline) {
+    const unsigned char *code = trampoline;
+    return code[4] == 0xff && code[5] == 0x35;
+}
+
 #else
+
+void ffh_install_entry_preserving(void *trampoline, const void *record) {
+    (void)trampoline;
+    (void)record;
+}
+
+int ffh_entry_is_preserving(const void *trampoline) {
+    (void)trampoline;
+    return 0;
+}
 
 void ffh_write_trampoline(void *trampoline, const void *data, const void *target) {
     (void)trampoline;

@@ -43,7 +43,7 @@ public enum Hook {
         }
         let record = try SlotRegistry.shared.install(
             slot: slot.pointer, signature: signature, position: position, options: options,
-            fallback: slot.fallbackAddress, owner: slot.owner, block: block)
+            fallback: slot.fallbackAddress, owner: slot.owner, preserving: slot.function != 0, block: block)
         return HookToken(record)
     }
 
@@ -59,7 +59,8 @@ public enum Hook {
         }
         let record = try SlotRegistry.shared.install(
             slot: slot.pointer, signature: signature, position: position, options: options,
-            fallback: slot.fallbackAddress, owner: slot.owner, direct: typed.direct, block: typed.block)
+            fallback: slot.fallbackAddress, owner: slot.owner, preserving: slot.function != 0, direct: typed.direct,
+            block: typed.block)
         return HookToken(record)
     }
 

@@ -101,9 +101,27 @@ extension InlineSuites {
         /// The registers a direct call of ct_ipra_leaf left other than ct_ipra_call loaded them
         /// (rdi: its argument; rax: its result, `expected`), by name.
         static func registersChangedAcrossTheCall(_ argument: Int32, expected: Int32) -> [String] {
+            registersChanged(through: ct_ipra_call, argument, result: .int(expected))
+        }
+
+        /// What a leaf of the fixtures returns: in eax, nothing (rax kept: it holds the
+        /// address of ct_ipra_pattern), or a double in the low half of xmm0 (its high half kept).
+        enum LeafResult {
+            case int(Int32)
+            case void
+            case double(Double)
+        }
+
+        /// The registers a direct call by `caller` (ct_ipra_call or one of its forms for the other
+        /// leaves) left other than the caller loaded them, by name; the result's register as
+        /// `result` says.
+        static func registersChanged(
+            through caller: (Int32, UnsafeMutablePointer<UInt64>?, UnsafeMutablePointer<UInt8>?) -> Void,
+            _ argument: Int32, result: LeafResult
+        ) -> [String] {
             var registers = [UInt64](repeating: 0, count: 9)
             var vectors = [UInt8](repeating: 0, count: 256)
-            ct_ipra_call(argument, &registers, &vectors)
+            caller(argument, &registers, &vectors)
             let pattern = withUnsafeBytes(of: ct_ipra_pattern) { Array($0) }
             let words = withUnsafeBytes(of: ct_ipra_pattern) { Array($0.bindMemory(to: UInt64.self)) }
             var changed: [String] = []
@@ -116,12 +134,26 @@ extension InlineSuites {
                 let value = name == "rdi" ? registers[index] & 0xFFFF_FFFF : registers[index]
                 if value != loaded[index] { changed.append(name) }
             }
-            if Int32(truncatingIfNeeded: registers[8]) != expected { changed.append("eax") }
+            var expectedVectors = pattern[0..<256].map { $0 }
+            switch result {
+            case .int(let expected):
+                if Int32(truncatingIfNeeded: registers[8]) != expected { changed.append("eax") }
+            case .void:
+                if registers[8] != ct_ipra_pattern_address() { changed.append("rax") }
+            case .double(let expected):
+                if registers[8] != ct_ipra_pattern_address() { changed.append("rax") }
+                withUnsafeBytes(of: expected.bitPattern) { expectedVectors.replaceSubrange(0..<8, with: $0) }
+            }
             for index in 0..<16
-            where Array(vectors[index * 16..<index * 16 + 16]) != Array(pattern[index * 16..<index * 16 + 16]) {
+            where Array(vectors[index * 16..<index * 16 + 16]) != Array(expectedVectors[index * 16..<index * 16 + 16]) {
                 changed.append("xmm\(index)")
             }
             return changed
+        }
+
+        /// The low half of xmm0 as ct_ipra_call_double passes it to ct_ipra_leaf_double.
+        static var doubleArgument: Double {
+            withUnsafeBytes(of: ct_ipra_pattern) { Double(bitPattern: $0.load(as: UInt64.self)) }
         }
 
         /// A caller that keeps values in registers the function does not write, across a direct
@@ -175,6 +207,104 @@ extension InlineSuites {
             #expect(group.remove())
             #expect(!function.isPatched)
             #expect(Self.registersChangedAcrossTheCall(70, expected: 71) == [])
+        }
+
+        /// The same callers through hooks with a signature (before, instead, after; with an
+        /// `Invocation` and typed; a block that changes the argument, an instead block that
+        /// does not call the original), for a function returning an int, nothing, or a double
+        /// in xmm0: every register but the result's comes back as the caller left it, the
+        /// result's high half too. The closure entry wrote r10, r11 and whatever its C code
+        /// chose (rdi, rsi, rcx, r8, r9, vector registers) before.
+        @Test func signatureHooksKeepTheRegistersTheFunctionLeavesAlone() throws {
+            try #require(Self.registersChangedAcrossTheCall(20, expected: 21) == [])
+            let function = try InlineFunction(address: address(of: ct_ipra_leaf))
+            let runs = Count()
+            var token = try Hook.before(on: function.slot, signature: Signature("ii")) { _ in runs.add() }
+            #expect(Self.registersChangedAcrossTheCall(20, expected: 21) == [], "a before block")
+            let after = try Hook.after(on: function.slot, signature: Signature("ii")) { call in
+                call.setReturnValue(call.returnValue(as: Int32.self) + 100)
+            }
+            #expect(Self.registersChangedAcrossTheCall(30, expected: 131) == [], "an after block changing the result")
+            after.remove()
+            token.remove()
+            token = try Hook.before(on: function.slot, signature: Signature("ii")) { call in
+                call.setArgument(0, to: Int32(1000))
+            }
+            // The function gets the new argument; the caller's rdi is what it passed.
+            #expect(Self.registersChangedAcrossTheCall(40, expected: 1001) == [], "a block changing the argument")
+            token.remove()
+            token = try Hook.instead(on: function.slot, signature: Signature("ii")) { call in
+                call.callOriginal()
+                runs.add()
+            }
+            #expect(Self.registersChangedAcrossTheCall(50, expected: 51) == [], "an instead block calling the original")
+            token.remove()
+            token = try Hook.instead(on: function.slot, signature: Signature("ii")) { call in
+                call.setReturnValue(Int32(7))
+            }
+            #expect(Self.registersChangedAcrossTheCall(60, expected: 7) == [], "an instead block alone")
+            token.remove()
+            token = try Hook.after(on: function.slot, arguments: Int32.self, returning: Int32.self) { result, _ in
+                result * 2
+            }
+            #expect(Self.registersChangedAcrossTheCall(70, expected: 142) == [], "a typed after block")
+            token.remove()
+            token = try Hook.instead(on: function.slot, arguments: Int32.self, returning: Int32.self) { original, x in
+                original(x) + 1
+            }
+            #expect(Self.registersChangedAcrossTheCall(80, expected: 82) == [], "a typed instead block")
+            token.remove()
+            // No hook left: the closure stays in the function and jumps on.
+            #expect(Self.registersChangedAcrossTheCall(90, expected: 91) == [], "a closure with no hooks")
+            #expect(runs.current == 3)
+
+            let void = try InlineFunction(address: address(of: ct_ipra_leaf_void))
+            token = try Hook.before(on: void.slot, signature: Signature("vi")) { _ in runs.add() }
+            #expect(Self.registersChanged(through: ct_ipra_call_void, 11, result: .void) == [], "a void function")
+            #expect(ct_ipra_last_seen() == 11 && runs.current == 4)
+            token.remove()
+
+            let double = try InlineFunction(address: address(of: ct_ipra_leaf_double))
+            token = try Hook.after(on: double.slot, signature: Signature("dd")) { call in
+                call.setReturnValue(call.returnValue(as: Double.self) + 1)
+            }
+            let expected = Self.doubleArgument * 0.5 + 1
+            #expect(
+                Self.registersChanged(through: ct_ipra_call_double, 12, result: .double(expected)) == [],
+                "a function returning a double")
+            token.remove()
+            #expect(
+                Self.registersChanged(through: ct_ipra_call_double, 13, result: .double(Self.doubleArgument * 0.5))
+                    == [])
+
+            let batch = try InlineBatch(addresses: [address(of: ct_ipra_leaf), address(of: ct_inline_rip)])
+            let group = try Hook.before(on: batch, signature: Signature("ii")) { _, _ in runs.add() }
+            #expect(Self.registersChangedAcrossTheCall(100, expected: 101) == [], "a batch's hooks")
+            #expect(runs.current == 5)
+            group.remove()
+        }
+
+        /// A C++ exception thrown inside a function patched inline with a signature hook, and
+        /// caught by its caller: the unwinder walks through the preserving entry (whose frame
+        /// begins below the record its trampoline pushed) and its landing pad to the caller's
+        /// handler; the after block runs for the calls that return. In a child: libgcc aborts
+        /// on a frame whose unwind information is wrong.
+        @Test func aCppExceptionThroughASignatureHookOfAnInlineFunction() async {
+            await #expect(processExitsWith: .success) {
+                at_reset()
+                let afters = Count()
+                let thrower = unsafeBitCast(at_throw as @convention(c) (Int) -> Void, to: UnsafeRawPointer.self)
+                guard let function = try? InlineFunction(address: thrower),
+                    let token = try? Hook.after(on: function.slot, signature: Signature("vq"), { _ in afters.add() })
+                else { exit(2) }
+                for round in 1...100 {
+                    guard at_call_catching(round) == 1000 + round else { exit(3) }
+                    guard at_call_catching(0) == -1 else { exit(4) }
+                }
+                guard afters.current == 100 else { exit(5) }
+                token.remove()
+                exit(0)
+            }
         }
     }
 }

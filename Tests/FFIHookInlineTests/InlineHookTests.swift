@@ -42,7 +42,7 @@ func withBuiltLibrary<Result>(_ name: String, source: String, _ body: (String) t
     return try body(library.path)
 }
 
-/// The address of a C function of one or two 64-bit integers, or one 32-bit integer.
+/// The address of a C function of one or two 64-bit integers, one 32-bit integer, or a double.
 func address(of function: @convention(c) (Int64) -> Int64) -> UnsafeRawPointer {
     unsafeBitCast(function, to: UnsafeRawPointer.self)
 }
@@ -50,6 +50,12 @@ func address(of function: @convention(c) (Int64, Int64) -> Int64) -> UnsafeRawPo
     unsafeBitCast(function, to: UnsafeRawPointer.self)
 }
 func address(of function: @convention(c) (Int32) -> Int32) -> UnsafeRawPointer {
+    unsafeBitCast(function, to: UnsafeRawPointer.self)
+}
+func address(of function: @convention(c) (Int32) -> Void) -> UnsafeRawPointer {
+    unsafeBitCast(function, to: UnsafeRawPointer.self)
+}
+func address(of function: @convention(c) (Double) -> Double) -> UnsafeRawPointer {
     unsafeBitCast(function, to: UnsafeRawPointer.self)
 }
 

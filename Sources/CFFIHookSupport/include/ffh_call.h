@@ -244,6 +244,16 @@ void ffh_forward_sysv(const void *plan, const void *function, void *const *argum
 /// bytes, all within the closure's trampoline.
 void ffh_install_entry(void *trampoline, const void *record);
 
+/// ``ffh_install_entry`` for the slot of a function patched inline, whose callers may count on
+/// registers the function does not write (GCC's `-fipa-ra`): the trampoline pushes `record`
+/// rather than loading a register, and the entry (`ffh_closure_entry_preserving`) returns
+/// every register but those of the result as the caller left them, whatever the hooks did.
+void ffh_install_entry_preserving(void *trampoline, const void *record);
+
+/// Whether the trampoline at `trampoline` (a closure's, written by ``ffh_install_entry`` or
+/// ``ffh_install_entry_preserving``) is the preserving one.
+int ffh_entry_is_preserving(const void *trampoline);
+
 /// Writes at `trampoline` `FFH_ENTRY_TRAMPOLINE_SIZE` bytes of x86-64 code that loads `data`
 /// into `%r10` and jumps to `target` with every argument register untouched: the trampoline
 /// of ``ffh_install_entry``, and of other entries that find their data in `%r10`. Does

@@ -112,6 +112,15 @@ struct ClosurePool {
         (closure(cell) + ffh_closure_size()).assumingMemoryBound(to: ffh_slot.self)
     }
 
+    /// Whether a cell's closure enters through the preserving entry (see ``make(for:preserving:)``).
+    func preserves(_ cell: Cell) -> Bool {
+        #if arch(x86_64)
+            Self.entersDirectly && ffh_entry_is_preserving(closure(cell)) != 0
+        #else
+            false
+        #endif
+    }
+
     /// The cif a cell's closure was prepared with.
     func cif(_ cell: Cell) -> UnsafeMutablePointer<ffi_cif>? {
         closure(cell).assumingMemoryBound(to: ffi_closure.self).pointee.cif
@@ -119,8 +128,12 @@ struct ClosurePool {
 
     /// A closure for `interface`'s cif that calls the C handler with its slot record (zeroed
     /// but for the interface, which the caller keeps alive for the life of the process),
-    /// taken from the released ones or cut from a block.
-    mutating func make(for interface: CallInterface) throws(Failure) -> Cell {
+    /// taken from the released ones or cut from a block. A `preserving` closure is for the
+    /// slot of a function patched inline: its callers may count on registers the function
+    /// does not write (GCC's `-fipa-ra`), and its entry returns every register but the
+    /// result's as the caller left them (``ffh_install_entry_preserving``; libffi's own entry,
+    /// where the library's cannot be used, keeps only what the C convention keeps).
+    mutating func make(for interface: CallInterface, preserving: Bool = false) throws(Failure) -> Cell {
         let cif = interface.cif.cif
         if failsAllocation { throw .allocation }
         let cell: Cell
@@ -154,7 +167,11 @@ struct ClosurePool {
         if plan != nil {
             // The closure stays a prepared libffi closure (its cif and user data as libffi set
             // them); only its trampoline enters elsewhere.
-            ffh_install_entry(closure(cell), record)
+            if preserving {
+                ffh_install_entry_preserving(closure(cell), record)
+            } else {
+                ffh_install_entry(closure(cell), record)
+            }
         }
         return cell
     }

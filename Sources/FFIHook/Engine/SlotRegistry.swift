@@ -150,12 +150,14 @@ package final class SlotRegistry: Sendable {
     /// ``HookRecord/receiver``). A `fallback` other than 0 is the original of a slot that
     /// holds NULL (see ``FunctionSlot/withFallback(_:)``). `limit` is the hook's caller limit,
     /// when it was taken earlier (see ``CallerLimit``); by default the one `options` ask for,
-    /// taken now.
+    /// taken now. `preserving` is for the slot of a function patched inline (its
+    /// ``FunctionSlot/function``): its closure returns every register but the result's as the
+    /// caller left them (see ``ClosurePool/make(for:preserving:)``).
     package func install(
         slot: UnsafeMutableRawPointer?, signature: Signature, position: HookPosition, options: HookOptions,
         priority: Int = 0, liftsProtection: Bool = false, reentryByFunction: Bool = false, warmsUp: Bool = true,
         receiver: UInt = 0, fallback: UInt = 0, limit: CallerLimit? = nil, owner: (any AnyObject & Sendable)? = nil,
-        direct: TypedDirect? = nil, block: @escaping HookRecord.Block
+        preserving: Bool = false, direct: TypedDirect? = nil, block: @escaping HookRecord.Block
     ) throws(HookError) -> HookRecord {
         let slot = try Self.checkedSlot(slot, signature: signature)
         let limit = if let limit { limit } else { try CallerLimit(options: options, signature: signature) }
@@ -211,7 +213,7 @@ package final class SlotRegistry: Sendable {
             if target == nil {
                 let entry = try Self.makeEntry(
                     slot: slot, interface: interface, options: options, reentryByFunction: reentryByFunction,
-                    reentryByReceiver: receiver != 0,
+                    reentryByReceiver: receiver != 0, preserving: preserving,
                     state: &state, failure: failure)
                 guard let current = SlotMemory.load(address) else { throw failure(SlotMemory.unreadable(address)) }
                 holdsClosure = current == entry.code
@@ -316,20 +318,24 @@ package final class SlotRegistry: Sendable {
     /// protection looked up in the memory map.
     private static func makeEntry(
         slot: UnsafeMutableRawPointer, interface: CallInterface, options: HookOptions, reentryByFunction: Bool,
-        reentryByReceiver: Bool,
+        reentryByReceiver: Bool, preserving: Bool,
         state: inout State, failure: (HookError.Problem) -> HookError
     ) throws(HookError) -> SlotEntry {
         let address = UInt(bitPattern: slot)
         let readOnlyProtection = try Self.protectionToLift(
             at: address, liftsProtection: options.contains(.liftsPageProtection), failure: failure)
         let cell: ClosurePool.Cell
-        if let existing = state.table.cell(at: address, in: state.pool), state.pool.cif(existing) == interface.cif.cif {
+        if let existing = state.table.cell(at: address, in: state.pool), state.pool.cif(existing) == interface.cif.cif,
+            !preserving || state.pool.preserves(existing)
+        {
             cell = existing
         } else {
-            // A closure prepared for another signature stays with its old cif, as a
-            // pass-through for whoever still holds it; the slot gets a new one.
+            // A closure prepared for another signature (or one that does not preserve
+            // registers, for a slot that needs it: memory an inline plan took over) stays
+            // with its old cif, as a pass-through for whoever still holds it; the slot gets a
+            // new one.
             do {
-                cell = try state.pool.make(for: interface)
+                cell = try state.pool.make(for: interface, preserving: preserving)
             } catch {
                 let problem: HookError.Problem =
                     switch error {

@@ -285,7 +285,13 @@ FUNCTION(ct_ipra_leaf)
         ret
 END(ct_ipra_leaf)
 
-FUNCTION(ct_ipra_call)
+// ct_ipra_call, ct_ipra_call_void and ct_ipra_call_double: one caller each for ct_ipra_leaf,
+// ct_ipra_leaf_void and ct_ipra_leaf_double; rax holds the address of ct_ipra_pattern at the call.
+        .macro IPRA_CALLER name, leaf
+        .globl \name
+        .type \name, @function
+        .p2align 4
+\name:
         push r12
         push r13
         sub rsp, 8
@@ -302,7 +308,7 @@ FUNCTION(ct_ipra_call)
         mov r9, qword ptr [rax + 288]
         mov r10, qword ptr [rax + 296]
         mov r11, qword ptr [rax + 304]
-        call ct_ipra_leaf
+        call \leaf
         mov qword ptr [r12], rcx
         mov qword ptr [r12 + 8], rdx
         mov qword ptr [r12 + 16], rsi
@@ -319,7 +325,26 @@ FUNCTION(ct_ipra_call)
         pop r13
         pop r12
         ret
-END(ct_ipra_call)
+        .size \name, . - \name
+        .endm
+
+        IPRA_CALLER ct_ipra_call, ct_ipra_leaf
+
+// a -> nothing, stored in ct_ipra_seen: mov [rip + seen], edi (6); ret. Writes no register.
+FUNCTION(ct_ipra_leaf_void)
+        mov dword ptr [rip + ct_ipra_seen], edi
+        ret
+END(ct_ipra_leaf_void)
+
+        IPRA_CALLER ct_ipra_call_void, ct_ipra_leaf_void
+
+// x -> x * 0.5 in the low half of xmm0, its high half kept: mulsd xmm0, [rip + half] (8); ret.
+FUNCTION(ct_ipra_leaf_double)
+        mulsd xmm0, qword ptr [rip + ct_ipra_half]
+        ret
+END(ct_ipra_leaf_double)
+
+        IPRA_CALLER ct_ipra_call_double, ct_ipra_leaf_double
 
         .section .rodata
         .p2align 4
@@ -332,6 +357,8 @@ ct_ipra_pattern:
         .irp index, 1, 2, 3, 4, 5, 6, 7
         .quad 0xC0FFEE0000000000 + \index * 0x1010101
         .endr
+ct_ipra_half:
+        .double 0.5
         .text
 
         .data
@@ -339,6 +366,9 @@ ct_ipra_pattern:
         .globl ct_inline_global
 ct_inline_global:
         .quad 41
+        .globl ct_ipra_seen
+ct_ipra_seen:
+        .quad 0
         .globl ct_inline_cell
 ct_inline_cell:
         .quad 0

@@ -89,8 +89,22 @@ int32_t ct_ipra_leaf(int32_t a);
 /// after it: rcx, rdx, rsi, rdi, r8, r9, r10, r11 and rax to registers[0..<9], xmm0 to xmm15 to
 /// vectors (16 bytes each).
 void ct_ipra_call(int32_t a, uint64_t *registers, uint8_t *vectors);
+/// Writes no register: stores `a` in ct_ipra_seen.
+void ct_ipra_leaf_void(int32_t a);
+/// ct_ipra_call for ct_ipra_leaf_void (rax holds the address of ct_ipra_pattern at the call).
+void ct_ipra_call_void(int32_t a, uint64_t *registers, uint8_t *vectors);
+/// x * 0.5 in the low half of xmm0, whose high half it keeps; writes no other register.
+double ct_ipra_leaf_double(double x);
+/// ct_ipra_call for ct_ipra_leaf_double, whose argument is the low half of xmm0 as
+/// ct_ipra_pattern has it.
+void ct_ipra_call_double(int32_t a, uint64_t *registers, uint8_t *vectors);
+/// What ct_ipra_leaf_void stored last.
+extern int32_t ct_ipra_seen;
+static inline int32_t ct_ipra_last_seen(void) { return __atomic_load_n(&ct_ipra_seen, __ATOMIC_RELAXED); }
 /// What ct_ipra_call loads: xmm0 to xmm15 (16 bytes each), then rcx, rdx, rsi, r8, r9, r10, r11.
 extern const uint64_t ct_ipra_pattern[39];
+/// The address of ct_ipra_pattern, which the callers hold in rax at the call.
+static inline uint64_t ct_ipra_pattern_address(void) { return (uint64_t)(uintptr_t)ct_ipra_pattern; }
 
 /// Calls fixture `which` (0 plain(a, b), 1 rip, 2 jmp8, 3 jcc8, 4 call, 5 loop, 6 jrcxz,
 /// 7 endbr, 8 backward, 9 tiny) with a direct `call`, as code inside one object does.
