@@ -50,6 +50,133 @@ extension ObjCMethodHookTests {
         #expect(before.description.contains("-[OFXCounter add:to:]"))
     }
 
+    /// Hooks of many objects on one method: each message runs its receiver's hooks alone, in
+    /// their order (before, instead, after), whatever the other objects have, and
+    /// a message to an object without hooks runs none; `once` hooks fire once for their own
+    /// object; removing them in any order leaves the rest as they were. The call path finds a
+    /// receiver's hooks by a probe of a table once two objects or more have hooks, not by a look
+    /// at every hook: a message costs the same with one object hooked as with hundreds.
+    @Test func manyObjectsEachRunTheirOwnHooks() throws {
+        _ = try F.class("OFXCounter")
+        let count = 60
+        let objects = (0..<count).map { _ in F.new("OFXCounter") }
+        let plain = F.new("OFXCounter")
+        defer {
+            for object in objects { F.release(object) }
+            F.release(plain)
+        }
+        let seen = Mutex<[String]>([])
+        var tokens: [(Int, HookToken)] = []
+        for (index, object) in objects.enumerated() {
+            let note: @Sendable (String) -> Void = { text in seen.withLock { $0.append("\(index) \(text)") } }
+            switch index % 4 {
+            case 0:
+                tokens.append((index, try ObjCHook.before(on: F.object(object), "add:to:") { _ in note("before") }))
+            case 1:
+                tokens.append(
+                    (
+                        index,
+                        try ObjCHook.instead(on: F.object(object), "add:to:") { call in
+                            call.callOriginal()
+                            call.setReturnValue(call.returnValue(as: Int32.self) + Int32(index))
+                        }
+                    ))
+            case 2:
+                tokens.append((index, try ObjCHook.after(on: F.object(object), "add:to:") { _ in note("after") }))
+                tokens.append(
+                    (
+                        index,
+                        try ObjCHook.before(on: F.object(object), "add:to:", options: .once) { _ in note("once") }
+                    ))
+            default:
+                // Two before blocks: they run in the order they went in.
+                tokens.append((index, try ObjCHook.before(on: F.object(object), "add:to:") { _ in note("first") }))
+                tokens.append((index, try ObjCHook.before(on: F.object(object), "add:to:") { _ in note("second") }))
+            }
+        }
+        func expected(_ index: Int, round: Int) -> [String] {
+            switch index % 4 {
+            case 0: ["\(index) before"]
+            case 1: []
+            case 2: round == 0 ? ["\(index) once", "\(index) after"] : ["\(index) after"]
+            default: ["\(index) first", "\(index) second"]
+            }
+        }
+        for round in 0..<2 {
+            for (index, object) in objects.enumerated() {
+                seen.withLock { $0 = [] }
+                #expect(F.add(object, 2, 3) == 5 + (index % 4 == 1 ? Int32(index) : 0), "object \(index)")
+                #expect(seen.withLock { $0 } == expected(index, round: round), "object \(index), round \(round)")
+            }
+            seen.withLock { $0 = [] }
+            #expect(F.add(plain, 2, 3) == 5)
+            #expect(seen.withLock { $0 }.isEmpty)
+        }
+        // Removed in a shuffled order (a fixed one): after each removal, every object runs what
+        // it still has.
+        var generator = SplitMix(seed: 0x5EED)
+        tokens.shuffle(using: &generator)
+        while let (removedIndex, token) = tokens.popLast() {
+            token.remove()
+            let left = Set(tokens.map(\.0))
+            for (index, object) in objects.enumerated() where index % 7 == removedIndex % 7 {
+                seen.withLock { $0 = [] }
+                let result = F.add(object, 2, 3)
+                let hooks = seen.withLock { $0 }
+                if !left.contains(index) {
+                    #expect(result == 5 && hooks.isEmpty, "object \(index) after its last hook")
+                } else {
+                    // What remains of its hooks runs; nothing of another object's.
+                    #expect(hooks.allSatisfy { $0.hasPrefix("\(index) ") }, "object \(index)")
+                }
+            }
+        }
+        for object in objects { #expect(F.dispatchClass(object) == "OFXCounter") }
+    }
+
+    /// Messages to many hooked objects on other threads while their hooks come and go: each
+    /// gets its own hook's result or the method's, never another object's or a freed table's.
+    @Test func manyObjectsHooksComeAndGoUnderMessages() throws {
+        _ = try F.class("OFXCounter")
+        let count = 24
+        let objects = (0..<count).map { _ in F.new("OFXCounter") }
+        defer { for object in objects { F.release(object) } }
+        let addresses = objects.map { F.address($0) }
+        let hook: @Sendable (Int) throws -> HookToken = { index in
+            try ObjCHook.instead(on: F.object(OpaquePointer(bitPattern: addresses[index])!), "add:to:") { call in
+                call.callOriginal()
+                call.setReturnValue(call.returnValue(as: Int32.self) + 1000 * Int32(index + 1))
+            }
+        }
+        // Half the objects keep a hook throughout.
+        let kept = try (0..<count).filter { $0.isMultiple(of: 2) }.map(hook)
+        let done = Atomic<Bool>(false)
+        let wrong = Atomic<Int>(0)
+        let sent = Atomic<Int>(0)
+        let sender: @Sendable () -> Void = {
+            var generator = SplitMix(seed: UInt64(sent.add(1, ordering: .relaxed).newValue))
+            while !done.load(ordering: .acquiring) {
+                let index = Int(generator.next() % UInt64(count))
+                let object = OpaquePointer(bitPattern: addresses[index])!
+                let result = F.add(object, 2, 3)
+                let hooked = 5 + 1000 * Int32(index + 1)
+                if result != 5 && result != hooked { wrong.add(1, ordering: .relaxed) }
+                if index.isMultiple(of: 2) && result != hooked { wrong.add(1, ordering: .relaxed) }
+            }
+        }
+        let churn: @Sendable () -> Void = {
+            for round in 0..<200 {
+                let index = 1 + 2 * (round % (count / 2))
+                if let token = try? hook(index) { token.remove() }
+            }
+            done.store(true, ordering: .releasing)
+        }
+        F.runThreads([sender, sender, churn])
+        #expect(wrong.load(ordering: .relaxed) == 0)
+        for token in kept { token.remove() }
+        for object in objects { #expect(F.add(object, 2, 3) == 5) }
+    }
+
     /// An object's own hooks run around the class's: its before first, its after last.
     @Test func instanceHooksWrapClassWideHooks() throws {
         let counter = try F.class("OFXCounter")

@@ -314,6 +314,14 @@ typedef struct ffh_slot {
     const void *resolver;
 } ffh_slot;
 
+/// Where a receiver starts its probe in an ``ffh_fast_receivers`` table (objects are 16-byte
+/// aligned: their low bits say nothing).
+static inline uintptr_t ffh_fast_receiver_hash(uintptr_t receiver) {
+    return (uintptr_t)(((uint64_t)receiver >> 4) * 0x9E3779B97F4A7C15ull >> 32);
+}
+
+struct ffh_fast_receivers;
+
 /// The hooks of a slot when every one is a before or after block that runs on every call, or
 /// every one on the calls of one receiver (no `once`, caller limit, hooks for different
 /// receivers, or instead block): the C call path
@@ -350,7 +358,46 @@ typedef struct ffh_fast_hooks {
     /// (``ffh_fast_setup`` found the direct call unsafe in this build).
     const struct ffh_swift_block *beforeBlocks;
     const struct ffh_swift_block *afterBlocks;
+    /// For hooks of several receivers (methods hooked for many objects): the hooks each
+    /// receiver's calls run, found by the receiver; NULL otherwise. The other fields but
+    /// `entry`, `snapshot` and `state` are unused then.
+    const struct ffh_fast_receivers *receivers;
 } ffh_fast_hooks;
+
+/// One receiver's place in an ``ffh_fast_receivers`` table: the receiver (0 for a free place),
+/// the C path's hooks for its calls (NULL where the Swift dispatch runs them: a `once`, limited
+/// or instead hook among them), and the snapshot they belong to (unretained; the snapshot the
+/// table belongs to keeps it).
+typedef struct ffh_fast_receiver {
+    uintptr_t receiver;
+    const ffh_fast_hooks *hooks;
+    const void *snapshot;
+} ffh_fast_receiver;
+
+/// The hooks of a slot whose hooks are for several receivers, by receiver: an open-addressed
+/// table (``ffh_fast_receiver_find``), and what the calls of any other receiver run: `others`
+/// (the hooks for every receiver alone), or, where there are none (`othersPassThrough`), the
+/// original straight away. A call then costs a probe or two however many objects have hooks.
+typedef struct ffh_fast_receivers {
+    const ffh_fast_receiver *places;
+    /// The table's size less one: a power of two less one.
+    uintptr_t mask;
+    const ffh_fast_hooks *others;
+    const void *othersSnapshot;
+    uint32_t othersPassThrough;
+} ffh_fast_receivers;
+
+/// The place of `table` that holds `receiver`, or NULL.
+static inline const ffh_fast_receiver *ffh_fast_receiver_find(const ffh_fast_receivers *table, uintptr_t receiver) {
+    if (receiver == 0) return NULL;
+    uintptr_t index = ffh_fast_receiver_hash(receiver) & table->mask;
+    for (;;) {
+        const ffh_fast_receiver *place = &table->places[index];
+        if (place->receiver == receiver) return place;
+        if (place->receiver == 0) return NULL;
+        index = (index + 1) & table->mask;
+    }
+}
 
 /// A Swift block (`(borrowing Invocation) -> Void`) as its two words: the function and its
 /// context. Swift passes an invocation, which is larger than four words, by address, and the

@@ -84,21 +84,66 @@ final class HookSnapshot: @unchecked Sendable {
     /// it calls them itself (``SlotEntry/blocksCalledFromC``).
     private let blocks: UnsafeMutableBufferPointer<ffh_swift_block>?
 
-    init(before: [HookRecord] = [], instead: [HookRecord] = [], after: [HookRecord] = []) {
+    /// A snapshot without hooks, for calls that go straight to the original.
+    static let none = HookSnapshot()
+
+    /// For hooks of two receivers or more (a method hooked for several objects): the
+    /// snapshot each receiver's calls run (its hooks and those for every receiver, in this
+    /// snapshot's order), by receiver; empty otherwise. A call finds its receiver's with one
+    /// probe of ``receiverTable`` (the C path and the Swift dispatch alike), however many
+    /// objects have hooks.
+    let receivers: [UInt: HookSnapshot]
+    /// What the calls of a receiver with no hooks of its own run, where ``receivers`` is not
+    /// empty: the hooks for every receiver; nil when there are none (the calls go straight to
+    /// the original).
+    let others: HookSnapshot?
+    /// ``receivers`` and ``others`` as the call paths read them (``ffh_fast_receivers``).
+    let receiverTable: UnsafeMutablePointer<ffh_fast_receivers>?
+
+    /// A snapshot of the lists. `receiver`, for a receiver's own snapshot (see ``receivers``):
+    /// every hook is for it or for every receiver. `previous` and `changedReceiver`: the
+    /// snapshot this one replaces, which differs from it only by hooks for `changedReceiver`
+    /// (not 0), so that the other receivers' snapshots are taken over, not made again.
+    init(
+        before: [HookRecord] = [], instead: [HookRecord] = [], after: [HookRecord] = [], receiver only: UInt = 0,
+        previous: HookSnapshot? = nil, changedReceiver: UInt = 0
+    ) {
         self.before = Self.retained(before)
         self.instead = Self.retained(instead)
         self.after = Self.retained(after)
         self.isEmpty = before.isEmpty && instead.isEmpty && after.isEmpty
+        let split =
+            only == 0
+            ? Self.split(
+                before: before, instead: instead, after: after,
+                previous: changedReceiver == 0 ? nil : previous, changedReceiver: changedReceiver) : nil
+        receivers = split?.receivers ?? [:]
+        others = split?.others
         // A hook that runs only once or for some callers needs the Swift dispatch's claim, and
         // so do hooks for different receivers; hooks all for one receiver (a method hooked for
-        // one object) or all for every call run from C.
-        let receiver = (before.first ?? after.first)?.receiver ?? 0
+        // one object), with those for every receiver in a receiver's own snapshot, or all for
+        // every call run from C.
+        let receiver = only != 0 ? only : (before.first ?? after.first)?.receiver ?? 0
         let plain = { (hook: HookRecord) in
-            !hook.options.contains(.once) && !hook.isLimited && hook.receiver == receiver
+            !hook.options.contains(.once) && !hook.isLimited
+                && (hook.receiver == receiver || (only != 0 && hook.receiver == 0))
         }
-        if instead.isEmpty, let entry = (before.first ?? after.first)?.entry,
-            before.allSatisfy(plain), after.allSatisfy(plain)
-        {
+        let entry = (before.first ?? instead.first ?? after.first)?.entry
+        if let split, let entry {
+            // Hooks for several receivers: the C path's table of them.
+            let table = Self.table(split.receivers, others: split.others)
+            receiverTable = table
+            let fast = UnsafeMutablePointer<ffh_fast_hooks>.allocate(capacity: 1)
+            fast.initialize(
+                to: ffh_fast_hooks(
+                    entry: UnsafeRawPointer(Unmanaged.passUnretained(entry).toOpaque()), snapshot: nil, before: nil,
+                    after: nil, beforeCount: 0, afterCount: 0, marksByFunction: 0, marksByReceiver: 0, receiver: 0,
+                    byReceiver: 0, state: entry.publishedState, beforeBlocks: nil, afterBlocks: nil,
+                    receivers: UnsafePointer(table)))
+            self.fast = fast
+            self.blocks = nil
+        } else if instead.isEmpty, let entry, before.allSatisfy(plain), after.allSatisfy(plain) {
+            receiverTable = nil
             let fast = UnsafeMutablePointer<ffh_fast_hooks>.allocate(capacity: 1)
             fast.initialize(
                 to: ffh_fast_hooks(
@@ -113,7 +158,7 @@ final class HookSnapshot: @unchecked Sendable {
                     marksByFunction: entry.reentryByFunction ? 1 : 0,
                     marksByReceiver: entry.reentryByReceiver ? 1 : 0, receiver: receiver,
                     byReceiver: entry.reentryByReceiver || receiver != 0 ? 1 : 0,
-                    state: entry.publishedState, beforeBlocks: nil, afterBlocks: nil))
+                    state: entry.publishedState, beforeBlocks: nil, afterBlocks: nil, receivers: nil))
             if SlotEntry.blocksCalledFromC {
                 let blocks = UnsafeMutableBufferPointer<ffh_swift_block>.allocate(capacity: before.count + after.count)
                 for (index, hook) in (before + after).enumerated() {
@@ -135,10 +180,132 @@ final class HookSnapshot: @unchecked Sendable {
             }
             self.fast = fast
         } else {
+            receiverTable = nil
             self.fast = nil
             self.blocks = nil
         }
         fast?.pointee.snapshot = UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque())
+    }
+
+    /// The snapshot a call whose first argument is `receiver` runs, where hooks are for
+    /// several receivers (see ``receivers``): its own, or ``others``, or nil for a call that
+    /// goes straight to the original.
+    @inline(__always)
+    func chosen(for receiver: UInt, in table: UnsafeMutablePointer<ffh_fast_receivers>) -> Unmanaged<HookSnapshot>? {
+        if let place = ffh_fast_receiver_find(table, receiver) {
+            return Unmanaged.fromOpaque(place.pointee.snapshot.unsafelyUnwrapped)
+        }
+        return table.pointee.othersSnapshot.map { Unmanaged.fromOpaque($0) }
+    }
+
+    /// The receivers' snapshots and the others' (see ``receivers``) when the lists hold hooks
+    /// for two receivers or more; nil otherwise. Those of `previous` are kept for every
+    /// receiver but `changedReceiver`.
+    private static func split(
+        before: [HookRecord], instead: [HookRecord], after: [HookRecord], previous: HookSnapshot?,
+        changedReceiver: UInt
+    ) -> (receivers: [UInt: HookSnapshot], others: HookSnapshot?)? {
+        if let previous, changedReceiver != 0, !previous.receivers.isEmpty {
+            // Only one receiver's hooks changed: the others' snapshots stay, and so do the
+            // others' (the hooks for every receiver are the same).
+            var receivers = previous.receivers
+            let own = (
+                before: before.filter { $0.receiver == changedReceiver || $0.receiver == 0 },
+                instead: instead.filter { $0.receiver == changedReceiver || $0.receiver == 0 },
+                after: after.filter { $0.receiver == changedReceiver || $0.receiver == 0 }
+            )
+            if own.before.contains(where: { $0.receiver != 0 }) || own.instead.contains(where: { $0.receiver != 0 })
+                || own.after.contains(where: { $0.receiver != 0 })
+            {
+                receivers[changedReceiver] = HookSnapshot(
+                    before: own.before, instead: own.instead, after: own.after, receiver: changedReceiver)
+            } else {
+                receivers[changedReceiver] = nil
+            }
+            if receivers.count >= 2 { return (receivers, previous.others) }
+            // One receiver left: no table.
+            return nil
+        }
+        // Each receiver's hooks (by their places in the lists) and those for every receiver.
+        typealias Places = (before: [Int], instead: [Int], after: [Int])
+        var own: [UInt: Places] = [:]
+        var general: Places = ([], [], [])
+        func group(_ list: [HookRecord], into places: WritableKeyPath<Places, [Int]>) {
+            for (index, hook) in list.enumerated() {
+                if hook.receiver == 0 {
+                    general[keyPath: places].append(index)
+                } else {
+                    own[hook.receiver, default: ([], [], [])][keyPath: places].append(index)
+                }
+            }
+        }
+        group(before, into: \.before)
+        group(instead, into: \.instead)
+        group(after, into: \.after)
+        guard own.count >= 2 else { return nil }
+        // The hooks at the places of both, in the lists' order.
+        func merged(_ list: [HookRecord], _ first: [Int], _ second: [Int]) -> [HookRecord] {
+            var result: [HookRecord] = []
+            result.reserveCapacity(first.count + second.count)
+            var (i, j) = (0, 0)
+            while i < first.count || j < second.count {
+                if j == second.count || (i < first.count && first[i] < second[j]) {
+                    result.append(list[first[i]])
+                    i += 1
+                } else {
+                    result.append(list[second[j]])
+                    j += 1
+                }
+            }
+            return result
+        }
+        var receivers: [UInt: HookSnapshot] = [:]
+        receivers.reserveCapacity(own.count)
+        for (receiver, places) in own {
+            if receiver != changedReceiver, let kept = previous?.receivers[receiver] {
+                receivers[receiver] = kept
+                continue
+            }
+            receivers[receiver] = HookSnapshot(
+                before: merged(before, general.before, places.before),
+                instead: merged(instead, general.instead, places.instead),
+                after: merged(after, general.after, places.after), receiver: receiver)
+        }
+        let noGeneral = general.before.isEmpty && general.instead.isEmpty && general.after.isEmpty
+        let others: HookSnapshot? =
+            noGeneral
+            ? nil
+            : previous?.others
+                ?? HookSnapshot(
+                    before: general.before.map { before[$0] }, instead: general.instead.map { instead[$0] },
+                    after: general.after.map { after[$0] })
+        return (receivers, others)
+    }
+
+    /// The call paths' table of `receivers` and `others` (see ``ffh_fast_receivers``): a place
+    /// for each receiver in a table at least twice their number.
+    private static func table(
+        _ receivers: [UInt: HookSnapshot], others: HookSnapshot?
+    ) -> UnsafeMutablePointer<ffh_fast_receivers> {
+        var size = 8
+        while size < receivers.count * 2 { size *= 2 }
+        let places = UnsafeMutableBufferPointer<ffh_fast_receiver>.allocate(capacity: size)
+        places.initialize(repeating: ffh_fast_receiver(receiver: 0, hooks: nil, snapshot: nil))
+        let mask = UInt(size - 1)
+        for (receiver, snapshot) in receivers {
+            var index = UInt(ffh_fast_receiver_hash(receiver)) & mask
+            while places[Int(index)].receiver != 0 { index = (index + 1) & mask }
+            places[Int(index)] = ffh_fast_receiver(
+                receiver: receiver, hooks: UnsafePointer(snapshot.fast),
+                snapshot: UnsafeRawPointer(Unmanaged.passUnretained(snapshot).toOpaque()))
+        }
+        let table = UnsafeMutablePointer<ffh_fast_receivers>.allocate(capacity: 1)
+        table.initialize(
+            to: ffh_fast_receivers(
+                places: UnsafePointer(places.baseAddress), mask: mask, others: UnsafePointer(others?.fast),
+                othersSnapshot: others.map { UnsafeRawPointer(Unmanaged.passUnretained($0).toOpaque()) },
+                othersPassThrough: others == nil ? 1 : 0))
+        return table
     }
 
     deinit {
@@ -147,6 +314,10 @@ final class HookSnapshot: @unchecked Sendable {
         Self.release(after)
         fast?.deallocate()
         blocks?.deallocate()
+        if let receiverTable {
+            UnsafeMutablePointer(mutating: receiverTable.pointee.places).deallocate()
+            receiverTable.deallocate()
+        }
     }
 
     private static func release(_ list: UnsafeBufferPointer<Unmanaged<HookRecord>>) {
@@ -176,9 +347,17 @@ final class HookSnapshot: @unchecked Sendable {
         let instead = Self.records(instead)
         let after = Self.records(after)
         return switch hook.position {
-        case .before: HookSnapshot(before: Self.inserting(hook, into: before), instead: instead, after: after)
-        case .instead: HookSnapshot(before: before, instead: [hook] + instead, after: after)
-        case .after: HookSnapshot(before: before, instead: instead, after: Self.inserting(hook, into: after))
+        case .before:
+            HookSnapshot(
+                before: Self.inserting(hook, into: before), instead: instead, after: after, previous: self,
+                changedReceiver: hook.receiver)
+        case .instead:
+            HookSnapshot(
+                before: before, instead: [hook] + instead, after: after, previous: self, changedReceiver: hook.receiver)
+        case .after:
+            HookSnapshot(
+                before: before, instead: instead, after: Self.inserting(hook, into: after), previous: self,
+                changedReceiver: hook.receiver)
         }
     }
 
@@ -193,6 +372,6 @@ final class HookSnapshot: @unchecked Sendable {
     func removing(_ hook: HookRecord) -> HookSnapshot {
         HookSnapshot(
             before: Self.records(before).filter { $0 !== hook }, instead: Self.records(instead).filter { $0 !== hook },
-            after: Self.records(after).filter { $0 !== hook })
+            after: Self.records(after).filter { $0 !== hook }, previous: self, changedReceiver: hook.receiver)
     }
 }
