@@ -830,30 +830,28 @@ static inline __attribute__((always_inline)) int ffh_fast_run_marking(void *retu
     if (fast == NULL || fast->state != state) return 0;
     uintptr_t original = __atomic_load_n(&slot->original, __ATOMIC_ACQUIRE);
     if (original == 0) return 0;
-    if (__builtin_expect(fast->receivers != NULL, 0)) {
-        /* Hooks for several receivers: the receiver's own (with those for every receiver), found
-           by a probe of the table rather than a look at every hook. */
-        const ffh_fast_receivers *table = fast->receivers;
-        uintptr_t receiver;
-        memcpy(&receiver, arguments[0], sizeof receiver);
-        const ffh_fast_receiver *place = ffh_fast_receiver_find(table, receiver);
-        if (place) {
-            fast = place->hooks;
-        } else if (table->othersPassThrough) {
-            ffh_forward_sysv_inline(busy, slot->plan, (const void *)ffh_fast_function(slot, original, arguments),
-                                    arguments, returnValue);
-            return 1;
-        } else {
-            fast = table->others;
-        }
-        if (fast == NULL) return 0;
-    }
     uintptr_t mark;
     if (__builtin_expect(fast->byReceiver != 0, 0)) {
         /* A method hooked for one object: its first argument is the receiver. A message to
            another object runs no block, as if the hooks were not there. */
         uintptr_t receiver;
         memcpy(&receiver, arguments[0], sizeof receiver);
+        if (fast->receivers != NULL) {
+            /* Hooks for several receivers: the receiver's own (with those for every receiver),
+               found by a probe of the table rather than a look at every hook. */
+            const ffh_fast_receivers *table = fast->receivers;
+            const ffh_fast_receiver *place = ffh_fast_receiver_find(table, receiver);
+            if (place) {
+                fast = place->hooks;
+            } else if (table->othersPassThrough) {
+                ffh_forward_sysv_inline(busy, slot->plan, (const void *)ffh_fast_function(slot, original, arguments),
+                                        arguments, returnValue);
+                return 1;
+            } else {
+                fast = table->others;
+            }
+            if (fast == NULL) return 0;
+        }
         if (fast->receiver != 0 && receiver != fast->receiver) {
             ffh_forward_sysv_inline(busy, slot->plan, (const void *)ffh_fast_function(slot, original, arguments),
                                     arguments, returnValue);

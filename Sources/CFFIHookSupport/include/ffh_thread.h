@@ -359,8 +359,9 @@ typedef struct ffh_fast_hooks {
     const struct ffh_swift_block *beforeBlocks;
     const struct ffh_swift_block *afterBlocks;
     /// For hooks of several receivers (methods hooked for many objects): the hooks each
-    /// receiver's calls run, found by the receiver; NULL otherwise. The other fields but
-    /// `entry`, `snapshot` and `state` are unused then.
+    /// receiver's calls run, found by the receiver; NULL otherwise. `byReceiver` is set with
+    /// it (the path looks only there), and the other fields but `entry`, `snapshot` and
+    /// `state` are unused then.
     const struct ffh_fast_receivers *receivers;
 } ffh_fast_hooks;
 

@@ -138,7 +138,7 @@ final class HookSnapshot: @unchecked Sendable {
                 to: ffh_fast_hooks(
                     entry: UnsafeRawPointer(Unmanaged.passUnretained(entry).toOpaque()), snapshot: nil, before: nil,
                     after: nil, beforeCount: 0, afterCount: 0, marksByFunction: 0, marksByReceiver: 0, receiver: 0,
-                    byReceiver: 0, state: entry.publishedState, beforeBlocks: nil, afterBlocks: nil,
+                    byReceiver: 1, state: entry.publishedState, beforeBlocks: nil, afterBlocks: nil,
                     receivers: UnsafePointer(table)))
             self.fast = fast
             self.blocks = nil
