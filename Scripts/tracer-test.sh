@@ -2611,15 +2611,26 @@ int main(void) {
 C
 gcc -O0 -o "$work/thread-exit" "$work/thread-exit.c" -lpthread
 for mode in "" --inline; do
-    rm -f "$work/thread-exit.log"
+    rm -f "$work/thread-exit.log" "$work/thread-exit.json"
     status=0
     # shellcheck disable=SC2086 # the mode is one word or none
-    "$bin/ffi-hook-tracer" $mode --library libc.so.6 --symbols pthread_exit --log "$work/thread-exit.log" -- \
+    "$bin/ffi-hook-tracer" $mode --library libc.so.6 --symbols pthread_exit --log "$work/thread-exit.log" \
+        --chrome-trace "$work/thread-exit.json" -- \
         "$work/thread-exit" >"$work/thread-exit.out" 2>"$work/thread-exit.err" || status=$?
     if [ "$status" -ne 0 ] || [ "$(grep -c 'pthread_exit(.*<no return>$' "$work/thread-exit.log")" -ne 1 ]; then
         echo "--log $mode, a thread ended by pthread_exit: status $status, the log:" >&2
         cat "$work/thread-exit.log" "$work/thread-exit.err" >&2
         exit 1
     fi
+    # The Chrome trace ends the call with its thread, as one that never returned (not as one
+    # still running when the process exited, which it was not).
+    python3 - "$work/thread-exit.json" <<'PY' || exit 1
+import json, sys
+trace = json.load(open(sys.argv[1]))
+calls = [e for e in trace["traceEvents"] if e.get("name") == "pthread_exit" and e.get("ph") in ("X", "B", "E")]
+endings = [e.get("args", {}).get("ended") for e in calls if e.get("ph") in ("X", "E")]
+if endings != ["no return seen"]:
+    sys.exit(f"--chrome-trace: pthread_exit's ending is {endings}, not ['no return seen']: {calls}")
+PY
 done
-echo "--log: a thread's pthread_exit written as it ends, <no return>, through the import table and inline"
+echo "--log and --chrome-trace: a thread's pthread_exit written as it ends, <no return>, through the import table and inline"

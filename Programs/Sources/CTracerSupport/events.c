@@ -1,5 +1,8 @@
 #define _GNU_SOURCE
 #include "CTracerEvents.h"
+#include "CTracerLog.h"
+
+#include "../../../Sources/CFFIHookSupport/include/ffh_thread.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -25,6 +28,7 @@ __thread fht_event_buffer *fht_my_events __attribute__((tls_model("initial-exec"
 
 void fht_set_event_capacity(uint64_t capacity) {
     __atomic_store_n(&fht_event_capacity, capacity, __ATOMIC_RELEASE);
+    if (capacity > 0) ffh_thread_set_exit_hook(fht_thread_ends);
     /* Buffers an earlier join of this process made with another limit are retired: their
        threads make buffers of this one at their next recorded call. The owner never writes
        `capacity`, and a buffer whose capacity is 0 takes no event; its pages are given back
@@ -38,6 +42,11 @@ void fht_set_event_capacity(uint64_t capacity) {
         uintptr_t end = ((uintptr_t)buffer + FHT_EVENTS_OFFSET + held * sizeof(fht_event)) & ~(uintptr_t)(page - 1);
         if (end > from) madvise((void *)from, end - from, MADV_DONTNEED);
     }
+}
+
+void fht_events_thread_ends(void) {
+    fht_event_buffer *buffer = fht_my_events;
+    if (buffer) __atomic_store_n(&buffer->ended, fht_ticks(), __ATOMIC_RELEASE);
 }
 
 fht_event_buffer *fht_events_renew(void) {
@@ -137,6 +146,7 @@ void fht_reset_events(void) {
         __atomic_store_n(&buffer->reserved, 0, __ATOMIC_RELAXED);
         __atomic_store_n(&buffer->written, 0, __ATOMIC_RELAXED);
         __atomic_store_n(&buffer->dropped, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&buffer->ended, 0, __ATOMIC_RELAXED);
         if (buffer == fht_my_events) buffer->thread = thread;
     }
     __atomic_store_n(&fht_unbuffered, 0, __ATOMIC_RELAXED);

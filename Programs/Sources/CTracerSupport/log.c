@@ -672,11 +672,16 @@ static void fht_log_forked(void) {
 /* On a thread as it ends (the hooking library's thread-exit hook): its calls still in flight
    (a traced function that called pthread_exit) are written, ending <no return>, as the exiting
    thread's are at exit; its frames are then empty for the thread that takes them next. */
-static void fht_log_thread_ends(void) {
+void fht_log_thread_ends(void) {
     fht_log_stack *stack = fht_log_mine;
     if (!stack || stack->depth == 0) return;
     fht_log_unfinished(fht_log_thread());
     stack->depth = 0;
+}
+
+void fht_thread_ends(void) {
+    fht_log_thread_ends();
+    fht_events_thread_ends();
 }
 
 void fht_log_open(int descriptor, uint64_t ticks, double nanoseconds_per_tick, const char *path) {
@@ -697,6 +702,6 @@ void fht_log_open(int descriptor, uint64_t ticks, double nanoseconds_per_tick, c
         fht_log_is_pipe = S_ISFIFO(status.st_mode) || S_ISSOCK(status.st_mode);
     }
     pthread_atfork(NULL, NULL, fht_log_forked);
-    ffh_thread_set_exit_hook(fht_log_thread_ends);
+    ffh_thread_set_exit_hook(fht_thread_ends);
     __atomic_store_n(&fht_log_descriptor, descriptor, __ATOMIC_RELEASE);
 }

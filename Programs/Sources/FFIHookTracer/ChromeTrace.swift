@@ -4,7 +4,8 @@
 /// Per thread (`pid` and `tid`), a `"B"` event as each call begins and an `"E"` as it ends,
 /// named by the function, `ts` in microseconds since the tracer started; every `"B"` has its
 /// `"E"`, nested within its caller's. An `"E"` for a call whose return was not seen carries
-/// `args.ended` (`"no return seen"` or `"running at exit"`). Metadata events name the process
+/// `args.ended`: `"no return seen"` (left by `longjmp`, or open when its thread ended: it ends
+/// then) or `"running at exit"`. Metadata events name the process
 /// and the threads; `otherData` holds the figures of the recording (events dropped and per
 /// thread).
 struct ChromeTrace {

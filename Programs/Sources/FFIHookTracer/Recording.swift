@@ -110,9 +110,11 @@ struct Recording {
             var thread = Thread(id: id, name: threadName(id, recorded: current))
             thread.droppedEvents = droppedHere
             thread.bufferCapacity = current.pointee.capacity
+            // A thread that ended inside calls (pthread_exit): they end with it, never returned.
+            let ended = fht_buffer_ended(current)
             replay(
                 fht_buffer_events(current), count: Int(written), into: &thread, functions: dense, clock: clock,
-                window: window, end: now)
+                window: window, end: now, threadEnded: ended == 0 ? nil : clock.nanoseconds(ended))
             threads.append(thread)
         }
         return Recording(
@@ -123,7 +125,7 @@ struct Recording {
     /// Rebuilds a thread's calls from its `count` events.
     private static func replay(
         _ events: UnsafeMutablePointer<fht_event>, count: Int, into thread: inout Thread, functions: [UInt32: Int32],
-        clock: EventClock, window: ClosedRange<UInt64>, end: Double
+        clock: EventClock, window: ClosedRange<UInt64>, end: Double, threadEnded: Double?
     ) {
         var open: [Int] = []
         var last = 0.0
@@ -175,6 +177,9 @@ struct Recording {
                 while open.count > match + 1 { close(at: seen, .abandoned) }
                 close(at: last, .returned)
             }
+        }
+        if let threadEnded {
+            while !open.isEmpty { close(at: max(last, min(threadEnded, end)), .abandoned) }
         }
         while !open.isEmpty { close(at: max(last, end), .unfinished) }
     }

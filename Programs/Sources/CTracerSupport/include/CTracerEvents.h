@@ -62,7 +62,14 @@ typedef struct fht_event_buffer {
     int32_t thread;
     /// The thread's name at its first event (the kernel's 16 bytes, NUL-terminated).
     char name[16];
+    /// When the thread ended (its clock's ticks), or 0 while it runs: its calls still open
+    /// then never returned (one was pthread_exit), and end there.
+    uint64_t ended;
 } fht_event_buffer;
+
+/// Marks the calling thread's buffer ended (see ``fht_event_buffer/ended``): run on each
+/// thread as it ends, by the hooking library's exit hook (``fht_thread_ends``).
+void fht_events_thread_ends(void);
 
 /// The capacity of the buffers of threads that record their first event from now on; 0
 /// (the default) records nothing. Set it before attaching, at each join: buffers an earlier
@@ -217,6 +224,11 @@ static inline uint64_t fht_buffer_recorded(const fht_event_buffer *buffer) {
 /// The number of events `buffer`'s thread could not record.
 static inline uint64_t fht_buffer_dropped(const fht_event_buffer *buffer) {
     return __atomic_load_n(&buffer->dropped, __ATOMIC_RELAXED);
+}
+
+/// When `buffer`'s thread ended, in ticks (0 while it runs).
+static inline uint64_t fht_buffer_ended(const fht_event_buffer *buffer) {
+    return __atomic_load_n(&buffer->ended, __ATOMIC_ACQUIRE);
 }
 
 /// Reads an event's word (0: not written yet).

@@ -138,6 +138,15 @@ int32_t fht_log_thread(void);
 /// `exit` itself, or the calls that led to it).
 void fht_log_unfinished(int32_t thread);
 
+/// Writes the calling thread's calls in flight, ending `<no return>`, as it ends (the log's
+/// part of ``fht_thread_ends``).
+void fht_log_thread_ends(void);
+
+/// What the tracer does on each thread as it ends (the hooking library's exit hook, set when
+/// a log or event buffers are asked for): the log writes its calls in flight, the event
+/// buffer is marked ended.
+void fht_thread_ends(void);
+
 // MARK: - Losses
 
 /// What the log lost.
