@@ -415,7 +415,12 @@ static ffh_side *ffh_side_make(ffh_thread *thread) {
     unsigned char *thunks = (unsigned char *)code + FFH_THUNK_SPAN;
     side->thunks = thunks;
     uint64_t common[2] = {(uint64_t)(uintptr_t)&ffh_attach_return, (uint64_t)(uintptr_t)&ffh_attach_return_preserving};
-    memset(thunks, 0xcc, FFH_THUNK_SPAN);
+    /* int3 everywhere first, by `rep stosb` rather than the C library's memset: this runs on a
+       thread's first attached call, whose caller's vector registers the AVX2 and AVX-512 forms
+       of memset would write (zmm16 and up, or the upper halves by vzeroupper). */
+    void *fill = thunks;
+    size_t left = FFH_THUNK_SPAN;
+    __asm__ volatile("rep stosb" : "+D"(fill), "+c"(left) : "a"(0xcc) : "memory");
     memcpy(thunks, common, sizeof common);
     for (uint32_t index = 0; index < FFH_ATTACH_DEPTH; index++) {
         unsigned char *cell = thunks + FFH_THUNK_HEADER + FFH_THUNK_CELL * index;
