@@ -199,8 +199,9 @@ final class HookSnapshot: @unchecked Sendable {
     }
 
     /// The receivers' snapshots and the others' (see ``receivers``) when the lists hold hooks
-    /// for two receivers or more; nil otherwise. Those of `previous` are kept for every
-    /// receiver but `changedReceiver`.
+    /// for two receivers or more; nil otherwise. When `previous` has them, those of every
+    /// receiver but `changedReceiver` are taken over (the hooks for every receiver are the
+    /// same); otherwise all are made.
     private static func split(
         before: [HookRecord], instead: [HookRecord], after: [HookRecord], previous: HookSnapshot?,
         changedReceiver: UInt
@@ -214,9 +215,7 @@ final class HookSnapshot: @unchecked Sendable {
                 instead: instead.filter { $0.receiver == changedReceiver || $0.receiver == 0 },
                 after: after.filter { $0.receiver == changedReceiver || $0.receiver == 0 }
             )
-            if own.before.contains(where: { $0.receiver != 0 }) || own.instead.contains(where: { $0.receiver != 0 })
-                || own.after.contains(where: { $0.receiver != 0 })
-            {
+            if (own.before + own.instead + own.after).contains(where: { $0.receiver == changedReceiver }) {
                 receivers[changedReceiver] = HookSnapshot(
                     before: own.before, instead: own.instead, after: own.after, receiver: changedReceiver)
             } else {
@@ -259,26 +258,23 @@ final class HookSnapshot: @unchecked Sendable {
             }
             return result
         }
-        var receivers: [UInt: HookSnapshot] = [:]
-        receivers.reserveCapacity(own.count)
-        for (receiver, places) in own {
-            if receiver != changedReceiver, let kept = previous?.receivers[receiver] {
-                receivers[receiver] = kept
-                continue
-            }
-            receivers[receiver] = HookSnapshot(
-                before: merged(before, general.before, places.before),
-                instead: merged(instead, general.instead, places.instead),
-                after: merged(after, general.after, places.after), receiver: receiver)
-        }
+        let receivers = Dictionary(
+            uniqueKeysWithValues: own.map { receiver, places in
+                (
+                    receiver,
+                    HookSnapshot(
+                        before: merged(before, general.before, places.before),
+                        instead: merged(instead, general.instead, places.instead),
+                        after: merged(after, general.after, places.after), receiver: receiver)
+                )
+            })
         let noGeneral = general.before.isEmpty && general.instead.isEmpty && general.after.isEmpty
-        let others: HookSnapshot? =
+        let others =
             noGeneral
             ? nil
-            : previous?.others
-                ?? HookSnapshot(
-                    before: general.before.map { before[$0] }, instead: general.instead.map { instead[$0] },
-                    after: general.after.map { after[$0] })
+            : HookSnapshot(
+                before: general.before.map { before[$0] }, instead: general.instead.map { instead[$0] },
+                after: general.after.map { after[$0] })
         return (receivers, others)
     }
 
