@@ -104,10 +104,12 @@ extension MethodRegistry {
         switch runtime.kind(of: UnsafeRawPointer(pointer)) {
         case FFH_OBJC_OBJECT: break
         case FFH_OBJC_CLASS, FFH_OBJC_METACLASS:
+            let name = runtime.className(pointer)
             throw ObjCHookError(
                 code: .invalidClass,
-                message: "the pointer given as an object is a class (hook its methods with ObjCMethod)",
-                selector: selector)
+                message:
+                    "the pointer given as an object is the class \(name) (hook its methods with ObjCMethod: .instance(\"\(selector)\", of:) or .class(\"\(selector)\", of:))",
+                className: name, selector: selector)
         default:
             throw ObjCHookError(
                 code: .invalidClass, message: "the pointer given as an object points to no object of the runtime",
@@ -218,8 +220,13 @@ extension MethodRegistry {
     /// Removes a per-instance hook; the object gets its class back with its last one.
     func removeInstanceHook(_ hook: InstanceHook) -> Bool {
         guard let runtime = ObjCRuntime.current else { return false }
+        // A `once` hook that has run removed its engine record itself: the object still leaves
+        // the class made for its hooks here, but the hook was already removed, as a slot's
+        // `once` hook is (false).
+        var alreadyRan = false
         let removed: HookRecord?? = state.withLock { state in
             guard !hook.isRemoved else { return nil }
+            alreadyRan = hook.record.map { !$0.isActive } ?? false
             hook.markRemoved()
             if let objects = state.objects[hook.object] {
                 objects.hooks.removeAll { $0 === hook }
@@ -238,7 +245,7 @@ extension MethodRegistry {
         }
         guard let removed else { return false }
         finishRemoval(removed)
-        return true
+        return !alreadyRan
     }
 
     /// Takes an engine record out, outside the lock (the engine takes its own). The method

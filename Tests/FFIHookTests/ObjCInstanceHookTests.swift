@@ -219,9 +219,24 @@ extension ObjCMethodHookTests {
             try ObjCHook.before(on: F.object(object), "add:to:", arguments: Float.self, returning: Int32.self) { _, _ in
             }
         }
-        typed.remove()
-        once.remove()
+        #expect(typed.remove())
+        // The once hook removed itself when it ran: its token says so, as a slot's does, and
+        // still takes the object off the class made for its hooks.
+        #expect(F.dispatchClass(object) == "FFIHook_OFXLeaf")
+        #expect(!once.remove())
         #expect(F.dispatchClass(object) == "OFXLeaf")
+        #expect(!once.remove())
+    }
+
+    /// A class given where an object is wanted is refused, by its name.
+    @Test func aClassGivenAsAnObjectIsRefusedByName() throws {
+        let counter = try F.class("OFXCounter")
+        let error = #expect(throws: ObjCHookError.self) {
+            try ObjCHook.before(on: ObjCObject(counter.pointer), "add:to:") { _ in }
+        }
+        #expect(error?.code == .invalidClass)
+        #expect(error?.className == "OFXCounter")
+        #expect(error?.description.contains("-[OFXCounter add:to:]") == true)
     }
 
     /// An object deallocated with hooks of its own takes them with it.
