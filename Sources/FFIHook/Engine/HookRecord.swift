@@ -258,16 +258,16 @@ final class HookSnapshot: @unchecked Sendable {
             }
             return result
         }
-        let receivers = Dictionary(
-            uniqueKeysWithValues: own.map { receiver, places in
-                (
-                    receiver,
-                    HookSnapshot(
-                        before: merged(before, general.before, places.before),
-                        instead: merged(instead, general.instead, places.instead),
-                        after: merged(after, general.after, places.after), receiver: receiver)
-                )
-            })
+        // (A loop, not Dictionary(uniqueKeysWithValues:), whose duplicate-key path throws: the
+        // library imports no function of Swift's error convention that a test cannot hook.)
+        var receivers: [UInt: HookSnapshot] = [:]
+        receivers.reserveCapacity(own.count)
+        for (receiver, places) in own {
+            receivers[receiver] = HookSnapshot(
+                before: merged(before, general.before, places.before),
+                instead: merged(instead, general.instead, places.instead),
+                after: merged(after, general.after, places.after), receiver: receiver)
+        }
         let noGeneral = general.before.isEmpty && general.instead.isEmpty && general.after.isEmpty
         let others =
             noGeneral
