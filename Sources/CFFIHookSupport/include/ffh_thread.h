@@ -377,8 +377,8 @@ typedef struct ffh_fast_receiver {
 
 /// The hooks of a slot whose hooks are for several receivers, by receiver: an open-addressed
 /// table (``ffh_fast_receiver_find``), and what the calls of any other receiver run: `others`
-/// (the hooks for every receiver alone), or, where there are none (`othersPassThrough`), the
-/// original straight away. A call then costs a probe or two however many objects have hooks.
+/// (the hooks for every receiver alone; `othersSnapshot` is their snapshot, empty where there
+/// are none), or, where there are none (`othersPassThrough`), the original straight away. A call then costs a probe or two however many objects have hooks.
 typedef struct ffh_fast_receivers {
     const ffh_fast_receiver *places;
     /// The table's size less one: a power of two less one.

@@ -84,9 +84,6 @@ final class HookSnapshot: @unchecked Sendable {
     /// it calls them itself (``SlotEntry/blocksCalledFromC``).
     private let blocks: UnsafeMutableBufferPointer<ffh_swift_block>?
 
-    /// A snapshot without hooks, for calls that go straight to the original.
-    static let none = HookSnapshot()
-
     /// For hooks of two receivers or more (a method hooked for several objects): the
     /// snapshot each receiver's calls run (its hooks and those for every receiver, in this
     /// snapshot's order), by receiver; empty otherwise. A call finds its receiver's with one
@@ -94,8 +91,8 @@ final class HookSnapshot: @unchecked Sendable {
     /// objects have hooks.
     let receivers: [UInt: HookSnapshot]
     /// What the calls of a receiver with no hooks of its own run, where ``receivers`` is not
-    /// empty: the hooks for every receiver; nil when there are none (the calls go straight to
-    /// the original).
+    /// empty: the hooks for every receiver (none: the calls go straight to the original); nil
+    /// where ``receivers`` is empty.
     let others: HookSnapshot?
     /// ``receivers`` and ``others`` as the call paths read them (``ffh_fast_receivers``).
     let receiverTable: UnsafeMutablePointer<ffh_fast_receivers>?
@@ -188,14 +185,11 @@ final class HookSnapshot: @unchecked Sendable {
     }
 
     /// The snapshot a call whose first argument is `receiver` runs, where hooks are for
-    /// several receivers (see ``receivers``): its own, or ``others``, or nil for a call that
-    /// goes straight to the original.
+    /// several receivers (see ``receivers``): its own, or ``others``.
     @inline(__always)
-    func chosen(for receiver: UInt, in table: UnsafeMutablePointer<ffh_fast_receivers>) -> Unmanaged<HookSnapshot>? {
-        if let place = ffh_fast_receiver_find(table, receiver) {
-            return Unmanaged.fromOpaque(place.pointee.snapshot.unsafelyUnwrapped)
-        }
-        return table.pointee.othersSnapshot.map { Unmanaged.fromOpaque($0) }
+    func chosen(for receiver: UInt, in table: UnsafeMutablePointer<ffh_fast_receivers>) -> Unmanaged<HookSnapshot> {
+        let place = ffh_fast_receiver_find(table, receiver)
+        return Unmanaged.fromOpaque((place?.pointee.snapshot ?? table.pointee.othersSnapshot).unsafelyUnwrapped)
     }
 
     /// The receivers' snapshots and the others' (see ``receivers``) when the lists hold hooks
@@ -205,8 +199,8 @@ final class HookSnapshot: @unchecked Sendable {
     private static func split(
         before: [HookRecord], instead: [HookRecord], after: [HookRecord], previous: HookSnapshot?,
         changedReceiver: UInt
-    ) -> (receivers: [UInt: HookSnapshot], others: HookSnapshot?)? {
-        if let previous, changedReceiver != 0, !previous.receivers.isEmpty {
+    ) -> (receivers: [UInt: HookSnapshot], others: HookSnapshot)? {
+        if let previous, changedReceiver != 0, let previousOthers = previous.others {
             // Only one receiver's hooks changed: the others' snapshots stay, and so do the
             // others' (the hooks for every receiver are the same).
             var receivers = previous.receivers
@@ -221,7 +215,7 @@ final class HookSnapshot: @unchecked Sendable {
             } else {
                 receivers[changedReceiver] = nil
             }
-            if receivers.count >= 2 { return (receivers, previous.others) }
+            if receivers.count >= 2 { return (receivers, previousOthers) }
             // One receiver left: no table.
             return nil
         }
@@ -268,20 +262,16 @@ final class HookSnapshot: @unchecked Sendable {
                 instead: merged(instead, general.instead, places.instead),
                 after: merged(after, general.after, places.after), receiver: receiver)
         }
-        let noGeneral = general.before.isEmpty && general.instead.isEmpty && general.after.isEmpty
-        let others =
-            noGeneral
-            ? nil
-            : HookSnapshot(
-                before: general.before.map { before[$0] }, instead: general.instead.map { instead[$0] },
-                after: general.after.map { after[$0] })
+        let others = HookSnapshot(
+            before: general.before.map { before[$0] }, instead: general.instead.map { instead[$0] },
+            after: general.after.map { after[$0] })
         return (receivers, others)
     }
 
     /// The call paths' table of `receivers` and `others` (see ``ffh_fast_receivers``): a place
     /// for each receiver in a table at least twice their number.
     private static func table(
-        _ receivers: [UInt: HookSnapshot], others: HookSnapshot?
+        _ receivers: [UInt: HookSnapshot], others: HookSnapshot
     ) -> UnsafeMutablePointer<ffh_fast_receivers> {
         var size = 8
         while size < receivers.count * 2 { size *= 2 }
@@ -298,9 +288,9 @@ final class HookSnapshot: @unchecked Sendable {
         let table = UnsafeMutablePointer<ffh_fast_receivers>.allocate(capacity: 1)
         table.initialize(
             to: ffh_fast_receivers(
-                places: UnsafePointer(places.baseAddress), mask: mask, others: UnsafePointer(others?.fast),
-                othersSnapshot: others.map { UnsafeRawPointer(Unmanaged.passUnretained($0).toOpaque()) },
-                othersPassThrough: others == nil ? 1 : 0))
+                places: UnsafePointer(places.baseAddress), mask: mask, others: UnsafePointer(others.fast),
+                othersSnapshot: UnsafeRawPointer(Unmanaged.passUnretained(others).toOpaque()),
+                othersPassThrough: others.isEmpty ? 1 : 0))
         return table
     }
 

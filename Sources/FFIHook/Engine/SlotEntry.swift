@@ -355,12 +355,8 @@ package final class SlotEntry: @unchecked Sendable {
         if let table = snapshot.receiverTable {
             // Hooks for several receivers: the snapshot of this call's receiver.
             let receiver = arguments[0].unsafelyUnwrapped.load(as: UInt.self)
-            if let chosen = snapshot.chosen(for: receiver, in: table) {
-                chosen._withUnsafeGuaranteedRef { chosen in
-                    run(chosen, record: record, returnValue: returnValue, arguments: arguments)
-                }
-            } else {
-                run(HookSnapshot.none, record: record, returnValue: returnValue, arguments: arguments)
+            snapshot.chosen(for: receiver, in: table)._withUnsafeGuaranteedRef { chosen in
+                run(chosen, record: record, returnValue: returnValue, arguments: arguments)
             }
             return
         }
