@@ -75,8 +75,8 @@ static inline __attribute__((always_inline)) int ffh_branch_candidate(const ffh_
 }
 
 size_t ffh_branch_candidates(
-    const uint8_t *code, size_t size, const uintptr_t *functions, size_t count, uintptr_t window, uint64_t *blocks,
-    size_t words, uintptr_t *candidates, size_t capacity) {
+    const uint8_t *code, size_t size, const uintptr_t *functions, size_t count, uintptr_t window,
+    const uint8_t *windows, uint64_t *blocks, size_t words, uintptr_t *candidates, size_t capacity) {
     if (!code || size == 0 || !functions || count == 0 || window == 0) return 0;
     if (!blocks || words != ffh_branch_blocks(functions, count, window)) return (size_t)-1;
     uintptr_t low = functions[0];
@@ -84,7 +84,8 @@ size_t ffh_branch_candidates(
     /* The windows, then their functions' starts taken out (a window may reach past the next
        start). Marking the same bits again for another stretch changes nothing. */
     for (size_t index = 0; index < count; index++) {
-        for (uintptr_t bit = functions[index] + 1 - low; bit < functions[index] + window - low; bit++) {
+        uintptr_t own = windows && windows[index] < window ? windows[index] : window;
+        for (uintptr_t bit = functions[index] + 1 - low; bit < functions[index] + own - low; bit++) {
             blocks[bit >> 6] |= 1ULL << (bit & 63);
         }
     }
@@ -404,6 +405,20 @@ size_t ffh_branch_decode(uintptr_t *address, uintptr_t end, uintptr_t limit, con
     *address = place;
     *next = following_start;
     return written;
+}
+
+size_t ffh_x86_displaced_length(const uint8_t *code, size_t available, size_t patch) {
+    static const uint8_t endbr64[4] = {0xF3, 0x0F, 0x1E, 0xFA};
+    size_t start = available >= 4 && memcmp(code, endbr64, 4) == 0 ? 4 : 0;
+    size_t offset = 0;
+    while (offset < start + patch) {
+        if (offset >= available) return 0;
+        int64_t relative;
+        size_t length = ffh_x86_length(code + offset, available - offset, &relative);
+        if (length == 0) return 0;
+        offset += length;
+    }
+    return offset;
 }
 
 // MARK: - Plain prologues

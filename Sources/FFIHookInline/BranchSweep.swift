@@ -28,39 +28,94 @@ struct BranchSweep {
         let offset: Int
     }
 
-    /// The branches found, by the function they land in.
-    private(set) var branches: [UInt: [Branch]] = [:]
+    /// The functions watched, sorted ascending.
+    let functions: [UInt]
 
-    /// How many bytes into a function a landing counts: more than any patch overwrites.
+    /// How many of each function's first bytes are watched (in the order of ``functions``):
+    /// ``watchedLength``, or fewer where the sweep was told how many a patch of the function
+    /// displaces.
+    let windows: [UInt8]
+
+    /// The branches found, by the index of the function they land in.
+    private var found: [[Branch]]
+
+    /// The sweep with every window ``watchedLength`` bytes long, made when a plan displaces more
+    /// of a function than its window covers (a patch longer than the windows were measured for);
+    /// nil when the windows are that long already.
+    private let wider: WiderSweep?
+
+    /// How many bytes into a function a landing counts at most: more than any patch overwrites.
     static let watchedLength: UInt = 32
 
     /// Decodes `ranges` (executable memory, mapped while this runs), starting again at each of
-    /// `starts`, and keeps the branches into the first bytes of `functions` (both sorted).
+    /// `starts`, and keeps the branches into the first bytes of `functions` (both sorted, each
+    /// once): the first `windows[i]` bytes of `functions[i]` when `windows` is given (each at most
+    /// ``watchedLength``; a shorter window watches fewer bytes, and far fewer stretches of the
+    /// code are decoded), else the first ``watchedLength``.
     ///
     /// Only the stretches between starts that hold a byte that could encode such a branch are
-    /// decoded (``forEachBranchIntoFirstBytes(of:in:startingAgainAt:_:)``): the same branches as
+    /// decoded (``forEachBranchIntoFirstBytes(of:in:startingAgainAt:windows:_:)``): the same branches as
     /// decoding all of it finds, at a fraction of the cost for a library's whole code.
-    init(ranges: [Range<UInt>], starts: [UInt], functions: [UInt]) {
-        var found: [UInt: [Branch]] = [:]
-        Self.forEachBranchIntoFirstBytes(of: functions, in: ranges, startingAgainAt: starts) { from, target in
+    init(ranges: [Range<UInt>], starts: [UInt], functions: [UInt], windows: [UInt8]? = nil) {
+        self.functions = functions
+        let windows = windows.map { $0.map { min($0, UInt8(Self.watchedLength)) } }
+        self.windows = windows ?? [UInt8](repeating: UInt8(Self.watchedLength), count: functions.count)
+        var found = [[Branch]](repeating: [], count: functions.count)
+        let watched = self.windows
+        Self.forEachBranchIntoFirstBytes(of: functions, in: ranges, startingAgainAt: starts, windows: windows) {
+            from, target in
             let index = Self.firstIndex(in: functions, above: target) - 1
             guard index >= 0 else { return }
-            let function = functions[index]
-            let offset = target - function
-            guard offset > 0, offset < Self.watchedLength else { return }
-            found[function, default: []].append(Branch(from: from, offset: Int(offset)))
+            let offset = target - functions[index]
+            guard offset > 0, offset < UInt(watched[index]) else { return }
+            found[index].append(Branch(from: from, offset: Int(offset)))
         }
-        branches = found
+        self.found = found
+        wider =
+            self.windows.allSatisfy { UInt($0) >= Self.watchedLength }
+            ? nil : WiderSweep(ranges: ranges, starts: starts, functions: functions)
+    }
+
+    /// The sweep with full windows, made the first time one is needed.
+    private final class WiderSweep {
+        let ranges: [Range<UInt>]
+        let starts: [UInt]
+        let functions: [UInt]
+        lazy var sweep = BranchSweep(ranges: ranges, starts: starts, functions: functions)
+
+        init(ranges: [Range<UInt>], starts: [UInt], functions: [UInt]) {
+            self.ranges = ranges
+            self.starts = starts
+            self.functions = functions
+        }
+    }
+
+    /// The branches that land in `function` past its first byte, within its window.
+    func branches(into function: UInt) -> [Branch] {
+        let index = Self.firstIndex(in: functions, above: function) - 1
+        return index >= 0 && functions[index] == function ? found[index] : []
+    }
+
+    /// The first branch into the bytes a plan of `function` overwrites (``intoPatch(_:function:patchOffset:copiedLength:)``),
+    /// from the wider sweep when the plan displaces more of the function than its window covers.
+    func intoPatch(function: UInt, patchOffset: Int, copiedLength: Int) -> Branch? {
+        let index = Self.firstIndex(in: functions, above: function) - 1
+        if index >= 0, functions[index] == function, copiedLength > Int(windows[index]), let wider {
+            return wider.sweep.intoPatch(function: function, patchOffset: patchOffset, copiedLength: copiedLength)
+        }
+        return Self.intoPatch(
+            branches(into: function), function: function, patchOffset: patchOffset, copiedLength: copiedLength)
     }
 
     /// Calls `body` with each direct branch that ``forEachDirectBranch(in:startingAgainAt:_:)``
     /// finds in `ranges` and whose target lands in the first ``watchedLength`` bytes of one of
-    /// `functions` (sorted), past its first byte (and maybe with others): a filter over the
+    /// `functions` (sorted; the first `windows[i]` bytes of `functions[i]` where `windows` is
+    /// given), past its first byte (and maybe with others): a filter over the
     /// bytes (``ffh_branch_candidates``) finds every opcode that could encode one, and only the
     /// stretches from the start before each (where the full decoding is in step) to it are
     /// decoded, as the full decoding decodes them.
     static func forEachBranchIntoFirstBytes(
-        of functions: [UInt], in ranges: [Range<UInt>], startingAgainAt starts: [UInt],
+        of functions: [UInt], in ranges: [Range<UInt>], startingAgainAt starts: [UInt], windows: [UInt8]? = nil,
         _ body: (_ from: UInt, _ target: UInt) -> Void
     ) {
         guard !functions.isEmpty else { return }
@@ -79,7 +134,7 @@ struct BranchSweep {
                 let total = functions.withUnsafeBufferPointer { functions in
                     ffh_branch_candidates(
                         UnsafePointer(bitPattern: range.lowerBound), range.count, functions.baseAddress,
-                        functions.count, Self.watchedLength, &blocks, blocks.count, &candidates, capacity)
+                        functions.count, Self.watchedLength, windows, &blocks, blocks.count, &candidates, capacity)
                 }
                 if total < 0 {
                     // The filter could not run: decode all of it.
@@ -166,9 +221,6 @@ struct BranchSweep {
             }
         }
     }
-
-    /// The branches that land in `function` past its first byte.
-    func branches(into function: UInt) -> [Branch] { branches[function] ?? [] }
 
     /// The first of `incoming` that lands inside the bytes a patch overwrites, from outside the
     /// copied bytes (a copied instruction's branch is relocated with it).

@@ -282,9 +282,7 @@ enum InlinePlanner {
         func intoPatch(function: UInt, patchOffset: Int, copiedLength: Int) -> BranchSweep.Branch? {
             switch self {
             case .sweep(let sweep):
-                BranchSweep.intoPatch(
-                    sweep.branches(into: function), function: function, patchOffset: patchOffset,
-                    copiedLength: copiedLength)
+                sweep.intoPatch(function: function, patchOffset: patchOffset, copiedLength: copiedLength)
             case .ownBody: nil
             }
         }
@@ -571,12 +569,43 @@ enum InlinePlanner {
         var sweeps: [String: BranchSweep] = [:]
         for object in loaded {
             let key = ObjectRanges.key(of: object)
-            guard let functions = byObject[key] else { continue }
-            let starts = Set(BatchTargets.restartPoints(of: object) + functions).sorted()
+            guard let targets = byObject[key] else { continue }
+            let starts = sortedOnce(BatchTargets.restartPoints(of: object) + targets)
+            let functions = sortedOnce(targets)
+            let ranges = codeRanges(of: object)
             sweeps[key] = BranchSweep(
-                ranges: codeRanges(of: object), starts: starts, functions: Array(Set(functions)).sorted())
+                ranges: ranges, starts: starts, functions: functions,
+                windows: displacedLengths(of: functions, in: ranges))
         }
         return sweeps
+    }
+
+    /// `values` sorted ascending, each once.
+    private static func sortedOnce(_ values: [UInt]) -> [UInt] {
+        var sorted = values.sorted()
+        var kept = 0
+        for index in sorted.indices where kept == 0 || sorted[index] != sorted[kept - 1] {
+            sorted[kept] = sorted[index]
+            kept += 1
+        }
+        sorted.removeSubrange(kept...)
+        return sorted
+    }
+
+    /// How many of each function's first bytes a patch of a near slab's length (5 bytes)
+    /// displaces, where the sweep for branches into them need look (``BranchSweep/watchedLength``
+    /// where the instructions are left to a full decoder): a third of the bytes a window of
+    /// that length watches, and a third of the stretches decoded. A plan that displaces more
+    /// (a far slab's 14-byte patch) is checked against a sweep with full windows, made then.
+    private static func displacedLengths(of functions: [UInt], in ranges: [Range<UInt>]) -> [UInt8] {
+        functions.map { function in
+            guard let range = ranges.first(where: { $0.contains(function) }) else {
+                return UInt8(BranchSweep.watchedLength)
+            }
+            let available = Int(min(range.upperBound - function, BranchSweep.watchedLength))
+            let length = ffh_x86_displaced_length(UnsafePointer(bitPattern: function), available, 5)
+            return length == 0 ? UInt8(BranchSweep.watchedLength) : UInt8(length)
+        }
     }
 
     /// The object's code, as mapped: its executable segments, narrowed to its sections of code

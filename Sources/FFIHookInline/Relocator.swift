@@ -282,11 +282,13 @@ enum Relocator {
     /// `nop`s (any length) and `int3`s from its end up to the next 16-byte boundary, which is
     /// where a compiler or assembler aligning functions starts the next one. 0 when anything
     /// else is there, when the end is aligned already, or when an instruction would cross the
-    /// boundary.
-    static func paddingLength(after code: UnsafeRawPointer, size: Int) -> Int {
+    /// boundary. With `byTable`, the common forms of padding are measured without Zydis
+    /// (``commonPadding(_:from:to:)``), with the same result.
+    static func paddingLength(after code: UnsafeRawPointer, size: Int, byTable: Bool = true) -> Int {
         let end = UInt(bitPattern: code) + UInt(size)
         let boundary = (end + 15) & ~15
         let length = Int(boundary - end)
+        if byTable, let padded = commonPadding(code, from: size, to: size + length) { return padded ? length : 0 }
         var offset = size
         let decoder = Decoder()
         while offset < size + length {
@@ -296,6 +298,31 @@ enum Relocator {
             offset += instruction.length
         }
         return length
+    }
+
+    /// Whether the bytes from `start` to `end` of `code` are the padding compilers and
+    /// assemblers emit (`int3`, `nop` and `0F 1F` long nops, these two with `66` and `2E`
+    /// prefixes), each instruction ending by `end`, measured by the length table
+    /// (``ffh_x86_length``) rather than Zydis, which then takes a hundred times as long; nil when an
+    /// instruction is something else, which Zydis then decides.
+    private static func commonPadding(_ code: UnsafeRawPointer, from start: Int, to end: Int) -> Bool? {
+        let bytes = code.assumingMemoryBound(to: UInt8.self)
+        var offset = start
+        while offset < end {
+            var opcode = offset
+            while opcode < end, bytes[opcode] == 0x66 || bytes[opcode] == 0x2E { opcode += 1 }
+            guard opcode < end else { return nil }
+            let isPadding =
+                (bytes[opcode] == 0xCC && opcode == offset) || bytes[opcode] == 0x90
+                || (bytes[opcode] == 0x0F && opcode + 1 < end && bytes[opcode + 1] == 0x1F)
+            guard isPadding else { return nil }
+            var relative = Int64.min
+            let length = ffh_x86_length(bytes + offset, end - offset, &relative)
+            // (An instruction that would cross the boundary is not padding.)
+            guard length > 0 else { return nil }
+            offset += length
+        }
+        return true
     }
 
     // MARK: - Emitting

@@ -22,13 +22,16 @@ import Testing
 
     /// The branches into the first bytes of `functions` (sorted) among `branches`, as the sweep
     /// keeps them.
-    static func into(_ functions: [UInt], among branches: [(from: UInt, target: UInt)]) -> Set<Found> {
+    static func into(
+        _ functions: [UInt], among branches: [(from: UInt, target: UInt)], windows: [UInt8]? = nil
+    ) -> Set<Found> {
         var found = Set<Found>()
         for (from, target) in branches {
             let index = BranchSweep.firstIndex(in: functions, above: target) - 1
             guard index >= 0 else { continue }
             let offset = target &- functions[index]
-            guard offset > 0, offset < BranchSweep.watchedLength else { continue }
+            let window = windows.map { UInt($0[index]) } ?? BranchSweep.watchedLength
+            guard offset > 0, offset < window else { continue }
             found.insert(Found(function: functions[index], from: from, offset: Int(offset)))
         }
         return found
@@ -127,6 +130,19 @@ import Testing
                                 code: code, patchLength: patchLength, trampoline: trampoline, end: end)
                         else {
                             decoded += 1
+                            // The table's length of what the patch displaces, where it knows every
+                            // instruction, is what Zydis's relocation copies.
+                            let displaced = ffh_x86_displaced_length(
+                                code.assumingMemoryBound(to: UInt8.self), end, patchLength)
+                            if displaced > 0,
+                                let relocation = try? Relocator.relocate(
+                                    code: code, patchLength: patchLength, trampoline: trampoline, mappedSize: end)
+                            {
+                                #expect(
+                                    displaced == relocation.copiedLength,
+                                    "0x\(String(start, radix: 16)) (\(patchLength) bytes): displaces \(displaced), copies \(relocation.copiedLength)"
+                                )
+                            }
                             continue
                         }
                         plain += 1
@@ -135,6 +151,13 @@ import Testing
                                 code: code, patchLength: patchLength, trampoline: trampoline, mappedSize: end,
                                 plainByTable: false)
                         }
+                        // What the sweep takes a patch to displace, from the table alone.
+                        let displaced = ffh_x86_displaced_length(
+                            code.assumingMemoryBound(to: UInt8.self), end, patchLength)
+                        #expect(
+                            displaced == fast.copiedLength,
+                            "0x\(String(start, radix: 16)) (\(patchLength) bytes): displaces \(displaced), copies \(fast.copiedLength)"
+                        )
                         if case .success(let relocation) = zydis, relocation == fast { continue }
                         if differing.count < 5 {
                             differing.append("0x\(String(start, radix: 16)) (\(patchLength) bytes): \(zydis)")
@@ -146,6 +169,37 @@ import Testing
             // (SQLite's and libc's: about two in three; zlib's and the Swift runtime's: about one
             // in two. A trampoline 256 GB away takes none that reads memory near the function.)
             #expect(plain * 5 > (plain + decoded) * 2, "\(library): \(plain) plain prologues, \(decoded) left to Zydis")
+        }
+    }
+
+    /// The padding after a function is measured by the length table as Zydis measures it, at
+    /// every end from 1 to 15 bytes before each place a function of a real library begins
+    /// (ends inside instructions and inside the padding among them); many of them have some.
+    @Test(arguments: ["libc.so.6", "libsqlite3.so.0", "libz.so.1", "libswiftCore.so"])
+    func paddingIsMeasuredAsZydisMeasuresIt(library: String) throws {
+        #expect(sqlite3_libversion_number() > 0)
+        #expect(zlibVersion() != nil)
+        try ImportWalk.withLoadedObjects { objects in
+            let object = try #require(
+                objects.first(where: { $0.soname == library || $0.path.hasSuffix("/" + library) }),
+                "\(library) is not loaded")
+            let starts = BatchTargets.restartPoints(of: object)
+            var padded = 0
+            var differing: [String] = []
+            for (start, next) in zip(starts, starts.dropFirst()) where next - start >= 32 {
+                let code = try #require(UnsafeRawPointer(bitPattern: start))
+                for back in 1...15 {
+                    let size = Int(next - start) - back
+                    let table = Relocator.paddingLength(after: code, size: size)
+                    let zydis = Relocator.paddingLength(after: code, size: size, byTable: false)
+                    if table > 0 { padded += 1 }
+                    if table != zydis, differing.count < 5 {
+                        differing.append("0x\(String(start, radix: 16)) + \(size): \(table) against \(zydis)")
+                    }
+                }
+            }
+            #expect(differing.isEmpty, "\(library): \(differing)")
+            #expect(padded > 100, "\(library): padding found after \(padded) ends")
         }
     }
 
@@ -258,6 +312,38 @@ import Testing
                     // Loops that go back to a function's first instructions, at least.
                     #expect(!expected.isEmpty, "\(library): no branch into any function's first bytes")
                 }
+            }
+            // Windows of every length from 1 to the longest, function by function: each function
+            // watches only its own first bytes, and a plan that displaces more than its window
+            // is checked against the full windows.
+            var generator = SystemRandomNumberGenerator()
+            let windows = starts.map { _ in UInt8.random(in: 1...UInt8(BranchSweep.watchedLength), using: &generator) }
+            let expected = Self.into(starts, among: all, windows: windows)
+            let sweep = BranchSweep(ranges: ranges, starts: starts, functions: starts, windows: windows)
+            #expect(sweep.windows == windows)
+            var swept = Set<Found>()
+            for function in starts {
+                for branch in sweep.branches(into: function) {
+                    swept.insert(Found(function: function, from: branch.from, offset: branch.offset))
+                }
+            }
+            #expect(
+                swept == expected,
+                "\(library), windows: missed \(expected.subtracting(swept).sorted { $0.from < $1.from }.prefix(5)), extra \(swept.subtracting(expected).sorted { $0.from < $1.from }.prefix(5))"
+            )
+            let full = Self.into(starts, among: all)
+            let beyond = full.filter { found in
+                let index = BranchSweep.firstIndex(in: starts, above: found.function) - 1
+                return found.offset >= Int(windows[index])
+                    && !(found.function..<(found.function + UInt(found.offset) + 1)).contains(found.from)
+            }
+            #expect(!beyond.isEmpty, "\(library): no branch lands past a function's window")
+            for found in beyond.sorted(by: { $0.from < $1.from }).prefix(50) {
+                // Displacing the bytes up to the landing and one more: the narrow sweep did not
+                // look there, the wider one finds the branch (or another into those bytes).
+                let caught = sweep.intoPatch(
+                    function: found.function, patchOffset: 0, copiedLength: found.offset + 1)
+                #expect(caught != nil, "\(library): \(found) is not seen past its window")
             }
         }
     }

@@ -16,15 +16,16 @@ size_t ffh_branch_blocks(const uintptr_t *functions, size_t count, uintptr_t win
 /// addresses of the bytes of `code` (`size` bytes, mapped and readable, at run-time address
 /// `code`) that are the opcode of a direct branch, if an instruction starts at or before them,
 /// whose target lands more than 0 and fewer than `window` bytes past the last of `functions`
-/// (`count` addresses, sorted ascending) at or below it: `jmp`/`jcc`/`loop`/`jrcxz` rel8, `jmp`/`call`
+/// (`count` addresses, sorted ascending) at or below it (fewer than `windows[i]` bytes past
+/// `functions[i]` where `windows` is given and that is smaller): `jmp`/`jcc`/`loop`/`jrcxz` rel8, `jmp`/`call`
 /// rel32, `jcc` rel32 (0F 8x), `xbegin` rel32 and rel16. Every such instruction a decoder finds
 /// in the code has its opcode among them: prefixes do not move the end of the instruction, from
 /// which the target counts; the decoder tells which of them are instructions. `blocks` is
 /// `words` zeroed words, as many as ffh_branch_blocks says (the caller allocates them: the
 /// library calls no allocator of its own here); returns `(size_t)-1` when they are not.
 size_t ffh_branch_candidates(
-    const uint8_t *code, size_t size, const uintptr_t *functions, size_t count, uintptr_t window, uint64_t *blocks,
-    size_t words, uintptr_t *candidates, size_t capacity);
+    const uint8_t *code, size_t size, const uintptr_t *functions, size_t count, uintptr_t window,
+    const uint8_t *windows, uint64_t *blocks, size_t words, uintptr_t *candidates, size_t capacity);
 
 /// The length of the x86-64 instruction at `code` (at most `available` bytes readable), for the
 /// instructions compilers emit: the one-byte, 0F, 0F 38 and 0F 3A maps with their prefixes,
@@ -59,6 +60,13 @@ size_t ffh_branch_decode(uintptr_t *address, uintptr_t end, uintptr_t limit, con
 /// `functions`, `count`, `window` and `blocks`.
 int ffh_branch_is_watched(const uintptr_t *functions, size_t count, uintptr_t window, const uint64_t *blocks,
                           uintptr_t target);
+
+/// How many bytes from `code` (at most `available` readable) a patch of `patch` bytes at the
+/// start of a function displaces: after an `endbr64` when it starts with one, whole instructions
+/// (by ffh_x86_length) until the patch is covered. 0 when one of them is left to a full decoder
+/// or the bytes run out. What the relocation of the function then copies, when it copies
+/// nothing more (a relocation may copy more: a function shorter than the patch).
+size_t ffh_x86_displaced_length(const uint8_t *code, size_t available, size_t patch);
 
 /// The most bytes ffh_x86_plain_prefix copies (its `copy` holds this many).
 #define FFH_X86_PLAIN_COPY 64
