@@ -160,10 +160,12 @@ public final class InlineBatch: Sendable, CustomStringConvertible {
         let targets = found.targets
         let refused = found.refused
         if options.contains(.allOrNothing), let first = refused.first { throw first.error }
-        // In address order: neighbours share slabs and pages.
-        var unique: [UInt: PlanTarget] = [:]
-        for target in targets where unique[target.address] == nil { unique[target.address] = target }
-        let ordered = unique.values.sorted { $0.address < $1.address }
+        // In address order (neighbours share slabs and pages), the first target given for each
+        // address.
+        let order = targets.indices.sorted { (targets[$0].address, $0) < (targets[$1].address, $1) }
+        var ordered: [PlanTarget] = []
+        ordered.reserveCapacity(targets.count)
+        for index in order where ordered.last?.address != targets[index].address { ordered.append(targets[index]) }
         let (results, group) = InlinePlanner.plan(ordered)
         var functions: [InlineFunction] = []
         var refusals = refused
@@ -176,9 +178,13 @@ public final class InlineBatch: Sendable, CustomStringConvertible {
                 refusals.append(refusal)
             }
         }
+        // Each function once: plans of functions at ascending addresses are distinct already.
+        let ascending = zip(functions, functions.dropFirst()).allSatisfy {
+            $0.plan.record.function < $1.plan.record.function
+        }
         var seen = Set<InlineFunction>()
         return (
-            functions.filter { seen.insert($0).inserted },
+            ascending ? functions : functions.filter { seen.insert($0).inserted },
             refusals.sorted { UInt(bitPattern: $0.address) < UInt(bitPattern: $1.address) }
         )
     }

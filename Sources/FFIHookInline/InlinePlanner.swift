@@ -150,24 +150,39 @@ enum InlinePlanner {
                 return state.withLock { state in
                     forgetUnloaded(&state, objects)
                     retireUnused(&state)
-                    // Each object's targets, to map one slab for all of them where one is needed.
-                    var remaining: [String: (count: Int, low: UInt, high: UInt)] = [:]
+                    // Each object's targets, to map one slab for all of them where one is needed,
+                    // by the object's place among the batch's objects (a batch's targets are in
+                    // one or a few: no hashing of the key for each target).
+                    var batchObjects: [(key: String, check: BranchCheck)] = []
+                    var objectOf = [Int](repeating: -1, count: targets.count)
+                    var remaining: [(count: Int, low: UInt, high: UInt)] = []
                     for index in present {
                         let (target, key) = (targets[index], keys[index])
-                        let known = remaining[key] ?? (0, target.address, target.address)
-                        remaining[key] = (
+                        var object = objectOf.indices.contains(index - 1) ? objectOf[index - 1] : -1
+                        if object < 0 || batchObjects[object].key != key {
+                            if let known = batchObjects.firstIndex(where: { $0.key == key }) {
+                                object = known
+                            } else {
+                                object = batchObjects.count
+                                batchObjects.append((key, sweeps[key].map(BranchCheck.sweep) ?? .ownBody))
+                                remaining.append((0, target.address, target.address))
+                            }
+                        }
+                        objectOf[index] = object
+                        let known = remaining[object]
+                        remaining[object] = (
                             known.count + 1, min(known.low, target.address), max(known.high, target.address)
                         )
                     }
                     let plans = writingCode(targets, state: &state) { state in
                         targets.indices.map { index in
                             let target = targets[index]
-                            let key = keys[index]
                             guard !gone[index] else { return .failure(unloaded(target)) }
-                            defer { remaining[key]!.count -= 1 }
+                            let object = objectOf[index]
+                            defer { remaining[object].count -= 1 }
                             return planCached(
-                                target, key: key, group: remaining[key]!, mappings: mappings,
-                                check: sweeps[key].map(BranchCheck.sweep) ?? .ownBody, state: &state)
+                                target, key: batchObjects[object].key, group: remaining[object], mappings: mappings,
+                                check: batchObjects[object].check, state: &state)
                         }
                     }
                     return (plans, keep(plans))

@@ -204,7 +204,10 @@ enum Relocator {
         var patchOffset = 0
         var count = 0
         let capacity = 16
-        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity + Int(FFH_X86_PLAIN_COPY)) { buffer in
+        // The offsets, then the copy and the jump back (at most 14 bytes) after it: the
+        // trampoline's bytes are made once, in place.
+        let room = capacity + Int(FFH_X86_PLAIN_COPY) + 14
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: room) { buffer in
             let offsets = buffer.baseAddress!
             let copy = offsets + capacity
             let copied = ffh_x86_plain_prefix(
@@ -212,13 +215,28 @@ enum Relocator {
                 capacity, &count)
             guard copied > 0 else { return nil }
             let base = UInt(bitPattern: code)
-            var bytes = Array(UnsafeBufferPointer(start: copy, count: copied))
-            bytes += jump(from: trampoline &+ UInt(copied), to: base &+ UInt(copied))
+            let back = UnsafeMutableRawPointer(copy + copied)
+            let length: Int
+            if let rel = fitsRel32(base &+ UInt(copied), from: trampoline &+ UInt(copied) &+ 5) {
+                back.storeBytes(of: 0xE9, as: UInt8.self)
+                back.storeBytes(of: rel.littleEndian, toByteOffset: 1, as: Int32.self)
+                length = copied + 5
+            } else {
+                // jmp [rip + 0], then the address.
+                back.storeBytes(of: 0x25FF, toByteOffset: 0, as: UInt16.self)
+                back.storeBytes(of: 0, toByteOffset: 2, as: UInt32.self)
+                back.storeBytes(of: UInt64(base &+ UInt(copied)).littleEndian, toByteOffset: 6, as: UInt64.self)
+                length = copied + 14
+            }
+            var instructionOffsets: [Relocation.InstructionOffset] = []
+            instructionOffsets.reserveCapacity(count)
+            for index in 0..<count {
+                instructionOffsets.append(.init(original: Int(offsets[index]), trampoline: Int(offsets[index])))
+            }
             return Relocation(
-                patchOffset: patchOffset, copiedLength: copied, bytes: bytes,
-                instructionOffsets: UnsafeBufferPointer(start: offsets, count: count).map {
-                    .init(original: Int($0), trampoline: Int($0))
-                })
+                patchOffset: patchOffset, copiedLength: copied,
+                bytes: Array(UnsafeBufferPointer(start: copy, count: length)),
+                instructionOffsets: instructionOffsets)
         }
     }
 

@@ -204,18 +204,27 @@ final class CodeSlab: SlotObserver, @unchecked Sendable {
         let stubOffset = codeUsed
         let stub = base + UInt(stubOffset)
         // jmp [rip + disp32], disp32 from the end of the 6-byte instruction to the cell.
-        let displacement = Int32(Int(cell(index)) - Int(stub + 6))
-        var code: [UInt8] = [0xFF, 0x25]
-        withUnsafeBytes(of: displacement.littleEndian) { code += $0 }
-        code += [0xCC, 0xCC]
-        code += bytes
-        if pending != nil {
+        let displacement = UInt32(bitPattern: Int32(Int(cell(index)) - Int(stub + 6)))
+        let stubBytes: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) = (
+            0xFF, 0x25, UInt8(truncatingIfNeeded: displacement), UInt8(truncatingIfNeeded: displacement >> 8),
+            UInt8(truncatingIfNeeded: displacement >> 16), UInt8(truncatingIfNeeded: displacement >> 24), 0xCC, 0xCC
+        )
+        let length = MemoryLayout.size(ofValue: stubBytes) + bytes.count
+        if var code = pending {
             // Written with the others at the end of the planner's pass (``writePending()``),
-            // the gap of alignment before it filled with int3.
-            pending!.append(contentsOf: repeatElement(0xCC, count: stubOffset - pendingStart - pending!.count))
-            pending!.append(contentsOf: code)
-            pendingPlans.append((index, stubOffset, code.count))
+            // the gap of alignment before it filled with int3. (Taken out while appended to, so
+            // that the appends need no copy and no check of exclusive access each.)
+            pending = nil
+            code.append(contentsOf: repeatElement(0xCC, count: stubOffset - pendingStart - code.count))
+            withUnsafeBytes(of: stubBytes) { code.append(contentsOf: $0) }
+            code.append(contentsOf: bytes)
+            pending = code
+            pendingPlans.append((index, stubOffset, length))
         } else {
+            var code: [UInt8] = []
+            code.reserveCapacity(length)
+            withUnsafeBytes(of: stubBytes) { code.append(contentsOf: $0) }
+            code.append(contentsOf: bytes)
             guard write(code, at: stubOffset) else { return nil }
         }
         var record = record
@@ -224,7 +233,7 @@ final class CodeSlab: SlotObserver, @unchecked Sendable {
         (records + index).initialize(to: record)
         (states + index).initialize(to: Atomic(0))
         UnsafeMutablePointer<UInt>(bitPattern: cell(index))!.pointee = stub + UInt(Self.stubSize)
-        codeUsed = (stubOffset + code.count + 7) & ~7
+        codeUsed = (stubOffset + length + 7) & ~7
         if sortedCount == index && (index == 0 || records[index - 1].function < record.function) {
             sortedCount = index + 1
         } else {
@@ -284,8 +293,10 @@ final class CodeSlab: SlotObserver, @unchecked Sendable {
             let middle = (low + high) / 2
             if records[middle].function < function { low = middle + 1 } else { high = middle }
         }
-        let found = low < sortedCount && records[low].function == function ? low : unsorted[function].map(Int.init)
-        return found.flatMap { dead.contains($0) ? nil : $0 }
+        let found =
+            low < sortedCount && records[low].function == function
+            ? low : unsorted.isEmpty ? nil : unsorted[function].map(Int.init)
+        return found.flatMap { dead.isEmpty || !dead.contains($0) ? $0 : nil }
     }
 
     // MARK: - Observing the cells (registry's lock)
