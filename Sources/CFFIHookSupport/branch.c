@@ -96,17 +96,41 @@ size_t ffh_branch_candidates(
     size_t found = 0;
     size_t at = 0;
 #if defined(__SSE2__)
-    /* Sixteen bytes at a time: the bytes whose high nibble is 7 or E, and 0F and C7, a few
-       more than the opcodes watched (E4 to E7, EA, EC to EF), which the table then tells
-       apart. */
-    const __m128i nibble = _mm_set1_epi8((char)0xF0), seven = _mm_set1_epi8(0x70), fourteen = _mm_set1_epi8((char)0xE0),
-                  escape = _mm_set1_epi8(0x0F), move = _mm_set1_epi8((char)0xC7);
-    for (; at + 16 <= size; at += 16) {
+    /* Sixteen bytes at a time, the byte after each beside them: the opcodes of the branches
+       with a 32-bit displacement (E8, E9, 0F 8x, C7 F8), which may land anywhere, and those of
+       the branches with an 8-bit one (7x, E0 to E3, EB) only where a watched byte is within
+       their reach of the sixteen, which most of a library's code is not: its functions' windows
+       are a few bytes in every few hundred. The table then tells each apart. */
+    const __m128i high_nibble = _mm_set1_epi8((char)0xF0), seven = _mm_set1_epi8(0x70),
+                  low_two = _mm_set1_epi8((char)0xFC), counter = _mm_set1_epi8((char)0xE0),
+                  short_jump = _mm_set1_epi8((char)0xEB), low_one = _mm_set1_epi8((char)0xFE),
+                  near_call = _mm_set1_epi8((char)0xE8), escape = _mm_set1_epi8(0x0F),
+                  condition = _mm_set1_epi8((char)0x80), move = _mm_set1_epi8((char)0xC7),
+                  abort_target = _mm_set1_epi8((char)0xF8);
+    /* The first function whose window may still be in an 8-bit branch's reach of the
+       sixteen bytes: before it, every window ends more than 126 bytes before them. */
+    size_t reachable = 0;
+    for (; at + 17 <= size; at += 16) {
+        uintptr_t here = (uintptr_t)code + at;
+        while (reachable < count && functions[reachable] + window + 126 <= here) reachable++;
+        /* An 8-bit branch in the sixteen bytes lands from 126 bytes before them to 144 after
+           their start. */
+        int near = reachable < count && functions[reachable] <= here + 144;
         __m128i bytes = _mm_loadu_si128((const __m128i *)(const void *)(code + at));
-        __m128i high = _mm_and_si128(bytes, nibble);
-        __m128i maybe = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(high, seven), _mm_cmpeq_epi8(high, fourteen)),
-                                     _mm_or_si128(_mm_cmpeq_epi8(bytes, escape), _mm_cmpeq_epi8(bytes, move)));
-        unsigned bits = (unsigned)_mm_movemask_epi8(maybe);
+        __m128i next = _mm_loadu_si128((const __m128i *)(const void *)(code + at + 1));
+        __m128i far = _mm_or_si128(
+            _mm_or_si128(_mm_cmpeq_epi8(_mm_and_si128(bytes, low_one), near_call),
+                         _mm_and_si128(_mm_cmpeq_epi8(bytes, escape),
+                                       _mm_cmpeq_epi8(_mm_and_si128(next, high_nibble), condition))),
+            _mm_and_si128(_mm_cmpeq_epi8(bytes, move), _mm_cmpeq_epi8(next, abort_target)));
+        unsigned bits = (unsigned)_mm_movemask_epi8(far);
+        if (near) {
+            __m128i short_branch =
+                _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(_mm_and_si128(bytes, high_nibble), seven),
+                                          _mm_cmpeq_epi8(_mm_and_si128(bytes, low_two), counter)),
+                             _mm_cmpeq_epi8(bytes, short_jump));
+            bits |= (unsigned)_mm_movemask_epi8(short_branch);
+        }
         while (bits) {
             size_t byte = at + (size_t)__builtin_ctz(bits);
             bits &= bits - 1;

@@ -172,6 +172,59 @@ import Testing
         }
     }
 
+    /// The byte filter finds a branch into a function's window from every place around it and
+    /// with every displacement that lands there, and no other: `jmp rel8` (found only near a
+    /// window, where the sixteen bytes it reads at a time may hold one that reaches it), `jcc
+    /// rel32` and `call rel32`, at every offset of the sixteen bytes and across their edges.
+    @Test(arguments: 0..<16)
+    func theFilterFindsEveryBranchIntoAWindowFromAnyPlace(alignment: Int) {
+        var code = [UInt8](repeating: 0x90, count: 672)
+        // A near slab's window, and the longest.
+        for window in [UInt8(9), UInt8(BranchSweep.watchedLength)] {
+            code.withUnsafeMutableBufferPointer { buffer in
+                // The function at each of the sixteen places a 16-byte block of the code can hold it.
+                let function = 320 + (alignment - Int(UInt(bitPattern: buffer.baseAddress!) + 320) % 16 + 16) % 16
+                let base = UInt(bitPattern: buffer.baseAddress!)
+                let functions = [base + UInt(function)]
+                let words = ffh_branch_blocks(functions, 1, BranchSweep.watchedLength)
+                var blocks = [UInt64](repeating: 0, count: words)
+                var candidates = [UInt](repeating: 0, count: 16)
+                var missed: [String] = []
+                func check(_ bytes: [UInt8], at place: Int, landing target: Int) {
+                    for (offset, byte) in bytes.enumerated() { buffer[place + offset] = byte }
+                    defer { for offset in bytes.indices { buffer[place + offset] = 0x90 } }
+                    var windows = [window]
+                    let total = ffh_branch_candidates(
+                        buffer.baseAddress, buffer.count, functions, 1, BranchSweep.watchedLength, &windows, &blocks,
+                        blocks.count, &candidates, candidates.count)
+                    let expected = target > function && target < function + Int(window)
+                    let found = (0..<min(total, candidates.count)).contains { candidates[$0] == base + UInt(place) }
+                    if found != expected, missed.count < 5 {
+                        missed.append("\(bytes) at \(place) landing at \(target - function): found \(found)")
+                    }
+                }
+                for place in (function - 160)..<(function + 160) {
+                    // Landing just before, at and after the window's edges, and anywhere by reach.
+                    let edges = [0, 1, 2, Int(window) - 1, Int(window)].map { function + $0 - (place + 2) }
+                    for displacement in edges + [-128, 127] where (-128...127).contains(displacement) {
+                        check(
+                            [0xEB, UInt8(bitPattern: Int8(displacement))], at: place, landing: place + 2 + displacement)
+                    }
+                    for displacement in [-300, -2, 0, 1, 4] {
+                        let target = function + displacement
+                        let rel = Int32(target - (place + 6))
+                        check(
+                            [0x0F, 0x85] + withUnsafeBytes(of: rel.littleEndian, Array.init), at: place, landing: target
+                        )
+                        let call = Int32(target - (place + 5))
+                        check([0xE8] + withUnsafeBytes(of: call.littleEndian, Array.init), at: place, landing: target)
+                    }
+                }
+                #expect(missed.isEmpty, "window \(window): \(missed)")
+            }
+        }
+    }
+
     /// The padding after a function is measured by the length table as Zydis measures it, at
     /// every end from 1 to 15 bytes before each place a function of a real library begins
     /// (ends inside instructions and inside the padding among them); many of them have some.
