@@ -378,7 +378,7 @@ extension Hook {
     /// ``attach(on:options:functions:)`` do one by one, all or nothing, taking the stubs' lock
     /// and the registry's once for the group (``AttachEngine/attach(_:liftsProtection:)``), not
     /// once or twice a slot: an inline batch's thousand functions. The tokens are in the order
-    /// of `requests`. A failure names its request's `name`.
+    /// of `requests`. A failure names its request's `name`, when it has one.
     package static func attach(together requests: [AttachRequest], options: HookOptions) throws(HookError)
         -> [HookToken]
     {
@@ -389,16 +389,36 @@ extension Hook {
         }
         var items: [AttachEngine.Item] = []
         items.reserveCapacity(requests.count)
-        for request in requests {
-            if let problem = request.slot.problem {
-                var error = HookError(slot: request.slot.address, signature: nil, problem: .invalidSlot(problem))
-                error.symbol = request.name
-                throw error
+        // Read in place: a copy of a request (its blocks, name and owner retained and released)
+        // costs more than the work on it.
+        try requests.withUnsafeBufferPointer { (requests) throws(HookError) in
+            // The requests' C functions, in one allocation for the group.
+            var withFunctions = 0
+            for place in requests.indices where requests[place].functions != nil { withFunctions += 1 }
+            let table = withFunctions > 0 ? AttachFunctionTable(capacity: withFunctions) : nil
+            let reenters = options.contains(.allowsReentry)
+            for place in requests.indices {
+                if let problem = requests[place].slot.problem {
+                    var error = HookError(
+                        slot: requests[place].slot.address, signature: nil, problem: .invalidSlot(problem))
+                    error.symbol = requests[place].name
+                    throw error
+                }
+                // The request's fields one by one: a method of the request would take a copy.
+                let attachment =
+                    if let functions = requests[place].functions {
+                        Attachment(functions: functions, reenters: reenters, in: table)
+                    } else {
+                        Attachment(
+                            onEnter: requests[place].blocks?.onEnter, onLeave: requests[place].blocks?.onLeave,
+                            reenters: reenters)
+                    }
+                items.append(
+                    AttachEngine.Item(
+                        slot: requests[place].slot.address, attachment: attachment, symbol: requests[place].name,
+                        symbolIsBound: false, function: requests[place].slot.function,
+                        owner: requests[place].slot.owner))
             }
-            items.append(
-                AttachEngine.Item(
-                    slot: request.slot.address, attachment: request.attachment(options), symbol: request.name,
-                    symbolIsBound: false, function: request.slot.function, owner: request.slot.owner))
         }
         return try AttachEngine.attach(items, liftsProtection: options.contains(.liftsPageProtection)).map(
             HookToken.init(handle:))
@@ -409,13 +429,14 @@ extension Hook {
 /// forms takes them.
 package struct AttachRequest {
     let slot: FunctionSlot
-    /// The name errors give the slot's function.
-    let name: String
-    private let blocks: (onEnter: EnterBlock?, onLeave: LeaveBlock?)?
-    private let functions: AttachFunctions?
+    /// The name errors give the slot's function; nil for none (where the caller names the
+    /// function of an error itself, and making each name would cost more than the attach).
+    let name: String?
+    fileprivate let blocks: (onEnter: EnterBlock?, onLeave: LeaveBlock?)?
+    fileprivate let functions: AttachFunctions?
 
     /// The blocks of ``Hook/attach(on:options:onEnter:onLeave:)``.
-    package init(slot: FunctionSlot, name: String, onEnter: EnterBlock?, onLeave: LeaveBlock?) {
+    package init(slot: FunctionSlot, name: String?, onEnter: EnterBlock?, onLeave: LeaveBlock?) {
         self.slot = slot
         self.name = name
         blocks = (onEnter, onLeave)
@@ -423,17 +444,11 @@ package struct AttachRequest {
     }
 
     /// The C functions of ``Hook/attach(on:options:functions:)``.
-    package init(slot: FunctionSlot, name: String, functions: AttachFunctions) {
+    package init(slot: FunctionSlot, name: String?, functions: AttachFunctions) {
         self.slot = slot
         self.name = name
         blocks = nil
         self.functions = functions
-    }
-
-    func attachment(_ options: HookOptions) -> Attachment {
-        let reenters = options.contains(.allowsReentry)
-        if let functions { return Attachment(functions: functions, reenters: reenters) }
-        return Attachment(onEnter: blocks?.onEnter, onLeave: blocks?.onLeave, reenters: reenters)
     }
 }
 

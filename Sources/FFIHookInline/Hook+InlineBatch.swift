@@ -37,7 +37,7 @@ extension Hook {
         options: HookOptions = [], _ block: @escaping @Sendable (borrowing Invocation, InlineFunction) -> Void
     ) throws(HookError) -> HookGroupToken {
         try installEach(
-            on: batch, prepare: signature, together: { _ in nil },
+            on: batch, prepare: signature, together: { _, _ in nil },
             { (function: InlineFunction, signature: Signature) throws(HookError) -> HookToken in
                 try install(on: function.slot, signature: signature, position: position, options: options) { call in
                     block(call, function)
@@ -101,14 +101,28 @@ extension Hook {
         }
         return try installEach(
             on: batch,
-            prepare: { (function: InlineFunction) -> AttachRequest? in
-                let (onEnter, onLeave) = blocks(function)
-                guard onEnter != nil || onLeave != nil else { return nil }
-                return AttachRequest(slot: function.slot, name: function.name, onEnter: onEnter, onLeave: onLeave)
+            prepare: { (function: InlineFunction) -> (onEnter: EnterBlock?, onLeave: LeaveBlock?)? in
+                let chosen = blocks(function)
+                guard chosen.onEnter != nil || chosen.onLeave != nil else { return nil }
+                return chosen
             },
-            together: { requests in try? attach(together: requests.map(\.1), options: options) },
-            { (function: InlineFunction, request: AttachRequest) throws(HookError) -> HookToken in
-                try attach(together: [request], options: options)[0]
+            together: { (functions: [InlineFunction], chosen: [(onEnter: EnterBlock?, onLeave: LeaveBlock?)]) in
+                var requests: [AttachRequest] = []
+                requests.reserveCapacity(functions.count)
+                for place in functions.indices {
+                    requests.append(
+                        AttachRequest(
+                            slot: functions[place].slot, name: nil, onEnter: chosen[place].onEnter,
+                            onLeave: chosen[place].onLeave))
+                }
+                return try? attach(together: requests, options: options)
+            },
+            {
+                (function: InlineFunction, chosen: (onEnter: EnterBlock?, onLeave: LeaveBlock?)) throws(HookError)
+                    -> HookToken in
+                let request = AttachRequest(
+                    slot: function.slot, name: function.name, onEnter: chosen.onEnter, onLeave: chosen.onLeave)
+                return try attach(together: [request], options: options)[0]
             })
     }
 
@@ -127,15 +141,23 @@ extension Hook {
         }
         return try installEach(
             on: batch,
-            prepare: { (function: InlineFunction) -> AttachRequest? in
+            prepare: { (function: InlineFunction) -> AttachFunctions? in
                 guard let chosen = functions(function), chosen.onEnter != nil || chosen.onLeave != nil else {
                     return nil
                 }
-                return AttachRequest(slot: function.slot, name: function.name, functions: chosen)
+                return chosen
             },
-            together: { requests in try? attach(together: requests.map(\.1), options: options) },
-            { (function: InlineFunction, request: AttachRequest) throws(HookError) -> HookToken in
-                try attach(together: [request], options: options)[0]
+            together: { (functions: [InlineFunction], chosen: [AttachFunctions]) in
+                var requests: [AttachRequest] = []
+                requests.reserveCapacity(functions.count)
+                for place in functions.indices {
+                    requests.append(AttachRequest(slot: functions[place].slot, name: nil, functions: chosen[place]))
+                }
+                return try? attach(together: requests, options: options)
+            },
+            { (function: InlineFunction, chosen: AttachFunctions) throws(HookError) -> HookToken in
+                let request = AttachRequest(slot: function.slot, name: function.name, functions: chosen)
+                return try attach(together: [request], options: options)[0]
             })
     }
 
@@ -167,7 +189,7 @@ extension Hook {
         on batch: InlineBatch, options: HookOptions = [], with replacement: (InlineFunction) -> UnsafeRawPointer?
     ) throws(HookError) -> HookGroupToken {
         try installEach(
-            on: batch, prepare: replacement, together: { _ in nil },
+            on: batch, prepare: replacement, together: { _, _ in nil },
             { (function: InlineFunction, pointer: UnsafeRawPointer) throws(HookError) -> HookToken in
                 let token = try replace(on: function.slot, with: pointer, options: options)
                 return HookToken(handle: ReplacementHandle(token, function: function))
@@ -177,11 +199,13 @@ extension Hook {
     /// Holds every function of the batch patched (one stop writes the patches not in yet),
     /// installs on each, then drops the holds; a refused install's patch comes out with the
     /// others in one stop. `prepare` says what to install on each held function (nil: leave it
-    /// alone), once; `together` installs them all at once, or returns nil having installed
-    /// none (then `install` installs them one by one, and a failure names its function).
+    /// alone), once; `together` installs them all at once (the functions prepared, and what
+    /// was prepared for each, in the same order), or returns nil having installed none (then
+    /// `install` installs them one by one, and a failure names its function: the errors of
+    /// `together` need not).
     private static func installEach<Prepared>(
         on batch: InlineBatch, prepare: (InlineFunction) -> Prepared?,
-        together: ([(InlineFunction, Prepared)]) -> [HookToken]?,
+        together: ([InlineFunction], [Prepared]) -> [HookToken]?,
         _ install: (InlineFunction, Prepared) throws(HookError) -> HookToken
     ) throws(HookError) -> HookGroupToken {
         let allOrNothing = batch.options.contains(.allOrNothing)
@@ -193,29 +217,41 @@ extension Hook {
 
     private static func installEach<Prepared>(
         on batch: InlineBatch, allOrNothing: Bool, prepare: (InlineFunction) -> Prepared?,
-        together: ([(InlineFunction, Prepared)]) -> [HookToken]?,
+        together: ([InlineFunction], [Prepared]) -> [HookToken]?,
         _ install: (InlineFunction, Prepared) throws(HookError) -> HookToken
     ) throws(HookError) -> HookGroupToken {
         try InlinePatching.withDeferredRemovals { () throws(HookError) -> HookGroupToken in
             let refused = try BatchPatching.hold(batch.functions, allOrNothing: allOrNothing)
             // The first in the batch's order (the refusals are kept by function, in no order).
             if allOrNothing, let first = batch.functions.lazy.compactMap({ refused[$0] }).first { throw first.error }
-            let held = batch.functions.filter { refused[$0] == nil }
+            // Most installs have no refusal: then no lookup per function (each would make and
+            // drop an optional refusal, a large value).
+            let held = refused.isEmpty ? batch.functions : batch.functions.filter { refused.index(forKey: $0) == nil }
             var tokens: [HookToken] = []
             var refusals = refused.values.map(\.error)
             var failures: [HookError] = []
             do throws(HookError) {
-                var prepared: [(InlineFunction, Prepared)] = []
+                // Two arrays, not one of pairs: the values go to `together` as they are, and
+                // the functions are the held ones themselves unless `prepare` leaves some alone.
+                var prepared: [Prepared] = []
                 prepared.reserveCapacity(held.count)
-                for function in held {
-                    if let what = prepare(function) { prepared.append((function, what)) }
+                var chosen: [InlineFunction]?
+                for place in held.indices {
+                    if let what = prepare(held[place]) {
+                        prepared.append(what)
+                        chosen?.append(held[place])
+                    } else if chosen == nil {
+                        chosen = Array(held[..<place])
+                    }
                 }
-                if let installed = prepared.isEmpty ? [] : together(prepared) {
+                let functions = chosen ?? held
+                if let installed = prepared.isEmpty ? [] : together(functions, prepared) {
                     tokens = installed
                 } else {
-                    for (function, what) in prepared {
+                    for place in functions.indices {
+                        let function = functions[place]
                         do throws(HookError) {
-                            tokens.append(try install(function, what))
+                            tokens.append(try install(function, prepared[place]))
                         } catch {
                             var error = error
                             error.symbol = function.name

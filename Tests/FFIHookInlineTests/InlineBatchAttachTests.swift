@@ -33,6 +33,63 @@ extension InlineSuites {
             )
         }
 
+        /// Calls of one function counted on the test's thread by C functions, with this as
+        /// their context.
+        final class FunctionCalls: @unchecked Sendable {
+            let thread = at_gettid()
+            let enters = Atomic<Int>(0)
+            let leaves = Atomic<Int>(0)
+
+            /// The C functions that count into this.
+            var functions: AttachFunctions {
+                AttachFunctions(
+                    onEnter: { context, frame in
+                        let calls = Unmanaged<FunctionCalls>.fromOpaque(context!).takeUnretainedValue()
+                        if EnterContext(unsafeFrame: frame!).threadID == calls.thread {
+                            calls.enters.add(1, ordering: .relaxed)
+                        }
+                    },
+                    onLeave: { context, frame in
+                        let calls = Unmanaged<FunctionCalls>.fromOpaque(context!).takeUnretainedValue()
+                        if LeaveContext(unsafeFrame: frame!).threadID == calls.thread {
+                            calls.leaves.add(1, ordering: .relaxed)
+                        }
+                    }, context: Unmanaged.passUnretained(self).toOpaque())
+            }
+
+            /// Enter and leave counts.
+            var counts: (Int, Int) { (enters.load(ordering: .relaxed), leaves.load(ordering: .relaxed)) }
+        }
+
+        /// Each function given C functions runs its own, with its own context (the group's
+        /// attachments hold them in one allocation); the one left out, in the middle, is not
+        /// attached to; removing one function's token leaves the other's running, and the
+        /// group's removal stops it.
+        @Test func eachFunctionsCFunctionsRunWithItsOwnContextUntilItsTokenIsRemoved() throws {
+            let plain = (ct_inline_rip(5), ct_inline_call(5), ct_inline_loop(5))
+            let batch = try InlineBatch(
+                addresses: [address(of: ct_inline_rip), address(of: ct_inline_call), address(of: ct_inline_loop)])
+            try #require(batch.functions.count == 3)
+            let first = UInt(bitPattern: batch.functions[0].address)
+            let last = UInt(bitPattern: batch.functions[2].address)
+            let calls = [first: FunctionCalls(), last: FunctionCalls()]
+            let group = try Hook.attach(on: batch) { function in calls[UInt(bitPattern: function.address)]?.functions }
+            #expect(group.tokens.count == 2 && group.refusals.isEmpty)
+            func callAll() {
+                #expect(ct_inline_rip(5) == plain.0 && ct_inline_call(5) == plain.1 && ct_inline_loop(5) == plain.2)
+            }
+            callAll()
+            #expect(calls[first]!.counts == (1, 1) && calls[last]!.counts == (1, 1))
+            // The tokens are in the batch's order: the first is the first function's.
+            #expect(group.tokens[0].remove())
+            callAll()
+            #expect(calls[first]!.counts == (1, 1) && calls[last]!.counts == (2, 2))
+            #expect(group.remove())
+            callAll()
+            #expect(calls[first]!.counts == (1, 1) && calls[last]!.counts == (2, 2))
+            #expect(!batch.functions.contains { $0.isPatched })
+        }
+
         @Test func eachFunctionsBlocksAreAskedForOnceAndCountItsCalls() throws {
             let plain = (ct_inline_rip(5), ct_inline_call(5), ct_inline_loop(5))
             let functions = [address(of: ct_inline_rip), address(of: ct_inline_call), address(of: ct_inline_loop)]

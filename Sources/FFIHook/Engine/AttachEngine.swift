@@ -16,8 +16,11 @@ final class Attachment: @unchecked Sendable {
     let onLeave: LeaveBlock?
     /// The C functions, when the blocks are those: what the record's state points at. Never
     /// written after init; freed with the attachment (which the registry keeps until no call
-    /// can be using it).
+    /// can be using it), or with the last attachment of its ``table``.
     private let functions: UnsafeMutablePointer<ffh_attach_functions>?
+    /// The table that holds ``functions`` for a group of attachments; nil when the attachment
+    /// allocated them itself.
+    private let table: AttachFunctionTable?
     /// Whether the blocks run for calls made while a block runs on the same thread
     /// (``HookOptions/allowsReentry``).
     let reenters: Bool
@@ -27,19 +30,23 @@ final class Attachment: @unchecked Sendable {
         self.onLeave = onLeave
         self.reenters = reenters
         functions = nil
+        table = nil
     }
 
-    init(functions: AttachFunctions, reenters: Bool = false) {
+    /// The C functions `functions`, held in the next entry of `table` when one is given (a
+    /// group's attachments share one allocation), else in memory of the attachment's own.
+    init(functions: AttachFunctions, reenters: Bool = false, in table: AttachFunctionTable? = nil) {
         onEnter = nil
         onLeave = nil
         self.reenters = reenters
-        let made = UnsafeMutablePointer<ffh_attach_functions>.allocate(capacity: 1)
+        let made = table?.next() ?? UnsafeMutablePointer<ffh_attach_functions>.allocate(capacity: 1)
         made.initialize(
             to: ffh_attach_functions(enter: functions.onEnter, leave: functions.onLeave, context: functions.context))
         self.functions = made
+        self.table = table
     }
 
-    deinit { functions?.deallocate() }
+    deinit { if table == nil { functions?.deallocate() } }
 
     /// Whether there is a leave block.
     var leaves: Bool { functions.map { $0.pointee.leave != nil } ?? (onLeave != nil) }
@@ -65,6 +72,33 @@ final class Attachment: @unchecked Sendable {
     var state: UInt {
         if let functions { return UInt(bitPattern: functions) }
         return UInt(bitPattern: Unmanaged.passUnretained(self).toOpaque())
+    }
+}
+
+/// The C functions of a group of attachments (``Attachment/init(functions:reenters:in:)``), in
+/// one allocation, which goes with the last attachment that holds an entry: a group of a
+/// thousand attaches allocates once, not a thousand times.
+final class AttachFunctionTable {
+    /// The entries.
+    private let entries: UnsafeMutablePointer<ffh_attach_functions>
+    /// How many entries there are.
+    private let capacity: Int
+    /// How many entries were handed out.
+    private var used = 0
+
+    /// A table of `capacity` entries.
+    init(capacity: Int) {
+        self.capacity = capacity
+        entries = .allocate(capacity: capacity)
+    }
+
+    deinit { entries.deallocate() }
+
+    /// The next entry (uninitialised), or nil when all were handed out.
+    func next() -> UnsafeMutablePointer<ffh_attach_functions>? {
+        guard used < capacity else { return nil }
+        used += 1
+        return entries + (used - 1)
     }
 }
 
@@ -335,8 +369,9 @@ extension AttachEngine {
         /// The slot (an import-table entry, an inline function's jump cell).
         let slot: UInt
         let attachment: Attachment
-        /// The function's name (the entry's symbol), which errors name.
-        let symbol: String
+        /// The function's name (the entry's symbol), which errors name; nil for none (the
+        /// caller names the function of an error itself).
+        let symbol: String?
         /// Whether ``symbol`` is the name the loader binds (an import entry's): then it alone
         /// may say that the function returns twice or reads its return address. An inline
         /// function's name is its own symbol's, which may be a local one of any name.
@@ -361,7 +396,8 @@ extension AttachEngine {
         }
         ready
         func failure(_ error: HookError, at slot: UInt) -> HookError {
-            error.naming(symbol: items.first { $0.slot == slot }?.symbol ?? items[0].symbol)
+            guard let symbol = (items.first { $0.slot == slot } ?? items[0]).symbol else { return error }
+            return error.naming(symbol: symbol)
         }
         // Indexed loops throughout: a group has a thousand items, and a copy of one (its
         // attachment and symbol retained and released) costs more than the work on it.
@@ -369,6 +405,7 @@ extension AttachEngine {
         // slots hold: their functions are looked for together (two locks for the group, not
         // two per item). Those that return twice get an attachment without the leave block.
         var unnamed: [(place: Int, slot: UInt, word: UInt)] = []
+        unnamed.reserveCapacity(items.count)
         var leaveless: [Int: Attachment] = [:]
         var asCaller = Set<Int>()
         for place in items.indices {
@@ -382,11 +419,11 @@ extension AttachEngine {
                 throw failure(error, at: address)
             }
             guard items[place].attachment.leaves else { continue }
-            let named = items[place].symbolIsBound
-            if named && ReturnsTwice.contains(name: items[place].symbol) {
+            let bound = items[place].symbolIsBound ? items[place].symbol : nil
+            if let bound, ReturnsTwice.contains(name: bound) {
                 leaveless[place] = items[place].attachment.withoutLeave
             } else {
-                if named && ReadsReturnAddress.functions.contains(name: items[place].symbol) { asCaller.insert(place) }
+                if let bound, ReadsReturnAddress.functions.contains(name: bound) { asCaller.insert(place) }
                 let function = items[place].function
                 unnamed.append((place, address, function != 0 ? function : word ?? 0))
             }
@@ -483,13 +520,16 @@ extension AttachEngine {
     static func leads(_ slots: [(word: UInt, slot: UInt)]) -> [Lead] {
         guard !slots.isEmpty else { return [] }
         let words = SlotRegistry.shared.hookedOriginals(of: slots)
+        // Read once, not at each step of each word (each read of a global checks that it is made).
+        let returnsTwice = ReturnsTwice.functions
+        let readsReturnAddress = ReadsReturnAddress.functions
         return stubs.withLock { pool in
             words.map { word in
                 var word = word
                 for _ in 0..<8 {
                     guard word != 0 else { return Lead() }
-                    if ReturnsTwice.contains(function: word) { return Lead(returnsTwice: true) }
-                    if ReadsReturnAddress.functions.contains(function: word) { return Lead(readsReturnAddress: true) }
+                    if returnsTwice.contains(function: word) { return Lead(returnsTwice: true) }
+                    if readsReturnAddress.contains(function: word) { return Lead(readsReturnAddress: true) }
                     if let next = pool.original(ofStubAt: word) {
                         word = next
                     } else if let next = jumpTarget(at: word) {
