@@ -24,13 +24,16 @@ enum BatchTargets {
             var found = Found()
             // One target per address, named by the alias a program most likely calls it by
             // (``AliasRank``).
-            var byAddress: [UInt: (target: PlanTarget, rank: AliasRank)] = [:]
-            // The addresses one of whose names `selecting` chose.
-            var chosen = Set<UInt>()
+            // With it, whether one of the address's names `selecting` chose.
+            var byAddress: [UInt: (target: PlanTarget, rank: AliasRank, chosen: Bool)] = [:]
             func add(_ target: PlanTarget, rank: AliasRank) {
-                if let selecting, let name = target.name, selecting(name) { chosen.insert(target.address) }
-                if let known = byAddress[target.address], !(rank < known.rank) { return }
-                byAddress[target.address] = (target, rank)
+                let chosen = selecting.map { selecting in target.name.map(selecting) ?? false } ?? false
+                if let known = byAddress[target.address] {
+                    let best = rank < known.rank ? (target, rank) : (known.target, known.rank)
+                    byAddress[target.address] = (best.0, best.1, known.chosen || chosen)
+                } else {
+                    byAddress[target.address] = (target, rank, chosen)
+                }
             }
             for function in definedFunctions(of: object) {
                 let name = String(cString: function.symbol.name)
@@ -86,15 +89,14 @@ enum BatchTargets {
                 }
             }
             let identity = ObjectRanges.identity(of: object)
-            found.targets = byAddress.values.map { known in
+            found.targets = []
+            found.targets.reserveCapacity(byAddress.count)
+            for known in byAddress.values where selecting == nil || known.chosen {
                 var target = known.target
                 target.object = identity
-                return target
+                found.targets.append(target)
             }
-            if let selecting {
-                found.targets = found.targets.filter { chosen.contains($0.address) }
-                found.refused = found.refused.filter { selecting($0.name) }
-            }
+            if let selecting { found.refused = found.refused.filter { selecting($0.name) } }
             return found
         }
     }

@@ -130,10 +130,18 @@ public final class InlineBatch: Sendable, CustomStringConvertible {
 
     /// A batch of functions planned already, to hook or patch them together.
     public init(_ functions: [InlineFunction], options: Options = []) {
-        var seen = Set<InlineFunction>()
-        self.functions = functions.filter { seen.insert($0).inserted }.sorted {
+        // Functions at ascending addresses (a batch's, filtered) are in order and distinct
+        // already: a plan is of one address.
+        let ascending = zip(functions, functions.dropFirst()).allSatisfy {
             UInt(bitPattern: $0.address) < UInt(bitPattern: $1.address)
         }
+        var seen = Set<InlineFunction>()
+        self.functions =
+            ascending
+            ? functions
+            : functions.filter { seen.insert($0).inserted }.sorted {
+                UInt(bitPattern: $0.address) < UInt(bitPattern: $1.address)
+            }
         self.refusals = []
         self.options = options
     }
