@@ -226,7 +226,20 @@ enum BatchTargets {
     /// split off). The more of them, the shorter the stretches a sweep decodes, and the less a
     /// decoding that wandered into data between functions carries on.
     static func restartPoints(of object: LoadedObject) -> [UInt] {
-        Set(startCandidates(of: object)).sorted()
+        sortedOnce(startCandidates(of: object))
+    }
+
+    /// `values` sorted ascending, each once (a sort and a pass, where a set and its sort
+    /// hashed each of a library's ten thousand starts).
+    static func sortedOnce(_ values: [UInt]) -> [UInt] {
+        var sorted = values.sorted()
+        var kept = 0
+        for index in sorted.indices where kept == 0 || sorted[index] != sorted[kept - 1] {
+            sorted[kept] = sorted[index]
+            kept += 1
+        }
+        sorted.removeSubrange(kept...)
+        return sorted
     }
 
     /// The restart points (``restartPoints(of:)``) that a decoding of `window` of the object's
@@ -244,7 +257,7 @@ enum BatchTargets {
                 inside.append(point)
             }
         }
-        return Set(inside + (below.map { [$0] } ?? [])).sorted()
+        return sortedOnce(inside + (below.map { [$0] } ?? []))
     }
 
     /// The exported functions' starts and the unwind table's, in no order, some perhaps twice.

@@ -579,32 +579,31 @@ enum InlinePlanner {
     private static func sweep(
         _ targets: [PlanTarget], in loaded: [LoadedObject], _ objects: ObjectRanges
     ) -> [String: BranchSweep] {
-        var byObject: [String: [UInt]] = [:]
-        for target in targets { byObject[objects.key(of: target.address), default: []].append(target.address) }
+        // The targets by object, in the order first met (a batch's are in one or a few: no
+        // hashing of the key for each target).
+        var byObject: [(key: String, addresses: [UInt])] = []
+        for target in targets {
+            let key = objects.key(of: target.address)
+            if let last = byObject.indices.last, byObject[last].key == key {
+                byObject[last].addresses.append(target.address)
+            } else if let known = byObject.firstIndex(where: { $0.key == key }) {
+                byObject[known].addresses.append(target.address)
+            } else {
+                byObject.append((key, [target.address]))
+            }
+        }
         var sweeps: [String: BranchSweep] = [:]
         for object in loaded {
             let key = ObjectRanges.key(of: object)
-            guard let targets = byObject[key] else { continue }
-            let starts = sortedOnce(BatchTargets.restartPoints(of: object) + targets)
-            let functions = sortedOnce(targets)
+            guard let targets = byObject.first(where: { $0.key == key })?.addresses else { continue }
+            let starts = BatchTargets.sortedOnce(BatchTargets.restartPoints(of: object) + targets)
+            let functions = BatchTargets.sortedOnce(targets)
             let ranges = codeRanges(of: object)
             sweeps[key] = BranchSweep(
                 ranges: ranges, starts: starts, functions: functions,
                 windows: displacedLengths(of: functions, in: ranges))
         }
         return sweeps
-    }
-
-    /// `values` sorted ascending, each once.
-    private static func sortedOnce(_ values: [UInt]) -> [UInt] {
-        var sorted = values.sorted()
-        var kept = 0
-        for index in sorted.indices where kept == 0 || sorted[index] != sorted[kept - 1] {
-            sorted[kept] = sorted[index]
-            kept += 1
-        }
-        sorted.removeSubrange(kept...)
-        return sorted
     }
 
     /// How many of each function's first bytes a patch of a near slab's length (5 bytes)
