@@ -716,6 +716,16 @@ final class Tracer: Sendable {
         "__do_global_ctors_aux", "call_weak_fn",
     ]
 
+    /// Whether `name` is one of ``startupCode``: a library's thousands of names are asked about
+    /// at a `dlopen`, and most are told apart by their first byte, without a hash.
+    static func isStartupCode(_ name: String) -> Bool {
+        switch name.utf8.first {
+        case UInt8(ascii: "_"), UInt8(ascii: "c"), UInt8(ascii: "d"), UInt8(ascii: "f"), UInt8(ascii: "r"):
+            startupCode.contains(name)
+        default: false
+        }
+    }
+
     /// The name each of `functions` is reported under when the batch named it otherwise than
     /// `--symbols` chose it: a function with several names (libc's `index` and `strchr`, one
     /// address) is planned under one of them, and `--symbols strchr` must report `strchr`.
@@ -754,7 +764,7 @@ final class Tracer: Sendable {
             // Only the functions --symbols selects are planned (planning is most of the cost);
             // a function with several names is selected by any of them.
             batch = try InlineBatch(library: image.path, options: .localFunctions) { name in
-                let chosen = !Self.startupCode.contains(name) && configuration.selects(symbol: name)
+                let chosen = !Self.isStartupCode(name) && configuration.selects(symbol: name)
                 if chosen && !configuration.symbolPatterns.isEmpty { selected.append(name) }
                 return chosen
             }
@@ -774,7 +784,7 @@ final class Tracer: Sendable {
         chosenNames.reserveCapacity(batch.functions.count)
         for function in batch.functions {
             let name = function.name
-            guard !Self.startupCode.contains(name) else { continue }
+            guard !Self.isStartupCode(name) else { continue }
             chosen.append(function)
             chosenNames.append(name)
         }
