@@ -177,7 +177,9 @@ enum InlinePlanner {
                     let plans = writingCode(targets, state: &state) { state in
                         targets.indices.map { index in
                             let target = targets[index]
-                            guard !gone[index] else { return .failure(unloaded(target)) }
+                            guard !gone[index] else {
+                                return .failure(elsewhere(target, now: places[index].identity, objects))
+                            }
                             let object = objectOf[index]
                             defer { remaining[object].count -= 1 }
                             return planCached(
@@ -375,6 +377,26 @@ enum InlinePlanner {
     }
 
     // MARK: - One function
+
+    /// The refusal of a target whose address is no longer in the object it was listed in
+    /// (`now`: the identity of the object that holds it). While that object is still loaded,
+    /// the address is an IFUNC's choice of another object's code (libc's `gettimeofday` and
+    /// `time` choose the vDSO's): an indirect function, to be hooked in that object. Otherwise
+    /// the object was unloaded after it was listed (``unloaded(_:)``).
+    private static func elsewhere(_ target: PlanTarget, now: String, _ objects: ObjectRanges) -> InlineRefusal {
+        guard let listed = target.object, objects.holds(identity: listed), now != listed,
+            let other = ObjectRanges.path(ofIdentity: now)
+        else { return unloaded(target) }
+        let name = target.name ?? hex(target.address)
+        let shown = other.isEmpty ? "an object with no path" : other
+        return InlineRefusal(
+            name: name, address: target.address, reason: .indirectFunction,
+            error: HookError(
+                code: .unhookableFunction,
+                message:
+                    "an IFUNC symbol whose implementation, at \(hex(target.address)), is in \(shown), not in the object it is listed in; hook it in that object",
+                symbol: name))
+    }
 
     /// The refusal of a target whose object was unloaded after it was listed: not in code (the
     /// reason a function of an unmapped object gets).
@@ -766,6 +788,16 @@ struct ObjectRanges {
             return (key, key)
         }
         return (objectKeys[object], objectIdentities[object])
+    }
+
+    /// Whether an object of identity `identity` (``identity(of:)``) is among these.
+    func holds(identity: String) -> Bool { objectIdentities.contains(identity) }
+
+    /// The path in an object's identity (``identity(of:)``); nil for an address outside every
+    /// object, whose identity is its region's key.
+    static func path(ofIdentity identity: String) -> String? {
+        guard !identity.hasPrefix("@"), let space = identity.firstIndex(of: " ") else { return nil }
+        return String(identity[identity.index(after: space)...])
     }
 
     /// The identity of `object`, as `identity(of:)` gives it for an address in it.

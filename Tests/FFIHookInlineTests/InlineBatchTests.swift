@@ -43,6 +43,36 @@ extension InlineSuites {
             #expect(Self.bytes(of: zlib) == original)
         }
 
+        /// An IFUNC whose resolver chooses another object's code (libc's `gettimeofday` and
+        /// `time` choose the vDSO's, where the kernel provides one) is refused as an indirect
+        /// function whose code is elsewhere, naming that object, not as a function of an
+        /// unloaded object.
+        @Test func anIFUNCThatChoosesAnotherObjectsCodeIsRefusedAsSuch() throws {
+            let libc = try #require(dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD))
+            defer { dlclose(libc) }
+            let batch = try InlineBatch(library: "libc.so.6") { $0 == "gettimeofday" || $0 == "time" }
+            /// The load bias of the object that holds `address`.
+            func bias(of address: UnsafeMutableRawPointer) -> UInt {
+                var bias: UInt = 0
+                var dynamic: UInt = 0
+                #expect(ffh_elf_object_at(UInt(bitPattern: address), &bias, &dynamic) != 0)
+                return bias
+            }
+            let libcBias = bias(of: try #require(dlsym(libc, "malloc")))
+            for name in ["gettimeofday", "time"] {
+                if bias(of: try #require(dlsym(libc, name))) == libcBias {
+                    // This libc chose code of its own: planned like any other.
+                    #expect(batch.functions.contains { $0.name == name }, "\(batch.refusals)")
+                    continue
+                }
+                let refusal = try #require(batch.refusals.first { $0.name == name }, "\(batch.functions)")
+                #expect(refusal.reason == .indirectFunction, "\(refusal)")
+                #expect(refusal.error.message.contains("IFUNC"), "\(refusal.error.message)")
+                #expect(refusal.error.message.contains("vdso"), "\(refusal.error.message)")
+                #expect(!refusal.error.message.contains("unloaded"), "\(refusal.error.message)")
+            }
+        }
+
         /// A batch that chooses its functions by name plans those alone, a function with
         /// several names when one of them is chosen (libc's memcmp is also bcmp), and the same
         /// plans as a whole-library batch for them.
