@@ -29,7 +29,9 @@ public struct InlineRefusal: Error, Sendable, Hashable, CustomStringConvertible 
         /// The address is not in readable, executable memory.
         public static var notCode: Self { Self(.notCode) }
         /// The address is an IFUNC resolver (`STT_GNU_IFUNC`), which picks the code that runs,
-        /// or an old version of an IFUNC symbol, whose implementation cannot be asked for.
+        /// an old version of an IFUNC symbol, whose implementation cannot be asked for, or an
+        /// IFUNC symbol whose implementation is another object's (libc's `gettimeofday`, the
+        /// vDSO's), to be hooked there.
         public static var indirectFunction: Self { Self(.indirectFunction) }
         /// The address lies inside a function, not at its start.
         public static var notAFunctionStart: Self { Self(.notAFunctionStart) }

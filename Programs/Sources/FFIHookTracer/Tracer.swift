@@ -1164,7 +1164,7 @@ final class Tracer: Sendable {
     /// own names are the API's: `tooShort`).
     static func words(for reason: InlineRefusal.Reason) -> String {
         let words: [(InlineRefusal.Reason, String)] = [
-            (.notCode, "not in code"), (.indirectFunction, "IFUNC resolvers"),
+            (.notCode, "not in code"), (.indirectFunction, "IFUNC symbols"),
             (.notAFunctionStart, "not at a function's start"), (.tooShort, "too short for a patch"),
             (.undecodable, "with an undecodable instruction in the patched bytes"),
             (.unrelocatable, "with an instruction that cannot move to a trampoline"),
