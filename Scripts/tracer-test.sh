@@ -196,6 +196,17 @@ for name in ("signals", "signals-loads"):
     print(f"{name}: {rounds} rounds of the loop and {handler_calls} handler calls: {missed} reported as not counted")
 PYTHON
 
+echo "== tracer test: the tracer's library preloaded itself says what to preload, and the program runs"
+# (Started from its own constructor, before the Swift runtime in it was initialized, it stopped
+# the process with a fatal error at its first walk.)
+FFI_HOOK_TRACER_LIBRARIES=libtracee.so TRACEE_PLUGIN="$work/plugin.so" LD_PRELOAD="$bin/libFFIHookTracer.so" \
+    "$work/program" >"$work/itself.out" 2>"$work/itself.err"
+grep -q "preloaded itself and traces nothing: preload libFFIHookTracerStart.so" "$work/itself.err"
+if grep -q "Fatal error" "$work/itself.err"; then
+    echo "the tracer's library preloaded itself stopped the program" >&2
+    exit 1
+fi
+
 echo "== tracer test: processes the program starts load the tracer once a traced library is there"
 # sh is the program the tracer starts; cat, its child, loads no traced library and maps only the
 # small start library; the fixture program, which sh runs next (executing it in its own process

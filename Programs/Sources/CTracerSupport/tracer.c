@@ -35,7 +35,6 @@
 __attribute__((section(".swift1_autolink_entries"), used)) static const char fht_link_as_needed[] = "-Wl,--as-needed";
 
 // The Swift side (FFIHookTracer), exported with @_cdecl.
-extern void ffi_hook_tracer_start(void);
 extern void ffi_hook_tracer_finish(void);
 
 // MARK: - Start
@@ -112,10 +111,19 @@ void fht_environment_restore(void) {
     fht_environment_kept = NULL;
 }
 
-/* Runs when the loader maps the library (LD_PRELOAD): after the objects it needs (the Swift
-   runtime) are initialized, before the program's main. */
+/* Runs when the loader maps the library. Preloaded itself (LD_PRELOAD naming this library, not
+   the start library), the tracer does not start: the Swift runtime linked into the library is
+   initialized by constructors of its own that run after this one (they follow the library's C
+   objects in the link), so a start here made the tracer's first sets before the runtime chose
+   its hashing seed, and the first walk stopped the process with a fatal error. The start
+   library loads the tracer with dlopen, which runs all of them first; it is what to preload. */
 __attribute__((constructor)) static void fht_load(void) {
-    if (fht_preloaded()) ffi_hook_tracer_start();
+    if (!fht_preloaded()) return;
+    static const char message[] =
+        "ffi-hook-tracer: libFFIHookTracer.so was preloaded itself and traces nothing: preload "
+        "libFFIHookTracerStart.so, beside it, or run the program under ffi-hook-tracer\n";
+    ssize_t written = write(STDERR_FILENO, message, sizeof message - 1);
+    (void)written;
 }
 
 int fht_high_descriptor_floor(void) { return fht_descriptor_floor(); }
