@@ -130,14 +130,9 @@ public final class InlineBatch: Sendable, CustomStringConvertible {
 
     /// A batch of functions planned already, to hook or patch them together.
     public init(_ functions: [InlineFunction], options: Options = []) {
-        // Functions at ascending addresses (a batch's, filtered) are in order and distinct
-        // already: a plan is of one address.
-        let ascending = zip(functions, functions.dropFirst()).allSatisfy {
-            UInt(bitPattern: $0.address) < UInt(bitPattern: $1.address)
-        }
         var seen = Set<InlineFunction>()
         self.functions =
-            ascending
+            Self.ascending(functions)
             ? functions
             : functions.filter { seen.insert($0).inserted }.sorted {
                 UInt(bitPattern: $0.address) < UInt(bitPattern: $1.address)
@@ -154,6 +149,12 @@ public final class InlineBatch: Sendable, CustomStringConvertible {
         // Planning a library allocates and frees a few hundred bytes per function (decoding,
         // symbol names), all freed by now: give the peak back rather than keep it resident.
         if functions.count + refusals.count >= Self.trimmedBatchSize { ffh_release_free_memory() }
+    }
+
+    /// Whether `functions` are at strictly ascending addresses: then they are in a batch's order
+    /// and distinct already (a plan is of one address), with no set or sort needed.
+    private static func ascending(_ functions: [InlineFunction]) -> Bool {
+        zip(functions, functions.dropFirst()).allSatisfy { $0.plan.record.function < $1.plan.record.function }
     }
 
     /// How many functions a batch plans at least for the allocator's free memory to be given
@@ -186,13 +187,10 @@ public final class InlineBatch: Sendable, CustomStringConvertible {
                 refusals.append(refusal)
             }
         }
-        // Each function once: plans of functions at ascending addresses are distinct already.
-        let ascending = zip(functions, functions.dropFirst()).allSatisfy {
-            $0.plan.record.function < $1.plan.record.function
-        }
+        // Each function once.
         var seen = Set<InlineFunction>()
         return (
-            ascending ? functions : functions.filter { seen.insert($0).inserted },
+            Self.ascending(functions) ? functions : functions.filter { seen.insert($0).inserted },
             refusals.sorted { UInt(bitPattern: $0.address) < UInt(bitPattern: $1.address) }
         )
     }

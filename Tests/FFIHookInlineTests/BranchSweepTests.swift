@@ -37,6 +37,22 @@ import Testing
         return found
     }
 
+    /// The branches `sweep` found into `functions`, as ``into(_:among:windows:)`` lists them.
+    static func swept(by sweep: BranchSweep, into functions: [UInt]) -> Set<Found> {
+        var swept = Set<Found>()
+        for function in functions {
+            for branch in sweep.branches(into: function) {
+                swept.insert(Found(function: function, from: branch.from, offset: branch.offset))
+            }
+        }
+        return swept
+    }
+
+    /// What `swept` missed and has beyond `expected`, the first five of each, for a message.
+    static func difference(_ swept: Set<Found>, from expected: Set<Found>) -> String {
+        "missed \(expected.subtracting(swept).sorted { $0.from < $1.from }.prefix(5)), extra \(swept.subtracting(expected).sorted { $0.from < $1.from }.prefix(5))"
+    }
+
     /// The places the unwind table says code begins are where libgcc's unwinder finds that
     /// functions begin (`_Unwind_Find_FDE` gives the start of the code a description covers),
     /// each once and in order; every function the compiler built and the dynamic symbol table
@@ -351,16 +367,8 @@ import Testing
             for (name, functions) in subsets {
                 let expected = Self.into(functions, among: all)
                 let sweep = BranchSweep(ranges: ranges, starts: starts, functions: functions)
-                var swept = Set<Found>()
-                for function in functions {
-                    for branch in sweep.branches(into: function) {
-                        swept.insert(Found(function: function, from: branch.from, offset: branch.offset))
-                    }
-                }
-                #expect(
-                    swept == expected,
-                    "\(library), \(name): missed \(expected.subtracting(swept).sorted { $0.from < $1.from }.prefix(5)), extra \(swept.subtracting(expected).sorted { $0.from < $1.from }.prefix(5))"
-                )
+                let swept = Self.swept(by: sweep, into: functions)
+                #expect(swept == expected, "\(library), \(name): \(Self.difference(swept, from: expected))")
                 if name == "every function" {
                     // Loops that go back to a function's first instructions, at least.
                     #expect(!expected.isEmpty, "\(library): no branch into any function's first bytes")
@@ -374,16 +382,8 @@ import Testing
             let expected = Self.into(starts, among: all, windows: windows)
             let sweep = BranchSweep(ranges: ranges, starts: starts, functions: starts, windows: windows)
             #expect(sweep.windows == windows)
-            var swept = Set<Found>()
-            for function in starts {
-                for branch in sweep.branches(into: function) {
-                    swept.insert(Found(function: function, from: branch.from, offset: branch.offset))
-                }
-            }
-            #expect(
-                swept == expected,
-                "\(library), windows: missed \(expected.subtracting(swept).sorted { $0.from < $1.from }.prefix(5)), extra \(swept.subtracting(expected).sorted { $0.from < $1.from }.prefix(5))"
-            )
+            let swept = Self.swept(by: sweep, into: starts)
+            #expect(swept == expected, "\(library), windows: \(Self.difference(swept, from: expected))")
             let full = Self.into(starts, among: all)
             let beyond = full.filter { found in
                 let index = BranchSweep.firstIndex(in: starts, above: found.function) - 1
