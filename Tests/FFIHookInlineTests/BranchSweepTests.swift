@@ -37,6 +37,11 @@ import Testing
         return found
     }
 
+    /// The loaded object `library` names: by its soname, or the file name its path ends with.
+    static func object(_ library: String, in objects: [LoadedObject]) -> LoadedObject? {
+        objects.first { $0.soname == library || $0.path.hasSuffix("/" + library) }
+    }
+
     /// The branches `sweep` found into `functions`, as ``into(_:among:windows:)`` lists them.
     static func swept(by sweep: BranchSweep, into functions: [UInt]) -> Set<Found> {
         var swept = Set<Found>()
@@ -126,7 +131,7 @@ import Testing
         #expect(zlibVersion() != nil)
         try ImportWalk.withLoadedObjects { objects in
             let object = try #require(
-                objects.first(where: { $0.soname == library || $0.path.hasSuffix("/" + library) }),
+                Self.object(library, in: objects),
                 "\(library) is not loaded")
             let ranges = object.loadSegments.filter { $0.flags & 1 != 0 }.map { segment in
                 let start = object.bias &+ UInt(truncatingIfNeeded: segment.address)
@@ -250,7 +255,7 @@ import Testing
         #expect(zlibVersion() != nil)
         try ImportWalk.withLoadedObjects { objects in
             let object = try #require(
-                objects.first(where: { $0.soname == library || $0.path.hasSuffix("/" + library) }),
+                Self.object(library, in: objects),
                 "\(library) is not loaded")
             let starts = BatchTargets.restartPoints(of: object)
             var padded = 0
@@ -283,7 +288,7 @@ import Testing
         #expect(sqlite3_libversion_number() > 0)
         #expect(zlibVersion() != nil)
         ImportWalk.withLoadedObjects { objects in
-            guard let object = objects.first(where: { $0.soname == library || $0.path.hasSuffix("/" + library) })
+            guard let object = Self.object(library, in: objects)
             else {
                 // libstdc++ is in the process only where the Swift runtime links it dynamically.
                 #expect(library == "libstdc++.so.6", "\(library) is not loaded")
