@@ -72,7 +72,7 @@ enum BatchTargets {
                     // a function symbol of its own, is reached by a jump from its function with
                     // that function's frame on the stack: no return address is at the stack
                     // pointer for an attach to take.
-                    if let name, name.hasSuffix(".cold") || name.contains(".cold.") {
+                    if let name, isSplitOffPart(name) {
                         found.refused.append(
                             notAFunctionStart(
                                 name, at: address,
@@ -207,6 +207,16 @@ enum BatchTargets {
     }
 
     /// A refusal of `name` at `address`, which is not where a function a caller calls begins.
+    /// Whether a local symbol names the part of a function the compiler split off: `cold` after
+    /// a dot, last (`f.cold`) or followed by more (`f.cold.1`). Compared by pieces of the name's
+    /// bytes: `String.contains(_:)` of a string belongs to the string-processing module, which
+    /// every program built on this one (the tracer's preloaded library among them) would
+    /// otherwise link and load for this one question.
+    static func isSplitOffPart(_ name: String) -> Bool {
+        name.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false).dropFirst()
+            .contains { $0.elementsEqual("cold".utf8) }
+    }
+
     private static func notAFunctionStart(
         _ name: String, at address: UInt, _ message: String, object: String? = nil
     ) -> InlineRefusal {

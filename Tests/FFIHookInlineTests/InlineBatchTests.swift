@@ -248,6 +248,17 @@ extension InlineSuites {
             for name in others { #expect(LibraryCode.reason(name: name) == nil, "\(name)") }
         }
 
+        /// The parts gcc and LLVM split off a function are named by `cold` after a dot, last or
+        /// followed by more; names that only hold the word, or start with it, are functions.
+        @Test func thePartsSplitOffAFunctionAreKnownByTheirNames() {
+            for name in ["f.cold", "f.cold.1", "f.part.0.cold", "main.cold.17", "f..cold", "f.cold."] {
+                #expect(BatchTargets.isSplitOffPart(name), "\(name)")
+            }
+            for name in ["cold", "cold.f", "f", "f.coldest", "f.colder.1", "f_cold", "f.isra.0", "", "."] {
+                #expect(!BatchTargets.isSplitOffPart(name), "\(name)")
+            }
+        }
+
         /// A library of `functions` functions `NAME_k(value)` (returning `value * (k + 2) + k`),
         /// compiled into a directory of its own; the directory and the library's file.
         static func library(named name: String, functions: Int) throws -> (directory: URL, library: URL) {
