@@ -120,7 +120,7 @@ extension ImportTable {
         if scope == .allIncludingLaterLoads {
             return try LoadFollower.start(requests)
         }
-        let tokens = try ImportWalk.withLoadedObjects { objects throws(HookError) in
+        let tokens = try ImportWalk.withLoadedObjects(in: scope) { objects throws(HookError) in
             let chosen = try ImportWalk.chosen(from: objects, in: scope, signature: nil)
             let index = ImportWalk.EntryIndex(requests: requests)
             return try SlotMemory.keepingPagesWritable { () throws(HookError) -> [HookToken] in

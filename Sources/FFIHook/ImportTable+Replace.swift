@@ -46,7 +46,7 @@ extension ImportTable {
         let pointer = unsafeBitCast(function, to: UnsafeRawPointer?.self)
         let replacements: [Replacement]
         do {
-            replacements = try ImportWalk.withLoadedObjects { objects throws(HookError) in
+            replacements = try ImportWalk.withLoadedObjects(in: scope) { objects throws(HookError) in
                 let chosen = try ImportWalk.chosen(from: objects, in: scope, signature: nil)
                 return try ImportWalk.forEachEntry(of: symbol, in: chosen) { entry, _ throws(HookError) in
                     try SlotRegistry.shared.replace(

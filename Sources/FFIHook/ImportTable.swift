@@ -198,7 +198,7 @@ public enum ImportTable {
         if scope == .allIncludingLaterLoads {
             return try LoadFollower.start(request)
         }
-        let tokens = try ImportWalk.withLoadedObjects { objects throws(HookError) in
+        let tokens = try ImportWalk.withLoadedObjects(in: scope) { objects throws(HookError) in
             let chosen = try ImportWalk.chosen(from: objects, in: scope, signature: signature)
             return try ImportWalk.install(request, in: chosen) { _ in true }
         }

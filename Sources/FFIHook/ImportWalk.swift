@@ -45,6 +45,37 @@ package enum ImportWalk {
         try withLoadedObjects(including: { _, _ in true }, body)
     }
 
+    /// ``withLoadedObjects(_:)`` for the objects that may be in `scope` (``mayBeInScope(path:_:)``),
+    /// told apart before they are pinned: a group that follows loads (the tracer's, one at every
+    /// `dlopen`, each for the object just loaded) would otherwise pin every loaded object at
+    /// every load, a `dlopen`, `dlinfo` and `dlclose` for each.
+    package static func withLoadedObjects<Result, Failure: Error>(
+        in scope: ImportScope, _ body: ([LoadedObject]) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        try withLoadedObjects(including: { path, _ in mayBeInScope(path: path, scope) }, body)
+    }
+
+    /// Whether the object at `path` (the main program's file for the main program) may be in
+    /// `scope`, by its path alone: ``isInScope(_:_:)`` decides for the objects this lets through.
+    /// A scope that names an object by a path (a name with a slash, which no soname has: a
+    /// soname names a file) takes only the objects whose path answers to it, the main program's
+    /// only the program's file, every other scope every object.
+    static func mayBeInScope(path: String, _ scope: ImportScope) -> Bool {
+        switch scope {
+        case .all, .allIncludingLaterLoads: return true
+        case .mainProgram: return path == executablePath
+        case .object(let name):
+            guard name.utf8.contains(UInt8(ascii: "/")) else { return true }
+            return pathAnswers(path, to: name)
+        }
+    }
+
+    /// Whether `path` answers to `name` as a path: the same, or ending in it where it begins
+    /// with a slash or follows one in `path`.
+    private static func pathAnswers(_ path: String, to name: String) -> Bool {
+        path == name || (path.hasSuffix(name) && (name.hasPrefix("/") || path.hasSuffix("/" + name)))
+    }
+
     /// ``withLoadedObjects(_:)`` for the objects `including` accepts, by path and load bias,
     /// as the loader lists them: the others are neither pinned nor given to `body` (pinning
     /// one asks the loader to look it up by name).
@@ -168,10 +199,7 @@ package enum ImportWalk {
         switch scope {
         case .all, .allIncludingLaterLoads: true
         case .mainProgram: object.isMainProgram
-        case .object(let name):
-            !name.isEmpty
-                && (object.soname == name || object.path == name
-                    || (object.path.hasSuffix(name) && (name.hasPrefix("/") || object.path.hasSuffix("/" + name))))
+        case .object(let name): !name.isEmpty && (object.soname == name || pathAnswers(object.path, to: name))
         }
     }
 
