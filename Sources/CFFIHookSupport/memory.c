@@ -54,9 +54,69 @@ int ffh_is_mapped(const void *address) {
 
 /* Reads the line of /proc/self/maps that covers `address` with system calls only, through a
    buffer on the stack: no function a program may hook, and no allocation. */
+int ffh_maps_open(void) {
+    long file = ffh_syscall6(SYS_openat, AT_FDCWD, (long)"/proc/self/maps", O_RDONLY | O_CLOEXEC, 0, 0, 0);
+    return file < 0 ? -1 : (int)file;
+}
+
+void ffh_maps_close(int descriptor) {
+    if (descriptor >= 0) ffh_syscall3(SYS_close, descriptor, 0, 0);
+}
+
+/* The request's layout and number, as the kernel's <linux/fs.h> gives them since 6.11 (older
+   headers lack them): the kernel reads `size` to learn which fields the caller knows. */
+struct ffh_procmap_query {
+    uint64_t size;
+    uint64_t query_flags;
+    uint64_t query_addr;
+    uint64_t vma_start;
+    uint64_t vma_end;
+    uint64_t vma_flags;
+    uint64_t vma_page_size;
+    uint64_t vma_offset;
+    uint64_t inode;
+    uint32_t dev_major;
+    uint32_t dev_minor;
+    uint32_t vma_name_size;
+    uint32_t build_id_size;
+    uint64_t vma_name_addr;
+    uint64_t build_id_addr;
+};
+_Static_assert(sizeof(struct ffh_procmap_query) == 104, "struct procmap_query");
+enum {
+    FFH_PROCMAP_QUERY = (int)0xC0686611u, /* _IOWR('f', 17, struct procmap_query) */
+    FFH_PROCMAP_READABLE = 0x01,
+    FFH_PROCMAP_WRITABLE = 0x02,
+    FFH_PROCMAP_EXECUTABLE = 0x04,
+};
+
+int ffh_mapping_query(int descriptor, uintptr_t address, ffh_mapping *mapping) {
+    if (descriptor < 0) return -1;
+    struct ffh_procmap_query query = {.size = sizeof query, .query_addr = address};
+    long result;
+    do {
+        result = ffh_syscall3(SYS_ioctl, descriptor, (long)(unsigned)FFH_PROCMAP_QUERY, (long)&query);
+    } while (result == -EINTR);
+    if (result == -ENOENT) return 0;
+    if (result != 0) return -1; /* ENOTTY: a kernel before the request */
+    mapping->start = (uintptr_t)query.vma_start;
+    mapping->end = (uintptr_t)query.vma_end;
+    mapping->protection = ((query.vma_flags & FFH_PROCMAP_READABLE) ? PROT_READ : 0) |
+                          ((query.vma_flags & FFH_PROCMAP_WRITABLE) ? PROT_WRITE : 0) |
+                          ((query.vma_flags & FFH_PROCMAP_EXECUTABLE) ? PROT_EXEC : 0);
+    mapping->file_backed = query.inode != 0;
+    return 1;
+}
+
 int ffh_mapping_of(uintptr_t address, ffh_mapping *mapping) {
     long file = ffh_syscall6(SYS_openat, AT_FDCWD, (long)"/proc/self/maps", O_RDONLY | O_CLOEXEC, 0, 0, 0);
     if (file < 0) return -1;
+    /* Asked where the kernel can answer: the whole file read only where it cannot. */
+    int asked = ffh_mapping_query((int)file, address, mapping);
+    if (asked >= 0) {
+        ffh_syscall3(SYS_close, file, 0, 0);
+        return asked;
+    }
     char buffer[4096];
     size_t held = 0;
     int result = 0;
@@ -130,6 +190,14 @@ int ffh_copy_word(const void *address, uintptr_t *value) {
 int ffh_is_writable(void *address) {
     (void)address;
     return 1;
+}
+int ffh_maps_open(void) { return -1; }
+void ffh_maps_close(int descriptor) { (void)descriptor; }
+int ffh_mapping_query(int descriptor, uintptr_t address, ffh_mapping *mapping) {
+    (void)descriptor;
+    (void)address;
+    (void)mapping;
+    return -1;
 }
 int ffh_mapping_of(uintptr_t address, ffh_mapping *mapping) {
     (void)address;

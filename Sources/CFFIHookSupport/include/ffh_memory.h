@@ -60,6 +60,20 @@ typedef struct {
 /// when the file cannot be read (or on a platform without it).
 int ffh_mapping_of(uintptr_t address, ffh_mapping *mapping);
 
+/// /proc/self/maps opened for ``ffh_mapping_query`` (by system call, close-on-exec): its
+/// descriptor, or -1. It answers for this process's memory as it was opened: a child of a fork
+/// opens its own.
+int ffh_maps_open(void);
+
+/// Closes what ``ffh_maps_open`` opened.
+void ffh_maps_close(int descriptor);
+
+/// The mapping that covers `address`, asked of the kernel through the memory map's
+/// PROCMAP_QUERY request (Linux 6.11): one system call, no text made or read, where reading
+/// the file costs in proportion to every mapping of the process. 1 with `*mapping`, 0 when
+/// none covers it, -1 when the kernel has no such request (or on a platform without it).
+int ffh_mapping_query(int descriptor, uintptr_t address, ffh_mapping *mapping);
+
 /// Replaces the machine word at `address` (aligned) with `desired` if it holds `expected`,
 /// without faulting even when another thread unmaps or protects the memory meanwhile: 1 when
 /// replaced, 0 when the word held something else, -1 when it cannot be written (unmapped or

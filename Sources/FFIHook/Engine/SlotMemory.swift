@@ -279,10 +279,11 @@ enum SlotMemory {
         defer {
             // A page unmapped meanwhile and mapped again (another object loaded at its address)
             // is not the session's any more: only a page that still has the protection the
-            // session gave it gets its own back (the memory map read once, fresh, for all: read
-            // before the lock, which a hook on the functions reading it must not meet held).
-            let restores = writablePages.withLock { $0.owners.count == 1 && !$0.pages.isEmpty }
-            let read = restores ? MemoryMapping.all() : nil
+            // session gave it gets its own back (the session's pages looked up fresh, together:
+            // before the lock, which a hook on the functions reading the memory map, where the
+            // kernel cannot be asked, must not meet held).
+            let pages = writablePages.withLock { $0.owners.count == 1 ? Array($0.pages.keys) : [] }
+            let read = pages.isEmpty ? [:] : MemoryMapping.current(at: pages)
             // Under the lock, as every change of protection here: a write of another thread
             // cannot find its page made read-only between its own change and its write.
             writablePages.withLock { session in
@@ -294,13 +295,12 @@ enum SlotMemory {
                     session.lastPage = 0
                 }
                 guard !session.pages.isEmpty else { return }
-                // (Another session may have added the first page since the look above.)
-                let now = read ?? MemoryMapping.all()
                 for (page, protection) in session.pages {
                     var lifted = protection
                     lifted.readable = true
                     lifted.writable = true
-                    guard let mapping = MemoryMapping.containing(page, in: now), mapping.protection == lifted.flags
+                    // (Another session may have added a page since the look above.)
+                    guard let mapping = read[page] ?? MemoryMapping.containing(page), mapping.protection == lifted.flags
                     else { continue }
                     restore(page, protection, heldBy: session.objects[page])
                 }
