@@ -2645,3 +2645,91 @@ if endings != ["no return seen"]:
 PY
 done
 echo "--log and --chrome-trace: a thread's pthread_exit written as it ends, <no return>, through the import table and inline"
+echo "== tracer test: a program that opens 150 libraries, some twice, then a traced one by a link"
+# Until a traced library appears, each dlopen has the start library look at the loaded objects;
+# then each later one has the tracer attach to the new object's entries alone. Objects looked at
+# once are passed over after (a dlopen of a hundred-odd objects cost a walk of them all, with
+# their links resolved, and the tracer pinned every object at every load): here the traced
+# library comes after 150 others, some unloaded and loaded again, under a link whose target's
+# name alone is the --library name, and every call of its function from the 60 libraries loaded
+# after it (some unloaded and loaded again too) is counted.
+mkdir -p "$work/many"
+echo 'int target_call(int value) { return value + 1; }' >"$work/many/target.c"
+gcc -O1 -fPIC -shared -Wl,-soname,libtarget.so.1 -o "$work/many/libtarget-real.so" "$work/many/target.c"
+ln -sf libtarget-real.so "$work/many/libtarget.so.1"
+ln -sf libtarget.so.1 "$work/many/libtarget.so"
+for index in $(seq 0 149); do
+    echo "int plain_$index(void) { return $index; }" >"$work/many/plain$index.c"
+done
+for index in $(seq 0 59); do
+    printf 'int target_call(int);\nint user_%d(void) { return target_call(%d); }\n' "$index" "$index" >"$work/many/user$index.c"
+done
+# (Compiled two at a time by xargs: jobs of this shell would be left to the exit's kill.)
+seq 0 149 | xargs -P 2 -I '{}' gcc -O1 -fPIC -shared -o "$work/many/libplain{}.so" "$work/many/plain{}.c"
+seq 0 59 | xargs -P 2 -I '{}' gcc -O1 -fPIC -shared -o "$work/many/libuser{}.so" "$work/many/user{}.c" \
+    -L"$work/many" -ltarget -Wl,-rpath,"$work/many"
+cat >"$work/many/many.c" <<'C'
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+static void *load(const char *directory, const char *kind, int index) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/lib%s%d.so", directory, kind, index);
+    void *handle = dlopen(path, RTLD_NOW);
+    if (!handle) {
+        fprintf(stderr, "%s\n", dlerror());
+        exit(2);
+    }
+    return handle;
+}
+/* Calls user_INDEX of its library: one call of target_call. */
+static long call(void *handle, int index) {
+    char name[32];
+    snprintf(name, sizeof name, "user_%d", index);
+    int (*user)(void) = (int (*)(void))dlsym(handle, name);
+    if (!user || user() != index + 1) exit(3);
+    return 1;
+}
+int main(int argc, char **argv) {
+    (void)argc;
+    const char *directory = argv[1];
+    for (int index = 0; index < 150; index++) {
+        void *handle = load(directory, "plain", index);
+        /* Every tenth unloaded and loaded again (where the loader may map it elsewhere). */
+        if (index % 10 == 9) {
+            dlclose(handle);
+            load(directory, "plain", index);
+        }
+    }
+    long calls = 0;
+    for (int index = 0; index < 60; index++) {
+        void *handle = load(directory, "user", index);
+        calls += call(handle, index);
+        if (index % 10 == 9) {
+            dlclose(handle);
+            calls += call(load(directory, "user", index), index);
+        }
+    }
+    printf("%ld\n", calls);
+    return 0;
+}
+C
+gcc -O1 -o "$work/many/many" "$work/many/many.c" -ldl
+for mode in "" "--scope all"; do
+    # shellcheck disable=SC2086 # the mode is words or none
+    "$bin/ffi-hook-tracer" --library libtarget-real.so $mode --json "$work/many/counts.json" -- \
+        "$work/many/many" "$work/many" >"$work/many/out" 2>"$work/many/err" || {
+        echo "150 libraries then a traced one ($mode): the program failed" >&2
+        cat "$work/many/err" >&2
+        exit 1
+    }
+    python3 - "$work/many" "$mode" <<'PY' || exit 1
+import json, sys
+directory, mode = sys.argv[1], sys.argv[2]
+made = int(open(f"{directory}/out").read())
+counted = {row["name"]: row["calls"] for row in json.load(open(f"{directory}/counts.json"))["functions"]}
+if made != 66 or counted.get("target_call") != made:
+    sys.exit(f"150 libraries then a traced one ({mode or 'program'}): {made} calls made, counted {counted}")
+PY
+done
+echo "150 libraries then a traced one by its link's target: each of 66 calls from 60 libraries loaded after it counted"
