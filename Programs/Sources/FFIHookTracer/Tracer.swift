@@ -106,6 +106,11 @@ final class Tracer: Sendable {
         /// object is attached to once for the functions chosen when it is first seen, then for
         /// functions chosen since, which it cannot have been attached to.
         var imports: [String: [String]] = [:]
+        /// The objects of ``imports`` that import each name, by key: a walk that chose new
+        /// functions finds the objects seen before whose tables lead to them here, rather than by
+        /// asking about every name those objects import (Python's interpreter imports hundreds of
+        /// the C library's functions, and each extension module it loads may choose a few more).
+        var importers: [String: [String]] = [:]
         /// In the import-table scopes: the traced libraries loaded now, in the order they were
         /// first seen, whose exports are looked up only for the names objects in scope import.
         var tracedLibraries: [TracedLibrary] = []
@@ -294,7 +299,10 @@ final class Tracer: Sendable {
         state.tracedLibraries.removeAll { keys.contains($0.key) }
         for key in keys {
             for group in state.objectGroups.removeValue(forKey: key) ?? [] { group.remove() }
-            state.imports[key] = nil
+            for name in state.imports.removeValue(forKey: key) ?? [] {
+                state.importers[name]?.removeAll { $0 == key }
+                if state.importers[name]?.isEmpty == true { state.importers[name] = nil }
+            }
             if let batch = state.batches.removeValue(forKey: key) {
                 let addresses = Set(batch.functions.map { UInt(bitPattern: $0.address) })
                 state.counterAddresses = state.counterAddresses.filter { !addresses.contains($0.value) }
@@ -351,11 +359,15 @@ final class Tracer: Sendable {
         let configuration = state.configuration
         let seen = state.seen
         let excluded = state.excluded
+        let tracer = state.tracerPaths
+        // (Under `all`, every object but the tracer's own two libraries: every call through
+        // their tables is the tracer's own work, never counted, and each would be told apart
+        // from a signal handler's call by a look down the stack.)
         let isInScope = { (image: LoadedImage) -> Bool in
             switch configuration.scope {
             case .main: image.isMainProgram
             case .program: !excluded.contains(image.key)
-            case .all: true
+            case .all: !tracer.contains(image.path)
             }
         }
         // The `--library` names each new object answers to, found once (the match may resolve
@@ -407,6 +419,7 @@ final class Tracer: Sendable {
             if !image.isMainProgram { state.seenNames.insert(image.name) }
             if !configuration.inline, isInScope(image) {
                 state.imports[image.key] = image.imports
+                for name in image.imports { state.importers[name, default: []].append(image.key) }
             }
             let naming = namingByKey[image.key] ?? configuration.libraries(naming: image.path, soname: image.soname)
             guard !naming.isEmpty else { continue }
@@ -427,25 +440,29 @@ final class Tracer: Sendable {
         if !configuration.inline, !state.tracedLibraries.isEmpty {
             chooseImported(newTraced: newTraced, newImages: newImages, &state, choose)
         }
-        // The counters of the functions chosen since the last walk: made for the first object
-        // seen before whose table leads to one of them (a set of addresses is cheaper to make
-        // than one of names).
-        var addedCounters: Set<UnsafeMutablePointer<fht_counter>>?
+        // The objects seen before that import a function chosen now, each with those functions
+        // (found through the index of importers, made the first time an object seen before is
+        // looked at: not by asking for every name every such object imports).
+        var addedByObject: [String: [Chosen]]?
         // The functions each object's table leads to and that are not attached to there yet: the
         // chosen functions in the objects seen first now, those chosen now in the others.
         func wanted(in image: LoadedImage) -> [Chosen] {
             guard let imports = state.imports[image.key], !imports.isEmpty else { return [] }
-            // The walk names each import-table symbol of an object once.
-            let isNew = newImages.contains(image.key)
-            guard isNew || !added.isEmpty else { return [] }
-            return imports.compactMap { name in
-                guard let counter = Self.counter(named: name) else { return nil }
-                if !isNew {
-                    if addedCounters == nil { addedCounters = Set(added.map(\.counter.pointer)) }
-                    guard addedCounters?.contains(counter.pointer) == true else { return nil }
-                }
-                return Chosen(name: name, counter: counter)
+            if newImages.contains(image.key) {
+                // The walk names each import-table symbol of an object once.
+                return imports.compactMap { name in Self.counter(named: name).map { Chosen(name: name, counter: $0) } }
             }
+            guard !added.isEmpty else { return [] }
+            if addedByObject == nil {
+                var byObject: [String: [Chosen]] = [:]
+                for chosen in added {
+                    for key in state.importers[chosen.name] ?? [] where !newImages.contains(key) {
+                        byObject[key, default: []].append(chosen)
+                    }
+                }
+                addedByObject = byObject
+            }
+            return addedByObject?[image.key] ?? []
         }
         // Inline, the counters are those of functions patched in their own code, not imports.
         guard !configuration.inline else { return }
