@@ -62,21 +62,28 @@ static fhs_dlmopen_function fhs_real_dlmopen;
 /* Whether `name` (an entry of FFI_HOOK_TRACER_LIBRARIES) names the object with this path and
    soname: the tracer's own rule (TracerConfiguration.libraries(naming:soname:)), the file the
    path leads to after symbolic links included (by its path, any path to it, or its name). */
+/* Whether `path` ends in the relative path `name` (links/libz.so.1), a whole component of it. */
+static int fhs_ends_in(const char *path, const char *name) {
+    size_t length = strlen(path), tail = strlen(name);
+    return name[0] != '/' && tail < length && path[length - tail - 1] == '/' && strcmp(path + length - tail, name) == 0;
+}
+
 static int fhs_names(const char *name, const char *path, const char *soname) {
     const char *slash = strrchr(path, '/');
     const char *file = slash ? slash + 1 : path;
     if (!*path) return 0; /* the main program */
-    /* A name with a slash is a path or a pattern of paths (/usr/lib/x86_64-linux-gnu/libz.so*). */
+    /* A name with a slash is a path or a pattern of paths (/usr/lib/x86_64-linux-gnu/libz.so*);
+       a relative one names the end of a path (links/libz.so.1). */
     int is_path = strchr(name, '/') != NULL;
     if (strcmp(name, path) == 0 || strcmp(name, file) == 0 || fnmatch(name, file, 0) == 0) return 1;
-    if (is_path && fnmatch(name, path, 0) == 0) return 1;
+    if (is_path && (fnmatch(name, path, 0) == 0 || fhs_ends_in(path, name))) return 1;
     if (soname && (strcmp(name, soname) == 0 || fnmatch(name, soname, 0) == 0)) return 1;
     char real[PATH_MAX], named[PATH_MAX];
     if (!realpath(path, real)) return 0;
     const char *real_slash = strrchr(real, '/');
     const char *real_file = real_slash ? real_slash + 1 : real;
     if (strcmp(name, real_file) == 0 || fnmatch(name, real_file, 0) == 0) return 1;
-    if (is_path && fnmatch(name, real, 0) == 0) return 1;
+    if (is_path && (fnmatch(name, real, 0) == 0 || fhs_ends_in(real, name))) return 1;
     return is_path && realpath(name, named) && strcmp(named, real) == 0;
 }
 

@@ -173,17 +173,26 @@ struct TracerConfiguration: Sendable {
             return found
         }
         return libraries.filter { name in
-            // A name with a slash is a path or a pattern of paths (/usr/lib/*/libz.so*).
+            // A name with a slash is a path or a pattern of paths (/usr/lib/*/libz.so*); a
+            // relative one names the end of a path (links/libz.so.1).
             let isPath = name.contains("/")
             if name == path || name == fileName || name == soname || fnmatch(name, fileName, 0) == 0
-                || soname.map({ fnmatch(name, $0, 0) == 0 }) ?? false || (isPath && fnmatch(name, path, 0) == 0)
+                || soname.map({ fnmatch(name, $0, 0) == 0 }) ?? false
+                || (isPath && (fnmatch(name, path, 0) == 0 || Self.path(path, endsIn: name)))
             {
                 return true
             }
             guard !path.isEmpty, let real = resolved() else { return false }
             return name == real.fileName || fnmatch(name, real.fileName, 0) == 0
-                || (isPath && (fnmatch(name, real.path, 0) == 0 || Self.realPath(name) == real.path))
+                || (isPath
+                    && (fnmatch(name, real.path, 0) == 0 || Self.path(real.path, endsIn: name)
+                        || Self.realPath(name) == real.path))
         }
+    }
+
+    /// Whether `path` ends in the relative path `name`, whole components of it.
+    private static func path(_ path: String, endsIn name: String) -> Bool {
+        !name.hasPrefix("/") && path.hasSuffix("/" + name)
     }
 
     /// The path `path` leads to after symbolic links, or nil when it leads nowhere.
