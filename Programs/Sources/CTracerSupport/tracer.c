@@ -1014,7 +1014,9 @@ static int fht_visit_object(struct dl_phdr_info *info, size_t size, void *data) 
     (void)size;
     fht_walk_context *walk = data;
     uintptr_t base = (uintptr_t)info->dlpi_addr;
-    walk->visit(walk->context, FHT_OBJECT, info->dlpi_name ? info->dlpi_name : "", base);
+    if (walk->visit(walk->context, FHT_OBJECT, info->dlpi_name ? info->dlpi_name : "", base) == FHT_KNOWN_OBJECT) {
+        return 0;
+    }
     const ElfW(Dyn) *first = fht_dynamic_section(info);
     if (!first) return 0;
     fht_dynamic dynamic;

@@ -1,5 +1,11 @@
 internal import CTracerSupport
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
 /// One loaded object as the tracer sees it: its names and, when asked for, the functions it
 /// exports and the symbols of its import-table entries.
 struct LoadedImage: Sendable {
@@ -28,6 +34,9 @@ struct LoadedImage: Sendable {
     var imports: [String] = []
     /// Whether it is the main program (the loader lists it first).
     var isMainProgram = false
+    /// Whether the walk took it as an earlier walk saw it (``current(details:keeps:known:)``'s
+    /// `known`): no details were asked of it.
+    var isKnown = false
 
     init(path: String, base: UInt) {
         self.path = path
@@ -43,9 +52,14 @@ struct LoadedImage: Sendable {
 
     /// The loaded objects now, in the loader's order, each with the details `details` asks
     /// for once its names are known; of the exports and imports, those `keeps` says yes to (a
-    /// string is made of those alone: a library exports thousands of names).
+    /// string is made of those alone: a library exports thousands of names). An object of
+    /// `known` (by load bias: one an earlier walk saw, its names read then) loaded at the same
+    /// address under the same path is taken as it is, with no string made and no detail asked:
+    /// a walk at every `dlopen` and `dlclose` of a program that loads hundreds of objects
+    /// otherwise read them all again each time.
     static func current(
-        details: (LoadedImage) -> Details, keeps: @escaping (UnsafePointer<CChar>) -> Bool = { _ in true }
+        details: (LoadedImage) -> Details, keeps: @escaping (UnsafePointer<CChar>) -> Bool = { _ in true },
+        known: [UInt: LoadedImage] = [:]
     ) -> [LoadedImage] {
         // The object being reported is built apart from those done (not through the list's last
         // element), and the walk's thread alone touches the collector: a library's thousands of
@@ -55,9 +69,14 @@ struct LoadedImage: Sendable {
             @exclusivity(unchecked) var current: LoadedImage?
             let details: (LoadedImage) -> Details
             let keeps: (UnsafePointer<CChar>) -> Bool
-            init(_ details: @escaping (LoadedImage) -> Details, _ keeps: @escaping (UnsafePointer<CChar>) -> Bool) {
+            let known: [UInt: LoadedImage]
+            init(
+                _ details: @escaping (LoadedImage) -> Details, _ keeps: @escaping (UnsafePointer<CChar>) -> Bool,
+                _ known: [UInt: LoadedImage]
+            ) {
                 self.details = details
                 self.keeps = keeps
+                self.known = known
             }
 
             func finish() {
@@ -66,7 +85,7 @@ struct LoadedImage: Sendable {
             }
         }
         return withoutActuallyEscaping(details) { details in
-            let collector = Collector(details, keeps)
+            let collector = Collector(details, keeps, known)
             withExtendedLifetime(collector) {
                 fht_walk(
                     { context, item, text, base in
@@ -74,6 +93,14 @@ struct LoadedImage: Sendable {
                         if item == FHT_OBJECT {
                             let isMainProgram = collector.images.isEmpty && collector.current == nil
                             collector.finish()
+                            if let image = collector.known[base], image.isMainProgram == isMainProgram,
+                                image.path.withCString({ strcmp($0, text) == 0 })
+                            {
+                                var known = image
+                                known.isKnown = true
+                                collector.images.append(known)
+                                return Int32(FHT_KNOWN_OBJECT)
+                            }
                             collector.current = LoadedImage(path: String(cString: text), base: base)
                             collector.current?.isMainProgram = isMainProgram
                             return 0

@@ -111,6 +111,9 @@ final class Tracer: Sendable {
         /// asking about every name those objects import (Python's interpreter imports hundreds of
         /// the C library's functions, and each extension module it loads may choose a few more).
         var importers: [String: [String]] = [:]
+        /// The objects seen so far, by load bias, without their exports and imports: a walk takes
+        /// one still loaded at its address under its path as it is (``LoadedImage/current(details:keeps:known:)``).
+        var known: [UInt: LoadedImage] = [:]
         /// In the import-table scopes: the traced libraries loaded now, in the order they were
         /// first seen, whose exports are looked up only for the names objects in scope import.
         var tracedLibraries: [TracedLibrary] = []
@@ -287,8 +290,18 @@ final class Tracer: Sendable {
     /// row.
     fileprivate func objectsUnloaded() {
         afterLoader(unloading: true) { state in
-            let loaded = Set(LoadedImage.current { _ in [] }.map(\.key))
-            Self.forget(state.seen.subtracting(loaded), &state)
+            // An object seen is gone when no object is loaded at its address under its path (the
+            // keys compared by address: no key of the objects still loaded is hashed).
+            var loaded: [UInt: String] = [:]
+            for image in LoadedImage.current(details: { _ in [] }, known: state.known) {
+                loaded[image.base] = image.key
+            }
+            var gone = Set(state.known.values.lazy.filter { loaded[$0.base] != $0.key }.map(\.key))
+            if state.seen.count != state.known.count {
+                // (Seen but not known: not expected, each seen object is known; looked at as before.)
+                gone.formUnion(state.seen.subtracting(loaded.values))
+            }
+            Self.forget(gone, &state)
         }
     }
 
@@ -296,6 +309,11 @@ final class Tracer: Sendable {
     private static func forget(_ keys: Set<String>, _ state: inout State) {
         guard !keys.isEmpty else { return }
         state.seen.subtract(keys)
+        // (Each key found by comparing, not hashing, the known objects' keys: a few keys go at a
+        // time, and hundreds of objects may be known.)
+        for key in keys {
+            if let base = state.known.first(where: { $0.value.key == key })?.key { state.known[base] = nil }
+        }
         state.tracedLibraries.removeAll { keys.contains($0.key) }
         for key in keys {
             for group in state.objectGroups.removeValue(forKey: key) ?? [] { group.remove() }
@@ -385,7 +403,7 @@ final class Tracer: Sendable {
                 // walk; inline, no import table is attached to.
                 if !configuration.inline, isInScope(image) { details.insert(.imports) }
                 return details
-            }, keeps: configuration.selects(cString:))
+            }, keeps: configuration.selects(cString:), known: state.known)
         // Only what is new is looked at: the functions of the traced libraries loaded since the
         // last walk in every object, every function in the objects loaded since (a program that
         // loads many objects would otherwise pay for all of them at each dlopen).
@@ -413,9 +431,13 @@ final class Tracer: Sendable {
         // only the tracer brought (libffi, say) is traced, but answers to no `--library` of the
         // program's.
         var brought: Set<String>?
-        for image in images where !seen.contains(image.key) {
+        for image in images where !image.isKnown && !seen.contains(image.key) {
             newImages.insert(image.key)
             state.seen.insert(image.key)
+            var known = image
+            known.exports = []
+            known.imports = []
+            state.known[image.base] = known
             if !image.isMainProgram { state.seenNames.insert(image.name) }
             if !configuration.inline, isInScope(image) {
                 state.imports[image.key] = image.imports
@@ -447,10 +469,11 @@ final class Tracer: Sendable {
         // The functions each object's table leads to and that are not attached to there yet: the
         // chosen functions in the objects seen first now, those chosen now in the others.
         func wanted(in image: LoadedImage) -> [Chosen] {
-            guard let imports = state.imports[image.key], !imports.isEmpty else { return [] }
-            if newImages.contains(image.key) {
+            if !image.isKnown && newImages.contains(image.key) {
                 // The walk names each import-table symbol of an object once.
-                return imports.compactMap { name in Self.counter(named: name).map { Chosen(name: name, counter: $0) } }
+                return (state.imports[image.key] ?? []).compactMap { name in
+                    Self.counter(named: name).map { Chosen(name: name, counter: $0) }
+                }
             }
             guard !added.isEmpty else { return [] }
             if addedByObject == nil {
@@ -470,7 +493,7 @@ final class Tracer: Sendable {
         // and unload, which the start library tells it of, rather than the hooking library's
         // groups that follow loads, which learn of them through hooks on `dlopen` in every
         // object's table and miss a `dlopen` called through its address).
-        for image in images where isInScope(image) {
+        for image in images where !(image.isKnown && added.isEmpty) && isInScope(image) {
             let wanted = wanted(in: image)
             guard !wanted.isEmpty else { continue }
             attach(

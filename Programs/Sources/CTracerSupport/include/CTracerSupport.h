@@ -413,8 +413,12 @@ enum {
     FHT_WANTS_IMPORTS = 2,
 };
 
+/// What the visitor may answer to FHT_OBJECT: the object is one it knows already (from an
+/// earlier walk), and the walk reports nothing more of it.
+enum { FHT_KNOWN_OBJECT = 1 };
+
 /// Receives one item of the walk: `text` is valid only during the call; `base` is the
-/// object's load bias. The result counts for FHT_NAMED only.
+/// object's load bias. The result counts for FHT_OBJECT (FHT_KNOWN_OBJECT) and FHT_NAMED only.
 typedef int (*fht_visitor)(void *_Nullable context, fht_item item, const char *text, uintptr_t base);
 
 /// Reports every loaded object, in the loader's order (the main program first): its path,
