@@ -2746,3 +2746,42 @@ if ! grep -Eq '^target_call +66 ' "$work/many/err"; then
     exit 1
 fi
 echo "150 libraries then a traced one by its link's target, or by the end of a path: each of 66 calls from 60 libraries loaded after it counted"
+echo "== tracer test: a library that only a lazily bound object needed is unloaded with it"
+# The tracer binds a lazy entry before attaching to it: looked up as the tracer's own library,
+# the definition got a dependency of the tracer's on it and stayed loaded for good after the
+# program's dlclose (a library rewritten in place and opened again then crashed the loader).
+mkdir -p "$work/unload"
+echo 'int unload_triple(int value) { return value * 3; }' >"$work/unload/definer.c"
+printf 'int unload_triple(int);\nint unload_user(int value) { return unload_triple(value) + 1; }\n' >"$work/unload/user.c"
+gcc -O1 -fPIC -shared -o "$work/unload/libunloaddef.so" "$work/unload/definer.c"
+gcc -O1 -fPIC -shared -Wl,-z,lazy -o "$work/unload/libunloaduser.so" "$work/unload/user.c" -L"$work/unload" \
+    -lunloaddef -Wl,-rpath,"$work/unload"
+cat >"$work/unload/unload.c" <<'C'
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+int main(int argc, char **argv) {
+    (void)argc;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/libunloaduser.so", argv[1]);
+    void *handle = dlopen(path, RTLD_LAZY | RTLD_GLOBAL);
+    if (!handle) return 2;
+    int (*user)(int) = (int (*)(int))dlsym(handle, "unload_user");
+    if (!user || user(4) != 13) return 3;
+    dlclose(handle);
+    snprintf(path, sizeof path, "%s/libunloaddef.so", argv[1]);
+    puts(dlopen(path, RTLD_LAZY | RTLD_NOLOAD) ? "still loaded" : "unloaded");
+    return 0;
+}
+C
+gcc -O1 -o "$work/unload/unload" "$work/unload/unload.c" -ldl
+for mode in "" "--scope all"; do
+    # shellcheck disable=SC2086 # the mode is two words or none
+    out=$("$bin/ffi-hook-tracer" --library libunloaddef.so $mode -- "$work/unload/unload" "$work/unload" 2>"$work/unload/err")
+    if [ "$out" != "unloaded" ] || ! grep -Eq '^unload_triple +1 ' "$work/unload/err"; then
+        echo "a lazily bound library's definition after its dlclose ($mode): $out" >&2
+        cat "$work/unload/err" >&2
+        exit 1
+    fi
+done
+echo "a library that only a lazily bound object needed: its one call counted, unloaded with that object's dlclose"

@@ -770,9 +770,22 @@ void ffh_elf_set_resolve_observer(void (*observer)(const char *symbol)) {
     __atomic_store_n(&ffh_elf_resolve_observer, observer, __ATOMIC_RELEASE);
 }
 
-void *ffh_elf_resolve(const char *symbol, void *handle) {
+void *ffh_elf_resolve(const char *symbol, void *handle, uintptr_t inside) {
     void (*observer)(const char *) = __atomic_load_n(&ffh_elf_resolve_observer, __ATOMIC_ACQUIRE);
     if (observer) observer(symbol);
+#if defined(__x86_64__)
+    const void *through = inside ? ffh_return_site(inside) : NULL;
+    if (through) {
+        void *address =
+            (void *)ffh_call_through((const void *)dlsym, through, (uintptr_t)RTLD_DEFAULT, (uintptr_t)symbol, 0, 0);
+        if (!address && handle) {
+            address = (void *)ffh_call_through((const void *)dlsym, through, (uintptr_t)handle, (uintptr_t)symbol, 0, 0);
+        }
+        return address;
+    }
+#else
+    (void)inside;
+#endif
     void *address = dlsym(RTLD_DEFAULT, symbol);
     if (!address && handle) address = dlsym(handle, symbol);
     return address;

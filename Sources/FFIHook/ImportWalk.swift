@@ -647,7 +647,9 @@ package enum ImportWalk {
             ffh_elf_is_writable_data(object, UInt(entry.slot)) != 0,
             SlotRegistry.shared.isWritten(at: entry.slot) != true
         else { return true }
-        guard var resolved = ffh_elf_resolve(symbol, handle) else { return false }
+        // (Looked up as the object itself, through its own code, which the entry leads to now:
+        // see ffh_elf_resolve.)
+        guard var resolved = ffh_elf_resolve(symbol, handle, UInt(current)) else { return false }
         // The object's own code, where the object does not define the function: a non-PIE
         // program's PLT entry, which its taking the function's address made the function's
         // address for every lookup (bound to it, the entry would lead to itself). The definition

@@ -107,6 +107,46 @@ extension FixtureTableTests {
             #expect(after.functionObject == Self.fileName(ofObjectAt: ImportFixtures.resolved("atol")))
         }
 
+        /// Binding a lazy entry before hooking it leaves the library that defines the function
+        /// unloadable: the `dlclose` of the only object that needs it unloads it, as without the
+        /// hook. (Looked up by this library's own code, the definition got a dependency of the
+        /// test program's on it, and with it the loader's mark that it is never unloaded.)
+        @Test(arguments: [RTLD_LAZY | RTLD_GLOBAL, RTLD_LAZY | RTLD_LOCAL])
+        func aLazyEntryBoundForAHookLeavesItsDefinitionUnloadable(mode: Int32) throws {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "ffihook-unloadable-\(getpid())-\(mode)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let definer = directory.appendingPathComponent("libunloadable_definer.so")
+            let user = directory.appendingPathComponent("libunloadable_user.so")
+            try "int unloadable_triple(int value) { return value * 3; }".write(
+                to: directory.appendingPathComponent("definer.c"), atomically: true, encoding: .utf8)
+            try "int unloadable_triple(int);\nint unloadable_user(int value) { return unloadable_triple(value) + 1; }"
+                .write(to: directory.appendingPathComponent("user.c"), atomically: true, encoding: .utf8)
+            try #require(
+                system("cc -O1 -shared -fPIC -o '\(definer.path)' '\(directory.path)/definer.c'") == 0)
+            try #require(
+                system(
+                    "cc -O1 -shared -fPIC -Wl,-z,lazy -o '\(user.path)' '\(directory.path)/user.c' "
+                        + "-L'\(directory.path)' -l:libunloadable_definer.so -Wl,-rpath,'\(directory.path)'") == 0)
+            let handle = try #require(dlopen(user.path, mode))
+            let call = try #require(dlsym(handle, "unloadable_user"))
+            let function = unsafeBitCast(call, to: (@convention(c) (Int32) -> Int32).self)
+            let calls = AttachTests.Counter()
+            let group = try ImportTable.attach(symbol: "unloadable_triple", in: .object(user.path)) { _ in
+                calls.add()
+            }
+            #expect(function(4) == 13)
+            #expect(calls.count == 1)
+            group.remove()
+            #expect(function(5) == 16)
+            #expect(calls.count == 1)
+            #expect(dlclose(handle) == 0)
+            let left = dlopen(definer.path, RTLD_LAZY | RTLD_NOLOAD)
+            #expect(left == nil, "the definition is still loaded after the dlclose of the only object that needs it")
+            if let left { dlclose(left) }
+        }
+
         /// Runs `body` with the path of a copy of a fixture library that another thread loads
         /// and unloads meanwhile (pausing `pause` microseconds between loads); returns how many
         /// times it was loaded, and expects it unloaded at the end.

@@ -232,8 +232,13 @@ int ffh_elf_identify_loaded(const char *name, uintptr_t *base, uintptr_t *dynami
 /// The address the dynamic loader binds `symbol` to for an object: the first definition in
 /// the global scope (dlsym(RTLD_DEFAULT)), else in the scope of `handle` (an object opened
 /// with RTLD_LOCAL). An indirect function (IFUNC, as glibc's string functions are) is
-/// resolved to its implementation. NULL when nothing defines it.
-void *ffh_elf_resolve(const char *symbol, void *handle);
+/// resolved to its implementation. NULL when nothing defines it. On x86-64 the lookups are
+/// made as the object that holds the code at `inside` (through a `ret` of its own): glibc
+/// records a dependency of the calling object on the object it finds, as its lazy binder does
+/// for the object bound, and a dependency of this library's (the program's, or a preloaded
+/// tracer's, which are never unloaded) kept the definition loaded for good, past the
+/// `dlclose` that would have unloaded it. 0 for `inside` looks up as this library.
+void *ffh_elf_resolve(const char *symbol, void *handle, uintptr_t inside);
 
 /// The definition of `symbol` in the objects loaded after the one that holds the code at
 /// `inside` (what `dlsym(RTLD_NEXT, symbol)` called from that object finds), NULL when none or
