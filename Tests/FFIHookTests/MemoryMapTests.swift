@@ -51,9 +51,11 @@ import Testing
     }
 
     /// Runs `body` under a snapshot of this thread's: one thread at a time has one, and the
-    /// walks of other tests take theirs meanwhile (tried again until this thread gets it).
+    /// walks of other tests take theirs meanwhile (a walk over a whole library's entries, under
+    /// a sanitizer, for seconds): tried again, a millisecond apart, for up to two minutes.
     static func underOwnSnapshot(_ body: () -> Void) {
-        for _ in 0..<10_000 {
+        let deadline = ContinuousClock.now + .seconds(120)
+        while ContinuousClock.now < deadline {
             let ran = MemoryMapping.withSnapshot { () -> Bool in
                 // This library's own code is mapped: a snapshot of this thread's answers for it.
                 guard MemoryMapping.snapshotted(UInt(bitPattern: #dsohandle)) != nil else { return false }
@@ -61,9 +63,9 @@ import Testing
                 return true
             }
             if ran { return }
-            usleep(100)
+            usleep(1000)
         }
-        Issue.record("no snapshot of this thread's in 10,000 tries")
+        Issue.record("no snapshot of this thread's in two minutes")
     }
 
     /// Each page, its first and last byte, looked up one at a time (the kernel asked where it
