@@ -59,15 +59,15 @@ static fhs_dlclose_function fhs_real_dlclose;
 typedef void *(*fhs_dlmopen_function)(Lmid_t, const char *, int);
 static fhs_dlmopen_function fhs_real_dlmopen;
 
-/* Whether `name` (an entry of FFI_HOOK_TRACER_LIBRARIES) names the object with this path and
-   soname: the tracer's own rule (TracerConfiguration.libraries(naming:soname:)), the file the
-   path leads to after symbolic links included (by its path, any path to it, or its name). */
 /* Whether `path` ends in the relative path `name` (links/libz.so.1), a whole component of it. */
 static int fhs_ends_in(const char *path, const char *name) {
     size_t length = strlen(path), tail = strlen(name);
     return name[0] != '/' && tail < length && path[length - tail - 1] == '/' && strcmp(path + length - tail, name) == 0;
 }
 
+/* Whether `name` (an entry of FFI_HOOK_TRACER_LIBRARIES) names the object with this path and
+   soname: the tracer's own rule (TracerConfiguration.libraries(naming:soname:)), the file the
+   path leads to after symbolic links included (by its path, any path to it, or its name). */
 static int fhs_names(const char *name, const char *path, const char *soname) {
     const char *slash = strrchr(path, '/');
     const char *file = slash ? slash + 1 : path;
