@@ -101,6 +101,17 @@ public final class ReplacementToken: Sendable, Hashable, CustomStringConvertible
     /// Whether the replacement is still in place (not removed through this token).
     public var isActive: Bool { !replacement.removed.load(ordering: .acquiring) }
 
+    /// Whether the slot still leads to the library: true while it holds what the library
+    /// wrote there last (this replacement, another, or the closure of hooks that wrap it);
+    /// false once something else has written it (the loader, for an import-table entry of an
+    /// object unloaded and loaded again at the same address, or another tool). nil once
+    /// removed, for a slot no longer mapped, and when asked from a block that runs within the
+    /// library's own install or removal on this thread. See ``HookToken/holdsItsSlot``.
+    public var holdsItsSlot: Bool? {
+        guard isActive else { return nil }
+        return SlotRegistry.shared.holdsWhatItWrote(at: UInt(bitPattern: replacement.slot))
+    }
+
     /// Tokens are equal when they are the same token.
     public static func == (lhs: ReplacementToken, rhs: ReplacementToken) -> Bool { lhs === rhs }
 

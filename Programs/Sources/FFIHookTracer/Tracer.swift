@@ -139,6 +139,11 @@ final class Tracer: Sendable {
         /// library's own walks pin objects with both) needs no walk.
         var loadsWalked: UInt64 = 0
         var unloadsWalked: UInt64 = 0
+        /// The loader's count of unloads as the walk under way began, and as the last walk that
+        /// looked for objects loaded again at their old address (``forgetReloaded(_:)``) did:
+        /// while it stays, no object can have been.
+        var unloadsNow: UInt64 = 0
+        var unloadsCheckedForReloads: UInt64 = 0
         /// Problems already reported, so that each is said once.
         var reported: Set<String> = []
         /// The files of this library and of the start library, never traced.
@@ -328,15 +333,26 @@ final class Tracer: Sendable {
         }
     }
 
-    /// Forgets the libraries traced inline whose code no longer holds the patches: unloaded by
-    /// another thread's `dlclose` and loaded again at the same address (the same key) by a
-    /// `dlopen` whose walk came first, before the walk after the `dlclose` forgot them. Their
-    /// new copy's calls went untraced (a loop of threads loading and unloading libsqlite3 lost
-    /// a third of them now and then).
+    /// Forgets the objects unloaded by another thread's `dlclose` and loaded again at the same
+    /// address (the same key) by a `dlopen` whose walk came first, before the walk after the
+    /// `dlclose` forgot them: the libraries traced inline whose code no longer holds the
+    /// patches, and the objects whose import table no longer leads to the tracer's attaches.
+    /// Their new copy's calls went untraced (a loop of threads loading and unloading libsqlite3
+    /// inline lost a third of them now and then; four threads loading, calling and unloading a
+    /// library through its import table, 4 in 1,000).
     private static func forgetReloaded(_ state: inout State) {
         var reloaded: Set<String> = []
         for (key, batch) in state.batches where batch.functions.first.map({ !$0.holdsItsCode }) ?? false {
             reloaded.insert(key)
+        }
+        // An import table is looked at only when something was unloaded since the last look (or
+        // the loader counts no unloads): one entry of each object's first group tells, as the
+        // loader fills a new copy's table whole.
+        if state.unloadsNow == 0 || state.unloadsNow != state.unloadsCheckedForReloads {
+            state.unloadsCheckedForReloads = state.unloadsNow
+            for (key, groups) in state.objectGroups where state.batches[key] == nil {
+                if groups.first?.tokens.first?.holdsItsSlot == false { reloaded.insert(key) }
+            }
         }
         forget(reloaded, &state)
     }
@@ -360,6 +376,7 @@ final class Tracer: Sendable {
         state.withLock { state in
             guard !state.finished, loads == 0 || count != state[keyPath: walked] else { return }
             state[keyPath: walked] = count
+            state.unloadsNow = unloads
             // The calls that went straight through meanwhile are the walk's own, accounted
             // under the lock that the report's reading of the count takes too: a report made
             // while a walk runs (a joined process loading in a loop) waits for the walk and its

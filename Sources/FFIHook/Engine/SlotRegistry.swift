@@ -1050,6 +1050,20 @@ package final class SlotRegistry: Sendable {
         return state.withLock { state in state.replacements[address] != nil || state.entries[address] != nil }
     }
 
+    /// Whether the slot at `address` holds what the library wrote there last: the closure of its
+    /// hooks or one of its replacements (an attach's stub). False when something else wrote it
+    /// since (the loader, which maps a fresh table when an object is unloaded and loaded again
+    /// at the same address, or another hooking tool); nil when the slot is not mapped, or this
+    /// thread holds the lock (see ``statistics``).
+    package func holdsWhatItWrote(at address: UInt) -> Bool? {
+        guard !holdsLock else { return nil }
+        return state.withLock { state in
+            guard let value = SlotMemory.load(address) else { return nil }
+            if let entry = state.entries[address], entry.code == value { return true }
+            return state.replacements[address]?.all.contains { $0.function == value } ?? false
+        }
+    }
+
     /// Whether `address` is in code the engine made: a hook's closure or an attach stub.
     /// (False when this thread holds the registry's lock.)
     package func isEngineCode(_ address: UInt) -> Bool {

@@ -1,0 +1,118 @@
+import CTestSupport
+import FFIHook
+import Foundation
+import Testing
+
+/// `holdsItsSlot`: whether a hook's or a replacement's slot still leads to the library, as
+/// someone else writes it, the memory goes away, or the object holding an import table is
+/// loaded again at the same address.
+@Suite struct SlotHoldingTests {
+    private struct LoadFailure: Error {
+        let path: String
+    }
+
+    private static func value(in slot: UnsafeMutablePointer<AddFunction?>) -> UInt { address(in: slot) }
+
+    @Test func aHookHoldsItsSlotUntilAnotherWriterTakesIt() throws {
+        let slot = makeAddSlot()
+        defer { slot.deallocate() }
+        let token = try Hook.before(on: FunctionSlot(slot), signature: FixtureSignature.add) { _ in }
+        #expect(token.holdsItsSlot == true)
+        let ours = slot.pointee
+        slot.pointee = ct_fix_negate_add_shim()
+        #expect(token.holdsItsSlot == false)
+        slot.pointee = ours
+        #expect(token.holdsItsSlot == true)
+        #expect(token.remove())
+        #expect(token.holdsItsSlot == nil)
+        #expect(Self.value(in: slot) == addOriginalAddress)
+    }
+
+    @Test func hooksAndReplacementsStackedOnOneSlotAllHoldIt() throws {
+        let slot = makeAddSlot()
+        defer { slot.deallocate() }
+        let replacement = try Hook.replace(on: FunctionSlot(slot), with: ct_fix_add as AddFunction)
+        let attach = try Hook.attach(on: FunctionSlot(slot), onEnter: { _ in }, onLeave: nil)
+        let hook = try Hook.after(on: FunctionSlot(slot), signature: FixtureSignature.add) { _ in }
+        #expect(replacement.holdsItsSlot == true)
+        #expect(attach.holdsItsSlot == true)
+        #expect(hook.holdsItsSlot == true)
+        #expect(slot.pointee?(2, 3) == 5)
+        // The loader, or another tool, writes the slot: none of them is called through it now.
+        let ours = slot.pointee
+        slot.pointee = ct_fix_negate_add_shim()
+        #expect(replacement.holdsItsSlot == false)
+        #expect(attach.holdsItsSlot == false)
+        #expect(hook.holdsItsSlot == false)
+        slot.pointee = ours
+        #expect(hook.remove())
+        #expect(hook.holdsItsSlot == nil)
+        #expect(attach.holdsItsSlot == true)
+        #expect(replacement.holdsItsSlot == true)
+        #expect(attach.remove())
+        #expect(replacement.holdsItsSlot == true)
+        #expect(replacement.remove())
+        #expect(replacement.holdsItsSlot == nil)
+        #expect(Self.value(in: slot) == addOriginalAddress)
+    }
+
+    @Test func aSlotNoLongerMappedIsHeldByNoOne() throws {
+        let page = try #require(ff_map_page(PROT_READ | PROT_WRITE))
+        let slot = page.assumingMemoryBound(to: AddFunction?.self)
+        slot.initialize(to: ct_fix_add)
+        let token = try Hook.attach(on: FunctionSlot(slot), onEnter: { _ in }, onLeave: nil)
+        #expect(token.holdsItsSlot == true)
+        #expect(ff_unmap_page(page) == 0)
+        #expect(token.holdsItsSlot == nil)
+        #expect(token.remove())
+    }
+
+    /// An object unloaded and loaded again: its new table holds what the loader put there. At
+    /// the same address (what the loader usually picks) the slot is readable and no longer
+    /// the library's; elsewhere it is not mapped, or not the library's either.
+    @Test func anImportTableLoadedAgainNoLongerLeadsToItsAttach() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ffihook-holding-\(getpid())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let definer = directory.appendingPathComponent("libholding_definer.so")
+        let user = directory.appendingPathComponent("libholding_user.so")
+        try "int holding_double(int value) { return value * 2; }".write(
+            to: directory.appendingPathComponent("definer.c"), atomically: true, encoding: .utf8)
+        try "int holding_double(int);\nint holding_user(int value) { return holding_double(value) + 1; }"
+            .write(to: directory.appendingPathComponent("user.c"), atomically: true, encoding: .utf8)
+        try #require(system("cc -O1 -shared -fPIC -o '\(definer.path)' '\(directory.path)/definer.c'") == 0)
+        try #require(
+            system(
+                "cc -O1 -shared -fPIC -o '\(user.path)' '\(directory.path)/user.c' "
+                    + "-L'\(directory.path)' -l:libholding_definer.so -Wl,-rpath,'\(directory.path)'") == 0)
+        typealias UserFunction = @convention(c) (Int32) -> Int32
+        func load() throws -> (handle: UnsafeMutableRawPointer, function: UserFunction, address: UInt) {
+            guard let handle = dlopen(user.path, RTLD_NOW | RTLD_LOCAL), let symbol = dlsym(handle, "holding_user")
+            else {
+                throw LoadFailure(path: user.path)
+            }
+            return (handle, unsafeBitCast(symbol, to: UserFunction.self), UInt(bitPattern: symbol))
+        }
+        let first = try load()
+        let calls = AttachTests.Counter()
+        let group = try ImportTable.attach(symbol: "holding_double", in: .object(user.path)) { _ in calls.add() }
+        let token = try #require(group.tokens.first)
+        #expect(first.function(4) == 9)
+        #expect(calls.count == 1)
+        #expect(token.holdsItsSlot == true)
+        #expect(dlclose(first.handle) == 0)
+        let second = try load()
+        defer { dlclose(second.handle) }
+        #expect(second.function(5) == 11)
+        if second.address == first.address {
+            #expect(token.holdsItsSlot == false)
+            #expect(calls.count == 1)
+        } else {
+            #expect(token.holdsItsSlot != true)
+        }
+        // Removal writes nothing into the new copy's table.
+        #expect(group.remove())
+        #expect(second.function(6) == 13)
+        #expect(calls.count == 1)
+    }
+}
