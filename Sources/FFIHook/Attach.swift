@@ -203,6 +203,42 @@ public struct LeaveContext: ~Copyable {
     public var threadID: Int32 { Int32(truncatingIfNeeded: registers.pointee.thread) }
 }
 
+/// Makes what the contexts' accessors need from the Swift runtime before the first attach: an
+/// unoptimised build makes the metadata of the types they use (tuples, `SIMD2<UInt64>`, the C
+/// frames) the first time each accessor runs, under a lock of the runtime's and with memory
+/// from the allocator. A signal handler whose call of an attached function interrupted that
+/// first run on its own thread ran a block that waited for the same lock for ever (a `--log`
+/// of the tracer's debug build, whose blocks read the arguments, under a timer signal). Run
+/// once here, on frames of this function's own, every accessor has what it needs.
+enum AttachContextWarmUp {
+    static func run() {
+        let stack = UnsafeMutablePointer<UInt64>.allocate(capacity: 4)
+        stack.initialize(repeating: 0, count: 4)
+        defer { stack.deallocate() }
+        let enterFrame = UnsafeMutablePointer<ffh_attach_enter_frame>.allocate(capacity: 1)
+        enterFrame.initialize(to: ffh_attach_enter_frame())
+        defer { enterFrame.deallocate() }
+        // (The stack pointer at entry is the address of a return address, with stack words above.)
+        enterFrame.pointee.sp = UInt64(UInt(bitPattern: stack))
+        let enter = EnterContext(frame: UnsafeMutableRawPointer(enterFrame))
+        enter.setIntegerArgument(0, to: enter.integerArgument(0))
+        enter.setFloatingArgument(0, to: enter.floatingArgument(0))
+        enter.setVectorArgument(0, to: enter.vectorArgument(0))
+        enter.scratch = enter.scratch &+ UInt64(enter.vectorArgumentCount) &+ enter.stackArgument(0)
+        _ = (enter.stackPointer, enter.returnAddress, enter.function, enter.threadID)
+        let leaveFrame = UnsafeMutablePointer<ffh_attach_leave_frame>.allocate(capacity: 1)
+        leaveFrame.initialize(to: ffh_attach_leave_frame())
+        defer { leaveFrame.deallocate() }
+        let leave = LeaveContext(frame: UnsafeMutableRawPointer(leaveFrame))
+        leave.returnValue = leave.returnValue &+ leave.secondReturnValue
+        leave.secondReturnValue = leave.returnValue
+        leave.floatingReturnValue = leave.floatingReturnValue
+        leave.setVectorReturnValue(0, to: leave.vectorReturnValue(0))
+        leave.setVectorReturnValue(1, to: leave.vectorReturnValue(1))
+        _ = (leave.scratch, leave.stackPointer, leave.returnAddress, leave.function, leave.threadID)
+    }
+}
+
 /// An attach's blocks written as C functions (or Swift functions with `@convention(c)`), with a
 /// context pointer for both: the attach path calls them itself, with no Swift closure or
 /// dispatch between the entry and the block. The cheapest blocks an attach can have: what a

@@ -172,7 +172,7 @@ final class CallLog: Sendable {
             leave?(context)
             fht_log_leave(
                 function.pointer, UInt64(context.stackPointer), context.threadID, context.returnValue,
-                context.vectorReturnValue(0)[0])
+                context.floatingReturnValue.bitPattern)
         }
         guard function.pointer.pointee.flags & UInt8(FHT_LOG_VECTORS) != 0 else {
             return (
@@ -187,18 +187,15 @@ final class CallLog: Sendable {
         }
         return (
             { context in
-                var vectors = (
-                    context.vectorArgument(0)[0], context.vectorArgument(1)[0], context.vectorArgument(2)[0],
-                    context.vectorArgument(3)[0], context.vectorArgument(4)[0], context.vectorArgument(5)[0],
-                    context.vectorArgument(6)[0], context.vectorArgument(7)[0]
-                )
-                withUnsafePointer(to: &vectors) { words in
-                    words.withMemoryRebound(to: UInt64.self, capacity: 8) { words in
-                        fht_log_enter(
-                            function.pointer, UInt64(context.stackPointer), context.integerArgument(0),
-                            context.integerArgument(1), context.integerArgument(2), context.integerArgument(3),
-                            context.integerArgument(4), context.integerArgument(5), words)
-                    }
+                // (Words on the stack, not a tuple: an unoptimised build would make the tuple's
+                // metadata at the first call, under the runtime's lock, which a signal handler's
+                // call that interrupted it would wait for: see FFIHook's AttachContextWarmUp.)
+                withUnsafeTemporaryAllocation(of: UInt64.self, capacity: 8) { words in
+                    for index in 0..<8 { words[index] = context.floatingArgument(index).bitPattern }
+                    fht_log_enter(
+                        function.pointer, UInt64(context.stackPointer), context.integerArgument(0),
+                        context.integerArgument(1), context.integerArgument(2), context.integerArgument(3),
+                        context.integerArgument(4), context.integerArgument(5), words.baseAddress)
                 }
                 enter?(context)
             }, onLeave

@@ -280,6 +280,7 @@ enum AttachEngine {
         SlotEntry.handlerReady
         // Taken inside the registry's lock (a removal gives its stub back under it).
         stubs.protectAcrossFork(rank: SlotRegistry.forkRank + 2)
+        AttachContextWarmUp.run()
         ffh_attach_setup(attachDispatch)
     }()
 
