@@ -2481,8 +2481,11 @@ echo "--inline: three threads loading, calling and unloading libsqlite3: 300 cal
 
 echo "== tracer test: a library unloaded unseen, or by another thread, and loaded again at its address"
 # relinked.so imports relinked_double from librelinkedtarget.so (traced). The program loads it,
-# calls it 5 times and unloads it, in rounds: once with the C library's dlclose taken by dlvsym,
-# which the tracer does not see, and once from four threads at once, where one thread's dlclose
+# calls it 5 times and unloads it, in rounds: with the C library's dlclose taken by dlvsym, which
+# the tracer does not see (also with another library loaded while the first is gone and kept
+# while it is loaded again: the walk after that load found the first gone, and the walk after the
+# next load, with no unload between, took the copy loaded again for it), and from four threads at
+# once, where one thread's dlclose
 # and another's dlopen can both come before the walk after the dlclose. Either way the new copy,
 # at the old address under the old path, has a fresh import table: a walk took it for the copy it
 # had attached to, and its calls went uncounted (5 of 250 unseen; 4 in 1,000 from threads). Every
@@ -2508,7 +2511,7 @@ cat >"$work/relinker.c" <<'C'
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-static const char *path;
+static const char *path, *other;
 static int (*unload)(void *);
 static int rounds;
 static void *cycle(void *unused) {
@@ -2520,12 +2523,21 @@ static void *cycle(void *unused) {
         int (*run)(void) = (int (*)(void))dlsym(library, "relinked_run");
         if (run) made += run();
         if (unload(library) != 0) return NULL;
+        if (!other) continue;
+        /* Another library loaded while the first is gone, and kept while that is loaded again. */
+        void *between = dlopen(other, RTLD_NOW);
+        library = dlopen(path, RTLD_NOW);
+        if (!between || !library) return NULL;
+        run = (int (*)(void))dlsym(library, "relinked_run");
+        if (run) made += run();
+        if (unload(library) != 0 || unload(between) != 0) return NULL;
     }
     return (void *)made;
 }
 int main(int argc, char **argv) {
-    if (argc != 3) return 2;
+    if (argc != 3 && argc != 4) return 2;
     path = argv[1];
+    other = argc == 4 ? argv[3] : NULL;
     int threads = 1;
     if (strcmp(argv[2], "unseen") == 0) {
         /* The C library's own dlclose, past the one the tracer's start library puts first. */
@@ -2554,16 +2566,24 @@ int main(int argc, char **argv) {
 C
 gcc -O1 -shared -fPIC -o "$work/librelinkedtarget.so" "$work/relinkedtarget.c"
 gcc -O1 -shared -fPIC -o "$work/relinked.so" "$work/relinked.c" -L"$work" -l:librelinkedtarget.so -Wl,-rpath,"$work"
+# (Too big for the place the two others leave: they are loaded again there.)
+cat >"$work/relinkedother.c" <<'C'
+char relinked_other_buffer[1 << 20];
+int relinked_other(void) { return relinked_other_buffer[0]; }
+C
+gcc -O1 -shared -fPIC -o "$work/librelinkedother.so" "$work/relinkedother.c"
 gcc -O2 -o "$work/relinker" "$work/relinker.c" -ldl -lpthread
-for how in unseen threads; do
+for how in unseen unseen-between threads; do
     for mode in "" "--scope all" --inline; do
+        between=()
+        if [ "$how" = unseen-between ]; then between=("$work/librelinkedother.so"); fi
         # shellcheck disable=SC2086 # the mode is two words, one or none
         timeout -s KILL 120 "$bin/ffi-hook-tracer" $mode --library librelinkedtarget.so --json "$work/relinker.json" -- \
-            "$work/relinker" "$work/relinked.so" "$how" >"$work/relinker.out" 2>"$work/relinker.err"
+            "$work/relinker" "$work/relinked.so" "${how%-between}" "${between[@]}" >"$work/relinker.out" 2>"$work/relinker.err"
         python3 - "$work/relinker.json" "$work/relinker.out" "$how" "${mode:-import tables}" <<'PYTHON'
 import json, sys
 made, unloaded = (int(word) for word in open(sys.argv[2]).read().split())
-if made != (250 if sys.argv[3] == "unseen" else 5000) or not unloaded:
+if made != {"unseen": 250, "unseen-between": 500}.get(sys.argv[3], 5000) or not unloaded:
     sys.exit(f"{sys.argv[3]}, {sys.argv[4]}: the program made {made} calls, unloaded at the end: {unloaded}")
 rows = {row["name"]: row["calls"] for row in json.load(open(sys.argv[1]))["functions"]}
 if rows.get("relinked_double", 0) != made:

@@ -102,11 +102,12 @@ public final class ReplacementToken: Sendable, Hashable, CustomStringConvertible
     public var isActive: Bool { !replacement.removed.load(ordering: .acquiring) }
 
     /// Whether the slot still leads to the library: true while it holds what the library
-    /// wrote there last (this replacement, another, or the closure of hooks that wrap it);
-    /// false once something else has written it (the loader, for an import-table entry of an
-    /// object unloaded and loaded again at the same address, or another tool). nil once
-    /// removed, for a slot no longer mapped, and when asked from a block that runs within the
-    /// library's own install or removal on this thread. See ``HookToken/holdsItsSlot``.
+    /// wrote there last (the closure of hooks installed since, which call the replacements, or
+    /// the newest replacement); false once something else has written it (the loader, for an
+    /// import-table entry of an object unloaded and loaded again at the same address, or
+    /// another tool, even one that wrote back a replacement's function). nil once removed, for
+    /// a slot no longer mapped, and when asked from a block that runs within the library's own
+    /// install or removal on this thread. See ``HookToken/holdsItsSlot``.
     public var holdsItsSlot: Bool? {
         guard isActive else { return nil }
         return SlotRegistry.shared.holdsWhatItWrote(at: UInt(bitPattern: replacement.slot))

@@ -60,16 +60,19 @@ public final class HookToken: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Whether the hook's slot still leads to the library: true while it holds what the
-    /// library wrote there last for its hooks (this one, or another on the same slot); false
-    /// once something else has written it. That happens when the object holding an
-    /// import-table entry is unloaded and loaded again at the same address (the new copy's
-    /// table holds what the loader put there, and no hook is on it) or when another tool
-    /// writes the slot. nil for a removed hook, for one that is not on a slot (a method or
-    /// inline hook), for a slot no longer mapped, and when asked from a block that runs within
-    /// the library's own install or removal on this thread (as for ``Hook/statistics``).
+    /// library wrote there last for the slot's hooks and replacements (the closure of its hooks,
+    /// or its newest replacement); false once something else has written it. That happens when
+    /// the object holding an import-table entry is unloaded and loaded again at the same
+    /// address (the new copy's table holds what the loader put there, and no hook is on it), or
+    /// when another tool writes the slot. nil for a removed hook, for one that is not on a slot
+    /// (a method hook), for a slot no longer mapped, and when asked from a block that runs
+    /// within the library's own install or removal on this thread (as for ``Hook/statistics``).
     ///
-    /// A hook whose slot no longer leads to it runs for no call through that slot; removing
-    /// it writes nothing there.
+    /// A hook whose slot no longer leads to it runs only for calls that reach it another way
+    /// (through a tool that wrote the slot and calls what it found there); removing it writes
+    /// nothing into the slot. For a hook on an inline function's slot (FFIHookInline) this
+    /// speaks of that slot; whether the function's code still leads to it is the inline
+    /// function's `holdsItsCode`.
     public var holdsItsSlot: Bool? {
         guard isActive, let address = slotAddress else { return nil }
         return SlotRegistry.shared.holdsWhatItWrote(at: address)

@@ -44,6 +44,11 @@ import Testing
         #expect(replacement.holdsItsSlot == false)
         #expect(attach.holdsItsSlot == false)
         #expect(hook.holdsItsSlot == false)
+        // Written back with the replacement's own function: the hooks no longer run, so the
+        // slot is not what the library wrote there last.
+        slot.pointee = ct_fix_add
+        #expect(replacement.holdsItsSlot == false)
+        #expect(hook.holdsItsSlot == false)
         slot.pointee = ours
         #expect(hook.remove())
         #expect(hook.holdsItsSlot == nil)
@@ -53,6 +58,25 @@ import Testing
         #expect(replacement.holdsItsSlot == true)
         #expect(replacement.remove())
         #expect(replacement.holdsItsSlot == nil)
+        #expect(Self.value(in: slot) == addOriginalAddress)
+    }
+
+    @Test func onlyTheNewestOfTwoReplacementsIsWhatTheSlotShouldHold() throws {
+        let slot = makeAddSlot()
+        defer { slot.deallocate() }
+        let first = try Hook.replace(on: FunctionSlot(slot), with: ct_fix_add as AddFunction)
+        let second = try Hook.replace(on: FunctionSlot(slot), with: try #require(ct_fix_negate_add_shim()))
+        #expect(first.holdsItsSlot == true)
+        #expect(second.holdsItsSlot == true)
+        // Another writer puts the older replacement's function back: the newer one no longer runs.
+        let newest = slot.pointee
+        slot.pointee = ct_fix_add
+        #expect(first.holdsItsSlot == false)
+        #expect(second.holdsItsSlot == false)
+        slot.pointee = newest
+        #expect(second.remove())
+        #expect(first.holdsItsSlot == true)
+        #expect(first.remove())
         #expect(Self.value(in: slot) == addOriginalAddress)
     }
 

@@ -336,7 +336,8 @@ final class Tracer: Sendable {
     /// Forgets the objects unloaded by another thread's `dlclose` and loaded again at the same
     /// address (the same key) by a `dlopen` whose walk came first, before the walk after the
     /// `dlclose` forgot them: the libraries traced inline whose code no longer holds the
-    /// patches, and the objects whose import table no longer leads to the tracer's attaches.
+    /// patches, and the objects whose import table no longer leads to the tracer's attaches (or
+    /// is no longer mapped).
     /// Their new copy's calls went untraced (a loop of threads loading and unloading libsqlite3
     /// inline lost a third of them now and then; four threads loading, calling and unloading a
     /// library through its import table, 4 in 1,000).
@@ -347,11 +348,16 @@ final class Tracer: Sendable {
         }
         // An import table is looked at only when something was unloaded since the last look (or
         // the loader counts no unloads): one entry of each object's first group tells, as the
-        // loader fills a new copy's table whole.
+        // loader fills a new copy's table whole. An object whose entry is no longer mapped is
+        // gone (unloaded by a dlclose the start library did not see, and not loaded again yet):
+        // it is forgotten now, or a later walk, with no unload since this one, would take a
+        // copy loaded again at its address for it.
         if state.unloadsNow == 0 || state.unloadsNow != state.unloadsCheckedForReloads {
             state.unloadsCheckedForReloads = state.unloadsNow
             for (key, groups) in state.objectGroups where state.batches[key] == nil {
-                if groups.first?.tokens.first?.holdsItsSlot == false { reloaded.insert(key) }
+                if let token = groups.first?.tokens.first, token.isActive, token.holdsItsSlot != true {
+                    reloaded.insert(key)
+                }
             }
         }
         forget(reloaded, &state)

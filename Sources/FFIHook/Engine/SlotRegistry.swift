@@ -1051,16 +1051,18 @@ package final class SlotRegistry: Sendable {
     }
 
     /// Whether the slot at `address` holds what the library wrote there last: the closure of its
-    /// hooks or one of its replacements (an attach's stub). False when something else wrote it
-    /// since (the loader, which maps a fresh table when an object is unloaded and loaded again
-    /// at the same address, or another hooking tool); nil when the slot is not mapped, or this
-    /// thread holds the lock (see ``statistics``).
+    /// hooks when it has some (which call its replacements), else its newest replacement (an
+    /// attach's stub). False when something else wrote it since (the loader, which maps a fresh
+    /// table when an object is unloaded and loaded again at the same address, or another
+    /// hooking tool, even one that wrote back a function of the library's own); nil when the
+    /// slot is not mapped, or this thread holds the lock (see ``statistics``).
     package func holdsWhatItWrote(at address: UInt) -> Bool? {
         guard !holdsLock else { return nil }
         return state.withLock { state in
             guard let value = SlotMemory.load(address) else { return nil }
-            if let entry = state.entries[address], entry.code == value { return true }
-            return state.replacements[address]?.all.contains { $0.function == value } ?? false
+            guard let written = state.entries[address]?.code ?? state.replacements[address]?.all.last?.function
+            else { return false }
+            return value == written
         }
     }
 
