@@ -1781,6 +1781,66 @@ if ! grep -q "whose 100-event buffer filled" "$work/events-100.err" ||
 fi
 echo "--pid: a second join with --events 100000 recorded $begins calls on the thread whose first join's 100-event buffer filled, and dropped none"
 
+echo "== tracer test: --pid: a process that exits as the tracer leaves keeps the report's files"
+# The leave writes the report, here a Chrome trace of a million calls, which takes a while. A
+# process whose exit came meanwhile ended the leave's thread as it wrote: no JSON file, part of
+# the trace, and the tracer exited 0. The exit now waits for the leave's report. exiter.c's three
+# threads call tracee_add until SIGUSR1, sent a little after the traced window, at three delays.
+cat >"$work/exiter.c" <<'C'
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+int tracee_add(int a, int b);
+static volatile sig_atomic_t ending;
+static void end(int signal) { (void)signal; ending = 1; }
+static void *call(void *unused) {
+    (void)unused;
+    for (int round = 0; !ending; round++) (void)tracee_add(round, 1);
+    return NULL;
+}
+int main(void) {
+    signal(SIGUSR1, end);
+    pthread_t threads[2];
+    for (int index = 0; index < 2; index++) pthread_create(&threads[index], NULL, call, NULL);
+    call(NULL);
+    for (int index = 0; index < 2; index++) pthread_join(threads[index], NULL);
+    return 0;
+}
+C
+gcc -O1 -o "$work/exiter" "$work/exiter.c" -L"$work" -ltracee -Wl,-rpath,"$work" -lpthread
+for delay in 0.05 0.2 0.5; do
+    "$work/exiter" &
+    exiter=$!
+    sleep 0.2
+    status=0
+    timeout -s KILL 120 "$bin/ffi-hook-tracer" --library libtracee.so --pid "$exiter" --duration 0.5 --events 300000 \
+        --json "$work/exiter.json" --chrome-trace "$work/exiter-trace.json" 2>"$work/exiter.err" &
+    tracer=$!
+    for _ in $(seq 600); do
+        grep -q "^ffi-hook-tracer: joined process" "$work/exiter.err" && break
+        sleep 0.01
+    done
+    sleep 0.5
+    sleep "$delay"
+    kill -USR1 "$exiter"
+    wait "$tracer" || status=$?
+    wait "$exiter"
+    if [ "$status" -ne 0 ] || ! python3 - "$work/exiter.json" "$work/exiter-trace.json" <<'PYTHON'; then
+import json, sys
+rows = {row["name"]: row["calls"] for row in json.load(open(sys.argv[1]))["functions"]}
+events = json.load(open(sys.argv[2]))
+events = events["traceEvents"] if isinstance(events, dict) else events
+if not rows.get("tracee_add") or not events:
+    sys.exit(f"counts {rows}, {len(events)} events")
+PYTHON
+        echo "--pid, the process exiting ${delay} s after the traced window: status $status, files as above" >&2
+        cat "$work/exiter.err" >&2
+        exit 1
+    fi
+    rm -f "$work/exiter.json" "$work/exiter-trace.json"
+    echo "--pid: the process exiting ${delay} s after the traced window: status 0, the JSON and the trace whole"
+done
+
 echo "== tracer test: --pid: a tracer killed while the process runs its call"
 # held.c checks, round after round, its callee-saved and vector registers, MXCSR, signal mask
 # and alternate signal stack; the stand-in library's join entry (slow-join.c) sleeps a second,

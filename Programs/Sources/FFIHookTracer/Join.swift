@@ -77,6 +77,7 @@ extension Tracer {
             fht_names_forget()
             fht_reset_events()
             unwrittenOutputs.store(0, ordering: .relaxed)
+            reportWritten.store(false, ordering: .releasing)
             return true
         }
         guard free else { return .busy }

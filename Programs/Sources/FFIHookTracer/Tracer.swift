@@ -943,16 +943,20 @@ final class Tracer: Sendable {
     )
 
     /// Set once the report is written, for a report asked for by a signal while the exit's is
-    /// being made (which it waits for).
-    private let reportWritten = Atomic<Bool>(false)
+    /// being made, or by the exit while a joined process's leave makes it (which they wait
+    /// for); cleared by a join.
+    let reportWritten = Atomic<Bool>(false)
 
     /// Prints the table to standard error and writes the files asked for; runs once. With a
-    /// signal (the process is ending of it), the table's heading names it; if the report is
-    /// being made already (the process was exiting), waits until it is written (29 seconds at
-    /// most; the signal's handler waits while reports write).
+    /// signal (the process is ending of it), the table's heading names it. If the report is
+    /// being made already (the process was exiting, or a joined process is left as it exits),
+    /// waits until it is written (29 seconds at most; the signal's handler waits while reports
+    /// write): the exit would otherwise end the leave's thread as it wrote the files (a joined
+    /// process that exited as the tracer left had no JSON file and half a Chrome trace).
     func finish(endedBy signal: Int32 = 0) {
         guard signal != 0 else {
-            report()
+            // (Not in a forked child: a report its parent was making when it forked is no one's.)
+            if !report(), !isForkedChild { waitForReport() }
             return
         }
         // The thread the signal interrupted may hold the lock (the start, or the attach after a
@@ -974,12 +978,15 @@ final class Tracer: Sendable {
                     + "tracer was attaching to its functions: no report")
             return
         }
-        if !report() {
-            var waited = 0
-            while !reportWritten.load(ordering: .acquiring), waited < 29_000 {
-                usleep(1000)
-                waited += 1
-            }
+        if !report() { waitForReport() }
+    }
+
+    /// Waits until the report another thread is making is written, 29 seconds at most.
+    private func waitForReport() {
+        var waited = 0
+        while !reportWritten.load(ordering: .acquiring), waited < 29_000 {
+            usleep(1000)
+            waited += 1
         }
     }
 

@@ -134,6 +134,12 @@ func joinProcess(_ pid: Int32, duration: Double?, library: String) -> Never {
     case FHJ_OK:
         finish(.failed, "process \(pid) (\(name)) was not traced any more when the tracer left", directory: directory)
     case FHJ_EXITED, FHJ_NO_PROCESS:
+        // (Its exit waits for the report the leave is making; one cut short left no JSON.)
+        if printed > 0, json != nil, access(jsonCopy, F_OK) != 0 {
+            finish(
+                .failed, "process \(pid) (\(name)) exited as the tracer left, before its JSON report was written",
+                directory: directory)
+        }
         finish(printed > 0 ? .traced : .gone, nil, directory: directory)
     default:
         say("the hooks stay in process \(pid) (\(name)) until it exits")
