@@ -37,6 +37,10 @@ static uint64_t ffh_attach_skipped;
 static uint64_t ffh_attach_abandoned;
 static uint64_t ffh_attach_passed;
 static uint64_t ffh_attach_passed_library;
+/* The passed calls the library's own work did not make, counted once each: a reader that took
+   the difference of the two counts above while another thread's work passed a call could see one
+   count moved and not the other. */
+static uint64_t ffh_attach_passed_program;
 
 int ffh_attach_available(void) { return 1; }
 
@@ -47,6 +51,8 @@ uint64_t ffh_attach_abandoned_frames(void) { return __atomic_load_n(&ffh_attach_
 uint64_t ffh_attach_passed_calls(void) { return __atomic_load_n(&ffh_attach_passed, __ATOMIC_RELAXED); }
 
 uint64_t ffh_attach_passed_library_calls(void) { return __atomic_load_n(&ffh_attach_passed_library, __ATOMIC_RELAXED); }
+
+uint64_t ffh_attach_passed_program_calls(void) { return __atomic_load_n(&ffh_attach_passed_program, __ATOMIC_RELAXED); }
 
 /* One call on a thread's side stack. */
 typedef struct {
@@ -733,6 +739,7 @@ static inline int ffh_attach_interrupts_work(const ffh_thread *thread, uintptr_t
    straight through, counted as a call that skipped its blocks (not the library's). */
 static inline ffh_attach_target ffh_attach_pass_sideless(uintptr_t original) {
     __atomic_fetch_add(&ffh_attach_passed, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&ffh_attach_passed_program, 1, __ATOMIC_RELAXED);
     ffh_attach_target target = {original, 0};
     return target;
 }
@@ -773,7 +780,8 @@ static inline __attribute__((always_inline)) ffh_attach_target ffh_attach_enter_
             return ffh_attach_enter_in_work(record, frame, thread, original);
         }
         __atomic_fetch_add(&ffh_attach_passed, 1, __ATOMIC_RELAXED);
-        if (thread->busy == FFH_BUSY_WORK) __atomic_fetch_add(&ffh_attach_passed_library, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(thread->busy == FFH_BUSY_WORK ? &ffh_attach_passed_library : &ffh_attach_passed_program, 1,
+                           __ATOMIC_RELAXED);
         return target;
     }
     ffh_side *side = thread->side;
@@ -984,6 +992,7 @@ uint64_t ffh_attach_skipped_leaves(void) { return 0; }
 uint64_t ffh_attach_abandoned_frames(void) { return 0; }
 uint64_t ffh_attach_passed_calls(void) { return 0; }
 uint64_t ffh_attach_passed_library_calls(void) { return 0; }
+uint64_t ffh_attach_passed_program_calls(void) { return 0; }
 uint64_t ffh_attach_depth(void) { return 0; }
 int ffh_attach_is_return_thunk(uintptr_t address) {
     (void)address;

@@ -88,6 +88,14 @@ public struct HookStatistics: Sendable, Hashable, CustomStringConvertible {
     /// Only grows.
     public let libraryPassedCallCount: Int
 
+    /// Of ``passedThroughCallCount``, the calls the library's own code did not make: the
+    /// calls a block made itself, or a signal handler's. The difference of the two counts
+    /// above, kept as a count of its own: read while other threads' calls pass through, the
+    /// two are read one after the other and their difference can be one off for a moment
+    /// (a tracer that counted what blocks missed by the difference now and then reported one
+    /// call too many). Only grows.
+    public let programPassedCallCount: Int
+
     init(hookedSlotCount: Int, pendingReclamationCount: Int, closureCount: Int, idleClosureCount: Int) {
         self.hookedSlotCount = hookedSlotCount
         self.pendingReclamationCount = pendingReclamationCount
@@ -98,6 +106,7 @@ public struct HookStatistics: Sendable, Hashable, CustomStringConvertible {
         self.abandonedFrameCount = Int(ffh_attach_abandoned_frames())
         self.passedThroughCallCount = Int(ffh_attach_passed_calls())
         self.libraryPassedCallCount = Int(ffh_attach_passed_library_calls())
+        self.programPassedCallCount = Int(ffh_attach_passed_program_calls())
     }
 
     /// The figures on one line.
@@ -105,6 +114,6 @@ public struct HookStatistics: Sendable, Hashable, CustomStringConvertible {
         "HookStatistics(hooked slots: \(hookedSlotCount), pending reclamation: \(pendingReclamationCount), "
             + "closures: \(closureCount), idle: \(idleClosureCount), attaches: \(attachCount), skipped leaves: \(skippedLeaveCount), "
             + "abandoned frames: \(abandonedFrameCount), passed through: \(passedThroughCallCount), "
-            + "by the library: \(libraryPassedCallCount))"
+            + "by the library: \(libraryPassedCallCount), by the program: \(programPassedCallCount))"
     }
 }

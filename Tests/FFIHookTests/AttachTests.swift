@@ -364,10 +364,7 @@ import Testing
         // The thread's first attached call sets up its side stack (not stepped through).
         #expect(at_call_add(1, 2) == 3)
         // (Not the library's own work's, which other tests' threads may do meanwhile.)
-        func passedByBlocks() throws -> Int {
-            let statistics = try Hook.statistics
-            return statistics.passedThroughCallCount - statistics.libraryPassedCallCount
-        }
+        func passedByBlocks() throws -> Int { try Hook.statistics.programPassedCallCount }
         let passed = try passedByBlocks()
         let calls = 20
         let tally = at_step_calls(calls, reentry ? 1 : 0)
@@ -446,6 +443,7 @@ import Testing
         #expect(tally.handler_leaves == tally.handler_enters)
         #expect(after.passedThroughCallCount - before.passedThroughCallCount == Int(tally.sideless))
         #expect(after.libraryPassedCallCount == before.libraryPassedCallCount)
+        #expect(after.programPassedCallCount - before.programPassedCallCount == Int(tally.sideless))
         #expect(after.skippedLeaveCount == before.skippedLeaveCount)
         #expect(tally.records == 1)
     }

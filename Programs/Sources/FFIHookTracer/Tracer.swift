@@ -278,7 +278,7 @@ final class Tracer: Sendable {
     /// program's.
     private static var passedThroughCalls: Int {
         guard let statistics = try? Hook.statistics else { return 0 }
-        return statistics.passedThroughCallCount - statistics.libraryPassedCallCount
+        return statistics.programPassedCallCount
     }
 
     /// Called after each `dlopen` returns (inside a block, so the tracer's own calls are not

@@ -150,6 +150,9 @@ uint64_t ffh_attach_abandoned_frames(void);
 uint64_t ffh_attach_passed_calls(void);
 /// Of those, the calls the library's own work made (its thread marked FFH_BUSY_WORK).
 uint64_t ffh_attach_passed_library_calls(void);
+/// Of those, the others (counted once each, so that a reader while other threads pass calls
+/// gets a consistent figure, which the difference of the two counts above is not).
+uint64_t ffh_attach_passed_program_calls(void);
 /// How many frames the calling thread's side stack holds now (0 without one).
 uint64_t ffh_attach_depth(void);
 /// Whether `address` is where one of the calling thread's attached calls returns to (its
