@@ -337,10 +337,9 @@ final class Tracer: Sendable {
     /// address (the same key) by a `dlopen` whose walk came first, before the walk after the
     /// `dlclose` forgot them: the libraries traced inline whose code no longer holds the
     /// patches, and the objects whose import table no longer leads to the tracer's attaches (or
-    /// is no longer mapped).
-    /// Their new copy's calls went untraced (a loop of threads loading and unloading libsqlite3
-    /// inline lost a third of them now and then; four threads loading, calling and unloading a
-    /// library through its import table, 4 in 1,000).
+    /// is no longer mapped). Their new copy's calls went untraced (a loop of threads loading and
+    /// unloading libsqlite3 inline lost a third of them now and then; four threads loading,
+    /// calling and unloading a library through its import table, 4 in 1,000).
     private static func forgetReloaded(_ state: inout State) {
         var reloaded: Set<String> = []
         for (key, batch) in state.batches where batch.functions.first.map({ !$0.holdsItsCode }) ?? false {

@@ -64,6 +64,9 @@ package final class SlotRegistry: Sendable {
 
         /// All of them, in order.
         var all: [Replacement] { [first] + rest }
+
+        /// The last made of those still in place: the one the slot leads to when no hook wraps them.
+        var newest: Replacement { rest.last ?? first }
     }
 
     private struct State {
@@ -1060,7 +1063,7 @@ package final class SlotRegistry: Sendable {
         guard !holdsLock else { return nil }
         return state.withLock { state in
             guard let value = SlotMemory.load(address) else { return nil }
-            guard let written = state.entries[address]?.code ?? state.replacements[address]?.all.last?.function
+            guard let written = state.entries[address]?.code ?? state.replacements[address]?.newest.function
             else { return false }
             return value == written
         }
