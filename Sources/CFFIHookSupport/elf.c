@@ -965,16 +965,30 @@ __attribute__((constructor)) static void ffh_elf_find_list_lock(void) {
 
 int ffh_elf_knows_list_lock(void) { return ffh_elf_list_lock != NULL; }
 
+/* The change itself, with the loader's list lock held (or not known). */
+static int ffh_elf_protect_held(uintptr_t page, size_t length, int protection, const ffh_elf_instance *instance) {
+    ffh_elf_instance holder;
+    if (!ffh_elf_settled_object(page, &holder) || holder.map != instance->map || holder.start != instance->start ||
+        holder.end != instance->end) {
+        return 0;
+    }
+    return ffh_syscall3(SYS_mprotect, (long)page, (long)length, protection) == 0 ? 1 : -1;
+}
+
 int ffh_elf_protect_instance(uintptr_t page, size_t length, int protection, const ffh_elf_instance *instance) {
-    /* Waits for the lock by trying (a second at most): a thread that holds it may wait for a
-       lock the caller holds (a dl_iterate_phdr callback that hooks a slot). The walk gate too,
+    /* Waits for the lock by trying (50 ms at most): a thread that holds it may wait for a lock
+       the caller holds (a dl_iterate_phdr callback that hooks a slot). The walk gate too,
        tried: a fork meanwhile must not find the loader's list locked by this thread. */
     int gate = 0;
     int locked = 0;
     int attempts = 0;
     struct timespec now, until;
     clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += 1;
+    until.tv_nsec += 50 * 1000 * 1000;
+    if (until.tv_nsec >= 1000 * 1000 * 1000) {
+        until.tv_sec += 1;
+        until.tv_nsec -= 1000 * 1000 * 1000;
+    }
     for (;;) {
         if (!gate) gate = ffh_elf_walking > 0 || pthread_rwlock_tryrdlock(&ffh_elf_gate) == 0;
         if (gate) locked = !ffh_elf_list_lock || pthread_mutex_trylock(ffh_elf_list_lock) == 0;
@@ -989,16 +1003,25 @@ int ffh_elf_protect_instance(uintptr_t page, size_t length, int protection, cons
             ffh_syscall3(SYS_nanosleep, (long)&pause, 0, 0);
         }
     }
-    int result = -1;
+    int result = -2;
     if (locked) {
-        ffh_elf_instance holder;
-        result = 0;
-        if (ffh_elf_settled_object(page, &holder) && holder.map == instance->map &&
-            holder.start == instance->start && holder.end == instance->end) {
-            result = ffh_syscall3(SYS_mprotect, (long)page, (long)length, protection) == 0 ? 1 : -1;
-        }
+        result = ffh_elf_protect_held(page, length, protection, instance);
         if (ffh_elf_list_lock) pthread_mutex_unlock(ffh_elf_list_lock);
     }
     if (gate && ffh_elf_walking == 0) pthread_rwlock_unlock(&ffh_elf_gate);
     return result;
+}
+
+void ffh_elf_lock_list(void) {
+    if (ffh_elf_walking == 0) pthread_rwlock_rdlock(&ffh_elf_gate);
+    if (ffh_elf_list_lock) pthread_mutex_lock(ffh_elf_list_lock);
+}
+
+void ffh_elf_unlock_list(void) {
+    if (ffh_elf_list_lock) pthread_mutex_unlock(ffh_elf_list_lock);
+    if (ffh_elf_walking == 0) pthread_rwlock_unlock(&ffh_elf_gate);
+}
+
+int ffh_elf_protect_instance_locked(uintptr_t page, size_t length, int protection, const ffh_elf_instance *instance) {
+    return ffh_elf_protect_held(page, length, protection, instance);
 }

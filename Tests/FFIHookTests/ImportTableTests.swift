@@ -819,6 +819,50 @@ extension FixtureTableTests {
             #expect(ImportFixtures.isReadOnlyAtRest(entry.slot))
         }
 
+        /// A page of an object's table lifted while another thread walks the loader's list of
+        /// objects (a `dl_iterate_phdr` callback: a profiler, an unwinder) longer than a write
+        /// waits for that list gets its protection back once the walk is over: it was left
+        /// writable for good, and every later write took it for writable at rest.
+        @Test func aPageLiftedWhileTheLoaderListIsHeldGetsItsProtectionBack() throws {
+            let library = try ImportFixtures.open(Self.fullRELRO)
+            let length = try ImportFixtures.function(
+                "cimportfixture_length", in: library, as: ImportFixtures.Length.self)
+            let entry = try #require(ImportFixtures.entries(of: "strlen", in: .object(Self.fullRELRO)).first)
+            let original = ImportWalk.value(at: entry.slot)
+            let slot = try #require(UnsafeMutableRawPointer(bitPattern: entry.slot))
+            #expect(ImportFixtures.isReadOnlyAtRest(entry.slot))
+            /// Runs `body` while another thread holds the loader's list for 1.3 seconds.
+            func whileTheLoaderListIsHeld(_ body: () throws -> Void) rethrows {
+                let inside = UnsafeMutablePointer<Atomic<Int32>>.allocate(capacity: 1)
+                defer { inside.deallocate() }
+                inside.initialize(to: Atomic(0))
+                let address = UInt(bitPattern: inside)
+                let holder = JoinableThread {
+                    ct_hold_loader_list(1300, UnsafeMutablePointer<Int32>(bitPattern: address))
+                }
+                defer { holder.join() }
+                while inside.pointee.load(ordering: .acquiring) == 0 { usleep(1000) }
+                try body()
+                #expect(inside.pointee.load(ordering: .acquiring) == 1, "the list was held throughout")
+            }
+            let calls = AttachTests.Counter()
+            var token: HookToken?
+            try whileTheLoaderListIsHeld {
+                token = try Hook.attach(on: FunctionSlot(slot), options: .liftsPageProtection) { _ in
+                    calls.add()
+                } onLeave: { _ in
+                }
+            }
+            #expect(ImportFixtures.isReadOnlyAtRest(entry.slot))
+            #expect(length("abcd") == 4)
+            #expect(calls.count >= 1)
+            whileTheLoaderListIsHeld {
+                #expect(token?.remove() == true)
+            }
+            #expect(ImportWalk.value(at: entry.slot) == original)
+            #expect(ImportFixtures.isReadOnlyAtRest(entry.slot))
+        }
+
         /// The library's own calls must not depend on what the program did to its import
         /// table: with the main program's getpid replaced (the library is linked into it, so
         /// its calls of getpid would go through that entry), removals still write back.

@@ -42,6 +42,8 @@ extension LibraryFunctionHookTests {
         "mprotect": "i^vQi",
         "munmap": "i^vQ",
         "pthread_atfork": "i^?^?^?",
+        "pthread_create": "i^v^v^?^v",
+        "pthread_detach": "iQ",
         "pthread_getspecific": "^vI",
         "pthread_key_create": "i^I^?",
         "pthread_mutex_destroy": "i^v",

@@ -330,7 +330,9 @@ extension FixtureTableTests {
         /// A session gives a page of a loaded object its protection back under the loader's
         /// list lock, the one `dl_iterate_phdr` holds while its callback runs and `dlclose` holds
         /// from an object's unmapping to its removal: while another thread's callback runs, the
-        /// page stays writable; once it returns, the page is read-only again. (Changed without
+        /// page stays writable; once it returns, the page is read-only again (given back by the
+        /// library's restorer thread, the walk lasting longer than a write waits for the list,
+        /// see ``SlotMemory/restore(_:_:heldBy:)``). (Changed without
         /// that lock, a restore could find the object's instance, be overtaken by an unload and a
         /// load of a fresh copy at its place, and make the fresh copy's table read-only while the
         /// loader relocated it.)
@@ -354,6 +356,7 @@ extension FixtureTableTests {
 
             final class Walk: @unchecked Sendable {
                 let inside = DispatchSemaphore(value: 0)
+                let over = DispatchSemaphore(value: 0)
                 let address: UInt
                 /// What the walk's callback saw of the page just before it returned.
                 var writableAtItsEnd: Bool?
@@ -374,6 +377,7 @@ extension FixtureTableTests {
                         walk.writableAtItsEnd = SlotMemory.protection(of: walk.address)?.writable
                         return 1
                     }, Unmanaged.passUnretained(walk).toOpaque())
+                walk.over.signal()
             }
             var token: HookToken?
             try SlotMemory.keepingPagesWritable {
@@ -385,9 +389,10 @@ extension FixtureTableTests {
                 walker.start()
                 walk.inside.wait()
             }
-            // The session has ended: its restore waited for the walk.
+            // The session has ended: its restore waits for the walk.
+            walk.over.wait()
             #expect(walk.writableAtItsEnd == true)
-            #expect(SlotMemory.protection(of: address)?.writable == false)
+            #expect(ImportFixtures.isReadOnlyAtRest(address))
             _ = try #require(token).remove()
             #expect(SlotMemory.protection(of: address)?.writable == false)
         }

@@ -90,11 +90,22 @@ int ffh_elf_settled_object(uintptr_t address, ffh_elf_instance *instance);
 /// holds `page`: looked up and changed with the loader's list lock held (the one
 /// dl_iterate_phdr holds), which glibc's dlclose holds from the unmapping of an object to its
 /// removal from `_dl_find_object`'s data, so the object cannot be unloaded, and another mapped
-/// at its place, between the look and the change. The lock is tried, not waited for (a second
-/// at most: its holder may wait for a lock the caller holds). 1 when changed, 0 when
-/// another instance or none holds the page now, -1 when the lock stayed busy or mprotect failed.
-/// Without the lock's place (ffh_elf_knows_list_lock), looks and changes without it.
+/// at its place, between the look and the change. The lock is tried, not waited for (50 ms at
+/// most: its holder may wait for a lock the caller holds). 1 when changed, 0 when another
+/// instance or none holds the page now, -1 when mprotect failed, -2 when the lock stayed busy
+/// (nothing changed: the caller gives the page to ``ffh_elf_lock_list`` and
+/// ``ffh_elf_protect_instance_locked`` later). Without the lock's place
+/// (ffh_elf_knows_list_lock), looks and changes without it.
 int ffh_elf_protect_instance(uintptr_t page, size_t length, int protection, const ffh_elf_instance *instance);
+
+/// Takes the loader's list lock, waiting for it (and the walk gate's read side, which a fork
+/// takes the other side of): for a thread that holds no lock of the library's, which a holder
+/// of the list lock may wait for.
+void ffh_elf_lock_list(void);
+/// Gives back what ``ffh_elf_lock_list`` took.
+void ffh_elf_unlock_list(void);
+/// ``ffh_elf_protect_instance`` between ``ffh_elf_lock_list`` and ``ffh_elf_unlock_list``.
+int ffh_elf_protect_instance_locked(uintptr_t page, size_t length, int protection, const ffh_elf_instance *instance);
 
 /// Whether the loader's list lock was found at load (glibc's `_rtld_global`).
 int ffh_elf_knows_list_lock(void);

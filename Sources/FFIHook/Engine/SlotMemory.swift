@@ -103,7 +103,7 @@ enum SlotMemory {
     /// so no write of another thread shows its page writable for a moment.
     static func isWritableAtRest(_ address: UInt) -> Bool {
         writablePages.withLock { session in
-            if !session.pages.isEmpty, let kept = session.pages[address & ~(pageSize - 1)] { return kept.writable }
+            if let kept = session.kept(address & ~(pageSize - 1)) { return kept.writable }
             return isWritable(address)
         }
     }
@@ -114,9 +114,7 @@ enum SlotMemory {
     /// it may show a page that another thread lifts for one write at that moment as writable:
     /// whether the page is writable is ``isWritableAtRest(_:)``'s to say.
     static func protectionAtRest(of address: UInt) -> Protection? {
-        let kept = writablePages.withLock { session -> Protection? in
-            session.pages.isEmpty ? nil : session.pages[address & ~(pageSize - 1)]
-        }
+        let kept = writablePages.withLock { session -> Protection? in session.kept(address & ~(pageSize - 1)) }
         return kept ?? protection(of: address)
     }
 
@@ -151,11 +149,14 @@ enum SlotMemory {
     /// it was lifted still does (``SettledObject``), looked up and changed under the loader's
     /// list lock (see ``restore(_:_:heldBy:)``): the object may be unloaded meanwhile and a
     /// fresh copy mapped at its place, whose tables the loader writes until it protects them
-    /// itself; a page made read-only under it faulted the loader. A page that no object the
-    /// loader is done with holds is written as it is when it is writable now, and is lifted
-    /// only when it is memory of no file (a table the program mapped): a file's page there is
-    /// an object the loader is loading or unloading (or a file the program mapped), whose
-    /// protection is the loader's to change, and `nil` is returned.
+    /// itself; a page made read-only under it faulted the loader. When that lock stays busy
+    /// longer than a write waits for it (another thread's `dl_iterate_phdr` callback, whose
+    /// holder may wait for the sessions' lock), the page is left to the restorer thread
+    /// (``startRestorerIfNeeded()``), and counts as kept until it is given back. A page that
+    /// no object the loader is done with holds is written as it is when it is writable now,
+    /// and is lifted only when it is memory of no file (a table the program mapped): a file's
+    /// page there is an object the loader is loading or unloading (or a file the program
+    /// mapped), whose protection is the loader's to change, and `nil` is returned.
     static func withWritablePage(
         _ address: UInt, restoring protection: Protection, _ body: () -> Exchange
     ) -> Exchange? {
@@ -165,12 +166,16 @@ enum SlotMemory {
         writable.writable = true
         writable.readable = true
         let object = SettledObject(holding: pageAddress)
+        // Set where this write gives a page its protection back, which may leave it to the
+        // restorer.
+        var restored = false
+        defer { if restored { startRestorerIfNeeded() } }
         return writablePages.withLock { session -> Exchange? in
             // A table's slots come in runs on one page: the last page needs no lookup.
-            if session.lastPage == pageAddress || (!session.pages.isEmpty && session.pages[pageAddress] != nil) {
+            if session.lastPage == pageAddress || session.kept(pageAddress) != nil {
                 let exchange = body()
                 if exchange != .unwritable {
-                    session.lastPage = pageAddress
+                    if session.pages[pageAddress] != nil { session.lastPage = pageAddress }
                     return exchange
                 }
                 // Not the page the sessions lifted any more: unmapped, and maybe mapped again,
@@ -178,6 +183,7 @@ enum SlotMemory {
                 // the caller asks for the protection of what is there now.
                 session.pages[pageAddress] = nil
                 session.objects[pageAddress] = nil
+                session.unrestored[pageAddress] = nil
                 session.lastPage = 0
                 return exchange
             }
@@ -196,7 +202,10 @@ enum SlotMemory {
             }
             guard session.owners.contains(UInt(pthread_self())) else {
                 guard mprotect(page, Int(pageSize), writable.flags) == 0 else { return nil }
-                defer { restore(pageAddress, protection, heldBy: object) }
+                defer {
+                    session.restore(pageAddress, protection, heldBy: object)
+                    restored = true
+                }
                 return body()
             }
             guard mprotect(page, Int(pageSize), writable.flags) == 0 else { return nil }
@@ -227,17 +236,21 @@ enum SlotMemory {
     /// lifted while no object the loader was done with held it (memory of no file: a table the
     /// program mapped) gets its protection back while it is still memory of no file, and as
     /// writable as it was left.
-    private static func restore(_ page: UInt, _ protection: Protection, heldBy object: SettledObject?) {
+    ///
+    /// False when the loader's list stayed busy (a thread in a `dl_iterate_phdr` callback, which
+    /// may wait for a lock the caller holds): nothing was changed, and the page is the
+    /// restorer's to give back (``WritablePages/unrestored``).
+    fileprivate static func restore(_ page: UInt, _ protection: Protection, heldBy object: SettledObject?) -> Bool {
         guard let object else {
             var mapping = ffh_mapping()
             let mapped = ffh_mapping_of(page, &mapping)
             guard mapped == -1 || (mapped == 1 && mapping.file_backed == 0 && mapping.protection & PROT_WRITE != 0)
-            else { return }
+            else { return true }
             mprotect(UnsafeMutableRawPointer(bitPattern: page), Int(pageSize), protection.flags)
-            return
+            return true
         }
-        withUnsafePointer(to: object.instance) {
-            _ = ffh_elf_protect_instance(page, Int(pageSize), protection.flags, $0)
+        return withUnsafePointer(to: object.instance) {
+            ffh_elf_protect_instance(page, Int(pageSize), protection.flags, $0) != -2
         }
     }
 
@@ -253,6 +266,32 @@ enum SlotMemory {
         var objects: [UInt: SettledObject] = [:]
         /// The page of the last write, one of `pages` (0: none).
         var lastPage: UInt = 0
+        /// Pages lifted for writes whose protection could not be given back then, the loader's
+        /// list being held longer than a write waits for it, with that protection and their
+        /// object (always one: only an object's pages need the list): the restorer gives it
+        /// back. Until then each counts as kept, like `pages`: read-only at rest, and written
+        /// as it is. A page forgotten for good would stay writable, and every later write
+        /// would take it for writable at rest.
+        var unrestored: [UInt: (protection: Protection, object: SettledObject)] = [:]
+        /// The process whose restorer thread runs (0: none; a fork's child has none).
+        var restorer: pid_t = 0
+
+        /// The protection a kept or unrestored page gets back, nil for any other page.
+        func kept(_ page: UInt) -> Protection? {
+            if !pages.isEmpty, let protection = pages[page] { return protection }
+            if !unrestored.isEmpty, let entry = unrestored[page] { return entry.protection }
+            return nil
+        }
+
+        /// Gives `page` its protection back (``SlotMemory/restore(_:_:heldBy:)``), or leaves it
+        /// to the restorer.
+        mutating func restore(_ page: UInt, _ protection: Protection, heldBy object: SettledObject?) {
+            guard !SlotMemory.restore(page, protection, heldBy: object), let object else { return }
+            unrestored[page] = (protection, object)
+        }
+
+        /// Whether pages wait for a restorer and none runs in this process.
+        var needsRestorer: Bool { !unrestored.isEmpty && restorer != ffh_getpid() }
     }
 
     /// Taken across fork (a child forked while another thread held it waited for it for
@@ -302,10 +341,62 @@ enum SlotMemory {
                     // (Another session may have added a page since the look above.)
                     guard let mapping = read[page] ?? MemoryMapping.containing(page), mapping.protection == lifted.flags
                     else { continue }
-                    restore(page, protection, heldBy: session.objects[page])
+                    session.restore(page, protection, heldBy: session.objects[page])
                 }
             }
+            startRestorerIfNeeded()
         }
         return try body()
+    }
+
+    /// Starts the restorer when pages wait for it and none runs: a thread of its own, which
+    /// holds no lock of the library's and so may wait for the loader's list (whose holder may
+    /// wait for one of them), then gives each waiting page its protection back while the
+    /// object that held it when it was lifted still does and the page is still as writable as
+    /// it was left; then ends. Called with no lock of this file held.
+    private static func startRestorerIfNeeded() {
+        let start = writablePages.withLock { session -> Bool in
+            guard session.needsRestorer else { return false }
+            session.restorer = ffh_getpid()
+            return true
+        }
+        guard start else { return }
+        var thread = pthread_t()
+        let status = pthread_create(
+            &thread, nil,
+            { _ in
+                SlotMemory.restoreWaitingPages()
+                return nil
+            }, nil)
+        if status == 0 { pthread_detach(thread) }
+        // No thread: the next write or session end tries again.
+        if status != 0 { writablePages.withLock { $0.restorer = 0 } }
+    }
+
+    /// The restorer's work (``startRestorerIfNeeded()``): the loader's list first, waited for,
+    /// then the sessions' lock, only tried (a thread holding it may be trying the list), until
+    /// no page waits.
+    private static func restoreWaitingPages() {
+        while true {
+            ffh_elf_lock_list()
+            let done = writablePages.withLockIfAvailable { session -> Bool in
+                for (page, entry) in session.unrestored {
+                    var lifted = entry.protection
+                    lifted.readable = true
+                    lifted.writable = true
+                    var mapping = ffh_mapping()
+                    guard ffh_mapping_of(page, &mapping) == 1, mapping.protection == lifted.flags else { continue }
+                    withUnsafePointer(to: entry.object.instance) {
+                        _ = ffh_elf_protect_instance_locked(page, Int(pageSize), entry.protection.flags, $0)
+                    }
+                }
+                session.unrestored = [:]
+                session.restorer = 0
+                return true
+            }
+            ffh_elf_unlock_list()
+            if done == true { return }
+            usleep(1000)
+        }
     }
 }

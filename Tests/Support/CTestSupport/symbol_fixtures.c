@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/auxv.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Alone in a section whose name is a C identifier, so that the linker defines symbols at its
@@ -115,6 +116,28 @@ int ct_executable_segment(const void *address, uintptr_t *start, uintptr_t *end)
     *start = search.start;
     *end = search.end;
     return 1;
+}
+
+typedef struct {
+    unsigned milliseconds;
+    int *inside;
+} ct_loader_hold;
+
+static int ct_hold_visit(struct dl_phdr_info *info, size_t size, void *context) {
+    (void)info;
+    (void)size;
+    ct_loader_hold *hold = context;
+    __atomic_store_n(hold->inside, 1, __ATOMIC_RELEASE);
+    struct timespec pause = {hold->milliseconds / 1000, (long)(hold->milliseconds % 1000) * 1000000L};
+    while (nanosleep(&pause, &pause) != 0) {
+    }
+    return 1;
+}
+
+void ct_hold_loader_list(unsigned milliseconds, int *inside) {
+    ct_loader_hold hold = {milliseconds, inside};
+    dl_iterate_phdr(ct_hold_visit, &hold);
+    __atomic_store_n(inside, 2, __ATOMIC_RELEASE);
 }
 
 const void *ct_main_program_entry(void) { return (const void *)getauxval(AT_ENTRY); }

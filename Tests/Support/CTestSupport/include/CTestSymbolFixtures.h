@@ -42,6 +42,11 @@ const void *ct_return_site(const void *caller);
 /// when no loaded object's executable segment holds it.
 int ct_executable_segment(const void *address, uintptr_t *start, uintptr_t *end);
 
+/// Holds the loader's list of objects (inside a `dl_iterate_phdr` callback, as a profiler or
+/// an unwinder walking it would) for `milliseconds`, setting `*inside` to 1 once inside and
+/// to 2 when leaving it.
+void ct_hold_loader_list(unsigned milliseconds, int *inside);
+
 /// The main program's entry point (AT_ENTRY).
 const void *ct_main_program_entry(void);
 
