@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 
@@ -1022,6 +1023,46 @@ void ffh_elf_unlock_list(void) {
     if (ffh_elf_walking == 0) pthread_rwlock_unlock(&ffh_elf_gate);
 }
 
+/* Whether the object `instance` names (its ELF header at the start of its mapping, its program
+   headers in its first page, as every object a linker made maps them) maps the page at `page`
+   (`length` bytes, the page size) read-only itself: inside its PT_GNU_RELRO range, which the
+   loader made read-only after relocating (rounded down to pages at both ends, as the loader
+   rounds), or inside a segment loaded without write permission. 0 when the headers cannot be
+   read. */
+static int ffh_elf_read_only_by_design(uintptr_t page, size_t length, const ffh_elf_instance *instance) {
+    const ElfW(Ehdr) *header = (const ElfW(Ehdr) *)instance->start;
+    if (instance->end - instance->start < sizeof *header || memcmp(header->e_ident, ELFMAG, SELFMAG) != 0 ||
+        header->e_phentsize != sizeof(ElfW(Phdr))) {
+        return 0;
+    }
+    uintptr_t headers = instance->start + header->e_phoff;
+    size_t span = (size_t)header->e_phnum * sizeof(ElfW(Phdr));
+    if (header->e_phoff == 0 || headers < instance->start || headers + span > instance->end ||
+        headers + span - instance->start > length) {
+        return 0;
+    }
+    const ElfW(Phdr) *phdrs = (const ElfW(Phdr) *)headers;
+    const uintptr_t base = (uintptr_t)((const struct link_map *)instance->map)->l_addr;
+    const uintptr_t mask = ~(uintptr_t)(length - 1);
+    const uintptr_t end = page + length;
+    for (uint16_t index = 0; index < header->e_phnum; index++) {
+        const ElfW(Phdr) *phdr = &phdrs[index];
+        uintptr_t from = base + phdr->p_vaddr, to = from + phdr->p_memsz;
+        if (phdr->p_type == PT_GNU_RELRO) {
+            if ((from & mask) <= page && end <= (to & mask)) return 1;
+        } else if (phdr->p_type == PT_LOAD && !(phdr->p_flags & PF_W)) {
+            if ((from & mask) <= page && end <= ((to + length - 1) & mask)) return 1;
+        }
+    }
+    return 0;
+}
+
 int ffh_elf_protect_instance_locked(uintptr_t page, size_t length, int protection, const ffh_elf_instance *instance) {
-    return ffh_elf_protect_held(page, length, protection, instance);
+    ffh_elf_instance holder;
+    if (!ffh_elf_settled_object(page, &holder) || holder.map != instance->map || holder.start != instance->start ||
+        holder.end != instance->end) {
+        return 0;
+    }
+    if (!(protection & PROT_WRITE) && !ffh_elf_read_only_by_design(page, length, &holder)) return 0;
+    return ffh_syscall3(SYS_mprotect, (long)page, (long)length, protection) == 0 ? 1 : -1;
 }

@@ -66,6 +66,22 @@ enum ImportFixtures {
         }
         return false
     }
+
+    /// Runs `body` while another thread holds the loader's list of objects (inside a
+    /// `dl_iterate_phdr` callback) for 1.3 seconds: longer than a write waits for it.
+    static func whileTheLoaderListIsHeld(_ body: () throws -> Void) rethrows {
+        let inside = UnsafeMutablePointer<Atomic<Int32>>.allocate(capacity: 1)
+        defer { inside.deallocate() }
+        inside.initialize(to: Atomic(0))
+        let address = UInt(bitPattern: inside)
+        let holder = JoinableThread {
+            ct_hold_loader_list(1300, UnsafeMutablePointer<Int32>(bitPattern: address))
+        }
+        defer { holder.join() }
+        while inside.pointee.load(ordering: .acquiring) == 0 { usleep(1000) }
+        try body()
+        #expect(inside.pointee.load(ordering: .acquiring) == 1, "the list was held throughout")
+    }
 }
 
 /// What `replacedParse` calls as the original (a C function captures nothing).
@@ -831,23 +847,9 @@ extension FixtureTableTests {
             let original = ImportWalk.value(at: entry.slot)
             let slot = try #require(UnsafeMutableRawPointer(bitPattern: entry.slot))
             #expect(ImportFixtures.isReadOnlyAtRest(entry.slot))
-            /// Runs `body` while another thread holds the loader's list for 1.3 seconds.
-            func whileTheLoaderListIsHeld(_ body: () throws -> Void) rethrows {
-                let inside = UnsafeMutablePointer<Atomic<Int32>>.allocate(capacity: 1)
-                defer { inside.deallocate() }
-                inside.initialize(to: Atomic(0))
-                let address = UInt(bitPattern: inside)
-                let holder = JoinableThread {
-                    ct_hold_loader_list(1300, UnsafeMutablePointer<Int32>(bitPattern: address))
-                }
-                defer { holder.join() }
-                while inside.pointee.load(ordering: .acquiring) == 0 { usleep(1000) }
-                try body()
-                #expect(inside.pointee.load(ordering: .acquiring) == 1, "the list was held throughout")
-            }
             let calls = AttachTests.Counter()
             var token: HookToken?
-            try whileTheLoaderListIsHeld {
+            try ImportFixtures.whileTheLoaderListIsHeld {
                 token = try Hook.attach(on: FunctionSlot(slot), options: .liftsPageProtection) { _ in
                     calls.add()
                 } onLeave: { _ in
@@ -856,11 +858,110 @@ extension FixtureTableTests {
             #expect(ImportFixtures.isReadOnlyAtRest(entry.slot))
             #expect(length("abcd") == 4)
             #expect(calls.count >= 1)
-            whileTheLoaderListIsHeld {
+            ImportFixtures.whileTheLoaderListIsHeld {
                 #expect(token?.remove() == true)
             }
             #expect(ImportWalk.value(at: entry.slot) == original)
             #expect(ImportFixtures.isReadOnlyAtRest(entry.slot))
+        }
+
+        /// A page left to the restorer whose thread could not be made (here `pthread_create`
+        /// fails while the loader's list is held, as at a thread limit) gets its protection back
+        /// at the next write to any slot of the same page: a write to a waiting page starts the
+        /// restorer too. In a child (`pthread_create` is replaced in every object for a while).
+        @Test(
+            .disabled(
+                if: ProcessLifeTests.underAddressSanitizer || ProcessLifeTests.underThreadSanitizer,
+                "the sanitizers define pthread_create in the test executable, whose calls of it then go through no import table"
+            ))
+        func aPageWaitingForARestorerThatCouldNotStartIsGivenBackAtTheNextWrite() async {
+            await #expect(processExitsWith: .success) {
+                guard let library = try? ImportFixtures.open(Self.fullRELRO),
+                    let length = try? ImportFixtures.function(
+                        "cimportfixture_length", in: library, as: ImportFixtures.Length.self),
+                    let first = ImportFixtures.entries(of: "strlen", in: .object(Self.fullRELRO)).first,
+                    let second = ImportFixtures.entries(of: "atoi", in: .object(Self.fullRELRO)).first
+                else { exit(2) }
+                // Both entries on one page.
+                guard first.slot / SlotMemory.pageSize == second.slot / SlotMemory.pageSize else { exit(0) }
+                let failing = Atomic<Bool>(false)
+                let refused = Atomic<Int>(0)
+                let replacement: HookGroupToken
+                do {
+                    replacement = try ImportTable.instead(
+                        symbol: "pthread_create", in: .all, signature: Signature("i^v^v^?^v")
+                    ) { call in
+                        if failing.load(ordering: .acquiring) {
+                            refused.add(1, ordering: .relaxed)
+                            call.setReturnValue(Int32(EAGAIN))
+                        } else {
+                            call.callOriginal()
+                        }
+                    }
+                } catch {
+                    exit(3)
+                }
+                func hookAndRemove(_ slot: UInt) {
+                    guard let pointer = UnsafeMutableRawPointer(bitPattern: slot),
+                        let token = try? Hook.attach(
+                            on: FunctionSlot(pointer), options: .liftsPageProtection, onEnter: { _ in }, onLeave: nil)
+                    else { exit(4) }
+                    token.remove()
+                }
+                ImportFixtures.whileTheLoaderListIsHeld {
+                    failing.store(true, ordering: .releasing)
+                    hookAndRemove(first.slot)
+                    failing.store(false, ordering: .releasing)
+                }
+                // The restorer's thread was refused: the page waits, writable.
+                if refused.load(ordering: .relaxed) == 0 { exit(5) }
+                usleep(100_000)
+                if ImportFixtures.isReadOnly(first.slot) { exit(6) }
+                hookAndRemove(second.slot)
+                if !ImportFixtures.isReadOnlyAtRest(first.slot) { exit(7) }
+                replacement.remove()
+                exit(length("abc") == 3 ? 0 : 8)
+            }
+        }
+
+        /// A page given its protection back late (by the restorer, the loader's list having
+        /// been busy) is made read-only only where the object holding it then maps it read-only
+        /// by its own program headers: its RELRO range, not its writable data. (The object may
+        /// have been unloaded meanwhile and another file loaded at its place, with the same link
+        /// map, start and end, whose page there is writable data: made read-only, it faulted.)
+        @Test func aLateRestoreLeavesAnObjectsWritableDataWritable() throws {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("late-restore-\(getpid())")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let source = directory.appendingPathComponent("late.c")
+            let library = directory.appendingPathComponent("liblate.so")
+            try """
+            static int eight(void) { return 8; }
+            int (*const late_table[1])(void) = { eight };
+            int late_data[2048] = { 1 };
+            """.write(to: source, atomically: true, encoding: .utf8)
+            try #require(system("cc -O1 -shared -fPIC -Wl,-z,relro,-z,now -o '\(library.path)' '\(source.path)'") == 0)
+            let handle = try #require(dlopen(library.path, RTLD_NOW | RTLD_LOCAL))
+            defer { dlclose(handle) }
+            let page = SlotMemory.pageSize
+            let tableSymbol: UnsafeMutableRawPointer = try #require(dlsym(handle, "late_table"))
+            let dataSymbol: UnsafeMutableRawPointer = try #require(dlsym(handle, "late_data"))
+            let table = UInt(bitPattern: tableSymbol) & ~(page - 1)
+            // A page wholly inside the 8 KB array.
+            let data = (UInt(bitPattern: dataSymbol) + page) & ~(page - 1)
+            var instance = ffh_elf_instance()
+            try #require(ffh_elf_settled_object(table, &instance) == 1)
+            #expect(ImportFixtures.isReadOnly(table))
+            #expect(SlotMemory.protection(of: data)?.writable == true)
+            try #require(mprotect(UnsafeMutableRawPointer(bitPattern: table), Int(page), PROT_READ | PROT_WRITE) == 0)
+            ffh_elf_lock_list()
+            let tableChanged = ffh_elf_protect_instance_locked(table, Int(page), PROT_READ, &instance)
+            let dataChanged = ffh_elf_protect_instance_locked(data, Int(page), PROT_READ, &instance)
+            ffh_elf_unlock_list()
+            #expect(tableChanged == 1)
+            #expect(ImportFixtures.isReadOnly(table))
+            #expect(dataChanged == 0)
+            #expect(SlotMemory.protection(of: data)?.writable == true)
         }
 
         /// The library's own calls must not depend on what the program did to its import

@@ -104,7 +104,12 @@ int ffh_elf_protect_instance(uintptr_t page, size_t length, int protection, cons
 void ffh_elf_lock_list(void);
 /// Gives back what ``ffh_elf_lock_list`` took.
 void ffh_elf_unlock_list(void);
-/// ``ffh_elf_protect_instance`` between ``ffh_elf_lock_list`` and ``ffh_elf_unlock_list``.
+/// ``ffh_elf_protect_instance`` between ``ffh_elf_lock_list`` and ``ffh_elf_unlock_list``, for a
+/// change made late (the page lifted some time before): a page is made read-only only where the
+/// object holding it now maps it read-only by its own program headers (its RELRO range, or a
+/// segment without write permission). An object unloaded meanwhile and another file loaded at
+/// its place may have the same link map, start and end (the loader reuses them), where its
+/// page is writable data.
 int ffh_elf_protect_instance_locked(uintptr_t page, size_t length, int protection, const ffh_elf_instance *instance);
 
 /// Whether the loader's list lock was found at load (glibc's `_rtld_global`).

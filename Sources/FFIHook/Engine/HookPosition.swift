@@ -44,7 +44,11 @@ public struct HookOptions: OptionSet, Sendable, Hashable {
     /// a loaded object gets its protection back only while the object that held it when it
     /// was lifted still does (looked up and changed under the loader's own list lock, which an
     /// unload holds): one unloaded meanwhile, with a fresh copy mapped at its place that the
-    /// loader is still writing, is left to the loader. A read-only page of a file that no
+    /// loader is still writing, is left to the loader. When that lock stays busy for longer
+    /// than a write waits for it (50 ms: another thread inside a `dl_iterate_phdr` callback,
+    /// which may itself wait for the library), a thread the library starts for the purpose
+    /// gives the page its protection back as soon as the lock is free; until then the page
+    /// counts as read-only for every hook. A read-only page of a file that no
     /// loaded object holds (an object the loader is still loading or already unloading, or a
     /// file the program mapped itself) is not lifted: the write fails with
     /// ``HookError/Code-swift.struct/protectionChangeFailed``. Without the option such a slot

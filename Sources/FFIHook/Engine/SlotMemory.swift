@@ -166,13 +166,15 @@ enum SlotMemory {
         writable.writable = true
         writable.readable = true
         let object = SettledObject(holding: pageAddress)
-        // Set where this write gives a page its protection back, which may leave it to the
-        // restorer.
-        var restored = false
-        defer { if restored { startRestorerIfNeeded() } }
+        // Set where pages may wait for the restorer: this write gave one its protection back
+        // (or left it to the restorer), or wrote one that waits (whose restorer may not have
+        // started: no thread could be made, or this is a fork's child).
+        var restorerMayBeWanted = false
+        defer { if restorerMayBeWanted { startRestorerIfNeeded() } }
         return writablePages.withLock { session -> Exchange? in
             // A table's slots come in runs on one page: the last page needs no lookup.
             if session.lastPage == pageAddress || session.kept(pageAddress) != nil {
+                restorerMayBeWanted = !session.unrestored.isEmpty
                 let exchange = body()
                 if exchange != .unwritable {
                     if session.pages[pageAddress] != nil { session.lastPage = pageAddress }
@@ -204,7 +206,7 @@ enum SlotMemory {
                 guard mprotect(page, Int(pageSize), writable.flags) == 0 else { return nil }
                 defer {
                     session.restore(pageAddress, protection, heldBy: object)
-                    restored = true
+                    restorerMayBeWanted = true
                 }
                 return body()
             }
@@ -369,13 +371,17 @@ enum SlotMemory {
                 return nil
             }, nil)
         if status == 0 { pthread_detach(thread) }
-        // No thread: the next write or session end tries again.
+        // No thread: the next write that lifts a page or writes a waiting one, or the next
+        // session end, tries again.
         if status != 0 { writablePages.withLock { $0.restorer = 0 } }
     }
 
     /// The restorer's work (``startRestorerIfNeeded()``): the loader's list first, waited for,
     /// then the sessions' lock, only tried (a thread holding it may be trying the list), until
-    /// no page waits.
+    /// no page waits. A page gets its protection back late, after any number of unloads and
+    /// loads: only where the object holding it now maps it read-only by its own program
+    /// headers (``ffh_elf_protect_instance_locked``), never over another file's writable data
+    /// loaded at its place.
     private static func restoreWaitingPages() {
         while true {
             ffh_elf_lock_list()
