@@ -850,7 +850,55 @@ static void ffh_elf_fork_parent(void) {
     ffh_elf_gate_taken = 0;
 }
 
+/* The pages waiting for SlotMemory's restorer, as it notes them (under its lock, which a fork
+   holds across): a fork's child has no restorer thread, and gives them their protection back
+   itself, as the child handler runs (one thread, so no load or unload beside it; the loader's
+   list lock may be held for good there, by a thread of the parent's that was walking it). */
+enum { FFH_ELF_WAITING_MAX = 32 };
+static struct {
+    uintptr_t page;
+    size_t length;
+    int protection;
+    ffh_elf_instance instance;
+} ffh_elf_waiting[FFH_ELF_WAITING_MAX];
+static unsigned ffh_elf_waiting_count;
+
+void ffh_elf_note_waiting(uintptr_t page, size_t length, int protection, const ffh_elf_instance *instance) {
+    unsigned index = 0;
+    while (index < ffh_elf_waiting_count && ffh_elf_waiting[index].page != page) index++;
+    if (index == FFH_ELF_WAITING_MAX) return;
+    ffh_elf_waiting[index].page = page;
+    ffh_elf_waiting[index].length = length;
+    ffh_elf_waiting[index].protection = protection;
+    ffh_elf_waiting[index].instance = *instance;
+    if (index == ffh_elf_waiting_count) ffh_elf_waiting_count++;
+}
+
+void ffh_elf_forget_waiting(uintptr_t page) {
+    if (page == 0) {
+        ffh_elf_waiting_count = 0;
+        return;
+    }
+    for (unsigned index = 0; index < ffh_elf_waiting_count; index++) {
+        if (ffh_elf_waiting[index].page != page) continue;
+        ffh_elf_waiting[index] = ffh_elf_waiting[--ffh_elf_waiting_count];
+        return;
+    }
+}
+
+static void ffh_elf_restore_waiting(void) {
+    for (unsigned index = 0; index < ffh_elf_waiting_count; index++) {
+        ffh_mapping mapping;
+        const int lifted = ffh_elf_waiting[index].protection | PROT_READ | PROT_WRITE;
+        if (ffh_mapping_of(ffh_elf_waiting[index].page, &mapping) != 1 || mapping.protection != lifted) continue;
+        (void)ffh_elf_protect_instance_locked(ffh_elf_waiting[index].page, ffh_elf_waiting[index].length,
+                                              ffh_elf_waiting[index].protection, &ffh_elf_waiting[index].instance);
+    }
+    ffh_elf_waiting_count = 0;
+}
+
 static void ffh_elf_fork_child(void) {
+    ffh_elf_restore_waiting();
     /* A fresh gate: walks of threads that are not in the child may still hold the read side,
        and the write side the prepare handler took cannot be given back here (glibc knows its
        writer by the parent's thread ID: an unlock by the child's was taken for a reader's, the

@@ -924,6 +924,36 @@ extension FixtureTableTests {
             }
         }
 
+        /// A child forked while a page waits for the restorer (the loader's list held by
+        /// another thread) has no restorer thread, and a loader's list that may stay locked for
+        /// good: it gives the page its protection back itself as it starts, before it writes
+        /// anything. The child only asks the kernel and exits.
+        @Test(.disabled(if: ProcessLifeTests.underThreadSanitizer, "a child of a fork made while threads run"))
+        func aChildForkedWhileAPageWaitsForTheRestorerGivesItBack() throws {
+            _ = try ImportFixtures.open(Self.fullRELRO)
+            let entry = try #require(ImportFixtures.entries(of: "strlen", in: .object(Self.fullRELRO)).first)
+            let slot = try #require(UnsafeMutableRawPointer(bitPattern: entry.slot))
+            let page = entry.slot & ~(SlotMemory.pageSize - 1)
+            var status: Int32 = -1
+            var waited = false
+            try ImportFixtures.whileTheLoaderListIsHeld {
+                let token = try Hook.attach(on: FunctionSlot(slot), options: .liftsPageProtection) { _ in
+                } onLeave: { _ in
+                }
+                token.remove()
+                waited = !ImportFixtures.isReadOnly(entry.slot)
+                let child = fork()
+                if child == 0 {
+                    var mapping = ffh_mapping()
+                    _exit(ffh_mapping_of(page, &mapping) == 1 && mapping.protection == PROT_READ ? 0 : 1)
+                }
+                waitpid(child, &status, 0)
+            }
+            #expect(waited, "the page waited for the restorer, writable")
+            #expect(status == 0)
+            #expect(ImportFixtures.isReadOnlyAtRest(entry.slot))
+        }
+
         /// A page given its protection back late (by the restorer, the loader's list having
         /// been busy) is made read-only only where the object holding it then maps it read-only
         /// by its own program headers: its RELRO range, not its writable data. (The object may

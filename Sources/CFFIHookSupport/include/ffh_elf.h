@@ -112,6 +112,15 @@ void ffh_elf_unlock_list(void);
 /// page is writable data.
 int ffh_elf_protect_instance_locked(uintptr_t page, size_t length, int protection, const ffh_elf_instance *instance);
 
+/// Notes a page waiting for SlotMemory's restorer (`protection` to give back, while `instance`
+/// holds it), called under the lock that guards the restorer's list, which a fork holds
+/// across: a fork's child (no restorer thread there) gives such pages their protection back
+/// as it starts, as ``ffh_elf_protect_instance_locked`` would (32 pages at most are noted).
+/// Needs ffh_elf_guard_walks_across_fork to have been called.
+void ffh_elf_note_waiting(uintptr_t page, size_t length, int protection, const ffh_elf_instance *instance);
+/// Forgets a page noted by ``ffh_elf_note_waiting``; every page for 0.
+void ffh_elf_forget_waiting(uintptr_t page);
+
 /// Whether the loader's list lock was found at load (glibc's `_rtld_global`).
 int ffh_elf_knows_list_lock(void);
 

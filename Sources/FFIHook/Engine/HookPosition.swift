@@ -47,8 +47,9 @@ public struct HookOptions: OptionSet, Sendable, Hashable {
     /// loader is still writing, is left to the loader. When that lock stays busy for longer
     /// than a write waits for it (50 ms: another thread inside a `dl_iterate_phdr` callback,
     /// which may itself wait for the library), a thread the library starts for the purpose
-    /// gives the page its protection back as soon as the lock is free; until then the page
-    /// counts as read-only for every hook. A read-only page of a file that no
+    /// gives the page its protection back as soon as the lock is free (a child forked
+    /// meanwhile gives it back as it starts); until then the page counts as read-only for
+    /// every hook. A read-only page of a file that no
     /// loaded object holds (an object the loader is still loading or already unloading, or a
     /// file the program mapped itself) is not lifted: the write fails with
     /// ``HookError/Code-swift.struct/protectionChangeFailed``. Without the option such a slot

@@ -185,7 +185,7 @@ enum SlotMemory {
                 // the caller asks for the protection of what is there now.
                 session.pages[pageAddress] = nil
                 session.objects[pageAddress] = nil
-                session.unrestored[pageAddress] = nil
+                if session.unrestored.removeValue(forKey: pageAddress) != nil { ffh_elf_forget_waiting(pageAddress) }
                 session.lastPage = 0
                 return exchange
             }
@@ -290,6 +290,9 @@ enum SlotMemory {
         mutating func restore(_ page: UInt, _ protection: Protection, heldBy object: SettledObject?) {
             guard !SlotMemory.restore(page, protection, heldBy: object), let object else { return }
             unrestored[page] = (protection, object)
+            withUnsafePointer(to: object.instance) {
+                ffh_elf_note_waiting(page, Int(SlotMemory.pageSize), protection.flags, $0)
+            }
         }
 
         /// Whether pages wait for a restorer and none runs in this process.
@@ -357,6 +360,9 @@ enum SlotMemory {
     /// object that held it when it was lifted still does and the page is still as writable as
     /// it was left; then ends. Called with no lock of this file held.
     private static func startRestorerIfNeeded() {
+        // A fork's child, which has no restorer, gives the waiting pages back as it starts
+        // (``ffh_elf_note_waiting``), with the handlers that keep walks across forks.
+        ffh_elf_guard_walks_across_fork()
         let start = writablePages.withLock { session -> Bool in
             guard session.needsRestorer else { return false }
             session.restorer = ffh_getpid()
@@ -397,6 +403,7 @@ enum SlotMemory {
                     }
                 }
                 session.unrestored = [:]
+                ffh_elf_forget_waiting(0)
                 session.restorer = 0
                 return true
             }
