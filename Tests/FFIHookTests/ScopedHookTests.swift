@@ -199,10 +199,13 @@ import Testing
 
     @Test func aTaskLimitOutsideAScopeAndALimitedReplacementAreRefused() throws {
         withAddSlot { slot in
+            // The error names the slot, as every error about a slot does.
             #expect {
                 try returning(-1, on: slot, options: .inCurrentTaskOnly)
             } throws: { error in
-                (error as? HookError)?.code == .unsupportedCallerLimit
+                guard let error = error as? HookError else { return false }
+                return error.code == .unsupportedCallerLimit && error.slot?.address == UInt(bitPattern: slot)
+                    && error.description.contains(String(UInt(bitPattern: slot), radix: 16))
             }
             let negate: AddFunction = { a, b in -(a + b) }
             for option in [HookOptions.inCurrentTaskOnly, .onInstallingThreadOnly] {

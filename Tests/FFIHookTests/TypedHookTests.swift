@@ -227,7 +227,7 @@ extension FixtureTableTests {
             }
             #expect(error?.code == .invalidSignature)
             #expect(error?.callInterfaceError?.code == .argumentCountMismatch)
-            #expect(error?.message == "1 arguments given where the signature has 2")
+            #expect(error?.message == "1 argument given where the signature has 2")
             error = #expect(throws: HookError.self) {
                 try Hook.after(
                     on: fixtureSlot(\.add), signature: FixtureSignature.add,

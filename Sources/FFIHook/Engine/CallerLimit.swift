@@ -23,12 +23,13 @@ package struct CallerLimit: Sendable {
     /// The limit `options` ask for, taken from the calling thread and task.
     ///
     /// - Throws: ``HookError/Code-swift.struct/unsupportedCallerLimit`` for
-    ///   ``HookOptions/inCurrentTaskOnly`` outside ``Hook/scoped(_:during:)``.
-    package init(options: HookOptions, signature: Signature?) throws(HookError) {
+    ///   ``HookOptions/inCurrentTaskOnly`` outside ``Hook/scoped(_:during:)``, naming `slot`
+    ///   (the slot being hooked, where there is one).
+    package init(options: HookOptions, signature: Signature?, slot: UInt? = nil) throws(HookError) {
         var scope: HookScope?
         if options.contains(.inCurrentTaskOnly) {
             guard let current = HookScope.current else {
-                throw HookError(slot: nil, signature: signature, problem: .taskLimitOutsideScope)
+                throw HookError(slot: slot, signature: signature, problem: .taskLimitOutsideScope)
             }
             scope = current
         }

@@ -163,8 +163,9 @@ package final class SlotRegistry: Sendable {
         preserving: Bool = false, direct: TypedDirect? = nil, block: @escaping HookRecord.Block
     ) throws(HookError) -> HookRecord {
         let slot = try Self.checkedSlot(slot, signature: signature)
-        let limit = if let limit { limit } else { try CallerLimit(options: options, signature: signature) }
         let address = UInt(bitPattern: slot)
+        let limit =
+            if let limit { limit } else { try CallerLimit(options: options, signature: signature, slot: address) }
         func failure(_ problem: HookError.Problem) -> HookError {
             HookError(slot: address, signature: signature, problem: problem)
         }

@@ -101,7 +101,7 @@ public struct CallInterfaceError: Error, Sendable, Hashable, CustomStringConvert
         case .variadicPromotion(let promoted):
             text += "cannot be variadic: C promotes it, write '\(promoted)'"
         case .argumentCountMismatch(let expected, let actual):
-            text += "\(actual) arguments given where the signature has \(expected)"
+            text += "\(actual) \(actual == 1 ? "argument" : "arguments") given where the signature has \(expected)"
         case .typeMismatch(let swiftType):
             text += "does not match the Swift type \(swiftType)"
         }
