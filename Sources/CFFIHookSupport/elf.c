@@ -888,11 +888,8 @@ void ffh_elf_forget_waiting(uintptr_t page) {
 
 static void ffh_elf_restore_waiting(void) {
     for (unsigned index = 0; index < ffh_elf_waiting_count; index++) {
-        ffh_mapping mapping;
-        const int lifted = ffh_elf_waiting[index].protection | PROT_READ | PROT_WRITE;
-        if (ffh_mapping_of(ffh_elf_waiting[index].page, &mapping) != 1 || mapping.protection != lifted) continue;
-        (void)ffh_elf_protect_instance_locked(ffh_elf_waiting[index].page, ffh_elf_waiting[index].length,
-                                              ffh_elf_waiting[index].protection, &ffh_elf_waiting[index].instance);
+        (void)ffh_elf_restore_late(ffh_elf_waiting[index].page, ffh_elf_waiting[index].length,
+                                   ffh_elf_waiting[index].protection, &ffh_elf_waiting[index].instance);
     }
     ffh_elf_waiting_count = 0;
 }
@@ -1014,13 +1011,19 @@ __attribute__((constructor)) static void ffh_elf_find_list_lock(void) {
 
 int ffh_elf_knows_list_lock(void) { return ffh_elf_list_lock != NULL; }
 
-/* The change itself, with the loader's list lock held (or not known). */
-static int ffh_elf_protect_held(uintptr_t page, size_t length, int protection, const ffh_elf_instance *instance) {
+static int ffh_elf_read_only_by_design(uintptr_t page, size_t length, const ffh_elf_instance *instance);
+
+/* The change itself, with the loader's list lock held (or not known, or in a fork's child).
+   `late`: a page lifted some time before, made read-only only where its object's own headers
+   map it so (ffh_elf_restore_late). */
+static int ffh_elf_protect_held(uintptr_t page, size_t length, int protection, const ffh_elf_instance *instance,
+                                int late) {
     ffh_elf_instance holder;
     if (!ffh_elf_settled_object(page, &holder) || holder.map != instance->map || holder.start != instance->start ||
         holder.end != instance->end) {
         return 0;
     }
+    if (late && !(protection & PROT_WRITE) && !ffh_elf_read_only_by_design(page, length, &holder)) return 0;
     return ffh_syscall3(SYS_mprotect, (long)page, (long)length, protection) == 0 ? 1 : -1;
 }
 
@@ -1054,7 +1057,7 @@ int ffh_elf_protect_instance(uintptr_t page, size_t length, int protection, cons
     }
     int result = -2;
     if (locked) {
-        result = ffh_elf_protect_held(page, length, protection, instance);
+        result = ffh_elf_protect_held(page, length, protection, instance, 0);
         if (ffh_elf_list_lock) pthread_mutex_unlock(ffh_elf_list_lock);
     }
     if (gate && ffh_elf_walking == 0) pthread_rwlock_unlock(&ffh_elf_gate);
@@ -1106,11 +1109,11 @@ static int ffh_elf_read_only_by_design(uintptr_t page, size_t length, const ffh_
 }
 
 int ffh_elf_protect_instance_locked(uintptr_t page, size_t length, int protection, const ffh_elf_instance *instance) {
-    ffh_elf_instance holder;
-    if (!ffh_elf_settled_object(page, &holder) || holder.map != instance->map || holder.start != instance->start ||
-        holder.end != instance->end) {
-        return 0;
-    }
-    if (!(protection & PROT_WRITE) && !ffh_elf_read_only_by_design(page, length, &holder)) return 0;
-    return ffh_syscall3(SYS_mprotect, (long)page, (long)length, protection) == 0 ? 1 : -1;
+    return ffh_elf_protect_held(page, length, protection, instance, 1);
+}
+
+int ffh_elf_restore_late(uintptr_t page, size_t length, int protection, const ffh_elf_instance *instance) {
+    ffh_mapping mapping;
+    if (ffh_mapping_of(page, &mapping) != 1 || mapping.protection != (protection | PROT_READ | PROT_WRITE)) return 0;
+    return ffh_elf_protect_instance_locked(page, length, protection, instance);
 }

@@ -111,11 +111,15 @@ void ffh_elf_unlock_list(void);
 /// its place may have the same link map, start and end (the loader reuses them), where its
 /// page is writable data.
 int ffh_elf_protect_instance_locked(uintptr_t page, size_t length, int protection, const ffh_elf_instance *instance);
+/// ``ffh_elf_protect_instance_locked`` for a page still as the lift left it (readable and
+/// writable, with its executable bit as `protection` has it): a page whose protection changed
+/// since is its owner's, and left alone. 0 when nothing was changed.
+int ffh_elf_restore_late(uintptr_t page, size_t length, int protection, const ffh_elf_instance *instance);
 
 /// Notes a page waiting for SlotMemory's restorer (`protection` to give back, while `instance`
 /// holds it), called under the lock that guards the restorer's list, which a fork holds
 /// across: a fork's child (no restorer thread there) gives such pages their protection back
-/// as it starts, as ``ffh_elf_protect_instance_locked`` would (32 pages at most are noted).
+/// as it starts, with ``ffh_elf_restore_late`` (32 pages at most are noted).
 /// Needs ffh_elf_guard_walks_across_fork to have been called.
 void ffh_elf_note_waiting(uintptr_t page, size_t length, int protection, const ffh_elf_instance *instance);
 /// Forgets a page noted by ``ffh_elf_note_waiting``; every page for 0.

@@ -393,13 +393,8 @@ enum SlotMemory {
             ffh_elf_lock_list()
             let done = writablePages.withLockIfAvailable { session -> Bool in
                 for (page, entry) in session.unrestored {
-                    var lifted = entry.protection
-                    lifted.readable = true
-                    lifted.writable = true
-                    var mapping = ffh_mapping()
-                    guard ffh_mapping_of(page, &mapping) == 1, mapping.protection == lifted.flags else { continue }
                     withUnsafePointer(to: entry.object.instance) {
-                        _ = ffh_elf_protect_instance_locked(page, Int(pageSize), entry.protection.flags, $0)
+                        _ = ffh_elf_restore_late(page, Int(pageSize), entry.protection.flags, $0)
                     }
                 }
                 session.unrestored = [:]
