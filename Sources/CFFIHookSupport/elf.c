@@ -863,15 +863,16 @@ static struct {
 } ffh_elf_waiting[FFH_ELF_WAITING_MAX];
 static unsigned ffh_elf_waiting_count;
 
-void ffh_elf_note_waiting(uintptr_t page, size_t length, int protection, const ffh_elf_instance *instance) {
+int ffh_elf_note_waiting(uintptr_t page, size_t length, int protection, const ffh_elf_instance *instance) {
     unsigned index = 0;
     while (index < ffh_elf_waiting_count && ffh_elf_waiting[index].page != page) index++;
-    if (index == FFH_ELF_WAITING_MAX) return;
+    if (index == FFH_ELF_WAITING_MAX) return 0;
     ffh_elf_waiting[index].page = page;
     ffh_elf_waiting[index].length = length;
     ffh_elf_waiting[index].protection = protection;
     ffh_elf_waiting[index].instance = *instance;
     if (index == ffh_elf_waiting_count) ffh_elf_waiting_count++;
+    return 1;
 }
 
 void ffh_elf_forget_waiting(uintptr_t page) {

@@ -954,6 +954,40 @@ extension FixtureTableTests {
             #expect(ImportFixtures.isReadOnlyAtRest(entry.slot))
         }
 
+        /// A child forked while a page waits for the restorer starts no restorer for it: the
+        /// child gave the page back as it started, and its loader's list may stay locked for
+        /// good (a parent's thread held it at the fork, as here), where such a restorer waited
+        /// for ever, holding the walk gate's read side (the child's own forks then waited for
+        /// it). A session that ends in the child, which starts the restorer when pages wait,
+        /// leaves the child with its one thread.
+        @Test(.disabled(if: ProcessLifeTests.underThreadSanitizer, "a child of a fork made while threads run"))
+        func aChildForkedWhileAPageWaitsStartsNoRestorerForIt() throws {
+            _ = try ImportFixtures.open(Self.fullRELRO)
+            let entry = try #require(ImportFixtures.entries(of: "strlen", in: .object(Self.fullRELRO)).first)
+            let slot = try #require(UnsafeMutableRawPointer(bitPattern: entry.slot))
+            var status: Int32 = -1
+            var waited = false
+            try ImportFixtures.whileTheLoaderListIsHeld {
+                let token = try Hook.attach(on: FunctionSlot(slot), options: .liftsPageProtection) { _ in
+                } onLeave: { _ in
+                }
+                token.remove()
+                waited = !ImportFixtures.isReadOnly(entry.slot)
+                let child = fork()
+                if child == 0 {
+                    guard ct_thread_count() == 1 else { _exit(2) }
+                    SlotMemory.keepingPagesWritable {}
+                    // A restorer, had one started, would be waiting for the list by now.
+                    usleep(100_000)
+                    _exit(ct_thread_count() == 1 ? 0 : 1)
+                }
+                waitpid(child, &status, 0)
+            }
+            #expect(waited, "the page waited for the restorer, writable")
+            #expect(status == 0, "the child's threads: \(status == 256 ? "a restorer waited" : "status \(status)")")
+            #expect(ImportFixtures.isReadOnlyAtRest(entry.slot))
+        }
+
         /// A page given its protection back late (by the restorer, the loader's list having
         /// been busy) is made read-only only where the object holding it then maps it read-only
         /// by its own program headers: its RELRO range, not its writable data. (The object may

@@ -119,9 +119,10 @@ int ffh_elf_restore_late(uintptr_t page, size_t length, int protection, const ff
 /// Notes a page waiting for SlotMemory's restorer (`protection` to give back, while `instance`
 /// holds it), called under the lock that guards the restorer's list, which a fork holds
 /// across: a fork's child (no restorer thread there) gives such pages their protection back
-/// as it starts, with ``ffh_elf_restore_late`` (32 pages at most are noted).
-/// Needs ffh_elf_guard_walks_across_fork to have been called.
-void ffh_elf_note_waiting(uintptr_t page, size_t length, int protection, const ffh_elf_instance *instance);
+/// as it starts, with ``ffh_elf_restore_late`` (32 pages at most are noted). Returns 1 when
+/// the page is noted, 0 when 32 others are. Needs ffh_elf_guard_walks_across_fork to have
+/// been called.
+int ffh_elf_note_waiting(uintptr_t page, size_t length, int protection, const ffh_elf_instance *instance);
 /// Forgets a page noted by ``ffh_elf_note_waiting``; every page for 0.
 void ffh_elf_forget_waiting(uintptr_t page);
 

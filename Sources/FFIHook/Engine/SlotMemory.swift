@@ -103,6 +103,7 @@ enum SlotMemory {
     /// so no write of another thread shows its page writable for a moment.
     static func isWritableAtRest(_ address: UInt) -> Bool {
         writablePages.withLock { session in
+            session.forgetPagesOfParent()
             if let kept = session.kept(address & ~(pageSize - 1)) { return kept.writable }
             return isWritable(address)
         }
@@ -114,7 +115,10 @@ enum SlotMemory {
     /// it may show a page that another thread lifts for one write at that moment as writable:
     /// whether the page is writable is ``isWritableAtRest(_:)``'s to say.
     static func protectionAtRest(of address: UInt) -> Protection? {
-        let kept = writablePages.withLock { session -> Protection? in session.kept(address & ~(pageSize - 1)) }
+        let kept = writablePages.withLock { session -> Protection? in
+            session.forgetPagesOfParent()
+            return session.kept(address & ~(pageSize - 1))
+        }
         return kept ?? protection(of: address)
     }
 
@@ -172,6 +176,7 @@ enum SlotMemory {
         var restorerMayBeWanted = false
         defer { if restorerMayBeWanted { startRestorerIfNeeded() } }
         return writablePages.withLock { session -> Exchange? in
+            session.forgetPagesOfParent()
             // A table's slots come in runs on one page: the last page needs no lookup.
             if session.lastPage == pageAddress || session.kept(pageAddress) != nil {
                 restorerMayBeWanted = !session.unrestored.isEmpty
@@ -274,9 +279,25 @@ enum SlotMemory {
         /// back. Until then each counts as kept, like `pages`: read-only at rest, and written
         /// as it is. A page forgotten for good would stay writable, and every later write
         /// would take it for writable at rest.
-        var unrestored: [UInt: (protection: Protection, object: SettledObject)] = [:]
+        /// `noted`: whether the C side holds it too (``ffh_elf_note_waiting``, which holds a
+        /// few dozen), for a fork's child to give back as it starts.
+        var unrestored: [UInt: (protection: Protection, object: SettledObject, noted: Bool)] = [:]
+        /// The process that noted the pages of ``unrestored`` (see ``forgetPagesOfParent()``).
+        var unrestoredIn: pid_t = 0
         /// The process whose restorer thread runs (0: none; a fork's child has none).
         var restorer: pid_t = 0
+
+        /// In a fork's child, forgets the waiting pages its parent noted that the C side gave
+        /// back as the child started: no restorer is needed for them (one started for them in
+        /// a child whose loader list stayed locked, by a parent's thread walking it, waited for
+        /// ever, holding the walk gate's read side, which the child's own forks then waited
+        /// for). Pages the C side could not note stay, for the child's restorer.
+        mutating func forgetPagesOfParent() {
+            guard !unrestored.isEmpty, unrestoredIn != ffh_getpid() else { return }
+            unrestored = unrestored.filter { !$0.value.noted }
+            unrestoredIn = ffh_getpid()
+            restorer = 0
+        }
 
         /// The protection a kept or unrestored page gets back, nil for any other page.
         func kept(_ page: UInt) -> Protection? {
@@ -289,10 +310,12 @@ enum SlotMemory {
         /// to the restorer.
         mutating func restore(_ page: UInt, _ protection: Protection, heldBy object: SettledObject?) {
             guard !SlotMemory.restore(page, protection, heldBy: object), let object else { return }
-            unrestored[page] = (protection, object)
-            withUnsafePointer(to: object.instance) {
-                ffh_elf_note_waiting(page, Int(SlotMemory.pageSize), protection.flags, $0)
+            forgetPagesOfParent()
+            unrestoredIn = ffh_getpid()
+            let noted = withUnsafePointer(to: object.instance) {
+                ffh_elf_note_waiting(page, Int(SlotMemory.pageSize), protection.flags, $0) != 0
             }
+            unrestored[page] = (protection, object, noted)
         }
 
         /// Whether pages wait for a restorer and none runs in this process.
@@ -364,6 +387,7 @@ enum SlotMemory {
         // (``ffh_elf_note_waiting``), with the handlers that keep walks across forks.
         ffh_elf_guard_walks_across_fork()
         let start = writablePages.withLock { session -> Bool in
+            session.forgetPagesOfParent()
             guard session.needsRestorer else { return false }
             session.restorer = ffh_getpid()
             return true

@@ -5,6 +5,7 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -138,6 +139,18 @@ void ct_hold_loader_list(unsigned milliseconds, int *inside) {
     ct_loader_hold hold = {milliseconds, inside};
     dl_iterate_phdr(ct_hold_visit, &hold);
     __atomic_store_n(inside, 2, __ATOMIC_RELEASE);
+}
+
+int ct_thread_count(void) {
+    int descriptor = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    if (descriptor < 0) return -1;
+    char text[4096];
+    ssize_t length = read(descriptor, text, sizeof text - 1);
+    close(descriptor);
+    if (length <= 0) return -1;
+    text[length] = 0;
+    const char *line = strstr(text, "\nThreads:");
+    return line ? atoi(line + strlen("\nThreads:")) : -1;
 }
 
 const void *ct_main_program_entry(void) { return (const void *)getauxval(AT_ENTRY); }

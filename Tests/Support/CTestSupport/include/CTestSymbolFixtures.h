@@ -47,6 +47,10 @@ int ct_executable_segment(const void *address, uintptr_t *start, uintptr_t *end)
 /// to 2 when leaving it.
 void ct_hold_loader_list(unsigned milliseconds, int *inside);
 
+/// The process's threads, as /proc/self/status counts them (system calls alone, for a child
+/// of a fork); -1 when it cannot be read.
+int ct_thread_count(void);
+
 /// The main program's entry point (AT_ENTRY).
 const void *ct_main_program_entry(void);
 
