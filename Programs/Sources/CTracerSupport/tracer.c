@@ -304,6 +304,35 @@ static size_t fht_name_cell(const char *name, size_t length, uint64_t hash) {
     }
 }
 
+/* The names' text, copied into blocks of FHT_NAME_BLOCK bytes that are never freed (as the
+   counters): one allocation a block rather than one a name (a dlopen of SQLite names 1,200
+   functions at once). A name longer than a sixteenth of a block gets one of its own. */
+#define FHT_NAME_BLOCK 65536
+static char *fht_name_text;
+static size_t fht_name_text_left;
+
+/* A copy of `name` (`length` bytes) and a NUL, or NULL when no memory is left. */
+static char *fht_name_copy(const char *name, size_t length) {
+    char *copy;
+    if (length + 1 > FHT_NAME_BLOCK / 16) {
+        copy = malloc(length + 1);
+        if (!copy) return NULL;
+    } else {
+        if (length + 1 > fht_name_text_left) {
+            char *block = malloc(FHT_NAME_BLOCK);
+            if (!block) return NULL;
+            fht_name_text = block;
+            fht_name_text_left = FHT_NAME_BLOCK;
+        }
+        copy = fht_name_text;
+        fht_name_text += length + 1;
+        fht_name_text_left -= length + 1;
+    }
+    memcpy(copy, name, length);
+    copy[length] = 0;
+    return copy;
+}
+
 fht_counter *fht_counter_named(const char *name, size_t length) {
     if (!fht_name_cell_count) return NULL;
     uint32_t held = fht_name_cells[fht_name_cell(name, length, fht_name_hash(name, length))];
@@ -353,15 +382,11 @@ fht_counter *fht_counter_naming(const char *name, size_t length, int *made) {
         }
     }
     if (fht_names_count >= UINT32_MAX - 1 || !fht_name_room()) return NULL;
-    char *copy = malloc(length + 1);
-    if (!copy) return NULL;
     fht_counter *counter = fht_counters(1);
-    if (!counter) {
-        free(copy);
-        return NULL;
-    }
-    memcpy(copy, name, length);
-    copy[length] = 0;
+    if (!counter) return NULL;
+    /* (Should the copy fail, the counter stays unused in its arena.) */
+    char *copy = fht_name_copy(name, length);
+    if (!copy) return NULL;
     fht_names[fht_names_count] = (fht_named){hash, copy, length, counter, fht_names_generation};
     /* (The table may have grown since the look above: the cell is found again.) */
     fht_name_cells[fht_name_cell(name, length, hash)] = (uint32_t)(++fht_names_count);

@@ -47,7 +47,7 @@ struct LoadedImage: Sendable {
     /// Its soname or file name, for messages.
     var name: String {
         if isMainProgram { return "the main program" }
-        return soname ?? path.split(separator: "/").last.map(String.init) ?? path
+        return soname ?? path.lastPathComponent
     }
 
     /// The loaded objects now, in the loader's order, each with the details `details` asks
@@ -131,7 +131,8 @@ struct LoadedImage: Sendable {
         var byName: [String: Int] = [:]
         for (index, image) in images.enumerated() {
             if let soname = image.soname { byName[soname] = index }
-            if let fileName = image.path.split(separator: "/").last.map(String.init), byName[fileName] == nil {
+            let fileName = image.path.lastPathComponent
+            if !fileName.isEmpty, byName[fileName] == nil {
                 byName[fileName] = index
             }
         }
@@ -146,5 +147,21 @@ struct LoadedImage: Sendable {
             }
         }
         return Set(reached.map { images[$0].key })
+    }
+}
+
+extension String {
+    /// The path's last component (after its last `/`, trailing slashes left out), or the whole
+    /// string when it has none: what `split(separator: "/").last` gives, found in the UTF-8
+    /// bytes rather than character by character (it runs for every loaded object as the tracer
+    /// starts, where the character walk cost several thousand instructions a path).
+    var lastPathComponent: String {
+        let bytes = utf8
+        let slash = UInt8(ascii: "/")
+        var end = bytes.endIndex
+        while end > bytes.startIndex, bytes[bytes.index(before: end)] == slash { end = bytes.index(before: end) }
+        guard end > bytes.startIndex else { return self }
+        let start = bytes[..<end].lastIndex(of: slash).map { bytes.index(after: $0) } ?? bytes.startIndex
+        return String(self[start..<end])
     }
 }

@@ -106,10 +106,11 @@ final class Tracer: Sendable {
         /// object is attached to once for the functions chosen when it is first seen, then for
         /// functions chosen since, which it cannot have been attached to.
         var imports: [String: [String]] = [:]
-        /// The objects of ``imports`` that import each name, by key: a walk that chose new
-        /// functions finds the objects seen before whose tables lead to them here, rather than by
-        /// asking about every name those objects import (Python's interpreter imports hundreds of
-        /// the C library's functions, and each extension module it loads may choose a few more).
+        /// The objects of ``imports`` that import each name that had no counter when they were
+        /// first seen, by key: a walk that chose new functions finds the objects seen before
+        /// whose tables lead to them here, rather than by asking about every name those objects
+        /// import (Python's interpreter imports hundreds of the C library's functions, and each
+        /// extension module it loads may choose a few more).
         var importers: [String: [String]] = [:]
         /// The objects seen so far, by load bias, without their exports and imports: a walk takes
         /// one still loaded at its address under its path as it is (``LoadedImage/current(details:keeps:known:)``).
@@ -463,7 +464,6 @@ final class Tracer: Sendable {
             if !image.isMainProgram { state.seenNames.insert(image.name) }
             if !configuration.inline, isInScope(image) {
                 state.imports[image.key] = image.imports
-                for name in image.imports { state.importers[name, default: []].append(image.key) }
             }
             let naming = namingByKey[image.key] ?? configuration.libraries(naming: image.path, soname: image.soname)
             guard !naming.isEmpty else { continue }
@@ -483,6 +483,18 @@ final class Tracer: Sendable {
         }
         if !configuration.inline, !state.tracedLibraries.isEmpty {
             chooseImported(newTraced: newTraced, newImages: newImages, &state, choose)
+        }
+        // The new objects' names that still have no counter go to the index of importers: only
+        // those can be chosen by a later walk (a name keeps the counter it gets), so a name
+        // chosen now needs no entry. (SQLite loaded by `dlopen` imports 1,222 functions of its
+        // own, all chosen in the walk that first sees it: their entries, one array each, made
+        // the index cost a tenth of that walk.)
+        if !configuration.inline {
+            for image in images where newImages.contains(image.key) {
+                for name in state.imports[image.key] ?? [] where Self.counter(named: name) == nil {
+                    state.importers[name, default: []].append(image.key)
+                }
+            }
         }
         // The objects seen before that import a function chosen now, each with those functions
         // (found through the index of importers, made the first time an object seen before is
@@ -1358,7 +1370,7 @@ final class Tracer: Sendable {
         if length <= 0 { length = readlink("/proc/self/exe", &buffer, Int(PATH_MAX)) }
         guard length > 0 else { return "?" }
         let path = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        return path.split(separator: "/").last.map(String.init) ?? path
+        return path.lastPathComponent
     }
 
     /// Says a problem once.

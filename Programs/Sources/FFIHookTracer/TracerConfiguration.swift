@@ -164,11 +164,11 @@ struct TracerConfiguration: Sendable {
     func libraries(naming path: String, soname: String?) -> [String] {
         // The main program (no path) is no library: `*` does not name it.
         guard !path.isEmpty else { return [] }
-        let fileName = path.split(separator: "/").last.map(String.init) ?? path
+        let fileName = path.lastPathComponent
         var real: (path: String, fileName: String)??
         func resolved() -> (path: String, fileName: String)? {
             if let real { return real }
-            let found = Self.realPath(path).map { ($0, $0.split(separator: "/").last.map(String.init) ?? $0) }
+            let found = Self.realPath(path).map { ($0, $0.lastPathComponent) }
             real = .some(found)
             return found
         }
