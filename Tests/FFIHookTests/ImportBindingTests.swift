@@ -113,27 +113,20 @@ extension FixtureTableTests {
         /// test program's on it, and with it the loader's mark that it is never unloaded.)
         @Test(arguments: [RTLD_LAZY | RTLD_GLOBAL, RTLD_LAZY | RTLD_LOCAL])
         func aLazyEntryBoundForAHookLeavesItsDefinitionUnloadable(mode: Int32) throws {
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-                "ffihook-unloadable-\(getpid())-\(mode)")
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            defer { try? FileManager.default.removeItem(at: directory) }
-            let definer = directory.appendingPathComponent("libunloadable_definer.so")
-            let user = directory.appendingPathComponent("libunloadable_user.so")
-            try "int unloadable_triple(int value) { return value * 3; }".write(
-                to: directory.appendingPathComponent("definer.c"), atomically: true, encoding: .utf8)
-            try "int unloadable_triple(int);\nint unloadable_user(int value) { return unloadable_triple(value) + 1; }"
-                .write(to: directory.appendingPathComponent("user.c"), atomically: true, encoding: .utf8)
-            try #require(
-                system("cc -O1 -shared -fPIC -o '\(definer.path)' '\(directory.path)/definer.c'") == 0)
-            try #require(
-                system(
-                    "cc -O1 -shared -fPIC -Wl,-z,lazy -o '\(user.path)' '\(directory.path)/user.c' "
-                        + "-L'\(directory.path)' -l:libunloadable_definer.so -Wl,-rpath,'\(directory.path)'") == 0)
-            let handle = try #require(dlopen(user.path, mode))
+            let libraries = try ThrowawayLibraries("unloadable-\(mode)")
+            defer { libraries.remove() }
+            let definer = try libraries.build(
+                "libunloadable_definer.so", source: "int unloadable_triple(int value) { return value * 3; }")
+            let user = try libraries.build(
+                "libunloadable_user.so",
+                source:
+                    "int unloadable_triple(int);\nint unloadable_user(int value) { return unloadable_triple(value) + 1; }",
+                flags: "-Wl,-z,lazy -L$DIR -l:libunloadable_definer.so -Wl,-rpath,$DIR")
+            let handle = try #require(dlopen(user, mode))
             let call = try #require(dlsym(handle, "unloadable_user"))
             let function = unsafeBitCast(call, to: (@convention(c) (Int32) -> Int32).self)
             let calls = AttachTests.Counter()
-            let group = try ImportTable.attach(symbol: "unloadable_triple", in: .object(user.path)) { _ in
+            let group = try ImportTable.attach(symbol: "unloadable_triple", in: .object(user)) { _ in
                 calls.add()
             }
             #expect(function(4) == 13)
@@ -142,7 +135,7 @@ extension FixtureTableTests {
             #expect(function(5) == 16)
             #expect(calls.count == 1)
             #expect(dlclose(handle) == 0)
-            let left = dlopen(definer.path, RTLD_LAZY | RTLD_NOLOAD)
+            let left = dlopen(definer, RTLD_LAZY | RTLD_NOLOAD)
             #expect(left == nil, "the definition is still loaded after the dlclose of the only object that needs it")
             if let left { dlclose(left) }
         }

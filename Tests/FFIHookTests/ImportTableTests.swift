@@ -994,18 +994,16 @@ extension FixtureTableTests {
         /// have been unloaded meanwhile and another file loaded at its place, with the same link
         /// map, start and end, whose page there is writable data: made read-only, it faulted.)
         @Test func aLateRestoreLeavesAnObjectsWritableDataWritable() throws {
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("late-restore-\(getpid())")
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            defer { try? FileManager.default.removeItem(at: directory) }
-            let source = directory.appendingPathComponent("late.c")
-            let library = directory.appendingPathComponent("liblate.so")
-            try """
-            static int eight(void) { return 8; }
-            int (*const late_table[1])(void) = { eight };
-            int late_data[2048] = { 1 };
-            """.write(to: source, atomically: true, encoding: .utf8)
-            try #require(system("cc -O1 -shared -fPIC -Wl,-z,relro,-z,now -o '\(library.path)' '\(source.path)'") == 0)
-            let handle = try #require(dlopen(library.path, RTLD_NOW | RTLD_LOCAL))
+            let libraries = try ThrowawayLibraries("late-restore")
+            defer { libraries.remove() }
+            let library = try libraries.build(
+                "liblate.so",
+                source: """
+                    static int eight(void) { return 8; }
+                    int (*const late_table[1])(void) = { eight };
+                    int late_data[2048] = { 1 };
+                    """, flags: "-Wl,-z,relro,-z,now")
+            let handle = try #require(dlopen(library, RTLD_NOW | RTLD_LOCAL))
             defer { dlclose(handle) }
             let page = SlotMemory.pageSize
             let tableSymbol: UnsafeMutableRawPointer = try #require(dlsym(handle, "late_table"))

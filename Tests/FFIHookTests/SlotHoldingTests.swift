@@ -95,31 +95,24 @@ import Testing
     /// the same address (what the loader usually picks) the slot is readable and no longer
     /// the library's; elsewhere it is not mapped, or not the library's either.
     @Test func anImportTableLoadedAgainNoLongerLeadsToItsAttach() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ffihook-holding-\(getpid())")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let definer = directory.appendingPathComponent("libholding_definer.so")
-        let user = directory.appendingPathComponent("libholding_user.so")
-        try "int holding_double(int value) { return value * 2; }".write(
-            to: directory.appendingPathComponent("definer.c"), atomically: true, encoding: .utf8)
-        try "int holding_double(int);\nint holding_user(int value) { return holding_double(value) + 1; }"
-            .write(to: directory.appendingPathComponent("user.c"), atomically: true, encoding: .utf8)
-        try #require(system("cc -O1 -shared -fPIC -o '\(definer.path)' '\(directory.path)/definer.c'") == 0)
-        try #require(
-            system(
-                "cc -O1 -shared -fPIC -o '\(user.path)' '\(directory.path)/user.c' "
-                    + "-L'\(directory.path)' -l:libholding_definer.so -Wl,-rpath,'\(directory.path)'") == 0)
+        let libraries = try ThrowawayLibraries("holding")
+        defer { libraries.remove() }
+        _ = try libraries.build("libholding_definer.so", source: "int holding_double(int value) { return value * 2; }")
+        let user = try libraries.build(
+            "libholding_user.so",
+            source: "int holding_double(int);\nint holding_user(int value) { return holding_double(value) + 1; }",
+            flags: "-L$DIR -l:libholding_definer.so -Wl,-rpath,$DIR")
         typealias UserFunction = @convention(c) (Int32) -> Int32
         func load() throws -> (handle: UnsafeMutableRawPointer, function: UserFunction, address: UInt) {
-            guard let handle = dlopen(user.path, RTLD_NOW | RTLD_LOCAL), let symbol = dlsym(handle, "holding_user")
+            guard let handle = dlopen(user, RTLD_NOW | RTLD_LOCAL), let symbol = dlsym(handle, "holding_user")
             else {
-                throw LoadFailure(path: user.path)
+                throw LoadFailure(path: user)
             }
             return (handle, unsafeBitCast(symbol, to: UserFunction.self), UInt(bitPattern: symbol))
         }
         let first = try load()
         let calls = AttachTests.Counter()
-        let group = try ImportTable.attach(symbol: "holding_double", in: .object(user.path)) { _ in calls.add() }
+        let group = try ImportTable.attach(symbol: "holding_double", in: .object(user)) { _ in calls.add() }
         let token = try #require(group.tokens.first)
         #expect(first.function(4) == 9)
         #expect(calls.count == 1)

@@ -283,17 +283,15 @@ extension FixtureTableTests {
         /// tracer left). The page's object is told apart from what is mapped there later by the
         /// loader's own lookup of finished objects.
         @Test func aPageOfAnUnloadedLibraryMappedAgainWritableKeepsItsProtection() throws {
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("settled-\(getpid())")
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            defer { try? FileManager.default.removeItem(at: directory) }
-            let source = directory.appendingPathComponent("settled.c")
-            let library = directory.appendingPathComponent("libsettled.so")
-            try """
-            static int seven(void) { return 7; }
-            int (*const settled_table[1])(void) = { seven };
-            """.write(to: source, atomically: true, encoding: .utf8)
-            try #require(system("cc -O1 -shared -fPIC -Wl,-z,relro,-z,now -o '\(library.path)' '\(source.path)'") == 0)
-            let handle = try #require(dlopen(library.path, RTLD_NOW | RTLD_LOCAL))
+            let libraries = try ThrowawayLibraries("settled")
+            defer { libraries.remove() }
+            let library = try libraries.build(
+                "libsettled.so",
+                source: """
+                    static int seven(void) { return 7; }
+                    int (*const settled_table[1])(void) = { seven };
+                    """, flags: "-Wl,-z,relro,-z,now")
+            let handle = try #require(dlopen(library, RTLD_NOW | RTLD_LOCAL))
             let slot = try #require(dlsym(handle, "settled_table"))
             let address = UInt(bitPattern: slot)
             let page = try #require(UnsafeMutableRawPointer(bitPattern: address & ~(UInt(Self.pageSize) - 1)))
@@ -307,7 +305,7 @@ extension FixtureTableTests {
                 #expect(dlclose(handle) == 0)
                 var unloaded = false
                 for _ in 0..<500 {
-                    guard let held = dlopen(library.path, RTLD_NOW | RTLD_NOLOAD) else {
+                    guard let held = dlopen(library, RTLD_NOW | RTLD_NOLOAD) else {
                         unloaded = true
                         break
                     }
@@ -338,17 +336,15 @@ extension FixtureTableTests {
         /// loader relocated it.)
         @Test func aSessionGivesAnObjectsPageItsProtectionBackUnderTheLoadersListLock() throws {
             #expect(ffh_elf_knows_list_lock() == 1)
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("listlock-\(getpid())")
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            defer { try? FileManager.default.removeItem(at: directory) }
-            let source = directory.appendingPathComponent("listlock.c")
-            let library = directory.appendingPathComponent("liblistlock.so")
-            try """
-            static int eight(void) { return 8; }
-            int (*const listlock_table[1])(void) = { eight };
-            """.write(to: source, atomically: true, encoding: .utf8)
-            try #require(system("cc -O1 -shared -fPIC -Wl,-z,relro,-z,now -o '\(library.path)' '\(source.path)'") == 0)
-            let handle = try #require(dlopen(library.path, RTLD_NOW | RTLD_LOCAL))
+            let libraries = try ThrowawayLibraries("listlock")
+            defer { libraries.remove() }
+            let library = try libraries.build(
+                "liblistlock.so",
+                source: """
+                    static int eight(void) { return 8; }
+                    int (*const listlock_table[1])(void) = { eight };
+                    """, flags: "-Wl,-z,relro,-z,now")
+            let handle = try #require(dlopen(library, RTLD_NOW | RTLD_LOCAL))
             defer { dlclose(handle) }
             let slot = try #require(dlsym(handle, "listlock_table"))
             let address = UInt(bitPattern: slot)
