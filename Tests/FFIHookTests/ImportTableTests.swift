@@ -68,14 +68,14 @@ enum ImportFixtures {
     }
 
     /// Runs `body` while another thread holds the loader's list of objects (inside a
-    /// `dl_iterate_phdr` callback) for 1.3 seconds: longer than a write waits for it.
-    static func whileTheLoaderListIsHeld(_ body: () throws -> Void) rethrows {
+    /// `dl_iterate_phdr` callback) for `milliseconds` (1.3 seconds: longer than a write waits for it).
+    static func whileTheLoaderListIsHeld(milliseconds: UInt32 = 1300, _ body: () throws -> Void) rethrows {
         let inside = UnsafeMutablePointer<Atomic<Int32>>.allocate(capacity: 1)
         defer { inside.deallocate() }
         inside.initialize(to: Atomic(0))
         let address = UInt(bitPattern: inside)
         let holder = JoinableThread {
-            ct_hold_loader_list(1300, UnsafeMutablePointer<Int32>(bitPattern: address))
+            ct_hold_loader_list(milliseconds, UnsafeMutablePointer<Int32>(bitPattern: address))
         }
         defer { holder.join() }
         while inside.pointee.load(ordering: .acquiring) == 0 { usleep(1000) }
@@ -967,7 +967,9 @@ extension FixtureTableTests {
             let slot = try #require(UnsafeMutableRawPointer(bitPattern: entry.slot))
             var status: Int32 = -1
             var waited = false
-            try ImportFixtures.whileTheLoaderListIsHeld {
+            // (Longer than the others' hold: the child's wait comes on top, and a sanitizer's build
+            // is slower.)
+            try ImportFixtures.whileTheLoaderListIsHeld(milliseconds: 3000) {
                 let token = try Hook.attach(on: FunctionSlot(slot), options: .liftsPageProtection) { _ in
                 } onLeave: { _ in
                 }
