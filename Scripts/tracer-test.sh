@@ -2966,3 +2966,134 @@ for mode in "" "--scope all"; do
     fi
 done
 echo "a library that only a lazily bound object needed: its one call counted, unloaded with that object's dlclose"
+echo "== tracer test: --inline, copies of one library loaded and unloaded: a row for each copy"
+# A function's row is its file's (by path and offset), kept when the file is unloaded: the rows
+# went by load address, so that a copy loaded after another was unloaded counted in that one's
+# row, and the same copy loaded again in another. Three copies with one soname (the third is
+# told apart by its path), loaded one at a time and then together.
+mkdir -p "$work/twins"
+echo 'int twin_work(int value) { volatile int local = value; return local + 1; }' >"$work/twins/twin.c"
+for copy in 0 1 2; do
+    gcc -O1 -fPIC -shared -Wl,-soname,libtwin.so -o "$work/twins/libtwin_$copy.so" "$work/twins/twin.c"
+done
+cat >"$work/twins/twins.c" <<'C'
+#include <dlfcn.h>
+#include <stdio.h>
+static void *load(const char *directory, int copy) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/libtwin_%d.so", directory, copy);
+    return dlopen(path, RTLD_NOW | RTLD_LOCAL);
+}
+static int call(void *handle, int times) {
+    int (*work)(int) = (int (*)(int))dlsym(handle, "twin_work");
+    int sum = 0;
+    for (int index = 0; index < times; index++) sum += work(index);
+    return sum;
+}
+int main(int argc, char **argv) {
+    (void)argc;
+    /* One at a time: copy 0 once, copy 1 twice, copy 2 three times, copy 0 again four times. */
+    int sequence[4][2] = {{0, 1}, {1, 2}, {2, 3}, {0, 4}};
+    for (int step = 0; step < 4; step++) {
+        void *handle = load(argv[1], sequence[step][0]);
+        if (!handle) return 2;
+        call(handle, sequence[step][1]);
+        dlclose(handle);
+    }
+    /* Together: 10, 20 and 30 calls. */
+    void *handles[3];
+    for (int copy = 0; copy < 3; copy++) {
+        if (!(handles[copy] = load(argv[1], copy))) return 3;
+    }
+    for (int copy = 0; copy < 3; copy++) call(handles[copy], 10 * (copy + 1));
+    for (int copy = 0; copy < 3; copy++) dlclose(handles[copy]);
+    puts("done");
+    return 0;
+}
+C
+gcc -O1 -o "$work/twins/twins" "$work/twins/twins.c" -ldl
+out=$("$bin/ffi-hook-tracer" --inline --library 'libtwin_*' --symbols twin_work -- "$work/twins/twins" "$work/twins" 2>"$work/twins/err")
+rows=$(python3 - "$work/twins/err" <<'PY'
+import re, sys
+counts = {}
+for line in open(sys.argv[1]):
+    match = re.match(r"^(twin_work(?: \([^)]*\))?)\s+([\d,]+)\s", line)
+    if match:
+        counts[match.group(1)] = int(match.group(2).replace(",", ""))
+plain = counts.get("twin_work")
+print(" ".join(str(count) for count in sorted(counts.values())), "plain", plain, "names", len(counts))
+PY
+)
+# Copy 0: 1 + 4 + 10; copy 1: 2 + 20; copy 2: 3 + 30. The plain row is the first copy's.
+if [ "$out" != "done" ] || [ "$rows" != "15 22 33 plain 15 names 3" ]; then
+    echo "--inline rows of three copies of one library: $out; $rows (expected 15 22 33, plain 15)" >&2
+    cat "$work/twins/err" >&2
+    exit 1
+fi
+grep -Eq '^twin_work \(libtwin\.so\+0x[0-9a-f]+\) +22 ' "$work/twins/err" &&
+    grep -Eq "^twin_work \(.*/libtwin_2\.so\+0x[0-9a-f]+\) +33 " "$work/twins/err" || {
+    echo "--inline rows of three copies: the second by its soname, the third by its path expected" >&2
+    cat "$work/twins/err" >&2
+    exit 1
+}
+echo "--inline, three copies of one library loaded one at a time, then again together: rows of 15, 22 and 33 calls, one for each copy"
+echo "== tracer test: a child forked while a thread walks the loader's list reports at its exit"
+# The loader's list stays locked for good in such a child (the walking thread is its parent's):
+# the report's walk of the loaded objects waited for it for ever.
+mkdir -p "$work/forkwalk"
+cat >"$work/forkwalk/forkwalk.c" <<'C'
+#define _GNU_SOURCE
+#include <link.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+static volatile int inside;
+static int hold(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)info; (void)size; (void)data;
+    inside = 1;
+    struct timespec pause = {0, 500 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    return 1;
+}
+static void *holder(void *unused) {
+    (void)unused;
+    dl_iterate_phdr(hold, NULL);
+    return NULL;
+}
+int main(void) {
+    pthread_t thread;
+    pthread_create(&thread, NULL, holder, NULL);
+    while (!inside) usleep(1000);
+    pid_t child = fork();
+    if (child == 0) {
+        crc32(0, (const unsigned char *)"a", 1);
+        exit(7);
+    }
+    int status = 0;
+    for (int waited = 0; waited < 3000; waited++) {
+        if (waitpid(child, &status, WNOHANG) == child) {
+            pthread_join(thread, NULL);
+            printf("child exited %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+            return 0;
+        }
+        usleep(1000);
+    }
+    kill(child, SIGKILL);
+    waitpid(child, &status, 0);
+    puts("child hung");
+    return 1;
+}
+C
+gcc -O1 -o "$work/forkwalk/forkwalk" "$work/forkwalk/forkwalk.c" -lz -lpthread
+out=$("$bin/ffi-hook-tracer" --library libz.so.1 --symbols crc32 -- "$work/forkwalk/forkwalk" 2>"$work/forkwalk/err")
+if [ "$out" != "child exited 7" ] || [ "$(grep -Ec '^crc32 +1 ' "$work/forkwalk/err")" != 1 ]; then
+    echo "a child forked while a thread walked the loader's list: $out" >&2
+    cat "$work/forkwalk/err" >&2
+    exit 1
+fi
+echo "a child forked while a thread of its parent walked the loader's list: exited at once, its one call in its report"

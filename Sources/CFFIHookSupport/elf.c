@@ -7,6 +7,7 @@
 #include "ffh_syscall.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <elf.h>
 #include <link.h>
 #include <pthread.h>
@@ -1011,6 +1012,15 @@ __attribute__((constructor)) static void ffh_elf_find_list_lock(void) {
 }
 
 int ffh_elf_knows_list_lock(void) { return ffh_elf_list_lock != NULL; }
+
+int ffh_elf_list_lock_orphaned(void) {
+    if (!ffh_elf_list_lock) return 0;
+    int word = __atomic_load_n(&ffh_elf_list_lock->__data.__lock, __ATOMIC_RELAXED);
+    int owner = __atomic_load_n(&ffh_elf_list_lock->__data.__owner, __ATOMIC_RELAXED);
+    if (word == 0 || owner <= 0) return 0;
+    /* No thread of this process has that ID (a thread of another process may). */
+    return ffh_syscall3(SYS_tgkill, ffh_syscall0(SYS_getpid), owner, 0) == -ESRCH;
+}
 
 static int ffh_elf_read_only_by_design(uintptr_t page, size_t length, const ffh_elf_instance *instance);
 

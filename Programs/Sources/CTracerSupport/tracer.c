@@ -5,6 +5,7 @@
 #include "../../../Sources/CFFIHookPatch/include/ffh_patch.h"
 /* (And the layout of an attach's frames.) */
 #include "../../../Sources/CFFIHookSupport/include/ffh_attach.h"
+#include "../../../Sources/CFFIHookSupport/include/ffh_elf.h"
 #include "../../../Sources/CFFIHookSupport/include/ffh_gnu_hash.h"
 #include "../../../Sources/CFFIHookSupport/include/ffh_memory.h"
 #include "../CTracerStart/signal_default.h"
@@ -1079,6 +1080,10 @@ static int fht_visit_object(struct dl_phdr_info *info, size_t size, void *data) 
 }
 
 void fht_walk(fht_visitor visit, void *context) {
+    /* A fork's child whose parent had a thread walking, loading or unloading as it forked has
+       the loader's list locked for good: a walk there would wait for ever (the report at the
+       child's exit walks). It walks nothing: the objects known from before the fork stand. */
+    if (ffh_elf_list_lock_orphaned()) return;
     fht_walk_context walk = {visit, context};
     dl_iterate_phdr(fht_visit_object, &walk);
 }

@@ -132,9 +132,12 @@ final class Tracer: Sendable {
         /// Inline mode: the batch of each library traced in its own code (by
         /// ``LoadedImage/key``), kept with its hooks.
         var batches: [String: InlineBatch] = [:]
-        /// Inline mode: the address each counter's name was given to, so that two functions
-        /// of one name (local functions of two files) get counters of their own.
-        var counterAddresses: [String: UInt] = [:]
+        /// Inline mode: the function each counter's name was given to, by its file's path and
+        /// its offset there, so that two functions of one name (local functions of two files,
+        /// or the same library in two copies) get counters of their own. Kept when the library
+        /// is unloaded: a function keeps its row, whatever else is loaded and unloaded
+        /// meanwhile, and the same file loaded again counts in the same rows.
+        var counterOwners: [String: String] = [:]
         /// The loader's counts of loads and unloads (``fht_load_counts``) when the objects were
         /// last walked after a `dlopen` and a `dlclose`: a call that changed neither (the
         /// library's own walks pin objects with both) needs no walk.
@@ -208,6 +211,7 @@ final class Tracer: Sendable {
             state.startNanoseconds = fht_monotonic_nanoseconds()
         }
         fht_install_process_handlers()
+        Self.forkHandler
         guard !configuration.libraries.isEmpty else { return }
         fht_register_barriers()
         configuration.events.arm()
@@ -327,10 +331,7 @@ final class Tracer: Sendable {
                 state.importers[name]?.removeAll { $0 == key }
                 if state.importers[name]?.isEmpty == true { state.importers[name] = nil }
             }
-            if let batch = state.batches.removeValue(forKey: key) {
-                let addresses = Set(batch.functions.map { UInt(bitPattern: $0.address) })
-                state.counterAddresses = state.counterAddresses.filter { !addresses.contains($0.value) }
-            }
+            state.batches[key] = nil
         }
     }
 
@@ -895,12 +896,18 @@ final class Tracer: Sendable {
         counters.reserveCapacity(chosen.count)
         for (function, own) in zip(chosen, chosenNames) {
             let address = UInt(bitPattern: function.address)
-            var name = reportedName[address] ?? own
-            // One lookup for a name not taken yet (nearly all).
-            if let owner = state.counterAddresses.updateValue(address, forKey: name), owner != address {
-                state.counterAddresses[name] = owner
-                name += " (\(image.name)+0x\(String(address &- image.base, radix: 16)))"
-                state.counterAddresses[name] = address
+            let plain = reportedName[address] ?? own
+            let offset = "0x" + String(address &- image.base, radix: 16)
+            let function = image.path + "+" + offset
+            // The plain name, else the name with the object's and the offset (by its path where
+            // another copy of the object, of the same soname, holds that). One lookup for a name
+            // not taken yet (nearly all).
+            var name = plain
+            for candidate in [plain, "\(plain) (\(image.name)+\(offset))", "\(plain) (\(function))"] {
+                name = candidate
+                guard let owner = state.counterOwners.updateValue(function, forKey: candidate), owner != function
+                else { break }
+                state.counterOwners[candidate] = owner
             }
             guard let (counter, _) = Self.counter(naming: name, kindOf: own) else {
                 report("out of counters; \(name) and later functions are not traced", &state)
@@ -1310,17 +1317,39 @@ final class Tracer: Sendable {
     /// Whether this process is a child forked from the one that loaded the library.
     private var isForkedChild: Bool { getpid() != loadingProcess }
 
-    /// Runs `body` under the state's lock; nil when a forked child cannot have it within a
-    /// second: a thread of the parent held it as the process forked (the attach after a
-    /// `dlopen`), and the child, which has no such thread, never sees it released. The report
-    /// of an exit or an exec in such a child is then given up, not waited for for ever.
+    /// The forked child whose state lock a thread of its parent held as it forked (see
+    /// ``withStateLock(_:)``), 0 for none; set as the child starts, while it has one thread.
+    private let lockLostIn = Atomic<Int32>(0)
+
+    /// Notes, in each forked child as it starts, whether the state's lock was held then.
+    private static let forkHandler: Void = {
+        pthread_atfork(nil, nil) {
+            let tracer = Tracer.shared
+            let free = tracer.state.withLockIfAvailable { _ in true } ?? false
+            if !free { tracer.lockLostIn.store(getpid(), ordering: .relaxed) }
+        }
+    }()
+
+    /// Runs `body` under the state's lock; nil in a forked child that cannot have it: a thread
+    /// of the parent held it as the process forked (the attach after a `dlopen`), and the child,
+    /// which has no such thread, never sees it released. The report of an exit or an exec in
+    /// such a child is then given up, not waited for for ever; it says so once. (A child's lock
+    /// held by a thread of its own is waited for, a second at most.)
     private func withStateLock<Result>(_ body: (inout State) -> sending Result) -> Result? {
         guard isForkedChild else { return state.withLock(body) }
-        for _ in 0..<1000 {
-            if let result = state.withLockIfAvailable(body) { return result }
-            usleep(1000)
+        let pid = getpid()
+        let lost = lockLostIn.load(ordering: .relaxed)
+        if lost != pid && lost != -pid {
+            for _ in 0..<1000 {
+                if let result = state.withLockIfAvailable(body) { return result }
+                usleep(1000)
+            }
         }
-        say("process \(getpid()), forked while a thread of its parent held the tracer's lock: no report")
+        // (Said by the first call to give up: an exit's report and the finalizer's after it ask
+        // in turn.)
+        if lockLostIn.exchange(-pid, ordering: .relaxed) != -pid {
+            say("process \(pid), forked while a thread of its parent held the tracer's lock: no report")
+        }
         return nil
     }
 

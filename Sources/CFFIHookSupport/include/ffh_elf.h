@@ -129,6 +129,12 @@ void ffh_elf_forget_waiting(uintptr_t page);
 /// Whether the loader's list lock was found at load (glibc's `_rtld_global`).
 int ffh_elf_knows_list_lock(void);
 
+/// Whether the loader's list lock is held by a thread that is not this process's: in a fork's
+/// child, a thread of the parent held it (walking the list, or loading or unloading) as the
+/// process forked, and nothing in the child will ever release it, so that a walk of the list
+/// (`dl_iterate_phdr`) there waits for ever. 0 where the lock is not known.
+int ffh_elf_list_lock_orphaned(void);
+
 /// The object's DT_SONAME, or NULL; points into the object's string table.
 const char *ffh_elf_soname(const ffh_elf_object *object);
 

@@ -424,6 +424,8 @@ typedef int (*fht_visitor)(void *_Nullable context, fht_item item, const char *t
 /// Reports every loaded object, in the loader's order (the main program first): its path,
 /// soname and needed names, then, as the visitor asks at FHT_NAMED, its exports and
 /// imports. Runs with the loader's list locked: the visitor must not load or unload objects.
+/// Visits nothing in a fork's child whose loader's list a thread of the parent held as it
+/// forked (locked there for good: no load or unload can happen in it either).
 void fht_walk(fht_visitor visit, void *_Nullable context);
 
 /// Marks in `found` (`count` bytes, zeroed by the caller) which of `names` (`count` C strings)
