@@ -69,7 +69,9 @@ enum ImportFixtures {
 
     /// Runs `body` while another thread holds the loader's list of objects (inside a
     /// `dl_iterate_phdr` callback) for `milliseconds` (1.3 seconds: longer than a write waits for it).
-    static func whileTheLoaderListIsHeld(milliseconds: UInt32 = 1300, _ body: () throws -> Void) rethrows {
+    /// Returns whether the list was held throughout (a test in a process of its own checks).
+    @discardableResult
+    static func whileTheLoaderListIsHeld(milliseconds: UInt32 = 1300, _ body: () throws -> Void) rethrows -> Bool {
         let inside = UnsafeMutablePointer<Atomic<Int32>>.allocate(capacity: 1)
         defer { inside.deallocate() }
         inside.initialize(to: Atomic(0))
@@ -80,7 +82,9 @@ enum ImportFixtures {
         defer { holder.join() }
         while inside.pointee.load(ordering: .acquiring) == 0 { usleep(1000) }
         try body()
-        #expect(inside.pointee.load(ordering: .acquiring) == 1, "the list was held throughout")
+        let held = inside.pointee.load(ordering: .acquiring) == 1
+        #expect(held, "the list was held throughout")
+        return held
     }
 }
 
@@ -927,31 +931,19 @@ extension FixtureTableTests {
         /// A child forked while a page waits for the restorer (the loader's list held by
         /// another thread) has no restorer thread, and a loader's list that may stay locked for
         /// good: it gives the page its protection back itself as it starts, before it writes
-        /// anything. The child only asks the kernel and exits.
+        /// anything. The child only asks the kernel and exits. (In a process of its own, as the
+        /// next: a fork there waits for no lock another test's thread holds while it waits for
+        /// the loader's list, which held the fork past the hold.)
         @Test(.disabled(if: ProcessLifeTests.underThreadSanitizer, "a child of a fork made while threads run"))
-        func aChildForkedWhileAPageWaitsForTheRestorerGivesItBack() throws {
-            _ = try ImportFixtures.open(Self.fullRELRO)
-            let entry = try #require(ImportFixtures.entries(of: "strlen", in: .object(Self.fullRELRO)).first)
-            let slot = try #require(UnsafeMutableRawPointer(bitPattern: entry.slot))
-            let page = entry.slot & ~(SlotMemory.pageSize - 1)
-            var status: Int32 = -1
-            var waited = false
-            try ImportFixtures.whileTheLoaderListIsHeld {
-                let token = try Hook.attach(on: FunctionSlot(slot), options: .liftsPageProtection) { _ in
-                } onLeave: { _ in
-                }
-                token.remove()
-                waited = !ImportFixtures.isReadOnly(entry.slot)
-                let child = fork()
-                if child == 0 {
+        func aChildForkedWhileAPageWaitsForTheRestorerGivesItBack() async {
+            await #expect(processExitsWith: .success) {
+                let status = Self.forkWhileAPageWaits {
+                    let page = $0 & ~(SlotMemory.pageSize - 1)
                     var mapping = ffh_mapping()
-                    _exit(ffh_mapping_of(page, &mapping) == 1 && mapping.protection == PROT_READ ? 0 : 1)
+                    return ffh_mapping_of(page, &mapping) == 1 && mapping.protection == PROT_READ ? 0 : 1
                 }
-                waitpid(child, &status, 0)
+                exit(status)
             }
-            #expect(waited, "the page waited for the restorer, writable")
-            #expect(status == 0)
-            #expect(ImportFixtures.isReadOnlyAtRest(entry.slot))
         }
 
         /// A child forked while a page waits for the restorer starts no restorer for it: the
@@ -959,35 +951,49 @@ extension FixtureTableTests {
         /// good (a parent's thread held it at the fork, as here), where such a restorer waited
         /// for ever, holding the walk gate's read side (the child's own forks then waited for
         /// it). A session that ends in the child, which starts the restorer when pages wait,
-        /// leaves the child with its one thread.
+        /// leaves the child with its one thread (status 1 before: a restorer waited).
         @Test(.disabled(if: ProcessLifeTests.underThreadSanitizer, "a child of a fork made while threads run"))
-        func aChildForkedWhileAPageWaitsStartsNoRestorerForIt() throws {
-            _ = try ImportFixtures.open(Self.fullRELRO)
-            let entry = try #require(ImportFixtures.entries(of: "strlen", in: .object(Self.fullRELRO)).first)
-            let slot = try #require(UnsafeMutableRawPointer(bitPattern: entry.slot))
-            var status: Int32 = -1
-            var waited = false
-            // (Longer than the others' hold: the child's wait comes on top, and a sanitizer's build
-            // is slower.)
-            try ImportFixtures.whileTheLoaderListIsHeld(milliseconds: 3000) {
-                let token = try Hook.attach(on: FunctionSlot(slot), options: .liftsPageProtection) { _ in
-                } onLeave: { _ in
-                }
-                token.remove()
-                waited = !ImportFixtures.isReadOnly(entry.slot)
-                let child = fork()
-                if child == 0 {
-                    guard ct_thread_count() == 1 else { _exit(2) }
+        func aChildForkedWhileAPageWaitsStartsNoRestorerForIt() async {
+            await #expect(processExitsWith: .success) {
+                let status = Self.forkWhileAPageWaits { _ in
+                    guard ct_thread_count() == 1 else { return 2 }
                     SlotMemory.keepingPagesWritable {}
                     // A restorer, had one started, would be waiting for the list by now.
                     usleep(100_000)
-                    _exit(ct_thread_count() == 1 ? 0 : 1)
+                    return ct_thread_count() == 1 ? 0 : 1
                 }
-                waitpid(child, &status, 0)
+                exit(status)
             }
-            #expect(waited, "the page waited for the restorer, writable")
-            #expect(status == 0, "the child's threads: \(status == 256 ? "a restorer waited" : "status \(status)")")
-            #expect(ImportFixtures.isReadOnlyAtRest(entry.slot))
+        }
+
+        /// Lifts the full-RELRO fixture's strlen entry for a hook while the loader's list is held,
+        /// so that its page waits for the restorer, then forks a child that runs `child` with the
+        /// entry's address and exits with what it returns. Returns 0 when the child exited with 0
+        /// and the page is read-only at rest after the hold; the child's status plus 10 when it
+        /// did not; 2 to 6 when the set-up did not go as planned.
+        static func forkWhileAPageWaits(_ child: (UInt) -> Int32) -> Int32 {
+            guard (try? ImportFixtures.open(Self.fullRELRO)) != nil,
+                let entry = ImportFixtures.entries(of: "strlen", in: .object(Self.fullRELRO)).first,
+                let slot = UnsafeMutableRawPointer(bitPattern: entry.slot)
+            else { return 2 }
+            var status: Int32 = -1
+            var waited = false
+            let held = ImportFixtures.whileTheLoaderListIsHeld(milliseconds: 2000) {
+                guard
+                    let token = try? Hook.attach(
+                        on: FunctionSlot(slot), options: .liftsPageProtection, onEnter: { _ in }, onLeave: { _ in })
+                else { return }
+                token.remove()
+                waited = !ImportFixtures.isReadOnly(entry.slot)
+                let forked = fork()
+                if forked == 0 { _exit(child(entry.slot)) }
+                waitpid(forked, &status, 0)
+            }
+            guard held else { return 3 }
+            guard waited else { return 4 }
+            guard status >= 0, (status & 0x7f) == 0 else { return 5 }
+            guard (status >> 8) & 0xff == 0 else { return 10 + (status >> 8) & 0xff }
+            return ImportFixtures.isReadOnlyAtRest(entry.slot) ? 0 : 6
         }
 
         /// A page given its protection back late (by the restorer, the loader's list having
