@@ -295,9 +295,8 @@ final class Tracer: Sendable {
 
     /// Called after each `dlclose` returns: forgets the objects no longer loaded, so that one
     /// loaded again is attached to as new (its import tables and code are new), and removes
-    /// their groups (which write nothing where the object was). Inline, the names of its
-    /// functions' counters are free again: the same function loaded again counts in the same
-    /// row.
+    /// their groups (which write nothing where the object was). Inline, its functions keep
+    /// their rows (``State/counterOwners``): the same file loaded again counts in them.
     fileprivate func objectsUnloaded() {
         afterLoader(unloading: true) { state in
             // An object seen is gone when no object is loaded at its address under its path (the
@@ -1318,7 +1317,8 @@ final class Tracer: Sendable {
     private var isForkedChild: Bool { getpid() != loadingProcess }
 
     /// The forked child whose state lock a thread of its parent held as it forked (see
-    /// ``withStateLock(_:)``), 0 for none; set as the child starts, while it has one thread.
+    /// ``withStateLock(_:)``), 0 for none; set as the child starts, while it has one thread,
+    /// and negated once the child has said it gives its report up.
     private let lockLostIn = Atomic<Int32>(0)
 
     /// Notes, in each forked child as it starts, whether the state's lock was held then.
