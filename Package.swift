@@ -12,6 +12,18 @@ let strictSettings: [SwiftSetting] = [
 // took most of that build's time.
 let testSettings = strictSettings + [.unsafeFlags(["-Onone"], .when(configuration: .release))]
 
+// With FFI_HOOK_DIRECT_METADATA=1 in the build's environment, the libraries make the metadata
+// of their generic types by accessor functions rather than from mangled names: the first use of
+// each (about a hundred of them where a process starts hooking) costs a call rather than a
+// demangling and a decoding, about 10,000 instructions. The tracer's builds set it (a process the
+// tracer starts in pays it before its first call). An environment variable, not a trait: the flag
+// is unsafe, and a package that depends on this one by version is refused one, whatever its
+// condition; without the variable the manifest has none.
+let directMetadataAccess: [SwiftSetting] =
+    Context.environment["FFI_HOOK_DIRECT_METADATA"] == "1"
+    ? [.unsafeFlags(["-Xfrontend", "-disable-concrete-type-metadata-mangled-name-accessors"])] : []
+let librarySettings = strictSettings + directMetadataAccess
+
 // The example (ffi-hook-trace) and the soak (ffi-hook-soak) are in Programs/, the
 // benchmarks in Benchmarks/ and the fuzzers in Fuzz/: packages of their own that depend on
 // this one by path. SwiftPM lists every executable target of a root package as a product;
@@ -36,20 +48,20 @@ let package = Package(
         .target(
             name: "FFIHookCore",
             dependencies: ["CFFI", "CFFIHookSupport"],
-            swiftSettings: strictSettings
+            swiftSettings: librarySettings
         ),
         // Hooking them: slots, tables, import tables, and the engine underneath.
         .target(
             name: "FFIHook",
             dependencies: ["FFIHookCore", "CFFI", "CFFIHookSupport"],
-            swiftSettings: strictSettings
+            swiftSettings: librarySettings
         ),
 
         // Hooking Objective-C methods of the GNU runtime, found at run time.
         .target(
             name: "FFIHookObjC",
             dependencies: ["FFIHook", "FFIHookCore", "CFFI", "CFFIHookObjC"],
-            swiftSettings: strictSettings
+            swiftSettings: librarySettings
         ),
 
         // Hooking any function in its own code (inline hooks, x86-64 Linux): the relocator
@@ -58,7 +70,7 @@ let package = Package(
         .target(
             name: "FFIHookInline",
             dependencies: ["FFIHook", "FFIHookCore", "CFFIHookSupport", "CFFIHookPatch", "CZydis"],
-            swiftSettings: strictSettings
+            swiftSettings: librarySettings
         ),
 
         // MARK: - C shims

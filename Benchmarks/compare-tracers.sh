@@ -18,6 +18,9 @@
 # (Programs/, release). Not part of CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The libraries built for the tracer make their generic types' metadata by accessors (the
+# manifest's FFI_HOOK_DIRECT_METADATA): a traced process starts faster.
+export FFI_HOOK_DIRECT_METADATA=1
 
 missing=()
 for package in sqlite3 ltrace uftrace gzip python3 python3-venv gcc zlib1g-dev; do
