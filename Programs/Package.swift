@@ -67,13 +67,25 @@ let tracerExports = ["-Xlinker", "--version-script=" + Context.packageDirectory 
 // The tracer's types' metadata made by their accessors, not from mangled names: a process the
 // tracer starts in instantiates about a hundred generic types once each, and finding one from its
 // mangled name (demangling it, then decoding the tree) took about 10,000 instructions, a quarter
-// of the tracer's start in `gzip` on one byte.
+// of the tracer's start in `gzip` on one byte. The libraries of this package's dependency take the
+// same flag from FFI_HOOK_DIRECT_METADATA=1 in the build's environment (its manifest), which the
+// scripts that build the tracer set: another 0.8 million instructions of that start.
 let directMetadataAccess = ["-Xfrontend", "-disable-concrete-type-metadata-mangled-name-accessors"]
 
 // Linked by lld with the relative relocations packed (DT_RELR, which the C library's loader
 // reads since glibc 2.36): the loader reads a 5 KB table rather than 600 KB of 24,000 entries
 // in every traced process.
 let packedRelocations = ["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"]
+
+// The start library is C and needs the C library alone: without the Swift toolchain's directory
+// in its run path, the loader never looks for that there.
+let noToolchainPath = ["-no-toolchain-stdlib-rpath"]
+
+// The wrapper, linked statically: it runs without the loader, which mapped and relocated the C
+// library for it (and searched the toolchain's directories for it first) before every traced
+// program (0.15 to 0.25 ms). `-static-stdlib` only lets the driver's Swift libraries be found:
+// nothing of them is linked into a C program.
+let staticWrapper = staticRuntime + ["-Xclang-linker", "-static"]
 
 let package = Package(
     name: "swift-ffi-hook-programs",
@@ -129,7 +141,7 @@ let package = Package(
         // The wrapper starts before every traced program: in C, which starts in a tenth of the
         // time a Swift program's runtime takes to. With --pid it executes the join, in Swift,
         // without the concurrency and string processing modules (three libraries fewer).
-        .executableTarget(name: "ffi-hook-tracer"),
+        .executableTarget(name: "ffi-hook-tracer", linkerSettings: [.unsafeFlags(staticWrapper)]),
         .executableTarget(
             name: "ffi-hook-tracer-join", dependencies: ["CTracerJoin"],
             swiftSettings: strictSettings + [
@@ -157,7 +169,7 @@ let package = Package(
                 .linkedLibrary("dl"),
                 // Its calls bound as it loads (-z now): the report a signal handler makes on a
                 // small alternate stack must not meet the loader's lazy binding there.
-                .unsafeFlags(["-nostartfiles", "-Xlinker", "-z", "-Xlinker", "now"]),
+                .unsafeFlags(["-nostartfiles", "-Xlinker", "-z", "-Xlinker", "now"] + noToolchainPath),
             ]),
         // The tracer's --pid: calls made in a running process with ptrace (dlopen, the join).
         .target(name: "CTracerJoin"),

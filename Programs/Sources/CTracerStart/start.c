@@ -78,6 +78,10 @@ static int fhs_names(const char *name, const char *path, const char *soname) {
     if (strcmp(name, path) == 0 || strcmp(name, file) == 0 || fnmatch(name, file, 0) == 0) return 1;
     if (is_path && (fnmatch(name, path, 0) == 0 || fhs_ends_in(path, name))) return 1;
     if (soname && (strcmp(name, soname) == 0 || fnmatch(name, soname, 0) == 0)) return 1;
+    /* Where the path's last component is no symbolic link, the file it leads to has its file
+       name: a name without a slash, which did not match that, matches nothing more. */
+    struct stat status;
+    if (!is_path && (lstat(path, &status) != 0 || !S_ISLNK(status.st_mode))) return 0;
     char real[PATH_MAX], named[PATH_MAX];
     if (!realpath(path, real)) return 0;
     const char *real_slash = strrchr(real, '/');

@@ -172,6 +172,17 @@ struct TracerConfiguration: Sendable {
             real = .some(found)
             return found
         }
+        // Where the path's last component is no symbolic link, the file it leads to has its
+        // file name: a name without a slash, which did not match that, matches nothing more
+        // (one lstat for each object rather than a readlink for each component of its path).
+        var lastIsLink: Bool?
+        func leadsElsewhere() -> Bool {
+            if let lastIsLink { return lastIsLink }
+            var status = stat()
+            let found = lstat(path, &status) == 0 && status.st_mode & S_IFMT == S_IFLNK
+            lastIsLink = found
+            return found
+        }
         return libraries.filter { name in
             // A name with a slash is a path or a pattern of paths (/usr/lib/*/libz.so*); a
             // relative one names the end of a path (links/libz.so.1).
@@ -182,7 +193,7 @@ struct TracerConfiguration: Sendable {
             {
                 return true
             }
-            guard !path.isEmpty, let real = resolved() else { return false }
+            guard !path.isEmpty, isPath || leadsElsewhere(), let real = resolved() else { return false }
             return name == real.fileName || fnmatch(name, real.fileName, 0) == 0
                 || (isPath
                     && (fnmatch(name, real.path, 0) == 0 || Self.path(real.path, endsIn: name)
