@@ -3100,3 +3100,94 @@ if [ "$out" != "child exited 7" ] || [ "$(grep -Ec '^crc32 +1 ' "$work/forkwalk/
     exit 1
 fi
 echo "a child forked while a thread of its parent walked the loader's list: exited at once, its one call in its report"
+
+echo "== tracer test: the wrapper's errors before the program runs, and a variable left in the environment"
+mkdir -p "$work/installs/with space" "$work/installs/with:colon" "$work/installs/alone"
+for place in "with space" "with:colon"; do
+    cp "$bin/ffi-hook-tracer" "$bin/libFFIHookTracer.so" "$bin/libFFIHookTracerStart.so" "$work/installs/$place/"
+    status=0
+    "$work/installs/$place/ffi-hook-tracer" --library libtracee.so -- "$work/program" \
+        >"$work/installs/out" 2>"$work/installs/err" || status=$?
+    # The loader splits LD_PRELOAD at spaces and colons: said, and the program not run untraced.
+    if [ "$status" != 127 ] || [ -s "$work/installs/out" ] || ! grep -q "space or a colon" "$work/installs/err"; then
+        echo "the tracer in a directory named '$place': status $status" >&2
+        cat "$work/installs/err" >&2
+        exit 1
+    fi
+done
+cp "$bin/ffi-hook-tracer" "$work/installs/alone/"
+status=0
+"$work/installs/alone/ffi-hook-tracer" --library libtracee.so -- "$work/program" 2>"$work/installs/err" || status=$?
+if [ "$status" != 127 ] || ! grep -q "libFFIHookTracer.so is missing" "$work/installs/err" ||
+    grep -q "usage:" "$work/installs/err"; then
+    echo "the wrapper without its libraries: status $status" >&2
+    cat "$work/installs/err" >&2
+    exit 1
+fi
+printf 'not a program\n' >"$work/installs/not-executable"
+status=0
+"$bin/ffi-hook-tracer" --library libtracee.so -- "$work/installs/not-executable" 2>/dev/null || status=$?
+missing=0
+"$bin/ffi-hook-tracer" --library libtracee.so -- "$work/installs/no-such-program" 2>/dev/null || missing=$?
+if [ "$status" != 126 ] || [ "$missing" != 127 ]; then
+    echo "a program that cannot be run: $status (126 expected), one not found: $missing (127 expected)" >&2
+    exit 1
+fi
+# FFI_HOOK_TRACER_OUTPUT is the join's, for the process it joins: one left exported in a shell
+# must not send a started program's table to its file.
+FFI_HOOK_TRACER_OUTPUT="$work/installs/leftover.txt" "$bin/ffi-hook-tracer" --library libtracee.so \
+    --symbols tracee_nothing -- "$work/program" >/dev/null 2>"$work/installs/err"
+if [ -e "$work/installs/leftover.txt" ] || ! grep -Eq '^tracee_nothing +777 ' "$work/installs/err"; then
+    echo "a leftover FFI_HOOK_TRACER_OUTPUT took the table" >&2
+    cat "$work/installs/err" >&2
+    exit 1
+fi
+echo "the wrapper in a directory with a space or a colon, or without its libraries: 127 and why; 126 and 127 for programs that cannot run; a leftover output variable ignored"
+
+echo "== tracer test: names with a semicolon or a control character in the folded stacks and the table"
+mkdir -p "$work/names"
+python3 - "$work/names/names.s" <<'PYTHON'
+import sys
+# (A tab: gas warns of a newline in a name, which takes the same way.)
+names = ["semi;colon", "tab\there"]
+with open(sys.argv[1], "w") as out:
+    out.write(".text\n")
+    for name in names:
+        quoted = '"' + name + '"'
+        out.write(f".globl {quoted}\n.type {quoted}, @function\n{quoted}:\n")
+        out.write("  push %rbp\n  mov %rsp,%rbp\n  lea 1(%rdi),%eax\n  nop; nop; nop; nop; nop; nop; nop; nop\n")
+        out.write(f"  pop %rbp\n  ret\n.size {quoted}, .-{quoted}\n")
+    out.write('.section .note.GNU-stack,"",@progbits\n')
+PYTHON
+gcc -shared -o "$work/names/libnames.so" "$work/names/names.s"
+cat >"$work/names/names.c" <<'C'
+#include <dlfcn.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    void *library = dlopen(argv[1], RTLD_NOW);
+    const char *names[] = {"semi;colon", "tab\there"};
+    int sum = 0;
+    for (int name = 0; name < 2; name++) {
+        int (*function)(int) = library ? (int (*)(int))dlsym(library, names[name]) : NULL;
+        if (!function) return 2;
+        for (int call = 0; call <= name; call++) sum += function(call);
+    }
+    printf("%d\n", sum);
+    return 0;
+}
+C
+gcc -O0 -o "$work/names/names" "$work/names/names.c" -ldl
+"$bin/ffi-hook-tracer" --inline --library libnames.so --folded "$work/names/folded" \
+    -- "$work/names/names" "$work/names/libnames.so" >/dev/null 2>"$work/names/err"
+python3 - "$work/names" <<'PYTHON'
+import sys
+work = sys.argv[1]
+lines = open(f"{work}/folded").read().splitlines()
+# Each function called on its own: a stack of one frame each, its name's `;` and tab as `?`.
+frames = sorted(line.rsplit(" ", 1)[0] for line in lines)
+assert frames == ["semi?colon", "tab?here"], f"folded stacks: {lines}"
+table = open(f"{work}/err").read().splitlines()
+rows = {line.split()[0]: int(line.split()[1]) for line in table if line.startswith(("semi", "tab"))}
+assert rows == {"semi;colon": 1, "tab?here": 2}, f"the table's rows: {table}"
+print("a name's semicolon and tab: one frame, one row each (calls 1 and 2)")
+PYTHON

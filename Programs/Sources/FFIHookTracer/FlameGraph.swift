@@ -68,17 +68,27 @@ struct FlameGraph {
     /// Writes one line per stack with self time: `a;b;c NANOSECONDS`, the format of
     /// `flamegraph.pl` and speedscope (stacks sorted, self time rounded to whole nanoseconds,
     /// stacks of no self time left out).
+    /// A name with `;` (which would split it into two frames) or a control character (a
+    /// newline would split the line) has those written as `?`.
     func writeFolded(to output: inout FileOutput) {
         var path: [String] = []
+        let frames = functions.map(Self.foldedFrame)
         // Writes the line of `node`'s stack, then those of the stacks above it.
         func visit(_ node: Int) {
-            path.append(functions[Int(nodes[node].function)])
+            path.append(frames[Int(nodes[node].function)])
             let value = Int(nodes[node].selfTime.rounded())
             if value > 0 { output.append(path.joined(separator: ";") + " \(value)\n") }
             for child in sortedChildren(node) { visit(child) }
             path.removeLast()
         }
         for child in sortedChildren(0) { visit(child) }
+    }
+
+    /// `name` as a frame of a folded stack: `;` and control characters as `?`.
+    private static func foldedFrame(_ name: String) -> String {
+        guard name.utf8.contains(where: { $0 == UInt8(ascii: ";") || $0 < 0x20 || $0 == 0x7F }) else { return name }
+        let bytes = name.utf8.map { $0 == UInt8(ascii: ";") || $0 < 0x20 || $0 == 0x7F ? UInt8(ascii: "?") : $0 }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     // MARK: - SVG

@@ -72,7 +72,8 @@ struct TraceReport {
             ends.append(cells.count)
         }
         for row in rows {
-            cells.append(contentsOf: row.name.utf8)
+            // (A control character in a name, a newline say, as `?`: one row a line.)
+            for byte in row.name.utf8 { cells.append(byte < 0x20 || byte == 0x7F ? UInt8(ascii: "?") : byte) }
             ends.append(cells.count)
             EventFormatting.appendGrouped(row.calls, to: &cells)
             ends.append(cells.count)
@@ -141,7 +142,8 @@ struct TraceReport {
 
     /// The counts as a JSON object: the process, the scope (`program`, `main` or `all`; `inline`
     /// for functions traced in their own code, where no scope applies), the signal that ended
-    /// it (or null), then one object per function (times in nanoseconds).
+    /// it (or null), then one object per function (times in nanoseconds, rounded as the table's
+    /// are).
     func json(program: String, pid: Int32, scope: String, endedBy signal: String? = nil) -> String {
         var text: [UInt8] = []
         text.reserveCapacity(256 + rows.reduce(0) { $0 + $1.name.utf8.count + 190 })
@@ -158,7 +160,7 @@ struct TraceReport {
             text.append(contentsOf: "null".utf8)
         }
         text.append(contentsOf: ",\n  \"total_ns\": ".utf8)
-        EventFormatting.appendDecimal(Int(total), to: &text)
+        EventFormatting.appendDecimal(Int(total.rounded()), to: &text)
         text.append(contentsOf: ",\n  \"missed_calls\": ".utf8)
         EventFormatting.appendDecimal(missedCalls, to: &text)
         text.append(contentsOf: ",\n  \"functions\": [\n".utf8)
@@ -170,15 +172,15 @@ struct TraceReport {
             text.append(contentsOf: ", \"completed\": ".utf8)
             EventFormatting.appendDecimal(row.completed, to: &text)
             text.append(contentsOf: ", \"total_ns\": ".utf8)
-            EventFormatting.appendDecimal(Int(row.total), to: &text)
+            EventFormatting.appendDecimal(Int(row.total.rounded()), to: &text)
             text.append(contentsOf: ", \"self_ns\": ".utf8)
-            EventFormatting.appendDecimal(Int(row.selfTime), to: &text)
+            EventFormatting.appendDecimal(Int(row.selfTime.rounded()), to: &text)
             text.append(contentsOf: ", \"mean_ns\": ".utf8)
-            EventFormatting.appendDecimal(Int(row.mean), to: &text)
+            EventFormatting.appendDecimal(Int(row.mean.rounded()), to: &text)
             text.append(contentsOf: ", \"min_ns\": ".utf8)
-            EventFormatting.appendDecimal(Int(row.shortest), to: &text)
+            EventFormatting.appendDecimal(Int(row.shortest.rounded()), to: &text)
             text.append(contentsOf: ", \"max_ns\": ".utf8)
-            EventFormatting.appendDecimal(Int(row.longest), to: &text)
+            EventFormatting.appendDecimal(Int(row.longest.rounded()), to: &text)
             text.append(contentsOf: (index == rows.count - 1 ? "}\n" : "},\n").utf8)
         }
         // (No function: an empty line between the brackets, as the report always had.)

@@ -55,6 +55,20 @@ __attribute__((noreturn, format(printf, 1, 2))) static void fhw_fail(const char 
     exit(64);
 }
 
+/* Prints the message (a printf format) to standard error and exits with 127: the program cannot
+   be run traced, though the options are right (the tracer's files are missing or unusable). */
+__attribute__((noreturn, format(printf, 1, 2))) static void fhw_cannot_run(const char *format, ...) {
+    char message[16384];
+    va_list arguments;
+    va_start(arguments, format);
+    vsnprintf(message, sizeof message, format, arguments);
+    va_end(arguments);
+    fhw_put(2, "ffi-hook-tracer: ");
+    fhw_put(2, message);
+    fhw_put(2, "\n");
+    exit(127);
+}
+
 /* `first` followed by `second` (and `third`), in memory of its own; exits when memory runs out. */
 static char *fhw_join3(const char *first, const char *second, const char *third) {
     size_t a = strlen(first), b = strlen(second), c = strlen(third);
@@ -536,18 +550,26 @@ int main(int argc, char **argv) {
 
     char executable[PATH_MAX + 1];
     ssize_t length = readlink("/proc/self/exe", executable, PATH_MAX);
-    if (length <= 0) fhw_fail("cannot read /proc/self/exe");
+    if (length <= 0) fhw_cannot_run("cannot read /proc/self/exe to find the tracer's libraries beside it");
     executable[length] = 0;
     char *slash = strrchr(executable, '/');
     if (slash) *slash = 0;
     const char *directory = slash ? executable : "";
     char *library = fhw_join(directory, "/libFFIHookTracer.so");
-    if (access(library, R_OK) != 0) fhw_fail("%s is missing: build the FFIHookTracer product", library);
+    if (access(library, R_OK) != 0) {
+        fhw_cannot_run("%s is missing: the tracer's libraries must lie beside ffi-hook-tracer (build the "
+                       "FFIHookTracer product, or copy them with it)",
+                       library);
+    }
     /* The small start library is what is preloaded: it loads the tracer (beside it) in the
        program at once, and in the processes the program starts only once a traced library is
        loaded there. */
     char *start = fhw_join(directory, "/libFFIHookTracerStart.so");
-    if (access(start, R_OK) != 0) fhw_fail("%s is missing: build the FFIHookTracerStart product", start);
+    if (access(start, R_OK) != 0) {
+        fhw_cannot_run("%s is missing: the tracer's libraries must lie beside ffi-hook-tracer (build the "
+                       "FFIHookTracerStart product, or copy them with it)",
+                       start);
+    }
 
     char pid[32];
     snprintf(pid, sizeof pid, "%ld", (long)getpid());
@@ -564,12 +586,20 @@ int main(int argc, char **argv) {
     fhw_set(fhw_log_variable, options.log);
     fhw_set(fhw_signatures_variable, options.signatures.count ? fhw_joined(&options.signatures, "\n") : NULL);
     unsetenv("FFI_HOOK_TRACER_LOG_OPENED");
+    /* Set by the join for the process it joins, never for a started one: one left in the
+       environment (a shell that exported it) would send the table to its file. */
+    unsetenv("FFI_HOOK_TRACER_OUTPUT");
 
     if (options.pid) {
         /* The join is another program's (not preloaded with the start library: it would trace
            itself); it reads the options from the environment. */
         char *join = fhw_join(directory, "/ffi-hook-tracer-join");
-        if (access(join, X_OK) != 0) fhw_fail("%s is missing: build the ffi-hook-tracer-join product", join);
+        if (access(join, X_OK) != 0) {
+            fhw_put(2, "ffi-hook-tracer: ");
+            fhw_put(2, join);
+            fhw_put(2, " is missing: build the ffi-hook-tracer-join product, or copy it with ffi-hook-tracer\n");
+            return 1;
+        }
         char process[32];
         snprintf(process, sizeof process, "%lld", options.pid);
         char *arguments[] = {join, process, (char *)(options.duration ? options.duration : "-"), library, NULL};
@@ -578,6 +608,14 @@ int main(int argc, char **argv) {
         return 1;
     }
 
+    /* The loader splits LD_PRELOAD at spaces and colons, and has no way to quote one: from a
+       directory whose path holds either, the start library would not be preloaded and the
+       program would run untraced, with only the loader's warning. */
+    if (strpbrk(start, " :")) {
+        fhw_cannot_run("the tracer's directory (%s) has a space or a colon in its path, which LD_PRELOAD cannot "
+                       "carry: move or copy ffi-hook-tracer and its libraries to a directory without one",
+                       directory);
+    }
     const char *preload = getenv("LD_PRELOAD");
     fhw_set("LD_PRELOAD", preload && preload[0] ? fhw_join3(start, ":", preload) : start);
 
@@ -601,8 +639,10 @@ int main(int argc, char **argv) {
     }
     /* execvp keeps this process (and its ID, which FFI_HOOK_TRACER_PID names). */
     execvp(options.command[0], options.command);
-    fprintf(stderr, "ffi-hook-tracer: cannot run %s: %s\n", options.command[0], strerror(errno));
-    return 127;
+    int failure = errno;
+    fprintf(stderr, "ffi-hook-tracer: cannot run %s: %s\n", options.command[0], strerror(failure));
+    /* As shells say it: 127 for a program not found, 126 for one found that cannot be run. */
+    return failure == ENOENT || failure == ENOTDIR ? 127 : 126;
 }
 
 // MARK: - No Swift runtime
