@@ -3191,3 +3191,36 @@ rows = {line.split()[0]: int(line.split()[1]) for line in table if line.startswi
 assert rows == {"semi;colon": 1, "tab?here": 2}, f"the table's rows: {table}"
 print("a name's semicolon and tab: one frame, one row each (calls 1 and 2)")
 PYTHON
+
+echo "== tracer test: a second copy of a library, loaded under another name, counts only its own calls"
+mkdir -p "$work/copies"
+cp "$(gcc -print-file-name=libz.so.1)" "$work/copies/copyz.so"
+cat >"$work/copies/copies.c" <<'C'
+#include <dlfcn.h>
+#include <stdio.h>
+#include <zlib.h>
+int main(int argc, char **argv) {
+    /* The copy has libz's soname, exports crc32 too, and is never called: the program's own
+       calls are bound to the libz it was linked with. */
+    if (!dlopen(argv[1], RTLD_NOW)) return 2;
+    unsigned long sum = 0;
+    for (int call = 0; call < 5; call++) sum = crc32(sum, (const unsigned char *)"a", 1);
+    printf("%lu\n", sum);
+    return 0;
+}
+C
+gcc -O0 -o "$work/copies/copies" "$work/copies/copies.c" -lz -ldl
+for scope in program main all; do
+    "$bin/ffi-hook-tracer" --scope "$scope" --library copyz.so --symbols crc32 \
+        -- "$work/copies/copies" "$work/copies/copyz.so" >/dev/null 2>"$work/copies/copy.err"
+    "$bin/ffi-hook-tracer" --scope "$scope" --library libz.so.1 --symbols crc32 \
+        -- "$work/copies/copies" "$work/copies/copyz.so" >/dev/null 2>"$work/copies/both.err"
+    # Named by its file name, the copy answers alone; by the soname, both do.
+    if grep -Eq '^crc32 ' "$work/copies/copy.err" || ! grep -Eq '^crc32 +5 ' "$work/copies/both.err" ||
+        grep -q "cannot hook" "$work/copies/copy.err" "$work/copies/both.err"; then
+        echo "scope $scope: the copy's calls" >&2
+        cat "$work/copies/copy.err" "$work/copies/both.err" >&2
+        exit 1
+    fi
+done
+echo "a copy of libz loaded under another name: none of the program's 5 crc32 calls counted as its, all 5 under the soname both answer to, in each scope"

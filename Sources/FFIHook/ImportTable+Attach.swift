@@ -55,7 +55,7 @@ extension ImportTable {
     /// - Throws: ``HookError`` when an entry cannot be attached (the group is then removed),
     ///   ``HookError/Code-swift.struct/objectNotFound`` for an object scope that matches no
     ///   loaded object, or ``HookError/Code-swift.struct/symbolNotImported`` when the list is
-    ///   empty or no symbol of it has an entry in the scope (not for
+    ///   empty or no symbol of it has an entry in the scope (that `leadingTo` accepts; not for
     ///   ``ImportScope/allIncludingLaterLoads``, which waits for objects that import them).
     ///
     /// - Parameters:
@@ -64,33 +64,41 @@ extension ImportTable {
     ///   - options: ``HookOptions/allowsReentry`` to run the blocks also for calls made while a
     ///     block runs on the thread (see ``Hook/attach(on:options:onEnter:onLeave:)``); other
     ///     options are refused as there, or ignored.
+    ///   - leadingTo: whether an entry is attached, given the function it leads to (the address
+    ///     it holds; a lazily bound entry is bound first): where two objects export a name (a
+    ///     second copy of a library, an interposed `malloc`), a tracer of one of them attaches
+    ///     only the entries bound into it. Asked during the walk, with the walk's locks held:
+    ///     it must not load or unload objects, nor hook. Nil: every entry of the symbols.
     ///   - blocks: each symbol's blocks.
     public static func attach(
         symbols: [String], in scope: ImportScope, options: HookOptions = [],
+        leadingTo: (@Sendable (UnsafeRawPointer) -> Bool)? = nil,
         blocks: (String) -> (onEnter: EnterBlock?, onLeave: LeaveBlock?)
     ) throws(HookError) -> HookGroupToken {
-        try attach(symbols: symbols, in: scope, options: options) { symbol in
+        try attach(symbols: symbols, in: scope, options: options, leadingTo: leadingTo) { symbol in
             let (onEnter, onLeave) = blocks(symbol)
             return Attachment(onEnter: onEnter, onLeave: onLeave, reenters: options.contains(.allowsReentry))
         }
     }
 
-    /// ``attach(symbols:in:options:blocks:)`` with blocks written as C functions
+    /// ``attach(symbols:in:options:leadingTo:blocks:)`` with blocks written as C functions
     /// (``AttachFunctions``): `functions` is asked once per symbol for that symbol's functions
     /// and context (nil: no blocks, the entries attached to run none).
     ///
-    /// - Throws: as ``attach(symbols:in:options:blocks:)``.
+    /// - Throws: as ``attach(symbols:in:options:leadingTo:blocks:)``.
     ///
     /// - Parameters:
     ///   - symbols: the functions' names.
     ///   - scope: the objects whose calls are attached to.
-    ///   - options: as for ``attach(symbols:in:options:blocks:)``.
+    ///   - options: as for ``attach(symbols:in:options:leadingTo:blocks:)``.
+    ///   - leadingTo: as for ``attach(symbols:in:options:leadingTo:blocks:)``.
     ///   - functions: each symbol's functions.
     public static func attach(
         symbols: [String], in scope: ImportScope, options: HookOptions = [],
+        leadingTo: (@Sendable (UnsafeRawPointer) -> Bool)? = nil,
         functions: (String) -> AttachFunctions?
     ) throws(HookError) -> HookGroupToken {
-        try attach(symbols: symbols, in: scope, options: options) { symbol in
+        try attach(symbols: symbols, in: scope, options: options, leadingTo: leadingTo) { symbol in
             let reenters = options.contains(.allowsReentry)
             guard let chosen = functions(symbol) else {
                 return Attachment(onEnter: nil, onLeave: nil, reenters: reenters)
@@ -102,7 +110,7 @@ extension ImportTable {
     /// Attaches each of `symbols` with the attachment `attachment` makes for it, in one group.
     private static func attach(
         symbols: [String], in scope: ImportScope, options: HookOptions,
-        attachment: (String) -> Attachment
+        leadingTo: (@Sendable (UnsafeRawPointer) -> Bool)? = nil, attachment: (String) -> Attachment
     ) throws(HookError) -> HookGroupToken {
         guard options.isDisjoint(with: HookOptions.callerLimits) else {
             throw HookError(code: .unsupportedCallerLimit, message: HookError.Problem.limitedAttachReason)
@@ -115,7 +123,8 @@ extension ImportTable {
         requests.reserveCapacity(distinct.count)
         for (place, hash) in distinct {
             let symbol = symbols[place]
-            requests.append(ImportRequest(symbol: symbol, attachment: attachment(symbol), nameHash: hash))
+            requests.append(
+                ImportRequest(symbol: symbol, attachment: attachment(symbol), nameHash: hash, leadsTo: leadingTo))
         }
         if scope == .allIncludingLaterLoads {
             return try LoadFollower.start(requests)
@@ -129,6 +138,16 @@ extension ImportTable {
         }
         guard !tokens.isEmpty else {
             let names = requests.map(\.symbol)
+            if leadingTo != nil {
+                // Entries may be there, leading elsewhere: said so, not that nothing imports them.
+                let listed = names.prefix(5).map { "\"\($0)\"" }.joined(separator: ", ")
+                let more = names.count > 5 ? " and \(names.count - 5) more" : ""
+                throw HookError(
+                    code: .symbolNotImported,
+                    message: "no import-table entry in \(scope) of \(listed)\(more) leads to a function "
+                        + "that leadingTo accepts",
+                    symbol: names[0])
+            }
             guard names.count > 1 else { throw notImported(names[0], in: scope, signature: nil) }
             let listed = names.prefix(5).map { "\"\($0)\"" }.joined(separator: ", ")
             let more = names.count > 5 ? " and \(names.count - 5) more" : ""

@@ -223,6 +223,9 @@ struct ImportRequest: Sendable {
     var limit: CallerLimit = .none
     /// The symbol's ELF hash (`ffh_elf_name_hash`), when the request's maker has it already.
     var nameHash: UInt32?
+    /// For an attach, whether an entry that leads to this function (the address it holds,
+    /// bound first when it is a lazy one) is attached; nil: every entry is.
+    var leadsTo: (@Sendable (UnsafeRawPointer) -> Bool)?
     /// Makes the block of the hook of one entry, given the entry (found at install, so that
     /// a call pays nothing to know it).
     let makeBlock: @Sendable (ImportEntry) -> HookRecord.Block
@@ -247,10 +250,14 @@ struct ImportRequest: Sendable {
 
     /// A request that attaches `attachment` to each entry (`nameHash`: the symbol's ELF hash,
     /// when known).
-    init(symbol: String, attachment: Attachment, nameHash: UInt32? = nil) {
+    init(
+        symbol: String, attachment: Attachment, nameHash: UInt32? = nil,
+        leadsTo: (@Sendable (UnsafeRawPointer) -> Bool)? = nil
+    ) {
         self.init(symbol: symbol, signature: nil, position: .before, options: .liftsPageProtection) { _ in { _ in } }
         self.attachment = attachment
         self.nameHash = nameHash
+        self.leadsTo = leadsTo
     }
 
     private init(

@@ -509,7 +509,8 @@ package enum ImportWalk {
                             itemsFrom[place] = items.count
                         }
                         guard isWanted(entry),
-                            bindLazyEntry(entry, of: requests[place].symbol, in: object.object, handle: object.handle)
+                            bindLazyEntry(entry, of: requests[place].symbol, in: object.object, handle: object.handle),
+                            leads(entry, as: requests[place])
                         else { continue }
                         items.append(
                             AttachEngine.Item(
@@ -522,6 +523,7 @@ package enum ImportWalk {
                     for entry in entries(of: request.symbol, in: object)
                     where isWanted(entry)
                         && bindLazyEntry(entry, of: request.symbol, in: object.object, handle: object.handle)
+                        && leads(entry, as: request)
                     {
                         items.append(
                             AttachEngine.Item(slot: entry.slot, attachment: request.attachment!, symbol: request.symbol)
@@ -536,12 +538,14 @@ package enum ImportWalk {
             let (symbol, attachment, hash) = (
                 requests[place].symbol, requests[place].attachment!, requests[place].nameHash
             )
+            let request = requests[place]
             // Closure literals, not a local function: that one's context (with the list it
             // appends to) was allocated for each request.
             if let index {
                 index.forEachEntry(of: symbol, hash: hash, in: objects) { object, entry in
                     guard isWanted(entry),
-                        bindLazyEntry(entry, of: symbol, in: objects[object].object, handle: objects[object].handle)
+                        bindLazyEntry(entry, of: symbol, in: objects[object].object, handle: objects[object].handle),
+                        leads(entry, as: request)
                     else { return }
                     items.append(AttachEngine.Item(slot: entry.slot, attachment: attachment, symbol: symbol))
                 }
@@ -549,12 +553,21 @@ package enum ImportWalk {
                 for (object, entry) in entries(of: symbol, in: objects, index: nil)
                 where isWanted(entry)
                     && bindLazyEntry(entry, of: symbol, in: objects[object].object, handle: objects[object].handle)
+                    && leads(entry, as: request)
                 {
                     items.append(AttachEngine.Item(slot: entry.slot, attachment: attachment, symbol: symbol))
                 }
             }
         }
         return try AttachEngine.attach(items, liftsProtection: true).map(HookToken.init(handle:))
+    }
+
+    /// Whether `entry` (bound) leads where `request` asks for: the function it holds, for a
+    /// request that says where (``ImportRequest/leadsTo``).
+    private static func leads(_ entry: Entry, as request: ImportRequest) -> Bool {
+        guard let leadsTo = request.leadsTo else { return true }
+        guard let function = UnsafeRawPointer(bitPattern: value(at: entry.slot)) else { return false }
+        return leadsTo(function)
     }
 
     /// Makes something of each entry of `symbol` in `objects` for which `isWanted` says yes,

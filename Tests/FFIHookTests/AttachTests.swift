@@ -935,6 +935,47 @@ extension FixtureTableTests {
             }
         }
 
+        @Test func importTableAttachLeadingToKeepsTheEntriesBoundThere() throws {
+            let length = try Self.length()
+            let me = at_gettid()
+            let names = Mutex<[String]>([])
+            let entries = ImportFixtures.entries(of: "strlen", in: .object(Self.library)).count
+            // The functions the fixture's entries are bound to (the C library's strlen, as its
+            // resolver chose it), and where each entry leads as the attach asks.
+            let bound = try ImportTable.bindings(of: "strlen").filter {
+                $0.entry.objectPath == ImportFixtures.path(Self.library)
+            }
+            #expect(bound.count == entries && bound.allSatisfy { $0.functionObject == "libc.so.6" })
+            let functions = Set(bound.map(\.value))
+            let asked = Mutex<[UInt]>([])
+            let toTheCLibrary: @Sendable (UnsafeRawPointer) -> Bool = { function in
+                asked.withLock { $0.append(UInt(bitPattern: function)) }
+                return functions.contains(UInt(bitPattern: function))
+            }
+            let group = try ImportTable.attach(
+                symbols: ["strlen"], in: .object(Self.library), leadingTo: toTheCLibrary
+            ) { name in
+                (onEnter: { call in if call.threadID == me { names.withLock { $0.append(name) } } }, onLeave: nil)
+            }
+            #expect(group.tokens.count == entries)
+            #expect(Set(asked.withLock { $0 }) == functions)
+            #expect(length("three") == 5)
+            #expect(names.withLock { $0 } == ["strlen"])
+            group.remove()
+            // Entries that lead elsewhere than asked are left alone: none here, which is an error
+            // as for a symbol nothing imports.
+            let nowhere: @Sendable (UnsafeRawPointer) -> Bool = { _ in false }
+            do {
+                _ = try ImportTable.attach(symbols: ["strlen"], in: .object(Self.library), leadingTo: nowhere) { _ in
+                    (onEnter: { _ in Issue.record("an entry leading elsewhere was attached") }, onLeave: nil)
+                }
+                Issue.record("entries none of which leads where asked were attached")
+            } catch {
+                #expect(error.code == .symbolNotImported)
+            }
+            #expect(length("four") == 4)
+        }
+
         @Test func laterLoadsAreFollowed() throws {
             let me = at_gettid()
             let names = Mutex<[String]>([])

@@ -1222,6 +1222,39 @@ void fht_other_namespaces(void (*visit)(void *context, const char *path), void *
     dl_iterate_phdr(fht_namespaces_visit, &request);
 }
 
+typedef struct {
+    uintptr_t base, low, high;
+    int found;
+} fht_span_request;
+
+static int fht_find_span(struct dl_phdr_info *info, size_t size, void *context) {
+    (void)size;
+    fht_span_request *request = context;
+    if (info->dlpi_addr != request->base) return 0;
+    uintptr_t low = UINTPTR_MAX, high = 0;
+    for (ElfW(Half) index = 0; index < info->dlpi_phnum; index++) {
+        const ElfW(Phdr) *segment = &info->dlpi_phdr[index];
+        if (segment->p_type != PT_LOAD) continue;
+        uintptr_t start = info->dlpi_addr + segment->p_vaddr;
+        if (start < low) low = start;
+        if (start + segment->p_memsz > high) high = start + segment->p_memsz;
+    }
+    if (low >= high) return 0;
+    request->low = low;
+    request->high = high;
+    request->found = 1;
+    return 1;
+}
+
+int fht_object_span(uintptr_t base, uintptr_t *low, uintptr_t *high) {
+    fht_span_request request = {base, 0, 0, 0};
+    dl_iterate_phdr(fht_find_span, &request);
+    if (!request.found) return 0;
+    *low = request.low;
+    *high = request.high;
+    return 1;
+}
+
 int fht_object_path(const void *address, char *buffer, size_t size) {
     if (size == 0) return 0;
     fht_holder holder = {(uintptr_t)address, buffer, size, 0};

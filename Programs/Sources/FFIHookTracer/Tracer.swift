@@ -477,8 +477,12 @@ final class Tracer: Sendable {
                 traceInline(image, &state)
                 continue
             }
+            var low: UInt = 0
+            var high: UInt = 0
             state.tracedLibraries.append(
-                TracedLibrary(key: image.key, path: image.path, base: image.base, name: image.name))
+                TracedLibrary(
+                    key: image.key, path: image.path, base: image.base, name: image.name,
+                    span: fht_object_span(image.base, &low, &high) != 0 ? low..<high : nil))
             newTraced.append(image.key)
         }
         if !configuration.inline, !state.tracedLibraries.isEmpty {
@@ -580,6 +584,9 @@ final class Tracer: Sendable {
         let base: UInt
         /// Its name for messages.
         let name: String
+        /// The addresses it maps (nil when they could not be read): an import-table entry is
+        /// attached only where it leads into one of the traced libraries.
+        var span: Range<UInt>? = nil
     }
 
     /// Calls `body` with `strings` as an array of C strings, valid during the call.
@@ -717,12 +724,22 @@ final class Tracer: Sendable {
         // the call.
         let countsOnly = !records && CallLog.shared == nil
         let functions = { (symbol: String) -> AttachFunctions? in counter(symbol).map(Self.countingFunctions) }
+        // Only the entries that lead into a traced library: where another object exports a
+        // name too (a second copy of the library, loaded under another name; an interposed
+        // function), an entry bound to that one is not the traced library's call. (A library
+        // whose span could not be read lets every entry of its names through, as before.)
+        let spans = state.tracedLibraries.compactMap(\.span)
+        var leadingTo: (@Sendable (UnsafeRawPointer) -> Bool)?
+        if spans.count == state.tracedLibraries.count {
+            leadingTo = { function in Self.leads(function, into: spans) }
+        }
         let attachGroup = { (symbols: [String]) throws(HookError) -> HookGroupToken in
             if countsOnly {
                 return try ImportTable.attach(
-                    symbols: symbols, in: scope, options: .allowsReentry, functions: functions)
+                    symbols: symbols, in: scope, options: .allowsReentry, leadingTo: leadingTo, functions: functions)
             }
-            return try ImportTable.attach(symbols: symbols, in: scope, options: .allowsReentry, blocks: blocks)
+            return try ImportTable.attach(
+                symbols: symbols, in: scope, options: .allowsReentry, leadingTo: leadingTo, blocks: blocks)
         }
         let symbols = chosen.map(\.name)
         let keep = { (group: HookGroupToken, state: inout State) in
@@ -731,6 +748,9 @@ final class Tracer: Sendable {
         do {
             keep(try attachGroup(symbols), &state)
         } catch {
+            // None of the object's entries of these names leads into a traced library (another
+            // object exports them, and the object is bound there): nothing to count.
+            if error.code == .symbolNotImported, leadingTo != nil { return }
             // The object was unloaded by another thread since the walk that saw it: said once,
             // not for each of its functions.
             if error.code == .objectNotFound, object != nil {
@@ -742,10 +762,17 @@ final class Tracer: Sendable {
                 do {
                     keep(try attachGroup([symbol]), &state)
                 } catch {
+                    if error.code == .symbolNotImported, leadingTo != nil { continue }
                     report("\(symbol) in \(name): \(error)", &state)
                 }
             }
         }
+    }
+
+    /// Whether `function` lies in one of `spans` (a traced library's).
+    private static func leads(_ function: UnsafeRawPointer, into spans: [Range<UInt>]) -> Bool {
+        let address = UInt(bitPattern: function)
+        return spans.contains { $0.contains(address) }
     }
 
     /// The blocks that count a function's calls into `counter` (see ``blocks(counting:named:recording:)``)

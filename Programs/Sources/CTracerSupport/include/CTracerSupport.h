@@ -446,6 +446,11 @@ void fht_load_counts(uint64_t *adds, uint64_t *subs);
 /// functions), copied into `buffer`; 0 when unknown.
 int fht_object_path(const void *address, char *buffer, size_t size);
 
+/// The addresses the loaded object with load bias `base` maps, from the lowest of its loadable
+/// segments to the end of the highest (the loader reserves the whole span for it); 0 when no
+/// loaded object has that bias.
+int fht_object_span(uintptr_t base, uintptr_t *low, uintptr_t *high);
+
 /// Reports the path of each object loaded in a link-map namespace other than the default one
 /// (by dlmopen: the loader's extended debugger interface, r_version 2), which the walks, which
 /// see their own namespace only, do not; read with the loader's list locked.
