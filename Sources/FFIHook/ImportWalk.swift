@@ -510,7 +510,7 @@ package enum ImportWalk {
                         }
                         guard isWanted(entry),
                             bindLazyEntry(entry, of: requests[place].symbol, in: object.object, handle: object.handle),
-                            leads(entry, as: requests[place])
+                            leads(entry, to: requests[place].leadsTo)
                         else { continue }
                         items.append(
                             AttachEngine.Item(
@@ -523,7 +523,7 @@ package enum ImportWalk {
                     for entry in entries(of: request.symbol, in: object)
                     where isWanted(entry)
                         && bindLazyEntry(entry, of: request.symbol, in: object.object, handle: object.handle)
-                        && leads(entry, as: request)
+                        && leads(entry, to: request.leadsTo)
                     {
                         items.append(
                             AttachEngine.Item(slot: entry.slot, attachment: request.attachment!, symbol: request.symbol)
@@ -538,14 +538,14 @@ package enum ImportWalk {
             let (symbol, attachment, hash) = (
                 requests[place].symbol, requests[place].attachment!, requests[place].nameHash
             )
-            let request = requests[place]
+            let leadsTo = requests[place].leadsTo
             // Closure literals, not a local function: that one's context (with the list it
             // appends to) was allocated for each request.
             if let index {
                 index.forEachEntry(of: symbol, hash: hash, in: objects) { object, entry in
                     guard isWanted(entry),
                         bindLazyEntry(entry, of: symbol, in: objects[object].object, handle: objects[object].handle),
-                        leads(entry, as: request)
+                        leads(entry, to: leadsTo)
                     else { return }
                     items.append(AttachEngine.Item(slot: entry.slot, attachment: attachment, symbol: symbol))
                 }
@@ -553,7 +553,7 @@ package enum ImportWalk {
                 for (object, entry) in entries(of: symbol, in: objects, index: nil)
                 where isWanted(entry)
                     && bindLazyEntry(entry, of: symbol, in: objects[object].object, handle: objects[object].handle)
-                    && leads(entry, as: request)
+                    && leads(entry, to: leadsTo)
                 {
                     items.append(AttachEngine.Item(slot: entry.slot, attachment: attachment, symbol: symbol))
                 }
@@ -562,10 +562,10 @@ package enum ImportWalk {
         return try AttachEngine.attach(items, liftsProtection: true).map(HookToken.init(handle:))
     }
 
-    /// Whether `entry` (bound) leads where `request` asks for: the function it holds, for a
-    /// request that says where (``ImportRequest/leadsTo``).
-    private static func leads(_ entry: Entry, as request: ImportRequest) -> Bool {
-        guard let leadsTo = request.leadsTo else { return true }
+    /// Whether `entry` (bound) leads where a request asks for (``ImportRequest/leadsTo``, nil
+    /// for anywhere): the function it holds.
+    private static func leads(_ entry: Entry, to leadsTo: (@Sendable (UnsafeRawPointer) -> Bool)?) -> Bool {
+        guard let leadsTo else { return true }
         guard let function = UnsafeRawPointer(bitPattern: value(at: entry.slot)) else { return false }
         return leadsTo(function)
     }
