@@ -85,7 +85,8 @@ let noToolchainPath = ["-no-toolchain-stdlib-rpath"]
 // library for it (and searched the toolchain's directories for it first) before every traced
 // program (0.15 to 0.25 ms). `-static-stdlib` only lets the driver's Swift libraries be found:
 // nothing of them is linked into a C program.
-let staticWrapper = staticRuntime + ["-Xclang-linker", "-static", "-Xclang-linker", "-Wno-unused-command-line-argument"]
+let staticWrapper =
+    staticRuntime + ["-Xclang-linker", "-static", "-Xclang-linker", "-Wno-unused-command-line-argument"]
 
 let package = Package(
     name: "swift-ffi-hook-programs",
