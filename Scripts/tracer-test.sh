@@ -3177,7 +3177,7 @@ int main(int argc, char **argv) {
 }
 C
 gcc -O0 -o "$work/names/names" "$work/names/names.c" -ldl
-"$bin/ffi-hook-tracer" --inline --library libnames.so --folded "$work/names/folded" \
+"$bin/ffi-hook-tracer" --inline --library libnames.so --folded "$work/names/folded" --log "$work/names/log" \
     -- "$work/names/names" "$work/names/libnames.so" >/dev/null 2>"$work/names/err"
 python3 - "$work/names" <<'PYTHON'
 import sys
@@ -3189,7 +3189,12 @@ assert frames == ["semi?colon", "tab?here"], f"folded stacks: {lines}"
 table = open(f"{work}/err").read().splitlines()
 rows = {line.split()[0]: int(line.split()[1]) for line in table if line.startswith(("semi", "tab"))}
 assert rows == {"semi;colon": 1, "tab?here": 2}, f"the table's rows: {table}"
-print("a name's semicolon and tab: one frame, one row each (calls 1 and 2)")
+# The log: a line a call, the tab written `?` there too.
+log = open(f"{work}/log").read().splitlines()
+calls = [line for line in log if "semi;colon" in line or "tab?here" in line]
+assert len(calls) == 3 and sum("tab?here" in line for line in calls) == 2, f"the log: {log}"
+assert not any("\t" in line for line in log), f"a tab in the log: {log}"
+print("a name's semicolon and tab: one frame, one row and a log line a call each (calls 1 and 2)")
 PYTHON
 
 echo "== tracer test: a second copy of a library, loaded under another name, counts only its own calls"

@@ -146,6 +146,10 @@ final class CallLog: Sendable {
             let plain = name.split(separator: Character(" "), maxSplits: 1).first.map(String.init) ?? name
             let text = strdup(name)!
             let length = strlen(text)
+            // (A control character in a name, a newline say, as `?`: one line a call.)
+            for place in 0..<length where UInt8(bitPattern: text[place]) < 0x20 || text[place] == 0x7F {
+                text[place] = CChar(UInt8(ascii: "?"))
+            }
             let function = UnsafeMutablePointer<fht_log_function>.allocate(capacity: 1)
             function.initialize(
                 to: signatures[plain]?.description(named: text, length: length)
