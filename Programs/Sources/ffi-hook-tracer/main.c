@@ -42,15 +42,21 @@ static void fhw_write(int descriptor, const char *text, size_t length) {
 
 static void fhw_put(int descriptor, const char *text) { fhw_write(descriptor, text, strlen(text)); }
 
-/* Prints the message (a printf format) and the usage lines to standard error, exits with 64. */
-__attribute__((noreturn, format(printf, 1, 2))) static void fhw_fail(const char *format, ...) {
+/* Writes "ffi-hook-tracer: " and the message (a printf format and its arguments) to standard
+   error, without a line's end. */
+__attribute__((format(printf, 1, 0))) static void fhw_say(const char *format, va_list arguments) {
     char message[16384];
-    va_list arguments;
-    va_start(arguments, format);
     vsnprintf(message, sizeof message, format, arguments);
-    va_end(arguments);
     fhw_put(2, "ffi-hook-tracer: ");
     fhw_put(2, message);
+}
+
+/* Prints the message (a printf format) and the usage lines to standard error, exits with 64. */
+__attribute__((noreturn, format(printf, 1, 2))) static void fhw_fail(const char *format, ...) {
+    va_list arguments;
+    va_start(arguments, format);
+    fhw_say(format, arguments);
+    va_end(arguments);
     fhw_put(2, "\n" FHW_SYNOPSIS "\nffi-hook-tracer --help describes each option.\n");
     exit(64);
 }
@@ -58,13 +64,10 @@ __attribute__((noreturn, format(printf, 1, 2))) static void fhw_fail(const char 
 /* Prints the message (a printf format) to standard error and exits with 127: the program cannot
    be run traced, though the options are right (the tracer's files are missing or unusable). */
 __attribute__((noreturn, format(printf, 1, 2))) static void fhw_cannot_run(const char *format, ...) {
-    char message[16384];
     va_list arguments;
     va_start(arguments, format);
-    vsnprintf(message, sizeof message, format, arguments);
+    fhw_say(format, arguments);
     va_end(arguments);
-    fhw_put(2, "ffi-hook-tracer: ");
-    fhw_put(2, message);
     fhw_put(2, "\n");
     exit(127);
 }
