@@ -147,7 +147,7 @@ final class CallLog: Sendable {
             let text = strdup(name)!
             let length = strlen(text)
             // (A control character in a name, a newline say, as `?`: one line a call.)
-            for place in 0..<length where UInt8(bitPattern: text[place]) < 0x20 || text[place] == 0x7F {
+            for place in 0..<length where EventFormatting.isControl(UInt8(bitPattern: text[place])) {
                 text[place] = CChar(UInt8(ascii: "?"))
             }
             let function = UnsafeMutablePointer<fht_log_function>.allocate(capacity: 1)

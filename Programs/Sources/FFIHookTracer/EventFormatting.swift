@@ -29,6 +29,10 @@ enum EventFormatting {
 
     private static let hexDigits = Array("0123456789abcdef".utf8)
 
+    /// Whether `byte` is a control character (below a space, or DEL): the outputs of a line a
+    /// call or a row a function write it `?` in a name, where a newline would split the line.
+    static func isControl(_ byte: UInt8) -> Bool { byte < 0x20 || byte == 0x7F }
+
     /// `text` escaped for XML character data and attribute values.
     static func xml(_ text: String) -> String {
         var result = ""

@@ -86,8 +86,9 @@ struct FlameGraph {
 
     /// `name` as a frame of a folded stack: `;` and control characters as `?`.
     private static func foldedFrame(_ name: String) -> String {
-        guard name.utf8.contains(where: { $0 == UInt8(ascii: ";") || $0 < 0x20 || $0 == 0x7F }) else { return name }
-        let bytes = name.utf8.map { $0 == UInt8(ascii: ";") || $0 < 0x20 || $0 == 0x7F ? UInt8(ascii: "?") : $0 }
+        let replaced = { (byte: UInt8) in byte == UInt8(ascii: ";") || EventFormatting.isControl(byte) }
+        guard name.utf8.contains(where: replaced) else { return name }
+        let bytes = name.utf8.map { replaced($0) ? UInt8(ascii: "?") : $0 }
         return String(decoding: bytes, as: UTF8.self)
     }
 

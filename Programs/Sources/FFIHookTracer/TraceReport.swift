@@ -73,7 +73,7 @@ struct TraceReport {
         }
         for row in rows {
             // (A control character in a name, a newline say, as `?`: one row a line.)
-            for byte in row.name.utf8 { cells.append(byte < 0x20 || byte == 0x7F ? UInt8(ascii: "?") : byte) }
+            for byte in row.name.utf8 { cells.append(EventFormatting.isControl(byte) ? UInt8(ascii: "?") : byte) }
             ends.append(cells.count)
             EventFormatting.appendGrouped(row.calls, to: &cells)
             ends.append(cells.count)
