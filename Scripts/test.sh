@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { echo "== [$(date -u +%H:%M:%S)] $*"; }
 
-packages=(libffi-dev pkg-config gcc gobjc libgnustep-base-dev python3 libsqlite3-dev zlib1g-dev libzydis-dev gdb g++)
+packages=(libffi-dev pkg-config gcc gobjc libgnustep-base-dev python3 libsqlite3-dev zlib1g-dev libzydis-dev gdb g++ strace)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

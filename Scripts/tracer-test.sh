@@ -3144,6 +3144,52 @@ if [ -e "$work/installs/leftover.txt" ] || ! grep -Eq '^tracee_nothing +777 ' "$
 fi
 echo "the wrapper in a directory with a space or a colon, or without its libraries: 127 and why; 126 and 127 for programs that cannot run; a leftover output variable ignored"
 
+echo "== tracer test: the wrapper's common run made before the C library starts, and the same environment either way"
+# fast.c is the wrapper's entry point and runs before the C library has started: its object
+# may name no symbol but the C library's start, which it goes on to when main.c is to run.
+undefined=$(nm -u "$bin/CTracerFast.build/fast.c.o" | awk '{print $2}' | tr '\n' ' ')
+if [ "$undefined" != "_start " ]; then
+    echo "fast.c names symbols it does not define: $undefined" >&2
+    exit 1
+fi
+# The common run executes the program with no system call of the C library's start before it
+# (arch_prctl sets the thread pointer there); an option main.c takes starts the C library.
+mkdir -p "$work/fast"
+strace -f -o "$work/fast/common.strace" -e trace=execve,arch_prctl "$bin/ffi-hook-tracer" --library libtracee.so \
+    --symbols 'tracee_*' --scope main --json "$work/fast/common.json" -- "$work/program" >/dev/null 2>&1
+strace -f -o "$work/fast/full.strace" -e trace=execve,arch_prctl "$bin/ffi-hook-tracer" --library libtracee.so \
+    --log "$work/fast/full.log" -- "$work/program" >/dev/null 2>&1
+# The syscalls between the wrapper's execve and the program's.
+before_program() { awk '/execve\(/ && /= 0$/ {n++; next} n == 1' "$1" | grep -c arch_prctl || true; }
+if [ "$(before_program "$work/fast/common.strace")" != 0 ] || [ "$(before_program "$work/fast/full.strace")" = 0 ] ||
+    ! grep -q '"tracee_nothing"' "$work/fast/common.json"; then
+    echo "the common run did not skip the C library's start, or --log did not start it" >&2
+    cat "$work/fast/common.strace" "$work/fast/full.strace" >&2
+    exit 1
+fi
+# The same script with #! (executed at once) and without (the kernel refuses it: main.c then runs
+# it through sh, as execvp does) sees the same environment: the variables set, those removed
+# (left from a shell), LD_PRELOAD's earlier value kept after the start library, a relative
+# --json made absolute.
+printf '#!/bin/sh\nenv | grep -E "^(FFI_HOOK|LD_PRELOAD)" | grep -v "^FFI_HOOK_TRACER_PID=" | sort\n' >"$work/fast/with"
+tail -n +2 "$work/fast/with" >"$work/fast/without"
+chmod +x "$work/fast/with" "$work/fast/without"
+for script in with without; do
+    (cd "$work/fast" && FFI_HOOK_TRACER_OUTPUT=x FFI_HOOK_TRACER_LOG=y FFI_HOOK_TRACER_FOLDED=z LD_PRELOAD=libm.so.6 \
+        strace -f -o "$script.strace" -e trace=execve,arch_prctl "$bin/ffi-hook-tracer" --library=libtracee.so \
+        --library libz.so.1 --symbols 'a*' --symbols=b --json=out.json --inline --scope all -- "./$script" \
+        >"$script.env" 2>/dev/null)
+done
+if ! diff "$work/fast/with.env" "$work/fast/without.env" >&2 || ! grep -q "^FFI_HOOK_TRACER_JSON=$work/fast/out.json$" \
+    "$work/fast/with.env" || ! grep -q "^LD_PRELOAD=$bin/libFFIHookTracerStart.so:libm.so.6$" "$work/fast/with.env" ||
+    grep -q "FFI_HOOK_TRACER_OUTPUT\|FFI_HOOK_TRACER_LOG\|FFI_HOOK_TRACER_FOLDED" "$work/fast/with.env" ||
+    [ "$(before_program "$work/fast/with.strace")" != 0 ] || [ "$(before_program "$work/fast/without.strace")" = 0 ]; then
+    echo "the wrapper's two ways set different environments, or the common run started the C library" >&2
+    cat "$work/fast/with.env" "$work/fast/with.strace" "$work/fast/without.strace" >&2
+    exit 1
+fi
+echo "the common run executes the program before the C library starts; main.c's runs set the same environment"
+
 echo "== tracer test: names with a semicolon or a control character in the folded stacks and the table"
 mkdir -p "$work/names"
 python3 - "$work/names/names.s" <<'PYTHON'

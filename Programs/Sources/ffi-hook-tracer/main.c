@@ -8,7 +8,10 @@
    The options become the environment variables the library reads (see its
    TracerConfiguration); the library is found beside this executable. Written in C: it runs
    before every traced program, where a Swift program's runtime alone takes about 0.8 ms to
-   start (linked in statically; more as shared libraries) and a C program's 0.1 ms. With --pid
+   start (linked in statically; more as shared libraries) and a C program's 0.1 ms. The common
+   run does not reach this file: the executable's entry point is CTracerFast's (fast.c), which
+   executes the program before the C library starts and hands every other run, unchanged, to the
+   C library's start and main below, which then says what it always said. With --pid
    it executes ffi-hook-tracer-join, beside it, which joins the running process (ptrace, not
    timed), the options in the environment as for a started program. */
 
