@@ -35,7 +35,9 @@ enum BatchTargets {
                     byAddress[target.address] = (target, rank, chosen)
                 }
             }
-            for function in definedFunctions(of: object) {
+            let defined = definedFunctions(of: object)
+            byAddress.reserveCapacity(defined.count)
+            for function in defined {
                 let name = String(cString: function.symbol.name)
                 let isDefault = function.is_default_version != 0
                 let rank = AliasRank(name: name, isDefault: isDefault, isWeak: function.is_weak != 0)

@@ -74,6 +74,13 @@ struct CounterAddress: @unchecked Sendable {
     let pointer: UnsafeMutablePointer<fht_counter>
 }
 
+/// Where a function traced inline lives: its file's path and its offset from the file's load
+/// address (``Tracer/State/counterOwners``).
+struct FunctionPlace: Hashable {
+    let path: String
+    let offset: UInt
+}
+
 /// A counter's address as an object: what a function's two counting blocks capture.
 private final class CounterBox: @unchecked Sendable {
     let pointer: UnsafeMutablePointer<fht_counter>
@@ -137,7 +144,7 @@ final class Tracer: Sendable {
         /// or the same library in two copies) get counters of their own. Kept when the library
         /// is unloaded: a function keeps its row, whatever else is loaded and unloaded
         /// meanwhile, and the same file loaded again counts in the same rows.
-        var counterOwners: [String: String] = [:]
+        var counterOwners: [String: FunctionPlace] = [:]
         /// The loader's counts of loads and unloads (``fht_load_counts``) when the objects were
         /// last walked after a `dlopen` and a `dlclose`: a call that changed neither (the
         /// library's own walks pin objects with both) needs no walk.
@@ -920,20 +927,23 @@ final class Tracer: Sendable {
         }
         var counters: [UInt: CounterAddress] = [:]
         counters.reserveCapacity(chosen.count)
+        state.counterOwners.reserveCapacity(state.counterOwners.count + chosen.count)
         for (function, own) in zip(chosen, chosenNames) {
             let address = UInt(bitPattern: function.address)
             let plain = reportedName[address] ?? own
-            let offset = "0x" + String(address &- image.base, radix: 16)
-            let function = image.path + "+" + offset
+            let place = FunctionPlace(path: image.path, offset: address &- image.base)
             // The plain name, else the name with the object's and the offset (by its path where
             // another copy of the object, of the same soname, holds that). One lookup for a name
-            // not taken yet (nearly all).
+            // not taken yet (nearly all), and no other name made for it.
             var name = plain
-            for candidate in [plain, "\(plain) (\(image.name)+\(offset))", "\(plain) (\(function))"] {
-                name = candidate
-                guard let owner = state.counterOwners.updateValue(function, forKey: candidate), owner != function
-                else { break }
-                state.counterOwners[candidate] = owner
+            for attempt in 0..<3 {
+                switch attempt {
+                case 0: name = plain
+                case 1: name = "\(plain) (\(image.name)+0x\(String(place.offset, radix: 16)))"
+                default: name = "\(plain) (\(image.path)+0x\(String(place.offset, radix: 16)))"
+                }
+                guard let owner = state.counterOwners.updateValue(place, forKey: name), owner != place else { break }
+                state.counterOwners[name] = owner
             }
             guard let (counter, _) = Self.counter(naming: name, kindOf: own) else {
                 report("out of counters; \(name) and later functions are not traced", &state)
