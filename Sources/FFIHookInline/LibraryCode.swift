@@ -16,7 +16,10 @@ enum LibraryCode {
     /// (its own functions, and the specializations, thunks and value witnesses made for its
     /// types, wherever the compiler put them).
     static func reason(name: String?) -> String? {
-        guard let name else { return nil }
+        // Most names begin with none of the prefixes' first bytes (`f`, `s`, `$`): one byte decides.
+        guard let name, let first = name.utf8.first,
+            first == UInt8(ascii: "f") || first == UInt8(ascii: "s") || first == UInt8(ascii: "$")
+        else { return nil }
         let isOwn =
             prefixes.contains { name.hasPrefix($0) }
             || (name.hasPrefix("$s") && mentionsLibrary(Array(name.utf8)))
