@@ -33,7 +33,8 @@
 # static); a process that opens a library by bare name through a library's RUNPATH, joined; a
 # process whose joiner is killed during the join's call goes on, its registers intact; a process
 # caught before its loader mapped the C library, and a kernel thread, each told apart. The
-# --pid part is skipped where Yama's ptrace_scope forbids ptrace.
+# --pid part is skipped where Yama's ptrace_scope forbids ptrace. The wrapper's common run,
+# made before the C library starts (fast.c), and main.c's: the same environment either way.
 #
 #     Scripts/tracer-test.sh [debug|release]
 set -euo pipefail
@@ -3169,18 +3170,38 @@ if [ "$(before_program "$work/fast/common.strace")" != 0 ] || [ "$(before_progra
 fi
 # The same script with #! (executed at once) and without (the kernel refuses it: main.c then runs
 # it through sh, as execvp does) sees the same environment: the variables set, those removed
-# (left from a shell), LD_PRELOAD's earlier value kept after the start library, a relative
-# --json made absolute.
-printf '#!/bin/sh\nenv | grep -E "^(FFI_HOOK|LD_PRELOAD)" | grep -v "^FFI_HOOK_TRACER_PID=" | sort\n' >"$work/fast/with"
+# (left from a shell), LD_PRELOAD's first value kept after the start library and its other
+# copies gone (the loader reads the last: the program ran untraced), a relative --json made
+# absolute. The script is found through an empty entry of PATH, and named as execvp names it.
+printf '#!/bin/sh\necho "$0"; env | grep -E "^(FFI_HOOK|LD_PRELOAD)" | grep -v "^FFI_HOOK_TRACER_PID=" | sort\n' \
+    >"$work/fast/with"
 tail -n +2 "$work/fast/with" >"$work/fast/without"
 chmod +x "$work/fast/with" "$work/fast/without"
+# Executes a program with the environment given, duplicates and all (env and shells merge them).
+cat >"$work/fast/exact-environment.c" <<'C'
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int split = 1;
+    while (split < argc && strcmp(argv[split], "--") != 0) split++;
+    if (split + 1 >= argc) return 64;
+    argv[split] = NULL;
+    execve(argv[split + 1], argv + split + 1, argv + 1);
+    return 127;
+}
+C
+gcc -O1 -o "$work/fast/exact-environment" "$work/fast/exact-environment.c"
 for script in with without; do
-    (cd "$work/fast" && FFI_HOOK_TRACER_OUTPUT=x FFI_HOOK_TRACER_LOG=y FFI_HOOK_TRACER_FOLDED=z LD_PRELOAD=libm.so.6 \
-        strace -f -o "$script.strace" -e trace=execve,arch_prctl "$bin/ffi-hook-tracer" --library=libtracee.so \
-        --library libz.so.1 --symbols 'a*' --symbols=b --json=out.json --inline --scope all -- "./$script" \
-        >"$script.env" 2>/dev/null)
+    (cd "$work/fast" && ./exact-environment FFI_HOOK_TRACER_OUTPUT=x FFI_HOOK_TRACER_LOG=y FFI_HOOK_TRACER_FOLDED=z \
+        LD_PRELOAD=libm.so.6 LD_PRELOAD=libz.so.1 FFI_HOOK_TRACER_JSON=a FFI_HOOK_TRACER_JSON=b "PATH=:$PATH" -- \
+        "$(command -v strace)" -f -o "$script.strace" -e trace=execve,arch_prctl "$bin/ffi-hook-tracer" \
+        --library=libtracee.so --library libz.so.1 --symbols 'a*' --symbols=b --json=out.json --inline --scope all -- \
+        "$script" >"$script.env" 2>/dev/null)
 done
-if ! diff "$work/fast/with.env" "$work/fast/without.env" >&2 || ! grep -q "^FFI_HOOK_TRACER_JSON=$work/fast/out.json$" \
+if ! diff <(tail -n +2 "$work/fast/with.env") <(tail -n +2 "$work/fast/without.env") >&2 ||
+    [ "$(head -1 "$work/fast/with.env")" != with ] || [ "$(grep -c "^LD_PRELOAD=" "$work/fast/with.env")" != 1 ] ||
+    [ "$(grep -c "^FFI_HOOK_TRACER_JSON=" "$work/fast/with.env")" != 1 ] ||
+    ! grep -q "^FFI_HOOK_TRACER_JSON=$work/fast/out.json$" \
     "$work/fast/with.env" || ! grep -q "^LD_PRELOAD=$bin/libFFIHookTracerStart.so:libm.so.6$" "$work/fast/with.env" ||
     grep -q "FFI_HOOK_TRACER_OUTPUT\|FFI_HOOK_TRACER_LOG\|FFI_HOOK_TRACER_FOLDED" "$work/fast/with.env" ||
     [ "$(before_program "$work/fast/with.strace")" != 0 ] || [ "$(before_program "$work/fast/without.strace")" = 0 ]; then

@@ -245,8 +245,11 @@ static const char *fhf_variable(char **environment, const char *name) {
     return NULL;
 }
 
-/* The first executable file `command` names in PATH (main.c's fhw_program_path), or itself
-   when it holds a slash; NULL when none is, or PATH is unset (main.c's to look for). */
+/* The file execvp would execute for `command`, by the name it would give the kernel: itself
+   when it holds a slash, else the first executable regular file of that name in PATH (an empty
+   entry the bare name, in the working directory). NULL when none is, when PATH is unset, and
+   where execvp would stop at an entry with an error (a loop of links, a name too long): main.c's
+   to run, and say. */
 static const char *fhf_program(const char *command, char **environment) {
     if (fhf_find(command, '/')) return command;
     const char *path = fhf_variable(environment, "PATH");
@@ -254,9 +257,17 @@ static const char *fhf_program(const char *command, char **environment) {
     for (const char *start = path;;) {
         const char *end = fhf_find(start, ':');
         size_t length = end ? (size_t)(end - start) : fhf_length(start);
-        char *candidate = length ? fhf_join(start, length, "/", command) : fhf_join(".", 1, "/", command);
+        const char *candidate = length ? fhf_join(start, length, "/", command) : command;
         if (!candidate) return NULL;
-        if (fhf_access(candidate, 1 /* X_OK */)) return candidate;
+        long refused = fhf_call3(__NR_access, (long)candidate, 1 /* X_OK */, 0);
+        fhf_stat status;
+        if (refused == 0 && fhf_stat_of(candidate, &status) && S_ISREG(status.mode)) return candidate;
+        /* The errors execvp passes over (ENOENT, ENOTDIR, EACCES, ENODEV, ETIMEDOUT, ESTALE); a
+           directory or FIFO, which execve refuses with EACCES, too. */
+        if (refused != 0 && refused != -2 && refused != -20 && refused != -13 && refused != -19 && refused != -110 &&
+            refused != -116) {
+            return NULL;
+        }
         if (!end) return NULL;
         start = end + 1;
     }
@@ -268,11 +279,11 @@ static const char *fhf_program(const char *command, char **environment) {
    ignored. A file that cannot be read is left to main.c too. */
 static int fhf_unusual(const char *path) {
     fhf_stat status;
-    if (!fhf_stat_of(path, &status)) return 1;
+    if (!fhf_stat_of(path, &status) || !S_ISREG(status.mode)) return 1;
     if ((status.mode & S_ISUID) && status.uid != (uint32_t)fhf_call3(__NR_geteuid, 0, 0, 0)) return 1;
     if ((status.mode & S_ISGID) && status.gid != (uint32_t)fhf_call3(__NR_getegid, 0, 0, 0)) return 1;
     if (fhf_call(__NR_getxattr, (long)path, (long)"security.capability", 0, 0) >= 0) return 1;
-    long descriptor = fhf_call3(__NR_open, (long)path, O_RDONLY | O_CLOEXEC, 0);
+    long descriptor = fhf_call3(__NR_open, (long)path, O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0);
     if (descriptor < 0) return 1;
     unsigned char header[64];
     long read = fhf_call(__NR_pread64, descriptor, (long)header, sizeof header, 0);
@@ -299,7 +310,8 @@ static int fhf_unusual(const char *path) {
     return unusual;
 }
 
-/* Whether `entry` (NAME=VALUE) sets one of the variables main.c sets or removes. */
+/* Whether `entry` (NAME=VALUE) sets one of the variables main.c sets or removes: every copy
+   of each goes, as main.c removes them before it sets one. */
 static int fhf_replaced(const char *entry) {
     static const char *const names[] = {
         "FFI_HOOK_TRACER_LIBRARIES", "FFI_HOOK_TRACER_SYMBOLS",   "FFI_HOOK_TRACER_PID",

@@ -490,8 +490,14 @@ static int fhw_runs_securely(const char *path) {
 /* What the ELF file at `path` is when no loader runs in it: 1 a program linked statically, 2 a
    shared library (no entry point); 0 for one with a program interpreter, or no ELF file. */
 static int fhw_without_loader(const char *path) {
-    int descriptor = open(path, O_RDONLY | O_CLOEXEC);
+    /* (Not blocking: an executable FIFO would wait for a writer.) */
+    int descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (descriptor < 0) return 0;
+    struct stat status;
+    if (fstat(descriptor, &status) != 0 || !S_ISREG(status.st_mode)) {
+        close(descriptor);
+        return 0;
+    }
     unsigned char header[64];
     int kind = 0;
     if (pread(descriptor, header, sizeof header, 0) == (ssize_t)sizeof header && memcmp(header, "\177ELF", 4) == 0 &&
@@ -521,7 +527,8 @@ static int fhw_without_loader(const char *path) {
 }
 
 /* The file `execvp` runs for `command`: itself when it holds a slash, else the first executable
-   file of that name in PATH; NULL when none is. */
+   regular file of that name in PATH (execve refuses a directory or a FIFO, and execvp goes on to
+   the next); NULL when none is. */
 static const char *fhw_program_path(const char *command) {
     if (strchr(command, '/')) return command;
     const char *path = getenv("PATH");
@@ -533,7 +540,10 @@ static const char *fhw_program_path(const char *command) {
         if (directory) {
             char *candidate = fhw_join3(directory, "/", command);
             free(directory);
-            if (access(candidate, X_OK) == 0) return candidate;
+            struct stat status;
+            if (access(candidate, X_OK) == 0 && stat(candidate, &status) == 0 && S_ISREG(status.st_mode)) {
+                return candidate;
+            }
             free(candidate);
         }
         if (!end) return NULL;
@@ -541,13 +551,12 @@ static const char *fhw_program_path(const char *command) {
     }
 }
 
-/* Sets `variable` to `value`, or removes it when `value` is NULL. */
+/* Sets `variable` to `value`, or removes it when `value` is NULL. Every copy of it in the
+   environment goes first: setenv changes only the first, and the loader reads the last
+   LD_PRELOAD, which would run the program untraced. */
 static void fhw_set(const char *variable, const char *value) {
-    if (value) {
-        setenv(variable, value, 1);
-    } else {
-        unsetenv(variable);
-    }
+    unsetenv(variable);
+    if (value) setenv(variable, value, 1);
 }
 
 int main(int argc, char **argv) {
