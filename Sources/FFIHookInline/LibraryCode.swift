@@ -10,16 +10,16 @@ enum LibraryCode {
     static let mangledModules = ["7FFIHook", "11FFIHookCore", "13FFIHookInline", "11FFIHookObjC"]
     private static let mangledModuleBytes = mangledModules.map { Array($0.utf8) }
     private static let cPrefix = Array("ffh_".utf8)
+    /// The first bytes of ``prefixes`` and of a mangled Swift name (`$s`).
+    private static let firstBytes = prefixes.compactMap(\.utf8.first) + [UInt8(ascii: "$")]
 
     /// Why the function named `name` is the library's own, or nil: a C function of the
     /// library, or a Swift function whose mangled name involves its modules or its C types
     /// (its own functions, and the specializations, thunks and value witnesses made for its
     /// types, wherever the compiler put them).
     static func reason(name: String?) -> String? {
-        // Most names begin with none of the prefixes' first bytes (`f`, `s`, `$`): one byte decides.
-        guard let name, let first = name.utf8.first,
-            first == UInt8(ascii: "f") || first == UInt8(ascii: "s") || first == UInt8(ascii: "$")
-        else { return nil }
+        // Most names begin with none of the prefixes' first bytes: one byte decides.
+        guard let name, let first = name.utf8.first, firstBytes.contains(first) else { return nil }
         let isOwn =
             prefixes.contains { name.hasPrefix($0) }
             || (name.hasPrefix("$s") && mentionsLibrary(Array(name.utf8)))
