@@ -73,15 +73,21 @@ struct FlameGraph {
     func writeFolded(to output: inout FileOutput) {
         var path: [String] = []
         let frames = functions.map(Self.foldedFrame)
-        // Writes the line of `node`'s stack, then those of the stacks above it.
-        func visit(_ node: Int) {
+        // The line of each stack, then those of the stacks above it: depth first, by a list of
+        // what is left to visit rather than by recursion (a recursion tens of thousands of
+        // calls deep, traced, overflowed the thread's stack here). Negative: a stack left.
+        var left = sortedChildren(0).reversed().map { $0 }
+        while let node = left.popLast() {
+            guard node >= 0 else {
+                path.removeLast()
+                continue
+            }
             path.append(frames[Int(nodes[node].function)])
             let value = Int(nodes[node].selfTime.rounded())
             if value > 0 { output.append(path.joined(separator: ";") + " \(value)\n") }
-            for child in sortedChildren(node) { visit(child) }
-            path.removeLast()
+            left.append(-1)
+            left.append(contentsOf: sortedChildren(node).reversed())
         }
-        for child in sortedChildren(0) { visit(child) }
     }
 
     /// `name` as a frame of a folded stack: `;` and control characters as `?`.
@@ -111,13 +117,14 @@ struct FlameGraph {
         let bottom = 24.0
         let scale = nodes[0].total > 0 ? (Self.width - 2 * margin) / nodes[0].total : 0
         // The deepest level drawn, found by visiting the frames wide enough.
+        // (Depth first by a list of what is left, as `writeFolded` goes.)
         var deepest = 0
-        func measure(_ node: Int) {
-            guard nodes[node].total * scale >= Self.narrowest else { return }
+        var measured = [0]
+        while let node = measured.popLast() {
+            guard nodes[node].total * scale >= Self.narrowest else { continue }
             deepest = max(deepest, nodes[node].depth)
-            for child in nodes[node].children.values { measure(child) }
+            measured.append(contentsOf: nodes[node].children.values)
         }
-        measure(0)
         let height = top + Double(deepest + 1) * Self.frameHeight + bottom
         let all = nodes[0].total
         let calls = nodes.dropFirst().reduce(0) { $0 + $1.calls }
@@ -134,10 +141,12 @@ struct FlameGraph {
             thread\(threadCount == 1 ? "" : "s"); width: time, a frame above the one it was called in</text>
 
             """)
-        // Draws a frame at `x` and, left to right above it, the frames of the calls made in it.
-        func draw(_ node: Int, x: Double) {
+        // Draws a frame at `x` and, left to right above it, the frames of the calls made in it
+        // (depth first, by a list of what is left to draw, in order).
+        var drawn: [(node: Int, x: Double)] = [(0, margin)]
+        while let (node, x) = drawn.popLast() {
             let width = nodes[node].total * scale
-            guard width >= Self.narrowest else { return }
+            guard width >= Self.narrowest else { continue }
             let depth = nodes[node].depth
             let y = height - bottom - Double(depth + 1) * Self.frameHeight
             let name = node == 0 ? "all" : functions[Int(nodes[node].function)]
@@ -160,12 +169,13 @@ struct FlameGraph {
                             + "\(EventFormatting.xml(label))</text>")
                     + "</g>\n")
             var childX = x
+            var above: [(node: Int, x: Double)] = []
             for child in sortedChildren(node) {
-                draw(child, x: childX)
+                above.append((child, childX))
                 childX += nodes[child].total * scale
             }
+            drawn.append(contentsOf: above.reversed())
         }
-        draw(0, x: margin)
         output.append("</svg>\n")
     }
 
