@@ -3145,6 +3145,84 @@ if [ -e "$work/installs/leftover.txt" ] || ! grep -Eq '^tracee_nothing +777 ' "$
 fi
 echo "the wrapper in a directory with a space or a colon, or without its libraries: 127 and why; 126 and 127 for programs that cannot run; a leftover output variable ignored"
 
+echo "== tracer test: a recursion 100,000 calls deep in a flame graph, and a versioned function's plain name"
+# The flame graph is drawn depth first without recursion: one this deep overflowed the exiting
+# thread's stack as the report was written (the program ended by SIGSEGV, the SVG cut short).
+mkdir -p "$work/deep"
+cat >"$work/deep/deep.c" <<'C'
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#ifdef LIBRARY
+__attribute__((noinline)) long deep_down(long n) {
+    if (n == 0) return 0;
+    long below = deep_down(n - 1);
+    __asm__ volatile("");
+    return below + 1;
+}
+#else
+long deep_down(long n);
+static void *run(void *depth) { return (void *)deep_down((long)depth); }
+int main(int argc, char **argv) {
+    pthread_attr_t attributes;
+    pthread_attr_init(&attributes);
+    pthread_attr_setstacksize(&attributes, 1UL << 28);
+    pthread_t thread;
+    void *result;
+    pthread_create(&thread, &attributes, run, (void *)atol(argv[1]));
+    pthread_join(thread, &result);
+    printf("%ld\n", (long)result);
+    return 0;
+}
+#endif
+C
+gcc -O1 -fPIC -shared -o "$work/deep/libdeep.so" -DLIBRARY "$work/deep/deep.c"
+gcc -O1 -pthread -o "$work/deep/deep" "$work/deep/deep.c" -L"$work/deep" -ldeep -Wl,-rpath,"$work/deep"
+status=0
+out=$("$bin/ffi-hook-tracer" --library libdeep.so --inline --flamegraph "$work/deep/deep.svg" \
+    --events 300000 -- "$work/deep/deep" 100000 2>"$work/deep/err") || status=$?
+if [ "$status" != 0 ] || [ "$out" != 100000 ] || [ "$(tail -1 "$work/deep/deep.svg")" != "</svg>" ] ||
+    [ "$(grep -c 'deep_down' "$work/deep/deep.svg")" -lt 1000 ]; then
+    echo "a recursion 100,000 deep: status $status, output '$out', SVG ending $(tail -c 40 "$work/deep/deep.svg")" >&2
+    cat "$work/deep/err" >&2
+    exit 1
+fi
+# A symbol with two versions in the C library (pthread_cond_wait of GLIBC_2.3.2, which a program
+# calls, and of GLIBC_2.2.5): the plain name is the current one's, as the loader binds it.
+cat >"$work/deep/cond.c" <<'C'
+#include <pthread.h>
+#include <stdio.h>
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
+static int ready;
+static void *signal_it(void *unused) {
+    pthread_mutex_lock(&lock);
+    ready = 1;
+    pthread_cond_signal(&changed);
+    pthread_mutex_unlock(&lock);
+    return unused;
+}
+int main(void) {
+    pthread_t thread;
+    pthread_mutex_lock(&lock);
+    pthread_create(&thread, NULL, signal_it, NULL);
+    while (!ready) pthread_cond_wait(&changed, &lock);
+    pthread_mutex_unlock(&lock);
+    pthread_join(thread, NULL);
+    puts("signalled");
+    return 0;
+}
+C
+gcc -O1 -pthread -o "$work/deep/cond" "$work/deep/cond.c"
+"$bin/ffi-hook-tracer" --library libc.so.6 --inline --symbols 'pthread_cond_wait,pthread_cond_signal' -- \
+    "$work/deep/cond" >/dev/null 2>"$work/deep/cond.err"
+if ! grep -Eq '^pthread_cond_wait +1 ' "$work/deep/cond.err" || ! grep -Eq '^pthread_cond_signal +1 ' "$work/deep/cond.err"; then
+    echo "pthread_cond_wait's current version was not reported by its plain name" >&2
+    cat "$work/deep/cond.err" >&2
+    exit 1
+fi
+echo "a recursion 100,000 deep drawn whole; pthread_cond_wait and _signal under their plain names"
+
 echo "== tracer test: the wrapper's common run made before the C library starts, and the same environment either way"
 # fast.c is the wrapper's entry point and runs before the C library has started: its object
 # may name no symbol but the C library's start, which it goes on to when main.c is to run.

@@ -860,6 +860,34 @@ final class Tracer: Sendable {
         return names
     }
 
+    /// `functions` with their names, those whose name the loader binds to them first where
+    /// two share a name (a symbol's versions: the C library's current `pthread_cond_wait` and
+    /// the one of its first version), so that the name alone goes to the function a program
+    /// calls by it, and the other gets the object and offset after it. Otherwise as given.
+    private static func boundFirst(
+        _ functions: [InlineFunction], named names: [String], reported: [UInt: String], in path: String
+    ) -> [(InlineFunction, String)] {
+        let pairs = Array(zip(functions, names))
+        var seen: Set<String> = []
+        seen.reserveCapacity(pairs.count)
+        var repeated: [String] = []
+        for (function, own) in pairs {
+            let name = reported[UInt(bitPattern: function.address)] ?? own
+            if !seen.insert(name).inserted { repeated.append(name) }
+        }
+        guard !repeated.isEmpty, let handle = dlopen(path, RTLD_NOW | RTLD_NOLOAD) else { return pairs }
+        defer { dlclose(handle) }
+        var bound: Set<UInt> = []
+        for name in repeated {
+            if let address = dlsym(handle, name) { bound.insert(UInt(bitPattern: address)) }
+        }
+        guard !bound.isEmpty else { return pairs }
+        let (first, rest) = pairs.reduce(into: ([(InlineFunction, String)](), [(InlineFunction, String)]())) {
+            if bound.contains(UInt(bitPattern: $1.0.address)) { $0.0.append($1) } else { $0.1.append($1) }
+        }
+        return first + rest
+    }
+
     /// Traces every function of `image` in its own code: plans the library as one batch
     /// (exports, and local functions its `.symtab` names), keeps those `--symbols` selects,
     /// and attaches to them in one stop of the other threads.
@@ -928,7 +956,7 @@ final class Tracer: Sendable {
         var counters: [UInt: CounterAddress] = [:]
         counters.reserveCapacity(chosen.count)
         state.counterOwners.reserveCapacity(state.counterOwners.count + chosen.count)
-        for (function, own) in zip(chosen, chosenNames) {
+        for (function, own) in Self.boundFirst(chosen, named: chosenNames, reported: reportedName, in: image.path) {
             let address = UInt(bitPattern: function.address)
             let plain = reportedName[address] ?? own
             let place = FunctionPlace(path: image.path, offset: address &- image.base)
