@@ -860,32 +860,14 @@ final class Tracer: Sendable {
         return names
     }
 
-    /// `functions` with their names, those whose name the loader binds to them first where
-    /// two share a name (a symbol's versions: the C library's current `pthread_cond_wait` and
-    /// the one of its first version), so that the name alone goes to the function a program
-    /// calls by it, and the other gets the object and offset after it. Otherwise as given.
-    private static func boundFirst(
-        _ functions: [InlineFunction], named names: [String], reported: [UInt: String], in path: String
-    ) -> [(InlineFunction, String)] {
-        let pairs = Array(zip(functions, names))
-        var seen: Set<String> = []
-        seen.reserveCapacity(pairs.count)
-        var repeated: [String] = []
-        for (function, own) in pairs {
-            let name = reported[UInt(bitPattern: function.address)] ?? own
-            if !seen.insert(name).inserted { repeated.append(name) }
-        }
-        guard !repeated.isEmpty, let handle = dlopen(path, RTLD_NOW | RTLD_NOLOAD) else { return pairs }
-        defer { dlclose(handle) }
-        var bound: Set<UInt> = []
-        for name in repeated {
-            if let address = dlsym(handle, name) { bound.insert(UInt(bitPattern: address)) }
-        }
-        guard !bound.isEmpty else { return pairs }
-        let (first, rest) = pairs.reduce(into: ([(InlineFunction, String)](), [(InlineFunction, String)]())) {
-            if bound.contains(UInt(bitPattern: $1.0.address)) { $0.0.append($1) } else { $0.1.append($1) }
-        }
-        return first + rest
+    /// Whether the loader binds `name` in the object at `path` to `address` (`dlsym`; an
+    /// IFUNC's to the code its resolver picks). `handle` is the object's, opened on first use.
+    private static func loaderBinds(
+        _ name: String, to address: UInt, in path: String, handle: inout UnsafeMutableRawPointer?
+    ) -> Bool {
+        if handle == nil { handle = dlopen(path, RTLD_NOW | RTLD_NOLOAD) }
+        guard let handle, let bound = dlsym(handle, name) else { return false }
+        return UInt(bitPattern: bound) == address
     }
 
     /// Traces every function of `image` in its own code: plans the library as one batch
@@ -956,28 +938,49 @@ final class Tracer: Sendable {
         var counters: [UInt: CounterAddress] = [:]
         counters.reserveCapacity(chosen.count)
         state.counterOwners.reserveCapacity(state.counterOwners.count + chosen.count)
-        for (function, own) in Self.boundFirst(chosen, named: chosenNames, reported: reportedName, in: image.path) {
-            let address = UInt(bitPattern: function.address)
-            let plain = reportedName[address] ?? own
-            let place = FunctionPlace(path: image.path, offset: address &- image.base)
-            // The plain name, else the name with the object's and the offset (by its path where
-            // another copy of the object, of the same soname, holds that). One lookup for a name
-            // not taken yet (nearly all), and no other name made for it.
+        // Each function's row name: the plain name, else the name with the object's and the
+        // offset (by its path where another copy of the object, of the same soname, holds
+        // that). One lookup for a name not taken yet (nearly all), and no other name made.
+        var names: [String] = []
+        names.reserveCapacity(chosen.count)
+        var handle: UnsafeMutableRawPointer?
+        defer { if let handle { dlclose(handle) } }
+        func claim(_ plain: String, _ place: FunctionPlace, from first: Int) -> String {
             var name = plain
-            for attempt in 0..<3 {
+            for attempt in first..<3 {
                 switch attempt {
                 case 0: name = plain
                 case 1: name = "\(plain) (\(image.name)+0x\(String(place.offset, radix: 16)))"
                 default: name = "\(plain) (\(image.path)+0x\(String(place.offset, radix: 16)))"
                 }
                 guard let owner = state.counterOwners.updateValue(place, forKey: name), owner != place else { break }
+                // Two functions of this file named alike (a symbol's versions: the C library's
+                // current pthread_cond_wait and the one of its first version): the plain name
+                // goes to the one the loader binds it to, which a program calls by it.
+                if attempt == 0, owner.path == place.path,
+                    let earlier = names.lastIndex(of: plain),
+                    Self.loaderBinds(plain, to: image.base &+ place.offset, in: image.path, handle: &handle)
+                {
+                    names[earlier] = claim(plain, owner, from: 1)
+                    break
+                }
                 state.counterOwners[name] = owner
             }
+            return name
+        }
+        for (function, own) in zip(chosen, chosenNames) {
+            let address = UInt(bitPattern: function.address)
+            names.append(
+                claim(
+                    reportedName[address] ?? own, FunctionPlace(path: image.path, offset: address &- image.base),
+                    from: 0))
+        }
+        for ((function, own), name) in zip(zip(chosen, chosenNames), names) {
             guard let (counter, _) = Self.counter(naming: name, kindOf: own) else {
                 report("out of counters; \(name) and later functions are not traced", &state)
                 break
             }
-            counters[address] = counter
+            counters[UInt(bitPattern: function.address)] = counter
         }
         let traced = InlineBatch(chosen.filter { counters[UInt(bitPattern: $0.address)] != nil })
         let records = state.configuration.events.isEnabled
