@@ -3145,7 +3145,7 @@ if [ -e "$work/installs/leftover.txt" ] || ! grep -Eq '^tracee_nothing +777 ' "$
 fi
 echo "the wrapper in a directory with a space or a colon, or without its libraries: 127 and why; 126 and 127 for programs that cannot run; a leftover output variable ignored"
 
-echo "== tracer test: a recursion 100,000 calls deep in a flame graph, and a versioned function's plain name"
+echo "== tracer test: a recursion 100,000 calls deep in a flame graph, a versioned function's plain name, a thread that cannot be stopped"
 # The flame graph is drawn depth first without recursion: one this deep overflowed the exiting
 # thread's stack as the report was written (the program ended by SIGSEGV, the SVG cut short).
 mkdir -p "$work/deep"
@@ -3221,7 +3221,42 @@ if ! grep -Eq '^pthread_cond_wait +1 ' "$work/deep/cond.err" || ! grep -Eq '^pth
     cat "$work/deep/cond.err" >&2
     exit 1
 fi
-echo "a recursion 100,000 deep drawn whole; pthread_cond_wait and _signal under their plain names"
+# A thread that blocks every signal and never makes a system call cannot be stopped for the
+# patching: the library is not traced, and the report says why.
+cat >"$work/deep/spins.c" <<'C'
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <unistd.h>
+static volatile int stop;
+static void *spin(void *unused) {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    unsigned long value = 0;
+    while (!stop) value = value * 31 + 7;
+    return unused;
+}
+int main(void) {
+    pthread_t thread;
+    pthread_create(&thread, NULL, spin, NULL);
+    usleep(50000);
+    void *zlib = dlopen("libz.so.1", RTLD_NOW);
+    stop = 1;
+    pthread_join(thread, NULL);
+    puts(zlib ? "loaded" : "not loaded");
+    return 0;
+}
+C
+gcc -O1 -pthread -o "$work/deep/spins" "$work/deep/spins.c" -ldl
+out=$("$bin/ffi-hook-tracer" --library libz.so.1 --inline -- "$work/deep/spins" 2>"$work/deep/spins.err")
+if [ "$out" != loaded ] || ! grep -q "could not be attached to and are not traced: .*did not stop" "$work/deep/spins.err"; then
+    echo "a thread blocking every signal: the report does not say why the library went untraced" >&2
+    cat "$work/deep/spins.err" >&2
+    exit 1
+fi
+echo "a recursion 100,000 deep drawn whole; pthread_cond_wait and _signal under their plain names; a thread that cannot be stopped named"
 
 echo "== tracer test: the wrapper's common run made before the C library starts, and the same environment either way"
 # fast.c is the wrapper's entry point and runs before the C library has started: its object

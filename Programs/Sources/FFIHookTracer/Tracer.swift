@@ -1004,7 +1004,11 @@ final class Tracer: Sendable {
             if skipped > 0 && group.tokens.isEmpty && traced.functions.first?.holdsItsCode == false {
                 reportUnloaded(image, while: "attached", &state)
             } else if skipped > 0 {
-                report("\(image.name): \(skipped) functions could not be attached to and are not traced", &state)
+                // Why, by the first refusal (the same for all where the other threads could not
+                // be stopped: one blocking every signal).
+                let why = group.refusals.first.map { ": \($0)" } ?? ""
+                report(
+                    "\(image.name): \(skipped) functions could not be attached to and are not traced\(why)", &state)
             }
         } catch {
             report("\(image.name): cannot trace in its own code: \(error)", &state)
