@@ -843,6 +843,13 @@ extension FixtureTableTests {
         /// objects (a `dl_iterate_phdr` callback: a profiler, an unwinder) longer than a write
         /// waits for that list gets its protection back once the walk is over: it was left
         /// writable for good, and every later write took it for writable at rest.
+        /// The full-RELRO fixture's `cimportfixture_length`, the fixture opened (and left open)
+        /// for it: for a test in a process of its own, which exits when this is nil.
+        static func fullRELROLength() -> ImportFixtures.Length? {
+            guard let library = try? ImportFixtures.open(fullRELRO) else { return nil }
+            return try? ImportFixtures.function("cimportfixture_length", in: library, as: ImportFixtures.Length.self)
+        }
+
         /// In a process of its own: a test beside it whose thread holds a lock of the library's
         /// while it waits for the held list (an unload, a walk) kept this test's write waiting
         /// past the hold, under the address sanitizer.
@@ -853,9 +860,7 @@ extension FixtureTableTests {
             ))
         func aPageLiftedWhileTheLoaderListIsHeldGetsItsProtectionBack() async {
             await #expect(processExitsWith: .success) {
-                guard let library = try? ImportFixtures.open(Self.fullRELRO),
-                    let length = try? ImportFixtures.function(
-                        "cimportfixture_length", in: library, as: ImportFixtures.Length.self),
+                guard let length = Self.fullRELROLength(),
                     let entry = ImportFixtures.entries(of: "strlen", in: .object(Self.fullRELRO)).first,
                     let slot = UnsafeMutableRawPointer(bitPattern: entry.slot)
                 else { exit(2) }
@@ -891,9 +896,7 @@ extension FixtureTableTests {
             ))
         func aPageWaitingForARestorerThatCouldNotStartIsGivenBackAtTheNextWrite() async {
             await #expect(processExitsWith: .success) {
-                guard let library = try? ImportFixtures.open(Self.fullRELRO),
-                    let length = try? ImportFixtures.function(
-                        "cimportfixture_length", in: library, as: ImportFixtures.Length.self),
+                guard let length = Self.fullRELROLength(),
                     let first = ImportFixtures.entries(of: "strlen", in: .object(Self.fullRELRO)).first,
                     let second = ImportFixtures.entries(of: "atoi", in: .object(Self.fullRELRO)).first
                 else { exit(2) }
