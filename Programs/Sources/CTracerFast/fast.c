@@ -249,9 +249,10 @@ static const char *fhf_variable(char **environment, const char *name) {
    when it holds a slash, else the first executable regular file of that name in PATH (an empty
    entry the bare name, in the working directory). NULL when none is, when PATH is unset, and
    where execvp would stop at an entry with an error (a loop of links, a name too long): main.c's
-   to run, and say. */
-static const char *fhf_program(const char *command, char **environment) {
-    if (fhf_find(command, '/')) return command;
+   to run, and say. `status` is the file's; a command with a slash that cannot be looked at is
+   main.c's too. */
+static const char *fhf_program(const char *command, char **environment, fhf_stat *status) {
+    if (fhf_find(command, '/')) return fhf_stat_of(command, status) ? command : NULL;
     const char *path = fhf_variable(environment, "PATH");
     if (!path) return NULL;
     for (const char *start = path;;) {
@@ -260,8 +261,7 @@ static const char *fhf_program(const char *command, char **environment) {
         const char *candidate = length ? fhf_join(start, length, "/", command) : command;
         if (!candidate) return NULL;
         long refused = fhf_call3(__NR_access, (long)candidate, 1 /* X_OK */, 0);
-        fhf_stat status;
-        if (refused == 0 && fhf_stat_of(candidate, &status) && S_ISREG(status.mode)) return candidate;
+        if (refused == 0 && fhf_stat_of(candidate, status) && S_ISREG(status->mode)) return candidate;
         /* The errors execvp passes over (ENOENT, ENOTDIR, EACCES, ENODEV, ETIMEDOUT, ESTALE); a
            directory or FIFO, which execve refuses with EACCES, too. */
         if (refused != 0 && refused != -2 && refused != -20 && refused != -13 && refused != -19 && refused != -110 &&
@@ -276,12 +276,11 @@ static const char *fhf_program(const char *command, char **environment) {
 /* Whether the program at `path` is one main.c warns about or refuses: an ELF file without a
    program interpreter (linked statically, or a library), or one the loader runs in its secure
    mode (set-user-ID or set-group-ID to another, or with file capabilities), where LD_PRELOAD is
-   ignored. A file that cannot be read is left to main.c too. */
-static int fhf_unusual(const char *path) {
-    fhf_stat status;
-    if (!fhf_stat_of(path, &status) || !S_ISREG(status.mode)) return 1;
-    if ((status.mode & S_ISUID) && status.uid != (uint32_t)fhf_call3(__NR_geteuid, 0, 0, 0)) return 1;
-    if ((status.mode & S_ISGID) && status.gid != (uint32_t)fhf_call3(__NR_getegid, 0, 0, 0)) return 1;
+   ignored. A file that cannot be read is left to main.c too. `status` is the file's. */
+static int fhf_unusual(const char *path, const fhf_stat *status) {
+    if (!S_ISREG(status->mode)) return 1;
+    if ((status->mode & S_ISUID) && status->uid != (uint32_t)fhf_call3(__NR_geteuid, 0, 0, 0)) return 1;
+    if ((status->mode & S_ISGID) && status->gid != (uint32_t)fhf_call3(__NR_getegid, 0, 0, 0)) return 1;
     if (fhf_call(__NR_getxattr, (long)path, (long)"security.capability", 0, 0) >= 0) return 1;
     long descriptor = fhf_call3(__NR_open, (long)path, O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0);
     if (descriptor < 0) return 1;
@@ -360,8 +359,9 @@ void fhw_fast(long *stack) {
     if (!library || !start || !fhf_access(library, 4 /* R_OK */) || !fhf_access(start, 4 /* R_OK */)) return;
     if (fhf_find(start, ' ') || fhf_find(start, ':')) return;
 
-    const char *program = fhf_program(options.command[0], environment);
-    if (!program || fhf_unusual(program)) return;
+    fhf_stat status;
+    const char *program = fhf_program(options.command[0], environment, &status);
+    if (!program || fhf_unusual(program, &status)) return;
 
     /* The environment main.c makes: every entry but those it sets or removes, then its own. */
     size_t entries = 0;

@@ -76,7 +76,7 @@ struct FlameGraph {
         // The line of each stack, then those of the stacks above it: depth first, by a list of
         // what is left to visit rather than by recursion (a recursion tens of thousands of
         // calls deep, traced, overflowed the thread's stack here). Negative: a stack left.
-        var left = sortedChildren(0).reversed().map { $0 }
+        var left = Array(sortedChildren(0).reversed())
         while let node = left.popLast() {
             guard node >= 0 else {
                 path.removeLast()

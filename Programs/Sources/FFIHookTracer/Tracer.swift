@@ -839,15 +839,18 @@ final class Tracer: Sendable {
     /// address) is planned under one of them, and `--symbols strchr` must report `strchr`.
     /// The selected names that are no function's name are looked up in the library (`dlsym`,
     /// which binds an IFUNC to the code the batch plans); local functions have one name each.
+    /// `handle` is the object's, opened on first use.
     private static func selectedNames(
-        _ selected: [String], of functions: [InlineFunction], named functionNames: [String], in path: String
+        _ selected: [String], of functions: [InlineFunction], named functionNames: [String], in path: String,
+        handle: inout UnsafeMutableRawPointer?
     ) -> [UInt: String] {
         guard !selected.isEmpty else { return [:] }
         let named = Set(functionNames)
         let chosen = Set(selected)
         let others = chosen.subtracting(named).sorted()
-        guard !others.isEmpty, let handle = dlopen(path, RTLD_NOW | RTLD_NOLOAD) else { return [:] }
-        defer { dlclose(handle) }
+        guard !others.isEmpty else { return [:] }
+        if handle == nil { handle = dlopen(path, RTLD_NOW | RTLD_NOLOAD) }
+        guard let handle else { return [:] }
         let unselected = Set(
             zip(functions, functionNames).filter { !chosen.contains($0.1) }.map { UInt(bitPattern: $0.0.address) })
         var names: [UInt: String] = [:]
@@ -906,7 +909,12 @@ final class Tracer: Sendable {
             chosen.append(function)
             chosenNames.append(name)
         }
-        let reportedName = Self.selectedNames(selected, of: chosen, named: chosenNames, in: image.path)
+        // The object's handle, for `dlsym`, opened when first needed (by a name --symbols
+        // selected, or two functions named alike).
+        var handle: UnsafeMutableRawPointer?
+        defer { if let handle { dlclose(handle) } }
+        let reportedName = Self.selectedNames(
+            selected, of: chosen, named: chosenNames, in: image.path, handle: &handle)
         // Every function refused as not in code: the library was unloaded while it was planned
         // (another thread's dlclose). The walk after that dlclose forgets it.
         if batch.functions.isEmpty && !batch.refusals.isEmpty && batch.refusals.allSatisfy({ $0.reason == .notCode }) {
@@ -943,8 +951,6 @@ final class Tracer: Sendable {
         // that). One lookup for a name not taken yet (nearly all), and no other name made.
         var names: [String] = []
         names.reserveCapacity(chosen.count)
-        var handle: UnsafeMutableRawPointer?
-        defer { if let handle { dlclose(handle) } }
         func claim(_ plain: String, _ place: FunctionPlace, from first: Int) -> String {
             var name = plain
             for attempt in first..<3 {
