@@ -121,11 +121,16 @@ extension FixtureTableTests {
         /// The kernel's map of a page, read with system calls alone (`ffh_mapping_of`, which
         /// runs where a hooked `fopen` or `malloc` must not): the range, protection and file of
         /// anonymous memory, of a file's mapping and of the C library's code; nothing where no
-        /// mapping is.
-        @Test func theMapOfAPageIsReadWithSystemCallsAlone() throws {
+        /// mapping is. In a process of its own: any thread's next mapping of a page may fill the
+        /// page the test unmaps.
+        @Test func theMapOfAPageIsReadWithSystemCallsAlone() async {
+            await #expect(processExitsWith: .success) { try SlotProtectionTests.readTheMapOfAPage() }
+        }
+
+        static func readTheMapOfAPage() throws {
             let size = Self.pageSize
             let region = try #require(mmap(nil, size * 3, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0))
-            defer { munmap(region, size * 3) }
+            defer { munmap(region, size * 2) }
             let base = UInt(bitPattern: region)
             // Three mappings: writable, read-only, none.
             #expect(mprotect(region + size, size, PROT_READ) == 0)
@@ -259,7 +264,8 @@ extension FixtureTableTests {
                 closure = page.load(as: UInt.self)
                 #expect(closure != addOriginalAddress)
                 #expect(SlotMemory.protection(of: address)?.writable == true)
-                munmap(page, Self.pageSize)
+                // (MAP_FIXED replaces the mapping at once: unmapped first, the page could be another
+                // thread's mapping before it is mapped again, and that mapping would be replaced.)
                 let again = mmap(
                     page, Self.pageSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0)
                 try #require(again == page)
@@ -281,8 +287,13 @@ extension FixtureTableTests {
         /// the end of the writes leaves that page writable (made read-only, the loader's
         /// relocation faulted: a traced process whose threads reload libraries crashed as the
         /// tracer left). The page's object is told apart from what is mapped there later by the
-        /// loader's own lookup of finished objects.
-        @Test func aPageOfAnUnloadedLibraryMappedAgainWritableKeepsItsProtection() throws {
+        /// loader's own lookup of finished objects. In a process of its own: the library's
+        /// pages, once unloaded, may be any thread's next mapping, which the test's would replace.
+        @Test func aPageOfAnUnloadedLibraryMappedAgainWritableKeepsItsProtection() async {
+            await #expect(processExitsWith: .success) { try SlotProtectionTests.mapAnUnloadedLibrarysPageAgain() }
+        }
+
+        static func mapAnUnloadedLibrarysPageAgain() throws {
             let libraries = try ThrowawayLibraries("settled")
             defer { libraries.remove() }
             let library = try libraries.build(
@@ -418,7 +429,8 @@ extension FixtureTableTests {
             session.start()
             inSession.wait()
             #expect(SlotMemory.protection(of: first)?.writable == true)
-            munmap(page, Self.pageSize)
+            // (MAP_FIXED replaces the mapping at once: unmapped first, the page could be another
+            // thread's mapping before it is mapped again, and that mapping would be replaced.)
             let again = mmap(
                 page, Self.pageSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0)
             let other = page + 64
@@ -595,7 +607,7 @@ extension FixtureTableTests {
             ) { _ in }
             let closure = page.load(as: UInt.self)
             #expect(closure != addOriginalAddress)
-            munmap(page, Self.pageSize)
+            // (Replaced at once, not unmapped first: see aPageMappedAgainDuringAGroupWriteKeepsItsProtection.)
             let remapped = mmap(
                 page, Self.pageSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0)
             try #require(remapped == page)
@@ -608,9 +620,13 @@ extension FixtureTableTests {
             #expect(page.load(as: UInt.self) == closure)
         }
 
+        /// A slot where no memory is mapped: a page far below where the kernel places mappings it
+        /// is not told where to put (a page just unmapped is the next page-sized mapping of any
+        /// thread, the library's own included: unmapped here, as the first hook of a process,
+        /// the hook went in).
         @Test func anUnmappedSlotIsAnErrorNotACrash() throws {
-            let page = mmap(nil, Self.pageSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)!
-            munmap(page, Self.pageSize)
+            let page = try #require(UnsafeMutableRawPointer(bitPattern: 0x2000))
+            try #require(pf_address_is_mapped(page) == 0)
             let error = #expect(throws: HookError.self) {
                 try Hook.instead(on: FunctionSlot(page), signature: FixtureSignature.add) { _ in }
             }
