@@ -127,7 +127,15 @@ void ffh_elf_unpin(void *handle) {
 
 int ffh_elf_settled_object(uintptr_t address, ffh_elf_instance *instance) {
     struct dl_find_object found;
-    if (_dl_find_object((void *)address, &found) != 0 || !found.dlfo_link_map) return 0;
+    /* The range the loader gives an object may begin inside a page: glibc's for a program
+       whose writable segment follows a gap after its code begins at that segment's address,
+       which need not be a page's start. Asked of a page's start (the callers ask of pages),
+       the lookup then finds nothing there; the page's last byte is the object's (an object's
+       pages hold no other object's bytes). */
+    if (_dl_find_object((void *)address, &found) != 0 || !found.dlfo_link_map) {
+        uintptr_t last = address | 4095;
+        if (last == address || _dl_find_object((void *)last, &found) != 0 || !found.dlfo_link_map) return 0;
+    }
     instance->map = (uintptr_t)found.dlfo_link_map;
     instance->start = (uintptr_t)found.dlfo_map_start;
     instance->end = (uintptr_t)found.dlfo_map_end;

@@ -1010,6 +1010,27 @@ extension FixtureTableTests {
             return ImportFixtures.isReadOnlyAtRest(entry.slot) ? 0 : 6
         }
 
+        /// The page where the loader's range for the main program begins is the program's: glibc
+        /// gives that range from the program's writable segment's first byte, which need not
+        /// begin a page (where a gap follows the code), and a lookup of the page's start found
+        /// no object. A read-only table on that page of a program was then refused under
+        /// ``HookOptions/liftsPageProtection`` ("mprotect failed", with no mprotect made). (Where
+        /// this build's range begins a page, the lookups agree trivially.)
+        @Test func thePageWhereTheProgramsRangeBeginsIsTheProgramsPage() throws {
+            var start: UInt = 0
+            var end: UInt = 0
+            try #require(ct_main_program_range(&start, &end) == 1)
+            var program = ffh_elf_instance()
+            try #require(ffh_elf_settled_object(start, &program) == 1)
+            var atPage = ffh_elf_instance()
+            #expect(ffh_elf_settled_object(start & ~(SlotMemory.pageSize - 1), &atPage) == 1)
+            #expect(atPage.map == program.map && atPage.start == program.start && atPage.end == program.end)
+            // Below the page, nothing of the program's that range names.
+            let below = (start & ~(SlotMemory.pageSize - 1)) &- 1
+            var other = ffh_elf_instance()
+            #expect(ffh_elf_settled_object(below, &other) == 0 || other.map != program.map || other.start != start)
+        }
+
         /// A page given its protection back late (by the restorer, the loader's list having
         /// been busy) is made read-only only where the object holding it then maps it read-only
         /// by its own program headers: its RELRO range, not its writable data. (The object may

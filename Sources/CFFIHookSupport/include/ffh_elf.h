@@ -83,7 +83,8 @@ typedef struct {
 /// Whether a loaded object that the loader has finished loading holds `address`, looked up
 /// without a lock (`_dl_find_object`): 1, with `*instance`; 0 when none does: memory of no
 /// object, or of one being loaded (the loader relocates it and protects its RELRO pages
-/// before it adds it to that lookup) or unloaded.
+/// before it adds it to that lookup) or unloaded. A page's start finds the object whose range
+/// begins later on that page.
 int ffh_elf_settled_object(uintptr_t address, ffh_elf_instance *instance);
 
 /// Changes the protection of `length` bytes at `page` to `protection`, only while `instance`

@@ -154,3 +154,14 @@ int ct_thread_count(void) {
 }
 
 const void *ct_main_program_entry(void) { return (const void *)getauxval(AT_ENTRY); }
+
+/* Writable data of the main program's (this file is linked into the test executable). */
+static int ct_main_program_marker = 1;
+
+int ct_main_program_range(uintptr_t *start, uintptr_t *end) {
+    struct dl_find_object found;
+    if (_dl_find_object(&ct_main_program_marker, &found) != 0) return 0;
+    *start = (uintptr_t)found.dlfo_map_start;
+    *end = (uintptr_t)found.dlfo_map_end;
+    return 1;
+}

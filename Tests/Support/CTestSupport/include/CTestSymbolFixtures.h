@@ -54,4 +54,9 @@ int ct_thread_count(void);
 /// The main program's entry point (AT_ENTRY).
 const void *ct_main_program_entry(void);
 
+/// The range the loader's lookup of finished objects (`_dl_find_object`) gives for the main
+/// program (the test executable, which holds this file's writable data): 1 with `start` and
+/// `end`, 0 when it finds none.
+int ct_main_program_range(uintptr_t *start, uintptr_t *end);
+
 #endif
