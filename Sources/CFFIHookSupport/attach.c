@@ -33,6 +33,41 @@ extern void __lsan_register_root_region(const void *begin, size_t size) __attrib
 
 
 static ffh_attach_dispatch ffh_attach_dispatch_function;
+
+/* How the entries keep the vector registers (attach_x86_64.S reads it): 0 the xmm registers
+   only, 1 the ymm registers whole, 2 the zmm registers whole. Set as the library loads, from
+   what the processor has and the kernel saves for the process (XCR0), before any attach. */
+__attribute__((visibility("hidden"))) uint8_t ffh_vector_save;
+/* The widest the machine allows, as ffh_vector_save counts. */
+static uint8_t ffh_vector_widest;
+
+__attribute__((constructor)) static void ffh_vector_detect(void) {
+    uint32_t eax = 1, ebx = 0, ecx = 0, edx = 0;
+    __asm__("cpuid" : "+a"(eax), "=b"(ebx), "+c"(ecx), "=d"(edx));
+    /* OSXSAVE (the kernel enabled XGETBV) and AVX. */
+    if (!(ecx & (1u << 27)) || !(ecx & (1u << 28))) return;
+    uint32_t low, high;
+    __asm__("xgetbv" : "=a"(low), "=d"(high) : "c"(0));
+    /* The kernel keeps the SSE and AVX state (XCR0 bits 1 and 2). */
+    if ((low & 0x6) != 0x6) return;
+    uint8_t widest = 1;
+    uint32_t leaf = 7, features = 0, sub = 0, other = 0;
+    __asm__("cpuid" : "+a"(leaf), "=b"(features), "+c"(sub), "=d"(other));
+    /* AVX-512 Foundation, with the opmask and both halves of the upper zmm state kept (XCR0
+       bits 5 to 7). */
+    if ((features & (1u << 16)) && (low & 0xE0) == 0xE0) widest = 2;
+    ffh_vector_widest = widest;
+    __atomic_store_n(&ffh_vector_save, widest, __ATOMIC_RELEASE);
+}
+
+int ffh_attach_vector_width(void) { return 16 << __atomic_load_n(&ffh_vector_save, __ATOMIC_ACQUIRE); }
+
+int ffh_attach_set_vector_width(int width) {
+    uint8_t wanted = width >= 64 ? 2 : width >= 32 ? 1 : 0;
+    if (wanted > ffh_vector_widest) wanted = ffh_vector_widest;
+    __atomic_store_n(&ffh_vector_save, wanted, __ATOMIC_RELEASE);
+    return 16 << wanted;
+}
 static uint64_t ffh_attach_skipped;
 static uint64_t ffh_attach_abandoned;
 static uint64_t ffh_attach_passed;
@@ -988,6 +1023,11 @@ static void ffh_attach_thread_released(ffh_thread *thread) {
 
 void ffh_attach_setup(ffh_attach_dispatch dispatch) { (void)dispatch; }
 int ffh_attach_available(void) { return 0; }
+int ffh_attach_vector_width(void) { return 16; }
+int ffh_attach_set_vector_width(int width) {
+    (void)width;
+    return 16;
+}
 uint64_t ffh_attach_skipped_leaves(void) { return 0; }
 uint64_t ffh_attach_abandoned_frames(void) { return 0; }
 uint64_t ffh_attach_passed_calls(void) { return 0; }

@@ -20,6 +20,7 @@
            then a spare word
       232  the return address
 
+   and below it, 512 bytes: the argument vector registers whole (ymm or zmm: FFH_STORE_WIDE);
    lets ffh_attach_enter run the enter block (which may change the saved registers), restores
    the registers and jumps to the function it returned, with the stack as it came; or, when a
    leave block is to run, takes the return address off the stack (ffh_attach_enter kept it in
@@ -37,12 +38,53 @@
        96  rcx r8, then xmm2, xmm3 (16 bytes each): the rest of a Swift function's result
       144  rbx, which holds the frame's address while the stack is rounded down for the call
 
+   and below it, 128 bytes: the result vector registers whole (ymm0 and ymm1, or zmm);
    lets ffh_attach_leave run the leave block, restores the result registers (the x87 stack is
    left as the original left it) and returns to the real return address. */
 
 #include "registers_x86_64.h"
 
 #if defined(__x86_64__) && defined(__ELF__)
+        .hidden ffh_vector_save
+
+        /* The vector registers `indices` whole, as wide as the processor has them
+           (ffh_vector_save, attach.c: 1 the ymm registers, 2 the zmm registers), to 64-byte
+           slots at `offset` from `base`, register `first` in the first; nothing where only the
+           xmm registers are kept (the frames keep those). The block's code may use AVX (the C
+           library's string functions do, and vzeroupper clears every upper lane), which would
+           change a `__m256` or `__m512` argument or result. Read back before the xmm halves
+           are (a legacy SSE load leaves the lanes above 128 bits as they are), so a block's
+           change to a saved xmm register holds. */
+        .macro  FFH_STORE_WIDE base, offset, first, indices:vararg
+        cmpb    $1, ffh_vector_save(%rip)
+        jb      .Lffh_wide_stored\@
+        je      .Lffh_wide_ymm\@
+        .irp    index, \indices
+        vmovdqu64 %zmm\index, \offset + (\index - \first) * 64(\base)
+        .endr
+        jmp     .Lffh_wide_stored\@
+.Lffh_wide_ymm\@:
+        .irp    index, \indices
+        vmovdqu %ymm\index, \offset + (\index - \first) * 64(\base)
+        .endr
+.Lffh_wide_stored\@:
+        .endm
+
+        .macro  FFH_LOAD_WIDE base, offset, first, indices:vararg
+        cmpb    $1, ffh_vector_save(%rip)
+        jb      .Lffh_wide_loaded\@
+        je      .Lffh_wide_ymm\@
+        .irp    index, \indices
+        vmovdqu64 \offset + (\index - \first) * 64(\base), %zmm\index
+        .endr
+        jmp     .Lffh_wide_loaded\@
+.Lffh_wide_ymm\@:
+        .irp    index, \indices
+        vmovdqu \offset + (\index - \first) * 64(\base), %ymm\index
+        .endr
+.Lffh_wide_loaded\@:
+        .endm
+
         /* xmm8..xmm15, whole, to eight 16-byte slots at `offset` from `base`. */
         .macro  FFH_STORE_UPPER_VECTORS base, offset
         .irp    index, 8, 9, 10, 11, 12, 13, 14, 15
@@ -117,11 +159,18 @@ ffh_attach_entry:
         leaq    232(%rsp), %r11
         movq    %r11, 56(%rsp)
         FFH_STORE_VECTORS %rsp, 64
-        movq    %r10, %rdi
-        movq    %rsp, %rsi
         movq    %rbx, 216(%rsp)
         .cfi_offset %rbx, -24
+        /* The argument registers whole, below the frame (see FFH_STORE_WIDE). */
+        subq    $512, %rsp
+        .cfi_adjust_cfa_offset 512
+        FFH_STORE_WIDE %rsp, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7
+        movq    %r10, %rdi
+        leaq    512(%rsp), %rsi
         FFH_CALL_ALIGNED ffh_attach_enter
+        FFH_LOAD_WIDE %rsp, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7
+        addq    $512, %rsp
+        .cfi_adjust_cfa_offset -512
         movq    216(%rsp), %rbx
         .cfi_restore %rbx
         movq    %rax, %r11
@@ -165,8 +214,15 @@ ffh_attach_return:
         .cfi_offset %rip, -104
         movq    %rbx, 144(%rsp)
         .cfi_offset %rbx, -16
-        movq    %rsp, %rdi
+        /* The result registers whole, below the frame (a `__m256` or `__m512` result). */
+        subq    $128, %rsp
+        .cfi_adjust_cfa_offset 128
+        FFH_STORE_WIDE %rsp, 0, 0, 0, 1
+        leaq    128(%rsp), %rdi
         FFH_CALL_ALIGNED ffh_attach_leave
+        FFH_LOAD_WIDE %rsp, 0, 0, 0, 1
+        addq    $128, %rsp
+        .cfi_adjust_cfa_offset -128
         movq    144(%rsp), %rbx
         .cfi_restore %rbx
         movq    %rax, %r11
@@ -211,11 +267,19 @@ ffh_attach_entry_preserving:
         movq    384(%rsp), %rax
         movq    %rax, 240(%rsp)
         FFH_STORE_UPPER_VECTORS %rsp, 248
-        movq    376(%rsp), %rdi
-        movq    %rsp, %rsi
         movq    %rbx, 216(%rsp)
         .cfi_offset %rbx, -184
+        /* Every vector register whole, below the frame (a caller may keep a vector in one the
+           function does not write). */
+        subq    $1024, %rsp
+        .cfi_adjust_cfa_offset 1024
+        FFH_STORE_WIDE %rsp, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+        movq    1024 + 376(%rsp), %rdi
+        leaq    1024(%rsp), %rsi
         FFH_CALL_ALIGNED ffh_attach_enter
+        FFH_LOAD_WIDE %rsp, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+        addq    $1024, %rsp
+        .cfi_adjust_cfa_offset -1024
         movq    216(%rsp), %rbx
         .cfi_restore %rbx
         testq   %rdx, %rdx
@@ -269,8 +333,15 @@ ffh_attach_return_preserving:
         .irp    index, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
         movdqu  %xmm\index, 40 + (\index - 4) * 16(%rsp)
         .endr
-        leaq    240(%rsp), %rdi
+        /* Every vector register whole, below the frame. */
+        subq    $1024, %rsp
+        .cfi_adjust_cfa_offset 1024
+        FFH_STORE_WIDE %rsp, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+        leaq    1024 + 240(%rsp), %rdi
         FFH_CALL_ALIGNED ffh_attach_leave
+        FFH_LOAD_WIDE %rsp, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+        addq    $1024, %rsp
+        .cfi_adjust_cfa_offset -1024
         movq    %rax, 392(%rsp)
         movq    384(%rsp), %rbx
         .cfi_restore %rbx

@@ -1,3 +1,4 @@
+internal import CFFIHookSupport
 import CTestSupport
 import FFIHook
 import Foundation
@@ -207,6 +208,57 @@ extension InlineSuites {
             #expect(group.remove())
             #expect(!function.isPatched)
             #expect(Self.registersChangedAcrossTheCall(70, expected: 71) == [])
+        }
+
+        /// A caller that keeps vectors whole in every vector register across a direct call (one
+        /// built with `-mavx` or `-mavx512f` and GCC's -fipa-ra) finds every lane as it left it
+        /// through an inline attach whose blocks run code that writes every lane of every
+        /// vector register (as the C library's string functions do on a machine with AVX). In a
+        /// process of its own: the test sets how wide the entries keep the registers (every
+        /// width this machine has, and the xmm halves alone to see the lanes lost without the
+        /// wider saves), which would change it under other tests' attached calls.
+        @Test func callersKeepWholeVectorRegistersAcrossAnAttach() async {
+            await #expect(processExitsWith: .success) { try InlineAttachTests.keepVectorsWhole() }
+        }
+
+        /// How many of the first `width` bytes of each of the sixteen vector registers the
+        /// wide caller stored differ from the pattern it loaded.
+        static func wideRegistersChanged(width: Int) -> Int {
+            var vectors = [UInt8](repeating: 0, count: 1024)
+            if width == 64 { ct_ipra_call_zmm(5, &vectors) } else { ct_ipra_call_ymm(5, &vectors) }
+            return withUnsafeBytes(of: ct_ipra_wide_pattern) { pattern in
+                (0..<16).reduce(0) { changed, register in
+                    changed + (0..<width).filter { vectors[register * 64 + $0] != pattern[register * 64 + $0] }.count
+                }
+            }
+        }
+
+        static func keepVectorsWhole() throws {
+            // A machine without AVX has no lanes above the xmm registers' to lose.
+            guard vf_has_avx() != 0 else { return }
+            let widest = Int(ffh_attach_vector_width())
+            #expect(wideRegistersChanged(width: 32) == 0, "unhooked")
+            let function = try InlineFunction(address: address(of: ct_ipra_leaf))
+            let calls = Count()
+            for width in [64, 32] where width <= widest {
+                #expect(Int(ffh_attach_set_vector_width(Int32(width))) == width)
+                let token = try Hook.attach(on: function.slot) { _ in
+                    vf_clobber()
+                    calls.add()
+                } onLeave: { _ in
+                    vf_clobber()
+                    calls.add()
+                }
+                #expect(wideRegistersChanged(width: width) == 0, "\(width)-byte saves")
+                token.remove()
+            }
+            // Without the wider saves, the blocks' code leaves its ones in the upper lanes.
+            #expect(ffh_attach_set_vector_width(16) == 16)
+            let token = try Hook.attach(on: function.slot, onEnter: { _ in vf_clobber() }, onLeave: nil)
+            #expect(wideRegistersChanged(width: 32) > 0, "the xmm halves alone")
+            token.remove()
+            ffh_attach_set_vector_width(Int32(widest))
+            #expect(calls.current == 2 * (widest == 64 ? 2 : 1))
         }
 
         /// The same callers through hooks with a signature (before, instead, after; with an

@@ -163,5 +163,15 @@ uint64_t ffh_attach_depth(void);
 int ffh_attach_is_return_thunk(uintptr_t address);
 /// Whether this platform has attach (x86-64 ELF).
 int ffh_attach_available(void);
+/// How wide the attach entries keep the vector registers a call passes on (arguments 0 to 7 on
+/// the way in, results 0 and 1 on the way out, all sixteen in the preserving forms): 16 (the
+/// xmm registers: no AVX), 32 (ymm: AVX) or 64 (zmm: AVX-512), the widest the processor and the
+/// kernel give the process. A block's code that uses AVX (the C library's string functions do)
+/// would otherwise change the upper lanes of a `__m256` or `__m512` argument or result.
+int ffh_attach_vector_width(void);
+/// Makes the entries keep `width` bytes of each vector register (16, 32 or 64), at most what
+/// the processor has; returns the width in effect. For tests, which try each way on one
+/// machine; with no attached call in flight.
+int ffh_attach_set_vector_width(int width);
 
 #endif

@@ -346,7 +346,46 @@ END(ct_ipra_leaf_double)
 
         IPRA_CALLER ct_ipra_call_double, ct_ipra_leaf_double
 
+// ct_ipra_call_ymm(a, vectors) and ct_ipra_call_zmm(a, vectors): ct_ipra_call's caller keeping
+// the vector registers whole (a caller built with -mavx or -mavx512f and -fipa-ra may): loads
+// ymm0..ymm15 (zmm0..zmm15) from ct_ipra_wide_pattern (64 bytes a register, of which a ymm
+// register takes the first 32), calls ct_ipra_leaf(a) directly and stores the registers to
+// vectors (64 bytes each; the first 32 of each for ymm).
+        .macro IPRA_WIDE_CALLER name, move, register, size
+        .globl \name
+        .type \name, @function
+        .p2align 4
+\name:
+        push r12
+        mov r12, rsi
+        lea rax, [rip + ct_ipra_wide_pattern]
+        .irp index, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+        \move \register\index, \size ptr [rax + \index * 64]
+        .endr
+        call ct_ipra_leaf
+        .irp index, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+        \move \size ptr [r12 + \index * 64], \register\index
+        .endr
+        pop r12
+        vzeroupper
+        ret
+        .size \name, . - \name
+        .endm
+
+        IPRA_WIDE_CALLER ct_ipra_call_ymm, vmovdqu, ymm, ymmword
+        IPRA_WIDE_CALLER ct_ipra_call_zmm, vmovdqu64, zmm, zmmword
+
         .section .rodata
+        .p2align 6
+        .globl ct_ipra_wide_pattern
+ct_ipra_wide_pattern:
+        .irp index, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+        .irp lane, 0, 1, 2, 3, 4, 5, 6, 7
+        .quad 0x7A11E00000000000 + \index * 0x1000100 + \lane * 0x10001
+        .endr
+        .endr
+        .size ct_ipra_wide_pattern, . - ct_ipra_wide_pattern
+
         .p2align 4
         .globl ct_ipra_pattern
 ct_ipra_pattern:

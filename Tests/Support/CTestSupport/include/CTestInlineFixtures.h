@@ -98,6 +98,14 @@ double ct_ipra_leaf_double(double x);
 /// ct_ipra_call for ct_ipra_leaf_double, whose argument is the low half of xmm0 as
 /// ct_ipra_pattern has it.
 void ct_ipra_call_double(int32_t a, uint64_t *registers, uint8_t *vectors);
+/// ct_ipra_call for ct_ipra_leaf keeping the vector registers whole: ymm0 to ymm15 loaded from
+/// ct_ipra_wide_pattern (the first 32 of each 64 bytes) across the call, then stored to
+/// `vectors` (64 bytes each, the first 32 written). Needs AVX.
+void ct_ipra_call_ymm(int32_t a, uint8_t *vectors);
+/// The same with zmm0 to zmm15, 64 bytes each. Needs AVX-512.
+void ct_ipra_call_zmm(int32_t a, uint8_t *vectors);
+/// What ct_ipra_call_ymm and ct_ipra_call_zmm load: 64 bytes for each vector register.
+extern const uint8_t ct_ipra_wide_pattern[1024];
 /// What ct_ipra_leaf_void stored last.
 extern int32_t ct_ipra_seen;
 static inline int32_t ct_ipra_last_seen(void) { return __atomic_load_n(&ct_ipra_seen, __ATOMIC_RELAXED); }

@@ -14,6 +14,7 @@
 #include "CTestThreadFixtures.h"
 #include "CTestTiming.h"
 #include "CTestVariadic.h"
+#include "CTestVectorFixtures.h"
 
 /// One C type as gcc sees it: its spelling, its `@encode` string, `sizeof` and `_Alignof`.
 typedef struct {
