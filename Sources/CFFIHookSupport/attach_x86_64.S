@@ -20,7 +20,8 @@
            then a spare word
       232  the return address
 
-   and below it, 512 bytes: the argument vector registers whole (ymm or zmm: FFH_STORE_WIDE);
+   and below it, 528 bytes: the argument vector registers whole where their upper lanes are not
+   all zero (ymm or zmm: FFH_STORE_WIDE), and which way they were kept;
    lets ffh_attach_enter run the enter block (which may change the saved registers), restores
    the registers and jumps to the function it returned, with the stack as it came; or, when a
    leave block is to run, takes the return address off the stack (ffh_attach_enter kept it in
@@ -38,7 +39,8 @@
        96  rcx r8, then xmm2, xmm3 (16 bytes each): the rest of a Swift function's result
       144  rbx, which holds the frame's address while the stack is rounded down for the call
 
-   and below it, 128 bytes: the result vector registers whole (ymm0 and ymm1, or zmm);
+   and below it, 144 bytes: the result vector registers whole (ymm0 and ymm1, or zmm), as for
+   the arguments;
    lets ffh_attach_leave run the leave block, restores the result registers (the x87 stack is
    left as the original left it) and returns to the real return address. */
 
@@ -47,41 +49,69 @@
 #if defined(__x86_64__) && defined(__ELF__)
         .hidden ffh_vector_save
 
-        /* The vector registers `indices` whole, as wide as the processor has them
-           (ffh_vector_save, attach.c: 1 the ymm registers, 2 the zmm registers), to 64-byte
-           slots at `offset` from `base`, register `first` in the first; nothing where only the
-           xmm registers are kept (the frames keep those). The block's code may use AVX (the C
-           library's string functions do, and vzeroupper clears every upper lane), which would
-           change a `__m256` or `__m512` argument or result. Read back before the xmm halves
-           are (a legacy SSE load leaves the lanes above 128 bits as they are), so a block's
-           change to a saved xmm register holds. */
-        .macro  FFH_STORE_WIDE base, offset, first, indices:vararg
+        /* The vector registers `indices` (0 and up) kept whole across the blocks, as wide as
+           the processor has them (ffh_vector_save, attach.c: 1 the ymm registers, 2 the zmm
+           registers; 0 the xmm registers alone, which the frames keep). The block's code may
+           use AVX (the C library's string functions do, and their vzeroupper clears every
+           upper lane), which would change a `__m256` or `__m512` argument or result.
+
+           Where every lane above the low 16 bytes of those registers is zero (nearly every
+           call: a compiler clears them with vzeroupper before a call unless it passes vectors
+           there), nothing is stored, and FFH_LOAD_WIDE clears them again with vzeroupper;
+           otherwise the registers go whole to 64-byte slots from `base` (register i at i * 64)
+           and come back from there. The word at `flag` from `base` says which (0, or the width
+           stored: 1 ymm, 2 zmm). The test takes zmm16 and k1 (which no call passes, and which
+           the entries do not keep) with AVX-512. FFH_LOAD_WIDE runs before the xmm halves are
+           read back (a legacy SSE load leaves the lanes above 128 bits as they are), so a
+           block's change to a saved xmm register holds. */
+        .macro  FFH_STORE_WIDE base, flag, indices:vararg
+        movq    $0, \flag(\base)
         cmpb    $1, ffh_vector_save(%rip)
         jb      .Lffh_wide_stored\@
-        je      .Lffh_wide_ymm\@
+        je      .Lffh_wide_ymm_test\@
+        vpxorq  %zmm16, %zmm16, %zmm16
         .irp    index, \indices
-        vmovdqu64 %zmm\index, \offset + (\index - \first) * 64(\base)
+        vporq   %zmm\index, %zmm16, %zmm16
+        .endr
+        vptestmq ffh_upper_lanes(%rip), %zmm16, %k1
+        kortestw %k1, %k1
+        jz      .Lffh_wide_stored\@
+        movq    $2, \flag(\base)
+        .irp    index, \indices
+        vmovdqu64 %zmm\index, \index * 64(\base)
+        .endr
+        jmp     .Lffh_wide_stored\@
+.Lffh_wide_ymm_test\@:
+        .irp    index, \indices
+        vptest  ffh_upper_lanes(%rip), %ymm\index
+        jnz     .Lffh_wide_ymm\@
         .endr
         jmp     .Lffh_wide_stored\@
 .Lffh_wide_ymm\@:
+        movq    $1, \flag(\base)
         .irp    index, \indices
-        vmovdqu %ymm\index, \offset + (\index - \first) * 64(\base)
+        vmovdqu %ymm\index, \index * 64(\base)
         .endr
 .Lffh_wide_stored\@:
         .endm
 
-        .macro  FFH_LOAD_WIDE base, offset, first, indices:vararg
-        cmpb    $1, ffh_vector_save(%rip)
-        jb      .Lffh_wide_loaded\@
+        .macro  FFH_LOAD_WIDE base, flag, indices:vararg
+        cmpq    $1, \flag(\base)
+        jb      .Lffh_wide_clear\@
         je      .Lffh_wide_ymm\@
         .irp    index, \indices
-        vmovdqu64 \offset + (\index - \first) * 64(\base), %zmm\index
+        vmovdqu64 \index * 64(\base), %zmm\index
         .endr
         jmp     .Lffh_wide_loaded\@
 .Lffh_wide_ymm\@:
         .irp    index, \indices
-        vmovdqu \offset + (\index - \first) * 64(\base), %ymm\index
+        vmovdqu \index * 64(\base), %ymm\index
         .endr
+        jmp     .Lffh_wide_loaded\@
+.Lffh_wide_clear\@:
+        cmpb    $0, ffh_vector_save(%rip)
+        je      .Lffh_wide_loaded\@
+        vzeroupper
 .Lffh_wide_loaded\@:
         .endm
 
@@ -162,15 +192,15 @@ ffh_attach_entry:
         movq    %rbx, 216(%rsp)
         .cfi_offset %rbx, -24
         /* The argument registers whole, below the frame (see FFH_STORE_WIDE). */
-        subq    $512, %rsp
-        .cfi_adjust_cfa_offset 512
-        FFH_STORE_WIDE %rsp, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7
+        subq    $528, %rsp
+        .cfi_adjust_cfa_offset 528
+        FFH_STORE_WIDE %rsp, 512, 0, 1, 2, 3, 4, 5, 6, 7
         movq    %r10, %rdi
-        leaq    512(%rsp), %rsi
+        leaq    528(%rsp), %rsi
         FFH_CALL_ALIGNED ffh_attach_enter
-        FFH_LOAD_WIDE %rsp, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7
-        addq    $512, %rsp
-        .cfi_adjust_cfa_offset -512
+        FFH_LOAD_WIDE %rsp, 512, 0, 1, 2, 3, 4, 5, 6, 7
+        addq    $528, %rsp
+        .cfi_adjust_cfa_offset -528
         movq    216(%rsp), %rbx
         .cfi_restore %rbx
         movq    %rax, %r11
@@ -215,14 +245,14 @@ ffh_attach_return:
         movq    %rbx, 144(%rsp)
         .cfi_offset %rbx, -16
         /* The result registers whole, below the frame (a `__m256` or `__m512` result). */
-        subq    $128, %rsp
-        .cfi_adjust_cfa_offset 128
-        FFH_STORE_WIDE %rsp, 0, 0, 0, 1
-        leaq    128(%rsp), %rdi
+        subq    $144, %rsp
+        .cfi_adjust_cfa_offset 144
+        FFH_STORE_WIDE %rsp, 128, 0, 1
+        leaq    144(%rsp), %rdi
         FFH_CALL_ALIGNED ffh_attach_leave
-        FFH_LOAD_WIDE %rsp, 0, 0, 0, 1
-        addq    $128, %rsp
-        .cfi_adjust_cfa_offset -128
+        FFH_LOAD_WIDE %rsp, 128, 0, 1
+        addq    $144, %rsp
+        .cfi_adjust_cfa_offset -144
         movq    144(%rsp), %rbx
         .cfi_restore %rbx
         movq    %rax, %r11
@@ -271,15 +301,15 @@ ffh_attach_entry_preserving:
         .cfi_offset %rbx, -184
         /* Every vector register whole, below the frame (a caller may keep a vector in one the
            function does not write). */
-        subq    $1024, %rsp
-        .cfi_adjust_cfa_offset 1024
-        FFH_STORE_WIDE %rsp, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
-        movq    1024 + 376(%rsp), %rdi
-        leaq    1024(%rsp), %rsi
+        subq    $1040, %rsp
+        .cfi_adjust_cfa_offset 1040
+        FFH_STORE_WIDE %rsp, 1024, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+        movq    1040 + 376(%rsp), %rdi
+        leaq    1040(%rsp), %rsi
         FFH_CALL_ALIGNED ffh_attach_enter
-        FFH_LOAD_WIDE %rsp, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
-        addq    $1024, %rsp
-        .cfi_adjust_cfa_offset -1024
+        FFH_LOAD_WIDE %rsp, 1024, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+        addq    $1040, %rsp
+        .cfi_adjust_cfa_offset -1040
         movq    216(%rsp), %rbx
         .cfi_restore %rbx
         testq   %rdx, %rdx
@@ -334,14 +364,14 @@ ffh_attach_return_preserving:
         movdqu  %xmm\index, 40 + (\index - 4) * 16(%rsp)
         .endr
         /* Every vector register whole, below the frame. */
-        subq    $1024, %rsp
-        .cfi_adjust_cfa_offset 1024
-        FFH_STORE_WIDE %rsp, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
-        leaq    1024 + 240(%rsp), %rdi
+        subq    $1040, %rsp
+        .cfi_adjust_cfa_offset 1040
+        FFH_STORE_WIDE %rsp, 1024, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+        leaq    1040 + 240(%rsp), %rdi
         FFH_CALL_ALIGNED ffh_attach_leave
-        FFH_LOAD_WIDE %rsp, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
-        addq    $1024, %rsp
-        .cfi_adjust_cfa_offset -1024
+        FFH_LOAD_WIDE %rsp, 1024, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+        addq    $1040, %rsp
+        .cfi_adjust_cfa_offset -1040
         movq    %rax, 392(%rsp)
         movq    384(%rsp), %rbx
         .cfi_restore %rbx
@@ -360,6 +390,14 @@ ffh_attach_return_preserving:
         .cfi_endproc
         .size   ffh_attach_return_preserving, .-ffh_attach_return_preserving
 
+#endif
+
+#if defined(__x86_64__) && defined(__ELF__)
+        /* Ones in every lane above a register's low 16 bytes (FFH_STORE_WIDE's test). */
+        .section .rodata
+        .p2align 6
+ffh_upper_lanes:
+        .quad   0, 0, -1, -1, -1, -1, -1, -1
 #endif
 
 #if defined(__ELF__)

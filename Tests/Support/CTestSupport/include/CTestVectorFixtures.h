@@ -19,8 +19,8 @@ void **vf_slot256(void);
 /// The slot of `__m512d vf_add512(__m512d a, __m512d b)`.
 void **vf_slot512(void);
 /// Calls the function in vf_slot256 `rounds` times with four different lanes in each argument
-/// (the round number in the first) and returns how many results were wrong in any lane; -1
-/// without AVX.
+/// (the round number in the first; in odd rounds the lanes above the low 16 bytes zero) and
+/// returns how many results were wrong in any lane; -1 without AVX.
 int vf_check256(int rounds);
 /// The same through vf_slot512, eight lanes; -1 without AVX-512.
 int vf_check512(int rounds);
