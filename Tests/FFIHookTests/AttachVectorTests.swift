@@ -46,10 +46,10 @@ import Testing
             let calls = Counter()
             var token = try Hook.attach(on: FunctionSlot(slot)) { _ in
                 vf_clobber()
-                calls.add()
+                calls.increment()
             } onLeave: { _ in
                 vf_clobber()
-                calls.add()
+                calls.increment()
             }
             #expect(check(20) == 0, "\(type), \(width)-byte saves: both blocks")
             token.remove()
@@ -57,7 +57,7 @@ import Testing
                 on: FunctionSlot(slot),
                 onEnter: { _ in
                     vf_clobber()
-                    calls.add()
+                    calls.increment()
                 }, onLeave: nil)
             #expect(check(20) == 0, "\(type), \(width)-byte saves: an enter block")
             token.remove()
@@ -65,17 +65,11 @@ import Testing
                 on: FunctionSlot(slot), onEnter: nil,
                 onLeave: { _ in
                     vf_clobber()
-                    calls.add()
+                    calls.increment()
                 })
             #expect(check(20) == 0, "\(type), \(width)-byte saves: a leave block")
             token.remove()
-            #expect(calls.value == 80, "\(type), \(width)-byte saves: every block ran")
+            #expect(calls.count == 80, "\(type), \(width)-byte saves: every block ran")
         }
-    }
-
-    /// Counts the blocks' runs.
-    final class Counter: @unchecked Sendable {
-        private(set) var value = 0
-        func add() { value += 1 }
     }
 }

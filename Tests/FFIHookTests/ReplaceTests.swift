@@ -48,6 +48,33 @@ extension FixtureTableTests {
             #expect(Self.call(slot, 3, 4) == 7)
         }
 
+        /// A replacement written over an attached slot gets the attach as its original (an
+        /// attach counts as a replacement): the attach's blocks run for the calls the
+        /// replacement passes on, and none for those it does not; removed, the attach sees the
+        /// calls again.
+        @Test func aReplacementOverAnAttachHasItAsItsOriginal() throws {
+            let slot = makeAddSlot()
+            defer { slot.deallocate() }
+            let enters = Counter()
+            let leaves = Counter()
+            let attach = try Hook.attach(on: FunctionSlot(slot)) { _ in enters.increment() } onLeave: { _ in
+                leaves.increment()
+            }
+            let passing = try Hook.replace(on: FunctionSlot(slot), with: tenfold)
+            tenfoldOriginal.store(UInt(bitPattern: passing.original), ordering: .releasing)
+            #expect(Self.call(slot, 3, 4) == 70)
+            #expect(enters.count == 1 && leaves.count == 1)
+            passing.remove()
+            let keeping = try Hook.replace(on: FunctionSlot(slot), with: times)
+            #expect(Self.call(slot, 3, 4) == 12)
+            #expect(enters.count == 1 && leaves.count == 1)
+            keeping.remove()
+            #expect(Self.call(slot, 3, 4) == 7)
+            #expect(enters.count == 2 && leaves.count == 2)
+            #expect(attach.remove())
+            #expect(Self.holds(slot, addOriginalAddress))
+        }
+
         @Test func hooksWrapAReplacementMadeUnderThem() throws {
             let slot = makeAddSlot()
             defer { slot.deallocate() }
