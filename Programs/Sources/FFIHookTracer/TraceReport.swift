@@ -28,10 +28,19 @@ struct TraceReport {
     /// the tracer's blocks ran on their thread: by a signal handler that interrupted the
     /// block (the tracer's own blocks call no traced function).
     let missedCalls: Int
+    /// Calls counted without their time because they were nested deeper on their thread than
+    /// the attach path keeps calls (``deepestTimed``): their returns run no block, and the
+    /// calls around them count their time as their own.
+    let tooDeepCalls: Int
+
+    /// How many nested traced calls a thread's calls are timed to (the attach path's side
+    /// stack of each thread).
+    static let deepestTimed = 512
 
     /// Rows from the counters, converting ticks with `nanosecondsPerTick`.
-    init(counts: [(String, fht_counter)], nanosecondsPerTick: Double, missedCalls: Int = 0) {
+    init(counts: [(String, fht_counter)], nanosecondsPerTick: Double, missedCalls: Int = 0, tooDeepCalls: Int = 0) {
         self.missedCalls = missedCalls
+        self.tooDeepCalls = tooDeepCalls
         rows = counts.filter { $0.1.calls > 0 }.map { name, counter in
             Row(
                 name: name, calls: counter.calls, completed: counter.completed,
@@ -60,6 +69,12 @@ struct TraceReport {
             lines.append(
                 "ffi-hook-tracer: \(EventFormatting.counted(UInt64(missedCalls), "call")) not counted: made by signal handlers that "
                     + "interrupted the tracer's own code for another call")
+        }
+        if tooDeepCalls > 0 {
+            lines.append(
+                "ffi-hook-tracer: \(EventFormatting.counted(UInt64(tooDeepCalls), "call")) nested more than "
+                    + "\(Self.deepestTimed) traced calls deep on their thread counted without their time (the calls "
+                    + "around them count it as their own)")
         }
         // Every cell's bytes in one array, each row's five figures formatted straight into it
         // (a string for each cell, made by interpolation and joined, cost 15,000 instructions a
@@ -163,6 +178,8 @@ struct TraceReport {
         EventFormatting.appendDecimal(Int(total.rounded()), to: &text)
         text.append(contentsOf: ",\n  \"missed_calls\": ".utf8)
         EventFormatting.appendDecimal(missedCalls, to: &text)
+        text.append(contentsOf: ",\n  \"too_deep_calls\": ".utf8)
+        EventFormatting.appendDecimal(tooDeepCalls, to: &text)
         text.append(contentsOf: ",\n  \"functions\": [\n".utf8)
         for (index, row) in rows.enumerated() {
             text.append(contentsOf: "    {\"name\": ".utf8)

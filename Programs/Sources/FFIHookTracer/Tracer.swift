@@ -167,6 +167,9 @@ final class Tracer: Sendable {
         /// The attached calls that had gone straight through when the start was done (see
         /// ``missedCalls``).
         var passedAtStart = 0
+        /// The attached calls whose leave blocks had been skipped (nested too deep) when the
+        /// start was done (see ``TraceReport/tooDeepCalls``).
+        var skippedAtStart = 0
         /// Those of them the tracer's own work after a `dlopen` made (its walk calls functions
         /// it may trace).
         var passedInUpdates = 0
@@ -254,6 +257,7 @@ final class Tracer: Sendable {
         state.withLock {
             // (Under the lock: see ``afterLoader(unloading:_:)``.)
             $0.passedAtStart = Self.passedThroughCalls
+            $0.skippedAtStart = Self.skippedLeaves
             $0.countingTicks = countingFrom
         }
     }
@@ -291,6 +295,13 @@ final class Tracer: Sendable {
     private static var passedThroughCalls: Int {
         guard let statistics = try? Hook.statistics else { return 0 }
         return statistics.programPassedCallCount
+    }
+
+    /// The attached calls whose leave blocks were skipped because they were nested deeper than
+    /// their thread's side stack holds, since the process started.
+    private static var skippedLeaves: Int {
+        guard let statistics = try? Hook.statistics else { return 0 }
+        return statistics.skippedLeaveCount
     }
 
     /// Called after each `dlopen` returns (inside a block, so the tracer's own calls are not
@@ -1034,7 +1045,8 @@ final class Tracer: Sendable {
     /// What the report is made from, taken under the lock.
     private typealias Snapshot = (
         configuration: TracerConfiguration, counts: [(String, fht_counter)], startTicks: UInt64,
-        startNanoseconds: UInt64, missed: Int, isWriter: Bool, endedBy: Int32, window: ClosedRange<UInt64>
+        startNanoseconds: UInt64, missed: Int, tooDeep: Int, isWriter: Bool, endedBy: Int32,
+        window: ClosedRange<UInt64>
     )
 
     /// Set once the report is written, for a report asked for by a signal while the exit's is
@@ -1186,17 +1198,22 @@ final class Tracer: Sendable {
                 let now = fht_ticks()
                 let window = min(state.countingTicks, now)...now
                 let missed = passed - state.passedAtStart - state.passedInUpdates
+                let tooDeep = Self.skippedLeaves - state.skippedAtStart
                 return (
-                    state.configuration, counts, state.startTicks, state.startNanoseconds, missed, isWriter,
+                    state.configuration, counts, state.startTicks, state.startNanoseconds, missed, tooDeep, isWriter,
                     state.endedBy, window
                 )
             } ?? nil
-        guard let (configuration, counts, startTicks, startNanoseconds, missed, isWriter, signal, window) = snapshot
+        guard
+            let (configuration, counts, startTicks, startNanoseconds, missed, tooDeep, isWriter, signal, window) =
+                snapshot
         else {
             return !takenElsewhere
         }
         let nanosecondsPerTick = Self.nanosecondsPerTick(since: startTicks, startNanoseconds)
-        let report = TraceReport(counts: counts, nanosecondsPerTick: nanosecondsPerTick, missedCalls: max(missed, 0))
+        let report = TraceReport(
+            counts: counts, nanosecondsPerTick: nanosecondsPerTick, missedCalls: max(missed, 0),
+            tooDeepCalls: max(tooDeep, 0))
         CallLog.shared?.finish()
         // A reader that went away (`| head`) must not end the program with SIGPIPE, nor keep
         // the files from being written.
