@@ -36,7 +36,13 @@ extension ObjCHook {
     ///   another thread held the engine's lock).
     @discardableResult
     public static func restoreOriginalImplementation(of method: ObjCMethod) throws(ObjCHookError) -> Bool {
-        try MethodRegistry.shared.restoreImplementation(method.resolved())
+        do {
+            return try MethodRegistry.shared.restoreImplementation(method.resolved())
+        } catch {
+            var restoring = error
+            restoring.restoring = true
+            throw restoring
+        }
     }
 
     /// Gives every method the library has hooked, and that has no hooks now, its own

@@ -93,10 +93,15 @@ public struct ObjCHookError: Error, Sendable, Hashable, CustomStringConvertible 
         self.hookError = hookError
     }
 
+    /// Whether the error came from giving a method its implementation back
+    /// (``ObjCHook/restoreOriginalImplementation(of:)``): its description says `restore`.
+    var restoring = false
+
     /// `cannot hook -[Counter add:to:]: …` (`cannot restore` for
-    /// ``Code-swift.struct/hooksInstalled``), or the message alone when no method is named.
+    /// ``Code-swift.struct/hooksInstalled`` and the other errors of a restore), or the message
+    /// alone when no method is named.
     public var description: String {
-        let verb = code == .hooksInstalled ? "restore" : "hook"
+        let verb = restoring || code == .hooksInstalled ? "restore" : "hook"
         guard let selector else {
             guard let className else { return message }
             return "cannot \(verb) a method of \(className): \(message)"

@@ -125,6 +125,9 @@ public final class ObjCLifecycleDispatcher: Sendable {
     ///   installed; nothing of the component stays registered then.
     public func register(_ component: ObjCObject, priority: Int = 0) throws(ObjCHookError) -> HookGroupToken {
         let runtime = try ObjCRuntime.loaded()
+        guard !component.isNil else {
+            throw ObjCHookError(code: .invalidClass, message: "the component is nil (address 0), no object")
+        }
         let componentPointer = OpaquePointer(component.pointer)
         guard runtime.kind(of: component.pointer) == FFH_OBJC_OBJECT,
             let componentClass = runtime.classOf(componentPointer)

@@ -207,6 +207,53 @@ import Testing
         #expect(result == F.Rect(x: 2, y: 2, width: 9, height: 1))
     }
 
+    /// A typed block's `id` argument or result taken as an `ObjCObject` may be `nil`: the value
+    /// says so (address 0), prints as `nil` and has no classes, where printing it stopped the
+    /// program (its class was asked of address 0; a stranger's finding).
+    @Test func aNilObjectInATypedBlockPrintsAsNil() throws {
+        let counter = try F.class("OFXCounter")
+        let object = F.new("OFXCounter")
+        defer { F.release(object) }
+        let other = F.new("OFXCounter")
+        defer { F.release(other) }
+        let seen = Mutex<[String]>([])
+        let echo = ObjCMethod.instance("echoObject:", of: counter)
+        let token = try ObjCHook.after(on: echo, arguments: ObjCObject.self, returning: ObjCObject.self) {
+            _, result, argument in
+            seen.withLock {
+                $0.append(
+                    "\(argument) \(argument.isNil) \(argument.reportedClass == nil) \(argument.dispatchClass == nil) "
+                        + "\(result)")
+            }
+            return result
+        }
+        defer { token.remove() }
+        #expect(F.echoObject(object, nil) == nil)
+        #expect(F.echoObject(object, other) == other)
+        let lines = seen.withLock { $0 }
+        #expect(lines.count == 2)
+        #expect(lines.first == "nil true true true nil")
+        #expect(lines.last?.hasPrefix("<OFXCounter: 0x") == true)
+        // A nil component is refused, not read.
+        let dispatcher = ObjCLifecycleDispatcher(delegate: nil, selectors: ["tick"])
+        let nilObject = unsafeBitCast(UInt(0), to: ObjCObject.self)
+        #expect(nilObject.isNil && nilObject.description == "nil")
+        #expect(throws: ObjCHookError.self) { _ = try dispatcher.register(nilObject) }
+    }
+
+    /// Giving a method that cannot be found its implementation back says it could not restore
+    /// it (the error said `cannot hook`).
+    @Test func aRestoreThatFailsSaysRestore() throws {
+        let counter = try F.class("OFXCounter")
+        let error = #expect(throws: ObjCHookError.self) {
+            try ObjCHook.restoreOriginalImplementation(of: .instance("noSuchMethod:", of: counter))
+        }
+        #expect(error?.code == .selectorNotFound)
+        #expect(
+            error?.description.hasPrefix("cannot restore -[OFXCounter noSuchMethod:]: ") == true,
+            "\(String(describing: error))")
+    }
+
     /// Swift types that do not match the method's types are refused at install.
     @Test func typedBlocksOfTheWrongTypesAreRefused() throws {
         let add = ObjCMethod.instance("add:to:", of: try F.class("OFXCounter"))

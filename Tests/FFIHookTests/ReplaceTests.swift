@@ -57,7 +57,9 @@ extension FixtureTableTests {
             defer { slot.deallocate() }
             let enters = Counter()
             let leaves = Counter()
-            let attach = try Hook.attach(on: FunctionSlot(slot)) { _ in enters.increment() } onLeave: { _ in
+            let attach = try Hook.attach(on: FunctionSlot(slot)) { _ in
+                enters.increment()
+            } onLeave: { _ in
                 leaves.increment()
             }
             let passing = try Hook.replace(on: FunctionSlot(slot), with: tenfold)
