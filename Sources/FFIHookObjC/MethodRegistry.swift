@@ -146,9 +146,7 @@ final class MethodRegistry: Sendable {
     ) throws(ObjCHookError) -> Prepared {
         let runtime = target.runtime
         guard let selector = runtime.selector(target.selector) else {
-            throw target.failure(
-                .selectorNotFound,
-                "a selector's name is not empty and has no NUL byte; the runtime cannot register this one")
+            throw target.failure(.selectorNotFound, ObjCHookError.unregistrable(selector: target.selector))
         }
         guard let found = runtime.instanceMethod(of: target.cls, selector: selector) else {
             throw target.failure(.selectorNotFound, "the class has no method for this selector and inherits none")

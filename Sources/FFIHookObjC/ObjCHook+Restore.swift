@@ -94,9 +94,7 @@ extension MethodRegistry {
     func restoreImplementation(_ target: Target) throws(ObjCHookError) -> Bool {
         let runtime = target.runtime
         guard let selector = runtime.selector(target.selector) else {
-            throw target.failure(
-                .selectorNotFound,
-                "a selector's name is not empty and has no NUL byte; the runtime cannot register this one")
+            throw target.failure(.selectorNotFound, ObjCHookError.unregistrable(selector: target.selector))
         }
         try refuseReentry { target.failure($0, $1) }
         return try state.withLock { (state: inout State) throws(ObjCHookError) -> Bool in

@@ -93,6 +93,28 @@ public struct ObjCHookError: Error, Sendable, Hashable, CustomStringConvertible 
         self.hookError = hookError
     }
 
+    /// Why the runtime cannot register a selector named `name`: it is empty, or holds a NUL
+    /// byte.
+    static func unregistrable(selector name: String) -> String {
+        if name.isEmpty { return "the selector's name is empty: the runtime cannot register it" }
+        if let nul = name.utf8.firstIndex(of: 0) {
+            return
+                "the selector's name holds a NUL byte (at byte \(name.utf8.distance(from: name.utf8.startIndex, to: nul))): "
+                + "the runtime cannot register it"
+        }
+        return "the runtime cannot register the selector's name"
+    }
+
+    /// `name` with control characters (a NUL, a newline) written as `\u{…}` escapes, for
+    /// one-line messages.
+    static func printable(_ name: String) -> String {
+        guard name.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else { return name }
+        return name.unicodeScalars.map { scalar in
+            scalar.value < 0x20 || scalar.value == 0x7F
+                ? "\\u{\(String(scalar.value, radix: 16))}" : String(scalar)
+        }.joined()
+    }
+
     /// Whether the error came from giving a method its implementation back
     /// (``ObjCHook/restoreOriginalImplementation(of:)``): its description says `restore`.
     var restoring = false
@@ -106,7 +128,7 @@ public struct ObjCHookError: Error, Sendable, Hashable, CustomStringConvertible 
             guard let className else { return message }
             return "cannot \(verb) a method of \(className): \(message)"
         }
-        let method = "\(isClassMethod ? "+" : "-")[\(className ?? "?") \(selector)]"
+        let method = "\(isClassMethod ? "+" : "-")[\(className ?? "?") \(Self.printable(selector))]"
         return "cannot \(verb) \(method): \(message)"
     }
 }

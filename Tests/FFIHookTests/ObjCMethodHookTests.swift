@@ -605,6 +605,16 @@ import Testing
         // A NUL byte would cut the name short for the runtime (here to a method that exists).
         #expect(code { try ObjCHook.before(on: .instance("add:to:\0tail", of: counter)) { _ in } } == .selectorNotFound)
         #expect(code { try ObjCHook.before(on: .instance("", of: counter)) { _ in } } == .selectorNotFound)
+        // Their messages say which, with the NUL escaped.
+        let cut = #expect(throws: ObjCHookError.self) {
+            try ObjCHook.before(on: .instance("add:to:\0tail", of: counter)) { _ in }
+        }
+        #expect(
+            cut?.description
+                == "cannot hook -[OFXCounter add:to:\\u{0}tail]: the selector's name holds a NUL byte (at byte 7): "
+                + "the runtime cannot register it")
+        let empty = #expect(throws: ObjCHookError.self) { try ObjCHook.before(on: .instance("", of: counter)) { _ in } }
+        #expect(empty?.message == "the selector's name is empty: the runtime cannot register it")
         let wrong = try Signature("d@:dd")
         let right = try Signature("i@:ii")
         #expect(
