@@ -47,7 +47,9 @@ public enum ObjCHook {
     ///     on the sending thread, possibly on several threads at once.
     /// - Returns: the token that removes the hook.
     /// - Throws: ``ObjCHookError`` when no runtime is loaded, the class is not registered or
-    ///   is a metaclass, a class method's metaclass is marked under construction, neither
+    ///   is a metaclass or a subclass the library made for per-instance hooks (an object's
+    ///   ``ObjCObject/dispatchClass`` while it has hooks of its own), a class method's
+    ///   metaclass is marked under construction, neither
     ///   the class nor a superclass has a method for the selector, the method's encoding
     ///   cannot be parsed or passed, the signature given disagrees with it, or the engine
     ///   refuses the hook (``ObjCHookError/hookError``). Nothing is installed then.

@@ -85,6 +85,15 @@ public struct ObjCMethod: Sendable, Hashable, CustomStringConvertible {
                 "the class is not registered with the runtime (objc_registerClassPair was not called)"
             )
         }
+        // A subclass the library made for per-instance hooks (which an object's dispatch class
+        // names): a class-wide hook there would run for every object later given hooks of its
+        // own, not for one.
+        guard ffh_objc_instance_class_find(runtime.functions, cls) != cls else {
+            throw failure(
+                .invalidClass,
+                "the class is one the library made for the objects given hooks of their own; hook those objects (ObjCObject) or the class they report"
+            )
+        }
         guard isClassMethod else {
             return MethodRegistry.Target(
                 runtime: runtime, cls: cls, className: name, selector: selector, isClassMethod: false)

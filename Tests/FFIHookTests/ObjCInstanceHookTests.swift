@@ -29,6 +29,13 @@ extension ObjCMethodHookTests {
         #expect(F.reportedClass(mine) == "OFXCounter")
         #expect(F.dispatchClass(other) == "OFXCounter")
         #expect(F.object(mine).reportedClass?.name == "OFXCounter")
+        // The subclass the object is on is the library's: a class-wide hook there (which would
+        // run for every object later given hooks of its own) is refused.
+        let made = try #require(F.object(mine).dispatchClass)
+        let refusal = #expect(throws: ObjCHookError.self) {
+            try ObjCHook.before(on: .instance("add:to:", of: made)) { _ in }
+        }
+        #expect(refusal?.code == .invalidClass)
         #expect(F.add(mine, 1, 2) == 3)
         #expect(F.add(other, 3, 4) == 7)
         // A second object with a hook of its own shares the subclass, not the hooks.
