@@ -1,4 +1,5 @@
 public import FFIHook
+import FFIHookCore
 
 /// An Objective-C method that could not be hooked.
 ///
@@ -105,16 +106,6 @@ public struct ObjCHookError: Error, Sendable, Hashable, CustomStringConvertible 
         return "the runtime cannot register the selector's name"
     }
 
-    /// `name` with control characters (a NUL, a newline) written as `\u{…}` escapes, for
-    /// one-line messages.
-    static func printable(_ name: String) -> String {
-        guard name.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else { return name }
-        return name.unicodeScalars.map { scalar in
-            scalar.value < 0x20 || scalar.value == 0x7F
-                ? "\\u{\(String(scalar.value, radix: 16))}" : String(scalar)
-        }.joined()
-    }
-
     /// Whether the error came from giving a method its implementation back
     /// (``ObjCHook/restoreOriginalImplementation(of:)``): its description says `restore`.
     var restoring = false
@@ -128,7 +119,7 @@ public struct ObjCHookError: Error, Sendable, Hashable, CustomStringConvertible 
             guard let className else { return message }
             return "cannot \(verb) a method of \(className): \(message)"
         }
-        let method = "\(isClassMethod ? "+" : "-")[\(className ?? "?") \(Self.printable(selector))]"
+        let method = "\(isClassMethod ? "+" : "-")[\(className ?? "?") \(escaped(selector))]"
         return "cannot \(verb) \(method): \(message)"
     }
 }

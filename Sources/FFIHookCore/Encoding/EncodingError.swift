@@ -218,18 +218,24 @@ private func shortened(_ name: String) -> String {
 
 /// Quotes `text` for an error message, escaping control and non-ASCII bytes.
 package func quoted(_ text: String, quote: Character = "\"") -> String {
-    var result = String(quote)
+    String(quote) + escaped(text, quote: quote) + String(quote)
+}
+
+/// `text` for a one-line error message: a backslash, `quote` (when given), a newline, a tab
+/// and other control characters written as escapes (`\u{…}` for the others).
+package func escaped(_ text: String, quote: Character? = nil) -> String {
+    var result = ""
+    let quoteScalar = quote?.unicodeScalars.first
     for scalar in text.unicodeScalars {
         switch scalar {
         case "\\": result += "\\\\"
         case "\n": result += "\\n"
         case "\t": result += "\\t"
-        case _ where scalar == quote.unicodeScalars.first!: result += "\\\(quote)"
+        case _ where scalar == quoteScalar: result += "\\\(scalar)"
         case _ where scalar.value < 0x20 || scalar.value == 0x7F:
             result += "\\u{\(String(scalar.value, radix: 16))}"
         default: result.unicodeScalars.append(scalar)
         }
     }
-    result.append(quote)
     return result
 }

@@ -20,32 +20,27 @@ FUNCTION(vf_add512)
         ret
 END(vf_add512)
 
-// vf_call256(function, a, b, out): loads ymm0 from a and ymm1 from b (32 bytes each), calls
-// function, stores ymm0 to out.
-FUNCTION(vf_call256)
+// vf_call256(function, a, b, out) and vf_call512(function, a, b, out): load ymm0 (zmm0) from a
+// and ymm1 (zmm1) from b (32 or 64 bytes each), call function, store ymm0 (zmm0) to out.
+        .macro VF_CALLER name, move, register, size
+        .globl \name
+        .type \name, @function
+        .p2align 4
+\name:
         push rbx
         mov rbx, rcx
-        vmovdqu ymm0, ymmword ptr [rsi]
-        vmovdqu ymm1, ymmword ptr [rdx]
+        \move \register\()0, \size ptr [rsi]
+        \move \register\()1, \size ptr [rdx]
         call rdi
-        vmovdqu ymmword ptr [rbx], ymm0
+        \move \size ptr [rbx], \register\()0
         vzeroupper
         pop rbx
         ret
-END(vf_call256)
+        .size \name, . - \name
+        .endm
 
-// vf_call512(function, a, b, out): the same with zmm0 and zmm1 (64 bytes each).
-FUNCTION(vf_call512)
-        push rbx
-        mov rbx, rcx
-        vmovdqu64 zmm0, zmmword ptr [rsi]
-        vmovdqu64 zmm1, zmmword ptr [rdx]
-        call rdi
-        vmovdqu64 zmmword ptr [rbx], zmm0
-        vzeroupper
-        pop rbx
-        ret
-END(vf_call512)
+        VF_CALLER vf_call256, vmovdqu, ymm, ymmword
+        VF_CALLER vf_call512, vmovdqu64, zmm, zmmword
 
         .section .note.GNU-stack, "", @progbits
 #endif
