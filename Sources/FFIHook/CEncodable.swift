@@ -99,6 +99,12 @@ extension UInt: CEncodable {
 extension Bool: CEncodable {
     /// `B`: `_Bool`.
     public static var typeEncoding: String { "B" }
+
+    /// The byte at `address` as C reads a truth value: any nonzero byte is `true`.
+    @inlinable
+    public static func loadUnaligned(from address: UnsafeRawPointer) -> Bool {
+        address.load(as: UInt8.self) != 0
+    }
 }
 
 /// `Float` stands for C's `float` in typed hooks.

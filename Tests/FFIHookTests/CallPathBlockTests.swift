@@ -78,6 +78,32 @@ extension FixtureTableTests {
             #expect(ct_fix_call_schar_difference_word(difference, 5, 3) & 0xFF == 2)
         }
 
+        /// A `Bool` stands for a byte as C reads a truth value: any nonzero byte (an Objective-C
+        /// `BOOL` of 2, a flag) is `true`, in typed blocks and through an `Invocation`, where the
+        /// byte read as a `Bool` kept its lowest bit alone (2 was `false`).
+        @Test func aNonzeroByteIsTrue() throws {
+            typealias Identity = @convention(c) (UInt8) -> UInt8
+            let slot = UnsafeMutablePointer<Identity?>.allocate(capacity: 1)
+            slot.initialize(to: ct_fix_byte_identity)
+            defer { slot.deallocate() }
+            let log = Log()
+            let typed = try Hook.after(on: FunctionSlot(slot), arguments: Bool.self, returning: Bool.self) {
+                result, flag in
+                log.add("typed \(flag) \(result) \(flag == true)")
+                return result
+            }
+            let invocation = try Hook.before(on: FunctionSlot(slot), signature: Signature("BB")) { call in
+                log.add("invocation \(call.argument(0, as: Bool.self))")
+            }
+            // The typed after block gives back a Bool: the caller gets 1 for 2, as a C `_Bool` is.
+            #expect(ct_fix_call_byte_slot(slot, 2) == 1)
+            #expect(ct_fix_call_byte_slot(slot, 0) == 0)
+            #expect(
+                log.all == ["invocation true", "typed true true true", "invocation false", "typed false false false"])
+            #expect(invocation.remove() && typed.remove())
+            #expect(ct_fix_call_byte_slot(slot, 2) == 2)
+        }
+
         /// Several blocks in each position, one of them changing an argument and one the
         /// result: each sees its position, the arguments as the blocks before it left them,
         /// and, after, the result as it stands; none is re-entrant.

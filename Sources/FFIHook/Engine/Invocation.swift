@@ -44,7 +44,7 @@ public struct Invocation: ~Copyable {
     /// - Precondition: `index` is a valid argument index and `T` has the argument's size
     ///   (a pointer's size for an array argument).
     public func argument<T: BitwiseCopyable>(_ index: Int, as type: T.Type = T.self) -> T {
-        argumentStorage(index, checking: T.self).loadUnaligned(as: T.self)
+        loadValue(T.self, from: argumentStorage(index, checking: T.self))
     }
 
     /// Replaces argument `index` for the blocks that follow and the original.
@@ -72,7 +72,7 @@ public struct Invocation: ~Copyable {
     ///
     /// - Precondition: the return type is not void and `T` has its size.
     public func returnValue<T: BitwiseCopyable>(as type: T.Type = T.self) -> T {
-        returnStorage(checking: T.self).loadUnaligned(as: T.self)
+        loadValue(T.self, from: returnStorage(checking: T.self))
     }
 
     /// Sets the value the caller receives.

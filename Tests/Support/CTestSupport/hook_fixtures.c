@@ -77,6 +77,12 @@ int ct_fix_call_add_slot(int (**slot)(int, int), int a, int b) {
     return __atomic_load_n(slot, __ATOMIC_ACQUIRE)(a, b);
 }
 
+uint8_t ct_fix_byte_identity(uint8_t value) { return value; }
+
+uint8_t ct_fix_call_byte_slot(uint8_t (**slot)(uint8_t), uint8_t value) {
+    return __atomic_load_n(slot, __ATOMIC_ACQUIRE)(value);
+}
+
 unsigned long long ct_fix_add_runs(void) { return __atomic_load_n(&add_runs, __ATOMIC_RELAXED); }
 unsigned long long ct_fix_notify_runs(void) { return __atomic_load_n(&notify_runs, __ATOMIC_RELAXED); }
 int ct_fix_last_notified(void) { return __atomic_load_n(&last_notified, __ATOMIC_RELAXED); }

@@ -1,6 +1,8 @@
 #ifndef CTESTHOOKFIXTURES_H
 #define CTESTHOOKFIXTURES_H
 
+#include <stdint.h>
+
 /// A point passed and returned by value (two doubles: SSE registers).
 typedef struct {
     double x;
@@ -73,6 +75,11 @@ int ct_deny_write_execute(void);
 /// Calls the function `slot` holds, read with an atomic load (another thread may be writing
 /// the slot), with `a` and `b`.
 int ct_fix_call_add_slot(int (**slot)(int, int), int a, int b);
+
+/// Returns `value`: an `unsigned char` (an Objective-C `BOOL`, a flag) in and out.
+uint8_t ct_fix_byte_identity(uint8_t value);
+/// Calls the function `slot` holds with `value`.
+uint8_t ct_fix_call_byte_slot(uint8_t (**slot)(uint8_t), uint8_t value);
 
 /// How many times each original ran since the last reset (atomic counters).
 unsigned long long ct_fix_add_runs(void);
