@@ -10,6 +10,17 @@ func address<F>(of function: F) -> UnsafeRawPointer {
 }
 
 @Suite struct CallInterfaceTests {
+    /// A `Bool` result stands for a byte as C reads a truth value: any nonzero byte is `true`
+    /// (a byte of 2 read as a `Bool` kept its lowest bit alone).
+    @Test func aNonzeroByteResultIsTrue() throws {
+        let identity: @convention(c) (UInt8) -> UInt8 = ct_fix_byte_identity
+        let interface = try CallInterface(Signature("CC"))
+        let two = try interface.call(address(of: identity), returning: Bool.self, UInt8(2))
+        #expect(two == true && two)
+        let zero = try interface.call(address(of: identity), returning: Bool.self, UInt8(0))
+        #expect(zero == false && !zero)
+    }
+
     @Test func typedCallOfLibcFunctions() throws {
         let atan2Function: @convention(c) (Double, Double) -> Double = atan2
         let interface = try CallInterface(Signature("ddd"))

@@ -114,6 +114,11 @@ extension CallInterface {
                     byteCount: max(returnBufferSize, MemoryLayout<Result>.size), alignment: 16
                 ) { result in
                     call(function, returnValue: result.baseAddress, argumentList: list.baseAddress!)
+                    // A Bool as C reads a truth value (a byte of 2 read as a Bool keeps its lowest
+                    // bit alone).
+                    if Result.self == Bool.self {
+                        return unsafeBitCast(result.baseAddress!.load(as: UInt8.self) != 0, to: Result.self)
+                    }
                     return result.baseAddress!.load(as: Result.self)
                 }
             }
