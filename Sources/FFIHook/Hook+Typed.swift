@@ -312,16 +312,6 @@ extension TypedBlock {
 
 /// Walks libffi's argument list in order, reading or writing one argument per step.
 /// Types were checked at install time, so no check runs per call.
-/// A `T` read from `address`, a `Bool` as C reads a truth value: any nonzero byte is `true`
-/// (an Objective-C `BOOL` of 2, a flag an `unsigned char` holds), where the byte read as a
-/// `Bool` keeps its lowest bit alone (2 read as `false`).
-@inlinable
-@inline(__always)
-func loadValue<T: BitwiseCopyable>(_ type: T.Type, from address: UnsafeRawPointer) -> T {
-    if T.self == Bool.self { return unsafeBitCast(address.load(as: UInt8.self) != 0, to: T.self) }
-    return address.loadUnaligned(as: T.self)
-}
-
 @usableFromInline
 struct ArgumentCursor {
     @usableFromInline let list: UnsafeMutablePointer<UnsafeMutableRawPointer?>

@@ -114,14 +114,19 @@ extension CallInterface {
                     byteCount: max(returnBufferSize, MemoryLayout<Result>.size), alignment: 16
                 ) { result in
                     call(function, returnValue: result.baseAddress, argumentList: list.baseAddress!)
-                    // A Bool as C reads a truth value (a byte of 2 read as a Bool keeps its lowest
-                    // bit alone).
-                    if Result.self == Bool.self {
-                        return unsafeBitCast(result.baseAddress!.load(as: UInt8.self) != 0, to: Result.self)
-                    }
-                    return result.baseAddress!.load(as: Result.self)
+                    return loadValue(Result.self, from: result.baseAddress!)
                 }
             }
         }
     }
+}
+
+/// A `T` read from `address`, a `Bool` as C reads a truth value: any nonzero byte is `true`
+/// (an Objective-C `BOOL` of 2, a flag an `unsigned char` holds), where the byte read as a
+/// `Bool` keeps its lowest bit alone (2 read as `false`).
+@inlinable
+@inline(__always)
+package func loadValue<T: BitwiseCopyable>(_ type: T.Type, from address: UnsafeRawPointer) -> T {
+    if T.self == Bool.self { return unsafeBitCast(address.load(as: UInt8.self) != 0, to: T.self) }
+    return address.loadUnaligned(as: T.self)
 }
