@@ -135,19 +135,9 @@ extension FixtureTableTests {
             #expect(function(5) == 16)
             #expect(calls.count == 1)
             #expect(dlclose(handle) == 0)
-            // Unloaded once nothing holds it: another test's walk of the loaded objects (which
-            // opens each object it lists, for the walk) may hold it for a moment; a definition
-            // the loader marked never to be unloaded stays however long this waits.
-            var unloaded = false
-            for _ in 0..<500 {
-                guard let left = dlopen(definer, RTLD_LAZY | RTLD_NOLOAD) else {
-                    unloaded = true
-                    break
-                }
-                dlclose(left)
-                usleep(10_000)
-            }
-            #expect(unloaded, "the definition is still loaded after the dlclose of the only object that needs it")
+            #expect(
+                ImportFixtures.isUnloadedSoon(definer),
+                "the definition is still loaded after the dlclose of the only object that needs it")
         }
 
         /// Runs `body` with the path of a copy of a fixture library that another thread loads
@@ -176,19 +166,9 @@ extension FixtureTableTests {
             defer {
                 done.store(true, ordering: .releasing)
                 while !loader.isFinished { usleep(1000) }
-                // Unloaded at the end: once another test's walk, which pins every loaded object
-                // for a moment (tests run in parallel), has let go of it (five seconds at most: a
-                // walk under AddressSanitizer on a busy machine was seen to take over one).
-                var unloaded = false
-                for _ in 0..<5000 {
-                    guard let handle = dlopen(copy, RTLD_LAZY | RTLD_NOLOAD) else {
-                        unloaded = true
-                        break
-                    }
-                    dlclose(handle)
-                    usleep(1000)
-                }
-                #expect(unloaded)
+                // Unloaded at the end (a walk under AddressSanitizer on a busy machine was seen to
+                // hold it over a second).
+                #expect(ImportFixtures.isUnloadedSoon(copy))
             }
             try body(copy)
             return loads.count

@@ -314,16 +314,7 @@ extension FixtureTableTests {
                 ) { _ in }
                 #expect(SlotMemory.protection(of: address)?.writable == true)
                 #expect(dlclose(handle) == 0)
-                var unloaded = false
-                for _ in 0..<500 {
-                    guard let held = dlopen(library, RTLD_NOW | RTLD_NOLOAD) else {
-                        unloaded = true
-                        break
-                    }
-                    dlclose(held)
-                    usleep(10_000)
-                }
-                try #require(unloaded)
+                try #require(ImportFixtures.isUnloadedSoon(library))
                 let again = mmap(
                     page, Self.pageSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0)
                 try #require(again == page)
