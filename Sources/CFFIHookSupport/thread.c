@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -351,6 +352,36 @@ static void ffh_fork_child(void) {
     ffh_thread_forget_others();
     ffh_fork_release();
     ffh_library_enter(ffh_fork_busy);
+}
+
+int ffh_thread_start_helper(pthread_t *thread, void *(*start)(void *), void *context) {
+    sigset_t all, previous;
+    /* (Every bit: sigfillset's set, without one more import of the C library's.) */
+    memset(&all, 0xFF, sizeof all);
+    /* The new thread starts with the mask of the thread that makes it. */
+    pthread_sigmask(SIG_SETMASK, &all, &previous);
+    pthread_attr_t attributes;
+    int placed = 0, made = pthread_attr_init(&attributes) == 0;
+    unsigned here = 0;
+    cpu_set_t allowed;
+    memset(&allowed, 0, sizeof allowed);
+    /* The processor it runs on and those it may run on, by system call (sched_getaffinity
+       gives the number of bytes of the mask it wrote). */
+    if (made && ffh_syscall3(__NR_getcpu, (long)&here, 0, 0) == 0 && here < CPU_SETSIZE &&
+        ffh_syscall3(__NR_sched_getaffinity, 0, sizeof allowed, (long)&allowed) > 0 && CPU_ISSET(here, &allowed)) {
+        CPU_CLR(here, &allowed);
+        int others = 0;
+        for (size_t word = 0; word < sizeof allowed.__bits / sizeof allowed.__bits[0]; word++) {
+            others += __builtin_popcountl(allowed.__bits[word]);
+        }
+        placed = others > 0 && pthread_attr_setaffinity_np(&attributes, sizeof allowed, &allowed) == 0;
+    }
+    int status = pthread_create(thread, placed ? &attributes : NULL, start, context);
+    /* (A processor the mask names that a cpuset took away since: anywhere.) */
+    if (status != 0 && placed) status = pthread_create(thread, NULL, start, context);
+    if (made) pthread_attr_destroy(&attributes);
+    pthread_sigmask(SIG_SETMASK, &previous, NULL);
+    return status;
 }
 
 int ffh_fork_protect_with(void (*take)(void *), void (*give)(void *), void *lock, int rank) {

@@ -273,7 +273,7 @@ enum BatchTargets {
     }
 
     /// The exported functions' starts and the unwind table's, in no order, some perhaps twice.
-    private static func startCandidates(of object: LoadedObject) -> [UInt] {
+    static func startCandidates(of object: LoadedObject) -> [UInt] {
         var unwind: [UInt] = []
         let count = ffh_elf_unwind_starts(object.object, nil, 0)
         if count > 0 {

@@ -146,7 +146,12 @@ enum InlinePlanner {
                     target.object.map { $0 != place.identity } ?? false
                 }
                 let present = targets.indices.filter { !gone[$0] }
-                let sweeps = sweep(present.map { targets[$0] }, in: loaded, objects)
+                // The sweeps are made on a thread of their own while the functions are planned
+                // (a library's whole code is decoded for a sweep: as long as planning its
+                // functions); each plan is checked against its object's sweep at the end.
+                let inputs = sweepInputs(present.map { targets[$0] }, in: loaded, objects)
+                var sweeps: [String: BranchSweep] = [:]
+                let sweeping = HelperThread { sweeps = makeSweeps(inputs) }
                 return state.withLock { state in
                     forgetUnloaded(&state, objects)
                     retireUnused(&state)
@@ -164,7 +169,8 @@ enum InlinePlanner {
                                 object = known
                             } else {
                                 object = batchObjects.count
-                                batchObjects.append((key, sweeps[key].map(BranchCheck.sweep) ?? .ownBody))
+                                let swept = inputs.contains { $0.key == key }
+                                batchObjects.append((key, swept ? .later : .ownBody))
                                 remaining.append((0, target.address, target.address))
                             }
                         }
@@ -174,7 +180,7 @@ enum InlinePlanner {
                             known.count + 1, min(known.low, target.address), max(known.high, target.address)
                         )
                     }
-                    let plans = writingCode(targets, state: &state) { state in
+                    var plans = writingCode(targets, state: &state) { state in
                         targets.indices.map { index in
                             let target = targets[index]
                             guard !gone[index] else {
@@ -187,6 +193,9 @@ enum InlinePlanner {
                                 check: batchObjects[object].check, state: &state)
                         }
                     }
+                    sweeping.wait()
+                    refuseBranchesIntoPatches(
+                        &plans, targets, objectOf: objectOf, sweeps: batchObjects.map { sweeps[$0.key] })
                     return (plans, keep(plans))
                 }
             }
@@ -294,13 +303,18 @@ enum InlinePlanner {
         /// The function's own body, when the symbol tables give its size (code outside every
         /// object).
         case ownBody
+        /// A sweep of the function's object still being made (a batch's, on a thread of its
+        /// own): the plan is checked against it once the batch's functions are planned
+        /// (``planResults(_:sweepsObjects:)``).
+        case later
 
-        /// The branch into the patch of a plan of `function`, from the object's code.
+        /// The branch into the patch of a plan of `function`, from the object's code (none yet
+        /// for ``later``).
         func intoPatch(function: UInt, patchOffset: Int, copiedLength: Int) -> BranchSweep.Branch? {
             switch self {
             case .sweep(let sweep):
                 sweep.intoPatch(function: function, patchOffset: patchOffset, copiedLength: copiedLength)
-            case .ownBody: nil
+            case .ownBody, .later: nil
             }
         }
     }
@@ -411,6 +425,15 @@ enum InlinePlanner {
                 symbol: name))
     }
 
+    /// The refusal of the function at `address`, named `name`.
+    private static func refusal(
+        _ name: String, _ address: UInt, _ reason: InlineRefusal.Reason, _ message: String,
+        code: HookError.Code = .unhookableFunction
+    ) -> InlineRefusal {
+        InlineRefusal(
+            name: name, address: address, reason: reason, error: HookError(code: code, message: message, symbol: name))
+    }
+
     /// Plans one function: checks the code, finds the function's extent, relocates its first
     /// instructions into a trampoline in a slab near it, and writes the stub and the
     /// trampoline. Nothing in the function changes yet.
@@ -419,34 +442,35 @@ enum InlinePlanner {
         check: BranchCheck, state: inout State
     ) throws(InlineRefusal) -> PlanReference {
         let address = target.address
-        var name = target.name ?? hex(address)
+        guard address != 0 else {
+            throw refusal(target.name ?? hex(address), address, .notCode, "the function's address is NULL")
+        }
+        guard let mapping = MemoryMapping.containing(address, in: mappings), mapping.executable, mapping.readable
+        else {
+            throw refusal(
+                target.name ?? hex(address), address, .notCode,
+                "\(hex(address)) is not in readable, executable memory: it is not the address of a function")
+        }
+        // The symbol tables' view, for an address no table named as a function's start: the
+        // function's size and name, and the IFUNC resolver trap.
+        let extent = target.isKnownStart ? nil : SymbolResolver.extent(of: address)
+        let symbol = target.name ?? extent.flatMap { $0.start == address ? $0.symbol : nil }
+        let name = symbol ?? hex(address)
         func refuse(_ reason: InlineRefusal.Reason, _ message: String, code: HookError.Code = .unhookableFunction)
             -> InlineRefusal
         {
-            InlineRefusal(
-                name: name, address: address, reason: reason,
-                error: HookError(code: code, message: message, symbol: name)
-            )
-        }
-        guard address != 0 else { throw refuse(.notCode, "the function's address is NULL") }
-        guard let mapping = MemoryMapping.containing(address, in: mappings), mapping.executable, mapping.readable
-        else {
-            throw refuse(
-                .notCode, "\(hex(address)) is not in readable, executable memory: it is not the address of a function")
+            refusal(name, address, reason, message, code: code)
         }
         var size = target.size
-        if !target.isKnownStart {
-            // The symbol tables' view: the function's size, and the IFUNC resolver trap.
-            let extent = SymbolResolver.extent(of: address)
-            if target.name == nil, let extent, extent.start == address, let symbol = extent.symbol { name = symbol }
-            if let extent, extent.start == address, extent.isIndirect {
+        if let extent {
+            if extent.start == address, extent.isIndirect {
                 throw refuse(
                     .indirectFunction,
                     "the symbol's address is an IFUNC resolver, which picks the code that runs; hook the implementation (InlineFunction(symbol:) resolves it)"
                 )
             }
-            if let extent, extent.start == address, let known = extent.size { size = known }
-            if let extent, extent.start < address, let known = extent.size, address < extent.start + UInt(known) {
+            if extent.start == address, let known = extent.size { size = known }
+            if extent.start < address, let known = extent.size, address < extent.start + UInt(known) {
                 // Inside a function: no function's entry (a hook there would run mid-function, and
                 // the address may not even start an instruction).
                 let owner = extent.symbol.map { "`\($0)`" } ?? "a function"
@@ -455,10 +479,10 @@ enum InlinePlanner {
                     "\(hex(address)) is inside \(owner) at offset \(address - extent.start), not at a function's start")
             }
         }
-        if let reason = LibraryCode.reason(name: target.name ?? (name.hasPrefix("0x") ? nil : name)) {
+        if let reason = LibraryCode.reason(name: symbol) {
             throw refuse(.libraryCode, reason)
         }
-        if target.name == nil, name.hasPrefix("0x"), SlotRegistry.shared.isEngineCode(address) {
+        if symbol == nil, SlotRegistry.shared.isEngineCode(address) {
             throw refuse(
                 .libraryCode, "\(hex(address)) is in the library's own code: a hook's closure or an attach's stub")
         }
@@ -595,12 +619,24 @@ enum InlinePlanner {
         return (record, relocation)
     }
 
-    /// One sweep per object that holds targets, by the object's key: its code (``codeRanges(of:)``)
-    /// decoded, starting again at every function its dynamic symbol table names, every place its
-    /// unwind table says code begins (``BatchTargets/restartPoints(of:)``) and every target.
-    private static func sweep(
+    /// What one object's sweep is made from: its key, its code (``codeRanges(of:)``), where
+    /// decoding starts again (every function its dynamic symbol table names, every place its
+    /// unwind table says code begins: ``BatchTargets/restartPoints(of:)``; unsorted) and its
+    /// targets (unsorted).
+    struct SweepInput: @unchecked Sendable {
+        // Unchecked: addresses of code, read only.
+        let key: String
+        let ranges: [Range<UInt>]
+        let starts: [UInt]
+        let functions: [UInt]
+    }
+
+    /// The inputs of the sweeps of the objects that hold `targets`: what needs the objects'
+    /// tables and files, read on the planning thread (a symbol table may be read from its file
+    /// under a lock of its cache). ``makeSweeps(_:)`` does the rest.
+    private static func sweepInputs(
         _ targets: [PlanTarget], in loaded: [LoadedObject], _ objects: ObjectRanges
-    ) -> [String: BranchSweep] {
+    ) -> [SweepInput] {
         // The targets by object, in the order first met (a batch's are in one or a few: no
         // hashing of the key for each target).
         var byObject: [(key: String, addresses: [UInt])] = []
@@ -614,18 +650,54 @@ enum InlinePlanner {
                 byObject.append((key, [target.address]))
             }
         }
-        var sweeps: [String: BranchSweep] = [:]
-        for object in loaded {
+        return loaded.compactMap { object in
             let key = ObjectRanges.key(of: object)
-            guard let targets = byObject.first(where: { $0.key == key })?.addresses else { continue }
-            let starts = BatchTargets.sortedOnce(BatchTargets.restartPoints(of: object) + targets)
-            let functions = BatchTargets.sortedOnce(targets)
-            let ranges = codeRanges(of: object)
-            sweeps[key] = BranchSweep(
-                ranges: ranges, starts: starts, functions: functions,
-                windows: displacedLengths(of: functions, in: ranges))
+            guard let targets = byObject.first(where: { $0.key == key })?.addresses else { return nil }
+            return SweepInput(
+                key: key, ranges: codeRanges(of: object), starts: BatchTargets.startCandidates(of: object) + targets,
+                functions: targets)
+        }
+    }
+
+    /// One sweep per object, by the object's key: its code decoded, starting again at every
+    /// start. Reads only the objects' code (mapped while it runs: the walk that listed them pins
+    /// them) and takes no lock: it runs on a thread of its own beside the planning.
+    private static func makeSweeps(_ inputs: [SweepInput]) -> [String: BranchSweep] {
+        var sweeps: [String: BranchSweep] = [:]
+        for input in inputs {
+            let functions = BatchTargets.sortedOnce(input.functions)
+            sweeps[input.key] = BranchSweep(
+                ranges: input.ranges, starts: BatchTargets.sortedOnce(input.starts), functions: functions,
+                windows: displacedLengths(of: functions, in: input.ranges))
         }
         return sweeps
+    }
+
+    /// Refuses each plan of `plans` (one for each of `targets`) whose patch a branch of its
+    /// object's code lands in, by that object's sweep (`sweeps`, by the object's place among the
+    /// batch's, `objectOf`: -1 for a target not planned; nil for an object none was made for).
+    /// A plan refused here keeps its place in its slab, unused (a later plan of the function
+    /// finds it and checks it again).
+    private static func refuseBranchesIntoPatches(
+        _ plans: inout [Result<PlanReference, InlineRefusal>], _ targets: [PlanTarget], objectOf: [Int],
+        sweeps: [BranchSweep?]
+    ) {
+        for index in plans.indices {
+            guard objectOf[index] >= 0, case .success(let plan) = plans[index] else { continue }
+            guard let sweep = sweeps[objectOf[index]] else { continue }
+            let address = targets[index].address
+            let record = plan.slab.records + plan.index
+            let (patchOffset, copiedLength) = (Int(record.pointee.patchOffset), Int(record.pointee.copiedLength))
+            guard let branch = sweep.intoPatch(function: address, patchOffset: patchOffset, copiedLength: copiedLength)
+            else { continue }
+            let name = targets[index].name ?? hex(address)
+            plans[index] = .failure(
+                InlineRefusal(
+                    name: name, address: address, reason: .branchIntoPatch,
+                    error: HookError(
+                        code: .unhookableFunction,
+                        message: branchMessage(branch, function: address, size: targets[index].size), symbol: name)))
+        }
     }
 
     /// How many of each function's first bytes a patch of a near slab's length (5 bytes)

@@ -10,16 +10,24 @@ enum LibraryCode {
     static let mangledModules = ["7FFIHook", "11FFIHookCore", "13FFIHookInline", "11FFIHookObjC"]
     private static let mangledModuleBytes = mangledModules.map { Array($0.utf8) }
     private static let cPrefix = Array("ffh_".utf8)
-    /// The first bytes of ``prefixes`` and of a mangled Swift name (`$s`).
-    private static let firstBytes = prefixes.compactMap(\.utf8.first) + [UInt8(ascii: "$")]
+    /// The first two bytes of ``prefixes`` and of a mangled Swift name (`$s`), each as a
+    /// little-endian 16-bit number: `sqlite3_…` begins with the `s` of `swift_ffi_hook_`.
+    private static let firstPairs: [UInt16] = (prefixes + ["$s"]).map { prefix in
+        let bytes = Array(prefix.utf8)
+        return UInt16(bytes[0]) | UInt16(bytes[1]) << 8
+    }
 
     /// Why the function named `name` is the library's own, or nil: a C function of the
     /// library, or a Swift function whose mangled name involves its modules or its C types
     /// (its own functions, and the specializations, thunks and value witnesses made for its
     /// types, wherever the compiler put them).
     static func reason(name: String?) -> String? {
-        // Most names begin with none of the prefixes' first bytes: one byte decides.
-        guard let name, let first = name.utf8.first, firstBytes.contains(first) else { return nil }
+        // Most names begin with none of the prefixes' first two bytes: they decide.
+        guard let name else { return nil }
+        var utf8 = name.utf8.makeIterator()
+        guard let first = utf8.next(), let second = utf8.next(),
+            firstPairs.contains(UInt16(first) | UInt16(second) << 8)
+        else { return nil }
         let isOwn =
             prefixes.contains { name.hasPrefix($0) }
             || (name.hasPrefix("$s") && mentionsLibrary(Array(name.utf8)))

@@ -177,9 +177,25 @@ struct Decoder {
         var decoder = decoder
         let address = code + offset
         var instruction = ZydisDecodedInstruction()
-        var operands = [ZydisDecodedOperand](repeating: ZydisDecodedOperand(), count: 10)
-        let status = operands.withUnsafeMutableBufferPointer {
-            ZydisDecoderDecodeFull(&decoder, address, available, &instruction, $0.baseAddress)
+        // The operands in memory of the stack's, and only those the instruction's kind needs
+        // taken out (a full decoding is made for every instruction a plan relocates).
+        let (status, relativeImmediate, ripMemory, eipMemory, all) = withUnsafeTemporaryAllocation(
+            of: ZydisDecodedOperand.self, capacity: 10
+        ) { operands in
+            let status = ZydisDecoderDecodeFull(&decoder, address, available, &instruction, operands.baseAddress)
+            guard Self.succeeded(status) else {
+                return (
+                    status, ZydisDecodedOperand?.none, ZydisDecodedOperand?.none, ZydisDecodedOperand?.none,
+                    [ZydisDecodedOperand]()
+                )
+            }
+            let used = UnsafeMutableBufferPointer(rebasing: operands[..<Int(instruction.operand_count)])
+            let ripMemory = used.first { $0.type == ZYDIS_OPERAND_TYPE_MEMORY && $0.mem.base == ZYDIS_REGISTER_RIP }
+            return (
+                status, used.first { $0.type == ZYDIS_OPERAND_TYPE_IMMEDIATE && $0.imm.is_relative != 0 }, ripMemory,
+                used.first { $0.type == ZYDIS_OPERAND_TYPE_MEMORY && $0.mem.base == ZYDIS_REGISTER_EIP },
+                ripMemory == nil ? [] : Array(used)
+            )
         }
         guard Self.succeeded(status) else {
             // ZYDIS_STATUS_NO_MORE_DATA: the instruction needs bytes past `available`.
@@ -199,10 +215,6 @@ struct Decoder {
             }
             return UInt(result)
         }
-        let all = Array(operands.prefix(Int(instruction.operand_count)))
-        let relativeImmediate = all.first { $0.type == ZYDIS_OPERAND_TYPE_IMMEDIATE && $0.imm.is_relative != 0 }
-        let ripMemory = all.first { $0.type == ZYDIS_OPERAND_TYPE_MEMORY && $0.mem.base == ZYDIS_REGISTER_RIP }
-        let eipMemory = all.first { $0.type == ZYDIS_OPERAND_TYPE_MEMORY && $0.mem.base == ZYDIS_REGISTER_EIP }
         let mnemonic = instruction.mnemonic
 
         let kind: Instruction.Kind

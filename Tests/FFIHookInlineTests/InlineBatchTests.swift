@@ -429,12 +429,39 @@ extension InlineSuites {
             }
         }
 
+        /// A batch's sweep of its library's code runs on a thread of its own beside the planning
+        /// of its functions; that thread's calls of hooked functions are the library's own work,
+        /// as the planning thread's are, so a program's attach on the allocator sees none of them.
+        /// In a child: the attach is on the whole process's `malloc`.
+        @Test func theSweepsThreadCallsHookedFunctionsAsTheLibrary() async {
+            await #expect(processExitsWith: .success) { try InlineBatchTests.planWithTheAllocatorAttached() }
+        }
+
+        static func planWithTheAllocatorAttached() throws {
+            let planner = UInt(pthread_self())
+            let elsewhere = Count()
+            let mine = Count()
+            let malloc = try InlineFunction(symbol: "malloc")
+            let token = try Hook.attach(on: malloc.slot) { _ in
+                if UInt(pthread_self()) == planner { mine.add() } else { elsewhere.add() }
+            }
+            // Calls of its own go through the attach: the count is live.
+            free(Glibc.malloc(24))
+            #expect(mine.current >= 1)
+            let libc = try InlineBatch(library: "libc.so.6")
+            token.remove()
+            #expect(libc.functions.count > 1000)
+            #expect(elsewhere.current == 0)
+        }
+
         /// A function the batch of its library refuses for a branch from elsewhere in the library
         /// into its first bytes (glibc's memmove, which mempcpy jumps three bytes into) is refused
         /// when planned alone too, before and after the batch, and so is its alias.
         @Test func aFunctionPlannedAloneIsCheckedForBranchesFromItsNeighbours() throws {
             let libc = try InlineBatch(library: "libc.so.6")
             let outside = libc.refusals.filter { $0.reason == .branchIntoPatch && $0.error.message.contains("outside") }
+            // (The batch's sweep, made beside its planning, found them.)
+            #expect(!outside.isEmpty, "\(libc.refusals)")
             for refusal in outside {
                 let address = try #require(refusal.address)
                 #expect(throws: HookError.self, "\(refusal.name)") { try InlineFunction(address: address) }

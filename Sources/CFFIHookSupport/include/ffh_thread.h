@@ -160,6 +160,14 @@ int ffh_fork_protect(pthread_mutex_t *lock, int rank);
 /// both sides after it.
 int ffh_fork_protect_with(void (*take)(void *), void (*give)(void *), void *lock, int rank);
 
+/// Starts `start(context)` on a new thread that runs with every signal blocked (the process's
+/// handlers run on its own threads), placed on a processor other than the calling thread's
+/// where the thread may run on more than one: a thread made beside a busy one is otherwise
+/// queued behind it on its processor until the scheduler moves it, which it is slow to do
+/// with a thread just made (milliseconds, measured: the whole of a batch's sweep). Returns
+/// pthread_create's status (0: started; `thread` is to be joined).
+int ffh_thread_start_helper(pthread_t *thread, void *(*start)(void *), void *context);
+
 // MARK: - The library's own code
 
 /// ``ffh_thread/busy`` while the library does work that calls other libraries: the attached
