@@ -92,6 +92,29 @@ extension InlineSuites {
             #expect(none.functions.isEmpty && none.refusals.isEmpty)
         }
 
+        /// A function chosen by any one of its names is named as the whole library's batch
+        /// names it (its plainest name, ``BatchTargets/AliasRank``), the names not chosen
+        /// counted too: `memcmp` and `bcmp` choose one function, `__libc_malloc` malloc, an
+        /// IFUNC's name its implementation (memcpy's two versions, two).
+        @Test func aFunctionChosenByAnAliasIsNamedAsTheWholeLibraryNamesIt() throws {
+            let whole = try InlineBatch(library: "libc.so.6")
+            let names = Dictionary(whole.functions.map { (UInt(bitPattern: $0.address), $0.name) }) { first, _ in first
+            }
+            var planned: [String: [String]] = [:]
+            for name in ["bcmp", "memcmp", "index", "strchr", "__libc_malloc", "malloc", "memmove", "memcpy", "strlen"]
+            {
+                let chosen = try InlineBatch(library: "libc.so.6") { $0 == name }
+                #expect(!chosen.functions.isEmpty || !chosen.refusals.isEmpty, "\(name)")
+                planned[name] = chosen.functions.map(\.name)
+                for function in chosen.functions {
+                    #expect(names[UInt(bitPattern: function.address)] == function.name, "\(name)")
+                }
+            }
+            #expect(planned["bcmp"] == planned["memcmp"] && planned["bcmp"]?.count == 1)
+            #expect(planned["__libc_malloc"] == ["malloc"] && planned["malloc"] == ["malloc"])
+            #expect(planned["index"] == planned["strchr"] && planned["index"]?.count == 1)
+        }
+
         @Test func anAttachOnEveryFunctionCountsEachOneAndOneStopRemovesThem() throws {
             let input = zlibInput()
             let expected = try zlibRoundTrip(input)

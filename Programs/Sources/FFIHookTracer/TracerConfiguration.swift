@@ -138,7 +138,10 @@ struct TracerConfiguration: Sendable {
         let patterns: [[CChar]]
 
         init(_ patterns: [String]) {
-            let isPlain = { (pattern: String) in !pattern.contains { "*?[\\".contains($0) } }
+            // (By bytes: a character-by-character look at each pattern, with grapheme breaking,
+            // cost 17,000 instructions a name, 1.3M for gzip's 77 imports, at every start.)
+            let special: [UInt8] = Array("*?[\\".utf8)
+            let isPlain = { (pattern: String) in !pattern.utf8.contains(where: special.contains) }
             names = Set(patterns.filter(isPlain))
             filter = NameFilter(names)
             self.patterns = patterns.filter { !isPlain($0) }.map { Array($0.utf8CString) }
