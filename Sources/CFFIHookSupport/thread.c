@@ -16,6 +16,11 @@
 #include <unistd.h>
 
 __thread ffh_thread *ffh_current_thread __attribute__((tls_model("initial-exec")));
+/* 1 on a thread the library made for its own work (ffh_thread_become_library_own): every
+   record the thread claims is marked as doing the library's work, to its very end. A thread's
+   end frees its C library's buffers after the pthread key destructors (and so this library's)
+   have run: those calls of free claim a record again, and run no program's blocks. */
+static __thread char ffh_library_own __attribute__((tls_model("initial-exec")));
 __thread char ffh_thread_here __attribute__((tls_model("initial-exec")));
 
 /* Whether the call path marks its own code (ffh_handler_setup). */
@@ -118,8 +123,16 @@ ffh_thread *ffh_thread_claim(void) {
        finds the thread busy and goes straight to libc's. */
     int32_t was = ffh_thread_begin_work(record);
     if (ffh_exit_key_made) pthread_setspecific(ffh_exit_key, record);
-    record->busy = was;
+    /* (On a thread of the library's own, its work began as the claim began: the calls after
+       it, from frames above, are the work's.) */
+    if (!ffh_library_own) record->busy = was;
     return record;
+}
+
+void ffh_thread_become_library_own(void) {
+    ffh_library_own = 1;
+    ffh_thread *thread = ffh_thread_current();
+    if (thread) ffh_thread_begin_work(thread);
 }
 
 #if defined(__linux__) && defined(__x86_64__)

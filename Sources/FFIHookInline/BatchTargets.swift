@@ -37,7 +37,8 @@ enum BatchTargets {
             let defined = definedFunctions(of: object)
             // Each exported function with its rank, and (with `selecting`) the addresses of those
             // it chooses: only the functions at those addresses are gathered by address then
-            // (gzip's 77 of the C library's 3,000 names), every name asked about once.
+            // (gzip's 77 of the C library's 3,000 names), every symbol asked about once (a name
+            // with several versions once for each, as before).
             var exported: [(target: PlanTarget, rank: AliasRank)] = []
             exported.reserveCapacity(defined.count)
             var chosenAt = Set<UInt>()

@@ -32,8 +32,9 @@ final class HelperThread: @unchecked Sendable {
         let status = ffh_thread_start_helper(
             &thread,
             { context in
-                // Its calls of hooked functions are the library's (as its starter's are).
-                _ = ffh_library_enter(FFH_BUSY_WORK)
+                // Its calls of hooked functions are the library's (as its starter's are), to its
+                // end: the C library frees the thread's buffers as it ends, after the work.
+                ffh_thread_become_library_own()
                 Unmanaged<HelperThread>.fromOpaque(context!).takeRetainedValue().run()
                 return nil
             }, context.toOpaque())

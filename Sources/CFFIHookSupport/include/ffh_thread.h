@@ -160,6 +160,13 @@ int ffh_fork_protect(pthread_mutex_t *lock, int rank);
 /// both sides after it.
 int ffh_fork_protect_with(void (*take)(void *), void (*give)(void *), void *lock, int rank);
 
+/// Marks the calling thread, which the library made for its own work, as doing the library's
+/// work (FFH_BUSY_WORK) for the rest of its life, its end included: the calls of hooked
+/// functions that the C library's clean-up of an ending thread makes (free, after the pthread
+/// key destructors have released the thread's record) go straight to them too. Called first on
+/// such a thread (``ffh_thread_start_helper``'s start routines).
+void ffh_thread_become_library_own(void);
+
 /// Starts `start(context)` on a new thread that runs with every signal blocked (the process's
 /// handlers run on its own threads), placed on a processor other than the calling thread's
 /// where the thread may run on more than one: a thread made beside a busy one is otherwise
