@@ -397,6 +397,10 @@ enum SlotMemory {
         let status = pthread_create(
             &thread, nil,
             { _ in
+                // The library's own work, to the thread's end: its calls of functions the program
+                // hooked (the loader's lock, mprotect, usleep; free as the thread ends) run no
+                // blocks.
+                ffh_thread_become_library_own()
                 SlotMemory.restoreWaitingPages()
                 return nil
             }, nil)
