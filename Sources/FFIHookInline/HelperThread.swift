@@ -13,8 +13,9 @@ internal import CFFIHookSupport
 /// The work must take no lock the starting thread may hold while it waits (the planner's, the
 /// registry's, the loader's): it reads memory and allocates, nothing else. The thread runs with
 /// every signal blocked, on another processor than its starter's where there is one
-/// (``ffh_thread_start_helper``), as the library's own work (its calls of hooked functions go
-/// straight to them, as the starter's do), and it is gone when ``wait()`` returns. When no
+/// (``ffh_thread_start_helper``), as the library's own work to its end (its calls of hooked
+/// functions go straight to them and run no program's blocks, which could wait for a lock its
+/// starter holds), and it is gone when ``wait()`` returns. When no
 /// thread can be made (a limit on threads, a sandbox that refuses `clone`), ``wait()`` runs
 /// the work itself: the same result, later.
 final class HelperThread: @unchecked Sendable {
@@ -32,8 +33,8 @@ final class HelperThread: @unchecked Sendable {
         let status = ffh_thread_start_helper(
             &thread,
             { context in
-                // Its calls of hooked functions are the library's (as its starter's are), to its
-                // end: the C library frees the thread's buffers as it ends, after the work.
+                // Its calls of hooked functions are the library's, to its end: the C library
+                // frees the thread's buffers as it ends, after the work.
                 ffh_thread_become_library_own()
                 Unmanaged<HelperThread>.fromOpaque(context!).takeRetainedValue().run()
                 return nil

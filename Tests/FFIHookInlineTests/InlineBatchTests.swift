@@ -454,12 +454,17 @@ extension InlineSuites {
 
         /// A batch's sweep of its library's code runs on a thread of its own beside the planning
         /// of its functions; that thread's calls of hooked functions are the library's own work,
-        /// as the planning thread's are, to the thread's end (the C library frees its buffers as
-        /// it ends), so a program's attach on the allocator sees none of them (a block that
-        /// waited for a lock the planning thread holds would stop the batch). In a child: the
-        /// attach is on the whole process's `malloc` and `free`. (Not `free` under
-        /// ThreadSanitizer, whose own end of a thread faults on a hooked `free`: any thread's.)
-        @Test func theSweepsThreadCallsHookedFunctionsAsTheLibrary() async {
+        /// to the thread's end (the C library frees its buffers as it ends), so a program's
+        /// attach on the allocator sees none of them (a block that waited for a lock the planning
+        /// thread holds would stop the batch). In a child: the attach is on the whole process's
+        /// `malloc` and `free`. (Not `free` under ThreadSanitizer, whose own end of a thread
+        /// faults on a hooked `free`, any thread's; not under AddressSanitizer, whose start of a
+        /// thread calls its `malloc` before the thread runs any of the library's code.)
+        @Test(
+            .disabled(
+                if: InlineProcessTests.underAddressSanitizer,
+                "AddressSanitizer's start of a thread calls its malloc before the thread's own code"))
+        func theSweepsThreadCallsHookedFunctionsAsTheLibrary() async {
             await #expect(processExitsWith: .success) { try InlineBatchTests.planWithTheAllocatorAttached() }
         }
 

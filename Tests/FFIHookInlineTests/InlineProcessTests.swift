@@ -23,6 +23,9 @@ extension InlineSuites {
         /// runtime take a lock: a child forked while another thread holds one waits for it for
         /// ever.
         static let underThreadSanitizer = dlsym(nil, "__tsan_init") != nil
+        /// Whether the process runs under AddressSanitizer, whose start of a thread calls its
+        /// allocator's entry points (`malloc`, `free`) before the thread's own code runs.
+        static let underAddressSanitizer = dlsym(nil, "__asan_init") != nil
 
         @Test(
             .disabled(
