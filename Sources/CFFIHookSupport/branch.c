@@ -4,6 +4,10 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#if defined(__x86_64__) && (defined(__clang__) || defined(__GNUC__))
+#include <immintrin.h>
+#define FFH_BRANCH_WIDE 1
+#endif
 
 /* The watched targets: a bitmap with one bit for each byte from the first function's start to
    the end of the last one's window, set for the bytes inside a window but not at a function's
@@ -74,8 +78,106 @@ static inline __attribute__((always_inline)) int ffh_branch_candidate(const ffh_
     return 0;
 }
 
+/* Stores the candidates among the bytes `bits` marks in the block at `at`. */
+static inline __attribute__((always_inline)) void ffh_branch_take(const ffh_branch_watch *watch, const uint8_t *code,
+                                                                  size_t size, size_t at, uint64_t bits,
+                                                                  uintptr_t *candidates, size_t capacity,
+                                                                  size_t *found) {
+    while (bits) {
+        size_t byte = at + (size_t)__builtin_ctzll(bits);
+        bits &= bits - 1;
+        if (ffh_branch_candidate(watch, code, size, byte)) {
+            if (*found < capacity) candidates[*found] = (uintptr_t)code + byte;
+            (*found)++;
+        }
+    }
+}
+
+/* A pass of the filter over the blocks of `code` from byte `at` on, BYTES bytes at a time
+   (the vector type VECTOR, whose intrinsics begin with PREFIX and whose whole-register
+   operations end in WHOLE), the byte after each beside them: the opcodes of the branches with a
+   32-bit displacement (E8, E9, 0F 8x, C7 F8), which may land anywhere, and those of the
+   branches with an 8-bit one (7x, E0 to E3, EB) only where a watched byte is within their reach
+   of the block, which most of a library's code is not: its functions' windows are a few bytes
+   in every few hundred. The table then tells each apart. Returns where it stopped (the rest is
+   left to a narrower pass). `reachable` is the first function whose window may still be in an
+   8-bit branch's reach of the block: before it, every window ends more than 126 bytes before
+   it; an 8-bit branch in the block lands from 126 bytes before it to BYTES + 128 after its
+   start. */
+#define FFH_BRANCH_PASS(NAME, ATTRIBUTES, BYTES, VECTOR, PREFIX, WHOLE)                                               \
+    ATTRIBUTES static size_t NAME(const ffh_branch_watch *watch, const uint8_t *code, size_t size, size_t at,         \
+                                  const uintptr_t *functions, size_t count, uintptr_t window, uintptr_t *candidates, \
+                                  size_t capacity, size_t *found) {                                                 \
+        const VECTOR high_nibble = PREFIX##_set1_epi8((char)0xF0), seven = PREFIX##_set1_epi8(0x70),                \
+                     low_two = PREFIX##_set1_epi8((char)0xFC), counter = PREFIX##_set1_epi8((char)0xE0),            \
+                     short_jump = PREFIX##_set1_epi8((char)0xEB), low_one = PREFIX##_set1_epi8((char)0xFE),         \
+                     near_call = PREFIX##_set1_epi8((char)0xE8), escape = PREFIX##_set1_epi8(0x0F),                 \
+                     condition = PREFIX##_set1_epi8((char)0x80), move = PREFIX##_set1_epi8((char)0xC7),             \
+                     abort_target = PREFIX##_set1_epi8((char)0xF8);                                                 \
+        size_t reachable = 0;                                                                                       \
+        for (; at + BYTES + 1 <= size; at += BYTES) {                                                               \
+            uintptr_t here = (uintptr_t)code + at;                                                                  \
+            while (reachable < count && functions[reachable] + window + 126 <= here) reachable++;                   \
+            int near = reachable < count && functions[reachable] <= here + BYTES + 128;                             \
+            VECTOR bytes = PREFIX##_loadu_##WHOLE((const VECTOR *)(const void *)(code + at));                       \
+            VECTOR next = PREFIX##_loadu_##WHOLE((const VECTOR *)(const void *)(code + at + 1));                    \
+            VECTOR far = PREFIX##_or_##WHOLE(                                                                       \
+                PREFIX##_or_##WHOLE(                                                                                \
+                    PREFIX##_cmpeq_epi8(PREFIX##_and_##WHOLE(bytes, low_one), near_call),                           \
+                    PREFIX##_and_##WHOLE(PREFIX##_cmpeq_epi8(bytes, escape),                                        \
+                                         PREFIX##_cmpeq_epi8(PREFIX##_and_##WHOLE(next, high_nibble), condition))), \
+                PREFIX##_and_##WHOLE(PREFIX##_cmpeq_epi8(bytes, move), PREFIX##_cmpeq_epi8(next, abort_target)));   \
+            uint64_t bits = (uint32_t)PREFIX##_movemask_epi8(far);                                                  \
+            if (near) {                                                                                             \
+                VECTOR short_branch =                                                                               \
+                    PREFIX##_or_##WHOLE(PREFIX##_or_##WHOLE(                                                        \
+                                            PREFIX##_cmpeq_epi8(PREFIX##_and_##WHOLE(bytes, high_nibble), seven),   \
+                                            PREFIX##_cmpeq_epi8(PREFIX##_and_##WHOLE(bytes, low_two), counter)),    \
+                                        PREFIX##_cmpeq_epi8(bytes, short_jump));                                    \
+                bits |= (uint32_t)PREFIX##_movemask_epi8(short_branch);                                             \
+            }                                                                                                       \
+            ffh_branch_take(watch, code, size, at, bits, candidates, capacity, found);                              \
+        }                                                                                                           \
+        return at;                                                                                                  \
+    }
+
+#if defined(__SSE2__)
+/* Sixteen bytes at a time (SSE2, which every x86-64 processor has). */
+FFH_BRANCH_PASS(ffh_branch_pass16, , 16, __m128i, _mm, si128)
+#endif
+
+#if defined(FFH_BRANCH_WIDE)
+/* Thirty-two bytes at a time (AVX2): half the loop's instructions over a library's code, where
+   the sweep of a batch that plans few functions is most of its time. */
+FFH_BRANCH_PASS(ffh_branch_pass32, __attribute__((target("avx2"))), 32, __m256i, _mm256, si256)
+
+/* Whether the thirty-two-byte pass can be used: -1 not known yet, 0 no, 1 yes (AVX2, with the
+   kernel keeping the ymm registers). */
+static int ffh_branch_wide = -1;
+
+static int ffh_branch_wide_available(void) {
+    uint32_t eax = 1, ebx = 0, ecx = 0, edx = 0;
+    __asm__("cpuid" : "+a"(eax), "=b"(ebx), "+c"(ecx), "=d"(edx));
+    /* OSXSAVE and AVX, then the SSE and AVX state kept (XCR0 bits 1 and 2), then AVX2. */
+    if (!(ecx & (1u << 27)) || !(ecx & (1u << 28))) return 0;
+    uint32_t low, high;
+    __asm__("xgetbv" : "=a"(low), "=d"(high) : "c"(0));
+    if ((low & 0x6) != 0x6) return 0;
+    uint32_t leaf = 7, features = 0, sub = 0, other = 0;
+    __asm__("cpuid" : "+a"(leaf), "=b"(features), "+c"(sub), "=d"(other));
+    return (features & (1u << 5)) != 0;
+}
+#endif
+
 size_t ffh_branch_candidates(
     const uint8_t *code, size_t size, const uintptr_t *functions, size_t count, uintptr_t window,
+    const uint8_t *windows, uint64_t *blocks, size_t words, uintptr_t *candidates, size_t capacity) {
+    return ffh_branch_candidates_at_width(0, code, size, functions, count, window, windows, blocks, words, candidates,
+                                          capacity);
+}
+
+size_t ffh_branch_candidates_at_width(
+    int width, const uint8_t *code, size_t size, const uintptr_t *functions, size_t count, uintptr_t window,
     const uint8_t *windows, uint64_t *blocks, size_t words, uintptr_t *candidates, size_t capacity) {
     if (!code || size == 0 || !functions || count == 0 || window == 0) return 0;
     if (!blocks || words != ffh_branch_blocks(functions, count, window)) return (size_t)-1;
@@ -95,50 +197,19 @@ size_t ffh_branch_candidates(
     }
     size_t found = 0;
     size_t at = 0;
+#if defined(FFH_BRANCH_WIDE)
+    int wide = __atomic_load_n(&ffh_branch_wide, __ATOMIC_RELAXED);
+    if (wide < 0) {
+        wide = ffh_branch_wide_available();
+        __atomic_store_n(&ffh_branch_wide, wide, __ATOMIC_RELAXED);
+    }
+    if (wide && (width == 0 || width >= 32)) {
+        at = ffh_branch_pass32(&watch, code, size, at, functions, count, window, candidates, capacity, &found);
+    }
+#endif
 #if defined(__SSE2__)
-    /* Sixteen bytes at a time, the byte after each beside them: the opcodes of the branches
-       with a 32-bit displacement (E8, E9, 0F 8x, C7 F8), which may land anywhere, and those of
-       the branches with an 8-bit one (7x, E0 to E3, EB) only where a watched byte is within
-       their reach of the sixteen, which most of a library's code is not: its functions' windows
-       are a few bytes in every few hundred. The table then tells each apart. */
-    const __m128i high_nibble = _mm_set1_epi8((char)0xF0), seven = _mm_set1_epi8(0x70),
-                  low_two = _mm_set1_epi8((char)0xFC), counter = _mm_set1_epi8((char)0xE0),
-                  short_jump = _mm_set1_epi8((char)0xEB), low_one = _mm_set1_epi8((char)0xFE),
-                  near_call = _mm_set1_epi8((char)0xE8), escape = _mm_set1_epi8(0x0F),
-                  condition = _mm_set1_epi8((char)0x80), move = _mm_set1_epi8((char)0xC7),
-                  abort_target = _mm_set1_epi8((char)0xF8);
-    /* The first function whose window may still be in an 8-bit branch's reach of the
-       sixteen bytes: before it, every window ends more than 126 bytes before them. */
-    size_t reachable = 0;
-    for (; at + 17 <= size; at += 16) {
-        uintptr_t here = (uintptr_t)code + at;
-        while (reachable < count && functions[reachable] + window + 126 <= here) reachable++;
-        /* An 8-bit branch in the sixteen bytes lands from 126 bytes before them to 144 after
-           their start. */
-        int near = reachable < count && functions[reachable] <= here + 144;
-        __m128i bytes = _mm_loadu_si128((const __m128i *)(const void *)(code + at));
-        __m128i next = _mm_loadu_si128((const __m128i *)(const void *)(code + at + 1));
-        __m128i far = _mm_or_si128(
-            _mm_or_si128(_mm_cmpeq_epi8(_mm_and_si128(bytes, low_one), near_call),
-                         _mm_and_si128(_mm_cmpeq_epi8(bytes, escape),
-                                       _mm_cmpeq_epi8(_mm_and_si128(next, high_nibble), condition))),
-            _mm_and_si128(_mm_cmpeq_epi8(bytes, move), _mm_cmpeq_epi8(next, abort_target)));
-        unsigned bits = (unsigned)_mm_movemask_epi8(far);
-        if (near) {
-            __m128i short_branch =
-                _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(_mm_and_si128(bytes, high_nibble), seven),
-                                          _mm_cmpeq_epi8(_mm_and_si128(bytes, low_two), counter)),
-                             _mm_cmpeq_epi8(bytes, short_jump));
-            bits |= (unsigned)_mm_movemask_epi8(short_branch);
-        }
-        while (bits) {
-            size_t byte = at + (size_t)__builtin_ctz(bits);
-            bits &= bits - 1;
-            if (ffh_branch_candidate(&watch, code, size, byte)) {
-                if (found < capacity) candidates[found] = (uintptr_t)code + byte;
-                found++;
-            }
-        }
+    if (width == 0 || width >= 16) {
+        at = ffh_branch_pass16(&watch, code, size, at, functions, count, window, candidates, capacity, &found);
     }
 #endif
     for (; at < size; at++) {

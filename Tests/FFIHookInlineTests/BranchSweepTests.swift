@@ -195,16 +195,18 @@ import Testing
 
     /// The byte filter finds a branch into a function's window from every place around it and
     /// with every displacement that lands there, and no other: `jmp rel8` (found only near a
-    /// window, where the sixteen bytes it reads at a time may hold one that reaches it), `jcc
-    /// rel32` and `call rel32`, at every offset of the sixteen bytes and across their edges.
-    @Test(arguments: 0..<16)
+    /// window, where the thirty-two or sixteen bytes it reads at a time may hold one that
+    /// reaches it), `jcc rel32` and `call rel32`, at every offset of the bytes read at a time
+    /// and across their edges, reading 32 bytes at a time (where the processor has AVX2), 16
+    /// and 1.
+    @Test(arguments: 0..<32)
     func theFilterFindsEveryBranchIntoAWindowFromAnyPlace(alignment: Int) {
         var code = [UInt8](repeating: 0x90, count: 672)
         // A near slab's window, and the longest.
         for window in [UInt8(9), UInt8(BranchSweep.watchedLength)] {
             code.withUnsafeMutableBufferPointer { buffer in
-                // The function at each of the sixteen places a 16-byte block of the code can hold it.
-                let function = 320 + (alignment - Int(UInt(bitPattern: buffer.baseAddress!) + 320) % 16 + 16) % 16
+                // The function at each of the places a 32-byte block of the code can hold it.
+                let function = 320 + (alignment - Int(UInt(bitPattern: buffer.baseAddress!) + 320) % 32 + 32) % 32
                 let base = UInt(bitPattern: buffer.baseAddress!)
                 let functions = [base + UInt(function)]
                 let words = ffh_branch_blocks(functions, 1, BranchSweep.watchedLength)
@@ -215,13 +217,17 @@ import Testing
                     for (offset, byte) in bytes.enumerated() { buffer[place + offset] = byte }
                     defer { for offset in bytes.indices { buffer[place + offset] = 0x90 } }
                     var windows = [window]
-                    let total = ffh_branch_candidates(
-                        buffer.baseAddress, buffer.count, functions, 1, BranchSweep.watchedLength, &windows, &blocks,
-                        blocks.count, &candidates, candidates.count)
-                    let expected = target > function && target < function + Int(window)
-                    let found = (0..<min(total, candidates.count)).contains { candidates[$0] == base + UInt(place) }
-                    if found != expected, missed.count < 5 {
-                        missed.append("\(bytes) at \(place) landing at \(target - function): found \(found)")
+                    for width: Int32 in [32, 16, 1] {
+                        let total = ffh_branch_candidates_at_width(
+                            width, buffer.baseAddress, buffer.count, functions, 1, BranchSweep.watchedLength,
+                            &windows, &blocks, blocks.count, &candidates, candidates.count)
+                        let expected = target > function && target < function + Int(window)
+                        let found = (0..<min(total, candidates.count)).contains { candidates[$0] == base + UInt(place) }
+                        if found != expected, missed.count < 5 {
+                            missed.append(
+                                "\(bytes) at \(place) landing at \(target - function), \(width) bytes at a time: found \(found)"
+                            )
+                        }
                     }
                 }
                 for place in (function - 160)..<(function + 160) {
@@ -354,11 +360,7 @@ import Testing
         #expect(zlibVersion() != nil)
         try ImportWalk.withLoadedObjects { objects in
             let object = try #require(objects.first { $0.soname == library }, "\(library) is not loaded")
-            let starts = BatchTargets.restartPoints(of: object)
-            let ranges = object.loadSegments.filter { $0.flags & 1 != 0 }.map { segment in
-                let start = object.bias &+ UInt(truncatingIfNeeded: segment.address)
-                return start..<(start &+ UInt(truncatingIfNeeded: segment.fileSize))
-            }
+            let (starts, ranges) = Self.startsAndCode(of: object)
             var all: [(from: UInt, target: UInt)] = []
             BranchSweep.forEachDirectBranch(in: ranges, startingAgainAt: starts) { all.append(($0, $1)) }
             #expect(all.count > 1000)
@@ -404,5 +406,56 @@ import Testing
                 #expect(caught != nil, "\(library): \(found) is not seen past its window")
             }
         }
+    }
+
+    /// Reading 32 bytes at a time (where the processor has AVX2), 16 or 1, the filter finds the
+    /// same candidates in a whole library's code, for every function watched at once, a seventh
+    /// of them, and windows of random lengths (it is the filter's speed that differs: the sweep
+    /// of a batch that plans few functions is most of its time).
+    @Test(arguments: ["libc.so.6", "libsqlite3.so.0", "libz.so.1"])
+    func everyWidthFindsTheSameCandidates(library: String) throws {
+        #expect(sqlite3_libversion_number() > 0)
+        #expect(zlibVersion() != nil)
+        try ImportWalk.withLoadedObjects { objects in
+            let object = try #require(objects.first { $0.soname == library }, "\(library) is not loaded")
+            let (starts, ranges) = Self.startsAndCode(of: object)
+            var generator = SystemRandomNumberGenerator()
+            let seventh = starts.enumerated().filter { $0.offset % 7 == 3 }.map(\.element)
+            let random = starts.map { _ in UInt8.random(in: 1...UInt8(BranchSweep.watchedLength), using: &generator) }
+            for (name, functions, windows) in [
+                ("every function", starts, nil), ("a seventh", seventh, nil), ("random windows", starts, random),
+            ] as [(String, [UInt], [UInt8]?)] {
+                var found: [Int32: [UInt]] = [:]
+                for width: Int32 in [32, 16, 1] {
+                    var candidates: [UInt] = []
+                    for range in ranges {
+                        let words = ffh_branch_blocks(functions, functions.count, BranchSweep.watchedLength)
+                        var blocks = [UInt64](repeating: 0, count: words)
+                        var buffer = [UInt](repeating: 0, count: 1 << 16)
+                        let total = (windows ?? []).withUnsafeBufferPointer { given in
+                            ffh_branch_candidates_at_width(
+                                width, UnsafePointer(bitPattern: range.lowerBound), Int(range.count), functions,
+                                functions.count, BranchSweep.watchedLength, windows == nil ? nil : given.baseAddress,
+                                &blocks, blocks.count, &buffer, buffer.count)
+                        }
+                        #expect(total <= buffer.count, "\(library), \(name): \(total) candidates")
+                        candidates += buffer.prefix(min(total, buffer.count))
+                    }
+                    found[width] = candidates
+                }
+                #expect(found[32] == found[1] && found[16] == found[1], "\(library), \(name)")
+                #expect(found[1]?.isEmpty == false, "\(library), \(name): no candidate")
+            }
+        }
+    }
+
+    /// The object's restart points (``BatchTargets/restartPoints(of:)``) and its executable
+    /// segments, as mapped.
+    static func startsAndCode(of object: LoadedObject) -> (starts: [UInt], ranges: [Range<UInt>]) {
+        let ranges = object.loadSegments.filter { $0.flags & 1 != 0 }.map { segment in
+            let start = object.bias &+ UInt(truncatingIfNeeded: segment.address)
+            return start..<(start &+ UInt(truncatingIfNeeded: segment.fileSize))
+        }
+        return (BatchTargets.restartPoints(of: object), ranges)
     }
 }

@@ -27,6 +27,14 @@ size_t ffh_branch_candidates(
     const uint8_t *code, size_t size, const uintptr_t *functions, size_t count, uintptr_t window,
     const uint8_t *windows, uint64_t *blocks, size_t words, uintptr_t *candidates, size_t capacity);
 
+/// ffh_branch_candidates reading at most `width` bytes at a time: 32 (AVX2, where the
+/// processor has it; what ffh_branch_candidates does there), 16 (SSE2), 1 (a byte at a time),
+/// 0 the widest the processor allows. Every width finds the same candidates: for tests, which
+/// hold them to each other and to a decoding.
+size_t ffh_branch_candidates_at_width(
+    int width, const uint8_t *code, size_t size, const uintptr_t *functions, size_t count, uintptr_t window,
+    const uint8_t *windows, uint64_t *blocks, size_t words, uintptr_t *candidates, size_t capacity);
+
 /// The length of the x86-64 instruction at `code` (at most `available` bytes readable), for the
 /// instructions compilers emit: the one-byte, 0F, 0F 38 and 0F 3A maps with their prefixes,
 /// VEX and EVEX. A table lookup and the ModRM arithmetic, a few dozen machine instructions
