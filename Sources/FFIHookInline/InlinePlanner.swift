@@ -201,12 +201,10 @@ enum InlinePlanner {
             }
         #else
             let plans: [Result<PlanReference, InlineRefusal>] = targets.map { target in
-                let name = target.name ?? hex(target.address)
-                return .failure(
-                    InlineRefusal(
-                        name: name, address: target.address, reason: .unsupportedPlatform,
-                        error: HookError(
-                            code: .unsupportedPlatform, message: "inline hooks work on Linux x86-64", symbol: name)))
+                .failure(
+                    refusal(
+                        of: target, .unsupportedPlatform, "inline hooks work on Linux x86-64",
+                        code: .unsupportedPlatform))
             }
             return (plans, [])
         #endif
@@ -234,13 +232,10 @@ enum InlinePlanner {
             guard case .success(let plan) = plans[place],
                 failed[ObjectIdentifier(plan.slab)]?.contains(plan.index) == true
             else { continue }
-            let name = target.name ?? hex(target.address)
             plans[place] = .failure(
-                InlineRefusal(
-                    name: name, address: target.address, reason: .noMemory,
-                    error: HookError(
-                        code: .patchFailed, message: "the trampoline could not be written into the library's code slab",
-                        symbol: name)))
+                refusal(
+                    of: target, .noMemory, "the trampoline could not be written into the library's code slab",
+                    code: .patchFailed))
         }
         return plans
     }
@@ -359,14 +354,7 @@ enum InlinePlanner {
                 function: target.address, patchOffset: Int(record.patchOffset),
                 copiedLength: Int(record.copiedLength))
             {
-                let name = target.name ?? hex(target.address)
-                return .failure(
-                    InlineRefusal(
-                        name: name, address: target.address, reason: .branchIntoPatch,
-                        error: HookError(
-                            code: .unhookableFunction,
-                            message: branchMessage(branch, function: target.address, size: target.size),
-                            symbol: name)))
+                return .failure(branchRefusal(target, branch))
             }
             return .success(existing)
         }
@@ -401,28 +389,19 @@ enum InlinePlanner {
         guard let listed = target.object, objects.holds(identity: listed), now != listed,
             let other = ObjectRanges.path(ofIdentity: now)
         else { return unloaded(target) }
-        let name = target.name ?? hex(target.address)
         let shown = other.isEmpty ? "an object with no path" : other
-        return InlineRefusal(
-            name: name, address: target.address, reason: .indirectFunction,
-            error: HookError(
-                code: .unhookableFunction,
-                message:
-                    "an IFUNC symbol whose implementation, at \(hex(target.address)), is in \(shown), not in the object it is listed in; hook it in that object",
-                symbol: name))
+        return refusal(
+            of: target, .indirectFunction,
+            "an IFUNC symbol whose implementation, at \(hex(target.address)), is in \(shown), not in the object it is listed in; hook it in that object"
+        )
     }
 
     /// The refusal of a target whose object was unloaded after it was listed: not in code (the
     /// reason a function of an unmapped object gets).
     private static func unloaded(_ target: PlanTarget) -> InlineRefusal {
-        let name = target.name ?? hex(target.address)
-        return InlineRefusal(
-            name: name, address: target.address, reason: .notCode,
-            error: HookError(
-                code: .unhookableFunction,
-                message:
-                    "its object was unloaded after its functions were listed: \(hex(target.address)) no longer holds it",
-                symbol: name))
+        refusal(
+            of: target, .notCode,
+            "its object was unloaded after its functions were listed: \(hex(target.address)) no longer holds it")
     }
 
     /// The refusal of the function at `address`, named `name`.
@@ -434,6 +413,19 @@ enum InlinePlanner {
             name: name, address: address, reason: reason, error: HookError(code: code, message: message, symbol: name))
     }
 
+    /// The refusal of `target`, named by its symbol, or its address where it has none.
+    private static func refusal(
+        of target: PlanTarget, _ reason: InlineRefusal.Reason, _ message: String,
+        code: HookError.Code = .unhookableFunction
+    ) -> InlineRefusal {
+        refusal(target.name ?? hex(target.address), target.address, reason, message, code: code)
+    }
+
+    /// The refusal of `target` for `branch`, which lands in the bytes its plan's patch overwrites.
+    private static func branchRefusal(_ target: PlanTarget, _ branch: BranchSweep.Branch) -> InlineRefusal {
+        refusal(of: target, .branchIntoPatch, branchMessage(branch, function: target.address, size: target.size))
+    }
+
     /// Plans one function: checks the code, finds the function's extent, relocates its first
     /// instructions into a trampoline in a slab near it, and writes the stub and the
     /// trampoline. Nothing in the function changes yet.
@@ -442,13 +434,11 @@ enum InlinePlanner {
         check: BranchCheck, state: inout State
     ) throws(InlineRefusal) -> PlanReference {
         let address = target.address
-        guard address != 0 else {
-            throw refusal(target.name ?? hex(address), address, .notCode, "the function's address is NULL")
-        }
+        guard address != 0 else { throw refusal(of: target, .notCode, "the function's address is NULL") }
         guard let mapping = MemoryMapping.containing(address, in: mappings), mapping.executable, mapping.readable
         else {
             throw refusal(
-                target.name ?? hex(address), address, .notCode,
+                of: target, .notCode,
                 "\(hex(address)) is not in readable, executable memory: it is not the address of a function")
         }
         // The symbol tables' view, for an address no table named as a function's start: the
@@ -685,18 +675,13 @@ enum InlinePlanner {
         for index in plans.indices {
             guard objectOf[index] >= 0, case .success(let plan) = plans[index] else { continue }
             guard let sweep = sweeps[objectOf[index]] else { continue }
-            let address = targets[index].address
             let record = plan.slab.records + plan.index
             let (patchOffset, copiedLength) = (Int(record.pointee.patchOffset), Int(record.pointee.copiedLength))
-            guard let branch = sweep.intoPatch(function: address, patchOffset: patchOffset, copiedLength: copiedLength)
+            guard
+                let branch = sweep.intoPatch(
+                    function: targets[index].address, patchOffset: patchOffset, copiedLength: copiedLength)
             else { continue }
-            let name = targets[index].name ?? hex(address)
-            plans[index] = .failure(
-                InlineRefusal(
-                    name: name, address: address, reason: .branchIntoPatch,
-                    error: HookError(
-                        code: .unhookableFunction,
-                        message: branchMessage(branch, function: address, size: targets[index].size), symbol: name)))
+            plans[index] = .failure(branchRefusal(targets[index], branch))
         }
     }
 
