@@ -5,6 +5,7 @@ import FFIHook
 import FFIHookCore
 import Foundation
 import Synchronization
+import TestHookLock
 import Testing
 
 @testable import FFIHookInline
@@ -309,7 +310,7 @@ extension InlineSuites {
             let found = try BatchTargets.exports(of: library.path, locals: false)
             #expect(found.targets.count == 6)
             #expect(dlclose(handle) == 0)
-            try #require(InlineSuites.InlineProcessTests.waitUntilUnloaded(library.path))
+            try #require(isUnloadedSoon(library.path))
             // Another library loaded meanwhile, often where the first one was.
             let second = try #require(dlopen(other.path, RTLD_NOW | RTLD_LOCAL))
             defer { dlclose(second) }
@@ -369,7 +370,7 @@ extension InlineSuites {
             #expect(batch.functions.allSatisfy { $0.holdsItsCode })
             try batch.patch()
             #expect(dlclose(handle) == 0)
-            try #require(InlineSuites.InlineProcessTests.waitUntilUnloaded(library.path))
+            try #require(isUnloadedSoon(library.path))
             #expect(!batch.functions.contains { $0.holdsItsCode })
             // Loaded again: its code is a new copy, unpatched, wherever it lies.
             handle = try #require(dlopen(library.path, RTLD_NOW | RTLD_LOCAL))

@@ -4,6 +4,7 @@ import FFIHook
 import FFIHookCore
 import Foundation
 import Synchronization
+import TestHookLock
 import Testing
 
 @testable import FFIHookInline
@@ -152,18 +153,6 @@ extension InlineSuites {
             }
         }
 
-        /// Whether the loader no longer has the library at `path` within 5 s: another suite's
-        /// walk of the loaded objects (a planning, a tracer's) may hold it for a moment after
-        /// its last `dlclose`.
-        static func waitUntilUnloaded(_ path: String) -> Bool {
-            for _ in 0..<500 {
-                guard let pinned = dlopen(path, RTLD_NOW | RTLD_NOLOAD) else { return true }
-                dlclose(pinned)
-                usleep(10_000)
-            }
-            return false
-        }
-
         /// A program that loads and unloads a library while a tracer attaches a group to each
         /// load: the groups of unloaded copies are removed after later batches were planned
         /// (which forget the unloaded copies' plans) and while the library is loaded again,
@@ -192,7 +181,7 @@ extension InlineSuites {
                         #expect(dlclose(loaded) == 0)
                         // Another test's walk of the loaded objects (tests run in parallel) may
                         // hold the copy for a moment: the next round is to load a new one.
-                        #expect(Self.waitUntilUnloaded(library))
+                        #expect(isUnloadedSoon(library))
                     }
                     // A batch of another library: it forgets the plans of the copy just unloaded.
                     _ = try InlineBatch(symbols: ["crc32"], in: "libz.so.1")

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import TestHookLock
 import Testing
 
 @testable import FFIHook
@@ -136,7 +137,7 @@ extension FixtureTableTests {
             #expect(calls.count == 1)
             #expect(dlclose(handle) == 0)
             #expect(
-                ImportFixtures.isUnloadedSoon(definer),
+                isUnloadedSoon(definer),
                 "the definition is still loaded after the dlclose of the only object that needs it")
         }
 
@@ -168,7 +169,7 @@ extension FixtureTableTests {
                 while !loader.isFinished { usleep(1000) }
                 // Unloaded at the end (a walk under AddressSanitizer on a busy machine was seen to
                 // hold it over a second).
-                #expect(ImportFixtures.isUnloadedSoon(copy))
+                #expect(isUnloadedSoon(copy))
             }
             try body(copy)
             return loads.count

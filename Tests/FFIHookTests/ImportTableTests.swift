@@ -10,19 +10,6 @@ import Testing
 /// The import-table fixture libraries, which the tests build (see ``FixtureLibraries``) and
 /// open with dlopen, never linking them.
 enum ImportFixtures {
-    /// Whether the object at `path` is unloaded within five seconds (probed with
-    /// `RTLD_NOLOAD` every millisecond): another test's walk of the loaded objects, which opens
-    /// each object it lists (tests run in parallel), may hold it for a moment after its last
-    /// `dlclose`; one the loader marked never to be unloaded stays however long this waits.
-    static func isUnloadedSoon(_ path: String) -> Bool {
-        for _ in 0..<5000 {
-            guard let handle = dlopen(path, RTLD_LAZY | RTLD_NOLOAD) else { return true }
-            dlclose(handle)
-            usleep(1000)
-        }
-        return false
-    }
-
     /// `size_t cimportfixture_length(const char *)`, `size_t (*)(const char *)` as strlen.
     typealias Length = @convention(c) (UnsafePointer<CChar>?) -> Int
     /// `int (*)(const char *)` as atoi.

@@ -3,6 +3,7 @@ import CTestSupport
 import FFIHookCore
 import Foundation
 import Synchronization
+import TestHookLock
 import Testing
 
 @testable import FFIHook
@@ -314,7 +315,7 @@ extension FixtureTableTests {
                 ) { _ in }
                 #expect(SlotMemory.protection(of: address)?.writable == true)
                 #expect(dlclose(handle) == 0)
-                try #require(ImportFixtures.isUnloadedSoon(library))
+                try #require(isUnloadedSoon(library))
                 let again = mmap(
                     page, Self.pageSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0)
                 try #require(again == page)
