@@ -585,21 +585,36 @@ static size_t fhj_stack_top(const fhj_session *session, uint64_t *words) {
 /* How many return addresses a stop remembers as never reached (``fhj_return_into_program``). */
 enum { FHJ_MISSED = 8 };
 
+/* A return address on a stopped thread's stack, and the stack slot that holds it. */
+typedef struct {
+    uint64_t address, slot;
+} fhj_return;
+
 /* The innermost return address on the stopped thread's stack's top (``fhj_stack_top``) that
    leads into the program's code (``fhj_program_code``): where the thread goes when the runtime
-   library's or the loader's function it is in returns. 0 when there is none. Addresses an
-   earlier run never reached (`missed`) are passed over: a return into a library the program
-   loads and unloads in a loop (its constructor's frame, inside dlopen) led the run's code into
-   that library's copy, which its dlclose unmapped, and every later stop chose it again (a
-   process looping on dlopen and dlclose of libz was not joined in about 1 try of 20). */
-static uint64_t fhj_return_into_program(const fhj_session *session, const fhj_program_code *code,
-                                        const uint64_t *missed, int missed_count) {
+   library's or the loader's function it is in returns. Its address 0 when there is none.
+
+   A word that looks like one may be stale: an earlier, deeper call's return address left in a
+   frame's slot that was never written since (dlclose's frames hold dlopen's return into the
+   program, left by the dlopen before it). A run to it never arrives, and the returns an earlier
+   run never reached (`missed`) are passed over, each in the slot that held it: only there, as
+   the same address in another slot may be the live one (the next dlopen returns through it;
+   passed over by address alone, a process looping on dlopen and dlclose was stopped in dlopen
+   with its live return passed over, and not joined, in about 1 join of 3 after the first few).
+   A return into a library the program loads and unloads in a loop (its constructor's frame,
+   inside dlopen) led the run's code into that library's copy, which its dlclose unmapped: it
+   is in the same slot at each load, and passed over there. */
+static fhj_return fhj_return_into_program(const fhj_session *session, const fhj_program_code *code,
+                                          const fhj_return *missed, int missed_count) {
     uint64_t words[FHJ_STACK_WORDS];
     size_t count = fhj_stack_top(session, words);
     for (size_t index = 0; index < count; index++) {
         uint64_t word = words[index];
+        uint64_t slot = session->saved.rsp + (uint64_t)index * sizeof words[0];
         int passed = 0;
-        for (int known = 0; known < missed_count && !passed; known++) passed = word == missed[known];
+        for (int known = 0; known < missed_count && !passed; known++) {
+            passed = word == missed[known].address && slot == missed[known].slot;
+        }
         if (passed) continue;
         int inside = 0;
         for (int range = 0; range < code->count && !inside; range++) {
@@ -609,10 +624,10 @@ static uint64_t fhj_return_into_program(const fhj_session *session, const fhj_pr
         unsigned char before[6];
         struct iovec bytes = {before, sizeof before}, at = {(void *)(uintptr_t)(word - 6), sizeof before};
         if (process_vm_readv(session->pid, &bytes, 1, &at, 1, 0) == (ssize_t)sizeof before && fhj_follows_call(before)) {
-            return word;
+            return (fhj_return){word, slot};
         }
     }
-    return 0;
+    return (fhj_return){0, 0};
 }
 
 /* Makes the slots of the stopped thread's stack's top (``fhj_stack_top``) that hold `address`
@@ -768,7 +783,7 @@ static fhj_status fhj_stop_thread(fhj_session *session, const fhj_dynamic_loader
        spends a quarter of a second in the C library, calling the program's comparator all the
        while). */
     int run_limit_ms = 50;
-    uint64_t missed[FHJ_MISSED];
+    fhj_return missed[FHJ_MISSED];
     int missed_count = 0;
     fhj_program_code code;
     uint64_t jitter = (uint64_t)session->pid * 2654435761ULL ^ (uint64_t)time(NULL);
@@ -812,10 +827,10 @@ static fhj_status fhj_stop_thread(fhj_session *session, const fhj_dynamic_loader
                few instructions of each loop, and another stop would hardly ever find it). */
             if (!code_read) fhj_read_program_code(session->pid, loader, &code);
             code_read = 1;
-            uint64_t target = fhj_return_into_program(session, &code, missed, missed_count);
+            fhj_return target = fhj_return_into_program(session, &code, missed, missed_count);
             int arrived = 0;
-            if (target) {
-                fhj_status ran = fhj_run_to(session, target, run_limit_ms, &arrived, message, size);
+            if (target.address) {
+                fhj_status ran = fhj_run_to(session, target.address, run_limit_ms, &arrived, message, size);
                 if (ran != FHJ_OK) return ran;
                 if (!arrived && run_limit_ms < 800) run_limit_ms *= 2;
                 if (!arrived && missed_count < FHJ_MISSED) missed[missed_count++] = target;

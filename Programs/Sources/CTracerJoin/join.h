@@ -73,8 +73,9 @@ fhj_status fhj_find_loader(pid_t pid, fhj_loader *loader, char *message, size_t 
 /// recursive mutexes: it and the one after it, `_dl_load_write_lock`); each 0 when it was not
 /// found (the lock's place only when the process runs the very loader the tracer does). Also
 /// the code of the runtime libraries the tracer's own library uses (the C library, the Swift
-/// runtime, the C++ runtime and unwinder, libdispatch, libffi), whose locks the tracer's calls
-/// may take: a thread stopped in their code may hold one.
+/// runtime, the C++ runtime and unwinder, libdispatch, libffi, Zydis) and of the tracer's own
+/// libraries (left loaded by an earlier join), whose locks the tracer's calls may take: a
+/// thread stopped in their code may hold one.
 typedef struct {
     uint64_t low, high;
     uint64_t r_debug;

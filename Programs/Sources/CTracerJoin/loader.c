@@ -288,10 +288,14 @@ static long fhj_load_lock_offset(void) {
     return fhj_scanned_offset;
 }
 
-/* Whether the file named `file` (a path's last component) is one of the runtime libraries. */
+/* Whether the file named `file` (a path's last component) is one of the runtime libraries. The
+   tracer's own libraries count as one: they carry the Swift and C++ runtimes, whose locks a
+   thread stopped in them may hold; and once a join has left, the return addresses into them
+   that its calls left on a thread's stack are stale (a run to one never arrives). */
 static int fhj_is_runtime(const char *file) {
-    static const char *const names[] = {"libc.so.6", "libgcc_s.so.1", "libstdc++.so.6", "libdispatch.so",
-                                        "libffi.so", "libBlocksRuntime.so"};
+    static const char *const names[] = {"libc.so.6",      "libgcc_s.so.1",       "libstdc++.so.6",
+                                        "libdispatch.so", "libffi.so",           "libBlocksRuntime.so",
+                                        "libZydis.so",    "libFFIHookTracer"};
     for (size_t index = 0; index < sizeof names / sizeof names[0]; index++) {
         if (strncmp(file, names[index], strlen(names[index])) == 0) return 1;
     }
