@@ -3421,3 +3421,40 @@ for scope in program main all; do
     fi
 done
 echo "a copy of libz loaded under another name: none of the program's 5 crc32 calls counted as its, all 5 under the soname both answer to, in each scope"
+
+echo "== tracer test: a program that calls neither malloc nor free, started and joined: no call of either counted"
+# The tracer's own allocations just before and after the stretches of its own work were the
+# program's calls: the Swift closure that carried the work into the stretch (boxed on the heap
+# before it, freed after), the configuration and the join's strings (freed after the hooks were
+# in). A program that called neither was reported with 4 calls of free and 2 of malloc
+# started with --inline, and 24 and 6 joined with --inline.
+gcc -O0 -o "$work/quiet" "$fixture/quiet.c"
+allocator=malloc,free,calloc,realloc
+for mode in "" --inline; do
+    "$bin/ffi-hook-tracer" $mode --library libc.so.6 --symbols "$allocator" -- "$work/quiet" \
+        >/dev/null 2>"$work/quiet.err"
+    if ! grep -q "(pid [0-9]*): 0 calls of 0 functions" "$work/quiet.err"; then
+        echo "started ${mode:-through import tables}: calls counted in a program that makes none" >&2
+        cat "$work/quiet.err" >&2
+        exit 1
+    fi
+done
+"$work/quiet" wait >"$work/quiet-wait.out" &
+quiet_pid=$!
+for attempt in $(seq 50); do
+    [ -s "$work/quiet-wait.out" ] && break
+    sleep 0.02
+done
+# Joined twice with --inline: the second join is made in a process whose tracer has left once.
+for mode in "" --inline --inline; do
+    "$bin/ffi-hook-tracer" $mode --library libc.so.6 --symbols "$allocator" --pid "$quiet_pid" \
+        --duration 0.3 >/dev/null 2>"$work/quiet-joined.err"
+    if ! grep -q "(pid $quiet_pid): 0 calls of 0 functions" "$work/quiet-joined.err"; then
+        echo "joined ${mode:-through import tables}: calls counted in a program that makes none" >&2
+        cat "$work/quiet-joined.err" >&2
+        exit 1
+    fi
+done
+kill -KILL "$quiet_pid"
+wait "$quiet_pid" 2>/dev/null || true
+echo "a program that calls neither malloc nor free: none counted, started or joined, with and without --inline"

@@ -26,7 +26,16 @@ public func ffiHookTracerJoin(_ configuration: UnsafePointer<CChar>?) -> Int32 {
     // The process's own environment again, which its SWIFT_BACKTRACE was hidden from while the
     // join's dlopen loaded the library.
     fht_environment_restore()
-    return Tracer.shared.join(configuration.map { String(cString: $0) } ?? "").rawValue
+    // (Before the stretch of the tracer's own work, in which the thread is busy with it.)
+    guard fht_thread_busy() == 0 else { return JoinResult.threadBusy.rawValue }
+    // The whole join is the tracer's work, the strings it makes and frees after its hooks are
+    // in too.
+    var call = (configuration: configuration, result: JoinResult.done)
+    asOwnWork(&call) { context in
+        let call = context!.assumingMemoryBound(to: (configuration: UnsafePointer<CChar>?, result: JoinResult).self)
+        call.pointee.result = Tracer.shared.join(call.pointee.configuration.map { String(cString: $0) } ?? "")
+    }
+    return call.result.rawValue
 }
 
 /// Stops tracing in a process that ``ffiHookTracerJoin(_:)`` joined: removes every hook, writes
@@ -65,9 +74,9 @@ enum JoinResult: Int32 {
 
 extension Tracer {
     /// Starts with the configuration in `text` unless tracing already (a tracer that has left,
-    /// or a preloaded one with nothing to trace, starts afresh).
+    /// or a preloaded one with nothing to trace, starts afresh). Called in a stretch of the
+    /// tracer's own work.
     func join(_ text: String) -> JoinResult {
-        guard fht_thread_busy() == 0 else { return .threadBusy }
         let (configuration, problems) = TracerConfiguration.from(text: text)
         let free = state.withLock { state -> Bool in
             guard !state.started || state.finished || state.configuration.libraries.isEmpty else { return false }
@@ -120,6 +129,19 @@ extension Tracer {
     /// the memory of the hooks of one join is small.
     func leave() -> JoinResult {
         guard fht_thread_busy() == 0 else { return .threadBusy }
+        // The removal's calls are the tracer's: the report, made after it, would count them.
+        var call = (tracer: self, result: JoinResult.done)
+        asOwnWork(&call) { context in
+            let call = context!.assumingMemoryBound(to: (tracer: Tracer, result: JoinResult).self)
+            call.pointee.result = call.pointee.tracer.leaveAsOwnWork()
+        }
+        // The report's mark on this thread ends: a later join counts its calls.
+        if call.result == .done || call.result == .leftWithProblems { fht_set_own_work(0) }
+        return call.result
+    }
+
+    /// ``leave()``, run as the tracer's own work.
+    private func leaveAsOwnWork() -> JoinResult {
         let tracing = state.withLock { state in
             guard state.started, !state.finished, !state.leaving else { return false }
             state.leaving = true
@@ -145,8 +167,6 @@ extension Tracer {
         LazyEntries.shared.restore(functions)
         finish()
         TracerOutput.restore()
-        // The report's mark on this thread ends: a later join counts its calls.
-        fht_set_own_work(0)
         let problems = state.withLock(\.reportedUnmatched) || unwrittenOutputs.load(ordering: .relaxed) > 0
         return problems ? .leftWithProblems : .done
     }

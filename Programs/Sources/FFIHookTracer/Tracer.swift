@@ -34,7 +34,12 @@ public func ffiHookTracerFinishSignalled(_ signal: Int32) {
 /// fail, the process's report at its end counts the calls made after it.
 @_cdecl("ffi_hook_tracer_report_before_exec")
 public func ffiHookTracerReportBeforeExec(_ path: UnsafePointer<CChar>?) {
-    Tracer.shared.reportBeforeExec(path.map { String(cString: $0) } ?? "another program")
+    // (The path made a string inside the stretch: a long one is allocated.)
+    var path = path
+    asOwnWork(&path) { context in
+        let path = context!.load(as: UnsafePointer<CChar>?.self)
+        Tracer.shared.reportBeforeExec(path.map { String(cString: $0) } ?? "another program")
+    }
 }
 
 /// Walks the objects loaded (`unloading`: unloaded) since the last walk: called by the start
@@ -44,8 +49,9 @@ public func ffiHookTracerReportBeforeExec(_ path: UnsafePointer<CChar>?) {
 public func ffiHookTracerLoadsChanged(_ unloading: Int32) {
     guard fht_may_follow_loads() != 0 else { return }
     // The walk's calls (the locks it takes, libc's) are the tracer's, not the program's.
-    asOwnWork {
-        if unloading != 0 {
+    var unloading = unloading
+    asOwnWork(&unloading) { context in
+        if context!.load(as: Int32.self) != 0 {
             Tracer.shared.objectsUnloaded()
         } else {
             Tracer.shared.objectsLoaded()
@@ -53,19 +59,20 @@ public func ffiHookTracerLoadsChanged(_ unloading: Int32) {
     }
 }
 
-/// Runs `body` as a stretch of the tracer's own work: the traced calls it makes are not
-/// counted, those of a signal handler that interrupts it are. Begun and ended by a C function
-/// (``fht_as_own_work``) whose frame the whole stretch lies below: marked from Swift, the
-/// stretch's end ran in a tail call after the marking function's frame was gone, and a
-/// handler's call there went uncounted (1 in 15 runs of a loop of `dlopen` and `dlclose`
-/// interrupted every 100 µs lost one).
-func asOwnWork(_ body: () -> Void) {
-    withoutActuallyEscaping(body) { body in
-        var body = body
-        withUnsafeMutablePointer(to: &body) { pointer in
-            fht_as_own_work({ context in context!.assumingMemoryBound(to: (() -> Void).self).pointee() }, pointer)
-        }
-    }
+/// Runs `body(context)`, `context` pointing to the caller's `context`, as a stretch of the
+/// tracer's own work: the traced calls it makes are not counted, those of a signal handler that
+/// interrupts it are. Begun and ended by a C function (``fht_as_own_work``) whose frame the
+/// whole stretch lies below: marked from Swift, the stretch's end ran in a tail call after the
+/// marking function's frame was gone, and a handler's call there went uncounted (1 in 15 runs
+/// of a loop of `dlopen` and `dlclose` interrupted every 100 µs lost one).
+///
+/// `body` is a C function, which captures nothing, and what it needs is in `context`, on the
+/// caller's stack: nothing is allocated before the stretch or freed after it. (A Swift closure
+/// carried into it was boxed on the heap before it and freed after: a program that called
+/// neither `malloc` nor `free` was reported with 2 calls of one and 4 of the other, the
+/// tracer's own, started inline; 6 and 24 joined.)
+func asOwnWork<Context>(_ context: inout Context, _ body: @convention(c) (UnsafeMutableRawPointer?) -> Void) {
+    withUnsafeMutablePointer(to: &context) { fht_as_own_work(body, $0) }
 }
 
 /// A counter's address, handed to the blocks of every entry of its function.
@@ -192,21 +199,21 @@ final class Tracer: Sendable {
     /// Reads the configuration, attaches to the chosen functions of the objects loaded now,
     /// and follows later loads.
     func start() {
-        let (configuration, problems) = TracerConfiguration.fromEnvironment()
-        start(configuration, problems: problems)
+        // What the start makes the C library and the loader do on this thread is the tracer's:
+        // neither counted nor recorded (the counters are zeroed at its end for other threads;
+        // the events files would otherwise hold calls the table does not). The configuration
+        // is read inside too: its strings are freed after the hooks are in.
+        var tracer = self
+        asOwnWork(&tracer) { context in
+            let (configuration, problems) = TracerConfiguration.fromEnvironment()
+            context!.load(as: Tracer.self).start(configuration, problems: problems)
+        }
     }
 
     /// Starts with `configuration` (from the environment, or given to a joined process),
-    /// saying `problems` first; does nothing once started.
+    /// saying `problems` first; does nothing once started. Called in a stretch of the tracer's
+    /// own work (``asOwnWork(_:_:)``).
     func start(_ configuration: TracerConfiguration, problems: [String]) {
-        // What the start makes the C library and the loader do on this thread is the tracer's:
-        // neither counted nor recorded (the counters are zeroed at its end for other threads;
-        // the events files would otherwise hold calls the table does not).
-        asOwnWork { startAsOwnWork(configuration, problems: problems) }
-    }
-
-    /// ``start(_:problems:)``, run as the tracer's own work.
-    private func startAsOwnWork(_ configuration: TracerConfiguration, problems: [String]) {
         if let path = configuration.outputPath {
             TracerOutput.redirect(to: path)
         } else {
@@ -255,7 +262,7 @@ final class Tracer: Sendable {
         let countingFrom = fht_ticks()
         CallLog.shared?.begin()
         state.withLock {
-            // (Under the lock: see ``afterLoader(unloading:_:)``.)
+            // (Under the lock: see ``afterLoaderAsOwnWork(unloading:)``.)
             $0.passedAtStart = Self.passedThroughCalls
             $0.skippedAtStart = Self.skippedLeaves
             $0.countingTicks = countingFrom
@@ -308,7 +315,7 @@ final class Tracer: Sendable {
     /// counted): attaches in the objects loaded since and to the functions of traced
     /// libraries loaded since.
     fileprivate func objectsLoaded() {
-        afterLoader(unloading: false) { state in update(&state) }
+        afterLoader(unloading: false)
     }
 
     /// Called after each `dlclose` returns: forgets the objects no longer loaded, so that one
@@ -316,20 +323,23 @@ final class Tracer: Sendable {
     /// their groups (which write nothing where the object was). Inline, its functions keep
     /// their rows (``State/counterOwners``): the same file loaded again counts in them.
     fileprivate func objectsUnloaded() {
-        afterLoader(unloading: true) { state in
-            // An object seen is gone when no object is loaded at its address under its path (the
-            // keys compared by address: no key of the objects still loaded is hashed).
-            var loaded: [UInt: String] = [:]
-            for image in LoadedImage.current(details: { _ in [] }, known: state.known) {
-                loaded[image.base] = image.key
-            }
-            var gone = Set(state.known.values.lazy.filter { loaded[$0.base] != $0.key }.map(\.key))
-            if state.seen.count != state.known.count {
-                // (Seen but not known: not expected, each seen object is known; looked at as before.)
-                gone.formUnion(state.seen.subtracting(loaded.values))
-            }
-            Self.forget(gone, &state)
+        afterLoader(unloading: true)
+    }
+
+    /// ``objectsUnloaded()``'s work on the state.
+    private static func forgetUnloaded(_ state: inout State) {
+        // An object seen is gone when no object is loaded at its address under its path (the
+        // keys compared by address: no key of the objects still loaded is hashed).
+        var loaded: [UInt: String] = [:]
+        for image in LoadedImage.current(details: { _ in [] }, known: state.known) {
+            loaded[image.base] = image.key
         }
+        var gone = Set(state.known.values.lazy.filter { loaded[$0.base] != $0.key }.map(\.key))
+        if state.seen.count != state.known.count {
+            // (Seen but not known: not expected, each seen object is known; looked at as before.)
+            gone.formUnion(state.seen.subtracting(loaded.values))
+        }
+        forget(gone, &state)
     }
 
     /// Forgets the objects of `keys` (unloaded): a walk takes one loaded again as new.
@@ -381,18 +391,23 @@ final class Tracer: Sendable {
         forget(reloaded, &state)
     }
 
-    /// Runs `body` after a call of the loader (as the tracer's own work: calls the walk and the
-    /// planning make of traced functions are not the program's) when the loader's count of
-    /// loads (of unloads, `unloading`) moved since the last time: not for the calls that loaded
-    /// or unloaded nothing (the library's own walks pin objects with `dlopen` and `dlclose`).
-    /// A loader that counts no load at all runs it every time.
-    private func afterLoader(unloading: Bool, _ body: (inout State) -> Void) {
+    /// Walks the objects after a call of the loader (``update(_:)``; ``forgetUnloaded(_:)`` for
+    /// `unloading`), as the tracer's own work (calls the walk and the planning make of traced
+    /// functions are not the program's), when the loader's count of loads (of unloads) moved
+    /// since the last time: not for the calls that loaded or unloaded nothing (the library's
+    /// own walks pin objects with `dlopen` and `dlclose`). A loader that counts no load at all
+    /// walks every time.
+    private func afterLoader(unloading: Bool) {
         // (Nested in the start's own, or the walk's, which it gives back at its end.)
-        asOwnWork { afterLoaderAsOwnWork(unloading: unloading, body) }
+        var call = (tracer: self, unloading: unloading)
+        asOwnWork(&call) { context in
+            let call = context!.load(as: (tracer: Tracer, unloading: Bool).self)
+            call.tracer.afterLoaderAsOwnWork(unloading: call.unloading)
+        }
     }
 
-    /// ``afterLoader(unloading:_:)``, run as the tracer's own work.
-    private func afterLoaderAsOwnWork(unloading: Bool, _ body: (inout State) -> Void) {
+    /// ``afterLoader(unloading:)``, run as the tracer's own work.
+    private func afterLoaderAsOwnWork(unloading: Bool) {
         var loads: UInt64 = 0
         var unloads: UInt64 = 0
         fht_load_counts(&loads, &unloads)
@@ -406,7 +421,11 @@ final class Tracer: Sendable {
             // while a walk runs (a joined process loading in a loop) waits for the walk and its
             // account, and does not take the walk's calls as the program's.
             let before = Self.passedThroughCalls
-            body(&state)
+            if unloading {
+                Self.forgetUnloaded(&state)
+            } else {
+                update(&state)
+            }
             state.passedInUpdates += Self.passedThroughCalls - before
         }
     }
@@ -1102,12 +1121,8 @@ final class Tracer: Sendable {
     /// See ``ffiHookTracerReportBeforeExec(_:)``. Only the table: the files named by the
     /// options are the last image's, which has the same process ID (a log goes on in the new
     /// image, which appends to it).
+    /// Called in a stretch of the tracer's own work.
     func reportBeforeExec(_ path: String) {
-        asOwnWork { reportBeforeExecAsOwnWork(path) }
-    }
-
-    /// ``reportBeforeExec(_:)``, run as the tracer's own work.
-    private func reportBeforeExecAsOwnWork(_ path: String) {
         let pid = getpid()
         let taken = withStateLock { state -> (counts: [(String, fht_counter)], ticks: UInt64, nanoseconds: UInt64)? in
             guard state.started, !state.finished, !state.configuration.libraries.isEmpty else { return nil }
@@ -1146,7 +1161,7 @@ final class Tracer: Sendable {
         }
         let snapshot: Snapshot? =
             withStateLock { state -> Snapshot? in
-                // (Under the lock: see ``afterLoader(unloading:_:)``.)
+                // (Under the lock: see ``afterLoaderAsOwnWork(unloading:)``.)
                 let passed = Self.passedThroughCalls
                 guard state.started, !state.configuration.libraries.isEmpty else { return nil }
                 guard !state.finished else {
