@@ -500,6 +500,48 @@ extension InlineSuites {
             #expect(elsewhere.current == 0)
         }
 
+        /// When no thread can be made for a batch's sweep, the planning thread makes the sweep
+        /// itself, with the same result: in two children, one whose helper threads cannot start
+        /// (their stacks made larger than the address space the process may still map), the C
+        /// library's batch plans the same functions and refuses the same ones for the same
+        /// reasons (those a branch from elsewhere lands in among them, which only the sweep
+        /// finds).
+        @Test func aBatchWhoseSweepGetsNoThreadPlansTheSame() async throws {
+            let results = [
+                await #expect(processExitsWith: .success, observing: [\.standardOutputContent]) {
+                    try InlineBatchTests.planLibcPrinting(threads: true)
+                },
+                await #expect(processExitsWith: .success, observing: [\.standardOutputContent]) {
+                    try InlineBatchTests.planLibcPrinting(threads: false)
+                },
+            ]
+            let outputs = results.map { result in
+                String(decoding: result?.standardOutputContent ?? [], as: UTF8.self).split(separator: "\n")
+                    .filter { $0.hasPrefix("plan ") }
+            }
+            #expect(outputs[0].count > 1000)
+            #expect(outputs[0].contains { $0.contains("branchIntoPatch") })
+            #expect(outputs[0] == outputs[1])
+        }
+
+        /// The child's work: with `threads` false, a new thread cannot start
+        /// (``ct_threads_cannot_start()``). A helper's work then runs on
+        /// the thread that waits for it; else on another. Prints the C library's batch, a line
+        /// for each function planned and each refused.
+        static func planLibcPrinting(threads: Bool) throws {
+            if !threads { #expect(ct_threads_cannot_start() == 0) }
+            let caller = at_gettid()
+            let ranOn = Atomic<Int32>(0)
+            let helper = HelperThread { ranOn.store(at_gettid(), ordering: .relaxed) }
+            helper.wait()
+            #expect((ranOn.load(ordering: .relaxed) == caller) == !threads)
+            let libc = try InlineBatch(library: "libc.so.6")
+            var lines = libc.functions.map { "plan \($0.name)" }
+            lines += libc.refusals.map { "plan refused \($0.name) \($0.reason)" }
+            print(lines.sorted().joined(separator: "\n"))
+            fflush(nil)
+        }
+
         /// A function the batch of its library refuses for a branch from elsewhere in the library
         /// into its first bytes (glibc's memmove, which mempcpy jumps three bytes into) is refused
         /// when planned alone too, before and after the batch, and so is its alias.

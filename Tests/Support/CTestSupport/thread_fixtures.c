@@ -4,6 +4,8 @@
 #include "CTestHookFixtures.h"
 
 #include <pthread.h>
+#include <stdio.h>
+#include <sys/resource.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
@@ -122,4 +124,25 @@ void ct_deaf_spinner_stop(void *raw) {
     struct ct_deaf_spinner *spinner = raw;
     __atomic_store_n(&spinner->stop, 1, __ATOMIC_RELEASE);
     pthread_join(spinner->thread, NULL);
+}
+
+int ct_threads_cannot_start(void) {
+    pthread_attr_t attributes;
+    if (pthread_attr_init(&attributes) != 0) return -1;
+    int status = pthread_attr_setstacksize(&attributes, (size_t)64 << 30);
+    if (status == 0) status = pthread_setattr_default_np(&attributes);
+    pthread_attr_destroy(&attributes);
+    if (status != 0) return -1;
+    /* The address space mapped now (VmSize, in KiB), from the kernel's account. */
+    FILE *file = fopen("/proc/self/status", "r");
+    if (!file) return -1;
+    char line[256];
+    unsigned long long kilobytes = 0;
+    while (fgets(line, sizeof line, file)) {
+        if (sscanf(line, "VmSize: %llu kB", &kilobytes) == 1) break;
+    }
+    fclose(file);
+    if (kilobytes == 0) return -1;
+    struct rlimit limit = {(rlim_t)(kilobytes * 1024 + (1ULL << 30)), RLIM_INFINITY};
+    return setrlimit(RLIMIT_AS, &limit);
 }
