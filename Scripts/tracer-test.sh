@@ -3422,20 +3422,50 @@ for scope in program main all; do
 done
 echo "a copy of libz loaded under another name: none of the program's 5 crc32 calls counted as its, all 5 under the soname both answer to, in each scope"
 
-echo "== tracer test: a program that calls neither malloc nor free, started and joined: no call of either counted"
-# The tracer's own allocations just before and after the stretches of its own work were the
-# program's calls: the Swift closure that carried the work into the stretch (boxed on the heap
-# before it, freed after), the configuration and the join's strings (freed after the hooks were
-# in). A program that called neither was reported with 4 calls of free and 2 of malloc
-# started with --inline, and 24 and 6 joined with --inline.
+echo "== tracer test: a program that calls neither malloc nor free, started, ended by a signal and joined: none of the tracer's own calls counted"
+# The tracer's own calls just before and after the stretches of its own work were the
+# program's: the Swift closure that carried the work into the stretch (boxed on the heap before
+# it, freed after), the configuration and the join's strings (freed after the hooks were in). A
+# program that called neither was reported with 4 calls of free and 2 of malloc started with
+# --inline, and 24 and 6 joined with --inline. Then, with --inline: the start library's unlock
+# after the tracer's load (one pthread_mutex_unlock more than the program's locks), the errno
+# a signal's report saved (one __errno_location), and the join's munmap of the stack its calls
+# ran on (one munmap at every join).
 gcc -O0 -o "$work/quiet" "$fixture/quiet.c"
-allocator=malloc,free,calloc,realloc
+watched=malloc,free,calloc,realloc,mmap,munmap,__errno_location,pthread_mutex_lock,pthread_mutex_unlock
+# The table's rows (name and calls) on standard input: none of the program's calls of the
+# allocator, of mmap and munmap, or of __errno_location, and as many unlocks as locks (the C
+# library's exit locks one mutex).
+quiet_calls() {
+    python3 -c '
+import re, sys
+rows = dict(re.findall(r"^(\S+) +(\d+) ", sys.stdin.read(), re.M))
+wrong = {name: calls for name, calls in rows.items() if name not in ("pthread_mutex_lock", "pthread_mutex_unlock", "function")}
+if wrong or rows.get("pthread_mutex_lock") != rows.get("pthread_mutex_unlock"):
+    sys.exit(f"counted: {rows}")
+'
+}
 for mode in "" --inline; do
-    "$bin/ffi-hook-tracer" $mode --library libc.so.6 --symbols "$allocator" -- "$work/quiet" \
+    "$bin/ffi-hook-tracer" $mode --library libc.so.6 --symbols "$watched" -- "$work/quiet" \
         >/dev/null 2>"$work/quiet.err"
-    if ! grep -q "(pid [0-9]*): 0 calls of 0 functions" "$work/quiet.err"; then
+    if ! quiet_calls <"$work/quiet.err"; then
         echo "started ${mode:-through import tables}: calls counted in a program that makes none" >&2
         cat "$work/quiet.err" >&2
+        exit 1
+    fi
+    # Ended by SIGTERM, its report made in the signal's handler.
+    "$bin/ffi-hook-tracer" $mode --library libc.so.6 --symbols "$watched" -- "$work/quiet" wait \
+        >"$work/quiet-ended.out" 2>"$work/quiet-ended.err" &
+    tracer_pid=$!
+    for attempt in $(seq 100); do
+        [ -s "$work/quiet-ended.out" ] && break
+        sleep 0.02
+    done
+    kill -TERM "$(head -1 "$work/quiet-ended.out")"
+    wait "$tracer_pid" 2>/dev/null || true
+    if ! grep -q "ended by SIGTERM" "$work/quiet-ended.err" || ! quiet_calls <"$work/quiet-ended.err"; then
+        echo "started ${mode:-through import tables}, ended by SIGTERM: calls counted in a program that makes none" >&2
+        cat "$work/quiet-ended.err" >&2
         exit 1
     fi
 done
@@ -3447,7 +3477,7 @@ for attempt in $(seq 50); do
 done
 # Joined twice with --inline: the second join is made in a process whose tracer has left once.
 for mode in "" --inline --inline; do
-    "$bin/ffi-hook-tracer" $mode --library libc.so.6 --symbols "$allocator" --pid "$quiet_pid" \
+    "$bin/ffi-hook-tracer" $mode --library libc.so.6 --symbols "$watched" --pid "$quiet_pid" \
         --duration 0.3 >/dev/null 2>"$work/quiet-joined.err"
     if ! grep -q "(pid $quiet_pid): 0 calls of 0 functions" "$work/quiet-joined.err"; then
         echo "joined ${mode:-through import tables}: calls counted in a program that makes none" >&2
@@ -3457,4 +3487,4 @@ for mode in "" --inline --inline; do
 done
 kill -KILL "$quiet_pid"
 wait "$quiet_pid" 2>/dev/null || true
-echo "a program that calls neither malloc nor free: none counted, started or joined, with and without --inline"
+echo "a program that calls neither malloc nor free: none of the tracer's own calls counted, started, ended by SIGTERM or joined, with and without --inline"

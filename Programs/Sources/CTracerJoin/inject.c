@@ -61,9 +61,17 @@ enum { FHJ_RED_ZONE = 128 };
 enum { FHJ_XSTATE = 16384 };
 /* The join's code in the process (see above), the call's and the run's, each of
    FHJ_CODE_SIZE bytes: where each stops (the instruction after its signal's system call), and
-   where the run's code keeps the address it jumps on to. At most FHJ_PATCHES stack slots
-   hold the address a run goes to. */
-enum { FHJ_CODE_SIZE = 64, FHJ_CALL_STOP = 27, FHJ_RUN_STOP = 28, FHJ_RUN_TARGET = 36, FHJ_PATCHES = 16 };
+   where the run's code keeps the address it jumps on to; where the call's code has a function
+   of its own that unmaps memory by the system call (``fhj_call_code_bytes``). At most
+   FHJ_PATCHES stack slots hold the address a run goes to. */
+enum {
+    FHJ_CODE_SIZE = 64,
+    FHJ_CALL_STOP = 27,
+    FHJ_CALL_UNMAP = 56,
+    FHJ_RUN_STOP = 28,
+    FHJ_RUN_TARGET = 36,
+    FHJ_PATCHES = 16
+};
 /* What rt_sigreturn reads in a frame's extended-state area (the kernel's fpu/sigcontext.h):
    the first magic word in the legacy area's software-reserved bytes, the second after the
    state; and ucontext's flags (the state is extended; the frame's ss is used, exactly). */
@@ -221,7 +229,10 @@ static size_t fhj_signal_bytes(const fhj_session *session, unsigned char *bytes)
 /* The calls' code (see the top of the file): keeps %rax at -8(%rsp) (the return address's
    slot, which rt_sigreturn does not read), sends the thread its stop signal, asks for the
    thread's alternate signal stack into the frame's uc_stack (rt_sigreturn sets it from there:
-   so it stays as it is) and returns through rt_sigreturn. */
+   so it stays as it is) and returns through rt_sigreturn. At FHJ_CALL_UNMAP, a function
+   munmap(address, length) made of the system call alone: the stack the calls ran on is
+   unmapped with it, not with the C library's munmap, which the join's start may have traced
+   by then (an --inline join counted that call as the program's). */
 static void fhj_call_code_bytes(const fhj_session *session, unsigned char *bytes) {
     memset(bytes, 0, FHJ_CODE_SIZE);
     static const unsigned char keep_result[] = {0x48, 0x89, 0x44, 0x24, 0xf8}; /* mov %rax, -8(%rsp) */
@@ -234,9 +245,17 @@ static void fhj_call_code_bytes(const fhj_session *session, unsigned char *bytes
         0x0f, 0x05,                   /* syscall */
         0x0f, 0x0b,                   /* ud2: never reached */
     };
+    static const unsigned char unmap[] = {
+        0xb8, 0x0b, 0x00, 0x00, 0x00, /* mov $SYS_munmap, %eax */
+        0x0f, 0x05,                   /* syscall */
+        0xc3,                         /* ret */
+    };
+    _Static_assert(FHJ_CALL_STOP + sizeof sigreturn <= FHJ_CALL_UNMAP, "the calls' code overlaps");
+    _Static_assert(FHJ_CALL_UNMAP + sizeof unmap <= FHJ_CODE_SIZE, "the calls' code is too long");
     memcpy(bytes, keep_result, sizeof keep_result);
     fhj_signal_bytes(session, bytes + sizeof keep_result);
     memcpy(bytes + FHJ_CALL_STOP, sigreturn, sizeof sigreturn);
+    memcpy(bytes + FHJ_CALL_UNMAP, unmap, sizeof unmap);
 }
 
 /* A run's code, going on to `target`: keeps %rax and %rdx (a return value; every other
@@ -1278,7 +1297,8 @@ static fhj_status fhj_run(pid_t pid, const char *library, int load, const char *
         uint64_t arguments[6] = {session.private_stack, session.private_size, 0, 0, 0, 0}, unmapped = 0;
         session.call_stack = session.own_call_stack;
         char unmapping[256];
-        fhj_status freed = fhj_remote_call(&session, "munmap", loader.munmap, arguments, &unmapped, unmapping,
+        uint64_t unmap = session.code ? session.code + FHJ_CALL_UNMAP : loader.munmap;
+        fhj_status freed = fhj_remote_call(&session, "munmap", unmap, arguments, &unmapped, unmapping,
                                            sizeof unmapping);
         if (freed == FHJ_EXITED || freed == FHJ_FAULTED) {
             status = freed;

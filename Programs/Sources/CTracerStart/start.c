@@ -44,6 +44,10 @@ __attribute__((section(".swift1_autolink_entries"), used)) static const char fhs
 /* 1 once the tracer is loaded (or could not be): nothing more to look for. */
 static int fhs_loaded;
 static pthread_mutex_t fhs_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The tracer's marks of a stretch of its own work (``fht_begin_own_work``), once it is loaded
+   (both, or neither). */
+static int (*fhs_begin_own_work)(void);
+static void (*fhs_end_own_work)(int);
 /* 1 on the thread that is loading the tracer: the loader's and the tracer's own calls of
    dlopen meanwhile (it pins objects with dlopen) go straight to the C library's. */
 static __thread int fhs_loading;
@@ -731,6 +735,9 @@ static void fhs_wait_for(const int *word, int wanted) {
 }
 
 static void fhs_report_and_end(int ending, int safe) {
+    /* Marked before errno is read: the C library's __errno_location may be traced (--inline),
+       and the signal's report was counting that call as the program's. */
+    fhs_mark_own_work();
     int saved = errno;
     fhs_report_and_wait(ending, safe);
     fhs_end_with(ending);
@@ -1332,6 +1339,10 @@ static void fhs_load_tracer(void) {
     /* Looked up before the start, whose end zeroes the counts. */
     int (*begin)(void) = (int (*)(void))dlsym(tracer, "ffi_hook_tracer_begin_own_work");
     void (*end)(int) = (void (*)(int))dlsym(tracer, "ffi_hook_tracer_end_own_work");
+    if (begin && end) {
+        fhs_begin_own_work = begin;
+        fhs_end_own_work = end;
+    }
     /* This library's dlopen and dlclose tell the tracer of loads: it hooks neither. */
     void (*follow)(void) = (void (*)(void))dlsym(tracer, "ffi_hook_tracer_loads_told");
     void (*changed)(int) = (void (*)(int))dlsym(tracer, "ffi_hook_tracer_loads_changed");
@@ -1383,7 +1394,14 @@ static void fhs_check(int now) {
         fhs_loading = 0;
         __atomic_store_n(&fhs_loaded, 1, __ATOMIC_RELEASE);
     }
+    /* The tracer's hooks are in by now, the C library's pthread_mutex_unlock perhaps among
+       them (--inline): the unlock is the tracer's own work, as the lock was (made before the
+       hooks: a program that never locked a mutex was reported with one unlock). Ended in this
+       frame, never as a tail call (see begin's). */
+    int was = fhs_begin_own_work ? fhs_begin_own_work() : 0;
     pthread_mutex_unlock(&fhs_lock);
+    if (fhs_end_own_work) fhs_end_own_work(was);
+    __asm__ volatile("" ::: "memory");
 }
 
 /* In a forked child: a thread of the parent that was loading the tracer held the lock, which
