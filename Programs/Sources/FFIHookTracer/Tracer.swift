@@ -69,8 +69,8 @@ public func ffiHookTracerLoadsChanged(_ unloading: Int32) {
 /// `body` is a C function, which captures nothing, and what it needs is in `context`, on the
 /// caller's stack: nothing is allocated before the stretch or freed after it. (A Swift closure
 /// carried into it was boxed on the heap before it and freed after: a program that called
-/// neither `malloc` nor `free` was reported with 2 calls of one and 4 of the other, the
-/// tracer's own, started inline; 6 and 24 joined.)
+/// neither `malloc` nor `free` was reported with 2 calls of `malloc` and 4 of `free`, the
+/// tracer's own, started with `--inline`; 6 and 24 joined.)
 func asOwnWork<Context>(_ context: inout Context, _ body: @convention(c) (UnsafeMutableRawPointer?) -> Void) {
     withUnsafeMutablePointer(to: &context) { fht_as_own_work(body, $0) }
 }
