@@ -104,6 +104,16 @@ uint64_t ffh_elf_unloads(void) {
     return unloads;
 }
 
+int ffh_elf_in_object(const void *address) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))
+    struct dl_find_object found;
+    return _dl_find_object((void *)(uintptr_t)address, &found) == 0;
+#else
+    (void)address;
+    return -1;
+#endif
+}
+
 void ffh_elf_free_objects(ffh_elf_object *objects, size_t count) {
     for (size_t index = 0; index < count; index++) free(objects[index].path);
     free(objects);

@@ -117,6 +117,11 @@ void ffh_guard_set_claimer(ffh_guard_claimer claimer) { __atomic_store_n(&ffh_gu
 #define FFH_GUARD_UNINSTRUMENTED __attribute__((no_sanitize("address", "thread")))
 #endif
 
+/* How many faults the guarded instructions took (ffh_guard_faults_taken). */
+static uint64_t ffh_guard_taken;
+
+uint64_t ffh_guard_faults_taken(void) { return __atomic_load_n(&ffh_guard_taken, __ATOMIC_RELAXED); }
+
 FFH_GUARD_UNINSTRUMENTED static void ffh_guard_handler(int signal, siginfo_t *info, void *context) {
     if (info->si_code == SI_QUEUE) {
         ffh_guard_claimer claim = __atomic_load_n(&ffh_guard_claim, __ATOMIC_ACQUIRE);
@@ -128,6 +133,7 @@ FFH_GUARD_UNINSTRUMENTED static void ffh_guard_handler(int signal, siginfo_t *in
        the guarded instructions: the guarded function returns -1. */
     if (info->si_code > 0 && (ip == (uintptr_t)ffh_guard_cas_access || ip == (uintptr_t)ffh_guard_load_access)) {
         interrupted->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)ffh_guard_recover;
+        __atomic_add_fetch(&ffh_guard_taken, 1, __ATOMIC_RELAXED);
         return;
     }
     ffh_guard_chain *chain = ffh_guard_chain_for(signal);
@@ -301,6 +307,8 @@ int ffh_guarded_load(const void *address, uintptr_t *value) {
 }
 
 int ffh_guard_install(void) { return -1; }
+
+uint64_t ffh_guard_faults_taken(void) { return 0; }
 
 void ffh_guard_block_during(int signal) { (void)signal; }
 

@@ -43,6 +43,16 @@ import Testing
         }
     }
 
+    /// Attaches to import-table entries of a library that is unloaded before the group is
+    /// removed: the removal writes nothing and takes no fault (the fault guard's write into the
+    /// unmapped table took a SIGSEGV for each entry, and a signal sent to the process meanwhile
+    /// went to the thread that took it).
+    @Test func removingAttachesToAnUnloadedLibraryTakesNoFault() async {
+        await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
+            try ProcessLifeTests.removeAttachesOfAnUnloadedLibrary()
+        }
+    }
+
     /// A group that follows later loads keeps following them after a library it covered is
     /// unloaded: the same library loaded again (often at the same address, where the registry
     /// still knows the old entries) and another library loaded after it are both hooked.
@@ -481,6 +491,28 @@ extension ProcessLifeTests {
         check(lengthGroup.remove(), "removing the strlen group returns true")
         check(!pidGroup.remove() && !lengthGroup.remove(), "second removals return false")
         waitForReclamation("after the removals")
+    }
+
+    static func removeAttachesOfAnUnloadedLibrary() throws {
+        startChild()
+        let library = openProcessFixture()
+        let pid = function("cprocessfixture_pid", in: library, as: PidFunction.self)
+        let length = function("cprocessfixture_length", in: library, as: ImportFixtures.Length.self)
+        let calls = Counter()
+        let group = try ImportTable.attach(symbols: ["getpid", "strlen"], in: .object(processFixture)) { _ in
+            ({ _ in calls.increment() }, nil)
+        }
+        check(group.tokens.count == 2, "one entry of each symbol")
+        check(pid() == getpid() && length("unloaded") == 8, "the calls through the attached entries")
+        check(calls.count == 2, "the blocks ran once each")
+        closeProcessFixture(library)
+        check(
+            pf_address_is_mapped(unsafeBitCast(pid, to: UnsafeRawPointer.self)) == 0, "the library's code is unmapped")
+        let faults = ffh_guard_faults_taken()
+        check(group.remove(), "removing the group returns true")
+        check(ffh_guard_faults_taken() == faults, "the removal took \(ffh_guard_faults_taken() - faults) faults")
+        check(!group.remove(), "a second removal returns false")
+        waitForReclamation("after the removal")
     }
 
     static func followLoadsAfterAnUnload() throws {

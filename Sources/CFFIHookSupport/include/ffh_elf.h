@@ -59,6 +59,11 @@ ffh_elf_object *ffh_elf_objects(size_t *count);
 /// number.
 uint64_t ffh_elf_unloads(void);
 
+/// Whether `address` lies in the mapping of an object the loader has loaded now: 1 or 0, asked
+/// of the loader's own lock-free table (`_dl_find_object`, glibc 2.35 and later: no lock, no
+/// system call); -1 where it cannot be asked.
+int ffh_elf_in_object(const void *address);
+
 /// Frees a snapshot made by ffh_elf_objects.
 void ffh_elf_free_objects(ffh_elf_object *objects, size_t count);
 

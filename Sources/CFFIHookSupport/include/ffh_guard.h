@@ -47,6 +47,10 @@ int ffh_guarded_exchange(void *address, uintptr_t expected, uintptr_t desired);
 /// when it cannot be read, ``FFH_GUARD_UNAVAILABLE`` without the guard.
 int ffh_guarded_load(const void *address, uintptr_t *value);
 
+/// How many faults the guarded accesses took in this process so far (each a SIGSEGV or SIGBUS
+/// the thread took and the guard turned into an error return); 0 where there is no guard.
+uint64_t ffh_guard_faults_taken(void);
+
 /// Installs the fault guard, or puts it back on top of a handler installed since: 0 when it
 /// is in place for SIGSEGV and SIGBUS, -1 when it cannot be (another platform, or too many
 /// handlers installed over it). Idempotent and thread-safe; the guarded accesses call it.

@@ -1,3 +1,4 @@
+internal import CFFIHookSupport
 import Synchronization
 
 /// A function written into a slot in place of the one it led to: no closure, no per-call
@@ -23,11 +24,15 @@ package final class Replacement: @unchecked Sendable {
     let mirror: UnsafeMutablePointer<UInt>?
     /// What the slot's memory needs kept while the replacement lives (see ``FunctionSlot/owner``).
     let owner: (any AnyObject & Sendable)?
+    /// Whether the slot lay in a loaded object as the replacement went in (``ffh_elf_in_object``):
+    /// where it no longer does, the object was unloaded (see ``SlotRegistry``'s removal).
+    let inObject: Bool
 
     init(
         slot: UnsafeMutableRawPointer, function: UInt, protection: SlotMemory.Protection?,
         mirror: UnsafeMutablePointer<UInt>? = nil, owner: (any AnyObject & Sendable)? = nil
     ) {
+        self.inObject = ffh_elf_in_object(slot) == 1
         self.owner = owner
         self.slot = slot
         self.function = function

@@ -655,10 +655,24 @@ package final class SlotRegistry: Sendable {
             above.setOriginal(original)
         } else if let entry = state.entries[address], entry.original == replacement.function {
             entry.setOriginal(original)
+        } else if isUnloaded(replacement) {
+            // Its object was unloaded: nothing to write back. (The guarded write would take a
+            // fault, a signal for this thread, which then takes a signal sent to the process
+            // that another thread was woken for: a tracer joined to a process whose threads
+            // load and unload libraries took two such faults at each dlclose.)
         } else {
             _ = writeBack(
                 original, over: replacement.function, at: address, wasReadOnly: replacement.protection != nil)
         }
+    }
+
+    /// Whether the slot of `replacement` lay in an object that the loader has unloaded since, and
+    /// no mapping covers it now: the loader's lock-free table asked (no lock, no system call:
+    /// every removal asks), and the kernel only where the object is gone. A slot unmapped after
+    /// this is still written under the fault guard; one in memory of no object (a table the
+    /// program allocated) always is.
+    private static func isUnloaded(_ replacement: Replacement) -> Bool {
+        replacement.inObject && ffh_elf_in_object(replacement.slot) == 0 && ffh_is_mapped(replacement.slot) == 0
     }
 
     /// Runs `body` under the lock, then hands `object` to reclamation: it is released once no
