@@ -619,7 +619,7 @@ typedef struct {
    run never reached (`missed`) are passed over, each in the slot that held it: only there, as
    the same address in another slot may be the live one (the next dlopen returns through it;
    passed over by address alone, a process looping on dlopen and dlclose was stopped in dlopen
-   with its live return passed over, and not joined, in about 1 join of 3 after the first few).
+   with its live return passed over, and not joined, in about 1 join of 20 after the first few).
    A return into a library the program loads and unloads in a loop (its constructor's frame,
    inside dlopen) led the run's code into that library's copy, which its dlclose unmapped: it
    is in the same slot at each load, and passed over there. */
