@@ -36,7 +36,8 @@ import Testing
 
     /// Import-table hooks in a library that is unloaded before the group is removed: a
     /// writable `JUMP_SLOT` entry (`getpid`, lazy binding) and a read-only `GLOB_DAT` entry
-    /// (`strlen`, partial RELRO).
+    /// (`strlen`, partial RELRO). The removal takes no fault (the writable entry's guarded
+    /// exchange took one).
     @Test func removingImportTableHooksOfAnUnloadedLibrary() async {
         await #expect(processExitsWith: .success, ProcessLifeTests.childReport()) {
             try ProcessLifeTests.removeImportTableHooksOfAnUnloadedLibrary()
@@ -486,9 +487,11 @@ extension ProcessLifeTests {
         check(
             pf_address_is_mapped(unsafeBitCast(pid, to: UnsafeRawPointer.self)) == 0, "the library's code is unmapped")
 
-        // The entries' memory is gone: removal must not write it.
+        // The entries' memory is gone: removal must not write it, nor try to.
+        let faults = ffh_guard_faults_taken()
         check(pidGroup.remove(), "removing the getpid group returns true")
         check(lengthGroup.remove(), "removing the strlen group returns true")
+        check(ffh_guard_faults_taken() == faults, "the removals took \(ffh_guard_faults_taken() - faults) faults")
         check(!pidGroup.remove() && !lengthGroup.remove(), "second removals return false")
         waitForReclamation("after the removals")
     }

@@ -58,6 +58,9 @@ package final class SlotEntry: @unchecked Sendable {
     /// a function): the slot gets NULL back, not the fallback, when the last hook goes. Only
     /// touched under the registry's lock.
     var fallback: UInt = 0
+    /// Whether the slot lay in a loaded object as the entry was made (``ffh_elf_in_object``):
+    /// where it no longer does, the object was unloaded (see the registry's removal).
+    let inObject: Bool
     /// `interface` without reference counting, for the call path: a retain there would be a
     /// write to memory every calling thread shares. `interface` keeps it alive.
     fileprivate let callPathInterface: Unmanaged<CallInterface>
@@ -93,6 +96,7 @@ package final class SlotEntry: @unchecked Sendable {
     ) {
         self.reentryByReceiver = reentryByReceiver
         self.slot = slot
+        self.inObject = ffh_elf_in_object(slot) == 1
         self.reentryByFunction = reentryByFunction
         // A closure reused from a slot's earlier entry passes calls through to the original
         // it had; an install that takes the slot over sets the one it finds.

@@ -883,6 +883,12 @@ package final class SlotRegistry: Sendable {
         // A slot that held NULL and got a fallback as its original gets NULL back, unless a
         // replacement has gone under the hooks since.
         let original = entry.fallback != 0 && entry.original == entry.fallback ? 0 : entry.original
+        if entry.inObject && ffh_elf_in_object(entry.slot) == 0 && ffh_is_mapped(entry.slot) == 0 {
+            // Its object was unloaded and nothing is mapped there: nothing to write back, and no
+            // guarded write to fault (see `isUnloaded(_:)`).
+            if isCurrent { release(entry.cell, &state) }
+            return
+        }
         let restored: Bool
         if entry.readOnlyProtection == nil {
             // Under the fault guard: another thread may unmap the slot's table at any moment,
