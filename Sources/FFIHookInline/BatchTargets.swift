@@ -22,26 +22,13 @@ enum BatchTargets {
                     object: library)
             }
             var found = Found()
-            // One target per address, named by the alias a program most likely calls it by
-            // (``AliasRank``).
-            // With it, whether one of the address's names `selecting` chose.
-            var byAddress: [UInt: (target: PlanTarget, rank: AliasRank, chosen: Bool)] = [:]
-            func add(_ target: PlanTarget, rank: AliasRank, chosen: Bool) {
-                if let known = byAddress[target.address] {
-                    let best = rank < known.rank ? (target, rank) : (known.target, known.rank)
-                    byAddress[target.address] = (best.0, best.1, known.chosen || chosen)
-                } else {
-                    byAddress[target.address] = (target, rank, chosen)
-                }
-            }
             let defined = definedFunctions(of: object)
-            // Each exported function with its rank, and (with `selecting`) the addresses of those
-            // it chooses: only the functions at those addresses are gathered by address then
-            // (gzip's 77 of the C library's 3,000 names), every symbol asked about once (a name
-            // with several versions once for each, as before).
-            var exported: [(target: PlanTarget, rank: AliasRank)] = []
+            // Each exported function with its rank (``AliasRank``) and whether `selecting` chose
+            // its name, in the table's order; then one target per address, named by the alias a
+            // program most likely calls it by, chosen where one of the address's names was. By
+            // sorting, not hashing: a dictionary by address took a tenth of a library's listing.
+            var exported: [(target: PlanTarget, rank: AliasRank, chosen: Bool)] = []
             exported.reserveCapacity(defined.count)
-            var chosenAt = Set<UInt>()
             for function in defined {
                 let name = String(cString: function.symbol.name)
                 let isDefault = function.is_default_version != 0
@@ -60,7 +47,7 @@ enum BatchTargets {
                                     symbol: name, object: library)))
                         continue
                     }
-                    exported.append((PlanTarget(address: address, name: name), rank))
+                    exported.append((PlanTarget(address: address, name: name), rank, selecting?(name) ?? true))
                 } else {
                     let size = function.symbol.size
                     exported.append(
@@ -68,25 +55,48 @@ enum BatchTargets {
                             PlanTarget(
                                 address: UInt(function.symbol.address), name: name,
                                 size: size > 0 && size <= UInt64(Int.max) ? Int(size) : nil, isKnownStart: true),
-                            rank
+                            rank, selecting?(name) ?? true
                         ))
                 }
-                if let selecting, selecting(name) { chosenAt.insert(exported[exported.count - 1].target.address) }
             }
-            byAddress.reserveCapacity(selecting == nil ? exported.count : chosenAt.count)
-            for (target, rank) in exported where selecting == nil || chosenAt.contains(target.address) {
-                add(target, rank: rank, chosen: selecting != nil)
+            let addresses = exported.map(\.target.address)
+            // By address, and in the table's order at one address (a tie in rank keeps the first).
+            let order = exported.indices.sorted { (addresses[$0], $0) < (addresses[$1], $1) }
+            var kept: [Int] = []
+            kept.reserveCapacity(exported.count)
+            var run = order.startIndex
+            while run < order.endIndex {
+                var best = order[run]
+                var chosen = exported[best].chosen
+                var next = run + 1
+                while next < order.endIndex, addresses[order[next]] == addresses[best] {
+                    let other = order[next]
+                    if exported[other].rank < exported[best].rank { best = other }
+                    chosen = chosen || exported[other].chosen
+                    next += 1
+                }
+                if chosen { kept.append(best) }
+                run = next
+            }
+            let sortedAddresses = order.map { addresses[$0] }
+            let identity = ObjectRanges.identity(of: object)
+            found.targets.reserveCapacity(kept.count)
+            for index in kept {
+                var target = exported[index].target
+                target.object = identity
+                found.targets.append(target)
             }
             if locals, let table = SymbolTableCache.shared.table(for: object) {
                 let local = table.functions.filter { !$0.isIndirect }
-                // A local symbol at an exported function's address names that function (which
-                // `byAddress` holds unless `selecting` did not choose it).
-                let exportedAt = selecting == nil ? [] : Set(exported.lazy.map(\.target.address))
+                // A local symbol at an exported function's address names that function; of two
+                // local symbols at one address, the first names it.
+                var localAt = Set<UInt>()
                 for (function, name) in zip(local, table.names(of: local)) {
                     let address = object.bias &+ UInt(truncatingIfNeeded: function.value)
-                    guard !exportedAt.contains(address), byAddress[address] == nil, object.isInCode(address) else {
-                        continue
-                    }
+                    let place = BranchSweep.firstIndex(in: sortedAddresses, above: address &- 1)
+                    guard place == sortedAddresses.count || sortedAddresses[place] != address,
+                        !localAt.contains(address), object.isInCode(address)
+                    else { continue }
                     // The part of a function the compiler split off (gcc's and LLVM's `f.cold`),
                     // a function symbol of its own, is reached by a jump from its function with
                     // that function's frame on the stack: no return address is at the stack
@@ -99,22 +109,14 @@ enum BatchTargets {
                                 object: library))
                         continue
                     }
-                    add(
+                    localAt.insert(address)
+                    guard selecting.map({ selecting in name.map(selecting) ?? false }) ?? true else { continue }
+                    found.targets.append(
                         PlanTarget(
                             address: address, name: name,
                             size: function.size > 0 && function.size <= UInt64(Int.max) ? Int(function.size) : nil,
-                            isKnownStart: true),
-                        rank: AliasRank(name: name ?? "", isDefault: false, isWeak: false),
-                        chosen: selecting.map { selecting in name.map(selecting) ?? false } ?? false)
+                            isKnownStart: true, object: identity))
                 }
-            }
-            let identity = ObjectRanges.identity(of: object)
-            found.targets = []
-            found.targets.reserveCapacity(byAddress.count)
-            for known in byAddress.values where selecting == nil || known.chosen {
-                var target = known.target
-                target.object = identity
-                found.targets.append(target)
             }
             if let selecting { found.refused = found.refused.filter { selecting($0.name) } }
             return found

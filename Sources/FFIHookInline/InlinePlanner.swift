@@ -46,7 +46,7 @@ struct PlanTarget: Sendable {
     /// in, when it was found in a walk over the loaded objects: planned only if that object
     /// still holds it (another thread may unload the object between the listing and the
     /// planning, and its address then holds nothing, or another object's code).
-    var object: String?
+    var object: ObjectIdentity?
 }
 
 /// Plans inline patches and keeps one per function address for the life of its object.
@@ -385,9 +385,9 @@ enum InlinePlanner {
     /// the address is an IFUNC's choice of another object's code (libc's `gettimeofday` and
     /// `time` choose the vDSO's): an indirect function, to be hooked in that object. Otherwise
     /// the object was unloaded after it was listed (``unloaded(_:)``).
-    private static func elsewhere(_ target: PlanTarget, now: String, _ objects: ObjectRanges) -> InlineRefusal {
+    private static func elsewhere(_ target: PlanTarget, now: ObjectIdentity, _ objects: ObjectRanges) -> InlineRefusal {
         guard let listed = target.object, objects.holds(identity: listed), now != listed,
-            let other = ObjectRanges.path(ofIdentity: now)
+            let other = objects.path(of: now)
         else { return unloaded(target) }
         let shown = other.isEmpty ? "an object with no path" : other
         return refusal(
@@ -797,13 +797,15 @@ final class SlabMemory: Sendable {
 struct ObjectRanges {
     private var ranges: [(start: UInt, end: UInt, object: Int)] = []
     private var objectKeys: [String] = []
-    private var objectIdentities: [String] = []
+    private var objectIdentities: [ObjectIdentity] = []
+    private var objectPaths: [String] = []
 
     init(_ loaded: [LoadedObject]) {
         for object in loaded {
             let position = objectKeys.count
             objectKeys.append(Self.key(of: object))
             objectIdentities.append(Self.identity(of: object))
+            objectPaths.append(object.path)
             for segment in object.loadSegments {
                 let start = object.bias &+ UInt(truncatingIfNeeded: segment.address)
                 ranges.append((start, start &+ UInt(truncatingIfNeeded: segment.memorySize), position))
@@ -836,29 +838,29 @@ struct ObjectRanges {
 
     /// The key of the object that holds `address` and its path (`identity(of:)`):
     /// an object loaded later at another's place with the same layout has its key, not its path.
-    func identity(of address: UInt) -> String { place(of: address).identity }
+    func identity(of address: UInt) -> ObjectIdentity { place(of: address).identity }
 
     /// ``key(of:)`` and ``identity(of:)`` together, from one lookup.
-    func place(of address: UInt) -> (key: String, identity: String) {
+    func place(of address: UInt) -> (key: String, identity: ObjectIdentity) {
         guard let object = object(holding: address) else {
-            let key = Self.anonymousKey(address)
-            return (key, key)
+            return (Self.anonymousKey(address), ObjectIdentity(region: address >> 30))
         }
         return (objectKeys[object], objectIdentities[object])
     }
 
     /// Whether an object of identity `identity` (``identity(of:)``) is among these.
-    func holds(identity: String) -> Bool { objectIdentities.contains(identity) }
+    func holds(identity: ObjectIdentity) -> Bool { objectIdentities.contains(identity) }
 
-    /// The path in an object's identity (``identity(of:)``); nil for an address outside every
-    /// object, whose identity is its region's key.
-    static func path(ofIdentity identity: String) -> String? {
-        guard !identity.hasPrefix("@"), let space = identity.firstIndex(of: " ") else { return nil }
-        return String(identity[identity.index(after: space)...])
+    /// The path of the object of identity `identity` among these; nil for one not among them,
+    /// and for memory outside every object.
+    func path(of identity: ObjectIdentity) -> String? {
+        objectIdentities.firstIndex(of: identity).map { objectPaths[$0] }
     }
 
     /// The identity of `object`, as `identity(of:)` gives it for an address in it.
-    static func identity(of object: LoadedObject) -> String { key(of: object) + " " + object.path }
+    static func identity(of object: LoadedObject) -> ObjectIdentity {
+        ObjectIdentity(bias: object.bias, dynamic: object.dynamicAddress ?? 0, path: object.path)
+    }
 
     /// The key of `object`, as ``key(of:)`` gives it for an address in it.
     static func key(of object: LoadedObject) -> String { key(bias: object.bias, dynamic: object.dynamicAddress ?? 0) }
@@ -877,4 +879,30 @@ struct ObjectRanges {
     }
 
     private static func anonymousKey(_ address: UInt) -> String { "@\(address >> 30)" }
+}
+
+/// Which object an address was found in: the object's key (its load bias and the address of its
+/// dynamic section) and its path, the path by a hash of it (FNV-1a): an object loaded later at
+/// another's place with the same layout has its key, not its path. Memory outside every object
+/// has its 1 GiB region's. Plain words, so that the targets that carry one copy it for nothing
+/// (a target is copied several times as a batch is listed and planned).
+struct ObjectIdentity: Hashable, Sendable {
+    private let bias: UInt
+    private let dynamic: UInt
+    private let path: UInt64
+
+    init(bias: UInt, dynamic: UInt, path: String) {
+        self.bias = bias
+        self.dynamic = dynamic
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in path.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        self.path = hash
+    }
+
+    /// The identity of memory outside every object, in the 1 GiB region `region`.
+    init(region: UInt) {
+        bias = region
+        dynamic = .max
+        path = 0
+    }
 }
