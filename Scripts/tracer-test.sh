@@ -3488,3 +3488,46 @@ done
 kill -KILL "$quiet_pid"
 wait "$quiet_pid" 2>/dev/null || true
 echo "a program that calls neither malloc nor free: none of the tracer's own calls counted, started, ended by SIGTERM or joined, with and without --inline"
+
+echo "== tracer test: a program's threads, traced inline: the C library's calls for them as gdb counts them"
+# The planning's sweep runs on a thread of the tracer's own. The C library kept that thread's
+# stack in its cache, and the program's first pthread_create took it, freeing the thread-local
+# blocks left in it (17 calls of free) and allocating none for itself (one calloc fewer): calls
+# the program made only because the tracer had run a thread. gdb counts the calls of free,
+# calloc and malloc from main (breakpoints at their first instructions) of the same program run
+# alone; before main it calls none of them.
+if command -v gdb >/dev/null; then
+    {
+        echo "set pagination off"
+        echo "break main"
+        echo "run"
+        for function in free calloc malloc; do
+            printf 'set $%s = 0\nbreak *%s\ncommands\nsilent\nset $%s = $%s + 1\ncontinue\nend\n' \
+                "$function" "$function" "$function" "$function"
+        done
+        echo "continue"
+        echo 'printf "counted free %d calloc %d malloc %d\n", $free, $calloc, $malloc'
+    } >"$work/threads.commands"
+    gdb -q -batch -x "$work/threads.commands" --args "$work/quiet" threads >"$work/threads.gdb" 2>&1
+    "$bin/ffi-hook-tracer" --inline --library libc.so.6 --symbols free,calloc,malloc --json "$work/threads.json" \
+        -- "$work/quiet" threads 2>/dev/null
+    python3 - "$work/threads.gdb" "$work/threads.json" <<'PYTHON'
+import json, re, sys
+found = re.search(r"^counted free (\d+) calloc (\d+) malloc (\d+)$", open(sys.argv[1]).read(), re.M)
+if not found:
+    sys.exit("gdb did not count the calls: " + open(sys.argv[1]).read()[-2000:])
+expected = dict(zip(("free", "calloc", "malloc"), map(int, found.groups())))
+if expected["free"] == 0 and expected["calloc"] == 0:
+    sys.exit(f"gdb counted no calls for the threads: the test tests nothing ({expected})")
+report = json.load(open(sys.argv[2]))
+counted = {name: 0 for name in expected}
+for function in report["functions"]:
+    if function["name"] in counted:
+        counted[function["name"]] = function["calls"]
+if counted != expected:
+    sys.exit(f"four threads started and joined, traced inline: counted {counted}, gdb counted {expected}")
+print(f"four threads started and joined, traced inline: {counted}, as gdb counts them")
+PYTHON
+else
+    echo "gdb is not installed: skipped"
+fi

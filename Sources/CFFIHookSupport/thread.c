@@ -367,7 +367,10 @@ static void ffh_fork_child(void) {
     ffh_library_enter(ffh_fork_busy);
 }
 
-int ffh_thread_start_helper(pthread_t *thread, void *(*start)(void *), void *context) {
+/* The size of a helper's stack, its guard page included: the C library's default. */
+#define FFH_HELPER_STACK (8L << 20)
+
+int ffh_thread_start_helper(pthread_t *thread, void *(*start)(void *), void *context, void **stack) {
     sigset_t all, previous;
     /* (Every bit: sigfillset's set, without one more import of the C library's.) */
     memset(&all, 0xFF, sizeof all);
@@ -389,12 +392,43 @@ int ffh_thread_start_helper(pthread_t *thread, void *(*start)(void *), void *con
         }
         placed = others > 0 && pthread_attr_setaffinity_np(&attributes, sizeof allowed, &allowed) == 0;
     }
-    int status = pthread_create(thread, placed ? &attributes : NULL, start, context);
-    /* (A processor the mask names that a cpuset took away since: anywhere.) */
-    if (status != 0 && placed) status = pthread_create(thread, NULL, start, context);
+    /* A stack of its own (see the header), by system call; the C library's otherwise. */
+    *stack = NULL;
+    long mapped = made ? ffh_syscall6(__NR_mmap, 0, FFH_HELPER_STACK, PROT_READ | PROT_WRITE,
+                                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0)
+                       : -ENOMEM;
+    if (mapped < 0 && mapped > -4096) {
+        mapped = 0;
+    } else if (ffh_syscall3(__NR_mprotect, mapped, 4096, PROT_NONE) != 0 ||
+               pthread_attr_setstack(&attributes, (void *)(mapped + 4096), FFH_HELPER_STACK - 4096) != 0) {
+        ffh_syscall3(__NR_munmap, mapped, FFH_HELPER_STACK, 0);
+        mapped = 0;
+    }
+    int status = pthread_create(thread, placed || mapped ? &attributes : NULL, start, context);
+    /* (A processor the mask names that a cpuset took away since: anywhere, on the same stack.) */
+    if (status != 0 && placed) {
+        pthread_attr_t plain;
+        if (mapped && pthread_attr_init(&plain) == 0) {
+            if (pthread_attr_setstack(&plain, (void *)(mapped + 4096), FFH_HELPER_STACK - 4096) == 0) {
+                status = pthread_create(thread, &plain, start, context);
+            }
+            pthread_attr_destroy(&plain);
+        } else {
+            status = pthread_create(thread, NULL, start, context);
+        }
+    }
+    if (status == 0) {
+        *stack = (void *)mapped;
+    } else if (mapped) {
+        ffh_syscall3(__NR_munmap, mapped, FFH_HELPER_STACK, 0);
+    }
     if (made) pthread_attr_destroy(&attributes);
     pthread_sigmask(SIG_SETMASK, &previous, NULL);
     return status;
+}
+
+void ffh_thread_unmap_helper_stack(void *stack) {
+    if (stack) ffh_syscall3(__NR_munmap, (long)stack, FFH_HELPER_STACK, 0);
 }
 
 int ffh_fork_protect_with(void (*take)(void *), void (*give)(void *), void *lock, int rank) {

@@ -24,11 +24,14 @@ final class HelperThread: @unchecked Sendable {
     // thread, when none started); `thread` only by the starting thread (and the deinit).
     private var work: (() -> Void)?
     private var thread: pthread_t?
+    /// The thread's stack, unmapped after the join (see ``ffh_thread_start_helper``).
+    private var stack: UnsafeMutableRawPointer?
 
     /// Starts `work` on a new thread.
     init(_ work: @escaping () -> Void) {
         self.work = work
         var thread = pthread_t()
+        var stack: UnsafeMutableRawPointer?
         let context = Unmanaged.passRetained(self)
         let status = ffh_thread_start_helper(
             &thread,
@@ -38,9 +41,10 @@ final class HelperThread: @unchecked Sendable {
                 ffh_thread_become_library_own()
                 Unmanaged<HelperThread>.fromOpaque(context!).takeRetainedValue().run()
                 return nil
-            }, context.toOpaque())
+            }, context.toOpaque(), &stack)
         if status == 0 {
             self.thread = thread
+            self.stack = stack
         } else {
             context.release()
         }
@@ -55,7 +59,9 @@ final class HelperThread: @unchecked Sendable {
     func wait() {
         if let thread {
             pthread_join(thread, nil)
+            ffh_thread_unmap_helper_stack(stack)
             self.thread = nil
+            stack = nil
         } else {
             run()
         }
@@ -66,9 +72,11 @@ final class HelperThread: @unchecked Sendable {
         // is about to free), or let go by itself when its own reference was the last.
         guard let thread else { return }
         if pthread_equal(thread, pthread_self()) != 0 {
+            // (Its stack stays mapped: the thread runs on it to its end.)
             pthread_detach(thread)
         } else {
             pthread_join(thread, nil)
+            ffh_thread_unmap_helper_stack(stack)
         }
     }
 }

@@ -501,8 +501,8 @@ extension InlineSuites {
         }
 
         /// When no thread can be made for a batch's sweep, the planning thread makes the sweep
-        /// itself, with the same result: in two children, one whose helper threads cannot start
-        /// (their stacks made larger than the address space the process may still map), the C
+        /// itself, with the same result: in two children, one whose threads cannot start (a
+        /// seccomp filter refuses `clone`, as a sandbox may), the C
         /// library's batch plans the same functions and refuses the same ones for the same
         /// reasons (those a branch from elsewhere lands in among them, which only the sweep
         /// finds).

@@ -45,6 +45,7 @@ extension LibraryFunctionHookTests {
         "pthread_attr_destroy": "i^v",
         "pthread_attr_init": "i^v",
         "pthread_attr_setaffinity_np": "i^vQ^v",
+        "pthread_attr_setstack": "i^v^vQ",
         "pthread_create": "i^v^v^?^v",
         "pthread_detach": "iQ",
         "pthread_equal": "iQQ",

@@ -173,7 +173,18 @@ void ffh_thread_become_library_own(void);
 /// queued behind it on its processor until the scheduler moves it, which it is slow to do
 /// with a thread just made (milliseconds, measured: the whole of a batch's sweep). Returns
 /// pthread_create's status (0: started; `thread` is to be joined).
-int ffh_thread_start_helper(pthread_t *thread, void *(*start)(void *), void *context);
+///
+/// The thread runs on a stack mapped here (8 MiB, a guard page below), set in `stack` (NULL
+/// where none could be mapped and the C library's was used): the joiner unmaps it after the
+/// join (``ffh_thread_unmap_helper_stack``). A stack the C library made would stay in its cache
+/// of stacks, and the program's next `pthread_create` would take it and free the helper's
+/// thread-local blocks there: calls of `free` (17 with the tracer's libraries loaded) that the
+/// program makes only because the library ran a thread, seen by a hook on `free` in the C library.
+int ffh_thread_start_helper(pthread_t *thread, void *(*start)(void *), void *context, void **stack);
+
+/// Unmaps a helper's stack (``ffh_thread_start_helper``) once its thread was joined; NULL does
+/// nothing.
+void ffh_thread_unmap_helper_stack(void *stack);
 
 // MARK: - The library's own code
 

@@ -37,9 +37,9 @@ int ct_deaf_spinner_thread(void *spinner);
 /// Stops the spinner's thread and waits for it to end.
 void ct_deaf_spinner_stop(void *spinner);
 
-/// Keeps the process from starting threads from now on: each new thread's stack is made
-/// 64 GiB by default, and the process may map 1 GiB more than it maps now (RLIMIT_AS), so a
-/// pthread_create without a stack of its own fails. 0 when both were set.
+/// Keeps the process from starting threads from now on, as a sandbox that refuses `clone`
+/// does: a seccomp filter makes `clone3` unknown and `clone` fail with EAGAIN, so every
+/// pthread_create fails. 0 when the filter is in place.
 int ct_threads_cannot_start(void);
 
 #endif
