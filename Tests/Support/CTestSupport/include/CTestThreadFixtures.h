@@ -20,6 +20,10 @@ int ct_fsync_on_new_thread(int fd);
 /// returned, a negative errno on failure.
 long ct_blocked_read(int fd, volatile int *thread);
 
+/// ct_blocked_read, the thread saying first that it takes only faults (`says(1)`: the
+/// library's ffh_patch_thread_takes_faults_only) and taking it back after (`says(0)`).
+long ct_blocked_read_saying(int fd, volatile int *thread, void (*says)(int));
+
 /// Reads the thread id ct_blocked_read stores (atomically, as it is stored).
 int ct_load_thread_id(volatile int *thread);
 
@@ -38,8 +42,9 @@ int ct_deaf_spinner_thread(void *spinner);
 void ct_deaf_spinner_stop(void *spinner);
 
 /// Keeps the process from starting threads from now on, as a sandbox that refuses `clone`
-/// does: a seccomp filter makes `clone3` unknown and `clone` fail with EAGAIN, so every
-/// pthread_create fails. 0 when the filter is in place.
+/// does: a seccomp filter makes `clone3` unknown and a `clone` that makes a thread fail with
+/// EAGAIN, so every pthread_create fails (a clone of another kind, the leak checker's, still
+/// works). 0 when the filter is in place.
 int ct_threads_cannot_start(void);
 
 #endif
