@@ -170,11 +170,15 @@ public final class InlineBatch: Sendable, CustomStringConvertible {
         let refused = found.refused
         if options.contains(.allOrNothing), let first = refused.first { throw first.error }
         // In address order (neighbours share slabs and pages), the first target given for each
-        // address.
-        let order = targets.indices.sorted { (targets[$0].address, $0) < (targets[$1].address, $1) }
+        // address. A library's exports come in that order already.
         var ordered: [PlanTarget] = []
-        ordered.reserveCapacity(targets.count)
-        for index in order where ordered.last?.address != targets[index].address { ordered.append(targets[index]) }
+        if targets.indices.dropFirst().allSatisfy({ targets[$0 - 1].address < targets[$0].address }) {
+            ordered = targets
+        } else {
+            let order = targets.indices.sorted { (targets[$0].address, $0) < (targets[$1].address, $1) }
+            ordered.reserveCapacity(targets.count)
+            for index in order where ordered.last?.address != targets[index].address { ordered.append(targets[index]) }
+        }
         let (results, group) = InlinePlanner.plan(ordered)
         var functions: [InlineFunction] = []
         var refusals = refused
