@@ -60,6 +60,9 @@ typedef struct {
     uintptr_t quiet_pc;
     /* Whether the request went again as SIGSEGV. */
     int32_t segv_sent;
+    /* Asked by SIGSEGV first, the thread having said it takes faults only: looked at in /proc
+       only after a longer wait. */
+    int32_t faults_only;
     /* What the last look at a thread that had not parked found (FFH_UNRESPONSIVE_* bits), for
        the error of a stop that gives up on it. */
     int32_t seen;
@@ -315,9 +318,22 @@ typedef enum {
     FFH_QUIET_BLOCKED,   // blocks the signal and runs: nothing to learn
 } ffh_quiet;
 
+/* How many times a stop looked at the thread ffh_inspected_thread in /proc
+   (ffh_patch_inspections). */
+static uint64_t ffh_inspections;
+static int32_t ffh_inspected_thread;
+
+uint64_t ffh_patch_inspections(int32_t thread) {
+    __atomic_store_n(&ffh_inspected_thread, thread, __ATOMIC_RELAXED);
+    return __atomic_exchange_n(&ffh_inspections, 0, __ATOMIC_RELAXED);
+}
+
 static ffh_quiet ffh_inspect(int32_t thread, int signal, uintptr_t *pc, int *blocks_segv) {
     char path[64];
     char text[4096];
+    if (thread == __atomic_load_n(&ffh_inspected_thread, __ATOMIC_RELAXED)) {
+        __atomic_add_fetch(&ffh_inspections, 1, __ATOMIC_RELAXED);
+    }
     ffh_task_path(path, thread, "status");
     if (ffh_read_file(path, text, sizeof text) < 0) return FFH_QUIET_GONE;
     const char *state = ffh_find(text, "State:\t");
@@ -385,6 +401,30 @@ static ffh_stop_entry *ffh_take_entry(ffh_stop *stop) {
 
 /* Signals every thread of /proc/self/task that has no entry yet; how many were signalled,
    or -1 when the directory cannot be read or entries cannot be mapped. */
+/* The threads that block every signal but the faults and said so (a tracer's own threads,
+   ffh_patch_thread_takes_faults_only): asked by SIGSEGV at once. The stop signal, which they
+   never take, would cost each stop a wait and a look at /proc before SIGSEGV went anyway. */
+#define FFH_FAULTS_ONLY 16
+static int32_t ffh_faults_only[FFH_FAULTS_ONLY];
+
+void ffh_patch_thread_takes_faults_only(int yes) {
+    int32_t self = (int32_t)ffh_gettid();
+    for (size_t index = 0; index < FFH_FAULTS_ONLY; index++) {
+        int32_t expected = yes ? 0 : self;
+        if (__atomic_compare_exchange_n(&ffh_faults_only[index], &expected, yes ? self : 0, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE)) {
+            return;
+        }
+    }
+}
+
+static int ffh_takes_faults_only(int32_t thread) {
+    for (size_t index = 0; index < FFH_FAULTS_ONLY; index++) {
+        if (__atomic_load_n(&ffh_faults_only[index], __ATOMIC_ACQUIRE) == thread) return 1;
+    }
+    return 0;
+}
+
 static long ffh_signal_new_threads(ffh_stop *stop, long process, long self, int signal) {
     long directory =
         ffh_syscall6(SYS_openat, AT_FDCWD, (long)"/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0, 0, 0);
@@ -420,7 +460,9 @@ static long ffh_signal_new_threads(ffh_stop *stop, long process, long self, int 
             __atomic_store_n(&entry->new_pc, 0, __ATOMIC_RELEASE);
             __atomic_store_n(&entry->stop, stop->number, __ATOMIC_RELEASE);
             __atomic_store_n(&entry->state, FFH_ENTRY_SIGNALLED, __ATOMIC_RELEASE);
-            if (ffh_signal_thread(process, entry, signal) != 0) {
+            entry->segv_sent = ffh_takes_faults_only(thread) && ffh_guard_install() == 0;
+            entry->faults_only = entry->segv_sent;
+            if (ffh_signal_thread(process, entry, entry->segv_sent ? SIGSEGV : signal) != 0) {
                 /* Gone already. */
                 __atomic_store_n(&entry->state, FFH_ENTRY_IDLE, __ATOMIC_RELEASE);
                 __atomic_store_n(&entry->stop, 0, __ATOMIC_RELEASE);
@@ -449,7 +491,8 @@ static int ffh_was_quiet(int32_t thread) {
 /* The entries that have not parked, checked for good reasons not to: gone, or blocking the
    signal (then in a system call at a known place, or unknowable). Returns whether every
    entry is settled: parked, gone or known; sets `*unknown` to an entry that is not. */
-static int ffh_settled(const ffh_stop *stop, int signal, int inspect, ffh_stop_entry **unknown) {
+static int ffh_settled(const ffh_stop *stop, int signal, int inspect, int inspect_faults_only,
+                       ffh_stop_entry **unknown) {
     int settled = 1;
     for (size_t index = 0; index < stop->limit; index++) {
         ffh_stop_entry *entry = ffh_stop_entry_at(stop, index);
@@ -457,7 +500,9 @@ static int ffh_settled(const ffh_stop *stop, int signal, int inspect, ffh_stop_e
         int32_t state = __atomic_load_n(&entry->state, __ATOMIC_ACQUIRE);
         if (state != FFH_ENTRY_SIGNALLED) continue;
         if (entry->quiet) continue;
-        if (!inspect && !(ffh_was_quiet(entry->thread) && !entry->segv_sent)) {
+        int looked_at = entry->faults_only ? inspect_faults_only
+                                           : inspect || (ffh_was_quiet(entry->thread) && !entry->segv_sent);
+        if (!looked_at) {
             settled = 0;
             *unknown = entry;
             continue;
@@ -544,8 +589,8 @@ ffh_patch_status ffh_stop_world(ffh_stop *stop, ffh_patch_result *result) {
         for (int attempt = 0;; attempt++) {
             uint32_t parked = __atomic_load_n(&ffh_parked_count, __ATOMIC_ACQUIRE);
             ffh_stop_entry *unknown = NULL;
-            int inspect = attempt == 1 || (attempt > 1 && attempt % 16 == 0);
-            if (ffh_settled(stop, signal, inspect, &unknown)) break;
+            int later = attempt > 1 && attempt % 16 == 0;
+            if (ffh_settled(stop, signal, attempt == 1 || later, later, &unknown)) break;
             if (ffh_now_ns() > deadline) {
                 result->thread = unknown ? unknown->thread : 0;
                 result->error = unknown ? unknown->seen : 0;
@@ -615,8 +660,15 @@ void ffh_release_world(ffh_stop *stop) {
 
 int ffh_patch_signal(void) { return 0; }
 
+void ffh_patch_thread_takes_faults_only(int yes) { (void)yes; }
+
 int ffh_patch_thread_is_parked(void) { return 0; }
 
 uint64_t ffh_patch_stop_count(void) { return 0; }
+
+uint64_t ffh_patch_inspections(int32_t thread) {
+    (void)thread;
+    return 0;
+}
 
 #endif

@@ -1,3 +1,4 @@
+import CFFIHookPatch
 import CTestSupport
 import FFIHook
 import FFIHookCore
@@ -344,6 +345,62 @@ extension InlineSuites {
             #expect(write(pipe[1], "x", 1) == 1)
             while result.withLock({ $0 }) == nil { usleep(1000) }
             #expect(result.withLock { $0 } == 1)
+        }
+
+        /// A thread that blocks every signal but the faults and says so
+        /// (``ffh_patch_thread_takes_faults_only``, as the tracer's own threads do) is asked by
+        /// SIGSEGV at once: three stops park it asleep in its read without looking at it in /proc,
+        /// where the same thread that does not say so is looked at in each of them (after a
+        /// wait for the stop signal it never takes).
+        @Test func aThreadThatTakesOnlyFaultsAndSaysSoIsAskedBySIGSEGVAtOnce() async {
+            await #expect(processExitsWith: .success) { try InlineHookTests.stopAThreadThatTakesOnlyFaults() }
+        }
+
+        static func stopAThreadThatTakesOnlyFaults() throws {
+            var looks: [UInt64] = []
+            for says in [true, false] {
+                var pipe: [Int32] = [0, 0]
+                try #require(Glibc.pipe(&pipe) == 0)
+                let reader = pipe[0]
+                let thread = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
+                thread.initialize(to: 0)
+                let threadAddress = UInt(bitPattern: thread)
+                let result = Mutex<Int?>(nil)
+                Thread {
+                    let id = UnsafeMutablePointer<Int32>(bitPattern: threadAddress)
+                    let read =
+                        says
+                        ? ct_blocked_read_saying(reader, id, ffh_patch_thread_takes_faults_only)
+                        : ct_blocked_read(reader, id)
+                    result.withLock { $0 = read }
+                }.start()
+                var asleep = false
+                for _ in 0..<2000 where !asleep {
+                    let id = ct_load_thread_id(thread)
+                    if id != 0,
+                        let text = try? String(contentsOfFile: "/proc/self/task/\(id)/syscall", encoding: .utf8)
+                    {
+                        asleep = text.hasPrefix("0 ")
+                    }
+                    if !asleep { usleep(1000) }
+                }
+                try #require(asleep)
+                _ = ffh_patch_inspections(ct_load_thread_id(thread))
+                let call = UInt(ct_blocked_read_syscall_address())
+                for _ in 0..<3 {
+                    let places = try #require(PatchWriter.parkedInstructionPointers())
+                    #expect(places.contains { $0 >= call && $0 <= call + 2 }, "says \(says)")
+                }
+                looks.append(ffh_patch_inspections(0))
+                #expect(write(pipe[1], "x", 1) == 1)
+                while result.withLock({ $0 }) == nil { usleep(1000) }
+                #expect(result.withLock { $0 } == 1)
+                close(pipe[0])
+                close(pipe[1])
+                thread.deallocate()
+            }
+            #expect(
+                looks[0] < 3 && looks[1] >= 3, "looks at the thread in /proc: \(looks[0]) saying so, \(looks[1]) not")
         }
 
         /// A thread that blocks every signal, SIGSEGV included, and never enters a system call

@@ -832,7 +832,10 @@ typedef struct {
 static void *fht_own_body(void *argument) {
     fht_own_start start = *(fht_own_start *)argument;
     free(argument);
+    /* (It blocks the stop signal: a stop asks it by SIGSEGV at once.) */
+    ffh_patch_thread_takes_faults_only(1);
     void *result = start.body(start.argument);
+    ffh_patch_thread_takes_faults_only(0);
     if (fht_program_threads) __atomic_add_fetch(fht_program_threads, 1, __ATOMIC_SEQ_CST);
     return result;
 }

@@ -129,6 +129,14 @@ int ffh_patch_sample(uintptr_t *pcs, size_t capacity, ffh_patch_result *result);
 /// The signal used to stop threads, 0 before the first stop.
 int ffh_patch_signal(void);
 
+/// Says (`yes` 1) that the calling thread blocks every signal but those a fault raises, the
+/// stop signal among them (a tool's own thread, which must take none of the program's
+/// signals): a stop asks it by SIGSEGV at once, which parks it as the stop signal would,
+/// rather than after a wait for the stop signal and a look at its state in /proc. Taken back
+/// (`yes` 0) before the thread ends, since its number may go to another thread then. Sixteen
+/// threads at most are remembered; others are asked the usual way.
+void ffh_patch_thread_takes_faults_only(int yes);
+
 /// Whether this thread is inside the stop's signal handler now (parked by a writer on another
 /// thread, or on its way in or out): a thread where code made to run from outside the process
 /// (a tracer's call on a thread it stopped) must not run.
@@ -137,5 +145,10 @@ int ffh_patch_thread_is_parked(void);
 /// How many times the process's threads have been stopped (every batch of writes, and every
 /// sample, stops them once): for tests and benchmarks.
 uint64_t ffh_patch_stop_count(void);
+
+/// How many times stops have looked at the state in /proc (done for a thread that did not park
+/// at the stop signal within a short wait) of the thread the last call named, and names
+/// `thread` for the count from now on, from 0: for tests.
+uint64_t ffh_patch_inspections(int32_t thread);
 
 #endif
