@@ -126,6 +126,9 @@ enum LoadedObjects {
     /// file); nil when none is loaded.
     static func object(named name: String, in objects: [LoadedObject]) -> LoadedObject? {
         guard !name.isEmpty else { return nil }
+        // Named exactly, as nearly always (a path or soname the loader gave): no other object's
+        // path resolved, each of which took several system calls.
+        if let named = objects.first(where: { name == $0.path || name == $0.soname }) { return named }
         if let named = objects.first(where: { $0.isNamed(name) }) { return named }
         var base: UInt = 0
         var dynamic: UInt = 0
