@@ -655,7 +655,7 @@ package final class SlotRegistry: Sendable {
             above.setOriginal(original)
         } else if let entry = state.entries[address], entry.original == replacement.function {
             entry.setOriginal(original)
-        } else if isUnloaded(replacement) {
+        } else if isUnloaded(replacement.slot, wasInObject: replacement.inObject) {
             // Its object was unloaded: nothing to write back. (The guarded write would take a
             // fault, a signal for this thread, which then takes a signal sent to the process
             // that another thread was woken for: a tracer joined to a process whose threads
@@ -666,13 +666,13 @@ package final class SlotRegistry: Sendable {
         }
     }
 
-    /// Whether the slot of `replacement` lay in an object that the loader has unloaded since, and
-    /// no mapping covers it now: the loader's lock-free table asked (no lock, no system call:
-    /// every removal asks), and the kernel only where the object is gone. A slot unmapped after
-    /// this is still written under the fault guard; one in memory of no object (a table the
-    /// program allocated) always is.
-    private static func isUnloaded(_ replacement: Replacement) -> Bool {
-        replacement.inObject && ffh_elf_in_object(replacement.slot) == 0 && ffh_is_mapped(replacement.slot) == 0
+    /// Whether `slot`, which lay in a loaded object when it was hooked (`wasInObject`), lies in an
+    /// object that the loader has unloaded since, and no mapping covers it now: the loader's
+    /// lock-free table asked (no lock, no system call: every removal asks), and the kernel only
+    /// where the object is gone. A slot unmapped after this is still written under the fault
+    /// guard; one in memory of no object (a table the program allocated) always is.
+    private static func isUnloaded(_ slot: UnsafeMutableRawPointer, wasInObject: Bool) -> Bool {
+        wasInObject && ffh_elf_in_object(slot) == 0 && ffh_is_mapped(slot) == 0
     }
 
     /// Runs `body` under the lock, then hands `object` to reclamation: it is released once no
@@ -883,9 +883,9 @@ package final class SlotRegistry: Sendable {
         // A slot that held NULL and got a fallback as its original gets NULL back, unless a
         // replacement has gone under the hooks since.
         let original = entry.fallback != 0 && entry.original == entry.fallback ? 0 : entry.original
-        if entry.inObject && ffh_elf_in_object(entry.slot) == 0 && ffh_is_mapped(entry.slot) == 0 {
+        if isUnloaded(entry.slot, wasInObject: entry.inObject) {
             // Its object was unloaded and nothing is mapped there: nothing to write back, and no
-            // guarded write to fault (see `isUnloaded(_:)`).
+            // guarded write to fault (see `isUnloaded(_:wasInObject:)`).
             if isCurrent { release(entry.cell, &state) }
             return
         }
